@@ -1,0 +1,37 @@
+/**
+ * Every label, annotation and name that ../shared/DESIGN.md fixes, in one place, so the
+ * controller, webhook and sidecar can never disagree about a spelling.
+ */
+
+/** Label that makes kube-proxy ignore a Service and marks it as ours. */
+export const PROXY_NAME_LABEL = 'service.kubernetes.io/service-proxy-name';
+export const PROXY_NAME = 'multus-proxy';
+
+/** On a Service: the networks its endpoints live on. On a client pod: the networks it wants to reach. */
+export const SERVICE_NETWORK_ANNOTATION = 'k8s.v1.cni.cncf.io/service-network';
+/** Label selector string used when `spec.selector` is empty (the only way for headless Services). */
+export const SERVICE_SELECTOR_ANNOTATION = 'k8s.v1.cni.cncf.io/service-selector';
+/** Multus: the networks a pod asks to be attached to. */
+export const NETWORKS_ANNOTATION = 'k8s.v1.cni.cncf.io/networks';
+/** Multus: what was actually attached (interfaces, addresses). */
+export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
+
+/** Namespace label that enables sidecar injection. */
+export const INJECTION_LABEL = 'multus-proxy-injection';
+export const INJECTION_ENABLED = 'enabled';
+
+/** EndpointSlice labels. */
+export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';
+export const MANAGED_BY_LABEL = 'endpointslice.kubernetes.io/managed-by';
+export const MANAGED_BY = 'multus-proxy-controller';
+/** Network label on our slices, so a sidecar can select its networks server-side. */
+export const NETWORK_LABEL = 'multus-proxy/network';
+
+/** The injected sidecar container's name. */
+export const SIDECAR_CONTAINER_NAME = 'multus-proxy';
+
+/** Where the project installs itself. */
+export const INSTALL_NAMESPACE = 'multus-proxy-system';
+
+/** At most this many endpoints per EndpointSlice (the Kubernetes default). */
+export const MAX_ENDPOINTS_PER_SLICE = 100;
