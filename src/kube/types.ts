@@ -7,7 +7,7 @@
 import type {
   CoreV1Event,
   V1Container,
-  V1EndpointPort,
+  DiscoveryV1EndpointPort as V1EndpointPort,
   V1Endpoint,
   V1EndpointSlice,
   V1Lease,
