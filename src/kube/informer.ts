@@ -1,0 +1,287 @@
+/**
+ * An informer: a local copy of the objects at `path` (with label/field selectors), kept current
+ * by list + watch, with change handlers. Written for what a plain ListWatch does not survive:
+ * - 410 Gone (watch resourceVersion compacted away) -> relist, and the relist is diffed against
+ *   the store so handlers see only real changes, including deletes of objects that vanished while
+ *   we were disconnected, and never a second add for an object already known;
+ * - list or watch errors -> retry with jittered exponential backoff;
+ * - a watch that has gone silent (not even a bookmark) for watchdogMs -> restarted;
+ * - stop() -> everything in flight is aborted and no timer is left, so the process can exit.
+ */
+import type { Logger } from '../log.js';
+import { objectKey, type KubeObject, type WatchEvent } from './types.js';
+import { isGone, type KubeClient } from './client.js';
+
+export interface InformerOptions {
+  path: string;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Restart a watch that received nothing, not even a bookmark, for this long. Default 3 minutes. */
+  watchdogMs?: number;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  logger?: Logger;
+  name?: string;
+}
+
+export interface InformerHandlers<T> {
+  add?(obj: T): void;
+  update?(obj: T, old: T): void;
+  delete?(obj: T): void;
+}
+
+export interface Informer<T extends KubeObject> {
+  start(): void;
+  stop(): void;
+  readonly synced: Promise<void>;
+  hasSynced(): boolean;
+  list(): T[];
+  get(key: string): T | undefined;
+  on(handlers: InformerHandlers<T>): void;
+}
+
+/**
+ * The apiserver sends a bookmark to watchers that ask for them about once a minute, so three
+ * silent minutes mean a dead connection (a NAT or proxy that dropped it without a reset).
+ */
+const DEFAULT_WATCHDOG_MS = 180_000;
+const DEFAULT_MIN_BACKOFF_MS = 500;
+const DEFAULT_MAX_BACKOFF_MS = 30_000;
+/** Like client-go: the server ends each watch after 5-10 minutes, spreading re-watches of many clients. */
+const MIN_WATCH_TIMEOUT_S = 300;
+
+const QUICK_WATCH_END_MS = 1_000;
+
+export type Change<T> = { type: 'add'; obj: T } | { type: 'update'; obj: T; old: T } | { type: 'delete'; obj: T };
+
+function rvOf(obj: KubeObject): string | undefined {
+  return obj.metadata?.resourceVersion;
+}
+
+/**
+ * What a relist means for handlers: adds for new keys, updates where the resourceVersion moved,
+ * deletes for keys that are gone. Pure, so the diff can be tested without a server.
+ */
+export function diffStore<T extends KubeObject>(store: ReadonlyMap<string, T>, fresh: readonly T[]): { changes: Change<T>[]; next: Map<string, T> } {
+  const next = new Map<string, T>();
+  const changes: Change<T>[] = [];
+  for (const obj of fresh) {
+    const key = objectKey(obj);
+    next.set(key, obj);
+    const old = store.get(key);
+    if (old === undefined) changes.push({ type: 'add', obj });
+    else if (rvOf(old) !== rvOf(obj)) changes.push({ type: 'update', obj, old });
+  }
+  for (const [key, old] of store) if (!next.has(key)) changes.push({ type: 'delete', obj: old });
+  return { changes, next };
+}
+
+/**
+ * Applies one watch event to the store and says what changed. An ADDED for a known key is an
+ * update (or nothing if identical), a DELETED for an unknown key is nothing: no duplicates.
+ */
+export function applyEvent<T extends KubeObject>(store: Map<string, T>, ev: WatchEvent<T>): Change<T> | undefined {
+  if (ev.type !== 'ADDED' && ev.type !== 'MODIFIED' && ev.type !== 'DELETED') return undefined;
+  const key = objectKey(ev.object);
+  const old = store.get(key);
+  if (ev.type === 'DELETED') {
+    if (old === undefined) return undefined;
+    store.delete(key);
+    return { type: 'delete', obj: ev.object };
+  }
+  store.set(key, ev.object);
+  if (old === undefined) return { type: 'add', obj: ev.object };
+  if (rvOf(old) === rvOf(ev.object)) return undefined;
+  return { type: 'update', obj: ev.object, old };
+}
+
+/** Full jitter: a random wait in [base/2, base], so many clients do not retry in lockstep. */
+export function jitter(baseMs: number, random: () => number = Math.random): number {
+  return Math.round(baseMs / 2 + (random() * baseMs) / 2);
+}
+
+class Stopped extends Error {}
+
+class InformerImpl<T extends KubeObject> implements Informer<T> {
+  readonly synced: Promise<void>;
+  private markSynced!: () => void;
+  private isSynced = false;
+  private store = new Map<string, T>();
+  private readonly handlers: InformerHandlers<T>[] = [];
+  private started = false;
+  private readonly life = new AbortController();
+  private readonly watchdogMs: number;
+  private readonly minBackoffMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly name: string;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly opts: InformerOptions,
+  ) {
+    this.synced = new Promise<void>((resolve) => (this.markSynced = resolve));
+    this.watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
+    this.minBackoffMs = opts.minBackoffMs ?? DEFAULT_MIN_BACKOFF_MS;
+    this.maxBackoffMs = Math.max(opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS, this.minBackoffMs);
+    this.name = opts.name ?? opts.path;
+  }
+
+  start(): void {
+    if (this.started || this.life.signal.aborted) return;
+    this.started = true;
+    void this.run();
+  }
+
+  stop(): void {
+    this.life.abort();
+  }
+
+  hasSynced(): boolean {
+    return this.isSynced;
+  }
+
+  list(): T[] {
+    return [...this.store.values()];
+  }
+
+  get(key: string): T | undefined {
+    return this.store.get(key);
+  }
+
+  /** Handlers registered after objects are known get an add for each, like client-go. */
+  on(handlers: InformerHandlers<T>): void {
+    this.handlers.push(handlers);
+    for (const obj of this.store.values()) this.call(handlers, { type: 'add', obj });
+  }
+
+  private call(h: InformerHandlers<T>, c: Change<T>): void {
+    try {
+      if (c.type === 'add') h.add?.(c.obj);
+      else if (c.type === 'update') h.update?.(c.obj, c.old);
+      else h.delete?.(c.obj);
+    } catch (e) {
+      // A buggy handler must not stop the informer or starve the other handlers.
+      this.opts.logger?.error({ err: e, informer: this.name, change: c.type, key: objectKey(c.obj) }, 'informer handler threw');
+    }
+  }
+
+  private emit(c: Change<T> | undefined): void {
+    if (c === undefined) return;
+    for (const h of this.handlers) this.call(h, c);
+  }
+
+  private async run(): Promise<void> {
+    let backoff = this.minBackoffMs;
+    const signal = this.life.signal;
+    while (!signal.aborted) {
+      try {
+        let rv = await this.relist();
+        backoff = this.minBackoffMs;
+        for (;;) rv = await this.watchOnce(rv);
+      } catch (e) {
+        if (signal.aborted || e instanceof Stopped) break;
+        if (isGone(e)) {
+          // Not a failure: our resourceVersion was compacted away. Relist at once.
+          this.opts.logger?.info({ informer: this.name }, 'watch expired (410 Gone); relisting');
+          continue;
+        }
+        const wait = jitter(backoff);
+        this.opts.logger?.warn({ err: e, informer: this.name, retryInMs: wait }, 'list/watch failed; retrying');
+        try {
+          await this.sleep(wait);
+        } catch {
+          break;
+        }
+        backoff = Math.min(backoff * 2, this.maxBackoffMs);
+      }
+    }
+  }
+
+  private async relist(): Promise<string> {
+    const signal = this.life.signal;
+    const result = await this.client.list<T>(this.opts.path, {
+      labelSelector: this.opts.labelSelector,
+      fieldSelector: this.opts.fieldSelector,
+      signal,
+    });
+    if (signal.aborted) throw new Stopped();
+    const { changes, next } = diffStore(this.store, result.items);
+    this.store = next;
+    for (const c of changes) this.emit(c);
+    if (!this.isSynced) {
+      this.isSynced = true;
+      this.markSynced();
+    }
+    const rv = result.metadata?.resourceVersion;
+    if (!rv) throw new Error(`list ${this.opts.path} returned no resourceVersion`);
+    return rv;
+  }
+
+  /** One watch from rv; returns the last resourceVersion seen when the watch ends normally or the watchdog restarts it. */
+  private async watchOnce(fromRv: string): Promise<string> {
+    let rv = fromRv;
+    const ctl = new AbortController();
+    const onStop = (): void => ctl.abort();
+    this.life.signal.addEventListener('abort', onStop);
+    let timer: NodeJS.Timeout | undefined;
+    let silent = false;
+    let events = 0;
+    const began = Date.now();
+    const arm = (): void => {
+      if (timer) clearTimeout(timer);
+      timer = setTimeout(() => {
+        silent = true;
+        ctl.abort();
+      }, this.watchdogMs);
+    };
+    arm();
+    try {
+      await this.client.watch<T>(
+        this.opts.path,
+        {
+          labelSelector: this.opts.labelSelector,
+          fieldSelector: this.opts.fieldSelector,
+          resourceVersion: rv,
+          allowWatchBookmarks: true,
+          timeoutSeconds: Math.floor(MIN_WATCH_TIMEOUT_S * (1 + Math.random())),
+        },
+        (ev) => {
+          events++;
+          arm();
+          const next = rvOf(ev.object);
+          if (next) rv = next;
+          this.emit(applyEvent(this.store, ev));
+        },
+        ctl.signal,
+      );
+    } finally {
+      if (timer) clearTimeout(timer);
+      this.life.signal.removeEventListener('abort', onStop);
+    }
+    if (this.life.signal.aborted) throw new Stopped();
+    // A watch the server ends at once, again and again, would spin: treat it as a failure (backoff).
+    if (!silent && events === 0 && Date.now() - began < QUICK_WATCH_END_MS) throw new Error(`watch ${this.opts.path} ended at once without events`);
+    if (silent) this.opts.logger?.warn({ informer: this.name, watchdogMs: this.watchdogMs }, 'watch silent too long (watchdog); restarting it');
+    return rv;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    const signal = this.life.signal;
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return reject(new Stopped());
+      const onAbort = (): void => {
+        clearTimeout(t);
+        reject(new Stopped());
+      };
+      const t = setTimeout(() => {
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+export function createInformer<T extends KubeObject>(client: KubeClient, opts: InformerOptions): Informer<T> {
+  return new InformerImpl<T>(client, opts);
+}
