@@ -1,0 +1,114 @@
+/**
+ * `k8s.v1.cni.cncf.io/network-status` (written by Multus): what was actually attached to a pod.
+ *
+ * A JSON list of `{ "name", "interface"?, "ips"?, "mac"?, "default"?, "dns"?, "device-info"?, ... }`.
+ * Secondary networks are named `<namespace>/<nad>`; the cluster's primary network is written by
+ * Multus under its bare CNI name (e.g. "kindnet") with `"default": true`, so a name without '/' is
+ * kept as written with `namespace`/`nad` undefined. Addresses are split by family, a `/prefix` is
+ * dropped, IPv6 is normalised (see ip.ts) so addresses compare as strings. Fields we do not use
+ * (`dns`, `device-info`, `gateway`, ...) are ignored whatever their content.
+ *
+ * An empty value means nothing is attached yet (an empty list). Any bad entry makes the whole value
+ * an error naming that entry: half-read status could publish a wrong set of endpoints.
+ */
+import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
+import { err, inputError, ok, showValue, type Result } from '../result.js';
+import { parseIp } from './ip.js';
+import { isJsonObject, jsonKind, optionalBoolean, optionalString, optionalStringList, ownField, parseJson, type JsonObject } from './json.js';
+import { checkDns1123Label, checkDns1123Subdomain } from './names.js';
+import type { NetworkRef } from './service-network.js';
+
+export interface NetworkStatusEntry {
+  /** As written: "ns/nad" for secondary networks. */
+  name: string;
+  /** Split from `name` when it has the `ns/nad` form. */
+  namespace?: string;
+  nad?: string;
+  interface?: string;
+  /** Addresses without prefix, in the order written, duplicates dropped. */
+  ipv4: string[];
+  /** Normalised (RFC 5952) addresses without prefix. */
+  ipv6: string[];
+  mac?: string;
+  /** `true` for the pod's primary (cluster default) network. */
+  default: boolean;
+}
+
+const KEY = NETWORK_STATUS_ANNOTATION;
+const EXAMPLE = 'e.g. [{"name":"ns/net-a","interface":"net1","ips":["10.1.1.5"],"mac":"02:00:5e:10:00:01"}]';
+const FIX_ENTRY = `each entry must be an object with a string "name", optional string "interface" and "mac", a list of IP strings "ips" and a boolean "default" (Multus writes it so; ${EXAMPLE})`;
+
+type EntryResult = Result<NetworkStatusEntry, string>;
+
+function splitName(name: string): Result<{ namespace?: string; nad?: string }, string> {
+  const slash = name.indexOf('/');
+  if (slash < 0) return ok({});
+  if (name.indexOf('/', slash + 1) >= 0) return err(`the name ${showValue(name)} has more than one '/'`);
+  const namespace = name.slice(0, slash);
+  const nad = name.slice(slash + 1);
+  const nsWhy = checkDns1123Label(namespace);
+  if (nsWhy !== undefined) return err(`the namespace ${showValue(namespace)} in the name ${nsWhy}`);
+  const nadWhy = checkDns1123Subdomain(nad);
+  if (nadWhy !== undefined) return err(`the network name ${showValue(nad)} in the name ${nadWhy}`);
+  return ok({ namespace, nad });
+}
+
+function parseEntry(entry: JsonObject): EntryResult {
+  const name = optionalString(entry, 'name');
+  if (!name.ok) return err(name.error);
+  if (name.value === undefined || name.value.length === 0) return err('the "name" is missing or empty');
+  const split = splitName(name.value);
+  if (!split.ok) return err(split.error);
+  const ifname = optionalString(entry, 'interface');
+  if (!ifname.ok) return err(ifname.error);
+  const mac = optionalString(entry, 'mac');
+  if (!mac.ok) return err(mac.error);
+  const isDefault = optionalBoolean(entry, 'default');
+  if (!isDefault.ok) return err(isDefault.error);
+  const ips = optionalStringList(entry, 'ips');
+  if (!ips.ok) return err(ips.error);
+
+  const out: NetworkStatusEntry = { name: name.value, ipv4: [], ipv6: [], default: isDefault.value ?? false };
+  if (split.value.namespace !== undefined) out.namespace = split.value.namespace;
+  if (split.value.nad !== undefined) out.nad = split.value.nad;
+  if (ifname.value !== undefined) out.interface = ifname.value;
+  if (mac.value !== undefined) out.mac = mac.value;
+  for (const text of ips.value ?? []) {
+    const ip = parseIp(text);
+    if (!ip.ok) return err(`the IP ${showValue(text)} ${ip.error}`);
+    const list = ip.value.family === 4 ? out.ipv4 : out.ipv6;
+    if (!list.includes(ip.value.address)) list.push(ip.value.address);
+  }
+  return ok(out);
+}
+
+export function parseNetworkStatus(value: string): Result<NetworkStatusEntry[]> {
+  if (typeof value !== 'string') {
+    return err(inputError(KEY, String(value), `must be a string, not ${jsonKind(value)}`, `it must hold a JSON list, ${EXAMPLE}`));
+  }
+  if (value.trim().length === 0) return ok([]);
+  const parsed = parseJson(value);
+  if (!parsed.ok) return err(inputError(KEY, value, parsed.error, `it must hold a JSON list, ${EXAMPLE}; check what wrote it`));
+  if (!Array.isArray(parsed.value)) {
+    return err(inputError(KEY, value, `is ${jsonKind(parsed.value)}, expected a JSON list`, `wrap the entries in [ ], ${EXAMPLE}`));
+  }
+  const out: NetworkStatusEntry[] = [];
+  for (const [i, entry] of (parsed.value as unknown[]).entries()) {
+    const entryName = isJsonObject(entry) ? ownField(entry, 'name') : undefined;
+    const what = `entry ${i + 1}${typeof entryName === 'string' ? ` (name ${showValue(entryName)})` : ''}`;
+    if (!isJsonObject(entry)) return err(inputError(KEY, value, `${what} is ${jsonKind(entry)}, expected an object`, FIX_ENTRY));
+    const e = parseEntry(entry);
+    if (!e.ok) return err(inputError(KEY, value, `${what}: ${e.error}`, FIX_ENTRY));
+    out.push(e.value);
+  }
+  return ok(out);
+}
+
+/**
+ * The status of network `ref` (matched on the `ns/nad` form), or undefined when it is not attached
+ * (yet). When one NAD is attached twice, the first entry wins, as Multus lists them in the order
+ * of the pod's networks annotation.
+ */
+export function findNetworkStatus(entries: readonly NetworkStatusEntry[], ref: NetworkRef): NetworkStatusEntry | undefined {
+  return entries.find((e) => e.namespace === ref.namespace && e.nad === ref.name);
+}
