@@ -48,8 +48,8 @@ function addresses(slices: readonly V1EndpointSlice[]): string[] {
   return slices.flatMap((s) => s.endpoints.flatMap((e) => e.addresses)).sort();
 }
 
-describe('planSlices', () => {
-  test('blog scenario: one IPv4 slice with exactly the secondary addresses, labels, annotation, owner', () => {
+void describe('planSlices', () => {
+  void test('blog scenario: one IPv4 slice with exactly the secondary addresses, labels, annotation, owner', () => {
     const svc = blogService();
     const pods = [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')];
     const plan = planSlices({ service: svc, networks: networksOf(svc), pods, existing: [] });
@@ -78,7 +78,7 @@ describe('planSlices', () => {
     }
   });
 
-  test('a converged Service plans no write', () => {
+  void test('a converged Service plans no write', () => {
     const svc = blogService();
     const pods = [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')];
     const existing = converge({ service: svc, networks: networksOf(svc), pods });
@@ -91,7 +91,7 @@ describe('planSlices', () => {
     assert.ok(isEmptyDiff(planSlices({ service: svc, networks: networksOf(svc), pods, existing: shuffled }).diff));
   });
 
-  test('pod becomes unready: the slice is updated in place with ready false', () => {
+  void test('pod becomes unready: the slice is updated in place with ready false', () => {
     const svc = blogService();
     const existing = converge({ service: svc, networks: networksOf(svc), pods: [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')] });
     const pods = [webPod('nginx-a', '10.2.128.10', { ready: false }), webPod('nginx-b', '10.2.128.11')];
@@ -103,7 +103,7 @@ describe('planSlices', () => {
     assert.deepEqual(a?.conditions, { ready: false, serving: false, terminating: false });
   });
 
-  test('terminating pods: ready false, serving from the Ready condition; publishNotReadyAddresses keeps ready', () => {
+  void test('terminating pods: ready false, serving from the Ready condition; publishNotReadyAddresses keeps ready', () => {
     const pods = [webPod('t', '10.0.0.1', { terminating: true })];
     const svc = blogService();
     const e = planSlices({ service: svc, networks: networksOf(svc), pods, existing: [] }).diff.create[0]?.endpoints[0];
@@ -114,7 +114,7 @@ describe('planSlices', () => {
     assert.deepEqual(e2?.conditions, { ready: true, serving: false, terminating: false });
   });
 
-  test('pod deleted: its endpoint goes; last pod gone: the slice is deleted', () => {
+  void test('pod deleted: its endpoint goes; last pod gone: the slice is deleted', () => {
     const svc = blogService();
     const input = { service: svc, networks: networksOf(svc) };
     const existing = converge({ ...input, pods: [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')] });
@@ -126,7 +126,7 @@ describe('planSlices', () => {
     assert.equal(none.diff.create.length + none.diff.update.length, 0);
   });
 
-  test('dual-stack network-status: one IPv4 and one IPv6 slice, every address of the network', () => {
+  void test('dual-stack network-status: one IPv4 and one IPv6 slice, every address of the network', () => {
     const svc = blogService();
     const p = pod('d', { status: networkStatus([{ name: MACVLAN, ips: ['10.1.1.1', '10.1.1.2', 'fd00::1'] }]) });
     const { diff } = planSlices({ service: svc, networks: networksOf(svc), pods: [p], existing: [] });
@@ -137,7 +137,7 @@ describe('planSlices', () => {
     assert.deepEqual(v6?.endpoints[0]?.addresses, ['fd00::1']);
   });
 
-  test('named targetPort resolves per pod; a pod without it is left out of that port', () => {
+  void test('named targetPort resolves per pod; a pod without it is left out of that port', () => {
     const svc = service('named', {
       network: 'macvlan1',
       selector: { app: 'web' },
@@ -163,7 +163,7 @@ describe('planSlices', () => {
     assert.deepEqual(byAddr.get('10.0.0.3'), [{ name: 'dns', port: 5353, protocol: 'UDP', appProtocol: 'dns' }]);
   });
 
-  test('several networks, one across namespaces: one slice each with its own label and annotation', () => {
+  void test('several networks, one across namespaces: one slice each with its own label and annotation', () => {
     const svc = service('multi', { network: 'macvlan1, other/net', selector: { app: 'web' } });
     const p = pod('m', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.1'] }, { name: 'other/net', ips: ['192.168.5.1'] }]) });
     const { diff } = planSlices({ service: svc, networks: networksOf(svc), pods: [p], existing: [] });
@@ -174,7 +174,7 @@ describe('planSlices', () => {
     ]);
   });
 
-  test('250 pods: three slices of at most 100; one pod change touches one slice', () => {
+  void test('250 pods: three slices of at most 100; one pod change touches one slice', () => {
     const svc = blogService();
     const input = { service: svc, networks: networksOf(svc) };
     const mk = (i: number, ready = true): V1Pod => webPod(`p${String(i).padStart(3, '0')}`, `10.3.${Math.floor(i / 250)}.${i % 250}`, { ready });
@@ -196,7 +196,7 @@ describe('planSlices', () => {
     assert.deepEqual([d3.create.length, d3.update.length, d3.delete.length], [0, 1, 0]);
   });
 
-  test('bad or missing network-status: the pod is skipped with a reason naming it, others are published', () => {
+  void test('bad or missing network-status: the pod is skipped with a reason naming it, others are published', () => {
     const svc = blogService();
     const pods = [
       webPod('good', '10.0.0.1'),
@@ -217,7 +217,7 @@ describe('planSlices', () => {
     assert.equal(skips.has('done'), false, 'finished pods are not endpoints and not problems');
   });
 
-  test('network removed from the annotation: its slices are deleted, the others kept', () => {
+  void test('network removed from the annotation: its slices are deleted, the others kept', () => {
     const both = service('multi', { network: 'macvlan1,other/net', selector: { app: 'web' } });
     const p = pod('m', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.1'] }, { name: 'other/net', ips: ['192.168.5.1'] }]) });
     const existing = converge({ service: both, networks: networksOf(both), pods: [p] });
@@ -227,7 +227,7 @@ describe('planSlices', () => {
     assert.deepEqual(diff.delete.map((s) => s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION]), ['other/net']);
   });
 
-  test('Service port changed: slices are rewritten in place, not deleted and recreated', () => {
+  void test('Service port changed: slices are rewritten in place, not deleted and recreated', () => {
     const svc = blogService();
     const pods = [webPod('a', '10.0.0.1')];
     const existing = converge({ service: svc, networks: networksOf(svc), pods });
@@ -237,7 +237,7 @@ describe('planSlices', () => {
     assert.equal(diff.update[0]?.ports?.[0]?.port, 8080);
   });
 
-  test('Service recreated with a new uid: owner references follow', () => {
+  void test('Service recreated with a new uid: owner references follow', () => {
     const svc = blogService();
     const pods = [webPod('a', '10.0.0.1')];
     const existing = converge({ service: svc, networks: networksOf(svc), pods });
@@ -247,7 +247,7 @@ describe('planSlices', () => {
     assert.equal(diff.update[0]?.metadata?.ownerReferences?.[0]?.uid, 'new-uid');
   });
 
-  test('nodeName and zone are carried; headless pods with a matching subdomain get a hostname', () => {
+  void test('nodeName and zone are carried; headless pods with a matching subdomain get a hostname', () => {
     const svc = service('hl', { network: 'macvlan1', selectorAnnotation: 'app in (web)', headless: true });
     const spec = readServiceSpec(svc);
     assert.equal(spec.kind, 'serve');
@@ -264,7 +264,7 @@ describe('planSlices', () => {
   });
 });
 
-describe('planSlices properties', () => {
+void describe('planSlices properties', () => {
   const podArb = fc.record({
     id: fc.integer({ min: 0, max: 60 }),
     ready: fc.boolean(),
@@ -274,7 +274,7 @@ describe('planSlices properties', () => {
   const mkPod = (p: { id: number; ready: boolean; v6: boolean; terminating: boolean }): V1Pod =>
     webPod(`p${p.id}`, `10.4.0.${p.id}`, { ready: p.ready, terminating: p.terminating, status: networkStatus([{ name: MACVLAN, ips: p.v6 ? [`10.4.0.${p.id}`, `fd00::${p.id}`] : [`10.4.0.${p.id}`] }]) });
 
-  test('from any state to any state: converges in one step, slices hold each pod once, within the limit', () => {
+  void test('from any state to any state: converges in one step, slices hold each pod once, within the limit', () => {
     const svc = blogService();
     const networks = networksOf(svc);
     fc.assert(
@@ -297,7 +297,7 @@ describe('planSlices properties', () => {
     );
   });
 
-  test('changing one pod writes at most one slice per family', () => {
+  void test('changing one pod writes at most one slice per family', () => {
     const svc = blogService();
     const networks = networksOf(svc);
     fc.assert(
