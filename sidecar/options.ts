@@ -1,0 +1,140 @@
+/**
+ * The sidecar's settings, from the environment (what the webhook's injected container sets) and
+ * command-line flags (handy when running it by hand); a flag wins over its variable. Pure: the
+ * caller passes env and argv, so every default and every bad value is unit-testable.
+ */
+import { parseArgs } from 'node:util';
+import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
+
+export type IptablesBackend = 'auto' | 'nft' | 'legacy';
+
+export interface SidecarOptions {
+  /** The pod this sidecar runs in (downward API). */
+  readonly podName: string;
+  readonly podNamespace: string;
+  /** Explicit kubeconfig; undefined means $KUBECONFIG, then in-cluster (see src/kube/config.ts). */
+  readonly kubeconfig: string | undefined;
+  readonly healthPort: number;
+  readonly healthHost: string;
+  /** Syncs start at most this often; events in between are coalesced into the next sync. */
+  readonly minSyncIntervalMs: number;
+  /** A full rewrite this often, repairing rules someone else removed. */
+  readonly fullResyncIntervalMs: number;
+  /** Backoff after a failed sync: doubles from min to max. */
+  readonly retryMinMs: number;
+  readonly retryMaxMs: number;
+  /** Liveness turns false when one sync has been running longer than this. */
+  readonly stuckAfterMs: number;
+  readonly iptablesBackend: IptablesBackend;
+}
+
+/** Environment variable and flag for each setting (the webhook sets the variables). */
+export const OPTION_SOURCES = {
+  podName: { env: 'POD_NAME', flag: 'pod-name' },
+  podNamespace: { env: 'POD_NAMESPACE', flag: 'pod-namespace' },
+  kubeconfig: { env: 'KUBECONFIG', flag: 'kubeconfig' },
+  healthPort: { env: 'HEALTH_PORT', flag: 'health-port' },
+  healthHost: { env: 'HEALTH_HOST', flag: 'health-host' },
+  minSyncIntervalMs: { env: 'MIN_SYNC_INTERVAL_MS', flag: 'min-sync-interval-ms' },
+  fullResyncIntervalMs: { env: 'FULL_RESYNC_INTERVAL_MS', flag: 'full-resync-interval-ms' },
+  retryMinMs: { env: 'SYNC_RETRY_MIN_MS', flag: 'sync-retry-min-ms' },
+  retryMaxMs: { env: 'SYNC_RETRY_MAX_MS', flag: 'sync-retry-max-ms' },
+  stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },
+  iptablesBackend: { env: 'IPTABLES_BACKEND', flag: 'iptables-backend' },
+} as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
+
+/** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
+export const DEFAULT_HEALTH_PORT = 9180;
+
+type Key = keyof SidecarOptions;
+
+const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
+
+/** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
+const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend'>, { def: number; min: number; max: number }> = {
+  healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
+  minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
+  fullResyncIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
+  retryMinMs: { def: 1_000, min: 10, max: 600_000 },
+  retryMaxMs: { def: 30_000, min: 10, max: 3_600_000 },
+  stuckAfterMs: { def: 120_000, min: 1_000, max: 86_400_000 },
+};
+
+const OBJECT = 'sidecar options';
+
+function describe(key: Key): string {
+  return `${OPTION_SOURCES[key].env} (--${OPTION_SOURCES[key].flag})`;
+}
+
+export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<SidecarOptions, string> {
+  let flags: Record<string, string | boolean | undefined>;
+  try {
+    const parsed = parseArgs({
+      args: [...argv],
+      options: Object.fromEntries(Object.values(OPTION_SOURCES).map((s) => [s.flag, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    });
+    flags = parsed.values;
+  } catch (e) {
+    const known = Object.values(OPTION_SOURCES).map((s) => `--${s.flag}`).join(', ');
+    return err(`${OBJECT}: ${(e as Error).message}; use only ${known}`);
+  }
+  const raw = (key: Key): string | undefined => {
+    const f = flags[OPTION_SOURCES[key].flag];
+    const v = typeof f === 'string' ? f : env[OPTION_SOURCES[key].env];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+
+  const problems: string[] = [];
+  const required = (key: 'podName' | 'podNamespace'): string => {
+    const v = raw(key);
+    if (v === undefined) {
+      problems.push(
+        formatInputError(OBJECT, inputError(describe(key), '', 'is not set', `set it from the downward API (fieldRef metadata.${key === 'podName' ? 'name' : 'namespace'})`)),
+      );
+    }
+    return v ?? '';
+  };
+  const integer = (key: keyof typeof NUMBERS): number => {
+    const { def, min, max } = NUMBERS[key];
+    const v = raw(key);
+    if (v === undefined) return def;
+    const n = /^\d+$/.test(v) ? Number(v) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      problems.push(formatInputError(OBJECT, inputError(describe(key), v, 'is not a whole number in range', `write an integer from ${min} to ${max} (default ${def})`)));
+      return def;
+    }
+    return n;
+  };
+
+  const podName = required('podName');
+  const podNamespace = required('podNamespace');
+  const backendRaw = raw('iptablesBackend') ?? 'auto';
+  const iptablesBackend = BACKENDS.find((b) => b === backendRaw);
+  if (iptablesBackend === undefined) {
+    problems.push(formatInputError(OBJECT, inputError(describe('iptablesBackend'), backendRaw, 'is not a known back end', `write one of ${BACKENDS.join(', ')}`)));
+  }
+  const options: SidecarOptions = {
+    podName,
+    podNamespace,
+    kubeconfig: raw('kubeconfig'),
+    healthPort: integer('healthPort'),
+    healthHost: raw('healthHost') ?? '0.0.0.0',
+    minSyncIntervalMs: integer('minSyncIntervalMs'),
+    fullResyncIntervalMs: integer('fullResyncIntervalMs'),
+    retryMinMs: integer('retryMinMs'),
+    retryMaxMs: integer('retryMaxMs'),
+    stuckAfterMs: integer('stuckAfterMs'),
+    iptablesBackend: iptablesBackend ?? 'auto',
+  };
+  if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError(describe('retryMaxMs'), String(options.retryMaxMs), `is below ${describe('retryMinMs')} (${options.retryMinMs})`, 'make the maximum at least the minimum'),
+      ),
+    );
+  }
+  return problems.length > 0 ? err(problems.join('\n')) : ok(options);
+}

@@ -1,0 +1,231 @@
+/**
+ * The sidecar's IO shell: three informers (its own pod, the opted-in Services, the slices of its
+ * networks) feed caches; every change only marks the state dirty, and the sync loop turns the
+ * caches into a DesiredState (sidecar/state.ts, pure) and hands it to the dataplane.
+ *
+ * What it watches, always with server-side selectors, so a sidecar receives only what concerns it:
+ * - its pod: `metadata.name=<POD_NAME>` in its namespace (service-network and network-status may
+ *   change while it runs: dynamic attachments);
+ * - Services labelled `service.kubernetes.io/service-proxy-name=multus-proxy`, all namespaces (a
+ *   NAD may be used across namespaces);
+ * - EndpointSlices managed by `multus-proxy-controller` whose `multus-proxy/network` is one of the
+ *   pod's networks. It never lists the cluster's slices. When the pod's networks change, a new slice
+ *   informer with the new selector is started, and the old one is stopped only once the new one has
+ *   synced, so no rules are lost in between.
+ */
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../src/keys.js';
+import type { Logger } from '../src/log.js';
+import type { KubeClient } from '../src/kube/client.js';
+import { createInformer, type Informer, type InformerOptions } from '../src/kube/informer.js';
+import { apiPath } from '../src/kube/paths.js';
+import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../src/kube/types.js';
+import type { NetworkRef } from '../src/annotations/service-network.js';
+import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
+import type { DesiredState } from './model.js';
+import type { SidecarMetrics } from './metrics.js';
+import { buildDesiredState, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
+import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
+
+/** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
+export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
+
+/** The part of the dataplane the runtime drives. */
+export interface DataplaneSync {
+  sync(state: DesiredState, opts: { full: boolean }): Promise<ApplyReport | void>;
+}
+
+export interface RuntimeOptions extends SyncLoopOptions {
+  readonly podName: string;
+  readonly podNamespace: string;
+  /** Passed to every informer (tests shorten backoffs). */
+  readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
+}
+
+export interface RuntimeDeps {
+  readonly client: KubeClient;
+  readonly dataplane: DataplaneSync;
+  readonly log: Logger;
+  readonly metrics: SidecarMetrics;
+}
+
+export interface SidecarRuntime {
+  /** Starts the informers; the sync loop starts once all of them have synced. */
+  start(): void;
+  /** Resolves after the first successful sync that followed the informers' sync. */
+  readonly firstSync: Promise<void>;
+  ready(): { ready: boolean; reason?: string };
+  live(): boolean;
+  /** Stops informers and the loop (waits for a running sync); does not touch the rules. */
+  stop(): Promise<void>;
+}
+
+/** The slice selector for a set of networks (label values already sorted and unique). */
+export function sliceSelector(labelValues: readonly string[]): string {
+  return `${MANAGED_BY_LABEL}=${MANAGED_BY},${NETWORK_LABEL} in (${labelValues.join(',')})`;
+}
+
+const sameRefs = (a: readonly NetworkRef[], b: readonly NetworkRef[]): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/** Milliseconds since the epoch of the slice's trigger-time annotation, if it has a valid one. */
+function triggerTimeMs(slice: V1EndpointSlice): number | undefined {
+  const text = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
+  const ms = text === undefined ? NaN : Date.parse(text);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps): SidecarRuntime {
+  const { client, log } = deps;
+  const startedMs = Date.now();
+  const informerOpts = (name: string): Partial<InformerOptions> => ({ ...options.informer, logger: log, name });
+
+  const pods = createInformer<V1Pod>(client, {
+    ...informerOpts('pod'),
+    path: apiPath('', 'v1', 'pods', options.podNamespace),
+    fieldSelector: `metadata.name=${options.podName}`,
+  });
+  const services = createInformer<V1Service>(client, {
+    ...informerOpts('services'),
+    path: apiPath('', 'v1', 'services'),
+    labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`,
+  });
+
+  // Last good value of each pod annotation: a malformed update is logged and ignored.
+  let served: NetworkRef[] = [];
+  let status: NetworkStatusEntry[] = [];
+  const lastLogged = { served: '', status: '' };
+  /** The slice informer whose contents are used, and one being brought up for a new selector. */
+  let slices: Informer<V1EndpointSlice> | undefined;
+  let pendingSlices: Informer<V1EndpointSlice> | undefined;
+  let sliceKey = '';
+  let stopped = false;
+  let problemsLogged = new Set<string>();
+  let informersSynced = false;
+
+  const loop = createSyncLoop(options, {
+    compute: () => {
+      const out = buildDesiredState({ interfaces: podInterfaces(served, status), services: services.list(), slices: slices?.list() ?? [] });
+      // Log each problem once while it lasts, not on every sync.
+      const now = new Set(out.problems);
+      for (const p of now) if (!problemsLogged.has(p)) log.warn({ problem: p }, p);
+      problemsLogged = now;
+      return out.state;
+    },
+    apply: (state, opts) => deps.dataplane.sync(state, opts),
+    metrics: deps.metrics,
+    log,
+  });
+
+  function onSliceChange(informer: Informer<V1EndpointSlice>, slice: V1EndpointSlice): void {
+    if (informer !== slices && informer !== pendingSlices) return;
+    // Only changes after start-up measure programming latency; the initial list measures start-up.
+    if (informersSynced || informer.hasSynced()) {
+      const trigger = triggerTimeMs(slice);
+      loop.noteSliceChange(objectKey(slice), Date.now(), trigger !== undefined && trigger >= startedMs ? trigger : undefined);
+    }
+    loop.markDirty();
+  }
+
+  function followNetworks(): void {
+    const values = networkLabelValues(served);
+    const key = values.join(',');
+    if (key === sliceKey || stopped) return;
+    sliceKey = key;
+    pendingSlices?.stop();
+    pendingSlices = undefined;
+    if (values.length === 0) {
+      slices?.stop();
+      slices = undefined;
+      log.info('pod serves no networks; not watching EndpointSlices');
+      loop.markDirty();
+      return;
+    }
+    const labelSelector = sliceSelector(values);
+    const next = createInformer<V1EndpointSlice>(client, { ...informerOpts('endpointslices'), path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'), labelSelector });
+    pendingSlices = next;
+    const changed = (s: V1EndpointSlice): void => onSliceChange(next, s);
+    next.on({ add: changed, update: changed, delete: changed });
+    log.info({ labelSelector }, 'watching EndpointSlices');
+    next.start();
+    void next.synced.then(() => {
+      if (pendingSlices !== next) return;
+      const old = slices;
+      slices = next;
+      pendingSlices = undefined;
+      old?.stop();
+      loop.markDirty();
+    });
+  }
+
+  function onPod(pod: V1Pod): void {
+    const s = readServedNetworks(pod);
+    if (s.ok) {
+      lastLogged.served = '';
+      if (!sameRefs(s.value, served)) {
+        log.info({ networks: s.value.map((r) => `${r.namespace}/${r.name}`) }, 'pod service networks');
+        served = s.value;
+      }
+    } else if (s.error !== lastLogged.served) {
+      lastLogged.served = s.error;
+      log.error({ problem: s.error }, `${s.error} (keeping the last good networks)`);
+    }
+    const st = readNetworkStatus(pod);
+    if (st.ok) {
+      lastLogged.status = '';
+      status = st.value;
+    } else if (st.error !== lastLogged.status) {
+      lastLogged.status = st.error;
+      log.error({ problem: st.error }, `${st.error} (keeping the last good network status)`);
+    }
+    followNetworks();
+    loop.markDirty();
+  }
+
+  pods.on({
+    add: onPod,
+    update: onPod,
+    // The pod is going away; keep serving until SIGTERM so its last connections still work.
+    delete: () => log.info('own pod deleted; keeping rules until terminated'),
+  });
+  const dirty = (): void => loop.markDirty();
+  services.on({ add: dirty, update: dirty, delete: dirty });
+
+  async function slicesSettled(): Promise<void> {
+    while (!stopped && pendingSlices !== undefined) {
+      const p = pendingSlices;
+      // Its then() in followNetworks ran first (registered first) and promoted it, unless a newer
+      // selector replaced it meanwhile: then the loop waits for that one.
+      await p.synced;
+    }
+  }
+
+  return {
+    start() {
+      pods.start();
+      services.start();
+      void (async () => {
+        await Promise.all([pods.synced, services.synced]);
+        if (pods.list().length === 0) log.warn({ pod: `${options.podNamespace}/${options.podName}` }, 'own pod not found; serving nothing until it appears');
+        await slicesSettled();
+        if (stopped) return;
+        informersSynced = true;
+        log.info('caches synced; starting rule sync');
+        loop.start();
+      })();
+    },
+    firstSync: loop.firstSync,
+    ready() {
+      if (!informersSynced) return { ready: false, reason: 'waiting for the Kubernetes caches to sync' };
+      if (!loop.synced()) return { ready: false, reason: 'waiting for the first rule sync' };
+      return { ready: true };
+    },
+    live: () => loop.live(),
+    async stop() {
+      stopped = true;
+      pods.stop();
+      services.stop();
+      slices?.stop();
+      pendingSlices?.stop();
+      await loop.stop();
+    },
+  };
+}

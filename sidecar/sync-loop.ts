@@ -1,0 +1,183 @@
+/**
+ * When to sync, separate from what to sync. Events only mark the state dirty; this loop turns
+ * bursts of them into few syncs:
+ * - coalesced: a sync starts at most every `minIntervalMs`, and never while one runs;
+ * - skipped: a partial sync whose desired state equals the last applied one does nothing;
+ * - full: the first sync (it also removes leftovers of a previous run), every
+ *   `fullResyncIntervalMs` (repairs rules someone else removed), and the first one after a failure
+ *   (the namespace may be in any state then);
+ * - retried: a failed sync is retried with exponential backoff from `retryMinMs` to `retryMaxMs`.
+ * Liveness is false while one sync has run longer than `stuckAfterMs` (a hung restore).
+ */
+import type { Logger } from '../src/log.js';
+import type { DesiredState } from './model.js';
+import type { SidecarMetrics, SyncKind } from './metrics.js';
+import { stateFingerprint } from './state.js';
+
+export interface SyncLoopOptions {
+  readonly minIntervalMs: number;
+  readonly fullResyncIntervalMs: number;
+  readonly retryMinMs: number;
+  readonly retryMaxMs: number;
+  readonly stuckAfterMs: number;
+}
+
+/** What a dataplane reports after a successful sync; all optional (counts feed metrics). */
+export interface ApplyReport {
+  readonly rules?: number;
+}
+
+export interface SyncLoopDeps {
+  /** The desired state from the current caches (called at the start of every sync). */
+  compute(): DesiredState;
+  /** Applies it; throws on failure. `full` means rewrite everything, not only what changed. */
+  apply(state: DesiredState, opts: { full: boolean }): Promise<ApplyReport | void>;
+  readonly metrics: SidecarMetrics;
+  readonly log: Logger;
+  readonly now?: () => number;
+}
+
+export interface SyncLoop {
+  /** Starts the loop with a full sync. */
+  start(): void;
+  markDirty(): void;
+  /** A slice changed (observed at `observedMs`, triggered at `triggerMs` if the slice says): for latency metrics. */
+  noteSliceChange(key: string, observedMs: number, triggerMs?: number): void;
+  /** True once a sync has succeeded. */
+  synced(): boolean;
+  /** Resolves after the first successful sync. */
+  readonly firstSync: Promise<void>;
+  live(): boolean;
+  /** Stops scheduling and waits for a running sync to finish. */
+  stop(): Promise<void>;
+}
+
+interface PendingChange {
+  readonly observedMs: number;
+  readonly triggerMs: number | undefined;
+}
+
+/** Exponential backoff: min, 2·min, 4·min, … capped at max. */
+export function backoffMs(failures: number, min: number, max: number): number {
+  return Math.min(max, min * 2 ** Math.min(30, Math.max(0, failures - 1)));
+}
+
+export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncLoop {
+  const now = deps.now ?? Date.now;
+  let started = false;
+  let stopped = false;
+  let dirty = false;
+  let fullPending = true;
+  let running: Promise<void> | undefined;
+  let runStartedMs = 0;
+  let lastStartMs = -Infinity;
+  let timer: NodeJS.Timeout | undefined;
+  let resyncTimer: NodeJS.Timeout | undefined;
+  let failures = 0;
+  let retryAtMs = 0;
+  let lastApplied: string | undefined;
+  let everSynced = false;
+  // Slice changes not yet reflected in applied rules; the first observation of each slice counts.
+  let pending = new Map<string, PendingChange>();
+  let resolveFirst: () => void = () => {};
+  const firstSync = new Promise<void>((resolve) => (resolveFirst = resolve));
+
+  function schedule(): void {
+    if (!started || stopped || running !== undefined || timer !== undefined) return;
+    if (!dirty && !fullPending) return;
+    const t = now();
+    const delay = Math.max(0, lastStartMs + opts.minIntervalMs - t, failures > 0 ? retryAtMs - t : 0);
+    timer = setTimeout(() => {
+      timer = undefined;
+      running = runOnce().finally(() => {
+        running = undefined;
+        schedule();
+      });
+    }, delay);
+  }
+
+  function armResync(): void {
+    clearTimeout(resyncTimer);
+    resyncTimer = setTimeout(() => {
+      resyncTimer = undefined;
+      fullPending = true;
+      schedule();
+    }, opts.fullResyncIntervalMs);
+  }
+
+  function observeLatencies(changes: Map<string, PendingChange>): void {
+    const t = now();
+    for (const c of changes.values()) {
+      deps.metrics.sliceToRules(Math.max(0, t - c.observedMs) / 1000);
+      if (c.triggerMs !== undefined) deps.metrics.triggerToRules(Math.max(0, t - c.triggerMs) / 1000);
+    }
+  }
+
+  async function runOnce(): Promise<void> {
+    const full = fullPending;
+    fullPending = false;
+    dirty = false;
+    const changes = pending;
+    pending = new Map();
+    runStartedMs = lastStartMs = now();
+    let kind: SyncKind = full ? 'full' : 'partial';
+    try {
+      const state = deps.compute();
+      const fingerprint = stateFingerprint(state);
+      if (!full && fingerprint === lastApplied) {
+        kind = 'skipped';
+      } else {
+        // Forget the last state first: if apply fails half-way, nothing may be skipped as "unchanged".
+        lastApplied = undefined;
+        const report = await deps.apply(state, { full });
+        lastApplied = fingerprint;
+        const endpoints = state.targets.reduce((n, t) => n + t.endpoints.length, 0);
+        deps.metrics.programmed(state.targets.length, endpoints, report?.rules);
+        deps.log.debug({ kind, targets: state.targets.length, endpoints, ms: now() - runStartedMs }, 'rules synced');
+      }
+      deps.metrics.sync(kind, 'success', (now() - runStartedMs) / 1000);
+      observeLatencies(changes);
+      failures = 0;
+      if (full) armResync();
+      if (!everSynced) {
+        everSynced = true;
+        resolveFirst();
+      }
+    } catch (e) {
+      failures += 1;
+      const waitMs = backoffMs(failures, opts.retryMinMs, opts.retryMaxMs);
+      retryAtMs = now() + waitMs;
+      fullPending = true;
+      // Keep the unapplied changes (earliest observation wins) for the latency of the retry.
+      for (const [k, c] of changes) if (!pending.has(k)) pending.set(k, c);
+      deps.metrics.sync(kind, 'error', (now() - runStartedMs) / 1000);
+      deps.metrics.restoreFailure();
+      deps.log.error({ err: e, kind, failures, retryInMs: waitMs }, 'rule sync failed; retrying with a full sync');
+    }
+  }
+
+  return {
+    start() {
+      if (started) return;
+      started = true;
+      schedule();
+    },
+    markDirty() {
+      dirty = true;
+      schedule();
+    },
+    noteSliceChange(key, observedMs, triggerMs) {
+      if (!pending.has(key)) pending.set(key, { observedMs, triggerMs });
+    },
+    synced: () => everSynced,
+    firstSync,
+    live: () => running === undefined || now() - runStartedMs <= opts.stuckAfterMs,
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      clearTimeout(resyncTimer);
+      timer = resyncTimer = undefined;
+      await running;
+    },
+  };
+}
