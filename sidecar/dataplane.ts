@@ -1,0 +1,180 @@
+/**
+ * The one object the sidecar runtime calls: `sync(state, {full})` and `cleanup()`.
+ *
+ * Per sync: render (pure) -> plan per family (partial against what this object applied last, or
+ * full against what iptables-save shows) -> routes added -> one restore per family -> routes
+ * removed -> conntrack flushes. Routes go in before the rules that need them and out after the
+ * rules that used them, so a cluster IP never has DNAT without its source-address route.
+ *
+ * After any failure the applied state is forgotten, so the next sync is a full one that
+ * re-reads the namespace and repairs whatever is there.
+ */
+import type { Logger } from '../src/log.js';
+import type { DesiredState, IpFamily } from './model.js';
+import { countRules, planRestore, render, type Existing, type Rendered, type ResolvedTarget, type Ruleset, planCleanup } from './render.js';
+import { createExec, detectBackend, readExisting, restore, type Backend, type Exec } from './iptables.js';
+import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
+import { flushConntrack, planConntrack } from './conntrack.js';
+import type { Route } from './render.js';
+
+export interface DataplaneOptions {
+  /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */
+  readonly backend?: Backend | 'auto';
+  /** Test hook: run every command under `ip netns exec <netns>`. Production leaves it unset. */
+  readonly netns?: string;
+  readonly logger?: Logger;
+}
+
+export interface FamilySync {
+  readonly family: IpFamily;
+  /** The restore input applied ('' when nothing changed). */
+  readonly restoreText: string;
+  readonly changedChains: readonly string[];
+  readonly deletedChains: readonly string[];
+  readonly restoreMs: number;
+  readonly rules: number;
+}
+
+export interface SyncResult {
+  readonly full: boolean;
+  /** False when nothing had to change (no restore, no route, no flush ran). */
+  readonly changed: boolean;
+  readonly backend: Backend;
+  readonly families: readonly FamilySync[];
+  readonly routesReplaced: number;
+  readonly routesRemoved: number;
+  readonly conntrackFlushes: number;
+  /** Targets not served, with why (network missing, bad input). */
+  readonly skipped: Rendered['resolution']['skipped'];
+  /** Non-fatal problems (bad endpoints dropped, conntrack flush failures). */
+  readonly warnings: readonly string[];
+  readonly durationMs: number;
+  /** Served Service ports, by choice of endpoints, for metrics. */
+  readonly served: { readonly ready: number; readonly terminating: number; readonly none: number };
+}
+
+export interface CleanupResult {
+  readonly restoreText: Readonly<Record<'v4' | 'v6', string>>;
+  readonly routesRemoved: number;
+}
+
+export interface Dataplane {
+  sync(state: DesiredState, opts: { full: boolean }): Promise<SyncResult>;
+  cleanup(): Promise<CleanupResult>;
+  backend(): Promise<Backend>;
+}
+
+interface Applied {
+  readonly v4: Ruleset;
+  readonly v6: Ruleset;
+  readonly routes: readonly Route[];
+  readonly targets: readonly ResolvedTarget[];
+}
+
+const FAMILIES = [4, 6] as const;
+
+function ms(start: bigint): number {
+  return Number(process.hrtime.bigint() - start) / 1e6;
+}
+
+export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
+  const exec: Exec = createExec(opts.netns);
+  let backendChoice: Promise<Backend> | undefined;
+  let applied: Applied | undefined;
+  let running: Promise<unknown> = Promise.resolve();
+
+  const backend = (): Promise<Backend> => {
+    if (backendChoice === undefined) {
+      const wanted = opts.backend ?? 'auto';
+      backendChoice = wanted === 'auto' ? detectBackend(exec) : Promise.resolve(wanted);
+    }
+    return backendChoice;
+  };
+
+  /** One operation at a time: two interleaved restores could each see a stale "applied". */
+  function serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = running.then(fn, fn);
+    running = next.catch(() => undefined);
+    return next;
+  }
+
+  async function doSync(state: DesiredState, full: boolean): Promise<SyncResult> {
+    const start = process.hrtime.bigint();
+    const be = await backend();
+    const rendered = render(state);
+    const prev = applied;
+    const isFull = full || prev === undefined;
+    // Forget what was applied until this sync succeeds: any failure below forces a full sync next.
+    applied = undefined;
+    let existing: Record<IpFamily, Existing | undefined> = { 4: undefined, 6: undefined };
+    let currentRoutes: readonly Route[] = prev?.routes ?? [];
+    if (isFull) {
+      existing = { 4: await readExisting(exec, be, 4), 6: await readExisting(exec, be, 6) };
+      currentRoutes = await readRoutes(exec);
+    }
+    const plans = FAMILIES.map((f) => ({
+      family: f,
+      plan: planRestore(f === 4 ? rendered.v4 : rendered.v6, f === 4 ? prev?.v4 : prev?.v6, existing[f], isFull),
+    }));
+    const routePlan = diffRoutes(currentRoutes, rendered.routes);
+    const flushes = planConntrack(prev?.targets, rendered.resolution.targets);
+
+    await applyRoutes(exec, routePlan.replace, 'replace');
+    const families: FamilySync[] = [];
+    for (const { family, plan } of plans) {
+      const t0 = process.hrtime.bigint();
+      try {
+        await restore(exec, be, family, plan.text);
+      } catch (e) {
+        opts.logger?.error({ err: e, family, full: isFull }, 'iptables restore failed; the next sync will be a full one');
+        throw e;
+      }
+      families.push({
+        family,
+        restoreText: plan.text,
+        changedChains: plan.changedChains,
+        deletedChains: plan.deletedChains,
+        restoreMs: ms(t0),
+        rules: countRules(family === 4 ? rendered.v4 : rendered.v6),
+      });
+    }
+    await applyRoutes(exec, routePlan.remove, 'remove');
+    const warnings = [...rendered.resolution.warnings, ...(await flushConntrack(exec, flushes))];
+    applied = { v4: rendered.v4, v6: rendered.v6, routes: rendered.routes, targets: rendered.resolution.targets };
+    const served = { ready: 0, terminating: 0, none: 0 };
+    for (const r of rendered.resolution.targets) served[r.choice] += 1;
+    return {
+      full: isFull,
+      changed: families.some((f) => f.restoreText !== '') || routePlan.replace.length + routePlan.remove.length + flushes.length > 0,
+      backend: be,
+      families,
+      routesReplaced: routePlan.replace.length,
+      routesRemoved: routePlan.remove.length,
+      conntrackFlushes: flushes.length,
+      skipped: rendered.resolution.skipped,
+      warnings,
+      durationMs: ms(start),
+      served,
+    };
+  }
+
+  async function doCleanup(): Promise<CleanupResult> {
+    const be = await backend();
+    applied = undefined;
+    const text = { v4: '', v6: '' };
+    for (const family of FAMILIES) {
+      const t = planCleanup(await readExisting(exec, be, family));
+      await restore(exec, be, family, t);
+      text[family === 4 ? 'v4' : 'v6'] = t;
+    }
+    const routes = await readRoutes(exec);
+    await applyRoutes(exec, routes, 'remove');
+    return { restoreText: text, routesRemoved: routes.length };
+  }
+
+  return {
+    sync: (state, o) => serial(() => doSync(state, o.full)),
+    cleanup: () => serial(doCleanup),
+    backend,
+  };
+}

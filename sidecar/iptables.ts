@@ -1,0 +1,117 @@
+/**
+ * iptables IO: running commands, back-end detection, applying restore text, reading back what is
+ * ours. All decisions (what text to apply) are in render.ts; this module only runs binaries.
+ *
+ * Commands run in the current network namespace (the sidecar lives inside the pod). The one test
+ * hook is `netns`: when set, each command is prefixed with `ip netns exec <netns>`.
+ */
+import { spawn } from 'node:child_process';
+import type { IpFamily } from './model.js';
+import { parseExisting, type Existing } from './render.js';
+
+export interface ExecResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+export type Exec = (cmd: string, args: readonly string[], stdin?: string) => Promise<ExecResult>;
+
+export function createExec(netns?: string): Exec {
+  return (cmd, args, stdin) =>
+    new Promise((resolve) => {
+      const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
+      const child = spawn(argv[0] ?? cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+      const out: Buffer[] = [];
+      const errs: Buffer[] = [];
+      child.stdout.on('data', (b: Buffer) => out.push(b));
+      child.stderr.on('data', (b: Buffer) => errs.push(b));
+      // A missing binary is reported like a failed command (code 127), never as a crash.
+      child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${argv[0] ?? cmd}: ${e.message}` }));
+      child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(errs).toString() }));
+      child.stdin.on('error', () => undefined);
+      child.stdin.end(stdin ?? '');
+    });
+}
+
+export type Backend = 'nft' | 'legacy';
+
+function binary(backend: Backend, family: IpFamily, tool: 'restore' | 'save'): string {
+  return `${family === 4 ? 'iptables' : 'ip6tables'}-${backend}-${tool}`;
+}
+
+/** Whether iptables-save text holds any rule (a line `-A ...`). */
+export function hasRules(saveText: string): boolean {
+  return /^-A /m.test(saveText);
+}
+
+/**
+ * The back end the namespace already uses: legacy only when it already holds legacy rules (some
+ * other component of the pod chose legacy, and mixing the two makes both unreadable), else nft.
+ * A missing legacy binary means nft.
+ */
+export async function detectBackend(exec: Exec): Promise<Backend> {
+  for (const family of [4, 6] as const) {
+    const r = await exec(binary('legacy', family, 'save'), []);
+    if (r.code === 0 && hasRules(r.stdout)) return 'legacy';
+  }
+  return 'nft';
+}
+
+export async function save(exec: Exec, backend: Backend, family: IpFamily): Promise<string> {
+  const r = await exec(binary(backend, family, 'save'), []);
+  if (r.code !== 0) throw new Error(`${binary(backend, family, 'save')} failed (exit ${r.code}): ${r.stderr.trim()}`);
+  return r.stdout;
+}
+
+export async function readExisting(exec: Exec, backend: Backend, family: IpFamily): Promise<Existing> {
+  return parseExisting(await save(exec, backend, family));
+}
+
+/** A restore that failed, with the offending input line(s) mapped back from the reported line number. */
+export class RestoreError extends Error {
+  constructor(
+    readonly family: IpFamily,
+    readonly backend: Backend,
+    readonly stderr: string,
+    /** 1-based line in the restore input, when the tool named one. */
+    readonly line: number | undefined,
+    /** That line and its neighbours, `N: text`. */
+    readonly context: readonly string[],
+  ) {
+    super(
+      `${binary(backend, family, 'restore')} failed: ${stderr.trim().split('\n')[0] ?? ''}` +
+        (line !== undefined ? ` at input line ${line}: ${context.join(' | ')}` : ''),
+    );
+    this.name = 'RestoreError';
+  }
+}
+
+/** Finds the line number iptables-restore reports ("Error occurred at line: N", "line N failed"). */
+export function failedLine(stderr: string): number | undefined {
+  const m = /line:? (\d+)/i.exec(stderr);
+  return m?.[1] === undefined ? undefined : Number(m[1]);
+}
+
+/** The failing line with one line either side, numbered, for the log. */
+export function lineContext(text: string, line: number | undefined): string[] {
+  if (line === undefined) return [];
+  const lines = text.split('\n');
+  const out: string[] = [];
+  for (let n = Math.max(1, line - 1); n <= Math.min(lines.length, line + 1); n += 1) out.push(`${n}${n === line ? '>' : ':'} ${lines[n - 1] ?? ''}`);
+  return out;
+}
+
+/**
+ * One `iptables-restore --noflush` run. Each table section is committed as one transaction by
+ * the kernel (nf_tables batch / legacy table replace), so a failure leaves each table either
+ * fully old or fully new; render.ts makes every old/new mix of the two tables safe.
+ */
+export async function restore(exec: Exec, backend: Backend, family: IpFamily, text: string): Promise<void> {
+  if (text === '') return;
+  const r = await exec(binary(backend, family, 'restore'), ['--noflush', '--wait', '5'], text);
+  if (r.code !== 0) {
+    const line = failedLine(r.stderr);
+    throw new RestoreError(family, backend, r.stderr, line, lineContext(text, line));
+  }
+}

@@ -1,0 +1,506 @@
+/**
+ * Pure rendering: DesiredState -> per-family iptables rulesets, routes, and the
+ * `iptables-restore --noflush` text that moves a namespace from what it has to what it should have.
+ * No IO here, so every decision (which endpoints, which chains change, full or partial) is tested
+ * against golden files and unit tests.
+ *
+ * Layout (chosen for the nf_tables back end, where kube-proxy's chain-per-endpoint layout is
+ * quadratic — see ../shared/DESIGN.md):
+ *
+ *   nat    OUTPUT       -> MPX-SERVICES            (exactly one jump, ours)
+ *   nat    MPX-SERVICES -d <clusterIP> -p <proto> --dport <port> -> MPX-SVC-<hash>   (one rule per Service port)
+ *   nat    MPX-SVC-<hash>  the DNAT rules themselves, `statistic random 1/(n-i)`, last unconditional;
+ *                          with sessionAffinity ClientIP, `recent --rcheck` rules first and
+ *                          `recent --set` on each chosen rule (no per-endpoint chains).
+ *   filter OUTPUT       -> MPX-REJECT (NEW connections only)
+ *   filter MPX-REJECT   -d <clusterIP> -p <proto> --dport <port> -j REJECT   (one rule per Service port)
+ *
+ * Why a second jump, in filter: the nat table cannot REJECT, and a Service without usable
+ * endpoints must fail fast (ECONNREFUSED) rather than time out. nat OUTPUT runs before filter
+ * OUTPUT, so a packet that nat DNATed no longer has the cluster IP as destination when filter sees
+ * it: the reject rule only ever hits packets that found no endpoint. That is why the reject rules
+ * exist for every Service port regardless of its endpoints, and why endpoint changes touch only the
+ * one nat chain of the Service. It also makes every mix of old/new nat and filter tables safe,
+ * which matters because iptables-restore commits each table separately (verified: a failing
+ * `*filter` section leaves an earlier `*nat` section applied): a reject rule can never break a
+ * working Service, and a missing one turns "refused" into "timeout" at worst.
+ */
+import { createHash } from 'node:crypto';
+import { networkKey } from '../src/annotations/service-network.js';
+import { parseIp } from '../src/annotations/ip.js';
+import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
+
+export const CHAIN_PREFIX = 'MPX-';
+export const DISPATCH_CHAIN = 'MPX-SERVICES';
+export const REJECT_CHAIN = 'MPX-REJECT';
+export const SERVICE_CHAIN_PREFIX = 'MPX-SVC-';
+/** iptables limits chain names to 28 characters (29 bytes with the NUL). */
+export const MAX_CHAIN_NAME = 28;
+/** Comment on our jumps from OUTPUT; also how cleanup recognises them. */
+export const JUMP_COMMENT = 'multus-proxy';
+export type TableName = 'filter' | 'nat';
+/** Restore order: filter first, so a new Service port already rejects when its nat rules land. */
+export const TABLES: readonly TableName[] = ['filter', 'nat'];
+
+/** The canonical jump rule spec (what iptables-save prints after `-A OUTPUT `), per table. */
+export const JUMP_SPEC: Readonly<Record<TableName, string>> = {
+  nat: `-m comment --comment ${JUMP_COMMENT} -j ${DISPATCH_CHAIN}`,
+  filter: `-m conntrack --ctstate NEW -m comment --comment ${JUMP_COMMENT} -j ${REJECT_CHAIN}`,
+};
+
+const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
+const MAX_AFFINITY_SECONDS = 86400;
+
+// ---------------------------------------------------------------------------------------------
+// Names
+
+const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
+
+/** RFC 4648 base32 (no padding) of the first bytes needed for `chars` characters. */
+function base32(bytes: Buffer, chars: number): string {
+  let out = '';
+  let bits = 0;
+  let value = 0;
+  for (const b of bytes) {
+    value = (value << 8) | b;
+    bits += 8;
+    while (bits >= 5 && out.length < chars) {
+      out += BASE32[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+    if (out.length >= chars) break;
+  }
+  return out;
+}
+
+/** 16 base32 characters of sha256, as kube-proxy names its chains: 80 bits, no practical collisions. */
+export function hashName(prefix: string, ...parts: readonly (string | number)[]): string {
+  const digest = createHash('sha256').update(parts.join('\u0000')).digest();
+  return prefix + base32(digest, 16);
+}
+
+/** The nat chain of one Service port: a function of (service, port name, protocol, family, cluster IP). */
+export function serviceChainName(t: Pick<ServicePortTarget, 'service' | 'portName' | 'protocol' | 'family' | 'clusterIP'>): string {
+  return hashName(SERVICE_CHAIN_PREFIX, t.service, t.portName, t.protocol, t.family, t.clusterIP);
+}
+
+/** The xt_recent list of one endpoint of one Service chain (valid: [A-Z0-9-], 20 chars, unique). */
+export function recentListName(chain: string, ep: Pick<BackendEndpoint, 'ip' | 'port'>): string {
+  return hashName(CHAIN_PREFIX, chain, ep.ip, ep.port);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolution: which targets are served, through which interface, to which endpoints
+
+export interface ChosenEndpoint {
+  readonly ip: string;
+  readonly port: number;
+}
+
+/** A target the pod serves, with everything rendering needs decided. */
+export interface ResolvedTarget {
+  readonly target: ServicePortTarget;
+  /** Normalised cluster IP. */
+  readonly clusterIP: string;
+  readonly chain: string;
+  readonly interface: string;
+  /** The pod's address on that interface: the source of every connection to the cluster IP. */
+  readonly source: string;
+  /** Endpoints that get traffic (ready; else serving+terminating), sorted, deduplicated. */
+  readonly endpoints: readonly ChosenEndpoint[];
+  /** Which rule picked them, for logs and metrics. */
+  readonly choice: 'ready' | 'terminating' | 'none';
+  readonly affinitySeconds?: number;
+}
+
+export interface SkippedTarget {
+  /** `namespace/name:port/PROTO (clusterIP)` */
+  readonly target: string;
+  readonly reason: string;
+  /** 'info' for normal situations (the pod is not on that network), 'warn' for bad input. */
+  readonly level: 'info' | 'warn';
+}
+
+export interface Route {
+  readonly family: IpFamily;
+  /** Cluster IP (normalised), routed as /32 or /128. */
+  readonly dst: string;
+  readonly dev: string;
+  readonly src: string;
+}
+
+export interface Resolution {
+  readonly targets: readonly ResolvedTarget[];
+  readonly skipped: readonly SkippedTarget[];
+  /** Endpoints dropped for bad input, as messages. */
+  readonly warnings: readonly string[];
+}
+
+function describe(t: ServicePortTarget): string {
+  return `${t.service}:${t.portName === '' ? t.port : t.portName}/${t.protocol} (${t.clusterIP})`;
+}
+
+function validPort(p: number): boolean {
+  return Number.isInteger(p) && p >= 1 && p <= 65535;
+}
+
+/** Normalised address of family `family`, or undefined when `text` is not one. */
+export function normalizeAddress(text: string, family: IpFamily): string | undefined {
+  const parsed = parseIp(text);
+  if (!parsed.ok || parsed.value.family !== family || parsed.value.prefix !== undefined || parsed.value.address.includes('%')) return undefined;
+  return parsed.value.address;
+}
+
+function compareText(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** Sort key that keeps output stable whatever order the informers delivered things in. */
+function targetOrder(a: ServicePortTarget, b: ServicePortTarget): number {
+  return (
+    compareText(a.service, b.service) ||
+    compareText(a.portName, b.portName) ||
+    compareText(a.protocol, b.protocol) ||
+    a.family - b.family ||
+    compareText(a.clusterIP, b.clusterIP) ||
+    compareText(networkKey(a.network), networkKey(b.network)) ||
+    a.port - b.port
+  );
+}
+
+/**
+ * kube-proxy's choice: ready endpoints; if none, serving and terminating ones (so a rolling update
+ * of the last pod does not drop traffic); if none, nothing (the Service rejects).
+ */
+export function chooseEndpoints(
+  endpoints: readonly BackendEndpoint[],
+  family: IpFamily,
+  warn: (msg: string) => void,
+  what: string,
+): { endpoints: ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
+  const merged = new Map<string, { ip: string; port: number; ready: boolean; serving: boolean; terminating: boolean }>();
+  for (const ep of endpoints) {
+    const ip = normalizeAddress(ep.ip, family);
+    if (ip === undefined || !validPort(ep.port)) {
+      warn(`${what}: endpoint ${JSON.stringify(ep.ip)} port ${JSON.stringify(ep.port)} dropped: not an IPv${family} address with a port from 1 to 65535; the controller should not publish it`);
+      continue;
+    }
+    const key = `${ip}|${ep.port}`;
+    const seen = merged.get(key);
+    // The same address twice (e.g. in two slices during a move): the more usable state wins.
+    merged.set(key, {
+      ip,
+      port: ep.port,
+      ready: ep.ready || (seen?.ready ?? false),
+      serving: ep.serving || (seen?.serving ?? false),
+      terminating: seen === undefined ? ep.terminating : seen.terminating && ep.terminating,
+    });
+  }
+  const all = [...merged.values()].sort((a, b) => compareText(a.ip, b.ip) || a.port - b.port);
+  const ready = all.filter((e) => e.ready);
+  if (ready.length > 0) return { endpoints: ready.map(({ ip, port }) => ({ ip, port })), choice: 'ready' };
+  const terminating = all.filter((e) => e.serving && e.terminating);
+  if (terminating.length > 0) return { endpoints: terminating.map(({ ip, port }) => ({ ip, port })), choice: 'terminating' };
+  return { endpoints: [], choice: 'none' };
+}
+
+/**
+ * Decides, for every target, whether the pod serves it and how. A cluster IP is routed through
+ * one interface only (the route carries one source address), so when one cluster IP appears on two
+ * networks the pod has, the first network in sort order wins and the other targets are skipped
+ * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
+ */
+export function resolveTargets(state: DesiredState): Resolution {
+  const skipped: SkippedTarget[] = [];
+  const warnings: string[] = [];
+  const byNetwork = new Map<string, PodInterface>();
+  for (const i of state.interfaces) if (!byNetwork.has(networkKey(i.network))) byNetwork.set(networkKey(i.network), i);
+  const ipOwner = new Map<string, string>(); // cluster IP -> network key
+  const portOwner = new Set<string>(); // cluster IP|proto|port
+  const chainOwner = new Set<string>();
+  const out: ResolvedTarget[] = [];
+  for (const t of [...state.targets].sort(targetOrder)) {
+    const what = describe(t);
+    const skip = (reason: string, level: SkippedTarget['level'] = 'warn'): void => {
+      skipped.push({ target: what, reason, level });
+    };
+    if (t.family !== 4 && t.family !== 6) {
+      skip(`family ${JSON.stringify(t.family)} is not 4 or 6`);
+      continue;
+    }
+    const clusterIP = normalizeAddress(t.clusterIP, t.family);
+    if (clusterIP === undefined) {
+      skip(`cluster IP ${JSON.stringify(t.clusterIP)} is not an IPv${t.family} address; the Service's spec.clusterIPs must hold plain addresses`);
+      continue;
+    }
+    if (!PROTOCOLS.includes(t.protocol)) {
+      skip(`protocol ${JSON.stringify(t.protocol)} is not one of TCP, UDP, SCTP`);
+      continue;
+    }
+    if (!validPort(t.port)) {
+      skip(`port ${JSON.stringify(t.port)} is not a number from 1 to 65535`);
+      continue;
+    }
+    const aff = t.affinityTimeoutSeconds;
+    if (aff !== undefined && !(Number.isInteger(aff) && aff >= 1 && aff <= MAX_AFFINITY_SECONDS)) {
+      skip(`sessionAffinityConfig.clientIP.timeoutSeconds ${JSON.stringify(aff)} is not a whole number from 1 to ${MAX_AFFINITY_SECONDS}`);
+      continue;
+    }
+    const net = networkKey(t.network);
+    const iface = byNetwork.get(net);
+    if (iface === undefined) {
+      skip(`the pod has no interface on network ${net}`, 'info');
+      continue;
+    }
+    const source = (t.family === 4 ? iface.ipv4 : iface.ipv6).map((a) => normalizeAddress(a, t.family)).find((a) => a !== undefined);
+    if (source === undefined) {
+      skip(`the pod's interface ${iface.interface} on network ${net} has no IPv${t.family} address`, 'info');
+      continue;
+    }
+    const owner = ipOwner.get(clusterIP);
+    if (owner !== undefined && owner !== net) {
+      skip(`cluster IP ${clusterIP} is already served through network ${owner}; one cluster IP can leave through one interface only`);
+      continue;
+    }
+    const portKey = `${clusterIP}|${t.protocol}|${t.port}`;
+    const chain = serviceChainName({ ...t, clusterIP });
+    if (portOwner.has(portKey) || chainOwner.has(chain)) {
+      skip(`${t.protocol} port ${t.port} of cluster IP ${clusterIP} is listed twice; the first entry is used`);
+      continue;
+    }
+    ipOwner.set(clusterIP, net);
+    portOwner.add(portKey);
+    chainOwner.add(chain);
+    const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), what);
+    out.push({
+      target: t,
+      clusterIP,
+      chain,
+      interface: iface.interface,
+      source,
+      endpoints: chosen.endpoints,
+      choice: chosen.choice,
+      ...(aff !== undefined ? { affinitySeconds: aff } : {}),
+    });
+  }
+  return { targets: out, skipped, warnings };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rules
+
+/** Chains of one table: name -> its rule lines (`-A NAME ...`), in output order. */
+export type Chains = ReadonlyMap<string, readonly string[]>;
+
+export interface Ruleset {
+  readonly family: IpFamily;
+  readonly filter: Chains;
+  readonly nat: Chains;
+}
+
+export interface Rendered {
+  readonly resolution: Resolution;
+  readonly v4: Ruleset;
+  readonly v6: Ruleset;
+  readonly routes: readonly Route[];
+}
+
+/** Comments may only carry safe characters; names from Kubernetes already are, this is belt and braces. */
+function comment(text: string): string {
+  return `-m comment --comment "${text.replace(/[^A-Za-z0-9_./:-]/g, '_').slice(0, 200)}"`;
+}
+
+function hostPrefix(ip: string, family: IpFamily): string {
+  return `${ip}/${family === 4 ? 32 : 128}`;
+}
+
+function endpointAddress(ep: ChosenEndpoint, family: IpFamily): string {
+  return family === 4 ? `${ep.ip}:${ep.port}` : `[${ep.ip}]:${ep.port}`;
+}
+
+/** kube-proxy prints probabilities with %0.10f; 1/(n-i) for rule i keeps shares equal. */
+export function probability(n: number, i: number): string {
+  return (1 / (n - i)).toFixed(10);
+}
+
+function matchPort(r: ResolvedTarget): string {
+  const p = r.target.protocol.toLowerCase();
+  return `-d ${hostPrefix(r.clusterIP, r.target.family)} -p ${p} -m ${p} --dport ${r.target.port}`;
+}
+
+function portLabel(r: ResolvedTarget): string {
+  return `${r.target.service}:${r.target.portName === '' ? String(r.target.port) : r.target.portName}`;
+}
+
+/** The DNAT rules of one Service port chain. */
+export function serviceChainRules(r: ResolvedTarget): string[] {
+  const fam = r.target.family;
+  const head = `-A ${r.chain} -p ${r.target.protocol.toLowerCase()}`;
+  const n = r.endpoints.length;
+  const lines: string[] = [];
+  if (r.affinitySeconds !== undefined) {
+    // A client seen within the timeout goes back to the endpoint it was sent to last time.
+    for (const ep of r.endpoints) {
+      lines.push(`${head} -m recent --name ${recentListName(r.chain, ep)} --rcheck --seconds ${r.affinitySeconds} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
+    }
+  }
+  r.endpoints.forEach((ep, i) => {
+    const pick = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n, i)}` : '';
+    const remember = r.affinitySeconds !== undefined ? ` -m recent --name ${recentListName(r.chain, ep)} --set` : '';
+    lines.push(`${head}${pick}${remember} -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
+  });
+  return lines;
+}
+
+/** The ruleset of one family. Chains exist even when empty, so the dispatch rules never change with endpoints. */
+export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily): Ruleset {
+  const mine = targets.filter((r) => r.target.family === family);
+  const dispatch: string[] = [];
+  const reject: string[] = [];
+  const nat = new Map<string, readonly string[]>();
+  nat.set(DISPATCH_CHAIN, dispatch);
+  for (const r of mine) {
+    dispatch.push(`-A ${DISPATCH_CHAIN} ${matchPort(r)} ${comment(portLabel(r))} -j ${r.chain}`);
+    const how = r.target.protocol === 'TCP' ? 'tcp-reset' : family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
+    reject.push(`-A ${REJECT_CHAIN} ${matchPort(r)} ${comment(`${portLabel(r)} has no endpoints`)} -j REJECT --reject-with ${how}`);
+    nat.set(r.chain, serviceChainRules(r));
+  }
+  return { family, filter: new Map([[REJECT_CHAIN, reject]]), nat };
+}
+
+/** One route per served cluster IP: out of the Service's network interface, from the pod's address there. */
+export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
+  const routes = new Map<string, Route>();
+  for (const r of targets) {
+    if (!routes.has(r.clusterIP)) routes.set(r.clusterIP, { family: r.target.family, dst: r.clusterIP, dev: r.interface, src: r.source });
+  }
+  return [...routes.values()];
+}
+
+export function render(state: DesiredState): Rendered {
+  const resolution = resolveTargets(state);
+  return {
+    resolution,
+    v4: renderRuleset(resolution.targets, 4),
+    v6: renderRuleset(resolution.targets, 6),
+    routes: planRoutes(resolution.targets),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Restore text: full or partial
+
+/** Ours as found in a namespace (from iptables-save), per table. */
+export interface ExistingTable {
+  /** Chains whose name starts with our prefix. */
+  readonly chains: readonly string[];
+  /** Rule specs in OUTPUT (text after `-A OUTPUT `) that jump to one of our chains. */
+  readonly jumps: readonly string[];
+}
+export type Existing = Readonly<Record<TableName, ExistingTable>>;
+export const NOTHING_EXISTING: Existing = { filter: { chains: [], jumps: [] }, nat: { chains: [], jumps: [] } };
+
+export interface RestorePlan {
+  /** The restore input; '' when there is nothing to do. */
+  readonly text: string;
+  readonly full: boolean;
+  /** `table/chain` declared (created or flushed) and refilled. */
+  readonly changedChains: readonly string[];
+  /** `table/chain` deleted. */
+  readonly deletedChains: readonly string[];
+}
+
+function sameLines(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  return a !== undefined && a.length === b.length && a.every((l, i) => l === b[i]);
+}
+
+/**
+ * Which chains a sync must rewrite. Full (start-up, periodic resync, after a failure, or when the
+ * previous state is unknown): every chain of ours is declared (which under --noflush flushes just
+ * that chain) and refilled, chains of ours that should not exist are deleted, and the OUTPUT jumps
+ * are repaired to exactly one. Partial: only chains whose lines differ from what was applied last,
+ * and chains that disappeared; everything else in the namespace is not even mentioned.
+ */
+export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean): RestorePlan {
+  const isFull = full || prev === undefined;
+  const have = existing ?? NOTHING_EXISTING;
+  const sections: string[] = [];
+  const changedChains: string[] = [];
+  const deletedChains: string[] = [];
+  for (const table of TABLES) {
+    const want = next[table];
+    const declare: string[] = [];
+    const rules: string[] = [];
+    const tail: string[] = [];
+    const head: string[] = [];
+    const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [...(prev?.[table].keys() ?? [])].filter((c) => !want.has(c));
+    for (const [chain, lines] of want) {
+      if (!isFull && sameLines(prev?.[table].get(chain), lines)) continue;
+      declare.push(`:${chain} - [0:0]`);
+      rules.push(...lines);
+      changedChains.push(`${table}/${chain}`);
+    }
+    if (isFull) {
+      // Exactly one canonical jump: keep the first one that is, delete every other jump to ours.
+      let kept = false;
+      for (const spec of have[table].jumps) {
+        if (spec === JUMP_SPEC[table] && !kept) kept = true;
+        else head.push(`-D OUTPUT ${spec}`);
+      }
+      if (!kept) head.push(`-I OUTPUT 1 ${JUMP_SPEC[table]}`);
+    }
+    for (const chain of gone) {
+      // Declaring flushes it; its only reference (a dispatch rule) is gone because the dispatch
+      // chain is rewritten above in the same transaction; then it can be deleted.
+      declare.push(`:${chain} - [0:0]`);
+      tail.push(`-X ${chain}`);
+      deletedChains.push(`${table}/${chain}`);
+    }
+    if (declare.length + head.length + rules.length + tail.length === 0) continue;
+    sections.push([`*${table}`, ...declare, ...head, ...rules, ...tail, 'COMMIT'].join('\n'));
+  }
+  return { text: sections.length === 0 ? '' : `${sections.join('\n')}\n`, full: isFull, changedChains, deletedChains };
+}
+
+/** Restore input that removes everything of ours that `existing` lists (jumps first, then chains). */
+export function planCleanup(existing: Existing): string {
+  const sections: string[] = [];
+  for (const table of TABLES) {
+    const { chains, jumps } = existing[table];
+    if (chains.length === 0 && jumps.length === 0) continue;
+    sections.push(
+      [`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D OUTPUT ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'),
+    );
+  }
+  return sections.length === 0 ? '' : `${sections.join('\n')}\n`;
+}
+
+/** Parses iptables-save output into what is ours per table. Pure, for both back ends. */
+export function parseExisting(saveText: string): Existing {
+  const result: Record<TableName, { chains: string[]; jumps: string[] }> = { filter: { chains: [], jumps: [] }, nat: { chains: [], jumps: [] } };
+  let table: TableName | undefined;
+  for (const raw of saveText.split('\n')) {
+    const line = raw.trim();
+    if (line.startsWith('*')) {
+      const name = line.slice(1);
+      table = name === 'filter' || name === 'nat' ? name : undefined;
+      continue;
+    }
+    if (table === undefined) continue;
+    if (line.startsWith(`:${CHAIN_PREFIX}`)) {
+      result[table].chains.push(line.slice(1).split(' ')[0] ?? '');
+    } else if (line.startsWith('-A OUTPUT ')) {
+      const spec = line.slice('-A OUTPUT '.length);
+      const target = / -[jg] (\S+)/.exec(` ${spec}`)?.[1];
+      if (target !== undefined && target.startsWith(CHAIN_PREFIX)) result[table].jumps.push(spec);
+    }
+  }
+  return result;
+}
+
+/** Number of rule lines in a ruleset, for the rules-count metric. */
+export function countRules(r: Ruleset): number {
+  let n = 0;
+  for (const table of TABLES) for (const lines of r[table].values()) n += lines.length;
+  return n;
+}

@@ -1,0 +1,93 @@
+/**
+ * Per-cluster-IP routes: `<clusterIP>/32 dev <net1> src <net1 address> proto 241` (and /128).
+ *
+ * Why routes: the source address of a connection is chosen at the first route lookup, before
+ * nat OUTPUT rewrites the destination. Without a route the cluster IP would follow the default
+ * route (eth0) and take eth0's address; with it, the socket binds the secondary address and, after
+ * DNAT, the kernel re-routes the packet to the backend over net1's connected route. No MASQUERADE,
+ * so the backend sees the client's real secondary address.
+ *
+ * Ours are marked with a dedicated routing protocol number, so leftovers of an earlier run are found
+ * (and only ours are touched) by `ip route show proto 241`.
+ */
+import type { IpFamily } from './model.js';
+import type { Route } from './render.js';
+import type { Exec } from './iptables.js';
+
+/** Routing protocol number that marks our routes (unassigned in /etc/iproute2/rt_protos). */
+export const ROUTE_PROTO = 241;
+
+export interface RoutePlan {
+  /** Routes to create or correct (`ip route replace`). */
+  readonly replace: readonly Route[];
+  /** Routes of ours to delete. */
+  readonly remove: readonly Route[];
+}
+
+function same(a: Route, b: Route): boolean {
+  return a.dev === b.dev && a.src === b.src && a.family === b.family;
+}
+
+/** Pure diff between the routes present (ours) and the routes wanted. */
+export function diffRoutes(current: readonly Route[], wanted: readonly Route[]): RoutePlan {
+  const have = new Map(current.map((r) => [r.dst, r]));
+  const want = new Map(wanted.map((r) => [r.dst, r]));
+  const replace = wanted.filter((r) => {
+    const h = have.get(r.dst);
+    return h === undefined || !same(h, r);
+  });
+  const remove = current.filter((r) => !want.has(r.dst));
+  return { replace, remove };
+}
+
+function prefix(r: Route): string {
+  return `${r.dst}/${r.family === 4 ? 32 : 128}`;
+}
+
+/** `ip -batch` lines; the family follows from the address, so one batch serves both. */
+export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove'): string {
+  return routes
+    .map((r) => (op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${ROUTE_PROTO}` : `route del ${prefix(r)} proto ${ROUTE_PROTO}`))
+    .map((l) => `${l}\n`)
+    .join('');
+}
+
+interface IpRouteJson {
+  dst?: string;
+  dev?: string;
+  prefsrc?: string;
+}
+
+/** Parses `ip -j route show proto 241`; pure. */
+export function parseRoutes(json: string, family: IpFamily): Route[] {
+  let rows: unknown;
+  try {
+    rows = JSON.parse(json === '' ? '[]' : json);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(rows)) return [];
+  const out: Route[] = [];
+  for (const row of rows as IpRouteJson[]) {
+    if (typeof row.dst !== 'string' || typeof row.dev !== 'string') continue;
+    out.push({ family, dst: row.dst.replace(/\/(32|128)$/, ''), dev: row.dev, src: row.prefsrc ?? '' });
+  }
+  return out;
+}
+
+export async function readRoutes(exec: Exec): Promise<Route[]> {
+  const out: Route[] = [];
+  for (const family of [4, 6] as const) {
+    const r = await exec('ip', [`-${family}`, '-j', 'route', 'show', 'proto', String(ROUTE_PROTO)]);
+    if (r.code !== 0) throw new Error(`ip -${family} route show proto ${ROUTE_PROTO} failed: ${r.stderr.trim()}`);
+    out.push(...parseRoutes(r.stdout, family));
+  }
+  return out;
+}
+
+/** Applies one batch; `-force` so one bad line (e.g. an address that just vanished) does not stop the rest. */
+export async function applyRoutes(exec: Exec, routes: readonly Route[], op: 'replace' | 'remove'): Promise<void> {
+  if (routes.length === 0) return;
+  const r = await exec('ip', ['-force', '-batch', '-'], routeBatch(routes, op));
+  if (r.code !== 0) throw new Error(`ip route ${op} failed: ${r.stderr.trim()}`);
+}
