@@ -68,7 +68,9 @@ export function parseIp(text: string): Result<ParsedIp, string> {
   const address = slash >= 0 ? text.slice(0, slash) : text;
   const prefixText = slash >= 0 ? text.slice(slash + 1) : undefined;
   const family = isIP(address);
-  if (family !== 4 && family !== 6) return err(`${JSON.stringify(address)} is not an IPv4 or IPv6 address`);
+  if (family !== 4 && family !== 6) {
+    return err(prefixText === undefined ? 'is not an IPv4 or IPv6 address' : `has the address part ${JSON.stringify(address)}, which is not an IPv4 or IPv6 address`);
+  }
   if (prefixText === undefined) return ok({ address: family === 6 ? normalizeIPv6(address) : address, family });
   const max = family === 4 ? 32 : 128;
   if (!/^[0-9]{1,3}$/.test(prefixText) || Number(prefixText) > max) {
