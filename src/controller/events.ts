@@ -1,0 +1,90 @@
+/**
+ * Warning Events on Services, rate-limited so a pod stuck with a bad annotation does not produce
+ * an Event per reconcile. The limiter is pure (time passed in); the recorder writes through the
+ * client and never throws: an Event that cannot be written is logged and counted, nothing more.
+ */
+import { randomBytes } from 'node:crypto';
+import type { KubeClient } from '../kube/client.js';
+import { apiPath } from '../kube/paths.js';
+import type { CoreV1Event, V1Service } from '../kube/types.js';
+import type { Logger } from '../log.js';
+
+/** Lets a key through at most once per interval; forgets old keys so memory stays bounded. */
+export class RateLimiter {
+  private readonly last = new Map<string, number>();
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly maxKeys = 10_000,
+  ) {}
+
+  allow(key: string, now: number): boolean {
+    const t = this.last.get(key);
+    if (t !== undefined && now - t < this.intervalMs) return false;
+    if (this.last.size >= this.maxKeys) this.prune(now);
+    this.last.set(key, now);
+    return true;
+  }
+
+  private prune(now: number): void {
+    for (const [k, t] of this.last) if (now - t >= this.intervalMs) this.last.delete(k);
+    // Still full of fresh keys: drop the oldest half rather than grow without bound.
+    if (this.last.size >= this.maxKeys) {
+      const keys = [...this.last.keys()].slice(0, Math.ceil(this.maxKeys / 2));
+      for (const k of keys) this.last.delete(k);
+    }
+  }
+}
+
+export const EVENT_COMPONENT = 'multus-proxy-controller';
+/** Event messages are capped by the apiserver at 1 KiB; keep ours inside that. */
+const MAX_MESSAGE = 1000;
+
+/** A core/v1 Warning Event about a Service. Pure apart from the random name suffix. */
+export function warningEvent(svc: V1Service, reason: string, message: string, now: Date, instance: string): CoreV1Event {
+  const name = svc.metadata?.name ?? '';
+  const namespace = svc.metadata?.namespace ?? 'default';
+  const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
+  const ts = now.toISOString();
+  return {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name: `${name}.${randomBytes(8).toString('hex')}`, namespace },
+    involvedObject: { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' },
+    type: 'Warning',
+    reason,
+    message: text,
+    source: { component: EVENT_COMPONENT },
+    reportingComponent: EVENT_COMPONENT,
+    reportingInstance: instance,
+    count: 1,
+    // Serialised as strings on the wire; the generated types call them Date.
+    firstTimestamp: ts as unknown as Date,
+    lastTimestamp: ts as unknown as Date,
+  };
+}
+
+export interface EventRecorder {
+  /** Records a Warning unless the same (Service, subject, reason) was recorded within the interval. Returns whether it did. */
+  warn(svc: V1Service, subject: string, reason: string, message: string): boolean;
+}
+
+export function createEventRecorder(
+  client: KubeClient,
+  opts: { intervalMs: number; instance: string; logger: Logger; onError?: () => void },
+): EventRecorder {
+  const limiter = new RateLimiter(opts.intervalMs);
+  return {
+    warn(svc, subject, reason, message) {
+      const key = `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}|${subject}|${reason}`;
+      if (!limiter.allow(key, Date.now())) return false;
+      opts.logger.warn({ service: `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`, subject, reason }, message);
+      const ev = warningEvent(svc, reason, message, new Date(), opts.instance);
+      client.create(apiPath('', 'v1', 'events', ev.metadata.namespace), ev).catch((e: unknown) => {
+        opts.onError?.();
+        opts.logger.warn({ err: e instanceof Error ? e.message : String(e), reason }, 'could not record Event');
+      });
+      return true;
+    },
+  };
+}

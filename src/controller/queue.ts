@@ -1,0 +1,123 @@
+/**
+ * A work queue of keys in the manner of client-go's workqueue, which the controller pattern
+ * depends on:
+ * - dedup: a key waiting in the queue is there once however often it is added;
+ * - one worker per key: a key added while being processed is queued again when `done` is called,
+ *   never handed to a second worker at the same time;
+ * - per-key exponential backoff for failures (`addRateLimited`), reset by `forget`;
+ * - delayed adds (`addAfter`) for retries and periodic work.
+ * Keys are strings; the queue knows nothing about what they mean.
+ */
+
+export interface QueueOptions {
+  /** First retry delay after a failure. */
+  readonly baseDelayMs?: number;
+  /** Ceiling of the exponential backoff. */
+  readonly maxDelayMs?: number;
+}
+
+export class WorkQueue {
+  private readonly queue: string[] = [];
+  /** Keys that need processing: queued, or added again while being processed. */
+  private readonly dirty = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly failures = new Map<string, number>();
+  private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  private readonly waiters: ((key: string | undefined) => void)[] = [];
+  private shuttingDown = false;
+  private readonly baseDelayMs: number;
+  private readonly maxDelayMs: number;
+
+  constructor(opts: QueueOptions = {}) {
+    this.baseDelayMs = opts.baseDelayMs ?? 5;
+    this.maxDelayMs = opts.maxDelayMs ?? 60_000;
+  }
+
+  add(key: string): void {
+    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.dirty.add(key);
+    if (this.processing.has(key)) return; // re-queued by done()
+    const waiter = this.waiters.shift();
+    if (waiter !== undefined) {
+      this.dirty.delete(key);
+      this.processing.add(key);
+      waiter(key);
+    } else {
+      this.queue.push(key);
+    }
+  }
+
+  /** Adds the key after `ms`; an earlier pending delayed add for the same key wins. */
+  addAfter(key: string, ms: number): void {
+    if (this.shuttingDown) return;
+    if (ms <= 0) return this.add(key);
+    const at = Date.now() + ms;
+    const pending = this.timers.get(key);
+    if (pending !== undefined) {
+      if (pending.at <= at) return;
+      clearTimeout(pending.timer);
+    }
+    const timer = setTimeout(() => {
+      this.timers.delete(key);
+      this.add(key);
+    }, ms);
+    this.timers.set(key, { at, timer });
+  }
+
+  /** Adds the key after its backoff delay, which doubles with every call until `forget`. */
+  addRateLimited(key: string): number {
+    const n = this.failures.get(key) ?? 0;
+    this.failures.set(key, n + 1);
+    const delay = Math.min(this.maxDelayMs, this.baseDelayMs * 2 ** Math.min(n, 30));
+    this.addAfter(key, delay);
+    return delay;
+  }
+
+  /** Clears the key's failure count (after a success). */
+  forget(key: string): void {
+    this.failures.delete(key);
+  }
+
+  retries(key: string): number {
+    return this.failures.get(key) ?? 0;
+  }
+
+  /** The next key to process, or undefined once the queue is shut down. Pair with `done`. */
+  get(): Promise<string | undefined> {
+    const key = this.queue.shift();
+    if (key !== undefined) {
+      this.dirty.delete(key);
+      this.processing.add(key);
+      return Promise.resolve(key);
+    }
+    if (this.shuttingDown) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  done(key: string): void {
+    this.processing.delete(key);
+    if (this.dirty.has(key)) {
+      this.dirty.delete(key);
+      this.add(key);
+    }
+  }
+
+  /** Keys waiting (not counting those being processed or delayed). */
+  length(): number {
+    return this.queue.length;
+  }
+
+  /** Keys waiting, processing or delayed: zero means the controller is idle. */
+  pending(): number {
+    return this.queue.length + this.processing.size + this.timers.size;
+  }
+
+  shutdown(): void {
+    this.shuttingDown = true;
+    for (const t of this.timers.values()) clearTimeout(t.timer);
+    this.timers.clear();
+    this.queue.length = 0;
+    this.dirty.clear();
+    for (const w of this.waiters.splice(0)) w(undefined);
+  }
+}

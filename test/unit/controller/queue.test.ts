@@ -1,0 +1,74 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { WorkQueue } from '../../../src/controller/queue.js';
+
+void describe('WorkQueue', () => {
+  void test('a key added many times while waiting is processed once, in first-added order', async () => {
+    const q = new WorkQueue();
+    for (const k of ['a', 'b', 'a', 'a', 'c', 'b']) q.add(k);
+    assert.equal(q.length(), 3);
+    const got = [await q.get(), await q.get(), await q.get()];
+    assert.deepEqual(got, ['a', 'b', 'c']);
+    assert.equal(q.length(), 0);
+  });
+
+  void test('a key added while processing is not handed out twice, and is re-queued on done', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    const k = await q.get();
+    assert.equal(k, 'a');
+    q.add('a');
+    assert.equal(q.length(), 0, 'not queued while processing');
+    const next = q.get();
+    let resolved: string | undefined | null = null;
+    void next.then((v) => (resolved = v));
+    await sleep(5);
+    assert.equal(resolved, null, 'a second worker does not get the key being processed');
+    q.done('a');
+    assert.equal(await next, 'a');
+  });
+
+  void test('a waiting worker gets a key as soon as it is added', async () => {
+    const q = new WorkQueue();
+    const p = q.get();
+    q.add('x');
+    assert.equal(await p, 'x');
+    q.done('x');
+    assert.equal(q.pending(), 0);
+  });
+
+  void test('addRateLimited backs off exponentially up to the ceiling; forget resets', () => {
+    const q = new WorkQueue({ baseDelayMs: 10, maxDelayMs: 100 });
+    const delays = [1, 2, 3, 4, 5, 6].map(() => q.addRateLimited('k'));
+    assert.deepEqual(delays, [10, 20, 40, 80, 100, 100]);
+    assert.equal(q.retries('k'), 6);
+    q.forget('k');
+    assert.equal(q.addRateLimited('k'), 10);
+    q.shutdown();
+  });
+
+  void test('addAfter delivers after the delay; the earlier of two delayed adds wins', async () => {
+    const q = new WorkQueue();
+    const t0 = Date.now();
+    q.addAfter('k', 200);
+    q.addAfter('k', 30);
+    assert.equal(q.length(), 0);
+    assert.equal(q.pending(), 1);
+    assert.equal(await q.get(), 'k');
+    const waited = Date.now() - t0;
+    assert.ok(waited >= 25 && waited < 190, `delivered after ${waited} ms`);
+    q.done('k');
+    await sleep(220);
+    assert.equal(q.length(), 0, 'the later timer was cancelled');
+  });
+
+  void test('shutdown releases waiting workers with undefined and ignores later adds', async () => {
+    const q = new WorkQueue();
+    const p = q.get();
+    q.shutdown();
+    assert.equal(await p, undefined);
+    q.add('a');
+    assert.equal(await q.get(), undefined);
+  });
+});

@@ -1,0 +1,64 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { SliceTracker } from '../../../src/controller/tracker.js';
+import { RateLimiter, warningEvent } from '../../../src/controller/events.js';
+import type { V1EndpointSlice } from '../../../src/kube/types.js';
+import { service } from './fixtures.js';
+
+const slice = (name: string, rv: string): V1EndpointSlice => ({ addressType: 'IPv4', endpoints: [], metadata: { name, resourceVersion: rv } });
+
+void describe('SliceTracker', () => {
+  void test('a written slice is pending until the cache holds that resourceVersion or newer', () => {
+    const t = new SliceTracker();
+    t.written('ns/s', 'a', '120', 0);
+    assert.equal(t.isCurrent('ns/s', [], 1), false);
+    assert.equal(t.isCurrent('ns/s', [slice('a', '119')], 1), false);
+    assert.equal(t.isCurrent('ns/s', [slice('a', '121')], 1), true);
+    assert.equal(t.size(), 0);
+    assert.equal(t.isCurrent('ns/other', [], 1), true);
+  });
+
+  void test('a deleted slice is pending until it leaves the cache', () => {
+    const t = new SliceTracker();
+    t.deleted('ns/s', 'a', 0);
+    assert.equal(t.isCurrent('ns/s', [slice('a', '5')], 1), false);
+    assert.equal(t.isCurrent('ns/s', [], 1), true);
+  });
+
+  void test('an observed delete or the ttl releases an expectation that cannot be met', () => {
+    const t = new SliceTracker(1000);
+    t.written('ns/s', 'a', '7', 0);
+    t.observedDelete('ns/s', 'a');
+    assert.equal(t.isCurrent('ns/s', [], 1), true);
+    t.written('ns/s', 'b', '8', 0);
+    assert.equal(t.isCurrent('ns/s', [], 500), false);
+    assert.equal(t.isCurrent('ns/s', [], 1001), true);
+  });
+});
+
+void describe('RateLimiter and warningEvent', () => {
+  void test('one key passes once per interval; other keys are independent', () => {
+    const r = new RateLimiter(1000);
+    assert.equal(r.allow('a', 0), true);
+    assert.equal(r.allow('a', 999), false);
+    assert.equal(r.allow('b', 999), true);
+    assert.equal(r.allow('a', 1000), true);
+  });
+
+  void test('memory stays bounded under many keys', () => {
+    const r = new RateLimiter(1_000_000, 100);
+    for (let i = 0; i < 1000; i++) r.allow(`k${i}`, i);
+    // The newest key is still remembered, so it is limited.
+    assert.equal(r.allow('k999', 1000), false);
+  });
+
+  void test('the Event names the Service, is a Warning, and keeps long messages under the cap', () => {
+    const svc = service('web', { namespace: 'shop' });
+    const ev = warningEvent(svc, 'PodSkipped', 'x'.repeat(5000), new Date('2026-01-01T00:00:00Z'), 'ctrl-1');
+    assert.equal(ev.type, 'Warning');
+    assert.deepEqual(ev.involvedObject, { apiVersion: 'v1', kind: 'Service', name: 'web', namespace: 'shop', uid: 'uid-web' });
+    assert.equal(ev.metadata.namespace, 'shop');
+    assert.match(ev.metadata.name ?? '', /^web\.[0-9a-f]{16}$/);
+    assert.ok((ev.message ?? '').length <= 1000);
+  });
+});
