@@ -1,0 +1,74 @@
+/**
+ * The network-namespace harness itself: two pods talk over the secondary network (IPv4 and
+ * IPv6), the primary network is separate, and teardown leaves nothing behind.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createTopology, existingNamespaces, httpRequests, startBackend, udpRequests, type Pod, type Topology } from './netns.js';
+
+describe('netns harness', () => {
+  let topo: Topology;
+  let a: Pod;
+  let b: Pod;
+  before(async () => {
+    topo = await createTopology();
+    a = await topo.addPod('a', { net2: true });
+    b = await topo.addPod('b');
+    await startBackend(topo, b);
+  });
+  after(async () => {
+    await topo.teardown();
+  });
+
+  test('pods have eth0, net1 (net2 when asked), lo up and a default route on eth0', async () => {
+    const links = JSON.parse((await topo.run(a, ['ip', '-j', 'link', 'show'])).stdout) as { ifname: string; operstate: string; flags: string[] }[];
+    const names = links.map((l) => l.ifname).sort();
+    assert.deepEqual(names, ['eth0', 'lo', 'net1', 'net2']);
+    assert.ok(links.every((l) => l.flags.includes('UP')));
+    const bLinks = JSON.parse((await topo.run(b, ['ip', '-j', 'link', 'show'])).stdout) as { ifname: string }[];
+    assert.deepEqual(bLinks.map((l) => l.ifname).sort(), ['eth0', 'lo', 'net1']);
+    const route = (await topo.run(a, ['ip', 'route', 'get', '1.1.1.1'])).stdout;
+    assert.match(route, /dev eth0/);
+    const route6 = (await topo.run(a, ['ip', '-6', 'route', 'get', '2001:db8::1'])).stdout;
+    assert.match(route6, /dev eth0/);
+  });
+
+  test('HTTP over net1, IPv4 and IPv6, the server sees the net1 address', async () => {
+    const v4 = await httpRequests(topo, a, `http://${b.net1.ipv4}:80/`, 3);
+    assert.deepEqual(
+      v4.map((r) => [r.name, r.peer]),
+      Array(3).fill(['b', a.net1.ipv4]),
+    );
+    const v6 = await httpRequests(topo, a, `http://[${b.net1.ipv6}]:80/`, 3);
+    assert.deepEqual(
+      v6.map((r) => [r.name, r.peer]),
+      Array(3).fill(['b', a.net1.ipv6]),
+    );
+  });
+
+  test('UDP echo over net1, IPv4 and IPv6', async () => {
+    const v4 = await udpRequests(topo, a, b.net1.ipv4, 5353, 2);
+    assert.deepEqual(v4.map((r) => r.peer), [a.net1.ipv4, a.net1.ipv4]);
+    const v6 = await udpRequests(topo, a, b.net1.ipv6, 5353, 2);
+    assert.deepEqual(v6.map((r) => r.peer), [a.net1.ipv6, a.net1.ipv6]);
+  });
+
+  test('the server listens on net1 only: its eth0 address refuses', async () => {
+    const r = await httpRequests(topo, a, `http://${b.eth0.ipv4}:80/`, 1);
+    assert.equal(r[0]?.error, 'ECONNREFUSED');
+  });
+
+  test('networks are separate bridges: a net2 address is not reachable from net1', async () => {
+    const r = await topo.run(a, ['ping', '-c', '1', '-W', '1', '-I', 'net2', b.net1.ipv4], { allowFail: true });
+    assert.notEqual(r.code, 0);
+  });
+
+  test('teardown removes every namespace, even with processes running', async () => {
+    const t = await createTopology();
+    const p = await t.addPod('x');
+    await startBackend(t, p);
+    assert.equal(existingNamespaces(t.id).length, 2);
+    await t.teardown();
+    assert.deepEqual(existingNamespaces(t.id), []);
+  });
+});
