@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTopology, existingNamespaces, httpRequests, startBackend, udpRequests, type Pod, type Topology } from './netns.js';
 
-describe('netns harness', () => {
+void describe('netns harness', () => {
   let topo: Topology;
   let a: Pod;
   let b: Pod;
@@ -20,7 +20,7 @@ describe('netns harness', () => {
     await topo.teardown();
   });
 
-  test('pods have eth0, net1 (net2 when asked), lo up and a default route on eth0', async () => {
+  void test('pods have eth0, net1 (net2 when asked), lo up and a default route on eth0', async () => {
     const links = JSON.parse((await topo.run(a, ['ip', '-j', 'link', 'show'])).stdout) as { ifname: string; operstate: string; flags: string[] }[];
     const names = links.map((l) => l.ifname).sort();
     assert.deepEqual(names, ['eth0', 'lo', 'net1', 'net2']);
@@ -33,7 +33,7 @@ describe('netns harness', () => {
     assert.match(route6, /dev eth0/);
   });
 
-  test('HTTP over net1, IPv4 and IPv6, the server sees the net1 address', async () => {
+  void test('HTTP over net1, IPv4 and IPv6, the server sees the net1 address', async () => {
     const v4 = await httpRequests(topo, a, `http://${b.net1.ipv4}:80/`, 3);
     assert.deepEqual(
       v4.map((r) => [r.name, r.peer]),
@@ -46,24 +46,24 @@ describe('netns harness', () => {
     );
   });
 
-  test('UDP echo over net1, IPv4 and IPv6', async () => {
+  void test('UDP echo over net1, IPv4 and IPv6', async () => {
     const v4 = await udpRequests(topo, a, b.net1.ipv4, 5353, 2);
     assert.deepEqual(v4.map((r) => r.peer), [a.net1.ipv4, a.net1.ipv4]);
     const v6 = await udpRequests(topo, a, b.net1.ipv6, 5353, 2);
     assert.deepEqual(v6.map((r) => r.peer), [a.net1.ipv6, a.net1.ipv6]);
   });
 
-  test('the server listens on net1 only: its eth0 address refuses', async () => {
+  void test('the server listens on net1 only: its eth0 address refuses', async () => {
     const r = await httpRequests(topo, a, `http://${b.eth0.ipv4}:80/`, 1);
     assert.equal(r[0]?.error, 'ECONNREFUSED');
   });
 
-  test('networks are separate bridges: a net2 address is not reachable from net1', async () => {
+  void test('networks are separate bridges: a net2 address is not reachable from net1', async () => {
     const r = await topo.run(a, ['ping', '-c', '1', '-W', '1', '-I', 'net2', b.net1.ipv4], { allowFail: true });
     assert.notEqual(r.code, 0);
   });
 
-  test('teardown removes every namespace, even with processes running', async () => {
+  void test('teardown removes every namespace, even with processes running', async () => {
     const t = await createTopology();
     const p = await t.addPod('x');
     await startBackend(t, p);
