@@ -68,7 +68,7 @@ export function checkDns1123Subdomain(value: string): string | undefined {
     if (part.length === 0) return parts.length === 1 ? 'is empty' : `has an empty part between dots (part ${n + 1})`;
     // Part length is bounded by the total only (as in Kubernetes' IsDNS1123Subdomain).
     const why = checkChars(part, DNS1123_SUBDOMAIN_MAX, isLowerAlnum, isDnsLabelChar, 'a lower-case letter or digit');
-    if (why !== undefined) return parts.length === 1 ? why : `part ${JSON.stringify(part)} ${why}`;
+    if (why !== undefined) return parts.length === 1 ? why : `has a part ${JSON.stringify(part)} that ${why}`;
   }
   return undefined;
 }
@@ -90,10 +90,10 @@ export function checkLabelKey(value: string): string | undefined {
   const name = slash >= 0 ? value.slice(slash + 1) : value;
   if (prefix !== undefined) {
     const why = checkDns1123Subdomain(prefix);
-    if (why !== undefined) return `has a prefix ${JSON.stringify(prefix)} that ${why} (the prefix must be a DNS subdomain)`;
+    if (why !== undefined) return `has the prefix ${JSON.stringify(prefix)}, which is not a DNS subdomain: it ${why}`;
   }
   const why = checkChars(name, LABEL_NAME_MAX, isAlnum, isLabelChar, 'a letter or digit');
-  if (why !== undefined) return prefix === undefined ? why : `has a name part ${JSON.stringify(name)} that ${why}`;
+  if (why !== undefined) return prefix === undefined ? why : `has the name part ${JSON.stringify(name)}, which ${why}`;
   return undefined;
 }
 
