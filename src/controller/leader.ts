@@ -1,0 +1,196 @@
+/**
+ * Leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics:
+ * - a lease is free when it has no holder, or when its record has not changed for a whole lease
+ *   duration as measured by *our* clock since we first saw that record (so clock skew between
+ *   replicas does not matter);
+ * - the leader renews every retry period; if it cannot renew for the renew deadline, or sees
+ *   another holder, it has lost the lease and must stop writing at once: the caller exits the
+ *   process, which restarts clean (as controller-runtime does);
+ * - on a clean shutdown the leader releases the lease (empty holder) so the standby takes over
+ *   immediately instead of after a lease duration.
+ * The decision is a pure function; the elector is the IO loop around it.
+ */
+import { isConflict, isNotFound, type KubeClient } from '../kube/client.js';
+import { apiPath } from '../kube/paths.js';
+import type { V1Lease } from '../kube/types.js';
+import type { Logger } from '../log.js';
+
+export interface LeaderConfig {
+  readonly namespace: string;
+  readonly name: string;
+  readonly identity: string;
+  readonly leaseDurationMs: number;
+  readonly renewDeadlineMs: number;
+  readonly retryPeriodMs: number;
+}
+
+/** What we last saw in the lease and when (our clock). */
+export interface Observed {
+  readonly record: string;
+  readonly at: number;
+}
+
+export type LeaseAction = 'create' | 'renew' | 'acquire' | 'wait';
+
+function recordOf(lease: V1Lease): string {
+  const s = lease.spec ?? {};
+  return JSON.stringify([s.holderIdentity ?? '', String(s.renewTime ?? ''), String(s.acquireTime ?? ''), s.leaseTransitions ?? 0]);
+}
+
+/** Updates what we observed: the time only moves when the record changes. */
+export function observe(prev: Observed | undefined, lease: V1Lease, now: number): Observed {
+  const record = recordOf(lease);
+  return prev !== undefined && prev.record === record ? prev : { record, at: now };
+}
+
+export function leaseDecision(lease: V1Lease | undefined, observed: Observed | undefined, now: number, identity: string, leaseDurationMs: number): LeaseAction {
+  if (lease === undefined) return 'create';
+  const holder = lease.spec?.holderIdentity ?? '';
+  if (holder === identity) return 'renew';
+  if (holder === '') return 'acquire';
+  const since = observed?.at ?? now;
+  return now - since >= leaseDurationMs ? 'acquire' : 'wait';
+}
+
+/** MicroTime: RFC 3339 with six fractional digits. */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
+}
+
+export function leaseSpec(prev: V1Lease | undefined, identity: string, leaseDurationMs: number, now: number): NonNullable<V1Lease['spec']> {
+  const old = prev?.spec ?? {};
+  const same = old.holderIdentity === identity;
+  const t = microTime(now) as unknown as Date; // a string on the wire
+  return {
+    holderIdentity: identity,
+    leaseDurationSeconds: Math.max(1, Math.ceil(leaseDurationMs / 1000)),
+    acquireTime: same && old.acquireTime !== undefined ? old.acquireTime : t,
+    renewTime: t,
+    leaseTransitions: prev === undefined ? 0 : (old.leaseTransitions ?? 0) + (same ? 0 : 1),
+  };
+}
+
+export interface LeaderCallbacks {
+  onStartedLeading(): void;
+  /** Called once when leadership is lost; the caller must stop writing (exit). */
+  onStoppedLeading(reason: string): void;
+}
+
+const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+
+export class LeaderElector {
+  private observed: Observed | undefined;
+  private leading = false;
+  private lastRenew = 0;
+  private readonly path: string;
+  private readonly collectionPath: string;
+
+  constructor(
+    private readonly client: KubeClient,
+    private readonly cfg: LeaderConfig,
+    private readonly callbacks: LeaderCallbacks,
+    private readonly logger: Logger,
+  ) {
+    this.collectionPath = apiPath('coordination.k8s.io', 'v1', 'leases', cfg.namespace);
+    this.path = apiPath('coordination.k8s.io', 'v1', 'leases', cfg.namespace, cfg.name);
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  /** One attempt to acquire or renew; true when we hold the lease afterwards. */
+  async tryAcquireOrRenew(now = Date.now()): Promise<boolean> {
+    let lease: V1Lease | undefined;
+    try {
+      lease = await this.client.get<V1Lease>(this.path);
+    } catch (e) {
+      if (!isNotFound(e)) throw e;
+    }
+    if (lease !== undefined) this.observed = observe(this.observed, lease, now);
+    const action = leaseDecision(lease, this.observed, now, this.cfg.identity, this.cfg.leaseDurationMs);
+    if (action === 'wait') return false;
+    const spec = leaseSpec(lease, this.cfg.identity, this.cfg.leaseDurationMs, now);
+    try {
+      const written =
+        lease === undefined
+          ? await this.client.create<V1Lease>(this.collectionPath, {
+              apiVersion: 'coordination.k8s.io/v1',
+              kind: 'Lease',
+              metadata: { name: this.cfg.name, namespace: this.cfg.namespace },
+              spec,
+            })
+          : await this.client.replace<V1Lease>(this.path, { ...lease, spec });
+      this.observed = observe(undefined, written, now);
+      return true;
+    } catch (e) {
+      // Someone else wrote first: not ours this round.
+      if (isConflict(e) || (e as { status?: number }).status === 409) return false;
+      throw e;
+    }
+  }
+
+  /** Runs until the signal aborts (then releases the lease if held) or leadership is lost. */
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      const now = Date.now();
+      let held = false;
+      try {
+        held = await this.tryAcquireOrRenew(now);
+      } catch (e) {
+        this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'lease request failed');
+      }
+      if (held) {
+        this.lastRenew = now;
+        if (!this.leading) {
+          this.leading = true;
+          this.logger.info({ lease: `${this.cfg.namespace}/${this.cfg.name}`, identity: this.cfg.identity }, 'became leader');
+          this.callbacks.onStartedLeading();
+        }
+      } else if (this.leading) {
+        const holder = this.holderSeen();
+        if (holder !== this.cfg.identity || Date.now() - this.lastRenew >= this.cfg.renewDeadlineMs) {
+          this.leading = false;
+          const reason = holder !== this.cfg.identity ? `lease taken by ${holder || 'nobody'}` : 'could not renew within the renew deadline';
+          this.logger.error({ reason }, 'lost leadership');
+          this.callbacks.onStoppedLeading(reason);
+          return;
+        }
+      }
+      // Jitter keeps replicas from hitting the apiserver in lock step.
+      const wait = this.leading ? this.cfg.retryPeriodMs : this.cfg.retryPeriodMs * (1 + Math.random() * 0.2);
+      await sleep(wait, signal);
+    }
+    if (this.leading) await this.release();
+  }
+
+  private holderSeen(): string {
+    if (this.observed === undefined) return this.cfg.identity;
+    const parsed = JSON.parse(this.observed.record) as unknown[];
+    return typeof parsed[0] === 'string' ? parsed[0] : '';
+  }
+
+  /** Gives the lease up so a standby can take over at once. */
+  async release(): Promise<void> {
+    this.leading = false;
+    try {
+      const lease = await this.client.get<V1Lease>(this.path);
+      if (lease.spec?.holderIdentity !== this.cfg.identity) return;
+      const spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now()) as unknown as Date };
+      await this.client.replace<V1Lease>(this.path, { ...lease, spec });
+      this.logger.info('released the lease');
+    } catch (e) {
+      this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'could not release the lease');
+    }
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * The sidecars' RBAC, kept by the controller: every namespace labelled
+ * `multus-proxy-injection: enabled` gets read access for its service accounts; when the label
+ * goes, the access goes.
+ *
+ * Least privilege, split in two because the two needs have different scopes:
+ * - ClusterRole `multus-proxy-sidecar` (get/list/watch Services and EndpointSlices), bound
+ *   cluster-wide by the ClusterRoleBinding `multus-proxy-sidecar`: a client pod may reach Services
+ *   of any namespace on its networks (a NAD `other/net` serves Services in `other`).
+ * - ClusterRole `multus-proxy-sidecar-pods` (get/list/watch Pods), bound by a RoleBinding inside
+ *   each enabled namespace only: the sidecar reads its own pod (network-status), never pods of
+ *   other namespaces, whose specs can carry secrets in environment variables.
+ * Subjects are the groups `system:serviceaccounts:<ns>`, so no per-ServiceAccount bookkeeping.
+ *
+ * `planRbac` is pure (desired vs actual -> writes); `syncSidecarRbac` reads and writes. Writes
+ * happen only when something differs.
+ */
+import { isNotFound, type KubeClient } from '../kube/client.js';
+import { apiPath } from '../kube/paths.js';
+import type { V1ClusterRole, V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../kube/types.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY } from '../keys.js';
+
+export const SIDECAR_ROLE = 'multus-proxy-sidecar';
+export const SIDECAR_POD_ROLE = 'multus-proxy-sidecar-pods';
+export const RBAC_MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+const RBAC_GROUP = 'rbac.authorization.k8s.io';
+
+const LABELS = { [RBAC_MANAGED_BY_LABEL]: MANAGED_BY, 'app.kubernetes.io/part-of': 'multus-proxy' };
+const READ = ['get', 'list', 'watch'];
+
+type Rule = NonNullable<V1ClusterRole['rules']>[number];
+type Subject = NonNullable<V1ClusterRoleBinding['subjects']>[number];
+
+export interface RbacObjects {
+  readonly clusterRoles: V1ClusterRole[];
+  readonly clusterRoleBinding: V1ClusterRoleBinding;
+  /** One per enabled namespace. */
+  readonly roleBindings: V1RoleBinding[];
+}
+
+export function isInjectionEnabled(ns: V1Namespace): boolean {
+  const terminating = ns.status?.phase === 'Terminating' || (ns.metadata?.deletionTimestamp !== undefined && ns.metadata.deletionTimestamp !== null);
+  return !terminating && ns.metadata?.labels?.[INJECTION_LABEL] === INJECTION_ENABLED;
+}
+
+function group(ns: string): Subject {
+  return { kind: 'Group', apiGroup: RBAC_GROUP, name: `system:serviceaccounts:${ns}` };
+}
+
+export function desiredSidecarRbac(namespaces: readonly V1Namespace[]): RbacObjects {
+  const enabled = namespaces
+    .filter(isInjectionEnabled)
+    .map((n) => n.metadata?.name ?? '')
+    .filter((n) => n !== '')
+    .sort();
+  const role = (name: string, rules: Rule[]): V1ClusterRole => ({
+    apiVersion: `${RBAC_GROUP}/v1`,
+    kind: 'ClusterRole',
+    metadata: { name, labels: { ...LABELS } },
+    rules,
+  });
+  return {
+    clusterRoles: [
+      role(SIDECAR_ROLE, [
+        { apiGroups: [''], resources: ['services'], verbs: READ },
+        { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
+      ]),
+      role(SIDECAR_POD_ROLE, [{ apiGroups: [''], resources: ['pods'], verbs: READ }]),
+    ],
+    clusterRoleBinding: {
+      apiVersion: `${RBAC_GROUP}/v1`,
+      kind: 'ClusterRoleBinding',
+      metadata: { name: SIDECAR_ROLE, labels: { ...LABELS } },
+      roleRef: { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name: SIDECAR_ROLE },
+      subjects: enabled.map(group),
+    },
+    roleBindings: enabled.map((ns) => ({
+      apiVersion: `${RBAC_GROUP}/v1`,
+      kind: 'RoleBinding',
+      metadata: { name: SIDECAR_POD_ROLE, namespace: ns, labels: { ...LABELS } },
+      roleRef: { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name: SIDECAR_POD_ROLE },
+      subjects: [group(ns)],
+    })),
+  };
+}
+
+export interface RbacActual {
+  readonly clusterRoles: ReadonlyMap<string, V1ClusterRole>;
+  readonly clusterRoleBinding?: V1ClusterRoleBinding;
+  /** Our RoleBindings (by label) in every namespace. */
+  readonly roleBindings: readonly V1RoleBinding[];
+}
+
+export interface RbacWrite {
+  readonly verb: 'create' | 'replace' | 'delete';
+  /** Collection path for create, object path otherwise. */
+  readonly path: string;
+  readonly body?: object;
+  readonly what: string;
+}
+
+const canonRules = (rules: readonly Rule[] | undefined): string =>
+  JSON.stringify((rules ?? []).map((r) => [[...(r.apiGroups ?? [])].sort(), [...(r.resources ?? [])].sort(), [...r.verbs].sort(), [...(r.resourceNames ?? [])].sort(), [...(r.nonResourceURLs ?? [])].sort()]));
+const canonSubjects = (s: readonly Subject[] | undefined): string =>
+  JSON.stringify((s ?? []).map((x) => `${x.kind}|${x.apiGroup ?? ''}|${x.namespace ?? ''}|${x.name}`).sort());
+const labelsMatch = (have: Record<string, string> | undefined): boolean => Object.entries(LABELS).every(([k, v]) => have?.[k] === v);
+
+type Binding = V1ClusterRoleBinding | V1RoleBinding;
+
+/** Writes that turn one binding into the desired one (roleRef is immutable: delete + create). */
+function bindingWrites(want: Binding, have: Binding | undefined, collection: string, path: string, what: string): RbacWrite[] {
+  if (have === undefined) return [{ verb: 'create', path: collection, body: want, what }];
+  const r = have.roleRef;
+  if (r.name !== want.roleRef.name || r.kind !== want.roleRef.kind || r.apiGroup !== want.roleRef.apiGroup) {
+    return [
+      { verb: 'delete', path, what },
+      { verb: 'create', path: collection, body: want, what },
+    ];
+  }
+  if (canonSubjects(have.subjects) === canonSubjects(want.subjects) && labelsMatch(have.metadata?.labels)) return [];
+  const body = { ...have, subjects: want.subjects, metadata: { ...have.metadata, labels: { ...(have.metadata?.labels ?? {}), ...LABELS } } };
+  return [{ verb: 'replace', path, body, what }];
+}
+
+export function planRbac(desired: RbacObjects, actual: RbacActual): RbacWrite[] {
+  const writes: RbacWrite[] = [];
+  const crPath = (name?: string): string => apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name);
+  for (const want of desired.clusterRoles) {
+    const name = want.metadata?.name ?? '';
+    const have = actual.clusterRoles.get(name);
+    if (have === undefined) writes.push({ verb: 'create', path: crPath(), body: want, what: `ClusterRole ${name}` });
+    else if (canonRules(have.rules) !== canonRules(want.rules) || !labelsMatch(have.metadata?.labels)) {
+      const body = { ...have, rules: want.rules, metadata: { ...have.metadata, labels: { ...(have.metadata?.labels ?? {}), ...LABELS } } };
+      writes.push({ verb: 'replace', path: crPath(name), body, what: `ClusterRole ${name}` });
+    }
+  }
+  const crb = desired.clusterRoleBinding;
+  writes.push(
+    ...bindingWrites(
+      crb,
+      actual.clusterRoleBinding,
+      apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings'),
+      apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE),
+      `ClusterRoleBinding ${SIDECAR_ROLE}`,
+    ),
+  );
+  const haveRb = new Map(actual.roleBindings.filter((b) => b.metadata?.name === SIDECAR_POD_ROLE).map((b) => [b.metadata?.namespace ?? '', b]));
+  const wantNs = new Set<string>();
+  for (const want of desired.roleBindings) {
+    const ns = want.metadata?.namespace ?? '';
+    wantNs.add(ns);
+    const path = apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE);
+    writes.push(...bindingWrites(want, haveRb.get(ns), apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns), path, `RoleBinding ${ns}/${SIDECAR_POD_ROLE}`));
+  }
+  for (const ns of [...haveRb.keys()].sort()) {
+    if (!wantNs.has(ns)) {
+      writes.push({ verb: 'delete', path: apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE), what: `RoleBinding ${ns}/${SIDECAR_POD_ROLE}` });
+    }
+  }
+  return writes;
+}
+
+async function getOrUndefined<T>(client: KubeClient, path: string): Promise<T | undefined> {
+  try {
+    return await client.get<T>(path);
+  } catch (e) {
+    if (isNotFound(e)) return undefined;
+    throw e;
+  }
+}
+
+/** Reads the current RBAC objects, writes what differs; returns the writes made. */
+export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacWrite[]> {
+  const desired = desiredSidecarRbac(namespaces);
+  const clusterRoles = new Map<string, V1ClusterRole>();
+  for (const name of [SIDECAR_ROLE, SIDECAR_POD_ROLE]) {
+    const cr = await getOrUndefined<V1ClusterRole>(client, apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name));
+    if (cr !== undefined) clusterRoles.set(name, cr);
+  }
+  const clusterRoleBinding = await getOrUndefined<V1ClusterRoleBinding>(client, apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE));
+  const roleBindings = (
+    await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })
+  ).items;
+  const writes = planRbac(desired, { clusterRoles, ...(clusterRoleBinding ? { clusterRoleBinding } : {}), roleBindings });
+  for (const w of writes) {
+    if (w.verb === 'create') await client.create(w.path, w.body);
+    else if (w.verb === 'replace') await client.replace(w.path, w.body);
+    else await client.delete(w.path);
+  }
+  return writes;
+}

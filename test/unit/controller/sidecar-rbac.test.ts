@@ -1,0 +1,86 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { desiredSidecarRbac, planRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE, type RbacActual } from '../../../src/controller/sidecar-rbac.js';
+import type { V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../../../src/kube/types.js';
+
+const ns = (name: string, labels: Record<string, string> = {}, terminating = false): V1Namespace => ({
+  metadata: { name, labels },
+  status: { phase: terminating ? 'Terminating' : 'Active' },
+});
+
+/** The actual state after applying every desired object as is. */
+function applied(namespaces: V1Namespace[]): RbacActual {
+  const d = desiredSidecarRbac(namespaces);
+  return {
+    clusterRoles: new Map(d.clusterRoles.map((r) => [r.metadata?.name ?? '', r])),
+    clusterRoleBinding: d.clusterRoleBinding,
+    roleBindings: d.roleBindings,
+  };
+}
+
+void describe('sidecar RBAC', () => {
+  const on = { 'multus-proxy-injection': 'enabled' };
+
+  void test('enabled namespaces get the group subject and a pods RoleBinding; others and terminating ones do not', () => {
+    const d = desiredSidecarRbac([ns('b', on), ns('a', on), ns('c'), ns('d', { 'multus-proxy-injection': 'disabled' }), ns('e', on, true)]);
+    assert.deepEqual(
+      d.clusterRoleBinding.subjects?.map((s) => s.name),
+      ['system:serviceaccounts:a', 'system:serviceaccounts:b'],
+    );
+    assert.deepEqual(d.roleBindings.map((b) => [b.metadata?.namespace, b.roleRef.name, b.subjects?.[0]?.name]), [
+      ['a', SIDECAR_POD_ROLE, 'system:serviceaccounts:a'],
+      ['b', SIDECAR_POD_ROLE, 'system:serviceaccounts:b'],
+    ]);
+    // Pods are readable only through the namespaced binding, never cluster-wide.
+    const cluster = d.clusterRoles.find((r) => r.metadata?.name === SIDECAR_ROLE);
+    assert.ok(cluster?.rules?.every((r) => !(r.resources ?? []).includes('pods')));
+    assert.ok(d.clusterRoles.flatMap((r) => r.rules ?? []).every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))));
+  });
+
+  void test('from nothing: creates both roles, the binding and the RoleBindings', () => {
+    const writes = planRbac(desiredSidecarRbac([ns('a', on)]), { clusterRoles: new Map(), roleBindings: [] });
+    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [
+      `create ClusterRole ${SIDECAR_ROLE}`,
+      `create ClusterRole ${SIDECAR_POD_ROLE}`,
+      `create ClusterRoleBinding ${SIDECAR_ROLE}`,
+      `create RoleBinding a/${SIDECAR_POD_ROLE}`,
+    ]);
+  });
+
+  void test('nothing differs: no write, whatever the order of subjects', () => {
+    const actual = applied([ns('a', on), ns('b', on)]);
+    const crb = actual.clusterRoleBinding as V1ClusterRoleBinding;
+    const reversed = { ...actual, clusterRoleBinding: { ...crb, subjects: [...(crb.subjects ?? [])].reverse() } };
+    assert.deepEqual(planRbac(desiredSidecarRbac([ns('b', on), ns('a', on)]), reversed), []);
+  });
+
+  void test('label added: subject added and RoleBinding created; label removed: subject gone and RoleBinding deleted', () => {
+    const before = applied([ns('a', on)]);
+    const added = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)]), before);
+    assert.deepEqual(added.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding b/${SIDECAR_POD_ROLE}`]);
+    const body = added[0]?.body as V1ClusterRoleBinding;
+    assert.deepEqual(body.subjects?.map((s) => s.name).sort(), ['system:serviceaccounts:a', 'system:serviceaccounts:b']);
+
+    const removed = planRbac(desiredSidecarRbac([ns('a')]), before);
+    assert.deepEqual(removed.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `delete RoleBinding a/${SIDECAR_POD_ROLE}`]);
+    assert.deepEqual((removed[0]?.body as V1ClusterRoleBinding).subjects, []);
+  });
+
+  void test('a binding pointing at another role is recreated (roleRef is immutable)', () => {
+    const actual = applied([ns('a', on)]);
+    const rb = actual.roleBindings[0] as V1RoleBinding;
+    const wrong = { ...actual, roleBindings: [{ ...rb, roleRef: { ...rb.roleRef, name: 'cluster-admin' } }] };
+    const writes = planRbac(desiredSidecarRbac([ns('a', on)]), wrong);
+    assert.deepEqual(writes.map((w) => w.verb), ['delete', 'create']);
+  });
+
+  void test('a widened role is put back', () => {
+    const actual = applied([]);
+    const role = actual.clusterRoles.get(SIDECAR_ROLE);
+    assert.ok(role);
+    const widened = new Map(actual.clusterRoles);
+    widened.set(SIDECAR_ROLE, { ...role, rules: [...(role.rules ?? []), { apiGroups: [''], resources: ['secrets'], verbs: ['get'] }] });
+    const writes = planRbac(desiredSidecarRbac([]), { ...actual, clusterRoles: widened });
+    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRole ${SIDECAR_ROLE}`]);
+  });
+});
