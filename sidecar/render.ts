@@ -362,7 +362,7 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
   for (const r of mine) {
     dispatch.push(`-A ${DISPATCH_CHAIN} ${matchPort(r)} ${comment(portLabel(r))} -j ${r.chain}`);
     const how = r.target.protocol === 'TCP' ? 'tcp-reset' : family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
-    reject.push(`-A ${REJECT_CHAIN} ${matchPort(r)} ${comment(`${portLabel(r)} has no endpoints`)} -j REJECT --reject-with ${how}`);
+    reject.push(`-A ${REJECT_CHAIN} ${matchPort(r)} ${comment(portLabel(r))} -j REJECT --reject-with ${how}`);
     nat.set(r.chain, serviceChainRules(r));
   }
   return { family, filter: new Map([[REJECT_CHAIN, reject]]), nat };

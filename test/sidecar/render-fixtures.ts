@@ -1,0 +1,45 @@
+/**
+ * Sample desired states for render and dataplane tests. Cluster IPs are inside the test service
+ * ranges (10.96.0.0/16, fd00:10:96::/112); they are only ever reached inside test namespaces.
+ */
+import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from '../../sidecar/model.js';
+
+export const BLUE = { namespace: 'demo', name: 'blue' };
+export const RED = { namespace: 'demo', name: 'red' };
+
+export function ep(ip: string, port: number, state: 'ready' | 'unready' | 'terminating' = 'ready'): BackendEndpoint {
+  return { ip, port, ready: state === 'ready', serving: state !== 'unready', terminating: state === 'terminating' };
+}
+
+export function target(
+  service: string,
+  clusterIP: string,
+  port: number,
+  endpoints: readonly BackendEndpoint[],
+  extra: Partial<Omit<ServicePortTarget, 'service' | 'clusterIP' | 'port' | 'endpoints'>> = {},
+): ServicePortTarget {
+  const family: IpFamily = clusterIP.includes(':') ? 6 : 4;
+  const protocol: Protocol = extra.protocol ?? 'TCP';
+  return { service, portName: '', protocol, clusterIP, port, family, network: BLUE, endpoints, ...extra };
+}
+
+export const CLIENT_BLUE: PodInterface = { network: BLUE, interface: 'net1', ipv4: ['192.168.101.2'], ipv6: ['fd00:101::2'] };
+
+/** The sample used by the golden files: one of each case the renderer distinguishes. */
+export function sampleState(): DesiredState {
+  return {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/web', '10.96.0.10', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080), ep('192.168.101.5', 8080), ep('192.168.101.6', 8080, 'unready')], {
+        portName: 'http',
+      }),
+      target('demo/web', 'fd00:10:96::a', 80, [ep('fd00:101::3', 8080), ep('fd00:101::4', 8080)], { portName: 'http' }),
+      target('demo/dns', '10.96.0.53', 53, [ep('192.168.101.3', 5353), ep('192.168.101.4', 5353)], { protocol: 'UDP', portName: 'dns', affinityTimeoutSeconds: 10800 }),
+      target('demo/draining', '10.96.0.20', 443, [ep('192.168.101.7', 8443, 'terminating'), ep('192.168.101.8', 8443, 'unready')]),
+      target('demo/empty', '10.96.0.30', 8080, []),
+      target('demo/empty', 'fd00:10:96::1e', 5000, [], { protocol: 'UDP' }),
+      target('demo/sig', '10.96.0.40', 9999, [ep('192.168.101.3', 9999)], { protocol: 'SCTP' }),
+      target('demo/elsewhere', '10.96.0.50', 80, [ep('192.168.102.3', 80)], { network: RED }),
+    ],
+  };
+}

@@ -1,0 +1,323 @@
+/**
+ * Pure rendering and planning: golden files for the full restore text, and the partial-vs-full
+ * decisions. Regenerate the golden files with UPDATE_GOLDEN=1 (review the diff before committing).
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  DISPATCH_CHAIN,
+  JUMP_SPEC,
+  MAX_CHAIN_NAME,
+  NOTHING_EXISTING,
+  REJECT_CHAIN,
+  chooseEndpoints,
+  parseExisting,
+  planCleanup,
+  planRestore,
+  probability,
+  recentListName,
+  render,
+  serviceChainName,
+} from '../../sidecar/render.js';
+import { diffRoutes, parseRoutes, routeBatch } from '../../sidecar/routes.js';
+import { conntrackArgs, planConntrack } from '../../sidecar/conntrack.js';
+import { failedLine, lineContext } from '../../sidecar/iptables.js';
+import type { DesiredState } from '../../sidecar/model.js';
+import { BLUE, CLIENT_BLUE, RED, ep, sampleState, target } from './render-fixtures.js';
+
+const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'sidecar');
+
+function golden(name: string, actual: string): void {
+  const file = join(GOLDEN, name);
+  if (process.env['UPDATE_GOLDEN'] === '1') {
+    mkdirSync(GOLDEN, { recursive: true });
+    writeFileSync(file, actual);
+    return;
+  }
+  assert.ok(existsSync(file), `golden file ${file} is missing; run with UPDATE_GOLDEN=1 to create it`);
+  assert.equal(actual, readFileSync(file, 'utf8'), `${name} differs from the golden file; if the change is intended, rerun with UPDATE_GOLDEN=1 and review the diff`);
+}
+
+function withTargets(state: DesiredState, targets: DesiredState['targets']): DesiredState {
+  return { ...state, targets };
+}
+
+void describe('sidecar render: golden files', () => {
+  const r = render(sampleState());
+  void test('full restore text into a fresh namespace, IPv4 and IPv6', () => {
+    golden('sample.v4.rules', planRestore(r.v4, undefined, NOTHING_EXISTING, true).text);
+    golden('sample.v6.rules', planRestore(r.v6, undefined, NOTHING_EXISTING, true).text);
+  });
+  void test('routes', () => {
+    golden('sample.routes', routeBatch(r.routes, 'replace'));
+  });
+  void test('partial text after one endpoint left demo/web (v4)', () => {
+    const s = sampleState();
+    const changed = withTargets(
+      s,
+      s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.filter((e) => e.ip !== '192.168.101.5') } : t)),
+    );
+    const next = render(changed);
+    golden('sample-endpoint-removed.v4.rules', planRestore(next.v4, r.v4, undefined, false).text);
+  });
+  void test('the sample is deterministic whatever the input order', () => {
+    const s = sampleState();
+    const shuffled = render(withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() }))));
+    assert.equal(planRestore(shuffled.v4, undefined, NOTHING_EXISTING, true).text, planRestore(r.v4, undefined, NOTHING_EXISTING, true).text);
+    assert.equal(planRestore(shuffled.v6, undefined, NOTHING_EXISTING, true).text, planRestore(r.v6, undefined, NOTHING_EXISTING, true).text);
+  });
+});
+
+void describe('sidecar render: names', () => {
+  void test('chain names: own prefix, at most 28 characters, deterministic, distinct per input', () => {
+    const base = { service: 'ns/svc', portName: 'http', protocol: 'TCP' as const, family: 4 as const, clusterIP: '10.96.0.1' };
+    const a = serviceChainName(base);
+    assert.match(a, /^MPX-SVC-[A-Z2-7]{16}$/);
+    assert.ok(a.length <= MAX_CHAIN_NAME);
+    assert.equal(serviceChainName({ ...base }), a);
+    const variants = [
+      { ...base, service: 'ns/svc2' },
+      { ...base, portName: 'https' },
+      { ...base, protocol: 'UDP' as const },
+      { ...base, family: 6 as const },
+      { ...base, clusterIP: '10.96.0.2' },
+    ].map(serviceChainName);
+    assert.equal(new Set([a, ...variants]).size, 6);
+    for (const n of [DISPATCH_CHAIN, REJECT_CHAIN]) assert.ok(n.length <= MAX_CHAIN_NAME && !n.startsWith('KUBE-') && !n.startsWith('MULTUS-'));
+  });
+  void test('recent list names are valid and unique per endpoint', () => {
+    const names = new Set<string>();
+    for (const chain of ['MPX-SVC-A', 'MPX-SVC-B']) {
+      for (const e of [ep('10.0.0.1', 80), ep('10.0.0.1', 81), ep('10.0.0.2', 80)]) names.add(recentListName(chain, e));
+    }
+    assert.equal(names.size, 6);
+    for (const n of names) assert.match(n, /^[A-Z0-9-]{1,28}$/);
+  });
+});
+
+void describe('sidecar render: endpoint choice and load balancing', () => {
+  const none = (): void => undefined;
+  void test('ready endpoints win; else serving+terminating; else none', () => {
+    const mixed = [ep('10.0.0.2', 80, 'unready'), ep('10.0.0.3', 80, 'terminating'), ep('10.0.0.1', 80)];
+    assert.deepEqual(chooseEndpoints(mixed, 4, none, 'x'), { endpoints: [{ ip: '10.0.0.1', port: 80 }], choice: 'ready' });
+    assert.deepEqual(chooseEndpoints(mixed.slice(0, 2), 4, none, 'x'), { endpoints: [{ ip: '10.0.0.3', port: 80 }], choice: 'terminating' });
+    assert.deepEqual(chooseEndpoints([ep('10.0.0.2', 80, 'unready')], 4, none, 'x'), { endpoints: [], choice: 'none' });
+  });
+  void test('duplicates merge, bad and wrong-family endpoints are dropped with a message', () => {
+    const warnings: string[] = [];
+    const got = chooseEndpoints([ep('10.0.0.1', 80, 'unready'), ep('10.0.0.1', 80), ep('fd00::1', 80), ep('10.0.0.300', 80), ep('10.0.0.2', 0)], 4, (m) => warnings.push(m), 'demo/web:80/TCP');
+    assert.deepEqual(got.endpoints, [{ ip: '10.0.0.1', port: 80 }]);
+    assert.equal(warnings.length, 3);
+    assert.match(warnings[0] ?? '', /demo\/web:80\/TCP: endpoint "fd00::1" port 80 dropped: not an IPv4 address/);
+  });
+  void test('probabilities 1/(n-i) give every endpoint an equal share, printed with 10 digits', () => {
+    for (const n of [2, 3, 7, 10]) {
+      let remaining = 1;
+      for (let i = 0; i < n; i += 1) {
+        const p = i === n - 1 ? 1 : Number(probability(n, i));
+        assert.ok(Math.abs(remaining * p - 1 / n) < 1e-9, `n=${n} i=${i}`);
+        remaining *= 1 - p;
+      }
+    }
+    assert.equal(probability(3, 0), '0.3333333333');
+  });
+  void test('the last DNAT rule is unconditional; affinity adds rcheck rules first and --set on each pick', () => {
+    const r = render(sampleState());
+    const web = [...r.v4.nat.entries()].find(([, l]) => l.some((x) => x.includes('192.168.101.5:8080')))?.[1] ?? [];
+    assert.equal(web.length, 3);
+    assert.match(web[0] ?? '', /--probability 0\.3333333333 -j DNAT --to-destination 192\.168\.101\.3:8080$/);
+    assert.match(web[1] ?? '', /--probability 0\.5000000000 -j DNAT --to-destination 192\.168\.101\.4:8080$/);
+    assert.doesNotMatch(web[2] ?? '', /statistic/);
+    const dns = [...r.v4.nat.entries()].find(([, l]) => l.some((x) => x.includes('--rcheck')))?.[1] ?? [];
+    assert.equal(dns.length, 4);
+    assert.match(dns[0] ?? '', /-m recent --name MPX-\S+ --rcheck --seconds 10800 --reap -j DNAT --to-destination 192\.168\.101\.3:5353/);
+    assert.match(dns[2] ?? '', /--probability 0\.5000000000 -m recent --name MPX-\S+ --set -j DNAT/);
+    assert.match(dns[3] ?? '', /^-A \S+ -p udp -m recent --name MPX-\S+ --set -j DNAT --to-destination 192\.168\.101\.4:5353$/);
+  });
+  void test('IPv6 DNAT destinations are bracketed', () => {
+    const r = render(sampleState());
+    assert.ok([...r.v6.nat.values()].flat().some((l) => l.endsWith('--to-destination [fd00:101::4]:8080')));
+  });
+});
+
+void describe('sidecar render: which targets are served', () => {
+  void test('a Service on a network the pod lacks gets no rules and no route', () => {
+    const r = render(sampleState());
+    const all = [...r.v4.nat.values(), ...r.v4.filter.values()].flat().join('\n');
+    assert.doesNotMatch(all, /10\.96\.0\.50/);
+    assert.ok(!r.routes.some((x) => x.dst === '10.96.0.50'));
+    assert.deepEqual(
+      r.resolution.skipped.map((s) => [s.target, s.level]),
+      [['demo/elsewhere:80/TCP (10.96.0.50)', 'info']],
+    );
+    assert.match(r.resolution.skipped[0]?.reason ?? '', /no interface on network demo\/red/);
+  });
+  void test('no interface address of the family: skipped', () => {
+    const r = render({ interfaces: [{ ...CLIENT_BLUE, ipv6: [] }], targets: [target('demo/a', 'fd00:10:96::5', 80, [ep('fd00:101::3', 80)])] });
+    assert.equal(r.resolution.targets.length, 0);
+    assert.match(r.resolution.skipped[0]?.reason ?? '', /net1 on network demo\/blue has no IPv6 address/);
+  });
+  void test('bad targets are skipped with a message naming the value and the fix', () => {
+    const r = render({
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        target('demo/a', '10.96.0.300', 80, []),
+        target('demo/b', '10.96.0.2', 0, []),
+        target('demo/c', '10.96.0.3', 80, [], { affinityTimeoutSeconds: 0 }),
+        target('demo/d', '10.96.0.4', 80, [], { protocol: 'ICMP' as never }),
+      ],
+    });
+    assert.equal(r.resolution.targets.length, 0);
+    const reasons = r.resolution.skipped.map((s) => s.reason).join('\n');
+    assert.match(reasons, /cluster IP "10\.96\.0\.300" is not an IPv4 address/);
+    assert.match(reasons, /port 0 is not a number from 1 to 65535/);
+    assert.match(reasons, /timeoutSeconds 0 is not a whole number from 1 to 86400/);
+    assert.match(reasons, /protocol "ICMP" is not one of TCP, UDP, SCTP/);
+  });
+  void test('one cluster IP on two networks the pod has: the first network wins, one route', () => {
+    const red = { network: RED, interface: 'net2', ipv4: ['192.168.102.2'], ipv6: [] };
+    const r = render({
+      interfaces: [CLIENT_BLUE, red],
+      targets: [target('demo/x', '10.96.0.9', 80, [ep('192.168.102.3', 80)], { network: RED }), target('demo/x', '10.96.0.9', 80, [ep('192.168.101.3', 80)], { network: BLUE })],
+    });
+    assert.equal(r.resolution.targets.length, 1);
+    assert.deepEqual(r.routes, [{ family: 4, dst: '10.96.0.9', dev: 'net1', src: '192.168.101.2' }]);
+    assert.match(r.resolution.skipped[0]?.reason ?? '', /already served through network demo\/blue/);
+  });
+  void test('IPv6 spellings are normalised, so the chain name does not depend on them', () => {
+    const a = render({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', 'fd00:10:96:0:0::a', 80, [ep('FD00:101::3', 80)])] });
+    const b = render({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', 'fd00:10:96::a', 80, [ep('fd00:101::3', 80)])] });
+    assert.deepEqual([...a.v6.nat.entries()], [...b.v6.nat.entries()]);
+  });
+});
+
+void describe('sidecar render: partial versus full', () => {
+  const s = sampleState();
+  const base = render(s);
+  const full = (state: DesiredState) => render(state);
+
+  void test('nothing changed: empty text', () => {
+    const p = planRestore(full(sampleState()).v4, base.v4, undefined, false);
+    assert.deepEqual([p.text, p.full, p.changedChains], ['', false, []]);
+  });
+  void test('one endpoint change rewrites only that Service chain, no dispatch, no filter', () => {
+    const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(1) } : t))));
+    const p = planRestore(next.v4, base.v4, undefined, false);
+    assert.equal(p.changedChains.length, 1);
+    assert.match(p.changedChains[0] ?? '', /^nat\/MPX-SVC-/);
+    assert.doesNotMatch(p.text, /\*filter|MPX-SERVICES|OUTPUT/);
+    assert.deepEqual(planRestore(next.v6, base.v6, undefined, false).text, '');
+  });
+  void test('all endpoints gone: still only the Service chain (the reject rule exists already)', () => {
+    const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [] } : t))));
+    const p = planRestore(next.v4, base.v4, undefined, false);
+    assert.equal(p.changedChains.length, 1);
+    assert.match(p.text, /^\*nat\n:MPX-SVC-[A-Z2-7]+ - \[0:0\]\nCOMMIT\n$/);
+  });
+  void test('a new Service: its chain, the dispatch chain and the reject chain', () => {
+    const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
+    const p = planRestore(next.v4, base.v4, undefined, false);
+    assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['filter/MPX-REJECT', 'nat/MPX-SERVICES']);
+    assert.equal(p.changedChains.length, 3);
+    assert.ok(p.text.indexOf('*filter') < p.text.indexOf('*nat'));
+  });
+  void test('a removed Service: its chain is flushed and deleted after the dispatch rewrite', () => {
+    const next = full(withTargets(s, s.targets.filter((t) => t.service !== 'demo/sig')));
+    const p = planRestore(next.v4, base.v4, undefined, false);
+    assert.equal(p.deletedChains.length, 1);
+    const chain = (p.deletedChains[0] ?? '').replace('nat/', '');
+    const lines = p.text.split('\n');
+    assert.ok(lines.includes(`:${chain} - [0:0]`));
+    assert.equal(lines.at(-3), `-X ${chain}`);
+    assert.ok(lines.indexOf(`-X ${chain}`) > lines.lastIndexOf(lines.find((l) => l.startsWith(`-A ${DISPATCH_CHAIN}`)) ?? ''));
+  });
+  void test('full: every chain declared, stale chains of ours deleted, jumps repaired to exactly one', () => {
+    const existing = parseExisting(
+      [
+        '*nat',
+        ':OUTPUT ACCEPT [0:0]',
+        ':MPX-SERVICES - [0:0]',
+        ':MPX-SVC-OLDOLDOLDOLDOLDO - [0:0]',
+        ':KUBE-SERVICES - [0:0]',
+        `-A OUTPUT ${JUMP_SPEC.nat}`,
+        `-A OUTPUT ${JUMP_SPEC.nat}`,
+        '-A OUTPUT -j KUBE-SERVICES',
+        'COMMIT',
+        '*filter',
+        ':OUTPUT ACCEPT [0:0]',
+        '-A OUTPUT -j MPX-REJECT',
+        'COMMIT',
+      ].join('\n'),
+    );
+    assert.deepEqual(existing.nat.chains, ['MPX-SERVICES', 'MPX-SVC-OLDOLDOLDOLDOLDO']);
+    assert.deepEqual(existing.nat.jumps, [JUMP_SPEC.nat, JUMP_SPEC.nat]);
+    const p = planRestore(base.v4, base.v4, existing, true);
+    const lines = p.text.split('\n');
+    assert.ok(lines.includes(`-D OUTPUT ${JUMP_SPEC.nat}`));
+    assert.ok(!lines.some((l) => l.startsWith('-I OUTPUT 1 -m comment --comment multus-proxy -j MPX-SERVICES')));
+    assert.ok(lines.includes('-D OUTPUT -j MPX-REJECT'));
+    assert.ok(lines.includes(`-I OUTPUT 1 ${JUMP_SPEC.filter}`));
+    assert.ok(lines.includes('-X MPX-SVC-OLDOLDOLDOLDOLDO'));
+    assert.ok(!p.text.includes('KUBE-'));
+    assert.equal(p.changedChains.length, base.v4.nat.size + base.v4.filter.size);
+  });
+  void test('cleanup text: flush, jumps out, chains deleted; nothing when nothing is ours', () => {
+    const t = planCleanup({ nat: { chains: ['MPX-SERVICES', 'MPX-SVC-A'], jumps: [JUMP_SPEC.nat] }, filter: { chains: [], jumps: [] } });
+    assert.equal(t, `*nat\n:MPX-SERVICES - [0:0]\n:MPX-SVC-A - [0:0]\n-D OUTPUT ${JUMP_SPEC.nat}\n-X MPX-SERVICES\n-X MPX-SVC-A\nCOMMIT\n`);
+    assert.equal(planCleanup(NOTHING_EXISTING), '');
+  });
+});
+
+void describe('sidecar routes, conntrack and error mapping', () => {
+  void test('route diff: add, correct, remove only ours', () => {
+    const cur = [
+      { family: 4 as const, dst: '10.96.0.1', dev: 'net1', src: '192.168.101.2' },
+      { family: 4 as const, dst: '10.96.0.2', dev: 'net1', src: '192.168.101.9' },
+      { family: 6 as const, dst: 'fd00:10:96::1', dev: 'net1', src: 'fd00:101::2' },
+    ];
+    const want = [
+      { family: 4 as const, dst: '10.96.0.2', dev: 'net1', src: '192.168.101.2' },
+      { family: 6 as const, dst: 'fd00:10:96::1', dev: 'net1', src: 'fd00:101::2' },
+      { family: 4 as const, dst: '10.96.0.3', dev: 'net1', src: '192.168.101.2' },
+    ];
+    const d = diffRoutes(cur, want);
+    assert.deepEqual(d.replace.map((r) => r.dst), ['10.96.0.2', '10.96.0.3']);
+    assert.deepEqual(d.remove.map((r) => r.dst), ['10.96.0.1']);
+    assert.equal(routeBatch(d.remove, 'remove'), 'route del 10.96.0.1/32 proto 241\n');
+    assert.deepEqual(parseRoutes('[{"dst":"fd00:10:96::1","dev":"net1","prefsrc":"fd00:101::2","metric":1024}]', 6), [cur[2]]);
+    assert.deepEqual(parseRoutes('not json', 4), []);
+  });
+  void test('conntrack: removed UDP endpoint, UDP Service from none to some, removed UDP Service; TCP never', () => {
+    const s = sampleState();
+    const prev = render(s).resolution.targets;
+    const next = render(
+      withTargets(
+        s,
+        s.targets
+          .filter((t) => t.service !== 'demo/sig')
+          .map((t) => {
+            if (t.service === 'demo/dns') return { ...t, endpoints: t.endpoints.slice(1) };
+            if (t.service === 'demo/empty' && t.protocol === 'UDP') return { ...t, endpoints: [ep('fd00:101::9', 5000)] };
+            if (t.service === 'demo/web') return { ...t, endpoints: [] };
+            return t;
+          }),
+      ),
+    ).resolution.targets;
+    const plan = planConntrack(prev, next);
+    assert.deepEqual(plan.map(conntrackArgs).map((a) => a.join(' ')).sort(), [
+      '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 9999',
+      '-D -f ipv4 -p udp --orig-dst 10.96.0.53 --orig-port-dst 53 --dst-nat 192.168.101.3',
+      '-D -f ipv6 -p udp --orig-dst fd00:10:96::1e --orig-port-dst 5000',
+    ]);
+    assert.deepEqual(planConntrack(undefined, next), []);
+  });
+  void test('a failed restore line is mapped back to the input text', () => {
+    const stderr = "iptables-nft-restore v1.8.9 (nf_tables): Chain 'NOPE' does not exist\nError occurred at line: 3\nTry `iptables-nft-restore -h'";
+    assert.equal(failedLine(stderr), 3);
+    assert.deepEqual(lineContext('*nat\n:A - [0:0]\n-A A -j NOPE\nCOMMIT\n', 3), ['2: :A - [0:0]', '3> -A A -j NOPE', '4: COMMIT']);
+    assert.equal(failedLine('something else'), undefined);
+  });
+});
