@@ -175,7 +175,10 @@ class Client implements KubeClient {
   private token: string | undefined;
   private tokenReadAt = 0;
 
-  constructor(private readonly conn: KubeConnection) {
+  constructor(
+    private readonly conn: KubeConnection,
+    private readonly tokenRereadMs: number,
+  ) {
     this.base = new URL(conn.server);
     const secure = this.base.protocol === 'https:';
     this.mod = secure ? https : http;
@@ -200,7 +203,7 @@ class Client implements KubeClient {
   }
 
   private async bearer(): Promise<string | undefined> {
-    if (this.conn.tokenFile && Date.now() - this.tokenReadAt >= TOKEN_REREAD_MS) {
+    if (this.conn.tokenFile && Date.now() - this.tokenReadAt >= this.tokenRereadMs) {
       try {
         this.token = (await readFile(this.conn.tokenFile, 'utf8')).trim();
         this.tokenReadAt = Date.now();
@@ -377,6 +380,11 @@ class Client implements KubeClient {
   }
 }
 
-export function createKubeClient(conn: KubeConnection): KubeClient {
-  return new Client(conn);
+export interface ClientOptions {
+  /** How often a tokenFile is re-read (default one minute). */
+  tokenRereadMs?: number;
+}
+
+export function createKubeClient(conn: KubeConnection, opts: ClientOptions = {}): KubeClient {
+  return new Client(conn, opts.tokenRereadMs ?? TOKEN_REREAD_MS);
 }
