@@ -4,7 +4,7 @@
  * nulls, numbers where strings belong and deep nesting can never crash a parser or pollute a
  * prototype.
  */
-import { err, ok, type Result } from '../result.js';
+import { err, inputError, ok, type InputError, type Result } from '../result.js';
 
 export type JsonObject = Record<string, unknown>;
 
@@ -75,4 +75,14 @@ export function optionalBoolean(obj: JsonObject, name: string): FieldResult<bool
   if (v === undefined || v === null) return ok(undefined);
   if (typeof v !== 'boolean') return err(`field "${name}" is ${jsonKind(v)}, expected true or false`);
   return ok(v);
+}
+
+/**
+ * The error for an annotation value that is not a string at all (possible when a caller passes a
+ * field straight from decoded JSON). Never calls the value's own toString, which could throw.
+ */
+export function notAStringError(key: string, value: unknown, fix: string): InputError {
+  const kind = jsonKind(value);
+  const shown = typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint' ? String(value) : kind;
+  return inputError(key, shown, `must be a string, not ${kind}`, fix);
 }

@@ -21,6 +21,7 @@
 import { SERVICE_SELECTOR_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
 import { checkLabelKey, checkLabelValue, LABEL_KEY_RULE, LABEL_VALUE_RULE } from './names.js';
+import { notAStringError } from './json.js';
 
 export type Operator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
 export interface Requirement {
@@ -245,7 +246,7 @@ function canonical(reqs: readonly Requirement[]): Requirement[] {
 
 export function parseLabelSelector(value: string, key: string = SERVICE_SELECTOR_ANNOTATION): Result<LabelSelector> {
   if (typeof value !== 'string') {
-    return err(inputError(key, String(value), `must be a string, not ${value === null ? 'null' : typeof value}`, SYNTAX));
+    return err(notAStringError(key, value, SYNTAX));
   }
   const tokens = lex(value);
   if (tokens.length === 1) return ok({ requirements: [] });

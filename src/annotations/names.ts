@@ -27,7 +27,8 @@ const isAlnum = (c: string): boolean => isLowerAlnum(c) || (c >= 'A' && c <= 'Z'
 export function describeChar(c: string): string {
   const code = c.codePointAt(0) ?? 0;
   if (c === ' ') return 'a space';
-  if (code < 0x20 || code === 0x7f || /\s/u.test(c)) return `the control/whitespace character U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+  // Control, blank and lone-surrogate characters would be invisible or garble a message.
+  if (code < 0x20 || (code >= 0x7f && code <= 0x9f) || (code >= 0xd800 && code <= 0xdfff) || /\s/u.test(c)) return `the invisible character U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
   if (c >= 'A' && c <= 'Z') return `the upper-case letter '${c}'`;
   return `'${c}'`;
 }

@@ -14,7 +14,7 @@
 import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
 import { parseIp } from './ip.js';
-import { isJsonObject, jsonKind, optionalBoolean, optionalString, optionalStringList, ownField, parseJson, type JsonObject } from './json.js';
+import { isJsonObject, jsonKind, notAStringError, optionalBoolean, optionalString, optionalStringList, ownField, parseJson, type JsonObject } from './json.js';
 import { checkDns1123Label, checkDns1123Subdomain } from './names.js';
 import type { NetworkRef } from './service-network.js';
 
@@ -84,7 +84,7 @@ function parseEntry(entry: JsonObject): EntryResult {
 
 export function parseNetworkStatus(value: string): Result<NetworkStatusEntry[]> {
   if (typeof value !== 'string') {
-    return err(inputError(KEY, String(value), `must be a string, not ${jsonKind(value)}`, `it must hold a JSON list, ${EXAMPLE}`));
+    return err(notAStringError(KEY, value, `it must hold a JSON list, ${EXAMPLE}`));
   }
   if (value.trim().length === 0) return ok([]);
   const parsed = parseJson(value);

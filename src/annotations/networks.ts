@@ -12,7 +12,7 @@
 import { NETWORKS_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
 import { checkDns1123Label, checkInterfaceName, DNS1123_LABEL_RULE, IFNAME_RULE } from './names.js';
-import { isJsonObject, jsonKind, optionalString, ownField, optionalStringList, parseJson, type JsonObject } from './json.js';
+import { isJsonObject, jsonKind, notAStringError, optionalString, ownField, optionalStringList, parseJson, type JsonObject } from './json.js';
 import { isMac, parseIp } from './ip.js';
 import { parseNetworkItem, splitCommaList } from './service-network.js';
 
@@ -137,7 +137,7 @@ function parseJsonForm(value: string, podNamespace: string): Result<NetworkSelec
 
 export function parseNetworks(value: string, podNamespace: string): Result<NetworkSelection[]> {
   if (typeof value !== 'string') {
-    return err(inputError(KEY, String(value), `must be a string, not ${jsonKind(value)}`, `write a network list, ${SHORT_EXAMPLE}`));
+    return err(notAStringError(KEY, value, `write a network list, ${SHORT_EXAMPLE}`));
   }
   const trimmed = value.trim();
   if (trimmed.length === 0) return ok([]);

@@ -9,6 +9,7 @@
 import { SERVICE_NETWORK_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, type Result } from '../result.js';
 import { checkDns1123Label, checkDns1123Subdomain, DNS1123_LABEL_RULE, DNS1123_SUBDOMAIN_RULE } from './names.js';
+import { notAStringError } from './json.js';
 
 export interface NetworkRef {
   namespace: string;
@@ -62,7 +63,7 @@ export function splitCommaList(value: string): string[] {
 export function parseServiceNetwork(value: string, defaultNamespace: string, key: string = SERVICE_NETWORK_ANNOTATION): Result<NetworkRef[]> {
   // The declared type says string, but values come from JSON objects: be defensive at run time.
   if (typeof value !== 'string') {
-    return err(inputError(key, String(value), `must be a string, not ${value === null ? 'null' : typeof value}`, `write a network name, ${EXAMPLE}`));
+    return err(notAStringError(key, value, `write a network name, ${EXAMPLE}`));
   }
   if (value.trim().length === 0) {
     return err(inputError(key, value, 'is empty', `name at least one NetworkAttachmentDefinition, ${EXAMPLE}, or remove the annotation`));

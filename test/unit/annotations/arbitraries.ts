@@ -100,6 +100,13 @@ export const pathological: readonly unknown[] = [
   'notin',
   'a in',
   'a notin ()',
+  {
+    toString(): string {
+      throw new Error('toString must not be called');
+    },
+  },
+  Symbol('s'),
+  10n,
   null,
   undefined,
   42,
@@ -109,7 +116,8 @@ export const pathological: readonly unknown[] = [
 
 /** Every Result is either ok with a value or an error whose reason and fix say something. */
 export function assertWellFormed(r: Result<unknown>, input: unknown): void {
-  assert.equal(typeof r, 'object', `result for ${String(input).slice(0, 80)} is not an object`);
+  const shown = typeof input === 'string' ? JSON.stringify(input.slice(0, 80)) : typeof input;
+  assert.equal(typeof r, 'object', `result for ${shown} is not an object`);
   if (r.ok) {
     assert.notEqual(r.value, undefined);
     return;
@@ -118,9 +126,9 @@ export function assertWellFormed(r: Result<unknown>, input: unknown): void {
   assert.ok(r.error.key.length > 0, 'error key is empty');
   assert.equal(typeof r.error.value, 'string');
   assert.equal(typeof r.error.reason, 'string');
-  assert.ok(r.error.reason.trim().length > 0, `empty reason for ${JSON.stringify(input)?.slice(0, 80)}`);
+  assert.ok(r.error.reason.trim().length > 0, `empty reason for ${shown}`);
   assert.equal(typeof r.error.fix, 'string');
-  assert.ok(r.error.fix.trim().length > 0, `empty fix for ${JSON.stringify(input)?.slice(0, 80)}`);
+  assert.ok(r.error.fix.trim().length > 0, `empty fix for ${shown}`);
 }
 
 /** Unwraps an ok result, failing the test with the error otherwise. */
