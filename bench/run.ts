@@ -1,0 +1,51 @@
+/**
+ * `npm run bench [-- [--quick] [--no-write] [b1 … b6]]`: runs the benchmarks one after the other
+ * (never in parallel: they would measure each other) and writes each one's section of
+ * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
+ */
+import { fileURLToPath } from 'node:url';
+import { commandLine, parseRunArgs, runOne } from './lib/runner.js';
+import type { Benchmark } from './lib/report.js';
+
+/** The scripts, in run order; each exports `benchmark` and also runs alone. */
+const SCRIPTS: Record<string, string> = {
+  b1: './b1-admission.js',
+  b2: './b2-rule-sync.js',
+  b3: './b3-programming-latency.js',
+  b4: './b4-dataplane.js',
+  b5: './b5-footprint.js',
+  b6: './b6-controller.js',
+};
+
+async function load(name: string): Promise<Benchmark> {
+  const mod = (await import(SCRIPTS[name] ?? '')) as { benchmark?: Benchmark };
+  if (!mod.benchmark) throw new Error(`${SCRIPTS[name]} exports no benchmark`);
+  return mod.benchmark;
+}
+
+const argv = process.argv.slice(2);
+const args = parseRunArgs(argv);
+const unknown = args.names.filter((n) => !(n in SCRIPTS));
+if (unknown.length > 0) {
+  process.stderr.write(`bench: unknown benchmark ${unknown.map((n) => JSON.stringify(n)).join(', ')}; use ${Object.keys(SCRIPTS).join(', ')}\n`);
+  process.exit(2);
+}
+const names = args.names.length > 0 ? args.names : Object.keys(SCRIPTS);
+const command = commandLine(fileURLToPath(import.meta.url), argv);
+const failed: string[] = [];
+const t0 = Date.now();
+for (const name of names) {
+  let b: Benchmark;
+  try {
+    b = await load(name);
+  } catch (e) {
+    process.stderr.write(`[${name}] cannot load: ${(e as Error).message}\n`);
+    failed.push(name);
+    continue;
+  }
+  if (!(await runOne(b, args, command))) failed.push(name);
+}
+process.stderr.write(
+  `bench: ${names.length - failed.length} of ${names.length} ran in ${((Date.now() - t0) / 1000).toFixed(0)} s${failed.length > 0 ? `; failed: ${failed.join(', ')}` : ''}\n`,
+);
+process.exit(failed.length > 0 ? 1 : 0);
