@@ -1,0 +1,275 @@
+/**
+ * The IO side of one Service: keeps the indexes the planner needs (pods by namespace, our slices
+ * by Service, node zones) from informer events, turns events into Service keys for the queue, and
+ * reconciles one key by running the pure planner and writing only its diff.
+ *
+ * Event → key mapping, the one place where scale matters:
+ * - a pod event enqueues only the Services of its namespace whose selector matches its old or
+ *   new labels, and only when something the slices depend on changed (not on every status write);
+ * - Service and slice events enqueue that Service;
+ * - a node event enqueues only when its zone label changed.
+ * The reconcile itself is level-based: it reads the caches, never the event.
+ */
+import { matchesSelector } from '../annotations/label-selector.js';
+import { isConflict, isNotFound, type KubeClient } from '../kube/client.js';
+import { apiPath } from '../kube/paths.js';
+import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../kube/types.js';
+import type { Logger } from '../log.js';
+import { NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL } from '../keys.js';
+import type { EventRecorder } from './events.js';
+import { RateLimiter } from './events.js';
+import type { ControllerMetrics } from './metrics.js';
+import { isPodReady, type PodSkip } from './pod-endpoints.js';
+import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
+import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
+import { SliceTracker } from './tracker.js';
+
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
+
+/** The result of one reconcile, for metrics and tests. */
+export type ReconcileResult = 'unchanged' | 'written' | 'invalid' | 'stale';
+
+/** A write lost a race (409) or hit a vanished object (404): retry the key with backoff. */
+export class RetryableWriteError extends Error {}
+
+/** True when a pod change can change any slice: everything the planner reads from a pod. */
+export function podChangeMatters(old: V1Pod, pod: V1Pod): boolean {
+  const view = (p: V1Pod): string =>
+    JSON.stringify([
+      p.metadata?.uid,
+      p.metadata?.labels ?? {},
+      p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION],
+      p.metadata?.deletionTimestamp !== undefined && p.metadata.deletionTimestamp !== null,
+      p.status?.phase,
+      isPodReady(p),
+      p.spec?.nodeName,
+      p.spec?.hostname,
+      p.spec?.subdomain,
+      (p.spec?.containers ?? []).map((c) => c.ports ?? []),
+      (p.spec?.initContainers ?? []).map((c) => [c.restartPolicy, c.ports ?? []]),
+    ]);
+  return view(old) !== view(pod);
+}
+
+export interface ReconcilerDeps {
+  readonly client: KubeClient;
+  readonly logger: Logger;
+  readonly metrics: ControllerMetrics;
+  readonly events: EventRecorder;
+  readonly getService: (key: string) => V1Service | undefined;
+  readonly listServices: () => V1Service[];
+  readonly enqueue: (key: string) => void;
+  /** Re-enqueue after a delay (stale cache). */
+  readonly enqueueAfter: (key: string, ms: number) => void;
+  /** False once leadership is lost: not one more write. */
+  readonly mayWrite: () => boolean;
+  readonly maxEndpointsPerSlice: number;
+  readonly eventIntervalMs: number;
+}
+
+export class Reconciler {
+  private readonly podsByNs = new Map<string, Map<string, V1Pod>>();
+  private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
+  private readonly zones = new Map<string, string>();
+  private readonly specs = new WeakMap<V1Service, ServiceSpec>();
+  /** Earliest not yet reconciled change per Service key (informer event time), for the latency metric. */
+  private readonly changedAt = new Map<string, number>();
+  private readonly tracker = new SliceTracker();
+  /** Rate limit for counting expected skips, which get no Event. */
+  private readonly quietSkips: RateLimiter;
+
+  constructor(private readonly d: ReconcilerDeps) {
+    this.quietSkips = new RateLimiter(d.eventIntervalMs);
+  }
+
+  specOf(svc: V1Service): ServiceSpec {
+    let s = this.specs.get(svc);
+    if (s === undefined) {
+      s = readServiceSpec(svc);
+      this.specs.set(svc, s);
+    }
+    return s;
+  }
+
+  private mark(key: string): void {
+    if (!this.changedAt.has(key)) this.changedAt.set(key, Date.now());
+    this.d.enqueue(key);
+  }
+
+  // ---- informer events ----------------------------------------------------------------------
+
+  onService(svc: V1Service): void {
+    this.mark(objectKey(svc));
+  }
+
+  onPod(pod: V1Pod | undefined, old: V1Pod | undefined): void {
+    const ref = pod ?? old;
+    if (ref === undefined) return;
+    const ns = ref.metadata?.namespace ?? '';
+    const name = ref.metadata?.name ?? '';
+    if (pod !== undefined && old !== undefined && !podChangeMatters(old, pod)) {
+      this.podIndex(ns).set(name, pod);
+      return;
+    }
+    if (pod === undefined) {
+      this.podIndex(ns).delete(name);
+    } else {
+      this.podIndex(ns).set(name, pod);
+    }
+    for (const svc of this.d.listServices()) {
+      if (svc.metadata?.namespace !== ns) continue;
+      const spec = this.specOf(svc);
+      if (spec.kind !== 'serve') continue;
+      if ((pod !== undefined && matchesSelector(spec.selector, pod.metadata?.labels)) || (old !== undefined && matchesSelector(spec.selector, old.metadata?.labels))) {
+        this.mark(objectKey(svc));
+      }
+    }
+  }
+
+  onSlice(slice: V1EndpointSlice, deleted: boolean): void {
+    const svcName = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+    if (svcName === undefined) return;
+    const key = `${slice.metadata?.namespace ?? ''}/${svcName}`;
+    const name = slice.metadata?.name ?? '';
+    let m = this.slicesBySvc.get(key);
+    if (deleted) {
+      m?.delete(name);
+      if (m?.size === 0) this.slicesBySvc.delete(key);
+      this.tracker.observedDelete(key, name);
+    } else {
+      if (m === undefined) {
+        m = new Map();
+        this.slicesBySvc.set(key, m);
+      }
+      m.set(name, slice);
+    }
+    this.d.enqueue(key);
+  }
+
+  /** A slice whose service-name label changed moves between keys; drop it from the old one. */
+  onSliceUpdate(slice: V1EndpointSlice, old: V1EndpointSlice): void {
+    if (old.metadata?.labels?.[SERVICE_NAME_LABEL] !== slice.metadata?.labels?.[SERVICE_NAME_LABEL]) this.onSlice(old, true);
+    this.onSlice(slice, false);
+  }
+
+  onNode(name: string, zone: string | undefined): void {
+    if (this.zones.get(name) === zone) return;
+    if (zone === undefined) this.zones.delete(name);
+    else this.zones.set(name, zone);
+    // Rare (zones do not move); enqueue the Services that have a pod on that node.
+    for (const [ns, pods] of this.podsByNs) {
+      if (![...pods.values()].some((p) => p.spec?.nodeName === name)) continue;
+      for (const svc of this.d.listServices()) if (svc.metadata?.namespace === ns) this.mark(objectKey(svc));
+    }
+  }
+
+  /** Every key that may need work: all our Services and the owners of all our slices (orphans included). */
+  allKeys(): string[] {
+    const keys = new Set(this.d.listServices().map((s) => objectKey(s)));
+    for (const k of this.slicesBySvc.keys()) keys.add(k);
+    return [...keys];
+  }
+
+  private podIndex(ns: string): Map<string, V1Pod> {
+    let m = this.podsByNs.get(ns);
+    if (m === undefined) {
+      m = new Map();
+      this.podsByNs.set(ns, m);
+    }
+    return m;
+  }
+
+  // ---- reconcile ----------------------------------------------------------------------------
+
+  async reconcile(key: string): Promise<ReconcileResult> {
+    const existing = [...(this.slicesBySvc.get(key)?.values() ?? [])];
+    if (!this.tracker.isCurrent(key, existing)) {
+      // Our last writes are not in the cache yet; their watch events will enqueue the key again.
+      this.d.enqueueAfter(key, 1000);
+      return 'stale';
+    }
+    const since = this.changedAt.get(key);
+    this.changedAt.delete(key);
+    try {
+      const diff = this.plan(key, existing);
+      if (diff === 'invalid') return 'invalid';
+      if (isEmptyDiff(diff)) return 'unchanged';
+      await this.apply(key, diff);
+      if (since !== undefined) this.d.metrics.changeToWrite.observe((Date.now() - since) / 1000);
+      return 'written';
+    } catch (e) {
+      if (since !== undefined && !this.changedAt.has(key)) this.changedAt.set(key, since);
+      throw e;
+    }
+  }
+
+  private plan(key: string, existing: V1EndpointSlice[]): SliceDiff | 'invalid' {
+    const svc = this.d.getService(key);
+    if (svc === undefined) return planDeleteAll(existing);
+    const spec = this.specOf(svc);
+    if (spec.kind === 'withdraw') return planDeleteAll(existing);
+    if (spec.kind === 'invalid') {
+      // Keep what is published: a typo must not take a working Service down.
+      this.d.events.warn(svc, spec.message, 'InvalidServiceAnnotation', `${spec.message}. Existing EndpointSlices are kept unchanged until this is fixed.`);
+      return 'invalid';
+    }
+    const ns = svc.metadata?.namespace ?? '';
+    const pods = [...this.podIndex(ns).values()].filter((p) => matchesSelector(spec.selector, p.metadata?.labels));
+    const plan = planSlices({
+      service: svc,
+      networks: spec.networks,
+      pods,
+      existing,
+      zoneOf: (node) => this.zones.get(node),
+      maxPerSlice: this.d.maxEndpointsPerSlice,
+    });
+    this.report(svc, plan.skips);
+    return plan.diff;
+  }
+
+  private report(svc: V1Service, skips: readonly PodSkip[]): void {
+    const svcKey = objectKey(svc);
+    for (const s of skips) {
+      const text = `${s.message}; left out of ${serviceName(svc)} endpoints on network ${s.network}`;
+      const counted = s.expected ? this.quietSkips.allow(`${svcKey}|${s.pod}|${s.reason}`, Date.now()) : this.d.events.warn(svc, `${s.pod}|${s.network}`, s.reason, text);
+      if (counted) this.d.metrics.podsSkipped.inc({ reason: s.reason });
+    }
+  }
+
+  private async apply(key: string, diff: SliceDiff): Promise<void> {
+    const ns = key.slice(0, key.indexOf('/'));
+    const collection = apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns);
+    const path = (s: V1EndpointSlice): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, s.metadata?.name ?? '');
+    const guard = (): void => {
+      if (!this.d.mayWrite()) throw new Error('not the leader any more: write refused');
+    };
+    // Updates and creates before deletes: endpoints moving between slices never vanish in between.
+    for (const s of diff.update) {
+      guard();
+      try {
+        const out = await this.d.client.replace<V1EndpointSlice>(path(s), s);
+        this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
+        this.d.metrics.sliceWrites.inc({ verb: 'update' });
+      } catch (e) {
+        if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of EndpointSlice ${ns}/${s.metadata?.name ?? ''}: ${(e as Error).message}`);
+        throw e;
+      }
+    }
+    for (const s of diff.create) {
+      guard();
+      const out = await this.d.client.create<V1EndpointSlice>(collection, s);
+      this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
+      this.d.metrics.sliceWrites.inc({ verb: 'create' });
+    }
+    for (const s of diff.delete) {
+      guard();
+      await this.d.client.delete(path(s));
+      this.tracker.deleted(key, s.metadata?.name ?? '');
+      this.d.metrics.sliceWrites.inc({ verb: 'delete' });
+    }
+    this.d.logger.info(
+      { service: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length },
+      'EndpointSlices written',
+    );
+  }
+}

@@ -1,0 +1,238 @@
+/**
+ * Wiring: informers feed the reconciler's indexes and the work queue; once every cache has synced
+ * the replica is ready, and it campaigns for the lease; only the leader runs workers (slice
+ * writes, Events, sidecar RBAC). Standby replicas keep warm caches and are ready too: readiness
+ * is not leadership.
+ *
+ * Losing the lease makes `mayWrite` false at once (no further write) and calls
+ * `onLostLeadership`; the program exits there so it restarts with clean state.
+ */
+import { createInformer, type Informer } from '../kube/informer.js';
+import type { KubeClient } from '../kube/client.js';
+import { apiPath } from '../kube/paths.js';
+import { objectKey, type KubeObject, type V1EndpointSlice, type V1Namespace, type V1Pod, type V1Service } from '../kube/types.js';
+import type { Logger } from '../log.js';
+import { createRegistry, type Registry } from '../metrics.js';
+import { startHealthServer, type HealthServer } from '../health.js';
+import { INJECTION_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
+import { createEventRecorder } from './events.js';
+import { LeaderElector } from './leader.js';
+import { createControllerMetrics, type ControllerMetrics } from './metrics.js';
+import type { ControllerOptions } from './options.js';
+import { ourSlicesSelector } from './plan.js';
+import { Reconciler, RetryableWriteError, ZONE_LABEL } from './reconcile.js';
+import { WorkQueue } from './queue.js';
+import { syncSidecarRbac } from './sidecar-rbac.js';
+
+/** The queue key of the sidecar RBAC sync; has no '/', so it can never be a Service key. */
+export const RBAC_KEY = '#sidecar-rbac';
+/** Sidecar RBAC is also re-checked this often, in case someone edited or deleted it. */
+const RBAC_RESYNC_MS = 5 * 60_000;
+
+export interface RunningController {
+  readonly health: HealthServer;
+  readonly registry: Registry;
+  readonly metrics: ControllerMetrics;
+  readonly client: KubeClient;
+  isLeader(): boolean;
+  isReady(): boolean;
+  /** No key waiting, running or delayed. */
+  idle(): boolean;
+  /** Stops informers and workers, releases the lease if held, closes the health server. */
+  stop(): Promise<void>;
+}
+
+export interface ControllerHooks {
+  /** Called once when the lease is lost. Default: nothing (main.ts exits the process). */
+  onLostLeadership?(reason: string): void;
+  registry?: Registry;
+}
+
+function informerPath(resource: string, group: string, version: string, namespace: string | undefined): string {
+  return apiPath(group, version, resource, namespace);
+}
+
+export async function startController(client: KubeClient, opts: ControllerOptions, logger: Logger, hooks: ControllerHooks = {}): Promise<RunningController> {
+  const registry = hooks.registry ?? createRegistry('multus_proxy_controller');
+  const metrics = createControllerMetrics(registry);
+  const queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  const abort = new AbortController();
+  let writing = !opts.leaderElect;
+  let leading = false;
+  let ready = false;
+  const timers: NodeJS.Timeout[] = [];
+
+  const informerOpts = { logger };
+  const services = createInformer<V1Service>(client, {
+    ...informerOpts,
+    name: 'services',
+    path: informerPath('services', '', 'v1', opts.namespace),
+    labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`,
+  });
+  const pods = createInformer<V1Pod>(client, { ...informerOpts, name: 'pods', path: informerPath('pods', '', 'v1', opts.namespace) });
+  const slices = createInformer<V1EndpointSlice>(client, {
+    ...informerOpts,
+    name: 'endpointslices',
+    path: informerPath('endpointslices', 'discovery.k8s.io', 'v1', opts.namespace),
+    labelSelector: ourSlicesSelector(),
+  });
+  const namespaces = opts.manageSidecarRbac
+    ? createInformer<V1Namespace>(client, { ...informerOpts, name: 'namespaces', path: apiPath('', 'v1', 'namespaces') })
+    : undefined;
+  const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes') }) : undefined;
+
+  const events = createEventRecorder(client, {
+    intervalMs: opts.eventIntervalMs,
+    instance: opts.identity,
+    logger,
+    onError: () => metrics.errors.inc({ stage: 'event' }),
+  });
+  const enqueue = (key: string): void => {
+    queue.add(key);
+    metrics.queueDepth.set(queue.length());
+  };
+  const reconciler = new Reconciler({
+    client,
+    logger,
+    metrics,
+    events,
+    getService: (key) => services.get(key),
+    listServices: () => services.list(),
+    enqueue,
+    enqueueAfter: (key, ms) => queue.addAfter(key, ms),
+    mayWrite: () => writing,
+    maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
+    eventIntervalMs: opts.eventIntervalMs,
+  });
+
+  services.on({ add: (s) => reconciler.onService(s), update: (s) => reconciler.onService(s), delete: (s) => reconciler.onService(s) });
+  pods.on({ add: (p) => reconciler.onPod(p, undefined), update: (p, old) => reconciler.onPod(p, old), delete: (p) => reconciler.onPod(undefined, p) });
+  slices.on({ add: (s) => reconciler.onSlice(s, false), update: (s, old) => reconciler.onSliceUpdate(s, old), delete: (s) => reconciler.onSlice(s, true) });
+  nodes?.on({
+    add: (n) => reconciler.onNode(objectKey(n), n.metadata?.labels?.[ZONE_LABEL]),
+    update: (n) => reconciler.onNode(objectKey(n), n.metadata?.labels?.[ZONE_LABEL]),
+    delete: (n) => reconciler.onNode(objectKey(n), undefined),
+  });
+  namespaces?.on({
+    add: () => enqueue(RBAC_KEY),
+    update: (n, old) => {
+      if (n.metadata?.labels?.[INJECTION_LABEL] !== old.metadata?.labels?.[INJECTION_LABEL] || n.status?.phase !== old.status?.phase) enqueue(RBAC_KEY);
+    },
+    delete: () => enqueue(RBAC_KEY),
+  });
+
+  const process = async (key: string): Promise<void> => {
+    if (key === RBAC_KEY) {
+      const writes = await syncSidecarRbac(client, namespaces?.list() ?? []);
+      if (writes.length > 0) logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
+      return;
+    }
+    const t0 = performance.now();
+    const result = await reconciler.reconcile(key);
+    metrics.reconcileDuration.observe((performance.now() - t0) / 1000);
+    metrics.reconciles.inc({ result });
+  };
+
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        if (writing) await process(key);
+        queue.forget(key);
+      } catch (e) {
+        const retryable = e instanceof RetryableWriteError;
+        metrics.errors.inc({ stage: key === RBAC_KEY ? 'rbac' : 'reconcile' });
+        if (key !== RBAC_KEY) metrics.reconciles.inc({ result: 'error' });
+        const delay = writing ? queue.addRateLimited(key) : 0;
+        logger[retryable ? 'info' : 'warn']({ key, err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'reconcile failed; retrying');
+      } finally {
+        queue.done(key);
+        metrics.queueDepth.set(queue.length());
+      }
+    }
+  };
+
+  const startWorking = (): void => {
+    writing = true;
+    for (const k of reconciler.allKeys()) enqueue(k);
+    if (namespaces !== undefined) {
+      enqueue(RBAC_KEY);
+      const t = setInterval(() => enqueue(RBAC_KEY), RBAC_RESYNC_MS);
+      timers.push(t);
+    }
+    if (opts.resyncMs > 0) timers.push(setInterval(() => reconciler.allKeys().forEach(enqueue), opts.resyncMs));
+    for (let i = 0; i < opts.workers; i++) void worker();
+    logger.info({ workers: opts.workers }, 'reconciling');
+  };
+
+  const elector = opts.leaderElect
+    ? new LeaderElector(
+        client,
+        {
+          namespace: opts.leaseNamespace,
+          name: opts.leaseName,
+          identity: opts.identity,
+          leaseDurationMs: opts.leaseDurationMs,
+          renewDeadlineMs: opts.renewDeadlineMs,
+          retryPeriodMs: opts.retryPeriodMs,
+        },
+        {
+          onStartedLeading: () => {
+            leading = true;
+            metrics.leader.set(1);
+            startWorking();
+          },
+          onStoppedLeading: (reason) => {
+            // Not one more write from here on.
+            writing = false;
+            leading = false;
+            metrics.leader.set(0);
+            queue.shutdown();
+            hooks.onLostLeadership?.(reason);
+          },
+        },
+        logger,
+      )
+    : undefined;
+
+  const informers: Informer<KubeObject>[] = [services, pods, slices, ...(namespaces ? [namespaces] : []), ...(nodes ? [nodes] : [])] as Informer<KubeObject>[];
+  const health = await startHealthServer(
+    {
+      live: () => true,
+      ready: () => (ready ? { ready: true } : { ready: false, reason: `caches syncing: ${informers.filter((i) => !i.hasSynced()).length} of ${informers.length} not synced` }),
+    },
+    registry,
+    opts.healthPort,
+    opts.healthHost,
+  );
+  for (const i of informers) i.start();
+  let electing: Promise<void> = Promise.resolve();
+  const synced = Promise.all(informers.map((i) => i.synced)).then(() => {
+    if (abort.signal.aborted) return;
+    ready = true;
+    logger.info({ identity: opts.identity }, 'caches synced');
+    if (elector !== undefined) electing = elector.run(abort.signal);
+    else startWorking();
+  });
+  synced.catch((e: unknown) => logger.error({ err: String(e) }, 'cache sync failed'));
+
+  return {
+    health,
+    registry,
+    metrics,
+    client,
+    isLeader: () => (elector === undefined ? true : leading),
+    isReady: () => ready,
+    idle: () => queue.pending() === 0,
+    stop: async () => {
+      writing = false;
+      abort.abort();
+      for (const t of timers) clearInterval(t);
+      queue.shutdown();
+      for (const i of informers) i.stop();
+      await electing; // releases the lease when held
+      await health.close();
+    },
+  };
+}
