@@ -322,10 +322,11 @@ const next = () => {
   const t0 = Date.now();
   timer = setTimeout(() => { out.push({ error: 'ETIMEDOUT', ms: Date.now() - t0 }); s.removeAllListeners('message'); next(); }, Number(timeoutMs));
   s.once('message', (m) => { clearTimeout(timer); const j = JSON.parse(m.toString()); out.push({ name: j.name, peer: j.peer, ms: Date.now() - t0 }); next(); });
-  s.send('ping', Number(port), host);
+  s.send('ping');
 };
+// Connected, so ICMP errors (port unreachable) come back as ECONNREFUSED instead of silence.
 s.on('error', (e) => { clearTimeout(timer); out.push({ error: e.code || e.message, ms: 0 }); s.removeAllListeners('message'); next(); });
-s.bind(Number(localPort) || 0, next);
+s.bind(Number(localPort) || 0, () => s.connect(Number(port), host, next));
 `;
 
 export async function udpRequests(topo: Topology, pod: Pod, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number } = {}): Promise<Reply[]> {
