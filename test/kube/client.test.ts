@@ -1,0 +1,210 @@
+/**
+ * The lean client against a scripted loopback HTTP server: watch streams cut at awkward places,
+ * ERROR events, Status errors, paging, token-file rotation, abort.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import fc from 'fast-check';
+import { createKubeClient, isGone, KubeApiError, LineSplitter } from '../../src/kube/client.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { WatchEvent } from '../../src/kube/types.js';
+
+type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+
+async function fakeServer(t: { after(fn: () => Promise<void> | void): void }, handler: Handler): Promise<string> {
+  const srv = http.createServer(handler);
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  t.after(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }));
+  const addr = srv.address();
+  return `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+}
+
+describe('paths', () => {
+  test('core, grouped, namespaced and cluster-scoped', () => {
+    assert.equal(apiPath('', 'v1', 'pods', 'ns', 'web'), '/api/v1/namespaces/ns/pods/web');
+    assert.equal(apiPath('', 'v1', 'namespaces', undefined, 'ns'), '/api/v1/namespaces/ns');
+    assert.equal(apiPath('discovery.k8s.io', 'v1', 'endpointslices'), '/apis/discovery.k8s.io/v1/endpointslices');
+    assert.equal(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', 'a'), '/apis/k8s.cni.cncf.io/v1/namespaces/a/network-attachment-definitions');
+  });
+});
+
+describe('LineSplitter', () => {
+  test('any split of the stream yields the same lines', () => {
+    const lines = ['{"type":"ADDED","object":{"a":1}}', '{"type":"MODIFIED","object":{"b":"ü€"}}', '{"type":"DELETED","object":{}}'];
+    const text = lines.join('\n') + '\n';
+    fc.assert(
+      fc.property(fc.array(fc.nat(text.length), { maxLength: 8 }), (cuts) => {
+        const points = [...new Set(cuts)].sort((a, b) => a - b);
+        const s = new LineSplitter();
+        const out: string[] = [];
+        let prev = 0;
+        for (const p of [...points, text.length]) {
+          out.push(...s.push(text.slice(prev, p)));
+          prev = p;
+        }
+        out.push(...s.end());
+        assert.deepEqual(out, lines);
+      }),
+    );
+  });
+  test('a last line without newline is delivered at the end', () => {
+    const s = new LineSplitter();
+    assert.deepEqual(s.push('a\nb'), ['a']);
+    assert.deepEqual(s.end(), ['b']);
+  });
+});
+
+describe('client against a scripted server', () => {
+  test('watch: events split mid-line and mid-character arrive whole; ERROR 410 rejects as Gone', async (t) => {
+    const events = [
+      { type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '1' }, note: 'ünïcödé €' } },
+      { type: 'BOOKMARK', object: { metadata: { resourceVersion: '2' } } },
+      { type: 'MODIFIED', object: { metadata: { name: 'a', resourceVersion: '3' } } },
+    ];
+    const bytes = Buffer.from(events.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    let query = '';
+    const url = await fakeServer(t, (req, res) => {
+      query = req.url ?? '';
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      // Write in 7-byte pieces: cuts land inside JSON and inside multi-byte UTF-8 characters.
+      void (async () => {
+        for (let i = 0; i < bytes.length; i += 7) {
+          res.write(bytes.subarray(i, i + 7));
+          await delay(1);
+        }
+        res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 1 (5)' } }) + '\n');
+      })();
+    });
+    const client = createKubeClient({ server: url });
+    const got: WatchEvent<unknown>[] = [];
+    const ctl = new AbortController();
+    const err = await client.watch('/api/v1/pods', { resourceVersion: '1', allowWatchBookmarks: true, labelSelector: 'a=b' }, (e) => got.push(e), ctl.signal).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.deepEqual(got, events);
+    assert.ok(err instanceof KubeApiError, `expected a KubeApiError, got ${String(err)}`);
+    assert.equal(err.status, 410);
+    assert.ok(isGone(err));
+    assert.match(err.message, /too old resource version/);
+    assert.match(query, /watch=true/);
+    assert.match(query, /allowWatchBookmarks=true/);
+    assert.match(query, /resourceVersion=1/);
+    assert.match(query, /labelSelector=a%3Db/);
+    assert.equal(client.requestCount()['watch'], 1);
+  });
+
+  test('watch: abort resolves and closes the connection', async (t) => {
+    let closed = false;
+    const url = await fakeServer(t, (req, res) => {
+      res.writeHead(200);
+      res.write('{"type":"ADDED","object":{"metadata":{"name":"x"}}}\n');
+      req.on('close', () => (closed = true));
+    });
+    const client = createKubeClient({ server: url });
+    const ctl = new AbortController();
+    let n = 0;
+    const done = client.watch('/api/v1/pods', {}, () => {
+      n++;
+      ctl.abort();
+    }, ctl.signal);
+    await done;
+    assert.equal(n, 1);
+    await delay(50);
+    assert.ok(closed, 'the server saw the connection close');
+  });
+
+  test('watch: a connection cut mid-stream rejects', async (t) => {
+    const url = await fakeServer(t, (req, res) => {
+      res.writeHead(200);
+      res.write('{"type":"ADDED","object":{}}\n{"type":"MOD');
+      setTimeout(() => req.socket.destroy(), 20);
+    });
+    const client = createKubeClient({ server: url });
+    await assert.rejects(client.watch('/x', {}, () => {}, new AbortController().signal), /closed mid-stream|aborted|socket hang up|ECONNRESET/);
+  });
+
+  test('errors carry status, reason and the apiserver message; delete ignores 404', async (t) => {
+    const url = await fakeServer(t, (req, res) => {
+      if (req.method === 'DELETE') {
+        res.writeHead(404, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ kind: 'Status', code: 404, reason: 'NotFound', message: 'pods "x" not found' }));
+        return;
+      }
+      res.writeHead(422, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', code: 422, reason: 'Invalid', message: 'Service "s" is invalid: spec.ports: Required value', details: { causes: [{ field: 'spec.ports' }] } }));
+    });
+    const client = createKubeClient({ server: url });
+    await client.delete('/api/v1/namespaces/a/pods/x');
+    const e = await client.create('/api/v1/namespaces/a/services', {}).then(() => undefined, (x: unknown) => x);
+    assert.ok(e instanceof KubeApiError);
+    assert.equal(e.status, 422);
+    assert.equal(e.reason, 'Invalid');
+    assert.equal(e.apiMessage, 'Service "s" is invalid: spec.ports: Required value');
+    assert.match(e.message, /^POST \/api\/v1\/namespaces\/a\/services: 422 Invalid: Service "s" is invalid/);
+    assert.deepEqual(e.details, { causes: [{ field: 'spec.ports' }] });
+  });
+
+  test('list follows continue pages and keeps the first page resourceVersion', async (t) => {
+    const seen: string[] = [];
+    const url = await fakeServer(t, (req, res) => {
+      const u = new URL(req.url ?? '/', 'http://x');
+      seen.push(u.search);
+      const cont = u.searchParams.get('continue');
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (!cont) res.end(JSON.stringify({ metadata: { resourceVersion: '10', continue: 'p2' }, items: [{ n: 1 }, { n: 2 }] }));
+      else res.end(JSON.stringify({ metadata: { resourceVersion: '10' }, items: [{ n: 3 }] }));
+    });
+    const client = createKubeClient({ server: url });
+    const list = await client.list<{ n: number }>('/api/v1/pods', { limit: 2, fieldSelector: 'spec.nodeName=n1' });
+    assert.deepEqual(list.items.map((i) => i.n), [1, 2, 3]);
+    assert.equal(list.metadata?.resourceVersion, '10');
+    assert.equal(seen.length, 2);
+    assert.match(seen[1] ?? '', /continue=p2/);
+    assert.match(seen[0] ?? '', /fieldSelector=spec.nodeName%3Dn1/);
+    assert.equal(client.requestCount()['list'], 2);
+  });
+
+  test('patch content types, dryRun and field manager', async (t) => {
+    const seen: { ct: string | undefined; url: string }[] = [];
+    const url = await fakeServer(t, (req, res) => {
+      seen.push({ ct: req.headers['content-type'], url: req.url ?? '' });
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{}');
+    });
+    const client = createKubeClient({ server: url });
+    await client.patch('/p', [], 'json');
+    await client.patch('/p', {}, 'merge', { dryRun: true });
+    await client.patch('/p', {}, 'strategic');
+    await client.patch('/p', {}, 'apply', { force: true });
+    assert.deepEqual(seen.map((s) => s.ct), ['application/json-patch+json', 'application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/apply-patch+yaml']);
+    assert.match(seen[1]?.url ?? '', /dryRun=All/);
+    assert.match(seen[3]?.url ?? '', /fieldManager=multus-proxy/);
+    assert.match(seen[3]?.url ?? '', /force=true/);
+  });
+
+  test('a rotated token file is picked up', async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'token-test-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, 'first\n');
+    const auth: (string | undefined)[] = [];
+    const url = await fakeServer(t, (req, res) => {
+      auth.push(req.headers.authorization);
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{}');
+    });
+    const client = createKubeClient({ server: url, token: 'ignored-when-file-set', tokenFile }, { tokenRereadMs: 50 });
+    await client.get('/x');
+    writeFileSync(tokenFile, 'second\n');
+    await client.get('/x'); // within the re-read interval: still the cached token
+    await delay(80);
+    await client.get('/x');
+    assert.deepEqual(auth, ['Bearer first', 'Bearer first', 'Bearer second']);
+  });
+});

@@ -1,0 +1,72 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { applyEvent, diffStore, jitter } from '../../src/kube/informer.js';
+import type { KubeObject } from '../../src/kube/types.js';
+
+const obj = (name: string, rv: string, ns = 'a'): KubeObject => ({ metadata: { name, namespace: ns, resourceVersion: rv } });
+
+describe('diffStore (relist)', () => {
+  test('adds new keys, updates moved resourceVersions, deletes vanished keys, ignores unchanged', () => {
+    const store = new Map([
+      ['a/keep', obj('keep', '1')],
+      ['a/changed', obj('changed', '1')],
+      ['a/gone', obj('gone', '1')],
+    ]);
+    const { changes, next } = diffStore(store, [obj('keep', '1'), obj('changed', '5'), obj('new', '6')]);
+    assert.deepEqual(
+      changes.map((c) => `${c.type}:${c.obj.metadata?.name}`).sort(),
+      ['add:new', 'delete:gone', 'update:changed'],
+    );
+    assert.deepEqual([...next.keys()].sort(), ['a/changed', 'a/keep', 'a/new']);
+  });
+
+  test('property: applying the changes to the old store gives exactly the fresh list', () => {
+    const item = fc.record({ name: fc.constantFrom('a', 'b', 'c', 'd', 'e'), rv: fc.constantFrom('1', '2', '3') });
+    fc.assert(
+      fc.property(fc.uniqueArray(item, { selector: (i) => i.name }), fc.uniqueArray(item, { selector: (i) => i.name }), (before, after) => {
+        const store = new Map(before.map((i) => [`a/${i.name}`, obj(i.name, i.rv)]));
+        const { changes } = diffStore(store, after.map((i) => obj(i.name, i.rv)));
+        const replay = new Map(store);
+        const keys = new Set<string>();
+        for (const c of changes) {
+          const key = `a/${c.obj.metadata?.name}`;
+          assert.ok(!keys.has(key), 'one change per key');
+          keys.add(key);
+          if (c.type === 'add') assert.ok(!replay.has(key), 'no add for a known key');
+          if (c.type === 'delete') replay.delete(key);
+          else replay.set(key, c.obj);
+        }
+        assert.deepEqual(
+          [...replay.values()].map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).sort(),
+          after.map((i) => `${i.name}@${i.rv}`).sort(),
+        );
+      }),
+    );
+  });
+});
+
+describe('applyEvent (watch)', () => {
+  test('ADDED for a known key is an update, identical is nothing, DELETED of unknown is nothing', () => {
+    const store = new Map<string, KubeObject>();
+    assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '1') })?.type, 'add');
+    assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '1') }), undefined);
+    assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '2') })?.type, 'update');
+    assert.equal(applyEvent(store, { type: 'MODIFIED', object: obj('y', '3') })?.type, 'add');
+    assert.equal(applyEvent(store, { type: 'BOOKMARK', object: obj('', '9') }), undefined);
+    assert.equal(applyEvent(store, { type: 'DELETED', object: obj('x', '4') })?.type, 'delete');
+    assert.equal(applyEvent(store, { type: 'DELETED', object: obj('x', '4') }), undefined);
+    assert.deepEqual([...store.keys()], ['a/y']);
+  });
+});
+
+describe('jitter', () => {
+  test('stays within [base/2, base]', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 1_000_000 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (base, r) => {
+        const j = jitter(base, () => r);
+        assert.ok(j >= Math.floor(base / 2) && j <= base, `${j} for ${base}`);
+      }),
+    );
+  });
+});
