@@ -24,8 +24,8 @@ async function fakeServer(t: { after(fn: () => Promise<void> | void): void }, ha
   return `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
 }
 
-describe('paths', () => {
-  test('core, grouped, namespaced and cluster-scoped', () => {
+void describe('paths', () => {
+  void test('core, grouped, namespaced and cluster-scoped', () => {
     assert.equal(apiPath('', 'v1', 'pods', 'ns', 'web'), '/api/v1/namespaces/ns/pods/web');
     assert.equal(apiPath('', 'v1', 'namespaces', undefined, 'ns'), '/api/v1/namespaces/ns');
     assert.equal(apiPath('discovery.k8s.io', 'v1', 'endpointslices'), '/apis/discovery.k8s.io/v1/endpointslices');
@@ -33,8 +33,8 @@ describe('paths', () => {
   });
 });
 
-describe('LineSplitter', () => {
-  test('any split of the stream yields the same lines', () => {
+void describe('LineSplitter', () => {
+  void test('any split of the stream yields the same lines', () => {
     const lines = ['{"type":"ADDED","object":{"a":1}}', '{"type":"MODIFIED","object":{"b":"ü€"}}', '{"type":"DELETED","object":{}}'];
     const text = lines.join('\n') + '\n';
     fc.assert(
@@ -52,15 +52,15 @@ describe('LineSplitter', () => {
       }),
     );
   });
-  test('a last line without newline is delivered at the end', () => {
+  void test('a last line without newline is delivered at the end', () => {
     const s = new LineSplitter();
     assert.deepEqual(s.push('a\nb'), ['a']);
     assert.deepEqual(s.end(), ['b']);
   });
 });
 
-describe('client against a scripted server', () => {
-  test('watch: events split mid-line and mid-character arrive whole; ERROR 410 rejects as Gone', async (t) => {
+void describe('client against a scripted server', () => {
+  void test('watch: events split mid-line and mid-character arrive whole; ERROR 410 rejects as Gone', async (t) => {
     const events = [
       { type: 'ADDED', object: { metadata: { name: 'a', resourceVersion: '1' }, note: 'ünïcödé €' } },
       { type: 'BOOKMARK', object: { metadata: { resourceVersion: '2' } } },
@@ -99,7 +99,7 @@ describe('client against a scripted server', () => {
     assert.equal(client.requestCount()['watch'], 1);
   });
 
-  test('watch: abort resolves and closes the connection', async (t) => {
+  void test('watch: abort resolves and closes the connection', async (t) => {
     let closed = false;
     const url = await fakeServer(t, (req, res) => {
       res.writeHead(200);
@@ -119,7 +119,7 @@ describe('client against a scripted server', () => {
     assert.ok(closed, 'the server saw the connection close');
   });
 
-  test('watch: a connection cut mid-stream rejects', async (t) => {
+  void test('watch: a connection cut mid-stream rejects', async (t) => {
     const url = await fakeServer(t, (req, res) => {
       res.writeHead(200);
       res.write('{"type":"ADDED","object":{}}\n{"type":"MOD');
@@ -129,7 +129,7 @@ describe('client against a scripted server', () => {
     await assert.rejects(client.watch('/x', {}, () => {}, new AbortController().signal), /closed mid-stream|aborted|socket hang up|ECONNRESET/);
   });
 
-  test('errors carry status, reason and the apiserver message; delete ignores 404', async (t) => {
+  void test('errors carry status, reason and the apiserver message; delete ignores 404', async (t) => {
     const url = await fakeServer(t, (req, res) => {
       if (req.method === 'DELETE') {
         res.writeHead(404, { 'Content-Type': 'application/json' });
@@ -150,7 +150,7 @@ describe('client against a scripted server', () => {
     assert.deepEqual(e.details, { causes: [{ field: 'spec.ports' }] });
   });
 
-  test('list follows continue pages and keeps the first page resourceVersion', async (t) => {
+  void test('list follows continue pages and keeps the first page resourceVersion', async (t) => {
     const seen: string[] = [];
     const url = await fakeServer(t, (req, res) => {
       const u = new URL(req.url ?? '/', 'http://x');
@@ -170,7 +170,7 @@ describe('client against a scripted server', () => {
     assert.equal(client.requestCount()['list'], 2);
   });
 
-  test('patch content types, dryRun and field manager', async (t) => {
+  void test('patch content types, dryRun and field manager', async (t) => {
     const seen: { ct: string | undefined; url: string }[] = [];
     const url = await fakeServer(t, (req, res) => {
       seen.push({ ct: req.headers['content-type'], url: req.url ?? '' });
@@ -188,7 +188,7 @@ describe('client against a scripted server', () => {
     assert.match(seen[3]?.url ?? '', /force=true/);
   });
 
-  test('a rotated token file is picked up', async (t) => {
+  void test('a rotated token file is picked up', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'token-test-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));
     const tokenFile = join(dir, 'token');

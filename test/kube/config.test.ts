@@ -30,8 +30,8 @@ function kubeconfig(users: Record<string, unknown>[], extra: Record<string, unkn
   });
 }
 
-describe('kubeconfig loading', () => {
-  test('current context: server without trailing slash, CA data decoded, token', (t) => {
+void describe('kubeconfig loading', () => {
+  void test('current context: server without trailing slash, CA data decoded, token', (t) => {
     const dir = tempDir(t);
     const file = join(dir, 'config');
     writeFileSync(file, kubeconfig([{ name: 'u1', user: { token: 'tok-1' } }]));
@@ -42,7 +42,7 @@ describe('kubeconfig loading', () => {
     assert.equal(conn.insecureSkipTLSVerify, undefined);
   });
 
-  test('explicit context; file paths are relative to the kubeconfig; client cert and tokenFile', (t) => {
+  void test('explicit context; file paths are relative to the kubeconfig; client cert and tokenFile', (t) => {
     const dir = tempDir(t);
     mkdirSync(join(dir, 'sub'));
     writeFileSync(join(dir, 'sub', 'ca2.crt'), 'CA-TWO');
@@ -65,7 +65,7 @@ describe('kubeconfig loading', () => {
     assert.equal(conn.insecureSkipTLSVerify, true);
   });
 
-  test('$KUBECONFIG with several files: the first file that names an entry wins', (t) => {
+  void test('$KUBECONFIG with several files: the first file that names an entry wins', (t) => {
     const dir = tempDir(t);
     const a = join(dir, 'a');
     const b = join(dir, 'b');
@@ -76,7 +76,7 @@ describe('kubeconfig loading', () => {
     assert.equal(conn.server, 'https://127.0.0.1:6443');
   });
 
-  test('explicit path beats $KUBECONFIG, which beats in-cluster', (t) => {
+  void test('explicit path beats $KUBECONFIG, which beats in-cluster', (t) => {
     const dir = tempDir(t);
     const a = join(dir, 'a');
     const b = join(dir, 'b');
@@ -87,7 +87,7 @@ describe('kubeconfig loading', () => {
     assert.equal(loadKubeConnection({ env }).token, 'B');
   });
 
-  test('clear errors: unknown context, missing user, exec plugin, cert without key, bad YAML, nothing found', (t) => {
+  void test('clear errors: unknown context, missing user, exec plugin, cert without key, bad YAML, nothing found', (t) => {
     const dir = tempDir(t);
     const file = join(dir, 'config');
     writeFileSync(file, kubeconfig([{ name: 'u1', user: { token: 'x' } }]));
@@ -103,8 +103,8 @@ describe('kubeconfig loading', () => {
   });
 });
 
-describe('in-cluster config', () => {
-  test('service host and port, token file and CA from the service-account folder; IPv6 host bracketed', (t) => {
+void describe('in-cluster config', () => {
+  void test('service host and port, token file and CA from the service-account folder; IPv6 host bracketed', (t) => {
     const dir = tempDir(t);
     writeFileSync(join(dir, 'token'), 'sa-token\n');
     writeFileSync(join(dir, 'ca.crt'), 'CLUSTER-CA');
@@ -116,7 +116,7 @@ describe('in-cluster config', () => {
     assert.equal(v6.server, 'https://[fd00:10:96::1]:6443');
   });
 
-  test('a missing token says how to fix it', (t) => {
+  void test('a missing token says how to fix it', (t) => {
     const dir = tempDir(t);
     assert.throws(() => inClusterConnection({ KUBERNETES_SERVICE_HOST: '10.96.0.1' }, dir), /automountServiceAccountToken/);
   });

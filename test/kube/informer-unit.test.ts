@@ -6,8 +6,8 @@ import type { KubeObject } from '../../src/kube/types.js';
 
 const obj = (name: string, rv: string, ns = 'a'): KubeObject => ({ metadata: { name, namespace: ns, resourceVersion: rv } });
 
-describe('diffStore (relist)', () => {
-  test('adds new keys, updates moved resourceVersions, deletes vanished keys, ignores unchanged', () => {
+void describe('diffStore (relist)', () => {
+  void test('adds new keys, updates moved resourceVersions, deletes vanished keys, ignores unchanged', () => {
     const store = new Map([
       ['a/keep', obj('keep', '1')],
       ['a/changed', obj('changed', '1')],
@@ -21,7 +21,7 @@ describe('diffStore (relist)', () => {
     assert.deepEqual([...next.keys()].sort(), ['a/changed', 'a/keep', 'a/new']);
   });
 
-  test('property: applying the changes to the old store gives exactly the fresh list', () => {
+  void test('property: applying the changes to the old store gives exactly the fresh list', () => {
     const item = fc.record({ name: fc.constantFrom('a', 'b', 'c', 'd', 'e'), rv: fc.constantFrom('1', '2', '3') });
     fc.assert(
       fc.property(fc.uniqueArray(item, { selector: (i) => i.name }), fc.uniqueArray(item, { selector: (i) => i.name }), (before, after) => {
@@ -46,8 +46,8 @@ describe('diffStore (relist)', () => {
   });
 });
 
-describe('applyEvent (watch)', () => {
-  test('ADDED for a known key is an update, identical is nothing, DELETED of unknown is nothing', () => {
+void describe('applyEvent (watch)', () => {
+  void test('ADDED for a known key is an update, identical is nothing, DELETED of unknown is nothing', () => {
     const store = new Map<string, KubeObject>();
     assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '1') })?.type, 'add');
     assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '1') }), undefined);
@@ -60,8 +60,8 @@ describe('applyEvent (watch)', () => {
   });
 });
 
-describe('jitter', () => {
-  test('stays within [base/2, base]', () => {
+void describe('jitter', () => {
+  void test('stays within [base/2, base]', () => {
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 1_000_000 }), fc.double({ min: 0, max: 0.999999, noNaN: true }), (base, r) => {
         const j = jitter(base, () => r);

@@ -28,7 +28,7 @@ function recorder(): { log: string[]; handlers: { add(o: KubeObject): void; upda
   return { log, handlers: { add: (o) => log.push(`add:${name(o)}`), update: (o) => log.push(`update:${name(o)}`), delete: (o) => log.push(`delete:${name(o)}`) } };
 }
 
-describe('informer on a real apiserver', () => {
+void describe('informer on a real apiserver', () => {
   let cp: ControlPlane;
   let ns: string;
   before(async () => {
@@ -41,7 +41,7 @@ describe('informer on a real apiserver', () => {
     await cp.stop();
   });
 
-  test('lists, syncs, then sees add, update and delete; label selector applies to list and watch', async (t) => {
+  void test('lists, syncs, then sees add, update and delete; label selector applies to list and watch', async (t) => {
     await cp.client.create(cmPath(ns), cm('pre-match', { app: 'x' }));
     await cp.client.create(cmPath(ns), cm('pre-other', { app: 'y' }));
     const inf = createInformer<ConfigMap>(cp.client, { path: cmPath(ns), labelSelector: 'app=x', watchdogMs: 30_000 });
@@ -67,7 +67,7 @@ describe('informer on a real apiserver', () => {
     assert.equal(inf.get(`${ns}/pre-other`)?.metadata?.labels?.['app'], 'x');
   });
 
-  test('field selector applies to list and watch; handlers registered late get the current objects', async (t) => {
+  void test('field selector applies to list and watch; handlers registered late get the current objects', async (t) => {
     await cp.client.create(cmPath(ns), cm('field-a'));
     await cp.client.create(cmPath(ns), cm('field-b'));
     const inf = createInformer<ConfigMap>(cp.client, { path: cmPath(ns), fieldSelector: 'metadata.name=field-a' });
@@ -83,7 +83,7 @@ describe('informer on a real apiserver', () => {
     assert.deepEqual(rec.log, ['add:field-a', 'update:field-a']);
   });
 
-  test('a throwing handler neither stops the informer nor starves the other handlers', async (t) => {
+  void test('a throwing handler neither stops the informer nor starves the other handlers', async (t) => {
     const inf = createInformer<ConfigMap>(cp.client, { path: cmPath(ns), labelSelector: 'throw=yes' });
     t.after(() => inf.stop());
     let thrown = 0;
@@ -104,7 +104,7 @@ describe('informer on a real apiserver', () => {
     assert.deepEqual(rec.log, ['add:t1', 'add:t2']);
   });
 
-  test('after stop() the process exits on its own (no timers, sockets or requests left)', async () => {
+  void test('after stop() the process exits on its own (no timers, sockets or requests left)', async () => {
     await cp.client.create(cmPath(ns), cm('exit-check'));
     const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'informer-child.ts'), cp.kubeconfigPath, cmPath(ns)], {
       stdio: ['ignore', 'pipe', 'pipe'],
