@@ -80,11 +80,20 @@ export class RestoreError extends Error {
     readonly context: readonly string[],
   ) {
     super(
-      `${binary(backend, family, 'restore')} failed: ${stderr.trim().split('\n')[0] ?? ''}` +
+      `${binary(backend, family, 'restore')} failed: ${summarize(stderr)}` +
         (line !== undefined ? ` at input line ${line}: ${context.join(' | ')}` : ''),
     );
     this.name = 'RestoreError';
   }
+}
+
+/** The tool's message without its banner prefix and usage hint, on one line. */
+export function summarize(stderr: string): string {
+  return stderr
+    .split('\n')
+    .map((l) => l.replace(/^ip6?tables-\S+ v[\d.]+ \([^)]*\):\s*/, '').trim())
+    .filter((l) => l !== '' && !l.startsWith('Try `'))
+    .join('; ');
 }
 
 /** Finds the line number iptables-restore reports ("Error occurred at line: N", "line N failed"). */

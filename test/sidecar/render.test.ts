@@ -24,7 +24,7 @@ import {
 } from '../../sidecar/render.js';
 import { diffRoutes, parseRoutes, routeBatch } from '../../sidecar/routes.js';
 import { conntrackArgs, planConntrack } from '../../sidecar/conntrack.js';
-import { failedLine, lineContext } from '../../sidecar/iptables.js';
+import { failedLine, lineContext, summarize } from '../../sidecar/iptables.js';
 import type { DesiredState } from '../../sidecar/model.js';
 import { BLUE, CLIENT_BLUE, RED, ep, sampleState, target } from './render-fixtures.js';
 
@@ -319,5 +319,6 @@ void describe('sidecar routes, conntrack and error mapping', () => {
     assert.equal(failedLine(stderr), 3);
     assert.deepEqual(lineContext('*nat\n:A - [0:0]\n-A A -j NOPE\nCOMMIT\n', 3), ['2: :A - [0:0]', '3> -A A -j NOPE', '4: COMMIT']);
     assert.equal(failedLine('something else'), undefined);
+    assert.equal(summarize(stderr), "Chain 'NOPE' does not exist; Error occurred at line: 3");
   });
 });
