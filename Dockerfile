@@ -1,0 +1,44 @@
+# syntax=docker/dockerfile:1
+# One image for the three programs of multus-proxy:
+#   controller  node /app/dist/controller.js   (non-root, the image's default user)
+#   webhook     node /app/dist/webhook.js      (non-root)
+#   sidecar     node /app/dist/sidecar.js      (uid 0 + NET_ADMIN/NET_RAW; the webhook sets that)
+#   certs CLI   node /app/dist/certs.js        (bootstrap Job of deploy/overlays/bootstrap)
+# Build: docker build -t <registry>/multus-proxy:<tag> .   (see docs/install.md)
+
+# ---- build: compile and bundle with esbuild (scripts/build.mjs) --------------------------------
+FROM node:20-bookworm-slim AS build
+WORKDIR /src
+# Dependencies first, so a source change does not re-run npm ci.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json ./
+COPY scripts/build.mjs ./scripts/build.mjs
+COPY src ./src
+COPY webhook ./webhook
+COPY sidecar ./sidecar
+COPY certs ./certs
+RUN npm run build
+
+# ---- runtime ------------------------------------------------------------------------------------
+FROM node:20-bookworm-slim AS runtime
+# iptables: Debian's package carries both back ends (iptables-nft, the default, and
+# iptables-legacy) and ip6tables; the sidecar picks the one its pod's namespace already uses.
+# iproute2 for routes with a source address, conntrack to flush stale UDP entries.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends iptables iproute2 conntrack \
+ && rm -rf /var/lib/apt/lists/* \
+ # The programs are bundles: npm, npx and yarn are dead weight at run time.
+ && rm -rf /usr/local/lib/node_modules/npm /usr/local/bin/npm /usr/local/bin/npx \
+           /opt/yarn-* /usr/local/bin/yarn /usr/local/bin/yarnpkg \
+ && groupadd --system --gid 65532 multus-proxy \
+ && useradd --system --uid 65532 --gid 65532 --no-create-home --home-dir /nonexistent \
+            --shell /usr/sbin/nologin multus-proxy
+WORKDIR /app
+# Only the bundles (each has its dependencies inlined; no node_modules at run time).
+COPY --from=build /src/dist/ /app/dist/
+ENV NODE_ENV=production
+# Numeric, so the kubelet can verify runAsNonRoot without a runAsUser.
+USER 65532:65532
+ENTRYPOINT ["node"]
+CMD ["/app/dist/controller.js"]
