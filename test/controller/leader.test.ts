@@ -1,0 +1,152 @@
+/**
+ * Leader election with two real controller processes (`node --import tsx src/controller/main.ts`)
+ * on one Lease: only the leader writes, the standby is ready too, takes over after `kill -9` of the
+ * leader, and a leader that sees its lease taken exits at once.
+ */
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { apiPath } from '../../src/kube/paths.js';
+import type { V1Lease } from '../../src/kube/types.js';
+import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
+import { waitFor } from '../harness/wait.js';
+import { networkStatus } from '../unit/controller/fixtures.js';
+import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const LEASE_MS = 3000;
+const RETRY_MS = 500;
+
+interface Proc {
+  readonly child: ChildProcess;
+  readonly identity: string;
+  port?: number;
+  readonly logs: string[];
+  exitCode?: number | null;
+  exitSignal?: NodeJS.Signals | null;
+}
+
+void describe('controller leader election (two processes)', () => {
+  let cp: ControlPlane;
+  let ns: string;
+  const procs: Proc[] = [];
+  const leasePath = (): string => apiPath('coordination.k8s.io', 'v1', 'leases', ns, 'ctl');
+  const holder = async (): Promise<string | undefined> => {
+    try {
+      return (await cp.client.get<V1Lease>(leasePath())).spec?.holderIdentity;
+    } catch {
+      return undefined;
+    }
+  };
+
+  function startProc(identity: string): Proc {
+    const args = [
+      '--import',
+      'tsx',
+      'src/controller/main.ts',
+      '--kubeconfig',
+      cp.kubeconfigPath,
+      '--namespace',
+      ns,
+      '--lease-namespace',
+      ns,
+      '--lease-name',
+      'ctl',
+      '--identity',
+      identity,
+      '--lease-duration',
+      `${LEASE_MS}ms`,
+      '--renew-deadline',
+      '2s',
+      '--retry-period',
+      `${RETRY_MS}ms`,
+      '--health-port',
+      '0',
+      '--health-host',
+      '127.0.0.1',
+      '--manage-sidecar-rbac',
+      'false',
+      '--watch-nodes',
+      'false',
+    ];
+    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p: Proc = { child, identity, logs: [] };
+    const read = (stream: NodeJS.ReadableStream): void => {
+      createInterface({ input: stream }).on('line', (line) => {
+        p.logs.push(line);
+        try {
+          const rec = JSON.parse(line) as { msg?: string; healthPort?: number };
+          if (rec.msg === 'controller started') p.port = rec.healthPort;
+        } catch {
+          // not JSON: kept in logs for the failure message
+        }
+      });
+    };
+    if (child.stdout) read(child.stdout);
+    if (child.stderr) read(child.stderr);
+    child.on('exit', (code, signal) => {
+      p.exitCode = code;
+      p.exitSignal = signal;
+    });
+    procs.push(p);
+    return p;
+  }
+  const readyz = async (p: Proc): Promise<number> => (await fetch(`http://127.0.0.1:${p.port ?? 0}/readyz`)).status;
+  const tail = (p: Proc): string => p.logs.slice(-15).join('\n');
+
+  before(async () => {
+    cp = await useControlPlane();
+    ns = uniqueName('ldr');
+    await cp.createNamespace(ns);
+  });
+
+  after(async () => {
+    for (const p of procs) if (p.exitCode === undefined) p.child.kill('SIGKILL');
+    await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
+    await cp?.stop();
+  });
+
+  void test('only the leader writes; kill -9 of the leader hands over; a leader that loses the lease exits', async () => {
+    const a = startProc('ctl-a');
+    await waitFor('ctl-a leads', async () => (await holder()) === 'ctl-a', 30_000, () => tail(a));
+    const b = startProc('ctl-b');
+    await waitFor('ctl-b started', () => b.port !== undefined, 30_000, () => tail(b));
+    // Readiness is not leadership: the standby is ready once its caches have synced.
+    await waitFor('both ready', async () => (await readyz(a)) === 200 && (await readyz(b)) === 200, 30_000);
+    assert.equal(await holder(), 'ctl-a');
+
+    const status = (ip: string): string => networkStatus([{ name: `${ns}/macvlan1`, ips: [ip] }]);
+    await createPod(cp.client, ns, 'web-1', { labels: { app: 'web' }, status: status('10.7.0.1') });
+    await createService(cp.client, ns, 'web', { network: 'macvlan1', selector: { app: 'web' } });
+    await waitFor('slice from the leader', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1');
+    const standbyWrites = b.logs.filter((l) => l.includes('EndpointSlices written')).length;
+    assert.equal(standbyWrites, 0, 'the standby wrote nothing');
+
+    // kill -9: no release, the standby must wait for the lease to expire.
+    const killedAt = Date.now();
+    a.child.kill('SIGKILL');
+    await waitFor('ctl-b takes over', async () => (await holder()) === 'ctl-b', 15_000, () => tail(b));
+    const takeover = Date.now() - killedAt;
+    // client-go semantics: expiry counts from the last change the standby observed, so the bound
+    // is one lease duration plus up to two retry periods (observation lag and jittered polling).
+    assert.ok(takeover <= LEASE_MS + 2 * RETRY_MS + 500, `takeover took ${takeover} ms`);
+    process.stdout.write(`# takeover after kill -9: ${takeover} ms (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)\n`);
+
+    await createPod(cp.client, ns, 'web-2', { labels: { app: 'web' }, status: status('10.7.0.2') });
+    await waitFor('new leader writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2', 15_000, () => tail(b));
+
+    // Someone else takes the lease: the leader must stop at once (exit 1).
+    const lease = await cp.client.get<V1Lease>(leasePath());
+    const now = new Date().toISOString().replace('Z', '000Z');
+    const stolenAt = Date.now();
+    await cp.client.replace(leasePath(), { ...lease, spec: { ...lease.spec, holderIdentity: 'thief', renewTime: now, leaseDurationSeconds: 60 } });
+    if (b.exitCode === undefined) await once(b.child, 'exit');
+    const exitAfter = Date.now() - stolenAt;
+    assert.equal(b.exitCode, 1, tail(b));
+    assert.ok(exitAfter < 2 * RETRY_MS + 1000, `exited ${exitAfter} ms after losing the lease`);
+    assert.ok(b.logs.some((l) => l.includes('lease taken by thief')), tail(b));
+  });
+});

@@ -1,0 +1,87 @@
+/**
+ * The sidecars' RBAC follows the namespace label, and what it grants is checked with a real
+ * service-account token against the real apiserver's authorizer.
+ */
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createKubeClient, KubeApiError, type KubeClient } from '../../src/kube/client.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { V1ClusterRoleBinding, V1RoleBinding } from '../../src/kube/types.js';
+import { createLogger } from '../../src/log.js';
+import { parseOptions } from '../../src/controller/options.js';
+import { startController, type RunningController } from '../../src/controller/run.js';
+import { SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
+import { INJECTION_LABEL } from '../../src/keys.js';
+import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
+import { waitFor } from '../harness/wait.js';
+
+const crbPath = apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE);
+const rbPath = (ns: string): string => apiPath('rbac.authorization.k8s.io', 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE);
+
+async function status(p: Promise<unknown>): Promise<number> {
+  try {
+    await p;
+    return 200;
+  } catch (e) {
+    if (e instanceof KubeApiError) return e.status;
+    throw e;
+  }
+}
+
+void describe('sidecar RBAC kept by the controller', () => {
+  let cp: ControlPlane;
+  let ctl: RunningController;
+  let ns: string;
+  let other: string;
+
+  before(async () => {
+    cp = await useControlPlane();
+    ns = uniqueName('rbac');
+    other = uniqueName('rbac-other');
+    await cp.createNamespace(other);
+    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--namespace', other, '--watch-nodes', 'false'], {});
+    if (!r.ok || r.value === 'help') throw new Error('bad options');
+    ctl = await startController(createKubeClient(cp.connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
+    await waitFor('controller ready', () => ctl.isReady());
+  });
+
+  after(async () => {
+    await ctl?.stop();
+    for (const n of [ns, other]) await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, n));
+    await cp?.stop();
+  });
+
+  const subjects = async (): Promise<string[]> => {
+    try {
+      return ((await cp.client.get<V1ClusterRoleBinding>(crbPath)).subjects ?? []).map((s) => s.name);
+    } catch {
+      return [];
+    }
+  };
+  const hasRoleBinding = async (n: string): Promise<boolean> => (await status(cp.client.get<V1RoleBinding>(rbPath(n)))) === 200;
+
+  void test('label on: bound, and the token can read exactly what the sidecar needs; label off: unbound', async () => {
+    const group = `system:serviceaccounts:${ns}`;
+    await cp.createNamespace(ns, { [INJECTION_LABEL]: 'enabled' });
+    await waitFor('group bound', async () => (await subjects()).includes(group) && (await hasRoleBinding(ns)), 15_000);
+
+    const sa: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'default') });
+    // RBAC is enforced by the apiserver's authorizer; allow a moment for its cache.
+    await waitFor('sidecar can list services cluster-wide', async () => (await status(sa.list(apiPath('', 'v1', 'services')))) === 200, 10_000);
+    assert.equal(await status(sa.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'))), 200);
+    assert.equal(await status(sa.list(apiPath('', 'v1', 'pods', ns))), 200, 'its own namespace pods');
+    assert.equal(await status(sa.list(apiPath('', 'v1', 'pods', other))), 403, 'no pods of other namespaces');
+    assert.equal(await status(sa.list(apiPath('', 'v1', 'secrets', ns))), 403, 'no secrets');
+    assert.equal(await status(sa.delete(apiPath('', 'v1', 'services', ns, 'x'))), 403, 'read-only');
+
+    const writesBefore = ctl.client.requestCount();
+    await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), { metadata: { labels: { unrelated: 'yes' } } }, 'merge');
+    await new Promise((r) => setTimeout(r, 1000));
+    const after = ctl.client.requestCount();
+    for (const verb of ['create', 'replace', 'delete', 'POST', 'PUT', 'DELETE']) assert.equal(after[verb] ?? 0, writesBefore[verb] ?? 0, `no RBAC write for an unrelated label (${verb})`);
+
+    await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), { metadata: { labels: { [INJECTION_LABEL]: null } } }, 'merge');
+    await waitFor('group unbound', async () => !(await subjects()).includes(group) && !(await hasRoleBinding(ns)), 15_000);
+    await waitFor('access gone', async () => (await status(sa.list(apiPath('', 'v1', 'pods', ns)))) === 403, 10_000);
+  });
+});
