@@ -102,6 +102,16 @@ export function jitter(baseMs: number, random: () => number = Math.random): numb
 
 class Stopped extends Error {}
 
+/** A watch failure that remembers the last resourceVersion the watch reached. */
+class WatchFailed extends Error {
+  constructor(
+    readonly rv: string,
+    override readonly cause: unknown,
+  ) {
+    super('watch failed', { cause });
+  }
+}
+
 class InformerImpl<T extends KubeObject> implements Informer<T> {
   readonly synced: Promise<void>;
   private markSynced!: () => void;
@@ -170,23 +180,39 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     for (const h of this.handlers) this.call(h, c);
   }
 
+  /**
+   * List once, then watch from the last resourceVersion seen. A failed watch is retried from that
+   * resourceVersion after a backoff (no relist: with a sidecar in every pod, relists after each
+   * network blip would load the apiserver); only 410 Gone or a failed list leads to a new list.
+   */
   private async run(): Promise<void> {
     let backoff = this.minBackoffMs;
     const signal = this.life.signal;
+    let rv: string | undefined;
     while (!signal.aborted) {
       try {
-        let rv = await this.relist();
-        backoff = this.minBackoffMs;
-        for (;;) rv = await this.watchOnce(rv);
-      } catch (e) {
-        if (signal.aborted || e instanceof Stopped) break;
+        if (rv === undefined) {
+          rv = await this.relist();
+          backoff = this.minBackoffMs;
+        }
+        const result = await this.watchOnce(rv);
+        rv = result.rv;
+        if (result.events > 0) backoff = this.minBackoffMs;
+      } catch (caught) {
+        if (signal.aborted || caught instanceof Stopped) break;
+        let e = caught;
+        if (e instanceof WatchFailed) {
+          rv = e.rv;
+          e = e.cause;
+        }
         if (isGone(e)) {
           // Not a failure: our resourceVersion was compacted away. Relist at once.
           this.opts.logger?.info({ informer: this.name }, 'watch expired (410 Gone); relisting');
+          rv = undefined;
           continue;
         }
         const wait = jitter(backoff);
-        this.opts.logger?.warn({ err: e, informer: this.name, retryInMs: wait }, 'list/watch failed; retrying');
+        this.opts.logger?.warn({ err: e, informer: this.name, retryInMs: wait, relist: rv === undefined }, 'list/watch failed; retrying');
         try {
           await this.sleep(wait);
         } catch {
@@ -217,8 +243,11 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     return rv;
   }
 
-  /** One watch from rv; returns the last resourceVersion seen when the watch ends normally or the watchdog restarts it. */
-  private async watchOnce(fromRv: string): Promise<string> {
+  /**
+   * One watch from rv; returns the last resourceVersion seen when the watch ends normally or the
+   * watchdog restarts it. Failures are wrapped in WatchFailed so the progress made is not lost.
+   */
+  private async watchOnce(fromRv: string): Promise<{ rv: string; events: number }> {
     let rv = fromRv;
     const ctl = new AbortController();
     const onStop = (): void => ctl.abort();
@@ -254,15 +283,19 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
         },
         ctl.signal,
       );
+    } catch (e) {
+      throw new WatchFailed(rv, e);
     } finally {
       if (timer) clearTimeout(timer);
       this.life.signal.removeEventListener('abort', onStop);
     }
     if (this.life.signal.aborted) throw new Stopped();
     // A watch the server ends at once, again and again, would spin: treat it as a failure (backoff).
-    if (!silent && events === 0 && Date.now() - began < QUICK_WATCH_END_MS) throw new Error(`watch ${this.opts.path} ended at once without events`);
+    if (!silent && events === 0 && Date.now() - began < QUICK_WATCH_END_MS) {
+      throw new WatchFailed(rv, new Error(`watch ${this.opts.path} ended at once without events`));
+    }
     if (silent) this.opts.logger?.warn({ informer: this.name, watchdogMs: this.watchdogMs }, 'watch silent too long (watchdog); restarting it');
-    return rv;
+    return { rv, events };
   }
 
   private sleep(ms: number): Promise<void> {
