@@ -1,0 +1,66 @@
+/** Shared test fixtures for the webhook: a sidecar configuration, fake cluster lookups, requests, patch application. */
+import jsonpatch from 'fast-json-patch';
+import type { Operation as JsonPatchOperation } from 'fast-json-patch';
+import type { ClusterLookups, NadState } from '../../webhook/cluster.js';
+import type { SidecarConfig } from '../../webhook/options.js';
+import type { AdmissionRequest, AdmissionResponse, Operation } from '../../webhook/responses.js';
+import { networkKey } from '../../src/annotations/service-network.js';
+
+export const SIDECAR: SidecarConfig = {
+  image: 'registry.example/multus-proxy:test',
+  imagePullPolicy: 'IfNotPresent',
+  mode: 'native',
+  privileged: false,
+  healthPort: 9180,
+  logLevel: 'info',
+  command: ['node', '/app/dist/sidecar.js'],
+  args: [],
+  resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
+  tokenExpirationSeconds: 3607,
+};
+
+export const ENABLED = { 'multus-proxy-injection': 'enabled' };
+
+/** In-memory ClusterLookups that counts its calls. */
+export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState> } = {}): ClusterLookups & { calls: string[] } {
+  const calls: string[] = [];
+  return {
+    calls,
+    async namespaceLabels(name, fresh) {
+      calls.push(`ns:${name}${fresh ? ':fresh' : ''}`);
+      return init.namespaces?.[name];
+    },
+    async nativeSidecarsSupported() {
+      calls.push('version');
+      return init.native ?? true;
+    },
+    async nadExists(ref) {
+      calls.push(`nad:${networkKey(ref)}`);
+      return init.nads?.[networkKey(ref)] ?? 'exists';
+    },
+  };
+}
+
+let uidCounter = 0;
+export function admissionRequest(object: unknown, namespace: string, operation: Operation = 'CREATE', kind = 'Pod'): AdmissionRequest {
+  uidCounter += 1;
+  return {
+    uid: `uid-${uidCounter}`,
+    kind: { group: '', version: 'v1', kind },
+    resource: { group: '', version: 'v1', resource: kind === 'Pod' ? 'pods' : 'services' },
+    namespace,
+    operation,
+    object,
+  };
+}
+
+export function decodePatch(response: AdmissionResponse): JsonPatchOperation[] {
+  if (response.patch === undefined) return [];
+  return JSON.parse(Buffer.from(response.patch, 'base64').toString('utf8')) as JsonPatchOperation[];
+}
+
+/** Applies the response's JSON Patch to a copy of `original` with fast-json-patch (validating each operation). */
+export function applyResponse<T>(original: T, response: AdmissionResponse): T {
+  const ops = decodePatch(response);
+  return jsonpatch.applyPatch(structuredClone(original), ops, true, false).newDocument;
+}

@@ -1,0 +1,77 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import jsonpatch from 'fast-json-patch';
+import { createPatch, escapePointerToken, jsonEqual } from '../../webhook/patch.js';
+import type { PatchOperation } from '../../webhook/responses.js';
+
+function apply(doc: unknown, ops: PatchOperation[]): unknown {
+  return jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
+}
+
+/** Keys that stress pointer escaping: slashes, tildes, both, "~1" literally, empty. */
+const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom('a/b', '~', '~1', '/~0', '', 'kubectl.kubernetes.io/default-container'));
+const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+  value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 5 }), tie('array'), tie('object')),
+  array: fc.array(tie('value'), { maxLength: 4 }),
+  object: fc.dictionary(key, tie('value'), { maxKeys: 4 }),
+})).value;
+
+void describe('webhook/patch', () => {
+  void test('pointer tokens escape ~ before /', () => {
+    assert.equal(escapePointerToken('a/b'), 'a~1b');
+    assert.equal(escapePointerToken('~'), '~0');
+    assert.equal(escapePointerToken('~1'), '~01');
+    assert.equal(escapePointerToken('/~'), '~1~0');
+  });
+
+  void test('a missing parent is added whole, with its slash-bearing keys escaped', () => {
+    const ops = createPatch({ metadata: { name: 'p' } }, { metadata: { name: 'p', annotations: { 'kubectl.kubernetes.io/default-container': 'app' } } });
+    assert.deepEqual(ops, [{ op: 'add', path: '/metadata/annotations', value: { 'kubectl.kubernetes.io/default-container': 'app' } }]);
+    const ops2 = createPatch({ metadata: { labels: { a: '1' } } }, { metadata: { labels: { a: '1', 'x.io/y~z': '2' } } });
+    assert.deepEqual(ops2, [{ op: 'add', path: '/metadata/labels/x.io~1y~0z', value: '2' }]);
+  });
+
+  void test('an element put in front of an array is one add at index 0, not a rewrite', () => {
+    const before = { spec: { initContainers: [{ name: 'a' }, { name: 'b' }], volumes: [{ name: 'v' }] } };
+    const after = { spec: { initContainers: [{ name: 's' }, { name: 'a' }, { name: 'b' }], volumes: [{ name: 'v' }, { name: 't' }] } };
+    assert.deepEqual(createPatch(before, after), [
+      { op: 'add', path: '/spec/initContainers/0', value: { name: 's' } },
+      { op: 'add', path: '/spec/volumes/1', value: { name: 't' } },
+    ]);
+  });
+
+  void test('equal objects give no operations; undefined-valued keys count as absent', () => {
+    assert.deepEqual(createPatch({ a: 1, b: [1, { c: 2 }] }, { b: [1, { c: 2 }], a: 1 }), []);
+    assert.deepEqual(createPatch({ a: 1 }, { a: 1, b: undefined }), []);
+    assert.equal(jsonEqual({ a: undefined }, {}), true);
+    assert.deepEqual(createPatch({ a: 1, b: 2 }, { a: 1, b: undefined }), [{ op: 'remove', path: '/b' }]);
+  });
+
+  void test('property: the patch applied to the original (fast-json-patch, validated) gives the target', () => {
+    fc.assert(
+      fc.property(json, json, (a, b) => {
+        const ops = createPatch(a, b);
+        assert.ok(jsonEqual(apply(a, ops), b));
+      }),
+      { numRuns: 2000 },
+    );
+  });
+
+  void test('property: small edits of a document give a patch that reproduces them', () => {
+    // Random documents rarely share structure; here the target is derived from the original.
+    const edited = fc.tuple(fc.dictionary(key, json, { maxKeys: 5 }), fc.dictionary(key, json, { maxKeys: 3 }), fc.array(key, { maxLength: 2 })).map(([base, additions, removals]) => {
+      const target: Record<string, unknown> = { ...base, ...additions };
+      for (const r of removals) delete target[r];
+      return [base, target] as const;
+    });
+    fc.assert(
+      fc.property(edited, ([a, b]) => {
+        const ops = createPatch(a, b);
+        assert.ok(jsonEqual(apply(a, ops), b));
+        if (jsonEqual(a, b)) assert.equal(ops.length, 0);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});

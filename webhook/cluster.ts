@@ -1,0 +1,123 @@
+/**
+ * What the webhook reads from the apiserver, through the lean client: a Namespace's labels
+ * (injection enabled? PodSecurity level?), the apiserver version (native sidecars?), whether a
+ * NetworkAttachmentDefinition exists. Short caches keep a burst of pods (a Deployment scaling
+ * to 100) from becoming 100 GETs, and concurrent lookups of one key share one request.
+ */
+import type { KubeClient } from '../src/kube/client.js';
+import { isNotFound } from '../src/kube/client.js';
+import { apiPath } from '../src/kube/paths.js';
+import type { V1Namespace } from '../src/kube/types.js';
+import type { NetworkRef } from '../src/annotations/service-network.js';
+import type { Logger } from '../src/log.js';
+
+export type NadState = 'exists' | 'missing' | 'unknown';
+
+export interface ClusterLookups {
+  /** The Namespace's labels; undefined when it does not exist. `fresh` skips the cache. */
+  namespaceLabels(name: string, fresh?: boolean): Promise<Record<string, string> | undefined>;
+  /** True when the apiserver runs Kubernetes 1.29 or later (SidecarContainers on by default). */
+  nativeSidecarsSupported(): Promise<boolean>;
+  nadExists(ref: NetworkRef): Promise<NadState>;
+}
+
+export interface ServerVersion {
+  major?: string;
+  minor?: string;
+  gitVersion?: string;
+}
+
+/** `{major:"1", minor:"29+"}` (some providers add a '+') or gitVersion `v1.29.3-gke.1`. */
+export function parseServerVersion(v: ServerVersion): { major: number; minor: number } | undefined {
+  const major = Number.parseInt(v.major ?? '', 10);
+  const minor = Number.parseInt(v.minor ?? '', 10);
+  if (Number.isInteger(major) && Number.isInteger(minor)) return { major, minor };
+  const m = /^v?(\d+)\.(\d+)/.exec(v.gitVersion ?? '');
+  return m ? { major: Number(m[1]), minor: Number(m[2]) } : undefined;
+}
+
+/** SidecarContainers is beta and on by default from 1.29 (alpha, off, in 1.28). */
+export function supportsNativeSidecars(v: { major: number; minor: number }): boolean {
+  return v.major > 1 || (v.major === 1 && v.minor >= 29);
+}
+
+export interface LookupOptions {
+  readonly namespaceCacheMs: number;
+  readonly nadTimeoutMs: number;
+  readonly logger?: Logger;
+  /** How long a version answer is reused (an upgrade is seen after at most this long). */
+  readonly versionCacheMs?: number;
+  readonly now?: () => number;
+}
+
+interface Cached<T> {
+  readonly at: number;
+  readonly value: Promise<T>;
+}
+
+const VERSION_RETRY_MS = 30_000;
+
+export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: LookupOptions): ClusterLookups {
+  const now = opts.now ?? Date.now;
+  const namespaces = new Map<string, Cached<Record<string, string> | undefined>>();
+  let version: (Cached<boolean> & { ttl: number }) | undefined;
+
+  const fetchNamespace = (name: string): Promise<Record<string, string> | undefined> =>
+    client.get<V1Namespace>(apiPath('', 'v1', 'namespaces', undefined, name)).then(
+      (ns) => ns.metadata?.labels ?? {},
+      (e: unknown) => {
+        if (isNotFound(e)) return undefined;
+        throw e;
+      },
+    );
+
+  return {
+    namespaceLabels(name, fresh = false) {
+      const hit = namespaces.get(name);
+      if (!fresh && hit !== undefined && now() - hit.at < opts.namespaceCacheMs) return hit.value;
+      const value = fetchNamespace(name);
+      namespaces.set(name, { at: now(), value });
+      // A failed lookup must not be served from the cache.
+      value.catch(() => namespaces.get(name)?.value === value && namespaces.delete(name));
+      // Keep the map bounded by dropping what has expired.
+      if (namespaces.size > 1000) for (const [k, c] of namespaces) if (now() - c.at >= opts.namespaceCacheMs) namespaces.delete(k);
+      return value;
+    },
+
+    nativeSidecarsSupported() {
+      if (version !== undefined && now() - version.at < version.ttl) return version.value;
+      const value = client.get<ServerVersion>('/version').then((v) => {
+        const parsed = parseServerVersion(v);
+        if (parsed === undefined) throw new Error(`cannot read the version ${JSON.stringify(v)}`);
+        return supportsNativeSidecars(parsed);
+      });
+      const entry = { at: now(), ttl: opts.versionCacheMs ?? 600_000, value };
+      version = entry;
+      // Unknown version: a regular container works on every version; ask again soon.
+      return value.catch((e: unknown) => {
+        opts.logger?.warn({ err: e }, 'apiserver version unknown; injecting a regular sidecar container');
+        if (version === entry) version = { at: now(), ttl: VERSION_RETRY_MS, value: Promise.resolve(false) };
+        return false;
+      });
+    },
+
+    async nadExists(ref) {
+      const path = apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ref.namespace, ref.name);
+      let timer: NodeJS.Timeout | undefined;
+      const timeout = new Promise<NadState>((resolve) => (timer = setTimeout(() => resolve('unknown'), opts.nadTimeoutMs)));
+      const lookup = client.get(path).then(
+        (): NadState => 'exists',
+        (e: unknown): NadState => {
+          if (isNotFound(e)) return 'missing';
+          opts.logger?.debug({ err: e, path }, 'NetworkAttachmentDefinition lookup failed');
+          return 'unknown';
+        },
+      );
+      try {
+        return await Promise.race([lookup, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * The three admission endpoints, each: request -> (lookups) -> pure decision -> pure mutation ->
+ * patch -> response, plus an outcome and reason for metrics and logs. No HTTP here (server.ts).
+ */
+import { INJECTION_ENABLED, INJECTION_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
+import { networkKey } from '../src/annotations/service-network.js';
+import type { V1Pod, V1Service } from '../src/kube/types.js';
+import type { Logger } from '../src/log.js';
+import type { ClusterLookups } from './cluster.js';
+import type { Outcome } from './metrics.js';
+import { injectSidecar } from './mutate.js';
+import type { SidecarConfig } from './options.js';
+import { createPatch } from './patch.js';
+import { decideInjection, describePod, type PodDecision } from './policy.js';
+import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
+import { defaultService, describeService, validateService } from './service.js';
+
+export interface Handled {
+  readonly response: AdmissionResponse;
+  readonly outcome: Outcome;
+  readonly reason: string;
+}
+
+export type Handler = (req: AdmissionRequest) => Promise<Handled>;
+
+export interface HandlerDeps {
+  readonly cluster: ClusterLookups;
+  readonly sidecar: SidecarConfig;
+  readonly logger?: Logger;
+}
+
+function requestNamespace(req: AdmissionRequest, obj: { metadata?: { namespace?: string } }): string {
+  return req.namespace ?? obj.metadata?.namespace ?? '';
+}
+
+/**
+ * The Namespace's labels. The webhook configuration's namespaceSelector already sent us only
+ * pods of enabled namespaces, so a cached copy without the label is probably stale (the label
+ * was just added): look once more, uncached, before skipping the pod.
+ */
+async function namespaceLabels(cluster: ClusterLookups, namespace: string): Promise<Record<string, string> | undefined> {
+  const cached = await cluster.namespaceLabels(namespace);
+  if (cached?.[INJECTION_LABEL] === INJECTION_ENABLED) return cached;
+  return cluster.namespaceLabels(namespace, true);
+}
+
+export function podHandler(deps: HandlerDeps): Handler {
+  return async (req) => {
+    const pod = req.object as V1Pod;
+    const namespace = requestNamespace(req, pod);
+    // Only a pod that asks for the sidecar is worth a namespace lookup.
+    const asks = req.operation === 'CREATE' && pod.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
+    const labels = asks ? await namespaceLabels(deps.cluster, namespace) : undefined;
+    const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort });
+    const object = describePod(pod, namespace);
+    switch (decision.action) {
+      case 'skip':
+        deps.logger?.debug({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod not injected');
+        return { response: allowed(req.uid, decision.warnings), outcome: 'skipped', reason: decision.reason };
+      case 'deny':
+        deps.logger?.info({ object, reason: decision.reason, message: decision.message, uid: req.uid }, 'pod denied');
+        return { response: denied(req.uid, decision.code, decision.message), outcome: 'denied', reason: decision.reason };
+      case 'inject': {
+        const mode = deps.sidecar.mode;
+        const native = mode === 'native' || (mode === 'auto' && (await deps.cluster.nativeSidecarsSupported()));
+        const ops = createPatch(pod, injectSidecar(pod, deps.sidecar, native));
+        deps.logger?.info({ object, native, networks: decision.networks.map(networkKey), uid: req.uid, dryRun: req.dryRun === true }, 'sidecar injected');
+        return { response: patched(req.uid, ops), outcome: 'injected', reason: native ? 'native' : 'regular' };
+      }
+    }
+  };
+}
+
+export function serviceDefaultingHandler(deps: Pick<HandlerDeps, 'logger'>): Handler {
+  return async (req) => {
+    const svc = req.object as V1Service;
+    const { service, labelAdded } = defaultService(svc);
+    if (!labelAdded) return { response: allowed(req.uid), outcome: 'allowed', reason: 'unchanged' };
+    deps.logger?.debug({ object: describeService(svc, requestNamespace(req, svc)), uid: req.uid }, 'proxy-name label added');
+    return { response: patched(req.uid, createPatch(svc, service)), outcome: 'patched', reason: 'label-added' };
+  };
+}
+
+export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger'>): Handler {
+  return async (req) => {
+    const svc = req.object as V1Service;
+    const namespace = requestNamespace(req, svc);
+    const verdict = validateService(svc, namespace);
+    if (!verdict.allowed) {
+      deps.logger?.info({ object: describeService(svc, namespace), reason: verdict.reason, message: verdict.message, uid: req.uid }, 'service denied');
+      return { response: denied(req.uid, verdict.code, verdict.message), outcome: 'denied', reason: verdict.reason };
+    }
+    // A NetworkAttachmentDefinition may legitimately come later (GitOps apply order): warn, never deny.
+    const states = await Promise.all(verdict.networks.map(async (ref) => ({ ref, state: await deps.cluster.nadExists(ref) })));
+    const warnings = [...verdict.warnings];
+    for (const { ref, state } of states) {
+      if (state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created`);
+      if (state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
+    }
+    return { response: allowed(req.uid, warnings), outcome: 'allowed', reason: warnings.length > 0 ? 'with-warnings' : verdict.reason };
+  };
+}

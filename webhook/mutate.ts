@@ -1,0 +1,116 @@
+/**
+ * The pod mutation: pure, from the pod as the apiserver sent it to the pod with the sidecar.
+ * The caller (policy.ts) has already decided that the pod gets it.
+ */
+import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
+import { SERVICE_ACCOUNT_DIR } from '../src/kube/config.js';
+import type { V1Container, V1Pod } from '../src/kube/types.js';
+import { OPTION_SOURCES } from '../sidecar/options.js';
+import type { SidecarConfig } from './options.js';
+
+type PodSpec = NonNullable<V1Pod['spec']>;
+type Volume = NonNullable<PodSpec['volumes']>[number];
+type Probe = NonNullable<V1Container['startupProbe']>;
+
+/** Prefix of everything we add to a pod, so our names cannot be mistaken for the user's. */
+export const TOKEN_VOLUME_BASE = 'multus-proxy-token';
+/** kubectl's annotation naming the container `kubectl logs/exec` use by default. */
+export const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';
+
+/** `base`, or `base-1`, `base-2`, ... whichever is not taken. */
+export function uniqueName(base: string, taken: ReadonlySet<string>): string {
+  if (!taken.has(base)) return base;
+  for (let i = 1; ; i++) if (!taken.has(`${base}-${i}`)) return `${base}-${i}`;
+}
+
+/**
+ * The sidecar's own service-account token, in the same layout kubelet uses for
+ * kube-api-access-* volumes (token, ca.crt, namespace), so the in-cluster client finds it at the
+ * usual path. Always added, because the pod's own token never reaches the sidecar: the
+ * ServiceAccount admission plugin runs before mutating webhooks and mounts the token only into the
+ * containers that exist then, and with automountServiceAccountToken: false there is none at all.
+ */
+export function tokenVolume(name: string, expirationSeconds: number): Volume {
+  return {
+    name,
+    projected: {
+      defaultMode: 0o644,
+      sources: [
+        { serviceAccountToken: { path: 'token', expirationSeconds } },
+        { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
+        { downwardAPI: { items: [{ path: 'namespace', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' } }] } },
+      ],
+    },
+  };
+}
+
+function healthProbe(path: string, port: number, periodSeconds: number, failureThreshold: number): Probe {
+  return { httpGet: { path, port }, periodSeconds, failureThreshold, timeoutSeconds: 1 };
+}
+
+export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean): V1Container {
+  const fieldEnv = (name: string, fieldPath: string) => ({ name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
+  const container: V1Container = {
+    name: SIDECAR_CONTAINER_NAME,
+    image: cfg.image,
+    imagePullPolicy: cfg.imagePullPolicy,
+    ...(cfg.command.length > 0 ? { command: [...cfg.command] } : {}),
+    ...(cfg.args.length > 0 ? { args: [...cfg.args] } : {}),
+    env: [
+      fieldEnv(OPTION_SOURCES.podName.env, 'metadata.name'),
+      fieldEnv(OPTION_SOURCES.podNamespace.env, 'metadata.namespace'),
+      { name: OPTION_SOURCES.healthPort.env, value: String(cfg.healthPort) },
+      { name: 'LOG_LEVEL', value: cfg.logLevel },
+    ],
+    resources: structuredClone(cfg.resources),
+    securityContext: {
+      capabilities: { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] },
+      // The apiserver refuses allowPrivilegeEscalation: false together with privileged: true.
+      ...(cfg.privileged ? { privileged: true } : { allowPrivilegeEscalation: false }),
+      readOnlyRootFilesystem: true,
+      // uid 0 is needed for iptables: Kubernetes puts added capabilities in the bounding and
+      // permitted sets but sets no ambient capabilities, so a non-root process loses them at exec
+      // and iptables fails with EPERM. runAsNonRoot: false overrides a pod-level runAsNonRoot,
+      // which would otherwise stop this container from starting (CreateContainerConfigError).
+      runAsUser: 0,
+      runAsNonRoot: false,
+      seccompProfile: { type: 'RuntimeDefault' },
+    },
+    // Ready means the first complete rule sync is done. As a native sidecar the startup probe
+    // also holds back the app containers until then, so their first connection already works.
+    startupProbe: healthProbe('/readyz', cfg.healthPort, 1, 300),
+    readinessProbe: healthProbe('/readyz', cfg.healthPort, 10, 3),
+    livenessProbe: healthProbe('/healthz', cfg.healthPort, 10, 3),
+    volumeMounts: [{ name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true }],
+    terminationMessagePolicy: 'FallbackToLogsOnError',
+  };
+  // A restartable init container is a native sidecar: started before, stopped after the app.
+  if (native) container.restartPolicy = 'Always';
+  return container;
+}
+
+/**
+ * The pod with the sidecar: as the first init container (native), or the first container
+ * (regular; then `kubectl logs` keeps defaulting to the app's container through kubectl's
+ * default-container annotation). Plus the token volume under a name no other volume has.
+ */
+export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): V1Pod {
+  const out = structuredClone(pod);
+  const spec: PodSpec = out.spec ?? { containers: [] };
+  out.spec = spec;
+  const volumes = spec.volumes ?? [];
+  const volumeName = uniqueName(TOKEN_VOLUME_BASE, new Set(volumes.map((v) => v.name)));
+  const sidecar = sidecarContainer(cfg, volumeName, native);
+  spec.volumes = [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds)];
+  if (native) {
+    spec.initContainers = [sidecar, ...(spec.initContainers ?? [])];
+  } else {
+    const appContainer = spec.containers[0]?.name;
+    const annotations = out.metadata?.annotations ?? {};
+    if (appContainer !== undefined && annotations[DEFAULT_CONTAINER_ANNOTATION] === undefined) {
+      out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, [DEFAULT_CONTAINER_ANNOTATION]: appContainer } };
+    }
+    spec.containers = [sidecar, ...spec.containers];
+  }
+  return out;
+}

@@ -1,0 +1,293 @@
+/**
+ * The webhook's configuration: defaults < config file (YAML or JSON, mounted from the
+ * `multus-proxy-webhook` ConfigMap) < environment < flags. Pure: the caller passes env, argv and
+ * a file reader, so every default and every bad value has a tested message.
+ *
+ * Config file (all keys optional except an image from somewhere):
+ *
+ *   port: 8443
+ *   logLevel: info
+ *   maxBodyBytes: 8388608
+ *   sidecar:
+ *     image: registry/multus-proxy:1.0     # or the `sidecarImage` file next to the config file
+ *     imagePullPolicy: IfNotPresent
+ *     mode: auto                            # native | regular | auto
+ *     privileged: false
+ *     healthPort: 9180
+ *     logLevel: info
+ *     command: [node, /app/dist/sidecar.js]
+ *     args: []
+ *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
+ */
+import { dirname, join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { load } from 'js-yaml';
+import { DEFAULT_HEALTH_PORT } from '../sidecar/options.js';
+import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
+
+export type SidecarMode = 'native' | 'regular' | 'auto';
+export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
+
+export interface ResourceRequirements {
+  requests?: Record<string, string>;
+  limits?: Record<string, string>;
+}
+
+export interface SidecarConfig {
+  readonly image: string;
+  readonly imagePullPolicy: PullPolicy;
+  /** native: init container with restartPolicy Always; regular: a plain container; auto: native from Kubernetes 1.29. */
+  readonly mode: SidecarMode;
+  /** Only for nodes where capabilities are not enough (some hardened kernels); off by default. */
+  readonly privileged: boolean;
+  /** The sidecar's /healthz, /readyz, /metrics port (its HEALTH_PORT); the probes point here. */
+  readonly healthPort: number;
+  readonly logLevel: string;
+  readonly command: readonly string[];
+  readonly args: readonly string[];
+  readonly resources: ResourceRequirements;
+  /** Lifetime asked for the sidecar's projected service-account token; kubelet renews it at 80%. */
+  readonly tokenExpirationSeconds: number;
+}
+
+export interface WebhookOptions {
+  readonly port: number;
+  readonly host: string;
+  readonly tlsCertFile: string;
+  readonly tlsKeyFile: string;
+  /** The certificate files are also re-read this often, in case a file-change event was missed. */
+  readonly certPollMs: number;
+  /** Largest AdmissionReview body accepted; a pod near etcd's 1.5 MiB object limit fits several times. */
+  readonly maxBodyBytes: number;
+  readonly logLevel: string;
+  readonly kubeconfig: string | undefined;
+  /** A Namespace read from the apiserver is reused for this long. */
+  readonly namespaceCacheMs: number;
+  /** How long a Service admission waits to learn whether its NetworkAttachmentDefinitions exist. */
+  readonly nadLookupTimeoutMs: number;
+  readonly sidecar: SidecarConfig;
+}
+
+export const DEFAULT_PORT = 8443;
+export const DEFAULT_TLS_DIR = '/etc/multus-proxy/tls';
+export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
+/** The ConfigMap key (a file next to config.yaml) that kustomize's image transformer rewrites. */
+export const SIDECAR_IMAGE_FILE = 'sidecarImage';
+/** The image's entry point runs the webhook; the same image runs the sidecar with this command. */
+export const DEFAULT_SIDECAR_COMMAND = ['node', '/app/dist/sidecar.js'];
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+const MODES: readonly SidecarMode[] = ['native', 'regular', 'auto'];
+const PULL_POLICIES: readonly PullPolicy[] = ['Always', 'IfNotPresent', 'Never'];
+/** Kubernetes quantity syntax, e.g. 10m, 0.5, 128Mi, 1G, 1e3. */
+const QUANTITY = /^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
+
+type Kind =
+  | { type: 'int'; min: number; max: number }
+  | { type: 'string' }
+  | { type: 'enum'; values: readonly string[] }
+  | { type: 'bool' }
+  | { type: 'strings' }
+  | { type: 'resources' };
+
+interface Setting {
+  /** Where it lives in the config file. */
+  readonly file: readonly string[];
+  readonly env?: string;
+  readonly flag?: string;
+  readonly kind: Kind;
+}
+
+/** Every setting once: file path, variable, flag and type. */
+export const SETTINGS = {
+  port: { file: ['port'], env: 'WEBHOOK_PORT', flag: 'port', kind: { type: 'int', min: 1, max: 65535 } },
+  host: { file: ['host'], env: 'WEBHOOK_HOST', flag: 'host', kind: { type: 'string' } },
+  tlsCertFile: { file: ['tlsCertFile'], env: 'TLS_CERT_FILE', flag: 'tls-cert-file', kind: { type: 'string' } },
+  tlsKeyFile: { file: ['tlsKeyFile'], env: 'TLS_KEY_FILE', flag: 'tls-key-file', kind: { type: 'string' } },
+  certPollMs: { file: ['certPollMs'], env: 'CERT_POLL_MS', flag: 'cert-poll-ms', kind: { type: 'int', min: 100, max: 3_600_000 } },
+  maxBodyBytes: { file: ['maxBodyBytes'], env: 'MAX_BODY_BYTES', flag: 'max-body-bytes', kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 } },
+  logLevel: { file: ['logLevel'], env: 'LOG_LEVEL', flag: 'log-level', kind: { type: 'enum', values: LOG_LEVELS } },
+  kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', kind: { type: 'string' } },
+  namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', kind: { type: 'int', min: 0, max: 600_000 } },
+  nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', kind: { type: 'int', min: 10, max: 10_000 } },
+  'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', kind: { type: 'string' } },
+  'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', kind: { type: 'enum', values: PULL_POLICIES } },
+  'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', kind: { type: 'enum', values: MODES } },
+  'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', kind: { type: 'bool' } },
+  'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', kind: { type: 'int', min: 1, max: 65535 } },
+  'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', kind: { type: 'enum', values: LOG_LEVELS } },
+  'sidecar.command': { file: ['sidecar', 'command'], kind: { type: 'strings' } },
+  'sidecar.args': { file: ['sidecar', 'args'], kind: { type: 'strings' } },
+  'sidecar.resources': { file: ['sidecar', 'resources'], kind: { type: 'resources' } },
+  'sidecar.tokenExpirationSeconds': { file: ['sidecar', 'tokenExpirationSeconds'], kind: { type: 'int', min: 600, max: 86_400 } },
+} as const satisfies Record<string, Setting>;
+
+type Name = keyof typeof SETTINGS;
+type Value = number | string | boolean | string[] | ResourceRequirements;
+
+const OBJECT = 'webhook options';
+
+function where(name: Name, source: 'file' | 'env' | 'flag', configFile: string | undefined): string {
+  const s: Setting = SETTINGS[name];
+  if (source === 'env') return String(s.env);
+  if (source === 'flag') return `--${String(s.flag)}`;
+  return `${s.file.join('.')} in ${configFile ?? 'the config file'}`;
+}
+
+/** Checks one value against its kind; `fromText` values (env, flags) arrive as strings. */
+function convert(kind: Kind, raw: unknown, fromText: boolean): Result<Value, { reason: string; fix: string }> {
+  switch (kind.type) {
+    case 'int': {
+      const n = fromText && typeof raw === 'string' && /^\d+$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+      if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < kind.min || n > kind.max) {
+        return err({ reason: 'is not a whole number in range', fix: `write an integer from ${kind.min} to ${kind.max}` });
+      }
+      return ok(n);
+    }
+    case 'string':
+      if (typeof raw !== 'string' || raw.trim() === '') return err({ reason: 'is not a non-empty string', fix: 'write a non-empty text value' });
+      return ok(raw.trim());
+    case 'enum':
+      if (typeof raw !== 'string' || !kind.values.includes(raw.trim())) return err({ reason: 'is not one of the known values', fix: `write one of ${kind.values.join(', ')}` });
+      return ok(raw.trim());
+    case 'bool': {
+      const b = fromText && typeof raw === 'string' ? ({ true: true, false: false } as Record<string, boolean>)[raw.trim().toLowerCase()] : raw;
+      if (typeof b !== 'boolean') return err({ reason: 'is not a boolean', fix: 'write true or false' });
+      return ok(b);
+    }
+    case 'strings':
+      if (!Array.isArray(raw) || !raw.every((x) => typeof x === 'string')) return err({ reason: 'is not a list of strings', fix: 'write a YAML list such as [node, /app/dist/sidecar.js]' });
+      return ok(raw);
+    case 'resources': {
+      const example = 'write e.g. {requests: {cpu: 10m, memory: 48Mi}, limits: {memory: 128Mi}}';
+      if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return err({ reason: 'is not a mapping', fix: example });
+      const out: ResourceRequirements = {};
+      for (const [section, list] of Object.entries(raw as Record<string, unknown>)) {
+        if (section !== 'requests' && section !== 'limits') return err({ reason: `has an unknown section ${showValue(section)}`, fix: `use only requests and limits; ${example}` });
+        if (typeof list !== 'object' || list === null || Array.isArray(list)) return err({ reason: `${section} is not a mapping`, fix: example });
+        const entries: Record<string, string> = {};
+        for (const [res, q] of Object.entries(list as Record<string, unknown>)) {
+          const text = typeof q === 'number' ? String(q) : q;
+          if (typeof text !== 'string' || !QUANTITY.test(text)) return err({ reason: `${section}.${res} ${showValue(String(q))} is not a quantity`, fix: 'write a Kubernetes quantity such as 10m, 0.5, 48Mi or 1Gi' });
+          entries[res] = text;
+        }
+        out[section] = entries;
+      }
+      return ok(out);
+    }
+  }
+}
+
+/** Looks up a path in the parsed file; also reports keys the file has that no setting knows (typos). */
+function fileValue(doc: Record<string, unknown>, path: readonly string[]): unknown {
+  let cur: unknown = doc;
+  for (const k of path) {
+    if (typeof cur !== 'object' || cur === null || Array.isArray(cur)) return undefined;
+    cur = Object.prototype.hasOwnProperty.call(cur, k) ? (cur as Record<string, unknown>)[k] : undefined;
+  }
+  return cur;
+}
+
+function unknownKeys(doc: Record<string, unknown>): string[] {
+  const known = new Set(Object.values(SETTINGS).map((s) => s.file.join('.')));
+  const out: string[] = [];
+  for (const [k, v] of Object.entries(doc)) {
+    if (k === 'sidecar' && typeof v === 'object' && v !== null && !Array.isArray(v)) {
+      for (const sk of Object.keys(v)) if (!known.has(`sidecar.${sk}`)) out.push(`sidecar.${sk}`);
+    } else if (!known.has(k)) out.push(k);
+  }
+  return out;
+}
+
+/** Reads a file's text, or undefined when it does not exist. */
+export type ReadFile = (path: string) => string | undefined;
+
+export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[], readFile: ReadFile): Result<WebhookOptions, string> {
+  const flagNames = Object.values(SETTINGS as Record<string, Setting>).flatMap((s) => (s.flag === undefined ? [] : [s.flag]));
+  let flags: Record<string, string | boolean | undefined>;
+  try {
+    flags = parseArgs({
+      args: [...argv],
+      options: Object.fromEntries([...flagNames, 'config'].map((f) => [f, { type: 'string' as const }])),
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    return err(`${OBJECT}: ${(e as Error).message}; known flags: --config, ${flagNames.map((f) => `--${f}`).join(', ')}`);
+  }
+  const problems: string[] = [];
+
+  const configFile = typeof flags['config'] === 'string' ? flags['config'] : env['WEBHOOK_CONFIG'];
+  let doc: Record<string, unknown> = {};
+  let imageFromFile: string | undefined;
+  if (configFile !== undefined && configFile !== '') {
+    const text = readFile(configFile);
+    if (text === undefined) {
+      problems.push(formatInputError(OBJECT, inputError('--config (WEBHOOK_CONFIG)', configFile, 'does not exist', 'mount the ConfigMap there or fix the path')));
+    } else {
+      try {
+        const parsed = load(text);
+        if (parsed === undefined || parsed === null) doc = {};
+        else if (typeof parsed === 'object' && !Array.isArray(parsed)) doc = parsed as Record<string, unknown>;
+        else problems.push(formatInputError(OBJECT, inputError(configFile, text, 'is not a YAML/JSON mapping', 'write keys such as `port:` and `sidecar:` at the top level')));
+      } catch (e) {
+        problems.push(formatInputError(OBJECT, inputError(configFile, text, `is not valid YAML or JSON (${(e as Error).message.split('\n')[0]})`, 'fix the syntax')));
+      }
+      for (const k of unknownKeys(doc)) {
+        problems.push(formatInputError(OBJECT, inputError(`${k} in ${configFile}`, k, 'is not a known setting', `use only ${Object.values(SETTINGS).map((s) => s.file.join('.')).join(', ')}`)));
+      }
+      imageFromFile = readFile(join(dirname(configFile), SIDECAR_IMAGE_FILE))?.trim();
+    }
+  }
+
+  const values = new Map<Name, Value>();
+  for (const name of Object.keys(SETTINGS) as Name[]) {
+    const s: Setting = SETTINGS[name];
+    const flag = s.flag === undefined ? undefined : flags[s.flag];
+    const envValue = s.env === undefined ? undefined : env[s.env];
+    const [raw, source]: [unknown, 'file' | 'env' | 'flag'] =
+      typeof flag === 'string' ? [flag, 'flag'] : envValue !== undefined && envValue !== '' ? [envValue, 'env'] : [fileValue(doc, s.file), 'file'];
+    if (raw === undefined || raw === null) continue;
+    const v = convert(s.kind, raw, source !== 'file');
+    if (v.ok) values.set(name, v.value);
+    else problems.push(formatInputError(OBJECT, inputError(where(name, source, configFile), typeof raw === 'string' ? raw : JSON.stringify(raw), v.error.reason, v.error.fix)));
+  }
+
+  const image = (values.get('sidecar.image') as string | undefined) ?? (imageFromFile !== '' ? imageFromFile : undefined);
+  if (image === undefined && problems.length === 0) {
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError('sidecar.image', '', 'is not set', `set sidecar.image in the config file, the ${SIDECAR_IMAGE_FILE} key of the ConfigMap, SIDECAR_IMAGE or --sidecar-image`),
+      ),
+    );
+  }
+  if (problems.length > 0) return err(problems.join('\n'));
+
+  const get = <T extends Value>(name: Name, def: T): T => (values.get(name) as T | undefined) ?? def;
+  const logLevel = get('logLevel', 'info');
+  return ok({
+    port: get('port', DEFAULT_PORT),
+    host: get('host', '0.0.0.0'),
+    tlsCertFile: get('tlsCertFile', join(DEFAULT_TLS_DIR, 'tls.crt')),
+    tlsKeyFile: get('tlsKeyFile', join(DEFAULT_TLS_DIR, 'tls.key')),
+    certPollMs: get('certPollMs', 10_000),
+    maxBodyBytes: get('maxBodyBytes', DEFAULT_MAX_BODY_BYTES),
+    logLevel,
+    kubeconfig: values.get('kubeconfig') as string | undefined,
+    namespaceCacheMs: get('namespaceCacheMs', 5_000),
+    nadLookupTimeoutMs: get('nadLookupTimeoutMs', 2_000),
+    sidecar: {
+      image: image ?? '',
+      imagePullPolicy: get('sidecar.imagePullPolicy', 'IfNotPresent'),
+      mode: get('sidecar.mode', 'auto'),
+      privileged: get('sidecar.privileged', false),
+      healthPort: get('sidecar.healthPort', DEFAULT_HEALTH_PORT),
+      logLevel: get('sidecar.logLevel', logLevel),
+      command: get('sidecar.command', DEFAULT_SIDECAR_COMMAND),
+      args: get('sidecar.args', [] as string[]),
+      resources: get('sidecar.resources', { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } }),
+      tokenExpirationSeconds: get('sidecar.tokenExpirationSeconds', 3607),
+    },
+  });
+}

@@ -1,0 +1,112 @@
+/**
+ * Services that opt in with the service-network annotation: defaulting (the proxy-name label
+ * that makes kube-proxy ignore them) and validation (annotation syntax, supported types, the
+ * headless selector rule, a conflicting proxy-name). Pure; whether the named
+ * NetworkAttachmentDefinitions exist is looked up by the caller and becomes warnings.
+ */
+import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
+import { parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
+import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../src/annotations/label-selector.js';
+import type { V1Service } from '../src/kube/types.js';
+import { formatInputError, inputError, type InputError } from '../src/result.js';
+
+export type ServiceDenyReason = 'invalid-annotation' | 'unsupported-type' | 'headless-with-selector' | 'proxy-name-conflict';
+
+export type ServiceVerdict =
+  | { readonly allowed: true; readonly networks: NetworkRef[]; readonly warnings: string[]; readonly reason: 'not-opted-in' | 'being-deleted' | 'valid' }
+  | { readonly allowed: false; readonly reason: ServiceDenyReason; readonly code: 400 | 403; readonly message: string };
+
+export function describeService(svc: V1Service, namespace: string): string {
+  return `Service ${namespace}/${svc.metadata?.name ?? svc.metadata?.generateName ?? '(no name)'}`;
+}
+
+/** Adds the proxy-name label when the annotation is there and the label is not. Pure; returns a new object. */
+export function defaultService(svc: V1Service): { service: V1Service; labelAdded: boolean } {
+  const annotations = svc.metadata?.annotations ?? {};
+  const labels = svc.metadata?.labels ?? {};
+  if (annotations[SERVICE_NETWORK_ANNOTATION] === undefined || labels[PROXY_NAME_LABEL] !== undefined) return { service: svc, labelAdded: false };
+  const out = structuredClone(svc);
+  out.metadata = { ...(out.metadata ?? {}), labels: { ...labels, [PROXY_NAME_LABEL]: PROXY_NAME } };
+  return { service: out, labelAdded: true };
+}
+
+const SUPPORTED_TYPES = new Set(['ClusterIP', undefined]);
+
+export function validateService(svc: V1Service, namespace: string): ServiceVerdict {
+  const object = describeService(svc, namespace);
+  const deny = (reason: ServiceDenyReason, code: 400 | 403, e: InputError): ServiceVerdict => ({ allowed: false, reason, code, message: formatInputError(object, e) });
+  const annotations = svc.metadata?.annotations ?? {};
+  const labels = svc.metadata?.labels ?? {};
+  const value = annotations[SERVICE_NETWORK_ANNOTATION];
+  if (value === undefined) {
+    const warnings =
+      labels[PROXY_NAME_LABEL] === PROXY_NAME
+        ? [`${object}: label ${PROXY_NAME_LABEL}=${PROXY_NAME} without the ${SERVICE_NETWORK_ANNOTATION} annotation: kube-proxy ignores this Service and multus-proxy serves nothing for it; add the annotation or remove the label`]
+        : [];
+    return { allowed: true, networks: [], warnings, reason: 'not-opted-in' };
+  }
+  // A Service being deleted only loses finalizers (e.g. a load balancer's cleanup): never block that.
+  if (svc.metadata?.deletionTimestamp !== undefined && svc.metadata.deletionTimestamp !== null) return { allowed: true, networks: [], warnings: [], reason: 'being-deleted' };
+
+  const refs = parseServiceNetwork(value, namespace);
+  if (!refs.ok) return deny('invalid-annotation', 400, refs.error);
+
+  const proxyName = labels[PROXY_NAME_LABEL];
+  if (proxyName !== undefined && proxyName !== PROXY_NAME) {
+    return deny(
+      'proxy-name-conflict',
+      403,
+      inputError(
+        `label ${PROXY_NAME_LABEL}`,
+        proxyName,
+        `conflicts with the ${SERVICE_NETWORK_ANNOTATION} annotation: this Service would be handed to proxy "${proxyName}" and to multus-proxy at once`,
+        `set the label to ${PROXY_NAME} (or remove it; it is then added for you), or remove the annotation`,
+      ),
+    );
+  }
+
+  const type = svc.spec?.type;
+  if (!SUPPORTED_TYPES.has(type)) {
+    return deny(
+      'unsupported-type',
+      400,
+      inputError(
+        'spec.type',
+        String(type),
+        `multus-proxy serves ClusterIP and headless Services only; a ${String(type)} Service's node ports, load balancer or DNS name are served by kube-proxy or DNS, which do not see secondary networks`,
+        `set spec.type: ClusterIP (with clusterIP: None for headless), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
+      ),
+    );
+  }
+
+  const specSelector = svc.spec?.selector ?? {};
+  const hasSpecSelector = Object.keys(specSelector).length > 0;
+  const headless = svc.spec?.clusterIP === 'None';
+  if (headless && hasSpecSelector) {
+    const moved = formatLabelSelector(selectorFromMap(specSelector));
+    return deny(
+      'headless-with-selector',
+      403,
+      inputError(
+        'spec.selector',
+        JSON.stringify(specSelector),
+        "on a headless Service the built-in EndpointSlice controller would publish the pods' primary-network IPs, and DNS would mix them into the answers with the secondary ones",
+        `move the selector into the annotation ${SERVICE_SELECTOR_ANNOTATION}: "${moved}" and remove spec.selector`,
+      ),
+    );
+  }
+
+  const warnings: string[] = [];
+  const selectorText = annotations[SERVICE_SELECTOR_ANNOTATION];
+  if (selectorText !== undefined) {
+    const sel = parseLabelSelector(selectorText);
+    if (!sel.ok) return deny('invalid-annotation', 400, sel.error);
+    if (sel.value.requirements.length === 0) {
+      return deny('invalid-annotation', 400, inputError(SERVICE_SELECTOR_ANNOTATION, selectorText, 'is empty, which would select every pod in the namespace', 'write a selector such as "app=web", or remove the annotation'));
+    }
+    if (hasSpecSelector) warnings.push(`${object}: ${SERVICE_SELECTOR_ANNOTATION} is ignored because spec.selector is set; keep only one of them`);
+  } else if (!hasSpecSelector) {
+    warnings.push(`${object}: no spec.selector and no ${SERVICE_SELECTOR_ANNOTATION} annotation, so no pods are selected; add the annotation, e.g. "app=web"`);
+  }
+  return { allowed: true, networks: refs.value, warnings, reason: 'valid' };
+}
