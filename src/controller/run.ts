@@ -123,8 +123,12 @@ export async function startController(client: KubeClient, opts: ControllerOption
 
   const process = async (key: string): Promise<void> => {
     if (key === RBAC_KEY) {
-      const writes = await syncSidecarRbac(client, namespaces?.list() ?? []);
+      const { writes, problems } = await syncSidecarRbac(client, namespaces?.list() ?? []);
       if (writes.length > 0) logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
+      for (const p of problems) {
+        metrics.errors.inc({ stage: 'rbac' });
+        logger.warn(p);
+      }
       return;
     }
     const t0 = performance.now();

@@ -12,8 +12,12 @@
  *   other namespaces, whose specs can carry secrets in environment variables.
  * Subjects are the groups `system:serviceaccounts:<ns>`, so no per-ServiceAccount bookkeeping.
  *
- * `planRbac` is pure (desired vs actual -> writes); `syncSidecarRbac` reads and writes. Writes
- * happen only when something differs.
+ * The two ClusterRoles ship with the manifests (deploy/base/sidecar-rbac.yaml); the controller
+ * only checks them and reports a missing or different one, it never writes roles: that would need
+ * `escalate`-like rights, while binding them needs only `bind` on exactly these two names.
+ *
+ * `planRbac` is pure (desired vs actual -> writes and problems); `syncSidecarRbac` reads and
+ * writes. Writes happen only when something differs.
  */
 import { isNotFound, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
@@ -25,7 +29,7 @@ export const SIDECAR_POD_ROLE = 'multus-proxy-sidecar-pods';
 export const RBAC_MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 const RBAC_GROUP = 'rbac.authorization.k8s.io';
 
-const LABELS = { [RBAC_MANAGED_BY_LABEL]: MANAGED_BY, 'app.kubernetes.io/part-of': 'multus-proxy' };
+const LABELS = { [RBAC_MANAGED_BY_LABEL]: MANAGED_BY };
 const READ = ['get', 'list', 'watch'];
 
 type Rule = NonNullable<V1ClusterRole['rules']>[number];
@@ -122,16 +126,22 @@ function bindingWrites(want: Binding, have: Binding | undefined, collection: str
   return [{ verb: 'replace', path, body, what }];
 }
 
-export function planRbac(desired: RbacObjects, actual: RbacActual): RbacWrite[] {
+export interface RbacPlan {
+  readonly writes: RbacWrite[];
+  /** ClusterRoles missing or not as the manifests define them: reported, never written. */
+  readonly problems: string[];
+}
+
+export function planRbac(desired: RbacObjects, actual: RbacActual): RbacPlan {
   const writes: RbacWrite[] = [];
-  const crPath = (name?: string): string => apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name);
+  const problems: string[] = [];
   for (const want of desired.clusterRoles) {
     const name = want.metadata?.name ?? '';
     const have = actual.clusterRoles.get(name);
-    if (have === undefined) writes.push({ verb: 'create', path: crPath(), body: want, what: `ClusterRole ${name}` });
-    else if (canonRules(have.rules) !== canonRules(want.rules) || !labelsMatch(have.metadata?.labels)) {
-      const body = { ...have, rules: want.rules, metadata: { ...have.metadata, labels: { ...(have.metadata?.labels ?? {}), ...LABELS } } };
-      writes.push({ verb: 'replace', path: crPath(name), body, what: `ClusterRole ${name}` });
+    if (have === undefined) {
+      problems.push(`ClusterRole ${name} is missing, so the sidecars' bindings grant nothing; apply deploy/base/sidecar-rbac.yaml`);
+    } else if (canonRules(have.rules) !== canonRules(want.rules)) {
+      problems.push(`ClusterRole ${name} has rules ${canonRules(have.rules)}, expected ${canonRules(want.rules)}; re-apply deploy/base/sidecar-rbac.yaml`);
     }
   }
   const crb = desired.clusterRoleBinding;
@@ -157,7 +167,7 @@ export function planRbac(desired: RbacObjects, actual: RbacActual): RbacWrite[] 
       writes.push({ verb: 'delete', path: apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE), what: `RoleBinding ${ns}/${SIDECAR_POD_ROLE}` });
     }
   }
-  return writes;
+  return { writes, problems };
 }
 
 async function getOrUndefined<T>(client: KubeClient, path: string): Promise<T | undefined> {
@@ -169,8 +179,8 @@ async function getOrUndefined<T>(client: KubeClient, path: string): Promise<T | 
   }
 }
 
-/** Reads the current RBAC objects, writes what differs; returns the writes made. */
-export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacWrite[]> {
+/** Reads the current RBAC objects, writes what differs; returns the writes made and the problems seen. */
+export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacPlan> {
   const desired = desiredSidecarRbac(namespaces);
   const clusterRoles = new Map<string, V1ClusterRole>();
   for (const name of [SIDECAR_ROLE, SIDECAR_POD_ROLE]) {
@@ -181,11 +191,11 @@ export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V
   const roleBindings = (
     await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })
   ).items;
-  const writes = planRbac(desired, { clusterRoles, ...(clusterRoleBinding ? { clusterRoleBinding } : {}), roleBindings });
-  for (const w of writes) {
+  const plan = planRbac(desired, { clusterRoles, ...(clusterRoleBinding ? { clusterRoleBinding } : {}), roleBindings });
+  for (const w of plan.writes) {
     if (w.verb === 'create') await client.create(w.path, w.body);
     else if (w.verb === 'replace') await client.replace(w.path, w.body);
     else await client.delete(w.path);
   }
-  return writes;
+  return plan;
 }

@@ -10,7 +10,7 @@ import type { V1ClusterRoleBinding, V1RoleBinding } from '../../src/kube/types.j
 import { createLogger } from '../../src/log.js';
 import { parseOptions } from '../../src/controller/options.js';
 import { startController, type RunningController } from '../../src/controller/run.js';
-import { SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
+import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
 import { INJECTION_LABEL } from '../../src/keys.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
@@ -39,6 +39,11 @@ void describe('sidecar RBAC kept by the controller', () => {
     ns = uniqueName('rbac');
     other = uniqueName('rbac-other');
     await cp.createNamespace(other);
+    // The two ClusterRoles come with the manifests, not from the controller: create them as those do.
+    for (const role of desiredSidecarRbac([]).clusterRoles) {
+      const code = await status(cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), role));
+      assert.ok(code === 200 || code === 409, `ClusterRole ${role.metadata?.name ?? ''}: ${code}`);
+    }
     const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--namespace', other, '--watch-nodes', 'false'], {});
     if (!r.ok || r.value === 'help') throw new Error('bad options');
     ctl = await startController(createKubeClient(cp.connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));

@@ -37,31 +37,28 @@ void describe('sidecar RBAC', () => {
     assert.ok(d.clusterRoles.flatMap((r) => r.rules ?? []).every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))));
   });
 
-  void test('from nothing: creates both roles, the binding and the RoleBindings', () => {
-    const writes = planRbac(desiredSidecarRbac([ns('a', on)]), { clusterRoles: new Map(), roleBindings: [] });
-    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [
-      `create ClusterRole ${SIDECAR_ROLE}`,
-      `create ClusterRole ${SIDECAR_POD_ROLE}`,
-      `create ClusterRoleBinding ${SIDECAR_ROLE}`,
-      `create RoleBinding a/${SIDECAR_POD_ROLE}`,
-    ]);
+  void test('from nothing: creates the binding and the RoleBindings, reports the missing roles without writing them', () => {
+    const { writes, problems } = planRbac(desiredSidecarRbac([ns('a', on)]), { clusterRoles: new Map(), roleBindings: [] });
+    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [`create ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding a/${SIDECAR_POD_ROLE}`]);
+    assert.equal(problems.length, 2);
+    assert.match(problems[0] ?? '', new RegExp(`ClusterRole ${SIDECAR_ROLE} is missing.*deploy/base/sidecar-rbac\\.yaml`));
   });
 
   void test('nothing differs: no write, whatever the order of subjects', () => {
     const actual = applied([ns('a', on), ns('b', on)]);
     const crb = actual.clusterRoleBinding as V1ClusterRoleBinding;
     const reversed = { ...actual, clusterRoleBinding: { ...crb, subjects: [...(crb.subjects ?? [])].reverse() } };
-    assert.deepEqual(planRbac(desiredSidecarRbac([ns('b', on), ns('a', on)]), reversed), []);
+    assert.deepEqual(planRbac(desiredSidecarRbac([ns('b', on), ns('a', on)]), reversed), { writes: [], problems: [] });
   });
 
   void test('label added: subject added and RoleBinding created; label removed: subject gone and RoleBinding deleted', () => {
     const before = applied([ns('a', on)]);
-    const added = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)]), before);
+    const added = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)]), before).writes;
     assert.deepEqual(added.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding b/${SIDECAR_POD_ROLE}`]);
     const body = added[0]?.body as V1ClusterRoleBinding;
     assert.deepEqual(body.subjects?.map((s) => s.name).sort(), ['system:serviceaccounts:a', 'system:serviceaccounts:b']);
 
-    const removed = planRbac(desiredSidecarRbac([ns('a')]), before);
+    const removed = planRbac(desiredSidecarRbac([ns('a')]), before).writes;
     assert.deepEqual(removed.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `delete RoleBinding a/${SIDECAR_POD_ROLE}`]);
     assert.deepEqual((removed[0]?.body as V1ClusterRoleBinding).subjects, []);
   });
@@ -70,17 +67,19 @@ void describe('sidecar RBAC', () => {
     const actual = applied([ns('a', on)]);
     const rb = actual.roleBindings[0] as V1RoleBinding;
     const wrong = { ...actual, roleBindings: [{ ...rb, roleRef: { ...rb.roleRef, name: 'cluster-admin' } }] };
-    const writes = planRbac(desiredSidecarRbac([ns('a', on)]), wrong);
+    const { writes } = planRbac(desiredSidecarRbac([ns('a', on)]), wrong);
     assert.deepEqual(writes.map((w) => w.verb), ['delete', 'create']);
   });
 
-  void test('a widened role is put back', () => {
+  void test('a widened role is reported, never rewritten by the controller', () => {
     const actual = applied([]);
     const role = actual.clusterRoles.get(SIDECAR_ROLE);
     assert.ok(role);
     const widened = new Map(actual.clusterRoles);
     widened.set(SIDECAR_ROLE, { ...role, rules: [...(role.rules ?? []), { apiGroups: [''], resources: ['secrets'], verbs: ['get'] }] });
-    const writes = planRbac(desiredSidecarRbac([]), { ...actual, clusterRoles: widened });
-    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRole ${SIDECAR_ROLE}`]);
+    const { writes, problems } = planRbac(desiredSidecarRbac([]), { ...actual, clusterRoles: widened });
+    assert.deepEqual(writes, []);
+    assert.equal(problems.length, 1);
+    assert.match(problems[0] ?? '', /secrets/);
   });
 });
