@@ -58,7 +58,6 @@ async function countDnat(ns: string): Promise<number> {
 export const benchmark: Benchmark = {
   id: 'b2',
   title: 'sidecar rule sync (render + apply) vs raw iptables-restore',
-  script: 'bench/b2-rule-sync.ts',
   async run(ctx: RunContext): Promise<BenchResult> {
     await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
     const sizes = [100, 1000, 5000];

@@ -8,7 +8,7 @@
 import { createDataplane } from '../sidecar/dataplane.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
-import { Cleanup, requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
+import { withCleanup, requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
 import { fmt, fmtRatio, summarize } from './lib/stats.js';
 import type { Benchmark, BenchResult, RunContext, TargetCheck } from './lib/report.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -49,17 +49,17 @@ async function wrk(ns: string, url: string, seconds: number, connections: number
   return parseWrk((await run('wrk', args, { netns: ns })).stdout);
 }
 
+/** Seconds per wrk run and interleaved pairs per mode. */
+const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } } as const;
+
 export const benchmark: Benchmark = {
   id: 'b4',
   title: 'dataplane: HTTP through the cluster IP vs the backend address directly',
-  script: 'bench/b4-dataplane.ts',
   async run(ctx: RunContext): Promise<BenchResult> {
     await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
-    const seconds = ctx.quick ? 2 : 5;
-    const runs = ctx.quick ? 3 : 7;
+    const { seconds, runs } = SIZES[ctx.quick ? 'quick' : 'full'];
     const connections = 16;
-    const cleanup = new Cleanup();
-    try {
+    return withCleanup(ctx.log, async (cleanup) => {
       const client = await createNetns('b4c', cleanup);
       const backend = await createNetns('b4b', cleanup);
       await run('ip', ['-n', client, 'link', 'add', CLIENT_INTERFACE, 'type', 'veth', 'peer', 'name', CLIENT_INTERFACE, 'netns', backend]);
@@ -135,9 +135,7 @@ export const benchmark: Benchmark = {
             'Only new connections traverse nat; keep-alive requests ride conntrack. Both share the machine\'s 2 cores with wrk and the server, so the absolute req/s are low and the ratio is what counts.',
         ],
       };
-    } finally {
-      await cleanup.run(ctx.log);
-    }
+    });
   },
 };
 

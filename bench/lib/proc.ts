@@ -158,3 +158,13 @@ export function waitForLine(child: ChildProcess & { output(): string }, re: RegE
     child.once('exit', onExit);
   });
 }
+
+/** Runs `fn` with a fresh Cleanup and always runs the cleanup afterwards, logging its failures. */
+export async function withCleanup<T>(log: (msg: string) => void, fn: (cleanup: Cleanup) => Promise<T>): Promise<T> {
+  const cleanup = new Cleanup();
+  try {
+    return await fn(cleanup);
+  } finally {
+    await cleanup.run(log);
+  }
+}

@@ -38,8 +38,6 @@ export interface RunContext {
 export interface Benchmark {
   readonly id: string;
   readonly title: string;
-  /** The script that runs it alone, e.g. `bench/b2-rule-sync.ts`. */
-  readonly script: string;
   run(ctx: RunContext): Promise<BenchResult>;
 }
 

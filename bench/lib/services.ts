@@ -4,7 +4,7 @@
  * controller writes them. Addresses are deterministic and stay inside ranges that exist only in
  * the benchmarks' own network namespaces (cluster IPs 10.96.0.0/16, endpoints 10.100.0.0/16).
  */
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
@@ -59,7 +59,7 @@ export function service(i: number, namespace = BENCH_NAMESPACE): V1Service {
       labels: { [PROXY_NAME_LABEL]: PROXY_NAME, app: serviceName(i) },
       annotations: { [SERVICE_NETWORK_ANNOTATION]: `${NETWORK.namespace}/${NETWORK.name}` },
     },
-    spec: { type: 'ClusterIP', clusterIP: clusterIP(i), clusterIPs: [clusterIP(i)], ports: [{ name: 'http', port: SERVICE_PORT, targetPort: TARGET_PORT, protocol: 'TCP' }] },
+    spec: { type: 'ClusterIP', selector: { app: serviceName(i) }, clusterIP: clusterIP(i), clusterIPs: [clusterIP(i)], ports: [{ name: 'http', port: SERVICE_PORT, targetPort: TARGET_PORT, protocol: 'TCP' }] },
   };
 }
 
@@ -84,16 +84,31 @@ export function endpointSlice(i: number, perService: number, generation = 0, nam
 
 export const clientInterface: PodInterface = { network: NETWORK, interface: CLIENT_INTERFACE, ipv4: [CLIENT_ADDRESS], ipv6: [] };
 
-/** The network-status annotation of a client pod attached to NETWORK as net1. */
-export function clientNetworkStatus(address = CLIENT_ADDRESS): string {
+/** The network-status annotation of a pod attached to NETWORK as net1 with `address`. */
+export function networkStatus(address: string): string {
   return JSON.stringify([
     { name: 'cbr0', interface: 'eth0', ips: ['10.244.0.5'], default: true },
     { name: `${NETWORK.namespace}/${NETWORK.name}`, interface: CLIENT_INTERFACE, ips: [address], default: false },
   ]);
 }
 
+/** Backend pod j of Service i: selected by the Service, its net1 address in its network-status. */
+export function backendPod(i: number, j: number, perService: number, namespace = BENCH_NAMESPACE): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: {
+      name: `${serviceName(i)}-p${j}`,
+      namespace,
+      labels: { app: serviceName(i) },
+      annotations: { [NETWORKS_ANNOTATION]: `${NETWORK.namespace}/${NETWORK.name}`, [NETWORK_STATUS_ANNOTATION]: networkStatus(endpointIP(i, j, perService)) },
+    },
+    spec: { nodeName: 'bench-node', containers: [{ name: 'app', image: 'registry.example/app:1', ports: [{ name: 'http', containerPort: TARGET_PORT }] }] },
+  };
+}
+
 /** A client pod object as the sidecar reads it (the webhook already ran; Multus already attached net1). */
-export function clientPod(name: string, namespace = BENCH_NAMESPACE): V1Pod {
+export function clientPod(name: string, address = CLIENT_ADDRESS, namespace = BENCH_NAMESPACE): V1Pod {
   return {
     apiVersion: 'v1',
     kind: 'Pod',
@@ -101,9 +116,9 @@ export function clientPod(name: string, namespace = BENCH_NAMESPACE): V1Pod {
       name,
       namespace,
       annotations: {
-        'k8s.v1.cni.cncf.io/networks': `${NETWORK.namespace}/${NETWORK.name}`,
+        [NETWORKS_ANNOTATION]: `${NETWORK.namespace}/${NETWORK.name}`,
         [SERVICE_NETWORK_ANNOTATION]: `${NETWORK.namespace}/${NETWORK.name}`,
-        [NETWORK_STATUS_ANNOTATION]: clientNetworkStatus(),
+        [NETWORK_STATUS_ANNOTATION]: networkStatus(address),
       },
     },
     spec: { containers: [{ name: 'app', image: 'registry.example/app:1' }] },

@@ -1,0 +1,58 @@
+/**
+ * The real kube-apiserver for B3, B5 and B6 (test/harness/controlplane.ts), loaded with the
+ * synthetic Services, EndpointSlices and pods of services.ts.
+ */
+import { startControlPlane, type ControlPlane } from '../../test/harness/controlplane.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { KubeClient } from '../../src/kube/client.js';
+import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
+import { BENCH_NAMESPACE, endpointSlice, service } from './services.js';
+import type { Cleanup } from './proc.js';
+
+export const SERVICES_PATH = apiPath('', 'v1', 'services', BENCH_NAMESPACE);
+export const SLICES_PATH = apiPath('discovery.k8s.io', 'v1', 'endpointslices', BENCH_NAMESPACE);
+export const PODS_PATH = apiPath('', 'v1', 'pods', BENCH_NAMESPACE);
+
+/** Runs fn over items with at most `limit` in flight; results in input order. */
+export async function inParallel<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** A private control plane with the bench namespace; stopped by the cleanup. */
+export async function benchControlPlane(cleanup: Cleanup): Promise<ControlPlane> {
+  const cp = await startControlPlane({ startTimeoutMs: 180_000 });
+  cleanup.add('control plane', () => cp.stop());
+  await cp.createNamespace(BENCH_NAMESPACE);
+  return cp;
+}
+
+export const WRITE_CONCURRENCY = 16;
+
+export async function createServices(client: KubeClient, n: number): Promise<V1Service[]> {
+  return inParallel(
+    Array.from({ length: n }, (_, i) => i),
+    WRITE_CONCURRENCY,
+    (i) => client.create<V1Service>(SERVICES_PATH, service(i)),
+  );
+}
+
+export async function createSlices(client: KubeClient, n: number, perService: number): Promise<V1EndpointSlice[]> {
+  return inParallel(
+    Array.from({ length: n }, (_, i) => i),
+    WRITE_CONCURRENCY,
+    (i) => client.create<V1EndpointSlice>(SLICES_PATH, endpointSlice(i, perService)),
+  );
+}
+
+export async function createPod(client: KubeClient, pod: V1Pod): Promise<V1Pod> {
+  return client.create<V1Pod>(PODS_PATH, pod);
+}
