@@ -11,7 +11,7 @@
  */
 import type { Logger } from '../src/log.js';
 import type { DesiredState, IpFamily } from './model.js';
-import { countRules, planRestore, render, type Existing, type Rendered, type ResolvedTarget, type Ruleset, planCleanup } from './render.js';
+import { countRules, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
 import { createExec, detectBackend, readExisting, restore, type Backend, type Exec } from './iptables.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
@@ -82,6 +82,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
   let backendChoice: Promise<Backend> | undefined;
   let applied: Applied | undefined;
   let running: Promise<unknown> = Promise.resolve();
+  const cache = new RenderCache();
 
   const backend = (): Promise<Backend> => {
     if (backendChoice === undefined) {
@@ -101,7 +102,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
   async function doSync(state: DesiredState, full: boolean): Promise<SyncResult> {
     const start = process.hrtime.bigint();
     const be = await backend();
-    const rendered = render(state);
+    const rendered = render(state, cache);
     const prev = applied;
     const isFull = full || prev === undefined;
     // Forget what was applied until this sync succeeds: any failure below forces a full sync next.
@@ -109,8 +110,9 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     let existing: Record<IpFamily, Existing | undefined> = { 4: undefined, 6: undefined };
     let currentRoutes: readonly Route[] = prev?.routes ?? [];
     if (isFull) {
-      existing = { 4: await readExisting(exec, be, 4), 6: await readExisting(exec, be, 6) };
-      currentRoutes = await readRoutes(exec);
+      const [e4, e6, routes] = await Promise.all([readExisting(exec, be, 4), readExisting(exec, be, 6), readRoutes(exec)]);
+      existing = { 4: e4, 6: e6 };
+      currentRoutes = routes;
     }
     const plans = FAMILIES.map((f) => ({
       family: f,
@@ -120,24 +122,26 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     const flushes = planConntrack(prev?.targets, rendered.resolution.targets);
 
     await applyRoutes(exec, routePlan.replace, 'replace');
-    const families: FamilySync[] = [];
-    for (const { family, plan } of plans) {
-      const t0 = process.hrtime.bigint();
-      try {
-        await restore(exec, be, family, plan.text);
-      } catch (e) {
-        opts.logger?.error({ err: e, family, full: isFull }, 'iptables restore failed; the next sync will be a full one');
-        throw e;
-      }
-      families.push({
-        family,
-        restoreText: plan.text,
-        changedChains: plan.changedChains,
-        deletedChains: plan.deletedChains,
-        restoreMs: ms(t0),
-        rules: countRules(family === 4 ? rendered.v4 : rendered.v6),
-      });
-    }
+    // The two families are independent (separate tables, separate binaries): apply them side by side.
+    const families: FamilySync[] = await Promise.all(
+      plans.map(async ({ family, plan }): Promise<FamilySync> => {
+        const t0 = process.hrtime.bigint();
+        try {
+          await restore(exec, be, family, plan.text);
+        } catch (e) {
+          opts.logger?.error({ err: e, family, full: isFull }, 'iptables restore failed; the next sync will be a full one');
+          throw e;
+        }
+        return {
+          family,
+          restoreText: plan.text,
+          changedChains: plan.changedChains,
+          deletedChains: plan.deletedChains,
+          restoreMs: ms(t0),
+          rules: countRules(family === 4 ? rendered.v4 : rendered.v6),
+        };
+      }),
+    );
     await applyRoutes(exec, routePlan.remove, 'remove');
     const warnings = [...rendered.resolution.warnings, ...(await flushConntrack(exec, flushes))];
     applied = { v4: rendered.v4, v6: rendered.v6, routes: rendered.routes, targets: rendered.resolution.targets };

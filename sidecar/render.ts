@@ -111,6 +111,10 @@ export interface ResolvedTarget {
   /** Which rule picked them, for logs and metrics. */
   readonly choice: 'ready' | 'terminating' | 'none';
   readonly affinitySeconds?: number;
+  /** The Service chain's DNAT rules, its dispatch rule and its reject rule. */
+  readonly rules: readonly string[];
+  readonly dispatch: string;
+  readonly reject: string;
 }
 
 export interface SkippedTarget {
@@ -204,66 +208,154 @@ export function chooseEndpoints(
   return { endpoints: [], choice: 'none' };
 }
 
+/** Per-target work that depends only on the target's own fields: validation, chain, endpoints, rules. */
+type TargetWork =
+  | { readonly ok: false; readonly reason: string }
+  | {
+      readonly ok: true;
+      readonly clusterIP: string;
+      readonly chain: string;
+      readonly endpoints: readonly ChosenEndpoint[];
+      readonly choice: ResolvedTarget['choice'];
+      readonly warnings: readonly string[];
+      readonly rules: readonly string[];
+      readonly dispatch: string;
+      readonly reject: string;
+    };
+
+/**
+ * Memo of per-target work between renders. The runtime rebuilds its DesiredState from scratch on
+ * every sync; with 5,000 Services re-deriving every chain would cost more than the one-chain
+ * restore itself. Entries are keyed by the target's identity and reused when the target's fields
+ * and endpoints compare equal (field by field, no fingerprint strings: building and hashing those
+ * cost more than the work saved). Entries not used by a render are dropped at the next one.
+ */
+export class RenderCache {
+  private old = new Map<string, { target: ServicePortTarget; work: TargetWork }>();
+  private current = new Map<string, { target: ServicePortTarget; work: TargetWork }>();
+  get(key: string, t: ServicePortTarget): TargetWork | undefined {
+    const hit = this.current.get(key) ?? this.old.get(key);
+    if (hit === undefined || !sameTarget(hit.target, t)) return undefined;
+    this.current.set(key, hit);
+    return hit.work;
+  }
+  set(key: string, t: ServicePortTarget, work: TargetWork): void {
+    this.current.set(key, { target: t, work });
+  }
+  /** Called once per render, before it: what the previous render did not use is forgotten. */
+  rotate(): void {
+    this.old = this.current;
+    this.current = new Map();
+  }
+  get size(): number {
+    return this.current.size;
+  }
+}
+
+function identity(t: ServicePortTarget): string {
+  return `${t.service}\u0000${t.portName}\u0000${t.protocol}\u0000${t.family}\u0000${t.clusterIP}\u0000${t.port}`;
+}
+
+function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
+  if (a === b) return true;
+  if (a.affinityTimeoutSeconds !== b.affinityTimeoutSeconds || a.endpoints.length !== b.endpoints.length) return false;
+  for (let i = 0; i < a.endpoints.length; i += 1) {
+    const x = a.endpoints[i];
+    const y = b.endpoints[i];
+    if (x === y) continue;
+    if (x === undefined || y === undefined) return false;
+    if (x.ip !== y.ip || x.port !== y.port || x.ready !== y.ready || x.serving !== y.serving || x.terminating !== y.terminating) return false;
+  }
+  return true;
+}
+
+function targetWork(t: ServicePortTarget): TargetWork {
+  const bad = (reason: string): TargetWork => ({ ok: false, reason });
+  if (t.family !== 4 && t.family !== 6) return bad(`family ${JSON.stringify(t.family)} is not 4 or 6`);
+  const clusterIP = normalizeAddress(t.clusterIP, t.family);
+  if (clusterIP === undefined) return bad(`cluster IP ${JSON.stringify(t.clusterIP)} is not an IPv${t.family} address; the Service's spec.clusterIPs must hold plain addresses`);
+  if (!PROTOCOLS.includes(t.protocol)) return bad(`protocol ${JSON.stringify(t.protocol)} is not one of TCP, UDP, SCTP`);
+  if (!validPort(t.port)) return bad(`port ${JSON.stringify(t.port)} is not a number from 1 to 65535`);
+  const aff = t.affinityTimeoutSeconds;
+  if (aff !== undefined && !(Number.isInteger(aff) && aff >= 1 && aff <= MAX_AFFINITY_SECONDS)) {
+    return bad(`sessionAffinityConfig.clientIP.timeoutSeconds ${JSON.stringify(aff)} is not a whole number from 1 to ${MAX_AFFINITY_SECONDS}`);
+  }
+  const warnings: string[] = [];
+  const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), describe(t));
+  const chain = serviceChainName({ ...t, clusterIP });
+  const match = matchPort(clusterIP, t);
+  const label = comment(portLabel(t));
+  const how = t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
+  return {
+    ok: true,
+    clusterIP,
+    chain,
+    endpoints: chosen.endpoints,
+    choice: chosen.choice,
+    warnings,
+    rules: serviceChainRules(chain, t, chosen.endpoints),
+    dispatch: `-A ${DISPATCH_CHAIN} ${match} ${label} -j ${chain}`,
+    reject: `-A ${REJECT_CHAIN} ${match} ${label} -j REJECT --reject-with ${how}`,
+  };
+}
+
 /**
  * Decides, for every target, whether the pod serves it and how. A cluster IP is routed through
  * one interface only (the route carries one source address), so when one cluster IP appears on two
  * networks the pod has, the first network in sort order wins and the other targets are skipped
  * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
  */
-export function resolveTargets(state: DesiredState): Resolution {
+export function resolveTargets(state: DesiredState, cache: RenderCache = new RenderCache()): Resolution {
+  cache.rotate();
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
-  const byNetwork = new Map<string, PodInterface>();
-  for (const i of state.interfaces) if (!byNetwork.has(networkKey(i.network))) byNetwork.set(networkKey(i.network), i);
+  const byNetwork = new Map<string, { iface: PodInterface; source: Partial<Record<IpFamily, string>> }>();
+  for (const i of state.interfaces) {
+    const key = networkKey(i.network);
+    if (byNetwork.has(key)) continue;
+    const source: Partial<Record<IpFamily, string>> = {};
+    for (const family of [4, 6] as const) {
+      const found = (family === 4 ? i.ipv4 : i.ipv6).map((a) => normalizeAddress(a, family)).find((a) => a !== undefined);
+      if (found !== undefined) source[family] = found;
+    }
+    byNetwork.set(key, { iface: i, source });
+  }
   const ipOwner = new Map<string, string>(); // cluster IP -> network key
   const portOwner = new Set<string>(); // cluster IP|proto|port
   const chainOwner = new Set<string>();
   const out: ResolvedTarget[] = [];
   for (const t of [...state.targets].sort(targetOrder)) {
-    const what = describe(t);
     const skip = (reason: string, level: SkippedTarget['level'] = 'warn'): void => {
-      skipped.push({ target: what, reason, level });
+      skipped.push({ target: describe(t), reason, level });
     };
-    if (t.family !== 4 && t.family !== 6) {
-      skip(`family ${JSON.stringify(t.family)} is not 4 or 6`);
-      continue;
+    const key = identity(t);
+    let work = cache.get(key, t);
+    if (work === undefined) {
+      work = targetWork(t);
+      cache.set(key, t, work);
     }
-    const clusterIP = normalizeAddress(t.clusterIP, t.family);
-    if (clusterIP === undefined) {
-      skip(`cluster IP ${JSON.stringify(t.clusterIP)} is not an IPv${t.family} address; the Service's spec.clusterIPs must hold plain addresses`);
-      continue;
-    }
-    if (!PROTOCOLS.includes(t.protocol)) {
-      skip(`protocol ${JSON.stringify(t.protocol)} is not one of TCP, UDP, SCTP`);
-      continue;
-    }
-    if (!validPort(t.port)) {
-      skip(`port ${JSON.stringify(t.port)} is not a number from 1 to 65535`);
-      continue;
-    }
-    const aff = t.affinityTimeoutSeconds;
-    if (aff !== undefined && !(Number.isInteger(aff) && aff >= 1 && aff <= MAX_AFFINITY_SECONDS)) {
-      skip(`sessionAffinityConfig.clientIP.timeoutSeconds ${JSON.stringify(aff)} is not a whole number from 1 to ${MAX_AFFINITY_SECONDS}`);
+    if (!work.ok) {
+      skip(work.reason);
       continue;
     }
     const net = networkKey(t.network);
-    const iface = byNetwork.get(net);
-    if (iface === undefined) {
+    const found = byNetwork.get(net);
+    if (found === undefined) {
       skip(`the pod has no interface on network ${net}`, 'info');
       continue;
     }
-    const source = (t.family === 4 ? iface.ipv4 : iface.ipv6).map((a) => normalizeAddress(a, t.family)).find((a) => a !== undefined);
+    const source = found.source[t.family];
     if (source === undefined) {
-      skip(`the pod's interface ${iface.interface} on network ${net} has no IPv${t.family} address`, 'info');
+      skip(`the pod's interface ${found.iface.interface} on network ${net} has no IPv${t.family} address`, 'info');
       continue;
     }
+    const { clusterIP, chain } = work;
     const owner = ipOwner.get(clusterIP);
     if (owner !== undefined && owner !== net) {
       skip(`cluster IP ${clusterIP} is already served through network ${owner}; one cluster IP can leave through one interface only`);
       continue;
     }
     const portKey = `${clusterIP}|${t.protocol}|${t.port}`;
-    const chain = serviceChainName({ ...t, clusterIP });
     if (portOwner.has(portKey) || chainOwner.has(chain)) {
       skip(`${t.protocol} port ${t.port} of cluster IP ${clusterIP} is listed twice; the first entry is used`);
       continue;
@@ -271,16 +363,19 @@ export function resolveTargets(state: DesiredState): Resolution {
     ipOwner.set(clusterIP, net);
     portOwner.add(portKey);
     chainOwner.add(chain);
-    const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), what);
+    warnings.push(...work.warnings);
     out.push({
       target: t,
       clusterIP,
       chain,
-      interface: iface.interface,
+      interface: found.iface.interface,
       source,
-      endpoints: chosen.endpoints,
-      choice: chosen.choice,
-      ...(aff !== undefined ? { affinitySeconds: aff } : {}),
+      endpoints: work.endpoints,
+      choice: work.choice,
+      ...(t.affinityTimeoutSeconds !== undefined ? { affinitySeconds: t.affinityTimeoutSeconds } : {}),
+      rules: work.rules,
+      dispatch: work.dispatch,
+      reject: work.reject,
     });
   }
   return { targets: out, skipped, warnings };
@@ -323,30 +418,31 @@ export function probability(n: number, i: number): string {
   return (1 / (n - i)).toFixed(10);
 }
 
-function matchPort(r: ResolvedTarget): string {
-  const p = r.target.protocol.toLowerCase();
-  return `-d ${hostPrefix(r.clusterIP, r.target.family)} -p ${p} -m ${p} --dport ${r.target.port}`;
+function matchPort(clusterIP: string, t: ServicePortTarget): string {
+  const p = t.protocol.toLowerCase();
+  return `-d ${hostPrefix(clusterIP, t.family)} -p ${p} -m ${p} --dport ${t.port}`;
 }
 
-function portLabel(r: ResolvedTarget): string {
-  return `${r.target.service}:${r.target.portName === '' ? String(r.target.port) : r.target.portName}`;
+function portLabel(t: ServicePortTarget): string {
+  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}`;
 }
 
 /** The DNAT rules of one Service port chain. */
-export function serviceChainRules(r: ResolvedTarget): string[] {
-  const fam = r.target.family;
-  const head = `-A ${r.chain} -p ${r.target.protocol.toLowerCase()}`;
-  const n = r.endpoints.length;
+export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints: readonly ChosenEndpoint[]): string[] {
+  const fam = t.family;
+  const head = `-A ${chain} -p ${t.protocol.toLowerCase()}`;
+  const n = endpoints.length;
+  const aff = t.affinityTimeoutSeconds;
   const lines: string[] = [];
-  if (r.affinitySeconds !== undefined) {
+  if (aff !== undefined) {
     // A client seen within the timeout goes back to the endpoint it was sent to last time.
-    for (const ep of r.endpoints) {
-      lines.push(`${head} -m recent --name ${recentListName(r.chain, ep)} --rcheck --seconds ${r.affinitySeconds} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
+    for (const ep of endpoints) {
+      lines.push(`${head} -m recent --name ${recentListName(chain, ep)} --rcheck --seconds ${aff} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
     }
   }
-  r.endpoints.forEach((ep, i) => {
+  endpoints.forEach((ep, i) => {
     const pick = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n, i)}` : '';
-    const remember = r.affinitySeconds !== undefined ? ` -m recent --name ${recentListName(r.chain, ep)} --set` : '';
+    const remember = aff !== undefined ? ` -m recent --name ${recentListName(chain, ep)} --set` : '';
     lines.push(`${head}${pick}${remember} -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
   });
   return lines;
@@ -354,16 +450,15 @@ export function serviceChainRules(r: ResolvedTarget): string[] {
 
 /** The ruleset of one family. Chains exist even when empty, so the dispatch rules never change with endpoints. */
 export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily): Ruleset {
-  const mine = targets.filter((r) => r.target.family === family);
   const dispatch: string[] = [];
   const reject: string[] = [];
   const nat = new Map<string, readonly string[]>();
   nat.set(DISPATCH_CHAIN, dispatch);
-  for (const r of mine) {
-    dispatch.push(`-A ${DISPATCH_CHAIN} ${matchPort(r)} ${comment(portLabel(r))} -j ${r.chain}`);
-    const how = r.target.protocol === 'TCP' ? 'tcp-reset' : family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
-    reject.push(`-A ${REJECT_CHAIN} ${matchPort(r)} ${comment(portLabel(r))} -j REJECT --reject-with ${how}`);
-    nat.set(r.chain, serviceChainRules(r));
+  for (const r of targets) {
+    if (r.target.family !== family) continue;
+    dispatch.push(r.dispatch);
+    reject.push(r.reject);
+    nat.set(r.chain, r.rules);
   }
   return { family, filter: new Map([[REJECT_CHAIN, reject]]), nat };
 }
@@ -377,8 +472,9 @@ export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
   return [...routes.values()];
 }
 
-export function render(state: DesiredState): Rendered {
-  const resolution = resolveTargets(state);
+/** `cache` (optional) carries per-target work from one render to the next; see RenderCache. */
+export function render(state: DesiredState, cache?: RenderCache): Rendered {
+  const resolution = resolveTargets(state, cache);
   return {
     resolution,
     v4: renderRuleset(resolution.targets, 4),
@@ -411,6 +507,7 @@ export interface RestorePlan {
 }
 
 function sameLines(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  if (a === b) return true;
   return a !== undefined && a.length === b.length && a.every((l, i) => l === b[i]);
 }
 
@@ -424,21 +521,18 @@ function sameLines(a: readonly string[] | undefined, b: readonly string[]): bool
 export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean): RestorePlan {
   const isFull = full || prev === undefined;
   const have = existing ?? NOTHING_EXISTING;
-  const sections: string[] = [];
+  // One flat list of lines, joined once: at 5,000 Services the text is several MB.
+  const out: string[] = [];
   const changedChains: string[] = [];
   const deletedChains: string[] = [];
   for (const table of TABLES) {
     const want = next[table];
-    const declare: string[] = [];
-    const rules: string[] = [];
-    const tail: string[] = [];
+    const changed: string[] = [];
     const head: string[] = [];
     const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [...(prev?.[table].keys() ?? [])].filter((c) => !want.has(c));
     for (const [chain, lines] of want) {
       if (!isFull && sameLines(prev?.[table].get(chain), lines)) continue;
-      declare.push(`:${chain} - [0:0]`);
-      rules.push(...lines);
-      changedChains.push(`${table}/${chain}`);
+      changed.push(chain);
     }
     if (isFull) {
       // Exactly one canonical jump: keep the first one that is, delete every other jump to ours.
@@ -449,17 +543,24 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
       }
       if (!kept) head.push(`-I OUTPUT 1 ${JUMP_SPEC[table]}`);
     }
+    if (changed.length + head.length + gone.length === 0) continue;
+    out.push(`*${table}`);
+    for (const chain of changed) out.push(`:${chain} - [0:0]`);
+    // Declaring a stale chain flushes it; its only reference (a dispatch rule) is gone because
+    // the dispatch chain is rewritten in the same transaction; then it can be deleted.
+    for (const chain of gone) out.push(`:${chain} - [0:0]`);
+    for (const l of head) out.push(l);
+    for (const chain of changed) {
+      for (const l of want.get(chain) ?? []) out.push(l);
+      changedChains.push(`${table}/${chain}`);
+    }
     for (const chain of gone) {
-      // Declaring flushes it; its only reference (a dispatch rule) is gone because the dispatch
-      // chain is rewritten above in the same transaction; then it can be deleted.
-      declare.push(`:${chain} - [0:0]`);
-      tail.push(`-X ${chain}`);
+      out.push(`-X ${chain}`);
       deletedChains.push(`${table}/${chain}`);
     }
-    if (declare.length + head.length + rules.length + tail.length === 0) continue;
-    sections.push([`*${table}`, ...declare, ...head, ...rules, ...tail, 'COMMIT'].join('\n'));
+    out.push('COMMIT');
   }
-  return { text: sections.length === 0 ? '' : `${sections.join('\n')}\n`, full: isFull, changedChains, deletedChains };
+  return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
 }
 
 /** Restore input that removes everything of ours that `existing` lists (jumps first, then chains). */

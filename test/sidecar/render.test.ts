@@ -13,6 +13,7 @@ import {
   MAX_CHAIN_NAME,
   NOTHING_EXISTING,
   REJECT_CHAIN,
+  RenderCache,
   chooseEndpoints,
   parseExisting,
   planCleanup,
@@ -68,6 +69,32 @@ void describe('sidecar render: golden files', () => {
     const shuffled = render(withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() }))));
     assert.equal(planRestore(shuffled.v4, undefined, NOTHING_EXISTING, true).text, planRestore(r.v4, undefined, NOTHING_EXISTING, true).text);
     assert.equal(planRestore(shuffled.v6, undefined, NOTHING_EXISTING, true).text, planRestore(r.v6, undefined, NOTHING_EXISTING, true).text);
+  });
+});
+
+void describe('sidecar render: cache', () => {
+  void test('a cached render equals an uncached one, reuses unchanged chains and redoes changed ones', () => {
+    const cache = new RenderCache();
+    const s = sampleState();
+    const first = render(s, cache);
+    const changed = withTargets(
+      s,
+      s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.map((e) => ({ ...e, ready: !e.ready })) } : { ...t })),
+    );
+    const second = render(changed, cache);
+    const fresh = render(changed);
+    assert.deepEqual([...second.v4.nat.entries()], [...fresh.v4.nat.entries()]);
+    assert.deepEqual([...second.v6.nat.entries()], [...fresh.v6.nat.entries()]);
+    assert.deepEqual([...second.v4.filter.entries()], [...fresh.v4.filter.entries()]);
+    const web = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: '10.96.0.10' });
+    const dns = serviceChainName({ service: 'demo/dns', portName: 'dns', protocol: 'UDP', family: 4, clusterIP: '10.96.0.53' });
+    assert.notEqual(second.v4.nat.get(web), first.v4.nat.get(web));
+    assert.deepEqual(second.v4.nat.get(web), ['-A ' + web + ' -p tcp -j DNAT --to-destination 192.168.101.6:8080']);
+    assert.equal(second.v4.nat.get(dns), first.v4.nat.get(dns), 'an unchanged target (a new but equal object) is not re-rendered');
+    // Entries of targets that disappeared are dropped after one more render.
+    render(withTargets(s, []), cache);
+    render(withTargets(s, []), cache);
+    assert.equal(cache.size, 0);
   });
 });
 
