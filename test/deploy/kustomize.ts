@@ -119,3 +119,17 @@ export function flag(c: ContainerLike, name: string): string | undefined {
   }
   return undefined;
 }
+
+/**
+ * A container's args and env as the kubelet gives them: downward-API fields simulated for a pod
+ * of that name in that namespace, `$(VAR)` references expanded.
+ */
+export function containerArgs(c: ContainerLike, pod: { name: string; namespace: string }): { args: string[]; env: Record<string, string> } {
+  const env: Record<string, string> = {};
+  for (const e of (c['env'] as { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[] | undefined) ?? []) {
+    const field = e.valueFrom?.fieldRef?.fieldPath;
+    env[e.name] = e.value ?? (field === 'metadata.name' ? pod.name : field === 'metadata.namespace' ? pod.namespace : '');
+  }
+  const args = (c.args ?? []).map((a) => a.replace(/\$\(([A-Z_][A-Z0-9_]*)\)/g, (m, v: string) => env[v] ?? m));
+  return { args, env };
+}

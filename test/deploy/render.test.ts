@@ -14,7 +14,7 @@ import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../certs/cli.js';
 import { parseOptions as parseControllerOptions } from '../../src/controller/options.js';
 import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
 import { parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../webhook/options.js';
-import { DEPLOY, KUSTOMIZATIONS, REPO, at, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
+import { DEPLOY, KUSTOMIZATIONS, REPO, at, containerArgs, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
 const rendered = new Map<string, Rendered[]>();
 function get(dir: string): Rendered[] {
@@ -237,23 +237,12 @@ void describe('pods', () => {
   });
 });
 
-/** A container's args as the kubelet runs them: `$(VAR)` expanded from its env (downward API simulated). */
-function expandedArgs(c: ContainerLike, pod: { name: string; namespace: string }): { argv: string[]; env: Record<string, string> } {
-  const env: Record<string, string> = {};
-  for (const e of (c['env'] as { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[] | undefined) ?? []) {
-    const field = e.valueFrom?.fieldRef?.fieldPath;
-    env[e.name] = e.value ?? (field === 'metadata.name' ? pod.name : field === 'metadata.namespace' ? pod.namespace : '');
-  }
-  const argv = (c.args ?? []).map((a) => a.replace(/\$\(([A-Z_][A-Z0-9_]*)\)/g, (m, v: string) => env[v] ?? m));
-  return { argv, env };
-}
-
 void describe('the programs accept what the manifests give them (their own option parsers)', () => {
   void test('controller: flags parse; health port, lease name and namespace match the Deployment and the Role', () => {
     const objs = get('deploy');
     const [c] = containers(find(objs, 'Deployment', 'multus-proxy-controller'));
     assert.ok(c);
-    const { argv, env } = expandedArgs(c, { name: 'multus-proxy-controller-0', namespace: INSTALL_NAMESPACE });
+    const { args: argv, env } = containerArgs(c, { name: 'multus-proxy-controller-0', namespace: INSTALL_NAMESPACE });
     const parsed = parseControllerOptions(argv, env);
     assert.ok(parsed.ok, parsed.ok ? '' : parsed.error);
     const opts = parsed.value;
@@ -283,7 +272,7 @@ void describe('the programs accept what the manifests give them (their own optio
         if (cmName === undefined) continue;
         for (const [k, v] of Object.entries((at(find(objs, 'ConfigMap', cmName), 'data') as Record<string, string>) ?? {})) files.set(`${m.mountPath}/${k}`, v);
       }
-      const { argv, env } = expandedArgs(c, { name: 'multus-proxy-webhook-0', namespace: INSTALL_NAMESPACE });
+      const { args: argv, env } = containerArgs(c, { name: 'multus-proxy-webhook-0', namespace: INSTALL_NAMESPACE });
       const parsed = parseWebhookOptions(env, argv, (path) => files.get(path));
       assert.ok(parsed.ok, parsed.ok ? '' : parsed.error);
       const opts = parsed.value;
