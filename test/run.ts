@@ -18,6 +18,7 @@
 import { spawn } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { SHARED_ENV, startControlPlane, type ControlPlane } from './harness/controlplane.js';
 
 const root = resolve(import.meta.dirname, '..');
@@ -77,4 +78,5 @@ async function main(): Promise<number> {
   return code;
 }
 
-process.exitCode = await main();
+// Only when run as the program (tests import findTests).
+if (process.argv[1] && import.meta.url === pathToFileURL(resolve(process.argv[1])).href) process.exitCode = await main();
