@@ -63,8 +63,7 @@ void describe('podChangeMatters', () => {
 void describe('controller options', () => {
   void test('defaults as documented', () => {
     const r = parseOptions([], { POD_NAMESPACE: 'mp', POD_NAME: 'ctl-0' });
-    assert.ok(r.ok && r.value !== 'help');
-    if (!r.ok || r.value === 'help') return;
+    if (!r.ok || r.value === 'help') return assert.fail(`options: ${r.ok ? 'help' : r.error}`);
     assert.equal(r.value.leaseNamespace, 'mp');
     assert.equal(r.value.identity, 'ctl-0');
     assert.deepEqual([r.value.leaseDurationMs, r.value.renewDeadlineMs, r.value.retryPeriodMs], [15_000, 10_000, 2_000]);
