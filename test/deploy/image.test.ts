@@ -1,0 +1,266 @@
+/**
+ * The Dockerfile, checked as far as a machine without a container engine can: it is never built
+ * here (no Docker, no BuildKit), so these tests parse it and replay its build stage.
+ *
+ * - Structure: the stages and base images, the packages of the runtime stage, a numeric non-root
+ *   user equal to the manifests' runAsUser.
+ * - Every COPY source of the build context exists and is not excluded by .dockerignore.
+ * - The build stage's `npm run build` is replayed in a folder holding only what its COPY lines
+ *   bring in (node_modules linked in for `npm ci`): a file it forgot to copy breaks that build.
+ * - Every bundle that something runs (the image's CMD, each Deployment, Job and CronJob command,
+ *   the webhook's injected sidecar command) is among the build's outputs, and each bundle starts
+ *   from a folder without node_modules, as in the runtime stage, which copies only dist/.
+ */
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, posix } from 'node:path';
+import { promisify } from 'node:util';
+import { DEFAULT_SIDECAR_COMMAND } from '../../webhook/options.js';
+import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
+
+interface Instruction {
+  readonly op: string;
+  readonly args: string;
+  readonly line: number;
+}
+
+interface Stage {
+  readonly from: string;
+  readonly name: string | undefined;
+  readonly instructions: Instruction[];
+}
+
+/** Dockerfile -> stages of instructions; continuation lines joined, comments dropped. */
+function parseDockerfile(text: string): Stage[] {
+  const stages: Stage[] = [];
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const start = i;
+    let line = lines[i] ?? '';
+    if (/^\s*(#|$)/.test(line)) continue;
+    while (/\\\s*$/.test(line) && i + 1 < lines.length) {
+      i++;
+      const next = lines[i] ?? '';
+      // Comment lines inside a continued RUN are dropped by Docker too.
+      if (/^\s*#/.test(next)) {
+        line = line.replace(/\\\s*$/, '\\');
+        continue;
+      }
+      line = `${line.replace(/\\\s*$/, '')} ${next.trim()}`;
+    }
+    const m = /^\s*([A-Za-z]+)\s+(.*)$/.exec(line);
+    if (m === null) throw new Error(`Dockerfile line ${start + 1}: cannot read ${JSON.stringify(line)}`);
+    const op = (m[1] ?? '').toUpperCase();
+    const args = (m[2] ?? '').trim();
+    if (op === 'FROM') {
+      const f = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(args);
+      if (f === null) throw new Error(`Dockerfile line ${start + 1}: FROM ${args}`);
+      stages.push({ from: f[1] ?? '', name: f[2], instructions: [] });
+    } else {
+      const stage = stages[stages.length - 1];
+      if (stage === undefined) throw new Error(`Dockerfile line ${start + 1}: ${op} before FROM`);
+      stage.instructions.push({ op, args, line: start + 1 });
+    }
+  }
+  return stages;
+}
+
+interface Copy {
+  readonly from: string | undefined;
+  readonly sources: string[];
+  readonly dest: string;
+  readonly line: number;
+}
+
+function copies(stage: Stage): Copy[] {
+  return stage.instructions
+    .filter((i) => i.op === 'COPY')
+    .map((i) => {
+      const words = i.args.startsWith('[') ? (JSON.parse(i.args) as string[]) : i.args.split(/\s+/);
+      const flags = words.filter((w) => w.startsWith('--'));
+      const paths = words.filter((w) => !w.startsWith('--'));
+      const from = flags.find((f) => f.startsWith('--from='))?.slice('--from='.length);
+      return { from, sources: paths.slice(0, -1), dest: paths[paths.length - 1] ?? '', line: i.line };
+    });
+}
+
+/** .dockerignore patterns (the subset this repository uses: names, folders, `*` globs). */
+function ignored(patterns: readonly string[], path: string): boolean {
+  const clean = path.replace(/^\.\//, '').replace(/\/$/, '');
+  let out = false;
+  for (const p of patterns) {
+    const negate = p.startsWith('!');
+    const pat = (negate ? p.slice(1) : p).replace(/^\//, '').replace(/\/$/, '');
+    const body = pat
+      .split('**')
+      .map((part) => part.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '[^/]*'))
+      .join('.*');
+    const re = new RegExp(`^${body}(/.*)?$`);
+    if (re.test(clean)) out = !negate;
+  }
+  return out;
+}
+
+function workdir(stage: Stage, upTo: number): string {
+  let wd = '/';
+  for (const i of stage.instructions) {
+    if (i.line > upTo) break;
+    if (i.op === 'WORKDIR') wd = posix.resolve(wd, i.args);
+  }
+  return wd;
+}
+
+function listFiles(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => join(d.parentPath, d.name));
+}
+
+const dockerfile = readFileSync(join(REPO, 'Dockerfile'), 'utf8');
+const stages = parseDockerfile(dockerfile);
+const dockerignore = existsSync(join(REPO, '.dockerignore'))
+  ? readFileSync(join(REPO, '.dockerignore'), 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l !== '' && !l.startsWith('#'))
+  : [];
+const build = stages[0];
+const runtime = stages[stages.length - 1];
+
+void describe('Dockerfile structure', () => {
+  void test('parses into a build stage and a runtime stage on Debian bookworm', () => {
+    assert.equal(stages.length, 2, stages.map((s) => s.from).join(', '));
+    assert.ok(build && runtime);
+    assert.equal(build.from, 'node:20-bookworm-slim');
+    assert.ok(['node:20-bookworm-slim', 'debian:bookworm-slim'].includes(runtime.from), runtime.from);
+    const buildRuns = build.instructions.filter((i) => i.op === 'RUN').map((i) => i.args);
+    assert.ok(buildRuns.some((r) => /\bnpm ci\b/.test(r)), 'npm ci');
+    assert.ok(buildRuns.some((r) => /\bnpm run build\b/.test(r)), 'npm run build');
+  });
+
+  void test('the runtime has both iptables back ends, ip6tables, iproute2 and conntrack, and no build tools', () => {
+    const runs = (runtime?.instructions ?? []).filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
+    const install = /apt-get install\s+([^&;]*)/.exec(runs)?.[1]?.split(/\s+/).filter((w) => w !== '' && !w.startsWith('-')) ?? [];
+    // Debian's iptables package holds iptables-nft, iptables-legacy and the ip6tables variants.
+    for (const pkg of ['iptables', 'iproute2', 'conntrack']) assert.ok(install.includes(pkg), `apt-get install ${pkg}: ${install.join(' ')}`);
+    assert.match(runs, /--no-install-recommends/);
+    assert.match(runs, /rm -rf \/var\/lib\/apt\/lists/);
+    assert.ok(!(runtime?.instructions ?? []).some((i) => i.op === 'RUN' && /npm (ci|install)/.test(i.args)), 'no npm install at run time');
+  });
+
+  void test('runs as a numeric non-root user, the one the manifests name', async () => {
+    const user = runtime?.instructions.filter((i) => i.op === 'USER').pop()?.args ?? '';
+    const m = /^(\d+)(?::(\d+))?$/.exec(user);
+    assert.ok(m, `USER ${user} must be numeric so the kubelet can check runAsNonRoot`);
+    assert.notEqual(Number(m[1]), 0);
+    const objs = await render('deploy/overlays/bootstrap');
+    for (const o of objs.filter((x) => podSpec(x) !== undefined)) {
+      assert.equal(at(podSpec(o), 'securityContext', 'runAsUser'), Number(m[1]), `${o.kind} ${o.metadata?.name} runAsUser`);
+      if (m[2] !== undefined) assert.equal(at(podSpec(o), 'securityContext', 'runAsGroup'), Number(m[2]), `${o.kind} ${o.metadata?.name} runAsGroup`);
+    }
+  });
+
+  void test('every COPY source exists in the build context and is not excluded by .dockerignore', () => {
+    const all = stages.flatMap(copies).filter((c) => c.from === undefined);
+    assert.ok(all.length >= 4);
+    for (const c of all) {
+      for (const src of c.sources) {
+        assert.ok(existsSync(join(REPO, src)), `Dockerfile line ${c.line}: COPY ${src} does not exist`);
+        assert.ok(!ignored(dockerignore, src), `Dockerfile line ${c.line}: COPY ${src} is excluded by .dockerignore`);
+      }
+    }
+    // The pattern matcher itself, so the check above can fail.
+    assert.ok(ignored(dockerignore, 'node_modules') && ignored(dockerignore, 'test/deploy/image.test.ts') && !ignored(dockerignore, 'src/keys.ts'));
+  });
+
+  void test('the runtime copies only the bundles, from where the build stage writes them', () => {
+    const fromBuild = copies(runtime ?? { from: '', name: '', instructions: [] }).filter((c) => c.from !== undefined);
+    assert.equal(fromBuild.length, 1, 'one COPY --from');
+    const [c] = fromBuild;
+    assert.equal(c?.from, build?.name);
+    const buildInstr = build?.instructions.find((i) => i.op === 'RUN' && /npm run build/.test(i.args));
+    assert.equal(c?.sources[0]?.replace(/\/$/, ''), posix.join(workdir(build ?? { from: '', name: '', instructions: [] }, buildInstr?.line ?? 0), 'dist'));
+    assert.equal(c?.dest.replace(/\/$/, ''), '/app/dist');
+  });
+});
+
+void describe('the build stage, replayed without Docker', () => {
+  let ctx: string;
+  let bare: string;
+  let outputs: string[] = [];
+
+  before(async () => {
+    if (!existsSync(join(REPO, 'scripts', 'build.mjs'))) {
+      throw new Error('scripts/build.mjs does not exist: `npm run build` (the Dockerfile\'s build stage) has nothing to run');
+    }
+    // The build context as the build stage sees it: only what its COPY lines bring in.
+    ctx = mkdtempSync(join(tmpdir(), 'multus-proxy-image-'));
+    for (const c of copies(build ?? { from: '', name: '', instructions: [] })) {
+      for (const src of c.sources) {
+        const abs = join(REPO, src);
+        const files = statSync(abs).isDirectory() ? listFiles(abs) : [abs];
+        for (const f of files) {
+          const rel = f.slice(REPO.length + 1);
+          if (ignored(dockerignore, rel)) continue;
+          cpSync(f, join(ctx, rel));
+        }
+      }
+    }
+    // `npm ci` would install exactly package-lock.json; the repository's install stands in for it.
+    symlinkSync(join(REPO, 'node_modules'), join(ctx, 'node_modules'));
+    try {
+      await promisify(execFile)('npm', ['run', 'build'], { cwd: ctx, maxBuffer: 16 * 1024 * 1024 });
+    } catch (e) {
+      const err = e as Error & { stdout?: string; stderr?: string };
+      throw new Error(`npm run build in a copy of the build stage's context failed (a file the Dockerfile does not COPY?):\n${err.stdout ?? ''}${err.stderr ?? err.message}`, { cause: e });
+    }
+    outputs = existsSync(join(ctx, 'dist')) ? listFiles(join(ctx, 'dist')).map((f) => `/app/dist/${f.slice(join(ctx, 'dist').length + 1)}`) : [];
+    // The runtime stage: dist/ alone, no node_modules anywhere above it.
+    bare = mkdtempSync(join(tmpdir(), 'multus-proxy-runtime-'));
+    cpSync(join(ctx, 'dist'), join(bare, 'app', 'dist'), { recursive: true });
+  });
+
+  after(() => {
+    if (ctx) rmSync(ctx, { recursive: true, force: true });
+    if (bare) rmSync(bare, { recursive: true, force: true });
+  });
+
+  void test('every bundle that is run is built: image CMD, manifests, injected sidecar', async () => {
+    const wanted = new Map<string, string>();
+    const cmd = runtime?.instructions.filter((i) => i.op === 'CMD').pop();
+    if (cmd) for (const w of JSON.parse(cmd.args) as string[]) if (w.startsWith('/app/')) wanted.set(w, 'Dockerfile CMD');
+    for (const dir of KUSTOMIZATIONS) {
+      for (const o of await render(dir)) {
+        for (const c of podSpec(o)?.containers ?? []) {
+          for (const w of [...(c.command ?? []), ...(c.args ?? [])]) if (w.startsWith('/app/')) wanted.set(w, `${dir}: ${o.kind} ${o.metadata?.name}`);
+        }
+      }
+    }
+    for (const w of DEFAULT_SIDECAR_COMMAND) if (w.startsWith('/app/')) wanted.set(w, 'webhook default sidecar command');
+    assert.deepEqual([...new Set(wanted.keys())].sort(), ['/app/dist/certs.js', '/app/dist/controller.js', '/app/dist/sidecar.js', '/app/dist/webhook.js']);
+    for (const [file, who] of wanted) assert.ok(outputs.includes(file), `${who} runs ${file}, which npm run build does not produce (it made ${outputs.join(', ')})`);
+  });
+
+  void test('each bundle loads without node_modules (the runtime stage has none)', async () => {
+    const runs: [string, string[], RegExp][] = [
+      ['controller.js', ['--help'], /controller/i],
+      ['certs.js', ['--help'], /usage: certs/],
+      // No config and no pod: each must get as far as its own option check.
+      ['webhook.js', [], /sidecar\.image|webhook options/],
+      ['sidecar.js', [], /POD_NAME|sidecar options/],
+    ];
+    for (const [bundle, args, expect] of runs) {
+      const file = join(bare, 'app', 'dist', bundle);
+      const r = await promisify(execFile)(process.execPath, [file, ...args], { cwd: dirname(file), env: { PATH: process.env['PATH'] ?? '' }, timeout: 20_000 }).then(
+        (x) => ({ code: 0, out: x.stdout + x.stderr }),
+        (e: Error & { code?: number; stdout?: string; stderr?: string }) => ({ code: typeof e.code === 'number' ? e.code : -1, out: (e.stdout ?? '') + (e.stderr ?? e.message) }),
+      );
+      assert.doesNotMatch(r.out, /ERR_MODULE_NOT_FOUND|Cannot find (module|package)/, `${bundle} needs a module at run time:\n${r.out}`);
+      assert.ok(r.code === 0 || r.code === 2, `${bundle} exit ${r.code}:\n${r.out}`);
+      assert.match(r.out, expect, `${bundle}:\n${r.out}`);
+    }
+  });
+});
