@@ -1,0 +1,217 @@
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { createCA, createServingCert } from '../../certs/pki.js';
+import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
+import { createWebhookMetrics } from '../../webhook/metrics.js';
+import { createApp, decodeReview, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
+import { watchCertificateFiles, type CertificateSource } from '../../webhook/tls.js';
+import type { AdmissionReview } from '../../webhook/responses.js';
+import { prom } from '../../src/metrics.js';
+import { loopbackLookup } from '../certs/tls-client.js';
+import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
+
+const SERVICE_NAME = 'multus-proxy-webhook.multus-proxy-system.svc';
+const MAX_BODY = 2 * 1024 * 1024;
+
+function buildApp(metrics = createWebhookMetrics(new prom.Registry())) {
+  const deps = { cluster: fakeCluster({ namespaces: { apps: ENABLED } }), sidecar: SIDECAR };
+  return createApp({
+    endpoints: {
+      [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
+      [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler({}) },
+      [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
+      '/boom': { kind: 'Pod', handler: () => Promise.reject(new Error('lookup exploded')) },
+      '/slow': { kind: 'Pod', handler: () => new Promise(() => undefined) },
+    },
+    maxBodyBytes: MAX_BODY,
+    metrics,
+    handlerTimeoutMs: 200,
+  });
+}
+
+interface Reply {
+  status: number;
+  text: string;
+}
+
+function request(port: number, ca: string, method: string, path: string, body?: string | Buffer, contentType = 'application/json'): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const req = https.request(
+      { host: SERVICE_NAME, port, path, method, ca, lookup: loopbackLookup, agent: false, headers: body === undefined ? {} : { 'content-type': contentType } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+const pod = {
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { generateName: 'web-', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'net-a', 'k8s.v1.cni.cncf.io/networks': 'net-a' } },
+  spec: { containers: [{ name: 'app', image: 'busybox' }] },
+};
+
+function reviewBody(object: unknown, namespace = 'apps', kind = 'Pod'): string {
+  return JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(object, namespace, 'CREATE', kind) });
+}
+
+void describe('webhook/server over HTTPS', () => {
+  let dir: string;
+  let tls: CertificateSource;
+  let server: WebhookServer;
+  let ca: string;
+  const metrics = createWebhookMetrics(new prom.Registry());
+
+  before(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'webhook-'));
+    const authority = createCA();
+    ca = authority.certPem;
+    const leaf = createServingCert(authority, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system' });
+    writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
+    writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
+    tls = watchCertificateFiles(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+    server = await startWebhookServer(buildApp(metrics), tls, { port: 0, host: '127.0.0.1' });
+  });
+  after(async () => {
+    await server.close();
+    tls.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  void test('a pod review is answered 200 with the uid echoed and a patch that applies', async () => {
+    const body = reviewBody(pod);
+    const r = await request(server.port, ca, 'POST', PATHS.mutatePods, body);
+    assert.equal(r.status, 200);
+    const review = JSON.parse(r.text) as AdmissionReview;
+    assert.equal(review.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(review.response?.uid, (JSON.parse(body) as AdmissionReview).request?.uid);
+    assert.equal(review.response?.patchType, 'JSONPatch');
+    const out = applyResponse(pod, review.response ?? { uid: '', allowed: false });
+    assert.equal(out.spec.containers.length, 1);
+    assert.equal((out.spec as { initContainers?: { name: string }[] }).initContainers?.[0]?.name, 'multus-proxy');
+  });
+
+  void test('malformed requests get a 4xx with a message saying what is wrong', async () => {
+    const cases: [string | Buffer, string, number, RegExp][] = [
+      ['{not json', 'application/json', 400, /body is not valid JSON/],
+      ['hello', 'text/plain', 415, /Content-Type "text\/plain" is not JSON/],
+      [JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'u' } }), 'application/json', 400, /apiVersion "admission\.k8s\.io\/v1beta1" is not supported.*admissionReviewVersions: \[v1\]/],
+      [JSON.stringify({ apiVersion: 'v1', kind: 'Pod' }), 'application/json', 400, /kind "Pod" is not AdmissionReview/],
+      [JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }), 'application/json', 400, /request is missing/],
+      [JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { operation: 'CREATE', object: {} } }), 'application/json', 400, /request\.uid is missing/],
+      [JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'u', operation: 'CREATE' } }), 'application/json', 400, /request\.object is missing/],
+      ['[1,2]', 'application/json', 400, /body is not a JSON object/],
+      [Buffer.alloc(MAX_BODY + 10, 0x20), 'application/json', 413, /request body of \d+ bytes exceeds the limit of 2097152 bytes/],
+    ];
+    for (const [body, type, status, message] of cases) {
+      const r = await request(server.port, ca, 'POST', PATHS.mutatePods, body, type);
+      assert.equal(r.status, status, `${String(body).slice(0, 60)} -> ${r.text}`);
+      assert.match(r.text, message);
+    }
+    assert.equal((await request(server.port, ca, 'GET', '/healthz')).text, 'ok\n', 'still serving');
+  });
+
+  void test('a real-sized pod (1.5 MB of annotations, etcd’s object limit) fits under the body limit', async () => {
+    const big = structuredClone(pod) as typeof pod & { metadata: { annotations: Record<string, string> } };
+    big.metadata.annotations['example.com/blob'] = 'x'.repeat(1_500_000);
+    const r = await request(server.port, ca, 'POST', PATHS.mutatePods, reviewBody(big));
+    assert.equal(r.status, 200);
+    assert.equal((JSON.parse(r.text) as AdmissionReview).response?.allowed, true);
+  });
+
+  void test('failures while deciding are HTTP 200, allowed:false, code 500 with the reason; a wrong kind says which rule to fix', async () => {
+    const boom = JSON.parse((await request(server.port, ca, 'POST', '/boom', reviewBody(pod))).text) as AdmissionReview;
+    assert.deepEqual(boom.response?.status, { code: 500, message: 'multus-proxy webhook could not decide: lookup exploded', reason: 'InternalError' });
+    const slow = JSON.parse((await request(server.port, ca, 'POST', '/slow', reviewBody(pod))).text) as AdmissionReview;
+    assert.match(slow.response?.status?.message ?? '', /no decision within 200 ms/);
+    const wrong = JSON.parse((await request(server.port, ca, 'POST', PATHS.mutatePods, reviewBody({ metadata: {} }, 'apps', 'Service'))).text) as AdmissionReview;
+    assert.match(wrong.response?.status?.message ?? '', /\/mutate-pods decides on Pod objects, not Service; fix the rules/);
+  });
+
+  void test('health, readiness and metrics on the same port; requests counted by outcome and reason', async () => {
+    assert.equal((await request(server.port, ca, 'GET', '/readyz')).status, 200);
+    const m = await request(server.port, ca, 'GET', '/metrics');
+    assert.equal(m.status, 200);
+    assert.match(m.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="injected",reason="native"\} \d+/);
+    assert.match(m.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="bad-request",reason="413"\} 1/);
+    assert.match(m.text, /multus_proxy_webhook_request_duration_seconds_bucket\{le="0\.0001",endpoint="\/mutate-pods"\}/);
+    assert.equal((await request(server.port, ca, 'GET', '/nope')).status, 404);
+  });
+});
+
+void describe('webhook/server fuzz (plain HTTP, same express app)', () => {
+  let srv: http.Server;
+  let port: number;
+  before(async () => {
+    srv = http.createServer(buildApp());
+    await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+    port = (srv.address() as AddressInfo).port;
+  });
+  after(() => new Promise<void>((r) => srv.close(() => r())));
+
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 });
+  const post = (path: string, body: string): Promise<Reply> =>
+    new Promise((resolve, reject) => {
+      const req = http.request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+
+  const anyJson = fc.jsonValue({ maxDepth: 4 });
+  const reviewish = fc.record(
+    {
+      apiVersion: fc.oneof(fc.constant('admission.k8s.io/v1'), fc.string()),
+      kind: fc.oneof(fc.constant('AdmissionReview'), fc.string()),
+      request: fc.record(
+        {
+          uid: fc.oneof(fc.uuid(), fc.constant(''), fc.integer()),
+          operation: fc.constantFrom('CREATE', 'UPDATE', 'DELETE', 'CONNECT', 'PATCH'),
+          namespace: fc.oneof(fc.constant('apps'), fc.string()),
+          kind: fc.oneof(fc.constant({ group: '', version: 'v1', kind: 'Pod' }), fc.constant({ group: '', version: 'v1', kind: 'Service' }), anyJson),
+          object: fc.oneof(
+            fc.constant(pod),
+            fc.record({ metadata: fc.oneof(fc.record({ annotations: fc.dictionary(fc.constantFrom('k8s.v1.cni.cncf.io/service-network', 'k8s.v1.cni.cncf.io/networks', 'k8s.v1.cni.cncf.io/service-selector', 'x'), fc.oneof(fc.string(), anyJson)), labels: anyJson }, { requiredKeys: [] }), anyJson), spec: anyJson }, { requiredKeys: [] }),
+            anyJson,
+          ),
+        },
+        { requiredKeys: [] },
+      ),
+    },
+    { requiredKeys: [] },
+  );
+
+  void test('random bodies never crash the handler: 200 with the uid echoed, or a 4xx', async () => {
+    await fc.assert(
+      fc.asyncProperty(fc.constantFrom(PATHS.mutatePods, PATHS.mutateServices, PATHS.validateServices), fc.oneof(reviewish.map((r) => JSON.stringify(r)), anyJson.map((j) => JSON.stringify(j)), fc.string()), async (path, body) => {
+        const r = await post(path, body);
+        assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `status ${r.status} for ${body.slice(0, 200)}: ${r.text}`);
+        if (r.status === 200) {
+          const review = JSON.parse(r.text) as AdmissionReview;
+          const sent = decodeReview(JSON.parse(body));
+          assert.ok(sent.ok);
+          assert.equal(review.response?.uid, sent.value.uid);
+        } else {
+          assert.ok(r.text.length > 10, 'a 4xx carries a message');
+        }
+      }),
+      { numRuns: 400 },
+    );
+    agent.destroy();
+  });
+});

@@ -1,0 +1,103 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { defaultService, validateService } from '../../webhook/service.js';
+import { serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
+import type { V1Service } from '../../src/kube/types.js';
+import { admissionRequest, applyResponse, fakeCluster } from './fixtures.js';
+
+const SN = 'k8s.v1.cni.cncf.io/service-network';
+const SEL = 'k8s.v1.cni.cncf.io/service-selector';
+const LABEL = 'service.kubernetes.io/service-proxy-name';
+
+function svc(annotations: Record<string, string>, spec: V1Service['spec'] = { selector: { app: 'web' }, ports: [{ port: 80 }] }, labels?: Record<string, string>): V1Service {
+  return { apiVersion: 'v1', kind: 'Service', metadata: { name: 'web', ...(labels ? { labels } : {}), annotations }, spec };
+}
+
+function denial(s: V1Service): { code: number; message: string; reason: string } {
+  const v = validateService(s, 'ns');
+  assert.equal(v.allowed, false, 'expected a denial');
+  return v;
+}
+
+void describe('webhook/service defaulting', () => {
+  void test('adds the proxy-name label when the annotation is there and the label is not', async () => {
+    const s = svc({ [SN]: 'net-a' });
+    const { service, labelAdded } = defaultService(s);
+    assert.equal(labelAdded, true);
+    assert.equal(service.metadata?.labels?.[LABEL], 'multus-proxy');
+    assert.equal(s.metadata?.labels, undefined, 'input untouched');
+    const r = await serviceDefaultingHandler({})(admissionRequest(s, 'ns', 'CREATE', 'Service'));
+    assert.equal(r.outcome, 'patched');
+    assert.deepEqual(applyResponse(s, r.response), service);
+  });
+
+  void test('leaves an existing label (any value) and Services without the annotation alone', async () => {
+    for (const s of [svc({ [SN]: 'a' }, undefined, { [LABEL]: 'multus-proxy' }), svc({ [SN]: 'a' }, undefined, { [LABEL]: 'other' }), svc({})]) {
+      const r = await serviceDefaultingHandler({})(admissionRequest(s, 'ns', 'UPDATE', 'Service'));
+      assert.equal(r.response.patch, undefined);
+      assert.equal(r.response.allowed, true);
+    }
+  });
+});
+
+void describe('webhook/service validation', () => {
+  void test('ClusterIP with a spec.selector and headless with the selector annotation are valid', () => {
+    assert.equal(validateService(svc({ [SN]: 'net-a,other/net-b' }), 'ns').allowed, true);
+    const headless = validateService(svc({ [SN]: 'net-a', [SEL]: 'app=web' }, { clusterIP: 'None', ports: [{ port: 80 }] }), 'ns');
+    assert.deepEqual(headless, { allowed: true, networks: [{ namespace: 'ns', name: 'net-a' }], warnings: [], reason: 'valid' });
+  });
+
+  void test('NodePort, LoadBalancer and ExternalName are denied naming the type and the fix', () => {
+    for (const type of ['NodePort', 'LoadBalancer', 'ExternalName']) {
+      const d = denial(svc({ [SN]: 'net-a' }, { type, selector: { app: 'web' } }));
+      assert.equal(d.code, 400);
+      assert.match(d.message, new RegExp(`^Service ns/web: spec.type "${type}": multus-proxy serves ClusterIP and headless Services only.*; set spec.type: ClusterIP`));
+    }
+  });
+
+  void test('headless with spec.selector is denied with the selector to move into the annotation, and why', () => {
+    const d = denial(svc({ [SN]: 'net-a' }, { clusterIP: 'None', selector: { tier: 'db', app: 'web' } }));
+    assert.equal(d.reason, 'headless-with-selector');
+    assert.match(d.message, /spec\.selector "\{\\"tier\\":\\"db\\",\\"app\\":\\"web\\"\}"/);
+    assert.match(d.message, /EndpointSlice controller would publish the pods' primary-network IPs/);
+    assert.match(d.message, /move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=web,tier=db" and remove spec\.selector/);
+  });
+
+  void test('bad annotation syntax is denied with the parser message', () => {
+    assert.match(denial(svc({ [SN]: 'a//b' })).message, /^Service ns\/web: k8s\.v1\.cni\.cncf\.io\/service-network "a\/\/b": /);
+    assert.match(denial(svc({ [SN]: 'a', [SEL]: 'app in (web' }, { clusterIP: 'None' })).message, /^Service ns\/web: k8s\.v1\.cni\.cncf\.io\/service-selector "app in \(web": /);
+    assert.match(denial(svc({ [SN]: 'a', [SEL]: ' ' }, { clusterIP: 'None' })).message, /is empty, which would select every pod/);
+  });
+
+  void test('a different proxy-name is a conflict (403)', () => {
+    const d = denial(svc({ [SN]: 'a' }, undefined, { [LABEL]: 'other-proxy' }));
+    assert.equal(d.code, 403);
+    assert.match(d.message, /label service\.kubernetes\.io\/service-proxy-name "other-proxy": conflicts with/);
+  });
+
+  void test('warnings: no selector at all, both selectors, label without annotation', () => {
+    const none = validateService(svc({ [SN]: 'a' }, { clusterIP: 'None' }), 'ns');
+    assert.match((none as { warnings: string[] }).warnings.join(), /no spec\.selector and no k8s\.v1\.cni\.cncf\.io\/service-selector/);
+    const both = validateService(svc({ [SN]: 'a', [SEL]: 'app=x' }), 'ns');
+    assert.match((both as { warnings: string[] }).warnings.join(), /service-selector is ignored because spec\.selector is set/);
+    const labelOnly = validateService(svc({}, undefined, { [LABEL]: 'multus-proxy' }), 'ns');
+    assert.match((labelOnly as { warnings: string[] }).warnings.join(), /without the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
+  });
+
+  void test('a Service being deleted is never blocked (finalizer removal)', () => {
+    const s = svc({ [SN]: 'a' }, { type: 'LoadBalancer' });
+    s.metadata = { ...s.metadata, deletionTimestamp: new Date() };
+    assert.equal(validateService(s, 'ns').allowed, true);
+  });
+
+  void test('a missing or unknown NetworkAttachmentDefinition is a warning naming it, not a denial', async () => {
+    const cluster = fakeCluster({ nads: { 'ns/gone': 'missing', 'x/slow': 'unknown' } });
+    const r = await serviceValidationHandler({ cluster })(admissionRequest(svc({ [SN]: 'net-a,gone,x/slow' }), 'ns', 'CREATE', 'Service'));
+    assert.equal(r.response.allowed, true);
+    assert.deepEqual(r.response.warnings, [
+      'NetworkAttachmentDefinition ns/gone does not exist (yet): the Service has no endpoints on it until it is created',
+      'NetworkAttachmentDefinition x/slow could not be checked; make sure it exists',
+    ]);
+    assert.deepEqual(cluster.calls, ['nad:ns/net-a', 'nad:ns/gone', 'nad:x/slow']);
+  });
+});
