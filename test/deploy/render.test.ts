@@ -60,6 +60,8 @@ void describe('every kustomization renders', () => {
       assert.deepEqual(ids.filter((x, i) => ids.indexOf(x) !== i), [], 'duplicate objects');
       const clusterScoped = new Set(['Namespace', 'ClusterRole', 'ClusterRoleBinding', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
       for (const o of objs) {
+        // One label finds everything the install made (kubectl get -A -l ...).
+        assert.equal(o.metadata?.labels?.['app.kubernetes.io/part-of'], 'multus-proxy', `${id(o)} part-of label`);
         if (clusterScoped.has(o.kind ?? '')) assert.equal(o.metadata?.namespace, undefined, `${id(o)} is cluster-scoped`);
         else assert.equal(o.metadata?.namespace, INSTALL_NAMESPACE, `${id(o)} namespace`);
       }
