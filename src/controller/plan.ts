@@ -200,7 +200,8 @@ function renderSlice(d: Draft, svc: V1Service): V1EndpointSlice {
   const ports = g.ports.map(canonicalPort);
   const endpoints = sortEndpoints([...d.endpoints]);
   if (d.existing !== undefined) {
-    const meta = d.existing.metadata ?? {};
+    // Server-owned bookkeeping is not ours to send back.
+    const { managedFields: _managed, ...meta } = d.existing.metadata ?? {};
     return {
       ...d.existing,
       metadata: {

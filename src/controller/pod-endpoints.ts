@@ -71,10 +71,13 @@ export function isPodTerminating(pod: V1Pod): boolean {
   return pod.metadata?.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null;
 }
 
-/** Pods that can be endpoints at all: not finished (Kubernetes drops Succeeded and Failed pods). */
+/**
+ * Pods that can be endpoints at all: Pending or Running (a pod just created has no phase yet).
+ * Succeeded and Failed pods are dropped as Kubernetes does; the deprecated Unknown phase too.
+ */
 export function isPodEligible(pod: V1Pod): boolean {
   const phase = pod.status?.phase;
-  return phase !== 'Succeeded' && phase !== 'Failed';
+  return phase === undefined || phase === 'Pending' || phase === 'Running';
 }
 
 /** Resolves a Service port's targetPort for one pod; undefined when a named port is not declared. */

@@ -93,12 +93,16 @@ void describe('planSlices', () => {
 
   void test('pod becomes unready: the slice is updated in place with ready false', () => {
     const svc = blogService();
-    const existing = converge({ service: svc, networks: networksOf(svc), pods: [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')] });
+    const existing = converge({ service: svc, networks: networksOf(svc), pods: [webPod('nginx-a', '10.2.128.10'), webPod('nginx-b', '10.2.128.11')] }).map((s) => ({
+      ...s,
+      metadata: { ...s.metadata, managedFields: [{ manager: 'multus-proxy' }] },
+    }));
     const pods = [webPod('nginx-a', '10.2.128.10', { ready: false }), webPod('nginx-b', '10.2.128.11')];
     const { diff } = planSlices({ service: svc, networks: networksOf(svc), pods, existing });
     assert.equal(diff.create.length + diff.delete.length, 0);
     assert.equal(diff.update.length, 1);
     assert.equal(diff.update[0]?.metadata?.name, existing[0]?.metadata?.name);
+    assert.equal(diff.update[0]?.metadata?.managedFields, undefined, 'server bookkeeping is not sent back');
     const a = diff.update[0]?.endpoints.find((e) => e.targetRef?.name === 'nginx-a');
     assert.deepEqual(a?.conditions, { ready: false, serving: false, terminating: false });
   });
@@ -204,9 +208,11 @@ void describe('planSlices', () => {
       pod('nostatus', { phase: 'Pending' }),
       pod('elsewhere', { status: networkStatus([{ name: 'default/other', ips: ['10.9.9.9'] }]) }),
       pod('done', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.8'] }]), phase: 'Succeeded' }),
+      pod('failed', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.9'] }]), phase: 'Failed' }),
+      pod('pending', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.2'] }]), phase: 'Pending', ready: false }),
     ];
     const plan = planSlices({ service: svc, networks: networksOf(svc), pods, existing: [] });
-    assert.deepEqual(addresses(plan.diff.create), ['10.0.0.1']);
+    assert.deepEqual(addresses(plan.diff.create), ['10.0.0.1', '10.0.0.2'], 'Running and Pending pods only');
     const skips = new Map(plan.skips.map((s) => [s.pod, s]));
     assert.equal(skips.get('bad')?.reason, 'NetworkStatusInvalid');
     assert.match(skips.get('bad')?.message ?? '', /Pod default\/bad: k8s\.v1\.cni\.cncf\.io\/network-status/);
