@@ -11,8 +11,8 @@
  */
 import type { Logger } from '../src/log.js';
 import type { DesiredState, IpFamily } from './model.js';
-import { countRules, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
-import { createExec, detectBackend, readExisting, restore, type Backend, type Exec } from './iptables.js';
+import { countRules, existingFromApplied, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
+import { createExec, detectBackend, readExisting, readOutputChains, restore, type Backend, type Exec } from './iptables.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
 import type { Route } from './render.js';
@@ -49,6 +49,10 @@ export interface SyncResult {
   /** Non-fatal problems (bad endpoints dropped, conntrack flush failures). */
   readonly warnings: readonly string[];
   readonly durationMs: number;
+  /** Where the time went, in ms: render+plan (pure), reading the namespace back, routes, restores, conntrack. */
+  readonly phases: { readonly renderMs: number; readonly readMs: number; readonly routesMs: number; readonly restoreMs: number; readonly conntrackMs: number };
+  /** Rules of ours in the namespace after the sync, both families (the runtime's rules-count metric). */
+  readonly rules: number;
   /** Served Service ports, by choice of endpoints, for metrics. */
   readonly served: { readonly ready: number; readonly terminating: number; readonly none: number };
 }
@@ -102,18 +106,28 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
   async function doSync(state: DesiredState, full: boolean): Promise<SyncResult> {
     const start = process.hrtime.bigint();
     const be = await backend();
-    const rendered = render(state, cache);
     const prev = applied;
     const isFull = full || prev === undefined;
     // Forget what was applied until this sync succeeds: any failure below forces a full sync next.
     applied = undefined;
+    // Read-back runs in child processes while rendering uses this one's CPU. Without a previous
+    // state of ours (start-up, after a failure) read everything back; with one, only the OUTPUT
+    // chains (a periodic resync of 1,000 Services must not pay a whole iptables-save).
+    const read = (f: IpFamily): Promise<Existing> =>
+      prev === undefined ? readExisting(exec, be, f) : readOutputChains(exec, be, f).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o));
+    const reading = isFull ? Promise.all([read(4), read(6), readRoutes(exec)]) : undefined;
+    reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
+    const rendered = render(state, cache);
+    const renderMs = ms(start);
+    const tRead = process.hrtime.bigint();
     let existing: Record<IpFamily, Existing | undefined> = { 4: undefined, 6: undefined };
     let currentRoutes: readonly Route[] = prev?.routes ?? [];
-    if (isFull) {
-      const [e4, e6, routes] = await Promise.all([readExisting(exec, be, 4), readExisting(exec, be, 6), readRoutes(exec)]);
+    if (reading !== undefined) {
+      const [e4, e6, routes] = await reading;
       existing = { 4: e4, 6: e6 };
       currentRoutes = routes;
     }
+    const readMs = ms(tRead);
     const plans = FAMILIES.map((f) => ({
       family: f,
       plan: planRestore(f === 4 ? rendered.v4 : rendered.v6, f === 4 ? prev?.v4 : prev?.v6, existing[f], isFull),
@@ -121,17 +135,21 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     const routePlan = diffRoutes(currentRoutes, rendered.routes);
     const flushes = planConntrack(prev?.targets, rendered.resolution.targets);
 
-    await applyRoutes(exec, routePlan.replace, 'replace');
-    // The two families are independent (separate tables, separate binaries): apply them side by side.
-    const families: FamilySync[] = await Promise.all(
-      plans.map(async ({ family, plan }): Promise<FamilySync> => {
+    // New routes go in before the rules that need them, so no connection to a new cluster IP
+    // picks eth0's source address. With nothing of ours assumed in place (start-up, after a
+    // failure) nobody is served yet, so they go in side by side with the restores.
+    const tRoutes = process.hrtime.bigint();
+    const routesFirst = prev !== undefined;
+    if (routesFirst) await applyRoutes(exec, routePlan.replace, 'replace');
+    let routesMs = ms(tRoutes);
+    const tRestore = process.hrtime.bigint();
+    // The two families are independent (separate tables, separate binaries): apply them side by
+    // side, and wait for both before reporting, so no restore still runs when the next sync starts.
+    const settled = await Promise.allSettled([
+      routesFirst ? Promise.resolve() : applyRoutes(exec, routePlan.replace, 'replace'),
+      ...plans.map(async ({ family, plan }): Promise<FamilySync> => {
         const t0 = process.hrtime.bigint();
-        try {
-          await restore(exec, be, family, plan.text);
-        } catch (e) {
-          opts.logger?.error({ err: e, family, full: isFull }, 'iptables restore failed; the next sync will be a full one');
-          throw e;
-        }
+        await restore(exec, be, family, plan.text);
         return {
           family,
           restoreText: plan.text,
@@ -141,9 +159,22 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
           rules: countRules(family === 4 ? rendered.v4 : rendered.v6),
         };
       }),
-    );
+    ]);
+    const families: FamilySync[] = [];
+    for (const r of settled) {
+      if (r.status === 'rejected') {
+        opts.logger?.error({ err: r.reason as unknown, full: isFull }, 'dataplane sync failed; the next sync will be a full one');
+        throw r.reason;
+      }
+      if (r.value !== undefined) families.push(r.value);
+    }
+    const restoreMs = ms(tRestore);
+    const tRemove = process.hrtime.bigint();
     await applyRoutes(exec, routePlan.remove, 'remove');
+    routesMs += ms(tRemove);
+    const tConntrack = process.hrtime.bigint();
     const warnings = [...rendered.resolution.warnings, ...(await flushConntrack(exec, flushes))];
+    const conntrackMs = ms(tConntrack);
     applied = { v4: rendered.v4, v6: rendered.v6, routes: rendered.routes, targets: rendered.resolution.targets };
     const served = { ready: 0, terminating: 0, none: 0 };
     for (const r of rendered.resolution.targets) served[r.choice] += 1;
@@ -158,6 +189,8 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
       skipped: rendered.resolution.skipped,
       warnings,
       durationMs: ms(start),
+      phases: { renderMs, readMs, routesMs, restoreMs, conntrackMs },
+      rules: families.reduce((n, f) => n + f.rules, 0),
       served,
     };
   }

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import type { IpFamily } from './model.js';
-import { parseExisting, type Existing } from './render.js';
+import { parseExisting, TABLES, type Existing, type TableName } from './render.js';
 
 export interface ExecResult {
   readonly code: number;
@@ -66,6 +66,20 @@ export async function save(exec: Exec, backend: Backend, family: IpFamily): Prom
 
 export async function readExisting(exec: Exec, backend: Backend, family: IpFamily): Promise<Existing> {
   return parseExisting(await save(exec, backend, family));
+}
+
+/** `-S OUTPUT` of each of our tables: just the chain that holds our jumps. */
+export async function readOutputChains(exec: Exec, backend: Backend, family: IpFamily): Promise<Record<TableName, string>> {
+  const bin = `${family === 4 ? 'iptables' : 'ip6tables'}-${backend}`;
+  const out: Record<TableName, string> = { filter: '', nat: '' };
+  await Promise.all(
+    TABLES.map(async (table) => {
+      const r = await exec(bin, ['--wait', '5', '-t', table, '-S', 'OUTPUT']);
+      if (r.code !== 0) throw new Error(`${bin} -t ${table} -S OUTPUT failed (exit ${r.code}): ${summarize(r.stderr)}`);
+      out[table] = r.stdout;
+    }),
+  );
+  return out;
 }
 
 /** A restore that failed, with the offending input line(s) mapped back from the reported line number. */

@@ -590,13 +590,36 @@ export function parseExisting(saveText: string): Existing {
     if (table === undefined) continue;
     if (line.startsWith(`:${CHAIN_PREFIX}`)) {
       result[table].chains.push(line.slice(1).split(' ')[0] ?? '');
-    } else if (line.startsWith('-A OUTPUT ')) {
-      const spec = line.slice('-A OUTPUT '.length);
-      const target = / -[jg] (\S+)/.exec(` ${spec}`)?.[1];
-      if (target !== undefined && target.startsWith(CHAIN_PREFIX)) result[table].jumps.push(spec);
+    } else {
+      const spec = ourJump(line);
+      if (spec !== undefined) result[table].jumps.push(spec);
     }
   }
   return result;
+}
+
+/** The rule spec of an OUTPUT rule (`-A OUTPUT ...`, as -S and iptables-save print it) that jumps to one of our chains. */
+export function ourJump(line: string): string | undefined {
+  if (!line.startsWith('-A OUTPUT ')) return undefined;
+  const spec = line.slice('-A OUTPUT '.length).trim();
+  const target = / -[jg] (\S+)/.exec(` ${spec}`)?.[1];
+  return target !== undefined && target.startsWith(CHAIN_PREFIX) ? spec : undefined;
+}
+
+/**
+ * What is ours when this process applied `prev` itself: its chains (only we create chains with our
+ * prefix, and a failure forgets `prev`), plus the OUTPUT jumps as listed now (`-S OUTPUT`, one
+ * chain: ~7 ms where a whole iptables-save of 1,000 Services takes ~200 ms).
+ */
+export function existingFromApplied(prev: Ruleset, outputLines: Readonly<Record<TableName, string>>): Existing {
+  const table = (t: TableName): ExistingTable => ({
+    chains: [...prev[t].keys()],
+    jumps: outputLines[t]
+      .split('\n')
+      .map((l) => ourJump(l.trim()))
+      .filter((j): j is string => j !== undefined),
+  });
+  return { filter: table('filter'), nat: table('nat') };
 }
 
 /** Number of rule lines in a ruleset, for the rules-count metric. */
