@@ -4,7 +4,7 @@
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { BlockList, isIPv4, isIPv6 } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -171,6 +171,19 @@ void describe('control plane harness (private)', () => {
       assert.throws(() => process.kill(pid, 0), /ESRCH/, `process ${pid} is gone`);
     }
     assert.equal(existsSync(cp.dir), false, `${cp.dir} removed`);
+  });
+
+  void test('a failed start reports the apiserver log tail and leaves nothing behind', async () => {
+    const existing = new Set(readdirSync(tmpdir()).filter((d) => d.startsWith('multus-proxy-cp-')));
+    const err = await startControlPlane({ extraApiserverArgs: ['--no-such-flag=1'] }).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof Error, 'start must fail');
+    assert.match(err.message, /kube-apiserver exited/);
+    assert.match(err.message, /unknown flag: --no-such-flag/);
+    const left = readdirSync(tmpdir()).filter((d) => d.startsWith('multus-proxy-cp-') && !existing.has(d));
+    // Other engineers' control planes may appear meanwhile; ours is named in the message.
+    const ours = /(multus-proxy-cp-[A-Za-z0-9]+)/.exec(err.message)?.[1];
+    assert.ok(ours, 'the message names the log file');
+    assert.ok(!left.includes(ours), `${ours} removed`);
   });
 
   void test('missing binaries fail with a message naming scripts/setup.sh', async (t) => {

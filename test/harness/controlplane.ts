@@ -464,9 +464,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     }
 
     // kube-apiserver
-    const port = await freePort();
-    const server = `https://127.0.0.1:${port}`;
-    const kasArgs = [
+    const argsFor = (port: number): string[] => [
       `--etcd-servers=${etcdEndpoint}`,
       '--bind-address=127.0.0.1',
       '--advertise-address=127.0.0.1',
@@ -490,8 +488,8 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       `--watch-cache=${opts.watchCache === false ? 'false' : 'true'}`,
       ...(opts.extraApiserverArgs ?? []),
     ];
-    const connection: KubeConnection = { server, ca: Buffer.from(pki.caPem), token: adminToken };
-    const client = createKubeClient(connection);
+    let server = '';
+    let kasArgs: string[] = [];
     const startKas = async (): Promise<void> => {
       kas = start(kasBin, kasArgs, files.apiserverLog);
       writePids();
@@ -502,11 +500,23 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
         exitedWhy(kas, 'kube-apiserver', files.apiserverLog),
       );
     };
-    try {
-      await startKas();
-    } catch (e) {
-      throw new Error(`${(e as Error).message}\nlast lines of ${files.apiserverLog}:\n${tail(files.apiserverLog)}`, { cause: e });
+    // Another process may take the free port before the apiserver binds it: retry with a new one.
+    for (let attempt = 0; ; attempt++) {
+      const port = await freePort();
+      server = `https://127.0.0.1:${port}`;
+      kasArgs = argsFor(port);
+      try {
+        await startKas();
+        break;
+      } catch (e) {
+        const log = tail(files.apiserverLog);
+        await kill(kas, 2_000);
+        if (attempt < 2 && /address already in use/.test(log)) continue;
+        throw new Error(`${(e as Error).message}\nlast lines of ${files.apiserverLog}:\n${log}`, { cause: e });
+      }
     }
+    const connection: KubeConnection = { server, ca: Buffer.from(pki.caPem), token: adminToken };
+    const client = createKubeClient(connection);
     writeFileSync(files.kubeconfig, kubeconfigYaml(server, pki.caPem, { token: adminToken }), { mode: 0o600 });
     writeFileSync(
       join(dir, 'kubeconfig-cert'),
