@@ -92,6 +92,21 @@ void describe('sidecar dataplane: operations', () => {
     assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).size, 2);
   });
 
+  void test('a periodic full resync repairs rules someone else removed', async () => {
+    const dp = createDataplane({ netns: env.client.ns });
+    await dp.sync(fullState(env), { full: true });
+    const good = ours(await saveText(env, 4));
+    await env.topo.run(env.client, ['iptables', '-t', 'nat', '-F', WEB_CHAIN]);
+    await env.topo.run(env.client, ['iptables', '-t', 'filter', '-F', 'MPX-REJECT']);
+    assert.notDeepEqual(ours(await saveText(env, 4)), good);
+    // A partial sync trusts its memory and does nothing; the full one puts everything back.
+    assert.equal((await dp.sync(fullState(env), { full: false })).changed, false);
+    const res = await dp.sync(fullState(env), { full: true });
+    assert.equal(res.full, true);
+    assert.deepEqual(ours(await saveText(env, 4)), good);
+    assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
+  });
+
   void test('a one-endpoint change rewrites only that Service chain (iptables-save before/after)', async () => {
     const dp = createDataplane({ netns: env.client.ns });
     await dp.sync(fullState(env), { full: true });

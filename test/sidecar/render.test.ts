@@ -15,6 +15,7 @@ import {
   REJECT_CHAIN,
   RenderCache,
   chooseEndpoints,
+  existingFromApplied,
   parseExisting,
   planCleanup,
   planRestore,
@@ -290,6 +291,20 @@ void describe('sidecar render: partial versus full', () => {
     assert.ok(lines.includes('-X MPX-SVC-OLDOLDOLDOLDOLDO'));
     assert.ok(!p.text.includes('KUBE-'));
     assert.equal(p.changedChains.length, base.v4.nat.size + base.v4.filter.size);
+  });
+  void test('full resync with a known previous state: chains from memory, jumps from -S OUTPUT', () => {
+    const existing = existingFromApplied(base.v4, {
+      nat: `-P OUTPUT ACCEPT\n-A OUTPUT -d 10.200.0.1/32 -j FOREIGN\n-A OUTPUT ${JUMP_SPEC.nat}\n-A OUTPUT ${JUMP_SPEC.nat}\n`,
+      filter: '-P OUTPUT ACCEPT\n',
+    });
+    assert.deepEqual(existing.nat.chains, [...base.v4.nat.keys()]);
+    assert.deepEqual(existing.nat.jumps, [JUMP_SPEC.nat, JUMP_SPEC.nat]);
+    assert.deepEqual(existing.filter.jumps, []);
+    const p = planRestore(base.v4, base.v4, existing, true);
+    assert.deepEqual(p.deletedChains, []);
+    assert.ok(p.text.includes(`-D OUTPUT ${JUMP_SPEC.nat}\n`));
+    assert.ok(p.text.includes(`-I OUTPUT 1 ${JUMP_SPEC.filter}\n`));
+    assert.ok(!p.text.includes('FOREIGN'));
   });
   void test('cleanup text: flush, jumps out, chains deleted; nothing when nothing is ours', () => {
     const t = planCleanup({ nat: { chains: ['MPX-SERVICES', 'MPX-SVC-A'], jumps: [JUMP_SPEC.nat] }, filter: { chains: [], jumps: [] } });
