@@ -57,7 +57,6 @@ export interface ReconcilerDeps {
   readonly metrics: ControllerMetrics;
   readonly events: EventRecorder;
   readonly getService: (key: string) => V1Service | undefined;
-  readonly listServices: () => V1Service[];
   readonly enqueue: (key: string) => void;
   /** Re-enqueue after a delay (stale cache). */
   readonly enqueueAfter: (key: string, ms: number) => void;
@@ -69,6 +68,8 @@ export interface ReconcilerDeps {
 
 export class Reconciler {
   private readonly podsByNs = new Map<string, Map<string, V1Pod>>();
+  /** Our Services by namespace: a pod event looks only at its own namespace's Services. */
+  private readonly servicesByNs = new Map<string, Map<string, V1Service>>();
   private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
   private readonly zones = new Map<string, string>();
   private readonly specs = new WeakMap<V1Service, ServiceSpec>();
@@ -98,8 +99,25 @@ export class Reconciler {
 
   // ---- informer events ----------------------------------------------------------------------
 
-  onService(svc: V1Service): void {
+  onService(svc: V1Service, deleted = false): void {
+    const ns = svc.metadata?.namespace ?? '';
+    const name = svc.metadata?.name ?? '';
+    let m = this.servicesByNs.get(ns);
+    if (deleted) {
+      m?.delete(name);
+      if (m?.size === 0) this.servicesByNs.delete(ns);
+    } else {
+      if (m === undefined) {
+        m = new Map();
+        this.servicesByNs.set(ns, m);
+      }
+      m.set(name, svc);
+    }
     this.mark(objectKey(svc));
+  }
+
+  private servicesIn(ns: string): V1Service[] {
+    return [...(this.servicesByNs.get(ns)?.values() ?? [])];
   }
 
   onPod(pod: V1Pod | undefined, old: V1Pod | undefined): void {
@@ -116,8 +134,7 @@ export class Reconciler {
     } else {
       this.podIndex(ns).set(name, pod);
     }
-    for (const svc of this.d.listServices()) {
-      if (svc.metadata?.namespace !== ns) continue;
+    for (const svc of this.servicesIn(ns)) {
       const spec = this.specOf(svc);
       if (spec.kind !== 'serve') continue;
       if ((pod !== undefined && matchesSelector(spec.selector, pod.metadata?.labels)) || (old !== undefined && matchesSelector(spec.selector, old.metadata?.labels))) {
@@ -159,13 +176,13 @@ export class Reconciler {
     // Rare (zones do not move); enqueue the Services that have a pod on that node.
     for (const [ns, pods] of this.podsByNs) {
       if (![...pods.values()].some((p) => p.spec?.nodeName === name)) continue;
-      for (const svc of this.d.listServices()) if (svc.metadata?.namespace === ns) this.mark(objectKey(svc));
+      for (const svc of this.servicesIn(ns)) this.mark(objectKey(svc));
     }
   }
 
   /** Every key that may need work: all our Services and the owners of all our slices (orphans included). */
   allKeys(): string[] {
-    const keys = new Set(this.d.listServices().map((s) => objectKey(s)));
+    const keys = new Set([...this.servicesByNs.values()].flatMap((m) => [...m.values()].map((s) => objectKey(s))));
     for (const k of this.slicesBySvc.keys()) keys.add(k);
     return [...keys];
   }

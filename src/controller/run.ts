@@ -97,7 +97,6 @@ export async function startController(client: KubeClient, opts: ControllerOption
     metrics,
     events,
     getService: (key) => services.get(key),
-    listServices: () => services.list(),
     enqueue,
     enqueueAfter: (key, ms) => queue.addAfter(key, ms),
     mayWrite: () => writing,
@@ -105,7 +104,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     eventIntervalMs: opts.eventIntervalMs,
   });
 
-  services.on({ add: (s) => reconciler.onService(s), update: (s) => reconciler.onService(s), delete: (s) => reconciler.onService(s) });
+  services.on({ add: (s) => reconciler.onService(s), update: (s) => reconciler.onService(s), delete: (s) => reconciler.onService(s, true) });
   pods.on({ add: (p) => reconciler.onPod(p, undefined), update: (p, old) => reconciler.onPod(p, old), delete: (p) => reconciler.onPod(undefined, p) });
   slices.on({ add: (s) => reconciler.onSlice(s, false), update: (s, old) => reconciler.onSliceUpdate(s, old), delete: (s) => reconciler.onSlice(s, true) });
   nodes?.on({
