@@ -81,12 +81,21 @@ function sign(cert: forge.pki.Certificate, keyPem: string): string {
   return forge.pki.certificateToPem(cert).replace(/\r\n/g, '\n');
 }
 
+/**
+ * A CN attribute encoded as UTF8String. forge defaults to PrintableString, which has no '@' (or
+ * '_', '*', ...): Go's x509 parser, and so the apiserver reading a caBundle, rejects such a
+ * certificate ("invalid PrintableString") although openssl accepts it.
+ */
+function commonName(value: string): forge.pki.CertificateField {
+  return { name: 'commonName', value, valueTagClass: forge.asn1.Type.UTF8 as unknown as forge.asn1.Class };
+}
+
 /** A self-signed CA that may sign only end-entity certificates (pathLen 0). */
 export function createCA(opts: CaOptions = {}): CertKeyPair {
   const now = opts.now ?? new Date();
   const { keyPem, publicPem } = generateRsaKey();
   const cert = newCertificate(publicPem, opts.validityDays ?? DEFAULT_CA_VALIDITY_DAYS, now);
-  const subject = [{ name: 'commonName', value: `${opts.commonName ?? 'multus-proxy-webhook-ca'}@${Math.floor(now.getTime() / 1000)}` }];
+  const subject = [commonName(`${opts.commonName ?? 'multus-proxy-webhook-ca'}@${Math.floor(now.getTime() / 1000)}`)];
   cert.setSubject(subject);
   cert.setIssuer(subject);
   cert.setExtensions([
@@ -111,7 +120,7 @@ export function createServingCert(ca: CertKeyPair, opts: ServingOptions): CertKe
   const caNotAfter = caCert.validity.notAfter;
   if (cert.validity.notAfter > caNotAfter) cert.validity.notAfter = new Date(caNotAfter.getTime());
   const dnsNames = [...serviceDnsNames(opts.service, opts.namespace), ...(opts.dnsNames ?? [])];
-  cert.setSubject([{ name: 'commonName', value: `${opts.service}.${opts.namespace}.svc` }]);
+  cert.setSubject([commonName(`${opts.service}.${opts.namespace}.svc`)]);
   cert.setIssuer(caCert.subject.attributes);
   cert.setExtensions([
     { name: 'basicConstraints', cA: false, critical: true },

@@ -71,7 +71,7 @@ export function podHandler(deps: HandlerDeps): Handler {
   };
 }
 
-export function serviceDefaultingHandler(deps: Pick<HandlerDeps, 'logger'>): Handler {
+export function serviceDefaultingHandler(deps: Partial<HandlerDeps> = {}): Handler {
   return async (req) => {
     const svc = req.object as V1Service;
     const { service, labelAdded } = defaultService(svc);

@@ -66,6 +66,12 @@ void describe('certs/pki', () => {
       const caText = openssl(['x509', '-noout', '-text', '-in', join(dir, 'ca.crt')]);
       assert.match(caText, /Basic Constraints: critical\s+CA:TRUE, pathlen:0/);
       assert.match(caText, /Key Usage: critical\s+Digital Signature, Certificate Sign, CRL Sign/);
+      // Names are UTF8String: Go (the apiserver reading caBundle) rejects a PrintableString with '@'.
+      for (const f of ['ca.crt', 'tls.crt']) {
+        const asn1 = openssl(['asn1parse', '-in', join(dir, f)]);
+        assert.match(asn1, /UTF8STRING\s+:multus-proxy-webhook-ca@\d+/);
+        assert.doesNotMatch(asn1, /PRINTABLESTRING/);
+      }
       // A leaf from another CA must fail the same check.
       const stranger = createServingCert(createCA(), { service: 'hook', namespace: 'sys' });
       writeFileSync(join(dir, 'stranger.crt'), stranger.certPem);

@@ -1,0 +1,229 @@
+/**
+ * The webhook behind a real kube-apiserver: our MutatingWebhookConfiguration and
+ * ValidatingWebhookConfiguration point at the webhook on https://127.0.0.1:<port> with our
+ * generated CA as caBundle, and objects are created through the API. This proves that the
+ * apiserver accepts our AdmissionReview answers, applies our JSON Patches, and shows our
+ * denial messages to the user.
+ *
+ * The configurations only select this test's namespaces (a label with a random value), so other
+ * tests on the shared control plane never reach this webhook. The webhook reads the apiserver
+ * with a service-account token bound to the ClusterRole in deploy/base/webhook-rbac.yaml, so
+ * the shipped RBAC is proven sufficient too.
+ */
+import { test, describe, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { loadAll } from 'js-yaml';
+import { createCA, createServingCert } from '../../certs/pki.js';
+import { createClusterLookups } from '../../webhook/cluster.js';
+import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
+import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
+import { watchCertificateFiles, type CertificateSource } from '../../webhook/tls.js';
+import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
+import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { V1Pod, V1Service } from '../../src/kube/types.js';
+import { SIDECAR } from './fixtures.js';
+
+const SN = 'k8s.v1.cni.cncf.io/service-network';
+const NETS = 'k8s.v1.cni.cncf.io/networks';
+const PROXY_LABEL = 'service.kubernetes.io/service-proxy-name';
+const ADMISSION = 'admissionregistration.k8s.io';
+
+async function createError(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof KubeApiError, `expected an API error, got ${String(e)}`);
+    return e.message;
+  }
+  assert.fail('the create call succeeded but should have been denied');
+}
+
+void describe('webhook behind a real kube-apiserver', () => {
+  let cp: ControlPlane;
+  let dir: string;
+  let certs: CertificateSource;
+  let server: WebhookServer;
+  const testLabel = { 'multus-proxy-webhook-test': uniqueName('run') };
+  const on = uniqueName('wh-on');
+  const off = uniqueName('wh-off');
+  const psa = uniqueName('wh-psa');
+  const configName = uniqueName('multus-proxy-webhook-test');
+  const roleName = uniqueName('multus-proxy-webhook-test');
+
+  const pods = (ns: string) => apiPath('', 'v1', 'pods', ns);
+  const services = (ns: string) => apiPath('', 'v1', 'services', ns);
+  const clientPod = (name: string, annotations: Record<string, string>, spec: Partial<NonNullable<V1Pod['spec']>> = {}): V1Pod => ({
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { ...(name.endsWith('-') ? { generateName: name } : { name }), annotations },
+    spec: { containers: [{ name: 'app', image: 'busybox', command: ['sleep', 'infinity'] }], ...spec },
+  });
+  const service = (name: string, annotations: Record<string, string>, spec: V1Service['spec']): V1Service => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, annotations },
+    spec: { ports: [{ port: 80, protocol: 'TCP' }], ...spec },
+  });
+
+  before(async () => {
+    cp = await useControlPlane();
+    await cp.createNamespace(on, { ...testLabel, 'multus-proxy-injection': 'enabled' });
+    await cp.createNamespace(off, testLabel);
+    await cp.createNamespace(psa, { ...testLabel, 'multus-proxy-injection': 'enabled', 'pod-security.kubernetes.io/enforce': 'restricted' });
+    await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', on), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'net-a', namespace: on },
+      spec: { config: '{"cniVersion":"0.4.0","type":"macvlan","name":"net-a"}' },
+    });
+
+    // The webhook's identity: a service account bound to the shipped ClusterRole's rules.
+    const docs = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-rbac.yaml'), 'utf8')) as { kind?: string; rules?: unknown }[];
+    const role = docs.find((d) => d.kind === 'ClusterRole');
+    assert.ok(role, 'deploy/base/webhook-rbac.yaml has a ClusterRole');
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: roleName }, rules: role.rules });
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'), {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: roleName },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
+      subjects: [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace: off }],
+    });
+    const token = await cp.tokenFor(off, 'multus-proxy-webhook');
+    const webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
+
+    dir = mkdtempSync(join(tmpdir(), 'webhook-api-'));
+    const ca = createCA();
+    const leaf = createServingCert(ca, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system', ips: ['127.0.0.1'] });
+    writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
+    writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
+    certs = watchCertificateFiles(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+    const deps = { cluster: createClusterLookups(webhookClient, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 }), sidecar: { ...SIDECAR, mode: 'auto' as const } };
+    const app = createApp({
+      endpoints: {
+        [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
+        [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
+        [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
+      },
+      maxBodyBytes: 8 * 1024 * 1024,
+    });
+    server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
+
+    const caBundle = Buffer.from(ca.certPem).toString('base64');
+    const hook = (name: string, path: string, resource: string, operations: string[]) => ({
+      name,
+      admissionReviewVersions: ['v1'],
+      sideEffects: 'None',
+      timeoutSeconds: 10,
+      failurePolicy: 'Fail',
+      clientConfig: { url: `https://127.0.0.1:${server.port}${path}`, caBundle },
+      rules: [{ apiGroups: [''], apiVersions: ['v1'], operations, resources: [resource], scope: 'Namespaced' }],
+      namespaceSelector: { matchLabels: testLabel },
+    });
+    await cp.client.create(apiPath(ADMISSION, 'v1', 'mutatingwebhookconfigurations'), {
+      apiVersion: `${ADMISSION}/v1`,
+      kind: 'MutatingWebhookConfiguration',
+      metadata: { name: configName },
+      webhooks: [
+        { ...hook('pods.multus-proxy.test', PATHS.mutatePods, 'pods', ['CREATE']), reinvocationPolicy: 'IfNeeded' },
+        hook('services.multus-proxy.test', PATHS.mutateServices, 'services', ['CREATE', 'UPDATE']),
+      ],
+    });
+    await cp.client.create(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations'), {
+      apiVersion: `${ADMISSION}/v1`,
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name: configName },
+      webhooks: [hook('services.multus-proxy.test', PATHS.validateServices, 'services', ['CREATE', 'UPDATE'])],
+    });
+
+    // The apiserver picks up new configurations asynchronously: wait until both are in effect.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const probe = await cp.client.create<V1Service>(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { selector: { app: 'x' } }), { dryRun: true });
+      const denied = await cp.client.create(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }), { dryRun: true }).then(
+        () => false,
+        () => true,
+      );
+      if (probe.metadata?.labels?.[PROXY_LABEL] === 'multus-proxy' && denied) break;
+      if (Date.now() > deadline) throw new Error('the webhook configurations did not take effect within 30 s');
+      await delay(200);
+    }
+  });
+
+  after(async () => {
+    for (const kind of ['mutatingwebhookconfigurations', 'validatingwebhookconfigurations']) await cp.client.delete(apiPath(ADMISSION, 'v1', kind, undefined, configName));
+    await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', undefined, roleName));
+    await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles', undefined, roleName));
+    await server.close();
+    certs.close();
+    rmSync(dir, { recursive: true, force: true });
+    await cp.stop();
+  });
+
+  void test('a pod that asks for it, in an enabled namespace, is stored with the native sidecar', async () => {
+    const stored = await cp.client.create<V1Pod>(pods(on), clientPod('client', { [SN]: 'net-a', [NETS]: 'net-a' }, { initContainers: [{ name: 'init', image: 'busybox' }] }));
+    const init = stored.spec?.initContainers ?? [];
+    assert.deepEqual(init.map((c) => c.name), ['multus-proxy', 'init']);
+    const sidecar = init[0];
+    assert.equal(sidecar?.restartPolicy, 'Always', 'apiserver 1.34: auto mode chose a native sidecar');
+    assert.deepEqual(sidecar?.securityContext?.capabilities, { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] });
+    assert.equal(sidecar?.startupProbe?.httpGet?.path, '/readyz');
+    assert.deepEqual(sidecar?.env?.slice(0, 2).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]), [['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]);
+    assert.ok(stored.spec?.volumes?.some((v) => v.name === 'multus-proxy-token' && v.projected !== undefined));
+    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);
+  });
+
+  void test('generateName pods and pods without an automounted token get it too (token mounted in the sidecar only)', async () => {
+    const stored = await cp.client.create<V1Pod>(pods(on), clientPod('web-', { [SN]: 'net-a', [NETS]: 'net-a' }, { automountServiceAccountToken: false }));
+    assert.match(stored.metadata?.name ?? '', /^web-/);
+    const sidecar = stored.spec?.initContainers?.[0];
+    assert.equal(sidecar?.name, 'multus-proxy');
+    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount']);
+    assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
+  });
+
+  void test('no annotation, or a namespace without the label: the pod is stored untouched', async () => {
+    const plain = await cp.client.create<V1Pod>(pods(on), clientPod('plain', { [NETS]: 'net-a' }));
+    const elsewhere = await cp.client.create<V1Pod>(pods(off), clientPod('elsewhere', { [SN]: 'net-a', [NETS]: 'net-a' }));
+    for (const p of [plain, elsewhere]) {
+      assert.equal(p.spec?.initContainers, undefined);
+      assert.deepEqual(p.spec?.containers.map((c) => c.name), ['app']);
+      assert.ok(!(p.spec?.volumes ?? []).some((v) => v.name.startsWith('multus-proxy')));
+    }
+  });
+
+  void test('bad annotations, unattached networks, hostNetwork and PodSecurity: the create call fails with our message', async () => {
+    const cases: [string, V1Pod, RegExp][] = [
+      [on, clientPod('bad', { [SN]: 'a//b', [NETS]: 'a' }), /denied the request: Pod wh-on-\w+\/bad: k8s\.v1\.cni\.cncf\.io\/service-network "a\/\/b": /],
+      [on, clientPod('unattached', { [SN]: 'net-a,net-b', [NETS]: 'net-a' }), /network wh-on-\w+\/net-b is not attached to the pod by k8s\.v1\.cni\.cncf\.io\/networks; attach it: write k8s\.v1\.cni\.cncf\.io\/networks: "net-a,wh-on-\w+\/net-b"/],
+      [on, clientPod('host', { [SN]: 'net-a', [NETS]: 'net-a' }, { hostNetwork: true }), /spec\.hostNetwork "true": the multus-proxy sidecar would program iptables in the node's network namespace/],
+      [psa, clientPod('psa', { [SN]: 'net-a', [NETS]: 'net-a' }), /"restricted": the multus-proxy sidecar needs the NET_ADMIN and NET_RAW capabilities.*enforce=privileged/],
+    ];
+    for (const [ns, body, message] of cases) {
+      assert.match(await createError(cp.client.create(pods(ns), body)), message);
+    }
+  });
+
+  void test('Services: the label is defaulted; a missing NAD is only a warning; headless with a selector and NodePort are rejected', async () => {
+    const stored = await cp.client.create<V1Service>(services(on), service('web', { [SN]: 'net-a' }, { selector: { app: 'web' } }));
+    assert.equal(stored.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
+    const headless = await cp.client.create<V1Service>(services(on), service('db', { [SN]: 'net-a,missing-net', 'k8s.v1.cni.cncf.io/service-selector': 'app=db' }, { clusterIP: 'None' }));
+    assert.equal(headless.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
+    assert.match(
+      await createError(cp.client.create(services(on), service('bad-headless', { [SN]: 'net-a' }, { clusterIP: 'None', selector: { app: 'db' } }))),
+      /denied the request: Service wh-on-\w+\/bad-headless: spec\.selector .*move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=db" and remove spec\.selector/,
+    );
+    assert.match(await createError(cp.client.create(services(on), service('np', { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }))), /spec\.type "NodePort": multus-proxy serves ClusterIP and headless Services only/);
+    const conflicting = service('conflict', { [SN]: 'net-a' }, { selector: { app: 'x' } });
+    conflicting.metadata = { ...conflicting.metadata, labels: { [PROXY_LABEL]: 'kube-proxy-ng' } };
+    assert.match(await createError(cp.client.create(services(on), conflicting)), /label service\.kubernetes\.io\/service-proxy-name "kube-proxy-ng": conflicts with the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
+    // UPDATE is validated too: switching the stored Service to NodePort is refused.
+    const current = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'web'));
+    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { ...current.spec, type: 'NodePort' } })), /spec\.type "NodePort"/);
+  });
+});
