@@ -1,0 +1,111 @@
+/**
+ * A client pod for B3 and B5: a network namespace from the test harness's topology (with `net1`
+ * on a bridge), the real kube-apiserver reachable from inside it through the harness's relay,
+ * the pod object the sidecar reads (network-status naming net1 and its address), and the sidecar
+ * itself started in that namespace, as the bundle in dist/ when it is built, else with tsx.
+ */
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
+import { createTopology, type Pod } from '../../test/harness/netns.js';
+import { startApiserverRelay } from '../../test/harness/apiserver-relay.js';
+import type { ControlPlane } from '../../test/harness/controlplane.js';
+import { LineSplitter } from '../../src/kube/client.js';
+import { BENCH_NAMESPACE, clientPod } from './services.js';
+import { benchControlPlane, createPod } from './cluster.js';
+import { startProcess, stopProcess, type Cleanup } from './proc.js';
+import { ROOT } from './report.js';
+
+export const CLIENT_POD = 'client';
+export const SIDECAR_BUNDLE = path.join(ROOT, 'dist', 'sidecar.js');
+
+export interface SidecarEnv {
+  readonly cp: ControlPlane;
+  readonly pod: Pod;
+}
+
+export async function startSidecarEnv(cleanup: Cleanup): Promise<SidecarEnv> {
+  const cp = await benchControlPlane(cleanup);
+  const topo = await createTopology();
+  cleanup.add('topology', () => topo.teardown());
+  const pod = await topo.addPod(CLIENT_POD);
+  const relay = await startApiserverRelay(topo, cp.server, cp.dir);
+  cleanup.add('apiserver relay', () => relay.close());
+  await relay.attach(pod);
+  await createPod(cp.client, clientPod(CLIENT_POD, pod.net1.ipv4));
+  return { cp, pod };
+}
+
+/** One parsed pino line of the sidecar's output. */
+export interface LogLine {
+  readonly time: number;
+  readonly msg: string;
+  readonly [k: string]: unknown;
+}
+
+export interface SidecarProcess {
+  readonly child: ChildProcess & { output(): string };
+  /** `bundle (dist/sidecar.js)` or `tsx (sidecar/main.ts)`. */
+  readonly how: string;
+  /** Called with every log line from now on; returns a function that stops the calls. */
+  onLine(fn: (l: LogLine) => void): () => void;
+  /** Resolves with the first line (from now on) that `match` accepts. */
+  waitFor(match: (l: LogLine) => boolean, timeoutMs: number, what: string): Promise<LogLine>;
+  stop(): Promise<void>;
+}
+
+export function sidecarCommand(): { argv: string[]; how: string } {
+  return existsSync(SIDECAR_BUNDLE)
+    ? { argv: [SIDECAR_BUNDLE], how: 'bundle (dist/sidecar.js)' }
+    : { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], how: 'tsx (sidecar/main.ts; no dist/sidecar.js built)' };
+}
+
+export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string): SidecarProcess {
+  const cmd = sidecarCommand();
+  const child = startProcess('node', cmd.argv, {
+    netns: env.pod.ns,
+    cwd: ROOT,
+    env: { ...process.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
+  });
+  const listeners = new Set<(l: LogLine) => void>();
+  const splitter = new LineSplitter();
+  child.stdout?.on('data', (c: Buffer) => {
+    for (const text of splitter.push(c.toString())) {
+      let line: LogLine;
+      try {
+        line = JSON.parse(text) as LogLine;
+      } catch {
+        continue;
+      }
+      for (const fn of listeners) fn(line);
+    }
+  });
+  const stop = (): Promise<void> => stopProcess(child, 10_000);
+  cleanup.add('sidecar', stop);
+  const onLine = (fn: (l: LogLine) => void): (() => void) => {
+    listeners.add(fn);
+    return () => listeners.delete(fn);
+  };
+  return {
+    child,
+    how: cmd.how,
+    onLine,
+    stop,
+    waitFor: (match, timeoutMs, what) =>
+      new Promise((resolve, reject) => {
+        const finish = (err: Error | undefined, line?: LogLine): void => {
+          clearTimeout(timer);
+          off();
+          child.off('exit', onExit);
+          if (err) reject(err);
+          else if (line) resolve(line);
+        };
+        const onExit = (code: number | null): void => finish(new Error(`sidecar exited (${code}) while waiting for ${what}; output: ${child.output().slice(-3000)}`));
+        const timer = setTimeout(() => finish(new Error(`sidecar: no ${what} within ${timeoutMs} ms; output: ${child.output().slice(-3000)}`)), timeoutMs);
+        const off = onLine((l) => {
+          if (match(l)) finish(undefined, l);
+        });
+        child.once('exit', onExit);
+      }),
+  };
+}
