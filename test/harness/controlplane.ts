@@ -412,6 +412,9 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     const fd = openSync(log, 'a');
     const child = spawn(bin, args, { stdio: ['ignore', fd, fd] });
     closeSync(fd);
+    // A test that forgets stop() must not hang the suite: the children do not keep this process
+    // alive, and the 'exit' hook (or the reaper) kills them when it ends.
+    child.unref();
     return child;
   };
   const exitedWhy = (c: ChildProcess | undefined, name: string, log: string) => (): string | undefined =>
