@@ -21,7 +21,7 @@ import { apiPath } from '../src/kube/paths.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../src/kube/types.js';
 import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
-import type { DesiredState } from './model.js';
+import type { Dataplane, SyncResult } from './dataplane.js';
 import type { SidecarMetrics } from './metrics.js';
 import { buildDesiredState, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
 import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
@@ -29,10 +29,8 @@ import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-l
 /** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
 export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
 
-/** The part of the dataplane the runtime drives. */
-export interface DataplaneSync {
-  sync(state: DesiredState, opts: { full: boolean }): Promise<ApplyReport | void>;
-}
+/** The part of the dataplane the runtime drives (cleanup is main's job, after stop()). */
+export type DataplaneSync = Pick<Dataplane, 'sync'>;
 
 export interface RuntimeOptions extends SyncLoopOptions {
   readonly podName: string;
@@ -73,6 +71,23 @@ function triggerTimeMs(slice: V1EndpointSlice): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
+/**
+ * Logs each message of a group once while it lasts, not on every sync: a bad Service stays bad
+ * until someone fixes it, and one line per minute of resync would bury everything else.
+ */
+function onceLogger(log: Logger): (group: string, messages: readonly { level: 'info' | 'warn'; msg: string }[]) => void {
+  const seen = new Map<string, Set<string>>();
+  return (group, messages) => {
+    const before = seen.get(group) ?? new Set<string>();
+    const now = new Set<string>();
+    for (const m of messages) {
+      now.add(m.msg);
+      if (!before.has(m.msg)) log[m.level]({ problem: m.msg }, m.msg);
+    }
+    seen.set(group, now);
+  };
+}
+
 export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps): SidecarRuntime {
   const { client, log } = deps;
   const startedMs = Date.now();
@@ -98,19 +113,29 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   let pendingSlices: Informer<V1EndpointSlice> | undefined;
   let sliceKey = '';
   let stopped = false;
-  let problemsLogged = new Set<string>();
+  const logOnce = onceLogger(log);
   let informersSynced = false;
+
+  function report(r: SyncResult): ApplyReport {
+    logOnce('skipped', r.skipped.map((t) => ({ level: t.level, msg: `${t.target}: ${t.reason}` })));
+    logOnce('warnings', r.warnings.map((w) => ({ level: 'warn', msg: w })));
+    if (r.changed) {
+      const restored = r.families.filter((f) => f.restoreText !== '');
+      log.info(
+        { full: r.full, backend: r.backend, ms: Math.round(r.durationMs), chains: restored.flatMap((f) => f.changedChains).length, routesReplaced: r.routesReplaced, routesRemoved: r.routesRemoved, conntrackFlushes: r.conntrackFlushes, served: r.served },
+        'rules applied',
+      );
+    }
+    return { rules: r.families.reduce((n, f) => n + f.rules, 0), changed: r.changed };
+  }
 
   const loop = createSyncLoop(options, {
     compute: () => {
       const out = buildDesiredState({ interfaces: podInterfaces(served, status), services: services.list(), slices: slices?.list() ?? [] });
-      // Log each problem once while it lasts, not on every sync.
-      const now = new Set(out.problems);
-      for (const p of now) if (!problemsLogged.has(p)) log.warn({ problem: p }, p);
-      problemsLogged = now;
+      logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },
-    apply: (state, opts) => deps.dataplane.sync(state, opts),
+    apply: async (state, opts) => report(await deps.dataplane.sync(state, opts)),
     metrics: deps.metrics,
     log,
   });

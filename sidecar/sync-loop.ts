@@ -1,7 +1,7 @@
 /**
  * When to sync, separate from what to sync. Events only mark the state dirty; this loop turns
  * bursts of them into few syncs:
- * - coalesced: a sync starts at most every `minIntervalMs`, and never while one runs;
+ * - coalesced: a sync starts at most every `minSyncIntervalMs`, and never while one runs;
  * - skipped: a partial sync whose desired state equals the last applied one does nothing;
  * - full: the first sync (it also removes leftovers of a previous run), every
  *   `fullResyncIntervalMs` (repairs rules someone else removed), and the first one after a failure
@@ -15,7 +15,7 @@ import type { SidecarMetrics, SyncKind } from './metrics.js';
 import { stateFingerprint } from './state.js';
 
 export interface SyncLoopOptions {
-  readonly minIntervalMs: number;
+  readonly minSyncIntervalMs: number;
   readonly fullResyncIntervalMs: number;
   readonly retryMinMs: number;
   readonly retryMaxMs: number;
@@ -25,6 +25,8 @@ export interface SyncLoopOptions {
 /** What a dataplane reports after a successful sync; all optional (counts feed metrics). */
 export interface ApplyReport {
   readonly rules?: number;
+  /** False when the dataplane found nothing to change (its own text comparison): counted as skipped. */
+  readonly changed?: boolean;
 }
 
 export interface SyncLoopDeps {
@@ -86,7 +88,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     if (!started || stopped || running !== undefined || timer !== undefined) return;
     if (!dirty && !fullPending) return;
     const t = now();
-    const delay = Math.max(0, lastStartMs + opts.minIntervalMs - t, failures > 0 ? retryAtMs - t : 0);
+    const delay = Math.max(0, lastStartMs + opts.minSyncIntervalMs - t, failures > 0 ? retryAtMs - t : 0);
     timer = setTimeout(() => {
       timer = undefined;
       running = runOnce().finally(() => {
@@ -103,6 +105,8 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
       fullPending = true;
       schedule();
     }, opts.fullResyncIntervalMs);
+    // The idle resync alone must not keep a process alive (the health server and informers do).
+    resyncTimer.unref();
   }
 
   function observeLatencies(changes: Map<string, PendingChange>): void {
@@ -131,6 +135,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
         lastApplied = undefined;
         const report = await deps.apply(state, { full });
         lastApplied = fingerprint;
+        if (!full && report?.changed === false) kind = 'skipped';
         const endpoints = state.targets.reduce((n, t) => n + t.endpoints.length, 0);
         deps.metrics.programmed(state.targets.length, endpoints, report?.rules);
         deps.log.debug({ kind, targets: state.targets.length, endpoints, ms: now() - runStartedMs }, 'rules synced');

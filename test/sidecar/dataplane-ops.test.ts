@@ -10,7 +10,7 @@ import { createDataplane } from '../../sidecar/dataplane.js';
 import { RestoreError } from '../../sidecar/iptables.js';
 import { JUMP_SPEC, serviceChainName } from '../../sidecar/render.js';
 import { httpRequests } from '../harness/netns.js';
-import { BLUE, target } from './render-fixtures.js';
+import { BLUE, CLIENT_BLUE, sampleState, target } from './render-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 import type { DesiredState } from '../../sidecar/model.js';
 
@@ -224,6 +224,28 @@ void describe('sidecar dataplane: legacy back end', () => {
     const legacy = await saveText(env, 4, 'legacy');
     assert.deepEqual(ours(legacy), []);
     assert.match(legacy, /-A OUTPUT -d 10\.200\.0\.3\/32 -j ACCEPT/);
+  });
+
+  void test('the golden sample (affinity, SCTP, UDP, IPv6, reject-only) applies and cleans up with both back ends', async () => {
+    for (const backend of ['nft', 'legacy'] as const) {
+      const pod = await env.topo.addPod(`sample${backend}`);
+      const sample = sampleState();
+      const st = { ...sample, interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }] };
+      const dp = createDataplane({ netns: pod.ns, backend });
+      const res = await dp.sync(st, { full: true });
+      assert.equal(res.backend, backend);
+      const save4 = await env.topo.run(pod, [`iptables-${backend}-save`]);
+      const save6 = await env.topo.run(pod, [`ip6tables-${backend}-save`]);
+      // Every rule we rendered is there (iptables-save prints some options in its own words, so count).
+      const rendered4 = res.families[0]?.restoreText.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).length ?? 0;
+      assert.equal(save4.stdout.split('\n').filter((l) => l.startsWith('-A ') && l.includes('MPX-')).length, rendered4);
+      assert.match(save4.stdout, /-p sctp -m sctp --dport 9999/);
+      assert.match(save4.stdout, /--rcheck --seconds 10800 --reap/);
+      assert.match(save6.stdout, /--to-destination \[fd00:101::4\]:8080/);
+      await dp.cleanup();
+      assert.deepEqual(ours((await env.topo.run(pod, [`iptables-${backend}-save`])).stdout), []);
+      assert.deepEqual(ours((await env.topo.run(pod, [`ip6tables-${backend}-save`])).stdout), []);
+    }
   });
 
   void test('an empty namespace is nft; the back end can be forced', async () => {

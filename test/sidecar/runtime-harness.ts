@@ -1,0 +1,165 @@
+/**
+ * Runs the real sidecar program inside a client "pod" (a network namespace from
+ * test/harness/netns.ts) against a real kube-apiserver, the way the webhook runs it: POD_NAME /
+ * POD_NAMESPACE from the environment, only NET_ADMIN and NET_RAW (setpriv drops every other
+ * capability from the bounding set, so root keeps just those two), its own health port.
+ *
+ * Also the probes the tests need: the namespace's iptables-save text, /readyz and /metrics seen
+ * from inside the namespace, and the sidecar's JSON log lines.
+ */
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import type { Pod, Topology } from '../harness/netns.js';
+import { waitFor } from '../harness/wait.js';
+import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../sidecar/render.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const SIDECAR_MAIN = join(ROOT, 'sidecar', 'main.ts');
+
+function need(binary: string, pkg: string): void {
+  try {
+    execFileSync('sh', ['-c', `command -v ${binary}`], { stdio: 'ignore' });
+  } catch {
+    throw new Error(`${binary} is not installed; install ${pkg}`);
+  }
+}
+
+export interface SidecarProcess {
+  readonly process: ChildProcess;
+  readonly healthPort: number;
+  /** Parsed JSON log lines so far (stdout), plus any non-JSON stderr text. */
+  logs(): Record<string, unknown>[];
+  stderr(): string;
+  /** Sends SIGTERM and resolves with the exit code. */
+  terminate(timeoutMs?: number): Promise<number | null>;
+  exited(): boolean;
+}
+
+export interface SidecarSpawnOptions {
+  podName: string;
+  podNamespace: string;
+  kubeconfig: string;
+  healthPort: number;
+  /** Extra environment (e.g. MIN_SYNC_INTERVAL_MS). */
+  env?: Record<string, string>;
+}
+
+export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): SidecarProcess {
+  need('setpriv', 'util-linux (apt-get install util-linux)');
+  need('iptables-save', 'iptables (apt-get install iptables)');
+  need('curl', 'curl (apt-get install curl)');
+  const env = {
+    POD_NAME: o.podName,
+    POD_NAMESPACE: o.podNamespace,
+    KUBECONFIG: o.kubeconfig,
+    HEALTH_PORT: String(o.healthPort),
+    HEALTH_HOST: '127.0.0.1',
+    LOG_LEVEL: 'debug',
+    MIN_SYNC_INTERVAL_MS: '50',
+    ...o.env,
+  };
+  const child = topo.spawn(pod, [
+    'setpriv',
+    '--bounding-set=-all,+net_admin,+net_raw',
+    '--',
+    'env',
+    ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
+    process.execPath,
+    '--import',
+    'tsx',
+    SIDECAR_MAIN,
+  ]);
+  const lines: Record<string, unknown>[] = [];
+  let partial = '';
+  let errText = '';
+  child.stdout?.on('data', (b: Buffer) => {
+    partial += b.toString();
+    const parts = partial.split('\n');
+    partial = parts.pop() ?? '';
+    for (const line of parts) {
+      if (line.trim() === '') continue;
+      try {
+        lines.push(JSON.parse(line) as Record<string, unknown>);
+      } catch {
+        errText += `${line}\n`;
+      }
+    }
+  });
+  child.stderr?.on('data', (b: Buffer) => (errText += b.toString()));
+  const exitP = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    process: child,
+    healthPort: o.healthPort,
+    logs: () => lines,
+    stderr: () => errText,
+    exited: () => child.exitCode !== null || child.signalCode !== null,
+    async terminate(timeoutMs = 15_000) {
+      // `ip netns exec` execs setpriv which execs env which execs node: the child pid is node's.
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+      const code = await exitP;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** HTTP status of a health path, from inside the pod's namespace; 0 when nothing answered. */
+export async function probe(topo: Topology, pod: Pod, port: number, path: string): Promise<number> {
+  const r = await topo.run(pod, ['curl', '-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', `http://127.0.0.1:${port}${path}`], { allowFail: true });
+  return Number(r.stdout.trim()) || 0;
+}
+
+export async function metricsText(topo: Topology, pod: Pod, port: number): Promise<string> {
+  return (await topo.run(pod, ['curl', '-s', '-m', '2', `http://127.0.0.1:${port}/metrics`])).stdout;
+}
+
+/** `iptables-save` (or ip6tables-save) of the pod's namespace, all tables. */
+export async function rulesOf(topo: Topology, pod: Pod, family: 4 | 6 = 4): Promise<string> {
+  return (await topo.run(pod, [family === 4 ? 'iptables-save' : 'ip6tables-save'])).stdout;
+}
+
+/**
+ * The DNAT destinations of one cluster IP in an iptables-save text: follows its dispatch rules to
+ * their Service chains. Undefined when the cluster IP has no dispatch rule at all (not served);
+ * an empty list when it is served without endpoints.
+ */
+export function endpointsOf(save: string, clusterIP: string): string[] | undefined {
+  const prefix = clusterIP.includes(':') ? '128' : '32';
+  const chains = new Set<string>();
+  for (const line of save.split('\n')) {
+    if (!line.startsWith(`-A ${DISPATCH_CHAIN} `) || !line.includes(` -d ${clusterIP}/${prefix} `)) continue;
+    const m = / -j (\S+)/.exec(line);
+    if (m?.[1] !== undefined) chains.add(m[1]);
+  }
+  if (chains.size === 0) return undefined;
+  const out = new Set<string>();
+  for (const line of save.split('\n')) {
+    const chain = /^-A (\S+) /.exec(line)?.[1];
+    const to = / --to-destination (\S+)/.exec(line)?.[1];
+    if (chain !== undefined && chains.has(chain) && to !== undefined) out.add(to);
+  }
+  return [...out].sort();
+}
+
+/** Every line this project owns in a save text (our chains, jumps to them). */
+export function ownedLines(save: string): string[] {
+  return save.split('\n').filter((l) => l.includes(CHAIN_PREFIX));
+}
+
+/** Waits until the log has a line matching `re` (message or problem); returns it. */
+export async function waitForLog(sc: SidecarProcess, what: string, re: RegExp, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+  let found: Record<string, unknown> | undefined;
+  await waitFor(
+    what,
+    () => {
+      const text = (v: unknown): string => (typeof v === 'string' ? v : '');
+      found = sc.logs().find((l) => re.test(text(l['msg'])) || re.test(text(l['problem'])));
+      return found !== undefined;
+    },
+    timeoutMs,
+    () => `log so far:\n${sc.logs().slice(-15).map((l) => JSON.stringify(l)).join('\n')}\n${sc.stderr()}`,
+  );
+  return found ?? {};
+}

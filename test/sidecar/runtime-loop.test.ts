@@ -1,0 +1,242 @@
+/**
+ * The sync loop's discipline with a scripted dataplane: coalescing, one sync at a time, skipping
+ * unchanged states, full resyncs, retries with backoff after failures, liveness, metrics.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createSyncLoop, backoffMs, type SyncLoopOptions } from '../../sidecar/sync-loop.js';
+import { createSidecarMetrics } from '../../sidecar/metrics.js';
+import { prom } from '../../src/metrics.js';
+import { createLogger } from '../../src/log.js';
+import type { DesiredState } from '../../sidecar/model.js';
+
+const log = createLogger('test', 'silent');
+
+const FAST: SyncLoopOptions = { minSyncIntervalMs: 30, fullResyncIntervalMs: 60_000, retryMinMs: 40, retryMaxMs: 200, stuckAfterMs: 60_000 };
+
+function stateWith(n: number): DesiredState {
+  return {
+    interfaces: [],
+    targets: Array.from({ length: n }, (_, i) => ({
+      service: `ns/s${i}`,
+      portName: '',
+      protocol: 'TCP' as const,
+      clusterIP: `10.96.0.${i + 1}`,
+      port: 80,
+      family: 4 as const,
+      network: { namespace: 'net', name: 'a' },
+      endpoints: [],
+    })),
+  };
+}
+
+interface Call {
+  full: boolean;
+  targets: number;
+  start: number;
+  end: number;
+}
+
+/** A loop whose dataplane records calls; `behaviour` decides per call (throw, delay). */
+function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => Promise<void> = async () => {}) {
+  const registry = new prom.Registry();
+  const metrics = createSidecarMetrics(registry);
+  const calls: Call[] = [];
+  let current = stateWith(1);
+  let active = 0;
+  let maxActive = 0;
+  const loop = createSyncLoop(
+    { ...FAST, ...opts },
+    {
+      compute: () => current,
+      apply: async (state, { full }) => {
+        active += 1;
+        maxActive = Math.max(maxActive, active);
+        const start = Date.now();
+        try {
+          await behaviour(calls.length);
+        } finally {
+          active -= 1;
+          calls.push({ full, targets: state.targets.length, start, end: Date.now() });
+        }
+        return { rules: state.targets.length * 3 };
+      },
+      metrics,
+      log,
+    },
+  );
+  const value = async (name: string, labels: Record<string, string> = {}): Promise<number> => {
+    const m = registry.getSingleMetric(`multus_proxy_sidecar_${name}`);
+    assert.ok(m, `metric ${name} exists`);
+    const got = await m.get();
+    const entry = got.values.find((v) => Object.entries(labels).every(([k, l]) => v.labels[k] === l));
+    return entry?.value ?? NaN;
+  };
+  return {
+    loop,
+    calls,
+    registry,
+    value,
+    maxActive: () => maxActive,
+    setState: (s: DesiredState) => (current = s),
+  };
+}
+
+async function histogram(registry: prom.Registry, name: string): Promise<{ count: number; sum: number }> {
+  const m = registry.getSingleMetric(`multus_proxy_sidecar_${name}`);
+  assert.ok(m, `metric ${name} exists`);
+  const values = (await m.get()).values as { metricName?: string; value: number }[];
+  const pick = (suffix: string): number => values.find((v) => v.metricName?.endsWith(suffix) === true)?.value ?? NaN;
+  return { count: pick('_count'), sum: pick('_sum') };
+}
+
+async function until(cond: () => boolean, what: string, ms = 3000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+void describe('sync loop', () => {
+  void test('the first sync is full and resolves firstSync; nothing runs before start()', async () => {
+    const h = harness();
+    h.loop.markDirty();
+    await sleep(80);
+    assert.equal(h.calls.length, 0, 'no sync before start');
+    assert.equal(h.loop.synced(), false);
+    h.loop.start();
+    await h.loop.firstSync;
+    assert.equal(h.loop.synced(), true);
+    assert.deepEqual(
+      h.calls.map((c) => c.full),
+      [true],
+    );
+    assert.equal(await h.value('syncs_total', { kind: 'full', result: 'success' }), 1);
+    assert.equal(await h.value('rules'), 3);
+    assert.equal(await h.value('targets'), 1);
+    await h.loop.stop();
+  });
+
+  void test('a burst of events is coalesced into few partial syncs, at most one at a time, spaced by the minimum interval', async () => {
+    const h = harness({ minSyncIntervalMs: 50 }, () => sleep(20));
+    h.loop.start();
+    await h.loop.firstSync;
+    for (let i = 0; i < 200; i++) {
+      h.setState(stateWith(2 + i));
+      h.loop.markDirty();
+      if (i % 20 === 0) await sleep(10);
+    }
+    await until(() => h.calls.at(-1)?.targets === 201, 'the last state applied');
+    await sleep(120);
+    const partial = h.calls.slice(1);
+    assert.ok(partial.length >= 1 && partial.length <= 6, `200 events gave ${partial.length} syncs`);
+    assert.ok(
+      partial.every((c) => !c.full),
+      'later syncs are partial',
+    );
+    assert.equal(h.maxActive(), 1, 'never two syncs at once');
+    for (let i = 1; i < h.calls.length; i++) {
+      const gap = h.calls[i]!.start - h.calls[i - 1]!.start;
+      assert.ok(gap >= 45, `sync ${i} started ${gap} ms after the previous one`);
+    }
+    await h.loop.stop();
+  });
+
+  void test('an unchanged state is skipped without calling the dataplane', async () => {
+    const h = harness();
+    h.loop.start();
+    await h.loop.firstSync;
+    h.loop.markDirty();
+    await until(() => h.loop.synced(), 'synced');
+    await sleep(100);
+    assert.equal(h.calls.length, 1);
+    assert.equal(await h.value('syncs_total', { kind: 'skipped', result: 'success' }), 1);
+    h.setState(stateWith(2));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 2, 'a partial sync for the changed state');
+    assert.equal(h.calls[1]!.full, false);
+    await h.loop.stop();
+  });
+
+  void test('a failed sync is retried with backoff, and the retry is full', async () => {
+    const h = harness({ retryMinMs: 150, retryMaxMs: 1000 }, async (n) => {
+      if (n === 1 || n === 2) throw new Error('iptables-restore: line 3 failed');
+    });
+    h.loop.start();
+    await h.loop.firstSync;
+    h.setState(stateWith(2));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 4, 'two failures and a success', 5000);
+    assert.deepEqual(
+      h.calls.map((c) => c.full),
+      [true, false, true, true],
+    );
+    const gap1 = h.calls[2]!.start - h.calls[1]!.end;
+    const gap2 = h.calls[3]!.start - h.calls[2]!.end;
+    assert.ok(gap1 >= 140, `first retry after ${gap1} ms, expected >= 150`);
+    assert.ok(gap2 >= 290, `second retry after ${gap2} ms, expected >= 300 (doubled)`);
+    assert.equal(await h.value('restore_failures_total'), 2);
+    assert.equal(await h.value('syncs_total', { kind: 'partial', result: 'error' }), 1);
+    assert.equal(await h.value('syncs_total', { kind: 'full', result: 'error' }), 1);
+    // After the failure the same state is applied again (not skipped as unchanged).
+    assert.equal(h.calls[3]!.targets, 2);
+    await h.loop.stop();
+  });
+
+  void test('a periodic full resync runs without any event', async () => {
+    const h = harness({ fullResyncIntervalMs: 150 });
+    h.loop.start();
+    await until(() => h.calls.length >= 3, 'two periodic resyncs', 3000);
+    assert.ok(h.calls.every((c) => c.full));
+    await h.loop.stop();
+    const n = h.calls.length;
+    await sleep(300);
+    assert.equal(h.calls.length, n, 'no sync after stop()');
+  });
+
+  void test('liveness turns false while one sync hangs longer than the limit, and stop() waits for it', async () => {
+    let release: () => void = () => {};
+    const h = harness({ stuckAfterMs: 100 }, (n) => (n === 0 ? new Promise<void>((r) => (release = r)) : Promise.resolve()));
+    h.loop.start();
+    await sleep(30);
+    assert.equal(h.loop.live(), true, 'live while the sync is young');
+    await sleep(150);
+    assert.equal(h.loop.live(), false, 'not live once the sync is stuck');
+    let stopped = false;
+    const stopping = h.loop.stop().then(() => (stopped = true));
+    await sleep(20);
+    assert.equal(stopped, false, 'stop() waits for the running sync');
+    release();
+    await stopping;
+    assert.equal(h.loop.live(), true);
+  });
+
+  void test('slice-change latency is observed once the rules are applied', async () => {
+    const h = harness();
+    h.loop.start();
+    await h.loop.firstSync;
+    const before = Date.now();
+    h.loop.noteSliceChange('ns/s-1', before - 2000, before - 5000);
+    h.loop.noteSliceChange('ns/s-1', before, before); // a second change of the same slice: the first counts
+    h.setState(stateWith(3));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 2, 'partial sync');
+    await sleep(10);
+    const slice = await histogram(h.registry, 'slice_change_to_rules_seconds');
+    assert.equal(slice.count, 1);
+    assert.ok(slice.sum >= 2 && slice.sum < 3, `latency ${slice.sum} s for a change observed 2 s earlier`);
+    const trigger = await histogram(h.registry, 'trigger_to_rules_seconds');
+    assert.equal(trigger.count, 1);
+    assert.ok(trigger.sum >= 5 && trigger.sum < 6, `trigger latency ${trigger.sum} s`);
+    await h.loop.stop();
+  });
+
+  void test('backoff doubles from min and stops at max', () => {
+    assert.deepEqual(
+      [1, 2, 3, 4, 5, 6, 100].map((f) => backoffMs(f, 100, 1000)),
+      [100, 200, 400, 800, 1000, 1000, 1000],
+    );
+  });
+});
