@@ -49,6 +49,8 @@ fi
 
 # --- Go-built binaries ---------------------------------------------------------------------------
 step "etcd, kube-apiserver and kustomize in $BIN_DIR"
+# A non-login shell (CI) may lack the Go folder in PATH even where Go is installed.
+if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null || die "go (>= 1.24) not found; this machine kind ships it, or install Go >= 1.24"
 go_version=$(go env GOVERSION)
 echo "$go_version"
