@@ -109,7 +109,7 @@ void describe('controller leader election (two processes)', () => {
     await cp?.stop();
   });
 
-  void test('only the leader writes; kill -9 of the leader hands over; a leader that loses the lease exits', async () => {
+  void test('only the leader writes; SIGTERM releases at once; kill -9 hands over after the lease; a leader that loses the lease exits', async () => {
     const a = startProc('ctl-a');
     await waitFor('ctl-a leads', async () => (await holder()) === 'ctl-a', 30_000, () => tail(a));
     const b = startProc('ctl-b');
@@ -122,31 +122,45 @@ void describe('controller leader election (two processes)', () => {
     await createPod(cp.client, ns, 'web-1', { labels: { app: 'web' }, status: status('10.7.0.1') });
     await createService(cp.client, ns, 'web', { network: 'macvlan1', selector: { app: 'web' } });
     await waitFor('slice from the leader', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1');
-    const standbyWrites = b.logs.filter((l) => l.includes('EndpointSlices written')).length;
-    assert.equal(standbyWrites, 0, 'the standby wrote nothing');
+    assert.equal(b.logs.filter((l) => l.includes('EndpointSlices written')).length, 0, 'the standby wrote nothing');
+
+    // SIGTERM: the leader releases the lease, so the standby need not wait for it to expire.
+    const termAt = Date.now();
+    a.child.kill('SIGTERM');
+    await waitFor('ctl-b takes over after release', async () => (await holder()) === 'ctl-b', 15_000, () => tail(b));
+    const released = Date.now() - termAt;
+    if (a.exitCode === undefined) await once(a.child, 'exit');
+    assert.equal(a.exitCode, 0, tail(a));
+    assert.ok(released < LEASE_MS, `takeover after SIGTERM took ${released} ms, not less than a lease duration`);
+    process.stdout.write(`# takeover after SIGTERM (lease released): ${released} ms\n`);
+
+    const c = startProc('ctl-c');
+    await waitFor('ctl-c ready', async () => c.port !== undefined && (await readyz(c)) === 200, 30_000, () => tail(c));
+    await createPod(cp.client, ns, 'web-2', { labels: { app: 'web' }, status: status('10.7.0.2') });
+    await waitFor('ctl-b writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2', 15_000, () => tail(b));
 
     // kill -9: no release, the standby must wait for the lease to expire.
     const killedAt = Date.now();
-    a.child.kill('SIGKILL');
-    await waitFor('ctl-b takes over', async () => (await holder()) === 'ctl-b', 15_000, () => tail(b));
+    b.child.kill('SIGKILL');
+    await waitFor('ctl-c takes over', async () => (await holder()) === 'ctl-c', 15_000, () => tail(c));
     const takeover = Date.now() - killedAt;
     // client-go semantics: expiry counts from the last change the standby observed, so the bound
     // is one lease duration plus up to two retry periods (observation lag and jittered polling).
     assert.ok(takeover <= LEASE_MS + 2 * RETRY_MS + 500, `takeover took ${takeover} ms`);
     process.stdout.write(`# takeover after kill -9: ${takeover} ms (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)\n`);
 
-    await createPod(cp.client, ns, 'web-2', { labels: { app: 'web' }, status: status('10.7.0.2') });
-    await waitFor('new leader writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2', 15_000, () => tail(b));
+    await createPod(cp.client, ns, 'web-3', { labels: { app: 'web' }, status: status('10.7.0.3') });
+    await waitFor('new leader writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2,10.7.0.3', 15_000, () => tail(c));
 
     // Someone else takes the lease: the leader must stop at once (exit 1).
     const lease = await cp.client.get<V1Lease>(leasePath());
     const now = new Date().toISOString().replace('Z', '000Z');
     const stolenAt = Date.now();
     await cp.client.replace(leasePath(), { ...lease, spec: { ...lease.spec, holderIdentity: 'thief', renewTime: now, leaseDurationSeconds: 60 } });
-    if (b.exitCode === undefined) await once(b.child, 'exit');
+    if (c.exitCode === undefined) await once(c.child, 'exit');
     const exitAfter = Date.now() - stolenAt;
-    assert.equal(b.exitCode, 1, tail(b));
+    assert.equal(c.exitCode, 1, tail(c));
     assert.ok(exitAfter < 2 * RETRY_MS + 1000, `exited ${exitAfter} ms after losing the lease`);
-    assert.ok(b.logs.some((l) => l.includes('lease taken by thief')), tail(b));
+    assert.ok(c.logs.some((l) => l.includes('lease taken by thief')), tail(c));
   });
 });
