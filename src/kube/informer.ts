@@ -8,7 +8,7 @@
  * - a watch that has gone silent (not even a bookmark) for watchdogMs -> restarted;
  * - stop() -> everything in flight is aborted and no timer is left, so the process can exit.
  */
-import type { Logger } from '../log.js';
+import { createLogger, type Logger } from '../log.js';
 import { objectKey, type KubeObject, type WatchEvent } from './types.js';
 import { isGone, type KubeClient } from './client.js';
 
@@ -20,6 +20,7 @@ export interface InformerOptions {
   watchdogMs?: number;
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /** Default: a pino logger (LOG_LEVEL), so handler errors and retries are never silent. */
   logger?: Logger;
   name?: string;
 }
@@ -32,7 +33,9 @@ export interface InformerHandlers<T> {
 
 export interface Informer<T extends KubeObject> {
   start(): void;
+  /** Final: aborts what is in flight, clears every timer; start() does nothing afterwards. */
   stop(): void;
+  /** Resolves after the first full list; never rejects (stays pending if stopped before that). */
   readonly synced: Promise<void>;
   hasSynced(): boolean;
   list(): T[];
@@ -124,6 +127,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
   private readonly name: string;
+  private readonly log: Logger;
 
   constructor(
     private readonly client: KubeClient,
@@ -134,6 +138,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     this.minBackoffMs = opts.minBackoffMs ?? DEFAULT_MIN_BACKOFF_MS;
     this.maxBackoffMs = Math.max(opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS, this.minBackoffMs);
     this.name = opts.name ?? opts.path;
+    this.log = opts.logger ?? createLogger('informer');
   }
 
   start(): void {
@@ -171,7 +176,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
       else h.delete?.(c.obj);
     } catch (e) {
       // A buggy handler must not stop the informer or starve the other handlers.
-      this.opts.logger?.error({ err: e, informer: this.name, change: c.type, key: objectKey(c.obj) }, 'informer handler threw');
+      this.log.error({ err: e, informer: this.name, change: c.type, key: objectKey(c.obj) }, 'informer handler threw');
     }
   }
 
@@ -207,12 +212,12 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
         }
         if (isGone(e)) {
           // Not a failure: our resourceVersion was compacted away. Relist at once.
-          this.opts.logger?.info({ informer: this.name }, 'watch expired (410 Gone); relisting');
+          this.log.info({ informer: this.name }, 'watch expired (410 Gone); relisting');
           rv = undefined;
           continue;
         }
         const wait = jitter(backoff);
-        this.opts.logger?.warn({ err: e, informer: this.name, retryInMs: wait, relist: rv === undefined }, 'list/watch failed; retrying');
+        this.log.warn({ err: e, informer: this.name, retryInMs: wait, relist: rv === undefined }, 'list/watch failed; retrying');
         try {
           await this.sleep(wait);
         } catch {
@@ -294,7 +299,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     if (!silent && events === 0 && Date.now() - began < QUICK_WATCH_END_MS) {
       throw new WatchFailed(rv, new Error(`watch ${this.opts.path} ended at once without events`));
     }
-    if (silent) this.opts.logger?.warn({ informer: this.name, watchdogMs: this.watchdogMs }, 'watch silent too long (watchdog); restarting it');
+    if (silent) this.log.warn({ informer: this.name, watchdogMs: this.watchdogMs }, 'watch silent too long (watchdog); restarting it');
     return { rv, events };
   }
 
