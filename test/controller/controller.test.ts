@@ -266,5 +266,10 @@ void describe('controller on a real apiserver', () => {
     await sleep(5000);
     assert.equal(writeCount(ctl.client), before, `writes during the quiet period: ${JSON.stringify(ctl.client.requestCount())}`);
     assert.equal(await reconciles(), r0, 'irrelevant pod updates do not even enqueue the Service');
+    const text = await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text();
+    const value = (re: RegExp): number => Number(re.exec(text)?.[1] ?? 0);
+    assert.ok(value(/^multus_proxy_controller_change_to_slice_write_seconds_count (\d+)/m) > 0, 'change-to-write latency observed');
+    assert.ok(value(/^multus_proxy_controller_slice_writes_total\{verb="update"\} (\d+)/m) > 0, 'updates counted');
+    assert.ok(value(/^multus_proxy_controller_reconciles_total\{result="unchanged"\} (\d+)/m) > 0, 'no-op reconciles counted');
   });
 });
