@@ -13,17 +13,19 @@
  *                          with sessionAffinity ClientIP, `recent --rcheck` rules first and
  *                          `recent --set` on each chosen rule (no per-endpoint chains).
  *   filter OUTPUT       -> MPX-REJECT (NEW connections only)
- *   filter MPX-REJECT   -d <clusterIP> -p <proto> --dport <port> -j REJECT   (one rule per Service port)
+ *   filter MPX-REJECT   -d <clusterIP> -p <proto> --dport <port> -j REJECT   (Service ports without endpoints)
  *
  * Why a second jump, in filter: the nat table cannot REJECT, and a Service without usable
- * endpoints must fail fast (ECONNREFUSED) rather than time out. nat OUTPUT runs before filter
- * OUTPUT, so a packet that nat DNATed no longer has the cluster IP as destination when filter sees
- * it: the reject rule only ever hits packets that found no endpoint. That is why the reject rules
- * exist for every Service port regardless of its endpoints, and why endpoint changes touch only the
- * one nat chain of the Service. It also makes every mix of old/new nat and filter tables safe,
- * which matters because iptables-restore commits each table separately (verified: a failing
- * `*filter` section leaves an earlier `*nat` section applied): a reject rule can never break a
- * working Service, and a missing one turns "refused" into "timeout" at worst.
+ * endpoints must fail fast (ECONNREFUSED: tcp-reset for TCP, icmp(6)-port-unreachable for UDP and
+ * SCTP) rather than time out. As kube-proxy, only Service ports without endpoints get a reject
+ * rule, so every other new connection crosses an empty-ish filter chain.
+ *
+ * Two tables, and iptables-restore commits each table separately (verified: a failing `*filter`
+ * section leaves an earlier `*nat` section applied). Every mix of old and new is still safe: nat
+ * OUTPUT runs before filter OUTPUT, so a packet that nat DNATed no longer has the cluster IP as its
+ * destination when filter sees it, and a reject rule can never break a Service that has DNAT rules;
+ * a missing reject rule turns "refused" into "timeout" until the retry (a full sync). filter goes
+ * first so a Service that loses its last endpoint rejects before its DNAT rules go.
  */
 import { createHash } from 'node:crypto';
 import { networkKey } from '../src/annotations/service-network.js';
@@ -111,7 +113,7 @@ export interface ResolvedTarget {
   /** Which rule picked them, for logs and metrics. */
   readonly choice: 'ready' | 'terminating' | 'none';
   readonly affinitySeconds?: number;
-  /** The Service chain's DNAT rules, its dispatch rule and its reject rule. */
+  /** The Service chain's DNAT rules, its dispatch rule and its reject rule (used when it has no endpoints). */
   readonly rules: readonly string[];
   readonly dispatch: string;
   readonly reject: string;
@@ -295,7 +297,7 @@ function targetWork(t: ServicePortTarget): TargetWork {
     warnings,
     rules: serviceChainRules(chain, t, chosen.endpoints),
     dispatch: `-A ${DISPATCH_CHAIN} ${match} ${label} -j ${chain}`,
-    reject: `-A ${REJECT_CHAIN} ${match} ${label} -j REJECT --reject-with ${how}`,
+    reject: `-A ${REJECT_CHAIN} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${how}`,
   };
 }
 
@@ -402,7 +404,7 @@ export interface Rendered {
 
 /** Comments may only carry safe characters; names from Kubernetes already are, this is belt and braces. */
 function comment(text: string): string {
-  return `-m comment --comment "${text.replace(/[^A-Za-z0-9_./:-]/g, '_').slice(0, 200)}"`;
+  return `-m comment --comment "${text.replace(/[^A-Za-z0-9_./: -]/g, '_').slice(0, 200)}"`;
 }
 
 function hostPrefix(ip: string, family: IpFamily): string {
@@ -448,7 +450,7 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
   return lines;
 }
 
-/** The ruleset of one family. Chains exist even when empty, so the dispatch rules never change with endpoints. */
+/** The ruleset of one family. Service chains exist even when empty, so the dispatch rules never change with endpoints. */
 export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily): Ruleset {
   const dispatch: string[] = [];
   const reject: string[] = [];
@@ -457,7 +459,7 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
   for (const r of targets) {
     if (r.target.family !== family) continue;
     dispatch.push(r.dispatch);
-    reject.push(r.reject);
+    if (r.endpoints.length === 0) reject.push(r.reject);
     nat.set(r.chain, r.rules);
   }
   return { family, filter: new Map([[REJECT_CHAIN, reject]]), nat };

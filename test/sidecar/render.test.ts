@@ -239,17 +239,27 @@ void describe('sidecar render: partial versus full', () => {
     assert.doesNotMatch(p.text, /\*filter|MPX-SERVICES|OUTPUT/);
     assert.deepEqual(planRestore(next.v6, base.v6, undefined, false).text, '');
   });
-  void test('all endpoints gone: still only the Service chain (the reject rule exists already)', () => {
+  void test('all endpoints gone: the Service chain empties and a reject rule appears, filter first', () => {
     const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [] } : t))));
     const p = planRestore(next.v4, base.v4, undefined, false);
-    assert.equal(p.changedChains.length, 1);
-    assert.match(p.text, /^\*nat\n:MPX-SVC-[A-Z2-7]+ - \[0:0\]\nCOMMIT\n$/);
+    assert.deepEqual(p.changedChains, ['filter/MPX-REJECT', `nat/${serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: '10.96.0.10' })}`]);
+    assert.match(p.text, /^\*filter\n:MPX-REJECT - \[0:0\]\n(-A MPX-REJECT .*\n)+COMMIT\n\*nat\n:MPX-SVC-[A-Z2-7]+ - \[0:0\]\nCOMMIT\n$/);
+    assert.match(p.text, /-A MPX-REJECT -d 10\.96\.0\.10\/32 -p tcp -m tcp --dport 80 -m comment --comment "demo\/web:http has no endpoints" -j REJECT --reject-with tcp-reset/);
+    // And back: the reject rule goes again.
+    const back = planRestore(base.v4, next.v4, undefined, false);
+    assert.equal(back.changedChains.length, 2);
+    assert.doesNotMatch(back.text, /10\.96\.0\.10/);
   });
-  void test('a new Service: its chain, the dispatch chain and the reject chain', () => {
+  void test('a new Service with endpoints: its chain and the dispatch chain only', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
     const p = planRestore(next.v4, base.v4, undefined, false);
+    assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['nat/MPX-SERVICES']);
+    assert.equal(p.changedChains.length, 2);
+  });
+  void test('a new Service without endpoints: its chain, the dispatch chain and the reject chain, filter first', () => {
+    const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [])]));
+    const p = planRestore(next.v4, base.v4, undefined, false);
     assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['filter/MPX-REJECT', 'nat/MPX-SERVICES']);
-    assert.equal(p.changedChains.length, 3);
     assert.ok(p.text.indexOf('*filter') < p.text.indexOf('*nat'));
   });
   void test('a removed Service: its chain is flushed and deleted after the dispatch rewrite', () => {
