@@ -13,8 +13,6 @@ import { parseOptions } from './options.js';
 import { createApp, PATHS, startWebhookServer } from './server.js';
 import { watchCertificateFiles } from './tls.js';
 
-const DRAIN_MS = 5_000;
-
 function readIfExists(path: string): string | undefined {
   try {
     return readFileSync(path, 'utf8');
@@ -58,12 +56,12 @@ async function main(): Promise<void> {
   // Keep answering while the endpoint removal reaches the apiserver, then stop: a webhook that
   // closes at once turns pod creations into failures for a few seconds at every rollout.
   const shutdown = (signal: string): void => {
-    logger.info({ signal, drainMs: DRAIN_MS }, 'shutting down');
+    logger.info({ signal, drainMs: opts.drainMs }, 'shutting down');
     stopping = true;
     setTimeout(() => {
       tls.close();
       void server.close().then(() => process.exit(0));
-    }, DRAIN_MS);
+    }, opts.drainMs);
   };
   process.once('SIGTERM', () => shutdown('SIGTERM'));
   process.once('SIGINT', () => shutdown('SIGINT'));

@@ -65,6 +65,8 @@ export interface WebhookOptions {
   readonly namespaceCacheMs: number;
   /** How long a Service admission waits to learn whether its NetworkAttachmentDefinitions exist. */
   readonly nadLookupTimeoutMs: number;
+  /** After SIGTERM, keep answering this long (not ready) while endpoint removal propagates. */
+  readonly drainMs: number;
   readonly sidecar: SidecarConfig;
 }
 
@@ -110,6 +112,7 @@ export const SETTINGS = {
   kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', kind: { type: 'string' } },
   namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', kind: { type: 'int', min: 0, max: 600_000 } },
   nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', kind: { type: 'int', min: 10, max: 10_000 } },
+  drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', kind: { type: 'int', min: 0, max: 120_000 } },
   'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', kind: { type: 'string' } },
   'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', kind: { type: 'enum', values: PULL_POLICIES } },
   'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', kind: { type: 'enum', values: MODES } },
@@ -277,6 +280,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     kubeconfig: values.get('kubeconfig') as string | undefined,
     namespaceCacheMs: get('namespaceCacheMs', 5_000),
     nadLookupTimeoutMs: get('nadLookupTimeoutMs', 2_000),
+    drainMs: get('drainMs', 5_000),
     sidecar: {
       image: image ?? '',
       imagePullPolicy: get('sidecar.imagePullPolicy', 'IfNotPresent'),
