@@ -12,7 +12,8 @@ import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, desiredState } f
 import { createClientNetns, deleteNetns } from './lib/netns.js';
 import { Cleanup, requireTool, run } from './lib/proc.js';
 import { fmt, fmtRatio, fmtSummary, ratio, summarize, type Summary } from './lib/stats.js';
-import type { Benchmark, BenchResult, RunContext, TargetCheck } from './lib/report.js';
+import type { RunContext, TargetCheck } from './lib/report.js';
+import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const ENDPOINTS = 10;
@@ -55,106 +56,104 @@ async function countDnat(ns: string): Promise<number> {
   return out.split('\n').filter((l) => l.includes('-j DNAT')).length;
 }
 
-export const benchmark: Benchmark = {
-  id: 'b2',
-  title: 'sidecar rule sync (render + apply) vs raw iptables-restore',
-  async run(ctx: RunContext): Promise<BenchResult> {
-    await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
-    const sizes = [100, 1000, 5000];
-    const runsFor = (n: number): number => (ctx.quick ? (n >= 5000 ? 1 : 3) : n >= 5000 ? 3 : 7);
-    const changes = ctx.quick ? 5 : 20;
-    const rows: string[][] = [];
-    const targets: TargetCheck[] = [];
-    const notes: string[] = [];
-    const nsCost: number[] = [];
-    let partialResult: PartialResult | undefined;
+/** Runs per size (the largest gets fewer: each one loads 50,000 rules twice) and endpoint changes at the largest size. */
+const SIZES = { quick: { small: 3, large: 1, changes: 5 }, full: { small: 7, large: 3, changes: 20 } };
 
-    for (const n of sizes) {
-      const state = desiredState(n, ENDPOINTS);
-      // The exact text ours applies to a fresh namespace, rendered once for the raw baseline.
-      const rawText = planRestore(render(state).v4, undefined, NOTHING_EXISTING, true).text;
-      const renderMs: number[] = [];
-      const runs: FullRun[] = [];
-      for (let i = 0; i < runsFor(n); i++) {
-        const t0 = performance.now();
-        planRestore(render(state).v4, undefined, NOTHING_EXISTING, true);
-        renderMs.push(performance.now() - t0);
-        const cleanup = new Cleanup();
-        try {
-          const one: Partial<FullRun> = {};
-          // Interleaved, alternating which goes first so drift on the machine hits both alike.
-          const order = i % 2 === 0 ? ['ours', 'raw'] : ['raw', 'ours'];
-          for (const which of order) {
-            if (which === 'ours') {
-              const r = await oursFull(n, cleanup);
-              one.ours = r.ms;
-              one.oursRestore = r.restoreMs;
-              const dnat = await countDnat(r.ns);
-              if (dnat !== n * ENDPOINTS) throw new Error(`ours: expected ${n * ENDPOINTS} DNAT rules, found ${dnat}`);
-              const last = i === runsFor(n) - 1 && n === sizes[sizes.length - 1];
-              if (last) partialResult = await partial(ctx, r.dp, r.ns, n, changes);
-              await deleteNetns(r.ns);
-            } else {
-              const ns = await freshNetns(cleanup);
-              nsCost.push((await run('true', [], { netns: ns })).ms);
-              one.raw = await rawRestore(ns, rawText);
-              await deleteNetns(ns);
-            }
+export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + apply) vs raw iptables-restore', SIZES, async (ctx, { small, large, changes }) => {
+  const runsFor = (n: number): number => (n >= 5000 ? large : small);
+  await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
+  const sizes = [100, 1000, 5000];
+  const rows: string[][] = [];
+  const targets: TargetCheck[] = [];
+  const notes: string[] = [];
+  const nsCost: number[] = [];
+  let partialResult: PartialResult | undefined;
+
+  for (const n of sizes) {
+    const state = desiredState(n, ENDPOINTS);
+    // The exact text ours applies to a fresh namespace, rendered once for the raw baseline.
+    const rawText = planRestore(render(state).v4, undefined, NOTHING_EXISTING, true).text;
+    const renderMs: number[] = [];
+    const runs: FullRun[] = [];
+    for (let i = 0; i < runsFor(n); i++) {
+      const t0 = performance.now();
+      planRestore(render(state).v4, undefined, NOTHING_EXISTING, true);
+      renderMs.push(performance.now() - t0);
+      const cleanup = new Cleanup();
+      try {
+        const one: Partial<FullRun> = {};
+        // Interleaved, alternating which goes first so drift on the machine hits both alike.
+        const order = i % 2 === 0 ? ['ours', 'raw'] : ['raw', 'ours'];
+        for (const which of order) {
+          if (which === 'ours') {
+            const r = await oursFull(n, cleanup);
+            one.ours = r.ms;
+            one.oursRestore = r.restoreMs;
+            const dnat = await countDnat(r.ns);
+            if (dnat !== n * ENDPOINTS) throw new Error(`ours: expected ${n * ENDPOINTS} DNAT rules, found ${dnat}`);
+            const last = i === runsFor(n) - 1 && n === sizes[sizes.length - 1];
+            if (last) partialResult = await partial(ctx, r.dp, r.ns, n, changes);
+            await deleteNetns(r.ns);
+          } else {
+            const ns = await freshNetns(cleanup);
+            nsCost.push((await run('true', [], { netns: ns })).ms);
+            one.raw = await rawRestore(ns, rawText);
+            await deleteNetns(ns);
           }
-          runs.push(one as FullRun);
-          ctx.log(`${n} Services run ${i + 1}: ours ${fmt(one.ours ?? NaN)} ms (restore ${fmt(one.oursRestore ?? NaN)} ms), raw ${fmt(one.raw ?? NaN)} ms`);
-        } finally {
-          await cleanup.run(ctx.log);
         }
+        runs.push(one as FullRun);
+        ctx.log(`${n} Services run ${i + 1}: ours ${fmt(one.ours ?? NaN)} ms (restore ${fmt(one.oursRestore ?? NaN)} ms), raw ${fmt(one.raw ?? NaN)} ms`);
+      } finally {
+        await cleanup.run(ctx.log);
       }
-      const ours = summarize(runs.map((r) => r.ours));
-      const raw = summarize(runs.map((r) => r.raw));
-      const restore = summarize(runs.map((r) => r.oursRestore));
-      const rend = summarize(renderMs);
-      rows.push([
-        `${n.toLocaleString('en')} × ${ENDPOINTS}`,
-        fmtSummary(ours, 'ms'),
-        fmtSummary(restore, 'ms'),
-        fmtSummary(rend, 'ms'),
-        fmtSummary(raw, 'ms'),
-        fmtRatio(ratio(ours, raw)),
-      ]);
-      if (n === 1000) {
-        targets.push({ target: 'full sync ≤ 1.2× raw at 1,000 Services', measured: fmtRatio(ratio(ours, raw)), met: ratio(ours, raw) <= 1.2 });
-        targets.push({ target: 'full sync ≤ 0.3 s at 1,000 Services', measured: `${fmt(ours.median / 1000)} s`, met: ours.median <= 300 });
-      }
-      if (n === 5000) targets.push({ target: 'full sync ≤ 1.2× raw at 5,000 Services', measured: fmtRatio(ratio(ours, raw)), met: ratio(ours, raw) <= 1.2 });
     }
-    if (!partialResult) throw new Error('the partial-sync measurement did not run');
-    const p = partialResult;
-    targets.push({ target: 'one-endpoint change at 5,000 Services ≤ 50 ms', measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 });
+    const ours = summarize(runs.map((r) => r.ours));
+    const raw = summarize(runs.map((r) => r.raw));
+    const restore = summarize(runs.map((r) => r.oursRestore));
+    const rend = summarize(renderMs);
+    rows.push([
+      `${n.toLocaleString('en')} × ${ENDPOINTS}`,
+      fmtSummary(ours, 'ms'),
+      fmtSummary(restore, 'ms'),
+      fmtSummary(rend, 'ms'),
+      fmtSummary(raw, 'ms'),
+      fmtRatio(ratio(ours, raw)),
+    ]);
+    if (n === 1000) {
+      targets.push({ target: 'full sync ≤ 1.2× raw at 1,000 Services', measured: fmtRatio(ratio(ours, raw)), met: ratio(ours, raw) <= 1.2 });
+      targets.push({ target: 'full sync ≤ 0.3 s at 1,000 Services', measured: `${fmt(ours.median / 1000)} s`, met: ours.median <= 300 });
+    }
+    if (n === 5000) targets.push({ target: 'full sync ≤ 1.2× raw at 5,000 Services', measured: fmtRatio(ratio(ours, raw)), met: ratio(ours, raw) <= 1.2 });
+  }
+  if (!partialResult) throw new Error('the partial-sync measurement did not run');
+  const p = partialResult;
+  targets.push({ target: 'one-endpoint change at 5,000 Services ≤ 50 ms', measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 });
 
-    notes.push(
-      `Method: every measurement gets a fresh network namespace with loopback and a dummy \`net1\` (${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}). ` +
-        '"ours" is `createDataplane().sync(state, {full: true})` from sidecar/dataplane.ts, timed from the call to its return: render, back-end detection, ' +
-        '`iptables-save` of both families, reading routes, one `ip -batch` for the per-cluster-IP routes, and `iptables-restore --noflush` (IPv4; IPv6 has nothing to do). ' +
-        '"raw" is `iptables-restore --noflush` of the very text ours applies, alone. Both run every command under `ip netns exec` ' +
-        `(that costs ${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`). Runs alternate which of the two goes first. ` +
-        'The render column is the pure part (render + restore plan) timed in-process. Spread is min–max over the runs.',
-    );
-    return {
-      tables: [
-        {
-          caption: `Full sync into a fresh namespace, N Services × ${ENDPOINTS} endpoints (median, min–max):`,
-          columns: ['Services × endpoints', 'ours: full sync', 'of which iptables-restore', 'of which render + plan', 'raw iptables-restore, same text', 'ours / raw'],
-          rows,
-        },
-        {
-          caption: `One endpoint of one Service changed, ${sizes[sizes.length - 1]?.toLocaleString('en')} Services loaded (partial sync; ${changes} changes):`,
-          columns: ['change', 'ours: partial sync', 'of which iptables-restore', 'raw restore of the same text', 'ours / raw'],
-          rows: [['1 endpoint of 1 Service', fmtSummary(p.ours, 'ms'), fmtSummary(p.restore, 'ms'), fmtSummary(p.raw, 'ms'), fmtRatio(ratio(p.ours, p.raw))]],
-        },
-      ],
-      targets,
-      notes,
-    };
-  },
-};
+  notes.push(
+    `Method: every measurement gets a fresh network namespace with loopback and a dummy \`net1\` (${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}). ` +
+      '"ours" is `createDataplane().sync(state, {full: true})` from sidecar/dataplane.ts, timed from the call to its return: render, back-end detection, ' +
+      '`iptables-save` of both families, reading routes, one `ip -batch` for the per-cluster-IP routes, and `iptables-restore --noflush` (IPv4; IPv6 has nothing to do). ' +
+      '"raw" is `iptables-restore --noflush` of the very text ours applies, alone. Both run every command under `ip netns exec` ' +
+      `(that costs ${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`). Runs alternate which of the two goes first. ` +
+      'The render column is the pure part (render + restore plan) timed in-process. Spread is min–max over the runs.',
+  );
+  return {
+    tables: [
+      {
+        caption: `Full sync into a fresh namespace, N Services × ${ENDPOINTS} endpoints (median, min–max):`,
+        columns: ['Services × endpoints', 'ours: full sync', 'of which iptables-restore', 'of which render + plan', 'raw iptables-restore, same text', 'ours / raw'],
+        rows,
+      },
+      {
+        caption: `One endpoint of one Service changed, ${sizes[sizes.length - 1]?.toLocaleString('en')} Services loaded (partial sync; ${changes} changes):`,
+        columns: ['change', 'ours: partial sync', 'of which iptables-restore', 'raw restore of the same text', 'ours / raw'],
+        rows: [['1 endpoint of 1 Service', fmtSummary(p.ours, 'ms'), fmtSummary(p.restore, 'ms'), fmtSummary(p.raw, 'ms'), fmtRatio(ratio(p.ours, p.raw))]],
+      },
+    ],
+    targets,
+    notes,
+  };
+});
 
 /** One endpoint changed at a time on the loaded namespace: ours partial sync vs raw restore of the same text. */
 interface PartialResult {

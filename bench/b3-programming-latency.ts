@@ -9,16 +9,16 @@
 import { performance } from 'node:perf_hooks';
 import { serviceChainName } from '../sidecar/render.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
-import { BENCH_NAMESPACE, SERVICE_PORT, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
+import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
 import { SLICES_PATH, createServices, createSlices } from './lib/cluster.js';
 import { startSidecar, startSidecarEnv, type LogLine } from './lib/sidecar-env.js';
-import { run, sleep, withCleanup } from './lib/proc.js';
+import { run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
-import type { Benchmark, BenchResult, RunContext } from './lib/report.js';
+import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const ENDPOINTS = 10;
-const SIZES = { quick: { services: 1000, changes: 50 }, full: { services: 1000, changes: 250 } } as const;
+const SIZES = { quick: { services: 1000, changes: 50 }, full: { services: 1000, changes: 250 } };
 
 function chainOf(i: number): string {
   return serviceChainName({ service: `${BENCH_NAMESPACE}/${serviceName(i)}`, portName: 'http', protocol: 'TCP', family: 4, clusterIP: clusterIP(i) });
@@ -26,97 +26,90 @@ function chainOf(i: number): string {
 
 const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
 
-export const benchmark: Benchmark = {
-  id: 'b3',
-  title: 'programming latency: EndpointSlice change in the apiserver to rules in the pod',
-  async run(ctx: RunContext): Promise<BenchResult> {
-    const { services, changes } = SIZES[ctx.quick ? 'quick' : 'full'];
-    return withCleanup(ctx.log, async (cleanup) => {
-      const env = await startSidecarEnv(cleanup);
-      const admin = env.cp.client;
-      await createServices(admin, services);
-      const slices = await createSlices(admin, services, ENDPOINTS);
-      ctx.log(`loaded ${services} Services × ${ENDPOINTS} endpoints`);
+export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSlice change in the apiserver to rules in the pod', SIZES, async (ctx, { services, changes }, cleanup) => {
+  const env = await startSidecarEnv(cleanup);
+  const admin = env.cp.client;
+  await createServices(admin, services);
+  const slices = await createSlices(admin, services, ENDPOINTS);
+  ctx.log(`loaded ${services} Services × ${ENDPOINTS} endpoints`);
 
-      const sidecar = startSidecar(env, cleanup, 'debug');
-      const t0 = performance.now();
-      await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 120_000, 'first sync');
-      const firstSyncMs = performance.now() - t0;
-      const save = (await run('iptables-save', ['-t', 'nat'], { netns: env.pod.ns })).stdout;
-      const dnat = save.split('\n').filter((l) => l.includes('-j DNAT')).length;
-      if (dnat !== services * ENDPOINTS) throw new Error(`after the first sync: ${dnat} DNAT rules, expected ${services * ENDPOINTS}`);
-      ctx.log(`sidecar (${sidecar.how}) ready after ${fmt(firstSyncMs)} ms with ${dnat} DNAT rules`);
+  const sidecar = startSidecar(env, cleanup, 'debug');
+  const t0 = performance.now();
+  await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 120_000, 'first sync');
+  const firstSyncMs = performance.now() - t0;
+  const save = (await run('iptables-save', ['-t', 'nat'], { netns: env.pod.ns })).stdout;
+  const dnat = save.split('\n').filter((l) => l.includes('-j DNAT')).length;
+  if (dnat !== services * ENDPOINTS) throw new Error(`after the first sync: ${dnat} DNAT rules, expected ${services * ENDPOINTS}`);
+  ctx.log(`sidecar (${sidecar.how}) ready after ${fmt(firstSyncMs)} ms with ${dnat} DNAT rules`);
 
-      // The baseline watcher: when did the apiserver deliver each change to a plain watch?
-      const delivered = new Map<string, number>();
-      const abort = new AbortController();
-      cleanup.add('watch', () => abort.abort());
-      const list = await admin.list<V1EndpointSlice>(SLICES_PATH);
-      void admin
-        .watch<V1EndpointSlice>(SLICES_PATH, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
-          const ip = e.object.endpoints?.[0]?.addresses[0];
-          if (e.type === 'MODIFIED' && ip !== undefined && !delivered.has(ip)) delivered.set(ip, Date.now());
-        }, abort.signal)
-        .catch((e: unknown) => ctx.log(`baseline watch ended: ${String(e)}`));
-      await sleep(500);
+  // The baseline watcher: when did the apiserver deliver each change to a plain watch?
+  const delivered = new Map<string, number>();
+  const abort = new AbortController();
+  cleanup.add('watch', () => abort.abort());
+  const list = await admin.list<V1EndpointSlice>(SLICES_PATH);
+  void admin
+    .watch<V1EndpointSlice>(SLICES_PATH, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
+      const ip = e.object.endpoints?.[0]?.addresses[0];
+      if (e.type === 'MODIFIED' && ip !== undefined && !delivered.has(ip)) delivered.set(ip, Date.now());
+    }, abort.signal)
+    .catch((e: unknown) => ctx.log(`baseline watch ended: ${String(e)}`));
+  await sleep(500);
 
-      const syncs: LogLine[] = [];
-      sidecar.onLine((l) => {
-        if (l.msg === 'rules synced') syncs.push(l);
-      });
-      const latency: number[] = [];
-      const delivery: number[] = [];
-      const current = new Map(slices.map((s, i) => [i, s]));
-      for (let g = 1; g <= changes; g++) {
-        const i = Math.floor(Math.random() * services);
-        const ip = changedEndpointIP(g);
-        const next = endpointSlice(i, ENDPOINTS, g);
-        next.metadata = { ...next.metadata, resourceVersion: current.get(i)?.metadata?.resourceVersion ?? '' };
-        const before = syncs.length;
-        const start = Date.now();
-        current.set(i, await admin.replace<V1EndpointSlice>(`${SLICES_PATH}/${next.metadata.name ?? ''}`, next));
-        // The first sync that started after the write and left the new address in the chain.
-        let done: LogLine | undefined;
-        for (let seen = before; done === undefined; ) {
-          const l = syncs[seen] ?? (await sidecar.waitFor((x) => x.msg === 'rules synced', 10_000, `a sync after change ${g}`));
-          if (syncs[seen] !== undefined) seen += 1;
-          else seen = syncs.length;
-          if (l.time < start) continue;
-          const chain = (await run('iptables', ['-t', 'nat', '-S', chainOf(i)], { netns: env.pod.ns })).stdout;
-          if (chain.includes(`${ip}:`)) done = l;
-        }
-        latency.push(done.time - start);
-        const d = delivered.get(ip);
-        if (d !== undefined) delivery.push(d - start);
-        await sleep(Math.random() * 50);
-      }
-      const ours = summarize(latency);
-      const floor = summarize(delivery);
-      const syncMs = summarize(syncs.filter((l) => l['kind'] === 'partial').map((l) => Number(l['ms'])));
-      return {
-        tables: [
-          {
-            caption: `${changes} single-endpoint changes, one at a time, ${services.toLocaleString('en')} Services × ${ENDPOINTS} endpoints loaded (milliseconds):`,
-            columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
-            rows: [
-              row('ours: write → rules in the pod (sidecar sync finished)', ours),
-              row('baseline: write → event at a plain watch (apiserver delivery)', floor),
-              row('of ours: the sidecar sync itself (render + restore), from its log', syncMs),
-            ],
-          },
+  const syncs: LogLine[] = [];
+  sidecar.onLine((l) => {
+    if (l.msg === 'rules synced') syncs.push(l);
+  });
+  const latency: number[] = [];
+  const delivery: number[] = [];
+  const current = new Map(slices.map((s, i) => [i, s]));
+  for (let g = 1; g <= changes; g++) {
+    const i = Math.floor(Math.random() * services);
+    const ip = changedEndpointIP(g);
+    const next = endpointSlice(i, ENDPOINTS, g);
+    next.metadata = { ...next.metadata, resourceVersion: current.get(i)?.metadata?.resourceVersion ?? '' };
+    const before = syncs.length;
+    const start = Date.now();
+    current.set(i, await admin.replace<V1EndpointSlice>(`${SLICES_PATH}/${next.metadata.name ?? ''}`, next));
+    // The first sync that started after the write and left the new address in the chain.
+    let done: LogLine | undefined;
+    for (let seen = before; done === undefined; ) {
+      const l = syncs[seen] ?? (await sidecar.waitFor((x) => x.msg === 'rules synced', 10_000, `a sync after change ${g}`));
+      if (syncs[seen] !== undefined) seen += 1;
+      else seen = syncs.length;
+      if (l.time < start) continue;
+      const chain = (await run('iptables', ['-t', 'nat', '-S', chainOf(i)], { netns: env.pod.ns })).stdout;
+      if (chain.includes(`${ip}:`)) done = l;
+    }
+    latency.push(done.time - start);
+    const d = delivered.get(ip);
+    if (d !== undefined) delivery.push(d - start);
+    await sleep(Math.random() * 50);
+  }
+  const ours = summarize(latency);
+  const floor = summarize(delivery);
+  const syncMs = summarize(syncs.filter((l) => l['kind'] === 'partial').map((l) => Number(l['ms'])));
+  return {
+    tables: [
+      {
+        caption: `${changes} single-endpoint changes, one at a time, ${services.toLocaleString('en')} Services × ${ENDPOINTS} endpoints loaded (milliseconds):`,
+        columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
+        rows: [
+          row('ours: write → rules in the pod (sidecar sync finished)', ours),
+          row('baseline: write → event at a plain watch (apiserver delivery)', floor),
+          row('of ours: the sidecar sync itself (render + restore), from its log', syncMs),
         ],
-        targets: [{ target: 'p99 ≤ 250 ms', measured: `${fmt(ours.p99)} ms (p50 ${fmt(ours.median)} ms)`, met: ours.p99 <= 250 }],
-        notes: [
-          `Method: a private kube-apiserver + etcd; the client pod is a network namespace of the test harness's topology, reaching the apiserver through the harness's relay; ` +
-            `the sidecar runs there as ${sidecar.how} with its default settings (minimum sync interval 100 ms) and LOG_LEVEL=debug, which makes it log each finished sync ("rules synced") with a timestamp. ` +
-            `Each change replaces endpoint 0 of a random Service's slice with a new address; the latency is from just before the replace call to the timestamp of the first sync that finished after it ` +
-            `and left the new address in that Service's chain (checked with \`iptables -t nat -S <chain>\` in the pod's namespace after each sync, outside the timing). ` +
-            `Changes are 0–50 ms apart after each one lands. The first full sync of ${services.toLocaleString('en')} Services took ${fmt(firstSyncMs)} ms from process start. ` +
-            "kube-proxy's own minimum sync interval is 1 s, for comparison.",
-        ],
-      };
-    });
-  },
-};
+      },
+    ],
+    targets: [{ target: 'p99 ≤ 250 ms', measured: `${fmt(ours.p99)} ms (p50 ${fmt(ours.median)} ms)`, met: ours.p99 <= 250 }],
+    notes: [
+      `Method: a private kube-apiserver + etcd; the client pod is a network namespace of the test harness's topology, reaching the apiserver through the harness's relay; ` +
+        `the sidecar runs there as ${sidecar.how} with its default settings (minimum sync interval 100 ms) and LOG_LEVEL=debug, which makes it log each finished sync ("rules synced") with a timestamp. ` +
+        `Each change replaces endpoint 0 of a random Service's slice with a new address; the latency is from just before the replace call to the timestamp of the first sync that finished after it ` +
+        `and left the new address in that Service's chain (checked with \`iptables -t nat -S <chain>\` in the pod's namespace after each sync, outside the timing). ` +
+        `Changes are 0–50 ms apart after each one lands. The first full sync of ${services.toLocaleString('en')} Services took ${fmt(firstSyncMs)} ms from process start. ` +
+        "kube-proxy's own minimum sync interval is 1 s, for comparison.",
+    ],
+  };
+});
 
 if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);

@@ -8,9 +8,10 @@
 import { createDataplane } from '../sidecar/dataplane.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
-import { withCleanup, requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
+import { requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
 import { fmt, fmtRatio, summarize } from './lib/stats.js';
-import type { Benchmark, BenchResult, RunContext, TargetCheck } from './lib/report.js';
+import type { TargetCheck } from './lib/report.js';
+import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const SERVICES = 1000;
@@ -50,93 +51,86 @@ async function wrk(ns: string, url: string, seconds: number, connections: number
 }
 
 /** Seconds per wrk run and interleaved pairs per mode. */
-const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } } as const;
+const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } };
 
-export const benchmark: Benchmark = {
-  id: 'b4',
-  title: 'dataplane: HTTP through the cluster IP vs the backend address directly',
-  async run(ctx: RunContext): Promise<BenchResult> {
-    await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
-    const { seconds, runs } = SIZES[ctx.quick ? 'quick' : 'full'];
-    const connections = 16;
-    return withCleanup(ctx.log, async (cleanup) => {
-      const client = await createNetns('b4c', cleanup);
-      const backend = await createNetns('b4b', cleanup);
-      await run('ip', ['-n', client, 'link', 'add', CLIENT_INTERFACE, 'type', 'veth', 'peer', 'name', CLIENT_INTERFACE, 'netns', backend]);
-      await run('ip', ['-n', client, 'addr', 'add', `${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
-      await run('ip', ['-n', client, 'link', 'set', CLIENT_INTERFACE, 'up']);
-      const backendIPs = Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(MEASURED, j, ENDPOINTS));
-      for (const ip of backendIPs) await run('ip', ['-n', backend, 'addr', 'add', `${ip}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
-      await run('ip', ['-n', backend, 'link', 'set', CLIENT_INTERFACE, 'up']);
+export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the cluster IP vs the backend address directly', SIZES, async (ctx, { seconds, runs }, cleanup) => {
+  await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
+  const connections = 16;
+  const client = await createNetns('b4c', cleanup);
+  const backend = await createNetns('b4b', cleanup);
+  await run('ip', ['-n', client, 'link', 'add', CLIENT_INTERFACE, 'type', 'veth', 'peer', 'name', CLIENT_INTERFACE, 'netns', backend]);
+  await run('ip', ['-n', client, 'addr', 'add', `${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
+  await run('ip', ['-n', client, 'link', 'set', CLIENT_INTERFACE, 'up']);
+  const backendIPs = Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(MEASURED, j, ENDPOINTS));
+  for (const ip of backendIPs) await run('ip', ['-n', backend, 'addr', 'add', `${ip}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
+  await run('ip', ['-n', backend, 'link', 'set', CLIENT_INTERFACE, 'up']);
 
-      const server = startProcess('node', ['--import', 'tsx', 'bench/servers/http-backend.ts'], { netns: backend, env: { ...process.env, PORT: String(TARGET_PORT) } });
-      cleanup.add('backend server', () => stopProcess(server));
-      await waitForLine(server, /LISTENING (\d+)/);
+  const server = startProcess('node', ['--import', 'tsx', 'bench/servers/http-backend.ts'], { netns: backend, env: { ...process.env, PORT: String(TARGET_PORT) } });
+  cleanup.add('backend server', () => stopProcess(server));
+  await waitForLine(server, /LISTENING (\d+)/);
 
-      const dp = createDataplane({ netns: client, backend: 'auto' });
-      const sync = await dp.sync(desiredState(SERVICES, ENDPOINTS), { full: true });
-      ctx.log(`programmed ${SERVICES} Services in ${fmt(sync.durationMs)} ms`);
+  const dp = createDataplane({ netns: client, backend: 'auto' });
+  const sync = await dp.sync(desiredState(SERVICES, ENDPOINTS), { full: true });
+  ctx.log(`programmed ${SERVICES} Services in ${fmt(sync.durationMs)} ms`);
 
-      const viaService = `http://${clusterIP(MEASURED)}:${SERVICE_PORT}/`;
-      const direct = `http://${backendIPs[0] ?? ''}:${TARGET_PORT}/`;
-      // Warm-up: JIT of the server, ARP, conntrack.
-      await wrk(client, viaService, 1, connections, false);
-      await wrk(client, direct, 1, connections, false);
+  const viaService = `http://${clusterIP(MEASURED)}:${SERVICE_PORT}/`;
+  const direct = `http://${backendIPs[0] ?? ''}:${TARGET_PORT}/`;
+  // Warm-up: JIT of the server, ARP, conntrack.
+  await wrk(client, viaService, 1, connections, false);
+  await wrk(client, direct, 1, connections, false);
 
-      const rows: string[][] = [];
-      const targets: TargetCheck[] = [];
-      for (const mode of [
-        { name: 'keep-alive', close: false, target: 0.97 },
-        { name: 'one connection per request', close: true, target: 0.9 },
-      ]) {
-        const ours: WrkResult[] = [];
-        const base: WrkResult[] = [];
-        for (let i = 0; i < runs; i++) {
-          const pair = i % 2 === 0 ? ([viaService, direct] as const) : ([direct, viaService] as const);
-          for (const url of pair) {
-            const r = await wrk(client, url, seconds, connections, mode.close);
-            if (r.errors > 0) throw new Error(`wrk ${url} (${mode.name}): ${r.errors} errors`);
-            (url === viaService ? ours : base).push(r);
-          }
-          ctx.log(`${mode.name} run ${i + 1}: cluster IP ${fmt(ours[ours.length - 1]?.rps ?? NaN)} req/s, direct ${fmt(base[base.length - 1]?.rps ?? NaN)} req/s`);
-        }
-        // Ratio per interleaved pair, then the median of those: each pair saw the same machine load.
-        const ratios = summarize(ours.map((o, i) => o.rps / (base[i]?.rps ?? NaN)));
-        const o = summarize(ours.map((r) => r.rps));
-        const b = summarize(base.map((r) => r.rps));
-        const op50 = summarize(ours.map((r) => r.p50ms));
-        const bp50 = summarize(base.map((r) => r.p50ms));
-        const op99 = summarize(ours.map((r) => r.p99ms));
-        const bp99 = summarize(base.map((r) => r.p99ms));
-        rows.push([
-          mode.name,
-          `${fmt(o.median)} (${fmt(o.min)}–${fmt(o.max)})`,
-          `${fmt(b.median)} (${fmt(b.min)}–${fmt(b.max)})`,
-          `${fmtRatio(ratios.median)} (${fmtRatio(ratios.min)}–${fmtRatio(ratios.max)})`,
-          `${fmt(op50.median)} / ${fmt(op99.median)} ms`,
-          `${fmt(bp50.median)} / ${fmt(bp99.median)} ms`,
-        ]);
-        targets.push({ target: `${mode.name}: cluster IP / direct ≥ ${mode.target}`, measured: fmtRatio(ratios.median).replace('×', ''), met: ratios.median >= mode.target });
+  const rows: string[][] = [];
+  const targets: TargetCheck[] = [];
+  for (const mode of [
+    { name: 'keep-alive', close: false, target: 0.97 },
+    { name: 'one connection per request', close: true, target: 0.9 },
+  ]) {
+    const ours: WrkResult[] = [];
+    const base: WrkResult[] = [];
+    for (let i = 0; i < runs; i++) {
+      const pair = i % 2 === 0 ? ([viaService, direct] as const) : ([direct, viaService] as const);
+      for (const url of pair) {
+        const r = await wrk(client, url, seconds, connections, mode.close);
+        if (r.errors > 0) throw new Error(`wrk ${url} (${mode.name}): ${r.errors} errors`);
+        (url === viaService ? ours : base).push(r);
       }
-      return {
-        tables: [
-          {
-            caption: `${runs} interleaved pairs of ${seconds} s wrk runs (1 thread, ${connections} connections) per mode; median (min–max):`,
-            columns: ['mode', 'via cluster IP, req/s', 'direct to backend IP, req/s', 'ratio (per pair)', 'cluster IP p50 / p99', 'direct p50 / p99'],
-            rows,
-          },
-        ],
-        targets,
-        notes: [
-          `Method: client and backend are two network namespaces joined by a veth pair (the "secondary network", ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the client). ` +
-            `The client namespace's rules come from the sidecar's own dataplane (\`createDataplane().sync\`) for ${SERVICES.toLocaleString('en')} Services × ${ENDPOINTS} endpoints; ` +
-            `the measured Service is the last one in the dispatch chain (worst case for its linear match), and its ${ENDPOINTS} endpoints are addresses of the backend namespace, ` +
-            'where one Node.js HTTP server answers on all of them. The baseline sends the same load from the same client namespace (so it crosses the same filter-table reject chain for new connections) to one backend address directly. ' +
-            'Only new connections traverse nat; keep-alive requests ride conntrack. Both share the machine\'s 2 cores with wrk and the server, so the absolute req/s are low and the ratio is what counts.',
-        ],
-      };
-    });
-  },
-};
+      ctx.log(`${mode.name} run ${i + 1}: cluster IP ${fmt(ours[ours.length - 1]?.rps ?? NaN)} req/s, direct ${fmt(base[base.length - 1]?.rps ?? NaN)} req/s`);
+    }
+    // Ratio per interleaved pair, then the median of those: each pair saw the same machine load.
+    const ratios = summarize(ours.map((o, i) => o.rps / (base[i]?.rps ?? NaN)));
+    const o = summarize(ours.map((r) => r.rps));
+    const b = summarize(base.map((r) => r.rps));
+    const op50 = summarize(ours.map((r) => r.p50ms));
+    const bp50 = summarize(base.map((r) => r.p50ms));
+    const op99 = summarize(ours.map((r) => r.p99ms));
+    const bp99 = summarize(base.map((r) => r.p99ms));
+    rows.push([
+      mode.name,
+      `${fmt(o.median)} (${fmt(o.min)}–${fmt(o.max)})`,
+      `${fmt(b.median)} (${fmt(b.min)}–${fmt(b.max)})`,
+      `${fmtRatio(ratios.median)} (${fmtRatio(ratios.min)}–${fmtRatio(ratios.max)})`,
+      `${fmt(op50.median)} / ${fmt(op99.median)} ms`,
+      `${fmt(bp50.median)} / ${fmt(bp99.median)} ms`,
+    ]);
+    targets.push({ target: `${mode.name}: cluster IP / direct ≥ ${mode.target}`, measured: fmtRatio(ratios.median).replace('×', ''), met: ratios.median >= mode.target });
+  }
+  return {
+    tables: [
+      {
+        caption: `${runs} interleaved pairs of ${seconds} s wrk runs (1 thread, ${connections} connections) per mode; median (min–max):`,
+        columns: ['mode', 'via cluster IP, req/s', 'direct to backend IP, req/s', 'ratio (per pair)', 'cluster IP p50 / p99', 'direct p50 / p99'],
+        rows,
+      },
+    ],
+    targets,
+    notes: [
+      `Method: client and backend are two network namespaces joined by a veth pair (the "secondary network", ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the client). ` +
+        `The client namespace's rules come from the sidecar's own dataplane (\`createDataplane().sync\`) for ${SERVICES.toLocaleString('en')} Services × ${ENDPOINTS} endpoints; ` +
+        `the measured Service is the last one in the dispatch chain (worst case for its linear match), and its ${ENDPOINTS} endpoints are addresses of the backend namespace, ` +
+        'where one Node.js HTTP server answers on all of them. The baseline sends the same load from the same client namespace (so it crosses the same filter-table reject chain for new connections) to one backend address directly. ' +
+        'Only new connections traverse nat; keep-alive requests ride conntrack. Both share the machine\'s 2 cores with wrk and the server, so the absolute req/s are low and the ratio is what counts.',
+    ],
+  };
+});
 
 if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);
