@@ -29,7 +29,8 @@
  */
 import { createHash } from 'node:crypto';
 import { networkKey } from '../src/annotations/service-network.js';
-import { parseIp } from '../src/annotations/ip.js';
+import { isIPv4, isIPv6 } from 'node:net';
+import { normalizeIPv6 } from '../src/annotations/ip.js';
 import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
 
 export const CHAIN_PREFIX = 'MPX-';
@@ -150,11 +151,11 @@ function validPort(p: number): boolean {
   return Number.isInteger(p) && p >= 1 && p <= 65535;
 }
 
-/** Normalised address of family `family`, or undefined when `text` is not one. */
+/** Normalised address of family `family`, or undefined when `text` is not one (no prefix, no zone). */
 export function normalizeAddress(text: string, family: IpFamily): string | undefined {
-  const parsed = parseIp(text);
-  if (!parsed.ok || parsed.value.family !== family || parsed.value.prefix !== undefined || parsed.value.address.includes('%')) return undefined;
-  return parsed.value.address;
+  // isIPv4 already refuses leading zeros and prefixes, so a valid IPv4 text is its own normal form.
+  if (family === 4) return isIPv4(text) ? text : undefined;
+  return isIPv6(text) && !text.includes('%') ? normalizeIPv6(text) : undefined;
 }
 
 function compareText(a: string, b: string): number {
