@@ -31,6 +31,12 @@ export function defaultService(svc: V1Service): { service: V1Service; labelAdded
 }
 
 const SUPPORTED_TYPES = new Set(['ClusterIP', undefined]);
+/** Why each other type cannot work, in the user's terms. */
+const UNSUPPORTED_WHY: Record<string, string> = {
+  NodePort: "its node ports are programmed on every node by kube-proxy, which ignores this Service and does not see secondary networks",
+  LoadBalancer: "its load balancer and node ports are programmed by the cloud provider and kube-proxy, which do not see secondary networks",
+  ExternalName: 'it is only a DNS alias (CNAME) with no endpoints to serve',
+};
 
 export function validateService(svc: V1Service, namespace: string): ServiceVerdict {
   const object = describeService(svc, namespace);
@@ -73,7 +79,7 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
       inputError(
         'spec.type',
         String(type),
-        `multus-proxy serves ClusterIP and headless Services only; a ${String(type)} Service's node ports, load balancer or DNS name are served by kube-proxy or DNS, which do not see secondary networks`,
+        `multus-proxy serves ClusterIP and headless Services only: ${UNSUPPORTED_WHY[String(type)] ?? 'it is not a type Kubernetes knows'}`,
         `set spec.type: ClusterIP (with clusterIP: None for headless), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
       ),
     );

@@ -4,6 +4,9 @@ import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
 import { createPatch, escapePointerToken, jsonEqual } from '../../webhook/patch.js';
 import type { PatchOperation } from '../../webhook/responses.js';
+import { injectSidecar } from '../../webhook/mutate.js';
+import type { V1Pod } from '../../src/kube/types.js';
+import { SIDECAR } from './fixtures.js';
 
 function apply(doc: unknown, ops: PatchOperation[]): unknown {
   return jsonpatch.applyPatch(structuredClone(doc), ops as jsonpatch.Operation[], true, false).newDocument;
@@ -70,6 +73,35 @@ void describe('webhook/patch', () => {
         const ops = createPatch(a, b);
         assert.ok(jsonEqual(apply(a, ops), b));
         if (jsonEqual(a, b)) assert.equal(ops.length, 0);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  void test('property: for random pods, the patch applied to the pod equals the mutated pod (native and regular)', () => {
+    const name = fc.constantFrom('app', 'init', 'multus-proxy-token', 'multus-proxy-token-1', 'data', 'x/y');
+    const container = fc.record({ name, image: fc.string({ maxLength: 5 }) }, { requiredKeys: ['name'] });
+    const pod: fc.Arbitrary<V1Pod> = fc.record(
+      {
+        metadata: fc.record({ name: fc.string({ maxLength: 8 }), generateName: fc.string({ maxLength: 8 }), annotations: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 3 }), labels: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 2 }) }, { requiredKeys: [] }),
+        spec: fc.record(
+          {
+            containers: fc.array(container, { maxLength: 3 }),
+            initContainers: fc.array(container, { maxLength: 2 }),
+            volumes: fc.uniqueArray(fc.record({ name, emptyDir: fc.constant({}) }), { maxLength: 3, selector: (v) => v.name }),
+            automountServiceAccountToken: fc.boolean(),
+          },
+          { requiredKeys: ['containers'] },
+        ),
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(pod, fc.boolean(), (p, native) => {
+        const mutated = injectSidecar(p, SIDECAR, native);
+        assert.ok(jsonEqual(apply(p, createPatch(p, mutated)), mutated));
+        const volumeNames = (mutated.spec?.volumes ?? []).map((v) => v.name);
+        assert.equal(new Set(volumeNames).size, volumeNames.length, 'volume names never collide');
       }),
       { numRuns: 1000 },
     );
