@@ -43,6 +43,15 @@ void test('classic demo: webhook injects, controller publishes secondary IPs, si
   assert.deepEqual([...counts(o.afterUnready).keys()].sort(), ['backend2', 'backend3']);
   assert.deepEqual(o.sliceAddresses, [o.backendNet1['backend2'], o.backendNet1['backend3']].sort());
 
+  // The rules: one jump from nat OUTPUT, a dispatch rule for clusterIP:80, DNATs to the ready backends.
+  assert.ok(o.natRules.some((l) => /^-A OUTPUT .*-j MPX-SERVICES/.test(l)), o.natRules.join('\n'));
+  assert.ok(o.natRules.some((l) => l.includes(`-d ${o.clusterIP}/32`) && l.includes('--dport 80')), o.natRules.join('\n'));
+  // The denial names the object, the key, the bad value and the fix.
+  assert.match(o.denial, /Pod default\/bad-client/);
+  assert.match(o.denial, /k8s\.v1\.cni\.cncf\.io\/service-network/);
+  assert.match(o.denial, /macvlan2/);
+  assert.match(o.denial, /k8s\.v1\.cni\.cncf\.io\/networks/);
+
   // What the demo prints is what happened: one line per request, and the per-round tallies.
   const requestLines = lines.filter((l) => /^\s+#\s?\d+\s/.test(l));
   assert.equal(requestLines.length, 60);

@@ -19,7 +19,7 @@ import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import yaml from 'js-yaml';
+import { loadAll } from 'js-yaml';
 import { startControlPlane, freePort, type ControlPlane } from '../harness/controlplane.js';
 import { createTopology, type Pod as NetPod, type Topology } from '../harness/netns.js';
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
@@ -70,6 +70,10 @@ export interface Observations {
   readonly afterUnready: readonly Answer[];
   readonly unreadyBackend: string;
   readonly sliceAddresses: readonly string[];
+  /** The sidecar's nat rules as iptables-save printed them. */
+  readonly natRules: readonly string[];
+  /** The apiserver's answer to a pod whose service-network names a network it does not attach. */
+  readonly denial: string;
 }
 
 interface Program {
@@ -167,7 +171,7 @@ async function eventually<T>(what: string, fn: () => Promise<T | undefined>, tim
 
 /** The webhook configurations exactly as deploy/base ships them, pointed at the local webhook. */
 function webhookConfigurations(url: string, caPem: string): KubeObject[] {
-  const docs = yaml.loadAll(readFileSync(join(ROOT, 'deploy/base/webhook-configurations.yaml'), 'utf8')) as KubeObject[];
+  const docs = loadAll(readFileSync(join(ROOT, 'deploy/base/webhook-configurations.yaml'), 'utf8')) as KubeObject[];
   const caBundle = Buffer.from(caPem).toString('base64');
   return docs.map((doc) => {
     const d = doc as KubeObject & { webhooks?: { clientConfig: { service?: { path?: string }; url?: string; caBundle?: string } }[] };
@@ -295,6 +299,26 @@ class Scenario {
     await this.waitReadyInNetns(sidecar, clientNs, sidecarPort);
     r.info(`sidecar ready (first sync done); env from the stored pod: POD_NAME=${env['POD_NAME'] ?? ''} POD_NAMESPACE=${env['POD_NAMESPACE'] ?? ''}`);
 
+    const rules = await this.topo.run(clientNs, ['iptables-save', '-t', 'nat']);
+    const ours = rules.stdout.split('\n').filter((l) => l.includes('MPX-'));
+    r.info(`the sidecar's nat rules in the client pod (iptables-save -t nat | grep MPX-):`);
+    for (const l of ours) r.info(`  ${l}`);
+
+    r.step('A client pod asking for a network it does not attach is denied');
+    const denial = await this.client
+      .create<V1Pod>(apiPath('', 'v1', 'pods', NAMESPACE), {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'bad-client', namespace: NAMESPACE, annotations: { [NETWORKS_ANNOTATION]: NAD, [SERVICE_NETWORK_ANNOTATION]: `${NAD},macvlan2` } },
+        spec: { containers: [{ name: 'client', image: 'curlimages/curl' }] },
+      })
+      .then(
+        () => undefined,
+        (e: unknown) => (e instanceof Error ? e.message : String(e)),
+      );
+    if (denial === undefined) throw new Error('a pod with an unattached service-network was admitted; the webhook must deny it');
+    r.info(denial);
+
     r.step(`curl http://${clusterIP}/ from the client pod, 20 times`);
     const initial = await this.curlRound(clientNs, clusterIP, 20);
 
@@ -321,6 +345,8 @@ class Scenario {
       afterUnready,
       unreadyBackend,
       sliceAddresses,
+      natRules: ours,
+      denial,
     };
   }
 
