@@ -117,6 +117,28 @@ void describe('control plane harness (shared)', () => {
     assert.ok(bad instanceof KubeApiError && bad.status === 422, `schema rejects a non-string config: ${String(bad)}`);
   });
 
+  void test('the lean client speaks every patch type, server-side apply and dry run to the real apiserver', async () => {
+    const path = apiPath('', 'v1', 'configmaps', ns);
+    const item = `${path}/patched`;
+    const dry = await cp.client.create<KubeObject>(path, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'patched' } }, { dryRun: true });
+    assert.equal(dry.metadata?.name, 'patched');
+    assert.equal(await cp.client.get(item).then(() => 'exists', (e: unknown) => (e instanceof KubeApiError ? e.status : e)), 404, 'dry run stored nothing');
+    await cp.client.patch(item, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'patched' }, data: { a: '1' } }, 'apply', { fieldManager: 'test', force: true });
+    await cp.client.patch(item, { data: { b: '2' } }, 'merge');
+    await cp.client.patch(item, { metadata: { labels: { l: 'x' } } }, 'strategic');
+    await cp.client.patch(item, [{ op: 'add', path: '/data/c', value: '3' }], 'json');
+    const got = await cp.client.get<KubeObject & { data?: Record<string, string> }>(item);
+    assert.deepEqual(got.data, { a: '1', b: '2', c: '3' });
+    assert.equal(got.metadata?.labels?.['l'], 'x');
+    assert.ok(got.metadata?.managedFields?.some((f) => f.manager === 'test' && f.operation === 'Apply'), 'apply recorded its field manager');
+    const replaced = await cp.client.replace<KubeObject & { data?: Record<string, string> }>(item, { ...got, data: { only: 'this' } });
+    assert.deepEqual(replaced.data, { only: 'this' });
+    const conflict = await cp.client.replace(item, { ...got, data: {} }).then(() => undefined, (e: unknown) => e);
+    assert.ok(conflict instanceof KubeApiError && conflict.status === 409 && conflict.reason === 'Conflict', 'stale resourceVersion is a 409 Conflict');
+    await cp.client.delete(item);
+    await cp.client.delete(item); // already gone: not an error
+  });
+
   void test('the admin client-certificate kubeconfig works (client certs and CA of the lean client)', async () => {
     const client = createKubeClient(loadKubeConnection({ kubeconfig: join(cp.dir, 'kubeconfig-cert') }));
     const got = await client.get<KubeObject>(apiPath('', 'v1', 'namespaces', undefined, ns));
