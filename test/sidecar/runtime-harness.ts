@@ -8,10 +8,14 @@
  * from inside the namespace, and the sidecar's JSON log lines.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import type { Pod, Topology } from '../harness/netns.js';
+import { createTopology, startBackend, type Pod, type Topology } from '../harness/netns.js';
+import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
+import { uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
+import { apiPath } from '../../src/kube/paths.js';
 import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../sidecar/render.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -43,6 +47,8 @@ export interface SidecarSpawnOptions {
   healthPort: number;
   /** Extra environment (e.g. MIN_SYNC_INTERVAL_MS). */
   env?: Record<string, string>;
+  /** The program to run: default the TypeScript source via tsx; a bundle path runs `node <bundle>`. */
+  bundle?: string;
 }
 
 export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): SidecarProcess {
@@ -66,9 +72,7 @@ export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): 
     'env',
     ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
     process.execPath,
-    '--import',
-    'tsx',
-    SIDECAR_MAIN,
+    ...(o.bundle !== undefined ? [o.bundle] : ['--import', 'tsx', SIDECAR_MAIN]),
   ]);
   const lines: Record<string, unknown>[] = [];
   let partial = '';
@@ -109,6 +113,13 @@ export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): 
 export async function probe(topo: Topology, pod: Pod, port: number, path: string): Promise<number> {
   const r = await topo.run(pod, ['curl', '-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', `http://127.0.0.1:${port}${path}`], { allowFail: true });
   return Number(r.stdout.trim()) || 0;
+}
+
+/** Resident set size of a process in MiB (VmRSS). */
+export function rssMiB(pid: number): number {
+  const kb = Number(/^VmRSS:\s*(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+  if (!Number.isFinite(kb)) throw new Error(`no VmRSS for pid ${pid}`);
+  return kb / 1024;
 }
 
 export async function metricsText(topo: Topology, pod: Pod, port: number): Promise<string> {
@@ -162,4 +173,52 @@ export async function waitForLog(sc: SidecarProcess, what: string, re: RegExp, t
     () => `log so far:\n${sc.logs().slice(-15).map((l) => JSON.stringify(l)).join('\n')}\n${sc.stderr()}`,
   );
   return found ?? {};
+}
+
+/** Everything a sidecar test runs on: a control plane, a topology with a client and backends serving HTTP/UDP, a namespace. */
+export interface SidecarEnv {
+  readonly cp: ControlPlane;
+  readonly topo: Topology;
+  readonly relay: ApiserverRelay;
+  readonly client: Pod;
+  /** Kubernetes namespace of the test's objects. */
+  readonly ns: string;
+  sidecar: SidecarProcess | undefined;
+  /** Stops the sidecar (if still running), the relay, the namespaces, the test's objects and a private control plane. */
+  close(): Promise<void>;
+}
+
+export async function startSidecarEnv(o: {
+  controlPlane: () => Promise<ControlPlane>;
+  nsPrefix: string;
+  clientNet2?: boolean;
+  /** Backend pods: name, whether it has net2, which of its addresses the servers listen on (default net1 v4+v6). */
+  backends: { name: string; net2?: boolean; listen?: (p: Pod) => string[] }[];
+}): Promise<SidecarEnv> {
+  const cp = await o.controlPlane();
+  const topo = await createTopology();
+  const client = await topo.addPod('client', { net2: o.clientNet2 === true });
+  for (const b of o.backends) {
+    const pod = await topo.addPod(b.name, { net2: b.net2 === true });
+    await startBackend(topo, pod, b.listen !== undefined ? { addresses: b.listen(pod) } : {});
+  }
+  const relay = await startApiserverRelay(topo, cp.server, cp.dir);
+  const ns = uniqueName(o.nsPrefix);
+  await cp.createNamespace(ns);
+  const env: SidecarEnv = {
+    cp,
+    topo,
+    relay,
+    client,
+    ns,
+    sidecar: undefined,
+    async close() {
+      if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
+      await relay.close();
+      await topo.teardown();
+      if (cp.shared) await cp.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
+      await cp.stop();
+    },
+  };
+  return env;
 }

@@ -13,15 +13,14 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import { createTopology, httpRequests, startBackend, type Pod, type Topology } from '../harness/netns.js';
-import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
+import { useControlPlane, type ControlPlane } from '../harness/controlplane.js';
+import { httpRequests, type Pod, type Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject, type StatusEntry } from './state-fixtures.js';
-import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, waitForLog, type SidecarProcess } from './runtime-harness.js';
+import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';
 
 const HEALTH_PORT = 19180;
 /** Capability bits (linux/capability.h). */
@@ -31,25 +30,21 @@ const FOREIGN_NAT = ['-t', 'nat', '-A', 'OUTPUT', '-d', '198.51.100.7/32', '-p',
 const FOREIGN_FILTER = ['-A', 'OUTPUT', '-d', '198.51.100.7/32', '-m', 'comment', '--comment', 'foreign-owner', '-j', 'ACCEPT'];
 
 void describe('sidecar runtime: real apiserver, real netns, real iptables', () => {
+  let env: SidecarEnv;
   let cp: ControlPlane;
   let topo: Topology;
-  let relay: ApiserverRelay;
   let client: Pod;
-  let b1: Pod;
-  let b2: Pod;
-  let b3: Pod;
-  let sc: SidecarProcess | undefined;
-  const ns = uniqueName('sc');
+  const pod = (name: string): Pod => topo.pod(name);
+  let ns = '';
   let web: V1Service;
   let other: V1Service;
   let webV4 = '';
   let webV6 = '';
   let otherIP = '';
 
-  const slicesPath = apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns);
-  const podPath = apiPath('', 'v1', 'pods', ns, 'client');
+  const slicesPath = (): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns);
   const setServiceNetwork = (value: string): Promise<V1Pod> =>
-    cp.client.patch<V1Pod>(podPath, { metadata: { annotations: { [SERVICE_NETWORK_ANNOTATION]: value } } }, 'merge');
+    cp.client.patch<V1Pod>(apiPath('', 'v1', 'pods', ns, 'client'), { metadata: { annotations: { [SERVICE_NETWORK_ANNOTATION]: value } } }, 'merge');
 
   const webSlice = (family: 4 | 6, b2Ready = true): V1EndpointSlice =>
     sliceObject(ns, `web-v${family}`, {
@@ -58,8 +53,8 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       family,
       ports: [{ name: 'http', port: 80 }],
       endpoints: [
-        { ip: family === 4 ? b1.net1.ipv4 : b1.net1.ipv6, ready: true, serving: true, terminating: false },
-        { ip: family === 4 ? b2.net1.ipv4 : b2.net1.ipv6, ready: b2Ready, serving: b2Ready, terminating: false },
+        { ip: family === 4 ? pod('b1').net1.ipv4 : pod('b1').net1.ipv6, ready: true, serving: true, terminating: false },
+        { ip: family === 4 ? pod('b2').net1.ipv4 : pod('b2').net1.ipv6, ready: b2Ready, serving: b2Ready, terminating: false },
       ],
     });
 
@@ -78,18 +73,13 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   }
 
   before(async () => {
-    cp = await useControlPlane();
-    topo = await createTopology();
-    client = await topo.addPod('client', { net2: true });
-    b1 = await topo.addPod('b1');
-    b2 = await topo.addPod('b2');
-    b3 = await topo.addPod('b3', { net2: true });
-    await startBackend(topo, b1);
-    await startBackend(topo, b2);
-    await startBackend(topo, b3, { addresses: [b3.net2!.ipv4] });
-    relay = await startApiserverRelay(topo, cp.server, cp.dir);
-
-    await cp.createNamespace(ns);
+    env = await startSidecarEnv({
+      controlPlane: useControlPlane,
+      nsPrefix: 'sc',
+      clientNet2: true,
+      backends: [{ name: 'b1' }, { name: 'b2' }, { name: 'b3', net2: true, listen: (p) => [p.net2!.ipv4] }],
+    });
+    ({ cp, topo, client, ns } = env);
     const status: StatusEntry[] = [
       { name: 'kindnet', interface: 'eth0', ips: [client.eth0.ipv4], default: true },
       { name: `${ns}/net-a`, interface: 'net1', ips: [`${client.net1.ipv4}/24`, `${client.net1.ipv6}/64`] },
@@ -104,29 +94,23 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     [webV4 = '', webV6 = ''] = web.spec?.clusterIPs ?? [];
     otherIP = other.spec?.clusterIP ?? '';
     assert.ok(webV4.includes('.') && webV6.includes(':') && otherIP.includes('.'), `cluster IPs allocated: ${JSON.stringify([webV4, webV6, otherIP])}`);
-    await cp.client.create(slicesPath, webSlice(4));
-    await cp.client.create(slicesPath, webSlice(6));
+    await cp.client.create(slicesPath(), webSlice(4));
+    await cp.client.create(slicesPath(), webSlice(6));
     await cp.client.create(
-      slicesPath,
-      sliceObject(ns, 'other-v4', { service: 'other', network: `${ns}/net-b`, family: 4, ports: [{ port: 80 }], endpoints: [{ ip: b3.net2!.ipv4 }] }),
+      slicesPath(),
+      sliceObject(ns, 'other-v4', { service: 'other', network: `${ns}/net-b`, family: 4, ports: [{ port: 80 }], endpoints: [{ ip: pod('b3').net2!.ipv4 }] }),
     );
     // Rules of another owner, which the sidecar must leave alone.
     await topo.run(client, ['iptables', ...FOREIGN_NAT]);
     await topo.run(client, ['iptables', ...FOREIGN_FILTER]);
   });
 
-  after(async () => {
-    if (sc !== undefined && !sc.exited()) await sc.terminate(5000);
-    await relay?.close();
-    await topo?.teardown();
-    await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
-    await cp?.stop();
-  });
+  after(() => env?.close());
 
   void test('/readyz is 503 until the first complete sync, then 200 with the rules in place', async () => {
     // Start it before it can reach the apiserver, so the not-ready phase is long enough to see.
-    sc = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT });
-    const s = sc;
+    env.sidecar = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT });
+    const s = env.sidecar;
     await waitFor('the health server to answer', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) !== 0, 20_000, () => s.stderr());
     assert.equal(await probe(topo, client, HEALTH_PORT, '/readyz'), 503);
     assert.equal(await probe(topo, client, HEALTH_PORT, '/healthz'), 200);
@@ -134,11 +118,11 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     const caps = /^CapEff:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${s.process.pid}/status`, 'utf8'))?.[1];
     assert.equal(caps, (CAP_NET_ADMIN | CAP_NET_RAW).toString(16).padStart(16, '0'), 'the sidecar runs with NET_ADMIN and NET_RAW only');
     assert.deepEqual(ownedLines(await rulesOf(topo, client)), [], 'no rules before the first sync');
-    await relay.attach(client);
+    await env.relay.attach(client);
     await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
     // Ready implies synced: the rules are there at the moment readiness flips.
-    assert.deepEqual(endpointsOf(await rulesOf(topo, client, 4), webV4), [`${b1.net1.ipv4}:80`, `${b2.net1.ipv4}:80`]);
-    assert.deepEqual(endpointsOf(await rulesOf(topo, client, 6), webV6), [`[${b1.net1.ipv6}]:80`, `[${b2.net1.ipv6}]:80`]);
+    assert.deepEqual(endpointsOf(await rulesOf(topo, client, 4), webV4), [`${pod('b1').net1.ipv4}:80`, `${pod('b2').net1.ipv4}:80`]);
+    assert.deepEqual(endpointsOf(await rulesOf(topo, client, 6), webV6), [`[${pod('b1').net1.ipv6}]:80`, `[${pod('b2').net1.ipv6}]:80`]);
     assert.equal(endpointsOf(await rulesOf(topo, client, 4), otherIP), undefined, 'a Service on a network the pod does not serve gets no rules');
   });
 
@@ -158,12 +142,12 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   });
 
   void test('slice updates and deletes in the apiserver change the rules and the traffic', async () => {
-    await cp.client.replace(`${slicesPath}/web-v4`, { ...webSlice(4, false), metadata: { ...(await cp.client.get<V1EndpointSlice>(`${slicesPath}/web-v4`)).metadata } });
-    await expectEndpoints('the unready endpoint to leave the rules', webV4, [`${b1.net1.ipv4}:80`]);
+    await cp.client.replace(`${slicesPath()}/web-v4`, { ...webSlice(4, false), metadata: { ...(await cp.client.get<V1EndpointSlice>(`${slicesPath()}/web-v4`)).metadata } });
+    await expectEndpoints('the unready endpoint to leave the rules', webV4, [`${pod('b1').net1.ipv4}:80`]);
     const replies = await httpRequests(topo, client, `http://${webV4}:80/`, 20);
     assert.deepEqual([...new Set(replies.map((r) => r.name ?? r.error))], ['b1']);
 
-    await cp.client.delete(`${slicesPath}/web-v4`);
+    await cp.client.delete(`${slicesPath()}/web-v4`);
     await expectEndpoints('no endpoints once the slice is deleted', webV4, []);
     const refused = await httpRequests(topo, client, `http://${webV4}:80/`, 3, 3000);
     assert.ok(
@@ -171,15 +155,15 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       `fails fast with connection refused: ${JSON.stringify(refused)}`,
     );
 
-    await cp.client.create(slicesPath, webSlice(4));
-    await expectEndpoints('endpoints back after the slice is recreated', webV4, [`${b1.net1.ipv4}:80`, `${b2.net1.ipv4}:80`]);
+    await cp.client.create(slicesPath(), webSlice(4));
+    await expectEndpoints('endpoints back after the slice is recreated', webV4, [`${pod('b1').net1.ipv4}:80`, `${pod('b2').net1.ipv4}:80`]);
     const back = await httpRequests(topo, client, `http://${webV4}:80/`, 30);
     assert.deepEqual([...new Set(back.map((r) => r.name ?? r.error))].sort(), ['b1', 'b2']);
   });
 
   void test("the pod's service-network annotation decides which Services get rules; a malformed value changes nothing", async () => {
     await setServiceNetwork('net-a, net-b');
-    await expectEndpoints('the net-b Service served once the pod adds net-b', otherIP, [`${b3.net2!.ipv4}:80`]);
+    await expectEndpoints('the net-b Service served once the pod adds net-b', otherIP, [`${pod('b3').net2!.ipv4}:80`]);
     const replies = await httpRequests(topo, client, `http://${otherIP}:80/`, 5);
     assert.ok(
       replies.every((r) => r.name === 'b3' && r.peer === client.net2!.ipv4),
@@ -192,14 +176,14 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
 
     const before = await rulesOf(topo, client);
     await setServiceNetwork('net-a,,net-b');
-    const line = await waitForLog(sc!, 'the malformed annotation to be logged', /service-network "net-a,,net-b"/);
+    const line = await waitForLog(env.sidecar!, 'the malformed annotation to be logged', /service-network "net-a,,net-b"/);
     assert.match(typeof line['problem'] === 'string' ? line['problem'] : '', new RegExp(`^Pod ${ns}/client: k8s\\.v1\\.cni\\.cncf\\.io/service-network "net-a,,net-b": .*comma`));
     // Wait past a few sync intervals: the last good networks stay in force.
     await new Promise((r) => setTimeout(r, 500));
     assert.deepEqual(ownedLines(await rulesOf(topo, client)), ownedLines(before), 'no rule lost or added');
 
     await setServiceNetwork('net-a');
-    await expectEndpoints('net-a served again', webV4, [`${b1.net1.ipv4}:80`, `${b2.net1.ipv4}:80`]);
+    await expectEndpoints('net-a served again', webV4, [`${pod('b1').net1.ipv4}:80`, `${pod('b2').net1.ipv4}:80`]);
     await expectEndpoints('net-b no longer served', otherIP, undefined);
   });
 
@@ -219,8 +203,8 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     const routesBefore = (await topo.run(client, ['ip', 'route', 'show', 'table', 'all'])).stdout;
     assert.match(routesBefore, new RegExp(`${webV4.replaceAll('.', '\\.')} dev net1 .*src ${client.net1.ipv4.replaceAll('.', '\\.')}`));
     assert.notDeepEqual(ownedLines(await rulesOf(topo, client)), []);
-    const code = await sc!.terminate();
-    assert.equal(code, 0, sc!.stderr());
+    const code = await env.sidecar!.terminate();
+    assert.equal(code, 0, env.sidecar!.stderr());
     const v4 = await rulesOf(topo, client, 4);
     const v6 = await rulesOf(topo, client, 6);
     assert.deepEqual(ownedLines(v4), [], v4);
