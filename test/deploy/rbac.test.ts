@@ -11,7 +11,9 @@
  * - webhook: reads the pod's Namespace (injection) and looks NetworkAttachmentDefinitions up.
  * - certs (bootstrap overlay): creates both Secrets and patches caBundle into both webhook
  *   configurations.
- * - sidecar: see the describe block below for how it is checked.
+ * - sidecar: the real program, in a client "pod" network namespace, with a token of that pod's
+ *   ServiceAccount, which only the controller's binding lets read anything: it must sync the
+ *   Service the controller published. SelfSubjectAccessReviews add what it must NOT be able to do.
  *
  * A private control plane: the controller runs cluster-wide with the real Lease name, and the
  * webhook configurations exist for real for a moment, neither of which may touch other tests.
@@ -25,9 +27,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort, startControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
+import { createTopology } from '../harness/netns.js';
+import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
+import { endpointsOf, probe, rulesOf, spawnSidecar, type SidecarProcess } from '../sidecar/runtime-harness.js';
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
-import type { CoreV1Event, V1ClusterRoleBinding, V1EndpointSlice, V1Lease, V1Secret } from '../../src/kube/types.js';
+import type { CoreV1Event, V1ClusterRoleBinding, V1EndpointSlice, V1Lease, V1Secret, V1Service } from '../../src/kube/types.js';
 import {
   INJECTION_ENABLED,
   INJECTION_LABEL,
@@ -230,6 +235,59 @@ void describe('controller with its own ServiceAccount', () => {
       () => controller.tail(),
     );
     assertNoForbidden(controller);
+  });
+
+  void test('sidecar: a client pod\'s ServiceAccount, bound by the controller, is enough for the real sidecar to sync the Service', async () => {
+    // The real sidecar program in a client "pod" network namespace (root, iproute2, iptables),
+    // reaching the apiserver through the harness relay, with a token of the pod's ServiceAccount.
+    const topo = await createTopology();
+    let relay: ApiserverRelay | undefined;
+    let sc: SidecarProcess | undefined;
+    try {
+      const pod = await topo.addPod('client');
+      relay = await startApiserverRelay(topo, cp.server, dir);
+      await relay.attach(pod);
+      await cp.client.create(apiPath('', 'v1', 'pods', APP_NS), {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: 'client',
+          namespace: APP_NS,
+          annotations: {
+            [SERVICE_NETWORK_ANNOTATION]: 'macvlan1',
+            [NETWORK_STATUS_ANNOTATION]: JSON.stringify([
+              { name: 'cbr0', interface: 'eth0', ips: [pod.eth0.ipv4], default: true },
+              { name: `${APP_NS}/macvlan1`, interface: 'net1', ips: [pod.net1.ipv4] },
+            ]),
+          },
+        },
+        spec: { serviceAccountName: 'default', containers: [{ name: 'app', image: 'busybox' }] },
+      });
+      const kubeconfig = await cp.kubeconfigFor(APP_NS, 'default');
+      sc = spawnSidecar(topo, pod, { podName: 'client', podNamespace: APP_NS, kubeconfig, healthPort: 19180 });
+      const running = sc;
+      const lastLogs = (): string =>
+        running.stderr() +
+        running
+          .logs()
+          .slice(-3)
+          .map((l) => `${String(l['msg'])}: ${String((l['err'] as { message?: string } | undefined)?.message ?? '')}`)
+          .join('\n');
+      await waitFor('sidecar /readyz 200 (first complete sync)', async () => (await probe(topo, pod, 19180, '/readyz')) === 200, 30_000, lastLogs);
+      const svc = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', APP_NS, 'web'));
+      await waitFor(
+        'rules for Service web with the controller\'s endpoint',
+        async () => JSON.stringify(endpointsOf(await rulesOf(topo, pod, 4), svc.spec?.clusterIP ?? '')) === JSON.stringify(['192.168.50.11:8080']),
+        30_000,
+        lastLogs,
+      );
+      const refused = running.logs().filter((l) => /\b403\b|forbidden/i.test(JSON.stringify(l)));
+      assert.deepEqual(refused, [], 'the sidecar was refused something');
+    } finally {
+      await sc?.terminate(5000);
+      await relay?.close();
+      await topo.teardown();
+    }
   });
 
   void test('binds the sidecar roles for an enabled namespace and unbinds them when the label goes', async () => {
@@ -446,7 +504,7 @@ void describe('certs bootstrap (overlays/bootstrap) with its own ServiceAccount'
   });
 });
 
-void describe('sidecar permissions (bound by the controller above)', () => {
+void describe('sidecar permissions, as bound by the controller above: enough and no more', () => {
   // What sidecar/runtime.ts issues, as the ServiceAccount of a client pod in an enabled namespace.
   interface Access {
     verb: string;
