@@ -4,7 +4,9 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createTopology, existingNamespaces, httpRequests, startBackend, udpRequests, type Pod, type Topology } from './netns.js';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { NETNS_PREFIX, createTopology, existingNamespaces, httpRequests, runCommand, startBackend, sweepLeftovers, udpRequests, type Pod, type Topology } from './netns.js';
 
 void describe('netns harness', () => {
   let topo: Topology;
@@ -54,8 +56,29 @@ void describe('netns harness', () => {
   });
 
   void test('the server listens on net1 only: its eth0 address refuses', async () => {
-    const r = await httpRequests(topo, a, `http://${b.eth0.ipv4}:80/`, 1);
+    // Asked from inside b itself: eth0 of another pod is not reachable at all (see above).
+    const r = await httpRequests(topo, b, `http://${b.eth0.ipv4}:80/`, 1);
     assert.equal(r[0]?.error, 'ECONNREFUSED');
+  });
+
+  void test('a request from the eth0 address gets no reply; from the net1 address it does', async () => {
+    const wrong = await topo.run(a, ['ping', '-c', '1', '-W', '1', '-I', a.eth0.ipv4, b.net1.ipv4], { allowFail: true });
+    assert.notEqual(wrong.code, 0, 'a reply came back to the eth0 address');
+    const right = await topo.run(a, ['ping', '-c', '1', '-W', '1', '-I', a.net1.ipv4, b.net1.ipv4], { allowFail: true });
+    assert.equal(right.code, 0, right.stdout + right.stderr);
+    const wrong6 = await topo.run(a, ['ping', '-6', '-c', '1', '-W', '1', '-I', a.eth0.ipv6, b.net1.ipv6], { allowFail: true });
+    assert.notEqual(wrong6.code, 0, 'a reply came back to the eth0 IPv6 address');
+  });
+
+  void test('sweepLeftovers removes namespaces of dead runs only', async () => {
+    const dead = spawnSync('true').pid ?? 0;
+    assert.ok(dead > 0 && !existsSync(`/proc/${dead}`));
+    const stale = `${NETNS_PREFIX}${dead}-000000-sw`;
+    await runCommand(['ip', 'netns', 'add', stale]);
+    const removed = sweepLeftovers();
+    assert.ok(removed.includes(stale), `not swept: ${JSON.stringify(removed)}`);
+    assert.ok(!removed.some((n) => n.startsWith(topo.id)), 'a live run was swept');
+    assert.equal(existingNamespaces(topo.id).length, 3);
   });
 
   void test('networks are separate bridges: a net2 address is not reachable from net1', async () => {

@@ -12,8 +12,11 @@
  * process the topology spawned and deletes every namespace it made (deleting a namespace deletes
  * its veths and bridges); tests call it from `after()`, and a process 'exit' hook does it too.
  *
- * Addresses (pod number i = 2, 3, ...): eth0 10.244.0.i/24 fd00:244::i/64, net1 192.168.101.i/24
- * fd00:101::i/64, net2 192.168.102.i/24 fd00:102::i/64. Only ever reachable inside the topology.
+ * Addresses (pod number i = 2, 3, ...): eth0 10.244.0.i/32 fd00:244::i/128 (default routes via
+ * 10.244.0.1 / fd00:244::1, which nobody answers for: the primary network carries nothing between
+ * pods, so a reply to a request sent from a pod's eth0 address never arrives), net1
+ * 192.168.101.i/24 fd00:101::i/64, net2 192.168.102.i/24 fd00:102::i/64. Only ever reachable inside
+ * the topology.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -176,7 +179,11 @@ export async function createTopology(): Promise<Topology> {
         sw.push(`link add ${peer} type veth peer name ${ifname} netns ${ns}`, `link set ${peer} master ${net.bridge} up`);
         const a = { ipv4: `${net.v4}.${host}`, ipv6: `${net.v6}${host.toString(16)}` };
         addrs[ifname] = a;
-        inPod.push(`link set ${ifname} up`, `addr add ${a.ipv4}/24 dev ${ifname}`, `addr add ${a.ipv6}/64 dev ${ifname} nodad`);
+        // eth0 gets host addresses (/32, /128) and only a default route to a gateway nobody
+        // answers for: a reply to a pod's eth0 address is lost, so traffic between pods works
+        // only on the secondary networks, and a request sent from the wrong source gets no answer.
+        const [p4, p6] = ifname === 'eth0' ? [32, 128] : [24, 64];
+        inPod.push(`link set ${ifname} up`, `addr add ${a.ipv4}/${p4} dev ${ifname}`, `addr add ${a.ipv6}/${p6} dev ${ifname} nodad`);
       }
       inPod.push(`route add default via ${NETS.eth0.gw4} dev eth0 onlink`, `route add default via ${NETS.eth0.gw6} dev eth0 onlink`);
       await must(['ip', '-n', switchNs, '-batch', '-'], sw.join('\n') + '\n');
