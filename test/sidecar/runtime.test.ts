@@ -162,8 +162,12 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   });
 
   void test("the pod's service-network annotation decides which Services get rules; a malformed value changes nothing", async () => {
+    const selectors = (): unknown[] => env.sidecar!.logs().filter((l) => l['msg'] === 'watching EndpointSlices').map((l) => l['labelSelector']);
+    const base = 'endpointslice.kubernetes.io/managed-by=multus-proxy-controller,multus-proxy/network in';
+    assert.deepEqual(selectors(), [`${base} (${ns}.net-a)`], 'slices are selected server-side by the pod network');
     await setServiceNetwork('net-a, net-b');
     await expectEndpoints('the net-b Service served once the pod adds net-b', otherIP, [`${pod('b3').net2!.ipv4}:80`]);
+    assert.deepEqual(selectors(), [`${base} (${ns}.net-a)`, `${base} (${ns}.net-a,${ns}.net-b)`], 'the slice watch follows the networks');
     const replies = await httpRequests(topo, client, `http://${otherIP}:80/`, 5);
     assert.ok(
       replies.every((r) => r.name === 'b3' && r.peer === client.net2!.ipv4),

@@ -1,0 +1,67 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { DEFAULT_HEALTH_PORT, parseOptions } from '../../sidecar/options.js';
+
+const POD = { POD_NAME: 'client-7f9', POD_NAMESPACE: 'app' };
+
+void test('defaults: pod from the downward API variables, documented intervals', () => {
+  const r = parseOptions(POD, []);
+  assert.ok(r.ok, r.ok ? '' : r.error);
+  assert.deepEqual(r.value, {
+    podName: 'client-7f9',
+    podNamespace: 'app',
+    kubeconfig: undefined,
+    healthPort: DEFAULT_HEALTH_PORT,
+    healthHost: '0.0.0.0',
+    minSyncIntervalMs: 100,
+    fullResyncIntervalMs: 60_000,
+    retryMinMs: 1_000,
+    retryMaxMs: 30_000,
+    stuckAfterMs: 120_000,
+    iptablesBackend: 'auto',
+  });
+});
+
+void test('flags win over variables; spaces around values are ignored', () => {
+  const r = parseOptions({ ...POD, HEALTH_PORT: '9000', KUBECONFIG: '/env/kc', IPTABLES_BACKEND: 'nft' }, [
+    '--health-port',
+    '9100',
+    '--kubeconfig=/flag/kc',
+    '--min-sync-interval-ms',
+    ' 20 ',
+    '--iptables-backend',
+    'legacy',
+  ]);
+  assert.ok(r.ok, r.ok ? '' : r.error);
+  assert.equal(r.value.healthPort, 9100);
+  assert.equal(r.value.kubeconfig, '/flag/kc');
+  assert.equal(r.value.minSyncIntervalMs, 20);
+  assert.equal(r.value.iptablesBackend, 'legacy');
+});
+
+void test('every bad value is reported at once, naming variable, flag, value and the fix', () => {
+  const r = parseOptions({ POD_NAMESPACE: 'app', HEALTH_PORT: '70000', FULL_RESYNC_INTERVAL_MS: '60s', IPTABLES_BACKEND: 'iptables' }, []);
+  assert.equal(r.ok, false);
+  if (r.ok) return;
+  const lines = r.error.split('\n');
+  assert.equal(lines.length, 4, r.error);
+  assert.match(lines[0]!, /^sidecar options: POD_NAME \(--pod-name\) "": is not set; set it from the downward API \(fieldRef metadata\.name\)$/);
+  assert.match(r.error, /HEALTH_PORT \(--health-port\) "70000": is not a whole number in range; write an integer from 0 to 65535/);
+  assert.match(r.error, /FULL_RESYNC_INTERVAL_MS \(--full-resync-interval-ms\) "60s": .*from 1000 to/);
+  assert.match(r.error, /IPTABLES_BACKEND \(--iptables-backend\) "iptables": is not a known back end; write one of auto, nft, legacy/);
+});
+
+void test('a retry maximum below the minimum is refused', () => {
+  const r = parseOptions({ ...POD, SYNC_RETRY_MIN_MS: '5000', SYNC_RETRY_MAX_MS: '1000' }, []);
+  assert.equal(r.ok, false);
+  if (!r.ok) assert.match(r.error, /SYNC_RETRY_MAX_MS .*"1000": is below SYNC_RETRY_MIN_MS .*\(5000\); make the maximum at least the minimum/);
+});
+
+void test('an unknown flag is refused with the list of known ones', () => {
+  const r = parseOptions(POD, ['--helth-port', '1']);
+  assert.equal(r.ok, false);
+  if (!r.ok) {
+    assert.match(r.error, /--helth-port/);
+    assert.match(r.error, /--health-port/);
+  }
+});
