@@ -8,18 +8,32 @@ export const loopbackLookup: LookupFunction = (_host, opts, cb) => {
   else cb(null, '127.0.0.1', 4);
 };
 
-/** GET https://<servername>:<port>/ over loopback trusting only caPem; resolves with the body, rejects on any TLS failure. */
-export function httpsGet(port: number, servername: string, caPem: string, path = '/'): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    // agent:false: a fresh connection (and TLS handshake) each time, so certificate changes are seen.
-    const req = https.request({ host: servername, port, path, ca: caPem, lookup: loopbackLookup, agent: false }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve(body));
+export interface Reply {
+  status: number;
+  text: string;
+}
+
+/**
+ * One request to https://<servername>:<port><path> over loopback, trusting only caPem; rejects on
+ * any TLS failure. agent:false: a fresh connection (and TLS handshake) each time, so certificate
+ * changes are seen.
+ */
+export function httpsRequest(port: number, servername: string, caPem: string, method: string, path: string, body?: string | Buffer, contentType = 'application/json'): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const headers = body === undefined ? {} : { 'content-type': contentType };
+    const req = https.request({ host: servername, port, path, method, ca: caPem, lookup: loopbackLookup, agent: false, headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
     });
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
+}
+
+/** GET, resolving with the body. */
+export async function httpsGet(port: number, servername: string, caPem: string, path = '/'): Promise<string> {
+  return (await httpsRequest(port, servername, caPem, 'GET', path)).text;
 }
 
 /** Starts an HTTPS server with the pair and makes one request trusting `caPem`, reaching 127.0.0.1 under `servername`. */

@@ -12,12 +12,10 @@
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadAll } from 'js-yaml';
-import { createCA, createServingCert } from '../../certs/pki.js';
 import { createClusterLookups } from '../../webhook/cluster.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
 import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
@@ -26,7 +24,7 @@ import { useControlPlane, uniqueName, type ControlPlane } from '../harness/contr
 import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
-import { SIDECAR } from './fixtures.js';
+import { servingPairFolder, SIDECAR } from './fixtures.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
@@ -97,12 +95,9 @@ void describe('webhook behind a real kube-apiserver', () => {
     const token = await cp.tokenFor(off, 'multus-proxy-webhook');
     const webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
 
-    dir = mkdtempSync(join(tmpdir(), 'webhook-api-'));
-    const ca = createCA();
-    const leaf = createServingCert(ca, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system', ips: ['127.0.0.1'] });
-    writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
-    writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
-    certs = watchCertificateFiles(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+    const pair = servingPairFolder('webhook-api-', ['127.0.0.1']);
+    dir = pair.dir;
+    certs = watchCertificateFiles(pair.certFile, pair.keyFile);
     const deps = { cluster: createClusterLookups(webhookClient, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 }), sidecar: { ...SIDECAR, mode: 'auto' as const } };
     const app = createApp({
       endpoints: {
@@ -114,7 +109,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     });
     server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
 
-    const caBundle = Buffer.from(ca.certPem).toString('base64');
+    const caBundle = Buffer.from(pair.caPem).toString('base64');
     const hook = (name: string, path: string, resource: string, operations: string[]) => ({
       name,
       admissionReviewVersions: ['v1'],

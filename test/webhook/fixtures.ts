@@ -5,6 +5,10 @@ import type { ClusterLookups, NadState } from '../../webhook/cluster.js';
 import type { SidecarConfig } from '../../webhook/options.js';
 import type { AdmissionRequest, AdmissionResponse, Operation } from '../../webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createCA, createServingCert } from '../../certs/pki.js';
 
 export const SIDECAR: SidecarConfig = {
   image: 'registry.example/multus-proxy:test',
@@ -63,4 +67,17 @@ export function decodePatch(response: AdmissionResponse): JsonPatchOperation[] {
 export function applyResponse<T>(original: T, response: AdmissionResponse): T {
   const ops = decodePatch(response);
   return jsonpatch.applyPatch(structuredClone(original), ops, true, false).newDocument;
+}
+
+/** The webhook Service's name in the install namespace, as clients (and SANs) spell it. */
+export const WEBHOOK_DNS_NAME = 'multus-proxy-webhook.multus-proxy-system.svc';
+
+/** A fresh folder with tls.crt/tls.key for the webhook Service (plus IP SANs), and the CA that signed them. */
+export function servingPairFolder(prefix: string, ips: string[] = []): { dir: string; caPem: string; certFile: string; keyFile: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const ca = createCA();
+  const leaf = createServingCert(ca, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system', ips });
+  writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
+  writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
+  return { dir, caPem: ca.certPem, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
 }

@@ -6,31 +6,19 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import https from 'node:https';
-import { createCA, createServingCert } from '../../certs/pki.js';
 import { freePort, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import type { AdmissionReview } from '../../webhook/responses.js';
-import { loopbackLookup } from '../certs/tls-client.js';
-import { admissionRequest, applyResponse } from './fixtures.js';
+import { httpsRequest, type Reply } from '../certs/tls-client.js';
+import { admissionRequest, applyResponse, servingPairFolder, WEBHOOK_DNS_NAME } from './fixtures.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const MAIN = join(ROOT, 'webhook', 'main.ts');
-const NAME = 'multus-proxy-webhook.multus-proxy-system.svc';
 
-function call(port: number, ca: string, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request({ host: NAME, port, path, method, ca, lookup: loopbackLookup, agent: false, headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => (text += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+function call(port: number, ca: string, method: string, path: string, body?: string): Promise<Reply> {
+  return httpsRequest(port, WEBHOOK_DNS_NAME, ca, method, path, body);
 }
 
 function rssMiB(pid: number): number {
@@ -49,12 +37,7 @@ void describe('webhook/main as a process', () => {
   before(async () => {
     cp = await useControlPlane();
     await cp.createNamespace(ns, { 'multus-proxy-injection': 'enabled' });
-    dir = mkdtempSync(join(tmpdir(), 'webhook-main-'));
-    const authority = createCA();
-    ca = authority.certPem;
-    const leaf = createServingCert(authority, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system' });
-    writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
-    writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
+    ({ dir, caPem: ca } = servingPairFolder('webhook-main-'));
     writeFileSync(join(dir, 'config.yaml'), 'logLevel: warn\nsidecar:\n  mode: regular\n  healthPort: 9181\n');
     writeFileSync(join(dir, 'sidecarImage'), 'registry.example/multus-proxy:main-test\n');
   });

@@ -1,23 +1,18 @@
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
-import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import fc from 'fast-check';
-import { createCA, createServingCert } from '../../certs/pki.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
 import { createWebhookMetrics } from '../../webhook/metrics.js';
 import { createApp, decodeReview, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
 import { watchCertificateFiles, type CertificateSource } from '../../webhook/tls.js';
 import type { AdmissionReview } from '../../webhook/responses.js';
 import { prom } from '../../src/metrics.js';
-import { loopbackLookup } from '../certs/tls-client.js';
-import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
+import { httpsRequest, type Reply } from '../certs/tls-client.js';
+import { admissionRequest, applyResponse, ENABLED, fakeCluster, servingPairFolder, SIDECAR, WEBHOOK_DNS_NAME } from './fixtures.js';
 
-const SERVICE_NAME = 'multus-proxy-webhook.multus-proxy-system.svc';
 const MAX_BODY = 2 * 1024 * 1024;
 
 function buildApp(metrics = createWebhookMetrics(new prom.Registry())) {
@@ -36,24 +31,8 @@ function buildApp(metrics = createWebhookMetrics(new prom.Registry())) {
   });
 }
 
-interface Reply {
-  status: number;
-  text: string;
-}
-
-function request(port: number, ca: string, method: string, path: string, body?: string | Buffer, contentType = 'application/json'): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      { host: SERVICE_NAME, port, path, method, ca, lookup: loopbackLookup, agent: false, headers: body === undefined ? {} : { 'content-type': contentType } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-      },
-    );
-    req.on('error', reject);
-    req.end(body);
-  });
+function request(port: number, ca: string, method: string, path: string, body?: string | Buffer, contentType?: string): Promise<Reply> {
+  return httpsRequest(port, WEBHOOK_DNS_NAME, ca, method, path, body, contentType);
 }
 
 const pod = {
@@ -75,13 +54,10 @@ void describe('webhook/server over HTTPS', () => {
   const metrics = createWebhookMetrics(new prom.Registry());
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'webhook-'));
-    const authority = createCA();
-    ca = authority.certPem;
-    const leaf = createServingCert(authority, { service: 'multus-proxy-webhook', namespace: 'multus-proxy-system' });
-    writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
-    writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
-    tls = watchCertificateFiles(join(dir, 'tls.crt'), join(dir, 'tls.key'));
+    const pair = servingPairFolder('webhook-');
+    dir = pair.dir;
+    ca = pair.caPem;
+    tls = watchCertificateFiles(pair.certFile, pair.keyFile);
     server = await startWebhookServer(buildApp(metrics), tls, { port: 0, host: '127.0.0.1' });
   });
   after(async () => {
