@@ -218,6 +218,8 @@ type TargetWork =
       readonly ok: true;
       readonly clusterIP: string;
       readonly chain: string;
+      /** cluster IP|protocol|port: one target per such triple. */
+      readonly portKey: string;
       readonly endpoints: readonly ChosenEndpoint[];
       readonly choice: ResolvedTarget['choice'];
       readonly warnings: readonly string[];
@@ -234,29 +236,53 @@ type TargetWork =
  * cost more than the work saved). Entries not used by a render are dropped at the next one.
  */
 export class RenderCache {
-  private old = new Map<string, { target: ServicePortTarget; work: TargetWork }>();
-  private current = new Map<string, { target: ServicePortTarget; work: TargetWork }>();
-  get(key: string, t: ServicePortTarget): TargetWork | undefined {
-    const hit = this.current.get(key) ?? this.old.get(key);
-    if (hit === undefined || !sameTarget(hit.target, t)) return undefined;
-    this.current.set(key, hit);
+  // service -> entries of its ports (a handful), so no composite key string is built and hashed.
+  private old = new Map<string, CacheEntry[]>();
+  private current = new Map<string, CacheEntry[]>();
+  private count = 0;
+  get(t: ServicePortTarget): TargetWork | undefined {
+    const hit = find(this.current.get(t.service), t) ?? find(this.old.get(t.service), t);
+    if (hit === undefined) return undefined;
+    if (!sameTarget(hit.target, t)) return undefined;
+    this.set(t, hit.work);
     return hit.work;
   }
-  set(key: string, t: ServicePortTarget, work: TargetWork): void {
-    this.current.set(key, { target: t, work });
+  set(t: ServicePortTarget, work: TargetWork): void {
+    const list = this.current.get(t.service);
+    const entry = { target: t, work };
+    if (list === undefined) this.current.set(t.service, [entry]);
+    else {
+      const i = list.findIndex((e) => sameIdentity(e.target, t));
+      if (i >= 0) list[i] = entry;
+      else list.push(entry);
+    }
+    this.count += 1;
   }
   /** Called once per render, before it: what the previous render did not use is forgotten. */
   rotate(): void {
     this.old = this.current;
     this.current = new Map();
+    this.count = 0;
   }
+  /** Entries used or made by the last render. */
   get size(): number {
-    return this.current.size;
+    return this.count;
   }
 }
 
-function identity(t: ServicePortTarget): string {
-  return `${t.service}\u0000${t.portName}\u0000${t.protocol}\u0000${t.family}\u0000${t.clusterIP}\u0000${t.port}`;
+interface CacheEntry {
+  readonly target: ServicePortTarget;
+  readonly work: TargetWork;
+}
+
+function find(list: readonly CacheEntry[] | undefined, t: ServicePortTarget): CacheEntry | undefined {
+  if (list === undefined) return undefined;
+  for (const e of list) if (sameIdentity(e.target, t)) return e;
+  return undefined;
+}
+
+function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
+  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port;
 }
 
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
@@ -293,6 +319,7 @@ function targetWork(t: ServicePortTarget): TargetWork {
     ok: true,
     clusterIP,
     chain,
+    portKey: `${clusterIP}|${t.protocol}|${t.port}`,
     endpoints: chosen.endpoints,
     choice: chosen.choice,
     warnings,
@@ -308,6 +335,10 @@ function targetWork(t: ServicePortTarget): TargetWork {
  * networks the pod has, the first network in sort order wins and the other targets are skipped
  * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
  */
+function skippedTarget(t: ServicePortTarget, reason: string, level: SkippedTarget['level']): SkippedTarget {
+  return { target: describe(t), reason, level };
+}
+
 export function resolveTargets(state: DesiredState, cache: RenderCache = new RenderCache()): Resolution {
   cache.rotate();
   const skipped: SkippedTarget[] = [];
@@ -327,47 +358,43 @@ export function resolveTargets(state: DesiredState, cache: RenderCache = new Ren
   const portOwner = new Set<string>(); // cluster IP|proto|port
   const chainOwner = new Set<string>();
   const out: ResolvedTarget[] = [];
+  // No closures in this loop: at 5,000 targets per sync, allocation is what costs.
   for (const t of [...state.targets].sort(targetOrder)) {
-    const skip = (reason: string, level: SkippedTarget['level'] = 'warn'): void => {
-      skipped.push({ target: describe(t), reason, level });
-    };
-    const key = identity(t);
-    let work = cache.get(key, t);
+    let work = cache.get(t);
     if (work === undefined) {
       work = targetWork(t);
-      cache.set(key, t, work);
+      cache.set(t, work);
     }
     if (!work.ok) {
-      skip(work.reason);
+      skipped.push(skippedTarget(t, work.reason, 'warn'));
       continue;
     }
     const net = networkKey(t.network);
     const found = byNetwork.get(net);
     if (found === undefined) {
-      skip(`the pod has no interface on network ${net}`, 'info');
+      skipped.push(skippedTarget(t, `the pod has no interface on network ${net}`, 'info'));
       continue;
     }
     const source = found.source[t.family];
     if (source === undefined) {
-      skip(`the pod's interface ${found.iface.interface} on network ${net} has no IPv${t.family} address`, 'info');
+      skipped.push(skippedTarget(t, `the pod's interface ${found.iface.interface} on network ${net} has no IPv${t.family} address`, 'info'));
       continue;
     }
     const { clusterIP, chain } = work;
     const owner = ipOwner.get(clusterIP);
     if (owner !== undefined && owner !== net) {
-      skip(`cluster IP ${clusterIP} is already served through network ${owner}; one cluster IP can leave through one interface only`);
+      skipped.push(skippedTarget(t, `cluster IP ${clusterIP} is already served through network ${owner}; one cluster IP can leave through one interface only`, 'warn'));
       continue;
     }
-    const portKey = `${clusterIP}|${t.protocol}|${t.port}`;
-    if (portOwner.has(portKey) || chainOwner.has(chain)) {
-      skip(`${t.protocol} port ${t.port} of cluster IP ${clusterIP} is listed twice; the first entry is used`);
+    if (chainOwner.has(chain) || portOwner.has(work.portKey)) {
+      skipped.push(skippedTarget(t, `${t.protocol} port ${t.port} of cluster IP ${clusterIP} is listed twice; the first entry is used`, 'warn'));
       continue;
     }
     ipOwner.set(clusterIP, net);
-    portOwner.add(portKey);
+    portOwner.add(work.portKey);
     chainOwner.add(chain);
-    warnings.push(...work.warnings);
-    out.push({
+    if (work.warnings.length > 0) warnings.push(...work.warnings);
+    const resolved: ResolvedTarget = {
       target: t,
       clusterIP,
       chain,
@@ -375,11 +402,11 @@ export function resolveTargets(state: DesiredState, cache: RenderCache = new Ren
       source,
       endpoints: work.endpoints,
       choice: work.choice,
-      ...(t.affinityTimeoutSeconds !== undefined ? { affinitySeconds: t.affinityTimeoutSeconds } : {}),
       rules: work.rules,
       dispatch: work.dispatch,
       reject: work.reject,
-    });
+    };
+    out.push(t.affinityTimeoutSeconds === undefined ? resolved : { ...resolved, affinitySeconds: t.affinityTimeoutSeconds });
   }
   return { targets: out, skipped, warnings };
 }
