@@ -195,18 +195,31 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     };
   }
 
+  /** Removes everything of ours. Every step is tried even when an earlier one fails (SIGTERM gets one chance). */
   async function doCleanup(): Promise<CleanupResult> {
     const be = await backend();
     applied = undefined;
     const text = { v4: '', v6: '' };
+    const failures: string[] = [];
     for (const family of FAMILIES) {
-      const t = planCleanup(await readExisting(exec, be, family));
-      await restore(exec, be, family, t);
-      text[family === 4 ? 'v4' : 'v6'] = t;
+      try {
+        const t = planCleanup(await readExisting(exec, be, family));
+        text[family === 4 ? 'v4' : 'v6'] = t;
+        await restore(exec, be, family, t);
+      } catch (e) {
+        failures.push(e instanceof Error ? e.message : String(e));
+      }
     }
-    const routes = await readRoutes(exec);
-    await applyRoutes(exec, routes, 'remove');
-    return { restoreText: text, routesRemoved: routes.length };
+    let routesRemoved = 0;
+    try {
+      const routes = await readRoutes(exec);
+      await applyRoutes(exec, routes, 'remove');
+      routesRemoved = routes.length;
+    } catch (e) {
+      failures.push(e instanceof Error ? e.message : String(e));
+    }
+    if (failures.length > 0) throw new Error(`cleanup incomplete: ${failures.join('; ')}`);
+    return { restoreText: text, routesRemoved };
   }
 
   return {
