@@ -10,7 +10,7 @@ import path from 'node:path';
 import { createCA, createServingCert } from '../certs/pki.js';
 import { admissionReview, podOfSize } from './lib/pods.js';
 import { fixedRate, keepAliveAgent, maxThroughput, timedRequest, type LoadResult, type Target } from './lib/loadgen.js';
-import { cpuMs, type Cleanup, descendants, startProcess, stopProcess, waitForLine } from './lib/proc.js';
+import { cpuMs, type Cleanup, treeSum, startProcess, stopProcess, waitForLine } from './lib/proc.js';
 import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './lib/stats.js';
 import type { TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
@@ -48,15 +48,7 @@ async function startServer(spec: ServerSpec, certDir: string, body: Buffer, bigB
 }
 
 /** CPU time of the server process (and any child it has) in ms. */
-function serverCpu(s: Server): number {
-  return descendants(s.pid).reduce((sum, p) => {
-    try {
-      return sum + cpuMs(p);
-    } catch {
-      return sum;
-    }
-  }, 0);
-}
+const serverCpu = (s: Server): number => treeSum(s.pid, cpuMs);
 
 interface Sample {
   readonly p50: number;

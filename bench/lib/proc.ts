@@ -168,3 +168,14 @@ export async function withCleanup<T>(log: (msg: string) => void, fn: (cleanup: C
     await cleanup.run(log);
   }
 }
+
+/** Sums `read` (e.g. rssBytes, cpuMs) over a process and its descendants, skipping any that just exited. */
+export function treeSum(pid: number, read: (pid: number) => number): number {
+  return descendants(pid).reduce((sum, p) => {
+    try {
+      return sum + read(p);
+    } catch {
+      return sum;
+    }
+  }, 0);
+}
