@@ -107,6 +107,22 @@ void describe('sidecar dataplane: operations', () => {
     assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
   });
 
+  void test('syncs called without waiting run one at a time, in order', async () => {
+    const dp = createDataplane({ netns: env.client.ns });
+    const [b1, b2] = env.backends;
+    assert.ok(b1 && b2);
+    const results = await Promise.all([dp.sync(fullState(env), { full: true }), dp.sync(fullState(env, [b1]), { full: false }), dp.sync(fullState(env, [b2]), { full: false })]);
+    assert.deepEqual(
+      results.map((r) => [r.full, r.changed]),
+      [
+        [true, true],
+        [false, true],
+        [false, true],
+      ],
+    );
+    assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], ['b2']);
+  });
+
   void test('a one-endpoint change rewrites only that Service chain (iptables-save before/after)', async () => {
     const dp = createDataplane({ netns: env.client.ns });
     await dp.sync(fullState(env), { full: true });
