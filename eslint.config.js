@@ -18,6 +18,9 @@ export default tseslint.config(
     files: ['eslint.config.js', 'scripts/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     // Plain Node scripts: declare the Node globals they use (no type information there).
-    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly' } },
+    languageOptions: {
+      parserOptions: { project: false, projectService: false },
+      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly' },
+    },
   },
 );
