@@ -16,7 +16,8 @@
  *   Service the controller published. SelfSubjectAccessReviews add what it must NOT be able to do.
  *
  * A private control plane: the controller runs cluster-wide with the real Lease name, and the
- * webhook configurations exist for real for a moment, neither of which may touch other tests.
+ * webhook configurations exist for real for a moment, neither of which may touch other tests. It
+ * also enables the OwnerReferencesPermissionEnforcement admission plugin, as hardened clusters do.
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -139,7 +140,9 @@ async function applyForReal(client: KubeClient, objs: Rendered[]): Promise<void>
 }
 
 before(async () => {
-  cp = await startControlPlane();
+  // OwnerReferencesPermissionEnforcement (on in OpenShift and hardened clusters): setting
+  // blockOwnerDeletion on a slice's owner reference then needs update on services/finalizers.
+  cp = await startControlPlane({ extraApiserverArgs: ['--enable-admission-plugins=OwnerReferencesPermissionEnforcement'] });
   dir = mkdtempSync(join(tmpdir(), 'multus-proxy-rbac-'));
   base = await render('deploy/base');
   bootstrap = await render('deploy/overlays/bootstrap');
