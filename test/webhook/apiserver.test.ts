@@ -14,6 +14,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadAll } from 'js-yaml';
 import { createClusterLookups } from '../../webhook/cluster.js';
@@ -30,6 +31,25 @@ const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
 const PROXY_LABEL = 'service.kubernetes.io/service-proxy-name';
 const ADMISSION = 'admissionregistration.k8s.io';
+
+/** POST with dryRun through the raw API, returning the Warning headers the apiserver sent back (our client does not surface them). */
+function createWarnings(cp: ControlPlane, path: string, body: unknown): Promise<{ status: number; warnings: string[] }> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(`${path}?dryRun=All`, cp.server);
+    const req = https.request(url, { method: 'POST', ca: cp.connection.ca, headers: { authorization: `Bearer ${cp.connection.token ?? ''}`, 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => {
+        const raw: string | string[] | undefined = res.headers['warning'];
+        const headers: string[] = Array.isArray(raw) ? raw : raw === undefined ? [] : [raw];
+        // RFC 7234 form: 299 - "text", with \" and \\ escaped.
+        const list: string[] = headers.flatMap((h) => [...h.matchAll(/299 - "((?:[^"\\]|\\.)*)"/g)].map((m) => (m[1] ?? '').replace(/\\(.)/g, '$1')));
+        resolve({ status: res.statusCode ?? 0, warnings: list });
+      });
+    });
+    req.on('error', reject);
+    req.end(JSON.stringify(body));
+  });
+}
 
 async function createError(p: Promise<unknown>): Promise<string> {
   try {
@@ -190,6 +210,10 @@ void describe('webhook behind a real kube-apiserver', () => {
       assert.deepEqual(p.spec?.containers.map((c) => c.name), ['app']);
       assert.ok(!(p.spec?.volumes ?? []).some((v) => v.name.startsWith('multus-proxy')));
     }
+    // The user who asked for the sidecar in a namespace without the label is told why it is missing.
+    const warned = await createWarnings(cp, pods(off), clientPod('warned', { [SN]: 'net-a', [NETS]: 'net-a' }));
+    assert.equal(warned.status, 201);
+    assert.deepEqual(warned.warnings, [`Pod ${off}/warned: namespace ${off} is not labelled multus-proxy-injection=enabled, so no multus-proxy sidecar was added; label the namespace to enable it`]);
   });
 
   void test('bad annotations, unattached networks, hostNetwork and PodSecurity: the create call fails with our message', async () => {
@@ -209,6 +233,10 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.equal(stored.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
     const headless = await cp.client.create<V1Service>(services(on), service('db', { [SN]: 'net-a,missing-net', 'k8s.v1.cni.cncf.io/service-selector': 'app=db' }, { clusterIP: 'None' }));
     assert.equal(headless.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
+    // The missing NetworkAttachmentDefinition reaches the user as an admission warning (kubectl prints it).
+    const warned = await createWarnings(cp, services(on), service('warned', { [SN]: 'net-a,missing-net' }, { selector: { app: 'x' } }));
+    assert.equal(warned.status, 201);
+    assert.deepEqual(warned.warnings, [`NetworkAttachmentDefinition ${on}/missing-net does not exist (yet): the Service has no endpoints on it until it is created`]);
     assert.match(
       await createError(cp.client.create(services(on), service('bad-headless', { [SN]: 'net-a' }, { clusterIP: 'None', selector: { app: 'db' } }))),
       /denied the request: Service wh-on-\w+\/bad-headless: spec\.selector .*move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=db" and remove spec\.selector/,
