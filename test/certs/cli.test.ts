@@ -5,6 +5,9 @@ import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DEFAULTS, parseCli, parseDuration } from '../../certs/cli.js';
+import { useControlPlane, uniqueName } from '../harness/controlplane.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { V1Secret } from '../../src/kube/types.js';
 
 const CLI = join(import.meta.dirname, '..', '..', 'certs', 'cli.ts');
 
@@ -66,6 +69,31 @@ void describe('certs CLI', () => {
       assert.match(bad.stderr, /--ip "nope": is not an IPv4 or IPv6 address/);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  void test('bootstrap as a process (as the Job runs it): creates the Secrets, a second run rewrites nothing', async () => {
+    const cp = await useControlPlane();
+    try {
+      const ns = uniqueName('certs-cli');
+      await cp.createNamespace(ns);
+      const args = ['bootstrap', `--kubeconfig=${cp.kubeconfigPath}`, `--namespace=${ns}`, '--mutating=', '--validating='];
+      const first = runCli(args);
+      assert.equal(first.status, 0, first.stderr);
+      const secret = await cp.client.get<V1Secret>(apiPath('', 'v1', 'secrets', ns, 'multus-proxy-webhook-tls'));
+      assert.equal(secret.type, 'kubernetes.io/tls');
+      assert.deepEqual(Object.keys(secret.data ?? {}).sort(), ['ca.crt', 'tls.crt', 'tls.key']);
+      const ca = await cp.client.get<V1Secret>(apiPath('', 'v1', 'secrets', ns, 'multus-proxy-webhook-ca'));
+      assert.deepEqual(Object.keys(ca.data ?? {}).sort(), ['previous.crt', 'tls.crt', 'tls.key']);
+      const second = runCli(args);
+      assert.equal(second.status, 0, second.stderr);
+      assert.match(second.stdout, /"reasons":\[\],"caSecretWritten":false,"servingSecretWritten":false/);
+      assert.equal((await cp.client.get<V1Secret>(apiPath('', 'v1', 'secrets', ns, 'multus-proxy-webhook-tls'))).metadata?.resourceVersion, secret.metadata?.resourceVersion);
+      const unreachable = runCli(['bootstrap', '--kubeconfig=/nonexistent/kubeconfig']);
+      assert.equal(unreachable.status, 1);
+      assert.match(unreachable.stderr, /^certs: .*nonexistent/m);
+    } finally {
+      await cp.stop();
     }
   });
 });
