@@ -42,7 +42,7 @@ export const MAX_CHAIN_NAME = 28;
 /** Comment on our jumps from OUTPUT; also how cleanup recognises them. */
 export const JUMP_COMMENT = 'multus-proxy';
 export type TableName = 'filter' | 'nat';
-/** Restore order: filter first, so a new Service port already rejects when its nat rules land. */
+/** Restore order: filter first, so a Service port that loses its last endpoint rejects before its DNAT rules go. */
 export const TABLES: readonly TableName[] = ['filter', 'nat'];
 
 /** The canonical jump rule spec (what iptables-save prints after `-A OUTPUT `), per table. */
@@ -60,12 +60,12 @@ const MAX_AFFINITY_SECONDS = 86400;
 const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 /** RFC 4648 base32 (no padding) of the first bytes needed for `chars` characters. */
-function base32(bytes: Buffer, chars: number): string {
+export function base32(bytes: Uint8Array, chars: number): string {
   let out = '';
   let bits = 0;
   let value = 0;
   for (const b of bytes) {
-    value = (value << 8) | b;
+    value = ((value << 8) | b) & 0xfffff; // only the unread bits (< 13 + 8) matter
     bits += 8;
     while (bits >= 5 && out.length < chars) {
       out += BASE32[(value >>> (bits - 5)) & 31];

@@ -14,6 +14,7 @@ import {
   NOTHING_EXISTING,
   REJECT_CHAIN,
   RenderCache,
+  base32,
   chooseEndpoints,
   existingFromApplied,
   parseExisting,
@@ -115,6 +116,10 @@ void describe('sidecar render: names', () => {
     ].map(serviceChainName);
     assert.equal(new Set([a, ...variants]).size, 6);
     for (const n of [DISPATCH_CHAIN, REJECT_CHAIN]) assert.ok(n.length <= MAX_CHAIN_NAME && !n.startsWith('KUBE-') && !n.startsWith('MULTUS-'));
+  });
+  void test('base32 is RFC 4648', () => {
+    assert.equal(base32(Buffer.from('foobar'), 10), 'MZXW6YTBOI');
+    assert.equal(base32(Buffer.from('fooba'), 8), 'MZXW6YTB');
   });
   void test('recent list names are valid and unique per endpoint', () => {
     const names = new Set<string>();
