@@ -38,6 +38,11 @@ WORKDIR /app
 # Only the bundles (each has its dependencies inlined; no node_modules at run time).
 COPY --from=build /src/dist/ /app/dist/
 ENV NODE_ENV=production
+# iptables-legacy takes a lock file, /run/xtables.lock by default, and refuses to restore when it
+# cannot create it, which is always the case under readOnlyRootFilesystem. /dev/shm is a
+# writable tmpfs in every container (and shared by the pod's containers, which is where a lock
+# is wanted); iptables-nft takes no lock.
+ENV XTABLES_LOCKFILE=/dev/shm/xtables.lock
 # Numeric, so the kubelet can verify runAsNonRoot without a runAsUser.
 USER 65532:65532
 ENTRYPOINT ["node"]

@@ -163,6 +163,38 @@ void describe('Dockerfile structure', () => {
     }
   });
 
+  void test('iptables-legacy can restore under readOnlyRootFilesystem with the image\'s XTABLES_LOCKFILE (and cannot without it)', async () => {
+    const env = new Map(
+      (runtime?.instructions ?? [])
+        .filter((i) => i.op === 'ENV')
+        .map((i) => /^(\S+?)[= ](.*)$/.exec(i.args))
+        .filter((m): m is RegExpExecArray => m !== null)
+        .map((m) => [m[1] ?? '', m[2] ?? '']),
+    );
+    const lockfile = env.get('XTABLES_LOCKFILE');
+    assert.ok(lockfile?.startsWith('/dev/shm/'), `ENV XTABLES_LOCKFILE on the writable /dev/shm, got ${lockfile}`);
+    // A container as the sidecar sees it: a fresh network namespace, /run read-only (root
+    // filesystem), /dev/shm a writable tmpfs. Everything happens in namespaces made here.
+    const script = [
+      'mount -t tmpfs -o ro tmpfs /run',
+      'mount -t tmpfs tmpfs /dev/shm',
+      `printf '*nat\\n:MPXIMG-TEST - [0:0]\\nCOMMIT\\n' | iptables-legacy-restore --noflush`,
+    ].join(' && ');
+    const run = (extra: Record<string, string>): Promise<{ code: number; out: string }> =>
+      promisify(execFile)('unshare', ['--net', '--mount', 'sh', '-c', script], { env: { PATH: process.env['PATH'] ?? '', ...extra } }).then(
+        (r) => ({ code: 0, out: r.stdout + r.stderr }),
+        (e: Error & { code?: number | string; stderr?: string }) => {
+          if (e.code === 'ENOENT') throw new Error('unshare is not installed: apt-get install util-linux (and run the tests as root)');
+          return { code: typeof e.code === 'number' ? e.code : -1, out: e.stderr ?? e.message };
+        },
+      );
+    const without = await run({});
+    assert.notEqual(without.code, 0, 'without the variable the restore must fail, else this test proves nothing');
+    assert.match(without.out, /xtables\.lock/, without.out);
+    const withLock = await run({ XTABLES_LOCKFILE: lockfile ?? '' });
+    assert.equal(withLock.code, 0, withLock.out);
+  });
+
   void test('every COPY source exists in the build context and is not excluded by .dockerignore', () => {
     const all = stages.flatMap(copies).filter((c) => c.from === undefined);
     assert.ok(all.length >= 4);
