@@ -86,19 +86,22 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
 
     nativeSidecarsSupported() {
       if (version !== undefined && now() - version.at < version.ttl) return version.value;
-      const value = client.get<ServerVersion>('/version').then((v) => {
-        const parsed = parseServerVersion(v);
-        if (parsed === undefined) throw new Error(`cannot read the version ${JSON.stringify(v)}`);
-        return supportsNativeSidecars(parsed);
-      });
-      const entry = { at: now(), ttl: opts.versionCacheMs ?? 600_000, value };
-      version = entry;
-      // Unknown version: a regular container works on every version; ask again soon.
-      return value.catch((e: unknown) => {
-        opts.logger?.warn({ err: e }, 'apiserver version unknown; injecting a regular sidecar container');
-        if (version === entry) version = { at: now(), ttl: VERSION_RETRY_MS, value: Promise.resolve(false) };
-        return false;
-      });
+      // Unknown version: a regular container works on every version; ask again soon. The cached
+      // promise never rejects, so concurrent callers all get an answer.
+      const value = client
+        .get<ServerVersion>('/version')
+        .then((v) => {
+          const parsed = parseServerVersion(v);
+          if (parsed === undefined) throw new Error(`cannot read the version ${JSON.stringify(v)}`);
+          return supportsNativeSidecars(parsed);
+        })
+        .catch((e: unknown) => {
+          opts.logger?.warn({ err: e }, 'apiserver version unknown; injecting a regular sidecar container');
+          version = { at: now(), ttl: VERSION_RETRY_MS, value: Promise.resolve(false) };
+          return false;
+        });
+      version = { at: now(), ttl: opts.versionCacheMs ?? 600_000, value };
+      return value;
     },
 
     async nadExists(ref) {

@@ -121,9 +121,13 @@ void describe('webhook/cluster', () => {
   });
 
   void test('version lookup failure falls back to regular containers; NAD states', async () => {
+    let versionCalls = 0;
     const client = {
       get: async <T>(path: string): Promise<T> => {
-        if (path === '/version') throw new Error('boom');
+        if (path === '/version') {
+          versionCalls += 1;
+          throw new Error('boom');
+        }
         if (path.includes('/missing')) throw new KubeApiError(404, 'nf', 'NotFound');
         if (path.includes('/slow')) return new Promise<T>(() => undefined);
         if (path.includes('/forbidden')) throw new KubeApiError(403, 'no', 'Forbidden');
@@ -131,7 +135,9 @@ void describe('webhook/cluster', () => {
       },
     };
     const c = createClusterLookups(client, { namespaceCacheMs: 0, nadTimeoutMs: 50 });
+    assert.deepEqual(await Promise.all([c.nativeSidecarsSupported(), c.nativeSidecarsSupported()]), [false, false]);
     assert.equal(await c.nativeSidecarsSupported(), false);
+    assert.equal(versionCalls, 1, 'concurrent callers share one lookup; a failure is remembered for a while');
     assert.equal(await c.nadExists({ namespace: 'a', name: 'here' }), 'exists');
     assert.equal(await c.nadExists({ namespace: 'a', name: 'missing' }), 'missing');
     assert.equal(await c.nadExists({ namespace: 'a', name: 'forbidden' }), 'unknown');
