@@ -185,7 +185,33 @@ export function chooseEndpoints(
   warn: (msg: string) => void,
   what: string,
 ): { endpoints: ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
-  const merged = new Map<string, { ip: string; port: number; ready: boolean; serving: boolean; terminating: boolean }>();
+  const all = isClean(endpoints, family) ? endpoints : mergeEndpoints(endpoints, family, warn, what);
+  const pick = (keep: (e: BackendEndpoint) => boolean): ChosenEndpoint[] => {
+    const out: ChosenEndpoint[] = [];
+    for (const e of all) if (keep(e)) out.push({ ip: e.ip, port: e.port });
+    return out;
+  };
+  const ready = pick((e) => e.ready);
+  if (ready.length > 0) return { endpoints: ready, choice: 'ready' };
+  const terminating = pick((e) => e.serving && e.terminating);
+  if (terminating.length > 0) return { endpoints: terminating, choice: 'terminating' };
+  return { endpoints: [], choice: 'none' };
+}
+
+/** The runtime's usual input: valid, normalised, sorted, unique. Checked in one pass, no allocation. */
+function isClean(endpoints: readonly BackendEndpoint[], family: IpFamily): boolean {
+  let prev: BackendEndpoint | undefined;
+  for (const e of endpoints) {
+    if (!validPort(e.port) || normalizeAddress(e.ip, family) !== e.ip) return false;
+    if (prev !== undefined && (compareText(prev.ip, e.ip) || prev.port - e.port) >= 0) return false;
+    prev = e;
+  }
+  return true;
+}
+
+/** Anything else: drop bad entries (with a message), normalise, merge duplicates, sort. */
+function mergeEndpoints(endpoints: readonly BackendEndpoint[], family: IpFamily, warn: (msg: string) => void, what: string): BackendEndpoint[] {
+  const merged = new Map<string, BackendEndpoint>();
   for (const ep of endpoints) {
     const ip = normalizeAddress(ep.ip, family);
     if (ip === undefined || !validPort(ep.port)) {
@@ -203,12 +229,7 @@ export function chooseEndpoints(
       terminating: seen === undefined ? ep.terminating : seen.terminating && ep.terminating,
     });
   }
-  const all = [...merged.values()].sort((a, b) => compareText(a.ip, b.ip) || a.port - b.port);
-  const ready = all.filter((e) => e.ready);
-  if (ready.length > 0) return { endpoints: ready.map(({ ip, port }) => ({ ip, port })), choice: 'ready' };
-  const terminating = all.filter((e) => e.serving && e.terminating);
-  if (terminating.length > 0) return { endpoints: terminating.map(({ ip, port }) => ({ ip, port })), choice: 'terminating' };
-  return { endpoints: [], choice: 'none' };
+  return [...merged.values()].sort((a, b) => compareText(a.ip, b.ip) || a.port - b.port);
 }
 
 /** Per-target work that depends only on the target's own fields: validation, chain, endpoints, rules. */
