@@ -70,6 +70,8 @@ void describe('webhook behind a real kube-apiserver', () => {
   const on = uniqueName('wh-on');
   const off = uniqueName('wh-off');
   const psa = uniqueName('wh-psa');
+  const reg = uniqueName('wh-reg');
+  const REGULAR_PATH = '/mutate-pods-regular';
   const configName = uniqueName('multus-proxy-webhook-test');
   const roleName = uniqueName('multus-proxy-webhook-test');
 
@@ -92,6 +94,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     cp = await useControlPlane();
     await cp.createNamespace(on, { ...testLabel, 'multus-proxy-injection': 'enabled' });
     await cp.createNamespace(off, testLabel);
+    await cp.createNamespace(reg, { ...testLabel, 'multus-proxy-injection': 'enabled', 'multus-proxy-test-mode': 'regular' });
     await cp.createNamespace(psa, { ...testLabel, 'multus-proxy-injection': 'enabled', 'pod-security.kubernetes.io/enforce': 'restricted' });
     await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', on), {
       apiVersion: 'k8s.cni.cncf.io/v1',
@@ -122,6 +125,8 @@ void describe('webhook behind a real kube-apiserver', () => {
     const app = createApp({
       endpoints: {
         [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
+        // The same webhook configured for regular containers, for the `reg` namespace only.
+        [REGULAR_PATH]: { kind: 'Pod', handler: podHandler({ ...deps, sidecar: { ...SIDECAR, mode: 'regular' } }) },
         [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
         [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
       },
@@ -145,7 +150,16 @@ void describe('webhook behind a real kube-apiserver', () => {
       kind: 'MutatingWebhookConfiguration',
       metadata: { name: configName },
       webhooks: [
-        { ...hook('pods.multus-proxy.test', PATHS.mutatePods, 'pods', ['CREATE']), reinvocationPolicy: 'IfNeeded' },
+        {
+          ...hook('pods.multus-proxy.test', PATHS.mutatePods, 'pods', ['CREATE']),
+          reinvocationPolicy: 'IfNeeded',
+          namespaceSelector: { matchLabels: testLabel, matchExpressions: [{ key: 'multus-proxy-test-mode', operator: 'DoesNotExist' }] },
+        },
+        {
+          ...hook('regular-pods.multus-proxy.test', REGULAR_PATH, 'pods', ['CREATE']),
+          reinvocationPolicy: 'IfNeeded',
+          namespaceSelector: { matchLabels: { ...testLabel, 'multus-proxy-test-mode': 'regular' } },
+        },
         hook('services.multus-proxy.test', PATHS.mutateServices, 'services', ['CREATE', 'UPDATE']),
       ],
     });
@@ -191,6 +205,15 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.deepEqual(sidecar?.env?.slice(0, 2).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]), [['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]);
     assert.ok(stored.spec?.volumes?.some((v) => v.name === 'multus-proxy-token' && v.projected !== undefined));
     assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);
+  });
+
+  void test('regular mode: the sidecar is the first container and kubectl keeps defaulting to the app (a slash-bearing key in the patch)', async () => {
+    const stored = await cp.client.create<V1Pod>(pods(reg), clientPod('regular', { [SN]: 'net-a', [NETS]: 'net-a', 'example.com/other': 'kept' }));
+    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['multus-proxy', 'app']);
+    assert.equal(stored.spec?.containers[0]?.restartPolicy, undefined);
+    assert.equal(stored.spec?.initContainers, undefined);
+    assert.equal(stored.metadata?.annotations?.['kubectl.kubernetes.io/default-container'], 'app');
+    assert.equal(stored.metadata?.annotations?.['example.com/other'], 'kept');
   });
 
   void test('generateName pods and pods without an automounted token get it too (token mounted in the sidecar only)', async () => {
