@@ -88,11 +88,10 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
   let running: Promise<unknown> = Promise.resolve();
   const cache = new RenderCache();
 
+  // Known synchronously once decided, so a sync can start its read-back processes before rendering.
+  let known: Backend | undefined = opts.backend === 'nft' || opts.backend === 'legacy' ? opts.backend : undefined;
   const backend = (): Promise<Backend> => {
-    if (backendChoice === undefined) {
-      const wanted = opts.backend ?? 'auto';
-      backendChoice = wanted === 'auto' ? detectBackend(exec) : Promise.resolve(wanted);
-    }
+    backendChoice ??= known !== undefined ? Promise.resolve(known) : detectBackend(exec).then((b) => (known = b));
     return backendChoice;
   };
 
@@ -105,19 +104,21 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
 
   async function doSync(state: DesiredState, full: boolean): Promise<SyncResult> {
     const start = process.hrtime.bigint();
-    const be = await backend();
     const prev = applied;
     const isFull = full || prev === undefined;
     // Forget what was applied until this sync succeeds: any failure below forces a full sync next.
     applied = undefined;
-    // Read-back runs in child processes while rendering uses this one's CPU. Without a previous
-    // state of ours (start-up, after a failure) read everything back; with one, only the OUTPUT
-    // chains (a periodic resync of 1,000 Services must not pay a whole iptables-save).
-    const read = (f: IpFamily): Promise<Existing> =>
+    // Back-end detection and read-back run in child processes while rendering uses this one's
+    // CPU. Without a previous state of ours (start-up, after a failure) read everything back; with
+    // one, only the OUTPUT chains (a periodic resync of 1,000 Services must not pay a whole save).
+    const choosing = backend();
+    const read = (be: Backend, f: IpFamily): Promise<Existing> =>
       prev === undefined ? readExisting(exec, be, f) : readOutputChains(exec, be, f).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o));
-    const reading = isFull ? Promise.all([read(4), read(6), readRoutes(exec)]) : undefined;
+    const readAll = (be: Backend): Promise<[Existing, Existing, Route[]]> => Promise.all([read(be, 4), read(be, 6), readRoutes(exec)]);
+    const reading = isFull ? (known !== undefined ? readAll(known) : choosing.then(readAll)) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
     const rendered = render(state, cache);
+    const be = await choosing;
     const renderMs = ms(start);
     const tRead = process.hrtime.bigint();
     let existing: Record<IpFamily, Existing | undefined> = { 4: undefined, 6: undefined };

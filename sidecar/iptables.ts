@@ -51,11 +51,8 @@ export function hasRules(saveText: string): boolean {
  * A missing legacy binary means nft.
  */
 export async function detectBackend(exec: Exec): Promise<Backend> {
-  for (const family of [4, 6] as const) {
-    const r = await exec(binary('legacy', family, 'save'), []);
-    if (r.code === 0 && hasRules(r.stdout)) return 'legacy';
-  }
-  return 'nft';
+  const saves = await Promise.all(([4, 6] as const).map((family) => exec(binary('legacy', family, 'save'), [])));
+  return saves.some((r) => r.code === 0 && hasRules(r.stdout)) ? 'legacy' : 'nft';
 }
 
 export async function save(exec: Exec, backend: Backend, family: IpFamily): Promise<string> {
