@@ -12,7 +12,10 @@
  * passes its state file in MULTUS_PROXY_TEST_CONTROLPLANE; `useControlPlane()` in
  * test/harness/controlplane.ts returns it. Tests on it use unique namespaces (uniqueName()).
  * Tests that restart the apiserver, compact etcd or need other flags start a private one with
- * `startControlPlane()`. If the shared one fails to start, the error is printed and the tests
+ * `startControlPlane()`. Cluster-wide objects a test creates on the shared plane (admission
+ * webhooks above all) must be scoped to the test's own namespaces by a namespaceSelector and
+ * deleted afterwards, or the test must use a private plane: a failing webhook would otherwise
+ * break every later test. If the shared one fails to start, the error is printed and the tests
  * that need it fail with it (nothing is skipped).
  */
 import { spawn } from 'node:child_process';
