@@ -578,12 +578,23 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
   const deletedChains: string[] = [];
   for (const table of TABLES) {
     const want = next[table];
-    const changed: string[] = [];
+    const rewrite: string[] = [];
     const head: string[] = [];
+    const removeRules: string[] = [];
+    const appendRules: string[] = [];
     const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [...(prev?.[table].keys() ?? [])].filter((c) => !want.has(c));
     for (const [chain, lines] of want) {
-      if (!isFull && sameLines(prev?.[table].get(chain), lines)) continue;
-      changed.push(chain);
+      const old = isFull ? undefined : prev?.[table].get(chain);
+      if (!isFull && sameLines(old, lines)) continue;
+      if (old !== undefined && SET_CHAINS.has(chain)) {
+        // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
+        const edits = editSetChain(old, lines);
+        removeRules.push(...edits.remove);
+        appendRules.push(...edits.append);
+        changedChains.push(`${table}/${chain}`);
+        continue;
+      }
+      rewrite.push(chain);
     }
     if (isFull) {
       // Exactly one canonical jump: keep the first one that is, delete every other jump to ours.
@@ -594,17 +605,20 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
       }
       if (!kept) head.push(`-I OUTPUT 1 ${JUMP_SPEC[table]}`);
     }
-    if (changed.length + head.length + gone.length === 0) continue;
+    if (rewrite.length + head.length + gone.length + removeRules.length + appendRules.length === 0) continue;
     out.push(`*${table}`);
-    for (const chain of changed) out.push(`:${chain} - [0:0]`);
-    // Declaring a stale chain flushes it; its only reference (a dispatch rule) is gone because
-    // the dispatch chain is rewritten in the same transaction; then it can be deleted.
+    for (const chain of rewrite) out.push(`:${chain} - [0:0]`);
+    // Declaring a stale chain flushes it; its only reference (a dispatch rule) is deleted or
+    // rewritten below in the same transaction; then it can be deleted.
     for (const chain of gone) out.push(`:${chain} - [0:0]`);
     for (const l of head) out.push(l);
-    for (const chain of changed) {
+    for (const l of removeRules) out.push(l);
+    for (const chain of rewrite) {
       for (const l of want.get(chain) ?? []) out.push(l);
       changedChains.push(`${table}/${chain}`);
     }
+    // After the rewritten chains: an appended dispatch rule may jump to a chain created above.
+    for (const l of appendRules) out.push(l);
     for (const chain of gone) {
       out.push(`-X ${chain}`);
       deletedChains.push(`${table}/${chain}`);
@@ -612,6 +626,23 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
     out.push('COMMIT');
   }
   return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
+}
+
+/**
+ * Chains whose rules are independent of their order (each matches its own cluster IP and port), so a
+ * partial sync edits them rule by rule: `-D` what went, `-A` what came. A full sync rewrites them
+ * in sorted order.
+ */
+const SET_CHAINS: ReadonlySet<string> = new Set([DISPATCH_CHAIN, REJECT_CHAIN]);
+
+/** `-D`/`-A` lines turning the rules `old` into `next` (both `-A CHAIN spec` lines). */
+export function editSetChain(old: readonly string[], next: readonly string[]): { remove: string[]; append: string[] } {
+  const before = new Set(old);
+  const after = new Set(next);
+  return {
+    remove: old.filter((l) => !after.has(l)).map((l) => `-D ${l.slice('-A '.length)}`),
+    append: next.filter((l) => !before.has(l)),
+  };
 }
 
 /** Restore input that removes everything of ours that `existing` lists (jumps first, then chains). */

@@ -16,6 +16,7 @@ import {
   RenderCache,
   base32,
   chooseEndpoints,
+  editSetChain,
   existingFromApplied,
   parseExisting,
   planCleanup,
@@ -244,16 +245,20 @@ void describe('sidecar render: partial versus full', () => {
     assert.doesNotMatch(p.text, /\*filter|MPX-SERVICES|OUTPUT/);
     assert.deepEqual(planRestore(next.v6, base.v6, undefined, false).text, '');
   });
-  void test('all endpoints gone: the Service chain empties and a reject rule appears, filter first', () => {
+  void test('all endpoints gone: the Service chain empties and a reject rule is added, filter first', () => {
     const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [] } : t))));
     const p = planRestore(next.v4, base.v4, undefined, false);
-    assert.deepEqual(p.changedChains, ['filter/MPX-REJECT', `nat/${serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: '10.96.0.10' })}`]);
-    assert.match(p.text, /^\*filter\n:MPX-REJECT - \[0:0\]\n(-A MPX-REJECT .*\n)+COMMIT\n\*nat\n:MPX-SVC-[A-Z2-7]+ - \[0:0\]\nCOMMIT\n$/);
-    assert.match(p.text, /-A MPX-REJECT -d 10\.96\.0\.10\/32 -p tcp -m tcp --dport 80 -m comment --comment "demo\/web:http has no endpoints" -j REJECT --reject-with tcp-reset/);
-    // And back: the reject rule goes again.
+    const web = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: '10.96.0.10' });
+    assert.deepEqual(p.changedChains, ['filter/MPX-REJECT', `nat/${web}`]);
+    assert.equal(
+      p.text,
+      '*filter\n-A MPX-REJECT -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -m comment --comment "demo/web:http has no endpoints" -j REJECT --reject-with tcp-reset\nCOMMIT\n' +
+        `*nat\n:${web} - [0:0]\nCOMMIT\n`,
+    );
+    // And back: the reject rule is deleted by its spec, the chain refilled.
     const back = planRestore(base.v4, next.v4, undefined, false);
     assert.equal(back.changedChains.length, 2);
-    assert.doesNotMatch(back.text, /10\.96\.0\.10/);
+    assert.match(back.text, /^\*filter\n-D MPX-REJECT -d 10\.96\.0\.10\/32 .* -j REJECT --reject-with tcp-reset\nCOMMIT\n\*nat\n/);
   });
   void test('a new Service with endpoints: its chain and the dispatch chain only', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
@@ -267,15 +272,26 @@ void describe('sidecar render: partial versus full', () => {
     assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['filter/MPX-REJECT', 'nat/MPX-SERVICES']);
     assert.ok(p.text.indexOf('*filter') < p.text.indexOf('*nat'));
   });
-  void test('a removed Service: its chain is flushed and deleted after the dispatch rewrite', () => {
+  void test('a removed Service: its dispatch rule is deleted, then its chain flushed and deleted; nothing else', () => {
     const next = full(withTargets(s, s.targets.filter((t) => t.service !== 'demo/sig')));
     const p = planRestore(next.v4, base.v4, undefined, false);
-    assert.equal(p.deletedChains.length, 1);
-    const chain = (p.deletedChains[0] ?? '').replace('nat/', '');
-    const lines = p.text.split('\n');
-    assert.ok(lines.includes(`:${chain} - [0:0]`));
-    assert.equal(lines.at(-3), `-X ${chain}`);
-    assert.ok(lines.indexOf(`-X ${chain}`) > lines.lastIndexOf(lines.find((l) => l.startsWith(`-A ${DISPATCH_CHAIN}`)) ?? ''));
+    const sig = serviceChainName({ service: 'demo/sig', portName: '', protocol: 'SCTP', family: 4, clusterIP: '10.96.0.40' });
+    assert.deepEqual(p.deletedChains, [`nat/${sig}`]);
+    assert.equal(
+      p.text,
+      `*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`,
+    );
+  });
+  void test('a new Service is one appended dispatch rule after its new chain, not a dispatch rewrite', () => {
+    const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
+    const p = planRestore(next.v4, base.v4, undefined, false);
+    const chain = serviceChainName({ service: 'demo/new', portName: '', protocol: 'TCP', family: 4, clusterIP: '10.96.0.99' });
+    assert.equal(
+      p.text,
+      `*nat\n:${chain} - [0:0]\n-A ${chain} -p tcp -j DNAT --to-destination 192.168.101.9:80\n` +
+        `-A MPX-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -m comment --comment "demo/new:80" -j ${chain}\nCOMMIT\n`,
+    );
+    assert.deepEqual(editSetChain(['-A X a', '-A X b'], ['-A X b', '-A X c']), { remove: ['-D X a'], append: ['-A X c'] });
   });
   void test('full: every chain declared, stale chains of ours deleted, jumps repaired to exactly one', () => {
     const existing = parseExisting(
