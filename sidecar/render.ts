@@ -566,8 +566,11 @@ function sameLines(a: readonly string[] | undefined, b: readonly string[]): bool
  * Which chains a sync must rewrite. Full (start-up, periodic resync, after a failure, or when the
  * previous state is unknown): every chain of ours is declared (which under --noflush flushes just
  * that chain) and refilled, chains of ours that should not exist are deleted, and the OUTPUT jumps
- * are repaired to exactly one. Partial: only chains whose lines differ from what was applied last,
- * and chains that disappeared; everything else in the namespace is not even mentioned.
+ * are repaired to exactly one. Partial: only Service chains whose lines differ from what was
+ * applied last are rewritten, chains that disappeared are deleted, and the dispatch and reject
+ * chains get single-rule `-D`/`-A` edits; everything else in the namespace is not even mentioned.
+ * So an endpoint change is one chain rewrite, and a Service coming or going is one chain plus one
+ * rule, whatever the number of Services.
  */
 export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean): RestorePlan {
   const isFull = full || prev === undefined;
