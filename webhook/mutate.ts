@@ -14,6 +14,12 @@ type Probe = NonNullable<V1Container['startupProbe']>;
 
 /** Prefix of everything we add to a pod, so our names cannot be mistaken for the user's. */
 export const TOKEN_VOLUME_BASE = 'multus-proxy-token';
+/**
+ * A small writable directory for the sidecar, whose root file system is read-only: the legacy
+ * iptables back end takes its lock at /run/xtables.lock unless XTABLES_LOCKFILE points elsewhere.
+ */
+export const RUN_VOLUME_BASE = 'multus-proxy-run';
+export const RUN_DIR = '/run/multus-proxy';
 /** kubectl's annotation naming the container `kubectl logs/exec` use by default. */
 export const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';
 
@@ -48,7 +54,12 @@ function healthProbe(path: string, port: number, periodSeconds: number, failureT
   return { httpGet: { path, port }, periodSeconds, failureThreshold, timeoutSeconds: 1 };
 }
 
-export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean): V1Container {
+/** Memory-backed and tiny: it only ever holds the xtables lock file. */
+export function runVolume(name: string): Volume {
+  return { name, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
+}
+
+export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean, runVolumeName = RUN_VOLUME_BASE): V1Container {
   const fieldEnv = (name: string, fieldPath: string) => ({ name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
@@ -61,6 +72,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
       fieldEnv(OPTION_SOURCES.podNamespace.env, 'metadata.namespace'),
       { name: OPTION_SOURCES.healthPort.env, value: String(cfg.healthPort) },
       { name: 'LOG_LEVEL', value: cfg.logLevel },
+      { name: 'XTABLES_LOCKFILE', value: `${RUN_DIR}/xtables.lock` },
     ],
     resources: structuredClone(cfg.resources),
     securityContext: {
@@ -81,7 +93,10 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
     startupProbe: healthProbe('/readyz', cfg.healthPort, 1, 300),
     readinessProbe: healthProbe('/readyz', cfg.healthPort, 10, 3),
     livenessProbe: healthProbe('/healthz', cfg.healthPort, 10, 3),
-    volumeMounts: [{ name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true }],
+    volumeMounts: [
+      { name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
+      { name: runVolumeName, mountPath: RUN_DIR },
+    ],
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
   // A restartable init container is a native sidecar: started before, stopped after the app.
@@ -99,9 +114,11 @@ export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): 
   const spec: PodSpec = out.spec ?? { containers: [] };
   out.spec = spec;
   const volumes = spec.volumes ?? [];
-  const volumeName = uniqueName(TOKEN_VOLUME_BASE, new Set(volumes.map((v) => v.name)));
-  const sidecar = sidecarContainer(cfg, volumeName, native);
-  spec.volumes = [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds)];
+  const taken = new Set(volumes.map((v) => v.name));
+  const volumeName = uniqueName(TOKEN_VOLUME_BASE, taken);
+  const runName = uniqueName(RUN_VOLUME_BASE, taken);
+  const sidecar = sidecarContainer(cfg, volumeName, native, runName);
+  spec.volumes = [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName)];
   if (native) {
     spec.initContainers = [sidecar, ...(spec.initContainers ?? [])];
   } else {

@@ -221,7 +221,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.match(stored.metadata?.name ?? '', /^web-/);
     const sidecar = stored.spec?.initContainers?.[0];
     assert.equal(sidecar?.name, 'multus-proxy');
-    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount']);
+    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy']);
     assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
   });
 

@@ -77,7 +77,7 @@ void describe('webhook/mutate', () => {
     assert.deepEqual(p, before);
     const mounts = [...(out.spec?.initContainers ?? []), ...(out.spec?.containers ?? [])].map((c) => [c.name, (c.volumeMounts ?? []).map((m) => m.mountPath)]);
     assert.deepEqual(mounts, [
-      ['multus-proxy', ['/var/run/secrets/kubernetes.io/serviceaccount']],
+      ['multus-proxy', ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy']],
       ['app', []],
     ]);
     assert.equal(out.spec?.automountServiceAccountToken, false);
