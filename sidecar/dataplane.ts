@@ -223,6 +223,10 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     return { restoreText: text, routesRemoved };
   }
 
+  // Decide the back end now, while the runtime's informers are still listing: the first sync can
+  // then start reading the namespace back before it renders.
+  void backend();
+
   return {
     sync: (state, o) => serial(() => doSync(state, o.full)),
     cleanup: () => serial(doCleanup),
