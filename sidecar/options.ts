@@ -5,6 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
+import { ANY_HOST } from '../src/health.js';
 
 export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 
@@ -120,7 +121,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     podNamespace,
     kubeconfig: raw('kubeconfig'),
     healthPort: integer('healthPort'),
-    healthHost: raw('healthHost') ?? '0.0.0.0',
+    healthHost: raw('healthHost') ?? ANY_HOST,
     minSyncIntervalMs: integer('minSyncIntervalMs'),
     fullResyncIntervalMs: integer('fullResyncIntervalMs'),
     retryMinMs: integer('retryMinMs'),

@@ -4,7 +4,7 @@
  * program decides what "ready" means (caches synced, first rule sync done).
  */
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Server } from 'node:net';
 import type { Registry } from './metrics.js';
 
 export interface HealthChecks {
@@ -12,6 +12,35 @@ export interface HealthChecks {
   live(): boolean;
   /** Readiness, with a reason when not ready (shown in the response body). */
   ready(): { ready: boolean; reason?: string };
+}
+
+/**
+ * `::` accepts IPv4 and IPv6 on Linux, so kubelet's probes work in IPv4-only, IPv6-only and
+ * dual-stack pods alike; 0.0.0.0 would fail every probe in an IPv6-only pod.
+ */
+export const ANY_HOST = '::';
+
+/**
+ * Listens on `host`; for `::` on a kernel without IPv6 (booted with ipv6.disable=1) it falls back
+ * to 0.0.0.0 instead of failing to start.
+ */
+export async function listenDualStack(server: Server, port: number, host: string): Promise<void> {
+  const attempt = (h: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
+      const onError = (e: Error): void => reject(e);
+      server.once('error', onError);
+      server.listen(port, h, () => {
+        server.removeListener('error', onError);
+        resolve();
+      });
+    });
+  try {
+    await attempt(host);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (host !== ANY_HOST || (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL')) throw e;
+    await attempt('0.0.0.0');
+  }
 }
 
 export interface HealthServer {
@@ -23,7 +52,7 @@ export async function startHealthServer(
   checks: HealthChecks,
   registry: Registry | undefined,
   port: number,
-  host = '0.0.0.0',
+  host = ANY_HOST,
 ): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
@@ -44,10 +73,7 @@ export async function startHealthServer(
   });
   // Probes must not hang on a half-open client.
   server.requestTimeout = 5000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
+  await listenDualStack(server, port, host);
   return {
     port: (server.address() as AddressInfo).port,
     close: () =>

@@ -19,6 +19,7 @@
  *     args: []
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
  */
+import { ANY_HOST } from '../src/health.js';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { load } from 'js-yaml';
@@ -271,7 +272,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const logLevel = get('logLevel', 'info');
   return ok({
     port: get('port', DEFAULT_PORT),
-    host: get('host', '0.0.0.0'),
+    host: get('host', ANY_HOST),
     tlsCertFile: get('tlsCertFile', join(DEFAULT_TLS_DIR, 'tls.crt')),
     tlsKeyFile: get('tlsKeyFile', join(DEFAULT_TLS_DIR, 'tls.key')),
     certPollMs: get('certPollMs', 10_000),

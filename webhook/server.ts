@@ -7,6 +7,7 @@
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import { listenDualStack } from '../src/health.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../src/log.js';
 import { err, ok, type Result } from '../src/result.js';
@@ -162,13 +163,7 @@ export async function startWebhookServer(app: express.Express, tls: CertificateS
   server.keepAliveTimeout = 120_000;
   server.headersTimeout = 10_000;
   server.requestTimeout = 30_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(listen.port, listen.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
+  await listenDualStack(server, listen.port, listen.host);
   return {
     port: (server.address() as AddressInfo).port,
     server,

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { INSTALL_NAMESPACE, MAX_ENDPOINTS_PER_SLICE } from '../keys.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
+import { ANY_HOST } from '../health.js';
 
 export interface ControllerOptions {
   readonly kubeconfig?: string;
@@ -46,7 +47,7 @@ export const USAGE = `multus-proxy controller: EndpointSlices of secondary-netwo
   --renew-deadline DUR        default 10s
   --retry-period DUR          default 2s
   --health-port N             /healthz /readyz /metrics, default 8080 (0 = any free port)
-  --health-host ADDR          default 0.0.0.0
+  --health-host ADDR          default :: (IPv4 and IPv6)
   --workers N                 parallel reconciles, default 2
   --resync DUR                full re-reconcile period, default 10m (0 = off)
   --event-interval DUR        repeat the same Warning Event at most this often, default 10m
@@ -117,7 +118,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     renewDeadlineMs: dur('renew-deadline'),
     retryPeriodMs: dur('retry-period'),
     healthPort: count('health-port'),
-    healthHost: str('health-host') ?? '0.0.0.0',
+    healthHost: str('health-host') ?? ANY_HOST,
     workers: count('workers'),
     resyncMs: dur('resync'),
     eventIntervalMs: dur('event-interval'),
