@@ -118,6 +118,8 @@ export interface ResolvedTarget {
   readonly rules: readonly string[];
   readonly dispatch: string;
   readonly reject: string;
+  /** Its cluster IP's route (the first target of a cluster IP decides). */
+  readonly route: Route;
 }
 
 export interface SkippedTarget {
@@ -247,6 +249,8 @@ type TargetWork =
       readonly rules: readonly string[];
       readonly dispatch: string;
       readonly reject: string;
+      /** What it resolved to last time (memo; valid while interface and source stay the same). */
+      resolved?: ResolvedTarget;
     };
 
 /**
@@ -262,10 +266,15 @@ export class RenderCache {
   private current = new Map<string, CacheEntry[]>();
   private count = 0;
   get(t: ServicePortTarget): TargetWork | undefined {
-    const hit = find(this.current.get(t.service), t) ?? find(this.old.get(t.service), t);
-    if (hit === undefined) return undefined;
-    if (!sameTarget(hit.target, t)) return undefined;
-    this.set(t, hit.work);
+    const current = this.current.get(t.service);
+    const seen = find(current, t);
+    if (seen !== undefined) return sameTarget(seen.target, t) ? seen.work : undefined;
+    const hit = find(this.old.get(t.service), t);
+    if (hit === undefined || !sameTarget(hit.target, t)) return undefined;
+    // Carry the entry over as it is (its target is equal to this one).
+    if (current === undefined) this.current.set(t.service, [hit]);
+    else current.push(hit);
+    this.count += 1;
     return hit.work;
   }
   set(t: ServicePortTarget, work: TargetWork): void {
@@ -356,6 +365,10 @@ function targetWork(t: ServicePortTarget): TargetWork {
  * networks the pod has, the first network in sort order wins and the other targets are skipped
  * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
  */
+function sameNetwork(a: PodInterface['network'], b: PodInterface['network']): boolean {
+  return a.name === b.name && a.namespace === b.namespace;
+}
+
 function skippedTarget(t: ServicePortTarget, reason: string, level: SkippedTarget['level']): SkippedTarget {
   return { target: describe(t), reason, level };
 }
@@ -364,18 +377,18 @@ export function resolveTargets(state: DesiredState, cache: RenderCache = new Ren
   cache.rotate();
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
-  const byNetwork = new Map<string, { iface: PodInterface; source: Partial<Record<IpFamily, string>> }>();
+  // The pod has a handful of interfaces: found by comparing fields, no key string per target.
+  const ifaces: { key: string; iface: PodInterface; source: Partial<Record<IpFamily, string>> }[] = [];
   for (const i of state.interfaces) {
-    const key = networkKey(i.network);
-    if (byNetwork.has(key)) continue;
+    if (ifaces.some((x) => sameNetwork(x.iface.network, i.network))) continue;
     const source: Partial<Record<IpFamily, string>> = {};
     for (const family of [4, 6] as const) {
       const found = (family === 4 ? i.ipv4 : i.ipv6).map((a) => normalizeAddress(a, family)).find((a) => a !== undefined);
       if (found !== undefined) source[family] = found;
     }
-    byNetwork.set(key, { iface: i, source });
+    ifaces.push({ key: networkKey(i.network), iface: i, source });
   }
-  const ipOwner = new Map<string, string>(); // cluster IP -> network key
+  const ipOwner = new Map<string, (typeof ifaces)[number]>(); // cluster IP -> the interface it leaves through
   const portOwner = new Set<string>(); // cluster IP|proto|port
   const chainOwner = new Set<string>();
   const out: ResolvedTarget[] = [];
@@ -390,32 +403,39 @@ export function resolveTargets(state: DesiredState, cache: RenderCache = new Ren
       skipped.push(skippedTarget(t, work.reason, 'warn'));
       continue;
     }
-    const net = networkKey(t.network);
-    const found = byNetwork.get(net);
+    let found: (typeof ifaces)[number] | undefined;
+    for (const x of ifaces) if (sameNetwork(x.iface.network, t.network)) found = x;
     if (found === undefined) {
-      skipped.push(skippedTarget(t, `the pod has no interface on network ${net}`, 'info'));
+      skipped.push(skippedTarget(t, `the pod has no interface on network ${networkKey(t.network)}`, 'info'));
       continue;
     }
     const source = found.source[t.family];
     if (source === undefined) {
-      skipped.push(skippedTarget(t, `the pod's interface ${found.iface.interface} on network ${net} has no IPv${t.family} address`, 'info'));
+      skipped.push(skippedTarget(t, `the pod's interface ${found.iface.interface} on network ${found.key} has no IPv${t.family} address`, 'info'));
       continue;
     }
     const { clusterIP, chain } = work;
     const owner = ipOwner.get(clusterIP);
-    if (owner !== undefined && owner !== net) {
-      skipped.push(skippedTarget(t, `cluster IP ${clusterIP} is already served through network ${owner}; one cluster IP can leave through one interface only`, 'warn'));
+    if (owner !== undefined && owner !== found) {
+      skipped.push(skippedTarget(t, `cluster IP ${clusterIP} is already served through network ${owner.key}; one cluster IP can leave through one interface only`, 'warn'));
       continue;
     }
     if (chainOwner.has(chain) || portOwner.has(work.portKey)) {
       skipped.push(skippedTarget(t, `${t.protocol} port ${t.port} of cluster IP ${clusterIP} is listed twice; the first entry is used`, 'warn'));
       continue;
     }
-    ipOwner.set(clusterIP, net);
+    ipOwner.set(clusterIP, found);
     portOwner.add(work.portKey);
     chainOwner.add(chain);
     if (work.warnings.length > 0) warnings.push(...work.warnings);
-    const resolved: ResolvedTarget = {
+    // An unchanged target through the same interface resolves to the very same object as last
+    // time: fewer allocations per sync, and identical arrays compare in O(1) downstream.
+    const last = work.resolved;
+    if (last !== undefined && last.interface === found.iface.interface && last.source === source) {
+      out.push(last);
+      continue;
+    }
+    const base: ResolvedTarget = {
       target: t,
       clusterIP,
       chain,
@@ -426,8 +446,11 @@ export function resolveTargets(state: DesiredState, cache: RenderCache = new Ren
       rules: work.rules,
       dispatch: work.dispatch,
       reject: work.reject,
+      route: { family: t.family, dst: clusterIP, dev: found.iface.interface, src: source },
     };
-    out.push(t.affinityTimeoutSeconds === undefined ? resolved : { ...resolved, affinitySeconds: t.affinityTimeoutSeconds });
+    const resolved = t.affinityTimeoutSeconds === undefined ? base : { ...base, affinitySeconds: t.affinityTimeoutSeconds };
+    work.resolved = resolved;
+    out.push(resolved);
   }
   return { targets: out, skipped, warnings };
 }
@@ -518,7 +541,7 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
 export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
   const routes = new Map<string, Route>();
   for (const r of targets) {
-    if (!routes.has(r.clusterIP)) routes.set(r.clusterIP, { family: r.target.family, dst: r.clusterIP, dev: r.interface, src: r.source });
+    if (!routes.has(r.clusterIP)) routes.set(r.clusterIP, r.route);
   }
   return [...routes.values()];
 }
