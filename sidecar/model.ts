@@ -45,7 +45,12 @@ export interface PodInterface {
   readonly ipv6: readonly string[];
 }
 
-/** Everything the renderer needs for one sync. */
+/**
+ * Everything the renderer needs for one sync. Rebuilding it from scratch on every sync is fine:
+ * the dataplane memoizes its per-target work by content (sidecar/render.ts RenderCache). Handing
+ * over the same target object, or the same `endpoints` array, for an unchanged Service port makes
+ * that comparison O(1) instead of one pass over its endpoints.
+ */
 export interface DesiredState {
   readonly targets: readonly ServicePortTarget[];
   readonly interfaces: readonly PodInterface[];

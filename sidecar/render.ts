@@ -317,7 +317,9 @@ function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
 
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
   if (a === b) return true;
-  if (a.affinityTimeoutSeconds !== b.affinityTimeoutSeconds || a.endpoints.length !== b.endpoints.length) return false;
+  if (a.affinityTimeoutSeconds !== b.affinityTimeoutSeconds) return false;
+  if (a.endpoints === b.endpoints) return true;
+  if (a.endpoints.length !== b.endpoints.length) return false;
   for (let i = 0; i < a.endpoints.length; i += 1) {
     const x = a.endpoints[i];
     const y = b.endpoints[i];
