@@ -236,6 +236,15 @@ void describe('sidecar dataplane: legacy back end', () => {
     assert.ok(b1);
     await auto.sync(fullState(env, [b1]), { full: false });
     assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], ['b1']);
+    // A Service added and removed by partial syncs: one appended and one deleted dispatch rule.
+    const extra = target('demo/extra', '10.96.0.88', 80, endpoints(env.backends, 4, HTTP_PORT), { portName: 'http' });
+    const added = await auto.sync(state(env, [...fullState(env).targets, extra]), { full: false });
+    assert.equal(added.full, false);
+    assert.match(added.families[0]?.restoreText ?? '', /^-A MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
+    assert.equal(tally(await httpRequests(env.topo, env.client, 'http://10.96.0.88:80/', 20)).size, 2);
+    const removed = await auto.sync(fullState(env), { full: false });
+    assert.match(removed.families[0]?.restoreText ?? '', /^-D MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
+    assert.doesNotMatch(await saveText(env, 4, 'legacy'), /10\.96\.0\.88/);
     await auto.cleanup();
     const legacy = await saveText(env, 4, 'legacy');
     assert.deepEqual(ours(legacy), []);
