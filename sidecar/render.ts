@@ -361,12 +361,6 @@ function targetWork(t: ServicePortTarget): TargetWork {
   };
 }
 
-/**
- * Decides, for every target, whether the pod serves it and how. A cluster IP is routed through
- * one interface only (the route carries one source address), so when one cluster IP appears on two
- * networks the pod has, the first network in sort order wins and the other targets are skipped
- * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
- */
 function sameNetwork(a: PodInterface['network'], b: PodInterface['network']): boolean {
   return a.name === b.name && a.namespace === b.namespace;
 }
@@ -375,6 +369,12 @@ function skippedTarget(t: ServicePortTarget, reason: string, level: SkippedTarge
   return { target: describe(t), reason, level };
 }
 
+/**
+ * Decides, for every target, whether the pod serves it and how. A cluster IP is routed through
+ * one interface only (the route carries one source address), so when one cluster IP appears on two
+ * networks the pod has, the first network in sort order wins and the other targets are skipped
+ * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
+ */
 export function resolveTargets(state: DesiredState, cache: RenderCache = new RenderCache()): Resolution {
   cache.rotate();
   const skipped: SkippedTarget[] = [];
