@@ -1,10 +1,13 @@
 /**
  * The one object the sidecar runtime calls: `sync(state, {full})` and `cleanup()`.
  *
- * Per sync: render (pure) -> plan per family (partial against what this object applied last, or
- * full against what iptables-save shows) -> routes added -> one restore per family -> routes
- * removed -> conntrack flushes. Routes go in before the rules that need them and out after the
- * rules that used them, so a cluster IP never has DNAT without its source-address route.
+ * Per sync: render (pure, memoized per target) -> plan per family (partial: against what this
+ * object applied last; full: against iptables-save at start-up and after a failure, or against its
+ * own memory plus `-S OUTPUT` on a periodic resync) -> routes added -> one `iptables-restore
+ * --noflush` per family (the two side by side) -> routes removed -> conntrack flushes. Routes go in
+ * before the rules that need them and out after the rules that used them, so a cluster IP never
+ * has DNAT without its source-address route (at start-up, when nothing is served yet, routes and
+ * restores run side by side).
  *
  * After any failure the applied state is forgotten, so the next sync is a full one that
  * re-reads the namespace and repairs whatever is there.
