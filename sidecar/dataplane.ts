@@ -12,9 +12,10 @@
  * After any failure the applied state is forgotten, so the next sync is a full one that
  * re-reads the namespace and repairs whatever is there.
  */
+import { existsSync } from 'node:fs';
 import type { Logger } from '../src/log.js';
 import type { DesiredState, IpFamily } from './model.js';
-import { countRules, existingFromApplied, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
+import { countRules, existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
 import { createExec, detectBackend, readExisting, readOutputChains, restore, type Backend, type Exec } from './iptables.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
@@ -26,6 +27,16 @@ export interface DataplaneOptions {
   /** Test hook: run every command under `ip netns exec <netns>`. Production leaves it unset. */
   readonly netns?: string;
   readonly logger?: Logger;
+  /**
+   * Whether to program IPv6. Default: whether the kernel has IPv6 at all (/proc/net/if_inet6). On
+   * a kernel booted with ipv6.disable=1 every ip6tables-restore fails, and such a pod can have no
+   * IPv6 Service anyway, so the family is left out instead of failing every sync.
+   */
+  readonly ipv6?: boolean;
+}
+
+export function kernelHasIPv6(): boolean {
+  return existsSync('/proc/net/if_inet6');
 }
 
 export interface FamilySync {
@@ -78,7 +89,6 @@ interface Applied {
   readonly targets: readonly ResolvedTarget[];
 }
 
-const FAMILIES = [4, 6] as const;
 
 function ms(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
@@ -90,6 +100,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
   let applied: Applied | undefined;
   let running: Promise<unknown> = Promise.resolve();
   const cache = new RenderCache();
+  const FAMILIES: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
 
   // Known synchronously once decided, so a sync can start its read-back processes before rendering.
   let known: Backend | undefined = opts.backend === 'nft' || opts.backend === 'legacy' ? opts.backend : undefined;
@@ -117,7 +128,8 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     const choosing = backend();
     const read = (be: Backend, f: IpFamily): Promise<Existing> =>
       prev === undefined ? readExisting(exec, be, f) : readOutputChains(exec, be, f).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o));
-    const readAll = (be: Backend): Promise<[Existing, Existing, Route[]]> => Promise.all([read(be, 4), read(be, 6), readRoutes(exec)]);
+    const readAll = (be: Backend): Promise<[Existing, Existing, Route[]]> =>
+      Promise.all([read(be, 4), FAMILIES.includes(6) ? read(be, 6) : Promise.resolve(NOTHING_EXISTING), readRoutes(exec)]);
     const reading = isFull ? (known !== undefined ? readAll(known) : choosing.then(readAll)) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
     const rendered = render(state, cache);

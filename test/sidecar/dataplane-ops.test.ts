@@ -209,6 +209,19 @@ void describe('sidecar dataplane: operations', () => {
     // The cluster IP is no longer ours: nothing answers.
     assert.notEqual((await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 1, 500))[0]?.error, undefined);
   });
+
+  void test('without IPv6 in the kernel (ipv6: false) only IPv4 is programmed and ip6tables is never run', async () => {
+    await createDataplane({ netns: env.client.ns }).cleanup();
+    const dp = createDataplane({ netns: env.client.ns, ipv6: false });
+    const v4Only = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
+    const res = await dp.sync(v4Only, { full: true });
+    assert.deepEqual(res.families.map((f) => f.family), [4]);
+    assert.equal(ours(await saveText(env, 6)).length, 0);
+    assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
+    await dp.cleanup();
+    assert.equal(ours(await saveText(env, 4)).length, 0);
+    await foreignPresent();
+  });
 });
 
 void describe('sidecar dataplane: legacy back end', () => {
