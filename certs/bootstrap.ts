@@ -9,7 +9,7 @@
  * the old CA while the old leaf is still being served (kubelet updates Secret volumes lazily).
  */
 import type { KubeClient } from '../src/kube/client.js';
-import { isConflict, isNotFound } from '../src/kube/client.js';
+import { getIfExists, isConflict } from '../src/kube/client.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1MutatingWebhookConfiguration, V1Secret, V1ValidatingWebhookConfiguration } from '../src/kube/types.js';
 import type { Logger } from '../src/log.js';
@@ -56,14 +56,6 @@ function encode(entries: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]));
 }
 
-async function getOrUndefined<T>(client: KubeClient, path: string): Promise<T | undefined> {
-  try {
-    return await client.get<T>(path);
-  } catch (e) {
-    if (isNotFound(e)) return undefined;
-    throw e;
-  }
-}
 
 /** Creates the Secret, or replaces it at the resourceVersion that was read (a concurrent writer makes this fail with 409). */
 async function writeSecret(client: KubeClient, namespace: string, name: string, existing: V1Secret | undefined, data: Record<string, string>): Promise<void> {
@@ -111,7 +103,7 @@ async function patchConfigurations(client: KubeClient, opts: BootstrapOptions, c
   ];
   for (const t of targets) {
     const path = apiPath(ADMISSION_GROUP, 'v1', t.resource, undefined, t.name);
-    const config = await getOrUndefined<WebhookConfiguration>(client, path);
+    const config = await getIfExists<WebhookConfiguration>(client, path);
     if (config === undefined) {
       result.missing.push(`${t.kind}/${t.name}`);
       continue;
@@ -126,8 +118,8 @@ async function patchConfigurations(client: KubeClient, opts: BootstrapOptions, c
 async function attempt(client: KubeClient, opts: BootstrapOptions): Promise<BootstrapResult> {
   const caPath = apiPath('', 'v1', 'secrets', opts.secretNamespace, opts.caSecret);
   const servingPath = apiPath('', 'v1', 'secrets', opts.secretNamespace, opts.servingSecret);
-  const caSecret = await getOrUndefined<V1Secret>(client, caPath);
-  const servingSecret = await getOrUndefined<V1Secret>(client, servingPath);
+  const caSecret = await getIfExists<V1Secret>(client, caPath);
+  const servingSecret = await getIfExists<V1Secret>(client, servingPath);
   const caStore: CaStore | undefined = caSecret && {
     certPem: decode(caSecret, TLS_CERT),
     keyPem: decode(caSecret, TLS_KEY),

@@ -5,7 +5,7 @@
  * to 100) from becoming 100 GETs, and concurrent lookups of one key share one request.
  */
 import type { KubeClient } from '../src/kube/client.js';
-import { isNotFound } from '../src/kube/client.js';
+import { getIfExists, isNotFound } from '../src/kube/client.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1Namespace } from '../src/kube/types.js';
 import type { NetworkRef } from '../src/annotations/service-network.js';
@@ -63,13 +63,7 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
   let version: (Cached<boolean> & { ttl: number }) | undefined;
 
   const fetchNamespace = (name: string): Promise<Record<string, string> | undefined> =>
-    client.get<V1Namespace>(apiPath('', 'v1', 'namespaces', undefined, name)).then(
-      (ns) => ns.metadata?.labels ?? {},
-      (e: unknown) => {
-        if (isNotFound(e)) return undefined;
-        throw e;
-      },
-    );
+    getIfExists<V1Namespace>(client, apiPath('', 'v1', 'namespaces', undefined, name)).then((ns) => (ns === undefined ? undefined : (ns.metadata?.labels ?? {})));
 
   return {
     namespaceLabels(name, fresh = false) {

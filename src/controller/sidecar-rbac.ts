@@ -19,7 +19,7 @@
  * `planRbac` is pure (desired vs actual -> writes and problems); `syncSidecarRbac` reads and
  * writes. Writes happen only when something differs.
  */
-import { isNotFound, type KubeClient } from '../kube/client.js';
+import { getIfExists, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../kube/types.js';
 import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY } from '../keys.js';
@@ -170,24 +170,16 @@ export function planRbac(desired: RbacObjects, actual: RbacActual): RbacPlan {
   return { writes, problems };
 }
 
-async function getOrUndefined<T>(client: KubeClient, path: string): Promise<T | undefined> {
-  try {
-    return await client.get<T>(path);
-  } catch (e) {
-    if (isNotFound(e)) return undefined;
-    throw e;
-  }
-}
 
 /** Reads the current RBAC objects, writes what differs; returns the writes made and the problems seen. */
 export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacPlan> {
   const desired = desiredSidecarRbac(namespaces);
   const clusterRoles = new Map<string, V1ClusterRole>();
   for (const name of [SIDECAR_ROLE, SIDECAR_POD_ROLE]) {
-    const cr = await getOrUndefined<V1ClusterRole>(client, apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name));
+    const cr = await getIfExists<V1ClusterRole>(client, apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name));
     if (cr !== undefined) clusterRoles.set(name, cr);
   }
-  const clusterRoleBinding = await getOrUndefined<V1ClusterRoleBinding>(client, apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE));
+  const clusterRoleBinding = await getIfExists<V1ClusterRoleBinding>(client, apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE));
   const roleBindings = (
     await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })
   ).items;

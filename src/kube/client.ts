@@ -40,6 +40,16 @@ export function isNotFound(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 404;
 }
 
+/** GET that answers undefined for 404, so "does it exist?" needs no try/catch at each caller. */
+export async function getIfExists<T>(client: Pick<KubeClient, 'get'>, path: string): Promise<T | undefined> {
+  try {
+    return await client.get<T>(path);
+  } catch (e) {
+    if (isNotFound(e)) return undefined;
+    throw e;
+  }
+}
+
 export function isConflict(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 409;
 }
