@@ -151,6 +151,31 @@ void describe('Dockerfile structure', () => {
     assert.ok(!(runtime?.instructions ?? []).some((i) => i.op === 'RUN' && /npm (ci|install)/.test(i.args)), 'no npm install at run time');
   });
 
+  void test('every binary the sidecar runs comes from a package the runtime stage installs (Debian bookworm, as here)', async () => {
+    const runs = (runtime?.instructions ?? []).filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
+    const install = new Set(/apt-get install\s+([^&;]*)/.exec(runs)?.[1]?.split(/\s+/).filter((w) => w !== '' && !w.startsWith('-')) ?? []);
+    // sidecar/iptables.ts: <iptables|ip6tables>-<nft|legacy>-<restore|save>; sidecar/routes.ts: ip;
+    // sidecar/conntrack.ts: conntrack.
+    const binaries = ['iptables', 'ip6tables'].flatMap((t) => ['nft', 'legacy'].flatMap((b) => ['restore', 'save'].map((x) => `${t}-${b}-${x}`)));
+    binaries.push('ip', 'conntrack');
+    for (const bin of binaries) {
+      let pkg: string | undefined;
+      for (const dir of ['/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
+        const r = await promisify(execFile)('dpkg', ['-S', `${dir}/${bin}`]).then(
+          (x) => x.stdout,
+          (e: Error & { code?: string }) => {
+            if (e.code === 'ENOENT') throw new Error('dpkg not found: this check needs a Debian machine like the image\'s base');
+            return '';
+          },
+        );
+        pkg = /^([^:\s]+):/.exec(r)?.[1];
+        if (pkg !== undefined) break;
+      }
+      assert.ok(pkg, `${bin}: no Debian package provides it on this machine (apt-get install iptables iproute2 conntrack)`);
+      assert.ok(install.has(pkg), `${bin} comes from ${pkg}, which the runtime stage does not install (${[...install].join(' ')})`);
+    }
+  });
+
   void test('runs as a numeric non-root user, the one the manifests name', async () => {
     const user = runtime?.instructions.filter((i) => i.op === 'USER').pop()?.args ?? '';
     const m = /^(\d+)(?::(\d+))?$/.exec(user);
