@@ -59,8 +59,12 @@ export function runVolume(name: string): Volume {
   return { name, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
 }
 
+/** An environment variable from the downward API. */
+function fieldEnv(name: string, fieldPath: string): NonNullable<V1Container['env']>[number] {
+  return { name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } };
+}
+
 export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean, runVolumeName = RUN_VOLUME_BASE): V1Container {
-  const fieldEnv = (name: string, fieldPath: string) => ({ name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } });
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: cfg.image,
@@ -108,26 +112,31 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
  * The pod with the sidecar: as the first init container (native), or the first container
  * (regular; then `kubectl logs` keeps defaulting to the app's container through kubectl's
  * default-container annotation). Plus the token volume under a name no other volume has.
+ *
+ * Copy on write: only the objects on the paths that change (the pod, metadata and annotations
+ * when the annotation is added, spec, the volume list and the container list) are new; everything
+ * else, managedFields and the app's containers included, is shared with the input, which is never
+ * modified. A deep copy of the pod was a fifth of the webhook's CPU (docs/benchmarks.md, B1), and
+ * sharing is also what lets createPatch skip the unchanged subtrees by identity.
  */
 export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): V1Pod {
-  const out = structuredClone(pod);
-  const spec: PodSpec = out.spec ?? { containers: [] };
-  out.spec = spec;
+  const spec: PodSpec = pod.spec ?? { containers: [] };
   const volumes = spec.volumes ?? [];
   const taken = new Set(volumes.map((v) => v.name));
   const volumeName = uniqueName(TOKEN_VOLUME_BASE, taken);
   const runName = uniqueName(RUN_VOLUME_BASE, taken);
   const sidecar = sidecarContainer(cfg, volumeName, native, runName);
-  spec.volumes = [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName)];
+  const outSpec: PodSpec = { ...spec, volumes: [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName)] };
+  const out: V1Pod = { ...pod, spec: outSpec };
   if (native) {
-    spec.initContainers = [sidecar, ...(spec.initContainers ?? [])];
+    outSpec.initContainers = [sidecar, ...(spec.initContainers ?? [])];
   } else {
     const appContainer = spec.containers[0]?.name;
-    const annotations = out.metadata?.annotations ?? {};
+    const annotations = pod.metadata?.annotations ?? {};
     if (appContainer !== undefined && annotations[DEFAULT_CONTAINER_ANNOTATION] === undefined) {
-      out.metadata = { ...(out.metadata ?? {}), annotations: { ...annotations, [DEFAULT_CONTAINER_ANNOTATION]: appContainer } };
+      out.metadata = { ...(pod.metadata ?? {}), annotations: { ...annotations, [DEFAULT_CONTAINER_ANNOTATION]: appContainer } };
     }
-    spec.containers = [sidecar, ...spec.containers];
+    outSpec.containers = [sidecar, ...spec.containers];
   }
   return out;
 }

@@ -25,6 +25,11 @@ function isObject(v: unknown): v is JsonObject {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** An own property only: a key such as `constructor` or `toString` must not find Object.prototype's. */
+function own(o: JsonObject, k: string): unknown {
+  return Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
+}
+
 function definedKeys(o: JsonObject): string[] {
   return Object.keys(o).filter((k) => o[k] !== undefined);
 }
@@ -41,15 +46,26 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   return false;
 }
 
-/** Indices of `to` that are insertions when `from` is a subsequence of `to`; undefined when it is not. */
-function insertedIndices(from: readonly unknown[], to: readonly unknown[]): number[] | undefined {
+/**
+ * Indices of `to` that are insertions when `from` is a subsequence of `to` under `same`;
+ * undefined when it is not.
+ */
+function insertionsBy(from: readonly unknown[], to: readonly unknown[], same: (a: unknown, b: unknown) => boolean): number[] | undefined {
   const inserted: number[] = [];
   let i = 0;
   for (let j = 0; j < to.length; j++) {
-    if (i < from.length && jsonEqual(from[i], to[j])) i++;
+    if (i < from.length && same(from[i], to[j])) i++;
     else inserted.push(j);
   }
   return i === from.length ? inserted : undefined;
+}
+
+/**
+ * By identity first: a copy-on-write mutation keeps the old elements themselves, so this costs
+ * O(length) and never looks inside them; by value only for targets built some other way.
+ */
+function insertedIndices(from: readonly unknown[], to: readonly unknown[]): number[] | undefined {
+  return insertionsBy(from, to, (a, b) => a === b) ?? insertionsBy(from, to, jsonEqual);
 }
 
 function diffArrays(from: readonly unknown[], to: readonly unknown[], path: string, ops: PatchOperation[]): void {
@@ -64,16 +80,24 @@ function diffArrays(from: readonly unknown[], to: readonly unknown[], path: stri
   }
 }
 
+/**
+ * Identical subtrees (`from === to`, which a copy-on-write mutation leaves everywhere it did not
+ * change) cost O(1); objects are compared key by key through this same recursion rather than by a
+ * jsonEqual of the whole subtree at every level, which made each diff O(size × depth).
+ */
 function diffValues(from: unknown, to: unknown, path: string, ops: PatchOperation[]): void {
-  if (jsonEqual(from, to)) return;
+  if (from === to) return;
   if (isObject(from) && isObject(to)) {
-    for (const k of definedKeys(from)) {
-      if (to[k] === undefined) ops.push({ op: 'remove', path: `${path}/${escapePointerToken(k)}` });
+    for (const k of Object.keys(from)) {
+      if (from[k] !== undefined && own(to, k) === undefined) ops.push({ op: 'remove', path: `${path}/${escapePointerToken(k)}` });
     }
-    for (const k of definedKeys(to)) {
+    for (const k of Object.keys(to)) {
+      const t = to[k];
+      const f = own(from, k);
+      if (t === undefined || t === f) continue;
       const p = `${path}/${escapePointerToken(k)}`;
-      if (from[k] === undefined) ops.push({ op: 'add', path: p, value: to[k] });
-      else diffValues(from[k], to[k], p, ops);
+      if (f === undefined) ops.push({ op: 'add', path: p, value: t });
+      else diffValues(f, t, p, ops);
     }
   } else if (Array.isArray(from) && Array.isArray(to)) {
     diffArrays(from, to, path, ops);

@@ -13,7 +13,7 @@ function apply(doc: unknown, ops: PatchOperation[]): unknown {
 }
 
 /** Keys that stress pointer escaping: slashes, tildes, both, "~1" literally, empty. */
-const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom('a/b', '~', '~1', '/~0', '', 'kubectl.kubernetes.io/default-container'));
+const key = fc.oneof(fc.string({ maxLength: 6 }), fc.constantFrom('a/b', '~', '~1', '/~0', '', 'kubectl.kubernetes.io/default-container', 'constructor', 'toString'));
 const json: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
   value: fc.oneof({ depthSize: 'small', withCrossShrink: true }, fc.constant(null), fc.boolean(), fc.integer(), fc.string({ maxLength: 5 }), tie('array'), tie('object')),
   array: fc.array(tie('value'), { maxLength: 4 }),
@@ -49,6 +49,34 @@ void describe('webhook/patch', () => {
     assert.deepEqual(createPatch({ a: 1 }, { a: 1, b: undefined }), []);
     assert.equal(jsonEqual({ a: undefined }, {}), true);
     assert.deepEqual(createPatch({ a: 1, b: 2 }, { a: 1, b: undefined }), [{ op: 'remove', path: '/b' }]);
+  });
+
+  void test('keys that Object.prototype also has (constructor, toString) are compared as own properties', () => {
+    assert.deepEqual(createPatch({ toString: 1 }, {}), [{ op: 'remove', path: '/toString' }]);
+    assert.deepEqual(createPatch({}, { constructor: 'x' }), [{ op: 'add', path: '/constructor', value: 'x' }]);
+    assert.deepEqual(createPatch({ a: {} }, { a: { valueOf: [1] } }), [{ op: 'add', path: '/a/valueOf', value: [1] }]);
+  });
+
+  void test('the injection never reads what it does not change (managedFields, the other containers, the rest of the spec)', () => {
+    // Any look inside a poisoned object throws, so this fails if the mutation copies the pod
+    // deeply or the patch compares identical subtrees: both cost O(size of the pod) per request.
+    const poison = (): Record<string, unknown> =>
+      new Proxy({}, { get: () => assert.fail('read'), ownKeys: () => assert.fail('keys read'), has: () => assert.fail('has'), getOwnPropertyDescriptor: () => assert.fail('descriptor read') });
+    const pod = (): V1Pod => ({
+      metadata: { name: 'p', annotations: { a: 'b' }, managedFields: [poison(), poison()] as never },
+      spec: { affinity: poison(), volumes: [{ name: 'data', emptyDir: {} }], containers: [{ name: 'app' }, poison() as never], initContainers: [poison() as never] },
+    });
+    const native = pod();
+    assert.deepEqual(
+      createPatch(native, injectSidecar(native, SIDECAR, true)).map((o) => o.path),
+      ['/spec/volumes/1', '/spec/volumes/2', '/spec/initContainers/0'],
+    );
+    // Regular: the sidecar goes in front of the app's containers, whose first one names the default.
+    const regular: V1Pod = { ...pod(), spec: { ...pod().spec, containers: [{ name: 'app' }], initContainers: [poison() as never] } };
+    assert.deepEqual(
+      createPatch(regular, injectSidecar(regular, SIDECAR, false)).map((o) => o.path),
+      ['/metadata/annotations/kubectl.kubernetes.io~1default-container', '/spec/volumes/1', '/spec/volumes/2', '/spec/containers/0'],
+    );
   });
 
   void test('property: the patch applied to the original (fast-json-patch, validated) gives the target', () => {
@@ -98,8 +126,10 @@ void describe('webhook/patch', () => {
     );
     fc.assert(
       fc.property(pod, fc.boolean(), (p, native) => {
+        const before = JSON.stringify(p);
         const mutated = injectSidecar(p, SIDECAR, native);
         assert.ok(jsonEqual(apply(p, createPatch(p, mutated)), mutated));
+        assert.equal(JSON.stringify(p), before, 'the input pod is never modified');
         const volumeNames = (mutated.spec?.volumes ?? []).map((v) => v.name);
         assert.equal(new Set(volumeNames).size, volumeNames.length, 'volume names never collide');
       }),
