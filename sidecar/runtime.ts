@@ -1,7 +1,8 @@
 /**
  * The sidecar's IO shell: three informers (its own pod, the opted-in Services, the slices of its
  * networks) feed caches; every change only marks the state dirty, and the sync loop turns the
- * caches into a DesiredState (sidecar/state.ts, pure) and hands it to the dataplane.
+ * caches into a DesiredState (sidecar/state.ts: pure, memoized per Service by object identity, so
+ * a sync costs what changed) and hands it to the dataplane.
  *
  * What it watches, always with server-side selectors, so a sidecar receives only what concerns it:
  * - its pod: `metadata.name=<POD_NAME>` in its namespace (service-network and network-status may
@@ -23,7 +24,7 @@ import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
 import type { Dataplane, SyncResult } from './dataplane.js';
 import type { SidecarMetrics } from './metrics.js';
-import { buildDesiredState, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
+import { networkLabelValues, StateMemo, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
 import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
 
 /** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
@@ -129,9 +130,11 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     return { rules: r.families.reduce((n, f) => n + f.rules, 0), changed: r.changed };
   }
 
+  // Remembers the last state's per-Service work: a sync redoes only the Services whose objects changed.
+  const memo = new StateMemo();
   const loop = createSyncLoop(options, {
     compute: () => {
-      const out = buildDesiredState({ interfaces: podInterfaces(served, status), services: services.list(), slices: slices?.list() ?? [] });
+      const out = memo.update({ interfaces: podInterfaces(served, status), services: services.list(), slices: slices?.list() ?? [] });
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },

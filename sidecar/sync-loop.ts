@@ -12,7 +12,7 @@
 import type { Logger } from '../src/log.js';
 import type { DesiredState } from './model.js';
 import type { SidecarMetrics, SyncKind } from './metrics.js';
-import { stateFingerprint } from './state.js';
+import { sameState } from './state.js';
 
 export interface SyncLoopOptions {
   readonly minSyncIntervalMs: number;
@@ -77,7 +77,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
   let resyncTimer: NodeJS.Timeout | undefined;
   let failures = 0;
   let retryAtMs = 0;
-  let lastApplied: string | undefined;
+  let lastApplied: DesiredState | undefined;
   let everSynced = false;
   // Slice changes not yet reflected in applied rules; the first observation of each slice counts.
   let pending = new Map<string, PendingChange>();
@@ -127,14 +127,13 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     let kind: SyncKind = full ? 'full' : 'partial';
     try {
       const state = deps.compute();
-      const fingerprint = stateFingerprint(state);
-      if (!full && fingerprint === lastApplied) {
+      if (!full && lastApplied !== undefined && sameState(state, lastApplied)) {
         kind = 'skipped';
       } else {
         // Forget the last state first: if apply fails half-way, nothing may be skipped as "unchanged".
         lastApplied = undefined;
         const report = await deps.apply(state, { full });
-        lastApplied = fingerprint;
+        lastApplied = state;
         if (!full && report?.changed === false) kind = 'skipped';
         const endpoints = state.targets.reduce((n, t) => n + t.endpoints.length, 0);
         deps.metrics.programmed(state.targets.length, endpoints, report?.rules);

@@ -1,0 +1,221 @@
+/**
+ * Property tests for the incremental paths: StateMemo.update (sidecar/state.ts) must return what a
+ * from-scratch buildDesiredState returns for the same inputs, and a render with a RenderCache
+ * (which may patch the last render) what an uncached render returns, and the dataplane's narrowed
+ * conntrack planning what planning over all targets returns, over random sequences of
+ * the informer events a sidecar sees. Seeded, so a failure names its seed and step and replays.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { buildDesiredState, sameState, stateFingerprint, StateMemo } from '../../sidecar/state.js';
+import { planRestore, render, RenderCache, type Rendered } from '../../sidecar/render.js';
+import type { PodInterface } from '../../sidecar/model.js';
+import { conntrackScope } from '../../sidecar/dataplane.js';
+import { planConntrack } from '../../sidecar/conntrack.js';
+import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
+import { serviceObject, sliceObject, type EndpointSpec, type PortSpec } from './state-fixtures.js';
+
+/** mulberry32: a small seeded PRNG, so every run of a seed sees the same sequence. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const IFACE_A: PodInterface = { network: { namespace: 'net', name: 'a' }, interface: 'net1', ipv4: ['10.1.0.10'], ipv6: ['fd00:a::10'] };
+const IFACE_B: PodInterface = { network: { namespace: 'net', name: 'b' }, interface: 'net2', ipv4: ['10.2.0.10'], ipv6: [] };
+const INTERFACE_SETS: readonly (readonly PodInterface[])[] = [[IFACE_A], [IFACE_A, IFACE_B], [IFACE_B], []];
+
+/** A random world: Services and their slices, changed one informer event at a time. */
+class World {
+  readonly services = new Map<string, V1Service>();
+  readonly slices = new Map<string, V1EndpointSlice>();
+  interfaces: readonly PodInterface[] = [IFACE_A];
+  constructor(private readonly r: () => number) {}
+
+  private pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.r() * xs.length)] as T;
+  }
+  private int(n: number): number {
+    return Math.floor(this.r() * n);
+  }
+
+  ports(): PortSpec[] {
+    const all: PortSpec[] = [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }, { port: 9000 + this.int(3) }];
+    return all.filter(() => this.r() < 0.6);
+  }
+
+  service(name: string): V1Service {
+    const i = this.int(250) + 1;
+    const networks = this.pick(['net/a', 'net/b', 'net/a,net/b', 'net/b, net/a', 'bad//x']);
+    const dual = this.r() < 0.3;
+    const clusterIPs = this.r() < 0.05 ? ['10.96.0.1'] : dual ? [`10.96.1.${i}`, `fd00:96::${i.toString(16)}`] : [`10.96.1.${i}`];
+    const affinity = this.r() < 0.2 ? this.pick<number | 'default'>(['default', 60, 0]) : undefined;
+    const svc = serviceObject('app', name, { networks, clusterIPs, ports: this.ports(), ...(affinity !== undefined ? { affinitySeconds: affinity } : {}) });
+    if (this.r() < 0.05) svc.spec!.type = 'NodePort';
+    return svc;
+  }
+
+  endpoints(family: 4 | 6): EndpointSpec[] {
+    const out: EndpointSpec[] = [];
+    const n = this.int(5);
+    for (let k = 0; k < n; k++) {
+      const host = this.int(12) + 1;
+      const ip = this.r() < 0.03 ? 'not-an-ip' : family === 4 ? `10.${this.pick([1, 2])}.0.${host}` : `fd00:a::${host}`;
+      out.push({ ip, ready: this.r() < 0.7, serving: this.r() < 0.8, terminating: this.r() < 0.3 });
+    }
+    return out;
+  }
+
+  slice(name: string, svcName: string): V1EndpointSlice {
+    const family = this.r() < 0.7 ? 4 : 6;
+    const network = this.r() < 0.05 ? 'net/a,net/b' : this.pick(['net/a', 'net/b']);
+    const s = sliceObject('app', name, { service: svcName, network, family, ports: this.ports(), endpoints: this.endpoints(family) });
+    if (network.includes(',')) s.metadata!.annotations!['k8s.v1.cni.cncf.io/service-network'] = network;
+    return s;
+  }
+
+  /** One informer event (or a pod change), applied to the world. */
+  step(): string {
+    const names = [...this.services.keys()];
+    const sliceNames = [...this.slices.keys()];
+    const roll = this.r();
+    if (roll < 0.2 || names.length === 0) {
+      const name = `svc-${this.int(12)}`;
+      this.services.set(name, this.service(name));
+      return `service ${name} added/updated`;
+    }
+    if (roll < 0.3) {
+      const name = this.pick(names);
+      this.services.delete(name);
+      return `service ${name} deleted`;
+    }
+    if (roll < 0.75) {
+      // The common case: one slice of one Service changes (or appears).
+      const svc = this.pick(names);
+      const name = `${svc}-${this.int(3)}`;
+      this.slices.set(name, this.slice(name, this.r() < 0.9 ? svc : `svc-${this.int(12)}`));
+      return `slice ${name} added/updated`;
+    }
+    if (roll < 0.85 && sliceNames.length > 0) {
+      const name = this.pick(sliceNames);
+      this.slices.delete(name);
+      return `slice ${name} deleted`;
+    }
+    if (roll < 0.9) {
+      // An update that changes nothing but the object (a resourceVersion bump): a new, equal object.
+      const name = this.pick(names);
+      this.services.set(name, structuredClone(this.services.get(name)!));
+      return `service ${name} replaced by an equal object`;
+    }
+    if (roll < 0.95) {
+      this.interfaces = this.pick(INTERFACE_SETS).map((i) => ({ ...i }));
+      return 'pod interfaces changed';
+    }
+    return 'nothing';
+  }
+
+  /** The informers' lists; their order is not meaningful, so it is shuffled now and then. */
+  input(): { interfaces: readonly PodInterface[]; services: V1Service[]; slices: V1EndpointSlice[] } {
+    const services = [...this.services.values()];
+    const slices = [...this.slices.values()];
+    if (this.r() < 0.3) {
+      services.reverse();
+      slices.reverse();
+    }
+    return { interfaces: this.interfaces, services, slices };
+  }
+}
+
+function rendered(r: Rendered): unknown {
+  return {
+    targets: r.resolution.targets,
+    skipped: r.resolution.skipped,
+    warnings: r.resolution.warnings,
+    v4: [[...r.v4.filter.entries()], [...r.v4.nat.entries()]],
+    v6: [[...r.v6.filter.entries()], [...r.v6.nat.entries()]],
+    routes: r.routes,
+  };
+}
+
+const SEEDS = [1, 2, 3, 4, 5, 6, 7, 8];
+const STEPS = 150;
+
+void describe('incremental state and render equal from-scratch ones', () => {
+  void test('StateMemo.update equals buildDesiredState after every random event', () => {
+    let reused = 0;
+    for (const seed of SEEDS) {
+      const r = rng(seed);
+      const world = new World(r);
+      const memo = new StateMemo();
+      let before = memo.update(world.input());
+      for (let i = 0; i < STEPS; i++) {
+        const what = world.step();
+        const input = world.input();
+        const got = memo.update(input);
+        const want = buildDesiredState(input);
+        assert.deepEqual(got, want, `seed ${seed}, step ${i} (${what})`);
+        assert.equal(stateFingerprint(got.state), stateFingerprint(want.state));
+        assert.equal(sameState(got.state, want.state), true, `seed ${seed}, step ${i}: sameState disagrees with the fingerprints`);
+        // Targets of Services this event did not touch are the very objects of the previous state.
+        const old = new Map(before.state.targets.map((t) => [stateFingerprint({ targets: [t], interfaces: [] }), t]));
+        for (const t of got.state.targets) if (old.get(stateFingerprint({ targets: [t], interfaces: [] })) === t) reused += 1;
+        before = got;
+      }
+    }
+    assert.ok(reused > SEEDS.length * STEPS, `unchanged targets should be reused by identity (reused ${reused})`);
+  });
+
+  void test('sameState is false when one endpoint differs', () => {
+    const world = new World(rng(99));
+    let a = buildDesiredState(world.input()).state;
+    for (let n = 0; n < 500 && !a.targets.some((t) => t.endpoints.length > 0); n++) {
+      world.step();
+      a = buildDesiredState(world.input()).state;
+    }
+    const i = a.targets.findIndex((t) => t.endpoints.length > 0);
+    assert.ok(i >= 0, 'the world should have a target with endpoints');
+    const targets = a.targets.map((t, k) => (k === i ? { ...t, endpoints: t.endpoints.map((e, j) => (j === 0 ? { ...e, ready: !e.ready } : e)) } : t));
+    assert.equal(sameState(a, { ...a, targets }), false);
+    assert.equal(sameState(a, { ...a, targets: [...a.targets] }), true);
+  });
+
+  void test('a cached (patched) render equals an uncached one, and so does every restore plan', () => {
+    let patched = 0;
+    let flushes = 0;
+    for (const seed of SEEDS) {
+      const world = new World(rng(seed * 7919));
+      const memo = new StateMemo();
+      const cache = new RenderCache();
+      let prevCached: Rendered | undefined;
+      let prevFresh: Rendered | undefined;
+      for (let i = 0; i < STEPS; i++) {
+        const what = world.step();
+        const state = memo.update(world.input()).state;
+        const lastBefore = cache.last;
+        const cached = render(state, cache);
+        const fresh = render(state);
+        // Patched (the index carried over) and not just handed back unchanged: a real edit.
+        if (lastBefore !== undefined && cache.last?.index === lastBefore.index && cached !== prevCached) patched += 1;
+        const where = `seed ${seed}, step ${i} (${what})`;
+        assert.deepEqual(rendered(cached), rendered(fresh), where);
+        for (const f of ['v4', 'v6'] as const) {
+          assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false).text, planRestore(fresh[f], prevFresh?.[f], undefined, false).text, `${where}, IPv${f.slice(1)} plan`);
+        }
+        // The dataplane looks only at the changed pairs for conntrack flushes: same flushes as looking at all.
+        const prevTargets = prevCached?.resolution.targets;
+        assert.deepEqual(planConntrack(...conntrackScope(prevTargets, cached.resolution.targets)), planConntrack(prevTargets, cached.resolution.targets), `${where}, conntrack`);
+        if (planConntrack(prevTargets, cached.resolution.targets).length > 0) flushes += 1;
+        prevCached = cached;
+        prevFresh = fresh;
+      }
+    }
+    assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
+    assert.ok(patched > SEEDS.length * 4, `endpoint-only changes should take the patch path (took it ${patched} times)`);
+  });
+});
