@@ -260,21 +260,33 @@ export function selectorFromMap(map: Record<string, string>): LabelSelector {
   return { requirements: canonical(Object.keys(map).map((k) => ({ key: k, operator: 'In' as const, values: [map[k] ?? ''] }))) };
 }
 
-/** Kubernetes semantics: `!=`/`notin` also match when the label is absent; the empty selector matches all. */
+/**
+ * Kubernetes semantics: `!=`/`notin` also match when the label is absent; the empty selector matches all.
+ *
+ * Hot: the controller calls this for every candidate pod of every Service. Plain loops and no
+ * closure per call: esbuild's `keepNames` (tsx, the bundle) wraps every function expression with
+ * `__name()`, which made a per-call closure cost ten times the matching itself.
+ */
 export function matchesSelector(sel: LabelSelector, labels: Record<string, string> | undefined): boolean {
-  const has = (k: string): boolean => labels !== undefined && labels !== null && Object.hasOwn(labels, k);
-  return sel.requirements.every((r) => {
-    switch (r.operator) {
-      case 'Exists':
-        return has(r.key);
-      case 'DoesNotExist':
-        return !has(r.key);
-      case 'In':
-        return has(r.key) && r.values.includes(labels?.[r.key] ?? '');
-      case 'NotIn':
-        return !has(r.key) || !r.values.includes(labels?.[r.key] ?? '');
-    }
-  });
+  for (const r of sel.requirements) {
+    if (!matchesRequirement(r, labels)) return false;
+  }
+  return true;
+}
+
+function matchesRequirement(r: Requirement, labels: Record<string, string> | undefined): boolean {
+  // `null` too: JSON from the API may carry it where the type says undefined.
+  const present = labels !== undefined && labels !== null && Object.hasOwn(labels, r.key);
+  switch (r.operator) {
+    case 'Exists':
+      return present;
+    case 'DoesNotExist':
+      return !present;
+    case 'In':
+      return present && r.values.includes(labels[r.key] ?? '');
+    case 'NotIn':
+      return !present || !r.values.includes(labels[r.key] ?? '');
+  }
 }
 
 /**

@@ -6,11 +6,11 @@
  * Event → key mapping, the one place where scale matters:
  * - a pod event enqueues only the Services of its namespace whose selector matches its old or
  *   new labels, and only when something the slices depend on changed (not on every status write);
+ *   both directions of that match are index lookups (pod-index.ts), never a scan of all pairs;
  * - Service and slice events enqueue that Service;
  * - a node event enqueues only when its zone label changed.
  * The reconcile itself is level-based: it reads the caches, never the event.
  */
-import { matchesSelector } from '../annotations/label-selector.js';
 import { isConflict, isNotFound, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../kube/types.js';
@@ -20,6 +20,7 @@ import type { EventRecorder } from './events.js';
 import { RateLimiter } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodReady, type PodSkip } from './pod-endpoints.js';
+import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
 import { SliceTracker } from './tracker.js';
@@ -67,9 +68,12 @@ export interface ReconcilerDeps {
 }
 
 export class Reconciler {
-  private readonly podsByNs = new Map<string, Map<string, V1Pod>>();
-  /** Our Services by namespace: a pod event looks only at its own namespace's Services. */
+  /** Pods by namespace and label: a Service's pods are a lookup. */
+  private readonly pods = new PodIndex();
+  /** Our Services by namespace (every key, for resyncs and node events). */
   private readonly servicesByNs = new Map<string, Map<string, V1Service>>();
+  /** The selectors of the Services that serve, by Service key: a pod's Services are a lookup. */
+  private readonly selectors = new SelectorIndex();
   private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
   private readonly zones = new Map<string, string>();
   private readonly specs = new WeakMap<V1Service, ServiceSpec>();
@@ -113,7 +117,10 @@ export class Reconciler {
       }
       m.set(name, svc);
     }
-    this.mark(objectKey(svc));
+    const key = objectKey(svc);
+    const spec = deleted ? undefined : this.specOf(svc);
+    this.selectors.set(ns, key, spec?.kind === 'serve' ? spec.selector : undefined);
+    this.mark(key);
   }
 
   private servicesIn(ns: string): V1Service[] {
@@ -125,22 +132,13 @@ export class Reconciler {
     if (ref === undefined) return;
     const ns = ref.metadata?.namespace ?? '';
     const name = ref.metadata?.name ?? '';
-    if (pod !== undefined && old !== undefined && !podChangeMatters(old, pod)) {
-      this.podIndex(ns).set(name, pod);
-      return;
-    }
-    if (pod === undefined) {
-      this.podIndex(ns).delete(name);
-    } else {
-      this.podIndex(ns).set(name, pod);
-    }
-    for (const svc of this.servicesIn(ns)) {
-      const spec = this.specOf(svc);
-      if (spec.kind !== 'serve') continue;
-      if ((pod !== undefined && matchesSelector(spec.selector, pod.metadata?.labels)) || (old !== undefined && matchesSelector(spec.selector, old.metadata?.labels))) {
-        this.mark(objectKey(svc));
-      }
-    }
+    if (pod === undefined) this.pods.delete(ns, name);
+    else this.pods.set(pod);
+    if (pod !== undefined && old !== undefined && !podChangeMatters(old, pod)) return;
+    // Old labels too: a pod that stops matching must leave the Service's slices.
+    const keys = new Set(pod === undefined ? [] : this.selectors.matching(ns, pod.metadata?.labels));
+    if (old !== undefined) for (const k of this.selectors.matching(ns, old.metadata?.labels)) keys.add(k);
+    for (const k of keys) this.mark(k);
   }
 
   onSlice(slice: V1EndpointSlice, deleted: boolean): void {
@@ -174,8 +172,8 @@ export class Reconciler {
     if (zone === undefined) this.zones.delete(name);
     else this.zones.set(name, zone);
     // Rare (zones do not move); enqueue the Services that have a pod on that node.
-    for (const [ns, pods] of this.podsByNs) {
-      if (![...pods.values()].some((p) => p.spec?.nodeName === name)) continue;
+    for (const ns of this.pods.namespaceNames()) {
+      if (!this.pods.inNamespace(ns).some((p) => p.spec?.nodeName === name)) continue;
       for (const svc of this.servicesIn(ns)) this.mark(objectKey(svc));
     }
   }
@@ -185,15 +183,6 @@ export class Reconciler {
     const keys = new Set([...this.servicesByNs.values()].flatMap((m) => [...m.values()].map((s) => objectKey(s))));
     for (const k of this.slicesBySvc.keys()) keys.add(k);
     return [...keys];
-  }
-
-  private podIndex(ns: string): Map<string, V1Pod> {
-    let m = this.podsByNs.get(ns);
-    if (m === undefined) {
-      m = new Map();
-      this.podsByNs.set(ns, m);
-    }
-    return m;
   }
 
   // ---- reconcile ----------------------------------------------------------------------------
@@ -231,7 +220,7 @@ export class Reconciler {
       return 'invalid';
     }
     const ns = svc.metadata?.namespace ?? '';
-    const pods = [...this.podIndex(ns).values()].filter((p) => matchesSelector(spec.selector, p.metadata?.labels));
+    const pods = this.pods.select(ns, spec.selector);
     const plan = planSlices({
       service: svc,
       networks: spec.networks,

@@ -1,0 +1,186 @@
+/**
+ * The Reconciler's event → key mapping and its reads of the pod index, without a server: a fake
+ * client records writes, `enqueue` records keys.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { matchesSelector, selectorFromMap } from '../../../src/annotations/label-selector.js';
+import { Reconciler } from '../../../src/controller/reconcile.js';
+import { createControllerMetrics } from '../../../src/controller/metrics.js';
+import type { KubeClient } from '../../../src/kube/client.js';
+import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../../../src/kube/types.js';
+import { createLogger } from '../../../src/log.js';
+import { createRegistry } from '../../../src/metrics.js';
+import { networkStatus, pod, service } from './fixtures.js';
+
+const NET = 'default/net-a';
+
+interface Harness {
+  readonly r: Reconciler;
+  readonly keys: string[];
+  readonly created: V1EndpointSlice[];
+  readonly services: Map<string, V1Service>;
+}
+
+function harness(): Harness {
+  const keys: string[] = [];
+  const created: V1EndpointSlice[] = [];
+  const services = new Map<string, V1Service>();
+  let rv = 100;
+  const unexpected = (): never => {
+    throw new Error('unexpected API call in this test');
+  };
+  const client: KubeClient = {
+    get: unexpected,
+    list: unexpected,
+    create: <T>(_path: string, body: T): Promise<T> => {
+      const s = body as V1EndpointSlice;
+      created.push(s);
+      rv += 1;
+      return Promise.resolve({ ...s, metadata: { ...s.metadata, name: `${s.metadata?.generateName ?? ''}${rv}`, resourceVersion: String(rv) } } as T);
+    },
+    replace: unexpected,
+    patch: unexpected,
+    delete: unexpected,
+    watch: unexpected,
+    requestCount: () => ({}),
+  };
+  const r = new Reconciler({
+    client,
+    logger: createLogger('test', 'silent'),
+    metrics: createControllerMetrics(createRegistry('test')),
+    events: { warn: () => true },
+    getService: (key) => services.get(key),
+    enqueue: (key) => keys.push(key),
+    enqueueAfter: (key) => keys.push(`after:${key}`),
+    mayWrite: () => true,
+    maxEndpointsPerSlice: 100,
+    eventIntervalMs: 60_000,
+  });
+  return { r, keys, created, services };
+}
+
+function addService(h: Harness, svc: V1Service): void {
+  h.services.set(objectKey(svc), svc);
+  h.r.onService(svc);
+}
+
+const backend = (name: string, labels: Record<string, string>, ip: string, namespace = 'default'): V1Pod =>
+  pod(name, { namespace, labels, status: networkStatus([{ name: NET, ips: [ip] }]) });
+
+const addresses = (slices: readonly V1EndpointSlice[]): string[] => slices.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
+
+void describe('Reconciler: pod events to Service keys', () => {
+  void test('pod add, relabel (old and new Services), irrelevant update and delete map to exactly the matching keys, in the pod namespace only', () => {
+    const h = harness();
+    addService(h, service('web', { network: NET, selector: { app: 'web' } }));
+    addService(h, service('db', { network: NET, selector: { app: 'db' } }));
+    addService(h, service('cache', { network: NET, selector: { app: 'cache' } }));
+    addService(h, service('web-elsewhere', { namespace: 'other', network: NET, selector: { app: 'web' } }));
+    h.keys.splice(0);
+
+    const v1 = backend('p', { app: 'web' }, '10.1.0.1');
+    h.r.onPod(v1, undefined);
+    assert.deepEqual(h.keys.splice(0), ['default/web']);
+
+    const v2 = backend('p', { app: 'db' }, '10.1.0.1');
+    h.r.onPod(v2, v1);
+    assert.deepEqual(h.keys.splice(0).sort(), ['default/db', 'default/web']);
+
+    // Only the resourceVersion moved: nothing the slices read changed.
+    const v3 = { ...v2, metadata: { ...v2.metadata, resourceVersion: '9' } };
+    h.r.onPod(v3, v2);
+    assert.deepEqual(h.keys.splice(0), []);
+
+    h.r.onPod(undefined, v3);
+    assert.deepEqual(h.keys.splice(0), ['default/db']);
+  });
+
+  void test('a Service whose selector changes is refiled: pod events follow the new selector', () => {
+    const h = harness();
+    addService(h, service('svc', { network: NET, selector: { app: 'web' } }));
+    addService(h, service('svc', { network: NET, selector: { app: 'db' } }));
+    h.keys.splice(0);
+    h.r.onPod(backend('w', { app: 'web' }, '10.1.0.1'), undefined);
+    assert.deepEqual(h.keys.splice(0), []);
+    h.r.onPod(backend('d', { app: 'db' }, '10.1.0.2'), undefined);
+    assert.deepEqual(h.keys.splice(0), ['default/svc']);
+    // Withdrawn (annotation gone) and deleted Services get no pod events.
+    addService(h, service('svc', { selector: { app: 'db' } }));
+    h.keys.splice(0);
+    h.r.onPod(backend('d2', { app: 'db' }, '10.1.0.3'), undefined);
+    assert.deepEqual(h.keys.splice(0), []);
+  });
+
+  void test('property: the keys enqueued for a pod event are exactly the serving Services matching its old or new labels', () => {
+    const labelsArb = fc.dictionary(fc.constantFrom('app', 'tier'), fc.constantFrom('a', 'b'), { maxKeys: 2 }).map((d) => ({ ...d }));
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.constantFrom('s1', 's2', 's3', 's4'), fc.option(labelsArb, { nil: undefined })), { maxLength: 8 }),
+        fc.array(fc.tuple(fc.constantFrom('p1', 'p2', 'p3'), fc.option(labelsArb, { nil: undefined })), { minLength: 1, maxLength: 12 }),
+        (svcOps, podOps) => {
+          const h = harness();
+          const selectors = new Map<string, Record<string, string>>();
+          for (const [name, selector] of svcOps) {
+            // An empty spec.selector means "withdraw"; undefined here means the Service is deleted.
+            const svc = service(name, { network: NET, selector: selector ?? {} });
+            if (selector === undefined) {
+              h.services.delete(objectKey(svc));
+              h.r.onService(svc, true);
+              selectors.delete(name);
+            } else {
+              addService(h, svc);
+              if (Object.keys(selector).length > 0) selectors.set(name, selector);
+              else selectors.delete(name);
+            }
+          }
+          const current = new Map<string, V1Pod>();
+          let ip = 1;
+          for (const [name, labels] of podOps) {
+            const old = current.get(name);
+            const next = labels === undefined ? undefined : backend(name, labels, `10.2.0.${ip++}`);
+            if (next === undefined && old === undefined) continue;
+            h.keys.splice(0);
+            h.r.onPod(next, old);
+            if (next === undefined) current.delete(name);
+            else current.set(name, next);
+            const want = [...selectors]
+              .filter(([, s]) => [next, old].some((p) => p !== undefined && matchesSelector(selectorFromMap(s), p.metadata?.labels)))
+              .map(([n]) => `default/${n}`)
+              .sort();
+            assert.deepEqual([...new Set(h.keys)].sort(), want);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
+
+void describe('Reconciler: reconcile reads the pod index', () => {
+  void test('a Service gets exactly its pods, and follows relabels and deletes', async () => {
+    const h = harness();
+    const svc = service('web', { network: NET, selector: { app: 'web' } });
+    addService(h, svc);
+    const a = backend('a', { app: 'web' }, '10.1.0.1');
+    const b = backend('b', { app: 'web', tier: 'x' }, '10.1.0.2');
+    h.r.onPod(a, undefined);
+    h.r.onPod(b, undefined);
+    h.r.onPod(backend('c', { app: 'db' }, '10.1.0.3'), undefined);
+    h.r.onPod(backend('d', { app: 'web' }, '10.1.0.4', 'other'), undefined);
+    assert.equal(await h.r.reconcile('default/web'), 'written');
+    assert.deepEqual(addresses(h.created), ['10.1.0.1', '10.1.0.2']);
+
+    // A second Service over a relabeled and a deleted pod, on a fresh harness state.
+    const h2 = harness();
+    addService(h2, svc);
+    h2.r.onPod(a, undefined);
+    h2.r.onPod(b, undefined);
+    h2.r.onPod(backend('b', { app: 'db' }, '10.1.0.2'), b);
+    h2.r.onPod(undefined, a);
+    h2.r.onPod(backend('e', { app: 'web' }, '10.1.0.5'), undefined);
+    assert.equal(await h2.r.reconcile('default/web'), 'written');
+    assert.deepEqual(addresses(h2.created), ['10.1.0.5']);
+  });
+});
