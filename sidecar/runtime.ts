@@ -26,9 +26,10 @@ import type { Dataplane, SyncResult } from './dataplane.js';
 import type { SidecarMetrics } from './metrics.js';
 import { networkLabelValues, StateMemo, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
 import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 
-/** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
-export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
+// Defined next to the slice transform that must keep it; re-exported where it always was.
+export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
 
 /** The part of the dataplane the runtime drives (cleanup is main's job, after stop()). */
 export type DataplaneSync = Pick<Dataplane, 'sync'>;
@@ -98,11 +99,13 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     ...informerOpts('pod'),
     path: apiPath('', 'v1', 'pods', options.podNamespace),
     fieldSelector: `metadata.name=${options.podName}`,
+    transform: slimPod,
   });
   const services = createInformer<V1Service>(client, {
     ...informerOpts('services'),
     path: apiPath('', 'v1', 'services'),
     labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`,
+    transform: slimService,
   });
 
   // Last good value of each pod annotation: a malformed update is logged and ignored.
@@ -168,7 +171,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       return;
     }
     const labelSelector = sliceSelector(values);
-    const next = createInformer<V1EndpointSlice>(client, { ...informerOpts('endpointslices'), path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'), labelSelector });
+    const next = createInformer<V1EndpointSlice>(client, { ...informerOpts('endpointslices'), path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'), labelSelector, transform: slimEndpointSlice });
     pendingSlices = next;
     const changed = (s: V1EndpointSlice): void => onSliceChange(next, s);
     next.on({ add: changed, update: changed, delete: changed });

@@ -12,7 +12,8 @@ import { createLogger, type Logger } from '../log.js';
 import { objectKey, type KubeObject, type WatchEvent } from './types.js';
 import { isGone, type KubeClient } from './client.js';
 
-export interface InformerOptions {
+/** T is the stored object type; only `transform` depends on it. */
+export interface InformerOptions<T extends KubeObject = KubeObject> {
   path: string;
   labelSelector?: string;
   fieldSelector?: string;
@@ -23,6 +24,13 @@ export interface InformerOptions {
   /** Default: a pino logger (LOG_LEVEL), so handler errors and retries are never silent. */
   logger?: Logger;
   name?: string;
+  /**
+   * Applied to every listed and watched object before it is stored or handed to a handler (like
+   * client-go's SetTransform): keep only the fields the program reads, so the cache does not hold
+   * managedFields and the like. Must be pure; the informer still reads the resourceVersion from the
+   * object it received. If it throws, the error is logged and the object is kept as received.
+   */
+  transform?: (obj: T) => T;
 }
 
 export interface InformerHandlers<T> {
@@ -100,6 +108,15 @@ export function applyEvent<T extends KubeObject>(store: Map<string, T>, ev: Watc
   return { type: 'update', obj: ev.object, old };
 }
 
+/**
+ * The event with its object transformed; BOOKMARK and ERROR events are passed through untouched
+ * (a bookmark carries only a resourceVersion, an ERROR a Status, neither is stored).
+ */
+export function transformEvent<T extends KubeObject>(ev: WatchEvent<T>, transform: (obj: T) => T): WatchEvent<T> {
+  if (ev.type !== 'ADDED' && ev.type !== 'MODIFIED' && ev.type !== 'DELETED') return ev;
+  return { type: ev.type, object: transform(ev.object) };
+}
+
 /** Full jitter: a random wait in [base/2, base], so many clients do not retry in lockstep. */
 export function jitter(baseMs: number, random: () => number = Math.random): number {
   return Math.round(baseMs / 2 + (random() * baseMs) / 2);
@@ -133,7 +150,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
 
   constructor(
     private readonly client: KubeClient,
-    private readonly opts: InformerOptions,
+    private readonly opts: InformerOptions<T>,
   ) {
     this.synced = new Promise<void>((resolve) => (this.markSynced = resolve));
     this.watchdogMs = opts.watchdogMs ?? DEFAULT_WATCHDOG_MS;
@@ -179,6 +196,18 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     } catch (e) {
       // A buggy handler must not stop the informer or starve the other handlers.
       this.log.error({ err: e, informer: this.name, change: c.type, key: objectKey(c.obj) }, 'informer handler threw');
+    }
+  }
+
+  /** The object as the transform makes it; as received if the transform throws (logged). */
+  private transformed(obj: T): T {
+    const transform = this.opts.transform;
+    if (!transform) return obj;
+    try {
+      return transform(obj);
+    } catch (e) {
+      this.log.error({ err: e, informer: this.name, key: objectKey(obj) }, 'informer transform threw; keeping the object as received');
+      return obj;
     }
   }
 
@@ -238,7 +267,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
       signal,
     });
     if (signal.aborted) throw new Stopped();
-    const { changes, next } = diffStore(this.store, result.items);
+    const { changes, next } = diffStore(this.store, this.opts.transform ? result.items.map((o) => this.transformed(o)) : result.items);
     this.store = next;
     for (const c of changes) this.emit(c);
     if (!this.isSynced) {
@@ -286,7 +315,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
           arm();
           const next = rvOf(ev.object);
           if (next) rv = next;
-          this.emit(applyEvent(this.store, ev));
+          this.emit(applyEvent(this.store, this.opts.transform ? transformEvent(ev, (o) => this.transformed(o)) : ev));
         },
         ctl.signal,
       );
@@ -322,6 +351,6 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
   }
 }
 
-export function createInformer<T extends KubeObject>(client: KubeClient, opts: InformerOptions): Informer<T> {
+export function createInformer<T extends KubeObject>(client: KubeClient, opts: InformerOptions<T>): Informer<T> {
   return new InformerImpl<T>(client, opts);
 }

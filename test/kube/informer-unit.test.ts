@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { applyEvent, diffStore, jitter } from '../../src/kube/informer.js';
+import { applyEvent, diffStore, jitter, transformEvent } from '../../src/kube/informer.js';
 import type { KubeObject } from '../../src/kube/types.js';
 
 const obj = (name: string, rv: string, ns = 'a'): KubeObject => ({ metadata: { name, namespace: ns, resourceVersion: rv } });
@@ -68,5 +68,19 @@ void describe('jitter', () => {
         assert.ok(j >= Math.floor(base / 2) && j <= base, `${j} for ${base}`);
       }),
     );
+  });
+});
+
+void describe('transformEvent (watch with a transform)', () => {
+  const upper = (o: KubeObject): KubeObject => ({ metadata: { ...o.metadata, name: (o.metadata?.name ?? '').toUpperCase() } });
+  void test('transforms the object of ADDED, MODIFIED and DELETED; passes BOOKMARK and ERROR through untouched', () => {
+    for (const type of ['ADDED', 'MODIFIED', 'DELETED'] as const) {
+      const ev = transformEvent({ type, object: obj('x', '1') }, upper);
+      assert.deepEqual(ev, { type, object: { metadata: { name: 'X', namespace: 'a', resourceVersion: '1' } } });
+    }
+    for (const type of ['BOOKMARK', 'ERROR'] as const) {
+      const ev = { type, object: obj('x', '2') };
+      assert.equal(transformEvent(ev, upper), ev);
+    }
   });
 });

@@ -3,6 +3,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import pino from 'pino';
 import { createInformer } from '../../src/kube/informer.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { KubeObject } from '../../src/kube/types.js';
@@ -102,6 +103,45 @@ void describe('informer on a real apiserver', () => {
     await waitFor('both adds', () => rec.log.length >= 2, 15_000, () => rec.log.join(' '));
     assert.equal(thrown, 2);
     assert.deepEqual(rec.log, ['add:t1', 'add:t2']);
+  });
+
+  void test('transform: stored and handed-out objects are the transformed ones, for list and watch; a throwing transform keeps the object as received', async (t) => {
+    await cp.client.create(cmPath(ns), cm('tr-listed', { tr: 'yes' }, { keep: 'a', drop: 'b' }));
+    // What the server sends carries managedFields: the transform has something to drop.
+    const raw = await cp.client.get<ConfigMap>(cmPath(ns, 'tr-listed'));
+    assert.ok((raw.metadata?.managedFields?.length ?? 0) > 0);
+    const calls: string[] = [];
+    const slim = (o: ConfigMap): ConfigMap => {
+      calls.push(o.metadata?.name ?? '?');
+      if (o.metadata?.name === 'tr-bad') throw new Error('transform bug');
+      return { metadata: { name: o.metadata?.name, namespace: o.metadata?.namespace, resourceVersion: o.metadata?.resourceVersion }, data: { keep: o.data?.['keep'] ?? '' } };
+    };
+    const errors: string[] = [];
+    const logger = pino({ level: 'error' }, { write: (line: string) => errors.push(line) });
+    const inf = createInformer<ConfigMap>(cp.client, { path: cmPath(ns), labelSelector: 'tr=yes', transform: slim, logger });
+    t.after(() => inf.stop());
+    const seen: ConfigMap[] = [];
+    const olds: ConfigMap[] = [];
+    inf.on({ add: (o) => seen.push(o), update: (o, old) => (seen.push(o), olds.push(old)), delete: (o) => seen.push(o) });
+    inf.start();
+    await inf.synced;
+    assert.deepEqual(inf.get(`${ns}/tr-listed`), { metadata: { name: 'tr-listed', namespace: ns, resourceVersion: raw.metadata?.resourceVersion }, data: { keep: 'a' } });
+
+    await cp.client.create(cmPath(ns), cm('tr-watched', { tr: 'yes' }, { keep: 'c', drop: 'd' }));
+    await cp.client.patch(cmPath(ns, 'tr-listed'), { data: { keep: 'e' } }, 'merge');
+    await cp.client.create(cmPath(ns), cm('tr-bad', { tr: 'yes' }, { keep: 'f', drop: 'g' }));
+    await cp.client.delete(cmPath(ns, 'tr-watched'));
+    await waitFor('all changes', () => seen.length >= 5, 15_000, () => seen.map((o) => o.metadata?.name).join(' '));
+    assert.deepEqual(
+      seen.map((o) => `${o.metadata?.name}:${JSON.stringify(o.data)}:${o.metadata?.managedFields === undefined ? 'slim' : 'full'}`),
+      ['tr-listed:{"keep":"a"}:slim', 'tr-watched:{"keep":"c"}:slim', 'tr-listed:{"keep":"e"}:slim', 'tr-bad:{"drop":"g","keep":"f"}:full', 'tr-watched:{"keep":"c"}:slim'],
+    );
+    assert.deepEqual(olds.map((o) => o.data), [{ keep: 'a' }]);
+    assert.equal(inf.get(`${ns}/tr-bad`)?.data?.['drop'], 'g');
+    assert.equal(errors.length, 1);
+    assert.match(errors[0] ?? '', /informer transform threw/);
+    assert.match(errors[0] ?? '', new RegExp(`${ns}/tr-bad`));
+    assert.deepEqual(calls, ['tr-listed', 'tr-watched', 'tr-listed', 'tr-bad', 'tr-watched']);
   });
 
   void test('after stop() the process exits on its own (no timers, sockets or requests left)', async () => {
