@@ -46,10 +46,12 @@ export interface PodInterface {
 }
 
 /**
- * Everything the renderer needs for one sync. Rebuilding it from scratch on every sync is fine:
- * the dataplane memoizes its per-target work by content (sidecar/render.ts RenderCache). Handing
- * over the same target object, or the same `endpoints` array, for an unchanged Service port makes
- * that comparison O(1) instead of one pass over its endpoints.
+ * Everything the renderer needs for one sync. The runtime builds it with `StateMemo`
+ * (sidecar/state.ts), which recomputes only the Services whose objects changed and hands back the
+ * same target objects for the rest; the renderer (RenderCache) then recognises unchanged targets by
+ * identity in O(1) and, when only endpoints of a few targets changed, edits its previous result
+ * instead of rendering everything again. A state built from scratch gives the same output, only
+ * slower (a property test checks the two agree).
  */
 export interface DesiredState {
   readonly targets: readonly ServicePortTarget[];
