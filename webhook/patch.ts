@@ -10,6 +10,9 @@
  *   the init containers, a volume appended), each insertion is an `add` at its index, so the
  *   patch does not rewrite elements it does not change. Same length: element by element.
  *   Anything else: the array is replaced.
+ * - Cost: a subtree that is the same object on both sides (what a copy-on-write mutation
+ *   leaves everywhere it did not change) is skipped without looking inside, so a patch costs
+ *   what changed, not the size of the pod (a 1 MB pod with managedFields included).
  * Only JSON values are expected; a property whose value is `undefined` counts as absent.
  */
 import type { PatchOperation } from './responses.js';
