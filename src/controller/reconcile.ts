@@ -7,7 +7,8 @@
  * - a pod event enqueues only the Services of its namespace whose selector matches its old or
  *   new labels, and only when something the slices depend on changed (not on every status write);
  *   both directions of that match are index lookups (pod-index.ts), never a scan of all pairs;
- * - Service and slice events enqueue that Service;
+ * - Service and slice events enqueue that Service, except the watch event that merely shows the
+ *   cache our own create or update (its reconcile planned that very state already);
  * - a node event enqueues only when its zone label changed.
  * The reconcile itself is level-based: it reads the caches, never the event.
  */
@@ -52,6 +53,12 @@ export function podChangeMatters(old: V1Pod, pod: V1Pod): boolean {
   return view(old) !== view(pod);
 }
 
+/** A slice's watch event as the echo check needs it. */
+interface SliceSeen {
+  readonly sliceKey: string;
+  readonly rv: string | undefined;
+}
+
 export interface ReconcilerDeps {
   readonly client: KubeClient;
   readonly logger: Logger;
@@ -80,6 +87,19 @@ export class Reconciler {
   /** Earliest not yet reconciled change per Service key (informer event time), for the latency metric. */
   private readonly changedAt = new Map<string, number>();
   private readonly tracker = new SliceTracker();
+  /**
+   * resourceVersion of each slice we created or updated (by `<namespace>/<name>`) until the watch
+   * shows it. That event needs no reconcile: on a cold start it would be one more, useless, per
+   * Service. One entry per slice at most; cleared by the event or the slice's deletion.
+   */
+  private readonly ownWrites = new Map<string, string>();
+  /** Keys whose last reconcile found our writes missing from the cache: their echo must enqueue them. */
+  private readonly waitingForCache = new Set<string>();
+  /**
+   * Slice events (`<namespace>/<name>`, resourceVersion) that arrived while the key's writes were in
+   * flight: the watch can deliver our own write before its answer, so they are judged after it.
+   */
+  private readonly writing = new Map<string, SliceSeen[]>();
   /** Rate limit for counting expected skips, which get no Event. */
   private readonly quietSkips: RateLimiter;
 
@@ -146,6 +166,7 @@ export class Reconciler {
     if (svcName === undefined) return;
     const key = `${slice.metadata?.namespace ?? ''}/${svcName}`;
     const name = slice.metadata?.name ?? '';
+    const sliceKey = `${slice.metadata?.namespace ?? ''}/${name}`;
     let m = this.slicesBySvc.get(key);
     if (deleted) {
       m?.delete(name);
@@ -158,7 +179,26 @@ export class Reconciler {
       }
       m.set(name, slice);
     }
+    const rv = slice.metadata?.resourceVersion;
+    if (deleted) {
+      this.ownWrites.delete(sliceKey);
+    } else {
+      const during = this.writing.get(key);
+      if (during !== undefined) {
+        during.push({ sliceKey, rv });
+        return;
+      }
+      if (this.isOwnEcho(sliceKey, rv) && !this.waitingForCache.has(key)) return;
+    }
     this.d.enqueue(key);
+  }
+
+  /** True (once) when this is the resourceVersion our own create or update of the slice got. */
+  private isOwnEcho(sliceKey: string, rv: string | undefined): boolean {
+    const mine = this.ownWrites.get(sliceKey);
+    if (mine === undefined || mine !== rv) return false;
+    this.ownWrites.delete(sliceKey);
+    return true;
   }
 
   /** A slice whose service-name label changed moves between keys; drop it from the old one. */
@@ -191,9 +231,11 @@ export class Reconciler {
     const existing = [...(this.slicesBySvc.get(key)?.values() ?? [])];
     if (!this.tracker.isCurrent(key, existing)) {
       // Our last writes are not in the cache yet; their watch events will enqueue the key again.
+      this.waitingForCache.add(key);
       this.d.enqueueAfter(key, 1000);
       return 'stale';
     }
+    this.waitingForCache.delete(key);
     const since = this.changedAt.get(key);
     this.changedAt.delete(key);
     try {
@@ -242,7 +284,28 @@ export class Reconciler {
     }
   }
 
+  private wrote(key: string, ns: string, out: V1EndpointSlice): void {
+    const name = out.metadata?.name ?? '';
+    const rv = out.metadata?.resourceVersion;
+    this.tracker.written(key, name, rv);
+    if (rv !== undefined) this.ownWrites.set(`${ns}/${name}`, rv);
+  }
+
   private async apply(key: string, diff: SliceDiff): Promise<void> {
+    const seen: SliceSeen[] = [];
+    this.writing.set(key, seen);
+    try {
+      await this.write(key, diff);
+    } finally {
+      this.writing.delete(key);
+      let foreign = false;
+      for (const e of seen) if (!this.isOwnEcho(e.sliceKey, e.rv)) foreign = true;
+      // Still being processed: the queue runs the key once more after this reconcile.
+      if (foreign) this.d.enqueue(key);
+    }
+  }
+
+  private async write(key: string, diff: SliceDiff): Promise<void> {
     const ns = key.slice(0, key.indexOf('/'));
     const collection = apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns);
     const path = (s: V1EndpointSlice): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, s.metadata?.name ?? '');
@@ -254,7 +317,7 @@ export class Reconciler {
       guard();
       try {
         const out = await this.d.client.replace<V1EndpointSlice>(path(s), s);
-        this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
+        this.wrote(key, ns, out);
         this.d.metrics.sliceWrites.inc({ verb: 'update' });
       } catch (e) {
         if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of EndpointSlice ${ns}/${s.metadata?.name ?? ''}: ${(e as Error).message}`);
@@ -264,7 +327,7 @@ export class Reconciler {
     for (const s of diff.create) {
       guard();
       const out = await this.d.client.create<V1EndpointSlice>(collection, s);
-      this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
+      this.wrote(key, ns, out);
       this.d.metrics.sliceWrites.inc({ verb: 'create' });
     }
     for (const s of diff.delete) {
