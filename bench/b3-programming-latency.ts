@@ -11,7 +11,7 @@ import { serviceChainName } from '../sidecar/render.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
 import { SLICES_PATH, createServices, createSlices } from './lib/cluster.js';
-import { startSidecar, startSidecarEnv, type LogLine } from './lib/sidecar-env.js';
+import { sidecarCommand, startSidecar, startSidecarEnv, type LogLine } from './lib/sidecar-env.js';
 import { run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
@@ -33,7 +33,7 @@ export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSli
   const slices = await createSlices(admin, services, ENDPOINTS);
   ctx.log(`loaded ${services} Services × ${ENDPOINTS} endpoints`);
 
-  const sidecar = startSidecar(env, cleanup, 'debug');
+  const sidecar = startSidecar(env, cleanup, 'debug', await sidecarCommand(cleanup));
   const t0 = performance.now();
   await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 120_000, 'first sync');
   const firstSyncMs = performance.now() - t0;

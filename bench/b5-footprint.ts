@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import path from 'node:path';
 import { createServices, createSlices } from './lib/cluster.js';
-import { sidecarCommand, startSidecar, startSidecarEnv, type SidecarEnv } from './lib/sidecar-env.js';
+import { sidecarCommand, startSidecar, startSidecarEnv, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
 import { cpuMs, rssBytes, run, sleep, treeSum, startProcess, stopProcess, type Cleanup } from './lib/proc.js';
 import { fmt, fmtRatio, summarize, type Summary } from './lib/stats.js';
 import type { RunContext, TargetCheck } from './lib/report.js';
@@ -63,14 +63,14 @@ interface Phase {
   readonly bareTsx: Footprint[];
 }
 
-async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, runs: number, settle: number, window: number, label: string): Promise<Phase> {
+async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, cmd: SidecarCommand, runs: number, settle: number, window: number, label: string): Promise<Phase> {
   const out: Phase = { heap: [], sidecar: [], bare: [], bareTsx: [] };
   for (let r = 0; r < runs; r++) {
     const bare = startProcess('node', BARE, { netns: env.pod.ns });
     const bareTsx = startProcess('node', BARE_TSX, { netns: env.pod.ns, cwd: ROOT });
     cleanup.add('bare node', () => stopProcess(bare));
     cleanup.add('bare node (tsx)', () => stopProcess(bareTsx));
-    const sidecar = startSidecar(env, cleanup, 'info');
+    const sidecar = startSidecar(env, cleanup, 'info', cmd);
     await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 120_000, 'first sync');
     await sleep(settle * 1000);
     const [s, b, bt] = await sample([sidecar.child.pid ?? 0, bare.pid ?? 0, bareTsx.pid ?? 0], window);
@@ -90,11 +90,12 @@ const pct = (s: Summary): string => `${fmt(s.median)}% (${fmt(s.min)}–${fmt(s.
 
 export const benchmark = defineBenchmark('b5', 'sidecar footprint: RSS and CPU, idle and with 1,000 Services, vs bare node', SIZES, async (ctx, { services, runs, settle, window }, cleanup) => {
   const env = await startSidecarEnv(cleanup);
-  const how = sidecarCommand().how;
-  const idle = await phase(ctx, env, cleanup, runs, settle, window, 'idle');
+  const cmd = await sidecarCommand(cleanup);
+  const how = cmd.how;
+  const idle = await phase(ctx, env, cleanup, cmd, runs, settle, window, 'idle');
   await createServices(env.cp.client, services);
   await createSlices(env.cp.client, services, ENDPOINTS);
-  const loaded = await phase(ctx, env, cleanup, runs, settle, window, `${services} Services`);
+  const loaded = await phase(ctx, env, cleanup, cmd, runs, settle, window, `${services} Services`);
 
   const rows: string[][] = [];
   const sum = (f: Footprint[], k: keyof Footprint): Summary => summarize(f.map((x) => x[k]));

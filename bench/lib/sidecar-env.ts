@@ -4,7 +4,8 @@
  * the pod object the sidecar reads (network-status naming net1 and its address), and the sidecar
  * itself started in that namespace, as the bundle in dist/ when it is built, else with tsx.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { createTopology, type Pod } from '../../test/harness/netns.js';
@@ -13,11 +14,12 @@ import type { ControlPlane } from '../../test/harness/controlplane.js';
 import { LineSplitter } from '../../src/kube/client.js';
 import { BENCH_NAMESPACE, clientPod } from './services.js';
 import { benchControlPlane, createPod } from './cluster.js';
-import { startProcess, stopProcess, type Cleanup } from './proc.js';
+import { run, startProcess, stopProcess, type Cleanup } from './proc.js';
 import { ROOT } from './report.js';
 
 export const CLIENT_POD = 'client';
 export const SIDECAR_BUNDLE = path.join(ROOT, 'dist', 'sidecar.js');
+const BUILD_SCRIPT = path.join(ROOT, 'scripts', 'build.mjs');
 
 export interface SidecarEnv {
   readonly cp: ControlPlane;
@@ -54,14 +56,30 @@ export interface SidecarProcess {
   stop(): Promise<void>;
 }
 
-export function sidecarCommand(): { argv: string[]; how: string } {
-  return existsSync(SIDECAR_BUNDLE)
-    ? { argv: [SIDECAR_BUNDLE], how: 'bundle (dist/sidecar.js)' }
-    : { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], how: 'tsx (sidecar/main.ts; no dist/sidecar.js built)' };
+/**
+ * The sidecar as it ships: a fresh bundle of the current source (scripts/build.mjs into a temp
+ * folder, so dist/ is never touched and never stale). Without the build script, dist/sidecar.js if
+ * present (its build time is reported), else the source under tsx.
+ */
+export interface SidecarCommand {
+  readonly argv: string[];
+  readonly how: string;
 }
 
-export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string): SidecarProcess {
-  const cmd = sidecarCommand();
+export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> {
+  if (existsSync(BUILD_SCRIPT)) {
+    const out = mkdtempSync(path.join(os.tmpdir(), 'mp-bench-bundle-'));
+    cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
+    await run('node', [BUILD_SCRIPT, '--outdir', out, '--only', 'sidecar'], { env: process.env });
+    return { argv: [path.join(out, 'sidecar.js')], how: 'a bundle of the current source (scripts/build.mjs --only sidecar)' };
+  }
+  if (existsSync(SIDECAR_BUNDLE)) {
+    return { argv: [SIDECAR_BUNDLE], how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z)` };
+  }
+  return { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], how: 'tsx (sidecar/main.ts; no bundle could be built)' };
+}
+
+export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string, cmd: SidecarCommand): SidecarProcess {
   const child = startProcess('node', cmd.argv, {
     netns: env.pod.ns,
     cwd: ROOT,
