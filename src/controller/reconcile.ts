@@ -116,7 +116,22 @@ export class Reconciler {
     return s;
   }
 
+  /**
+   * False until the workers start. Until then events only fill the caches: `startEnqueueing`
+   * enqueues every key at once, so mapping each object of the initial lists to keys would be wasted
+   * (on a cold start, 12 adds per Service that the queue's dedup absorbs), and a cold start is no
+   * "change" for the change-to-write latency metric either.
+   */
+  private enqueueing = false;
+
+  /** From now on events enqueue keys. Returns every key that may need work now. */
+  startEnqueueing(): string[] {
+    this.enqueueing = true;
+    return this.allKeys();
+  }
+
   private mark(key: string): void {
+    if (!this.enqueueing) return;
     if (!this.changedAt.has(key)) this.changedAt.set(key, Date.now());
     this.d.enqueue(key);
   }
@@ -154,7 +169,7 @@ export class Reconciler {
     const name = ref.metadata?.name ?? '';
     if (pod === undefined) this.pods.delete(ns, name);
     else this.pods.set(pod);
-    if (pod !== undefined && old !== undefined && !podChangeMatters(old, pod)) return;
+    if (!this.enqueueing || (pod !== undefined && old !== undefined && !podChangeMatters(old, pod))) return;
     // Old labels too: a pod that stops matching must leave the Service's slices.
     const keys = new Set(pod === undefined ? [] : this.selectors.matching(ns, pod.metadata?.labels));
     if (old !== undefined) for (const k of this.selectors.matching(ns, old.metadata?.labels)) keys.add(k);
@@ -190,7 +205,7 @@ export class Reconciler {
       }
       if (this.isOwnEcho(sliceKey, rv) && !this.waitingForCache.has(key)) return;
     }
-    this.d.enqueue(key);
+    if (this.enqueueing) this.d.enqueue(key);
   }
 
   /** True (once) when this is the resourceVersion our own create or update of the slice got. */
@@ -211,6 +226,8 @@ export class Reconciler {
     if (this.zones.get(name) === zone) return;
     if (zone === undefined) this.zones.delete(name);
     else this.zones.set(name, zone);
+    // Not while the caches fill: a scan of every pod per node of the initial list, for nothing.
+    if (!this.enqueueing) return;
     // Rare (zones do not move); enqueue the Services that have a pod on that node.
     for (const ns of this.pods.namespaceNames()) {
       if (!this.pods.inNamespace(ns).some((p) => p.spec?.nodeName === name)) continue;

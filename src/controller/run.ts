@@ -158,7 +158,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
 
   const startWorking = (): void => {
     writing = true;
-    for (const k of reconciler.allKeys()) enqueue(k);
+    for (const k of reconciler.startEnqueueing()) enqueue(k);
     if (namespaces !== undefined) {
       enqueue(RBAC_KEY);
       const t = setInterval(() => enqueue(RBAC_KEY), RBAC_RESYNC_MS);

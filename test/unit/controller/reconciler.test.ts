@@ -12,6 +12,7 @@ import type { KubeClient } from '../../../src/kube/client.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../../../src/kube/types.js';
 import { createLogger } from '../../../src/log.js';
 import { createRegistry } from '../../../src/metrics.js';
+import { SERVICE_NAME_LABEL } from '../../../src/keys.js';
 import { networkStatus, pod, service } from './fixtures.js';
 
 const NET = 'default/net-a';
@@ -25,8 +26,11 @@ interface Harness {
   readonly services: Map<string, V1Service>;
 }
 
-/** `onWrite` runs before the fake server answers: a watch event may overtake the answer. */
-function harness(onWrite?: (stored: V1EndpointSlice) => void): Harness {
+/**
+ * `onWrite` runs before the fake server answers: a watch event may overtake the answer.
+ * `started`: the workers are running (events enqueue keys), as after the caches synced.
+ */
+function harness(onWrite?: (stored: V1EndpointSlice) => void, started = true): Harness {
   const keys: string[] = [];
   const created: V1EndpointSlice[] = [];
   const stored: V1EndpointSlice[] = [];
@@ -72,6 +76,7 @@ function harness(onWrite?: (stored: V1EndpointSlice) => void): Harness {
     maxEndpointsPerSlice: 100,
     eventIntervalMs: 60_000,
   });
+  if (started) r.startEnqueueing();
   return { r, keys, created, stored, services };
 }
 
@@ -86,6 +91,25 @@ const backend = (name: string, labels: Record<string, string>, ip: string, names
 const addresses = (slices: readonly V1EndpointSlice[]): string[] => slices.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
 
 void describe('Reconciler: pod events to Service keys', () => {
+  void test('while the caches fill, events only index; starting returns every key once, then events enqueue', () => {
+    const h = harness(undefined, false);
+    addService(h, service('web', { network: NET, selector: { app: 'web' } }));
+    addService(h, service('db', { network: NET, selector: { app: 'db' } }));
+    h.r.onPod(backend('a', { app: 'web' }, '10.1.0.1'), undefined);
+    h.r.onNode('node-1', 'zone-a');
+    // A slice of ours whose Service is gone: its key must come up too, so the slice gets deleted.
+    const orphan: V1EndpointSlice = {
+      addressType: 'IPv4',
+      endpoints: [],
+      metadata: { name: 'gone-abcde', namespace: 'default', labels: { [SERVICE_NAME_LABEL]: 'gone' }, resourceVersion: '3' },
+    };
+    h.r.onSlice(orphan, false);
+    assert.deepEqual(h.keys, []);
+    assert.deepEqual(h.r.startEnqueueing().sort(), ['default/db', 'default/gone', 'default/web']);
+    h.r.onPod(backend('b', { app: 'db' }, '10.1.0.2'), undefined);
+    assert.deepEqual(h.keys.splice(0), ['default/db']);
+  });
+
   void test('pod add, relabel (old and new Services), irrelevant update and delete map to exactly the matching keys, in the pod namespace only', () => {
     const h = harness();
     addService(h, service('web', { network: NET, selector: { app: 'web' } }));
