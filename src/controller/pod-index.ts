@@ -10,9 +10,10 @@
  *
  * With 1,000 Services × 10 pods in one namespace, a scan is 10 million matches each way on a cold
  * start; the lookups are about one per pod. Candidates are always verified with the real matcher,
- * so the index can only ever make the answer cheaper, never different: the tests check that
- * against a scan. Both keep their own copy of what they indexed (labels, selector), so an update
- * removes exactly the old entries even if someone mutated the old object.
+ * so an extra candidate costs a match but never adds a wrong answer; a missing one would drop a
+ * right answer, which is what the property tests compare against a scan. Both keep their own copy
+ * of what they indexed (labels, selector), so an update removes exactly the old entries even if
+ * someone mutated the old object.
  */
 import { matchesSelector, type LabelSelector } from '../annotations/label-selector.js';
 import type { V1Pod } from '../kube/types.js';
