@@ -17,8 +17,9 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # --- OS packages -------------------------------------------------------------------------------
 # iptables/nftables/conntrack/iproute2: the sidecar's rules and the network-namespace test hosts;
 # libcap2-bin (capsh, setcap): least-privilege runs; openssl/curl/ca-certificates: certificates and
-# probes; iputils-ping/netcat-openbsd: traffic checks between test hosts; procps/psmisc: process checks.
-APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git)
+# probes; iputils-ping/netcat-openbsd: traffic checks between test hosts; procps/psmisc: process checks;
+# wrk: the dataplane benchmark (bench/b4-dataplane.ts).
+APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git wrk)
 step "OS packages"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
