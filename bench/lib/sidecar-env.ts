@@ -16,6 +16,7 @@ import { BENCH_NAMESPACE, clientPod } from './services.js';
 import { benchControlPlane, createPod } from './cluster.js';
 import { run, startProcess, stopProcess, type Cleanup } from './proc.js';
 import { ROOT } from './report.js';
+import { SIDECAR_NODE_FLAGS } from '../../webhook/options.js';
 
 export const CLIENT_POD = 'client';
 export const SIDECAR_BUNDLE = path.join(ROOT, 'dist', 'sidecar.js');
@@ -71,10 +72,10 @@ export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> 
     const out = mkdtempSync(path.join(os.tmpdir(), 'mp-bench-bundle-'));
     cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
     await run('node', [BUILD_SCRIPT, '--outdir', out, '--only', 'sidecar'], { env: process.env });
-    return { argv: [path.join(out, 'sidecar.js')], how: 'a bundle of the current source (scripts/build.mjs --only sidecar)' };
+    return { argv: [...SIDECAR_NODE_FLAGS, path.join(out, 'sidecar.js')], how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} as injected` };
   }
   if (existsSync(SIDECAR_BUNDLE)) {
-    return { argv: [SIDECAR_BUNDLE], how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z)` };
+    return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z)` };
   }
   return { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], how: 'tsx (sidecar/main.ts; no bundle could be built)' };
 }

@@ -13,7 +13,7 @@ import { INSTALL_NAMESPACE, INJECTION_LABEL, INJECTION_ENABLED, SERVICE_NETWORK_
 import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../certs/cli.js';
 import { parseOptions as parseControllerOptions } from '../../src/controller/options.js';
 import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
-import { parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../webhook/options.js';
+import { DEFAULT_SIDECAR_COMMAND, parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../webhook/options.js';
 import { DEPLOY, KUSTOMIZATIONS, REPO, at, containerArgs, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
 const rendered = new Map<string, Rendered[]>();
@@ -280,7 +280,7 @@ void describe('the programs accept what the manifests give them (their own optio
       const opts = parsed.value;
       assert.ok(files.has(`${flag(c, 'config')?.replace(/\/[^/]+$/, '')}/${SIDECAR_IMAGE_FILE}`), 'sidecarImage file next to the config file');
       assert.equal(opts.sidecar.image, c.image, `${dir}: the injected sidecar runs the webhook's own image`);
-      assert.deepEqual(opts.sidecar.command, ['node', '/app/dist/sidecar.js']);
+      assert.deepEqual(opts.sidecar.command, DEFAULT_SIDECAR_COMMAND, 'the ConfigMap gives the sidecar the same command as the webhook default');
       assert.equal(opts.sidecar.privileged, false);
       assert.equal(opts.sidecar.mode, 'auto');
       assert.equal(c.ports?.find((p) => p.name === 'https')?.containerPort, opts.port);
