@@ -2,7 +2,7 @@
 import jsonpatch from 'fast-json-patch';
 import type { Operation as JsonPatchOperation } from 'fast-json-patch';
 import type { ClusterLookups, NadState } from '../../webhook/cluster.js';
-import type { SidecarConfig } from '../../webhook/options.js';
+import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../webhook/options.js';
 import type { AdmissionRequest, AdmissionResponse, Operation } from '../../webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,7 @@ export const SIDECAR: SidecarConfig = {
   privileged: false,
   healthPort: 9180,
   logLevel: 'info',
-  command: ['node', '/app/dist/sidecar.js'],
+  command: [...DEFAULT_SIDECAR_COMMAND],
   args: [],
   resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
   tokenExpirationSeconds: 3607,
