@@ -6,11 +6,12 @@
  * restore of the same partial text.
  */
 import { performance } from 'node:perf_hooks';
-import { createDataplane, type SyncResult } from '../sidecar/dataplane.js';
-import { NOTHING_EXISTING, planRestore, render } from '../sidecar/render.js';
+import { createDataplane, type SyncResult } from '../src/dataplane/apply.js';
+import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
+import { render } from '../src/dataplane/incremental.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
-import { StateMemo } from '../sidecar/state.js';
-import type { DesiredState } from '../sidecar/model.js';
+import { StateMemo } from '../src/dataplane/state.js';
+import type { DesiredState } from '../src/dataplane/model.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { createClientNetns, deleteNetns } from './lib/netns.js';
 import { Cleanup, requireTool, run } from './lib/proc.js';
@@ -140,12 +141,12 @@ export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + appl
 
   notes.push(
     `Method: every measurement gets a fresh network namespace with loopback and a veth \`net1\` (${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}). ` +
-      '"ours" is `createDataplane().sync(state, {full: true})` from sidecar/dataplane.ts, timed from the call to its return: render, back-end detection, ' +
+      '"ours" is `createDataplane().sync(state, {full: true})` from src/dataplane/apply.ts, timed from the call to its return: render, back-end detection, ' +
       '`iptables-save` of both families, reading routes, one `ip -batch` for the per-cluster-IP routes, and `iptables-restore --noflush` (IPv4; IPv6 has nothing to do). ' +
       '"raw" is `iptables-restore --noflush` of the very text ours applies, alone. Both run every command under `ip netns exec` ' +
       `(that costs ${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`). Runs alternate which of the two goes first. ` +
       'The render column is the pure part (render + restore plan) timed in-process just before the run; "other commands" is the rest of ours: back-end detection, the two `iptables-save`, the two route reads and the route batch. Spread is min–max over the runs. ' +
-      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer objects (sidecar/state.ts StateMemo, which redoes only the changed Service) plus `sync(state, {full: false})`.',
+      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer objects (src/dataplane/state.ts StateMemo, which redoes only the changed Service) plus `sync(state, {full: false})`.',
   );
   return {
     tables: [
@@ -177,7 +178,7 @@ async function partial(ctx: RunContext, dp: ReturnType<typeof createDataplane>, 
   const ours: number[] = [];
   const restoreMs: number[] = [];
   const raw: number[] = [];
-  // As the sidecar runtime does: the informers' objects go through StateMemo (sidecar/state.ts),
+  // As the sidecar runtime does: the informers' objects go through StateMemo (src/dataplane/state.ts),
   // which redoes only the Services whose objects changed; building that state is timed too.
   const memo = new StateMemo();
   const services = Array.from({ length: n }, (_, i) => service(i));

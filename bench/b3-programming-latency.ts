@@ -7,7 +7,7 @@
  * the apiserver's own delivery of each change: the floor any watcher pays.
  */
 import { performance } from 'node:perf_hooks';
-import { serviceChainName } from '../sidecar/render.js';
+import { serviceChainName } from '../src/dataplane/names.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
 import { SLICES_PATH, createServices, createSlices } from './lib/cluster.js';

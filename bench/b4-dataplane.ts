@@ -5,7 +5,7 @@
  * load sent to one backend address directly, keep-alive and one connection per request,
  * interleaved. wrk (C) generates the load inside the client namespace.
  */
-import { createDataplane } from '../sidecar/dataplane.js';
+import { createDataplane } from '../src/dataplane/apply.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';

@@ -10,7 +10,7 @@ import { createLogger } from '../src/log.js';
 import { startHealthServer } from '../src/health.js';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
-import { createDataplane } from './dataplane.js';
+import { createDataplane } from '../src/dataplane/apply.js';
 import { createSidecarMetrics } from './metrics.js';
 import { parseOptions } from './options.js';
 import { createSidecarRuntime } from './runtime.js';

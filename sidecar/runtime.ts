@@ -1,7 +1,7 @@
 /**
  * The sidecar's IO shell: three informers (its own pod, the opted-in Services, the slices of its
  * networks) feed caches; every change only marks the state dirty, and the sync loop turns the
- * caches into a DesiredState (sidecar/state.ts: pure, memoized per Service by object identity, so
+ * caches into a DesiredState (src/dataplane/state.ts: pure, memoized per Service by object identity, so
  * a sync costs what changed) and hands it to the dataplane.
  *
  * What it watches, always with server-side selectors, so a sidecar receives only what concerns it:
@@ -22,9 +22,9 @@ import { apiPath } from '../src/kube/paths.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../src/kube/types.js';
 import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
-import type { Dataplane, SyncResult } from './dataplane.js';
+import type { Dataplane, SyncResult } from '../src/dataplane/apply.js';
 import type { SidecarMetrics } from './metrics.js';
-import { networkLabelValues, StateMemo, podInterfaces, readNetworkStatus, readServedNetworks } from './state.js';
+import { networkLabelValues, StateMemo, podInterfaces, readNetworkStatus, readServedNetworks } from '../src/dataplane/state.js';
 import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 

@@ -10,9 +10,9 @@
  * Liveness is false while one sync has run longer than `stuckAfterMs` (a hung restore).
  */
 import type { Logger } from '../src/log.js';
-import type { DesiredState } from './model.js';
+import type { DesiredState } from '../src/dataplane/model.js';
 import type { SidecarMetrics, SyncKind } from './metrics.js';
-import { sameState } from './state.js';
+import { sameState } from '../src/dataplane/state.js';
 
 export interface SyncLoopOptions {
   readonly minSyncIntervalMs: number;

@@ -154,8 +154,8 @@ void describe('Dockerfile structure', () => {
   void test('every binary the sidecar runs comes from a package the runtime stage installs (Debian bookworm, as here)', async () => {
     const runs = (runtime?.instructions ?? []).filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
     const install = new Set(/apt-get install\s+([^&;]*)/.exec(runs)?.[1]?.split(/\s+/).filter((w) => w !== '' && !w.startsWith('-')) ?? []);
-    // sidecar/iptables.ts: <iptables|ip6tables>-<nft|legacy>-<restore|save>; sidecar/routes.ts: ip;
-    // sidecar/conntrack.ts: conntrack.
+    // src/dataplane/iptables.ts: <iptables|ip6tables>-<nft|legacy>-<restore|save>; src/dataplane/routes.ts: ip;
+    // src/dataplane/conntrack.ts: conntrack.
     const binaries = ['iptables', 'ip6tables'].flatMap((t) => ['nft', 'legacy'].flatMap((b) => ['restore', 'save'].map((x) => `${t}-${b}-${x}`)));
     binaries.push('ip', 'conntrack');
     for (const bin of binaries) {

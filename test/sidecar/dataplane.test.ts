@@ -4,10 +4,10 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane } from '../../sidecar/dataplane.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
 import { httpRequests, udpRequests } from '../harness/netns.js';
 import { ep, target } from './render-fixtures.js';
-import { serviceChainName } from '../../sidecar/render.js';
+import { serviceChainName } from '../../src/dataplane/names.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 const udp = (eps: ReturnType<typeof endpoints>) => target('demo/dns', DNS_V4, 53, eps, { protocol: 'UDP', portName: 'dns' });

@@ -7,29 +7,15 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import {
-  DISPATCH_CHAIN,
-  JUMP_SPEC,
-  MAX_CHAIN_NAME,
-  NOTHING_EXISTING,
-  REJECT_CHAIN,
-  RenderCache,
-  base32,
-  chooseEndpoints,
-  editSetChain,
-  existingFromApplied,
-  parseExisting,
-  planCleanup,
-  planRestore,
-  probability,
-  recentListName,
-  render,
-  serviceChainName,
-} from '../../sidecar/render.js';
-import { diffRoutes, parseRoutes, routeBatch } from '../../sidecar/routes.js';
-import { conntrackArgs, planConntrack } from '../../sidecar/conntrack.js';
-import { failedLine, lineContext, summarize } from '../../sidecar/iptables.js';
-import type { DesiredState } from '../../sidecar/model.js';
+import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
+import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/restore.js';
+import { RenderCache, render } from '../../src/dataplane/incremental.js';
+import { chooseEndpoints } from '../../src/dataplane/endpoints.js';
+import { probability } from '../../src/dataplane/rules.js';
+import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/routes.js';
+import { conntrackArgs, planConntrack } from '../../src/dataplane/conntrack.js';
+import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables.js';
+import type { DesiredState } from '../../src/dataplane/model.js';
 import { BLUE, CLIENT_BLUE, RED, ep, sampleState, target } from './render-fixtures.js';
 
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'sidecar');

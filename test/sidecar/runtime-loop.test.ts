@@ -9,7 +9,7 @@ import { createSyncLoop, backoffMs, type SyncLoopOptions } from '../../sidecar/s
 import { createSidecarMetrics } from '../../sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
-import type { DesiredState } from '../../sidecar/model.js';
+import type { DesiredState } from '../../src/dataplane/model.js';
 
 const log = createLogger('test', 'silent');
 

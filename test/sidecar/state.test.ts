@@ -1,16 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  buildDesiredState,
-  DEFAULT_AFFINITY_TIMEOUT_SECONDS,
-  networkLabelValues,
-  podInterfaces,
-  readNetworkStatus,
-  readServedNetworks,
-  stateFingerprint,
-  type StateInput,
-} from '../../sidecar/state.js';
-import type { PodInterface, ServicePortTarget } from '../../sidecar/model.js';
+import { buildDesiredState, DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/state.js';
+import type { PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 
 const NET_A = { namespace: 'net', name: 'a' };

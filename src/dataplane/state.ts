@@ -3,13 +3,13 @@
  * DesiredState the dataplane renders. No IO, no clock: the same input always gives the same,
  * sorted output, so the rendered iptables text is stable and an unchanged state is recognisable.
  */
-import { NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
-import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
-import { parseIp } from '../src/annotations/ip.js';
-import { networkKey, parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
-import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../src/annotations/network-status.js';
-import { networkLabelValue } from '../src/annotations/network-label.js';
-import type { V1EndpointSlice, V1Pod, V1Service } from '../src/kube/types.js';
+import { NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
+import { err, formatInputError, inputError, ok, type Result } from '../result.js';
+import { parseIp } from '../annotations/ip.js';
+import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
+import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../annotations/network-status.js';
+import { networkLabelValue } from '../annotations/network-label.js';
+import type { V1EndpointSlice, V1Pod, V1Service } from '../kube/types.js';
 import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
 
 /** Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds (3 hours). */

@@ -10,8 +10,7 @@
  * Ours are marked with a dedicated routing protocol number, so leftovers of an earlier run are found
  * (and only ours are touched) by `ip route show proto 241`.
  */
-import type { IpFamily } from './model.js';
-import type { Route } from './render.js';
+import type { IpFamily, Route } from './model.js';
 import type { Exec } from './iptables.js';
 
 /** Routing protocol number that marks our routes (unassigned in /etc/iproute2/rt_protos). */

@@ -1,13 +1,14 @@
 /**
  * iptables IO: running commands, back-end detection, applying restore text, reading back what is
- * ours. All decisions (what text to apply) are in render.ts; this module only runs binaries.
+ * ours. All decisions (what text to apply) are in rules.ts and restore.ts; this module only runs binaries.
  *
  * Commands run in the current network namespace (the sidecar lives inside the pod). The one test
  * hook is `netns`: when set, each command is prefixed with `ip netns exec <netns>`.
  */
 import { spawn } from 'node:child_process';
 import type { IpFamily } from './model.js';
-import { parseExisting, TABLES, type Existing, type TableName } from './render.js';
+import { TABLES, type TableName } from './names.js';
+import { parseExisting, type Existing } from './restore.js';
 
 export interface ExecResult {
   readonly code: number;
@@ -125,7 +126,7 @@ export function lineContext(text: string, line: number | undefined): string[] {
 /**
  * One `iptables-restore --noflush` run. Each table section is committed as one transaction by
  * the kernel (nf_tables batch / legacy table replace), so a failure leaves each table either
- * fully old or fully new; render.ts makes every old/new mix of the two tables safe.
+ * fully old or fully new; rules.ts explains why every old/new mix of the two tables safe.
  */
 export async function restore(exec: Exec, backend: Backend, family: IpFamily, text: string): Promise<void> {
   if (text === '') return;

@@ -9,8 +9,7 @@
  *    new rules.
  * TCP needs neither: its connections to a removed endpoint fail on their own.
  */
-import type { IpFamily, Protocol } from './model.js';
-import type { ResolvedTarget } from './render.js';
+import type { IpFamily, Protocol, ResolvedTarget } from './model.js';
 import type { Exec } from './iptables.js';
 
 export interface ConntrackFlush {

@@ -13,13 +13,14 @@
  * re-reads the namespace and repairs whatever is there.
  */
 import { existsSync } from 'node:fs';
-import type { Logger } from '../src/log.js';
-import type { DesiredState, IpFamily } from './model.js';
-import { countRules, existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, render, RenderCache, type Existing, type Rendered, type ResolvedTarget, type Ruleset } from './render.js';
+import type { Logger } from '../log.js';
+import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route, Ruleset } from './model.js';
+import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing } from './restore.js';
+import { countRules } from './rules.js';
+import { render, RenderCache } from './incremental.js';
 import { createExec, detectBackend, readExisting, readOutputChains, restore, type Backend, type Exec } from './iptables.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
-import type { Route } from './render.js';
 
 export interface DataplaneOptions {
   /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */
@@ -172,7 +173,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
       family: f,
       plan: planRestore(f === 4 ? rendered.v4 : rendered.v6, f === 4 ? prev?.v4 : prev?.v6, existing[f], isFull),
     }));
-    // A patched render (sidecar/render.ts) hands back the very routes array when no route changed.
+    // A patched render (incremental.ts) hands back the very routes array when no route changed.
     const routePlan = !isFull && rendered.routes === prev?.routes ? { replace: [], remove: [] } : diffRoutes(currentRoutes, rendered.routes);
     const flushes = planConntrack(...conntrackScope(prev?.targets, rendered.resolution.targets));
 

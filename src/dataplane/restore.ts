@@ -1,0 +1,181 @@
+/**
+ * Restore plan and parse: the `iptables-restore --noflush` text that moves a namespace from what it
+ * has to a rendered ruleset (full or partial), the text that removes everything of ours, and the
+ * parse of iptables-save output into what is ours. Pure.
+ *
+ * Two tables, and iptables-restore commits each separately: filter goes first, so a Service that
+ * loses its last endpoint rejects before its DNAT rules go (rules.ts explains why every mix of
+ * old and new is safe).
+ */
+import { CHAIN_PREFIX, DISPATCH_CHAIN, JUMP_SPEC, REJECT_CHAIN, TABLES, type TableName } from './names.js';
+import type { Ruleset } from './model.js';
+
+/** Ours as found in a namespace (from iptables-save), per table. */
+export interface ExistingTable {
+  /** Chains whose name starts with our prefix. */
+  readonly chains: readonly string[];
+  /** Rule specs in OUTPUT (text after `-A OUTPUT `) that jump to one of our chains. */
+  readonly jumps: readonly string[];
+}
+export type Existing = Readonly<Record<TableName, ExistingTable>>;
+export const NOTHING_EXISTING: Existing = { filter: { chains: [], jumps: [] }, nat: { chains: [], jumps: [] } };
+
+export interface RestorePlan {
+  /** The restore input; '' when there is nothing to do. */
+  readonly text: string;
+  readonly full: boolean;
+  /** `table/chain` declared (created or flushed) and refilled. */
+  readonly changedChains: readonly string[];
+  /** `table/chain` deleted. */
+  readonly deletedChains: readonly string[];
+}
+
+function sameLines(a: readonly string[] | undefined, b: readonly string[]): boolean {
+  if (a === b) return true;
+  return a !== undefined && a.length === b.length && a.every((l, i) => l === b[i]);
+}
+
+/**
+ * Which chains a sync must rewrite. Full (start-up, periodic resync, after a failure, or when the
+ * previous state is unknown): every chain of ours is declared (which under --noflush flushes just
+ * that chain) and refilled, chains of ours that should not exist are deleted, and the OUTPUT jumps
+ * are repaired to exactly one. Partial: only Service chains whose lines differ from what was
+ * applied last are rewritten, chains that disappeared are deleted, and the dispatch and reject
+ * chains get single-rule `-D`/`-A` edits; everything else in the namespace is not even mentioned.
+ * So an endpoint change is one chain rewrite, and a Service coming or going is one chain plus one
+ * rule, whatever the number of Services.
+ */
+export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean): RestorePlan {
+  const isFull = full || prev === undefined;
+  const have = existing ?? NOTHING_EXISTING;
+  // One flat list of lines, joined once: at 5,000 Services the text is several MB.
+  const out: string[] = [];
+  const changedChains: string[] = [];
+  const deletedChains: string[] = [];
+  for (const table of TABLES) {
+    const want = next[table];
+    const rewrite: string[] = [];
+    const head: string[] = [];
+    const removeRules: string[] = [];
+    const appendRules: string[] = [];
+    const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [...(prev?.[table].keys() ?? [])].filter((c) => !want.has(c));
+    for (const [chain, lines] of want) {
+      const old = isFull ? undefined : prev?.[table].get(chain);
+      if (!isFull && sameLines(old, lines)) continue;
+      if (old !== undefined && SET_CHAINS.has(chain)) {
+        // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
+        const edits = editSetChain(old, lines);
+        removeRules.push(...edits.remove);
+        appendRules.push(...edits.append);
+        changedChains.push(`${table}/${chain}`);
+        continue;
+      }
+      rewrite.push(chain);
+    }
+    if (isFull) {
+      // Exactly one canonical jump: keep the first one that is, delete every other jump to ours.
+      let kept = false;
+      for (const spec of have[table].jumps) {
+        if (spec === JUMP_SPEC[table] && !kept) kept = true;
+        else head.push(`-D OUTPUT ${spec}`);
+      }
+      if (!kept) head.push(`-I OUTPUT 1 ${JUMP_SPEC[table]}`);
+    }
+    if (rewrite.length + head.length + gone.length + removeRules.length + appendRules.length === 0) continue;
+    out.push(`*${table}`);
+    for (const chain of rewrite) out.push(`:${chain} - [0:0]`);
+    // Declaring a stale chain flushes it; its only reference (a dispatch rule) is deleted or
+    // rewritten below in the same transaction; then it can be deleted.
+    for (const chain of gone) out.push(`:${chain} - [0:0]`);
+    for (const l of head) out.push(l);
+    for (const l of removeRules) out.push(l);
+    for (const chain of rewrite) {
+      for (const l of want.get(chain) ?? []) out.push(l);
+      changedChains.push(`${table}/${chain}`);
+    }
+    // After the rewritten chains: an appended dispatch rule may jump to a chain created above.
+    for (const l of appendRules) out.push(l);
+    for (const chain of gone) {
+      out.push(`-X ${chain}`);
+      deletedChains.push(`${table}/${chain}`);
+    }
+    out.push('COMMIT');
+  }
+  return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
+}
+
+/**
+ * Chains whose rules are independent of their order (each matches its own cluster IP and port), so a
+ * partial sync edits them rule by rule: `-D` what went, `-A` what came. A full sync rewrites them
+ * in sorted order.
+ */
+const SET_CHAINS: ReadonlySet<string> = new Set([DISPATCH_CHAIN, REJECT_CHAIN]);
+
+/** `-D`/`-A` lines turning the rules `old` into `next` (both `-A CHAIN spec` lines). */
+export function editSetChain(old: readonly string[], next: readonly string[]): { remove: string[]; append: string[] } {
+  const before = new Set(old);
+  const after = new Set(next);
+  return {
+    remove: old.filter((l) => !after.has(l)).map((l) => `-D ${l.slice('-A '.length)}`),
+    append: next.filter((l) => !before.has(l)),
+  };
+}
+
+/** Restore input that removes everything of ours that `existing` lists (jumps first, then chains). */
+export function planCleanup(existing: Existing): string {
+  const sections: string[] = [];
+  for (const table of TABLES) {
+    const { chains, jumps } = existing[table];
+    if (chains.length === 0 && jumps.length === 0) continue;
+    sections.push(
+      [`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D OUTPUT ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'),
+    );
+  }
+  return sections.length === 0 ? '' : `${sections.join('\n')}\n`;
+}
+
+/** Parses iptables-save output into what is ours per table. Pure, for both back ends. */
+export function parseExisting(saveText: string): Existing {
+  const result: Record<TableName, { chains: string[]; jumps: string[] }> = { filter: { chains: [], jumps: [] }, nat: { chains: [], jumps: [] } };
+  let table: TableName | undefined;
+  for (const raw of saveText.split('\n')) {
+    const line = raw.trim();
+    if (line.startsWith('*')) {
+      const name = line.slice(1);
+      table = name === 'filter' || name === 'nat' ? name : undefined;
+      continue;
+    }
+    if (table === undefined) continue;
+    if (line.startsWith(`:${CHAIN_PREFIX}`)) {
+      result[table].chains.push(line.slice(1).split(' ')[0] ?? '');
+    } else {
+      const spec = ourJump(line);
+      if (spec !== undefined) result[table].jumps.push(spec);
+    }
+  }
+  return result;
+}
+
+/** The rule spec of an OUTPUT rule (`-A OUTPUT ...`, as -S and iptables-save print it) that jumps to one of our chains. */
+export function ourJump(line: string): string | undefined {
+  if (!line.startsWith('-A OUTPUT ')) return undefined;
+  const spec = line.slice('-A OUTPUT '.length).trim();
+  const target = / -[jg] (\S+)/.exec(` ${spec}`)?.[1];
+  return target !== undefined && target.startsWith(CHAIN_PREFIX) ? spec : undefined;
+}
+
+/**
+ * What is ours when this process applied `prev` itself: its chains (only we create chains with our
+ * prefix, and a failure forgets `prev`), plus the OUTPUT jumps as listed now (`-S OUTPUT`, one
+ * chain: ~7 ms where a whole iptables-save of 1,000 Services takes ~200 ms).
+ */
+export function existingFromApplied(prev: Ruleset, outputLines: Readonly<Record<TableName, string>>): Existing {
+  const table = (t: TableName): ExistingTable => ({
+    chains: [...prev[t].keys()],
+    jumps: outputLines[t]
+      .split('\n')
+      .map((l) => ourJump(l.trim()))
+      .filter((j): j is string => j !== undefined),
+  });
+  return { filter: table('filter'), nat: table('nat') };
+}
