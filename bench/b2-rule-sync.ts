@@ -10,7 +10,7 @@ import { createDataplane, type SyncResult } from '../src/dataplane/apply.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
 import { render } from '../src/dataplane/incremental.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
-import { StateMemo } from '../src/dataplane/state.js';
+import { StateMemo } from '../src/dataplane/incremental.js';
 import type { DesiredState } from '../src/dataplane/model.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { createClientNetns, deleteNetns } from './lib/netns.js';
@@ -146,7 +146,7 @@ export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + appl
       '"raw" is `iptables-restore --noflush` of the very text ours applies, alone. Both run every command under `ip netns exec` ' +
       `(that costs ${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`). Runs alternate which of the two goes first. ` +
       'The render column is the pure part (render + restore plan) timed in-process just before the run; "other commands" is the rest of ours: back-end detection, the two `iptables-save`, the two route reads and the route batch. Spread is min–max over the runs. ' +
-      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer objects (src/dataplane/state.ts StateMemo, which redoes only the changed Service) plus `sync(state, {full: false})`.',
+      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer objects (src/dataplane/incremental.ts StateMemo, which redoes only the changed Service) plus `sync(state, {full: false})`.',
   );
   return {
     tables: [
@@ -178,7 +178,7 @@ async function partial(ctx: RunContext, dp: ReturnType<typeof createDataplane>, 
   const ours: number[] = [];
   const restoreMs: number[] = [];
   const raw: number[] = [];
-  // As the sidecar runtime does: the informers' objects go through StateMemo (src/dataplane/state.ts),
+  // As the sidecar runtime does: the informers' objects go through StateMemo (src/dataplane/incremental.ts),
   // which redoes only the Services whose objects changed; building that state is timed too.
   const memo = new StateMemo();
   const services = Array.from({ length: n }, (_, i) => service(i));

@@ -24,7 +24,8 @@ import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
 import type { Dataplane, SyncResult } from '../src/dataplane/apply.js';
 import type { SidecarMetrics } from './metrics.js';
-import { networkLabelValues, StateMemo, podInterfaces, readNetworkStatus, readServedNetworks } from '../src/dataplane/state.js';
+import { networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from '../src/dataplane/state.js';
+import { StateMemo } from '../src/dataplane/incremental.js';
 import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 

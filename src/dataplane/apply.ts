@@ -17,7 +17,7 @@ import type { Logger } from '../log.js';
 import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route, Ruleset } from './model.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing } from './restore.js';
 import { countRules } from './rules.js';
-import { render, RenderCache } from './incremental.js';
+import { conntrackScope, render, RenderCache } from './incremental.js';
 import { createExec, detectBackend, readExisting, readOutputChains, restore, type Backend, type Exec } from './iptables.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
@@ -88,31 +88,6 @@ interface Applied {
   readonly v6: Ruleset;
   readonly routes: readonly Route[];
   readonly targets: readonly ResolvedTarget[];
-}
-
-
-/**
- * What planConntrack needs to look at: when the served targets are the same chains in the same
- * order (an endpoint change), only the pairs that are not the very same object, since an
- * unchanged target calls for no flush; otherwise everything. Saves two passes with maps over
- * 5,000 targets on every endpoint change.
- */
-export function conntrackScope(
-  prev: readonly ResolvedTarget[] | undefined,
-  next: readonly ResolvedTarget[],
-): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
-  if (prev === undefined || prev.length !== next.length) return [prev, next];
-  const before: ResolvedTarget[] = [];
-  const after: ResolvedTarget[] = [];
-  for (let i = 0; i < next.length; i += 1) {
-    const a = prev[i] as ResolvedTarget;
-    const b = next[i] as ResolvedTarget;
-    if (a === b) continue;
-    if (a.chain !== b.chain) return [prev, next];
-    before.push(a);
-    after.push(b);
-  }
-  return [before, after];
 }
 
 function ms(start: bigint): number {

@@ -49,7 +49,7 @@ export interface PodInterface {
 
 /**
  * Everything the renderer needs for one sync. A runtime builds it with `StateMemo`
- * (state.ts), which recomputes only the Services whose objects changed and hands back the same
+ * (incremental.ts), which recomputes only the Services whose objects changed and hands back the same
  * target objects for the rest; the renderer (incremental.ts) then recognises unchanged targets by
  * identity in O(1) and, when only endpoints of a few targets changed, edits its previous result
  * instead of rendering everything again. A state built from scratch gives the same output, only

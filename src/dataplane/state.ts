@@ -4,6 +4,7 @@
  * sorted output, so the rendered iptables text is stable and an unchanged state is recognisable.
  */
 import { NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
+import { compareText } from '../order.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { parseIp } from '../annotations/ip.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
@@ -56,7 +57,7 @@ export function podInterfaces(served: readonly NetworkRef[], status: readonly Ne
 
 /** `multus-proxy/network` label values of the served networks, sorted and unique: the slice selector. */
 export function networkLabelValues(served: readonly NetworkRef[]): string[] {
-  return [...new Set(served.map(networkLabelValue))].sort(compare);
+  return [...new Set(served.map(networkLabelValue))].sort(compareText);
 }
 
 export interface StateInput {
@@ -71,10 +72,6 @@ export interface StateOutput {
   readonly problems: readonly string[];
 }
 
-/** Plain code-point order: locale-independent, so two machines render the same text. */
-function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 const familyOf = (addressType: string | undefined): IpFamily | undefined => (addressType === 'IPv4' ? 4 : addressType === 'IPv6' ? 6 : undefined);
 
@@ -82,13 +79,13 @@ const familyOf = (addressType: string | undefined): IpFamily | undefined => (add
 const rank = (e: BackendEndpoint): number => (e.ready ? 2 : e.serving ? 1 : 0);
 
 /** How one slice is used: the Service (`<namespace>/<name>`) and network key it serves, or the problem it has. */
-interface SliceInfo {
+export interface SliceInfo {
   readonly group?: string;
   readonly net?: string;
   readonly problem?: string;
 }
 
-function sliceInfo(slice: V1EndpointSlice): SliceInfo {
+export function sliceInfo(slice: V1EndpointSlice): SliceInfo {
   const ns = slice.metadata?.namespace ?? '';
   const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
   const netValue = slice.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
@@ -110,9 +107,9 @@ const sliceName = (s: V1EndpointSlice): string => `${s.metadata?.namespace ?? ''
  * One Service's slices by network key. Sorted by slice name, so when two slices list the same
  * ip:port with equal conditions the same one wins whatever order the informer delivered them in.
  */
-function slicesByNetwork(slices: readonly { slice: V1EndpointSlice; net: string }[]): Map<string, V1EndpointSlice[]> {
+export function slicesByNetwork(slices: readonly { slice: V1EndpointSlice; net: string }[]): Map<string, V1EndpointSlice[]> {
   const byNet = new Map<string, V1EndpointSlice[]>();
-  const sorted = slices.length > 1 ? [...slices].sort((a, b) => compare(sliceName(a.slice), sliceName(b.slice))) : slices;
+  const sorted = slices.length > 1 ? [...slices].sort((a, b) => compareText(sliceName(a.slice), sliceName(b.slice))) : slices;
   for (const { slice, net } of sorted) {
     const list = byNet.get(net);
     if (list === undefined) byNet.set(net, [slice]);
@@ -146,7 +143,7 @@ function endpointsFor(slices: readonly V1EndpointSlice[], family: IpFamily, port
       if (seen === undefined || rank(candidate) > rank(seen)) byAddr.set(key, candidate);
     }
   }
-  return [...byAddr.values()].sort((a, b) => compare(a.ip, b.ip) || a.port - b.port);
+  return [...byAddr.values()].sort((a, b) => compareText(a.ip, b.ip) || a.port - b.port);
 }
 
 /** The Service's cluster IPs with their families; empty for headless (`None`) or unallocated ones. */
@@ -168,10 +165,10 @@ const hasFamily = (iface: PodInterface, family: IpFamily): boolean => (family ==
 const targetKey = (t: ServicePortTarget): string =>
   JSON.stringify([t.service, t.portName, t.protocol, t.port, t.family, t.clusterIP, networkKey(t.network)]);
 
-type Keyed = readonly [key: string, target: ServicePortTarget];
+export type Keyed = readonly [key: string, target: ServicePortTarget];
 
 /** The targets of one Service object (appended to `out`), or the problem that keeps it from having any. */
-function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined, ifaceByNet: ReadonlyMap<string, PodInterface>, out: Keyed[]): string | undefined {
+export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined, ifaceByNet: ReadonlyMap<string, PodInterface>, out: Keyed[]): string | undefined {
   if (svc.metadata?.labels?.[PROXY_NAME_LABEL] !== PROXY_NAME) return undefined;
   // ClusterIP only: headless Services need no rules at all, because DNS answers with the
   // endpoint addresses themselves and the client connects to them directly over its secondary
@@ -219,151 +216,8 @@ function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1En
   return undefined;
 }
 
-const byKey = (a: Keyed, b: Keyed): number => compare(a[0], b[0]);
+export const byKey = (a: Keyed, b: Keyed): number => compareText(a[0], b[0]);
 
-/** What one Service name (`<namespace>/<name>`) contributes: its targets, sorted by key, and problems. */
-interface ServiceEntry {
-  readonly targets: readonly Keyed[];
-  readonly problems: readonly string[];
-}
-
-/** Up to this many changed Services per update, the sorted target list is edited in place instead of re-sorted. */
-const EDIT_LIMIT = 64;
-
-/**
- * buildDesiredState with memory: `update(input)` returns exactly what `buildDesiredState(input)`
- * would (a property test holds it to that), but redoes only the Services whose inputs changed.
- * Inputs are compared by object identity: the informers replace an object on every change and
- * never mutate one, so an object seen last time is unchanged, and one not seen is new. A
- * changed Service, or any slice added to, removed from or replaced in its group, recomputes that
- * Service alone; a change of the pod's interfaces recomputes all. Targets that come out equal to
- * the previous ones are the previous objects, so the renderer's memo (RenderCache) and the sync
- * loop's comparison see them unchanged in O(1). Per update this costs one pass of pointer
- * lookups over the inputs plus the work for what changed: at 5,000 Services about a millisecond
- * instead of a from-scratch rebuild's hundred or more.
- */
-export class StateMemo {
-  private serviceKeys = new Map<V1Service, string>();
-  private slices = new Map<V1EndpointSlice, SliceInfo>();
-  private entries = new Map<string, ServiceEntry>();
-  private sorted: Keyed[] = [];
-  private interfacesText: string | undefined;
-  private ifaceByNet = new Map<string, PodInterface>();
-  private interfaces: readonly PodInterface[] = [];
-
-  update(input: StateInput): StateOutput {
-    let all = false;
-    const interfacesText = JSON.stringify(input.interfaces);
-    if (interfacesText !== this.interfacesText) {
-      // Which network each Service is served on depends on the interfaces: recompute everything.
-      all = true;
-      this.interfacesText = interfacesText;
-      this.ifaceByNet = new Map(input.interfaces.map((i) => [networkKey(i.network), i]));
-      this.interfaces = [...input.interfaces].sort((a, b) => compare(networkKey(a.network), networkKey(b.network)));
-    }
-    const dirty = new Set<string>();
-
-    const slices = new Map<V1EndpointSlice, SliceInfo>();
-    for (const s of input.slices) {
-      let info = this.slices.get(s);
-      if (info === undefined) {
-        info = sliceInfo(s);
-        if (info.group !== undefined) dirty.add(info.group);
-      }
-      slices.set(s, info);
-    }
-    for (const [s, info] of this.slices) if (info.group !== undefined && !slices.has(s)) dirty.add(info.group);
-    this.slices = slices;
-
-    const serviceKeys = new Map<V1Service, string>();
-    for (const svc of input.services) {
-      let key = this.serviceKeys.get(svc);
-      if (key === undefined) {
-        key = `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
-        dirty.add(key);
-      }
-      serviceKeys.set(svc, key);
-    }
-    for (const [svc, key] of this.serviceKeys) if (!serviceKeys.has(svc)) dirty.add(key);
-    this.serviceKeys = serviceKeys;
-
-    const redo = (key: string): boolean => all || dirty.has(key);
-    // The inputs of the Services to redo, in input order (so duplicates resolve as they always did).
-    const svcOf = new Map<string, V1Service[]>();
-    for (const [svc, key] of serviceKeys) {
-      if (!redo(key)) continue;
-      const list = svcOf.get(key);
-      if (list === undefined) svcOf.set(key, [svc]);
-      else list.push(svc);
-    }
-    const slicesOf = new Map<string, { slice: V1EndpointSlice; net: string }[]>();
-    const problems: string[] = [];
-    for (const [slice, info] of slices) {
-      if (info.problem !== undefined) problems.push(info.problem);
-      if (info.group === undefined || info.net === undefined || !svcOf.has(info.group)) continue;
-      const list = slicesOf.get(info.group);
-      if (list === undefined) slicesOf.set(info.group, [{ slice, net: info.net }]);
-      else list.push({ slice, net: info.net });
-    }
-
-    const changed = all ? new Set(this.entries.keys()) : dirty;
-    if (all) for (const key of svcOf.keys()) changed.add(key);
-    const added: Keyed[] = [];
-    for (const key of changed) {
-      const old = this.entries.get(key);
-      const targets: Keyed[] = [];
-      const entryProblems: string[] = [];
-      const services = svcOf.get(key) ?? [];
-      const byNet = services.length > 0 ? slicesByNetwork(slicesOf.get(key) ?? []) : undefined;
-      for (const svc of services) {
-        const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets);
-        if (problem !== undefined) entryProblems.push(problem);
-      }
-      targets.sort(byKey);
-      if (targets.length === 0 && entryProblems.length === 0) {
-        this.entries.delete(key);
-        continue;
-      }
-      // Equal to last time: keep the old objects, so everything downstream sees "unchanged" by identity.
-      const same = old !== undefined && JSON.stringify(old.targets) === JSON.stringify(targets);
-      const entry = { targets: same ? old.targets : targets, problems: entryProblems };
-      this.entries.set(key, entry);
-      if (!all && changed.size <= EDIT_LIMIT) added.push(...entry.targets);
-    }
-
-    if (all || changed.size > EDIT_LIMIT) {
-      this.sorted = [];
-      for (const e of this.entries.values()) for (const k of e.targets) this.sorted.push(k);
-      this.sorted.sort(byKey);
-    } else if (changed.size > 0) {
-      const kept = this.sorted.filter(([, t]) => !changed.has(t.service));
-      for (const k of added) kept.splice(insertionPoint(kept, k[0]), 0, k);
-      this.sorted = kept;
-    }
-    for (const e of this.entries.values()) for (const p of e.problems) problems.push(p);
-    return { state: { targets: this.sorted.map(([, t]) => t), interfaces: this.interfaces }, problems: problems.sort(compare) };
-  }
-}
-
-/** First index in `list` (sorted by key) whose key is greater than `key`: equal keys keep their arrival order. */
-function insertionPoint(list: readonly Keyed[], key: string): number {
-  let lo = 0;
-  let hi = list.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (compare((list[mid] as Keyed)[0], key) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/**
- * Pure: the desired state of the inputs. The same inputs, in any order, give the same, sorted
- * state; problems (one per bad object) come sorted too.
- */
-export function buildDesiredState(input: StateInput): StateOutput {
-  return new StateMemo().update(input);
-}
 
 /** A canonical text of a state: equal text means the dataplane has nothing to do. */
 export function stateFingerprint(state: DesiredState): string {

@@ -1,5 +1,5 @@
 /**
- * Property tests for the incremental paths: StateMemo.update (src/dataplane/state.ts) must return what a
+ * Property tests for the incremental paths: StateMemo.update (src/dataplane/incremental.ts) must return what a
  * from-scratch buildDesiredState returns for the same inputs, and a render with a RenderCache
  * (which may patch the last render) what an uncached render returns, and the dataplane's narrowed
  * conntrack planning what planning over all targets returns, over random sequences of
@@ -7,12 +7,11 @@
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildDesiredState, sameState, stateFingerprint, StateMemo } from '../../src/dataplane/state.js';
+import { sameState, stateFingerprint } from '../../src/dataplane/state.js';
 import { planRestore } from '../../src/dataplane/restore.js';
-import { render, RenderCache } from '../../src/dataplane/incremental.js';
+import { buildDesiredState, conntrackScope, render, RenderCache, StateMemo } from '../../src/dataplane/incremental.js';
 import type { Rendered } from '../../src/dataplane/model.js';
 import type { PodInterface } from '../../src/dataplane/model.js';
-import { conntrackScope } from '../../src/dataplane/apply.js';
 import { planConntrack } from '../../src/dataplane/conntrack.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import { serviceObject, sliceObject, type EndpointSpec, type PortSpec } from './state-fixtures.js';

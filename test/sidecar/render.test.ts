@@ -61,6 +61,97 @@ void describe('sidecar render: golden files', () => {
   });
 });
 
+/** One golden file per rule shape the renderer writes, each from the smallest state that shows it. */
+void describe('sidecar render: golden files per rule shape', () => {
+  const RED_IFACE = { network: RED, interface: 'net2', ipv4: ['192.168.102.2'], ipv6: [] };
+  const full = (state: DesiredState, family: 4 | 6): string => planRestore(render(state)[family === 4 ? 'v4' : 'v6'], undefined, NOTHING_EXISTING, true).text;
+  void test('session affinity on a Service with several ports', () => {
+    const eps = (port: number) => [ep('192.168.101.3', port), ep('192.168.101.4', port), ep('192.168.101.5', port)];
+    const state: DesiredState = {
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        target('demo/sticky', '10.96.1.10', 80, eps(8080), { portName: 'http', affinityTimeoutSeconds: 600 }),
+        target('demo/sticky', '10.96.1.10', 443, eps(8443), { portName: 'https', affinityTimeoutSeconds: 600 }),
+        target('demo/sticky', '10.96.1.10', 53, eps(5353), { portName: 'dns', protocol: 'UDP', affinityTimeoutSeconds: 600 }),
+      ],
+    };
+    golden('shape-affinity-ports.v4.rules', full(state, 4));
+  });
+  void test('a dual-stack Service: one chain and one route per family', () => {
+    const state: DesiredState = {
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        target('demo/dual', '10.96.1.20', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { portName: 'http' }),
+        target('demo/dual', 'fd00:10:96::114', 80, [ep('fd00:101::3', 8080), ep('fd00:101::4', 8080)], { portName: 'http' }),
+        target('demo/dual', 'fd00:10:96::114', 81, [], { portName: 'admin' }),
+      ],
+    };
+    golden('shape-dual-stack.v4.rules', full(state, 4));
+    golden('shape-dual-stack.v6.rules', full(state, 6));
+    golden('shape-dual-stack.routes', routeBatch(render(state).routes, 'replace'));
+  });
+  void test('SCTP, with and without endpoints, both families', () => {
+    const state: DesiredState = {
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        target('demo/sctp', '10.96.1.30', 3868, [ep('192.168.101.3', 3868), ep('192.168.101.4', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
+        target('demo/sctp', '10.96.1.30', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
+        target('demo/sctp', 'fd00:10:96::11e', 3868, [ep('fd00:101::3', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
+        target('demo/sctp', 'fd00:10:96::11e', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
+      ],
+    };
+    golden('shape-sctp.v4.rules', full(state, 4));
+    golden('shape-sctp.v6.rules', full(state, 6));
+  });
+  void test('terminating-only endpoints: serving ones get traffic; none serving: reject', () => {
+    const state: DesiredState = {
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        target('demo/rolling', '10.96.1.40', 80, [ep('192.168.101.3', 8080, 'terminating'), ep('192.168.101.4', 8080, 'terminating'), ep('192.168.101.5', 8080, 'unready')]),
+        target('demo/gone', '10.96.1.41', 80, [ep('192.168.101.6', 8080, 'unready'), { ip: '192.168.101.7', port: 8080, ready: false, serving: false, terminating: true }]),
+      ],
+    };
+    golden('shape-terminating-only.v4.rules', full(state, 4));
+  });
+  void test('several networks: each Service leaves through its own interface; a cluster IP on two networks is served once', () => {
+    const state: DesiredState = {
+      interfaces: [CLIENT_BLUE, RED_IFACE],
+      targets: [
+        target('demo/blue-svc', '10.96.1.50', 80, [ep('192.168.101.3', 8080)]),
+        target('demo/red-svc', '10.96.1.51', 80, [ep('192.168.102.3', 8080), ep('192.168.102.4', 8080)], { network: RED }),
+        target('demo/both', '10.96.1.52', 80, [ep('192.168.101.4', 80)]),
+        target('demo/both', '10.96.1.52', 80, [ep('192.168.102.5', 80)], { network: RED }),
+      ],
+    };
+    const r = render(state);
+    golden('shape-networks.v4.rules', full(state, 4));
+    golden('shape-networks.routes', routeBatch(r.routes, 'replace'));
+    assert.deepEqual(
+      r.resolution.skipped.map((s) => s.target),
+      ['demo/both:80/TCP (10.96.1.52)'],
+      'the second network of a cluster IP is skipped',
+    );
+  });
+  void test('partial sync: a Service added, one removed, one endpoint changed, one Service lost its last endpoint', () => {
+    const before = sampleState();
+    const after = withTargets(before, [
+      ...before.targets
+        .filter((t) => t.service !== 'demo/sig')
+        .map((t) =>
+          t.service === 'demo/web' && t.family === 4
+            ? { ...t, endpoints: [...t.endpoints, ep('192.168.101.9', 8080)] }
+            : t.service === 'demo/dns'
+              ? { ...t, endpoints: [] }
+              : t,
+        ),
+      target('demo/new', '10.96.0.60', 8080, [ep('192.168.101.3', 8080)]),
+    ]);
+    const plan = planRestore(render(after).v4, render(before).v4, undefined, false);
+    assert.equal(plan.full, false);
+    golden('shape-partial-sync.v4.rules', plan.text);
+  });
+});
+
 void describe('sidecar render: cache', () => {
   void test('a cached render equals an uncached one, reuses unchanged chains and redoes changed ones', () => {
     const cache = new RenderCache();

@@ -1,6 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildDesiredState, DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/state.js';
+import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/state.js';
+import { buildDesiredState } from '../../src/dataplane/incremental.js';
 import type { PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 
