@@ -12,17 +12,17 @@
  *   (state.ts);
  * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses and conditions
  *   (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
- * - Pod: the service-network and network-status annotations (state.ts).
+ * - Pod: the service-network, networks and network-status annotations (state.ts).
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
  */
-import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
+import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../src/kube/types.js';
 
 /** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
 export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
 
-export const POD_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, NETWORK_STATUS_ANNOTATION];
+export const POD_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION];
 export const SERVICE_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION];
 export const SLICE_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
 

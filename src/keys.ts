@@ -19,6 +19,8 @@ export const NETWORK_STATUS_ANNOTATION = 'k8s.v1.cni.cncf.io/network-status';
 /** Namespace label that enables sidecar injection. */
 export const INJECTION_LABEL = 'multus-proxy-injection';
 export const INJECTION_ENABLED = 'enabled';
+/** Pod annotation: "false" opts the pod out of its namespace's injection ("true" is the default there). */
+export const INJECT_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/inject';
 
 /** EndpointSlice labels. */
 export const SERVICE_NAME_LABEL = 'kubernetes.io/service-name';

@@ -2,7 +2,7 @@
  * The three admission endpoints, each: request -> (lookups) -> pure decision -> pure mutation ->
  * patch -> response, plus an outcome and reason for metrics and logs. No HTTP here (server.ts).
  */
-import { INJECTION_ENABLED, INJECTION_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
+import { NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import { networkKey } from '../src/annotations/service-network.js';
 import type { V1Pod, V1Service } from '../src/kube/types.js';
 import type { Logger } from '../src/log.js';
@@ -33,29 +33,22 @@ function requestNamespace(req: AdmissionRequest, obj: { metadata?: { namespace?:
   return req.namespace ?? obj.metadata?.namespace ?? '';
 }
 
-/**
- * The Namespace's labels. The webhook configuration's namespaceSelector already sent us only
- * pods of enabled namespaces, so a cached copy without the label is probably stale (the label
- * was just added): look once more, uncached, before skipping the pod.
- */
-async function namespaceLabels(cluster: ClusterLookups, namespace: string): Promise<Record<string, string> | undefined> {
-  const cached = await cluster.namespaceLabels(namespace);
-  if (cached?.[INJECTION_LABEL] === INJECTION_ENABLED) return cached;
-  return cluster.namespaceLabels(namespace, true);
-}
-
 export function podHandler(deps: HandlerDeps): Handler {
   return async (req) => {
     const pod = req.object as V1Pod;
     const namespace = requestNamespace(req, pod);
-    // Only a pod that asks for the sidecar is worth a namespace lookup.
-    const asks = req.operation === 'CREATE' && pod.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
-    const labels = asks ? await namespaceLabels(deps.cluster, namespace) : undefined;
+    // The namespace is only read for its PodSecurity level, so only for a pod that may get the
+    // sidecar. Its injection label is not checked: the namespaceSelector sent only enabled ones.
+    const annotations = pod.metadata?.annotations ?? {};
+    const candidate = req.operation === 'CREATE' && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
+    const labels = candidate ? await deps.cluster.namespaceLabels(namespace) : undefined;
     const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort });
     const object = describePod(pod, namespace);
     switch (decision.action) {
       case 'skip':
-        deps.logger?.debug({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod not injected');
+        // An inherited pod left without its sidecar is worth an info line; routine skips are not.
+        if (decision.warnings.length > 0) deps.logger?.info({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod admitted without the sidecar');
+        else deps.logger?.debug({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod not injected');
         return { response: allowed(req.uid, decision.warnings), outcome: 'skipped', reason: decision.reason };
       case 'deny':
         deps.logger?.info({ object, reason: decision.reason, message: decision.message, uid: req.uid }, 'pod denied');

@@ -1,7 +1,7 @@
 /**
  * The webhook's Prometheus metrics (prefix `multus_proxy_webhook_`), served on /metrics of the
  * same HTTPS port. Requests are counted by endpoint, outcome and reason, so "why was my pod not
- * injected" shows up as e.g. outcome="skipped",reason="namespace-not-enabled".
+ * injected" shows up as e.g. outcome="skipped",reason="pod-security" (an inherited pod admitted without it).
  */
 import { createRegistry, FINE_SECONDS_BUCKETS, prom, type Registry } from '../src/metrics.js';
 

@@ -1,17 +1,28 @@
 /**
  * Whether a pod gets the sidecar, and if not, why: skipped (nothing to do, with a reason that
- * becomes a metric label and a debug log) or denied (a message for the user naming the object,
- * key, bad value and the fix). Pure: the namespace's labels are passed in.
+ * becomes a metric label and a debug log, and for an inherited pod a warning for the user) or
+ * denied (a message naming the object, key, bad value and the fix). Pure: the namespace's labels
+ * are passed in.
+ *
+ * The webhook configuration's namespaceSelector sends only pods of namespaces labelled
+ * multus-proxy-injection=enabled, so every pod seen here is in such a namespace. A pod either
+ * asked explicitly (service-network annotation) and is denied when it cannot have the sidecar, or
+ * inherited the namespace's label and is then admitted unchanged with a warning instead: a
+ * namespace-wide rule must never break a workload that did not ask (DESIGN.md, "Pod").
  */
-import { INJECTION_ENABLED, INJECTION_LABEL, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../src/keys.js';
-import { networkKey, parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
+import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../src/keys.js';
+import { networkKey, type NetworkRef } from '../src/annotations/service-network.js';
 import { parseNetworks } from '../src/annotations/networks.js';
+import { servedNetworks } from '../src/annotations/served-networks.js';
 import type { V1Pod } from '../src/kube/types.js';
-import { formatInputError, inputError, type InputError } from '../src/result.js';
+import { err, formatInputError, inputError, ok, type InputError, type Result } from '../src/result.js';
 import type { Operation } from './responses.js';
 
-export type SkipReason = 'not-create' | 'no-annotation' | 'namespace-not-enabled' | 'already-injected';
-export type DenyReason = 'invalid-annotation' | 'network-not-attached' | 'host-network' | 'pod-security' | 'port-conflict';
+/** Why a pod cannot have the sidecar although it would get it: a denial when it asked, a warning when it inherited. */
+export type PolicyReason = 'host-network' | 'pod-security' | 'port-conflict';
+/** invalid-networks: an inherited pod whose `networks` we cannot read (Multus decides on it, not us). */
+export type SkipReason = 'not-create' | 'no-networks' | 'opted-out' | 'already-injected' | 'invalid-networks' | PolicyReason;
+export type DenyReason = 'invalid-annotation' | 'network-not-attached' | PolicyReason;
 
 export type PodDecision =
   | { readonly action: 'skip'; readonly reason: SkipReason; readonly detail: string; readonly warnings: string[] }
@@ -52,6 +63,25 @@ function deny(reason: DenyReason, code: 400 | 403, object: string, e: InputError
   return { action: 'deny', reason, code, message: formatInputError(object, e) };
 }
 
+function skip(reason: SkipReason, detail: string, warnings: string[] = []): PodDecision {
+  return { action: 'skip', reason, detail, warnings };
+}
+
+/** The inherited pod's warning: what kubectl prints, with the same object/key/value/fix as a denial. */
+function admittedWithout(reason: SkipReason, object: string, e: InputError): PodDecision {
+  const text = formatInputError(object, e);
+  return skip(reason, text, [`no multus-proxy sidecar added (namespace-wide injection): ${text}`]);
+}
+
+/** `multus-proxy.k8s.cni.cncf.io/inject`: absent or "true" injects, "false" opts out; anything else is a typo we refuse to guess at. */
+export function parseInjectAnnotation(value: string | undefined): Result<boolean> {
+  if (value === undefined || value === 'true') return ok(true);
+  if (value === 'false') return ok(false);
+  const near = value.trim().toLowerCase();
+  const hint = near === 'false' || near === 'true' ? `write "${near}" exactly (lower case, no spaces)` : 'write "false" to opt the pod out, or remove the annotation';
+  return err(inputError(INJECT_ANNOTATION, value, 'is neither "true" nor "false"', hint));
+}
+
 /** What to write into the networks annotation so the missing networks are attached, in the form the pod already uses. */
 function attachFix(attachedText: string | undefined, missing: readonly NetworkRef[]): string {
   const current = attachedText?.trim() ?? '';
@@ -63,79 +93,92 @@ function attachFix(attachedText: string | undefined, missing: readonly NetworkRe
   return `attach it: write ${NETWORKS_ANNOTATION}: "${current},${short}"`;
 }
 
-export function decideInjection(input: PodPolicyInput): PodDecision {
+/** What stops the sidecar from working in this pod, whoever asked for it: hostNetwork, PodSecurity, a port clash. */
+function policyProblem(input: PodPolicyInput, explicit: boolean): { reason: PolicyReason; code: 400 | 403; error: InputError } | undefined {
   const { pod, namespace } = input;
-  const object = describePod(pod, namespace);
-  if (input.operation !== 'CREATE') return { action: 'skip', reason: 'not-create', detail: `operation ${input.operation}: the sidecar is only added at creation`, warnings: [] };
-  const annotations = pod.metadata?.annotations ?? {};
-  const wanted = annotations[SERVICE_NETWORK_ANNOTATION];
-  if (wanted === undefined) return { action: 'skip', reason: 'no-annotation', detail: `no ${SERVICE_NETWORK_ANNOTATION} annotation`, warnings: [] };
-  if (input.namespaceLabels?.[INJECTION_LABEL] !== INJECTION_ENABLED) {
-    const detail = `namespace ${namespace} is not labelled ${INJECTION_LABEL}=${INJECTION_ENABLED}`;
-    return {
-      action: 'skip',
-      reason: 'namespace-not-enabled',
-      detail,
-      warnings: [`${object}: ${detail}, so no multus-proxy sidecar was added; label the namespace to enable it`],
-    };
-  }
-  if (hasSidecar(pod)) return { action: 'skip', reason: 'already-injected', detail: `the pod already has a container named ${SIDECAR_CONTAINER_NAME}`, warnings: [] };
-
   if (pod.spec?.hostNetwork === true) {
-    return deny('host-network', 403, object, inputError('spec.hostNetwork', 'true', "the multus-proxy sidecar would program iptables in the node's network namespace", `remove hostNetwork: true or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`));
+    const fix = explicit ? `remove hostNetwork: true or remove the ${SERVICE_NETWORK_ANNOTATION} annotation` : 'the multus-proxy node agent serves host-network pods; nothing to do';
+    return { reason: 'host-network', code: 403, error: inputError('spec.hostNetwork', 'true', "the multus-proxy sidecar would program iptables in the node's network namespace", fix) };
   }
-  const refs = parseServiceNetwork(wanted, namespace);
-  if (!refs.ok) return deny('invalid-annotation', 400, object, refs.error);
-  const attachedText = annotations[NETWORKS_ANNOTATION];
-  const attached = parseNetworks(attachedText ?? '', namespace);
-  if (!attached.ok) return deny('invalid-annotation', 400, object, attached.error);
-  const attachedKeys = new Set(attached.value.map(networkKey));
-  const missing = refs.value.filter((r) => !attachedKeys.has(networkKey(r)));
-  if (missing.length > 0) {
-    const names = missing.map(networkKey);
-    return deny(
-      'network-not-attached',
-      400,
-      object,
-      inputError(
-        SERVICE_NETWORK_ANNOTATION,
-        wanted,
-        `${names.length > 1 ? 'networks' : 'network'} ${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} not attached to the pod by ${NETWORKS_ANNOTATION}`,
-        attachFix(attachedText, missing),
-      ),
-    );
-  }
-
   const level = input.namespaceLabels?.[POD_SECURITY_ENFORCE_LABEL];
   if (level !== undefined && PSA_FORBIDS_NET_ADMIN.has(level)) {
-    return deny(
-      'pod-security',
-      403,
-      object,
-      inputError(
+    return {
+      reason: 'pod-security',
+      code: 403,
+      error: inputError(
         `namespace ${namespace} label ${POD_SECURITY_ENFORCE_LABEL}`,
         level,
         `the multus-proxy sidecar needs the NET_ADMIN and NET_RAW capabilities, which the "${level}" Pod Security level forbids, so the pod would be rejected`,
         `label the namespace ${POD_SECURITY_ENFORCE_LABEL}=privileged (kubectl label ns ${namespace} ${POD_SECURITY_ENFORCE_LABEL}=privileged --overwrite), or run this client in a namespace that allows NET_ADMIN`,
       ),
-    );
+    };
   }
-
   for (const c of allContainers(pod)) {
     const clash = (c.ports ?? []).find((p) => p.containerPort === input.healthPort && (p.protocol ?? 'TCP') === 'TCP');
     if (clash !== undefined) {
-      return deny(
-        'port-conflict',
-        400,
-        object,
-        inputError(
+      return {
+        reason: 'port-conflict',
+        code: 400,
+        error: inputError(
           `container ${c.name ?? '?'} ports`,
           String(input.healthPort),
           `the multus-proxy sidecar serves its health checks on TCP port ${input.healthPort} in the same network namespace`,
           'move the container to another port, or change sidecar.healthPort in the multus-proxy-webhook ConfigMap',
         ),
-      );
+      };
     }
   }
-  return { action: 'inject', networks: refs.value };
+  return undefined;
+}
+
+/** An explicit pod's service networks must all be attached; the message says how to attach the missing ones. */
+function checkAttached(object: string, annotations: Readonly<Record<string, string>>, wanted: string, refs: readonly NetworkRef[], namespace: string): PodDecision | undefined {
+  const attachedText = annotations[NETWORKS_ANNOTATION];
+  const attached = parseNetworks(attachedText ?? '', namespace);
+  if (!attached.ok) return deny('invalid-annotation', 400, object, attached.error);
+  const attachedKeys = new Set(attached.value.map(networkKey));
+  const missing = refs.filter((r) => !attachedKeys.has(networkKey(r)));
+  if (missing.length === 0) return undefined;
+  const names = missing.map(networkKey);
+  return deny(
+    'network-not-attached',
+    400,
+    object,
+    inputError(
+      SERVICE_NETWORK_ANNOTATION,
+      wanted,
+      `${names.length > 1 ? 'networks' : 'network'} ${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} not attached to the pod by ${NETWORKS_ANNOTATION}`,
+      attachFix(attachedText, missing),
+    ),
+  );
+}
+
+export function decideInjection(input: PodPolicyInput): PodDecision {
+  const { pod, namespace } = input;
+  const object = describePod(pod, namespace);
+  if (input.operation !== 'CREATE') return skip('not-create', `operation ${input.operation}: the sidecar is only added at creation`);
+  const annotations = pod.metadata?.annotations ?? {};
+  const inject = parseInjectAnnotation(annotations[INJECT_ANNOTATION]);
+  if (!inject.ok) return deny('invalid-annotation', 400, object, inject.error);
+  if (!inject.value) return skip('opted-out', `${INJECT_ANNOTATION}: "false"`);
+  if (hasSidecar(pod)) return skip('already-injected', `the pod already has a container named ${SIDECAR_CONTAINER_NAME}`);
+
+  const wanted = annotations[SERVICE_NETWORK_ANNOTATION];
+  const served = servedNetworks(annotations, namespace);
+  if (wanted !== undefined) {
+    // Explicit: every problem is the user's to fix, so it is a denial.
+    if (!served.ok) return deny('invalid-annotation', 400, object, served.error);
+    const notAttached = checkAttached(object, annotations, wanted, served.value.networks, namespace);
+    if (notAttached !== undefined) return notAttached;
+    const problem = policyProblem(input, true);
+    if (problem !== undefined) return deny(problem.reason, problem.code, object, problem.error);
+    return { action: 'inject', networks: served.value.networks };
+  }
+
+  // Inherited from the namespace: never denied for policy, only admitted without the sidecar.
+  if (!served.ok) return admittedWithout('invalid-networks', object, served.error);
+  if (served.value.networks.length === 0) return skip('no-networks', `no secondary network attached by ${NETWORKS_ANNOTATION}`);
+  const problem = policyProblem(input, false);
+  if (problem !== undefined) return admittedWithout(problem.reason, object, problem.error);
+  return { action: 'inject', networks: served.value.networks };
 }

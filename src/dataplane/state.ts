@@ -8,6 +8,7 @@ import { compareText } from '../order.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { parseIp } from '../annotations/ip.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
+import { servedNetworks } from '../annotations/served-networks.js';
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../annotations/network-status.js';
 import { networkLabelValue } from '../annotations/network-label.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../kube/types.js';
@@ -21,15 +22,14 @@ const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 const podObject = (pod: V1Pod): string => `Pod ${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
 
 /**
- * The networks the pod asks to be served (its service-network annotation; a bare name is the
- * pod's namespace). No annotation: nothing to serve. A malformed one is an error with the
- * parser's message; the caller keeps its last good value.
+ * The networks the pod serves: its service-network annotation (a bare name is the pod's
+ * namespace), else every network its Multus `networks` annotation attaches (an inherited
+ * injection; src/annotations/served-networks.ts). A malformed one is an error with the parser's
+ * message; the caller keeps its last good value.
  */
 export function readServedNetworks(pod: V1Pod): Result<NetworkRef[], string> {
-  const value = pod.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
-  if (value === undefined) return ok([]);
-  const parsed = parseServiceNetwork(value, pod.metadata?.namespace ?? '');
-  return parsed.ok ? parsed : err(formatInputError(podObject(pod), parsed.error));
+  const parsed = servedNetworks(pod.metadata?.annotations, pod.metadata?.namespace ?? '');
+  return parsed.ok ? ok(parsed.value.networks) : err(formatInputError(podObject(pod), parsed.error));
 }
 
 /** The pod's Multus network-status entries; none yet (annotation absent) is not an error. */

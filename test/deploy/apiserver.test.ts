@@ -159,7 +159,7 @@ void describe('the real kube-apiserver accepts every rendered object (server-sid
     const pods = hooks.find((h) => h.name.startsWith('pods.'));
     assert.equal(pods?.failurePolicy, 'Fail');
     assert.equal(pods?.reinvocationPolicy, 'IfNeeded');
-    assert.equal(pods?.matchConditions?.length, 1);
+    assert.equal(pods?.matchConditions?.length, 2);
   });
 
   void test('the apiserver rejects a broken object, so the checks above can fail', async () => {

@@ -3,8 +3,10 @@
  * kube-apiserver with the webhook configurations exactly as deploy/ renders them, while the webhook
  * is down (nothing listens where they point) or hangs (accepts connections, never answers):
  *
- * - pods and Services that did not ask for multus-proxy are created as if no webhook existed
- *   (the matchConditions keep them from ever being sent);
+ * - pods and Services multus-proxy has nothing to do with are created as if no webhook existed
+ *   (the namespaceSelector and matchConditions keep them from ever being sent): pods attaching no
+ *   secondary network, pods outside enabled namespaces, pods opted out, Services without the
+ *   annotation;
  * - pods and Services that asked are refused, not let through half-configured (failurePolicy Fail);
  * - the install namespace and kube-system are never sent anything, so the project can always
  *   (re)start its own pods;
@@ -18,7 +20,7 @@ import net from 'node:net';
 import { freePort, startControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPACE, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPACE, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { render, type Rendered } from './kustomize.js';
 
 const ENABLED_NS = 'fp-enabled';
@@ -50,11 +52,15 @@ async function register(objs: Rendered[]): Promise<void> {
   }
 }
 
-function pod(namespace: string, name: string, asks: boolean): unknown {
+const ASKS = { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [NETWORKS_ANNOTATION]: 'macvlan1' };
+
+/** `asks`: true for a pod with a service network, false for none at all, or the annotations to give it. */
+function pod(namespace: string, name: string, asks: boolean | Record<string, string>): unknown {
+  const annotations = asks === true ? ASKS : asks === false ? undefined : asks;
   return {
     apiVersion: 'v1',
     kind: 'Pod',
-    metadata: { name, namespace, ...(asks ? { annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [NETWORKS_ANNOTATION]: 'macvlan1' } } : {}) },
+    metadata: { name, namespace, ...(annotations ? { annotations } : {}) },
     spec: {
       containers: [{ name: 'app', image: 'busybox', securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, runAsNonRoot: true, runAsUser: 1000, seccompProfile: { type: 'RuntimeDefault' } } }],
     },
@@ -112,14 +118,23 @@ void describe('webhook down: nothing listens where the configurations point', ()
   });
 
   void test('pods and Services that did not ask are created as if there were no webhook', async () => {
-    assert.equal(await create('pods', pod(ENABLED_NS, 'plain', false), ENABLED_NS), 'created', 'pod without the annotation in an enabled namespace');
+    assert.equal(await create('pods', pod(ENABLED_NS, 'plain', false), ENABLED_NS), 'created', 'pod without annotations in an enabled namespace');
+    assert.equal(await create('pods', pod(ENABLED_NS, 'other', { 'example.com/x': 'y' }), ENABLED_NS), 'created', 'pod with other annotations in an enabled namespace');
+    assert.equal(await create('pods', pod(ENABLED_NS, 'empty', { [NETWORKS_ANNOTATION]: '' }), ENABLED_NS), 'created', 'pod with an empty networks annotation');
+    assert.equal(await create('pods', pod(ENABLED_NS, 'out', { [NETWORKS_ANNOTATION]: 'macvlan1', [INJECT_ANNOTATION]: 'false' }), ENABLED_NS), 'created', 'opted-out pod');
     assert.equal(await create('pods', pod(PLAIN_NS, 'plain', true), PLAIN_NS), 'created', 'annotated pod in a namespace without the injection label');
+    assert.equal(await create('pods', pod(PLAIN_NS, 'attached', { [NETWORKS_ANNOTATION]: 'macvlan1' }), PLAIN_NS), 'created', 'attached pod in a namespace without the injection label');
     assert.equal(await create('services', service(ENABLED_NS, 'plain', false), ENABLED_NS), 'created', 'Service without the annotation');
   });
 
   void test('pods and Services that asked are refused rather than let through without sidecar or validation', async () => {
     const p = await create('pods', pod(ENABLED_NS, 'asks', true), ENABLED_NS);
     assert.match(p, /^500: Internal error occurred: failed calling webhook "pods\.multus-proxy/, p);
+    // Namespace-wide injection: attaching a network is asking (the blog's client pod).
+    const inherited = await create('pods', pod(ENABLED_NS, 'inherits', { [NETWORKS_ANNOTATION]: 'macvlan1' }), ENABLED_NS);
+    assert.match(inherited, /^500: Internal error occurred: failed calling webhook "pods\.multus-proxy/, inherited);
+    const optedIn = await create('pods', pod(ENABLED_NS, 'in', { [NETWORKS_ANNOTATION]: '[{"name":"macvlan1"}]', [INJECT_ANNOTATION]: 'true' }), ENABLED_NS);
+    assert.match(optedIn, /failed calling webhook "pods\.multus-proxy/, optedIn);
     const s = await create('services', service(PLAIN_NS, 'asks', true), PLAIN_NS);
     assert.match(s, /failed calling webhook "services\.multus-proxy/, s);
   });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { INSTALL_NAMESPACE, INJECTION_LABEL, INJECTION_ENABLED, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { INSTALL_NAMESPACE, INJECT_ANNOTATION, INJECTION_LABEL, INJECTION_ENABLED, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../certs/cli.js';
 import { parseOptions as parseControllerOptions } from '../../src/controller/options.js';
 import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
@@ -119,6 +119,8 @@ void describe('webhook wiring', () => {
     // Fail is only safe because the match condition keeps pods that did not ask away from the webhook.
     assert.equal(pods.failurePolicy, 'Fail');
     assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`'${SERVICE_NETWORK_ANNOTATION}' in object.metadata.annotations`)));
+    assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`'${NETWORKS_ANNOTATION}' in object.metadata.annotations`)), 'namespace-wide: pods attaching a network');
+    assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`['${INJECT_ANNOTATION}'] != 'false'`)), 'opted-out pods are not sent');
   });
 
   void test('services: defaulting (mutating) and validation on CREATE and UPDATE, only Services that ask', () => {

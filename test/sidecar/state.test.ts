@@ -25,6 +25,10 @@ void describe('pod annotations', () => {
     const pod = podObject('app', 'client', { serviceNetwork: 'a, net/b' });
     assert.deepEqual(readServedNetworks(pod), { ok: true, value: [{ namespace: 'app', name: 'a' }, NET_B] });
     assert.deepEqual(readServedNetworks(podObject('app', 'c')), { ok: true, value: [] });
+    // Namespace-wide injection: without service-network, every attached network (JSON form, interface name).
+    const inherited = podObject('app', 'c');
+    inherited.metadata!.annotations!['k8s.v1.cni.cncf.io/networks'] = '[{"name":"core","interface":"core"},{"name":"b","namespace":"net"}]';
+    assert.deepEqual(readServedNetworks(inherited), { ok: true, value: [{ namespace: 'app', name: 'core' }, NET_B] });
     assert.deepEqual(readNetworkStatus(podObject('app', 'c')), { ok: true, value: [] });
   });
 

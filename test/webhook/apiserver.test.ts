@@ -6,7 +6,9 @@
  * denial messages to the user.
  *
  * The configurations only select this test's namespaces (a label with a random value), so other
- * tests on the shared control plane never reach this webhook. The webhook reads the apiserver
+ * tests on the shared control plane never reach this webhook. The pod webhooks otherwise use the
+ * shipped namespaceSelector label and matchConditions (read from deploy/base), so what reaches the
+ * webhook here is what reaches it in a cluster. The webhook reads the apiserver
  * with a service-account token bound to the ClusterRole in deploy/base/webhook-rbac.yaml, so
  * the shipped RBAC is proven sufficient too.
  */
@@ -134,6 +136,10 @@ void describe('webhook behind a real kube-apiserver', () => {
     });
     server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
 
+    const shipped = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-configurations.yaml'), 'utf8')) as { kind?: string; webhooks?: { name: string; matchConditions?: unknown[] }[] }[];
+    const podConditions = shipped.find((d) => d.kind === 'MutatingWebhookConfiguration')?.webhooks?.find((w) => w.name.startsWith('pods.'))?.matchConditions;
+    assert.ok(podConditions !== undefined && podConditions.length > 0, 'the shipped pod webhook has matchConditions');
+    const enabled = { ...testLabel, 'multus-proxy-injection': 'enabled' };
     const caBundle = Buffer.from(pair.caPem).toString('base64');
     const hook = (name: string, path: string, resource: string, operations: string[]) => ({
       name,
@@ -153,12 +159,14 @@ void describe('webhook behind a real kube-apiserver', () => {
         {
           ...hook('pods.multus-proxy.test', PATHS.mutatePods, 'pods', ['CREATE']),
           reinvocationPolicy: 'IfNeeded',
-          namespaceSelector: { matchLabels: testLabel, matchExpressions: [{ key: 'multus-proxy-test-mode', operator: 'DoesNotExist' }] },
+          matchConditions: podConditions,
+          namespaceSelector: { matchLabels: enabled, matchExpressions: [{ key: 'multus-proxy-test-mode', operator: 'DoesNotExist' }] },
         },
         {
           ...hook('regular-pods.multus-proxy.test', REGULAR_PATH, 'pods', ['CREATE']),
           reinvocationPolicy: 'IfNeeded',
-          namespaceSelector: { matchLabels: { ...testLabel, 'multus-proxy-test-mode': 'regular' } },
+          matchConditions: podConditions,
+          namespaceSelector: { matchLabels: { ...enabled, 'multus-proxy-test-mode': 'regular' } },
         },
         hook('services.multus-proxy.test', PATHS.mutateServices, 'services', ['CREATE', 'UPDATE']),
       ],
@@ -225,18 +233,39 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
   });
 
-  void test('no annotation, or a namespace without the label: the pod is stored untouched', async () => {
-    const plain = await cp.client.create<V1Pod>(pods(on), clientPod('plain', { [NETS]: 'net-a' }));
-    const elsewhere = await cp.client.create<V1Pod>(pods(off), clientPod('elsewhere', { [SN]: 'net-a', [NETS]: 'net-a' }));
-    for (const p of [plain, elsewhere]) {
-      assert.equal(p.spec?.initContainers, undefined);
+  void test('namespace-wide: the blog client, carrying only networks, gets the sidecar', async () => {
+    const stored = await cp.client.create<V1Pod>(pods(on), clientPod('blog-client', { [NETS]: 'net-a' }));
+    assert.deepEqual(stored.spec?.initContainers?.map((c) => c.name), ['multus-proxy']);
+    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);
+  });
+
+  void test('no network, opted out, or a namespace without the label: the pod is stored untouched, silently', async () => {
+    const untouched = [
+      await cp.client.create<V1Pod>(pods(on), clientPod('plain', { 'example.com/x': 'y' })),
+      await cp.client.create<V1Pod>(pods(on), clientPod('opted-out', { [NETS]: 'net-a', 'multus-proxy.k8s.cni.cncf.io/inject': 'false' })),
+      await cp.client.create<V1Pod>(pods(off), clientPod('elsewhere', { [SN]: 'net-a', [NETS]: 'net-a' })),
+    ];
+    for (const p of untouched) {
+      assert.equal(p.spec?.initContainers, undefined, p.metadata?.name);
       assert.deepEqual(p.spec?.containers.map((c) => c.name), ['app']);
       assert.ok(!(p.spec?.volumes ?? []).some((v) => v.name.startsWith('multus-proxy')));
     }
-    // The user who asked for the sidecar in a namespace without the label is told why it is missing.
-    const warned = await createWarnings(cp, pods(off), clientPod('warned', { [SN]: 'net-a', [NETS]: 'net-a' }));
-    assert.equal(warned.status, 201);
-    assert.deepEqual(warned.warnings, [`Pod ${off}/warned: namespace ${off} is not labelled multus-proxy-injection=enabled, so no multus-proxy sidecar was added; label the namespace to enable it`]);
+    // The namespaceSelector keeps the webhook from ever seeing a pod of a namespace without the label: no warning can come.
+    const silent = await createWarnings(cp, pods(off), clientPod('silent', { [SN]: 'net-a', [NETS]: 'net-a' }));
+    assert.equal(silent.status, 201);
+    assert.deepEqual(silent.warnings, []);
+  });
+
+  void test('an inherited pod that cannot have the sidecar is created without it, with a warning saying why', async () => {
+    const restricted = { runAsNonRoot: true, runAsUser: 1000, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] }, seccompProfile: { type: 'RuntimeDefault' } };
+    const compliant = clientPod('inherits', { [NETS]: 'net-a' }, { containers: [{ name: 'app', image: 'busybox', securityContext: restricted }] });
+    const psaPod = await createWarnings(cp, pods(psa), compliant);
+    assert.equal(psaPod.status, 201);
+    assert.equal(psaPod.warnings.length, 1);
+    assert.match(psaPod.warnings[0] ?? '', new RegExp(`^no multus-proxy sidecar added \\(namespace-wide injection\\): Pod ${psa}/inherits: namespace ${psa} label pod-security\\.kubernetes\\.io/enforce "restricted": .*enforce=privileged`));
+    const host = await createWarnings(cp, pods(on), clientPod('host-agent', { [NETS]: 'net-a' }, { hostNetwork: true }));
+    assert.equal(host.status, 201);
+    assert.match(host.warnings[0] ?? '', /spec\.hostNetwork "true": .*node agent serves host-network pods/);
   });
 
   void test('bad annotations, unattached networks, hostNetwork and PodSecurity: the create call fails with our message', async () => {

@@ -1,12 +1,16 @@
 /**
  * Golden files: test/golden/webhook/<case>.in.json is a pod as the apiserver would send it;
  * <case>.out.json is what the apiserver would store after applying our JSON Patch (the pod
- * itself when it is allowed: injected or unchanged), or our answer without its uid when the pod
- * is denied. Regenerate with UPDATE_GOLDEN=1 after an intended change, and review the diff.
+ * itself when it is allowed: injected or unchanged; with `{warnings, object}` around it when the
+ * answer carries warnings), or our answer without its uid when the pod is denied. Regenerate with
+ * UPDATE_GOLDEN=1 after an intended change, and review the diff.
  *
- * The namespaces: `apps` (enabled, the default for pods without a namespace), `regular-apps`
- * (enabled; the webhook injects a regular container there), `plain` (not enabled),
- * `restricted-apps` (enabled, PodSecurity enforce=restricted).
+ * Every namespace is enabled (the webhook configuration's namespaceSelector sends no other pod):
+ * `apps` (the default for pods without a namespace), `regular-apps` (the webhook injects a regular
+ * container there), `restricted-apps` and `baseline-apps` (PodSecurity enforce restricted, baseline).
+ *
+ * The case name says what must happen: `deny-*` denied; `inherited-*` (namespace-wide injection
+ * refused for a policy reason) admitted unchanged with a warning; anything else admitted.
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,8 +25,8 @@ const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
 const NAMESPACES = {
   apps: ENABLED,
   'regular-apps': ENABLED,
-  plain: {},
   'restricted-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'restricted' },
+  'baseline-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' },
 };
 
 const cases = readdirSync(DIR)
@@ -42,7 +46,8 @@ void describe('webhook golden pods', () => {
       });
       const { response } = await handler(admissionRequest(pod, namespace));
       const { uid: _uid, ...answer } = response;
-      const actual = response.allowed ? applyResponse(pod, response) : answer;
+      const stored = applyResponse(pod, response);
+      const actual = !response.allowed ? answer : response.warnings !== undefined ? { warnings: response.warnings, object: stored } : stored;
       const outFile = join(DIR, `${name}.out.json`);
       if (UPDATE) writeFileSync(outFile, `${JSON.stringify(actual, null, 2)}\n`);
       let expected: unknown;
@@ -55,6 +60,10 @@ void describe('webhook golden pods', () => {
       // The case name says what must happen, so a regenerated file cannot silently flip it.
       if (name.startsWith('deny-')) assert.equal(response.allowed, false);
       else assert.equal(response.allowed, true);
+      if (name.startsWith('inherited-')) {
+        assert.deepEqual(stored, pod, 'an inherited pod refused for policy is admitted unchanged');
+        assert.match(response.warnings?.[0] ?? '', /^no multus-proxy sidecar added \(namespace-wide injection\): Pod /);
+      }
     });
   }
 });

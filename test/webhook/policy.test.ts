@@ -1,6 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { decideInjection, describePod, type PodDecision } from '../../webhook/policy.js';
+import fc from 'fast-check';
+import { decideInjection, describePod, parseInjectAnnotation, type PodDecision } from '../../webhook/policy.js';
 import { injectSidecar, sidecarContainer, uniqueName } from '../../webhook/mutate.js';
 import { podHandler } from '../../webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
@@ -8,6 +9,7 @@ import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from '
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
+const INJECT = 'multus-proxy.k8s.cni.cncf.io/inject';
 
 function pod(annotations: Record<string, string> | undefined, spec: Partial<NonNullable<V1Pod['spec']>> = {}): V1Pod {
   return { metadata: { name: 'p', ...(annotations ? { annotations } : {}) }, spec: { containers: [{ name: 'app', image: 'x' }], ...spec } };
@@ -18,19 +20,73 @@ function decide(p: V1Pod, labels: Record<string, string> | null = ENABLED, opera
 }
 
 void describe('webhook/policy decideInjection', () => {
-  void test('skips with a reason: not a create, no annotation, namespace not enabled, already injected', () => {
+  void test('skips with a reason: not a create, no network, opted out, already injected', () => {
     const asks = pod({ [SN]: 'a', [NETS]: 'a' });
     assert.equal((decide(asks, ENABLED, 'UPDATE') as { reason: string }).reason, 'not-create');
-    assert.equal((decide(pod({ [NETS]: 'a' })) as { reason: string }).reason, 'no-annotation');
-    const notEnabled = decide(asks, { 'multus-proxy-injection': 'disabled' });
-    assert.equal(notEnabled.action, 'skip');
-    assert.equal((notEnabled as { reason: string }).reason, 'namespace-not-enabled');
-    assert.match((notEnabled as { warnings: string[] }).warnings[0] ?? '', /Pod ns\/p: namespace ns is not labelled multus-proxy-injection=enabled/);
-    assert.equal((decide(asks, null) as { reason: string }).reason, 'namespace-not-enabled');
+    assert.equal((decide(pod(undefined)) as { reason: string }).reason, 'no-networks');
+    assert.equal((decide(pod({ [NETS]: ' ' })) as { reason: string }).reason, 'no-networks');
+    assert.deepEqual(decide(pod({ [NETS]: 'a', [INJECT]: 'false' })), { action: 'skip', reason: 'opted-out', detail: `${INJECT}: "false"`, warnings: [] });
+    // The opt-out wins over an explicit service network too.
+    assert.equal((decide(pod({ [SN]: 'a', [NETS]: 'a', [INJECT]: 'false' })) as { reason: string }).reason, 'opted-out');
     const injected = injectSidecar(asks, SIDECAR, true);
     assert.equal((decide(injected) as { reason: string }).reason, 'already-injected');
     const regular = injectSidecar(asks, SIDECAR, false);
     assert.equal((decide(regular) as { reason: string }).reason, 'already-injected');
+  });
+
+  void test('namespace-wide: a pod attaching networks gets every one of them, each once, in any form', () => {
+    assert.deepEqual(decide(pod({ [NETS]: 'a@net1, other/b,a@net2' })), { action: 'inject', networks: [{ namespace: 'ns', name: 'a' }, { namespace: 'other', name: 'b' }] });
+    assert.deepEqual(decide(pod({ [NETS]: '[{"name":"core","interface":"core"},{"name":"b","namespace":"other"}]', [INJECT]: 'true' })), {
+      action: 'inject',
+      networks: [{ namespace: 'ns', name: 'core' }, { namespace: 'other', name: 'b' }],
+    });
+    // The service-network annotation narrows.
+    assert.deepEqual(decide(pod({ [NETS]: 'a,b', [SN]: 'b' })), { action: 'inject', networks: [{ namespace: 'ns', name: 'b' }] });
+  });
+
+  void test('an inherited pod is never denied for policy: admitted unchanged with a warning and the reason', () => {
+    const inherits = (spec: Partial<NonNullable<V1Pod['spec']>> = {}) => pod({ [NETS]: 'a' }, spec);
+    const cases: [PodDecision, string, RegExp][] = [
+      [decide(inherits(), { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' }), 'pod-security', /"baseline" Pod Security level forbids/],
+      [decide(inherits({ hostNetwork: true })), 'host-network', /spec\.hostNetwork "true".*node agent serves host-network pods/],
+      [decide(inherits({ containers: [{ name: 'app', ports: [{ containerPort: 9180 }] }] })), 'port-conflict', /container app ports "9180"/],
+      [decide(pod({ [NETS]: 'a,,b' })), 'invalid-networks', /k8s\.v1\.cni\.cncf\.io\/networks "a,,b": item 2 is empty/],
+    ];
+    for (const [d, reason, text] of cases) {
+      assert.equal(d.action, 'skip', reason);
+      assert.equal((d as { reason: string }).reason, reason);
+      const warnings = (d as { warnings: string[] }).warnings;
+      assert.equal(warnings.length, 1);
+      assert.match(warnings[0] ?? '', /^no multus-proxy sidecar added \(namespace-wide injection\): Pod ns\/p: /);
+      assert.match(warnings[0] ?? '', text);
+    }
+    // The same pods asking explicitly are denied.
+    assert.equal(decide(pod({ [NETS]: 'a', [SN]: 'a' }, { hostNetwork: true })).action, 'deny');
+    assert.equal(decide(pod({ [NETS]: 'a,,b', [SN]: 'a' })).action, 'deny');
+  });
+
+  void test('a bad inject value is denied, naming the annotation, the value and the fix', () => {
+    for (const [value, fix] of [
+      ['False', /write "false" exactly/],
+      [' true', /write "true" exactly/],
+      ['no', /write "false" to opt the pod out, or remove the annotation/],
+    ] as const) {
+      const d = decide(pod({ [NETS]: 'a', [INJECT]: value }));
+      assert.equal(d.action, 'deny');
+      assert.match((d as { message: string }).message, new RegExp(`^Pod ns/p: multus-proxy\\.k8s\\.cni\\.cncf\\.io/inject ${JSON.stringify(value)}: is neither "true" nor "false"; `));
+      assert.match((d as { message: string }).message, fix);
+    }
+  });
+
+  void test('parseInjectAnnotation: only "true", "false" and absence parse; never throws', () => {
+    fc.assert(
+      fc.property(fc.option(fc.string(), { nil: undefined }), (v) => {
+        const r = parseInjectAnnotation(v);
+        if (v === undefined || v === 'true') return r.ok && r.value;
+        if (v === 'false') return r.ok && !r.value;
+        return !r.ok && r.error.key === INJECT && r.error.value === v && r.error.fix.length > 0;
+      }),
+    );
   });
 
   void test('injects when every service network is attached, with the parsed networks', () => {
@@ -38,7 +94,7 @@ void describe('webhook/policy decideInjection', () => {
     assert.deepEqual(d, { action: 'inject', networks: [{ namespace: 'ns', name: 'a' }, { namespace: 'other', name: 'b' }] });
   });
 
-  void test('PodSecurity baseline and restricted deny with 403; privileged and unlabelled do not', () => {
+  void test('an explicit pod: PodSecurity baseline and restricted deny with 403; privileged and unlabelled do not', () => {
     const asks = pod({ [SN]: 'a', [NETS]: 'a' });
     for (const level of ['baseline', 'restricted']) {
       const d = decide(asks, { ...ENABLED, 'pod-security.kubernetes.io/enforce': level });
@@ -106,23 +162,25 @@ void describe('webhook/handlers podHandler', () => {
     }
   });
 
-  void test('a stale cached namespace without the label is looked up again, uncached', async () => {
-    let fresh = 0;
-    const cluster = fakeCluster();
-    cluster.namespaceLabels = async (_n, f) => {
-      if (f) fresh += 1;
-      return f ? ENABLED : {};
-    };
-    const r = await podHandler({ cluster, sidecar: SIDECAR })(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'ns'));
-    assert.equal(r.outcome, 'injected');
-    assert.equal(fresh, 1);
+  void test('pods that attach no network cost no apiserver lookup; the namespace is read once otherwise, cached', async () => {
+    const cluster = fakeCluster({ namespaces: { ns: ENABLED } });
+    const h = podHandler({ cluster, sidecar: SIDECAR });
+    const r = await h(admissionRequest(pod(undefined), 'ns'));
+    assert.equal(r.reason, 'no-networks');
+    assert.deepEqual(cluster.calls, []);
+    const inherited = await h(admissionRequest(pod({ [NETS]: 'a' }), 'ns'));
+    assert.equal(inherited.outcome, 'injected');
+    assert.deepEqual(cluster.calls, ['ns:ns']);
   });
 
-  void test('pods that do not ask cost no apiserver lookup', async () => {
-    const cluster = fakeCluster({ namespaces: { ns: ENABLED } });
-    const r = await podHandler({ cluster, sidecar: SIDECAR })(admissionRequest(pod(undefined), 'ns'));
-    assert.equal(r.reason, 'no-annotation');
-    assert.deepEqual(cluster.calls, []);
+  void test('an inherited pod refused for policy: allowed, no patch, the warning, outcome skipped with the reason (the metric label)', async () => {
+    const h = podHandler({ cluster: fakeCluster({ namespaces: { ns: { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'restricted' } } }), sidecar: SIDECAR });
+    const r = await h(admissionRequest(pod({ [NETS]: 'a' }), 'ns'));
+    assert.equal(r.outcome, 'skipped');
+    assert.equal(r.reason, 'pod-security');
+    assert.equal(r.response.allowed, true);
+    assert.equal(r.response.patch, undefined);
+    assert.match(r.response.warnings?.[0] ?? '', /"restricted" Pod Security level forbids/);
   });
 
   void test('injection is idempotent: the injected pod, sent again (reinvocation), is left alone', async () => {
