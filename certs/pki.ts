@@ -3,9 +3,9 @@
  * certificate for the webhook's Service. node-forge builds and signs the X.509 structures; the
  * RSA keys come from node:crypto, whose native generator takes tens of milliseconds where
  * forge's pure-JavaScript one takes seconds. Reading certificates back (dates, SANs, issuer
- * checks) uses node:crypto's X509Certificate, which is exact and fast.
+ * checks) is src/certs.ts (node:crypto's X509Certificate, exact and fast), shared with the webhook.
  */
-import { X509Certificate, createPrivateKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import forge from 'node-forge';
 
@@ -135,68 +135,4 @@ export function createServingCert(ca: CertKeyPair, opts: ServingOptions): CertKe
     { name: 'authorityKeyIdentifier', keyIdentifier: caCert.generateSubjectKeyIdentifier().getBytes() },
   ]);
   return { certPem: sign(cert, ca.keyPem), keyPem };
-}
-
-/** What rotation decisions need to know about a certificate. */
-export interface CertInfo {
-  readonly subject: string;
-  readonly serial: string;
-  readonly notBefore: Date;
-  readonly notAfter: Date;
-  readonly isCA: boolean;
-  readonly dnsNames: string[];
-  readonly ips: string[];
-  readonly fingerprint256: string;
-}
-
-/** Every PEM certificate block in a bundle, in order, each with LF line ends and one final newline. */
-export function splitPemBundle(pem: string): string[] {
-  return pem.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g)?.map((b) => `${b.replace(/\r\n/g, '\n')}\n`) ?? [];
-}
-
-/** Parses one PEM certificate; undefined when it is not one (the caller says what to do then). */
-export function inspectCert(pem: string): CertInfo | undefined {
-  let x: X509Certificate;
-  try {
-    x = new X509Certificate(pem);
-  } catch {
-    return undefined;
-  }
-  const dnsNames: string[] = [];
-  const ips: string[] = [];
-  // subjectAltName reads "DNS:a, DNS:b, IP Address:127.0.0.1"; our names never contain ", ".
-  for (const part of (x.subjectAltName ?? '').split(', ')) {
-    if (part.startsWith('DNS:')) dnsNames.push(part.slice(4));
-    else if (part.startsWith('IP Address:')) ips.push(part.slice(11));
-  }
-  return {
-    subject: x.subject,
-    serial: x.serialNumber,
-    notBefore: new Date(x.validFrom),
-    notAfter: new Date(x.validTo),
-    isCA: x.ca,
-    dnsNames,
-    ips,
-    fingerprint256: x.fingerprint256,
-  };
-}
-
-/** True when keyPem is the private key of certPem (false for anything unparseable). */
-export function keyMatchesCert(certPem: string, keyPem: string): boolean {
-  try {
-    return new X509Certificate(certPem).checkPrivateKey(createPrivateKey(keyPem));
-  } catch {
-    return false;
-  }
-}
-
-/** True when `caPem` names itself as the issuer of `certPem` and its key verifies the signature. */
-export function isIssuedBy(certPem: string, caPem: string): boolean {
-  try {
-    const cert = new X509Certificate(certPem);
-    const ca = new X509Certificate(caPem);
-    return cert.checkIssued(ca) && cert.verify(ca.publicKey);
-  } catch {
-    return false;
-  }
 }

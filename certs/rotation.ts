@@ -9,17 +9,13 @@
  * webhook happens to serve: the old one (old CA still in the bundle) or the new one.
  */
 import { isIP } from 'node:net';
+import { inspectCert, isIssuedBy, keyMatchesCert, splitPemBundle, type CertInfo } from '../src/certs.js';
 import {
   createCA,
   createServingCert,
-  inspectCert,
-  isIssuedBy,
-  keyMatchesCert,
   serviceDnsNames,
-  splitPemBundle,
   DEFAULT_CA_VALIDITY_DAYS,
   DEFAULT_LEAF_VALIDITY_DAYS,
-  type CertInfo,
   type CertKeyPair,
   type ServingOptions,
 } from './pki.js';

@@ -1,51 +1,13 @@
 /**
  * The sidecar's settings, from the environment (what the webhook's injected container sets) and
- * command-line flags (handy when running it by hand); a flag wins over its variable. Pure: the
+ * command-line flags (handy when running it by hand); a flag wins over its variable. The names
+ * and the defaults the webhook also needs are the contract in src/sidecar-contract.ts. Pure: the
  * caller passes env and argv, so every default and every bad value is unit-testable.
  */
 import { parseArgs } from 'node:util';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
-
-export type IptablesBackend = 'auto' | 'nft' | 'legacy';
-
-export interface SidecarOptions {
-  /** The pod this sidecar runs in (downward API). */
-  readonly podName: string;
-  readonly podNamespace: string;
-  /** Explicit kubeconfig; undefined means $KUBECONFIG, then in-cluster (see src/kube/config.ts). */
-  readonly kubeconfig: string | undefined;
-  readonly healthPort: number;
-  readonly healthHost: string;
-  /** Syncs start at most this often; events in between are coalesced into the next sync. */
-  readonly minSyncIntervalMs: number;
-  /** A full rewrite this often, repairing rules someone else removed. */
-  readonly fullResyncIntervalMs: number;
-  /** Backoff after a failed sync: doubles from min to max. */
-  readonly retryMinMs: number;
-  readonly retryMaxMs: number;
-  /** Liveness turns false when one sync has been running longer than this. */
-  readonly stuckAfterMs: number;
-  readonly iptablesBackend: IptablesBackend;
-}
-
-/** Environment variable and flag for each setting (the webhook sets the variables). */
-export const OPTION_SOURCES = {
-  podName: { env: 'POD_NAME', flag: 'pod-name' },
-  podNamespace: { env: 'POD_NAMESPACE', flag: 'pod-namespace' },
-  kubeconfig: { env: 'KUBECONFIG', flag: 'kubeconfig' },
-  healthPort: { env: 'HEALTH_PORT', flag: 'health-port' },
-  healthHost: { env: 'HEALTH_HOST', flag: 'health-host' },
-  minSyncIntervalMs: { env: 'MIN_SYNC_INTERVAL_MS', flag: 'min-sync-interval-ms' },
-  fullResyncIntervalMs: { env: 'FULL_RESYNC_INTERVAL_MS', flag: 'full-resync-interval-ms' },
-  retryMinMs: { env: 'SYNC_RETRY_MIN_MS', flag: 'sync-retry-min-ms' },
-  retryMaxMs: { env: 'SYNC_RETRY_MAX_MS', flag: 'sync-retry-max-ms' },
-  stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },
-  iptablesBackend: { env: 'IPTABLES_BACKEND', flag: 'iptables-backend' },
-} as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
-
-/** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
-export const DEFAULT_HEALTH_PORT = 9180;
+import { DEFAULT_HEALTH_PORT, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
 
 type Key = keyof SidecarOptions;
 

@@ -5,7 +5,7 @@
 import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../src/kube/config.js';
 import type { V1Container, V1Pod } from '../src/kube/types.js';
-import { OPTION_SOURCES } from '../sidecar/options.js';
+import { OPTION_SOURCES } from '../src/sidecar-contract.js';
 import type { SidecarConfig } from './options.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;

@@ -23,7 +23,7 @@ import { ANY_HOST } from '../src/health.js';
 import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { load } from 'js-yaml';
-import { DEFAULT_HEALTH_PORT } from '../sidecar/options.js';
+import { DEFAULT_HEALTH_PORT } from '../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
 
 export type SidecarMode = 'native' | 'regular' | 'auto';

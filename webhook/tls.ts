@@ -9,7 +9,7 @@
  */
 import { watch, readFileSync, type FSWatcher } from 'node:fs';
 import { dirname } from 'node:path';
-import { keyMatchesCert, inspectCert } from '../certs/pki.js';
+import { keyMatchesCert, inspectCert } from '../src/certs.js';
 import type { Logger } from '../src/log.js';
 import { err, ok, type Result } from '../src/result.js';
 

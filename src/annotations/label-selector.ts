@@ -22,6 +22,7 @@ import { SERVICE_SELECTOR_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
 import { checkLabelKey, checkLabelValue, LABEL_KEY_RULE, LABEL_VALUE_RULE } from './names.js';
 import { notAStringError } from './json.js';
+import { compareText } from '../order.js';
 
 export type Operator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
 export interface Requirement {
@@ -211,12 +212,8 @@ class Parser {
 
 // ---- canonical form ----------------------------------------------------------------------------
 
-function compareStrings(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
-
 function canonicalRequirement(r: Requirement): Requirement {
-  const values = r.operator === 'In' || r.operator === 'NotIn' ? [...new Set(r.values)].sort(compareStrings) : [];
+  const values = r.operator === 'In' || r.operator === 'NotIn' ? [...new Set(r.values)].sort(compareText) : [];
   return { key: r.key, operator: r.operator, values };
 }
 
@@ -238,7 +235,7 @@ function canonical(reqs: readonly Requirement[]): Requirement[] {
   return reqs
     .map(canonicalRequirement)
     .map((r) => ({ r, text: formatRequirement(r) }))
-    .sort((a, b) => compareStrings(a.r.key, b.r.key) || compareStrings(a.text, b.text))
+    .sort((a, b) => compareText(a.r.key, b.r.key) || compareText(a.text, b.text))
     .map(({ r }) => r);
 }
 

@@ -18,6 +18,7 @@
  * ignored), so a converged Service plans no write at all.
  */
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
+import { compareText } from '../order.js';
 import { networkLabelValue } from '../annotations/network-label.js';
 import {
   MANAGED_BY,
@@ -75,7 +76,7 @@ function canonicalPort(p: EndpointPort): EndpointPort {
 
 function portsKey(ports: readonly EndpointPort[]): string {
   const canon = ports.map(canonicalPort).map((p) => [p.name, p.protocol, p.port, p.appProtocol ?? null]);
-  canon.sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  canon.sort((a, b) => compareText(JSON.stringify(a), JSON.stringify(b)));
   return JSON.stringify(canon);
 }
 
@@ -112,7 +113,7 @@ function sameEndpoints(a: readonly V1Endpoint[], b: readonly V1Endpoint[]): bool
 }
 
 function sortEndpoints(eps: V1Endpoint[]): V1Endpoint[] {
-  return eps.sort((x, y) => endpointKey(x).localeCompare(endpointKey(y)));
+  return eps.sort((x, y) => compareText(endpointKey(x), endpointKey(y)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -243,7 +244,7 @@ function buildGroups(input: PlanInput): { groups: Map<string, Group>; skips: Pod
     }
     g.endpoints.set(pe.key, pe.endpoint);
   };
-  const pods = [...input.pods].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+  const pods = [...input.pods].sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
   for (const pod of pods) {
     const r = podEndpoints(input.service, input.networks, pod, input.zoneOf);
     r.endpoints.forEach(add);
@@ -253,7 +254,7 @@ function buildGroups(input: PlanInput): { groups: Map<string, Group>; skips: Pod
 }
 
 function byName(a: V1EndpointSlice, b: V1EndpointSlice): number {
-  return (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? '');
+  return compareText(a.metadata?.name ?? '', b.metadata?.name ?? '');
 }
 
 /** Plans one group's slices; consumes reusable orphans from `orphans` when it needs new slices. */

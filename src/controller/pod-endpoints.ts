@@ -13,6 +13,7 @@
  */
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../annotations/network-status.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
+import { compareText } from '../order.js';
 import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
 import { formatInputError, type Result } from '../result.js';
 import type { V1Endpoint, V1EndpointSlice, V1Pod, V1Service } from '../kube/types.js';
@@ -98,7 +99,7 @@ export function resolveTargetPort(port: NonNullable<NonNullable<V1Service['spec'
 }
 
 function comparePorts(a: EndpointPort, b: EndpointPort): number {
-  return (a.name ?? '').localeCompare(b.name ?? '') || (a.protocol ?? '').localeCompare(b.protocol ?? '') || (a.port ?? 0) - (b.port ?? 0);
+  return compareText(a.name ?? '', b.name ?? '') || compareText(a.protocol ?? '', b.protocol ?? '') || (a.port ?? 0) - (b.port ?? 0);
 }
 
 /** The pod's ports for this Service, in canonical order (the grouping key depends on it). */

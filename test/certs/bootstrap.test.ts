@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { bootstrapCertificates, caBundlePatch, type BootstrapOptions } from '../../certs/bootstrap.js';
-import { inspectCert, isIssuedBy, splitPemBundle } from '../../certs/pki.js';
+import { inspectCert, isIssuedBy, splitPemBundle } from '../../src/certs.js';
 import { serviceDefaultingHandler } from '../../webhook/handlers.js';
 import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
 import { watchCertificateFiles, type CertificateSource } from '../../webhook/tls.js';

@@ -1,6 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { createCA, createServingCert, inspectCert, isIssuedBy, splitPemBundle } from '../../certs/pki.js';
+import { createCA, createServingCert } from '../../certs/pki.js';
+import { inspectCert, isIssuedBy, splitPemBundle } from '../../src/certs.js';
 import { normalizeIp, planCertificates, type CaStore, type RotationOptions, type ServingStore } from '../../certs/rotation.js';
 import { fetchOverTls } from './tls-client.js';
 

@@ -1,0 +1,96 @@
+/**
+ * The project's layout rules, checked on the source itself:
+ *  - a program folder never imports another program's folder; code two programs share lives in
+ *    src/ (and src/ itself imports no program folder);
+ *  - strings are ordered by code point (src/order.ts), never with localeCompare, whose result
+ *    depends on the machine's locale data.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { compareText } from '../../src/order.js';
+
+const root = resolve(import.meta.dirname, '..', '..');
+
+/** Program folders (relative to the repository), each built into its own bundle or binary. */
+const PROGRAMS = ['webhook', 'sidecar', 'certs', join('src', 'controller'), 'agent', 'node-agent'].filter((p) => {
+  try {
+    return statSync(join(root, p)).isDirectory();
+  } catch {
+    return false;
+  }
+});
+
+function tsFiles(dir: string): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) out.push(...tsFiles(p));
+    else if (e.isFile() && e.name.endsWith('.ts')) out.push(p);
+  }
+  return out;
+}
+
+/** The program folder a repository-relative path is in, or 'src' (shared) for the rest of src/. */
+function owner(rel: string): string | undefined {
+  const program = PROGRAMS.find((p) => rel === p || rel.startsWith(p + sep));
+  if (program !== undefined) return program;
+  return rel.startsWith('src' + sep) ? 'src' : undefined;
+}
+
+/** Relative specifiers of every import and export-from in a file (static and dynamic). */
+export function importsOf(text: string): string[] {
+  const out: string[] = [];
+  const re = /(?:^|[^.\w])(?:import|export)\s*(?:[\w*{}\s,]*?\s*from\s*)?\(?\s*['"](\.{1,2}\/[^'"]+)['"]/gm;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) out.push(m[1] as string);
+  return out;
+}
+
+/** `from → to` for every import that leaves its own program for another program's folder. */
+function crossProgramImports(): string[] {
+  const bad: string[] = [];
+  for (const top of ['src', ...PROGRAMS.filter((p) => !p.startsWith('src'))]) {
+    for (const file of tsFiles(join(root, top))) {
+      const rel = relative(root, file);
+      const from = owner(rel);
+      for (const spec of importsOf(readFileSync(file, 'utf8'))) {
+        const to = owner(relative(root, resolve(dirname(file), spec)));
+        if (to === undefined || to === from || to === 'src') continue;
+        bad.push(`${rel} imports ${spec} (${to})`);
+      }
+    }
+  }
+  return bad;
+}
+
+void describe('layout', () => {
+  void test('the scanner sees imports, re-exports and dynamic imports', () => {
+    const text = [
+      "import { a } from '../sidecar/options.js';",
+      "import type { B } from '../../certs/pki.js';",
+      "export { c } from './c.js';",
+      "const d = await import('../webhook/main.js');",
+      "import '../side-effect.js';",
+      "import x from 'node-forge';",
+    ].join('\n');
+    assert.deepEqual(importsOf(text), ['../sidecar/options.js', '../../certs/pki.js', './c.js', '../webhook/main.js', '../side-effect.js']);
+  });
+  void test('the program folders are found (the scan is not vacuous)', () => {
+    for (const p of ['webhook', 'sidecar', 'certs', join('src', 'controller')]) assert.ok(PROGRAMS.includes(p), `${p} is missing from the program folders`);
+  });
+  void test('no program folder imports another program folder, and src/ imports none', () => {
+    assert.deepEqual(crossProgramImports(), [], 'move what two programs share into src/');
+  });
+  void test('no localeCompare in the programs: order is by code point (src/order.ts)', () => {
+    const offenders = ['src', ...PROGRAMS]
+      .flatMap((d) => tsFiles(join(root, d)))
+      .filter((f) => /\.localeCompare\(/.test(readFileSync(f, 'utf8')))
+      .map((f) => relative(root, f));
+    assert.deepEqual([...new Set(offenders)], []);
+  });
+  void test('compareText is code-point order, independent of locale', () => {
+    assert.deepEqual(['b', 'a', 'B', 'é', 'z', '-', '1'].sort(compareText), ['-', '1', 'B', 'a', 'b', 'z', 'é']);
+    assert.equal(compareText('x', 'x'), 0);
+  });
+});
