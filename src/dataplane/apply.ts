@@ -15,6 +15,7 @@
 import { existsSync } from 'node:fs';
 import type { Logger } from '../log.js';
 import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route, Ruleset } from './model.js';
+import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing } from './restore.js';
 import { countRules } from './rules.js';
 import { conntrackScope, render, RenderCache } from './incremental.js';
@@ -34,6 +35,8 @@ export interface DataplaneOptions {
    * IPv6 Service anyway, so the family is left out instead of failing every sync.
    */
   readonly ipv6?: boolean;
+  /** Where the rules live (default: the sidecar's, nat and filter OUTPUT with prefix MPX-). */
+  readonly layout?: Layout;
 }
 
 export function kernelHasIPv6(): boolean {
@@ -77,8 +80,8 @@ export interface CleanupResult {
   readonly routesRemoved: number;
 }
 
-export interface Dataplane {
-  sync(state: DesiredState, opts: { full: boolean }): Promise<SyncResult>;
+export interface Dataplane<S = DesiredState> {
+  sync(state: S, opts: { full: boolean }): Promise<SyncResult>;
   cleanup(): Promise<CleanupResult>;
   backend(): Promise<Backend>;
 }
@@ -95,11 +98,21 @@ function ms(start: bigint): number {
 }
 
 export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
+  const cache = new RenderCache();
+  return createDataplaneFor<DesiredState>(opts, (state) => render(state, cache));
+}
+
+/**
+ * The same apply loop for any program's state: `renderState` turns it into rulesets, routes and
+ * resolved targets (the node agent renders NodePorts and the node's cluster-IP access this way).
+ */
+export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (state: S) => Rendered): Dataplane<S> {
   const exec: Exec = createExec(opts.netns);
+  const layout = opts.layout ?? SIDECAR_LAYOUT;
+  const proto = layout.routeProto;
   let backendChoice: Promise<Backend> | undefined;
   let applied: Applied | undefined;
   let running: Promise<unknown> = Promise.resolve();
-  const cache = new RenderCache();
   const FAMILIES: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
 
   // Known synchronously once decided, so a sync can start its read-back processes before rendering.
@@ -116,7 +129,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     return next;
   }
 
-  async function doSync(state: DesiredState, full: boolean): Promise<SyncResult> {
+  async function doSync(state: S, full: boolean): Promise<SyncResult> {
     const start = process.hrtime.bigint();
     const prev = applied;
     const isFull = full || prev === undefined;
@@ -127,12 +140,12 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     // one, only the OUTPUT chains (a periodic resync of 1,000 Services must not pay a whole save).
     const choosing = backend();
     const read = (be: Backend, f: IpFamily): Promise<Existing> =>
-      prev === undefined ? readExisting(exec, be, f) : readOutputChains(exec, be, f).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o));
+      prev === undefined ? readExisting(exec, be, f, layout) : readOutputChains(exec, be, f, layout).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o, layout));
     const readAll = (be: Backend): Promise<[Existing, Existing, Route[]]> =>
-      Promise.all([read(be, 4), FAMILIES.includes(6) ? read(be, 6) : Promise.resolve(NOTHING_EXISTING), readRoutes(exec)]);
+      Promise.all([read(be, 4), FAMILIES.includes(6) ? read(be, 6) : Promise.resolve(NOTHING_EXISTING), readRoutes(exec, proto)]);
     const reading = isFull ? (known !== undefined ? readAll(known) : choosing.then(readAll)) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
-    const rendered = render(state, cache);
+    const rendered = renderState(state);
     const be = await choosing;
     const renderMs = ms(start);
     const tRead = process.hrtime.bigint();
@@ -146,7 +159,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     const readMs = ms(tRead);
     const plans = FAMILIES.map((f) => ({
       family: f,
-      plan: planRestore(f === 4 ? rendered.v4 : rendered.v6, f === 4 ? prev?.v4 : prev?.v6, existing[f], isFull),
+      plan: planRestore(f === 4 ? rendered.v4 : rendered.v6, f === 4 ? prev?.v4 : prev?.v6, existing[f], isFull, layout),
     }));
     // A patched render (incremental.ts) hands back the very routes array when no route changed.
     const routePlan = !isFull && rendered.routes === prev?.routes ? { replace: [], remove: [] } : diffRoutes(currentRoutes, rendered.routes);
@@ -157,13 +170,13 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     // failure) nobody is served yet, so they go in side by side with the restores.
     const tRoutes = process.hrtime.bigint();
     const routesFirst = prev !== undefined;
-    if (routesFirst) await applyRoutes(exec, routePlan.replace, 'replace');
+    if (routesFirst) await applyRoutes(exec, routePlan.replace, 'replace', proto);
     let routesMs = ms(tRoutes);
     const tRestore = process.hrtime.bigint();
     // The two families are independent (separate tables, separate binaries): apply them side by
     // side, and wait for both before reporting, so no restore still runs when the next sync starts.
     const settled = await Promise.allSettled([
-      routesFirst ? Promise.resolve() : applyRoutes(exec, routePlan.replace, 'replace'),
+      routesFirst ? Promise.resolve() : applyRoutes(exec, routePlan.replace, 'replace', proto),
       ...plans.map(async ({ family, plan }): Promise<FamilySync> => {
         const t0 = process.hrtime.bigint();
         await restore(exec, be, family, plan.text);
@@ -187,7 +200,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     }
     const restoreMs = ms(tRestore);
     const tRemove = process.hrtime.bigint();
-    await applyRoutes(exec, routePlan.remove, 'remove');
+    await applyRoutes(exec, routePlan.remove, 'remove', proto);
     routesMs += ms(tRemove);
     const tConntrack = process.hrtime.bigint();
     const warnings = [...rendered.resolution.warnings, ...(await flushConntrack(exec, flushes))];
@@ -220,7 +233,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     const failures: string[] = [];
     for (const family of FAMILIES) {
       try {
-        const t = planCleanup(await readExisting(exec, be, family));
+        const t = planCleanup(await readExisting(exec, be, family, layout));
         text[family === 4 ? 'v4' : 'v6'] = t;
         await restore(exec, be, family, t);
       } catch (e) {
@@ -229,8 +242,8 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
     }
     let routesRemoved = 0;
     try {
-      const routes = await readRoutes(exec);
-      await applyRoutes(exec, routes, 'remove');
+      const routes = await readRoutes(exec, proto);
+      await applyRoutes(exec, routes, 'remove', proto);
       routesRemoved = routes.length;
     } catch (e) {
       failures.push(e instanceof Error ? e.message : String(e));

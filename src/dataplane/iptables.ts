@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import type { IpFamily } from './model.js';
-import { TABLES, type TableName } from './names.js';
+import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import { parseExisting, type Existing } from './restore.js';
 
 export interface ExecResult {
@@ -62,19 +62,25 @@ export async function save(exec: Exec, backend: Backend, family: IpFamily): Prom
   return r.stdout;
 }
 
-export async function readExisting(exec: Exec, backend: Backend, family: IpFamily): Promise<Existing> {
-  return parseExisting(await save(exec, backend, family));
+export async function readExisting(exec: Exec, backend: Backend, family: IpFamily, layout: Layout = SIDECAR_LAYOUT): Promise<Existing> {
+  return parseExisting(await save(exec, backend, family), layout);
 }
 
-/** `-S OUTPUT` of each of our tables: just the chain that holds our jumps. */
-export async function readOutputChains(exec: Exec, backend: Backend, family: IpFamily): Promise<Record<TableName, string>> {
+/** `-S <chain>` of each built-in chain that holds our jumps (`OUTPUT` for the sidecar), per table. */
+export async function readOutputChains(exec: Exec, backend: Backend, family: IpFamily, layout: Layout = SIDECAR_LAYOUT): Promise<Record<TableName, string>> {
   const bin = `${family === 4 ? 'iptables' : 'ip6tables'}-${backend}`;
   const out: Record<TableName, string> = { filter: '', nat: '' };
   await Promise.all(
     TABLES.map(async (table) => {
-      const r = await exec(bin, ['--wait', '5', '-t', table, '-S', 'OUTPUT']);
-      if (r.code !== 0) throw new Error(`${bin} -t ${table} -S OUTPUT failed (exit ${r.code}): ${summarize(r.stderr)}`);
-      out[table] = r.stdout;
+      const chains = [...new Set(layout.hooks[table].map((h) => h.chain))];
+      const texts = await Promise.all(
+        chains.map(async (chain) => {
+          const r = await exec(bin, ['--wait', '5', '-t', table, '-S', chain]);
+          if (r.code !== 0) throw new Error(`${bin} -t ${table} -S ${chain} failed (exit ${r.code}): ${summarize(r.stderr)}`);
+          return r.stdout;
+        }),
+      );
+      out[table] = texts.join('');
     }),
   );
   return out;

@@ -24,6 +24,47 @@ export const JUMP_SPEC: Readonly<Record<TableName, string>> = {
   filter: `-m conntrack --ctstate NEW -m comment --comment ${JUMP_COMMENT} -j ${REJECT_CHAIN}`,
 };
 
+/** A jump of ours from a built-in chain: `-A <chain> <spec>`, kept exactly once by full syncs. */
+export interface Hook {
+  readonly chain: string;
+  readonly spec: string;
+}
+
+/**
+ * Where a program's rules live, so one restore planner serves both programs: the sidecar (nat and
+ * filter OUTPUT in the pod) and the node agent (PREROUTING, OUTPUT, POSTROUTING, INPUT, FORWARD
+ * in the node's namespace, with its own prefix). Everything with `prefix` is ours, everything
+ * else is never touched.
+ */
+export interface Layout {
+  /** Every chain of ours starts with it. */
+  readonly prefix: string;
+  /** Our jumps per table, in the order a full sync inserts them. */
+  readonly hooks: Readonly<Record<TableName, readonly Hook[]>>;
+  /** Chains edited rule by rule in partial syncs (their rules are independent of their order). */
+  readonly setChains: ReadonlySet<string>;
+  /** Routing protocol number marking our routes. */
+  readonly routeProto: number;
+  /** nat chain with one rule per served cluster IP port, jumping to that port's chain. */
+  readonly dispatchChain: string;
+  /** filter chain rejecting the ports that have no endpoints. */
+  readonly rejectChain: string;
+  /** Prefix of the per-port chains (followed by 16 base32 characters). */
+  readonly serviceChainPrefix: string;
+}
+
+/** The sidecar's layout: one jump from nat OUTPUT, one from filter OUTPUT. */
+export const SIDECAR_LAYOUT: Layout = {
+  prefix: CHAIN_PREFIX,
+  hooks: { nat: [{ chain: 'OUTPUT', spec: JUMP_SPEC.nat }], filter: [{ chain: 'OUTPUT', spec: JUMP_SPEC.filter }] },
+  setChains: new Set([DISPATCH_CHAIN, REJECT_CHAIN]),
+  // Unassigned in /etc/iproute2/rt_protos.
+  routeProto: 241,
+  dispatchChain: DISPATCH_CHAIN,
+  rejectChain: REJECT_CHAIN,
+  serviceChainPrefix: SERVICE_CHAIN_PREFIX,
+};
+
 const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';
 
 /** RFC 4648 base32 (no padding) of the first bytes needed for `chars` characters. */
@@ -50,11 +91,15 @@ export function hashName(prefix: string, ...parts: readonly (string | number)[])
 }
 
 /** The nat chain of one Service port: a function of (service, port name, protocol, family, cluster IP). */
-export function serviceChainName(t: Pick<ServicePortTarget, 'service' | 'portName' | 'protocol' | 'family' | 'clusterIP'>): string {
-  return hashName(SERVICE_CHAIN_PREFIX, t.service, t.portName, t.protocol, t.family, t.clusterIP);
+export function serviceChainName(t: Pick<ServicePortTarget, 'service' | 'portName' | 'protocol' | 'family' | 'clusterIP'>, prefix: string = SERVICE_CHAIN_PREFIX): string {
+  return hashName(prefix, t.service, t.portName, t.protocol, t.family, t.clusterIP);
 }
 
-/** The xt_recent list of one endpoint of one Service chain (valid: [A-Z0-9-], 20 chars, unique). */
+/**
+ * The xt_recent list of one endpoint of one Service chain (valid: [A-Z0-9-], ~20 chars, unique),
+ * with the chain's own program prefix (`MPX-` for the sidecar's, `MPXN-` for the node agent's).
+ */
 export function recentListName(chain: string, ep: Pick<BackendEndpoint, 'ip' | 'port'>): string {
-  return hashName(CHAIN_PREFIX, chain, ep.ip, ep.port);
+  const dash = chain.indexOf('-');
+  return hashName(dash > 0 ? chain.slice(0, dash + 1) : CHAIN_PREFIX, chain, ep.ip, ep.port);
 }

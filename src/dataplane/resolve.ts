@@ -7,7 +7,7 @@
 import { networkKey } from '../annotations/service-network.js';
 import { compareText } from '../order.js';
 import { chooseEndpoints, normalizeAddress, validPort } from './endpoints.js';
-import { serviceChainName } from './names.js';
+import { serviceChainName, SIDECAR_LAYOUT, type Layout } from './names.js';
 import { targetRules } from './rules.js';
 import type { ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Resolution, ResolvedTarget, ServicePortTarget, SkippedTarget } from './model.js';
 
@@ -69,7 +69,7 @@ function targetOrder(a: ServicePortTarget, b: ServicePortTarget): number {
     a.port - b.port
   );
 }
-export function targetWork(t: ServicePortTarget): TargetWork {
+export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT): TargetWork {
   const bad = (reason: string): TargetWork => ({ ok: false, reason });
   if (t.family !== 4 && t.family !== 6) return bad(`family ${JSON.stringify(t.family)} is not 4 or 6`);
   const clusterIP = normalizeAddress(t.clusterIP, t.family);
@@ -82,7 +82,7 @@ export function targetWork(t: ServicePortTarget): TargetWork {
   }
   const warnings: string[] = [];
   const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), describe(t));
-  const chain = serviceChainName({ ...t, clusterIP });
+  const chain = serviceChainName({ ...t, clusterIP }, layout.serviceChainPrefix);
   return {
     ok: true,
     clusterIP,
@@ -91,7 +91,7 @@ export function targetWork(t: ServicePortTarget): TargetWork {
     endpoints: chosen.endpoints,
     choice: chosen.choice,
     warnings,
-    ...targetRules(t, clusterIP, chain, chosen.endpoints),
+    ...targetRules(t, clusterIP, chain, chosen.endpoints, layout),
   };
 }
 
@@ -108,7 +108,7 @@ function skippedTarget(t: ServicePortTarget, reason: string, level: SkippedTarge
  * networks the pod has, the first network in sort order wins and the other targets are skipped
  * with a warning; the same (cluster IP, protocol, port) twice keeps the first.
  */
-export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO): Resolution {
+export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, layout: Layout = SIDECAR_LAYOUT): Resolution {
   memo.rotate();
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
@@ -134,7 +134,7 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO): R
   for (const t of [...state.targets].sort(targetOrder)) {
     let work = memo.get(t);
     if (work === undefined) {
-      work = targetWork(t);
+      work = targetWork(t, layout);
       memo.set(t, work);
     }
     if (!work.ok) {

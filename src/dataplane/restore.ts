@@ -7,14 +7,14 @@
  * loses its last endpoint rejects before its DNAT rules go (rules.ts explains why every mix of
  * old and new is safe).
  */
-import { CHAIN_PREFIX, DISPATCH_CHAIN, JUMP_SPEC, REJECT_CHAIN, TABLES, type TableName } from './names.js';
+import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import type { Ruleset } from './model.js';
 
 /** Ours as found in a namespace (from iptables-save), per table. */
 export interface ExistingTable {
   /** Chains whose name starts with our prefix. */
   readonly chains: readonly string[];
-  /** Rule specs in OUTPUT (text after `-A OUTPUT `) that jump to one of our chains. */
+  /** Rules in a hooked built-in chain that jump to one of our chains, as `<CHAIN> <spec>` (the text after `-A `). */
   readonly jumps: readonly string[];
 }
 export type Existing = Readonly<Record<TableName, ExistingTable>>;
@@ -45,7 +45,7 @@ function sameLines(a: readonly string[] | undefined, b: readonly string[]): bool
  * So an endpoint change is one chain rewrite, and a Service coming or going is one chain plus one
  * rule, whatever the number of Services.
  */
-export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean): RestorePlan {
+export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: Existing | undefined, full: boolean, layout: Layout = SIDECAR_LAYOUT): RestorePlan {
   const isFull = full || prev === undefined;
   const have = existing ?? NOTHING_EXISTING;
   // One flat list of lines, joined once: at 5,000 Services the text is several MB.
@@ -62,7 +62,7 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
     for (const [chain, lines] of want) {
       const old = isFull ? undefined : prev?.[table].get(chain);
       if (!isFull && sameLines(old, lines)) continue;
-      if (old !== undefined && SET_CHAINS.has(chain)) {
+      if (old !== undefined && layout.setChains.has(chain)) {
         // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
         const edits = editSetChain(old, lines);
         removeRules.push(...edits.remove);
@@ -73,13 +73,14 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
       rewrite.push(chain);
     }
     if (isFull) {
-      // Exactly one canonical jump: keep the first one that is, delete every other jump to ours.
-      let kept = false;
-      for (const spec of have[table].jumps) {
-        if (spec === JUMP_SPEC[table] && !kept) kept = true;
-        else head.push(`-D OUTPUT ${spec}`);
+      // Exactly one of each canonical jump: keep the first one that is, delete every other jump to ours.
+      const canonical = layout.hooks[table].map((h) => `${h.chain} ${h.spec}`);
+      const kept = new Set<string>();
+      for (const jump of have[table].jumps) {
+        if (canonical.includes(jump) && !kept.has(jump)) kept.add(jump);
+        else head.push(`-D ${jump}`);
       }
-      if (!kept) head.push(`-I OUTPUT 1 ${JUMP_SPEC[table]}`);
+      for (const h of layout.hooks[table]) if (!kept.has(`${h.chain} ${h.spec}`)) head.push(`-I ${h.chain} 1 ${h.spec}`);
     }
     if (rewrite.length + head.length + gone.length + removeRules.length + appendRules.length === 0) continue;
     out.push(`*${table}`);
@@ -104,13 +105,6 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
   return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
 }
 
-/**
- * Chains whose rules are independent of their order (each matches its own cluster IP and port), so a
- * partial sync edits them rule by rule: `-D` what went, `-A` what came. A full sync rewrites them
- * in sorted order.
- */
-const SET_CHAINS: ReadonlySet<string> = new Set([DISPATCH_CHAIN, REJECT_CHAIN]);
-
 /** `-D`/`-A` lines turning the rules `old` into `next` (both `-A CHAIN spec` lines). */
 export function editSetChain(old: readonly string[], next: readonly string[]): { remove: string[]; append: string[] } {
   const before = new Set(old);
@@ -128,14 +122,14 @@ export function planCleanup(existing: Existing): string {
     const { chains, jumps } = existing[table];
     if (chains.length === 0 && jumps.length === 0) continue;
     sections.push(
-      [`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D OUTPUT ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'),
+      [`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'),
     );
   }
   return sections.length === 0 ? '' : `${sections.join('\n')}\n`;
 }
 
 /** Parses iptables-save output into what is ours per table. Pure, for both back ends. */
-export function parseExisting(saveText: string): Existing {
+export function parseExisting(saveText: string, layout: Layout = SIDECAR_LAYOUT): Existing {
   const result: Record<TableName, { chains: string[]; jumps: string[] }> = { filter: { chains: [], jumps: [] }, nat: { chains: [], jumps: [] } };
   let table: TableName | undefined;
   for (const raw of saveText.split('\n')) {
@@ -146,35 +140,45 @@ export function parseExisting(saveText: string): Existing {
       continue;
     }
     if (table === undefined) continue;
-    if (line.startsWith(`:${CHAIN_PREFIX}`)) {
+    if (line.startsWith(`:${layout.prefix}`)) {
       result[table].chains.push(line.slice(1).split(' ')[0] ?? '');
     } else {
-      const spec = ourJump(line);
+      const spec = ourJump(line, layout);
       if (spec !== undefined) result[table].jumps.push(spec);
     }
   }
   return result;
 }
 
-/** The rule spec of an OUTPUT rule (`-A OUTPUT ...`, as -S and iptables-save print it) that jumps to one of our chains. */
-export function ourJump(line: string): string | undefined {
-  if (!line.startsWith('-A OUTPUT ')) return undefined;
-  const spec = line.slice('-A OUTPUT '.length).trim();
-  const target = / -[jg] (\S+)/.exec(` ${spec}`)?.[1];
-  return target !== undefined && target.startsWith(CHAIN_PREFIX) ? spec : undefined;
+/**
+ * `<CHAIN> <spec>` of a rule in one of the layout's hooked built-in chains (`-A CHAIN ...`, as -S
+ * and iptables-save print it) that jumps to one of our chains; undefined for any other line.
+ */
+export function ourJump(line: string, layout: Layout = SIDECAR_LAYOUT): string | undefined {
+  if (!line.startsWith('-A ')) return undefined;
+  const rule = line.slice('-A '.length).trim();
+  const chain = rule.split(' ')[0] ?? '';
+  if (!hookedChains(layout).has(chain)) return undefined;
+  const target = / -[jg] (\S+)/.exec(` ${rule.slice(chain.length)}`)?.[1];
+  return target !== undefined && target.startsWith(layout.prefix) ? rule : undefined;
+}
+
+/** The built-in chains a layout jumps from, any table. */
+export function hookedChains(layout: Layout): Set<string> {
+  return new Set(TABLES.flatMap((t) => layout.hooks[t].map((h) => h.chain)));
 }
 
 /**
  * What is ours when this process applied `prev` itself: its chains (only we create chains with our
- * prefix, and a failure forgets `prev`), plus the OUTPUT jumps as listed now (`-S OUTPUT`, one
- * chain: ~7 ms where a whole iptables-save of 1,000 Services takes ~200 ms).
+ * prefix, and a failure forgets `prev`), plus the jumps as listed now (`-S OUTPUT` and the other
+ * hooked chains: ~7 ms each where a whole iptables-save of 1,000 Services takes ~200 ms).
  */
-export function existingFromApplied(prev: Ruleset, outputLines: Readonly<Record<TableName, string>>): Existing {
+export function existingFromApplied(prev: Ruleset, outputLines: Readonly<Record<TableName, string>>, layout: Layout = SIDECAR_LAYOUT): Existing {
   const table = (t: TableName): ExistingTable => ({
     chains: [...prev[t].keys()],
     jumps: outputLines[t]
       .split('\n')
-      .map((l) => ourJump(l.trim()))
+      .map((l) => ourJump(l.trim(), layout))
       .filter((j): j is string => j !== undefined),
   });
   return { filter: table('filter'), nat: table('nat') };

@@ -12,9 +12,10 @@
  */
 import type { IpFamily, Route } from './model.js';
 import type { Exec } from './iptables.js';
+import { SIDECAR_LAYOUT } from './names.js';
 
 /** Routing protocol number that marks our routes (unassigned in /etc/iproute2/rt_protos). */
-export const ROUTE_PROTO = 241;
+export const ROUTE_PROTO = SIDECAR_LAYOUT.routeProto;
 
 export interface RoutePlan {
   /** Routes to create or correct (`ip route replace`). */
@@ -44,9 +45,9 @@ function prefix(r: Route): string {
 }
 
 /** `ip -batch` lines; the family follows from the address, so one batch serves both. */
-export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove'): string {
+export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove', proto: number = ROUTE_PROTO): string {
   return routes
-    .map((r) => (op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${ROUTE_PROTO}` : `route del ${prefix(r)} proto ${ROUTE_PROTO}`))
+    .map((r) => (op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${proto}` : `route del ${prefix(r)} proto ${proto}`))
     .map((l) => `${l}\n`)
     .join('');
 }
@@ -74,19 +75,20 @@ export function parseRoutes(json: string, family: IpFamily): Route[] {
   return out;
 }
 
-export async function readRoutes(exec: Exec): Promise<Route[]> {
+/** Our routes (`proto`: the layout's routing protocol number, 241 for the sidecar). */
+export async function readRoutes(exec: Exec, proto: number = ROUTE_PROTO): Promise<Route[]> {
   const out: Route[] = [];
   for (const family of [4, 6] as const) {
-    const r = await exec('ip', [`-${family}`, '-j', 'route', 'show', 'proto', String(ROUTE_PROTO)]);
-    if (r.code !== 0) throw new Error(`ip -${family} route show proto ${ROUTE_PROTO} failed: ${r.stderr.trim()}`);
+    const r = await exec('ip', [`-${family}`, '-j', 'route', 'show', 'proto', String(proto)]);
+    if (r.code !== 0) throw new Error(`ip -${family} route show proto ${proto} failed: ${r.stderr.trim()}`);
     out.push(...parseRoutes(r.stdout, family));
   }
   return out;
 }
 
 /** Applies one batch; `-force` so one bad line (e.g. an address that just vanished) does not stop the rest. */
-export async function applyRoutes(exec: Exec, routes: readonly Route[], op: 'replace' | 'remove'): Promise<void> {
+export async function applyRoutes(exec: Exec, routes: readonly Route[], op: 'replace' | 'remove', proto: number = ROUTE_PROTO): Promise<void> {
   if (routes.length === 0) return;
-  const r = await exec('ip', ['-force', '-batch', '-'], routeBatch(routes, op));
+  const r = await exec('ip', ['-force', '-batch', '-'], routeBatch(routes, op, proto));
   if (r.code !== 0) throw new Error(`ip route ${op} failed: ${r.stderr.trim()}`);
 }

@@ -25,15 +25,20 @@
  * a missing reject rule turns "refused" into "timeout" until the retry (a full sync). filter goes
  * first so a Service that loses its last endpoint rejects before its DNAT rules go.
  */
-import { DISPATCH_CHAIN, recentListName, REJECT_CHAIN, TABLES } from './names.js';
+import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from './names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget, Route, Ruleset, ServicePortTarget } from './model.js';
 
+/** How a port without endpoints refuses: a TCP reset, else ICMP port unreachable (the client gets ECONNREFUSED at once). */
+export function rejectWith(t: Pick<ServicePortTarget, 'protocol' | 'family'>): string {
+  return t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
+}
+
 /** Comments may only carry safe characters; names from Kubernetes already are, this is belt and braces. */
-function comment(text: string): string {
+export function comment(text: string): string {
   return `-m comment --comment "${text.replace(/[^A-Za-z0-9_./: -]/g, '_').slice(0, 200)}"`;
 }
 
-function hostPrefix(ip: string, family: IpFamily): string {
+export function hostPrefix(ip: string, family: IpFamily): string {
   return `${ip}/${family === 4 ? 32 : 128}`;
 }
 
@@ -46,12 +51,12 @@ export function probability(n: number, i: number): string {
   return (1 / (n - i)).toFixed(10);
 }
 
-function matchPort(clusterIP: string, t: ServicePortTarget): string {
+export function matchPort(clusterIP: string, t: Pick<ServicePortTarget, 'protocol' | 'family' | 'port'>): string {
   const p = t.protocol.toLowerCase();
   return `-d ${hostPrefix(clusterIP, t.family)} -p ${p} -m ${p} --dport ${t.port}`;
 }
 
-function portLabel(t: ServicePortTarget): string {
+export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port'>): string {
   return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}`;
 }
 
@@ -77,18 +82,18 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
 }
 
 /** The ruleset of one family. Service chains exist even when empty, so the dispatch rules never change with endpoints. */
-export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily): Ruleset {
+export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT): Ruleset {
   const dispatch: string[] = [];
   const reject: string[] = [];
   const nat = new Map<string, readonly string[]>();
-  nat.set(DISPATCH_CHAIN, dispatch);
+  nat.set(layout.dispatchChain, dispatch);
   for (const r of targets) {
     if (r.target.family !== family) continue;
     dispatch.push(r.dispatch);
     if (r.endpoints.length === 0) reject.push(r.reject);
     nat.set(r.chain, r.rules);
   }
-  return { family, filter: new Map([[REJECT_CHAIN, reject]]), nat };
+  return { family, filter: new Map([[layout.rejectChain, reject]]), nat };
 }
 
 /** One route per served cluster IP: out of the Service's network interface, from the pod's address there. */
@@ -101,13 +106,12 @@ export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
 }
 
 /** A Service port's rule lines: its chain's DNAT rules, its dispatch rule, and its reject rule (used while it has no endpoints). */
-export function targetRules(t: ServicePortTarget, clusterIP: string, chain: string, endpoints: readonly ChosenEndpoint[]): { rules: string[]; dispatch: string; reject: string } {
+export function targetRules(t: ServicePortTarget, clusterIP: string, chain: string, endpoints: readonly ChosenEndpoint[], layout: Layout = SIDECAR_LAYOUT): { rules: string[]; dispatch: string; reject: string } {
   const match = matchPort(clusterIP, t);
-  const how = t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
   return {
     rules: serviceChainRules(chain, t, endpoints),
-    dispatch: `-A ${DISPATCH_CHAIN} ${match} ${comment(portLabel(t))} -j ${chain}`,
-    reject: `-A ${REJECT_CHAIN} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${how}`,
+    dispatch: `-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`,
+    reject: `-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`,
   };
 }
 

@@ -191,7 +191,7 @@ void describe('sidecar render: names', () => {
       { ...base, protocol: 'UDP' as const },
       { ...base, family: 6 as const },
       { ...base, clusterIP: '10.96.0.2' },
-    ].map(serviceChainName);
+    ].map((t) => serviceChainName(t));
     assert.equal(new Set([a, ...variants]).size, 6);
     for (const n of [DISPATCH_CHAIN, REJECT_CHAIN]) assert.ok(n.length <= MAX_CHAIN_NAME && !n.startsWith('KUBE-') && !n.startsWith('MULTUS-'));
   });
@@ -389,7 +389,7 @@ void describe('sidecar render: partial versus full', () => {
       ].join('\n'),
     );
     assert.deepEqual(existing.nat.chains, ['MPX-SERVICES', 'MPX-SVC-OLDOLDOLDOLDOLDO']);
-    assert.deepEqual(existing.nat.jumps, [JUMP_SPEC.nat, JUMP_SPEC.nat]);
+    assert.deepEqual(existing.nat.jumps, [`OUTPUT ${JUMP_SPEC.nat}`, `OUTPUT ${JUMP_SPEC.nat}`]);
     const p = planRestore(base.v4, base.v4, existing, true);
     const lines = p.text.split('\n');
     assert.ok(lines.includes(`-D OUTPUT ${JUMP_SPEC.nat}`));
@@ -406,7 +406,7 @@ void describe('sidecar render: partial versus full', () => {
       filter: '-P OUTPUT ACCEPT\n',
     });
     assert.deepEqual(existing.nat.chains, [...base.v4.nat.keys()]);
-    assert.deepEqual(existing.nat.jumps, [JUMP_SPEC.nat, JUMP_SPEC.nat]);
+    assert.deepEqual(existing.nat.jumps, [`OUTPUT ${JUMP_SPEC.nat}`, `OUTPUT ${JUMP_SPEC.nat}`]);
     assert.deepEqual(existing.filter.jumps, []);
     const p = planRestore(base.v4, base.v4, existing, true);
     assert.deepEqual(p.deletedChains, []);
@@ -415,7 +415,7 @@ void describe('sidecar render: partial versus full', () => {
     assert.ok(!p.text.includes('FOREIGN'));
   });
   void test('cleanup text: flush, jumps out, chains deleted; nothing when nothing is ours', () => {
-    const t = planCleanup({ nat: { chains: ['MPX-SERVICES', 'MPX-SVC-A'], jumps: [JUMP_SPEC.nat] }, filter: { chains: [], jumps: [] } });
+    const t = planCleanup({ nat: { chains: ['MPX-SERVICES', 'MPX-SVC-A'], jumps: [`OUTPUT ${JUMP_SPEC.nat}`] }, filter: { chains: [], jumps: [] } });
     assert.equal(t, `*nat\n:MPX-SERVICES - [0:0]\n:MPX-SVC-A - [0:0]\n-D OUTPUT ${JUMP_SPEC.nat}\n-X MPX-SERVICES\n-X MPX-SVC-A\nCOMMIT\n`);
     assert.equal(planCleanup(NOTHING_EXISTING), '');
   });

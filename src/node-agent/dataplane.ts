@@ -1,0 +1,48 @@
+/**
+ * The node agent's IO: its host-side interfaces (`ip -batch` from host-interface.ts's plan) and its
+ * rules (the shared apply loop, src/dataplane/apply.ts, with the node layout and renderer). Thin:
+ * every decision is in host-interface.ts and rules.ts.
+ */
+import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../dataplane/apply.js';
+import { createExec, type Exec } from '../dataplane/iptables.js';
+import { parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface, type HostInterfacePlan } from './host-interface.js';
+import { NODE_LAYOUT, renderNode, type NodeState } from './rules.js';
+
+export function createNodeDataplane(opts: Omit<DataplaneOptions, 'layout'>): Dataplane<NodeState> {
+  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, renderNode);
+}
+
+export async function readLinks(exec: Exec): Promise<ExistingLink[]> {
+  const r = await exec('ip', ['-d', '-j', 'address', 'show']);
+  if (r.code !== 0) throw new Error(`ip -d -j address show failed (exit ${r.code}): ${r.stderr.trim()}`);
+  return parseLinks(r.stdout);
+}
+
+async function batch(exec: Exec, lines: readonly string[]): Promise<void> {
+  if (lines.length === 0) return;
+  const r = await exec('ip', ['-batch', '-'], `${lines.join('\n')}\n`);
+  if (r.code !== 0) throw new Error(`ip -batch failed (exit ${r.code}): ${r.stderr.trim()}\ninput:\n${lines.join('\n')}`);
+}
+
+export interface HostInterfaces {
+  /** Brings the node's interfaces of ours to `wanted`; returns what it did and the conflicts it left alone. */
+  sync(wanted: readonly HostInterface[]): Promise<HostInterfacePlan & { conflicts: readonly string[] }>;
+  /** Deletes every interface of ours (`--cleanup`). */
+  removeAll(): Promise<string[]>;
+}
+
+export function createHostInterfaces(opts: { netns?: string } = {}): HostInterfaces {
+  const exec = createExec(opts.netns);
+  return {
+    async sync(wanted) {
+      const plan = planHostInterfaces(wanted, await readLinks(exec));
+      await batch(exec, plan.lines);
+      return plan;
+    },
+    async removeAll() {
+      const lines = planRemoveAll(await readLinks(exec));
+      await batch(exec, lines);
+      return lines;
+    },
+  };
+}

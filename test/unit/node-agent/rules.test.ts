@@ -1,0 +1,119 @@
+/**
+ * The node agent's rules: golden restore text for a fresh node (NodePort Cluster and Local, a node
+ * without local endpoints, UDP with affinity, IPv6, the node's cluster-IP access), and the
+ * decisions behind it. UPDATE_GOLDEN=1 rewrites the golden files (review the diff).
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NOTHING_EXISTING, planRestore, parseExisting, planCleanup } from '../../../src/dataplane/restore.js';
+import { routeBatch } from '../../../src/dataplane/routes.js';
+import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.js';
+import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
+import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
+import type { BackendEndpoint, ServicePortTarget } from '../../../src/dataplane/model.js';
+import { DEFAULT_MASQUERADE_MARK, NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode, type NodePortTarget, type NodeState } from '../../../src/node-agent/rules.js';
+import { golden as goldenIn } from '../../harness/golden.js';
+
+const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);
+const NET = { namespace: 'demo', name: 'net-a' };
+const ep = (ip: string, port = 8080, over: Partial<BackendEndpoint> = {}): BackendEndpoint => ({ ip, port, ready: true, serving: true, terminating: false, ...over });
+
+function base(service: string, over: Partial<ServicePortTarget> = {}): ServicePortTarget {
+  return { service, portName: '', protocol: 'TCP', clusterIP: '10.96.0.10', port: 80, family: 4, network: NET, endpoints: [ep('192.168.101.3'), ep('192.168.101.4'), ep('192.168.101.5')], ...over };
+}
+function np(service: string, nodePort: number, policy: 'Cluster' | 'Local', over: Partial<ServicePortTarget> = {}, local: BackendEndpoint[] = [ep('192.168.101.3')]): NodePortTarget {
+  return { base: base(service, over), nodePort, policy, localEndpoints: local };
+}
+
+const V6_EPS = [ep('fd00:101::3'), ep('fd00:101::4')];
+export const SAMPLE: NodeState = {
+  networks: [{ network: NET, interface: 'mpxhevwsochhkyu', ipv4: '192.168.101.250', ipv6: 'fd00:101::fa' }],
+  masqueradeMark: DEFAULT_MASQUERADE_MARK,
+  clusterTargets: [base('demo/web'), base('demo/web', { family: 6, clusterIP: 'fd00:10:96::a', endpoints: V6_EPS })],
+  nodePorts: [
+    np('demo/web', 30080, 'Cluster'),
+    np('demo/web', 30080, 'Cluster', { family: 6, endpoints: V6_EPS }, [ep('fd00:101::3')]),
+    np('demo/local', 30081, 'Local'),
+    np('demo/nolocal', 30082, 'Local', {}, []),
+    np('demo/dns', 30053, 'Cluster', { protocol: 'UDP', port: 53, affinityTimeoutSeconds: 10800, endpoints: [ep('192.168.101.3', 5353), ep('192.168.101.6', 5353)] }),
+    np('demo/empty', 30090, 'Cluster', { endpoints: [] }),
+  ],
+};
+
+void describe('node rules', () => {
+  const r = renderNode(SAMPLE);
+  void test('golden: a fresh node (restore text per family, routes)', () => {
+    golden('sample.v4.rules', planRestore(r.v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
+    golden('sample.v6.rules', planRestore(r.v6, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
+    golden('sample.routes', routeBatch(r.routes, 'replace', NODE_LAYOUT.routeProto));
+  });
+  void test('chain names: own prefix, never MPX-/KUBE-/MULTUS-, at most 28 characters', () => {
+    for (const rs of [r.v4, r.v6]) {
+      for (const table of ['nat', 'filter'] as const) {
+        for (const chain of rs[table].keys()) {
+          assert.match(chain, /^MPXN-/);
+          assert.ok(chain.length <= MAX_CHAIN_NAME, chain);
+        }
+      }
+    }
+  });
+  void test('Cluster: masquerade mark first, then the same DNAT rules the sidecar chooses (all endpoints, equal shares)', () => {
+    const web = r.resolution.targets.find((t) => t.target.service === 'demo/web' && t.target.port === 30080 && t.target.family === 4);
+    assert.ok(web !== undefined);
+    assert.match(web.rules[0] ?? '', /-j MARK --or-mark 0x2000$/);
+    const want = chooseEndpoints(SAMPLE.nodePorts[0]?.base.endpoints ?? [], 4, () => undefined, '').endpoints;
+    assert.deepEqual(web.endpoints, want);
+    assert.equal(web.rules.length, 1 + want.length);
+    assert.match(web.rules[1] ?? '', /--probability 0\.3333333333 -j DNAT --to-destination 192\.168\.101\.3:8080$/);
+    assert.match(web.dispatch, /^-A MPXN-NODEPORTS -d 192\.168\.101\.250\/32 -i mpxhevwsochhkyu -p tcp -m tcp --dport 30080 /);
+    assert.ok(r.v4.nat.get('MPXN-POSTROUTING')?.[0]?.includes('-m mark --mark 0x2000/0x2000'));
+  });
+  void test('Local: only local endpoints, no mark (source kept); none on this node: rejected', () => {
+    const local = r.resolution.targets.find((t) => t.target.service === 'demo/local');
+    assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.ok(!(local?.rules ?? []).some((l) => l.includes('MARK')));
+    const none = r.resolution.targets.find((t) => t.target.service === 'demo/nolocal');
+    assert.deepEqual(none?.endpoints, []);
+    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30082') && l.includes('has no endpoints on this node') && l.endsWith('--reject-with tcp-reset')));
+    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30090')), 'a Cluster port without endpoints is rejected too');
+    assert.ok(!r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30080')));
+  });
+  void test('no address of a family on the network: that family is skipped with a reason', () => {
+    const v4only = renderNode({ ...SAMPLE, networks: [{ network: NET, interface: 'mpxhx', ipv4: '192.168.101.250' }] });
+    assert.equal(v4only.v6.nat.get(NODEPORTS_CHAIN)?.length, 0);
+    assert.ok(v4only.resolution.skipped.some((s) => s.reason === 'the node has no IPv6 address on network demo/net-a'));
+    const none = renderNode({ ...SAMPLE, networks: [] });
+    assert.equal(none.resolution.targets.length, 0);
+    assert.ok(none.resolution.skipped.some((s) => /no interface of its own on network demo\/net-a/.test(s.reason)));
+  });
+  void test('UDP: an endpoint leaving a node port flushes conntrack for node address:nodePort', () => {
+    const after = renderNode({ ...SAMPLE, nodePorts: SAMPLE.nodePorts.map((t) => (t.base.service === 'demo/dns' ? { ...t, base: { ...t.base, endpoints: [ep('192.168.101.3', 5353)] } } : t)) });
+    const flushes = planConntrack(r.resolution.targets, after.resolution.targets);
+    assert.deepEqual(flushes.map(conntrackArgs), [['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '192.168.101.250', '--orig-port-dst', '30053', '--dst-nat', '192.168.101.6']]);
+  });
+  void test('restore planning with the node layout: hooks in five built-in chains, foreign rules untouched, cleanup removes only ours', () => {
+    const save = [
+      '*nat',
+      ':PREROUTING ACCEPT [0:0]',
+      ':KUBE-SERVICES - [0:0]',
+      ':MPX-SERVICES - [0:0]',
+      ':MPXN-NODEPORTS - [0:0]',
+      ':MPXN-SVC-OLD - [0:0]',
+      '-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES',
+      `-A PREROUTING ${NODE_LAYOUT.hooks.nat[0]?.spec ?? ''}`,
+      `-A PREROUTING ${NODE_LAYOUT.hooks.nat[0]?.spec ?? ''}`,
+      '-A OUTPUT -m comment --comment multus-proxy -j MPX-SERVICES',
+      'COMMIT',
+    ].join('\n');
+    const existing = parseExisting(save, NODE_LAYOUT);
+    assert.deepEqual(existing.nat.chains, ['MPXN-NODEPORTS', 'MPXN-SVC-OLD']);
+    assert.equal(existing.nat.jumps.length, 2, 'the sidecar-style MPX- jump is not ours');
+    const plan = planRestore(r.v4, undefined, existing, true, NODE_LAYOUT);
+    assert.ok(plan.text.includes(`-D PREROUTING ${NODE_LAYOUT.hooks.nat[0]?.spec ?? ''}\n`), 'the duplicate jump goes');
+    assert.ok(plan.text.includes(`-I OUTPUT 1 ${NODE_LAYOUT.hooks.nat[1]?.spec ?? ''}\n`));
+    assert.ok(plan.text.includes('-X MPXN-SVC-OLD\n'));
+    assert.ok(!plan.text.includes('KUBE-') && !plan.text.includes('MPX-SERVICES'));
+    const cleanup = planCleanup(existing);
+    assert.ok(!cleanup.includes('KUBE-') && !cleanup.includes('MPX-SERVICES') && cleanup.includes('-X MPXN-NODEPORTS'));
+  });
+});
