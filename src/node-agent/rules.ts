@@ -8,7 +8,7 @@
  * Layout (prefix MPXN-, distinct from the sidecar's MPX-, KUBE- and MULTUS-):
  *
  *   nat    PREROUTING    -> MPXN-NODEPORTS
- *   nat    MPXN-NODEPORTS  -d <node addr on the network> -i <our interface there> -p P --dport <nodePort> -> MPXN-NP-<hash>
+ *   nat    MPXN-NODEPORTS  -d <node addr on the network> -p P --dport <nodePort> -> MPXN-NP-<hash>
  *   nat    MPXN-NP-<hash>  Cluster: MARK the masquerade bit, then the DNAT rules over all endpoints;
  *                          Local: the DNAT rules over this node's endpoints only (source kept)
  *   nat    OUTPUT        -> MPXN-SERVICES   (the node's and host-network pods' access to cluster IPs:
@@ -162,7 +162,10 @@ export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[];
       ...(t.base.affinityTimeoutSeconds !== undefined ? { affinitySeconds: t.base.affinityTimeoutSeconds } : {}),
       // No endpoints: no mark either (nothing is forwarded), only the reject rule.
       rules: chosen.endpoints.length === 0 ? [] : [...mark, ...serviceChainRules(chain, frontend, chosen.endpoints)],
-      dispatch: `-A ${NODEPORTS_CHAIN} ${match.replace(/^-d \S+/, (d) => `${d} -i ${net.interface}`)} ${comment(label)} -j ${chain}`,
+      // Matched by address, not by `-i`: with Linux's default arp_ignore=0 the parent interface
+      // (not ours to reconfigure) also answers ARP for our address, so a client's packets may
+      // arrive on the parent instead of our macvlan (measured: the first connection did).
+      dispatch: `-A ${NODEPORTS_CHAIN} ${match} ${comment(label)} -j ${chain}`,
       reject: `-A ${NODE_REJECT_CHAIN} ${match} ${comment(`${label} ${why}`)} -j REJECT --reject-with ${rejectWith(frontend)}`,
       route: { family: fam, dst: address, dev: net.interface, src: address },
     });

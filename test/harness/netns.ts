@@ -44,15 +44,32 @@ export interface RunResult {
   readonly stderr: string;
 }
 
+/**
+ * A "node": a namespace whose `eth1` is a port on the net1 segment (br1) with no address, the
+ * parent of the macvlan children that pods placed on it get as their `net1` (as Multus' macvlan
+ * plugin does on a real node). IPv4 and IPv6 forwarding are on, as on a Kubernetes node.
+ */
+export interface Node {
+  readonly name: string;
+  readonly ns: string;
+  /** The parent interface on the net1 segment. */
+  readonly parent: string;
+}
+
+/** Anything commands can run in: a pod or a node. */
+export type Place = Pick<Pod, 'name' | 'ns'>;
+
 export interface Topology {
   readonly id: string;
   readonly switchNs: string;
-  addPod(name: string, opts?: { net2?: boolean }): Promise<Pod>;
+  /** `node`: net1 is a macvlan (bridge mode) child of that node's eth1 instead of a veth on br1. */
+  addPod(name: string, opts?: { net2?: boolean; node?: Node }): Promise<Pod>;
+  addNode(name: string): Promise<Node>;
   pod(name: string): Pod;
-  /** Runs `cmd` in the pod's namespace; throws on a non-zero exit unless `allowFail`. */
-  run(pod: Pod, cmd: readonly string[], opts?: { input?: string; allowFail?: boolean }): Promise<RunResult>;
-  /** Starts a long-running process in the pod's namespace; killed by teardown. */
-  spawn(pod: Pod, cmd: readonly string[]): ChildProcess;
+  /** Runs `cmd` in the pod's (or node's) namespace; throws on a non-zero exit unless `allowFail`. */
+  run(pod: Place, cmd: readonly string[], opts?: { input?: string; allowFail?: boolean }): Promise<RunResult>;
+  /** Starts a long-running process in the pod's (or node's) namespace; killed by teardown. */
+  spawn(pod: Place, cmd: readonly string[]): ChildProcess;
   teardown(): Promise<void>;
 }
 
@@ -139,6 +156,7 @@ export async function createTopology(): Promise<Topology> {
   const namespaces: string[] = [];
   const children = new Set<ChildProcess>();
   const pods = new Map<string, Pod>();
+  const nodes = new Set<string>();
   let torn = false;
 
   const syncTeardown = (): void => {
@@ -176,7 +194,14 @@ export async function createTopology(): Promise<Topology> {
       for (const ifname of ifaces) {
         const net = NETS[ifname];
         const peer = `p${host}${ifname}`;
-        sw.push(`link add ${peer} type veth peer name ${ifname} netns ${ns}`, `link set ${peer} master ${net.bridge} up`);
+        if (ifname === 'net1' && opts.node !== undefined) {
+          // A macvlan child of the node's parent, moved into the pod and renamed, as Multus does.
+          const child = `m${host}net1`;
+          await must(['ip', '-n', opts.node.ns, '-batch', '-'], `link add ${child} link ${opts.node.parent} type macvlan mode bridge\nlink set ${child} netns ${ns}\n`);
+          inPod.push(`link set ${child} name net1`);
+        } else {
+          sw.push(`link add ${peer} type veth peer name ${ifname} netns ${ns}`, `link set ${peer} master ${net.bridge} up`);
+        }
         const a = { ipv4: `${net.v4}.${host}`, ipv6: `${net.v6}${host.toString(16)}` };
         addrs[ifname] = a;
         // eth0 gets host addresses (/32, /128) and only a default route to a gateway nobody
@@ -197,6 +222,19 @@ export async function createTopology(): Promise<Topology> {
       };
       pods.set(name, pod);
       return pod;
+    },
+    async addNode(name) {
+      if (!/^[a-z0-9]{1,12}$/.test(name)) throw new Error(`node name ${JSON.stringify(name)}: use 1-12 lower-case letters or digits`);
+      if (pods.has(name) || nodes.has(name)) throw new Error(`${name} already exists in ${id}`);
+      const ns = `${id}-${name}`;
+      await must(['ip', 'netns', 'add', ns]);
+      namespaces.push(ns);
+      nodes.add(name);
+      const peer = `n${nodes.size}eth1`;
+      await must(['ip', '-n', switchNs, '-batch', '-'], `link add ${peer} type veth peer name eth1 netns ${ns}\nlink set ${peer} master ${NETS.net1.bridge} up\n`);
+      await must(['ip', '-n', ns, '-batch', '-'], 'link set lo up\nlink set eth1 up\n');
+      for (const key of ['net.ipv4.ip_forward=1', 'net.ipv6.conf.all.forwarding=1']) await must(['ip', 'netns', 'exec', ns, 'sysctl', '-qw', key]);
+      return { name, ns, parent: 'eth1' };
     },
     pod(name) {
       const p = pods.get(name);
@@ -309,7 +347,7 @@ const one = () => new Promise((resolve) => {
 (async () => { const out = []; for (let i = 0; i < Number(count); i++) out.push(await one()); console.log(JSON.stringify(out)); })();
 `;
 
-export async function httpRequests(topo: Topology, pod: Pod, url: string, count: number, timeoutMs = 2000): Promise<Reply[]> {
+export async function httpRequests(topo: Topology, pod: Place, url: string, count: number, timeoutMs = 2000): Promise<Reply[]> {
   const r = await topo.run(pod, [process.execPath, '-e', HTTP_CLIENT_JS, url, String(count), String(timeoutMs)]);
   return JSON.parse(r.stdout) as Reply[];
 }
@@ -336,7 +374,7 @@ s.on('error', (e) => { clearTimeout(timer); out.push({ error: e.code || e.messag
 s.bind(Number(localPort) || 0, () => s.connect(Number(port), host, next));
 `;
 
-export async function udpRequests(topo: Topology, pod: Pod, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number } = {}): Promise<Reply[]> {
+export async function udpRequests(topo: Topology, pod: Place, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number } = {}): Promise<Reply[]> {
   const r = await topo.run(pod, [process.execPath, '-e', UDP_CLIENT_JS, host, String(port), String(count), String(opts.timeoutMs ?? 1000), String(opts.localPort ?? 0)]);
   return JSON.parse(r.stdout) as Reply[];
 }

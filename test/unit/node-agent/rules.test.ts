@@ -65,7 +65,7 @@ void describe('node rules', () => {
     assert.deepEqual(web.endpoints, want);
     assert.equal(web.rules.length, 1 + want.length);
     assert.match(web.rules[1] ?? '', /--probability 0\.3333333333 -j DNAT --to-destination 192\.168\.101\.3:8080$/);
-    assert.match(web.dispatch, /^-A MPXN-NODEPORTS -d 192\.168\.101\.250\/32 -i mpxhevwsochhkyu -p tcp -m tcp --dport 30080 /);
+    assert.match(web.dispatch, /^-A MPXN-NODEPORTS -d 192\.168\.101\.250\/32 -p tcp -m tcp --dport 30080 /);
     assert.ok(r.v4.nat.get('MPXN-POSTROUTING')?.[0]?.includes('-m mark --mark 0x2000/0x2000'));
   });
   void test('Local: only local endpoints, no mark (source kept); none on this node: rejected', () => {
