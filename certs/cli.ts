@@ -11,12 +11,12 @@
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { INSTALL_NAMESPACE } from '../src/keys.js';
 import { checkDns1123Label } from '../src/annotations/names.js';
 import { createLogger } from '../src/log.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
+import { helpText, parseFlags, wantsHelp, type Program } from '../src/cli.js';
 import { bootstrapCertificates, CA_CERT, PREVIOUS_CA, TLS_CERT, TLS_KEY } from './bootstrap.js';
 import { planCertificates, type RotationOptions } from './rotation.js';
 
@@ -46,15 +46,34 @@ export type CliCommand =
     }
   | { readonly command: 'help' };
 
-export const USAGE = `usage: certs <generate|bootstrap> [flags]
-  common:    --service NAME (${DEFAULTS.service})  --namespace NS (${DEFAULTS.namespace})
-             --ip ADDR (repeatable)  --dns NAME (repeatable)
-             --ca-validity-days N (3650)  --validity-days N (365)
-             --ca-renew-before-days N (a third of the CA validity)  --renew-before-days N (a third of the validity)
-  generate:  --out DIR (tls.crt, tls.key, ca.crt = trust bundle)  --ca-dir DIR (DIR/ca: the CA's tls.crt, tls.key, previous.crt)
-  bootstrap: --secret NAME (${DEFAULTS.servingSecret})  --ca-secret NAME (${DEFAULTS.caSecret})
-             --mutating NAME[,NAME] (${DEFAULTS.webhookConfiguration})  --validating NAME[,NAME] (${DEFAULTS.webhookConfiguration})
-             --kubeconfig FILE  --context NAME  --interval DURATION (e.g. 12h; 0 = once, the default)`;
+const DAYS = 'DAYS';
+/** Every flag once; generate uses the common ones and --out/--ca-dir, bootstrap the common ones and the rest. */
+export const CERTS_PROGRAM: Program = {
+  name: 'multus-proxy certs',
+  about: "the webhook's serving certificate and private CA, when cert-manager is not used",
+  usage: 'certs <generate|bootstrap> [flags]',
+  flags: [
+    { name: 'service', value: 'NAME', def: DEFAULTS.service, help: "the webhook's Service (names in the certificate)" },
+    { name: 'namespace', value: 'NS', def: DEFAULTS.namespace, help: 'its namespace, and the Secrets\' (bootstrap)' },
+    { name: 'ip', value: 'ADDR', multiple: true, help: 'an IP address SAN' },
+    { name: 'dns', value: 'NAME', multiple: true, help: 'an extra DNS SAN' },
+    { name: 'ca-validity-days', value: DAYS, def: '3650', help: 'lifetime of a new CA' },
+    { name: 'validity-days', value: DAYS, def: '365', help: 'lifetime of a new serving certificate' },
+    { name: 'ca-renew-before-days', value: DAYS, def: 'a third of the CA validity', help: 'renew the CA this long before it expires' },
+    { name: 'renew-before-days', value: DAYS, def: 'a third of the validity', help: 'renew the serving certificate this long before it expires' },
+    { name: 'out', value: 'DIR', help: 'generate: folder for tls.crt, tls.key and ca.crt (the trust bundle); required' },
+    { name: 'ca-dir', value: 'DIR', def: '<out>/ca', help: "generate: the CA's tls.crt, tls.key, previous.crt" },
+    { name: 'secret', value: 'NAME', def: DEFAULTS.servingSecret, help: 'bootstrap: the serving Secret' },
+    { name: 'ca-secret', value: 'NAME', def: DEFAULTS.caSecret, help: 'bootstrap: the CA Secret' },
+    { name: 'mutating', value: 'NAME[,NAME]', multiple: true, def: DEFAULTS.webhookConfiguration, help: 'bootstrap: MutatingWebhookConfigurations to patch the CA bundle into' },
+    { name: 'validating', value: 'NAME[,NAME]', multiple: true, def: DEFAULTS.webhookConfiguration, help: 'bootstrap: ValidatingWebhookConfigurations to patch' },
+    { name: 'kubeconfig', value: 'FILE', env: 'KUBECONFIG', help: 'bootstrap: kubeconfig; unset: in-cluster' },
+    { name: 'context', value: 'NAME', help: 'bootstrap: kubeconfig context' },
+    { name: 'interval', value: 'DURATION', def: '0', help: 'bootstrap: run again this often, e.g. 12h (0 = once)' },
+  ],
+};
+
+export const USAGE = helpText(CERTS_PROGRAM);
 
 const OBJECT = 'certs command line';
 
@@ -70,40 +89,23 @@ function problem(flag: string, value: string, reason: string, fix: string): stri
   return formatInputError(OBJECT, inputError(`--${flag}`, value, reason, fix));
 }
 
-const STRING_FLAGS = [
-  'service', 'namespace', 'out', 'ca-dir', 'secret', 'ca-secret', 'kubeconfig', 'context', 'interval',
-  'ca-validity-days', 'validity-days', 'ca-renew-before-days', 'renew-before-days',
-] as const;
-const LIST_FLAGS = ['ip', 'dns', 'mutating', 'validating'] as const;
+type StringFlag = 'service' | 'namespace' | 'out' | 'ca-dir' | 'secret' | 'ca-secret' | 'kubeconfig' | 'context' | 'interval' | 'ca-validity-days' | 'validity-days' | 'ca-renew-before-days' | 'renew-before-days';
+type ListFlag = 'ip' | 'dns' | 'mutating' | 'validating';
 
 export function parseCli(argv: readonly string[]): Result<CliCommand, string> {
-  let values: Record<string, string | string[] | boolean | undefined>;
-  let positionals: string[];
-  try {
-    const parsed = parseArgs({
-      args: [...argv],
-      options: {
-        ...Object.fromEntries(STRING_FLAGS.map((f) => [f, { type: 'string' as const }])),
-        ...Object.fromEntries(LIST_FLAGS.map((f) => [f, { type: 'string' as const, multiple: true }])),
-        help: { type: 'boolean' as const },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
-    values = parsed.values;
-    positionals = parsed.positionals;
-  } catch (e) {
-    return err(`${OBJECT}: ${(e as Error).message}\n${USAGE}`);
-  }
+  if (wantsHelp(argv)) return ok({ command: 'help' });
+  const parsed = parseFlags(CERTS_PROGRAM, argv, { positionals: true });
+  if (!parsed.ok) return err(`${parsed.error}\n${USAGE}`);
+  const { values, positionals } = parsed.value;
   const command = positionals[0];
-  if (values['help'] === true || command === 'help' || command === undefined) return ok({ command: 'help' });
+  if (command === 'help' || command === undefined) return ok({ command: 'help' });
   if (command !== 'generate' && command !== 'bootstrap') {
     return err(problem('command', command, 'is not a command', `write "generate" or "bootstrap"\n${USAGE}`));
   }
   const problems: string[] = [];
-  const str = (f: (typeof STRING_FLAGS)[number]): string | undefined => values[f] as string | undefined;
-  const list = (f: (typeof LIST_FLAGS)[number]): string[] => ((values[f] as string[] | undefined) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
-  const days = (f: (typeof STRING_FLAGS)[number]): number | undefined => {
+  const str = (f: StringFlag): string | undefined => values[f] as string | undefined;
+  const list = (f: ListFlag): string[] => ((values[f] as string[] | undefined) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  const days = (f: StringFlag): number | undefined => {
     const v = str(f);
     if (v === undefined) return undefined;
     const n = Number(v);
@@ -204,7 +206,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const cmd = parsed.value;
   if (cmd.command === 'help') {
-    process.stdout.write(`${USAGE}\n`);
+    process.stdout.write(USAGE);
     return 0;
   }
   if (cmd.command === 'generate') {

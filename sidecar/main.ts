@@ -7,15 +7,20 @@
  * program added (dataplane.cleanup()), exit 0. Foreign rules are never touched.
  */
 import { createLogger } from '../src/log.js';
+import { helpText, wantsHelp } from '../src/cli.js';
 import { startHealthServer } from '../src/health.js';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
 import { createDataplane } from '../src/dataplane/apply.js';
 import { createSidecarMetrics } from './metrics.js';
-import { parseOptions } from './options.js';
+import { parseOptions, SIDECAR_PROGRAM } from './options.js';
 import { createSidecarRuntime } from './runtime.js';
 
 async function main(): Promise<void> {
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(helpText(SIDECAR_PROGRAM));
+    return;
+  }
   const log = createLogger('sidecar');
   const parsed = parseOptions(process.env, process.argv.slice(2));
   if (!parsed.ok) {

@@ -4,7 +4,7 @@
  * and the defaults the webhook also needs are the contract in src/sidecar-contract.ts. Pure: the
  * caller passes env and argv, so every default and every bad value is unit-testable.
  */
-import { parseArgs } from 'node:util';
+import { parseFlags, type Program } from '../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
 import { DEFAULT_HEALTH_PORT, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
@@ -29,20 +29,39 @@ function describe(key: Key): string {
   return `${OPTION_SOURCES[key].env} (--${OPTION_SOURCES[key].flag})`;
 }
 
+/** What each setting is for, in the help. */
+const HELP: Record<Key, { value: string; help: string }> = {
+  podName: { value: 'NAME', help: 'this pod (downward API metadata.name); required' },
+  podNamespace: { value: 'NS', help: "this pod's namespace (downward API metadata.namespace); required" },
+  kubeconfig: { value: 'PATH', help: 'kubeconfig; unset: in-cluster service account' },
+  healthPort: { value: 'N', help: '/healthz, /readyz and /metrics (0 = any free port)' },
+  healthHost: { value: 'ADDR', help: 'address the health server listens on (:: = IPv4 and IPv6)' },
+  minSyncIntervalMs: { value: 'MS', help: 'syncs start at most this often; changes in between are coalesced' },
+  fullResyncIntervalMs: { value: 'MS', help: 'a full rewrite this often, repairing rules someone else removed' },
+  retryMinMs: { value: 'MS', help: 'backoff after a failed sync starts here' },
+  retryMaxMs: { value: 'MS', help: 'and doubles up to here' },
+  stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
+  iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
+};
+
+const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto' };
+
+/** The sidecar's flags and variables, for parsing and for --help. */
+export const SIDECAR_PROGRAM: Program = {
+  name: 'multus-proxy sidecar',
+  about: "programs this pod's network namespace so Services on its secondary networks work",
+  usage: 'sidecar [flags]',
+  flags: (Object.keys(OPTION_SOURCES) as Key[]).map((key) => {
+    const def = key in NUMBERS ? String(NUMBERS[key as keyof typeof NUMBERS].def) : DEFAULT_TEXT[key];
+    return { name: OPTION_SOURCES[key].flag, env: OPTION_SOURCES[key].env, ...HELP[key], ...(def !== undefined ? { def } : {}) };
+  }),
+  notes: 'A flag wins over its variable. The webhook sets the variables in the container it injects.',
+};
+
 export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<SidecarOptions, string> {
-  let flags: Record<string, string | boolean | undefined>;
-  try {
-    const parsed = parseArgs({
-      args: [...argv],
-      options: Object.fromEntries(Object.values(OPTION_SOURCES).map((s) => [s.flag, { type: 'string' as const }])),
-      strict: true,
-      allowPositionals: false,
-    });
-    flags = parsed.values;
-  } catch (e) {
-    const known = Object.values(OPTION_SOURCES).map((s) => `--${s.flag}`).join(', ');
-    return err(`${OBJECT}: ${(e as Error).message}; use only ${known}`);
-  }
+  const parsed = parseFlags(SIDECAR_PROGRAM, argv);
+  if (!parsed.ok) return parsed;
+  const flags = parsed.value.values;
   const raw = (key: Key): string | undefined => {
     const f = flags[OPTION_SOURCES[key].flag];
     const v = typeof f === 'string' ? f : env[OPTION_SOURCES[key].env];

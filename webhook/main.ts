@@ -9,7 +9,8 @@ import { createLogger } from '../src/log.js';
 import { createClusterLookups } from './cluster.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
 import { createWebhookMetrics } from './metrics.js';
-import { parseOptions } from './options.js';
+import { parseOptions, webhookHelp } from './options.js';
+import { wantsHelp } from '../src/cli.js';
 import { createApp, PATHS, startWebhookServer } from './server.js';
 import { watchCertificateFiles } from './tls.js';
 
@@ -22,6 +23,10 @@ function readIfExists(path: string): string | undefined {
 }
 
 async function main(): Promise<void> {
+  if (wantsHelp(process.argv.slice(2))) {
+    process.stdout.write(webhookHelp());
+    return;
+  }
   const parsed = parseOptions(process.env, process.argv.slice(2), readIfExists);
   if (!parsed.ok) {
     process.stderr.write(`${parsed.error}\n`);

@@ -21,10 +21,10 @@
  */
 import { ANY_HOST } from '../src/health.js';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { load } from 'js-yaml';
 import { DEFAULT_HEALTH_PORT } from '../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
+import { helpText, parseFlags, type Program } from '../src/cli.js';
 
 export type SidecarMode = 'native' | 'regular' | 'auto';
 export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
@@ -100,28 +100,30 @@ interface Setting {
   readonly file: readonly string[];
   readonly env?: string;
   readonly flag?: string;
+  /** What it does, for --help (settings with a flag). */
+  readonly help?: string;
   readonly kind: Kind;
 }
 
 /** Every setting once: file path, variable, flag and type. */
 export const SETTINGS = {
-  port: { file: ['port'], env: 'WEBHOOK_PORT', flag: 'port', kind: { type: 'int', min: 1, max: 65535 } },
-  host: { file: ['host'], env: 'WEBHOOK_HOST', flag: 'host', kind: { type: 'string' } },
-  tlsCertFile: { file: ['tlsCertFile'], env: 'TLS_CERT_FILE', flag: 'tls-cert-file', kind: { type: 'string' } },
-  tlsKeyFile: { file: ['tlsKeyFile'], env: 'TLS_KEY_FILE', flag: 'tls-key-file', kind: { type: 'string' } },
-  certPollMs: { file: ['certPollMs'], env: 'CERT_POLL_MS', flag: 'cert-poll-ms', kind: { type: 'int', min: 100, max: 3_600_000 } },
-  maxBodyBytes: { file: ['maxBodyBytes'], env: 'MAX_BODY_BYTES', flag: 'max-body-bytes', kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 } },
-  logLevel: { file: ['logLevel'], env: 'LOG_LEVEL', flag: 'log-level', kind: { type: 'enum', values: LOG_LEVELS } },
-  kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', kind: { type: 'string' } },
-  namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', kind: { type: 'int', min: 0, max: 600_000 } },
-  nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', kind: { type: 'int', min: 10, max: 10_000 } },
-  drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', kind: { type: 'int', min: 0, max: 120_000 } },
-  'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', kind: { type: 'string' } },
-  'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', kind: { type: 'enum', values: PULL_POLICIES } },
-  'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', kind: { type: 'enum', values: MODES } },
-  'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', kind: { type: 'bool' } },
-  'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', kind: { type: 'int', min: 1, max: 65535 } },
-  'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', kind: { type: 'enum', values: LOG_LEVELS } },
+  port: { file: ['port'], env: 'WEBHOOK_PORT', flag: 'port', help: 'HTTPS port of the admission endpoints, /healthz, /readyz and /metrics', kind: { type: 'int', min: 1, max: 65535 } },
+  host: { file: ['host'], env: 'WEBHOOK_HOST', flag: 'host', help: 'address to listen on (:: = IPv4 and IPv6)', kind: { type: 'string' } },
+  tlsCertFile: { file: ['tlsCertFile'], env: 'TLS_CERT_FILE', flag: 'tls-cert-file', help: 'serving certificate (PEM); re-read when it changes', kind: { type: 'string' } },
+  tlsKeyFile: { file: ['tlsKeyFile'], env: 'TLS_KEY_FILE', flag: 'tls-key-file', help: 'its private key (PEM)', kind: { type: 'string' } },
+  certPollMs: { file: ['certPollMs'], env: 'CERT_POLL_MS', flag: 'cert-poll-ms', help: 'also re-read the certificate files this often (ms)', kind: { type: 'int', min: 100, max: 3_600_000 } },
+  maxBodyBytes: { file: ['maxBodyBytes'], env: 'MAX_BODY_BYTES', flag: 'max-body-bytes', help: 'largest AdmissionReview body accepted (bytes)', kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 } },
+  logLevel: { file: ['logLevel'], env: 'LOG_LEVEL', flag: 'log-level', help: 'fatal, error, warn, info, debug, trace or silent', kind: { type: 'enum', values: LOG_LEVELS } },
+  kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', help: 'kubeconfig; unset: in-cluster service account', kind: { type: 'string' } },
+  namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', help: 'reuse a Namespace read from the apiserver this long (ms)', kind: { type: 'int', min: 0, max: 600_000 } },
+  nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', help: 'how long a Service admission waits for its NetworkAttachmentDefinitions (ms)', kind: { type: 'int', min: 10, max: 10_000 } },
+  drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', help: 'after SIGTERM, keep answering (not ready) this long (ms)', kind: { type: 'int', min: 0, max: 120_000 } },
+  'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', help: 'image of the injected sidecar; required (or the sidecarImage file next to the config file)', kind: { type: 'string' } },
+  'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', help: 'Always, IfNotPresent or Never', kind: { type: 'enum', values: PULL_POLICIES } },
+  'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)', kind: { type: 'enum', values: MODES } },
+  'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', help: 'run the sidecar privileged (only where capabilities are not enough)', kind: { type: 'bool' } },
+  'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', help: "the sidecar's health port (its HEALTH_PORT); the probes point here", kind: { type: 'int', min: 1, max: 65535 } },
+  'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', help: "the sidecar's log level (default: the webhook's)", kind: { type: 'enum', values: LOG_LEVELS } },
   'sidecar.command': { file: ['sidecar', 'command'], kind: { type: 'strings' } },
   'sidecar.args': { file: ['sidecar', 'args'], kind: { type: 'strings' } },
   'sidecar.resources': { file: ['sidecar', 'resources'], kind: { type: 'resources' } },
@@ -208,19 +210,43 @@ function unknownKeys(doc: Record<string, unknown>): string[] {
 /** Reads a file's text, or undefined when it does not exist. */
 export type ReadFile = (path: string) => string | undefined;
 
-export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[], readFile: ReadFile): Result<WebhookOptions, string> {
-  const flagNames = Object.values(SETTINGS as Record<string, Setting>).flatMap((s) => (s.flag === undefined ? [] : [s.flag]));
-  let flags: Record<string, string | boolean | undefined>;
-  try {
-    flags = parseArgs({
-      args: [...argv],
-      options: Object.fromEntries([...flagNames, 'config'].map((f) => [f, { type: 'string' as const }])),
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (e) {
-    return err(`${OBJECT}: ${(e as Error).message}; known flags: --config, ${flagNames.map((f) => `--${f}`).join(', ')}`);
+const FLAG_VALUE: Record<Kind['type'], string> = { int: 'N', string: 'TEXT', enum: 'NAME', bool: 'BOOL', strings: 'LIST', resources: 'MAP' };
+
+/** The webhook's flags and variables, for parsing and for --help (defaults: see webhookHelp). */
+export const WEBHOOK_PROGRAM: Program = {
+  name: 'multus-proxy webhook',
+  about: 'admission webhook: injects the sidecar into pods, defaults and validates multus-proxy Services',
+  usage: 'webhook [flags]',
+  flags: [
+    { name: 'config', value: 'PATH', env: 'WEBHOOK_CONFIG', help: 'config file (YAML or JSON; the multus-proxy-webhook ConfigMap)' },
+    ...(Object.values(SETTINGS) as Setting[]).flatMap((st) =>
+      st.flag === undefined ? [] : [{ name: st.flag, value: FLAG_VALUE[st.kind.type], ...(st.env !== undefined ? { env: st.env } : {}), help: st.help ?? '' }],
+    ),
+  ],
+  notes: 'Precedence: defaults < config file < environment < flags. Settings without a flag (sidecar.command, args, resources, tokenExpirationSeconds) are set in the config file.',
+};
+
+/** The --help text, with each setting's default read from what parseOptions actually defaults to. */
+export function webhookHelp(): string {
+  const defaults = parseOptions({ SIDECAR_IMAGE: '-' }, [], () => undefined);
+  const lookup = (path: readonly string[]): unknown => {
+    let cur: unknown = defaults.ok ? defaults.value : undefined;
+    for (const k of path) cur = typeof cur === 'object' && cur !== null ? (cur as Record<string, unknown>)[k] : undefined;
+    return cur;
+  };
+  const def = new Map<string, string>();
+  for (const st of Object.values(SETTINGS) as Setting[]) {
+    const v = lookup(st.file);
+    // Flags carry scalars only; the image has no default (the placeholder above is not one).
+    if (st.flag !== undefined && (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') && st.flag !== 'sidecar-image') def.set(st.flag, String(v));
   }
+  return helpText({ ...WEBHOOK_PROGRAM, flags: WEBHOOK_PROGRAM.flags.map((f) => (def.has(f.name) ? { ...f, def: def.get(f.name) } : f)) });
+}
+
+export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[], readFile: ReadFile): Result<WebhookOptions, string> {
+  const parsed = parseFlags(WEBHOOK_PROGRAM, argv);
+  if (!parsed.ok) return parsed;
+  const flags = parsed.value.values;
   const problems: string[] = [];
 
   const configFile = typeof flags['config'] === 'string' ? flags['config'] : env['WEBHOOK_CONFIG'];

@@ -5,10 +5,10 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { INSTALL_NAMESPACE, MAX_ENDPOINTS_PER_SLICE } from '../keys.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { ANY_HOST } from '../health.js';
+import { helpText, parseFlags, wantsHelp, type Program } from '../cli.js';
 
 export interface ControllerOptions {
   readonly kubeconfig?: string;
@@ -34,28 +34,6 @@ export interface ControllerOptions {
   readonly maxEndpointsPerSlice: number;
 }
 
-export const USAGE = `multus-proxy controller: EndpointSlices of secondary-network addresses for opted-in Services.
-
-  --kubeconfig PATH           kubeconfig (default: $KUBECONFIG, then in-cluster)
-  --context NAME              kubeconfig context
-  --namespace NS              watch one namespace only (default: all)
-  --leader-elect BOOL         default true
-  --lease-namespace NS        default $POD_NAMESPACE or ${INSTALL_NAMESPACE}
-  --lease-name NAME           default multus-proxy-controller
-  --identity ID               default $POD_NAME or <hostname>_<random>
-  --lease-duration DUR        default 15s   (DUR: 500ms, 15s, 2m or plain seconds)
-  --renew-deadline DUR        default 10s
-  --retry-period DUR          default 2s
-  --health-port N             /healthz /readyz /metrics, default 8080 (0 = any free port)
-  --health-host ADDR          default :: (IPv4 and IPv6)
-  --workers N                 parallel reconciles, default 2
-  --resync DUR                full re-reconcile period, default 10m (0 = off)
-  --event-interval DUR        repeat the same Warning Event at most this often, default 10m
-  --watch-nodes BOOL          read Nodes for endpoint zones, default true
-  --manage-sidecar-rbac BOOL  keep the sidecars' ClusterRoleBinding and RoleBindings, default true
-  --max-endpoints-per-slice N default ${MAX_ENDPOINTS_PER_SLICE}
-`;
-
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 
@@ -76,22 +54,46 @@ function parseCount(flag: string, value: string, min: number): Result<number> {
   return ok(Number(value));
 }
 
-const STRINGS = ['kubeconfig', 'context', 'namespace', 'lease-namespace', 'lease-name', 'identity', 'health-host'] as const;
 const DURATIONS = { 'lease-duration': '15s', 'renew-deadline': '10s', 'retry-period': '2s', resync: '10m', 'event-interval': '10m' } as const;
 const BOOLS = { 'leader-elect': 'true', 'watch-nodes': 'true', 'manage-sidecar-rbac': 'true' } as const;
 const COUNTS = { 'health-port': ['8080', 0], workers: ['2', 1], 'max-endpoints-per-slice': [String(MAX_ENDPOINTS_PER_SLICE), 1] } as const;
 
+const DUR = 'DUR';
+/** Every flag once, in help order; the defaults above are what the parser uses. */
+export const CONTROLLER_PROGRAM: Program = {
+  name: 'multus-proxy controller',
+  about: 'EndpointSlices of secondary-network addresses for opted-in Services',
+  usage: 'controller [flags]',
+  flags: [
+    { name: 'kubeconfig', value: 'PATH', env: 'KUBECONFIG', help: 'kubeconfig; unset: $KUBECONFIG, then in-cluster' },
+    { name: 'context', value: 'NAME', help: 'kubeconfig context' },
+    { name: 'namespace', value: 'NS', def: 'all', help: 'watch one namespace only' },
+    { name: 'leader-elect', value: 'BOOL', def: BOOLS['leader-elect'], help: 'run for leadership (a Lease); false: always act' },
+    { name: 'lease-namespace', value: 'NS', env: 'POD_NAMESPACE', def: INSTALL_NAMESPACE, help: "the Lease's namespace" },
+    { name: 'lease-name', value: 'NAME', def: 'multus-proxy-controller', help: "the Lease's name" },
+    { name: 'identity', value: 'ID', env: 'POD_NAME', def: '<hostname>_<random>', help: 'holder identity in the Lease' },
+    { name: 'lease-duration', value: DUR, def: DURATIONS['lease-duration'], help: 'DUR: 500ms, 15s, 2m or plain seconds' },
+    { name: 'renew-deadline', value: DUR, def: DURATIONS['renew-deadline'], help: 'a leader that cannot renew for this long stops acting' },
+    { name: 'retry-period', value: DUR, def: DURATIONS['retry-period'], help: 'how often to try to acquire or renew' },
+    { name: 'health-port', value: 'N', def: COUNTS['health-port'][0], help: '/healthz /readyz /metrics (0 = any free port)' },
+    { name: 'health-host', value: 'ADDR', def: ANY_HOST, help: 'address the health server listens on (:: = IPv4 and IPv6)' },
+    { name: 'workers', value: 'N', def: COUNTS.workers[0], help: 'parallel reconciles' },
+    { name: 'resync', value: DUR, def: DURATIONS.resync, help: 'full re-reconcile period (0 = off)' },
+    { name: 'event-interval', value: DUR, def: DURATIONS['event-interval'], help: 'repeat the same Warning Event at most this often' },
+    { name: 'watch-nodes', value: 'BOOL', def: BOOLS['watch-nodes'], help: 'read Nodes for endpoint zones' },
+    { name: 'manage-sidecar-rbac', value: 'BOOL', def: BOOLS['manage-sidecar-rbac'], help: "keep the sidecars' ClusterRoleBinding and RoleBindings" },
+    { name: 'max-endpoints-per-slice', value: 'N', def: COUNTS['max-endpoints-per-slice'][0], help: 'endpoints per EndpointSlice' },
+  ],
+};
+
+export const USAGE = helpText(CONTROLLER_PROGRAM);
+
 /** Parses argv (without node and script); `help` when --help was given. Errors are full messages. */
 export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = process.env): Result<ControllerOptions | 'help', string> {
-  const spec: Record<string, { type: 'string' | 'boolean' }> = { help: { type: 'boolean' } };
-  for (const k of [...STRINGS, ...Object.keys(DURATIONS), ...Object.keys(BOOLS), ...Object.keys(COUNTS)]) spec[k] = { type: 'string' };
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    values = parseArgs({ args: [...argv], options: spec, allowPositionals: false, strict: true }).values;
-  } catch (e) {
-    return err(`controller: ${e instanceof Error ? e.message : String(e)}\n\n${USAGE}`);
-  }
-  if (values['help'] === true) return ok('help');
+  if (wantsHelp(argv)) return ok('help');
+  const parsed = parseFlags(CONTROLLER_PROGRAM, argv);
+  if (!parsed.ok) return err(`${parsed.error}\n\n${USAGE}`);
+  const values = parsed.value.values;
   const str = (k: string): string | undefined => {
     const v = values[k];
     return typeof v === 'string' && v !== '' ? v : undefined;
