@@ -52,6 +52,11 @@ export function leaseDecision(lease: V1Lease | undefined, observed: Observed | u
   return now - since >= leaseDurationMs ? 'acquire' : 'wait';
 }
 
+/** The write permission rule, pure: a renew sent at lastRenew allows writes for renewDeadline. */
+export function mayWriteAt(lastRenew: number, now: number, renewDeadlineMs: number): boolean {
+  return now - lastRenew < renewDeadlineMs;
+}
+
 /** MicroTime: RFC 3339 with six fractional digits. */
 export function microTime(ms: number): string {
   return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
@@ -88,10 +93,65 @@ const sleep = (ms: number, signal: AbortSignal): Promise<void> =>
     signal.addEventListener('abort', done, { once: true });
   });
 
-export class LeaderElector {
+/**
+ * What the controller's writes ask before they go out. Time-based, not a flag: a leader cut off
+ * from the apiserver may write only while `now - lastRenew < renewDeadline` (lastRenew = when the
+ * last successful renew was *sent*, so the bound is conservative), and each write carries a
+ * signal that aborts at that instant. A standby takes over no earlier than a lease duration after
+ * it saw our last renew, and renewDeadline < leaseDuration, so our writes end before its begin.
+ */
+export interface WriteFence {
+  mayWrite(now?: number): boolean;
+  /** Aborts when write permission runs out; already aborted when there is none. */
+  writeSignal(): AbortSignal;
+}
+
+/** A fence for a controller that does not elect (a single replica): always allowed. */
+export const OPEN_FENCE: WriteFence = { mayWrite: () => true, writeSignal: () => new AbortController().signal };
+
+class FenceClosed extends Error {
+  override readonly name = 'FenceClosed';
+}
+
+/**
+ * The client the controller writes through: reads pass, every create/replace/patch/delete first
+ * asks the fence and then runs under its signal (joined with the caller's), so a write that is
+ * slow to reach the apiserver is aborted when permission runs out instead of landing later.
+ */
+export function fenceWrites(client: KubeClient, fence: WriteFence): KubeClient {
+  const guarded = <O extends { signal?: AbortSignal }>(what: string, opts: O | undefined): O & { signal: AbortSignal } => {
+    if (!fence.mayWrite()) throw new FenceClosed(`${what}: refused, this replica is not the leader (or its renew deadline passed)`);
+    const signal = opts?.signal ? AbortSignal.any([opts.signal, fence.writeSignal()]) : fence.writeSignal();
+    return { ...(opts ?? ({} as O)), signal };
+  };
+  return {
+    get: (path, opts) => client.get(path, opts),
+    list: (path, opts) => client.list(path, opts),
+    watch: (path, opts, onEvent, signal) => client.watch(path, opts, onEvent, signal),
+    requestCount: () => client.requestCount(),
+    create: async (path, body, opts) => client.create(path, body, guarded(`create ${path}`, opts)),
+    replace: async (path, body, opts) => client.replace(path, body, guarded(`replace ${path}`, opts)),
+    patch: async (path, patch, type, opts) => client.patch(path, patch, type, guarded(`patch ${path}`, opts)),
+    delete: async (path, opts) => client.delete(path, guarded(`delete ${path}`, opts)),
+  };
+}
+
+/** A signal that aborts at the wall-clock instant `at` (already aborted when that has passed). */
+export function abortAt(at: number, reason: string, now = Date.now()): AbortSignal {
+  const left = at - now;
+  if (left <= 0) return AbortSignal.abort(new Error(reason));
+  const ctl = new AbortController();
+  setTimeout(() => ctl.abort(new Error(reason)), left).unref();
+  return ctl.signal;
+}
+
+export class LeaderElector implements WriteFence {
   private observed: Observed | undefined;
   private leading = false;
+  /** When the last successful acquire/renew was sent (our clock); meaningful while leading. */
   private lastRenew = 0;
+  /** Shared by the writes of one renew period; replaced when lastRenew moves. */
+  private fenceSignal: { at: number; signal: AbortSignal } | undefined;
   private readonly path: string;
   private readonly collectionPath: string;
 
@@ -105,15 +165,28 @@ export class LeaderElector {
     this.path = apiPath('coordination.k8s.io', 'v1', 'leases', cfg.namespace, cfg.name);
   }
 
-  isLeader(): boolean {
-    return this.leading;
+  /** True while this replica may act as the leader: the same time-based test as writes. */
+  isLeader(now = Date.now()): boolean {
+    return this.mayWrite(now);
   }
 
-  /** One attempt to acquire or renew; true when we hold the lease afterwards. */
-  async tryAcquireOrRenew(now = Date.now()): Promise<boolean> {
+  mayWrite(now = Date.now()): boolean {
+    return this.leading && mayWriteAt(this.lastRenew, now, this.cfg.renewDeadlineMs);
+  }
+
+  writeSignal(): AbortSignal {
+    if (!this.leading) return AbortSignal.abort(new Error('not the leader'));
+    const at = this.lastRenew + this.cfg.renewDeadlineMs;
+    if (this.fenceSignal?.at !== at) this.fenceSignal = { at, signal: abortAt(at, 'renew deadline passed: this replica may no longer write') };
+    return this.fenceSignal.signal;
+  }
+
+  /** One attempt to acquire or renew; true when we hold the lease afterwards. The signal bounds it. */
+  async tryAcquireOrRenew(now = Date.now(), signal?: AbortSignal): Promise<boolean> {
+    const opts = signal ? { signal } : {};
     let lease: V1Lease | undefined;
     try {
-      lease = await this.client.get<V1Lease>(this.path);
+      lease = await this.client.get<V1Lease>(this.path, opts);
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
@@ -124,13 +197,17 @@ export class LeaderElector {
     try {
       const written =
         lease === undefined
-          ? await this.client.create<V1Lease>(this.collectionPath, {
-              apiVersion: 'coordination.k8s.io/v1',
-              kind: 'Lease',
-              metadata: { name: this.cfg.name, namespace: this.cfg.namespace },
-              spec,
-            })
-          : await this.client.replace<V1Lease>(this.path, { ...lease, spec });
+          ? await this.client.create<V1Lease>(
+              this.collectionPath,
+              {
+                apiVersion: 'coordination.k8s.io/v1',
+                kind: 'Lease',
+                metadata: { name: this.cfg.name, namespace: this.cfg.namespace },
+                spec,
+              },
+              opts,
+            )
+          : await this.client.replace<V1Lease>(this.path, { ...lease, spec }, opts);
       this.observed = observe(undefined, written, now);
       return true;
     } catch (e) {
@@ -144,10 +221,15 @@ export class LeaderElector {
   async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       const now = Date.now();
+      // A renew may take no longer than what is left of the renew deadline (client-go's
+      // RenewDeadline context), an acquire attempt no longer than a renew deadline: never the
+      // client's 60 s request timeout.
+      const until = this.leading ? this.lastRenew + this.cfg.renewDeadlineMs : now + this.cfg.renewDeadlineMs;
       let held = false;
       try {
-        held = await this.tryAcquireOrRenew(now);
+        held = await this.tryAcquireOrRenew(now, AbortSignal.any([signal, abortAt(until, 'renew deadline reached', now)]));
       } catch (e) {
+        if (signal.aborted) break;
         this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'lease request failed');
       }
       if (held) {
@@ -159,7 +241,7 @@ export class LeaderElector {
         }
       } else if (this.leading) {
         const holder = this.holderSeen();
-        if (holder !== this.cfg.identity || Date.now() - this.lastRenew >= this.cfg.renewDeadlineMs) {
+        if (holder !== this.cfg.identity || !this.mayWrite()) {
           this.leading = false;
           const reason = holder !== this.cfg.identity ? `lease taken by ${holder || 'nobody'}` : 'could not renew within the renew deadline';
           this.logger.error({ reason }, 'lost leadership');
@@ -167,8 +249,11 @@ export class LeaderElector {
           return;
         }
       }
-      // Jitter keeps replicas from hitting the apiserver in lock step.
-      const wait = this.leading ? this.cfg.retryPeriodMs : this.cfg.retryPeriodMs * (1 + Math.random() * 0.2);
+      // Jitter keeps replicas from hitting the apiserver in lock step. A leader whose renew
+      // failed retries at once-per-retry-period but never sleeps past its deadline.
+      const wait = this.leading
+        ? Math.min(this.cfg.retryPeriodMs, Math.max(0, this.lastRenew + this.cfg.renewDeadlineMs - Date.now()))
+        : this.cfg.retryPeriodMs * (1 + Math.random() * 0.2);
       await sleep(wait, signal);
     }
     if (this.leading) await this.release();
@@ -180,14 +265,15 @@ export class LeaderElector {
     return typeof parsed[0] === 'string' ? parsed[0] : '';
   }
 
-  /** Gives the lease up so a standby can take over at once. */
+  /** Gives the lease up so a standby can take over at once (bounded by one renew deadline). */
   async release(): Promise<void> {
     this.leading = false;
+    const opts = { signal: AbortSignal.timeout(this.cfg.renewDeadlineMs) };
     try {
-      const lease = await this.client.get<V1Lease>(this.path);
+      const lease = await this.client.get<V1Lease>(this.path, opts);
       if (lease.spec?.holderIdentity !== this.cfg.identity) return;
       const spec = { ...lease.spec, holderIdentity: '', leaseDurationSeconds: 1, renewTime: microTime(Date.now()) as unknown as Date };
-      await this.client.replace<V1Lease>(this.path, { ...lease, spec });
+      await this.client.replace<V1Lease>(this.path, { ...lease, spec }, opts);
       this.logger.info('released the lease');
     } catch (e) {
       this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'could not release the lease');

@@ -42,3 +42,21 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     leader: new prom.Gauge({ name: `${p}_leader`, help: '1 while this replica holds the leader lease', registers: [registry] }),
   };
 }
+
+/**
+ * Requests this replica sent to the apiserver, by verb (get, list, watch, create, update, patch,
+ * delete), read from the client at scrape time: shows apiserver load, and lets a test count the
+ * writes a cut-off leader attempts.
+ */
+export function registerKubeRequests(registry: Registry, requestCount: () => { [verb: string]: number }): void {
+  new prom.Counter({
+    name: 'multus_proxy_controller_kube_requests_total',
+    help: 'Requests sent to the apiserver, by verb',
+    labelNames: ['verb'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [verb, n] of Object.entries(requestCount())) this.inc({ verb }, n);
+    },
+  });
+}

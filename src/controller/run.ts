@@ -4,8 +4,10 @@
  * writes, Events, sidecar RBAC). Standby replicas keep warm caches and are ready too: readiness
  * is not leadership.
  *
- * Losing the lease makes `mayWrite` false at once (no further write) and calls
- * `onLostLeadership`; the program exits there so it restarts with clean state.
+ * Every write goes through a fenced client: it is refused unless the last successful renew was
+ * sent less than a renew deadline ago, and aborted when that runs out (time-based, so a leader
+ * cut off from the apiserver stops writing on time even while its renew request hangs). Losing
+ * the lease calls `onLostLeadership`; the program exits there so it restarts with clean state.
  */
 import { createInformer, type Informer } from '../kube/informer.js';
 import type { KubeClient } from '../kube/client.js';
@@ -16,8 +18,8 @@ import { createRegistry, type Registry } from '../metrics.js';
 import { startHealthServer, type HealthServer } from '../health.js';
 import { INJECTION_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
 import { createEventRecorder } from './events.js';
-import { LeaderElector } from './leader.js';
-import { createControllerMetrics, type ControllerMetrics } from './metrics.js';
+import { fenceWrites, LeaderElector, OPEN_FENCE, type WriteFence } from './leader.js';
+import { createControllerMetrics, registerKubeRequests, type ControllerMetrics } from './metrics.js';
 import type { ControllerOptions } from './options.js';
 import { ourSlicesSelector } from './plan.js';
 import { Reconciler, RetryableWriteError, ZONE_LABEL } from './reconcile.js';
@@ -55,12 +57,20 @@ function informerPath(resource: string, group: string, version: string, namespac
 export async function startController(client: KubeClient, opts: ControllerOptions, logger: Logger, hooks: ControllerHooks = {}): Promise<RunningController> {
   const registry = hooks.registry ?? createRegistry('multus_proxy_controller');
   const metrics = createControllerMetrics(registry);
+  registerKubeRequests(registry, () => client.requestCount());
   const queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
   const abort = new AbortController();
   let writing = !opts.leaderElect;
   let leading = false;
   let ready = false;
   const timers: NodeJS.Timeout[] = [];
+
+  // `elector` is assigned below; the fence is only consulted once workers run.
+  const fence: WriteFence = {
+    mayWrite: (now) => writing && (elector === undefined || elector.mayWrite(now)),
+    writeSignal: () => (elector === undefined ? OPEN_FENCE.writeSignal() : elector.writeSignal()),
+  };
+  const writer = fenceWrites(client, fence);
 
   const informerOpts = { logger };
   const services = createInformer<V1Service>(client, {
@@ -81,7 +91,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     : undefined;
   const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes') }) : undefined;
 
-  const events = createEventRecorder(client, {
+  const events = createEventRecorder(writer, {
     intervalMs: opts.eventIntervalMs,
     instance: opts.identity,
     logger,
@@ -92,14 +102,14 @@ export async function startController(client: KubeClient, opts: ControllerOption
     metrics.queueDepth.set(queue.length());
   };
   const reconciler = new Reconciler({
-    client,
+    client: writer,
     logger,
     metrics,
     events,
     getService: (key) => services.get(key),
     enqueue,
     enqueueAfter: (key, ms) => queue.addAfter(key, ms),
-    mayWrite: () => writing,
+    mayWrite: () => fence.mayWrite(),
     maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
     eventIntervalMs: opts.eventIntervalMs,
   });
@@ -122,7 +132,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
 
   const process = async (key: string): Promise<void> => {
     if (key === RBAC_KEY) {
-      const { writes, problems } = await syncSidecarRbac(client, namespaces?.list() ?? []);
+      const { writes, problems } = await syncSidecarRbac(writer, namespaces?.list() ?? []);
       if (writes.length > 0) logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
       for (const p of problems) {
         metrics.errors.inc({ stage: 'rbac' });

@@ -41,9 +41,9 @@ export function isNotFound(e: unknown): boolean {
 }
 
 /** GET that answers undefined for 404, so "does it exist?" needs no try/catch at each caller. */
-export async function getIfExists<T>(client: Pick<KubeClient, 'get'>, path: string): Promise<T | undefined> {
+export async function getIfExists<T>(client: Pick<KubeClient, 'get'>, path: string, opts?: RequestOptions): Promise<T | undefined> {
   try {
-    return await client.get<T>(path);
+    return await client.get<T>(path, opts);
   } catch (e) {
     if (isNotFound(e)) return undefined;
     throw e;
@@ -54,14 +54,17 @@ export function isConflict(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 409;
 }
 
-export interface ListOptions {
+/** Every verb takes an abort signal: a caller with a deadline (the leader's renew) must not wait out the request timeout. */
+export interface RequestOptions {
+  signal?: AbortSignal;
+}
+
+export interface ListOptions extends RequestOptions {
   labelSelector?: string;
   fieldSelector?: string;
   limit?: number;
   continue?: string;
   resourceVersion?: string;
-  /** Aborts the request (the informer uses it so stop() leaves nothing in flight). */
-  signal?: AbortSignal;
 }
 
 export interface WatchOptions extends ListOptions {
@@ -69,22 +72,26 @@ export interface WatchOptions extends ListOptions {
   timeoutSeconds?: number;
 }
 
-export interface WriteOptions {
+export interface WriteOptions extends RequestOptions {
   dryRun?: boolean;
   fieldManager?: string;
+}
+
+export interface DeleteOptions extends RequestOptions {
+  propagationPolicy?: string;
 }
 
 export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
 
 export interface KubeClient {
-  get<T>(path: string): Promise<T>;
+  get<T>(path: string, opts?: RequestOptions): Promise<T>;
   /** Follows `continue` pages and returns all items with the first page's resourceVersion (one snapshot). */
   list<T>(path: string, opts?: ListOptions): Promise<ObjectList<T>>;
   create<T>(path: string, body: T, opts?: WriteOptions): Promise<T>;
   replace<T>(path: string, body: T, opts?: WriteOptions): Promise<T>;
   patch<T>(path: string, patch: unknown, type: PatchType, opts?: WriteOptions & { force?: boolean }): Promise<T>;
   /** 404 is not an error: the object is gone either way. */
-  delete(path: string, opts?: { propagationPolicy?: string }): Promise<void>;
+  delete(path: string, opts?: DeleteOptions): Promise<void>;
   /**
    * Streams watch events to onEvent until the server ends the watch (resolves), the signal aborts
    * (resolves), or something fails (rejects; an ERROR event becomes a KubeApiError, 410 included).
@@ -155,6 +162,11 @@ export function errorFromWatchStatus(obj: unknown, what: string): KubeApiError {
   const s = (obj ?? {}) as { message?: unknown; reason?: unknown; details?: unknown; code?: unknown };
   const code = typeof s.code === 'number' ? s.code : 0;
   return new KubeApiError(code, typeof s.message === 'string' ? s.message : JSON.stringify(obj), typeof s.reason === 'string' ? s.reason : undefined, s.details, what);
+}
+
+function abortedError(method: string, path: string, signal: AbortSignal): Error {
+  const why: unknown = signal.reason;
+  return new Error(`${method} ${path.split('?')[0]}: aborted by the caller (${why instanceof Error ? why.message : String(why)})`, { cause: why });
 }
 
 /**
@@ -241,13 +253,15 @@ class Client implements KubeClient {
   }
 
   private async request(verb: string, method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal): Promise<Response> {
+    // A request whose caller has already given up is not sent (nor counted).
+    if (signal?.aborted) throw abortedError(method, path, signal);
     this.count(verb);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers: Record<string, string> = payload ? { 'Content-Type': contentType ?? 'application/json', 'Content-Length': String(payload.length) } : {};
     const req = await this.open(method, path, headers, signal);
     return new Promise<Response>((resolve, reject) => {
       req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
-      req.on('error', reject);
+      req.on('error', (e) => reject(signal?.aborted ? abortedError(method, path, signal) : e));
       req.on('response', (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
@@ -265,8 +279,8 @@ class Client implements KubeClient {
     return JSON.parse(text) as T;
   }
 
-  get<T>(path: string): Promise<T> {
-    return this.json<T>('get', 'GET', path);
+  get<T>(path: string, opts?: RequestOptions): Promise<T> {
+    return this.json<T>('get', 'GET', path, undefined, undefined, opts?.signal);
   }
 
   async list<T>(path: string, opts: ListOptions = {}): Promise<ObjectList<T>> {
@@ -291,20 +305,20 @@ class Client implements KubeClient {
   }
 
   create<T>(path: string, body: T, opts?: WriteOptions): Promise<T> {
-    return this.json<T>('create', 'POST', path + queryString(writeQuery(opts, false)), body);
+    return this.json<T>('create', 'POST', path + queryString(writeQuery(opts, false)), body, undefined, opts?.signal);
   }
 
   replace<T>(path: string, body: T, opts?: WriteOptions): Promise<T> {
-    return this.json<T>('update', 'PUT', path + queryString(writeQuery(opts, false)), body);
+    return this.json<T>('update', 'PUT', path + queryString(writeQuery(opts, false)), body, undefined, opts?.signal);
   }
 
   patch<T>(path: string, patch: unknown, type: PatchType, opts?: WriteOptions & { force?: boolean }): Promise<T> {
     // Server-side apply needs a field manager; the others accept one.
-    return this.json<T>('patch', 'PATCH', path + queryString(writeQuery(opts, type === 'apply')), patch, PATCH_CONTENT_TYPES[type]);
+    return this.json<T>('patch', 'PATCH', path + queryString(writeQuery(opts, type === 'apply')), patch, PATCH_CONTENT_TYPES[type], opts?.signal);
   }
 
-  async delete(path: string, opts?: { propagationPolicy?: string }): Promise<void> {
-    const res = await this.request('delete', 'DELETE', path + queryString({ propagationPolicy: opts?.propagationPolicy }));
+  async delete(path: string, opts?: DeleteOptions): Promise<void> {
+    const res = await this.request('delete', 'DELETE', path + queryString({ propagationPolicy: opts?.propagationPolicy }), undefined, undefined, opts?.signal);
     if (res.status === 404 || (res.status >= 200 && res.status < 300)) return;
     throw errorFromResponse(res.status, res.body.toString('utf8'), `DELETE ${path}`);
   }

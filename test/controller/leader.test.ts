@@ -5,97 +5,30 @@
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Lease } from '../../src/kube/types.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
+import { leaseHolder, readyz, startControllerProc, tail, type Proc } from './procs.js';
 
-const ROOT = resolve(import.meta.dirname, '..', '..');
 const LEASE_MS = 3000;
 const RETRY_MS = 500;
-
-interface Proc {
-  readonly child: ChildProcess;
-  readonly identity: string;
-  port?: number;
-  readonly logs: string[];
-  exitCode?: number | null;
-  exitSignal?: NodeJS.Signals | null;
-}
 
 void describe('controller leader election (two processes)', () => {
   let cp: ControlPlane;
   let ns: string;
   const procs: Proc[] = [];
   const leasePath = (): string => apiPath('coordination.k8s.io', 'v1', 'leases', ns, 'ctl');
-  const holder = async (): Promise<string | undefined> => {
-    try {
-      return (await cp.client.get<V1Lease>(leasePath())).spec?.holderIdentity;
-    } catch {
-      return undefined;
-    }
-  };
+  const holder = (): Promise<string | undefined> => leaseHolder(cp.client, ns);
 
   function startProc(identity: string): Proc {
-    const args = [
-      '--import',
-      'tsx',
-      'src/controller/main.ts',
-      '--kubeconfig',
-      cp.kubeconfigPath,
-      '--namespace',
-      ns,
-      '--lease-namespace',
-      ns,
-      '--lease-name',
-      'ctl',
-      '--identity',
-      identity,
-      '--lease-duration',
-      `${LEASE_MS}ms`,
-      '--renew-deadline',
-      '2s',
-      '--retry-period',
-      `${RETRY_MS}ms`,
-      '--health-port',
-      '0',
-      '--health-host',
-      '127.0.0.1',
-      '--manage-sidecar-rbac',
-      'false',
-      '--watch-nodes',
-      'false',
-    ];
-    const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, LOG_LEVEL: 'info' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    const p: Proc = { child, identity, logs: [] };
-    const read = (stream: NodeJS.ReadableStream): void => {
-      createInterface({ input: stream }).on('line', (line) => {
-        p.logs.push(line);
-        try {
-          const rec = JSON.parse(line) as { msg?: string; healthPort?: number };
-          if (rec.msg === 'controller started') p.port = rec.healthPort;
-        } catch {
-          // not JSON: kept in logs for the failure message
-        }
-      });
-    };
-    if (child.stdout) read(child.stdout);
-    if (child.stderr) read(child.stderr);
-    child.on('exit', (code, signal) => {
-      p.exitCode = code;
-      p.exitSignal = signal;
-    });
+    const p = startControllerProc({ kubeconfig: cp.kubeconfigPath, namespace: ns, identity, leaseMs: LEASE_MS, renewMs: 2000, retryMs: RETRY_MS });
     procs.push(p);
     return p;
   }
-  const readyz = async (p: Proc): Promise<number> => (await fetch(`http://127.0.0.1:${p.port ?? 0}/readyz`)).status;
-  const tail = (p: Proc): string => p.logs.slice(-15).join('\n');
 
   before(async () => {
     cp = await useControlPlane();

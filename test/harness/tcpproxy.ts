@@ -3,12 +3,15 @@
  * apiserver without touching the apiserver:
  * - `refuse`: every open connection is reset and new ones are closed at once (a partition);
  * - `blackhole`: connections stay open but no byte passes (a NAT that silently dropped them),
- *   which is what an informer's watchdog exists for.
+ *   which is what an informer's watchdog exists for;
+ * - `deaf`: the client's bytes are dropped, the server's still arrive (an asymmetric partition):
+ *   open watches keep delivering events, so a cut-off leader still has work, but none of its
+ *   requests (renews, writes) reaches the apiserver or is answered.
  * TLS passes through untouched, so the apiserver's certificate (for 127.0.0.1) still verifies.
  */
 import { connect, createServer, type Socket } from 'node:net';
 
-export type ProxyMode = 'pass' | 'refuse' | 'blackhole';
+export type ProxyMode = 'pass' | 'refuse' | 'blackhole' | 'deaf';
 
 export interface TcpProxy {
   readonly port: number;
@@ -42,12 +45,12 @@ export async function startTcpProxy(targetPort: number, targetHost = '127.0.0.1'
     upstream.on('error', drop);
     client.on('close', drop);
     upstream.on('close', drop);
-    // Bytes pass only in 'pass' mode; in 'blackhole' they are read and dropped.
+    // Bytes pass only in 'pass' mode (and server-to-client in 'deaf'); otherwise read and dropped.
     client.on('data', (d: Buffer) => {
       if (current === 'pass') upstream.write(d);
     });
     upstream.on('data', (d: Buffer) => {
-      if (current === 'pass') client.write(d);
+      if (current === 'pass' || current === 'deaf') client.write(d);
     });
   });
   await new Promise<void>((resolve, reject) => {

@@ -129,6 +129,33 @@ void describe('client against a scripted server', () => {
     await assert.rejects(client.watch('/x', {}, () => {}, new AbortController().signal), /closed mid-stream|aborted|socket hang up|ECONNRESET/);
   });
 
+  void test('every verb takes an abort signal: a hanging request ends when it aborts; an aborted one is not sent', async (t) => {
+    let arrived = 0;
+    const url = await fakeServer(t, () => {
+      arrived++; // never answers: a partitioned apiserver
+    });
+    const client = createKubeClient({ server: url });
+    const calls: [string, (signal: AbortSignal) => Promise<unknown>][] = [
+      ['get', (signal) => client.get('/x', { signal })],
+      ['list', (signal) => client.list('/x', { signal })],
+      ['create', (signal) => client.create('/x', {}, { signal })],
+      ['replace', (signal) => client.replace('/x', {}, { signal })],
+      ['patch', (signal) => client.patch('/x', {}, 'merge', { signal })],
+      ['delete', (signal) => client.delete('/x', { signal })],
+    ];
+    for (const [verb, call] of calls) {
+      const t0 = Date.now();
+      await assert.rejects(call(AbortSignal.timeout(100)), /aborted by the caller/, verb);
+      assert.ok(Date.now() - t0 < 2000, `${verb} ended ${Date.now() - t0} ms after a 100 ms abort`);
+    }
+    assert.equal(arrived, calls.length);
+    const before = client.requestCount();
+    await assert.rejects(client.replace('/x', {}, { signal: AbortSignal.abort(new Error('no permission')) }), /aborted by the caller \(no permission\)/);
+    assert.deepEqual(client.requestCount(), before, 'not counted');
+    await delay(50);
+    assert.equal(arrived, calls.length, 'not sent');
+  });
+
   void test('errors carry status, reason and the apiserver message; delete ignores 404', async (t) => {
     const url = await fakeServer(t, (req, res) => {
       if (req.method === 'DELETE') {
