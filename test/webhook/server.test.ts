@@ -4,6 +4,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { rmSync } from 'node:fs';
 import fc from 'fast-check';
+import supertest from 'supertest';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
 import { createWebhookMetrics } from '../../webhook/metrics.js';
 import { createApp, decodeReview, PATHS, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
@@ -15,7 +16,7 @@ import { admissionRequest, applyResponse, ENABLED, fakeCluster, servingPairFolde
 
 const MAX_BODY = 2 * 1024 * 1024;
 
-function buildApp(metrics = createWebhookMetrics(new prom.Registry())) {
+function buildApp(metrics = createWebhookMetrics(new prom.Registry()), ready?: () => { ready: boolean; reason?: string }) {
   const deps = { cluster: fakeCluster({ namespaces: { apps: ENABLED } }), sidecar: SIDECAR };
   return createApp({
     endpoints: {
@@ -28,6 +29,7 @@ function buildApp(metrics = createWebhookMetrics(new prom.Registry())) {
     maxBodyBytes: MAX_BODY,
     metrics,
     handlerTimeoutMs: 200,
+    ...(ready !== undefined ? { ready } : {}),
   });
 }
 
@@ -79,7 +81,69 @@ void describe('webhook/server over HTTPS', () => {
     assert.equal((out.spec as { initContainers?: { name: string }[] }).initContainers?.[0]?.name, 'multus-proxy');
   });
 
-  void test('malformed requests get a 4xx with a message saying what is wrong', async () => {
+  void test('errors and health answer over TLS too (the HTTP layer itself is tested in process below)', async () => {
+    const r = await request(server.port, ca, 'POST', PATHS.mutatePods, '{not json', 'application/json');
+    assert.equal(r.status, 400);
+    assert.match(r.text, /body is not valid JSON/);
+    assert.equal((await request(server.port, ca, 'GET', '/healthz')).text, 'ok\n', 'still serving');
+  });
+
+  void test('a real-sized pod (1.5 MB of annotations, etcd’s object limit) fits under the body limit', async () => {
+    const big = structuredClone(pod) as typeof pod & { metadata: { annotations: Record<string, string> } };
+    big.metadata.annotations['example.com/blob'] = 'x'.repeat(1_500_000);
+    const r = await request(server.port, ca, 'POST', PATHS.mutatePods, reviewBody(big));
+    assert.equal(r.status, 200);
+    assert.equal((JSON.parse(r.text) as AdmissionReview).response?.allowed, true);
+  });
+});
+
+/**
+ * The HTTP layer in process (supertest drives the express app without a socket of its own): content
+ * type, body limit, uid echo, status codes for malformed reviews, health, readiness and metrics.
+ * TLS and certificate reload are what the HTTPS tests above are for.
+ */
+void describe('webhook/server HTTP layer (supertest, in process)', () => {
+  const metrics = createWebhookMetrics(new prom.Registry());
+  let notReady: string | undefined;
+  const app = buildApp(metrics, () => (notReady === undefined ? { ready: true } : { ready: false, reason: notReady }));
+  const post = (path: string, body: string, type = 'application/json') => supertest(app).post(path).set('Content-Type', type).send(body);
+
+  void test('a review is answered 200, as application/json, with the uid echoed', async () => {
+    const body = reviewBody(pod);
+    const r = await post(PATHS.mutatePods, body);
+    assert.equal(r.status, 200);
+    assert.match(r.headers['content-type'] ?? '', /^application\/json/);
+    const review = r.body as AdmissionReview;
+    assert.equal(review.kind, 'AdmissionReview');
+    assert.equal(review.apiVersion, 'admission.k8s.io/v1');
+    assert.equal(review.response?.uid, (JSON.parse(body) as AdmissionReview).request?.uid);
+    for (const uid of ['a', 'ünïcode-uid', 'x'.repeat(200)]) {
+      const withUid = JSON.stringify({ ...(JSON.parse(body) as AdmissionReview), request: { ...(JSON.parse(body) as AdmissionReview).request, uid } });
+      assert.equal(((await post(PATHS.mutatePods, withUid)).body as AdmissionReview).response?.uid, uid);
+    }
+  });
+
+  void test('content type: JSON and +json types are read, anything else is 415', async () => {
+    assert.equal((await post(PATHS.mutatePods, reviewBody(pod), 'application/json; charset=utf-8')).status, 200);
+    assert.equal((await post(PATHS.mutatePods, reviewBody(pod), 'application/vnd.kubernetes+json')).status, 200);
+    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'application/yaml']) {
+      const r = await post(PATHS.mutatePods, reviewBody(pod), type);
+      assert.equal(r.status, 415, type);
+      assert.match(r.text, /is not JSON; send the AdmissionReview as application\/json/);
+      assert.match(r.headers['content-type'] ?? '', /^text\/plain/);
+    }
+  });
+
+  void test('body limit: up to the limit is read, one byte over is 413 naming the limit and the flag', async () => {
+    const review = reviewBody(pod);
+    const pad = (n: number) => `${review}${' '.repeat(n - Buffer.byteLength(review))}`;
+    assert.equal((await post(PATHS.mutatePods, pad(MAX_BODY))).status, 200);
+    const over = await post(PATHS.mutatePods, pad(MAX_BODY + 1));
+    assert.equal(over.status, 413);
+    assert.match(over.text, new RegExp(`request body of ${MAX_BODY + 1} bytes exceeds the limit of ${MAX_BODY} bytes; raise maxBodyBytes \\(--max-body-bytes\\)`));
+  });
+
+  void test('malformed reviews get a 4xx with a message saying what is wrong', async () => {
     const cases: [string | Buffer, string, number, RegExp][] = [
       ['{not json', 'application/json', 400, /body is not valid JSON/],
       ['hello', 'text/plain', 415, /Content-Type "text\/plain" is not JSON/],
@@ -92,38 +156,46 @@ void describe('webhook/server over HTTPS', () => {
       [Buffer.alloc(MAX_BODY + 10, 0x20), 'application/json', 413, /request body of \d+ bytes exceeds the limit of 2097152 bytes/],
     ];
     for (const [body, type, status, message] of cases) {
-      const r = await request(server.port, ca, 'POST', PATHS.mutatePods, body, type);
+      const r = await supertest(app).post(PATHS.mutatePods).set('Content-Type', type).send(body);
       assert.equal(r.status, status, `${String(body).slice(0, 60)} -> ${r.text}`);
       assert.match(r.text, message);
     }
-    assert.equal((await request(server.port, ca, 'GET', '/healthz')).text, 'ok\n', 'still serving');
+    assert.equal((await supertest(app).get('/healthz')).text, 'ok\n', 'still serving');
   });
 
-  void test('a real-sized pod (1.5 MB of annotations, etcd’s object limit) fits under the body limit', async () => {
-    const big = structuredClone(pod) as typeof pod & { metadata: { annotations: Record<string, string> } };
-    big.metadata.annotations['example.com/blob'] = 'x'.repeat(1_500_000);
-    const r = await request(server.port, ca, 'POST', PATHS.mutatePods, reviewBody(big));
+  void test('DELETE and CONNECT are allowed without a decision; GET on an admission path is 404', async () => {
+    const del = JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { uid: 'd', operation: 'DELETE' } });
+    const r = await post(PATHS.mutatePods, del);
     assert.equal(r.status, 200);
-    assert.equal((JSON.parse(r.text) as AdmissionReview).response?.allowed, true);
+    assert.deepEqual((r.body as AdmissionReview).response, { uid: 'd', allowed: true });
+    assert.equal((await supertest(app).get(PATHS.mutatePods)).status, 404);
   });
 
   void test('failures while deciding are HTTP 200, allowed:false, code 500 with the reason; a wrong kind says which rule to fix', async () => {
-    const boom = JSON.parse((await request(server.port, ca, 'POST', '/boom', reviewBody(pod))).text) as AdmissionReview;
+    const boom = (await post('/boom', reviewBody(pod))).body as AdmissionReview;
     assert.deepEqual(boom.response?.status, { code: 500, message: 'multus-proxy webhook could not decide: lookup exploded', reason: 'InternalError' });
-    const slow = JSON.parse((await request(server.port, ca, 'POST', '/slow', reviewBody(pod))).text) as AdmissionReview;
+    const slow = (await post('/slow', reviewBody(pod))).body as AdmissionReview;
     assert.match(slow.response?.status?.message ?? '', /no decision within 200 ms/);
-    const wrong = JSON.parse((await request(server.port, ca, 'POST', PATHS.mutatePods, reviewBody({ metadata: {} }, 'apps', 'Service'))).text) as AdmissionReview;
+    const wrong = (await post(PATHS.mutatePods, reviewBody({ metadata: {} }, 'apps', 'Service'))).body as AdmissionReview;
     assert.match(wrong.response?.status?.message ?? '', /\/mutate-pods decides on Pod objects, not Service; fix the rules/);
   });
 
   void test('health, readiness and metrics on the same port; requests counted by outcome and reason', async () => {
-    assert.equal((await request(server.port, ca, 'GET', '/readyz')).status, 200);
-    const m = await request(server.port, ca, 'GET', '/metrics');
+    const h = await supertest(app).get('/healthz');
+    assert.equal(h.status, 200);
+    assert.equal(h.text, 'ok\n');
+    notReady = 'shutting down';
+    const nr = await supertest(app).get('/readyz');
+    assert.equal(nr.status, 503);
+    assert.equal(nr.text, 'not ready: shutting down\n');
+    notReady = undefined;
+    assert.equal((await supertest(app).get('/readyz')).status, 200);
+    const m = await supertest(app).get('/metrics');
     assert.equal(m.status, 200);
     assert.match(m.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="injected",reason="native"\} \d+/);
-    assert.match(m.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="bad-request",reason="413"\} 1/);
+    assert.match(m.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="bad-request",reason="413"\} 2/, 'the two over-limit bodies above');
     assert.match(m.text, /multus_proxy_webhook_request_duration_seconds_bucket\{le="0\.0001",endpoint="\/mutate-pods"\}/);
-    assert.equal((await request(server.port, ca, 'GET', '/nope')).status, 404);
+    assert.equal((await supertest(app).get('/nope')).status, 404);
   });
 });
 
