@@ -3,18 +3,43 @@
  * the lean Kubernetes client, the dataplane in this pod's network namespace, the runtime
  * (informers + sync loop), the health/metrics server, and signals.
  *
- * SIGTERM / SIGINT: stop the informers and the loop, remove every chain, route and jump this
- * program added (dataplane.cleanup()), exit 0. Foreign rules are never touched.
+ * SIGTERM / SIGINT: stop the informers and the loop, close the health server, exit 0, and leave
+ * every rule and route in place. The kubelet restarts a native sidecar with SIGTERM too (liveness
+ * failure, `crictl stop`), and it cannot be told from a pod deletion; a deleted pod's network
+ * namespace takes the rules with it. The next start adopts what it finds: its first sync is a full
+ * one that replaces our chains in one transaction per table and removes stale ones.
+ *
+ * `--cleanup`: remove every chain, jump and route this program adds, and exit (0 when all went).
+ * Foreign rules are never touched.
  */
-import { createLogger } from '../src/log.js';
+import { createLogger, type Logger } from '../src/log.js';
 import { helpText, wantsHelp } from '../src/cli.js';
 import { startHealthServer } from '../src/health.js';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
 import { createDataplane } from '../src/dataplane/apply.js';
 import { createSidecarMetrics } from './metrics.js';
-import { parseOptions, SIDECAR_PROGRAM } from './options.js';
+import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime } from './runtime.js';
+
+/**
+ * How long stopping may take before the process exits anyway: well inside the kubelet's default
+ * 30 s grace period. Only a running sync is waited for; its restore is one transaction per table,
+ * so exiting while it runs cannot leave half a table.
+ */
+const STOP_DEADLINE_MS = 5_000;
+
+async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
+  const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log });
+  try {
+    const done = await dataplane.cleanup();
+    log.info({ backend: await dataplane.backend(), routesRemoved: done.routesRemoved }, 'cleanup: our rules and routes removed');
+    return 0;
+  } catch (e) {
+    log.error({ err: e }, 'cleanup failed; some rules may remain (run it again)');
+    return 1;
+  }
+}
 
 async function main(): Promise<void> {
   if (wantsHelp(process.argv.slice(2))) {
@@ -28,6 +53,7 @@ async function main(): Promise<void> {
     process.exit(2);
   }
   const opts = parsed.value;
+  if (opts.cleanup) process.exit(await cleanupMode(opts, log));
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const metrics = createSidecarMetrics();
   const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log });
@@ -39,19 +65,20 @@ async function main(): Promise<void> {
   const shutdown = async (signal: string): Promise<void> => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'stopping: removing our rules and routes');
-    let code = 0;
+    log.info({ signal }, 'stopping; rules and routes stay in place for the next start to adopt');
+    const deadline = setTimeout(() => {
+      log.warn({ afterMs: STOP_DEADLINE_MS }, 'a sync is still running; exiting without waiting for it');
+      process.exit(0);
+    }, STOP_DEADLINE_MS);
     try {
       await runtime.stop();
-      const done = await dataplane.cleanup();
-      log.info({ routesRemoved: done.routesRemoved }, 'rules and routes removed');
+      await health.close();
     } catch (e) {
-      log.error({ err: e }, 'cleanup failed; some rules may remain');
-      code = 1;
+      log.error({ err: e }, 'error while stopping');
     }
-    await health.close();
+    clearTimeout(deadline);
     // pino writes synchronously to stdout by default, so nothing is lost by exiting here.
-    process.exit(code);
+    process.exit(0);
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
 

@@ -11,6 +11,17 @@ import { DEFAULT_HEALTH_PORT, OPTION_SOURCES, type IptablesBackend, type Sidecar
 
 type Key = keyof SidecarOptions;
 
+/** The one boolean flag: a mode, not a setting, so it has no environment variable. */
+export const CLEANUP_FLAG = 'cleanup';
+
+export interface ParsedOptions extends SidecarOptions {
+  /**
+   * `--cleanup`: remove every chain, jump and route of ours from this network namespace, then
+   * exit (a normal run leaves them in place on exit). The pod's name is not needed then.
+   */
+  readonly cleanup: boolean;
+}
+
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
@@ -54,11 +65,11 @@ export const SIDECAR_PROGRAM: Program = {
   flags: (Object.keys(OPTION_SOURCES) as Key[]).map((key) => {
     const def = key in NUMBERS ? String(NUMBERS[key as keyof typeof NUMBERS].def) : DEFAULT_TEXT[key];
     return { name: OPTION_SOURCES[key].flag, env: OPTION_SOURCES[key].env, ...HELP[key], ...(def !== undefined ? { def } : {}) };
-  }),
+  }).concat([{ name: CLEANUP_FLAG, help: 'remove every chain, jump and route of ours from this network namespace, then exit (a normal run leaves them on exit)' }]),
   notes: 'A flag wins over its variable. The webhook sets the variables in the container it injects.',
 };
 
-export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<SidecarOptions, string> {
+export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<ParsedOptions, string> {
   const parsed = parseFlags(SIDECAR_PROGRAM, argv);
   if (!parsed.ok) return parsed;
   const flags = parsed.value.values;
@@ -69,9 +80,10 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   };
 
   const problems: string[] = [];
+  const cleanup = flags[CLEANUP_FLAG] === 'true';
   const required = (key: 'podName' | 'podNamespace'): string => {
     const v = raw(key);
-    if (v === undefined) {
+    if (v === undefined && !cleanup) {
       problems.push(
         formatInputError(OBJECT, inputError(describe(key), '', 'is not set', `set it from the downward API (fieldRef metadata.${key === 'podName' ? 'name' : 'namespace'})`)),
       );
@@ -97,7 +109,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   if (iptablesBackend === undefined) {
     problems.push(formatInputError(OBJECT, inputError(describe('iptablesBackend'), backendRaw, 'is not a known back end', `write one of ${BACKENDS.join(', ')}`)));
   }
-  const options: SidecarOptions = {
+  const options: ParsedOptions = {
     podName,
     podNamespace,
     kubeconfig: raw('kubeconfig'),
@@ -109,6 +121,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     retryMaxMs: integer('retryMaxMs'),
     stuckAfterMs: integer('stuckAfterMs'),
     iptablesBackend: iptablesBackend ?? 'auto',
+    cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {
     problems.push(

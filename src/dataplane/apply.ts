@@ -10,7 +10,11 @@
  * restores run side by side).
  *
  * After any failure the applied state is forgotten, so the next sync is a full one that
- * re-reads the namespace and repairs whatever is there.
+ * re-reads the namespace and repairs whatever is there. The first sync of a process is such a
+ * full one too: it adopts what an earlier run of the sidecar left (the sidecar exits without
+ * removing its rules), rewriting our chains in one transaction per table, deleting the ones no
+ * longer wanted, and correcting our routes (`proto 241`) by difference, so a restart drops
+ * nothing. `cleanup()` removes everything of ours (the `--cleanup` mode).
  */
 import { existsSync } from 'node:fs';
 import type { Logger } from '../log.js';
@@ -166,10 +170,12 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     const flushes = planConntrack(...conntrackScope(prev?.targets, rendered.resolution.targets));
 
     // New routes go in before the rules that need them, so no connection to a new cluster IP
-    // picks eth0's source address. With nothing of ours assumed in place (start-up, after a
-    // failure) nobody is served yet, so they go in side by side with the restores.
+    // picks eth0's source address. Only when the namespace holds nothing of ours (a first start)
+    // is nobody served yet, and then they go in side by side with the restores. A restarted
+    // sidecar finds its chains (it leaves them in place on exit) and adopts them: routes first.
     const tRoutes = process.hrtime.bigint();
-    const routesFirst = prev !== undefined;
+    const adopting = [existing[4], existing[6]].some((e) => e !== undefined && (e.nat.chains.length > 0 || e.filter.chains.length > 0));
+    const routesFirst = prev !== undefined || adopting;
     if (routesFirst) await applyRoutes(exec, routePlan.replace, 'replace', proto);
     let routesMs = ms(tRoutes);
     const tRestore = process.hrtime.bigint();

@@ -91,8 +91,7 @@ class Resources {
   relay: ApiserverRelay | undefined;
 
   async cleanup(): Promise<void> {
-    // The sidecar first, with SIGTERM, so it removes its own rules and routes before its
-    // namespace goes (that is also what kubelet does).
+    // The sidecar first, with SIGTERM, as the kubelet stops it; its rules go with the namespace.
     for (const p of [...this.programs].reverse()) await stopProgram(p);
     await this.relay?.close();
     await this.topo?.teardown();
@@ -490,7 +489,7 @@ export async function runScenario(report: Reporter, signal?: AbortSignal): Promi
     throw new Error(`step "${current}" failed: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
   } finally {
     signal?.removeEventListener('abort', onAbort);
-    report.step('Cleaning up: sidecar (removes its rules), programs, network namespaces, control plane');
+    report.step('Cleaning up: sidecar, programs, network namespaces (with the rules in them), control plane');
     await s.cleanup();
   }
 }

@@ -11,7 +11,7 @@ import { execFileSync, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { createTopology, startBackend, type Pod, type Topology } from '../harness/netns.js';
+import { createTopology, startBackend, type Pod, type Reply, type Topology } from '../harness/netns.js';
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
@@ -37,6 +37,8 @@ export interface SidecarProcess {
   stderr(): string;
   /** Sends SIGTERM and resolves with the exit code. */
   terminate(timeoutMs?: number): Promise<number | null>;
+  /** Resolves with the exit code when the process exits by itself. */
+  readonly exit: Promise<number | null>;
   exited(): boolean;
 }
 
@@ -49,6 +51,8 @@ export interface SidecarSpawnOptions {
   env?: Record<string, string>;
   /** The program to run: default the TypeScript source via tsx; a bundle path runs `node <bundle>`. */
   bundle?: string;
+  /** Command-line flags (e.g. `--cleanup`). */
+  args?: string[];
 }
 
 export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): SidecarProcess {
@@ -73,6 +77,7 @@ export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): 
     ...Object.entries(env).map(([k, v]) => `${k}=${v}`),
     process.execPath,
     ...(o.bundle !== undefined ? [o.bundle] : ['--import', 'tsx', SIDECAR_MAIN]),
+    ...(o.args ?? []),
   ]);
   const lines: Record<string, unknown>[] = [];
   let partial = '';
@@ -98,6 +103,7 @@ export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): 
     logs: () => lines,
     stderr: () => errText,
     exited: () => child.exitCode !== null || child.signalCode !== null,
+    exit: exitP,
     async terminate(timeoutMs = 15_000) {
       // `ip netns exec` execs setpriv which execs env which execs node: the child pid is node's.
       child.kill('SIGTERM');
@@ -221,4 +227,52 @@ export async function startSidecarEnv(o: {
     },
   };
   return env;
+}
+
+/**
+ * A client that keeps sending HTTP GETs (a new connection each, `pauseMs` apart) from inside the
+ * pod until stop(), which resolves with every reply: for counting failures across sidecar restarts.
+ */
+const HTTP_LOOP_JS = `
+const http = require('node:http');
+const [url, pauseMs] = process.argv.slice(1);
+const out = []; let stop = false;
+process.on('SIGTERM', () => (stop = true));
+const one = () => new Promise((resolve) => {
+  const t0 = Date.now();
+  const req = http.get(url, { agent: false, timeout: 2000 }, (res) => {
+    let body = ''; res.on('data', (d) => (body += d));
+    res.on('end', () => { try { resolve({ name: JSON.parse(body).name, ms: Date.now() - t0, at: t0 }); } catch { resolve({ error: 'BADBODY', ms: Date.now() - t0, at: t0 }); } });
+  });
+  req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
+  req.on('error', (e) => resolve({ error: e.code || e.message, ms: Date.now() - t0, at: t0 }));
+});
+(async () => {
+  while (!stop) { out.push(await one()); await new Promise((r) => setTimeout(r, Number(pauseMs))); }
+  process.stdout.write(JSON.stringify(out));
+})();
+`;
+
+export interface HttpLoop {
+  stop(): Promise<(Reply & { at: number })[]>;
+}
+
+export function startHttpLoop(topo: Topology, pod: Pod, url: string, pauseMs = 20): HttpLoop {
+  const child = topo.spawn(pod, [process.execPath, '-e', HTTP_LOOP_JS, url, String(pauseMs)]);
+  let out = '';
+  let errText = '';
+  child.stdout?.on('data', (b: Buffer) => (out += b.toString()));
+  child.stderr?.on('data', (b: Buffer) => (errText += b.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+      try {
+        return JSON.parse(out) as (Reply & { at: number })[];
+      } catch {
+        throw new Error(`the HTTP loop printed no result: ${out.slice(0, 200)} ${errText}`);
+      }
+    },
+  };
 }

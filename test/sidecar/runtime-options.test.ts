@@ -20,7 +20,16 @@ void test('defaults: pod from the downward API variables, documented intervals',
     retryMaxMs: 30_000,
     stuckAfterMs: 120_000,
     iptablesBackend: 'auto',
+    cleanup: false,
   });
+});
+
+void test('--cleanup needs no pod name (it only removes our rules and routes)', () => {
+  const r = parseOptions({}, ['--cleanup']);
+  assert.ok(r.ok, r.ok ? '' : r.error);
+  assert.equal(r.value.cleanup, true);
+  const bad = parseOptions({}, ['--cleanup=yes']);
+  assert.equal(bad.ok, false);
 });
 
 void test('flags win over variables; spaces around values are ignored', () => {

@@ -7,7 +7,10 @@
  * - slice updates and deletes change the rules (unready endpoint out, all gone -> refused);
  * - the pod's service-network annotation changes which Services are served (the slice informer
  *   follows the new networks), a malformed value is logged and changes nothing;
- * - SIGTERM removes every chain, jump and route it added, leaves a foreign rule, exits 0.
+ * - SIGTERM exits 0 at once and leaves every rule and route in place; a client looping on a
+ *   cluster IP through three graceful restarts sees no failure, and a restarted sidecar adopts
+ *   what it finds (a Service deleted meanwhile and a stale chain of ours removed, foreign rules kept);
+ * - `--cleanup` removes every chain, jump and route of ours and nothing else.
  * The EndpointSlices are written by the test (the controller is tested on its own).
  */
 import { after, before, describe, test } from 'node:test';
@@ -20,7 +23,7 @@ import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject, type StatusEntry } from './state-fixtures.js';
-import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';
+import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';
 
 const HEALTH_PORT = 19180;
 /** Capability bits (linux/capability.h). */
@@ -203,12 +206,82 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.equal(value(/^multus_proxy_sidecar_restore_failures_total (\d+)/m), 0);
   });
 
-  void test('SIGTERM removes every chain, jump and route it added, keeps foreign rules, exits 0', async () => {
-    const routesBefore = (await topo.run(client, ['ip', 'route', 'show', 'table', 'all'])).stdout;
-    assert.match(routesBefore, new RegExp(`${webV4.replaceAll('.', '\\.')} dev net1 .*src ${client.net1.ipv4.replaceAll('.', '\\.')}`));
-    assert.notDeepEqual(ownedLines(await rulesOf(topo, client)), []);
+  const routesOf = async (): Promise<string> =>
+    (await topo.run(client, ['ip', 'route', 'show', 'proto', '241'])).stdout + (await topo.run(client, ['ip', '-6', 'route', 'show', 'proto', '241'])).stdout;
+  const startSidecar = async (args: string[] = []): Promise<void> => {
+    const s = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, args });
+    env.sidecar = s;
+    await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+  };
+
+  void test('SIGTERM: exits 0 at once and leaves every chain, jump and route in place', async () => {
+    const rules = { v4: ownedLines(await rulesOf(topo, client, 4)), v6: ownedLines(await rulesOf(topo, client, 6)) };
+    const routes = await routesOf();
+    assert.match(routes, new RegExp(`${webV4.replaceAll('.', '\\.')} dev net1 .*src ${client.net1.ipv4.replaceAll('.', '\\.')}`));
+    assert.ok(rules.v4.length > 0 && rules.v6.length > 0);
+    const t0 = Date.now();
     const code = await env.sidecar!.terminate();
+    const stopMs = Date.now() - t0;
     assert.equal(code, 0, env.sidecar!.stderr());
+    assert.ok(stopMs < 5_000, `stopped in ${stopMs} ms, well inside the 30 s grace period`);
+    assert.deepEqual({ v4: ownedLines(await rulesOf(topo, client, 4)), v6: ownedLines(await rulesOf(topo, client, 6)) }, rules, 'no rule removed');
+    assert.equal(await routesOf(), routes, 'no route removed');
+    const replies = await httpRequests(topo, client, `http://${webV4}:80/`, 10);
+    assert.deepEqual([...new Set(replies.map((r) => r.name ?? r.error))].sort(), ['b1', 'b2'], 'the Service still works with the sidecar gone');
+  });
+
+  void test('a client looping on the cluster IP through three graceful restarts sees no failure; a restart adopts and reconciles', async () => {
+    // A Service the restarted sidecar must forget: served now, deleted while the sidecar is down.
+    const gone = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), serviceObject(ns, 'gone', { networks: 'net-a', ports: [{ port: 80 }] }));
+    const goneIP = gone.spec?.clusterIP ?? '';
+    await cp.client.create(slicesPath(), sliceObject(ns, 'gone-v4', { service: 'gone', network: `${ns}/net-a`, family: 4, ports: [{ port: 80 }], endpoints: [{ ip: pod('b1').net1.ipv4 }] }));
+    await startSidecar();
+    await expectEndpoints('the Service to be deleted later is served', goneIP, [`${pod('b1').net1.ipv4}:80`]);
+    assert.match(await routesOf(), new RegExp(`^${goneIP.replaceAll('.', '\\.')} dev net1`, 'm'));
+
+    const loop = startHttpLoop(topo, client, `http://${webV4}:80/`);
+    const stops: number[] = [];
+    for (let round = 1; round <= 3; round += 1) {
+      const t0 = Date.now();
+      assert.equal(await env.sidecar!.terminate(), 0, env.sidecar!.stderr());
+      stops.push(Date.now() - t0);
+      if (round === 1) {
+        await cp.client.delete(apiPath('', 'v1', 'services', ns, 'gone'));
+        await cp.client.delete(`${slicesPath()}/gone-v4`);
+        // A chain of ours that no Service explains (e.g. left by an older version) and a foreign one.
+        await topo.run(client, ['iptables', '-t', 'nat', '-N', 'MPX-SVC-STALETEST']);
+        await topo.run(client, ['iptables', '-t', 'nat', '-A', 'MPX-SVC-STALETEST', '-j', 'RETURN']);
+        await topo.run(client, ['iptables', '-t', 'nat', '-N', 'FOREIGN-CHAIN']);
+      }
+      await startSidecar();
+      const first = await waitForLog(env.sidecar!, 'the first sync', /^rules applied$/);
+      assert.equal(first['full'], true, 'the first sync of a process is a full one');
+      // Let the loop run against the freshly synced rules before the next stop.
+      await new Promise((r) => setTimeout(r, 500));
+      if (round === 1) {
+        const save = await rulesOf(topo, client, 4);
+        assert.equal(endpointsOf(save, goneIP), undefined, 'the deleted Service is no longer served');
+        assert.doesNotMatch(save, /MPX-SVC-STALETEST/, 'the unexplained chain of ours was removed');
+        assert.match(save, /^:FOREIGN-CHAIN /m, 'a foreign chain stays');
+        assert.match(save, /-A OUTPUT -d 198\.51\.100\.7\/32 -p tcp -m comment --comment foreign-owner -j RETURN/);
+        assert.equal(save.split('\n').filter((l) => l.startsWith('-A OUTPUT') && l.includes('MPX-')).length, 2, `one jump per table:\n${save}`);
+        assert.doesNotMatch(await routesOf(), new RegExp(`^${goneIP.replaceAll('.', '\\.')} `, 'm'), 'its route was removed');
+        assert.match(await routesOf(), new RegExp(`^${webV4.replaceAll('.', '\\.')} dev net1`, 'm'));
+      }
+    }
+    const replies = await loop.stop();
+    const failed = replies.filter((r) => r.error !== undefined);
+    assert.ok(replies.length >= 50, `the client kept sending (${replies.length} requests)`);
+    assert.deepEqual(failed, [], `${failed.length} of ${replies.length} requests failed`);
+    assert.deepEqual([...new Set(replies.map((r) => r.name))].sort(), ['b1', 'b2']);
+    assert.ok(stops.every((ms) => ms < 5_000), `each stop took under 5 s: ${stops.join(', ')} ms`);
+  });
+
+  void test('--cleanup removes every chain, jump and route of ours, keeps foreign rules, exits 0', async () => {
+    assert.equal(await env.sidecar!.terminate(), 0);
+    assert.notDeepEqual(ownedLines(await rulesOf(topo, client)), []);
+    const cleaner = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, args: ['--cleanup'] });
+    assert.equal(await cleaner.exit, 0, cleaner.stderr() + JSON.stringify(cleaner.logs()));
     const v4 = await rulesOf(topo, client, 4);
     const v6 = await rulesOf(topo, client, 6);
     assert.deepEqual(ownedLines(v4), [], v4);
@@ -216,8 +289,9 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.doesNotMatch(v4 + v6, /multus-proxy/);
     assert.match(v4, /-A OUTPUT -d 198\.51\.100\.7\/32 -p tcp -m comment --comment foreign-owner -j RETURN/);
     assert.match(v4, /-A OUTPUT -d 198\.51\.100\.7\/32 -m comment --comment foreign-owner -j ACCEPT/);
-    const routes = (await topo.run(client, ['ip', 'route', 'show', 'table', 'all'])).stdout + (await topo.run(client, ['ip', '-6', 'route', 'show', 'table', 'all'])).stdout;
-    for (const ip of [webV4, webV6]) assert.ok(!routes.includes(ip), `route to ${ip} removed:\n${routes}`);
+    assert.match(v4, /^:FOREIGN-CHAIN /m);
+    assert.equal(await routesOf(), '', 'every route of ours removed');
+    const routes = (await topo.run(client, ['ip', 'route', 'show', 'table', 'all'])).stdout;
     assert.ok(routes.includes('default via 10.244.0.1'), 'the pod default route is untouched');
   });
 });
