@@ -230,7 +230,7 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.deepEqual([...new Set(replies.map((r) => r.name ?? r.error))].sort(), ['b1', 'b2'], 'the Service still works with the sidecar gone');
   });
 
-  void test('a client looping on the cluster IP through three graceful restarts sees no failure; a restart adopts and reconciles', async () => {
+  void test('a client looping on the cluster IP through three graceful restarts sees no failure; a restart adopts and reconciles', async (t) => {
     // A Service the restarted sidecar must forget: served now, deleted while the sidecar is down.
     const gone = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), serviceObject(ns, 'gone', { networks: 'net-a', ports: [{ port: 80 }] }));
     const goneIP = gone.spec?.clusterIP ?? '';
@@ -275,6 +275,7 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.deepEqual(failed, [], `${failed.length} of ${replies.length} requests failed`);
     assert.deepEqual([...new Set(replies.map((r) => r.name))].sort(), ['b1', 'b2']);
     assert.ok(stops.every((ms) => ms < 5_000), `each stop took under 5 s: ${stops.join(', ')} ms`);
+    t.diagnostic(`${replies.length} requests over ${Math.round((replies.at(-1)!.at - replies[0]!.at) / 1000)} s, ${failed.length} failed; stops took ${stops.join(', ')} ms`);
   });
 
   void test('--cleanup removes every chain, jump and route of ours, keeps foreign rules, exits 0', async () => {
