@@ -4,7 +4,7 @@
  * and the defaults the webhook also needs are the contract in src/sidecar-contract.ts. Pure: the
  * caller passes env and argv, so every default and every bad value is unit-testable.
  */
-import { parseFlags, type Program } from '../src/cli.js';
+import { parseFlags, type Flag, type Program } from '../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
 import { DEFAULT_HEALTH_PORT, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
@@ -62,7 +62,7 @@ export const SIDECAR_PROGRAM: Program = {
   name: 'multus-proxy sidecar',
   about: "programs this pod's network namespace so Services on its secondary networks work",
   usage: 'sidecar [flags]',
-  flags: (Object.keys(OPTION_SOURCES) as Key[]).map((key) => {
+  flags: (Object.keys(OPTION_SOURCES) as Key[]).map((key): Flag => {
     const def = key in NUMBERS ? String(NUMBERS[key as keyof typeof NUMBERS].def) : DEFAULT_TEXT[key];
     return { name: OPTION_SOURCES[key].flag, env: OPTION_SOURCES[key].env, ...HELP[key], ...(def !== undefined ? { def } : {}) };
   }).concat([{ name: CLEANUP_FLAG, help: 'remove every chain, jump and route of ours from this network namespace, then exit (a normal run leaves them on exit)' }]),
