@@ -4,7 +4,7 @@
  * (measured: bare node 41 MB, with client-node 120 MB), too much for a sidecar in every pod.
  * See docs/decisions.md.
  */
-import type {
+export type {
   CoreV1Event,
   V1Container,
   DiscoveryV1EndpointPort as V1EndpointPort,
@@ -24,27 +24,7 @@ import type {
   V1ValidatingWebhookConfiguration,
   V1Secret,
 } from '@kubernetes/client-node';
-
-export type {
-  CoreV1Event,
-  V1Container,
-  V1EndpointPort,
-  V1Endpoint,
-  V1EndpointSlice,
-  V1Lease,
-  V1Namespace,
-  V1ObjectMeta,
-  V1OwnerReference,
-  V1Pod,
-  V1Service,
-  V1ServicePort,
-  V1ClusterRole,
-  V1ClusterRoleBinding,
-  V1RoleBinding,
-  V1MutatingWebhookConfiguration,
-  V1ValidatingWebhookConfiguration,
-  V1Secret,
-};
+import type { V1ObjectMeta } from '@kubernetes/client-node';
 
 /** Anything with metadata; what informers store. */
 export interface KubeObject {
