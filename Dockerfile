@@ -5,13 +5,20 @@
 #   sidecar     node /app/dist/sidecar.js      (uid 0 + NET_ADMIN/NET_RAW; the webhook sets that)
 #   certs CLI   node /app/dist/certs.js        (bootstrap Job of deploy/overlays/bootstrap)
 # Build: docker build -t <registry>/multus-proxy:<tag> .   (see docs/install.md)
+# Behind a TLS-intercepting proxy or a private npm registry, give `npm ci` your npm config and CA
+# as build secrets (optional; nothing of them stays in the image):
+#   docker build --secret id=npmrc,src=$HOME/.npmrc --secret id=npm_ca,src=/path/to/ca.pem ...
+# with `cafile=/run/secrets/npm_ca` in that npmrc (scripts/build-images.sh does this with buildah).
+# Node.js 24 LTS at run time; development works on Node >= 20 too (package.json engines).
 
 # ---- build: compile and bundle with esbuild (scripts/build.mjs) --------------------------------
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /src
 # Dependencies first, so a source change does not re-run npm ci.
 COPY package.json package-lock.json ./
-RUN npm ci --no-audit --no-fund
+RUN --mount=type=secret,id=npmrc,target=/root/.npmrc,required=false \
+    --mount=type=secret,id=npm_ca,target=/run/secrets/npm_ca,required=false \
+    npm ci --no-audit --no-fund
 COPY tsconfig.json ./
 COPY scripts/build.mjs ./scripts/build.mjs
 COPY src ./src
@@ -21,7 +28,7 @@ COPY certs ./certs
 RUN npm run build
 
 # ---- runtime ------------------------------------------------------------------------------------
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 # iptables: Debian's package carries both back ends (iptables-nft, the default, and
 # iptables-legacy) and ip6tables; the sidecar picks the one its pod's namespace already uses.
 # iproute2 for routes with a source address, conntrack to flush stale UDP entries.

@@ -1,9 +1,27 @@
 #!/usr/bin/env bash
 # Installs everything the tests and the demo need on a fresh Debian 12 machine (run as root):
-# OS packages, node modules, and etcd + kube-apiserver (built with Go from
-# test/harness/kube-bins, which pins Kubernetes v1.34.4 and etcd v3.6.4) and kustomize.
-# Idempotent: a second run only checks. Binaries go to ${MULTUS_PROXY_BIN_DIR:-$HOME/.cache/multus-proxy/bin}
-# and are rebuilt only when the helper module or the Go version changes (a stamp file records it).
+# OS packages, node modules, the Kubernetes binaries of a real single node, the CNI plugins, the
+# CRDs those plugins and cert-manager need, and container images (the project's own among them).
+# Idempotent: every build is cached behind a stamp file recording what it was built from (module
+# versions, Go version, flags, or the hash of an image's sources), so a second run only checks.
+#
+# Output contract (test/harness reads exactly these paths; keep them stable):
+#   BIN_DIR=${MULTUS_PROXY_BIN_DIR:-$HOME/.cache/multus-proxy/bin}
+#     etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl
+#         Kubernetes v1.34.4 (they all report it) and etcd v3.6.4, from test/harness/kube-bins
+#     crictl (cri-tools v1.34.0)  coredns (v1.13.1)  kustomize (v5.7.1)
+#     cert-manager-controller cert-manager-cainjector cert-manager-webhook (cert-manager v1.11.5)
+#   $BIN_DIR/../cni-bin/    Debian's CNI plugins (copied from /usr/lib/cni), multus (the thin
+#                           plugin, multus-cni v4.2.4) and whereabouts (v0.9.2)
+#   $BIN_DIR/../manifests/  nad-crd.yaml (NetworkAttachmentDefinition CRD), whereabouts-crds.yaml,
+#                           cert-manager-crds.yaml (Helm template lines stripped)
+#   $BIN_DIR/../images/     docker-archive tars and images.json: [{"file": "<x>.tar", "name": "<ref>"}]
+#                           with upstream names: registry.k8s.io/pause:3.10.1,
+#                           ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx and :fedora-tools
+#                           (Debian stand-ins), docker.io/library/multus-proxy:0.1.0 (the project's
+#                           image, rebuilt whenever its sources change)
+#   $BIN_DIR/../buildah/    buildah's private storage (never the host's default one)
+#   $BIN_DIR/../src/        writable copies of the Go modules built outside test/harness/kube-bins
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,7 +37,11 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # libcap2-bin (capsh, setcap): least-privilege runs; openssl/curl/ca-certificates: certificates and
 # probes; iputils-ping/netcat-openbsd: traffic checks between test hosts; procps/psmisc: process checks;
 # wrk: the dataplane benchmark (bench/b4-dataplane.ts).
-APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git wrk)
+# The real node: containerd, runc, the CNI plugins and docker-registry (the local registry that
+# serves images under their upstream names); buildah and debootstrap build the images without a
+# daemon or a registry; gcc and libc6-dev compile the static pause binary.
+APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git wrk
+  containerd runc containernetworking-plugins docker-registry buildah debootstrap gcc libc6-dev)
 step "OS packages"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -49,22 +71,39 @@ else
 fi
 
 # --- Go-built binaries ---------------------------------------------------------------------------
-step "etcd, kube-apiserver and kustomize in $BIN_DIR"
+step "Kubernetes binaries, etcd and kustomize in $BIN_DIR"
 # A non-login shell (CI) may lack the Go folder in PATH even where Go is installed.
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null || die "go (>= 1.24) not found; this machine kind ships it, or install Go >= 1.24"
 go_version=$(go env GOVERSION)
 echo "$go_version"
 mkdir -p "$BIN_DIR"
+CACHE_DIR=$(cd "$BIN_DIR/.." && pwd)
+CNI_DIR=$CACHE_DIR/cni-bin
+MANIFEST_DIR=$CACHE_DIR/manifests
+IMAGE_DIR=$CACHE_DIR/images
+SRC_DIR=$CACHE_DIR/src
+mkdir -p "$CNI_DIR" "$MANIFEST_DIR" "$IMAGE_DIR" "$SRC_DIR"
 MOD_DIR="$ROOT/test/harness/kube-bins"
 
-# kube-apiserver reports its version from these link-time variables (else "v0.0.0-master"), and
-# programs that decide by server version (native sidecars need >= 1.29) must see the real one.
+# current <stamp file> <value> <output>...: true when the stamp holds value and every output exists.
+current() {
+  local stamp=$1 value=$2
+  shift 2
+  [ "$(cat "$stamp" 2>/dev/null)" = "$value" ] || return 1
+  local f
+  for f in "$@"; do [ -e "$f" ] || return 1; done
+}
+
+# Every Kubernetes binary reports its version from these link-time variables (else
+# "v0.0.0-master"), and programs that decide by server version (native sidecars need >= 1.29)
+# must see the real one.
 KUBE_VERSION=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$MOD_DIR/go.mod")
 kube_minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
 VERSION_LDFLAGS="-X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$kube_minor -X k8s.io/component-base/version.gitTreeState=clean"
+KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 # The stamp covers everything that changes the binaries: the pinned module, Go and the flags.
-stamp_value=$( (cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"; echo "$go_version $VERSION_LDFLAGS") | sha256sum | cut -d' ' -f1)
+stamp_value=$( (cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"; echo "$go_version $VERSION_LDFLAGS ${KUBE_CMDS[*]}") | sha256sum | cut -d' ' -f1)
 STAMP="$BIN_DIR/.kube-bins.stamp"
 
 build() { # name package [extra ldflags]
@@ -75,21 +114,29 @@ build() { # name package [extra ldflags]
   echo "built $name in $((SECONDS - t0)) s"
 }
 
-if [ -x "$BIN_DIR/etcd" ] && [ -x "$BIN_DIR/kube-apiserver" ] && [ "$(cat "$STAMP" 2>/dev/null)" = "$stamp_value" ]; then
-  echo "etcd and kube-apiserver are current (stamp $STAMP)"
+if current "$STAMP" "$stamp_value" "$BIN_DIR/etcd" "${KUBE_CMDS[@]/#/$BIN_DIR/}"; then
+  echo "etcd and ${KUBE_CMDS[*]} are current (stamp $STAMP)"
 else
   rm -f "$STAMP"
   build etcd go.etcd.io/etcd/server/v3
-  build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$VERSION_LDFLAGS"
+  for cmd in "${KUBE_CMDS[@]}"; do build "$cmd" "k8s.io/kubernetes/cmd/$cmd" "$VERSION_LDFLAGS"; done
   echo "$stamp_value" > "$STAMP"
 fi
 # Captured, not piped into head: under pipefail a closed pipe would fail the script.
 etcd_version=$("$BIN_DIR/etcd" --version)
 echo "${etcd_version%%$'\n'*}"
-"$BIN_DIR/kube-apiserver" --version
+for cmd in "${KUBE_CMDS[@]}"; do
+  case $cmd in
+    kubectl) v=$("$BIN_DIR/kubectl" version --client 2>&1) ;;
+    *) v=$("$BIN_DIR/$cmd" --version 2>&1) ;;
+  esac
+  v=${v%%$'\n'*}
+  [[ $v == *"$KUBE_VERSION"* ]] || die "$BIN_DIR/$cmd reports '$v', not $KUBE_VERSION: delete $STAMP and run setup.sh again"
+  echo "$cmd: $v"
+done
 
 KSTAMP="$BIN_DIR/.kustomize.stamp"
-if [ -x "$BIN_DIR/kustomize" ] && [ "$(cat "$KSTAMP" 2>/dev/null)" = "$KUSTOMIZE_VERSION $go_version" ]; then
+if current "$KSTAMP" "$KUSTOMIZE_VERSION $go_version" "$BIN_DIR/kustomize"; then
   echo "kustomize $KUSTOMIZE_VERSION is current"
 else
   echo "installing kustomize $KUSTOMIZE_VERSION with go install (a minute or two) ..."
@@ -97,5 +144,124 @@ else
   echo "$KUSTOMIZE_VERSION $go_version" > "$KSTAMP"
 fi
 "$BIN_DIR/kustomize" version
+
+# --- Go modules built from a copy of their source ---------------------------------------------
+# `go install mod@version` does not work for these: the module proxy refuses some version lists
+# and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
+# installed. So each is downloaded with `go mod download`, copied writable and built in place with
+# -mod=mod. Versions: see ../shared/real-node.md and docs/decisions.md.
+step "crictl, CoreDNS, cert-manager, Multus and whereabouts"
+MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
+WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
+CRITOOLS_MOD=sigs.k8s.io/cri-tools@v1.34.0
+COREDNS_MOD=github.com/coredns/coredns@v1.13.1
+CERT_MANAGER_MOD=github.com/cert-manager/cert-manager@v1.11.5
+
+module_src() { # module@version [VAR=value ...]: prints a fresh writable copy of the module's source
+  local mod=$1 dir dst
+  shift
+  dst="$SRC_DIR/${mod//\//_}"
+  dir=$(cd "$SRC_DIR" && env "$@" GOFLAGS=-mod=mod go mod download -json "$mod" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [ -d "$dir" ] || die "go mod download $mod gave no source directory"
+  rm -rf "$dst"
+  cp -r "$dir" "$dst"
+  chmod -R u+w "$dst"
+  echo "$dst"
+}
+
+gobuild() { # source-dir output package [VAR=value ...]
+  local dir=$1 out=$2 pkg=$3 t0=$SECONDS
+  shift 3
+  echo "building $(basename "$out") ($pkg) ..."
+  (cd "$dir" && env "$@" GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "$out.tmp" "$pkg")
+  mv "$out.tmp" "$out"
+  echo "built $(basename "$out") in $((SECONDS - t0)) s"
+}
+
+# module <name> <module@version> <outputs...> -- <commands>: runs the commands (with $src, a
+# copy of the module's source) unless the stamp says the outputs are from this module and Go.
+module() {
+  local name=$1 mod=$2 stamp="$CACHE_DIR/.$1.stamp"
+  shift 2
+  local outputs=()
+  while [ "$1" != -- ]; do outputs+=("$1"); shift; done
+  shift
+  if current "$stamp" "$mod $go_version" "${outputs[@]}"; then
+    echo "$name ($mod) is current"
+    return
+  fi
+  rm -f "$stamp"
+  "$@"
+  echo "$mod $go_version" > "$stamp"
+  rm -rf "$SRC_DIR/${mod//\//_}"
+}
+
+build_crictl() {
+  local src
+  src=$(module_src "$CRITOOLS_MOD" GONOSUMDB=sigs.k8s.io/cri-tools)
+  gobuild "$src" "$BIN_DIR/crictl" ./cmd/crictl GONOSUMDB=sigs.k8s.io/cri-tools
+}
+module crictl "$CRITOOLS_MOD" "$BIN_DIR/crictl" -- build_crictl
+
+build_coredns() {
+  local src
+  src=$(module_src "$COREDNS_MOD")
+  gobuild "$src" "$BIN_DIR/coredns" .
+}
+module coredns "$COREDNS_MOD" "$BIN_DIR/coredns" -- build_coredns
+
+build_multus() {
+  local src
+  src=$(module_src "$MULTUS_MOD")
+  gobuild "$src" "$CNI_DIR/multus" ./cmd/multus
+  # The one CustomResourceDefinition document of Multus' own install manifest.
+  awk 'BEGIN { RS = "\n---\n" } /\nkind: CustomResourceDefinition\n/ { print "---"; print }' \
+    "$src/deployments/multus-daemonset.yml" > "$MANIFEST_DIR/nad-crd.yaml"
+  grep -q 'name: network-attachment-definitions.k8s.cni.cncf.io' "$MANIFEST_DIR/nad-crd.yaml" \
+    || die "no NetworkAttachmentDefinition CRD found in $MULTUS_MOD deployments/multus-daemonset.yml"
+}
+module multus "$MULTUS_MOD" "$CNI_DIR/multus" "$MANIFEST_DIR/nad-crd.yaml" -- build_multus
+
+build_whereabouts() {
+  local src
+  src=$(module_src "$WHEREABOUTS_MOD" GONOSUMDB=github.com/k8snetworkplumbingwg/whereabouts)
+  # The module zip holds a partial vendor/ that -mod=mod would trip over.
+  rm -rf "$src/vendor"
+  gobuild "$src" "$CNI_DIR/whereabouts" ./cmd GONOSUMDB=github.com/k8snetworkplumbingwg/whereabouts
+  local f out="$MANIFEST_DIR/whereabouts-crds.yaml.tmp"
+  : > "$out"
+  for f in "$src"/doc/crds/whereabouts.cni.cncf.io_*.yaml; do
+    grep -q '^---' "$f" || echo '---' >> "$out"
+    cat "$f" >> "$out"
+  done
+  mv "$out" "$MANIFEST_DIR/whereabouts-crds.yaml"
+}
+module whereabouts "$WHEREABOUTS_MOD" "$CNI_DIR/whereabouts" "$MANIFEST_DIR/whereabouts-crds.yaml" -- build_whereabouts
+
+build_cert_manager() {
+  local src c
+  src=$(module_src "$CERT_MANAGER_MOD")
+  for c in controller cainjector webhook; do gobuild "$src" "$BIN_DIR/cert-manager-$c" "./cmd/$c"; done
+  # The CRDs carry Helm template expressions in their labels: give them the values the static
+  # install manifest has, and drop the include line.
+  local f out="$MANIFEST_DIR/cert-manager-crds.yaml.tmp"
+  : > "$out"
+  for f in "$src"/deploy/crds/crd-*.yaml; do
+    echo '---' >> "$out"
+    sed -e "s/'{{ template \"cert-manager.name\" . }}'/cert-manager/" -e "s/'{{ .Release.Name }}'/cert-manager/" \
+      -e '/{{/d' "$f" >> "$out"
+  done
+  mv "$out" "$MANIFEST_DIR/cert-manager-crds.yaml"
+}
+module cert-manager "$CERT_MANAGER_MOD" "$BIN_DIR/cert-manager-controller" "$BIN_DIR/cert-manager-cainjector" \
+  "$BIN_DIR/cert-manager-webhook" "$MANIFEST_DIR/cert-manager-crds.yaml" -- build_cert_manager
+
+# containerd 1.6 and Multus look for every plugin in one directory.
+cp -a /usr/lib/cni/. "$CNI_DIR/"
+echo "CNI plugins in $CNI_DIR: $(ls "$CNI_DIR" | tr '\n' ' ')"
+
+# --- Container images ----------------------------------------------------------------------------
+step "container images in $IMAGE_DIR"
+bash "$ROOT/scripts/build-images.sh"
 
 step "setup complete (binaries in $BIN_DIR)"

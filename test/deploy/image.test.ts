@@ -1,6 +1,7 @@
 /**
- * The Dockerfile, checked as far as a machine without a container engine can: it is never built
- * here (no Docker, no BuildKit), so these tests parse it and replay its build stage.
+ * The Dockerfile, checked structurally: these tests parse it and replay its build stage without a
+ * container engine (fast, and they name the line at fault). The image itself is built by
+ * scripts/build-images.sh (buildah) and run under containerd by image-run.test.ts.
  *
  * - Structure: the stages and base images, the packages of the runtime stage, a numeric non-root
  *   user equal to the manifests' runAsUser.
@@ -134,11 +135,30 @@ void describe('Dockerfile structure', () => {
   void test('parses into a build stage and a runtime stage on Debian bookworm', () => {
     assert.equal(stages.length, 2, stages.map((s) => s.from).join(', '));
     assert.ok(build && runtime);
-    assert.equal(build.from, 'node:20-bookworm-slim');
-    assert.ok(['node:20-bookworm-slim', 'debian:bookworm-slim'].includes(runtime.from), runtime.from);
+    // Node.js 24 LTS in the image (Node 20 is end of life); development still runs on Node >= 20.
+    assert.equal(build.from, 'node:24-bookworm-slim');
+    assert.ok(['node:24-bookworm-slim', 'debian:bookworm-slim'].includes(runtime.from), runtime.from);
     const buildRuns = build.instructions.filter((i) => i.op === 'RUN').map((i) => i.args);
     assert.ok(buildRuns.some((r) => /\bnpm ci\b/.test(r)), 'npm ci');
     assert.ok(buildRuns.some((r) => /\bnpm run build\b/.test(r)), 'npm run build');
+  });
+
+  void test('npm ci takes npm config and CA only from optional build secrets, so a plain docker build works unchanged', () => {
+    const npmCi = build?.instructions.find((i) => i.op === 'RUN' && /\bnpm ci\b/.test(i.args));
+    assert.ok(npmCi, 'RUN npm ci');
+    const mounts = [...npmCi.args.matchAll(/--mount=(\S+)/g)].map((m) => new Map((m[1] ?? '').split(',').map((kv) => [kv.split('=')[0] ?? '', kv.split('=')[1] ?? ''])));
+    const byId = new Map(mounts.map((m) => [m.get('id'), m]));
+    assert.equal(byId.get('npmrc')?.get('type'), 'secret', `npmrc secret mount on line ${npmCi.line}`);
+    assert.equal(byId.get('npmrc')?.get('target'), '/root/.npmrc', 'npm reads the root user\'s config');
+    assert.equal(byId.get('npm_ca')?.get('type'), 'secret', 'npm_ca secret mount');
+    // scripts/build-images.sh writes `cafile=<this path>` into the npmrc secret.
+    const script = readFileSync(join(REPO, 'scripts', 'build-images.sh'), 'utf8');
+    assert.ok(script.includes(`cafile=${byId.get('npm_ca')?.get('target') ?? '?'}`), 'build-images.sh points cafile at the npm_ca mount');
+    for (const m of mounts) assert.equal(m.get('required'), 'false', `secret ${m.get('id')} must be optional`);
+    // Nothing else of npm's configuration reaches the image: no ARG/ENV for it.
+    for (const i of stages.flatMap((s) => s.instructions)) {
+      if (i.op === 'ARG' || i.op === 'ENV') assert.doesNotMatch(i.args, /npm|NODE_EXTRA_CA|cafile/i, `line ${i.line}: ${i.op} ${i.args}`);
+    }
   });
 
   void test('the runtime has both iptables back ends, ip6tables, iproute2 and conntrack, and no build tools', () => {
