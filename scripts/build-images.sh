@@ -42,7 +42,15 @@ if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="
 B=(buildah --root "$CACHE_DIR/buildah/root" --runroot "$CACHE_DIR/buildah/runroot" --storage-driver overlay)
 BUD=(bud --runtime runc --network host --pull=never --layers)
 
-image_id() { "${B[@]}" images --noheading --no-trunc --format '{{.ID}}' "$1" 2>/dev/null | head -n1 || true; }
+# Image IDs by name, listed once and again after each build (each buildah call costs ~0.5 s).
+declare -A IDS
+refresh_ids() {
+  IDS=()
+  local name id
+  while read -r name id; do IDS[$name]=$id; done < <("${B[@]}" images --noheading --no-trunc --format '{{.Name}}:{{.Tag}} {{.ID}}')
+}
+image_id() { echo "${IDS[$1]:-}"; }
+refresh_ids
 hash_files() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1; }
 
 # --- the Debian root file system every stand-in starts from -----------------------------------------
@@ -68,7 +76,8 @@ if [ -z "$(image_id "$MINBASE")" ]; then
     --exclude='./var/lib/apt/lists/*' -cf - . | tar -C "$mnt" -xpf -
   "${B[@]}" umount "$ctr" >/dev/null
   "${B[@]}" config --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --cmd bash "$ctr"
-  "${B[@]}" commit --rm "$ctr" "$MINBASE" >/dev/null
+  "${B[@]}" commit --quiet --rm "$ctr" "$MINBASE" >/dev/null
+  refresh_ids
 fi
 echo "$MINBASE: $(image_id "$MINBASE" | cut -c1-19)"
 
@@ -85,6 +94,7 @@ build() {
   rm -f "$stamp"
   echo "building $name ..."
   "${B[@]}" "${BUD[@]}" -f "$dir/Containerfile" -t "$name" "$ctx"
+  refresh_ids
   echo "$value" > "$stamp"
   echo "built $name in $((SECONDS - t0)) s"
 }
@@ -153,6 +163,7 @@ else
   trap 'rm -f "$npmrc"' EXIT
   npm_secrets "$npmrc"
   "${B[@]}" "${BUD[@]}" "${SECRETS[@]}" -f Dockerfile -t "$PROJECT_IMAGE" .
+  refresh_ids
   rm -f "$npmrc"
   echo "$pvalue" > "$PSTAMP"
   echo "built $PROJECT_IMAGE in $((SECONDS - t0)) s"
