@@ -64,7 +64,11 @@ command -v node >/dev/null || die "node (>= 20) not found; this machine kind shi
 node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$node_major" -ge 20 ] || die "node $(node --version) is too old; Node.js >= 20 is required"
 echo "node $(node --version)"
-if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+if [ -L node_modules ]; then
+  # A git worktree sharing another checkout's modules: `npm ci` here would empty that folder
+  # through the link. Whoever owns it installs them.
+  echo "node_modules links to $(readlink -f node_modules); not reinstalled here"
+elif [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   npm ci --no-audit --no-fund
 else
   echo "node_modules up to date"

@@ -387,12 +387,13 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
     assert.match(r.out, /no Kubernetes configuration found/, r.out);
   });
 
-  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends', async () => {
+  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends', async (t) => {
     const r = await cd?.runContainer('sidecar-probe', asInjected(['node', '-e', PROBE]));
     assert.ok(r);
     assert.equal(r.code, 0, r.out);
     const line = r.out.split('\n').find((l) => l.startsWith('{'));
     assert.ok(line, r.out);
+    t.diagnostic(line);
     const p = JSON.parse(line) as {
       uid: number;
       capEff: string;
