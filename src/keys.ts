@@ -29,6 +29,17 @@ export const MANAGED_BY = 'multus-proxy-controller';
 /** Network label on our slices, so a sidecar can select its networks server-side. */
 export const NETWORK_LABEL = 'multus-proxy/network';
 
+/** net-service-controller's API, served by the optional component deploy/components/netservice. */
+export const NETSERVICE_GROUP = 'svcctl.metaswitch.com';
+export const NETSERVICE_VERSION = 'v1alpha1';
+export const NETSERVICE_KIND = 'NetService';
+export const NETSERVICE_RESOURCE = 'netservices';
+/** On the headless Service the controller keeps for a NetService: the NetService's name. */
+export const NETSERVICE_LABEL = 'multus-proxy/netservice';
+
+/** multus-service's EndpointSlices, which the controller removes for Services it serves. */
+export const MULTUS_SERVICE_MANAGED_BY = 'multus-endpointslice-controller.npwg.k8s.io';
+
 /** The injected sidecar container's name. */
 export const SIDECAR_CONTAINER_NAME = 'multus-proxy';
 

@@ -1,5 +1,5 @@
 /**
- * Warning Events on Services, rate-limited so a pod stuck with a bad annotation does not produce
+ * Events on Services and NetServices (Warnings, and Normal for a migration step), rate-limited so a pod stuck with a bad annotation does not produce
  * an Event per reconcile. The limiter is pure (time passed in); the recorder writes through the
  * client and never throws: an Event that cannot be written is logged and counted, nothing more.
  */
@@ -40,18 +40,31 @@ export const EVENT_COMPONENT = 'multus-proxy-controller';
 /** Event messages are capped by the apiserver at 1 KiB; keep ours inside that. */
 const MAX_MESSAGE = 1000;
 
-/** A core/v1 Warning Event about a Service. Pure apart from the random name suffix. */
-export function warningEvent(svc: V1Service, reason: string, message: string, now: Date, instance: string): CoreV1Event {
-  const name = svc.metadata?.name ?? '';
-  const namespace = svc.metadata?.namespace ?? 'default';
+/** What an Event is about. */
+export interface EventSubject {
+  readonly apiVersion: string;
+  readonly kind: string;
+  readonly name: string;
+  readonly namespace: string;
+  readonly uid: string;
+}
+
+export function serviceSubject(svc: V1Service): EventSubject {
+  return { apiVersion: 'v1', kind: 'Service', name: svc.metadata?.name ?? '', namespace: svc.metadata?.namespace ?? 'default', uid: svc.metadata?.uid ?? '' };
+}
+
+export type EventType = 'Warning' | 'Normal';
+
+/** A core/v1 Event about an object. Pure apart from the random name suffix. */
+export function objectEvent(subject: EventSubject, type: EventType, reason: string, message: string, now: Date, instance: string): CoreV1Event {
   const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
   const ts = now.toISOString();
   return {
     apiVersion: 'v1',
     kind: 'Event',
-    metadata: { name: `${name}.${randomBytes(8).toString('hex')}`, namespace },
-    involvedObject: { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' },
-    type: 'Warning',
+    metadata: { name: `${subject.name}.${randomBytes(8).toString('hex')}`, namespace: subject.namespace },
+    involvedObject: { apiVersion: subject.apiVersion, kind: subject.kind, name: subject.name, namespace: subject.namespace, uid: subject.uid },
+    type,
     reason,
     message: text,
     source: { component: EVENT_COMPONENT },
@@ -64,9 +77,16 @@ export function warningEvent(svc: V1Service, reason: string, message: string, no
   };
 }
 
+/** A core/v1 Warning Event about a Service. */
+export function warningEvent(svc: V1Service, reason: string, message: string, now: Date, instance: string): CoreV1Event {
+  return objectEvent(serviceSubject(svc), 'Warning', reason, message, now, instance);
+}
+
 export interface EventRecorder {
   /** Records a Warning unless the same (Service, subject, reason) was recorded within the interval. Returns whether it did. */
   warn(svc: V1Service, subject: string, reason: string, message: string): boolean;
+  /** The same for any object and either type. */
+  record(about: EventSubject, type: EventType, subject: string, reason: string, message: string): boolean;
 }
 
 export function createEventRecorder(
@@ -74,17 +94,20 @@ export function createEventRecorder(
   opts: { intervalMs: number; instance: string; logger: Logger; onError?: () => void },
 ): EventRecorder {
   const limiter = new RateLimiter(opts.intervalMs);
+  const record = (about: EventSubject, type: EventType, subject: string, reason: string, message: string): boolean => {
+    const object = `${about.namespace}/${about.name}`;
+    const key = `${about.kind}|${object}|${subject}|${reason}`;
+    if (!limiter.allow(key, Date.now())) return false;
+    opts.logger[type === 'Warning' ? 'warn' : 'info']({ [about.kind === 'Service' ? 'service' : about.kind.toLowerCase()]: object, subject, reason }, message);
+    const ev = objectEvent(about, type, reason, message, new Date(), opts.instance);
+    client.create(apiPath('', 'v1', 'events', ev.metadata.namespace), ev).catch((e: unknown) => {
+      opts.onError?.();
+      opts.logger.warn({ err: e instanceof Error ? e.message : String(e), reason }, 'could not record Event');
+    });
+    return true;
+  };
   return {
-    warn(svc, subject, reason, message) {
-      const key = `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}|${subject}|${reason}`;
-      if (!limiter.allow(key, Date.now())) return false;
-      opts.logger.warn({ service: `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`, subject, reason }, message);
-      const ev = warningEvent(svc, reason, message, new Date(), opts.instance);
-      client.create(apiPath('', 'v1', 'events', ev.metadata.namespace), ev).catch((e: unknown) => {
-        opts.onError?.();
-        opts.logger.warn({ err: e instanceof Error ? e.message : String(e), reason }, 'could not record Event');
-      });
-      return true;
-    },
+    record,
+    warn: (svc, subject, reason, message) => record(serviceSubject(svc), 'Warning', subject, reason, message),
   };
 }

@@ -9,6 +9,7 @@ import { INSTALL_NAMESPACE, MAX_ENDPOINTS_PER_SLICE } from '../keys.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { ANY_HOST } from '../health.js';
 import { helpText, parseFlags, wantsHelp, type Program } from '../cli.js';
+import type { NetServiceMode } from './netservice-controller.js';
 
 export interface ControllerOptions {
   readonly kubeconfig?: string;
@@ -32,6 +33,10 @@ export interface ControllerOptions {
   readonly watchNodes: boolean;
   readonly manageSidecarRbac: boolean;
   readonly maxEndpointsPerSlice: number;
+  /** Keep a headless Service per NetService (svcctl.metaswitch.com): auto = when that API is served. */
+  readonly netServices: NetServiceMode;
+  /** Delete multus-service's EndpointSlices of the Services this controller serves (migration). */
+  readonly removeMultusServiceSlices: boolean;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
@@ -55,7 +60,13 @@ function parseCount(flag: string, value: string, min: number): Result<number> {
 }
 
 const DURATIONS = { 'lease-duration': '15s', 'renew-deadline': '10s', 'retry-period': '2s', resync: '10m', 'event-interval': '10m' } as const;
-const BOOLS = { 'leader-elect': 'true', 'watch-nodes': 'true', 'manage-sidecar-rbac': 'true' } as const;
+const BOOLS = { 'leader-elect': 'true', 'watch-nodes': 'true', 'manage-sidecar-rbac': 'true', 'remove-multus-service-slices': 'true' } as const;
+const NETSERVICE_MODES: readonly NetServiceMode[] = ['auto', 'true', 'false'];
+
+function parseNetServiceMode(value: string): Result<NetServiceMode> {
+  const mode = NETSERVICE_MODES.find((m) => m === value);
+  return mode !== undefined ? ok(mode) : err(inputError('--netservices', value, 'is not a mode', 'write auto, true or false'));
+}
 const COUNTS = { 'health-port': ['8080', 0], workers: ['2', 1], 'max-endpoints-per-slice': [String(MAX_ENDPOINTS_PER_SLICE), 1] } as const;
 
 const DUR = 'DUR';
@@ -83,6 +94,8 @@ export const CONTROLLER_PROGRAM: Program = {
     { name: 'watch-nodes', value: 'BOOL', def: BOOLS['watch-nodes'], help: 'read Nodes for endpoint zones' },
     { name: 'manage-sidecar-rbac', value: 'BOOL', def: BOOLS['manage-sidecar-rbac'], help: "keep the sidecars' ClusterRoleBinding and RoleBindings" },
     { name: 'max-endpoints-per-slice', value: 'N', def: COUNTS['max-endpoints-per-slice'][0], help: 'endpoints per EndpointSlice' },
+    { name: 'netservices', value: 'MODE', def: 'auto', help: "auto|true|false: serve net-service-controller's NetService objects (auto: when the svcctl.metaswitch.com API is installed)" },
+    { name: 'remove-multus-service-slices', value: 'BOOL', def: BOOLS['remove-multus-service-slices'], help: "delete multus-service's EndpointSlices of the Services served here" },
   ],
 };
 
@@ -127,6 +140,8 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     watchNodes: bool('watch-nodes'),
     manageSidecarRbac: bool('manage-sidecar-rbac'),
     maxEndpointsPerSlice: count('max-endpoints-per-slice'),
+    netServices: pick(parseNetServiceMode(str('netservices') ?? 'auto'), 'auto'),
+    removeMultusServiceSlices: bool('remove-multus-service-slices'),
   };
   if (problems.length === 0 && !(opts.retryPeriodMs < opts.renewDeadlineMs && opts.renewDeadlineMs < opts.leaseDurationMs)) {
     problems.push(

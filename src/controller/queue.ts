@@ -121,3 +121,28 @@ export class WorkQueue {
     for (const w of this.waiters.splice(0)) w(undefined);
   }
 }
+
+/**
+ * A worker: takes keys until the queue shuts down; a key that processed is forgotten (backoff
+ * reset), one that failed is re-added with backoff (when `retry()` says so, e.g. still leading)
+ * and reported with the delay chosen.
+ */
+export async function runWorker(
+  queue: WorkQueue,
+  process: (key: string) => Promise<void>,
+  failed: (key: string, e: unknown, retryInMs: number) => void,
+  retry: () => boolean,
+): Promise<void> {
+  for (;;) {
+    const key = await queue.get();
+    if (key === undefined) return;
+    try {
+      await process(key);
+      queue.forget(key);
+    } catch (e) {
+      failed(key, e, retry() ? queue.addRateLimited(key) : 0);
+    } finally {
+      queue.done(key);
+    }
+  }
+}

@@ -17,7 +17,7 @@ import type { Logger } from '../log.js';
 import { createRegistry, type Registry } from '../metrics.js';
 import { startHealthServer, type HealthServer } from '../health.js';
 import { INJECTION_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
-import { createEventRecorder } from './events.js';
+import { createEventRecorder, type EventRecorder } from './events.js';
 import { fenceWrites, LeaderElector, OPEN_FENCE, type WriteFence } from './leader.js';
 import { createControllerMetrics, registerKubeRequests, type ControllerMetrics } from './metrics.js';
 import type { ControllerOptions } from './options.js';
@@ -25,6 +25,8 @@ import { ourSlicesSelector } from './plan.js';
 import { Reconciler, RetryableWriteError, ZONE_LABEL } from './reconcile.js';
 import { WorkQueue } from './queue.js';
 import { syncSidecarRbac } from './sidecar-rbac.js';
+import { createMigration } from './migration.js';
+import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
 
 /** The queue key of the sidecar RBAC sync; has no '/', so it can never be a Service key. */
 export const RBAC_KEY = '#sidecar-rbac';
@@ -52,6 +54,26 @@ export interface ControllerHooks {
 
 function informerPath(resource: string, group: string, version: string, namespace: string | undefined): string {
   return apiPath(group, version, resource, namespace);
+}
+
+/** The NetService part when asked for, or (auto) when the API is served; a clear error when asked for and not served. */
+async function netServicePart(
+  client: KubeClient,
+  opts: ControllerOptions,
+  logger: Logger,
+  d: { events: EventRecorder; mayWrite: () => boolean; onError: () => void },
+): Promise<NetServiceController | undefined> {
+  if (opts.netServices === 'false') return undefined;
+  const served = await netServiceApiServed(client);
+  if (!served) {
+    if (opts.netServices === 'true') {
+      throw new Error('--netservices=true, but the apiserver does not serve svcctl.metaswitch.com/v1alpha1: install the component deploy/components/netservice (its CRD), or set --netservices=auto');
+    }
+    logger.info('NetService API (svcctl.metaswitch.com/v1alpha1) not installed; NetServices are not served');
+    return undefined;
+  }
+  logger.info('serving NetService objects (svcctl.metaswitch.com/v1alpha1)');
+  return createNetServiceController({ client, logger, ...d, workers: 1, ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}) });
 }
 
 export async function startController(client: KubeClient, opts: ControllerOptions, logger: Logger, hooks: ControllerHooks = {}): Promise<RunningController> {
@@ -114,7 +136,28 @@ export async function startController(client: KubeClient, opts: ControllerOption
     eventIntervalMs: opts.eventIntervalMs,
   });
 
-  services.on({ add: (s) => reconciler.onService(s), update: (s) => reconciler.onService(s), delete: (s) => reconciler.onService(s, true) });
+  // Both write through the fenced client, like the reconciler.
+  const netServices = await netServicePart(writer, opts, logger, { events, mayWrite: () => fence.mayWrite(), onError: () => metrics.errors.inc({ stage: 'netservice' }) });
+  const migration = opts.removeMultusServiceSlices
+    ? createMigration({
+        client: writer,
+        logger,
+        events,
+        mayWrite: () => fence.mayWrite(),
+        getService: (key) => services.get(key),
+        ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}),
+        onError: () => metrics.errors.inc({ stage: 'migration' }),
+      })
+    : undefined;
+  const onService = (s: V1Service): void => {
+    netServices?.onService(s);
+    migration?.onService(s);
+  };
+  services.on({
+    add: (s) => (reconciler.onService(s), onService(s)),
+    update: (s) => (reconciler.onService(s), onService(s)),
+    delete: (s) => (reconciler.onService(s, true), onService(s)),
+  });
   pods.on({ add: (p) => reconciler.onPod(p, undefined), update: (p, old) => reconciler.onPod(p, old), delete: (p) => reconciler.onPod(undefined, p) });
   slices.on({ add: (s) => reconciler.onSlice(s, false), update: (s, old) => reconciler.onSliceUpdate(s, old), delete: (s) => reconciler.onSlice(s, true) });
   nodes?.on({
@@ -174,7 +217,9 @@ export async function startController(client: KubeClient, opts: ControllerOption
       const t = setInterval(() => enqueue(RBAC_KEY), RBAC_RESYNC_MS);
       timers.push(t);
     }
-    if (opts.resyncMs > 0) timers.push(setInterval(() => reconciler.allKeys().forEach(enqueue), opts.resyncMs));
+    netServices?.startWorking(services.list());
+    migration?.startWorking();
+    if (opts.resyncMs > 0) timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync()), opts.resyncMs));
     for (let i = 0; i < opts.workers; i++) void worker();
     logger.info({ workers: opts.workers }, 'reconciling');
   };
@@ -209,7 +254,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
       )
     : undefined;
 
-  const informers: Informer<KubeObject>[] = [services, pods, slices, ...(namespaces ? [namespaces] : []), ...(nodes ? [nodes] : [])] as Informer<KubeObject>[];
+  const informers: Informer<KubeObject>[] = [services, pods, slices, ...(namespaces ? [namespaces] : []), ...(nodes ? [nodes] : []), ...(netServices?.informers ?? []), ...(migration ? [migration.informer] : [])] as Informer<KubeObject>[];
   const health = await startHealthServer(
     {
       live: () => true,
@@ -237,12 +282,14 @@ export async function startController(client: KubeClient, opts: ControllerOption
     client,
     isLeader: () => (elector === undefined ? true : leading),
     isReady: () => ready,
-    idle: () => queue.pending() === 0,
+    idle: () => queue.pending() === 0 && (netServices?.idle() ?? true) && (migration?.idle() ?? true),
     stop: async () => {
       writing = false;
       abort.abort();
       for (const t of timers) clearInterval(t);
       queue.shutdown();
+      netServices?.stop();
+      migration?.stop();
       for (const i of informers) i.stop();
       await electing; // releases the lease when held
       await health.close();

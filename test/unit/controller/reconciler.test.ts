@@ -68,7 +68,7 @@ function harness(onWrite?: (stored: V1EndpointSlice) => void, started = true): H
     client,
     logger: createLogger('test', 'silent'),
     metrics: createControllerMetrics(createRegistry('test')),
-    events: { warn: () => true },
+    events: { warn: () => true, record: () => true },
     getService: (key) => services.get(key),
     enqueue: (key) => keys.push(key),
     enqueueAfter: (key) => keys.push(`after:${key}`),

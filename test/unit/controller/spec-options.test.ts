@@ -69,6 +69,18 @@ void describe('controller options', () => {
     assert.deepEqual([r.value.leaseDurationMs, r.value.renewDeadlineMs, r.value.retryPeriodMs], [15_000, 10_000, 2_000]);
     assert.equal(r.value.leaderElect, true);
     assert.equal(r.value.maxEndpointsPerSlice, 100);
+    assert.equal(r.value.netServices, 'auto');
+    assert.equal(r.value.removeMultusServiceSlices, true);
+  });
+
+  void test('--netservices auto|true|false and --remove-multus-service-slices; bad values named with the fix', () => {
+    const r = parseOptions(['--netservices', 'false', '--remove-multus-service-slices', 'false'], {});
+    if (!r.ok || r.value === 'help') return assert.fail('options');
+    assert.equal(r.value.netServices, 'false');
+    assert.equal(r.value.removeMultusServiceSlices, false);
+    const bad = parseOptions(['--netservices', 'yes please', '--remove-multus-service-slices', 'maybe'], {});
+    assert.match(bad.ok ? '' : bad.error, /--netservices "yes please": is not a mode; write auto, true or false/);
+    assert.match(bad.ok ? '' : bad.error, /--remove-multus-service-slices "maybe": is not a boolean; write true or false/);
   });
 
   void test('durations in ms, s, m and plain seconds; bad values named with the fix', () => {
