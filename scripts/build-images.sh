@@ -49,7 +49,7 @@ refresh_ids() {
   local name id
   while read -r name id; do IDS[$name]=$id; done < <("${B[@]}" images --noheading --no-trunc --format '{{.Name}}:{{.Tag}} {{.ID}}')
 }
-image_id() { echo "${IDS[$1]:-}"; }
+image_id() { if [ -n "$1" ]; then echo "${IDS[$1]:-}"; fi; }
 refresh_ids
 hash_files() { (cd "$1" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1; }
 
@@ -81,12 +81,12 @@ if [ -z "$(image_id "$MINBASE")" ]; then
 fi
 echo "$MINBASE: $(image_id "$MINBASE" | cut -c1-19)"
 
-# build <name> <Containerfile folder> <context> [extra stamp text]: buildah bud unless the stamp
-# says this image is from the same Containerfile, context and parent. Prints nothing else.
+# build <name> <Containerfile folder> <context> [parent image]: buildah bud unless the stamp says
+# this image is from the same Containerfile, context and parent image.
 build() {
-  local name=$1 dir=$2 ctx=$3 extra=${4:-} stamp value t0=$SECONDS
+  local name=$1 dir=$2 ctx=$3 parent=${4:-} stamp value t0=$SECONDS
   stamp="$CACHE_DIR/images/.$(echo "$name" | tr '/:' '__').stamp"
-  value=$(printf '%s\n' "$(hash_files "$dir")" "$(hash_files "$ctx")" "$(image_id "$MINBASE")" "$(image_id "$NODE_BASE")" "$extra" | sha256sum | cut -d' ' -f1)
+  value=$(printf '%s\n' "$(hash_files "$dir")" "$(hash_files "$ctx")" "$(image_id "$parent")" | sha256sum | cut -d' ' -f1)
   if [ "$(cat "$stamp" 2>/dev/null)" = "$value" ] && [ -n "$(image_id "$name")" ]; then
     echo "$name is current"
     return
@@ -111,7 +111,7 @@ if [ ! -x "$NODE_CTX/node" ] || [ ! -f "$NODE_CTX/npm/package.json" ]; then
   rm -rf "$NODE_CTX.tmp/package" "$NODE_CTX.tmp"/*.tgz
   mv "$NODE_CTX.tmp" "$NODE_CTX"
 fi
-build "$NODE_BASE" "$ROOT/test/images/node" "$NODE_CTX"
+build "$NODE_BASE" "$ROOT/test/images/node" "$NODE_CTX" "$MINBASE"
 
 # pause: Kubernetes' own source of the release the node runs, built as its Makefile does.
 PAUSE_CTX=$CTX_DIR/pause
@@ -122,8 +122,8 @@ if [ ! -x "$PAUSE_CTX/pause" ] || [ "$kube_dir/build/pause/linux/pause.c" -nt "$
   gcc -Os -Wall -Werror -static "-DVERSION=v$PAUSE_TAG" -o "$PAUSE_CTX/pause" "$kube_dir/build/pause/linux/pause.c"
 fi
 build "registry.k8s.io/pause:$PAUSE_TAG" "$ROOT/test/images/pause" "$PAUSE_CTX"
-build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx "$ROOT/test/images/nginx" "$ROOT/test/images/nginx"
-build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools "$ROOT/test/images/tools" "$ROOT/test/images/tools"
+build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx "$ROOT/test/images/nginx" "$ROOT/test/images/nginx" "$MINBASE"
+build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools "$ROOT/test/images/tools" "$ROOT/test/images/tools" "$MINBASE"
 
 # --- the project's image: the Dockerfile as users build it ------------------------------------------
 # Its stamp hashes the Dockerfile and every file its COPY lines bring in, so CI always tests the
