@@ -22,6 +22,7 @@ import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../ann
 import { networkKey, parseNetworkItem, type NetworkRef } from '../annotations/service-network.js';
 import type { KubeObject, V1Service } from '../kube/types.js';
 import { err, inputError, ok, showValue, type InputError, type Result } from '../result.js';
+import { compareText } from '../order.js';
 
 export const NETSERVICE_API_VERSION = `${NETSERVICE_GROUP}/${NETSERVICE_VERSION}`;
 
@@ -103,7 +104,7 @@ export type NadResolution = { readonly ok: true; readonly network: NetworkRef } 
 export function resolveNetAttachDef(spec: NetServiceSpec, namespace: string, nads: readonly NetworkRef[]): NadResolution {
   if (spec.netAttachDef.explicit !== undefined) return { ok: true, network: spec.netAttachDef.explicit };
   const name = spec.netAttachDef.name;
-  const same = nads.filter((n) => n.name === name).sort((a, b) => networkKey(a).localeCompare(networkKey(b)));
+  const same = nads.filter((n) => n.name === name).sort((a, b) => compareText(networkKey(a), networkKey(b)));
   const local = same.find((n) => n.namespace === namespace);
   if (local !== undefined) return { ok: true, network: local };
   if (same.length === 1 && same[0] !== undefined) return { ok: true, network: same[0] };
