@@ -16,7 +16,7 @@ import { objectKey, type KubeObject, type V1EndpointSlice, type V1Namespace, typ
 import type { Logger } from '../log.js';
 import { createRegistry, type Registry } from '../metrics.js';
 import { startHealthServer, type HealthServer } from '../health.js';
-import { INJECTION_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
+import { PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { fenceWrites, LeaderElector, OPEN_FENCE, type WriteFence } from './leader.js';
 import { createControllerMetrics, registerKubeRequests, type ControllerMetrics } from './metrics.js';
@@ -24,14 +24,9 @@ import type { ControllerOptions } from './options.js';
 import { ourSlicesSelector } from './plan.js';
 import { Reconciler, RetryableWriteError, ZONE_LABEL } from './reconcile.js';
 import { WorkQueue } from './queue.js';
-import { syncSidecarRbac } from './sidecar-rbac.js';
+import { createRbacController } from './rbac-controller.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
-
-/** The queue key of the sidecar RBAC sync; has no '/', so it can never be a Service key. */
-export const RBAC_KEY = '#sidecar-rbac';
-/** Sidecar RBAC is also re-checked this often, in case someone edited or deleted it. */
-const RBAC_RESYNC_MS = 5 * 60_000;
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -165,24 +160,15 @@ export async function startController(client: KubeClient, opts: ControllerOption
     update: (n) => reconciler.onNode(objectKey(n), n.metadata?.labels?.[ZONE_LABEL]),
     delete: (n) => reconciler.onNode(objectKey(n), undefined),
   });
+  // Sidecar RBAC: its own controller and queue (src/controller/rbac-controller.ts).
+  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), logger, metrics });
   namespaces?.on({
-    add: () => enqueue(RBAC_KEY),
-    update: (n, old) => {
-      if (n.metadata?.labels?.[INJECTION_LABEL] !== old.metadata?.labels?.[INJECTION_LABEL] || n.status?.phase !== old.status?.phase) enqueue(RBAC_KEY);
-    },
-    delete: () => enqueue(RBAC_KEY),
+    add: (n) => rbac?.onNamespace(n, undefined),
+    update: (n, old) => rbac?.onNamespace(n, old),
+    delete: (n) => rbac?.onNamespace(undefined, n),
   });
 
   const process = async (key: string): Promise<void> => {
-    if (key === RBAC_KEY) {
-      const { writes, problems } = await syncSidecarRbac(writer, namespaces?.list() ?? []);
-      if (writes.length > 0) logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
-      for (const p of problems) {
-        metrics.errors.inc({ stage: 'rbac' });
-        logger.warn(p);
-      }
-      return;
-    }
     const t0 = performance.now();
     const result = await reconciler.reconcile(key);
     metrics.reconcileDuration.observe((performance.now() - t0) / 1000);
@@ -198,8 +184,8 @@ export async function startController(client: KubeClient, opts: ControllerOption
         queue.forget(key);
       } catch (e) {
         const retryable = e instanceof RetryableWriteError;
-        metrics.errors.inc({ stage: key === RBAC_KEY ? 'rbac' : 'reconcile' });
-        if (key !== RBAC_KEY) metrics.reconciles.inc({ result: 'error' });
+        metrics.errors.inc({ stage: 'reconcile' });
+        metrics.reconciles.inc({ result: 'error' });
         const delay = writing ? queue.addRateLimited(key) : 0;
         logger[retryable ? 'info' : 'warn']({ key, err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'reconcile failed; retrying');
       } finally {
@@ -212,11 +198,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
   const startWorking = (): void => {
     writing = true;
     for (const k of reconciler.startEnqueueing()) enqueue(k);
-    if (namespaces !== undefined) {
-      enqueue(RBAC_KEY);
-      const t = setInterval(() => enqueue(RBAC_KEY), RBAC_RESYNC_MS);
-      timers.push(t);
-    }
+    rbac?.start();
     netServices?.startWorking(services.list());
     migration?.startWorking();
     if (opts.resyncMs > 0) timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync()), opts.resyncMs));
@@ -247,6 +229,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
             leading = false;
             metrics.leader.set(0);
             queue.shutdown();
+            rbac?.stop();
             hooks.onLostLeadership?.(reason);
           },
         },
@@ -282,12 +265,13 @@ export async function startController(client: KubeClient, opts: ControllerOption
     client,
     isLeader: () => (elector === undefined ? true : leading),
     isReady: () => ready,
-    idle: () => queue.pending() === 0 && (netServices?.idle() ?? true) && (migration?.idle() ?? true),
+    idle: () => queue.pending() === 0 && (rbac?.idle() ?? true) && (netServices?.idle() ?? true) && (migration?.idle() ?? true),
     stop: async () => {
       writing = false;
       abort.abort();
       for (const t of timers) clearInterval(t);
       queue.shutdown();
+      rbac?.stop();
       netServices?.stop();
       migration?.stop();
       for (const i of informers) i.stop();

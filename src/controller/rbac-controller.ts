@@ -1,0 +1,98 @@
+/**
+ * The sidecar RBAC sync as its own small controller: its own queue (one key: the whole set of
+ * bindings is one decision, made from the namespace cache by syncSidecarRbac), its own worker, its
+ * own retry backoff and its own periodic re-check. It shares nothing with the Service queue but the
+ * fenced writer, so a slow or failing RBAC sync neither delays nor is delayed by slice writes, and
+ * no special key has to be told apart from Service keys.
+ */
+import type { KubeClient } from '../kube/client.js';
+import type { V1Namespace } from '../kube/types.js';
+import type { Logger } from '../log.js';
+import { INJECTION_LABEL } from '../keys.js';
+import type { ControllerMetrics } from './metrics.js';
+import { WorkQueue } from './queue.js';
+import { syncSidecarRbac } from './sidecar-rbac.js';
+
+/** The one key of the RBAC queue. */
+const SYNC = 'sidecar-rbac';
+/** Sidecar RBAC is also re-checked this often, in case someone edited or deleted it. */
+export const RBAC_RESYNC_MS = 5 * 60_000;
+
+export interface RbacControllerDeps {
+  /** The fenced writer: a write outside leadership is refused there. */
+  readonly client: KubeClient;
+  /** The namespace cache (labels and phase are all it reads). */
+  readonly namespaces: () => readonly V1Namespace[];
+  readonly logger: Logger;
+  readonly metrics: ControllerMetrics;
+  readonly resyncMs?: number;
+}
+
+export interface RbacController {
+  /** Namespace events: only a change of the injection label or the phase matters. */
+  onNamespace(n: V1Namespace | undefined, old: V1Namespace | undefined): void;
+  /** Starts the worker and the periodic re-check, and syncs once (on becoming leader). */
+  start(): void;
+  /** Stops the worker and the re-check; a sync in flight finishes (its writes are fenced). */
+  stop(): void;
+  /** Nothing waiting, running or delayed. */
+  idle(): boolean;
+}
+
+/** Whether a namespace event changes which namespaces get bindings. */
+export function namespaceChangeMatters(n: V1Namespace | undefined, old: V1Namespace | undefined): boolean {
+  if (n === undefined || old === undefined) return true;
+  return n.metadata?.labels?.[INJECTION_LABEL] !== old.metadata?.labels?.[INJECTION_LABEL] || n.status?.phase !== old.status?.phase;
+}
+
+export function createRbacController(deps: RbacControllerDeps): RbacController {
+  const queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  let running = false;
+  let timer: NodeJS.Timeout | undefined;
+
+  const sync = async (): Promise<void> => {
+    const { writes, problems } = await syncSidecarRbac(deps.client, deps.namespaces());
+    if (writes.length > 0) deps.logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
+    for (const p of problems) {
+      deps.metrics.errors.inc({ stage: 'rbac' });
+      deps.logger.warn(p);
+    }
+  };
+
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        await sync();
+        queue.forget(key);
+      } catch (e) {
+        deps.metrics.errors.inc({ stage: 'rbac' });
+        const delay = running ? queue.addRateLimited(key) : 0;
+        deps.logger.warn({ err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'sidecar RBAC sync failed; retrying');
+      } finally {
+        queue.done(key);
+      }
+    }
+  };
+
+  return {
+    onNamespace: (n, old) => {
+      // Before start() nothing is queued: start() syncs once from the full cache anyway.
+      if (running && namespaceChangeMatters(n, old)) queue.add(SYNC);
+    },
+    start: () => {
+      if (running) return;
+      running = true;
+      queue.add(SYNC);
+      timer = setInterval(() => queue.add(SYNC), deps.resyncMs ?? RBAC_RESYNC_MS);
+      void worker();
+    },
+    stop: () => {
+      running = false;
+      if (timer !== undefined) clearInterval(timer);
+      queue.shutdown();
+    },
+    idle: () => queue.pending() === 0,
+  };
+}
