@@ -115,7 +115,8 @@ interface Pki {
   adminKey: string;
 }
 
-function rsaPair(): { forgeKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.rsa.PublicKey; pem: string } {
+/** A 2048-bit RSA key pair: the forge key to sign with, its public key and its PKCS#1 PEM. */
+export function rsaPair(): { forgeKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.rsa.PublicKey; pem: string } {
   // node:crypto generates keys natively (node-forge in pure JS takes seconds per key).
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   const pem = privateKey.export({ type: 'pkcs1', format: 'pem' }).toString();
@@ -123,7 +124,8 @@ function rsaPair(): { forgeKey: forge.pki.rsa.PrivateKey; publicKey: forge.pki.r
   return { forgeKey, publicKey: forge.pki.setRsaPublicKey(forgeKey.n, forgeKey.e), pem };
 }
 
-function issue(
+/** Issues a certificate for publicKey signed by signer (valid 24 h, backdated 1 min). */
+export function issue(
   subject: forge.pki.CertificateField[],
   publicKey: forge.pki.rsa.PublicKey,
   signer: { key: forge.pki.rsa.PrivateKey; subject: forge.pki.CertificateField[] },
@@ -192,7 +194,7 @@ export function kubeconfigYaml(server: string, caPem: string, user: Record<strin
   });
 }
 
-function tail(file: string, lines = 40): string {
+export function tail(file: string, lines = 40): string {
   try {
     return readFileSync(file, 'utf8').split('\n').slice(-lines).join('\n');
   } catch {
@@ -220,7 +222,7 @@ async function kill(child: ChildProcess | undefined, graceMs: number): Promise<v
   }
 }
 
-async function poll(what: string, timeoutMs: number, check: () => Promise<boolean>, failed?: () => string | undefined): Promise<void> {
+export async function poll(what: string, timeoutMs: number, check: () => Promise<boolean>, failed?: () => string | undefined): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {

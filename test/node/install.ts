@@ -1,0 +1,79 @@
+/**
+ * Installing and uninstalling multus-proxy on the real node exactly as the README says, with the
+ * image built from the project's Dockerfile (served by the node's local registry).
+ */
+import type { RealNode } from '../harness/node.js';
+import { INSTALL_NAMESPACE } from '../../src/keys.js';
+
+/** `kustomize build deploy/overlays/bootstrap | kubectl apply -f -` (README, without cert-manager). */
+export const INSTALL_BOOTSTRAP = 'kustomize build deploy/overlays/bootstrap | kubectl apply -f -';
+/** The default install (README): needs cert-manager. */
+export const INSTALL_DEFAULT = 'kubectl apply -k deploy/';
+
+/** The README's uninstall commands, run in order (README "Uninstall"). */
+export const UNINSTALL = [
+  // Objects the controller wrote (it is still running, so nothing is recreated behind the delete).
+  'kubectl delete endpointslices --all-namespaces -l endpointslice.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
+  'kubectl delete rolebindings,clusterrolebindings --all-namespaces -l app.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
+];
+export const uninstallInstall = (install: 'bootstrap' | 'default'): string =>
+  install === 'bootstrap' ? 'kustomize build deploy/overlays/bootstrap | kubectl delete --ignore-not-found -f -' : 'kubectl delete --ignore-not-found -k deploy/';
+
+export async function waitInstalled(node: RealNode, opts: { certsJob: boolean }): Promise<void> {
+  if (opts.certsJob) await node.wait('job/multus-proxy-certs', 'condition=Complete', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
+  await node.wait('deployment/multus-proxy-controller', 'condition=Available', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
+  await node.wait('deployment/multus-proxy-webhook', 'condition=Available', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
+}
+
+export async function installBootstrap(node: RealNode): Promise<void> {
+  await node.sh(INSTALL_BOOTSTRAP);
+  await waitInstalled(node, { certsJob: true });
+}
+
+export async function uninstall(node: RealNode, install: 'bootstrap' | 'default'): Promise<void> {
+  for (const c of UNINSTALL) await node.sh(c);
+  await node.sh(uninstallInstall(install), { timeoutMs: 300_000 });
+}
+
+/** Everything of the project still in the cluster, as "kind namespace/name" lines. */
+export async function projectLeftovers(node: RealNode): Promise<string[]> {
+  const kinds = [
+    'mutatingwebhookconfigurations',
+    'validatingwebhookconfigurations',
+    'clusterroles',
+    'clusterrolebindings',
+    'roles',
+    'rolebindings',
+    'serviceaccounts',
+    'configmaps',
+    'secrets',
+    'deployments',
+    'jobs',
+    'cronjobs',
+    'services',
+    'endpointslices',
+    'customresourcedefinitions',
+    'namespaces',
+  ];
+  const out: string[] = [];
+  const list = async (kind: string, selector?: string): Promise<{ metadata: { name: string; namespace?: string; labels?: Record<string, string> } }[]> => {
+    const r = await node.kubectlResult(['get', kind, '-A', '-o', 'json', ...(selector ? ['-l', selector] : [])], { allowFail: true });
+    if (r.code !== 0) return [];
+    return (JSON.parse(r.stdout) as { items: { metadata: { name: string; namespace?: string; labels?: Record<string, string> } }[] }).items;
+  };
+  for (const kind of kinds) {
+    for (const o of await list(kind)) {
+      const m = o.metadata;
+      const labels = m.labels ?? {};
+      const ours =
+        m.name.startsWith('multus-proxy') ||
+        m.namespace === INSTALL_NAMESPACE ||
+        labels['app.kubernetes.io/part-of'] === 'multus-proxy' ||
+        labels['app.kubernetes.io/managed-by'] === 'multus-proxy-controller' ||
+        labels['endpointslice.kubernetes.io/managed-by'] === 'multus-proxy-controller' ||
+        (kind === 'customresourcedefinitions' && m.name.endsWith('multus-proxy.k8s.cni.cncf.io'));
+      if (ours) out.push(`${kind} ${m.namespace ? `${m.namespace}/` : ''}${m.name}`);
+    }
+  }
+  return out.sort();
+}

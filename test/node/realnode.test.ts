@@ -1,0 +1,166 @@
+/**
+ * The real-node suite: one real single-node Kubernetes (test/harness/node.ts) for the whole file,
+ * brought up once because bring-up and teardown cost ~half a minute together. The tests run in
+ * order on it and each removes what it created; the last one stops the node and asserts that the
+ * host is exactly as before (no process, interface, mount, iptables rule, directory or sysctl).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startNode, type RealNode } from '../harness/node.js';
+import { NODE } from '../harness/node-config.js';
+import { createNamespace, net1Addresses, pod } from './cluster.js';
+import { blogFile, sliceAddresses } from './cluster.js';
+import { installBootstrap, projectLeftovers, uninstall } from './install.js';
+import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
+import { runSidecar } from './sidecar.js';
+import { runHeadless } from './headless.js';
+import { runCertManager } from './certmanager.js';
+import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+
+void describe('real node', { concurrency: 1 }, () => {
+  let node: RealNode;
+  const log = (m: string): void => console.log(`# node: ${m}`);
+
+  before(async () => {
+    node = await startNode({ log });
+  }, { timeout: 900_000 });
+  after(async () => {
+    await node?.stop();
+  });
+
+  void test('harness: Node Ready on v1.34.4, a pod gets net1 from Multus + whereabouts, cluster DNS and the kubernetes Service work', { timeout: 300_000 }, async () => {
+    const n = JSON.parse(await node.kubectl(['get', 'node', NODE.name, '-o', 'json'])) as {
+      metadata: { labels: Record<string, string> };
+      status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; conditions: { type: string; status: string }[] };
+    };
+    assert.equal(n.status.nodeInfo.kubeletVersion, 'v1.34.4');
+    assert.match(n.status.nodeInfo.containerRuntimeVersion, /^containerd:\/\//);
+    assert.equal(n.status.conditions.find((c) => c.type === 'Ready')?.status, 'True');
+    assert.equal(n.metadata.labels['multusservicedemo'], 'true');
+
+    const ns = 'harness-check';
+    await createNamespace(node, ns, false);
+    await node.apply(blogFile('net-attach.yml'), ns);
+    await node.apply(blogFile('pod.yml'), ns);
+    await node.wait('pod/fedora-net1', 'condition=Ready', { namespace: ns, timeoutMs: 120_000 });
+    const p = await pod(node, ns, 'fedora-net1');
+    const net1 = net1Addresses(p);
+    assert.equal(net1.length, 1, `net1 in ${JSON.stringify(p.metadata?.annotations)}`);
+    assert.match(net1[0] ?? '', /^10\.1\.1\.\d+$/, 'whereabouts allocates from the NAD range');
+    assert.match(net1Addresses(p, 'eth0')[0] ?? '', /^10\.244\.0\.\d+$/, 'eth0 on the primary bridge network');
+    // The address is really on the interface inside the pod.
+    const ip = await node.exec(ns, 'fedora-net1', ['ip', '-4', '-o', 'addr', 'show', 'net1']);
+    assert.match(ip.stdout, new RegExp(`inet ${(net1[0] ?? '').replace(/\./g, '\\.')}/24`));
+    // whereabouts recorded the allocation in its IPPool.
+    const pools = await node.kubectl(['get', 'ippools.whereabouts.cni.cncf.io', '-A', '-o', 'json']);
+    assert.ok(pools.includes(net1[0] ?? '-'), 'the IPPool lists the address');
+
+    const dns = await node.exec(ns, 'fedora-net1', ['getent', 'hosts', 'kubernetes.default.svc.cluster.local']);
+    assert.equal(dns.code, 0, dns.stderr);
+    assert.match(dns.stdout, /^10\.96\.0\.1\s/);
+    // kube-proxy routes the kubernetes Service to the apiserver on the node IP.
+    const healthz = await node.exec(ns, 'fedora-net1', ['curl', '-sk', '-m', '5', 'https://kubernetes.default.svc.cluster.local/healthz']);
+    assert.equal(healthz.stdout.trim(), 'ok', healthz.stderr);
+    // Nothing leaves the machine: an outside name does not resolve (CoreDNS has no forwarder).
+    const outside = await node.exec(ns, 'fedora-net1', ['getent', 'hosts', 'example.com']);
+    assert.notEqual(outside.code, 0);
+
+    await node.kubectl(['delete', 'namespace', ns, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+  });
+
+  void test('install as users do: kustomize build deploy/overlays/bootstrap | kubectl apply -f -; certs Job completes, Deployments Ready, the apiserver calls the webhook through its Service', { timeout: 600_000 }, async () => {
+    const t0 = Date.now();
+    await installBootstrap(node);
+    log(`installed (bootstrap) in ${Date.now() - t0} ms`);
+    const caBundle = await node.kubectl(['get', 'mutatingwebhookconfiguration', 'multus-proxy-webhook', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}']);
+    assert.ok(caBundle.length > 100, 'the certs Job patched the caBundle');
+    // A Service asking for a service network without the proxy label: the mutating webhook, called
+    // by the real apiserver through its Service, adds the label (server-side dry run, nothing stored).
+    const out = await node.kubectl(['create', '-n', 'default', '--dry-run=server', '-o', 'json', '-f', '-'], {
+      input: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'webhook-probe', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'macvlan1' } },
+        spec: { selector: { app: 'none' }, ports: [{ port: 80 }] },
+      }),
+    });
+    const probed = JSON.parse(out) as { metadata: { labels?: Record<string, string> } };
+    assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
+  });
+
+  let blog: BlogObservations | undefined;
+  void test('the blog scenario verbatim: whereabouts net1, the slice, the native sidecar, 20 curls by name answered by both replicas, kube-proxy ignores the Service, scale-up and deletion', { timeout: 600_000 }, async () => {
+    const t0 = Date.now();
+    const o = await runBlog(node, { step: (t) => log(t), info: (t) => log(`  ${t}`) });
+    blog = o;
+    log(`blog scenario in ${Date.now() - t0} ms`);
+    const backendAddrs = Object.values(o.backends);
+    assert.equal(backendAddrs.length, 2);
+    for (const a of [...backendAddrs, o.clientNet1]) assert.match(a, /^10\.1\.1\.\d+$/, 'whereabouts address on net1');
+    assert.deepEqual(o.sliceAddresses, [...backendAddrs].sort(), "the controller's slice lists exactly the nginx net1 addresses");
+    assert.ok(o.clientInitContainers.some((c) => c.name === SIDECAR_CONTAINER_NAME && c.restartPolicy === 'Always'), `native sidecar in ${JSON.stringify(o.clientInitContainers)}`);
+    assert.ok(o.sidecarRules.length > 0, 'the sidecar programmed nat rules');
+    assert.deepEqual(o.curls, Array(20).fill('ok'));
+    for (const [n, c] of Object.entries(o.answeredBy)) assert.ok(c > 0, `${n} answered none of 20: ${JSON.stringify(o.answeredBy)}`);
+    assert.equal(Object.values(o.answeredBy).reduce((a, b) => a + b, 0), 20, 'every request arrived from the client net1 address');
+    assert.deepEqual(o.otherSources, []);
+    assert.deepEqual(o.kubeProxyRules, [], 'kube-proxy wrote no rule for the Service');
+    assert.ok(o.scaled.readyToAnswerMs >= 0 && o.scaled.readyToAnswerMs <= 2_000, `the new replica answered ${o.scaled.readyToAnswerMs} ms after Ready`);
+    assert.equal(o.deleted.inSliceAfter, false);
+    assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
+    assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
+  });
+
+  void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {
+    const o = await runSidecar(node, log);
+    assert.equal(o.firstTry, 'FIRST-TRY-OK', "the app started after the sidecar's first sync");
+    assert.equal(o.restarts.length, 3);
+    o.restarts.forEach((r, i) => {
+      assert.equal(r.sidecar, i + 1, 'the kubelet restarted the sidecar');
+      assert.equal(r.app, 0, 'the app container was never restarted');
+    });
+    log(`client loop through 3 sidecar stops: ${o.loop.ok} ok, ${o.loop.failed} failed ${o.loop.failures.join(' ')}`);
+    assert.ok(o.loop.ok > 50, `the loop ran (${o.loop.ok} ok)`);
+    assert.equal(o.loop.failed, 0, `failed requests: ${o.loop.failures.join(', ')}`);
+    assert.ok(o.deleteMs < 30_000, `pod deletion took ${o.deleteMs} ms: the sidecar did not exit within the grace period`);
+  });
+
+  void test('headless Service over a StatefulSet with real CoreDNS: the name answers only net1 addresses, web-0.<svc> its own, SRV for the named port', { timeout: 600_000 }, async () => {
+    const o = await runHeadless(node);
+    const net1 = Object.values(o.net1).sort();
+    assert.equal(net1.length, 2);
+    assert.deepEqual(o.slice, net1);
+    assert.deepEqual(o.serviceA, net1, `A records of the Service (eth0 addresses are ${o.eth0.join(', ')})`);
+    for (const a of o.eth0) assert.ok(!o.serviceA.includes(a));
+    assert.deepEqual(o.web0A, [o.net1['web-0']]);
+    assert.equal(o.srv.length, 2, o.srv.join('\n'));
+    for (const line of o.srv) assert.match(line, /^\d+ \d+ 80 web-[01]\.web\.headless-check\.svc\.cluster\.local\.$/);
+  });
+
+  void test('uninstall as the README says leaves nothing of the project: webhook configurations, RBAC, slices, CRDs, labelled objects', { timeout: 600_000 }, async () => {
+    assert.ok(blog, 'runs after the blog scenario, with its Service and slices in place');
+    assert.ok((await sliceAddresses(node, 'default', 'multus-nginx-macvlan')).length > 0);
+    await uninstall(node, 'bootstrap');
+    assert.deepEqual(await projectLeftovers(node), []);
+    await cleanupBlog(node);
+  });
+
+  void test('default install with a real cert-manager: kubectl apply -k deploy/, the webhook serves the issued certificate, a forced renewal is picked up with no failed admission', { timeout: 900_000 }, async () => {
+    const o = await runCertManager(node, log);
+    assert.equal(o.servedBefore, o.secretBefore, 'the webhook serves the certificate cert-manager issued');
+    assert.notEqual(o.secretAfter, o.secretBefore, 'cert-manager issued a new certificate');
+    assert.equal(o.servedAfter, o.secretAfter, 'the webhook serves the renewed certificate');
+    assert.ok(o.pickedUpMs > 0, 'picked up within 240 s');
+    assert.ok(o.admissions.ok > 10, `admissions ran (${o.admissions.ok})`);
+    assert.equal(o.admissions.failed, 0, o.admissions.failures.join('\n'));
+    await uninstall(node, 'default');
+    assert.deepEqual(await projectLeftovers(node), []);
+  });
+
+  void test('teardown leaves no process, interface, mount, iptables rule, cgroup, path or sysctl behind', { timeout: 300_000 }, async () => {
+    const t0 = Date.now();
+    const left = await node.stop();
+    log(`teardown took ${Date.now() - t0} ms`);
+    assert.deepEqual(left, []);
+  });
+});

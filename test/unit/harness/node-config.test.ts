@@ -1,0 +1,85 @@
+/** The real node's rendered configuration keeps the quirks ../shared/real-node.md found necessary. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { load } from 'js-yaml';
+import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, registryPath } from '../../harness/node-config.js';
+import { iptablesUndo } from '../../harness/node-host.js';
+
+const layout = { dir: '/tmp/n', cniBin: '/c/cni-bin', kubeconfig: '/tmp/n/admin.kubeconfig', ca: '/tmp/n/pki/ca.crt' };
+
+void test('containerd: runc works without CAP_SYS_RESOURCE, pause 3.10.1, certs.d honoured, private paths', () => {
+  const c = containerdConfig(layout);
+  assert.match(c, /restrict_oom_score_adj = true/);
+  assert.match(c, /sandbox_image = "registry\.k8s\.io\/pause:3\.10\.1"/);
+  assert.match(c, /config_path = "\/tmp\/n\/containerd\/certs\.d"/);
+  assert.match(c, /SystemdCgroup = false/);
+  assert.match(c, /bin_dir = "\/c\/cni-bin"/);
+  for (const line of c.split('\n').filter((l) => /^\s*(root|state|address|Root|conf_dir) = "\//.test(l))) assert.match(line, /"\/tmp\/n\//, line);
+});
+
+void test('hosts.toml sends pulls to the local registry only', () => {
+  const h = hostsToml();
+  assert.match(h, /^server = "http:\/\/127\.0\.0\.1:5000"/);
+  assert.match(h, /\[host\."http:\/\/127\.0\.0\.1:5000"\]\n\s+capabilities = \["pull", "resolve"\]/);
+});
+
+void test('kubelet: cgroup v1 and swap tolerated, cluster DNS only, cgroupfs', () => {
+  const k = load(kubeletConfig(layout)) as Record<string, unknown>;
+  assert.equal(k['failCgroupV1'], false);
+  assert.equal(k['failSwapOn'], false);
+  assert.equal(k['cgroupDriver'], 'cgroupfs');
+  assert.deepEqual(k['clusterDNS'], ['10.96.0.10']);
+  assert.equal(k['resolvConf'], '/tmp/n/resolv.conf');
+});
+
+void test('kube-proxy: iptables mode, leaves conntrack sysctls and route_localnet alone', () => {
+  const k = load(kubeProxyConfig(layout)) as Record<string, unknown>;
+  assert.equal(k['mode'], 'iptables');
+  assert.deepEqual(k['conntrack'], { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' });
+  assert.deepEqual(k['nodePortAddresses'], ['primary']);
+});
+
+void test('Multus thin config delegates to the bridge network; CoreDNS has no forwarder', () => {
+  const m = JSON.parse(multusConf(layout)) as { type: string; binDir: string; delegates: { plugins: { type: string; bridge: string }[] }[] };
+  assert.equal(m.type, 'multus');
+  assert.equal(m.binDir, '/c/cni-bin');
+  assert.equal(m.delegates[0]?.plugins[0]?.bridge, 'rnbr0');
+  const c = corefile(layout);
+  assert.match(c, /bind 127\.0\.0\.1 10\.244\.0\.1/);
+  assert.match(c, /pods insecure/);
+  assert.doesNotMatch(c, /forward/);
+});
+
+void test('registryPath: upstream path without the host, docker.io library names', () => {
+  assert.deepEqual(registryPath('ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx'), { host: 'ghcr.io', path: 'redhat-nfvpe/multus-service-demo:fedora-nginx' });
+  assert.deepEqual(registryPath('multus-proxy:0.1.0'), { host: 'docker.io', path: 'library/multus-proxy:0.1.0' });
+  assert.deepEqual(registryPath('docker.io/library/multus-proxy:0.1.0'), { host: 'docker.io', path: 'library/multus-proxy:0.1.0' });
+  assert.deepEqual(registryPath('registry.k8s.io/pause:3.10.1'), { host: 'registry.k8s.io', path: 'pause:3.10.1' });
+});
+
+void test('iptablesUndo deletes only added rules and chains, in reverse, keeping duplicates that were there', () => {
+  const before = ['*filter', ':INPUT ACCEPT [0:0]', ':FORWARD ACCEPT [0:0]', ':OTHER - [0:0]', '-A FORWARD -j OTHER', '-A INPUT -j ACCEPT', 'COMMIT', ''].join('\n');
+  const after = [
+    '*filter',
+    ':INPUT ACCEPT [0:0]',
+    ':FORWARD ACCEPT [0:0]',
+    ':OTHER - [0:0]',
+    ':KUBE-FORWARD - [0:0]',
+    '-A FORWARD -j KUBE-FORWARD',
+    '-A FORWARD -j OTHER',
+    '-A INPUT -j ACCEPT',
+    '-A INPUT -j ACCEPT',
+    '-A KUBE-FORWARD -j ACCEPT',
+    'COMMIT',
+    '*mangle',
+    ':FORWARD ACCEPT [0:0]',
+    '-A FORWARD -i rnbr0 -o eth0 -j DROP',
+    'COMMIT',
+    '',
+  ].join('\n');
+  assert.equal(
+    iptablesUndo(before, after),
+    ['*filter', '-D INPUT -j ACCEPT', '-D FORWARD -j KUBE-FORWARD', '-F KUBE-FORWARD', '-X KUBE-FORWARD', 'COMMIT', '*mangle', '-D FORWARD -i rnbr0 -o eth0 -j DROP', 'COMMIT', ''].join('\n'),
+  );
+  assert.equal(iptablesUndo(before, before), '');
+});
