@@ -217,16 +217,18 @@ function sleepSync(ms: number): void {
   Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 }
 
+/** Running, not a zombie: our own children stay zombies while this synchronous code runs. */
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
   } catch {
     return false;
   }
 }
 
 function cmdline(pid: number): string {
+  if (!alive(pid)) return '';
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
   } catch {
@@ -289,6 +291,11 @@ const STOP_ORDER = ['kubelet', 'kube-proxy', 'containerd', 'coredns', 'kube-sche
  */
 export function teardown(state: NodeState, log: (m: string) => void = () => {}): string[] {
   const { dir } = state;
+  let mark = Date.now();
+  const timed = (what: string): void => {
+    log(`teardown ${what}: ${Date.now() - mark} ms`);
+    mark = Date.now();
+  };
   const byName = (n: string): number[] =>
     Object.entries(state.pids)
       .filter(([, name]) => name === n || (n === 'cert-manager' && name.startsWith('cert-manager')))
@@ -304,6 +311,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
     const r = run(state.crictl, ['--runtime-endpoint', ep, '--image-endpoint', ep, '--timeout', '60s', 'rmp', '-fa']);
     if (!r.ok) log(`crictl rmp -fa: ${r.err.trim()}`);
   }
+  timed('kubelet + crictl rmp -fa');
   // 2. The container processes crictl could not stop: every pid in the kubepods cgroups.
   for (const h of cgroupHierarchies()) {
     const root = join(CGROUP_ROOT, h, 'kubepods');
@@ -320,9 +328,14 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   }
   // 3. Every process the node started, in order, then anything else naming dir (shims).
   const ordered = Object.entries(state.pids).sort(([, a], [, b]) => rank(a) - rank(b));
-  for (const [pid] of ordered) killOwned(Number(pid), dir, 10_000);
+  for (const [pid, name] of ordered) {
+    const t = Date.now();
+    killOwned(Number(pid), dir, 10_000);
+    log(`teardown: ${name} stopped in ${Date.now() - t} ms`);
+  }
   for (const pid of ownedPids(dir)) killOwned(pid, dir, 3_000);
 
+  timed('processes');
   const left: string[] = [];
   const snap = state.snapshot;
   // 4. Mounts made since the snapshot (netns binds, kubelet tmpfs, overlay rootfs), deepest first.
@@ -334,6 +347,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   for (const m of newMounts) {
     if (!run('umount', [m]).ok) run('umount', ['-l', m]);
   }
+  timed('mounts');
   // 5. cgroups the kubelet and runc created.
   if (snap) {
     for (const h of cgroupHierarchies()) {
@@ -353,6 +367,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
       }
     }
   }
+  timed('cgroups');
   // 6. iptables: remove what was added (kube-proxy, kubelet, CNI, the harness's own drop rules).
   if (snap) {
     for (const t of IPTABLES) {
@@ -365,6 +380,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
       }
     }
   }
+  timed('iptables');
   // 7. Links: veths still on the pod bridge, then what the harness created.
   const bridge = state.links.find((l) => l.startsWith('rnbr'));
   if (bridge && existsSync(`/sys/class/net/${bridge}/brif`)) {
@@ -405,6 +421,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
     }
   }
   rmSync(dir, { recursive: true, force: true });
+  timed('links, sysctls, paths');
   if (snap) left.push(...leftovers(snap, state));
   for (const l of left) log(`left behind: ${l}`);
   return left;

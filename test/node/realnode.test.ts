@@ -51,9 +51,9 @@ void describe('real node', { concurrency: 1 }, () => {
     // The address is really on the interface inside the pod.
     const ip = await node.exec(ns, 'fedora-net1', ['ip', '-4', '-o', 'addr', 'show', 'net1']);
     assert.match(ip.stdout, new RegExp(`inet ${(net1[0] ?? '').replace(/\./g, '\\.')}/24`));
-    // whereabouts recorded the allocation in its IPPool.
+    // whereabouts recorded the allocation (keyed by offset) for this pod in its IPPool.
     const pools = await node.kubectl(['get', 'ippools.whereabouts.cni.cncf.io', '-A', '-o', 'json']);
-    assert.ok(pools.includes(net1[0] ?? '-'), 'the IPPool lists the address');
+    assert.ok(pools.includes(`${ns}/fedora-net1`), `the IPPool names the pod: ${pools}`);
 
     const dns = await node.exec(ns, 'fedora-net1', ['getent', 'hosts', 'kubernetes.default.svc.cluster.local']);
     assert.equal(dns.code, 0, dns.stderr);
