@@ -48,6 +48,16 @@ export const HOST_PATHS = [
 /** netns entries the node may leave: containerd names its sandboxes' namespaces cni-<uuid>. */
 const NETNS_DIR = '/var/run/netns';
 
+/**
+ * A mount the node may have made: under its own directory or the paths kubelet and containerd
+ * hard-code, and in the network-namespace folder only containerd's cni-* entries (other tests on
+ * this machine create and mount their own namespaces there meanwhile; those are never touched).
+ */
+function ownedMount(m: string, dir: string): boolean {
+  for (const ns of ['/run/netns/', '/var/run/netns/']) if (m.startsWith(ns)) return m.slice(ns.length).startsWith('cni-');
+  return [dir, ...HOST_PATHS.filter((p) => p !== NETNS_DIR)].some((w) => m === w || m.startsWith(`${w}/`));
+}
+
 /** iptables-save front ends: the default (nft here) and legacy, IPv4 and IPv6. */
 const IPTABLES = [
   { save: 'iptables-save', restore: 'iptables-restore' },
@@ -340,9 +350,8 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   const snap = state.snapshot;
   // 4. Mounts made since the snapshot (netns binds, kubelet tmpfs, overlay rootfs), deepest first.
   const before = new Set(snap?.mounts ?? []);
-  const watched = [dir, ...HOST_PATHS, '/run/netns'];
   const newMounts = mounts()
-    .filter((m) => !before.has(m) && watched.some((w) => m === w || m.startsWith(`${w}/`)))
+    .filter((m) => !before.has(m) && ownedMount(m, dir))
     .sort((a, b) => b.length - a.length);
   for (const m of newMounts) {
     if (!run('umount', [m]).ok) run('umount', ['-l', m]);
@@ -444,9 +453,7 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
   const oldLinks = new Set(snap.links);
   for (const l of links()) if (!oldLinks.has(l) && /^veth/.test(l) && readFileSyncSafe(`/sys/class/net/${l}/master`)) out.push(`link ${l}`);
   const oldMounts = new Set(snap.mounts);
-  for (const m of mounts()) {
-    if (!oldMounts.has(m) && [state.dir, ...HOST_PATHS, '/run/netns'].some((w) => m === w || m.startsWith(`${w}/`))) out.push(`mount ${m}`);
-  }
+  for (const m of mounts()) if (!oldMounts.has(m) && ownedMount(m, state.dir)) out.push(`mount ${m}`);
   for (const [name, value] of Object.entries(snap.sysctls)) {
     const now = readSysctl(name);
     if (now !== value) out.push(`sysctl ${name}=${now} (was ${value})`);

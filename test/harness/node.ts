@@ -280,25 +280,28 @@ function lockAndReap(dir: string, lockFile: string): Promise<ChildProcess> {
   });
 }
 
-/** The registry's storage is cached beside the binaries, filled once per set of image archives. */
+/**
+ * The registry's storage is cached beside the binaries: an image is pushed once per archive (a
+ * stamp per image records the archive's size and time), so a rebuilt project image costs one push.
+ */
 export async function fillRegistry(storage: string, dir: string, log: (m: string) => void): Promise<void> {
   const list = JSON.parse(readFileSync(join(imagesDir(), 'images.json'), 'utf8')) as { file: string; name: string }[];
-  const files = list.map((i) => (i.file.startsWith('/') ? i.file : join(imagesDir(), i.file)));
-  const stamp = createHash('sha256')
-    .update(JSON.stringify(list.map((i, n) => [i.name, statSync(files[n] ?? '').size, statSync(files[n] ?? '').mtimeMs])))
-    .digest('hex');
-  const stampFile = join(storage, '.stamp');
-  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) return;
-  log(`pushing ${list.length} images into the local registry cache ${storage} (once per image build)`);
   const store = ['--root', join(dir, 'buildah', 'root'), '--runroot', join(dir, 'buildah', 'run'), '--storage-driver', 'vfs'];
-  for (const [n, img] of list.entries()) {
+  for (const img of list) {
+    const file = img.file.startsWith('/') ? img.file : join(imagesDir(), img.file);
+    const st = statSync(file);
+    const stamp = `${img.name} ${st.size} ${st.mtimeMs}`;
+    const stampFile = join(storage, `.stamp-${createHash('sha256').update(img.name).digest('hex').slice(0, 16)}`);
+    if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) continue;
+    const t = Date.now();
     const { path } = registryPath(img.name);
-    const id = (await execP('buildah', [...store, 'pull', '--quiet', `docker-archive:${files[n]}`], { timeoutMs: 600_000 })).stdout.trim().split('\n').pop() ?? '';
+    const id = (await execP('buildah', [...store, 'pull', '--quiet', `docker-archive:${file}`], { timeoutMs: 600_000 })).stdout.trim().split('\n').pop() ?? '';
     await execP('buildah', [...store, 'push', '--quiet', '--tls-verify=false', id, `docker://${NODE.registry}/${path}`], { timeoutMs: 600_000 });
     await execP('buildah', [...store, 'rmi', '--force', id], { allowFail: true });
+    writeFileSync(stampFile, stamp);
+    log(`pushed ${img.name} into the local registry cache in ${Date.now() - t} ms (once per image build)`);
   }
   rmSync(join(dir, 'buildah'), { recursive: true, force: true });
-  writeFileSync(stampFile, stamp);
 }
 
 export interface NodeOptions {

@@ -10,14 +10,16 @@ export const INSTALL_BOOTSTRAP = 'kustomize build deploy/overlays/bootstrap | ku
 /** The default install (README): needs cert-manager. */
 export const INSTALL_DEFAULT = 'kubectl apply -k deploy/';
 
-/** The README's uninstall commands, run in order (README "Uninstall"). */
-export const UNINSTALL = [
-  // Objects the controller wrote (it is still running, so nothing is recreated behind the delete).
-  'kubectl delete endpointslices --all-namespaces -l endpointslice.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
-  'kubectl delete rolebindings,clusterrolebindings --all-namespaces -l app.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
-];
+/**
+ * The README's uninstall ("Uninstall"): first the install itself, which stops the controller, then
+ * what the controller wrote (it would recreate them while it runs), selected by their labels.
+ */
 export const uninstallInstall = (install: 'bootstrap' | 'default'): string =>
   install === 'bootstrap' ? 'kustomize build deploy/overlays/bootstrap | kubectl delete --ignore-not-found -f -' : 'kubectl delete --ignore-not-found -k deploy/';
+export const UNINSTALL_WRITTEN = [
+  'kubectl delete endpointslices --all-namespaces -l endpointslice.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
+  'kubectl delete clusterrolebindings,rolebindings --all-namespaces -l app.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
+];
 
 export async function waitInstalled(node: RealNode, opts: { certsJob: boolean }): Promise<void> {
   if (opts.certsJob) await node.wait('job/multus-proxy-certs', 'condition=Complete', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
@@ -31,8 +33,8 @@ export async function installBootstrap(node: RealNode): Promise<void> {
 }
 
 export async function uninstall(node: RealNode, install: 'bootstrap' | 'default'): Promise<void> {
-  for (const c of UNINSTALL) await node.sh(c);
   await node.sh(uninstallInstall(install), { timeoutMs: 300_000 });
+  for (const c of UNINSTALL_WRITTEN) await node.sh(c);
 }
 
 /** Everything of the project still in the cluster, as "kind namespace/name" lines. */
