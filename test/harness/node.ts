@@ -452,7 +452,8 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
     });
     const connection: KubeConnection = { server, ca: Buffer.from(pki.caPem), token: pki.adminToken };
     const client = createKubeClient(connection);
-    const kubectlEnv = { ...process.env, KUBECONFIG: adminKubeconfig };
+    // KUBECACHEDIR: kubectl's discovery cache stays in the node's folder, not in ~/.kube.
+    const kubectlEnv = { ...process.env, KUBECONFIG: adminKubeconfig, KUBECACHEDIR: join(dir, 'kubectl-cache') };
     const kubectlResult = (args: string[], o: ExecOptions = {}): Promise<ExecResult> => execP(bin('kubectl'), args, { ...o, env: kubectlEnv });
     const kubectl = async (args: string[], o: ExecOptions = {}): Promise<string> => (await kubectlResult(args, o)).stdout;
     const apply = async (fileOrYaml: string, namespace?: string): Promise<string> => {

@@ -54,7 +54,10 @@ const serialOf = (pem: string): string => new X509Certificate(pem).serialNumber;
 export async function startCertManager(node: RealNode): Promise<void> {
   await node.kubectl(['create', 'namespace', 'cert-manager']);
   await node.apply(join(manifestsDir(), 'cert-manager-crds.yaml'));
-  await node.wait('crd/certificates.cert-manager.io', 'condition=Established', { timeoutMs: 60_000 });
+  // Every cert-manager CRD (Issuer too), not only the first: the install names Issuers and Certificates.
+  for (const crd of ['certificates', 'issuers', 'clusterissuers', 'certificaterequests']) {
+    await node.wait(`crd/${crd}.cert-manager.io`, 'condition=Established', { timeoutMs: 60_000 });
+  }
   node.startProcess('cert-manager-controller', join(binDir(), 'cert-manager-controller'), [
     `--kubeconfig=${node.kubeconfigPath}`,
     '--leader-elect=false',
@@ -68,7 +71,17 @@ export async function startCertManager(node: RealNode): Promise<void> {
 export async function runCertManager(node: RealNode, log: (m: string) => void): Promise<CertManagerObservations> {
   await startCertManager(node);
   const t0 = Date.now();
-  await node.sh(INSTALL_DEFAULT);
+  // kubectl's discovery can lag a just-established CRD by a moment ("no matches for kind"): a
+  // user re-runs the command; so does the test, a few times.
+  for (let i = 0; ; i++) {
+    try {
+      await node.sh(INSTALL_DEFAULT);
+      break;
+    } catch (e) {
+      if (i >= 5 || !/no matches for kind/.test((e as Error).message)) throw e;
+      await delay(2_000);
+    }
+  }
   await node.wait('certificate/multus-proxy-webhook', 'condition=Ready', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
   await waitInstalled(node, { certsJob: false });
   log(`default install (cert-manager) ready in ${Date.now() - t0} ms`);

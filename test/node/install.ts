@@ -2,6 +2,8 @@
  * Installing and uninstalling multus-proxy on the real node exactly as the README says, with the
  * image built from the project's Dockerfile (served by the node's local registry).
  */
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import type { RealNode } from '../harness/node.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
 
@@ -9,17 +11,24 @@ import { INSTALL_NAMESPACE } from '../../src/keys.js';
 export const INSTALL_BOOTSTRAP = 'kustomize build deploy/overlays/bootstrap | kubectl apply -f -';
 /** The default install (README): needs cert-manager. */
 export const INSTALL_DEFAULT = 'kubectl apply -k deploy/';
+const REPO = resolve(import.meta.dirname, '..', '..');
 
 /**
- * The README's uninstall ("Uninstall"): first the install itself, which stops the controller, then
- * what the controller wrote (it would recreate them while it runs), selected by their labels.
+ * The uninstall commands exactly as docs/install.md ("Uninstall", linked from the README) gives
+ * them, read from its sh block so the test and the document cannot drift. For the bootstrap
+ * install, the commented alternative line replaces `kubectl delete ... -k deploy/`.
  */
-export const uninstallInstall = (install: 'bootstrap' | 'default'): string =>
-  install === 'bootstrap' ? 'kustomize build deploy/overlays/bootstrap | kubectl delete --ignore-not-found -f -' : 'kubectl delete --ignore-not-found -k deploy/';
-export const UNINSTALL_WRITTEN = [
-  'kubectl delete endpointslices --all-namespaces -l endpointslice.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
-  'kubectl delete clusterrolebindings,rolebindings --all-namespaces -l app.kubernetes.io/managed-by=multus-proxy-controller --ignore-not-found',
-];
+export function uninstallCommands(install: 'bootstrap' | 'default'): string[] {
+  const doc = readFileSync(join(REPO, 'docs', 'install.md'), 'utf8');
+  const block = /## Uninstall\n\n```sh\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error('docs/install.md has no "## Uninstall" sh block');
+  const lines = block.split('\n').map((l) => l.trim());
+  const bootstrap = lines.find((l) => /^#\s+kustomize build deploy\/overlays\/bootstrap \| kubectl delete/.test(l))?.replace(/^#\s+/, '');
+  if (!bootstrap) throw new Error('docs/install.md: no bootstrap alternative in the Uninstall block');
+  return lines
+    .filter((l) => l !== '' && !l.startsWith('#'))
+    .map((l) => (install === 'bootstrap' && / -k deploy\/?$/.test(l) ? bootstrap : l));
+}
 
 export async function waitInstalled(node: RealNode, opts: { certsJob: boolean }): Promise<void> {
   if (opts.certsJob) await node.wait('job/multus-proxy-certs', 'condition=Complete', { namespace: INSTALL_NAMESPACE, timeoutMs: 180_000 });
@@ -33,8 +42,7 @@ export async function installBootstrap(node: RealNode): Promise<void> {
 }
 
 export async function uninstall(node: RealNode, install: 'bootstrap' | 'default'): Promise<void> {
-  await node.sh(uninstallInstall(install), { timeoutMs: 300_000 });
-  for (const c of UNINSTALL_WRITTEN) await node.sh(c);
+  for (const c of uninstallCommands(install)) await node.sh(c, { timeoutMs: 300_000 });
 }
 
 /** Everything of the project still in the cluster, as "kind namespace/name" lines. */
