@@ -48,15 +48,22 @@ export interface HealthServer {
   close(): Promise<void>;
 }
 
+/** A program's own extra paths (the node agent's per-Service health): undefined means 404. */
+export type ExtraRoute = (path: string) => { status: number; body: string } | undefined;
+
 export async function startHealthServer(
   checks: HealthChecks,
   registry: Registry | undefined,
   port: number,
   host = ANY_HOST,
+  extra?: ExtraRoute,
 ): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
-    if (path === '/healthz' || path === '/livez') {
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const own = extra?.(path);
+    if (own !== undefined) {
+      res.writeHead(own.status, { 'content-type': 'application/json' }).end(own.body);
+    } else if (path === '/healthz' || path === '/livez') {
       const live = checks.live();
       res.writeHead(live ? 200 : 500, { 'content-type': 'text/plain' }).end(live ? 'ok\n' : 'not live\n');
     } else if (path === '/readyz') {

@@ -170,10 +170,12 @@ export type Keyed = readonly [key: string, target: ServicePortTarget];
 /** The targets of one Service object (appended to `out`), or the problem that keeps it from having any. */
 export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined, ifaceByNet: ReadonlyMap<string, PodInterface>, out: Keyed[]): string | undefined {
   if (svc.metadata?.labels?.[PROXY_NAME_LABEL] !== PROXY_NAME) return undefined;
-  // ClusterIP only: headless Services need no rules at all, because DNS answers with the
-  // endpoint addresses themselves and the client connects to them directly over its secondary
-  // interface. Other types are denied by the webhook; ignore them if one slips through.
-  if ((svc.spec?.type ?? 'ClusterIP') !== 'ClusterIP') return undefined;
+  // ClusterIP, and NodePort's cluster IP (its node ports are the node agent's): headless Services
+  // need no rules at all, because DNS answers with the endpoint addresses themselves and the
+  // client connects to them directly over its secondary interface. Other types are denied by the
+  // webhook; ignore them if one slips through.
+  const type = svc.spec?.type ?? 'ClusterIP';
+  if (type !== 'ClusterIP' && type !== 'NodePort') return undefined;
   const ips = clusterIPs(svc);
   if (ips.length === 0) return undefined;
   const ns = svc.metadata?.namespace ?? '';

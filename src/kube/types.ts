@@ -23,6 +23,7 @@ export type {
   V1MutatingWebhookConfiguration,
   V1ValidatingWebhookConfiguration,
   V1Secret,
+  V1Node,
 } from '@kubernetes/client-node';
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 

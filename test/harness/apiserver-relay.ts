@@ -12,11 +12,11 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
-import type { Pod, Topology } from './netns.js';
+import type { Place, Topology } from './netns.js';
 
 export interface ApiserverRelay {
   /** Starts the in-namespace half for one pod; resolves when it listens. */
-  attach(pod: Pod): Promise<void>;
+  attach(pod: Place): Promise<void>;
   close(): Promise<void>;
 }
 

@@ -1,0 +1,192 @@
+/**
+ * The node agent program itself (src/node-agent/main.ts, run with only NET_ADMIN and NET_RAW)
+ * inside a "node" namespace of the two-node topology, against a real kube-apiserver: it reads the
+ * Service, EndpointSlices, NADs and its Node, makes its interface, serves the NodePort and the
+ * healthCheckNodePort, reports an unservable NAD as a Warning Event, and a restart under a client
+ * loop fails no request (rules and interface stay, and are adopted).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createTopology, httpRequests, startBackend, type Node, type Place, type Pod, type Topology } from '../harness/netns.js';
+import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
+import { uniqueName, useControlPlane, type ControlPlane } from '../harness/controlplane.js';
+import { waitFor } from '../harness/wait.js';
+import { apiPath } from '../../src/kube/paths.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { networkLabelValue } from '../../src/annotations/network-label.js';
+import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
+import { hostInterfaceName } from '../../src/node-agent/host-interface.js';
+
+const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'node-agent', 'main.ts');
+const HEALTH_PORT = 19190;
+const NODE_V4 = '192.168.101.250';
+
+interface Agent {
+  readonly process: ChildProcess;
+  stderr(): string;
+  terminate(): Promise<number | null>;
+}
+
+function spawnAgent(topo: Topology, node: Place, kubeconfig: string, nodeName: string): Agent {
+  const env = { NODE_NAME: nodeName, KUBECONFIG: kubeconfig, HEALTH_PORT: String(HEALTH_PORT), MIN_SYNC_INTERVAL_MS: '50', LOG_LEVEL: 'info', IPTABLES_BACKEND: 'nft' };
+  const child = topo.spawn(node, ['setpriv', '--bounding-set=-all,+net_admin,+net_raw', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), process.execPath, '--import', 'tsx', AGENT_MAIN]);
+  let text = '';
+  child.stdout?.on('data', (b: Buffer) => (text += b.toString()));
+  child.stderr?.on('data', (b: Buffer) => (text += b.toString()));
+  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    process: child,
+    stderr: () => text.slice(-4000),
+    async terminate() {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      const code = await exit;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+async function probe(topo: Topology, where: Place, url: string): Promise<number> {
+  const r = await topo.run(where, ['curl', '-s', '-o', '/dev/null', '-m', '2', '-w', '%{http_code}', url], { allowFail: true });
+  return Number(r.stdout.trim()) || 0;
+}
+
+/** HTTP GETs on new connections, one every `gapMs`, for `durationMs`; prints the replies as JSON. */
+const LOOP_JS = `
+const http = require('node:http');
+const [url, durationMs, gapMs] = process.argv.slice(1);
+const one = () => new Promise((resolve) => {
+  const req = http.get(url, { agent: false, timeout: 2000 }, (res) => { let b = ''; res.on('data', (d) => (b += d)); res.on('end', () => resolve({ ok: res.statusCode === 200 })); });
+  req.on('timeout', () => req.destroy(Object.assign(new Error('timeout'), { code: 'ETIMEDOUT' })));
+  req.on('error', (e) => resolve({ ok: false, error: e.code || e.message }));
+});
+(async () => { const end = Date.now() + Number(durationMs); const out = []; while (Date.now() < end) { out.push(await one()); await new Promise((r) => setTimeout(r, Number(gapMs))); } console.log(JSON.stringify(out)); })();
+`;
+
+void describe('node agent program', () => {
+  let cp: ControlPlane;
+  let topo: Topology;
+  let relay: ApiserverRelay;
+  let node1: Node;
+  let a: Pod;
+  let b: Pod;
+  let client: Pod;
+  let agent: Agent | undefined;
+  let ns: string;
+  let dir: string;
+
+  before(async () => {
+    for (const bin of ['setpriv', 'curl', 'iptables-nft-restore', 'conntrack']) execFileSync('sh', ['-c', `command -v ${bin}`]);
+    cp = await useControlPlane();
+    ns = uniqueName('na');
+    await cp.createNamespace(ns);
+    dir = mkdtempSync(join(tmpdir(), 'mpx-node-agent-'));
+    topo = await createTopology();
+    node1 = await topo.addNode('node1');
+    const node2 = await topo.addNode('node2');
+    a = await topo.addPod('a', { node: node1 });
+    b = await topo.addPod('b', { node: node2 });
+    client = await topo.addPod('client');
+    await startBackend(topo, a, { httpPort: 80 });
+    await startBackend(topo, b, { httpPort: 80 });
+    relay = await startApiserverRelay(topo, cp.server, dir);
+    await relay.attach(node1);
+
+    const nodeName = `${ns}-node1`;
+    await cp.client.create(apiPath('', 'v1', 'nodes'), {
+      metadata: { name: nodeName, annotations: { [NODE_ADDRESSES_ANNOTATION]: `${ns}/net-a=${NODE_V4}/24` } },
+      status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
+    });
+    await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'net-a', namespace: ns },
+      spec: { config: JSON.stringify({ cniVersion: '0.4.0', type: 'macvlan', master: node1.parent, mode: 'bridge' }) },
+    });
+    await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'vf', namespace: ns },
+      spec: { config: JSON.stringify({ cniVersion: '0.4.0', type: 'sriov', deviceID: '0000:00:01.0' }) },
+    });
+    const svc = (name: string, net: string, spec: Partial<NonNullable<V1Service['spec']>>): V1Service => ({
+      metadata: { name, namespace: ns, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: net } },
+      spec: { type: 'NodePort', ports: [{ port: 80, protocol: 'TCP' }], ...spec },
+    });
+    await cp.client.create(apiPath('', 'v1', 'services', ns), svc('web', 'net-a', { ports: [{ port: 80, protocol: 'TCP', nodePort: 30080 }] }));
+    const local = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), svc('only-b', 'net-a', { externalTrafficPolicy: 'Local', ports: [{ port: 80, protocol: 'TCP', nodePort: 30082 }] }));
+    assert.equal(local.spec?.healthCheckNodePort, undefined, 'Kubernetes allocates healthCheckNodePort for LoadBalancer only');
+    await cp.client.create(apiPath('', 'v1', 'services', ns), svc('sriov', 'vf', { ports: [{ port: 80, protocol: 'TCP', nodePort: 30083 }] }));
+    const slice = (service: string, eps: { ip: string; node: string }[]): unknown => ({
+      metadata: {
+        name: `${service}-v4`,
+        namespace: ns,
+        labels: { [SERVICE_NAME_LABEL]: service, [MANAGED_BY_LABEL]: MANAGED_BY, [NETWORK_LABEL]: networkLabelValue({ namespace: ns, name: 'net-a' }) },
+        annotations: { [SERVICE_NETWORK_ANNOTATION]: `${ns}/net-a` },
+      },
+      addressType: 'IPv4',
+      ports: [{ name: '', port: 80, protocol: 'TCP' }],
+      endpoints: eps.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: true, serving: true, terminating: false } })),
+    });
+    await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('web', [{ ip: a.net1.ipv4, node: nodeName }, { ip: b.net1.ipv4, node: `${ns}-node2` }]));
+    await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('only-b', [{ ip: b.net1.ipv4, node: `${ns}-node2` }]));
+    agent = spawnAgent(topo, node1, cp.kubeconfigPath, nodeName);
+  });
+
+  after(async () => {
+    await agent?.terminate();
+    await relay?.close();
+    await topo?.teardown();
+    if (cp !== undefined) await cp.client.delete(apiPath('', 'v1', 'nodes', undefined, `${ns}-node1`));
+    if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+  });
+
+  void test('ready after the first sync; the external client reaches the NodePort through the agent\'s interface', async () => {
+    const s = agent as Agent;
+    await waitFor('/readyz 200', async () => (await probe(topo, node1, `http://127.0.0.1:${HEALTH_PORT}/readyz`)) === 200, 60_000, () => s.stderr());
+    const links = (await topo.run(node1, ['ip', '-br', 'link'])).stdout;
+    assert.ok(links.includes(hostInterfaceName({ namespace: ns, name: 'net-a' })), links);
+    const replies = await httpRequests(topo, client, `http://${NODE_V4}:30080/`, 20);
+    assert.deepEqual(replies.filter((r) => r.error !== undefined), []);
+    assert.ok(replies.some((r) => r.name === 'a') && replies.some((r) => r.name === 'b'));
+  });
+
+  void test('Local health: 503 on a node without local endpoints (from the segment, on the node address); the Local port refuses', async () => {
+    assert.equal(await probe(topo, client, `http://${NODE_V4}:${HEALTH_PORT}/services/${ns}/only-b`), 503);
+    assert.equal(await probe(topo, client, `http://${NODE_V4}:${HEALTH_PORT}/services/${ns}/web`), 404, 'Cluster Services have no health path');
+    const refused = await httpRequests(topo, client, `http://${NODE_V4}:30082/`, 2);
+    assert.deepEqual([...new Set(refused.map((r) => r.error))], ['ECONNREFUSED']);
+  });
+
+  void test('an unservable NAD (sriov) gets a Warning Event and a metric, the rest is served', async () => {
+    await waitFor('the Warning Event on NAD vf', async () => {
+      const events = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', ns));
+      return events.items.some((e) => e.reason === 'UnservableNetwork' && e.involvedObject.name === 'vf' && /type "sriov".*virtual function/.test(e.message ?? ''));
+    }, 20_000);
+    const metrics = (await topo.run(node1, ['curl', '-s', '-m', '2', `http://127.0.0.1:${HEALTH_PORT}/metrics`])).stdout;
+    assert.match(metrics, new RegExp(`multus_proxy_node_unservable_networks\\{network="${ns}/vf",type="sriov"\\} 1`));
+  });
+
+  void test('a restart under a NodePort client loop fails no request; the interface is adopted, not recreated', async () => {
+    const ifname = hostInterfaceName({ namespace: ns, name: 'net-a' });
+    const index = (await topo.run(node1, ['cat', `/sys/class/net/${ifname}/ifindex`])).stdout.trim();
+    const loop = topo.run(client, [process.execPath, '-e', LOOP_JS, `http://${NODE_V4}:30080/`, '9000', '20']);
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(await (agent as Agent).terminate(), 0, 'exits 0 on SIGTERM');
+    const save = (await topo.run(node1, ['iptables-nft-save'])).stdout;
+    assert.ok(save.includes('MPXN-NODEPORTS'), 'rules stay when the agent exits');
+    agent = spawnAgent(topo, node1, cp.kubeconfigPath, `${ns}-node1`);
+    const s = agent;
+    await waitFor('/readyz 200 after the restart', async () => (await probe(topo, node1, `http://127.0.0.1:${HEALTH_PORT}/readyz`)) === 200, 60_000, () => s.stderr());
+    const results = JSON.parse((await loop).stdout) as { ok: boolean; error?: string }[];
+    assert.ok(results.length > 50, `the loop ran (${results.length} requests)`);
+    assert.deepEqual(results.filter((r) => !r.ok), [], `${results.length} requests`);
+    assert.equal((await topo.run(node1, ['cat', `/sys/class/net/${ifname}/ifindex`])).stdout.trim(), index, 'same interface');
+  });
+});
