@@ -1,10 +1,11 @@
 /**
  * Services that opt in with the service-network annotation: defaulting (the proxy-name label
  * that makes kube-proxy ignore them) and validation (annotation syntax, supported types, the
- * headless selector rule, a conflicting proxy-name). Pure; whether the named
+ * headless selector rule, a conflicting proxy-name). NodePort is allowed with a warning saying
+ * what the node agent needs. Pure; whether the named
  * NetworkAttachmentDefinitions exist is looked up by the caller and becomes warnings.
  */
-import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
 import { parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
 import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../src/annotations/label-selector.js';
 import type { V1Service } from '../src/kube/types.js';
@@ -30,13 +31,26 @@ export function defaultService(svc: V1Service): { service: V1Service; labelAdded
   return { service: out, labelAdded: true };
 }
 
-const SUPPORTED_TYPES = new Set(['ClusterIP', undefined]);
+const SUPPORTED_TYPES = new Set(['ClusterIP', 'NodePort', undefined]);
 /** Why each other type cannot work, in the user's terms. */
 const UNSUPPORTED_WHY: Record<string, string> = {
-  NodePort: "its node ports are programmed on every node by kube-proxy, which ignores this Service and does not see secondary networks",
-  LoadBalancer: "its load balancer and node ports are programmed by the cloud provider and kube-proxy, which do not see secondary networks",
+  LoadBalancer: 'its load balancer is programmed by the cloud provider, which does not see secondary networks',
   ExternalName: 'it is only a DNS alias (CNAME) with no endpoints to serve',
 };
+
+/**
+ * What a NodePort Service needs beyond this webhook, said once at admission: the optional node
+ * agent, and each node's address on the network (docs/node-agent.md).
+ */
+export function nodePortWarning(object: string, networks: readonly NetworkRef[]): string {
+  const nets = networks.map((n) => `${n.namespace}/${n.name}`).join(', ');
+  return (
+    `${object}: type NodePort on ${nets} is served only by the multus-proxy-node agent (the optional node-agent install component), ` +
+    `on the nodes' own addresses on that network: give each node one with the Node annotation ${NODE_ADDRESSES_ANNOTATION} ` +
+    `("<namespace>/<nad>=<ip>/<prefix>") or the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION} ("<first>-<last>/<prefix>"); ` +
+    'the NAD must be macvlan, ipvlan (l2) or bridge with its parent interface in its config'
+  );
+}
 
 export function validateService(svc: V1Service, namespace: string): ServiceVerdict {
   const object = describeService(svc, namespace);
@@ -79,8 +93,8 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
       inputError(
         'spec.type',
         String(type),
-        `multus-proxy serves ClusterIP and headless Services only: ${UNSUPPORTED_WHY[String(type)] ?? 'it is not a type Kubernetes knows'}`,
-        `set spec.type: ClusterIP (with clusterIP: None for headless), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
+        `multus-proxy serves ClusterIP, headless and NodePort Services only: ${UNSUPPORTED_WHY[String(type)] ?? 'it is not a type Kubernetes knows'}`,
+        `set spec.type: ClusterIP (with clusterIP: None for headless) or NodePort (served on the nodes' own addresses on the network by the multus-proxy-node agent), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
       ),
     );
   }
@@ -102,7 +116,7 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
     );
   }
 
-  const warnings: string[] = [];
+  const warnings: string[] = type === 'NodePort' ? [nodePortWarning(object, refs.value)] : [];
   const selectorText = annotations[SERVICE_SELECTOR_ANNOTATION];
   if (selectorText !== undefined) {
     const sel = parseLabelSelector(selectorText);

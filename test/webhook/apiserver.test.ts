@@ -182,7 +182,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const probe = await cp.client.create<V1Service>(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { selector: { app: 'x' } }), { dryRun: true });
-      const denied = await cp.client.create(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }), { dryRun: true }).then(
+      const denied = await cp.client.create(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' } }), { dryRun: true }).then(
         () => false,
         () => true,
       );
@@ -280,7 +280,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     }
   });
 
-  void test('Services: the label is defaulted; a missing NAD is only a warning; headless with a selector and NodePort are rejected', async () => {
+  void test('Services: the label is defaulted; a missing NAD is only a warning; headless with a selector and LoadBalancer are rejected; NodePort is admitted with a warning', async () => {
     const stored = await cp.client.create<V1Service>(services(on), service('web', { [SN]: 'net-a' }, { selector: { app: 'web' } }));
     assert.equal(stored.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
     const headless = await cp.client.create<V1Service>(services(on), service('db', { [SN]: 'net-a,missing-net', 'k8s.v1.cni.cncf.io/service-selector': 'app=db' }, { clusterIP: 'None' }));
@@ -293,12 +293,15 @@ void describe('webhook behind a real kube-apiserver', () => {
       await createError(cp.client.create(services(on), service('bad-headless', { [SN]: 'net-a' }, { clusterIP: 'None', selector: { app: 'db' } }))),
       /denied the request: Service wh-on-\w+\/bad-headless: spec\.selector .*move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=db" and remove spec\.selector/,
     );
-    assert.match(await createError(cp.client.create(services(on), service('np', { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }))), /spec\.type "NodePort": multus-proxy serves ClusterIP and headless Services only/);
+    assert.match(await createError(cp.client.create(services(on), service('lb', { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' } }))), /spec\.type "LoadBalancer": multus-proxy serves ClusterIP, headless and NodePort Services only/);
+    const nodePort = await createWarnings(cp, services(on), service('np', { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }));
+    assert.equal(nodePort.status, 201);
+    assert.match(nodePort.warnings.join('\n'), /type NodePort on wh-on-\w+\/net-a is served only by the multus-proxy-node agent/);
     const conflicting = service('conflict', { [SN]: 'net-a' }, { selector: { app: 'x' } });
     conflicting.metadata = { ...conflicting.metadata, labels: { [PROXY_LABEL]: 'kube-proxy-ng' } };
     assert.match(await createError(cp.client.create(services(on), conflicting)), /label service\.kubernetes\.io\/service-proxy-name "kube-proxy-ng": conflicts with the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
-    // UPDATE is validated too: switching the stored Service to NodePort is refused.
+    // UPDATE is validated too: switching the stored Service to LoadBalancer is refused.
     const current = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'web'));
-    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { ...current.spec, type: 'NodePort' } })), /spec\.type "NodePort"/);
+    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { ...current.spec, type: 'LoadBalancer' } })), /spec\.type "LoadBalancer"/);
   });
 });

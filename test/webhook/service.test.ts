@@ -47,12 +47,20 @@ void describe('webhook/service validation', () => {
     assert.deepEqual(headless, { allowed: true, networks: [{ namespace: 'ns', name: 'net-a' }], warnings: [], reason: 'valid' });
   });
 
-  void test('NodePort, LoadBalancer and ExternalName are denied naming the type and the fix', () => {
-    for (const type of ['NodePort', 'LoadBalancer', 'ExternalName']) {
+  void test('LoadBalancer and ExternalName are denied naming the type and the fix', () => {
+    for (const type of ['LoadBalancer', 'ExternalName']) {
       const d = denial(svc({ [SN]: 'net-a' }, { type, selector: { app: 'web' } }));
       assert.equal(d.code, 400);
-      assert.match(d.message, new RegExp(`^Service ns/web: spec.type "${type}": multus-proxy serves ClusterIP and headless Services only.*; set spec.type: ClusterIP`));
+      assert.match(d.message, new RegExp(`^Service ns/web: spec.type "${type}": multus-proxy serves ClusterIP, headless and NodePort Services only.*; set spec.type: ClusterIP .* or NodePort \\(served on the nodes' own addresses on the network by the multus-proxy-node agent\\)`));
     }
+  });
+
+  void test('NodePort is allowed, with a warning saying what the node agent needs', () => {
+    const v = validateService(svc({ [SN]: 'net-a,other/net-b' }, { type: 'NodePort', selector: { app: 'web' }, externalTrafficPolicy: 'Local' }), 'ns');
+    assert.ok(v.allowed && v.reason === 'valid');
+    assert.equal(v.warnings.length, 1);
+    assert.match(v.warnings[0] ?? '', /^Service ns\/web: type NodePort on ns\/net-a, other\/net-b is served only by the multus-proxy-node agent/);
+    assert.match(v.warnings[0] ?? '', /multus-proxy\.k8s\.cni\.cncf\.io\/node-addresses .*multus-proxy\.k8s\.cni\.cncf\.io\/node-address-range/);
   });
 
   void test('headless with spec.selector is denied with the selector to move into the annotation, and why', () => {
