@@ -1,9 +1,10 @@
 # syntax=docker/dockerfile:1
-# One image for the three programs of multus-proxy:
+# One image for the programs of multus-proxy:
 #   controller  node /app/dist/controller.js   (non-root, the image's default user)
 #   webhook     node /app/dist/webhook.js      (non-root)
 #   sidecar     node /app/dist/sidecar.js      (uid 0 + NET_ADMIN/NET_RAW; the webhook sets that)
 #   certs CLI   node /app/dist/certs.js        (bootstrap Job of deploy/overlays/bootstrap)
+#   node agent  node /app/dist/node-agent.js   (optional DaemonSet, deploy/components/node-agent: hostNetwork, uid 0 + NET_ADMIN/NET_RAW)
 # Build: docker build -t <registry>/multus-proxy:<tag> .   (see docs/install.md)
 # Behind a TLS-intercepting proxy or a private npm registry, give `npm ci` your npm config and CA
 # as build secrets (optional; nothing of them stays in the image):

@@ -18,6 +18,7 @@ const PROGRAMS = {
   controller: 'src/controller/main.ts',
   webhook: 'webhook/main.ts',
   certs: 'certs/cli.ts',
+  'node-agent': 'src/node-agent/main.ts',
 };
 
 /** Packages a program must not contain, with why. */

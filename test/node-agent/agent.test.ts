@@ -1,5 +1,6 @@
 /**
- * The node agent program itself (src/node-agent/main.ts, run with only NET_ADMIN and NET_RAW)
+ * The node agent program itself (src/node-agent/main.ts, run with only NET_ADMIN and NET_RAW and
+ * a token of its own ServiceAccount under the install component's RBAC)
  * inside a "node" namespace of the two-node topology, against a real kube-apiserver: it reads the
  * Service, EndpointSlices, NADs and its Node, makes its interface, serves the NodePort and the
  * healthCheckNodePort, reports an unservable NAD as a Warning Event, and a restart under a client
@@ -21,6 +22,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NODE_ADDRESSES_ANNOTATION,
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
 import { hostInterfaceName } from '../../src/node-agent/host-interface.js';
+import { render } from '../deploy/kustomize.js';
 
 const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'node-agent', 'main.ts');
 const HEALTH_PORT = 19190;
@@ -136,14 +138,29 @@ void describe('node agent program', () => {
     });
     await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('web', [{ ip: a.net1.ipv4, node: nodeName }, { ip: b.net1.ipv4, node: `${ns}-node2` }]));
     await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('only-b', [{ ip: b.net1.ipv4, node: `${ns}-node2` }]));
-    agent = spawnAgent(topo, node1, cp.kubeconfigPath, nodeName);
+    // The agent runs with a token of its own ServiceAccount, bound to the component's ClusterRole
+    // rules (deploy/components/node-agent, rendered by kustomize): a missing permission fails here.
+    const role = (await render('deploy/overlays/node-agent')).find((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'multus-proxy-node') as { rules: unknown[] };
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), { metadata: { name: `${ns}-node-agent` }, rules: role.rules });
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'), {
+      metadata: { name: `${ns}-node-agent` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${ns}-node-agent` },
+      subjects: [{ kind: 'ServiceAccount', name: 'node-agent', namespace: ns }],
+    });
+    kubeconfig = await cp.kubeconfigFor(ns, 'node-agent');
+    agent = spawnAgent(topo, node1, kubeconfig, nodeName);
   });
+  let kubeconfig = '';
 
   after(async () => {
     await agent?.terminate();
     await relay?.close();
     await topo?.teardown();
-    if (cp !== undefined) await cp.client.delete(apiPath('', 'v1', 'nodes', undefined, `${ns}-node1`));
+    if (cp !== undefined) {
+      await cp.client.delete(apiPath('', 'v1', 'nodes', undefined, `${ns}-node1`));
+      await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', undefined, `${ns}-node-agent`));
+      await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles', undefined, `${ns}-node-agent`));
+    }
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   });
 
@@ -181,7 +198,7 @@ void describe('node agent program', () => {
     assert.equal(await (agent as Agent).terminate(), 0, 'exits 0 on SIGTERM');
     const save = (await topo.run(node1, ['iptables-nft-save'])).stdout;
     assert.ok(save.includes('MPXN-NODEPORTS'), 'rules stay when the agent exits');
-    agent = spawnAgent(topo, node1, cp.kubeconfigPath, `${ns}-node1`);
+    agent = spawnAgent(topo, node1, kubeconfig, `${ns}-node1`);
     const s = agent;
     await waitFor('/readyz 200 after the restart', async () => (await probe(topo, node1, `http://127.0.0.1:${HEALTH_PORT}/readyz`)) === 200, 60_000, () => s.stderr());
     const results = JSON.parse((await loop).stdout) as { ok: boolean; error?: string }[];

@@ -1,0 +1,49 @@
+/**
+ * The optional node-agent component: what it adds to an install (DaemonSet, least-privilege RBAC)
+ * and that it changes nothing else, rendered with the real kustomize.
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { render, type Rendered } from './kustomize.js';
+
+const id = (o: Rendered): string => `${o.kind ?? ''}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+
+void describe('deploy/components/node-agent', () => {
+  void test('adds exactly the DaemonSet and its RBAC to the default install, nothing else changes', async () => {
+    const plain = await render('deploy/overlays/cert-manager');
+    const withAgent = await render('deploy/overlays/node-agent');
+    const added = withAgent.filter((o) => !plain.some((p) => id(p) === id(o))).map(id).sort();
+    assert.deepEqual(added, [
+      'ClusterRole//multus-proxy-node',
+      'ClusterRoleBinding//multus-proxy-node',
+      'DaemonSet/multus-proxy-system/multus-proxy-node',
+      'ServiceAccount/multus-proxy-system/multus-proxy-node',
+    ]);
+    for (const p of plain) assert.deepEqual(withAgent.find((o) => id(o) === id(p)), p, `${id(p)} unchanged`);
+  });
+  void test('DaemonSet: host network, NET_ADMIN and NET_RAW only, the tagged image, NODE_NAME from spec.nodeName, readiness on /readyz', async () => {
+    const ds = (await render('deploy/overlays/node-agent')).find((o) => o.kind === 'DaemonSet') as Rendered & { spec: { template: { spec: Record<string, unknown> & { containers: Record<string, unknown>[] } } } };
+    const pod = ds.spec.template.spec;
+    assert.equal(pod['hostNetwork'], true);
+    assert.equal(pod['serviceAccountName'], 'multus-proxy-node');
+    const c = pod.containers[0] as { image: string; command: string[]; securityContext: { capabilities: { add: string[]; drop: string[] }; allowPrivilegeEscalation: boolean; privileged?: boolean }; env: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[]; readinessProbe: { httpGet: { path: string } } };
+    assert.equal(c.image, 'multus-proxy:0.1.0');
+    assert.deepEqual(c.command, ['node', '/app/dist/node-agent.js']);
+    assert.deepEqual(c.securityContext.capabilities, { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] });
+    assert.equal(c.securityContext.allowPrivilegeEscalation, false);
+    assert.equal(c.securityContext.privileged, undefined);
+    assert.equal(c.env.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
+    assert.equal(c.readinessProbe.httpGet.path, '/readyz');
+  });
+  void test('RBAC: read Services, EndpointSlices, NADs and Nodes; create Events; nothing else', async () => {
+    const role = (await render('deploy/overlays/node-agent')).find((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'multus-proxy-node') as Rendered & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };
+    const grants = role.rules.flatMap((r) => r.resources.flatMap((res) => r.verbs.map((v) => `${r.apiGroups[0] ?? ''}/${res}:${v}`))).sort();
+    assert.deepEqual(grants, [
+      '/events:create',
+      '/nodes:get', '/nodes:list', '/nodes:watch',
+      '/services:get', '/services:list', '/services:watch',
+      'discovery.k8s.io/endpointslices:get', 'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
+      'k8s.cni.cncf.io/network-attachment-definitions:get', 'k8s.cni.cncf.io/network-attachment-definitions:list', 'k8s.cni.cncf.io/network-attachment-definitions:watch',
+    ].sort());
+  });
+});
