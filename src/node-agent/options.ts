@@ -1,8 +1,9 @@
 /**
- * The node agent's settings: environment (what the DaemonSet sets) and flags (a flag wins). Pure,
- * so every default and every bad value is unit-tested.
+ * The node agent's settings: environment (what the DaemonSet sets) and flags (a flag wins), on the
+ * shared flag table (src/cli.ts), so the parser and `--help` cannot disagree. Pure, so every
+ * default and every bad value is unit-tested.
  */
-import { parseArgs } from 'node:util';
+import { helpText, parseFlags, wantsHelp, type Program } from '../cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { DEFAULT_MASQUERADE_MARK } from './rules.js';
 
@@ -19,62 +20,46 @@ export interface NodeAgentOptions {
 
 export const DEFAULT_NODE_HEALTH_PORT = 9190;
 
-export const HELP = `multus-proxy-node: NodePort on secondary networks, and cluster-IP access for the node
+const NUMBERS = {
+  healthPort: { flag: 'health-port', env: 'HEALTH_PORT', def: DEFAULT_NODE_HEALTH_PORT, min: 0, max: 65535, help: '/healthz, /readyz, /metrics and /services/<namespace>/<name> (Local health)' },
+  masqueradeBit: { flag: 'masquerade-bit', env: 'MASQUERADE_BIT', def: Math.log2(DEFAULT_MASQUERADE_MARK), min: 0, max: 31, help: 'packet mark bit for NodePort Cluster masquerade (kube-proxy uses 14 and 15)' },
+  minSyncIntervalMs: { flag: 'min-sync-interval-ms', env: 'MIN_SYNC_INTERVAL_MS', def: 100, min: 0, max: 60_000, help: 'coalescing interval' },
+  fullResyncIntervalMs: { flag: 'full-resync-interval-ms', env: 'FULL_RESYNC_INTERVAL_MS', def: 60_000, min: 1_000, max: 86_400_000, help: 'periodic full rewrite' },
+} as const;
 
-Runs on every node (DaemonSet multus-proxy-node, host network, NET_ADMIN + NET_RAW). For each
-network an opted-in Service uses, it keeps its own interface on the NAD's parent (mpxh...) with the
-node's address there, and programs NodePort and cluster-IP rules (chains MPXN-...). It leaves them
-in place when it exits and adopts them when it starts. See docs/node-agent.md.
+export const NODE_AGENT_PROGRAM: Program = {
+  name: 'multus-proxy node-agent',
+  about: 'NodePort on secondary networks, and cluster-IP access for the node and hostNetwork pods (docs/node-agent.md)',
+  usage: 'node-agent [--cleanup] [flags]',
+  flags: [
+    { name: 'cleanup', help: 'remove every chain, jump, route and interface the agent added (nothing else), then exit' },
+    { name: 'node-name', value: 'NAME', env: 'NODE_NAME', help: 'this node (downward API spec.nodeName); required unless --cleanup' },
+    { name: 'kubeconfig', value: 'PATH', env: 'KUBECONFIG', help: 'default: the in-cluster service account' },
+    { name: 'iptables-backend', value: 'B', env: 'IPTABLES_BACKEND', def: 'auto', help: 'auto, nft or legacy' },
+    ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
+  ],
+  notes:
+    'It keeps its own interface (mpxh...) on each served network\'s parent with the node\'s address there, and chains MPXN-...; it leaves them in place when it exits (a rolling update drops no connection) and adopts them when it starts.',
+};
 
-Usage: node node-agent.js [--cleanup | --help] [flags]
-
-  --cleanup                    remove every chain, rule, route and interface the agent added, then exit
-  --help                       this text
-  --node-name NAME             this node (env NODE_NAME, from the downward API spec.nodeName); required
-  --kubeconfig FILE            (env KUBECONFIG) default: in-cluster service account
-  --health-port N              /healthz /readyz /metrics (env HEALTH_PORT, default ${DEFAULT_NODE_HEALTH_PORT})
-  --iptables-backend B         auto|nft|legacy (env IPTABLES_BACKEND, default auto)
-  --masquerade-bit N           mark bit for NodePort Cluster masquerade, 0-31 (env MASQUERADE_BIT, default 13 = 0x${DEFAULT_MASQUERADE_MARK.toString(16)})
-  --min-sync-interval-ms N     coalescing interval (env MIN_SYNC_INTERVAL_MS, default 100)
-  --full-resync-interval-ms N  periodic full rewrite (env FULL_RESYNC_INTERVAL_MS, default 60000)
-`;
+export const HELP = helpText(NODE_AGENT_PROGRAM);
 
 const OBJECT = 'node agent options';
 
-const NUMBERS = {
-  healthPort: { flag: 'health-port', env: 'HEALTH_PORT', def: DEFAULT_NODE_HEALTH_PORT, min: 0, max: 65535 },
-  masqueradeBit: { flag: 'masquerade-bit', env: 'MASQUERADE_BIT', def: 13, min: 0, max: 31 },
-  minSyncIntervalMs: { flag: 'min-sync-interval-ms', env: 'MIN_SYNC_INTERVAL_MS', def: 100, min: 0, max: 60_000 },
-  fullResyncIntervalMs: { flag: 'full-resync-interval-ms', env: 'FULL_RESYNC_INTERVAL_MS', def: 60_000, min: 1_000, max: 86_400_000 },
-} as const;
-
 export function parseNodeAgentOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<NodeAgentOptions, string> {
-  let flags: Record<string, string | boolean | undefined>;
-  try {
-    flags = parseArgs({
-      args: [...argv],
-      options: {
-        cleanup: { type: 'boolean' },
-        help: { type: 'boolean' },
-        'node-name': { type: 'string' },
-        kubeconfig: { type: 'string' },
-        'iptables-backend': { type: 'string' },
-        ...Object.fromEntries(Object.values(NUMBERS).map((n) => [n.flag, { type: 'string' as const }])),
-      },
-      strict: true,
-      allowPositionals: false,
-    }).values;
-  } catch (e) {
-    return err(`${OBJECT}: ${(e as Error).message}; see --help`);
-  }
+  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000 };
+  if (wantsHelp(argv)) return ok({ ...defaults, mode: 'help' });
+  const parsed = parseFlags(NODE_AGENT_PROGRAM, argv);
+  if (!parsed.ok) return parsed;
+  const flags = parsed.value.values;
   const pick = (flag: string, envName: string): string | undefined => {
     const f = flags[flag];
     const v = typeof f === 'string' ? f : env[envName];
     return v === undefined || v.trim() === '' ? undefined : v.trim();
   };
-  if (flags['help'] === true) return ok({ ...defaults(), mode: 'help' });
+  const cleanup = flags['cleanup'] === 'true';
   const problems: string[] = [];
-  const nums = {} as Record<keyof typeof NUMBERS, number>;
+  const nums = { ...defaults } as Record<keyof typeof NUMBERS, number>;
   for (const [key, n] of Object.entries(NUMBERS) as [keyof typeof NUMBERS, (typeof NUMBERS)[keyof typeof NUMBERS]][]) {
     const text = pick(n.flag, n.env);
     const v = text === undefined ? n.def : Number(text);
@@ -88,13 +73,13 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     problems.push(formatInputError(OBJECT, inputError('IPTABLES_BACKEND (--iptables-backend)', backend, 'is not a back end', 'write auto, nft or legacy')));
   }
   const nodeName = pick('node-name', 'NODE_NAME');
-  if (nodeName === undefined && flags['cleanup'] !== true) {
+  if (nodeName === undefined && !cleanup) {
     problems.push(formatInputError(OBJECT, inputError('NODE_NAME (--node-name)', '', 'is not set', 'set it from the downward API (fieldRef spec.nodeName)')));
   }
   if (problems.length > 0) return err(problems.join('\n'));
   const kubeconfig = pick('kubeconfig', 'KUBECONFIG');
   return ok({
-    mode: flags['cleanup'] === true ? 'cleanup' : 'run',
+    mode: cleanup ? 'cleanup' : 'run',
     nodeName: nodeName ?? '',
     ...(kubeconfig !== undefined ? { kubeconfig } : {}),
     healthPort: nums.healthPort,
@@ -103,8 +88,4 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     minSyncIntervalMs: nums.minSyncIntervalMs,
     fullResyncIntervalMs: nums.fullResyncIntervalMs,
   });
-}
-
-function defaults(): Omit<NodeAgentOptions, 'mode'> {
-  return { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000 };
 }

@@ -17,6 +17,7 @@ export const BUNDLE_RUNS: readonly BundleRun[] = [
   // No config and no pod: each must get as far as its own option check.
   { bundle: 'webhook.js', args: [], expect: /sidecar\.image|webhook options/ },
   { bundle: 'sidecar.js', args: [], expect: /POD_NAME|sidecar options/ },
+  { bundle: 'node-agent.js', args: [], expect: /NODE_NAME|node agent options/ },
 ];
 
 /** Exit codes a bundle may end with here: 0 after --help, 2 for a usage or configuration error. */

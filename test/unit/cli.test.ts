@@ -7,6 +7,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
+import { NODE_AGENT_PROGRAM } from '../../src/node-agent/options.js';
 import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { CONTROLLER_PROGRAM } from '../../src/controller/options.js';
 import { WEBHOOK_PROGRAM } from '../../webhook/options.js';
@@ -60,6 +61,7 @@ const PROGRAMS: [string, string, Program][] = [
   ['webhook', 'webhook/main.ts', WEBHOOK_PROGRAM],
   ['sidecar', 'sidecar/main.ts', SIDECAR_PROGRAM],
   ['certs', 'certs/cli.ts', CERTS_PROGRAM],
+  ['node-agent', 'src/node-agent/main.ts', NODE_AGENT_PROGRAM],
 ];
 
 void describe('every program answers --help and exits 0', () => {

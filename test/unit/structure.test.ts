@@ -14,7 +14,7 @@ import { compareText } from '../../src/order.js';
 const root = resolve(import.meta.dirname, '..', '..');
 
 /** Program folders (relative to the repository), each built into its own bundle or binary. */
-const PROGRAMS = ['webhook', 'sidecar', 'certs', join('src', 'controller'), 'agent', 'node-agent'].filter((p) => {
+const PROGRAMS = ['webhook', 'sidecar', 'certs', join('src', 'controller'), join('src', 'node-agent'), 'agent', 'node-agent'].filter((p) => {
   try {
     return statSync(join(root, p)).isDirectory();
   } catch {

@@ -1,0 +1,29 @@
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { HELP, parseNodeAgentOptions } from '../../../src/node-agent/options.js';
+
+void describe('node agent options', () => {
+  void test('defaults, with NODE_NAME from the downward API', () => {
+    const r = parseNodeAgentOptions({ NODE_NAME: 'worker-1' }, []);
+    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000 } });
+  });
+  void test('a flag wins over its variable; --cleanup needs no node name; --help always wins', () => {
+    const r = parseNodeAgentOptions({ NODE_NAME: 'a', HEALTH_PORT: '1' }, ['--node-name', 'b', '--health-port', '2', '--iptables-backend', 'legacy', '--masquerade-bit', '12']);
+    assert.ok(r.ok && r.value.nodeName === 'b' && r.value.healthPort === 2 && r.value.iptablesBackend === 'legacy' && r.value.masqueradeBit === 12);
+    const c = parseNodeAgentOptions({}, ['--cleanup']);
+    assert.ok(c.ok && c.value.mode === 'cleanup');
+    const h = parseNodeAgentOptions({}, ['--bogus', '--help']);
+    assert.ok(h.ok && h.value.mode === 'help');
+    for (const flag of ['--cleanup', '--node-name', '--masquerade-bit', 'NODE_NAME', 'MASQUERADE_BIT', 'default 13']) assert.ok(HELP.includes(flag), flag);
+  });
+  void test('bad values name the variable, the value and the fix; all problems at once', () => {
+    const r = parseNodeAgentOptions({ HEALTH_PORT: 'x', MASQUERADE_BIT: '32', IPTABLES_BACKEND: 'ipfw' }, []);
+    assert.ok(!r.ok);
+    assert.match(r.error, /HEALTH_PORT \(--health-port\) "x": is not a whole number from 0 to 65535; write e\.g\. 9190/);
+    assert.match(r.error, /MASQUERADE_BIT \(--masquerade-bit\) "32"/);
+    assert.match(r.error, /IPTABLES_BACKEND \(--iptables-backend\) "ipfw": is not a back end; write auto, nft or legacy/);
+    assert.match(r.error, /NODE_NAME \(--node-name\) "": is not set; set it from the downward API \(fieldRef spec\.nodeName\)/);
+    const u = parseNodeAgentOptions({ NODE_NAME: 'a' }, ['--nope']);
+    assert.ok(!u.ok && /known flags: --cleanup/.test(u.error));
+  });
+});
