@@ -25,6 +25,7 @@
  * takes the outgoing interface's address, which is the node's address on that network (the
  * endpoints are reached through our interface there), so replies come back through the node.
  */
+import { compareText } from '../order.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { chooseEndpoints, normalizeAddress, validPort } from '../dataplane/endpoints.js';
 import { hashName, type Layout } from '../dataplane/names.js';
@@ -118,7 +119,7 @@ export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[];
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
   const seen = new Set<string>();
-  const sorted = [...state.nodePorts].sort((a, b) => cmp(key(a), key(b)));
+  const sorted = [...state.nodePorts].sort((a, b) => compareText(key(a), key(b)));
   for (const t of sorted) {
     const fam = t.base.family;
     const net = state.networks.find((n) => n.network.namespace === t.base.network.namespace && n.network.name === t.base.network.name);
@@ -175,9 +176,6 @@ export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[];
 
 const key = (t: NodePortTarget): string => JSON.stringify([t.base.service, t.base.portName, t.base.protocol, t.base.family, networkKey(t.base.network), t.nodePort, t.policy]);
 
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 /** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names, plus NodePorts. */
 function ruleset(clusterIP: readonly ResolvedTarget[], nodePorts: readonly ResolvedTarget[], family: IpFamily, state: NodeState): Ruleset {
@@ -197,7 +195,7 @@ function ruleset(clusterIP: readonly ResolvedTarget[], nodePorts: readonly Resol
   nat.set(NODE_POSTROUTING_CHAIN, [`-A ${NODE_POSTROUTING_CHAIN} -m mark --mark ${m}/${m} ${comment('multus-proxy-node NodePort with externalTrafficPolicy Cluster')} -j MASQUERADE`]);
   filter.set(NODE_REJECT_CHAIN, reject);
   const forward: string[] = [];
-  for (const n of [...state.networks].sort((a, b) => cmp(a.interface, b.interface))) {
+  for (const n of [...state.networks].sort((a, b) => compareText(a.interface, b.interface))) {
     if ((family === 4 ? n.ipv4 : n.ipv6) === undefined) continue;
     for (const dir of ['-i', '-o']) forward.push(`-A ${NODE_FORWARD_CHAIN} ${dir} ${n.interface} -m conntrack --ctstate DNAT ${comment(`multus-proxy-node ${networkKey(n.network)}`)} -j ACCEPT`);
   }

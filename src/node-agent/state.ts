@@ -12,6 +12,7 @@
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
 import { formatInputError } from '../result.js';
+import { compareText } from '../order.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
 import { parseNetworkConfig, NAD_CONFIG_KEY } from '../annotations/nad-config.js';
 import { parseIp } from '../annotations/ip.js';
@@ -69,9 +70,6 @@ export interface NodePlan {
 
 const opted = (s: V1Service): boolean => s.metadata?.labels?.[PROXY_NAME_LABEL] === PROXY_NAME && s.metadata.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
 
-function compare(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
-}
 
 /** The networks opted-in Services name, sorted and unique (malformed annotations are the webhook's and the sidecar's to report). */
 export function servedNetworks(services: readonly V1Service[]): NetworkRef[] {
@@ -82,7 +80,7 @@ export function servedNetworks(services: readonly V1Service[]): NetworkRef[] {
     if (!parsed.ok) continue;
     for (const ref of parsed.value) out.set(networkKey(ref), ref);
   }
-  return [...out.values()].sort((a, b) => compare(networkKey(a), networkKey(b)));
+  return [...out.values()].sort((a, b) => compareText(networkKey(a), networkKey(b)));
 }
 
 function internalIPs(node: V1Node | undefined): string[] {
@@ -206,5 +204,5 @@ export function healthChecks(services: readonly V1Service[], nodePorts: readonly
     for (const t of nodePorts) if (t.base.service === name) for (const e of t.localEndpoints) if (e.ready) ips.add(e.ip);
     out.push({ service: name, ...(port !== undefined && port > 0 ? { port } : {}), localEndpoints: ips.size });
   }
-  return out.sort((a, b) => (a.service < b.service ? -1 : a.service > b.service ? 1 : 0));
+  return out.sort((a, b) => compareText(a.service, b.service));
 }
