@@ -21,6 +21,8 @@ export interface SidecarMetrics {
   programmed(targets: number, endpoints: number, rules: number | undefined): void;
   /** From the informer seeing a slice change to the rules for it being applied. */
   sliceToRules(seconds: number): void;
+  /** A drift check ran (deep: with an iptables-save), and whether it found our rules changed. */
+  driftCheck(deep: boolean, drift: boolean): void;
   /** From the slice's last-change-trigger-time (the pod change behind it) to the rules being applied. */
   triggerToRules(seconds: number): void;
 }
@@ -51,6 +53,13 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
+  const drift = new prom.Counter({
+    name: n('drift_checks_total'),
+    help: 'Checks that our rules are as written (kind quick or deep), by result (ok, drift: a full rewrite followed).',
+    labelNames: ['kind', 'result'],
+    registers: [registry],
+  });
+  for (const kind of ['quick', 'deep'] as const) for (const result of ['ok', 'drift'] as const) drift.inc({ kind, result }, 0);
   // Zero series, so dashboards show 0 before the first failure instead of nothing.
   for (const kind of ['full', 'partial', 'skipped'] as const) for (const result of ['success', 'error'] as const) syncs.inc({ kind, result }, 0);
 
@@ -66,6 +75,7 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
       endpoints.set(e);
       if (r !== undefined) rules.set(r);
     },
+    driftCheck: (deep, found) => drift.inc({ kind: deep ? 'deep' : 'quick', result: found ? 'drift' : 'ok' }),
     sliceToRules: (s) => sliceLatency.observe(s),
     triggerToRules: (s) => triggerLatency.observe(s),
   };

@@ -33,7 +33,7 @@ import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimSe
 export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
 
 /** The part of the dataplane the runtime drives (cleanup is main's job, after stop()). */
-export type DataplaneSync = Pick<Dataplane, 'sync'>;
+export type DataplaneSync = Pick<Dataplane, 'sync' | 'checkDrift'>;
 
 export interface RuntimeOptions extends SyncLoopOptions {
   readonly podName: string;
@@ -76,7 +76,7 @@ function triggerTimeMs(slice: V1EndpointSlice): number | undefined {
 
 /**
  * Logs each message of a group once while it lasts, not on every sync: a bad Service stays bad
- * until someone fixes it, and one line per minute of resync would bury everything else.
+ * until someone fixes it, and one line per sync would bury everything else.
  */
 function onceLogger(log: Logger): (group: string, messages: readonly { level: 'info' | 'warn'; msg: string }[]) => void {
   const seen = new Map<string, Set<string>>();
@@ -143,6 +143,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       return out.state;
     },
     apply: async (state, opts) => report(await deps.dataplane.sync(state, opts)),
+    checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,
     log,
   });

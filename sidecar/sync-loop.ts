@@ -3,9 +3,12 @@
  * bursts of them into few syncs:
  * - coalesced: a sync starts at most every `minSyncIntervalMs`, and never while one runs;
  * - skipped: a partial sync whose desired state equals the last applied one does nothing;
- * - full: the first sync (it also removes leftovers of a previous run), every
- *   `fullResyncIntervalMs` (repairs rules someone else removed), and the first one after a failure
- *   (the namespace may be in any state then);
+ * - full: the first sync (it adopts what a previous run left), the first one after a failure
+ *   (the namespace may be in any state then), and one after a drift check found our rules changed
+ *   from outside;
+ * - checked: every `driftCheckIntervalMs` a cheap check compares our rules with what was written
+ *   (src/dataplane/drift.ts; every `DEEP_CHECK_EVERY`th check also counts every chain's rules),
+ *   instead of rewriting everything periodically;
  * - retried: a failed sync is retried with exponential backoff from `retryMinMs` to `retryMaxMs`.
  * Liveness is false while one sync has run longer than `stuckAfterMs` (a hung restore).
  */
@@ -16,7 +19,7 @@ import { sameState } from '../src/dataplane/state.js';
 
 export interface SyncLoopOptions {
   readonly minSyncIntervalMs: number;
-  readonly fullResyncIntervalMs: number;
+  readonly driftCheckIntervalMs: number;
   readonly retryMinMs: number;
   readonly retryMaxMs: number;
   readonly stuckAfterMs: number;
@@ -34,6 +37,8 @@ export interface SyncLoopDeps {
   compute(): DesiredState;
   /** Applies it; throws on failure. `full` means rewrite everything, not only what changed. */
   apply(state: DesiredState, opts: { full: boolean }): Promise<ApplyReport | void>;
+  /** Why the rules are no longer as last applied (then a full sync follows), or undefined. */
+  checkDrift?(opts: { deep: boolean }): Promise<string | undefined>;
   readonly metrics: SidecarMetrics;
   readonly log: Logger;
   readonly now?: () => number;
@@ -59,6 +64,9 @@ interface PendingChange {
   readonly triggerMs: number | undefined;
 }
 
+/** Every this many drift checks, one is deep (an iptables-save per family): 10 minutes by default. */
+export const DEEP_CHECK_EVERY = 10;
+
 /** Exponential backoff: min, 2·min, 4·min, … capped at max. */
 export function backoffMs(failures: number, min: number, max: number): number {
   return Math.min(max, min * 2 ** Math.min(30, Math.max(0, failures - 1)));
@@ -74,7 +82,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
   let runStartedMs = 0;
   let lastStartMs = -Infinity;
   let timer: NodeJS.Timeout | undefined;
-  let resyncTimer: NodeJS.Timeout | undefined;
+  let checkTimer: NodeJS.Timeout | undefined;
   let failures = 0;
   let retryAtMs = 0;
   let lastApplied: DesiredState | undefined;
@@ -98,15 +106,40 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     }, delay);
   }
 
-  function armResync(): void {
-    clearTimeout(resyncTimer);
-    resyncTimer = setTimeout(() => {
-      resyncTimer = undefined;
+  let checks = 0;
+  function armCheck(): void {
+    clearTimeout(checkTimer);
+    if (deps.checkDrift === undefined || stopped) return;
+    checkTimer = setTimeout(() => {
+      checkTimer = undefined;
+      // A sync running or due covers it (a full one repairs anyway): look again next interval.
+      if (running !== undefined || timer !== undefined || fullPending || dirty) return armCheck();
+      checks += 1;
+      const deep = checks % DEEP_CHECK_EVERY === 0;
+      running = runCheck(deep).finally(() => {
+        running = undefined;
+        armCheck();
+        schedule();
+      });
+    }, opts.driftCheckIntervalMs);
+    // The check alone must not keep a process alive (the health server and informers do).
+    checkTimer.unref();
+  }
+
+  async function runCheck(deep: boolean): Promise<void> {
+    runStartedMs = now();
+    try {
+      const why = await deps.checkDrift?.({ deep });
+      deps.metrics.driftCheck(deep, why !== undefined);
+      if (why !== undefined) {
+        deps.log.warn({ drift: why, deep }, 'our rules were changed from outside; rewriting them all');
+        fullPending = true;
+      }
+    } catch (e) {
+      deps.metrics.driftCheck(deep, true);
+      deps.log.warn({ err: e, deep }, 'drift check failed; rewriting the rules to be sure');
       fullPending = true;
-      schedule();
-    }, opts.fullResyncIntervalMs);
-    // The idle resync alone must not keep a process alive (the health server and informers do).
-    resyncTimer.unref();
+    }
   }
 
   function observeLatencies(changes: Map<string, PendingChange>): void {
@@ -142,7 +175,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
       deps.metrics.sync(kind, 'success', (now() - runStartedMs) / 1000);
       observeLatencies(changes);
       failures = 0;
-      if (full) armResync();
+      if (full) armCheck();
       if (!everSynced) {
         everSynced = true;
         resolveFirst();
@@ -179,8 +212,8 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     async stop() {
       stopped = true;
       clearTimeout(timer);
-      clearTimeout(resyncTimer);
-      timer = resyncTimer = undefined;
+      clearTimeout(checkTimer);
+      timer = checkTimer = undefined;
       await running;
     },
   };

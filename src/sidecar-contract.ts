@@ -17,8 +17,8 @@ export interface SidecarOptions {
   readonly healthHost: string;
   /** Syncs start at most this often; events in between are coalesced into the next sync. */
   readonly minSyncIntervalMs: number;
-  /** A full rewrite this often, repairing rules someone else removed. */
-  readonly fullResyncIntervalMs: number;
+  /** Our rules are checked against what was written this often; a full rewrite follows only on drift. */
+  readonly driftCheckIntervalMs: number;
   /** Backoff after a failed sync: doubles from min to max. */
   readonly retryMinMs: number;
   readonly retryMaxMs: number;
@@ -35,7 +35,7 @@ export const OPTION_SOURCES = {
   healthPort: { env: 'HEALTH_PORT', flag: 'health-port' },
   healthHost: { env: 'HEALTH_HOST', flag: 'health-host' },
   minSyncIntervalMs: { env: 'MIN_SYNC_INTERVAL_MS', flag: 'min-sync-interval-ms' },
-  fullResyncIntervalMs: { env: 'FULL_RESYNC_INTERVAL_MS', flag: 'full-resync-interval-ms' },
+  driftCheckIntervalMs: { env: 'DRIFT_CHECK_INTERVAL_MS', flag: 'drift-check-interval-ms' },
   retryMinMs: { env: 'SYNC_RETRY_MIN_MS', flag: 'sync-retry-min-ms' },
   retryMaxMs: { env: 'SYNC_RETRY_MAX_MS', flag: 'sync-retry-max-ms' },
   stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },

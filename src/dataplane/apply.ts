@@ -2,8 +2,8 @@
  * The one object the sidecar runtime calls: `sync(state, {full})` and `cleanup()`.
  *
  * Per sync: render (pure, memoized per target) -> plan per family (partial: against what this
- * object applied last; full: against iptables-save at start-up and after a failure, or against its
- * own memory plus `-S OUTPUT` on a periodic resync) -> routes added -> one `iptables-restore
+ * object applied last; full: against iptables-save at start-up, after a failure and after drift
+ * was found, or against its own memory plus `-S OUTPUT` when asked for one) -> routes added -> one `iptables-restore
  * --noflush` per family (the two side by side) -> routes removed -> conntrack flushes. Routes go in
  * before the rules that need them and out after the rules that used them, so a cluster IP never
  * has DNAT without its source-address route (at start-up, when nothing is served yet, routes and
@@ -23,7 +23,8 @@ import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing } from './restore.js';
 import { countRules } from './rules.js';
 import { conntrackScope, render, RenderCache } from './incremental.js';
-import { createExec, detectBackend, readExisting, readOutputChains, restore, type Backend, type Exec } from './iptables.js';
+import { createExec, detectBackend, readExisting, readOutputChains, restore, save, type Backend, type Exec } from './iptables.js';
+import { compareProbe, compareSave, quickProbes } from './drift.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
 
@@ -86,6 +87,12 @@ export interface CleanupResult {
 
 export interface Dataplane<S = DesiredState> {
   sync(state: S, opts: { full: boolean }): Promise<SyncResult>;
+  /**
+   * Whether our rules and routes are still as this object last wrote them (drift.ts): undefined
+   * when they are (or nothing was written yet), else why not, and then the next sync is a full one
+   * that reads the namespace back. `deep` adds an iptables-save per family (rule counts of every chain).
+   */
+  checkDrift(opts: { deep: boolean }): Promise<string | undefined>;
   cleanup(): Promise<CleanupResult>;
   backend(): Promise<Backend>;
 }
@@ -141,7 +148,7 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     applied = undefined;
     // Back-end detection and read-back run in child processes while rendering uses this one's
     // CPU. Without a previous state of ours (start-up, after a failure) read everything back; with
-    // one, only the OUTPUT chains (a periodic resync of 1,000 Services must not pay a whole save).
+    // one, only the OUTPUT chains (a full sync asked for while our state is known must not pay a whole save).
     const choosing = backend();
     const read = (be: Backend, f: IpFamily): Promise<Existing> =>
       prev === undefined ? readExisting(exec, be, f, layout) : readOutputChains(exec, be, f, layout).then((o) => existingFromApplied(f === 4 ? prev.v4 : prev.v6, o, layout));
@@ -258,12 +265,43 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     return { restoreText: text, routesRemoved };
   }
 
+  async function doCheckDrift(deep: boolean): Promise<string | undefined> {
+    const prev = applied;
+    if (prev === undefined) return undefined;
+    const be = await backend();
+    const found = async (): Promise<string | undefined> => {
+      const routes = await readRoutes(exec, proto);
+      const routeDiff = diffRoutes(routes, prev.routes);
+      if (routeDiff.replace.length + routeDiff.remove.length > 0) return `routes: ${routeDiff.replace.length} missing or changed, ${routeDiff.remove.length} not ours to keep`;
+      for (const family of FAMILIES) {
+        const rules = family === 4 ? prev.v4 : prev.v6;
+        const bin = `${family === 4 ? 'iptables' : 'ip6tables'}-${be}`;
+        const probes = quickProbes(rules, layout);
+        const listings = await Promise.all(probes.map((p) => exec(bin, ['--wait', '5', '-t', p.table, '-S', p.chain]).then((r) => (r.code === 0 ? r.stdout : undefined))));
+        for (const [i, probe] of probes.entries()) {
+          const why = compareProbe(probe, listings[i], layout);
+          if (why !== undefined) return `IPv${family} ${why}`;
+        }
+        if (deep) {
+          const why = compareSave(rules, await save(exec, be, family), layout);
+          if (why !== undefined) return `IPv${family} ${why}`;
+        }
+      }
+      return undefined;
+    };
+    const why = await found();
+    // Forget what was applied: the next sync reads the namespace back and rewrites all of ours.
+    if (why !== undefined && applied === prev) applied = undefined;
+    return why;
+  }
+
   // Decide the back end now, while the runtime's informers are still listing: the first sync can
   // then start reading the namespace back before it renders.
   void backend();
 
   return {
     sync: (state, o) => serial(() => doSync(state, o.full)),
+    checkDrift: (o) => serial(() => doCheckDrift(o.deep)),
     cleanup: () => serial(doCleanup),
     backend,
   };

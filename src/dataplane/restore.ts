@@ -36,7 +36,7 @@ function sameLines(a: readonly string[] | undefined, b: readonly string[]): bool
 }
 
 /**
- * Which chains a sync must rewrite. Full (start-up, periodic resync, after a failure, or when the
+ * Which chains a sync must rewrite. Full (start-up, after drift or a failure, or when the
  * previous state is unknown): every chain of ours is declared (which under --noflush flushes just
  * that chain) and refilled, chains of ours that should not exist are deleted, and the OUTPUT jumps
  * are repaired to exactly one. Partial: only Service chains whose lines differ from what was

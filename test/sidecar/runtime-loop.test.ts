@@ -1,6 +1,6 @@
 /**
  * The sync loop's discipline with a scripted dataplane: coalescing, one sync at a time, skipping
- * unchanged states, full resyncs, retries with backoff after failures, liveness, metrics.
+ * unchanged states, drift checks, retries with backoff after failures, liveness, metrics.
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,7 +13,7 @@ import type { DesiredState } from '../../src/dataplane/model.js';
 
 const log = createLogger('test', 'silent');
 
-const FAST: SyncLoopOptions = { minSyncIntervalMs: 30, fullResyncIntervalMs: 60_000, retryMinMs: 40, retryMaxMs: 200, stuckAfterMs: 60_000 };
+const FAST: SyncLoopOptions = { minSyncIntervalMs: 30, driftCheckIntervalMs: 60_000, retryMinMs: 40, retryMaxMs: 200, stuckAfterMs: 60_000 };
 
 function stateWith(n: number): DesiredState {
   return {
@@ -39,7 +39,8 @@ interface Call {
 }
 
 /** A loop whose dataplane records calls; `behaviour` decides per call (throw, delay). */
-function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => Promise<void> = async () => {}) {
+function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => Promise<void> = async () => {}, drift?: (deep: boolean) => string | undefined) {
+  const checks: boolean[] = [];
   const registry = new prom.Registry();
   const metrics = createSidecarMetrics(registry);
   const calls: Call[] = [];
@@ -62,6 +63,14 @@ function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => 
         }
         return { rules: state.targets.length * 3 };
       },
+      ...(drift !== undefined
+        ? {
+            checkDrift: ({ deep }: { deep: boolean }) => {
+              checks.push(deep);
+              return Promise.resolve(drift(deep));
+            },
+          }
+        : {}),
       metrics,
       log,
     },
@@ -76,6 +85,7 @@ function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => 
   return {
     loop,
     calls,
+    checks,
     registry,
     value,
     maxActive: () => maxActive,
@@ -189,15 +199,24 @@ void describe('sync loop', () => {
     await h.loop.stop();
   });
 
-  void test('a periodic full resync runs without any event', async () => {
-    const h = harness({ fullResyncIntervalMs: 150 });
+  void test('drift checks run periodically without any event; a full sync follows only the one that finds drift; every 10th is deep', async () => {
+    let driftAt = 3;
+    const h = harness({ driftCheckIntervalMs: 20 }, undefined, () => (h.checks.length === driftAt ? 'nat/MPX-SERVICES: 0 rules of ours, 1 written' : undefined));
     h.loop.start();
-    await until(() => h.calls.length >= 3, 'two periodic resyncs', 3000);
-    assert.ok(h.calls.every((c) => c.full));
+    await until(() => h.checks.length >= 12, 'twelve drift checks', 5000);
+    assert.deepEqual(
+      h.calls.map((c) => c.full),
+      [true, true],
+      'the first sync, and one full sync after the check that found drift; none for the checks that found none',
+    );
+    assert.deepEqual(h.checks.slice(0, 10).map((d, i) => (d ? i + 1 : 0)).filter((x) => x > 0), [10], 'the tenth check is deep');
+    assert.equal(await h.value('drift_checks_total', { kind: 'quick', result: 'drift' }), 1);
+    assert.ok((await h.value('drift_checks_total', { kind: 'quick', result: 'ok' })) >= 10);
+    driftAt = -1;
     await h.loop.stop();
-    const n = h.calls.length;
-    await sleep(300);
-    assert.equal(h.calls.length, n, 'no sync after stop()');
+    const n = h.checks.length;
+    await sleep(100);
+    assert.equal(h.checks.length, n, 'no check after stop()');
   });
 
   void test('liveness turns false while one sync hangs longer than the limit, and stop() waits for it', async () => {

@@ -15,7 +15,7 @@ void test('defaults: pod from the downward API variables, documented intervals',
     healthPort: DEFAULT_HEALTH_PORT,
     healthHost: '::',
     minSyncIntervalMs: 100,
-    fullResyncIntervalMs: 60_000,
+    driftCheckIntervalMs: 60_000,
     retryMinMs: 1_000,
     retryMaxMs: 30_000,
     stuckAfterMs: 120_000,
@@ -50,14 +50,14 @@ void test('flags win over variables; spaces around values are ignored', () => {
 });
 
 void test('every bad value is reported at once, naming variable, flag, value and the fix', () => {
-  const r = parseOptions({ POD_NAMESPACE: 'app', HEALTH_PORT: '70000', FULL_RESYNC_INTERVAL_MS: '60s', IPTABLES_BACKEND: 'iptables' }, []);
+  const r = parseOptions({ POD_NAMESPACE: 'app', HEALTH_PORT: '70000', DRIFT_CHECK_INTERVAL_MS: '60s', IPTABLES_BACKEND: 'iptables' }, []);
   assert.equal(r.ok, false);
   if (r.ok) return;
   const lines = r.error.split('\n');
   assert.equal(lines.length, 4, r.error);
   assert.match(lines[0]!, /^sidecar options: POD_NAME \(--pod-name\) "": is not set; set it from the downward API \(fieldRef metadata\.name\)$/);
   assert.match(r.error, /HEALTH_PORT \(--health-port\) "70000": is not a whole number in range; write an integer from 0 to 65535/);
-  assert.match(r.error, /FULL_RESYNC_INTERVAL_MS \(--full-resync-interval-ms\) "60s": .*from 1000 to/);
+  assert.match(r.error, /DRIFT_CHECK_INTERVAL_MS \(--drift-check-interval-ms\) "60s": .*from 1000 to/);
   assert.match(r.error, /IPTABLES_BACKEND \(--iptables-backend\) "iptables": is not a known back end; write one of auto, nft, legacy/);
 });
 

@@ -26,6 +26,8 @@ import { podObject, serviceObject, sliceObject, type StatusEntry } from './state
 import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';
 
 const HEALTH_PORT = 19180;
+/** The restarted sidecars check for drift every second (every 10th check deep). */
+const DRIFT_CHECK_MS = 1000;
 /** Capability bits (linux/capability.h). */
 const CAP_NET_ADMIN = 1 << 12;
 const CAP_NET_RAW = 1 << 13;
@@ -209,7 +211,7 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   const routesOf = async (): Promise<string> =>
     (await topo.run(client, ['ip', 'route', 'show', 'proto', '241'])).stdout + (await topo.run(client, ['ip', '-6', 'route', 'show', 'proto', '241'])).stdout;
   const startSidecar = async (args: string[] = []): Promise<void> => {
-    const s = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, args });
+    const s = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, args, env: { DRIFT_CHECK_INTERVAL_MS: String(DRIFT_CHECK_MS) } });
     env.sidecar = s;
     await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
   };
@@ -276,6 +278,47 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.deepEqual([...new Set(replies.map((r) => r.name))].sort(), ['b1', 'b2']);
     assert.ok(stops.every((ms) => ms < 5_000), `each stop took under 5 s: ${stops.join(', ')} ms`);
     t.diagnostic(`${replies.length} requests over ${Math.round((replies.at(-1)!.at - replies[0]!.at) / 1000)} s, ${failed.length} failed; stops took ${stops.join(', ')} ms`);
+  });
+
+  void test('rules deleted or altered from outside are found by the drift check and rewritten; no rewrite without drift', async (t) => {
+    const owned = async (): Promise<string[]> => [...ownedLines(await rulesOf(topo, client, 4)), ...ownedLines(await rulesOf(topo, client, 6))];
+    const want = await owned();
+    const routes = await routesOf();
+    const fullSyncs = async (): Promise<number> => Number(/^multus_proxy_sidecar_syncs_total\{kind="full",result="success"\} (\d+)/m.exec(await metricsText(topo, client, HEALTH_PORT))?.[1]);
+    const checks = async (): Promise<number> => Number(/^multus_proxy_sidecar_drift_checks_total\{kind="quick",result="ok"\} (\d+)/m.exec(await metricsText(topo, client, HEALTH_PORT))?.[1]);
+    // Without drift the checks find none and nothing is rewritten.
+    const full0 = await fullSyncs();
+    const checks0 = await checks();
+    await new Promise((r) => setTimeout(r, 3.5 * DRIFT_CHECK_MS));
+    assert.ok((await checks()) - checks0 >= 2, 'checks ran');
+    assert.equal(await fullSyncs(), full0, 'no full rewrite while nothing drifted');
+
+    const webChain = /-A MPX-SERVICES -d [^ ]+ .* -j (MPX-SVC-\S+)/.exec(want.find((l) => l.includes(`-d ${webV4}/32`)) ?? '')?.[1] ?? '';
+    assert.notEqual(webChain, '');
+    const cases: { what: string; cmd: string[]; withinMs: number }[] = [
+      { what: 'the nat OUTPUT jump deleted', cmd: ['iptables', '-t', 'nat', '-D', 'OUTPUT', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-SERVICES'], withinMs: 2 * DRIFT_CHECK_MS },
+      { what: 'a dispatch rule altered', cmd: ['iptables', '-t', 'nat', '-R', 'MPX-SERVICES', '1', '-d', '198.51.100.9/32', '-p', 'tcp', '-j', 'RETURN'], withinMs: 2 * DRIFT_CHECK_MS },
+      { what: 'the IPv6 filter jump deleted', cmd: ['ip6tables', '-D', 'OUTPUT', '-m', 'conntrack', '--ctstate', 'NEW', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-REJECT'], withinMs: 2 * DRIFT_CHECK_MS },
+      { what: 'a rule added to the dispatch chain', cmd: ['iptables', '-t', 'nat', '-I', 'MPX-SERVICES', '1', '-j', 'RETURN'], withinMs: 2 * DRIFT_CHECK_MS },
+      // A Service chain's rules are counted by the deep check (every 10th).
+      { what: "a Service chain's rules flushed", cmd: ['iptables', '-t', 'nat', '-F', webChain], withinMs: 11 * DRIFT_CHECK_MS },
+    ];
+    for (const c of cases) {
+      await topo.run(client, c.cmd);
+      assert.notDeepEqual(await owned(), want, `${c.what}: the change took`);
+      const t0 = Date.now();
+      let last: string[] = [];
+      await waitFor(`${c.what}: repaired`, async () => JSON.stringify((last = await owned())) === JSON.stringify(want), c.withinMs + 3000, () => last.join('\n'));
+      const ms = Date.now() - t0;
+      t.diagnostic(`${c.what}: repaired after ${ms} ms`);
+      assert.ok(ms <= c.withinMs + 1500, `${c.what}: repaired after ${ms} ms, within the check interval (+ the sync)`);
+    }
+    await topo.run(client, ['ip', 'route', 'del', `${webV4}/32`, 'proto', '241']);
+    await waitFor('the deleted route is back', async () => (await routesOf()) === routes, 2 * DRIFT_CHECK_MS + 3000);
+    const warned = env.sidecar!.logs().filter((l) => l['msg'] === 'our rules were changed from outside; rewriting them all');
+    assert.ok(warned.length >= cases.length + 1, `each drift was logged: ${JSON.stringify(warned.map((l) => l['drift']))}`);
+    const replies = await httpRequests(topo, client, `http://${webV4}:80/`, 10);
+    assert.deepEqual([...new Set(replies.map((r) => r.name ?? r.error))].sort(), ['b1', 'b2']);
   });
 
   void test('--cleanup removes every chain, jump and route of ours, keeps foreign rules, exits 0', async () => {

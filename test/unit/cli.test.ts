@@ -84,6 +84,6 @@ void describe('every program answers --help and exits 0', () => {
     assert.match(r.stdout, /--port N .*default 8443\)/);
     assert.match(r.stdout, /--sidecar-health-port N .*default 9180\)/);
     const s = spawnSync(process.execPath, ['--import', 'tsx', 'sidecar/main.ts', '-h'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
-    assert.match(s.stdout, /--full-resync-interval-ms MS .*default 60000\)/);
+    assert.match(s.stdout, /--drift-check-interval-ms MS .*default 60000\)/);
   });
 });
