@@ -53,12 +53,6 @@ export function podChangeMatters(old: V1Pod, pod: V1Pod): boolean {
   return view(old) !== view(pod);
 }
 
-/** A slice's watch event as the echo check needs it. */
-interface SliceSeen {
-  readonly sliceKey: string;
-  readonly rv: string | undefined;
-}
-
 export interface ReconcilerDeps {
   readonly client: KubeClient;
   readonly logger: Logger;
@@ -86,20 +80,10 @@ export class Reconciler {
   private readonly specs = new WeakMap<V1Service, ServiceSpec>();
   /** Earliest not yet reconciled change per Service key (informer event time), for the latency metric. */
   private readonly changedAt = new Map<string, number>();
+  /** Our own slice writes until the cache shows them: staleness, own echoes, events during writes. */
   private readonly tracker = new SliceTracker();
-  /**
-   * resourceVersion of each slice we created or updated (by `<namespace>/<name>`) until the watch
-   * shows it. That event needs no reconcile: on a cold start it would be one more, useless, per
-   * Service. One entry per slice at most; cleared by the event or the slice's deletion.
-   */
-  private readonly ownWrites = new Map<string, string>();
   /** Keys whose last reconcile found our writes missing from the cache: their echo must enqueue them. */
   private readonly waitingForCache = new Set<string>();
-  /**
-   * Slice events (`<namespace>/<name>`, resourceVersion) that arrived while the key's writes were in
-   * flight: the watch can deliver our own write before its answer, so they are judged after it.
-   */
-  private readonly writing = new Map<string, SliceSeen[]>();
   /** Rate limit for counting expected skips, which get no Event. */
   private readonly quietSkips: RateLimiter;
 
@@ -181,7 +165,6 @@ export class Reconciler {
     if (svcName === undefined) return;
     const key = `${slice.metadata?.namespace ?? ''}/${svcName}`;
     const name = slice.metadata?.name ?? '';
-    const sliceKey = `${slice.metadata?.namespace ?? ''}/${name}`;
     let m = this.slicesBySvc.get(key);
     if (deleted) {
       m?.delete(name);
@@ -194,26 +177,12 @@ export class Reconciler {
       }
       m.set(name, slice);
     }
-    const rv = slice.metadata?.resourceVersion;
-    if (deleted) {
-      this.ownWrites.delete(sliceKey);
-    } else {
-      const during = this.writing.get(key);
-      if (during !== undefined) {
-        during.push({ sliceKey, rv });
-        return;
-      }
-      if (this.isOwnEcho(sliceKey, rv) && !this.waitingForCache.has(key)) return;
+    if (!deleted) {
+      const seen = this.tracker.observed(key, name, slice.metadata?.resourceVersion);
+      if (seen === 'held') return;
+      if (seen === 'own' && !this.waitingForCache.has(key)) return;
     }
     if (this.enqueueing) this.d.enqueue(key);
-  }
-
-  /** True (once) when this is the resourceVersion our own create or update of the slice got. */
-  private isOwnEcho(sliceKey: string, rv: string | undefined): boolean {
-    const mine = this.ownWrites.get(sliceKey);
-    if (mine === undefined || mine !== rv) return false;
-    this.ownWrites.delete(sliceKey);
-    return true;
   }
 
   /** A slice whose service-name label changed moves between keys; drop it from the old one. */
@@ -301,24 +270,17 @@ export class Reconciler {
     }
   }
 
-  private wrote(key: string, ns: string, out: V1EndpointSlice): void {
-    const name = out.metadata?.name ?? '';
-    const rv = out.metadata?.resourceVersion;
-    this.tracker.written(key, name, rv);
-    if (rv !== undefined) this.ownWrites.set(`${ns}/${name}`, rv);
+  private wrote(key: string, out: V1EndpointSlice): void {
+    this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
   }
 
   private async apply(key: string, diff: SliceDiff): Promise<void> {
-    const seen: SliceSeen[] = [];
-    this.writing.set(key, seen);
+    this.tracker.beginWrites(key);
     try {
       await this.write(key, diff);
     } finally {
-      this.writing.delete(key);
-      let foreign = false;
-      for (const e of seen) if (!this.isOwnEcho(e.sliceKey, e.rv)) foreign = true;
       // Still being processed: the queue runs the key once more after this reconcile.
-      if (foreign) this.d.enqueue(key);
+      if (this.tracker.endWrites(key)) this.d.enqueue(key);
     }
   }
 
@@ -334,7 +296,7 @@ export class Reconciler {
       guard();
       try {
         const out = await this.d.client.replace<V1EndpointSlice>(path(s), s);
-        this.wrote(key, ns, out);
+        this.wrote(key, out);
         this.d.metrics.sliceWrites.inc({ verb: 'update' });
       } catch (e) {
         if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of EndpointSlice ${ns}/${s.metadata?.name ?? ''}: ${(e as Error).message}`);
@@ -344,7 +306,7 @@ export class Reconciler {
     for (const s of diff.create) {
       guard();
       const out = await this.d.client.create<V1EndpointSlice>(collection, s);
-      this.wrote(key, ns, out);
+      this.wrote(key, out);
       this.d.metrics.sliceWrites.inc({ verb: 'create' });
     }
     for (const s of diff.delete) {

@@ -1,8 +1,16 @@
 /**
- * Remembers our own slice writes until the informer cache shows them. Without it a reconcile
- * that runs right after a create (triggered, say, by a second pod event) would still see the old
- * cache, plan the same create again and publish a duplicate slice. The built-in controller has the
- * same guard (its "endpointSliceTracker").
+ * Our own slice writes, from the request until the informer shows them: the one place that tells
+ * "the cache is behind us" and "this event is only our own write coming back" from real changes.
+ * Three questions, one record per slice:
+ *  - isCurrent: does the cache reflect every write we made? Without it a reconcile that runs right
+ *    after a create (triggered, say, by a second pod event) would still see the old cache, plan
+ *    the same create again and publish a duplicate slice. The built-in controller has the same
+ *    guard (its "endpointSliceTracker").
+ *  - observed: is a slice event the echo of our own create or update (exactly the
+ *    resourceVersion the server gave us)? That event needs no reconcile; on a cold start it would
+ *    be one more, useless, per Service.
+ *  - beginWrites/endWrites: the watch can deliver our own write before its answer, so events that
+ *    arrive while a Service's writes are in flight are held and judged once they are done.
  *
  * resourceVersions are opaque strings in the API, but in practice etcd revisions: digits that
  * grow. They are compared as numbers when both are digits; otherwise only equality counts.
@@ -19,8 +27,17 @@ function rvAtLeast(have: string | undefined, want: string): boolean {
   return have === want;
 }
 
+/** What a slice event is, for the reconciler: our own write's echo, held during writes, or news. */
+export type Observation = 'own' | 'held' | 'foreign';
+
+const echoKey = (svcKey: string, name: string): string => `${svcKey}\u0000${name}`;
+
 export class SliceTracker {
   private readonly expected = new Map<string, Map<string, Expectation>>();
+  /** resourceVersion our last create or update of each slice got (`<svcKey>\u0000<name>`), until its event. */
+  private readonly echoes = new Map<string, string>();
+  /** Per Service with writes in flight: the events (name, resourceVersion) that arrived meanwhile. */
+  private readonly inFlight = new Map<string, { name: string; rv: string | undefined }[]>();
 
   constructor(private readonly ttlMs = 30_000) {}
 
@@ -37,6 +54,7 @@ export class SliceTracker {
   written(svcKey: string, name: string, rv: string | undefined, now = Date.now()): void {
     if (rv === undefined) return;
     this.forService(svcKey).set(name, { rv, at: now });
+    this.echoes.set(echoKey(svcKey, name), rv);
   }
 
   deleted(svcKey: string, name: string, now = Date.now()): void {
@@ -45,6 +63,7 @@ export class SliceTracker {
 
   /** The informer saw `name` deleted: an expectation that it exists can never be met any more. */
   observedDelete(svcKey: string, name: string): void {
+    this.echoes.delete(echoKey(svcKey, name));
     const m = this.expected.get(svcKey);
     if (m === undefined) return;
     m.delete(name);
@@ -66,6 +85,41 @@ export class SliceTracker {
     }
     if (m.size === 0) this.expected.delete(svcKey);
     return m.size === 0;
+  }
+
+  /**
+   * A slice add or update event. 'held' while the Service's writes are in flight (endWrites judges
+   * it); 'own' (once) when it carries the resourceVersion our own write got; else 'foreign'.
+   */
+  observed(svcKey: string, name: string, rv: string | undefined): Observation {
+    const held = this.inFlight.get(svcKey);
+    if (held !== undefined) {
+      held.push({ name, rv });
+      return 'held';
+    }
+    return this.consumeEcho(svcKey, name, rv) ? 'own' : 'foreign';
+  }
+
+  /** The Service's writes start: its slice events are held until endWrites. */
+  beginWrites(svcKey: string): void {
+    this.inFlight.set(svcKey, []);
+  }
+
+  /** The writes are done (or failed): true when an event held meanwhile was not our own echo. */
+  endWrites(svcKey: string): boolean {
+    const held = this.inFlight.get(svcKey) ?? [];
+    this.inFlight.delete(svcKey);
+    let foreign = false;
+    for (const e of held) if (!this.consumeEcho(svcKey, e.name, e.rv)) foreign = true;
+    return foreign;
+  }
+
+  private consumeEcho(svcKey: string, name: string, rv: string | undefined): boolean {
+    const k = echoKey(svcKey, name);
+    const mine = this.echoes.get(k);
+    if (mine === undefined || mine !== rv) return false;
+    this.echoes.delete(k);
+    return true;
   }
 
   /** Services with writes not yet seen, for tests and debugging. */

@@ -36,6 +36,34 @@ void describe('SliceTracker', () => {
   });
 });
 
+void describe('SliceTracker: own echoes and events during writes', () => {
+  void test('the event carrying our write\'s resourceVersion is our own, once; any other is foreign', () => {
+    const t = new SliceTracker();
+    t.written('ns/s', 'a', '10');
+    assert.equal(t.observed('ns/s', 'a', '9'), 'foreign');
+    assert.equal(t.observed('ns/s', 'a', '10'), 'own');
+    assert.equal(t.observed('ns/s', 'a', '10'), 'foreign', 'an echo is consumed');
+    assert.equal(t.observed('ns/other', 'a', '10'), 'foreign');
+  });
+  void test('an observed delete forgets the echo', () => {
+    const t = new SliceTracker();
+    t.written('ns/s', 'a', '10');
+    t.observedDelete('ns/s', 'a');
+    assert.equal(t.observed('ns/s', 'a', '10'), 'foreign');
+  });
+  void test('events during writes are held and judged at the end: only our echoes are quiet', () => {
+    const t = new SliceTracker();
+    t.beginWrites('ns/s');
+    assert.equal(t.observed('ns/s', 'a', '11'), 'held', 'the watch delivered our write before its answer');
+    t.written('ns/s', 'a', '11');
+    assert.equal(t.endWrites('ns/s'), false);
+    t.beginWrites('ns/s');
+    assert.equal(t.observed('ns/s', 'b', '12'), 'held');
+    assert.equal(t.endWrites('ns/s'), true, 'someone else changed slice b meanwhile');
+    assert.equal(t.observed('ns/s', 'b', '13'), 'foreign', 'nothing held after endWrites');
+  });
+});
+
 void describe('RateLimiter and warningEvent', () => {
   void test('one key passes once per interval; other keys are independent', () => {
     const r = new RateLimiter(1000);
