@@ -160,16 +160,18 @@ void describe('buildDesiredState', () => {
     assert.deepEqual(build({ services: [svc], slices: [slice] }).state.targets, []);
   });
 
-  void test('headless and non-ClusterIP Services and Services without our label get nothing', () => {
+  void test('headless, LoadBalancer and unlabelled Services get nothing; a NodePort Service gets its cluster IP', () => {
     const headless = serviceObject('app', 'db', { networks: 'net/a', headless: true, ports: [{ port: 5432 }] });
     const nodePort = serviceObject('app', 'np', { networks: 'net/a', clusterIPs: ['10.96.0.11'], ports: [{ port: 80 }], type: 'NodePort' });
+    const loadBalancer = serviceObject('app', 'lb', { networks: 'net/a', clusterIPs: ['10.96.0.13'], ports: [{ port: 80 }], type: 'LoadBalancer' });
     const unlabelled = serviceObject('app', 'other', { networks: 'net/a', clusterIPs: ['10.96.0.12'], ports: [{ port: 80 }] });
     delete unlabelled.metadata!.labels!['service.kubernetes.io/service-proxy-name'];
     const slice = sliceObject('app', 'db-1', { service: 'db', network: 'net/a', family: 4, ports: [{ port: 5432 }], endpoints: [{ ip: '10.1.0.20' }] });
-    const { state } = build({ services: [headless, nodePort, unlabelled, web], slices: [slice] });
+    const { state } = build({ services: [headless, nodePort, loadBalancer, unlabelled, web], slices: [slice] });
+    // NodePort: its node ports are the node agent's, its cluster IP is served like any other.
     assert.deepEqual(
-      state.targets.map((t) => t.service),
-      ['app/web'],
+      state.targets.map((t) => `${t.service} ${t.clusterIP}`),
+      ['app/np 10.96.0.11', 'app/web 10.96.0.10'],
     );
   });
 
