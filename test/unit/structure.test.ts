@@ -77,7 +77,7 @@ void describe('layout', () => {
     assert.deepEqual(importsOf(text), ['../sidecar/options.js', '../../certs/pki.js', './c.js', '../webhook/main.js', '../side-effect.js']);
   });
   void test('the program folders are found (the scan is not vacuous)', () => {
-    for (const p of ['webhook', 'sidecar', 'certs', join('src', 'controller')]) assert.ok(PROGRAMS.includes(p), `${p} is missing from the program folders`);
+    for (const p of ['webhook', 'sidecar', 'certs', join('src', 'controller'), join('src', 'node-agent')]) assert.ok(PROGRAMS.includes(p), `${p} is missing from the program folders`);
   });
   void test('no program folder imports another program folder, and src/ imports none', () => {
     assert.deepEqual(crossProgramImports(), [], 'move what two programs share into src/');
