@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [b1 … b6]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [b1 … b7]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -15,6 +15,7 @@ const SCRIPTS: Record<string, string> = {
   b4: './b4-dataplane.js',
   b5: './b5-footprint.js',
   b6: './b6-controller.js',
+  b7: './b7-apiserver-load.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

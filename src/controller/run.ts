@@ -27,6 +27,7 @@ import { WorkQueue } from './queue.js';
 import { createRbacController } from './rbac-controller.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
+import { slimNamespace, slimNode, slimPod } from './slim.js';
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -96,7 +97,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     path: informerPath('services', '', 'v1', opts.namespace),
     labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`,
   });
-  const pods = createInformer<V1Pod>(client, { ...informerOpts, name: 'pods', path: informerPath('pods', '', 'v1', opts.namespace) });
+  const pods = createInformer<V1Pod>(client, { ...informerOpts, name: 'pods', path: informerPath('pods', '', 'v1', opts.namespace), transform: slimPod });
   const slices = createInformer<V1EndpointSlice>(client, {
     ...informerOpts,
     name: 'endpointslices',
@@ -104,9 +105,9 @@ export async function startController(client: KubeClient, opts: ControllerOption
     labelSelector: ourSlicesSelector(),
   });
   const namespaces = opts.manageSidecarRbac
-    ? createInformer<V1Namespace>(client, { ...informerOpts, name: 'namespaces', path: apiPath('', 'v1', 'namespaces') })
+    ? createInformer<V1Namespace>(client, { ...informerOpts, name: 'namespaces', path: apiPath('', 'v1', 'namespaces'), transform: slimNamespace })
     : undefined;
-  const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes') }) : undefined;
+  const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes'), transform: slimNode }) : undefined;
 
   const events = createEventRecorder(writer, {
     intervalMs: opts.eventIntervalMs,

@@ -10,6 +10,7 @@ import https from 'node:https';
 import { readFile } from 'node:fs/promises';
 import type { ObjectList, WatchEvent } from './types.js';
 import type { KubeConnection } from './config.js';
+import { ExecCredentialSource } from './exec-credential.js';
 
 export class KubeApiError extends Error {
   override readonly name = 'KubeApiError';
@@ -34,6 +35,16 @@ export class KubeApiError extends Error {
 /** 410 Gone: the resourceVersion (or a continue token) is older than etcd's compaction; relist. */
 export function isGone(e: unknown): boolean {
   return e instanceof KubeApiError && (e.status === 410 || e.reason === 'Expired' || e.reason === 'Gone');
+}
+
+/**
+ * "Too large resource version": a list or watch at a resourceVersion this apiserver has not seen
+ * yet (504 with cause ResourceVersionTooLarge); client-go then falls back to a quorum list.
+ */
+export function isTooLargeResourceVersion(e: unknown): boolean {
+  if (!(e instanceof KubeApiError)) return false;
+  const causes = (e.details as { causes?: { reason?: unknown }[] } | undefined)?.causes;
+  return (Array.isArray(causes) && causes.some((c) => c?.reason === 'ResourceVersionTooLarge')) || /too large resource version/i.test(e.apiMessage);
 }
 
 export function isNotFound(e: unknown): boolean {
@@ -62,6 +73,7 @@ export interface RequestOptions {
 export interface ListOptions extends RequestOptions {
   labelSelector?: string;
   fieldSelector?: string;
+  /** Page size; default 500; 0 = one unpaginated list. */
   limit?: number;
   continue?: string;
   resourceVersion?: string;
@@ -196,6 +208,7 @@ class Client implements KubeClient {
   private readonly counts: { [verb: string]: number } = {};
   private token: string | undefined;
   private tokenReadAt = 0;
+  private readonly exec: ExecCredentialSource | undefined;
 
   constructor(
     private readonly conn: KubeConnection,
@@ -214,6 +227,18 @@ class Client implements KubeClient {
         })
       : new http.Agent({ keepAlive: true });
     this.token = conn.token;
+    this.exec = conn.exec ? new ExecCredentialSource(conn.exec) : undefined;
+  }
+
+  /** Whether a 401 may be cured by fetching the credential again (a token file or an exec plugin). */
+  private refreshable(): boolean {
+    return this.exec !== undefined || this.conn.tokenFile !== undefined;
+  }
+
+  /** A 401: the token was rotated or expired under us; the next request reads it afresh. */
+  private invalidate(): void {
+    this.tokenReadAt = 0;
+    this.exec?.invalidate();
   }
 
   requestCount(): { [verb: string]: number } {
@@ -225,6 +250,7 @@ class Client implements KubeClient {
   }
 
   private async bearer(): Promise<string | undefined> {
+    if (this.exec) return this.exec.token();
     if (this.conn.tokenFile && Date.now() - this.tokenReadAt >= this.tokenRereadMs) {
       try {
         this.token = (await readFile(this.conn.tokenFile, 'utf8')).trim();
@@ -255,9 +281,18 @@ class Client implements KubeClient {
   private async request(verb: string, method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal): Promise<Response> {
     // A request whose caller has already given up is not sent (nor counted).
     if (signal?.aborted) throw abortedError(method, path, signal);
-    this.count(verb);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers: Record<string, string> = payload ? { 'Content-Type': contentType ?? 'application/json', 'Content-Length': String(payload.length) } : {};
+    const first = await this.send(verb, method, path, headers, payload, signal);
+    // 401: a rotated projected token or an expired exec credential. Fetch it again and retry
+    // once (nothing was done: the apiserver authenticates before anything else).
+    if (first.status !== 401 || !this.refreshable()) return first;
+    this.invalidate();
+    return this.send(verb, method, path, headers, payload, signal);
+  }
+
+  private async send(verb: string, method: string, path: string, headers: Record<string, string>, payload: Buffer | undefined, signal?: AbortSignal): Promise<Response> {
+    this.count(verb);
     const req = await this.open(method, path, headers, signal);
     return new Promise<Response>((resolve, reject) => {
       req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
@@ -291,7 +326,8 @@ class Client implements KubeClient {
       const page = await this.json<ObjectList<T>>(
         'list',
         'GET',
-        path + queryString({ ...listQuery(opts), limit: opts.limit ?? DEFAULT_PAGE, continue: cont }),
+        // A continue token carries its own snapshot; the apiserver refuses a resourceVersion beside it.
+        path + queryString({ ...listQuery(opts), limit: opts.limit === 0 ? undefined : (opts.limit ?? DEFAULT_PAGE), continue: cont, ...(cont ? { resourceVersion: undefined } : {}) }),
         undefined,
         undefined,
         opts.signal,
@@ -354,6 +390,7 @@ class Client implements KubeClient {
       req.on('error', (e) => finish(signal.aborted ? undefined : e));
       req.on('response', (res) => {
         if (res.statusCode !== 200) {
+          if (res.statusCode === 401) this.invalidate(); // the informer's retry reads the token afresh
           const chunks: Buffer[] = [];
           res.on('data', (c: Buffer) => chunks.push(c));
           res.on('end', () => finish(errorFromResponse(res.statusCode ?? 0, Buffer.concat(chunks).toString('utf8'), what)));

@@ -2,13 +2,15 @@
  * Where and how to reach the apiserver. Order: an explicit kubeconfig path, then $KUBECONFIG,
  * then the in-cluster service account, then ~/.kube/config (for running a program from a laptop).
  * Only what the lean client needs is read: server, CA, bearer token or token file, client
- * certificate. Exec and auth-provider plugins are refused with a clear message rather than
- * ignored, so a wrong identity is never used silently.
+ * certificate, or an exec credential plugin (src/kube/exec-credential.ts; what EKS, GKE and AKS
+ * kubeconfigs use). auth-provider (removed from kubectl) and basic auth are refused with a clear
+ * message rather than ignored, so a wrong identity is never used silently.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, resolve } from 'node:path';
 import { load } from 'js-yaml';
+import { EXEC_API_VERSIONS, type ExecApiVersion, type ExecConfig, type InteractiveMode } from './exec-credential.js';
 
 export interface KubeConnection {
   server: string;
@@ -19,6 +21,8 @@ export interface KubeConnection {
   cert?: Buffer;
   key?: Buffer;
   insecureSkipTLSVerify?: boolean;
+  /** A kubeconfig exec credential plugin (EKS, GKE, AKS from a laptop); run by the client. */
+  exec?: ExecConfig;
 }
 
 export interface LoadOptions {
@@ -108,7 +112,7 @@ export function fromKubeconfigFiles(files: readonly string[], context?: string):
   const userName = str(ctx.body['user']);
   const user = userName === undefined ? undefined : users.get(userName);
   if (userName !== undefined && !user) throw new Error(`kubeconfig: context ${JSON.stringify(ctxName)} names user ${JSON.stringify(userName)}, which is not defined`);
-  return connectionFrom(ctxName, cluster, user);
+  return connectionFrom(ctxName, cluster, user, userName);
 }
 
 function parseKubeconfig(file: string): RawKubeconfig {
@@ -146,7 +150,7 @@ function bytes(section: Section, dataKey: string, fileKey: string): Buffer | und
   return undefined;
 }
 
-function connectionFrom(ctxName: string, cluster: Section, user: Section | undefined): KubeConnection {
+function connectionFrom(ctxName: string, cluster: Section, user: Section | undefined, userName?: string): KubeConnection {
   const server = str(cluster.body['server']);
   if (!server) throw new Error(`kubeconfig: the cluster of context ${JSON.stringify(ctxName)} has no server URL`);
   const conn: KubeConnection = { server: server.replace(/\/+$/, '') };
@@ -154,10 +158,11 @@ function connectionFrom(ctxName: string, cluster: Section, user: Section | undef
   if (ca) conn.ca = ca;
   if (cluster.body['insecure-skip-tls-verify'] === true) conn.insecureSkipTLSVerify = true;
   if (user) {
-    for (const unsupported of ['exec', 'auth-provider', 'username']) {
+    if (user.body['exec'] !== undefined) conn.exec = execConfig(user.body['exec'], userName ?? '', user.dir);
+    for (const unsupported of ['auth-provider', 'username']) {
       if (user.body[unsupported] !== undefined) {
         throw new Error(
-          `kubeconfig: the user of context ${JSON.stringify(ctxName)} uses "${unsupported}", which multus-proxy does not support; use a token, tokenFile or client certificate`,
+          `kubeconfig: the user of context ${JSON.stringify(ctxName)} uses "${unsupported}", which multus-proxy does not support; use a token, tokenFile, client certificate or an exec plugin`,
         );
       }
     }
@@ -176,4 +181,37 @@ function connectionFrom(ctxName: string, cluster: Section, user: Section | undef
     }
   }
   return conn;
+}
+
+const INTERACTIVE_MODES: readonly InteractiveMode[] = ['Never', 'IfAvailable', 'Always'];
+
+/** users[].user.exec, checked; every problem names the user, the key, the bad value and the fix. */
+export function execConfig(raw: unknown, user: string, dir: string): ExecConfig {
+  const where = `kubeconfig user ${JSON.stringify(user)}: exec`;
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw new Error(`${where} must be a mapping with command and apiVersion`);
+  const e = raw as Record<string, unknown>;
+  const command = str(e['command']);
+  if (command === undefined) throw new Error(`${where}.command is missing or empty; set it to the plugin's executable (e.g. aws, gke-gcloud-auth-plugin, kubelogin)`);
+  const apiVersion = e['apiVersion'];
+  if (!EXEC_API_VERSIONS.includes(apiVersion as ExecApiVersion)) {
+    throw new Error(`${where}.apiVersion is ${JSON.stringify(apiVersion)}; use one of ${EXEC_API_VERSIONS.join(', ')}`);
+  }
+  const args = e['args'] ?? [];
+  if (!Array.isArray(args) || !args.every((a) => typeof a === 'string')) throw new Error(`${where}.args must be a list of strings, got ${JSON.stringify(args)}`);
+  const envRaw = e['env'] ?? [];
+  if (!Array.isArray(envRaw)) throw new Error(`${where}.env must be a list of {name, value}, got ${JSON.stringify(envRaw)}`);
+  const env = envRaw.map((v: unknown, i) => {
+    const item = (v ?? {}) as { name?: unknown; value?: unknown };
+    if (typeof item.name !== 'string' || item.name === '' || typeof item.value !== 'string') {
+      throw new Error(`${where}.env[${i}] is ${JSON.stringify(v)}; each entry needs a string name and value`);
+    }
+    return { name: item.name, value: item.value };
+  });
+  // client.authentication.k8s.io/v1 requires interactiveMode; v1beta1 defaults to IfAvailable.
+  const modeRaw = e['interactiveMode'] ?? (apiVersion === 'client.authentication.k8s.io/v1beta1' ? 'IfAvailable' : undefined);
+  if (!INTERACTIVE_MODES.includes(modeRaw as InteractiveMode)) {
+    throw new Error(`${where}.interactiveMode is ${JSON.stringify(modeRaw)}; use Never, IfAvailable or Always (required for client.authentication.k8s.io/v1)`);
+  }
+  const installHint = str(e['installHint']);
+  return { user, command, args: args, env, apiVersion: apiVersion as ExecApiVersion, interactiveMode: modeRaw as InteractiveMode, dir, ...(installHint ? { installHint } : {}) };
 }

@@ -1,16 +1,22 @@
 /**
  * An informer: a local copy of the objects at `path` (with label/field selectors), kept current
  * by list + watch, with change handlers. Written for what a plain ListWatch does not survive:
+ * - lists as client-go's reflector makes them: the first from the watch cache (resourceVersion=0),
+ *   a relist after 410 at the last resourceVersion seen (also served by the watch cache), and a
+ *   consistent (quorum) list only when the apiserver says that resourceVersion is unavailable
+ *   (Expired, or too large); `listFrom: 'quorum'` keeps every list a quorum read (the old way);
  * - 410 Gone (watch resourceVersion compacted away) -> relist, and the relist is diffed against
  *   the store so handlers see only real changes, including deletes of objects that vanished while
  *   we were disconnected, and never a second add for an object already known;
+ * - a relist after 410 waits a random time (`relistJitterMs`), longer when 410s repeat, so the
+ *   sidecars of a whole cluster do not all list in the same second after an apiserver restart;
  * - list or watch errors -> retry with jittered exponential backoff;
  * - a watch that has gone silent (not even a bookmark) for watchdogMs -> restarted;
  * - stop() -> everything in flight is aborted and no timer is left, so the process can exit.
  */
 import { createLogger, type Logger } from '../log.js';
 import { objectKey, type KubeObject, type WatchEvent } from './types.js';
-import { isGone, type KubeClient } from './client.js';
+import { isGone, isTooLargeResourceVersion, type KubeClient } from './client.js';
 
 /** T is the stored object type; only `transform` depends on it. */
 export interface InformerOptions<T extends KubeObject = KubeObject> {
@@ -31,6 +37,13 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
    * object it received. If it throws, the error is logged and the object is kept as received.
    */
   transform?: (obj: T) => T;
+  /**
+   * 'cache' (default): list like client-go's reflector (see the header). 'quorum': every list is
+   * a consistent read from etcd, as before; kept to compare the apiserver's load (bench B7).
+   */
+  listFrom?: 'cache' | 'quorum';
+  /** A relist after a 410 waits a random time in [0, this); 410s in a row double it (up to maxBackoffMs). Default 5 s. */
+  relistJitterMs?: number;
 }
 
 export interface InformerHandlers<T> {
@@ -60,6 +73,11 @@ export interface Informer<T extends KubeObject> {
 const DEFAULT_WATCHDOG_MS = 240_000;
 const DEFAULT_MIN_BACKOFF_MS = 500;
 const DEFAULT_MAX_BACKOFF_MS = 30_000;
+/**
+ * After an apiserver restart every watch of every sidecar gets 410 within the same second; spread
+ * over 5 s, 1,000 sidecars make ~200 lists a second, and each is served from the watch cache.
+ */
+const DEFAULT_RELIST_JITTER_MS = 5_000;
 /** Like client-go: the server ends each watch after 5-10 minutes, spreading re-watches of many clients. */
 const MIN_WATCH_TIMEOUT_S = 300;
 
@@ -122,6 +140,26 @@ export function jitter(baseMs: number, random: () => number = Math.random): numb
   return Math.round(baseMs / 2 + (random() * baseMs) / 2);
 }
 
+/**
+ * The resourceVersion of a list, as client-go's reflector chooses it: '' (quorum read) when the
+ * last one was unavailable or quorum lists are asked for, '0' (any, from the watch cache) for
+ * the first list, else the last resourceVersion seen (not older than that, from the watch cache).
+ */
+export function listResourceVersion(listFrom: 'cache' | 'quorum', lastSeen: string | undefined, unavailable: boolean): string | undefined {
+  if (listFrom === 'quorum' || unavailable) return undefined;
+  return lastSeen ?? '0';
+}
+
+/**
+ * How long to wait before the relist that follows a 410: uniform in [0, jitterMs) for the first,
+ * then [w/2, w] with w doubling per repeated 410 (capped at max(maxMs, jitterMs)).
+ */
+export function relistDelay(streak: number, jitterMs: number, maxMs: number, random: () => number = Math.random): number {
+  if (streak <= 0) return Math.floor(random() * jitterMs);
+  const window = Math.min(Math.max(jitterMs, 1) * 2 ** streak, Math.max(maxMs, jitterMs));
+  return jitter(window, random);
+}
+
 class Stopped extends Error {}
 
 /** A watch failure that remembers the last resourceVersion the watch reached. */
@@ -145,6 +183,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
   private readonly watchdogMs: number;
   private readonly minBackoffMs: number;
   private readonly maxBackoffMs: number;
+  private readonly relistJitterMs: number;
   private readonly name: string;
   private readonly log: Logger;
 
@@ -157,6 +196,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     this.minBackoffMs = opts.minBackoffMs ?? DEFAULT_MIN_BACKOFF_MS;
     this.maxBackoffMs = Math.max(opts.maxBackoffMs ?? DEFAULT_MAX_BACKOFF_MS, this.minBackoffMs);
     this.name = opts.name ?? opts.path;
+    this.relistJitterMs = opts.relistJitterMs ?? DEFAULT_RELIST_JITTER_MS;
     this.log = opts.logger ?? createLogger('informer');
   }
 
@@ -224,27 +264,53 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
   private async run(): Promise<void> {
     let backoff = this.minBackoffMs;
     const signal = this.life.signal;
+    const listFrom = this.opts.listFrom ?? 'cache';
+    /** Where the watch resumes; undefined = list first. */
     let rv: string | undefined;
+    /** The last resourceVersion seen by a list or a watch. */
+    let lastSeen: string | undefined;
+    let unavailable = false;
+    /** 410s in a row without a watch that ran its course in between. */
+    let goneStreak = 0;
     while (!signal.aborted) {
       try {
         if (rv === undefined) {
-          rv = await this.relist();
+          rv = await this.relist(listResourceVersion(listFrom, lastSeen, unavailable));
+          lastSeen = rv;
+          unavailable = false;
           backoff = this.minBackoffMs;
         }
         const result = await this.watchOnce(rv);
-        rv = result.rv;
+        rv = lastSeen = result.rv;
+        goneStreak = 0; // a watch that ran its course: the next 410 is a new episode
         if (result.events > 0) backoff = this.minBackoffMs;
       } catch (caught) {
         if (signal.aborted || caught instanceof Stopped) break;
         let e = caught;
+        const listing = rv === undefined;
         if (e instanceof WatchFailed) {
-          rv = e.rv;
+          rv = lastSeen = e.rv;
           e = e.cause;
         }
-        if (isGone(e)) {
-          // Not a failure: our resourceVersion was compacted away. Relist at once.
-          this.log.info({ informer: this.name }, 'watch expired (410 Gone); relisting');
+        if (listing && (isGone(e) || isTooLargeResourceVersion(e)) && !unavailable) {
+          // The list's resourceVersion is not available (compacted, or ahead of this apiserver):
+          // the documented fallback is a quorum list, at once.
+          this.log.info({ informer: this.name, err: e instanceof Error ? e.message : String(e) }, 'list resourceVersion unavailable; listing from etcd (quorum)');
+          unavailable = true;
+          continue;
+        }
+        if (!listing && isGone(e)) {
+          // Not a failure: our resourceVersion was compacted away (or the apiserver restarted
+          // with a fresh watch cache). Relist after a jittered pause that grows if 410s repeat.
           rv = undefined;
+          const wait = relistDelay(goneStreak, this.relistJitterMs, this.maxBackoffMs);
+          goneStreak++;
+          this.log.info({ informer: this.name, relistInMs: wait }, 'watch expired (410 Gone); relisting');
+          try {
+            await this.sleep(wait);
+          } catch {
+            break;
+          }
           continue;
         }
         const wait = jitter(backoff);
@@ -259,11 +325,17 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     }
   }
 
-  private async relist(): Promise<string> {
+  private async relist(resourceVersion: string | undefined): Promise<string> {
     const signal = this.life.signal;
     const result = await this.client.list<T>(this.opts.path, {
       labelSelector: this.opts.labelSelector,
       fieldSelector: this.opts.fieldSelector,
+      ...(resourceVersion === undefined ? {} : { resourceVersion }),
+      // A paginated list at a resourceVersion other than 0 is an *exact* read from etcd (legacy
+      // semantics), stale after an apiserver restart (its watch then 410s again, forever) and
+      // gone after compaction. Unpaginated it is "not older than", served by the watch cache, as
+      // client-go's reflector does (pager page size 0). rv=0 and quorum lists page as before.
+      ...(resourceVersion !== undefined && resourceVersion !== '0' ? { limit: 0 } : {}),
       signal,
     });
     if (signal.aborted) throw new Stopped();

@@ -215,6 +215,29 @@ void describe('client against a scripted server', () => {
     assert.match(seen[3]?.url ?? '', /force=true/);
   });
 
+  void test('a 401 re-reads the token file at once and retries once', async (t) => {
+    let valid = 'old';
+    const seen: string[] = [];
+    const url = await fakeServer(t, (req, res) => {
+      seen.push(req.headers.authorization ?? '');
+      res.writeHead(req.headers.authorization === `Bearer ${valid}` ? 200 : 401, { 'Content-Type': 'application/json' });
+      res.end('{}');
+    });
+    const dir = mkdtempSync(join(tmpdir(), 'mp-401-'));
+    t.after(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = join(dir, 'token');
+    writeFileSync(tokenFile, 'old');
+    const client = createKubeClient({ server: url, tokenFile }, { tokenRereadMs: 3_600_000 });
+    await client.get('/x');
+    writeFileSync(tokenFile, 'new');
+    valid = 'new';
+    await client.get('/x'); // long before the re-read period: only the 401 makes it read the file
+    assert.deepEqual(seen, ['Bearer old', 'Bearer old', 'Bearer new']);
+    valid = 'neither';
+    await assert.rejects(client.get('/x'), (e: { status?: number }) => e.status === 401);
+    assert.equal(seen.length, 5, 'one retry, not a loop');
+  });
+
   void test('a rotated token file is picked up', async (t) => {
     const dir = mkdtempSync(join(tmpdir(), 'token-test-'));
     t.after(() => rmSync(dir, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino from 'pino';
-import { createKubeClient } from '../../src/kube/client.js';
+import { createKubeClient, type KubeClient, type ListOptions } from '../../src/kube/client.js';
 import { createInformer, type Informer } from '../../src/kube/informer.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectKey, type KubeObject } from '../../src/kube/types.js';
@@ -34,6 +34,25 @@ function captureLogger(): { logger: pino.Logger; messages: () => string[] } {
     },
   });
   return { logger: pino({ level: 'debug' }, sink), messages: () => [...lines] };
+}
+
+/** The client, recording the resourceVersion each list asked for ('' = none: a quorum read). */
+function recordLists(inner: KubeClient): { client: KubeClient; rvs: string[] } {
+  const rvs: string[] = [];
+  const client: KubeClient = {
+    get: (path, opts) => inner.get(path, opts),
+    list: (path, opts?: ListOptions) => {
+      rvs.push(opts?.resourceVersion ?? '');
+      return inner.list(path, opts);
+    },
+    create: (path, body, opts) => inner.create(path, body, opts),
+    replace: (path, body, opts) => inner.replace(path, body, opts),
+    patch: (path, body, type, opts) => inner.patch(path, body, type, opts),
+    delete: (path, opts) => inner.delete(path, opts),
+    watch: (path, opts, onEvent, signal) => inner.watch(path, opts, onEvent, signal),
+    requestCount: () => inner.requestCount(),
+  };
+  return { client, rvs };
 }
 
 /** Every handler call, plus a live view of how often each key was added. */
@@ -147,4 +166,37 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     assert.ok((client.requestCount()['watch'] ?? 0) >= 2, 'a new watch was opened');
     assert.equal(client.requestCount()['list'], 1, 'restarting a silent watch needs no relist');
   });
+
+  for (const listFrom of ['cache', 'quorum'] as const) {
+    void test(`lists (${listFrom}): ${listFrom === 'cache' ? 'first at resourceVersion=0 (watch cache), after 410 at the last one seen' : 'every list a quorum read (the old way)'}`, async (t) => {
+      const ns = `lists-${listFrom}`;
+      await cp.createNamespace(ns);
+      for (const n of ['a', 'b']) await cp.client.create(cmPath(ns), cm(n));
+      const { client, rvs } = recordLists(proxied());
+      const { logger, messages } = captureLogger();
+      const inf = createInformer<KubeObject>(client, { path: cmPath(ns), minBackoffMs: 100, maxBackoffMs: 500, watchdogMs: 30_000, relistJitterMs: 1_000, listFrom, logger });
+      t.after(() => inf.stop());
+      inf.start();
+      await inf.synced;
+      await waitFor('the watch to be open', () => (client.requestCount()['watch'] ?? 0) >= 1);
+      await cp.client.create(cmPath(ns), cm('c'));
+      await waitFor('the watch to deliver c', () => inf.get(`${ns}/c`) !== undefined);
+      const seen = inf.get(`${ns}/c`)?.metadata?.resourceVersion ?? '';
+      proxy.setMode('refuse');
+      await cp.client.delete(cmPath(ns, 'a'));
+      await cp.client.create(cmPath(ns), cm('d')); // compaction at the delete's own revision would drop its tombstone
+      await cp.compactEtcd();
+      await waitFor('the informer to notice the cut', () => messages().includes('list/watch failed; retrying'));
+      proxy.setMode('pass');
+      await assertMatchesServer(cp, inf, ns);
+      assert.ok(messages().includes('watch expired (410 Gone); relisting'), `410 path taken: ${messages().join(' | ')}`);
+      if (listFrom === 'cache') {
+        // The relist is unpaginated, so "not older than" (a paginated one would be an exact read
+        // of the compacted revision: 410, and an endless loop after an apiserver restart).
+        assert.deepEqual(rvs, ['0', seen], 'first from the watch cache, the relist not older than what was seen');
+      } else {
+        assert.deepEqual(rvs, ['', ''], 'one list, one relist, both quorum reads');
+      }
+    });
+  }
 });

@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { applyEvent, diffStore, jitter, transformEvent } from '../../src/kube/informer.js';
+import { applyEvent, diffStore, jitter, transformEvent, listResourceVersion, relistDelay } from '../../src/kube/informer.js';
 import type { KubeObject } from '../../src/kube/types.js';
 
 const obj = (name: string, rv: string, ns = 'a'): KubeObject => ({ metadata: { name, namespace: ns, resourceVersion: rv } });
@@ -82,5 +82,32 @@ void describe('transformEvent (watch with a transform)', () => {
       const ev = { type, object: obj('x', '2') };
       assert.equal(transformEvent(ev, upper), ev);
     }
+  });
+});
+
+void describe('list resourceVersion (client-go reflector rules)', () => {
+  void test('first list from the watch cache (0), then the last seen; quorum when unavailable or asked for', () => {
+    assert.equal(listResourceVersion('cache', undefined, false), '0');
+    assert.equal(listResourceVersion('cache', '42', false), '42');
+    assert.equal(listResourceVersion('cache', '42', true), undefined);
+    assert.equal(listResourceVersion('quorum', undefined, false), undefined);
+    assert.equal(listResourceVersion('quorum', '42', false), undefined);
+  });
+});
+
+void describe('relist delay after 410', () => {
+  void test('first: uniform in [0, jitter); repeated: [w/2, w], w doubling up to max(max, jitter)', () => {
+    assert.equal(relistDelay(0, 5000, 30_000, () => 0), 0);
+    assert.equal(relistDelay(0, 5000, 30_000, () => 0.999), 4995);
+    assert.equal(relistDelay(1, 5000, 30_000, () => 0), 5000);
+    assert.equal(relistDelay(1, 5000, 30_000, () => 1), 10_000);
+    assert.equal(relistDelay(3, 5000, 30_000, () => 1), 30_000);
+    assert.equal(relistDelay(10, 5000, 30_000, () => 1), 30_000);
+    fc.assert(
+      fc.property(fc.nat(20), fc.integer({ min: 0, max: 60_000 }), fc.integer({ min: 0, max: 60_000 }), fc.double({ min: 0, max: 0.9999, noNaN: true }), (streak, jit, max, r) => {
+        const d = relistDelay(streak, jit, max, () => r);
+        return d >= 0 && d <= Math.max(max, jit, 1) && (streak > 0 || d < Math.max(jit, 1));
+      }),
+    );
   });
 });

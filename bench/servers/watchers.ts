@@ -1,0 +1,56 @@
+/**
+ * B7's load: `count` watchers in one process, each built as the sidecar builds its informers (its
+ * own client and connection; a pod informer by field selector, a Service informer by the proxy
+ * label, an EndpointSlice informer by network label, with the sidecar's transforms). Reports over
+ * IPC: `synced` once every informer has listed, `seen` for each watcher that receives an update of
+ * the probe slice (with the time), and `lists` (cumulative list requests) every 250 ms.
+ * argv: count listFrom(cache|quorum). Connection from MULTUS_PROXY_BENCH_CONN (JSON).
+ */
+import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
+import type { KubeConnection } from '../../src/kube/config.js';
+import { createInformer, type Informer } from '../../src/kube/informer.js';
+import { apiPath } from '../../src/kube/paths.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
+import { networkLabelValue } from '../../src/annotations/network-label.js';
+import type { KubeObject, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
+import { createLogger } from '../../src/log.js';
+import { slimEndpointSlice, slimPod, slimService } from '../../sidecar/slim.js';
+import { BENCH_NAMESPACE, NETWORK } from '../lib/services.js';
+
+export const PROBE_SLICE = 'b7-probe';
+
+const count = Number(process.argv[2]);
+const listFrom = process.argv[3] === 'quorum' ? 'quorum' : 'cache';
+const raw = JSON.parse(process.env['MULTUS_PROXY_BENCH_CONN'] ?? '{}') as KubeConnection & { ca?: string };
+const conn: KubeConnection = { ...raw, ...(raw.ca ? { ca: Buffer.from(raw.ca) } : {}) };
+const logger = createLogger('b7');
+const send = (m: unknown): void => void process.send?.(m);
+
+const clients: KubeClient[] = [];
+const informers: Informer<KubeObject>[] = [];
+// The old behaviour: quorum lists and an immediate relist after 410.
+const common = { logger, listFrom, ...(listFrom === 'quorum' ? { relistJitterMs: 0 } : {}) } as const;
+for (let i = 0; i < count; i++) {
+  const client = createKubeClient(conn);
+  clients.push(client);
+  const pods = createInformer<V1Pod>(client, { ...common, name: 'pod', path: apiPath('', 'v1', 'pods', BENCH_NAMESPACE), fieldSelector: `metadata.name=b7-client-${i}`, transform: slimPod });
+  const services = createInformer<V1Service>(client, { ...common, name: 'services', path: apiPath('', 'v1', 'services'), labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimService });
+  const slices = createInformer<V1EndpointSlice>(client, {
+    ...common,
+    name: 'endpointslices',
+    path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'),
+    labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY},${NETWORK_LABEL} in (${networkLabelValue(NETWORK)})`,
+    transform: slimEndpointSlice,
+  });
+  slices.on({
+    update: (s) => {
+      if (s.metadata?.name === PROBE_SLICE) send({ type: 'seen', watcher: i, at: Date.now(), rv: s.metadata.resourceVersion });
+    },
+  });
+  informers.push(pods, services, slices);
+}
+for (const inf of informers) inf.start();
+void Promise.all(informers.map((i) => i.synced)).then(() => send({ type: 'synced' }));
+const lists = (): number => clients.reduce((n, c) => n + (c.requestCount()['list'] ?? 0), 0);
+setInterval(() => send({ type: 'lists', at: Date.now(), n: lists() }), 250);
+process.on('disconnect', () => process.exit(0));

@@ -1,0 +1,57 @@
+/**
+ * Informer transforms for the controller's pod, node and namespace caches (like sidecar/slim.ts
+ * for the sidecar): keep only what the controller reads, so a cluster's pods do not sit in its
+ * heap with managedFields, env, volumes and the like. `podChangeMatters` (reconcile.ts) lists
+ * everything read from a pod; anything added there must be kept here too
+ * (test/unit/controller/slim.test.ts compares planner inputs from full and slim pods).
+ *
+ * Kept:
+ * - Pod: name, namespace, uid, resourceVersion, labels, deletionTimestamp, the network-status
+ *   annotation; spec nodeName, hostname, subdomain, containers' and initContainers' name,
+ *   restartPolicy and ports; status phase and conditions' type and status (readiness).
+ * - Node: name, resourceVersion, labels (the zone label).
+ * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
+ */
+import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
+import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../kube/types.js';
+
+type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
+
+function meta(m: V1ObjectMeta | undefined, annotation?: string): V1ObjectMeta {
+  const value = annotation === undefined ? undefined : m?.annotations?.[annotation];
+  return {
+    name: m?.name,
+    namespace: m?.namespace,
+    uid: m?.uid,
+    resourceVersion: m?.resourceVersion,
+    labels: m?.labels,
+    annotations: value === undefined || annotation === undefined ? undefined : { [annotation]: value },
+    deletionTimestamp: m?.deletionTimestamp,
+  };
+}
+
+function container(c: Container): Container {
+  return { name: c.name, restartPolicy: c.restartPolicy, ports: c.ports?.map((p) => ({ name: p.name, containerPort: p.containerPort, protocol: p.protocol })) };
+}
+
+export function slimPod(p: V1Pod): V1Pod {
+  return {
+    metadata: meta(p.metadata, NETWORK_STATUS_ANNOTATION),
+    spec: {
+      nodeName: p.spec?.nodeName,
+      hostname: p.spec?.hostname,
+      subdomain: p.spec?.subdomain,
+      containers: (p.spec?.containers ?? []).map(container),
+      initContainers: p.spec?.initContainers?.map(container),
+    },
+    status: { phase: p.status?.phase, conditions: p.status?.conditions?.map((c) => ({ type: c.type, status: c.status })) },
+  };
+}
+
+export function slimNode(n: KubeObject): KubeObject {
+  return { metadata: meta(n.metadata) };
+}
+
+export function slimNamespace(n: V1Namespace): V1Namespace {
+  return { metadata: meta(n.metadata), status: { phase: n.status?.phase } };
+}

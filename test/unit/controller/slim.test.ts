@@ -1,0 +1,63 @@
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { podEndpoints } from '../../../src/controller/pod-endpoints.js';
+import { podChangeMatters } from '../../../src/controller/reconcile.js';
+import { slimNamespace, slimNode, slimPod } from '../../../src/controller/slim.js';
+import { isInjectionEnabled } from '../../../src/controller/sidecar-rbac.js';
+import { INJECTION_ENABLED, INJECTION_LABEL } from '../../../src/keys.js';
+import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
+import { networkStatus, pod, service } from './fixtures.js';
+
+/** A pod as the apiserver sends it: the fixture plus the bulk the controller never reads. */
+function fullPod(p: V1Pod): V1Pod {
+  return {
+    ...p,
+    metadata: { ...p.metadata, resourceVersion: '7', annotations: { ...p.metadata?.annotations, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(2000) }, managedFields: [{ manager: 'kubelet', operation: 'Update' }] },
+    spec: { ...p.spec, containers: (p.spec?.containers ?? []).map((c) => ({ ...c, env: [{ name: 'A', value: 'b' }], image: 'nginx:1' })), volumes: [{ name: 'v' }] },
+    status: { ...p.status, podIP: '10.0.0.1', containerStatuses: [], conditions: [...(p.status?.conditions ?? []).map((c) => ({ ...c, lastTransitionTime: new Date() }))] },
+  };
+}
+
+void describe('controller informer transforms', () => {
+  void test('a slim pod is the same to the planner as the full one (property over fixture options)', () => {
+    const svc = service('web', { network: 'macvlan1' });
+    fc.assert(
+      fc.property(
+        fc.record({
+          ready: fc.boolean(),
+          terminating: fc.boolean(),
+          phase: fc.constantFrom('Pending', 'Running', 'Succeeded'),
+          nodeName: fc.constantFrom('n1', 'n2'),
+          ip: fc.constantFrom('10.1.0.1', 'fd00::1'),
+          withStatus: fc.boolean(),
+          ports: fc.array(fc.record({ name: fc.constantFrom('http', 'dns'), containerPort: fc.integer({ min: 1, max: 65535 }), protocol: fc.constantFrom('TCP', 'UDP') }), { maxLength: 3 }),
+        }),
+        (o) => {
+          const full = fullPod(
+            pod('p', { ready: o.ready, terminating: o.terminating, phase: o.phase, nodeName: o.nodeName, containerPorts: o.ports, ...(o.withStatus ? { status: networkStatus([{ name: 'default/macvlan1', ips: [o.ip] }]) } : {}) }),
+          );
+          const slim = slimPod(full);
+          assert.equal(podChangeMatters(full, slim), false, 'everything the planner reads is kept');
+          const nets = [{ namespace: 'default', name: 'macvlan1' }];
+          assert.deepEqual(podEndpoints(svc, nets, slim, () => 'z'), podEndpoints(svc, nets, full, () => 'z'));
+          assert.equal(slim.metadata?.managedFields, undefined);
+          assert.equal(slim.metadata?.annotations?.['kubectl.kubernetes.io/last-applied-configuration'], undefined);
+          assert.ok(JSON.stringify(slim).length < JSON.stringify(full).length / 2);
+        },
+      ),
+    );
+  });
+
+  void test('nodes keep name and labels; namespaces keep what sidecar RBAC decides on', () => {
+    const node = { metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'a' }, managedFields: [{}] }, status: { images: [] } };
+    assert.deepEqual(JSON.parse(JSON.stringify(slimNode(node))), { metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'a' } } });
+    const nss: V1Namespace[] = [
+      { metadata: { name: 'on', labels: { [INJECTION_LABEL]: INJECTION_ENABLED }, managedFields: [{}] }, spec: { finalizers: ['kubernetes'] }, status: { phase: 'Active' } },
+      { metadata: { name: 'gone', labels: { [INJECTION_LABEL]: INJECTION_ENABLED } }, status: { phase: 'Terminating' } },
+      { metadata: { name: 'off' }, status: { phase: 'Active' } },
+    ] as V1Namespace[];
+    assert.deepEqual(nss.map(slimNamespace).map(isInjectionEnabled), nss.map(isInjectionEnabled));
+    assert.deepEqual(nss.map(isInjectionEnabled), [true, false, false]);
+  });
+});
