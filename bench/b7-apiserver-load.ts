@@ -162,7 +162,7 @@ async function measure(ctx: RunContext, cp: Awaited<ReturnType<typeof benchContr
 
 export const benchmark = defineBenchmark<Sizes>(
   'b7',
-  'B7: apiserver load from N sidecar-like watchers: watch-cache lists and jittered relists vs quorum lists',
+  'apiserver load from N sidecar-like watchers: watch-cache lists and jittered relists vs quorum lists',
   { quick: { watchers: [50, 100], services: 20 }, full: { watchers: [100, 500, 1000], services: 100 } },
   async (ctx, size, cleanup) => {
     const cp = await benchControlPlane(cleanup);
