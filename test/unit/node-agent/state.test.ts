@@ -1,0 +1,87 @@
+/**
+ * planNode: from Kubernetes objects to the node's interfaces, rules state, problems and unservable
+ * networks. A malformed or unservable NAD yields its Event and nothing for that network, while the
+ * other networks are served.
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
+import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
+import { planNode, type NodeInput } from '../../../src/node-agent/state.js';
+import { hostInterfaceName } from '../../../src/node-agent/host-interface.js';
+import { DEFAULT_MASQUERADE_MARK } from '../../../src/node-agent/rules.js';
+
+const nad = (name: string, config: unknown, annotations: Record<string, string> = {}): NetworkAttachmentDefinition => ({
+  metadata: { name, namespace: 'demo', annotations },
+  spec: { config: typeof config === 'string' ? config : JSON.stringify(config) },
+});
+const svc = (name: string, net: string, spec: NonNullable<V1Service['spec']>): V1Service => ({
+  metadata: { name, namespace: 'demo', labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: net } },
+  spec,
+});
+const slice = (service: string, net: string, eps: { ip: string; node: string; ready?: boolean }[]): V1EndpointSlice => ({
+  metadata: { name: `${service}-x`, namespace: 'demo', labels: { [SERVICE_NAME_LABEL]: service, [MANAGED_BY_LABEL]: MANAGED_BY }, annotations: { [SERVICE_NETWORK_ANNOTATION]: `demo/${net}` } },
+  addressType: 'IPv4',
+  ports: [{ name: '', port: 8080, protocol: 'TCP' }],
+  endpoints: eps.map((e) => ({ addresses: [e.ip], nodeName: e.node, conditions: { ready: e.ready ?? true } })),
+});
+const node = (annotations: Record<string, string> = {}): V1Node => ({ metadata: { name: 'w1', annotations }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } });
+
+function input(over: Partial<NodeInput> = {}): NodeInput {
+  return {
+    nodeName: 'w1',
+    node: node(),
+    masqueradeMark: DEFAULT_MASQUERADE_MARK,
+    nads: [
+      nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '192.168.101.200-192.168.101.231/24' }),
+      nad('broken', '{"type":"macvlan","master":'),
+      nad('vf', { type: 'sriov' }),
+    ],
+    services: [
+      svc('web', 'good', { type: 'NodePort', clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, protocol: 'TCP', nodePort: 30080 }], externalTrafficPolicy: 'Local' }),
+      svc('also', 'broken', { type: 'NodePort', clusterIP: '10.96.0.11', ports: [{ port: 80, protocol: 'TCP', nodePort: 30081 }] }),
+      svc('dpdk', 'vf', { type: 'ClusterIP', clusterIP: '10.96.0.12', ports: [{ port: 80, protocol: 'TCP' }] }),
+    ],
+    slices: [slice('web', 'good', [{ ip: '192.168.101.3', node: 'w1' }, { ip: '192.168.101.4', node: 'w2' }, { ip: '192.168.101.5', node: 'w1', ready: false }])],
+    ...over,
+  };
+}
+
+void describe('planNode', () => {
+  void test('a malformed NAD and an unservable one: an Event each and nothing applied for them; the good network is served', () => {
+    const p = planNode(input());
+    assert.deepEqual(p.interfaces.map((i) => i.name), [hostInterfaceName({ namespace: 'demo', name: 'good' })]);
+    assert.deepEqual(p.interfaces[0]?.addresses, [{ family: 4, address: '192.168.101.211', prefix: 24 }]);
+    assert.deepEqual(p.problems.map((x) => [x.kind, x.name, x.reason]), [
+      ['NetworkAttachmentDefinition', 'broken', 'InvalidNetworkConfig'],
+      ['NetworkAttachmentDefinition', 'vf', 'UnservableNetwork'],
+    ]);
+    assert.match(p.problems[0]?.message ?? '', /^NetworkAttachmentDefinition demo\/broken: spec\.config ".*": is not valid JSON .*; write the CNI configuration/);
+    assert.deepEqual(p.unservable, [{ network: 'demo/vf', type: 'sriov', reason: p.unservable[0]?.reason }]);
+    assert.deepEqual(p.state.clusterTargets.map((t) => t.service), ['demo/web'], 'only the served network has cluster-IP targets');
+  });
+  void test('NodePort Local: local endpoints by nodeName; health counts ready local endpoints', () => {
+    const p = planNode(input());
+    assert.equal(p.state.nodePorts.length, 1);
+    const np = p.state.nodePorts[0];
+    assert.equal(np?.nodePort, 30080);
+    assert.equal(np?.policy, 'Local');
+    assert.deepEqual(np?.localEndpoints.map((e) => e.ip), ['192.168.101.3', '192.168.101.5']);
+    assert.deepEqual(p.healthChecks, [{ service: 'demo/web', localEndpoints: 1 }]);
+  });
+  void test('the Node annotation wins; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
+    const pinned = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.9/24' }) }));
+    assert.equal(pinned.state.networks[0]?.ipv4, '192.168.101.9');
+    const bad = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'good=1.2.3.4/24' }) }));
+    assert.ok(bad.problems.some((x) => x.kind === 'Node' && x.reason === 'InvalidNodeAddresses' && /^Node w1: annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-addresses/.test(x.message)));
+    assert.equal(bad.interfaces.length, 0);
+    const none = planNode(input({ nads: [nad('good', { type: 'macvlan', master: 'ens4' })] }));
+    assert.ok(none.problems.some((x) => x.reason === 'NoNodeAddress' && x.message.includes(NODE_ADDRESSES_ANNOTATION) && x.message.includes(NODE_ADDRESS_RANGE_ANNOTATION)));
+  });
+  void test('Services not opted in, and NADs that do not exist yet, are ignored', () => {
+    const foreign: V1Service = { metadata: { name: 'plain', namespace: 'demo' }, spec: { type: 'NodePort', clusterIP: '10.96.0.20', ports: [{ port: 80, nodePort: 30099 }] } };
+    const p = planNode(input({ services: [...input().services, foreign, svc('later', 'not-yet', { type: 'NodePort', clusterIP: '10.96.0.21', ports: [{ port: 80, nodePort: 30098 }] })] }));
+    assert.ok(!p.state.nodePorts.some((t) => t.nodePort === 30099 || t.nodePort === 30098));
+    assert.ok(!p.problems.some((x) => x.name === 'not-yet'));
+  });
+});
