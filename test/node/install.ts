@@ -18,7 +18,7 @@ const REPO = resolve(import.meta.dirname, '..', '..');
  * them, read from its sh block so the test and the document cannot drift. For the bootstrap
  * install, the commented alternative line replaces `kubectl delete ... -k deploy/`.
  */
-export function uninstallCommands(install: 'bootstrap' | 'default'): string[] {
+export function uninstallCommands(install: 'bootstrap' | 'default' | { deleteInstall: string }): string[] {
   const doc = readFileSync(join(REPO, 'docs', 'install.md'), 'utf8');
   const block = /## Uninstall\n\n```sh\n([\s\S]*?)```/.exec(doc)?.[1];
   if (!block) throw new Error('docs/install.md has no "## Uninstall" sh block');
@@ -27,7 +27,7 @@ export function uninstallCommands(install: 'bootstrap' | 'default'): string[] {
   if (!bootstrap) throw new Error('docs/install.md: no bootstrap alternative in the Uninstall block');
   return lines
     .filter((l) => l !== '' && !l.startsWith('#'))
-    .map((l) => (install === 'bootstrap' && / -k deploy\/?$/.test(l) ? bootstrap : l));
+    .map((l) => (/ -k deploy\/?$/.test(l) && install !== 'default' ? (install === 'bootstrap' ? bootstrap : install.deleteInstall) : l));
 }
 
 export async function waitInstalled(node: RealNode, opts: { certsJob: boolean }): Promise<void> {
@@ -41,7 +41,8 @@ export async function installBootstrap(node: RealNode): Promise<void> {
   await waitInstalled(node, { certsJob: true });
 }
 
-export async function uninstall(node: RealNode, install: 'bootstrap' | 'default'): Promise<void> {
+/** `deleteInstall`: the line that deletes another overlay than the two the document names. */
+export async function uninstall(node: RealNode, install: 'bootstrap' | 'default' | { deleteInstall: string }): Promise<void> {
   for (const c of uninstallCommands(install)) await node.sh(c, { timeoutMs: 300_000 });
 }
 
