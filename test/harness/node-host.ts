@@ -429,9 +429,12 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
       }
     }
   }
-  rmSync(dir, { recursive: true, force: true });
   timed('links, sysctls, paths');
+  // Checked before the folder goes: removing it lets the reaper release the machine-wide lock, and
+  // a waiting node would then start changing the same host state while this one still checks.
   if (snap) left.push(...leftovers(snap, state));
+  rmSync(dir, { recursive: true, force: true });
+  if (existsSync(dir)) left.push(`directory ${dir}`);
   for (const l of left) log(`left behind: ${l}`);
   return left;
 }
@@ -478,7 +481,6 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
     const old = new Set(snap.cgroups[h] ?? []);
     for (const d of cgroupDirs(h)) if (!old.has(d)) out.push(`cgroup ${h}/${d}`);
   }
-  if (existsSync(state.dir)) out.push(`directory ${state.dir}`);
   return out;
 }
 
