@@ -59,6 +59,13 @@ function subject(ns: NetService): EventSubject {
   return { apiVersion: NETSERVICE_API_VERSION, kind: NETSERVICE_KIND, name: ns.metadata?.name ?? '', namespace: ns.metadata?.namespace ?? '', uid: ns.metadata?.uid ?? '' };
 }
 
+/**
+ * A clashing Service is not ours, so it carries no proxy label and no informer here sees it go.
+ * The NetService is looked at again this often until the name is free (level-based, no watch on
+ * every Service in the cluster just for this).
+ */
+export const CLASH_RECHECK_MS = 15_000;
+
 const WARNINGS: Partial<Record<NetServiceAction['kind'], string>> = { clash: 'ServiceNameConflict', invalid: 'InvalidSpec', unresolved: 'NetAttachDefUnresolved' };
 
 export function createNetServiceController(d: NetServiceDeps): NetServiceController {
@@ -130,6 +137,7 @@ export function createNetServiceController(d: NetServiceDeps): NetServiceControl
       default: {
         // clash, invalid, unresolved: nothing is written but the Event and the condition.
         if (ns !== undefined) d.events.record(subject(ns), 'Warning', action.kind, WARNINGS[action.kind] ?? action.kind, action.message);
+        if (action.kind === 'clash') queue.addAfter(key, CLASH_RECHECK_MS);
       }
     }
     if (ns !== undefined && action.kind !== 'delete') await writeStatus(ns, action);

@@ -19,6 +19,7 @@ import { createLogger } from '../../src/log.js';
 import { parseOptions } from '../../src/controller/options.js';
 import { startController, type RunningController } from '../../src/controller/run.js';
 import type { NetService } from '../../src/controller/netservice.js';
+import { CLASH_RECHECK_MS } from '../../src/controller/netservice-controller.js';
 import { NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { startControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
@@ -143,6 +144,14 @@ void describe('NetService served by the controller', () => {
     assert.deepEqual(svc.metadata?.labels, { mine: 'yes' });
     assert.equal(svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], undefined);
     assert.equal(svc.metadata?.ownerReferences, undefined);
+    // Once the user's Service is gone, the name is taken over within the recheck interval.
+    await cp.client.delete(svcPath('default', 'taken'));
+    await waitFor(
+      'NetService Service after the clash',
+      async () => (await getIfExists<V1Service>(cp.client, svcPath('default', 'taken')))?.metadata?.ownerReferences?.[0]?.kind === 'NetService',
+      CLASH_RECHECK_MS + 10_000,
+    );
+    await waitFor('Ready=True after the clash', async () => (await ready('taken'))?.status === 'True');
   });
 
   void test('an unresolvable bare name: Warning Event listing the candidates and a condition; a NAD in the own namespace then wins', async () => {
@@ -179,7 +188,7 @@ void describe('NetService served by the controller', () => {
     await cp.client.delete(`${NS_API}/corens`);
     await waitFor('Service gone', async () => (await getIfExists(cp.client, svcPath('default', 'corens'))) === undefined);
     await waitFor('slices gone', async () => (await ourSlices(cp.client, 'default', 'corens')).length === 0);
-    // The user's Service of the clash is still there.
+    // Another NetService's Service is left alone.
     assert.ok(await getIfExists(cp.client, svcPath('default', 'taken')));
   });
 });
