@@ -27,7 +27,7 @@ export interface SidecarMetrics {
   triggerToRules(seconds: number): void;
 }
 
-export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_PREFIX)): SidecarMetrics {
+export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_PREFIX, 'lean')): SidecarMetrics {
   const n = (s: string): string => `${METRIC_PREFIX}_${s}`;
   const syncs = new prom.Counter({ name: n('syncs_total'), help: 'Rule syncs by kind (full, partial, skipped) and result.', labelNames: ['kind', 'result'], registers: [registry] });
   const duration = new prom.Histogram({

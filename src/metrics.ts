@@ -1,6 +1,7 @@
 /**
- * One prom-client registry per process. Each program registers its own metrics on it; the
- * default process metrics (RSS, CPU, event-loop lag) come along so footprint is visible too.
+ * One prom-client registry per process. Each program registers its own metrics on it; process
+ * metrics (RSS, CPU, heap; for the long-lived Deployments also event-loop lag and GC) come along
+ * so footprint is visible too.
  */
 import client from 'prom-client';
 
@@ -16,10 +17,41 @@ export { client as prom };
  */
 export const EVENT_LOOP_MONITORING_PRECISION_MS = 200;
 
-export function createRegistry(prefix: string): client.Registry {
+/**
+ * `full`: prom-client's default metrics (event-loop lag sampled every 200 ms, GC observer, handles,
+ * versions, ...). `lean`: only process CPU, resident and heap memory, read when scraped, with the
+ * same names: no timer, no GC observer, nothing in between scrapes. The sidecar, one per pod, is lean.
+ */
+export type DefaultMetrics = 'full' | 'lean';
+
+export function createRegistry(prefix: string, defaults: DefaultMetrics = 'full'): client.Registry {
   const registry = new client.Registry();
-  client.collectDefaultMetrics({ register: registry, prefix: `${prefix}_`, eventLoopMonitoringPrecision: EVENT_LOOP_MONITORING_PRECISION_MS });
+  if (defaults === 'full') {
+    client.collectDefaultMetrics({ register: registry, prefix: `${prefix}_`, eventLoopMonitoringPrecision: EVENT_LOOP_MONITORING_PRECISION_MS });
+  } else {
+    registerLeanProcessMetrics(registry, prefix);
+  }
   return registry;
+}
+
+function registerLeanProcessMetrics(registry: client.Registry, prefix: string): void {
+  const gauge = (name: string, help: string, read: () => number): void => {
+    new client.Gauge({
+      name: `${prefix}_${name}`,
+      help,
+      registers: [registry],
+      collect() {
+        this.set(read());
+      },
+    });
+  };
+  gauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1e6;
+  });
+  gauge('process_resident_memory_bytes', 'Resident memory size in bytes.', () => process.memoryUsage.rss());
+  gauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', () => process.memoryUsage().heapTotal);
+  gauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', () => process.memoryUsage().heapUsed);
 }
 
 /** Latency buckets in seconds, fine below a millisecond (admission, rule sync) up to ten seconds. */

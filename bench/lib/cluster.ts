@@ -37,17 +37,18 @@ export async function benchControlPlane(cleanup: Cleanup): Promise<ControlPlane>
 
 export const WRITE_CONCURRENCY = 16;
 
-export async function createServices(client: KubeClient, n: number): Promise<V1Service[]> {
+/** Services `from` … `n − 1` (so a benchmark can grow a cluster it already loaded). */
+export async function createServices(client: KubeClient, n: number, from = 0): Promise<V1Service[]> {
   return inParallel(
-    Array.from({ length: n }, (_, i) => i),
+    Array.from({ length: n - from }, (_, i) => from + i),
     WRITE_CONCURRENCY,
     (i) => client.create<V1Service>(SERVICES_PATH, service(i)),
   );
 }
 
-export async function createSlices(client: KubeClient, n: number, perService: number): Promise<V1EndpointSlice[]> {
+export async function createSlices(client: KubeClient, n: number, perService: number, from = 0): Promise<V1EndpointSlice[]> {
   return inParallel(
-    Array.from({ length: n }, (_, i) => i),
+    Array.from({ length: n - from }, (_, i) => from + i),
     WRITE_CONCURRENCY,
     (i) => client.create<V1EndpointSlice>(SLICES_PATH, endpointSlice(i, perService)),
   );

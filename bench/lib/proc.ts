@@ -98,6 +98,37 @@ export function cpuMs(pid: number): number {
   return (utime + stime) * 10;
 }
 
+/**
+ * User + system CPU time in ms of a process plus its children that have exited and been waited
+ * for (cutime + cstime): what a process costs including the short-lived commands it runs.
+ */
+export function cpuWithChildrenMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  return ((f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)) * 10;
+}
+
+/** Memory of a process from /proc/<pid>/smaps_rollup, in bytes. */
+export interface Smaps {
+  readonly rss: number;
+  /** Anonymous pages: private to the process (heap, V8, stacks); what each extra process costs. */
+  readonly anonymous: number;
+  /** Rss − Anonymous: file-backed pages (the node binary, libraries), shared through the page cache. */
+  readonly fileBacked: number;
+}
+
+export function smaps(pid: number): Smaps {
+  const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  const kb = (field: string): number => {
+    const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(text);
+    if (!m?.[1]) throw new Error(`no ${field} in /proc/${pid}/smaps_rollup`);
+    return Number(m[1]) * 1024;
+  };
+  const rss = kb('Rss');
+  const anonymous = kb('Anonymous');
+  return { rss, anonymous, fileBacked: rss - anonymous };
+}
+
 /** The pids of a process and all its descendants (e.g. `ip netns exec` → node). */
 export function descendants(pid: number): number[] {
   const out = [pid];

@@ -29,6 +29,17 @@ import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from './names.js'
 import type { ChosenEndpoint, IpFamily, ResolvedTarget, Route, Ruleset, ServicePortTarget } from './model.js';
 
 /** How a port without endpoints refuses: a TCP reset, else ICMP port unreachable (the client gets ECONNREFUSED at once). */
+/**
+ * The line as one flat string. A template literal builds a tree of concatenation nodes, which V8
+ * keeps as long as the string lives: every rendered rule is kept (for partial syncs), and at 1,000
+ * Services × 10 endpoints the trees took 3.3 MiB of heap where flat lines take 1.6 MiB (measured,
+ * docs/benchmarks.md B5). Reading one character makes V8 flatten the string in place.
+ */
+export function flat(line: string): string {
+  line.charCodeAt(0);
+  return line;
+}
+
 export function rejectWith(t: Pick<ServicePortTarget, 'protocol' | 'family'>): string {
   return t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
 }
@@ -70,13 +81,13 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
   if (aff !== undefined) {
     // A client seen within the timeout goes back to the endpoint it was sent to last time.
     for (const ep of endpoints) {
-      lines.push(`${head} -m recent --name ${recentListName(chain, ep)} --rcheck --seconds ${aff} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
+      lines.push(flat(`${head} -m recent --name ${recentListName(chain, ep)} --rcheck --seconds ${aff} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`));
     }
   }
   endpoints.forEach((ep, i) => {
     const pick = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n, i)}` : '';
     const remember = aff !== undefined ? ` -m recent --name ${recentListName(chain, ep)} --set` : '';
-    lines.push(`${head}${pick}${remember} -j DNAT --to-destination ${endpointAddress(ep, fam)}`);
+    lines.push(flat(`${head}${pick}${remember} -j DNAT --to-destination ${endpointAddress(ep, fam)}`));
   });
   return lines;
 }
@@ -110,8 +121,8 @@ export function targetRules(t: ServicePortTarget, clusterIP: string, chain: stri
   const match = matchPort(clusterIP, t);
   return {
     rules: serviceChainRules(chain, t, endpoints),
-    dispatch: `-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`,
-    reject: `-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`,
+    dispatch: flat(`-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`),
+    reject: flat(`-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`),
   };
 }
 
