@@ -569,8 +569,19 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       crictl: async (args, o = {}) => (await execP(bin('crictl'), [...crictlArgs, ...args], o)).stdout,
       apply,
       async wait(what, condition, o = {}) {
-        const ms = o.timeoutMs ?? 120_000;
-        await kubectl(['wait', ...(o.namespace ? ['-n', o.namespace] : []), `--for=${condition}`, what, `--timeout=${Math.ceil(ms / 1000)}s`], { timeoutMs: ms + 10_000 });
+        const deadline = Date.now() + (o.timeoutMs ?? 120_000);
+        for (;;) {
+          const left = Math.max(1, Math.ceil((deadline - Date.now()) / 1000));
+          const r = await kubectlResult(['wait', ...(o.namespace ? ['-n', o.namespace] : []), `--for=${condition}`, what, `--timeout=${left}s`], { timeoutMs: left * 1000 + 10_000, allowFail: true });
+          if (r.code === 0) return;
+          // kubectl wait fails at once on an object without status.conditions yet (a CRD just
+          // created: "accessor error: <nil>") or not created yet: both only mean "not yet".
+          if (Date.now() < deadline && /accessor error|NotFound|not found/.test(r.stderr)) {
+            await new Promise((res) => setTimeout(res, 500));
+            continue;
+          }
+          throw new Error(`kubectl wait --for=${condition} ${what}${o.namespace ? ` -n ${o.namespace}` : ''} failed: ${r.stderr.trim() || r.stdout.trim()}`);
+        }
       },
       startProcess: (name, file, args) => startProcess(name, file, args),
       logPath: (name) => join(p.logs, `${name}.log`),
