@@ -10,8 +10,8 @@ import { performance } from 'node:perf_hooks';
 import { serviceChainName } from '../src/dataplane/names.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
-import { SLICES_PATH, createServices, createSlices } from './lib/cluster.js';
-import { sidecarCommand, startSidecar, startSidecarEnv, type LogLine } from './lib/sidecar-env.js';
+import { SLICES_PATH, replaceSlice, createServices, createSlices } from './lib/cluster.js';
+import { sidecarCommand, startSidecar, startSidecarEnv, timeToLine, type LogLine } from './lib/sidecar-env.js';
 import { run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
@@ -65,22 +65,10 @@ export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSli
   for (let g = 1; g <= changes; g++) {
     const i = Math.floor(Math.random() * services);
     const ip = changedEndpointIP(g);
-    const next = endpointSlice(i, ENDPOINTS, g);
-    next.metadata = { ...next.metadata, resourceVersion: current.get(i)?.metadata?.resourceVersion ?? '' };
-    const before = syncs.length;
     const start = Date.now();
-    current.set(i, await admin.replace<V1EndpointSlice>(`${SLICES_PATH}/${next.metadata.name ?? ''}`, next));
-    // The first sync that started after the write and left the new address in the chain.
-    let done: LogLine | undefined;
-    for (let seen = before; done === undefined; ) {
-      const l = syncs[seen] ?? (await sidecar.waitFor((x) => x.msg === 'rules synced', 10_000, `a sync after change ${g}`));
-      if (syncs[seen] !== undefined) seen += 1;
-      else seen = syncs.length;
-      if (l.time < start) continue;
-      const chain = (await run('iptables', ['-t', 'nat', '-S', chainOf(i)], { netns: env.pod.ns })).stdout;
-      if (chain.includes(`${ip}:`)) done = l;
-    }
-    latency.push(done.time - start);
+    const write = (): Promise<void> => replaceSlice(admin, current, i, endpointSlice(i, ENDPOINTS, g));
+    const landed = async (): Promise<boolean> => (await run('iptables', ['-t', 'nat', '-S', chainOf(i)], { netns: env.pod.ns })).stdout.includes(`${ip}:`);
+    latency.push(await timeToLine(sidecar, syncs, 'rules synced', write, landed, `a sync after change ${g}`));
     const d = delivered.get(ip);
     if (d !== undefined) delivery.push(d - start);
     await sleep(Math.random() * 50);

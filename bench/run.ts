@@ -16,6 +16,7 @@ const SCRIPTS: Record<string, string> = {
   b5: './b5-footprint.js',
   b6: './b6-controller.js',
   b7: './b7-apiserver-load.js',
+  b8: './b8-node-agent.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

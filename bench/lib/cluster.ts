@@ -38,22 +38,28 @@ export async function benchControlPlane(cleanup: Cleanup): Promise<ControlPlane>
 export const WRITE_CONCURRENCY = 16;
 
 /** Services `from` … `n − 1` (so a benchmark can grow a cluster it already loaded). */
-export async function createServices(client: KubeClient, n: number, from = 0): Promise<V1Service[]> {
+export async function createServices(client: KubeClient, n: number, from = 0, make: (i: number) => V1Service = service): Promise<V1Service[]> {
   return inParallel(
     Array.from({ length: n - from }, (_, i) => from + i),
     WRITE_CONCURRENCY,
-    (i) => client.create<V1Service>(SERVICES_PATH, service(i)),
+    (i) => client.create<V1Service>(SERVICES_PATH, make(i)),
   );
 }
 
-export async function createSlices(client: KubeClient, n: number, perService: number, from = 0): Promise<V1EndpointSlice[]> {
+export async function createSlices(client: KubeClient, n: number, perService: number, from = 0, make: (i: number, perService: number) => V1EndpointSlice = endpointSlice): Promise<V1EndpointSlice[]> {
   return inParallel(
     Array.from({ length: n - from }, (_, i) => from + i),
     WRITE_CONCURRENCY,
-    (i) => client.create<V1EndpointSlice>(SLICES_PATH, endpointSlice(i, perService)),
+    (i) => client.create<V1EndpointSlice>(SLICES_PATH, make(i, perService)),
   );
 }
 
 export async function createPod(client: KubeClient, pod: V1Pod): Promise<V1Pod> {
   return client.create<V1Pod>(PODS_PATH, pod);
+}
+
+/** Replaces slice i with `next` over the version last written (`current`), and remembers the new one. */
+export async function replaceSlice(client: KubeClient, current: Map<number, V1EndpointSlice>, i: number, next: V1EndpointSlice): Promise<void> {
+  const body = { ...next, metadata: { ...next.metadata, resourceVersion: current.get(i)?.metadata?.resourceVersion ?? '' } };
+  current.set(i, await client.replace<V1EndpointSlice>(`${SLICES_PATH}/${next.metadata?.name ?? ''}`, body));
 }

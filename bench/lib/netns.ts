@@ -30,11 +30,11 @@ export async function deleteNetns(name: string): Promise<void> {
  * same namespace (this kernel has no dummy driver): rule sync needs the interface for the
  * cluster-IP routes; no traffic is sent.
  */
-export async function createClientNetns(tag: string, cleanup: Cleanup, iface: string, address: string, prefixLen: number): Promise<string> {
+export async function createClientNetns(tag: string, cleanup: Cleanup, iface: string, address: string, prefixLen: number, peer = `${iface}p`): Promise<string> {
   const ns = await createNetns(tag, cleanup);
-  await run('ip', ['link', 'add', iface, 'type', 'veth', 'peer', 'name', `${iface}p`], { netns: ns });
+  await run('ip', ['link', 'add', iface, 'type', 'veth', 'peer', 'name', peer], { netns: ns });
   await run('ip', ['addr', 'add', `${address}/${prefixLen}`, 'dev', iface], { netns: ns });
-  await run('ip', ['link', 'set', `${iface}p`, 'up'], { netns: ns });
+  await run('ip', ['link', 'set', peer, 'up'], { netns: ns });
   await run('ip', ['link', 'set', iface, 'up'], { netns: ns });
   return ns;
 }

@@ -67,12 +67,19 @@ export interface SidecarCommand {
   readonly how: string;
 }
 
+/** A fresh bundle of `program` from the current source in a temp folder; undefined without the build script. */
+export async function buildBundle(cleanup: Cleanup, program: string): Promise<string | undefined> {
+  if (!existsSync(BUILD_SCRIPT)) return undefined;
+  const out = mkdtempSync(path.join(os.tmpdir(), 'mp-bench-bundle-'));
+  cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
+  await run('node', [BUILD_SCRIPT, '--outdir', out, '--only', program], { env: process.env });
+  return path.join(out, `${program}.js`);
+}
+
 export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> {
-  if (existsSync(BUILD_SCRIPT)) {
-    const out = mkdtempSync(path.join(os.tmpdir(), 'mp-bench-bundle-'));
-    cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
-    await run('node', [BUILD_SCRIPT, '--outdir', out, '--only', 'sidecar'], { env: process.env });
-    return { argv: [...SIDECAR_NODE_FLAGS, path.join(out, 'sidecar.js')], how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} as injected` };
+  const bundle = await buildBundle(cleanup, 'sidecar');
+  if (bundle !== undefined) {
+    return { argv: [...SIDECAR_NODE_FLAGS, bundle], how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} as injected` };
   }
   if (existsSync(SIDECAR_BUNDLE)) {
     return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z)` };
@@ -86,6 +93,14 @@ export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string
     cwd: ROOT,
     env: { ...process.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
   });
+  return logged(child, cmd.how, 'sidecar', cleanup);
+}
+
+/**
+ * A started program that logs pino JSON lines on stdout (the sidecar, the node agent): its lines
+ * to listeners, and a wait for a matching line that fails with its output when it exits or times out.
+ */
+export function logged(child: ChildProcess & { output(): string }, how: string, name: string, cleanup: Cleanup): SidecarProcess {
   const listeners = new Set<(l: LogLine) => void>();
   const splitter = new LineSplitter();
   child.stdout?.on('data', (c: Buffer) => {
@@ -100,14 +115,14 @@ export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string
     }
   });
   const stop = (): Promise<void> => stopProcess(child, 10_000);
-  cleanup.add('sidecar', stop);
+  cleanup.add(name, stop);
   const onLine = (fn: (l: LogLine) => void): (() => void) => {
     listeners.add(fn);
     return () => listeners.delete(fn);
   };
   return {
     child,
-    how: cmd.how,
+    how,
     onLine,
     stop,
     waitFor: (match, timeoutMs, what) =>
@@ -119,12 +134,28 @@ export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string
           if (err) reject(err);
           else if (line) resolve(line);
         };
-        const onExit = (code: number | null): void => finish(new Error(`sidecar exited (${code}) while waiting for ${what}; output: ${child.output().slice(-3000)}`));
-        const timer = setTimeout(() => finish(new Error(`sidecar: no ${what} within ${timeoutMs} ms; output: ${child.output().slice(-3000)}`)), timeoutMs);
+        const onExit = (code: number | null): void => finish(new Error(`${name} exited (${code}) while waiting for ${what}; output: ${child.output().slice(-3000)}`));
+        const timer = setTimeout(() => finish(new Error(`${name}: no ${what} within ${timeoutMs} ms; output: ${child.output().slice(-3000)}`)), timeoutMs);
         const off = onLine((l) => {
           if (match(l)) finish(undefined, l);
         });
         child.once('exit', onExit);
       }),
   };
+}
+
+/**
+ * One change timed to the program's log: runs `write`, then takes the first line with message
+ * `msg` (from `lines`, which a listener fills) stamped at or after the write's start for which
+ * `landed` is true (checked outside the timing). Returns that line's time minus the start, in ms.
+ */
+export async function timeToLine(proc: SidecarProcess, lines: readonly LogLine[], msg: string, write: () => Promise<void>, landed: () => Promise<boolean>, what: string): Promise<number> {
+  const before = lines.length;
+  const start = Date.now();
+  await write();
+  for (let seen = before; ; ) {
+    const l = lines[seen] ?? (await proc.waitFor((x) => x.msg === msg, 10_000, what));
+    seen = lines[seen] !== undefined ? seen + 1 : lines.length;
+    if (l.time >= start && (await landed())) return l.time - start;
+  }
 }

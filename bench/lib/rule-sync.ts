@@ -1,0 +1,170 @@
+/**
+ * Rule sync against raw `iptables-restore`, for any program's dataplane (B2: the sidecar's, B8:
+ * the node agent's). A full sync of a state into a fresh network namespace against a raw
+ * `iptables-restore --noflush` of the very text it applies, into another fresh namespace,
+ * interleaved; then one-endpoint changes on the loaded namespace (partial syncs) against a raw
+ * restore of the same partial text.
+ */
+import { performance } from 'node:perf_hooks';
+import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
+import { deleteNetns } from './netns.js';
+import { Cleanup, run } from './proc.js';
+import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './stats.js';
+import type { RunContext } from './report.js';
+
+/** What is synced and how: the same for the sidecar and the node agent. */
+export interface SyncSubject<S> {
+  /** A fresh namespace as the program finds it (registered with the cleanup). */
+  freshNetns(cleanup: Cleanup): Promise<string>;
+  dataplane(netns: string): Dataplane<S>;
+  /** The state with `services` loaded. */
+  state(services: number): S;
+  /** The pure part, render + restore plan for a fresh namespace: the IPv4 text ours applies there. */
+  plan(state: S): string;
+}
+
+export interface FullRun {
+  readonly ours: number;
+  readonly oursRestore: number;
+  readonly raw: number;
+  readonly render: number;
+}
+
+export interface SizeResult {
+  readonly runs: readonly FullRun[];
+  /** Median of the per-run ratios ours/raw (each pair saw the same moment of the machine). */
+  readonly pairs: Summary;
+  readonly row: string[];
+}
+
+export function v4Restore(r: SyncResult): { text: string; ms: number } {
+  const f = r.families.find((x) => x.family === 4);
+  if (!f) throw new Error('sync result has no IPv4 family');
+  return { text: f.restoreText, ms: f.restoreMs };
+}
+
+export async function rawRestore(ns: string, text: string): Promise<number> {
+  return (await run('iptables-restore', ['--noflush'], { netns: ns, input: text })).ms;
+}
+
+const dnatLines = (text: string): number => text.split('\n').filter((l) => l.includes('-j DNAT')).length;
+
+/** Counts DNAT rules in a namespace: proof that what was timed really landed. */
+export async function countDnat(ns: string): Promise<number> {
+  return dnatLines((await run('iptables-save', ['-t', 'nat'], { netns: ns })).stdout);
+}
+
+export const RULE_SYNC_COLUMNS = ['Services × endpoints', 'ours: full sync', 'of which iptables-restore', 'of which render + plan', 'of which other commands', 'raw iptables-restore, same text', 'ours / raw, per run'];
+
+/**
+ * `runs` interleaved full syncs of `services` (ours, then raw, alternating which goes first). After
+ * the last run, `onLoaded` gets ours's loaded namespace and dataplane (for the partial syncs).
+ * `nsCost` collects the cost of one `ip netns exec` (timed with `true`).
+ */
+export async function fullSyncVsRaw<S>(
+  ctx: RunContext,
+  subject: SyncSubject<S>,
+  services: number,
+  runs: number,
+  label: string,
+  nsCost: number[],
+  onLoaded?: (dp: Dataplane<S>, ns: string) => Promise<void>,
+): Promise<SizeResult> {
+  const state = subject.state(services);
+  const rawText = subject.plan(state);
+  const expected = dnatLines(rawText);
+  const out: FullRun[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    subject.plan(state);
+    const render = performance.now() - t0;
+    const cleanup = new Cleanup();
+    try {
+      let ours = NaN;
+      let oursRestore = NaN;
+      let raw = NaN;
+      for (const which of i % 2 === 0 ? ['ours', 'raw'] : ['raw', 'ours']) {
+        const ns = await subject.freshNetns(cleanup);
+        if (which === 'ours') {
+          const dp = subject.dataplane(ns);
+          const s0 = performance.now();
+          const r = await dp.sync(state, { full: true });
+          ours = performance.now() - s0;
+          const v4 = v4Restore(r);
+          oursRestore = v4.ms;
+          if (!r.full || v4.text === '') throw new Error(`expected a full sync with rules, got full=${r.full}`);
+          const dnat = await countDnat(ns);
+          if (dnat !== expected) throw new Error(`ours: expected ${expected} DNAT rules, found ${dnat}`);
+          if (i === runs - 1 && onLoaded) await onLoaded(dp, ns);
+        } else {
+          nsCost.push((await run('true', [], { netns: ns })).ms);
+          raw = await rawRestore(ns, rawText);
+        }
+        await deleteNetns(ns);
+      }
+      out.push({ ours, oursRestore, raw, render });
+      ctx.log(`${services} Services run ${i + 1}: ours ${fmt(ours)} ms (restore ${fmt(oursRestore)} ms), raw ${fmt(raw)} ms`);
+    } finally {
+      await cleanup.run(ctx.log);
+    }
+  }
+  const pairs = summarize(out.map((r) => r.ours / r.raw));
+  const row = [
+    label,
+    fmtSummary(summarize(out.map((r) => r.ours)), 'ms'),
+    fmtSummary(summarize(out.map((r) => r.oursRestore)), 'ms'),
+    fmtSummary(summarize(out.map((r) => r.render)), 'ms'),
+    // Everything else ours runs: back-end detection, iptables-save ×2, route reads, the route batch.
+    fmtSummary(summarize(out.map((r) => r.ours - r.oursRestore - r.render)), 'ms'),
+    fmtSummary(summarize(out.map((r) => r.raw)), 'ms'),
+    fmtPairs(pairs),
+  ];
+  return { runs: out, pairs, row };
+}
+
+export const fmtPairs = (s: Summary): string => `${fmtRatio(s.median)} (${fmtRatio(s.min)}–${fmtRatio(s.max)})`;
+
+export interface PartialResult {
+  readonly ours: Summary;
+  /** The pure part: the program's state from the changed objects. */
+  readonly state: Summary;
+  readonly restore: Summary;
+  readonly raw: Summary;
+  readonly ratio: Summary;
+}
+
+export const PARTIAL_COLUMNS = ['change', 'ours: partial sync', 'of which state from the objects', 'of which iptables-restore', 'raw restore of the same text', 'ours / raw per change'];
+
+export function partialRow(p: PartialResult): string[] {
+  return ['1 endpoint of 1 Service', fmtSummary(p.ours, 'ms'), fmtSummary(p.state, 'ms'), fmtSummary(p.restore, 'ms'), fmtSummary(p.raw, 'ms'), fmtPairs(p.ratio)];
+}
+
+/**
+ * One endpoint changed at a time on the loaded namespace: ours (building the state from the
+ * changed objects, as the program does, plus `sync(state, {full: false})`) against a raw restore
+ * of the same partial text. `stateAfter(g)` is the state after change g; g = 0 is the loaded state,
+ * restored after each change so every change is one endpoint against the same namespace.
+ */
+export async function partialVsRaw<S>(ctx: RunContext, dp: Dataplane<S>, ns: string, changes: number, stateAfter: (generation: number) => S): Promise<PartialResult> {
+  const ours: number[] = [];
+  const stateMs: number[] = [];
+  const restoreMs: number[] = [];
+  const raw: number[] = [];
+  // Equal to the state the full sync applied: nothing to restore, but any memo is primed.
+  await dp.sync(stateAfter(0), { full: false });
+  for (let g = 1; g <= changes; g++) {
+    const t0 = performance.now();
+    const state = stateAfter(g);
+    stateMs.push(performance.now() - t0);
+    const r = await dp.sync(state, { full: false });
+    ours.push(performance.now() - t0);
+    const v4 = v4Restore(r);
+    restoreMs.push(v4.ms);
+    if (r.full || v4.text === '') throw new Error('expected a partial sync with a restore');
+    raw.push(await rawRestore(ns, v4.text));
+    await dp.sync(stateAfter(0), { full: false });
+  }
+  const result = { ours: summarize(ours), state: summarize(stateMs), restore: summarize(restoreMs), raw: summarize(raw), ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))) };
+  ctx.log(`partial: ours ${fmt(result.ours.median)} ms, raw ${fmt(result.raw.median)} ms`);
+  return result;
+}
