@@ -74,6 +74,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   let lastFull = 0;
   let failures = 0;
   let syncStartedMs: number | undefined;
+  let lastStartMs = 0;
   let resolveFirst: () => void = () => undefined;
   const firstSync = new Promise<void>((r) => (resolveFirst = r));
   const reported = new Set<string>();
@@ -112,6 +113,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     const t0 = Date.now();
     const full = t0 - lastFull >= opts.fullResyncIntervalMs || failures > 0;
     syncStartedMs = t0;
+    lastStartMs = t0;
     try {
       const plan = planNode({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark });
       const ifaces = await deps.interfaces.sync(plan.interfaces);
@@ -165,7 +167,9 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
       clearTimeout(timer);
       timer = undefined;
     }
-    schedule(opts.minSyncIntervalMs);
+    // Syncs start at most every minSyncIntervalMs: a change after a quiet spell syncs at once
+    // (as the sidecar's sync loop does); changes in a burst wait for the interval and coalesce.
+    schedule(failures > 0 ? opts.minSyncIntervalMs : lastStartMs + opts.minSyncIntervalMs - Date.now());
   };
 
   return {
