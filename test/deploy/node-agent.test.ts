@@ -16,8 +16,9 @@ void describe('deploy/components/node-agent', () => {
     assert.deepEqual(added, [
       'ClusterRole//multus-proxy-node',
       'ClusterRoleBinding//multus-proxy-node',
-      'DaemonSet/multus-proxy-system/multus-proxy-node',
-      'ServiceAccount/multus-proxy-system/multus-proxy-node',
+      'DaemonSet/multus-proxy-node/multus-proxy-node',
+      'Namespace//multus-proxy-node',
+      'ServiceAccount/multus-proxy-node/multus-proxy-node',
     ]);
     for (const p of plain) assert.deepEqual(withAgent.find((o) => id(o) === id(p)), p, `${id(p)} unchanged`);
   });
@@ -34,6 +35,14 @@ void describe('deploy/components/node-agent', () => {
     assert.equal(c.securityContext.privileged, undefined);
     assert.equal(c.env.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
     assert.equal(c.readinessProbe.httpGet.path, '/readyz');
+  });
+  void test("its own namespace admits it: Pod Security 'privileged' there (hostNetwork, hostPath, NET_ADMIN), 'restricted' kept for multus-proxy-system", async () => {
+    const all = await render('deploy/overlays/node-agent');
+    const ns = (name: string): Record<string, string> | undefined => all.find((o) => o.kind === 'Namespace' && o.metadata?.name === name)?.metadata?.labels;
+    const ds = all.find((o) => o.kind === 'DaemonSet');
+    assert.equal(ds?.metadata?.namespace, 'multus-proxy-node');
+    assert.equal(ns('multus-proxy-node')?.['pod-security.kubernetes.io/enforce'], 'privileged');
+    assert.equal(ns('multus-proxy-system')?.['pod-security.kubernetes.io/enforce'], 'restricted');
   });
   void test('RBAC: read Services, EndpointSlices, NADs and Nodes; create Events; nothing else', async () => {
     const role = (await render('deploy/overlays/node-agent')).find((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'multus-proxy-node') as Rendered & { rules: { apiGroups: string[]; resources: string[]; verbs: string[] }[] };

@@ -59,6 +59,7 @@ export async function projectLeftovers(node: RealNode): Promise<string[]> {
     'configmaps',
     'secrets',
     'deployments',
+    'daemonsets',
     'jobs',
     'cronjobs',
     'services',

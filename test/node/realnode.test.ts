@@ -13,6 +13,7 @@ import { blogFile, sliceAddresses } from './cluster.js';
 import { installBootstrap, projectLeftovers, uninstall } from './install.js';
 import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
+import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
@@ -110,6 +111,23 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.deleted.inSliceAfter, false);
     assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
+  });
+
+  void test('node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); the documented uninstall leaves nothing on the host', { timeout: 600_000 }, async () => {
+    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+    const o = await runNodePort(node, log, 30);
+    assert.ok(o.backends.length >= 2, `backends: ${o.backends.join(', ')}`);
+    assert.match(o.agentInterface, /^mpxh/);
+    assert.ok(o.nodePorts.cluster >= 30000 && o.nodePorts.local >= 30000, JSON.stringify(o.nodePorts));
+    assert.deepEqual(o.cluster.curls, Array(30).fill('ok'));
+    for (const [p, c] of Object.entries(o.cluster.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Cluster): ${JSON.stringify(o.cluster.answeredBy)}`);
+    assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 30);
+    assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
+    assert.deepEqual(o.local.curls, Array(30).fill('ok'));
+    for (const [p, c] of Object.entries(o.local.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Local): ${JSON.stringify(o.local.answeredBy)}`);
+    assert.equal(Object.values(o.local.answeredBy).reduce((a, b) => a + b, 0), 30);
+    assert.deepEqual(o.local.sources, [CLIENT_ADDRESS], "Local keeps the client's address");
+    assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall (--cleanup, then delete) leaves no agent link, rule or route');
   });
 
   void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {

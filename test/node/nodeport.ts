@@ -1,0 +1,231 @@
+/**
+ * The node agent on the real node (issue 14): the DaemonSet from the project's image, installed as
+ * docs/node-agent.md says (the bootstrap install plus the node-agent component), the Node given
+ * its address on the blog's network by the documented annotation, and two NodePort Services on
+ * the blog's nginx pods (Cluster and Local). A client in a network namespace the test creates,
+ * attached to the other end of ens4's veth (a macvlan on `ens4-peer`), curls
+ * `<node address>:<nodePort>`. Afterwards the agent is removed as the docs' Uninstall says
+ * (`--cleanup` in each agent pod, then delete), and the host is checked for anything of it left.
+ *
+ * The client's address is off the pods' subnet (192.0.2.0/24, TEST-NET-1, on the same L2 segment,
+ * routed by the node through its agent interface): with Local the pods answer the client's own
+ * address, and only an off-link client's replies go back through the node (docs/node-agent.md,
+ * "Local needs the reply path through the node").
+ */
+import { execFile } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
+import { promisify } from 'node:util';
+import { dump, loadAll } from 'js-yaml';
+import type { RealNode } from '../harness/node.js';
+import { NODE } from '../harness/node-config.js';
+import { arrivals, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
+import { buildOverlay } from './netservice.js';
+import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
+
+const run = promisify(execFile);
+
+/** The node's address on the blog's network (whereabouts hands out the low end of 10.1.1.0/24). */
+export const NODE_ADDRESS = '10.1.1.250';
+const CLIENT_NS = 'mpxtest-nodeport-client';
+const CLIENT_LINK = 'mpxtestnp0';
+export const CLIENT_ADDRESS = '192.0.2.10';
+const CLIENT_SUBNET = '192.0.2.0/24';
+/** The component's own namespace (Pod Security 'privileged'; deploy/components/node-agent). */
+const AGENT_NAMESPACE = 'multus-proxy-node';
+const AGENT_SELECTOR = 'app.kubernetes.io/component=node-agent';
+
+export interface NodePortObservations {
+  /** Seconds from apply to the agent pod Ready (its first sync). */
+  readyMs: number;
+  agentInterface: string;
+  nodePorts: { cluster: number; local: number };
+  backends: string[];
+  /** Per policy: curl results ("ok"/"fail:<code>") and arrivals per backend by source address. */
+  cluster: { curls: string[]; answeredBy: Record<string, number>; sources: string[] };
+  local: { curls: string[]; answeredBy: Record<string, number>; sources: string[] };
+  /** After the docs' uninstall: agent links, MPXN rules and proto-242 routes still on the host. */
+  leftAfterCleanup: string[];
+}
+
+/** The bootstrap install plus the node-agent component, as an overlay in the node's folder. */
+function agentOverlay(node: RealNode, withAgent: boolean): string {
+  const dir = join(node.dir, withAgent ? 'node-agent-install' : 'bootstrap-install');
+  mkdirSync(dir, { recursive: true });
+  const k: Record<string, unknown> = { resources: [relative(dir, join(ROOT, 'deploy', 'overlays', 'bootstrap'))] };
+  if (withAgent) k['components'] = [relative(dir, join(ROOT, 'deploy', 'components', 'node-agent'))];
+  writeFileSync(join(dir, 'kustomization.yaml'), dump(k));
+  return dir;
+}
+
+interface Obj {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+}
+const key = (o: Obj): string => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
+
+/** The objects the component adds to the install: what its uninstall deletes, nothing more. */
+async function componentObjects(node: RealNode): Promise<string> {
+  const docs = async (withAgent: boolean): Promise<Obj[]> => (loadAll(await node.sh(buildOverlay(agentOverlay(node, withAgent)))) as Obj[]).filter(Boolean);
+  const base = new Set((await docs(false)).map(key));
+  return (await docs(true))
+    .filter((o) => !base.has(key(o)))
+    .map((o) => dump(o))
+    .join('---\n');
+}
+
+/**
+ * The commands of docs/node-agent.md's Uninstall block (continuation lines joined), with its
+ * `kubectl delete -k deploy/overlays/node-agent` (the cert-manager flavour) replaced by `deleteLine`.
+ */
+export function agentUninstallCommands(deleteLine: string): string[] {
+  const doc = readFileSync(join(ROOT, 'docs', 'node-agent.md'), 'utf8');
+  const block = /\*\*Uninstall\.\*\*[\s\S]*?```sh\n([\s\S]*?)```/.exec(doc)?.[1];
+  if (!block) throw new Error('docs/node-agent.md has no Uninstall sh block');
+  const cmds: string[] = [];
+  let cur = '';
+  for (const raw of block.split('\n')) {
+    const l = raw.trim();
+    if (l === '' || l.startsWith('#')) continue;
+    cur = cur ? `${cur} ${l}` : l;
+    if (/[|\\]$/.test(l)) {
+      cur = cur.replace(/\\$/, '');
+      continue;
+    }
+    cmds.push(cur);
+    cur = '';
+  }
+  const out = cmds.map((c) => (/^kubectl delete -k deploy\/overlays\/node-agent$/.test(c) ? deleteLine : c));
+  if (!out.includes(deleteLine)) throw new Error(`docs/node-agent.md's Uninstall block has no "kubectl delete -k deploy/overlays/node-agent": ${cmds.join(' ;; ')}`);
+  if (!out.some((c) => c.includes('--cleanup'))) throw new Error('docs/node-agent.md\'s Uninstall block does not run --cleanup');
+  return out;
+}
+
+async function host(args: string[], input?: string): Promise<string> {
+  const [cmd = '', ...rest] = args;
+  const p = run(cmd, rest, { encoding: 'utf8' });
+  if (input !== undefined) p.child.stdin?.end(input);
+  return (await p).stdout;
+}
+
+/** What of the agent is on the host: its links, its chains/rules, its routes. */
+export async function agentOnHost(): Promise<string[]> {
+  const out: string[] = [];
+  for (const l of (await host(['ip', '-o', 'link', 'show'])).split('\n')) {
+    const m = /^\d+: (mpx[hb][^:@]*)/.exec(l);
+    if (m?.[1]) out.push(`link ${m[1]}`);
+  }
+  for (const save of ['iptables-save', 'ip6tables-save', 'iptables-legacy-save', 'ip6tables-legacy-save']) {
+    const r = await host([save]).catch(() => '');
+    for (const l of r.split('\n')) if (l.includes('MPXN')) out.push(`${save}: ${l}`);
+  }
+  for (const fam of ['-4', '-6']) for (const l of (await host(['ip', fam, 'route', 'show', 'table', 'all', 'proto', '242'])).split('\n')) if (l.trim()) out.push(`route ${l.trim()}`);
+  return out;
+}
+
+function nodePortService(name: string, policy: 'Cluster' | 'Local'): unknown {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: 'default', labels: { 'service.kubernetes.io/service-proxy-name': 'multus-proxy' }, annotations: { 'k8s.v1.cni.cncf.io/service-network': 'macvlan1' } },
+    spec: { type: 'NodePort', externalTrafficPolicy: policy, selector: { app: SERVICE }, ports: [{ protocol: 'TCP', port: 80 }] },
+  };
+}
+
+async function curls(url: string, n: number): Promise<string[]> {
+  const script = `for i in $(seq ${n}); do if curl -s -m 2 -o /tmp/${CLIENT_NS}.body ${url} && grep -q 'multus-nginx-macvlan' /tmp/${CLIENT_NS}.body; then echo ok; else echo "fail:$?"; fi; done; rm -f /tmp/${CLIENT_NS}.body`;
+  return (await host(['ip', 'netns', 'exec', CLIENT_NS, 'sh', '-c', script])).trim().split('\n');
+}
+
+async function burst(node: RealNode, names: string[], url: string, n: number): Promise<{ curls: string[]; answeredBy: Record<string, number>; sources: string[] }> {
+  const before: Record<string, number> = {};
+  for (const p of names) before[p] = (await arrivals(node, 'default', p)).length;
+  const c = await curls(url, n);
+  const answeredBy: Record<string, number> = {};
+  const sources = new Set<string>();
+  for (const p of names) {
+    const got = (await arrivals(node, 'default', p)).slice(before[p] ?? 0);
+    answeredBy[p] = got.length;
+    for (const a of got) sources.add(a.from);
+  }
+  return { curls: c, answeredBy, sources: [...sources].sort() };
+}
+
+async function until<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await delay(250);
+  }
+}
+
+export async function runNodePort(node: RealNode, log: (m: string) => void, n = 30): Promise<NodePortObservations> {
+  const overlay = agentOverlay(node, true);
+  const t0 = Date.now();
+  await node.sh(`${buildOverlay(overlay)} | kubectl apply -f -`);
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`]);
+  await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
+  await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
+  const readyMs = Date.now() - t0;
+  log(`node agent Ready (first sync) ${readyMs} ms after apply`);
+
+  await node.apply([nodePortService('nginx-nodeport', 'Cluster'), nodePortService('nginx-nodeport-local', 'Local')].map((o) => dump(o)).join('---\n'));
+  const nodePort = async (svc: string): Promise<number> => Number(await node.kubectl(['get', 'service', '-n', 'default', svc, '-o', 'jsonpath={.spec.ports[0].nodePort}']));
+  const nodePorts = { cluster: await nodePort('nginx-nodeport'), local: await nodePort('nginx-nodeport-local') };
+  const backendPods = (await pods(node, 'default', `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
+  const names = backendPods.map((p) => p.metadata?.name ?? '');
+  for (const svc of ['nginx-nodeport', 'nginx-nodeport-local']) {
+    await until(`the slices of ${svc}`, 30_000, async () => ((await sliceAddresses(node, 'default', svc)).length === names.length ? true : undefined));
+  }
+  const agentInterface = await until('the agent interface on ens4 with the node address', 30_000, async () => {
+    const out = await host(['ip', '-o', '-4', 'addr', 'show', 'to', `${NODE_ADDRESS}/32`]);
+    return /^\d+: (mpxh[^\s@]*)/.exec(out)?.[1];
+  });
+  log(`agent interface ${agentInterface} holds ${NODE_ADDRESS}; node ports Cluster ${nodePorts.cluster}, Local ${nodePorts.local}`);
+
+  let cluster: NodePortObservations['cluster'];
+  let local: NodePortObservations['local'];
+  try {
+    await host(['ip', 'netns', 'add', CLIENT_NS]);
+    await host(['ip', '-batch', '-'], [
+      `link add ${CLIENT_LINK} link ${NODE.parentPeer} type macvlan mode bridge`,
+      `link set ${CLIENT_LINK} netns ${CLIENT_NS}`,
+      // The node reaches the client's subnet through its own interface on the segment.
+      `route add ${CLIENT_SUBNET} dev ${agentInterface}`,
+      '',
+    ].join('\n'));
+    await host(['ip', '-n', CLIENT_NS, '-batch', '-'], [
+      'link set lo up',
+      `addr add ${CLIENT_ADDRESS}/24 dev ${CLIENT_LINK}`,
+      `link set ${CLIENT_LINK} up`,
+      `route add ${NODE_ADDRESS}/32 dev ${CLIENT_LINK}`,
+      '',
+    ].join('\n'));
+    // The rules follow the slices within a sync; the first answer tells they are in place.
+    await until('a first answer through the node port', 30_000, async () => ((await curls(`http://${NODE_ADDRESS}:${nodePorts.cluster}/`, 1))[0] === 'ok' ? true : undefined));
+    cluster = await burst(node, names, `http://${NODE_ADDRESS}:${nodePorts.cluster}/`, n);
+    log(`Cluster: ${cluster.curls.filter((c) => c === 'ok').length}/${n} ok, by ${JSON.stringify(cluster.answeredBy)}, sources ${cluster.sources.join(', ')}`);
+    local = await burst(node, names, `http://${NODE_ADDRESS}:${nodePorts.local}/`, n);
+    log(`Local: ${local.curls.filter((c) => c === 'ok').length}/${n} ok, by ${JSON.stringify(local.answeredBy)}, sources ${local.sources.join(', ')}`);
+  } finally {
+    await host(['ip', 'netns', 'del', CLIENT_NS]).catch(() => '');
+    await host(['ip', 'route', 'del', CLIENT_SUBNET, 'dev', agentInterface]).catch(() => '');
+  }
+
+  // Uninstall as docs/node-agent.md says: --cleanup in each agent pod, then delete the component.
+  await node.kubectl(['delete', 'service', '-n', 'default', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
+  await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`]);
+  const objects = await componentObjects(node);
+  const deleteFile = join(node.dir, 'node-agent-component.yaml');
+  writeFileSync(deleteFile, objects);
+  for (const c of agentUninstallCommands(`kubectl delete --wait=true -f ${deleteFile}`)) {
+    log(`$ ${c}`);
+    await node.sh(c, { timeoutMs: 180_000 });
+  }
+  await until('the agent pods to be gone', 120_000, async () => ((await node.kubectl(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'])).trim() === '' ? true : undefined));
+  const leftAfterCleanup = await agentOnHost();
+  return { readyMs, agentInterface, nodePorts, backends: names, cluster, local, leftAfterCleanup };
+}
