@@ -7,7 +7,7 @@
  * `<node address>:<nodePort>`. Afterwards the agent is removed as the docs' Uninstall says
  * (`--cleanup` in each agent pod, then delete), and the host is checked for anything of it left.
  *
- * The client's address is off the pods' subnet (192.0.2.0/24, TEST-NET-1, on the same L2 segment,
+ * The client's address is off the pods' subnet (198.51.100.0/24, TEST-NET-2, on the same L2 segment,
  * routed by the node through its agent interface): with Local the pods answer the client's own
  * address, and only an off-link client's replies go back through the node (docs/node-agent.md,
  * "Local needs the reply path through the node").
@@ -30,8 +30,8 @@ const run = promisify(execFile);
 export const NODE_ADDRESS = '10.1.1.250';
 const CLIENT_NS = 'mpxtest-nodeport-client';
 const CLIENT_LINK = 'mpxtestnp0';
-export const CLIENT_ADDRESS = '192.0.2.10';
-const CLIENT_SUBNET = '192.0.2.0/24';
+export const CLIENT_ADDRESS = '198.51.100.10';
+const CLIENT_SUBNET = '198.51.100.0/24';
 /** The component's own namespace (Pod Security 'privileged'; deploy/components/node-agent). */
 const AGENT_NAMESPACE = 'multus-proxy-node';
 const AGENT_SELECTOR = 'app.kubernetes.io/component=node-agent';
@@ -162,7 +162,22 @@ async function until<T>(what: string, timeoutMs: number, f: () => Promise<T | un
   }
 }
 
+type Measured = Omit<NodePortObservations, 'leftAfterCleanup'>;
+
+/** Runs the check; the agent is uninstalled (as the docs say) whether it passed or not. */
 export async function runNodePort(node: RealNode, log: (m: string) => void, n = 30): Promise<NodePortObservations> {
+  let measured: Measured;
+  try {
+    measured = await measure(node, log, n);
+  } catch (e) {
+    await uninstallAgent(node, log).catch((u: Error) => log(`uninstall after the failure failed too: ${u.message}`));
+    throw e;
+  }
+  await uninstallAgent(node, log);
+  return { ...measured, leftAfterCleanup: await agentOnHost() };
+}
+
+async function measure(node: RealNode, log: (m: string) => void, n: number): Promise<Measured> {
   const overlay = agentOverlay(node, true);
   const t0 = Date.now();
   await node.sh(`${buildOverlay(overlay)} | kubectl apply -f -`);
@@ -189,6 +204,9 @@ export async function runNodePort(node: RealNode, log: (m: string) => void, n = 
   let cluster: NodePortObservations['cluster'];
   let local: NodePortObservations['local'];
   try {
+    // This machine's uplink has used TEST-NET-1: refuse a client subnet the host already has.
+    const taken = (await host(['ip', '-4', 'route', 'show', 'table', 'all'])).split('\n').filter((l) => l.includes(CLIENT_SUBNET.replace(/0\/24$/, '')));
+    if (taken.length > 0) throw new Error(`the client subnet ${CLIENT_SUBNET} is in use on this host: ${taken.join('; ')}`);
     await host(['ip', 'netns', 'add', CLIENT_NS]);
     await host(['ip', '-batch', '-'], [
       `link add ${CLIENT_LINK} link ${NODE.parentPeer} type macvlan mode bridge`,
@@ -214,9 +232,12 @@ export async function runNodePort(node: RealNode, log: (m: string) => void, n = 
     await host(['ip', 'netns', 'del', CLIENT_NS]).catch(() => '');
     await host(['ip', 'route', 'del', CLIENT_SUBNET, 'dev', agentInterface]).catch(() => '');
   }
+  return { readyMs, agentInterface, nodePorts, backends: names, cluster, local };
+}
 
-  // Uninstall as docs/node-agent.md says: --cleanup in each agent pod, then delete the component.
-  await node.kubectl(['delete', 'service', '-n', 'default', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
+/** The test's Services and annotation go, then docs/node-agent.md's Uninstall: --cleanup in each agent pod, then the delete. */
+async function uninstallAgent(node: RealNode, log: (m: string) => void): Promise<void> {
+  await node.kubectl(['delete', 'service', '-n', 'default', '--ignore-not-found', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
   await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`]);
   const objects = await componentObjects(node);
   const deleteFile = join(node.dir, 'node-agent-component.yaml');
@@ -225,7 +246,5 @@ export async function runNodePort(node: RealNode, log: (m: string) => void, n = 
     log(`$ ${c}`);
     await node.sh(c, { timeoutMs: 180_000 });
   }
-  await until('the agent pods to be gone', 120_000, async () => ((await node.kubectl(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'])).trim() === '' ? true : undefined));
-  const leftAfterCleanup = await agentOnHost();
-  return { readyMs, agentInterface, nodePorts, backends: names, cluster, local, leftAfterCleanup };
+  await until('the agent pods to be gone', 120_000, async () => ((await node.kubectlResult(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'], { allowFail: true })).stdout.trim() === '' ? true : undefined));
 }
