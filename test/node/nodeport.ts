@@ -83,13 +83,15 @@ export function agentUninstallCommands(deleteLine: string): string[] {
   const doc = readFileSync(join(ROOT, 'docs', 'node-agent.md'), 'utf8');
   const block = /\*\*Uninstall\.\*\*[\s\S]*?```sh\n([\s\S]*?)```/.exec(doc)?.[1];
   if (!block) throw new Error('docs/node-agent.md has no Uninstall sh block');
+  // One command per line; a line ending in "|" or "\\", or inside an open single quote, continues.
   const cmds: string[] = [];
   let cur = '';
   for (const raw of block.split('\n')) {
     const l = raw.trim();
-    if (l === '' || l.startsWith('#')) continue;
+    if (cur === '' && (l === '' || l.startsWith('#'))) continue;
     cur = cur ? `${cur} ${l}` : l;
-    if (/[|\\]$/.test(l)) {
+    const openQuote = (cur.match(/'/g)?.length ?? 0) % 2 === 1;
+    if (openQuote || /[|\\]$/.test(l)) {
       cur = cur.replace(/\\$/, '');
       continue;
     }
@@ -98,7 +100,7 @@ export function agentUninstallCommands(deleteLine: string): string[] {
   }
   const out = cmds.map((c) => (/^kubectl delete -k deploy\/overlays\/node-agent$/.test(c) ? deleteLine : c));
   if (!out.includes(deleteLine)) throw new Error(`docs/node-agent.md's Uninstall block has no "kubectl delete -k deploy/overlays/node-agent": ${cmds.join(' ;; ')}`);
-  if (!out.some((c) => c.includes('--cleanup'))) throw new Error('docs/node-agent.md\'s Uninstall block does not run --cleanup');
+  if (!out.some((c) => c.includes('--cleanup'))) throw new Error("docs/node-agent.md's Uninstall block does not run --cleanup");
   return out;
 }
 
