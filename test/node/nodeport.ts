@@ -20,7 +20,7 @@ import { promisify } from 'node:util';
 import { dump, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
-import { arrivals, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
+import { arrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
 import { buildOverlay } from './netservice.js';
 import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
 
@@ -45,6 +45,8 @@ export interface NodePortObservations {
   /** Per policy: curl results ("ok"/"fail:<code>") and arrivals per backend by source address. */
   cluster: { curls: string[]; answeredBy: Record<string, number>; sources: string[] };
   local: { curls: string[]; answeredBy: Record<string, number>; sources: string[] };
+  /** A hostNetwork pod (dnsPolicy ClusterFirstWithHostNet) curling the blog Service by name: per curl "ok"/"fail:<code>", and the sources the backends saw. */
+  hostNetwork: { curls: string[]; sources: string[] };
   /** After the docs' uninstall: agent links, MPXN rules and proto-242 routes still on the host. */
   leftAfterCleanup: string[];
 }
@@ -234,7 +236,42 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
     await host(['ip', 'netns', 'del', CLIENT_NS]).catch(() => '');
     await host(['ip', 'route', 'del', CLIENT_SUBNET, 'dev', agentInterface]).catch(() => '');
   }
-  return { readyMs, agentInterface, nodePorts, backends: names, cluster, local };
+  const hostNetwork = await hostNetworkClient(node, names, log);
+  return { readyMs, agentInterface, nodePorts, backends: names, cluster, local, hostNetwork };
+}
+
+const HOSTNET_POD = 'hostnet-client';
+
+/**
+ * The agent's other half: the cluster IP for the node and hostNetwork pods. The pod resolves the
+ * blog Service's name through CoreDNS (ClusterFirstWithHostNet) and its traffic leaves from the
+ * node's address on the network. It attaches no network, so the webhook never sees it.
+ */
+async function hostNetworkClient(node: RealNode, names: string[], log: (m: string) => void): Promise<{ curls: string[]; sources: string[] }> {
+  const pod = {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name: HOSTNET_POD, namespace: 'default' },
+    spec: {
+      hostNetwork: true,
+      dnsPolicy: 'ClusterFirstWithHostNet',
+      terminationGracePeriodSeconds: 1,
+      containers: [{ name: 'client', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'] }],
+    },
+  };
+  try {
+    await node.apply(dump(pod));
+    await node.kubectl(['wait', '-n', 'default', '--for=condition=Ready', `pod/${HOSTNET_POD}`, '--timeout=120s'], { timeoutMs: 130_000 });
+    const before = new Map<string, number>();
+    for (const p of names) before.set(p, (await arrivals(node, 'default', p)).length);
+    const curls = await curlBurst(node, 'default', HOSTNET_POD, `http://${SERVICE}.default.svc.cluster.local/`, 10, 'client');
+    const sources = new Set<string>();
+    for (const p of names) for (const a of (await arrivals(node, 'default', p)).slice(before.get(p) ?? 0)) sources.add(a.from);
+    log(`hostNetwork pod by name: ${curls.filter((c) => c === 'ok').length}/10 ok, sources ${[...sources].join(', ')}`);
+    return { curls, sources: [...sources].sort() };
+  } finally {
+    await node.kubectl(['delete', 'pod', '-n', 'default', '--ignore-not-found', '--wait=true', HOSTNET_POD]).catch(() => '');
+  }
 }
 
 /** The test's Services and annotation go, then docs/node-agent.md's Uninstall: --cleanup in each agent pod, then the delete. */

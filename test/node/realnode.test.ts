@@ -113,7 +113,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
   });
 
-  void test('node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); the documented uninstall leaves nothing on the host', { timeout: 600_000 }, async () => {
+  void test('node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); a hostNetwork pod reaches the blog Service by name; the documented uninstall leaves nothing on the host', { timeout: 600_000 }, async () => {
     assert.ok(blog, 'runs after the blog scenario, with its pods in place');
     const o = await runNodePort(node, log, 30);
     assert.ok(o.backends.length >= 2, `backends: ${o.backends.join(', ')}`);
@@ -127,6 +127,8 @@ void describe('real node', { concurrency: 1 }, () => {
     for (const [p, c] of Object.entries(o.local.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Local): ${JSON.stringify(o.local.answeredBy)}`);
     assert.equal(Object.values(o.local.answeredBy).reduce((a, b) => a + b, 0), 30);
     assert.deepEqual(o.local.sources, [CLIENT_ADDRESS], "Local keeps the client's address");
+    assert.deepEqual(o.hostNetwork.curls, Array(10).fill('ok'), 'a hostNetwork pod reaches the Service by name through the agent');
+    assert.deepEqual(o.hostNetwork.sources, [NODE_ADDRESS], "its requests leave from the node's address on the network");
     assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall (--cleanup, then delete) leaves no agent link, rule or route');
   });
 
