@@ -4,9 +4,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { golden as sharedGolden } from '../harness/golden.js';
 import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
 import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/restore.js';
 import { RenderCache, render } from '../../src/dataplane/incremental.js';
@@ -18,18 +16,8 @@ import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables
 import type { DesiredState } from '../../src/dataplane/model.js';
 import { BLUE, CLIENT_BLUE, RED, ep, sampleState, target } from './render-fixtures.js';
 
-const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), '..', 'golden', 'sidecar');
-
-function golden(name: string, actual: string): void {
-  const file = join(GOLDEN, name);
-  if (process.env['UPDATE_GOLDEN'] === '1') {
-    mkdirSync(GOLDEN, { recursive: true });
-    writeFileSync(file, actual);
-    return;
-  }
-  assert.ok(existsSync(file), `golden file ${file} is missing; run with UPDATE_GOLDEN=1 to create it`);
-  assert.equal(actual, readFileSync(file, 'utf8'), `${name} differs from the golden file; if the change is intended, rerun with UPDATE_GOLDEN=1 and review the diff`);
-}
+/** The sidecar's golden files live in test/golden/sidecar. */
+const golden = (name: string, actual: string): void => sharedGolden('sidecar', name, actual);
 
 function withTargets(state: DesiredState, targets: DesiredState['targets']): DesiredState {
   return { ...state, targets };
