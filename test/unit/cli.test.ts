@@ -6,7 +6,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { NODE_AGENT_PROGRAM } from '../../src/node-agent/options.js';
 import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { CONTROLLER_PROGRAM } from '../../src/controller/options.js';
@@ -79,6 +80,10 @@ void describe('every program answers --help and exits 0', () => {
       assert.equal(r.stderr, '');
     });
   }
+  void test('each program has the npm script the README shows (`npm run <name> -- --help`)', () => {
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    for (const [name, entry] of PROGRAMS) assert.equal(pkg.scripts[name], `node --import tsx ${entry}`, `package.json has no script "${name}" running ${entry}`);
+  });
   void test('the defaults shown are the ones parsed', () => {
     const r = spawnSync(process.execPath, ['--import', 'tsx', 'webhook/main.ts', '--help'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
     assert.match(r.stdout, /--port N .*default 8443\)/);
