@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [b1 … b7]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [b1 … b8, b3real]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -12,6 +12,7 @@ const SCRIPTS: Record<string, string> = {
   b1: './b1-admission.js',
   b2: './b2-rule-sync.js',
   b3: './b3-programming-latency.js',
+  b3real: './b3-real-node.js',
   b4: './b4-dataplane.js',
   b5: './b5-footprint.js',
   b6: './b6-controller.js',

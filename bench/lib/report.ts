@@ -94,10 +94,10 @@ export function renderSection(b: Benchmark, quick: boolean, command: string, mac
 const begin = (key: string): string => `<!-- bench:${key} begin -->`;
 const end = (key: string): string => `<!-- bench:${key} end -->`;
 
-/** The order sections appear in: b1..b6, each full section followed by its quick one. */
-function order(key: string): number {
-  const m = /^b(\d+)(-quick)?$/.exec(key);
-  return m ? Number(m[1]) * 2 + (m[2] ? 1 : 0) : 1000;
+/** The order sections appear in: b1..b8, each full section followed by its quick one, a variant (b3real) after its number's own. */
+export function order(key: string): number {
+  const m = /^b(\d+)([a-z]*)(-quick)?$/.exec(key);
+  return m ? Number(m[1]) * 4 + (m[2] ? 2 : 0) + (m[3] ? 1 : 0) : 1000;
 }
 
 /** Replaces (or adds) one section of the page, keeping every other section as it was. Pure. */

@@ -20,7 +20,7 @@ export function parseRunArgs(argv: readonly string[]): RunArgs {
   for (const a of argv) {
     if (a === '--quick') quick = true;
     else if (a === '--no-write') noWrite = true;
-    else if (a.startsWith('-')) throw new Error(`bench: unknown option ${JSON.stringify(a)}; use --quick, --no-write and benchmark names (b1 … b6)`);
+    else if (a.startsWith('-')) throw new Error(`bench: unknown option ${JSON.stringify(a)}; use --quick, --no-write and benchmark names (b1 … b8, b3real)`);
     else names.push(a.toLowerCase());
   }
   return { quick, names, noWrite };

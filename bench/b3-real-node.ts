@@ -1,0 +1,320 @@
+/**
+ * B3-real: programming latency on the real node (test/harness/node.ts), the sidecar beside
+ * kube-proxy in the same run. The project is installed as the README says (bootstrap overlay, the
+ * image built from the Dockerfile). In one injection-enabled namespace:
+ *  - `plain-web`: a Deployment behind a plain Service, which kube-proxy (iptables mode, on the
+ *    host's iptables-nft) programs on the host from the kube endpointslice-controller's slice;
+ *  - `net-web`: a Deployment on the macvlan network behind an annotated Service, whose slice our
+ *    controller writes, programmed by the sidecar of `client`, a pod on that network.
+ * Per change, the time from the bench's own EndpointSlice watch receiving the event that carries it
+ * (kube's slice for plain-web, ours for net-web) to the rule in place, seen by `nft -a monitor`
+ * (no polling) on the host for kube-proxy and in the client pod's namespace for the sidecar:
+ *  (a) added: a scale-up, from the event where the new address is ready;
+ *  (b) removed right after another change: as soon as (a)'s rule is in place, a scale-down, from
+ *      the event where an address stops being ready. kube-proxy waits out its 1 s minimum sync
+ *      period here; the sidecar its own minimum interval.
+ * The two Services alternate which goes first in each cycle. The monitor method is checked once
+ * against iptables-save on each side (outside the timing).
+ */
+import { performance } from 'node:perf_hooks';
+import { dump } from 'js-yaml';
+import { startNode, type RealNode } from '../test/harness/node.js';
+import { blogFile, createNamespace, pod, pods, net1Addresses } from '../test/node/cluster.js';
+import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
+import { apiPath } from '../src/kube/paths.js';
+import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
+import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME, MANAGED_BY } from '../src/keys.js';
+import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
+import { saveHasDnat } from './lib/nft-model.js';
+import { SliceTracker, type SliceChange } from './lib/slice-events.js';
+import { requireTool, run, sleep } from './lib/proc.js';
+import { fmt, summarize, type Summary } from './lib/stats.js';
+import { defineBenchmark } from './lib/define.js';
+import { isMain, runStandalone } from './lib/runner.js';
+
+const NS = 'b3-real';
+const CLIENT = 'client';
+const BASE_REPLICAS = 2;
+const PORT = 80;
+const KUBE_MANAGER = 'endpointslice-controller.k8s.io';
+const SIZES = { quick: { cycles: 5 }, full: { cycles: 20 } };
+const STEP_TIMEOUT_MS = 120_000;
+
+type Side = 'sidecar' | 'kube-proxy';
+interface Target {
+  readonly side: Side;
+  readonly deployment: string;
+  readonly manager: string;
+  /** The pod's address the slice lists: net1 for ours, eth0 for kube's. */
+  readonly address: (p: V1Pod) => string | undefined;
+}
+
+const TARGETS: Record<Side, Target> = {
+  sidecar: { side: 'sidecar', deployment: 'net-web', manager: MANAGED_BY, address: (p) => net1Addresses(p)[0] },
+  'kube-proxy': { side: 'kube-proxy', deployment: 'plain-web', manager: KUBE_MANAGER, address: (p) => p.status?.podIP },
+};
+
+function deployment(name: string, onNetwork: boolean): object {
+  return {
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name },
+    spec: {
+      replicas: BASE_REPLICAS,
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: {
+          labels: { app: name },
+          // The backends are not clients: no sidecar for them (the namespace enables injection).
+          annotations: { [INJECT_ANNOTATION]: 'false', ...(onNetwork ? { [NETWORKS_ANNOTATION]: 'macvlan1' } : {}) },
+        },
+        spec: {
+          nodeSelector: { multusservicedemo: 'true' },
+          terminationGracePeriodSeconds: 5,
+          containers: [{ name: 'web', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx', ports: [{ containerPort: PORT }] }],
+        },
+      },
+    },
+  };
+}
+
+function objects(): object[] {
+  const svc = (name: string, annotated: boolean): object => ({
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: {
+      name,
+      ...(annotated ? { labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } } : {}),
+    },
+    spec: { selector: { app: name }, ports: [{ name: 'http', port: PORT, protocol: 'TCP' }] },
+  });
+  return [
+    svc('plain-web', false),
+    deployment('plain-web', false),
+    svc('net-web', true),
+    deployment('net-web', true),
+    {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: CLIENT, annotations: { [NETWORKS_ANNOTATION]: 'macvlan1', [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } },
+      spec: { containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'] }] },
+    },
+  ];
+}
+
+/** The bench's own slice watch: each change with its receipt time, handed to whoever waits for it. */
+interface SliceWatch {
+  next(service: string, manager: string, kind: 'added' | 'removed', timeoutMs: number): Promise<{ address: string; t: number }>;
+  ready(service: string, manager: string): string[];
+}
+
+async function watchSlices(node: RealNode, signal: AbortSignal, log: (m: string) => void): Promise<SliceWatch> {
+  const path = apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS);
+  const tracker = new SliceTracker();
+  const list = await node.client.list<V1EndpointSlice>(path);
+  for (const s of list.items) tracker.event('ADDED', s);
+  const waiters = new Set<(c: SliceChange, t: number) => void>();
+  void node.client
+    .watch<V1EndpointSlice>(path, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
+      const t = performance.now();
+      const c = tracker.event(e.type, e.object);
+      if (c) for (const w of [...waiters]) w(c, t);
+    }, signal)
+    .catch((e: unknown) => log(`slice watch ended: ${String(e)}`));
+  return {
+    next: (service, manager, kind, timeoutMs) =>
+      new Promise((resolve, reject) => {
+        const w = (c: SliceChange, t: number): void => {
+          const addrs = kind === 'added' ? c.added : c.removed;
+          if (c.service !== service || c.manager !== manager || addrs.length === 0) return;
+          waiters.delete(w);
+          clearTimeout(timer);
+          resolve({ address: addrs[0] ?? '', t });
+        };
+        const timer = setTimeout(() => {
+          waiters.delete(w);
+          reject(new Error(`no slice event with an address ${kind} for ${NS}/${service} (${manager}) within ${timeoutMs} ms`));
+        }, timeoutMs);
+        waiters.add(w);
+      }),
+    ready: (service, manager) => tracker.ready(service, manager),
+  };
+}
+
+async function scale(node: RealNode, name: string, replicas: number): Promise<void> {
+  await node.client.patch(`${apiPath('apps', 'v1', 'deployments', NS, name)}/scale`, { spec: { replicas } }, 'merge');
+}
+
+/** Until the Deployment has exactly `replicas` pods, all ready, none terminating, and its slice lists exactly their addresses. */
+async function settle(node: RealNode, slices: SliceWatch, t: Target, replicas: number): Promise<string[]> {
+  const deadline = Date.now() + STEP_TIMEOUT_MS;
+  for (;;) {
+    const ps = await pods(node, NS, `app=${t.deployment}`);
+    const ready = ps.filter((p) => p.metadata?.deletionTimestamp === undefined && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    const addrs = ready.map((p) => t.address(p) ?? '').sort();
+    if (ps.length === replicas && ready.length === replicas && !addrs.includes('') && JSON.stringify(slices.ready(t.deployment, t.manager)) === JSON.stringify(addrs)) return addrs;
+    if (Date.now() > deadline) throw new Error(`${t.deployment}: not settled at ${replicas} replicas within ${STEP_TIMEOUT_MS} ms (${ps.length} pods, ${ready.length} ready; slice ${slices.ready(t.deployment, t.manager).join(', ')})`);
+    await sleep(200);
+  }
+}
+
+async function podPid(node: RealNode, name: string): Promise<number> {
+  const id = (await node.crictl(['pods', '--namespace', NS, '--name', name, '--state', 'ready', '-q'])).trim().split('\n')[0] ?? '';
+  if (id === '') throw new Error(`crictl: no ready sandbox for pod ${NS}/${name}`);
+  const info = JSON.parse(await node.crictl(['inspectp', id])) as { info?: { pid?: number } };
+  const pid = info.info?.pid;
+  if (pid === undefined || pid <= 0) throw new Error(`crictl inspectp ${id}: no pid`);
+  return pid;
+}
+
+interface Sample {
+  readonly side: Side;
+  readonly kase: 'added' | 'removed';
+  readonly ms: number;
+  readonly address: string;
+}
+
+const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
+
+/** "rules applied" lines of the sidecar's log (info level): the dataplane's own time per sync. */
+function appliedMs(log: string): number[] {
+  const out: number[] = [];
+  for (const line of log.split('\n')) {
+    try {
+      const o = JSON.parse(line) as { msg?: string; ms?: number; full?: boolean };
+      if (o.msg === 'rules applied' && o.full === false && typeof o.ms === 'number') out.push(o.ms);
+    } catch {
+      // not a JSON line
+    }
+  }
+  return out;
+}
+
+export const benchmark = defineBenchmark('b3real', 'programming latency on the real node: EndpointSlice event to rule, sidecar vs kube-proxy', SIZES, async (ctx, { cycles }, cleanup) => {
+  await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
+  await requireTool('nsenter', ['--version'], 'install util-linux');
+  const t0 = Date.now();
+  // No skip: a node that cannot start fails the benchmark with the harness's message.
+  const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
+  let stopped = false;
+  cleanup.add('real node', async () => {
+    if (!stopped) await node.stop();
+  });
+  ctx.log(`real node up in ${node.startMs} ms`);
+  await installBootstrap(node);
+  ctx.log(`installed (${INSTALL_BOOTSTRAP}) after ${Date.now() - t0} ms`);
+
+  await createNamespace(node, NS, true);
+  await node.apply(blogFile('net-attach.yml'), NS);
+  await node.apply(`${objects().map((o) => dump(o)).join('---\n')}\n`, NS);
+  for (const d of ['plain-web', 'net-web']) await node.wait(`deployment/${d}`, 'condition=Available', { namespace: NS, timeoutMs: STEP_TIMEOUT_MS });
+  await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: NS, timeoutMs: STEP_TIMEOUT_MS });
+  const client = await pod(node, NS, CLIENT);
+  if (!(client.spec?.initContainers ?? []).some((c) => c.name === SIDECAR_CONTAINER_NAME)) throw new Error(`${NS}/${CLIENT} has no injected sidecar`);
+
+  const abort = new AbortController();
+  cleanup.add('slice watch', () => abort.abort());
+  const slices = await watchSlices(node, abort.signal, ctx.log);
+  const pid = await podPid(node, CLIENT);
+  const monitors: Record<Side, NatMonitor> = {
+    'kube-proxy': await startNatMonitor([], 'host'),
+    sidecar: await startNatMonitor(['nsenter', '-t', String(pid), '-n'], `pod ${NS}/${CLIENT}`),
+  };
+  for (const m of Object.values(monitors)) cleanup.add('nft monitor', () => m.stop());
+  const saveOn = async (side: Side): Promise<string> =>
+    (side === 'kube-proxy' ? await run('iptables-save', ['-t', 'nat']) : await run('nsenter', ['-t', String(pid), '-n', 'iptables-save', '-t', 'nat'])).stdout;
+
+  // Steady state first: both proxies have the base endpoints in place.
+  for (const t of Object.values(TARGETS)) {
+    const addrs = await settle(node, slices, t, BASE_REPLICAS);
+    for (const a of addrs) await monitors[t.side].when(`${a}:${PORT}`, true, STEP_TIMEOUT_MS);
+    ctx.log(`${t.side}: ${t.deployment} at ${addrs.join(', ')} in place`);
+  }
+  await sleep(1_500);
+
+  const samples: Sample[] = [];
+  const checked = new Set<string>();
+  /** The once-per-side, per-case cross-check of the monitor against iptables-save (outside the timing). */
+  const crossCheck = async (side: Side, address: string, present: boolean): Promise<void> => {
+    const key = `${side}/${present}`;
+    if (checked.has(key)) return;
+    checked.add(key);
+    const inSave = saveHasDnat(await saveOn(side), address, PORT);
+    if (inSave !== present || monitors[side].has(`${address}:${PORT}`) !== present) {
+      throw new Error(`${side}: nft monitor and iptables-save disagree on ${address}:${PORT} (expected ${present ? 'present' : 'absent'}; iptables-save ${inSave}, monitor ${monitors[side].has(`${address}:${PORT}`)})`);
+    }
+    ctx.log(`${side}: iptables-save agrees with the monitor (${address}:${PORT} ${present ? 'present' : 'absent'})`);
+  };
+
+  const measure = async (t: Target, kase: 'added' | 'removed', replicas: number): Promise<void> => {
+    const event = slices.next(t.deployment, t.manager, kase, STEP_TIMEOUT_MS);
+    await scale(node, t.deployment, replicas);
+    const { address, t: te } = await event;
+    const tr = await monitors[t.side].when(`${address}:${PORT}`, kase === 'added', STEP_TIMEOUT_MS);
+    samples.push({ side: t.side, kase, ms: tr - te, address });
+    await crossCheck(t.side, address, kase === 'added');
+  };
+
+  for (let c = 0; c < cycles; c++) {
+    const order: Side[] = c % 2 === 0 ? ['sidecar', 'kube-proxy'] : ['kube-proxy', 'sidecar'];
+    for (const side of order) {
+      const t = TARGETS[side];
+      await measure(t, 'added', BASE_REPLICAS + 1);
+      // At once: the removal comes right after the change just applied.
+      await measure(t, 'removed', BASE_REPLICAS);
+      const last = samples.slice(-2).map((s) => `${s.kase} ${fmt(s.ms)} ms`);
+      ctx.log(`cycle ${c + 1}/${cycles} ${side}: ${last.join(', ')}`);
+    }
+    // Both back to their base replicas, old pods gone; then a pause longer than kube-proxy's
+    // 1 s minimum sync period, so each (a) is a lone change for both proxies.
+    for (const side of order) await settle(node, slices, TARGETS[side], BASE_REPLICAS);
+    await sleep(1_500);
+  }
+
+  const sidecarLog = (await node.kubectlResult(['logs', '-n', NS, CLIENT, '-c', SIDECAR_CONTAINER_NAME], { allowFail: true })).stdout;
+  const apply = summarize(appliedMs(sidecarLog));
+  abort.abort();
+  for (const m of Object.values(monitors)) m.stop();
+  const left = await node.stop();
+  stopped = true;
+  if (left.length > 0) throw new Error(`the real node's teardown left things behind: ${left.join('; ')}`);
+
+  const s = (side: Side, kase: 'added' | 'removed'): Summary => summarize(samples.filter((x) => x.side === side && x.kase === kase).map((x) => x.ms));
+  const rows: string[][] = [];
+  const targets = [];
+  for (const kase of ['added', 'removed'] as const) {
+    const ours = s('sidecar', kase);
+    const kp = s('kube-proxy', kase);
+    const label = kase === 'added' ? '(a) endpoint added (scale-up)' : '(b) endpoint removed right after (a) (scale-down)';
+    rows.push(row(`${label}: sidecar, in the client pod`, ours), row(`${label}: kube-proxy, on the host`, kp));
+    targets.push(
+      { target: `${label}: sidecar slice event → rule p99 ≤ 20 ms`, measured: `${fmt(ours.p99)} ms (p50 ${fmt(ours.median)} ms)`, met: ours.p99 <= 20 },
+      { target: `${label}: sidecar ahead of kube-proxy (p50 and p99)`, measured: `p50 ${fmt(ours.median)} vs ${fmt(kp.median)} ms, p99 ${fmt(ours.p99)} vs ${fmt(kp.p99)} ms`, met: ours.median < kp.median && ours.p99 < kp.p99 },
+    );
+  }
+  if (apply.n > 0) rows.push(row("of the sidecar's: its partial syncs' apply time (its log, `rules applied` ms)", apply));
+  return {
+    tables: [
+      {
+        caption: `${cycles} cycles, each Service scaled ${BASE_REPLICAS} → ${BASE_REPLICAS + 1} → ${BASE_REPLICAS} per cycle, the two alternating which goes first; milliseconds from the EndpointSlice watch event to the rule in place:`,
+        columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
+        rows,
+      },
+    ],
+    targets,
+    notes: [
+      `Method: the real node of test/harness/node.ts (Kubernetes v1.34.4: kubelet, containerd, kube-proxy in iptables mode on the host's iptables-nft, Multus, macvlan on ens4, whereabouts), ` +
+        `brought up in ${fmt(node.startMs / 1000)} s and torn down afterwards, the host left clean (the harness's check). multus-proxy installed with \`${INSTALL_BOOTSTRAP}\` from the image built from the Dockerfile. ` +
+        `In namespace ${NS} (injection enabled): Deployment plain-web behind a plain Service (kube-proxy), Deployment net-web on macvlan1 behind an annotated Service (our controller's slice), ` +
+        `and a client pod on macvlan1 whose injected sidecar serves the annotated Service, with its default settings. ` +
+        `The bench's own watch on the namespace's EndpointSlices timestamps (on receipt) the event in which an address becomes ready (a) or stops being ready (b): ` +
+        `kube's endpointslice-controller's slice for plain-web, ours for net-web. \`nft -a monitor\` runs on the host and, through \`nsenter -t <pid> -n\`, in the client pod's namespace; ` +
+        `a live model of table ip nat (rules by handle) is judged at the end of each transaction (\`# new generation\`), and the rule is in place when a chain that some other chain jumps to holds \`dnat to <address>:80\`. ` +
+        `The receipt time of that transaction's last line is the "rule in place" time; no polling. The method was checked once per side and case against \`iptables-save -t nat\`. ` +
+        `(b) scales down as soon as (a)'s rule is in place, so the removal follows the previous sync closely: kube-proxy then waits for its 1 s minimum sync period (minSyncPeriod), the sidecar for its own minimum interval. ` +
+        `Between cycles both Deployments settle and 1.5 s pass, so every (a) is a lone change for both proxies.`,
+    ],
+  };
+});
+
+if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);
