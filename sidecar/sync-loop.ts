@@ -1,7 +1,11 @@
 /**
  * When to sync, separate from what to sync. Events only mark the state dirty; this loop turns
  * bursts of them into few syncs:
- * - coalesced: a sync starts at most every `minSyncIntervalMs`, and never while one runs;
+ * - coalesced: sync starts are bounded by a token bucket: up to `syncBurst` (default 2) may start
+ *   back to back, then one per `minSyncIntervalMs`; never while one runs. A lone change, or one
+ *   right after another (a pod turning ready, then another leaving), starts a sync at once, while
+ *   a storm of events still gets one sync per interval (kube-proxy's BoundedFrequencyRunner had
+ *   the same allowance);
  * - skipped: a partial sync whose desired state equals the last applied one does nothing;
  * - full: the first sync (it adopts what a previous run left), the first one after a failure
  *   (the namespace may be in any state then), and one after a drift check found our rules changed
@@ -19,6 +23,8 @@ import { sameState } from '../src/dataplane/state.js';
 
 export interface SyncLoopOptions {
   readonly minSyncIntervalMs: number;
+  /** Syncs that may start back to back before `minSyncIntervalMs` applies (default SYNC_BURST). */
+  readonly syncBurst?: number;
   readonly driftCheckIntervalMs: number;
   readonly retryMinMs: number;
   readonly retryMaxMs: number;
@@ -67,6 +73,36 @@ interface PendingChange {
 /** Every this many drift checks, one is deep (an iptables-save per family): 10 minutes by default. */
 export const DEEP_CHECK_EVERY = 10;
 
+/** Default burst allowance: a change right after another is applied at once, a third waits. */
+export const SYNC_BURST = 2;
+
+/** The sync starts still allowed at `at` (a token bucket that refills one token per interval). */
+export interface SyncBudget {
+  readonly tokens: number;
+  readonly at: number;
+}
+
+export function fullBudget(burst: number): SyncBudget {
+  return { tokens: burst, at: -Infinity };
+}
+
+/** Tokens available at `now`: one more per `intervalMs` since `b.at`, at most `burst`. Pure. */
+export function budgetAt(b: SyncBudget, now: number, intervalMs: number, burst: number): number {
+  if (intervalMs <= 0) return burst;
+  return Math.min(burst, b.tokens + Math.max(0, now - b.at) / intervalMs);
+}
+
+/** How long a sync wanted at `now` must wait for a token (0: start at once). Pure. */
+export function budgetDelayMs(b: SyncBudget, now: number, intervalMs: number, burst: number): number {
+  const t = budgetAt(b, now, intervalMs, burst);
+  return t >= 1 ? 0 : Math.ceil((1 - t) * intervalMs);
+}
+
+/** The budget after a sync started at `now`. Pure. */
+export function spendBudget(b: SyncBudget, now: number, intervalMs: number, burst: number): SyncBudget {
+  return { tokens: Math.max(0, budgetAt(b, now, intervalMs, burst) - 1), at: now };
+}
+
 /** Exponential backoff: min, 2·min, 4·min, … capped at max. */
 export function backoffMs(failures: number, min: number, max: number): number {
   return Math.min(max, min * 2 ** Math.min(30, Math.max(0, failures - 1)));
@@ -80,7 +116,8 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
   let fullPending = true;
   let running: Promise<void> | undefined;
   let runStartedMs = 0;
-  let lastStartMs = -Infinity;
+  const burst = Math.max(1, opts.syncBurst ?? SYNC_BURST);
+  let budget = fullBudget(burst);
   let timer: NodeJS.Timeout | undefined;
   let checkTimer: NodeJS.Timeout | undefined;
   let failures = 0;
@@ -96,7 +133,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     if (!started || stopped || running !== undefined || timer !== undefined) return;
     if (!dirty && !fullPending) return;
     const t = now();
-    const delay = Math.max(0, lastStartMs + opts.minSyncIntervalMs - t, failures > 0 ? retryAtMs - t : 0);
+    const delay = Math.max(budgetDelayMs(budget, t, opts.minSyncIntervalMs, burst), failures > 0 ? retryAtMs - t : 0);
     timer = setTimeout(() => {
       timer = undefined;
       running = runOnce().finally(() => {
@@ -156,7 +193,8 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     dirty = false;
     const changes = pending;
     pending = new Map();
-    runStartedMs = lastStartMs = now();
+    runStartedMs = now();
+    budget = spendBudget(budget, runStartedMs, opts.minSyncIntervalMs, burst);
     let kind: SyncKind = full ? 'full' : 'partial';
     try {
       const state = deps.compute();

@@ -5,7 +5,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createSyncLoop, backoffMs, type SyncLoopOptions } from '../../sidecar/sync-loop.js';
+import fc from 'fast-check';
+import { createSyncLoop, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../sidecar/sync-loop.js';
 import { createSidecarMetrics } from '../../sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
@@ -129,7 +130,7 @@ void describe('sync loop', () => {
     await h.loop.stop();
   });
 
-  void test('a burst of events is coalesced into few partial syncs, at most one at a time, spaced by the minimum interval', async () => {
+  void test('a burst of events is coalesced into few partial syncs, at most one at a time; past the burst allowance, one per minimum interval', async () => {
     const h = harness({ minSyncIntervalMs: 50 }, () => sleep(20));
     h.loop.start();
     await h.loop.firstSync;
@@ -151,9 +152,51 @@ void describe('sync loop', () => {
       'later syncs are partial',
     );
     assert.equal(h.maxActive(), 1, 'never two syncs at once');
+    // Token bucket: within any window, at most SYNC_BURST + window/interval syncs start.
+    for (let i = 0; i < h.calls.length; i++) {
+      for (let j = i + 1; j < h.calls.length; j++) {
+        const window = h.calls[j]!.start - h.calls[i]!.start;
+        assert.ok(j - i + 1 <= SYNC_BURST + (window + 5) / 50, `syncs ${i}..${j} (${j - i + 1}) started within ${window} ms`);
+      }
+    }
+    await h.loop.stop();
+  });
+
+  void test('a lone change, and one right after it, start a sync at once even with a long minimum interval; a third waits for the interval', async () => {
+    const h = harness({ minSyncIntervalMs: 400 }, () => sleep(5));
+    h.loop.start();
+    await h.loop.firstSync;
+    // The full sync spent one token; a second of the burst of 2 refills within the interval.
+    await sleep(450);
+    const t0 = Date.now();
+    h.setState(stateWith(2));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 2, 'the lone change applied');
+    assert.ok(h.calls[1]!.start - t0 < 100, `the lone change waited ${h.calls[1]!.start - t0} ms`);
+    h.setState(stateWith(3));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 3, 'the change right after applied');
+    assert.ok(h.calls[2]!.start - h.calls[1]!.end < 100, `the change right after waited ${h.calls[2]!.start - h.calls[1]!.end} ms`);
+    h.setState(stateWith(4));
+    h.loop.markDirty();
+    await until(() => h.calls.length === 4, 'the third change applied', 3000);
+    const gap = h.calls[3]!.start - h.calls[1]!.start;
+    assert.ok(gap >= 390, `the third sync started ${gap} ms after the first of the burst`);
+    await h.loop.stop();
+  });
+
+  void test('syncBurst 1 restores strict spacing by the minimum interval', async () => {
+    const h = harness({ minSyncIntervalMs: 60, syncBurst: 1 }, () => sleep(2));
+    h.loop.start();
+    await h.loop.firstSync;
+    for (let i = 0; i < 4; i++) {
+      h.setState(stateWith(2 + i));
+      h.loop.markDirty();
+      await until(() => h.calls.length === 2 + i, `change ${i} applied`);
+    }
     for (let i = 1; i < h.calls.length; i++) {
       const gap = h.calls[i]!.start - h.calls[i - 1]!.start;
-      assert.ok(gap >= 45, `sync ${i} started ${gap} ms after the previous one`);
+      assert.ok(gap >= 55, `sync ${i} started ${gap} ms after the previous one`);
     }
     await h.loop.stop();
   });
@@ -260,6 +303,40 @@ void describe('sync loop', () => {
     assert.deepEqual(
       [1, 2, 3, 4, 5, 6, 100].map((f) => backoffMs(f, 100, 1000)),
       [100, 200, 400, 800, 1000, 1000, 1000],
+    );
+  });
+
+  void test('sync budget: a full bucket starts at once, an empty one waits for a refill, interval 0 never waits', () => {
+    let b = fullBudget(2);
+    assert.equal(budgetDelayMs(b, 0, 100, 2), 0);
+    b = spendBudget(b, 0, 100, 2);
+    assert.equal(budgetDelayMs(b, 0, 100, 2), 0, 'the second of the burst');
+    b = spendBudget(b, 0, 100, 2);
+    assert.equal(budgetDelayMs(b, 0, 100, 2), 100, 'the third waits one interval');
+    assert.equal(budgetDelayMs(b, 50, 100, 2), 50);
+    assert.equal(budgetDelayMs(b, 100, 100, 2), 0);
+    assert.equal(budgetAt(b, 10_000, 100, 2), 2, 'never more than the burst');
+    assert.equal(budgetDelayMs(spendBudget(spendBudget(fullBudget(1), 0, 0, 1), 0, 0, 1), 0, 0, 1), 0);
+  });
+
+  void test('property: syncs started when the budget allows never exceed burst + window / interval in any window', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 500 }), fc.array(fc.integer({ min: 0, max: 300 }), { maxLength: 60 }), (burst, interval, gaps) => {
+        // Wants arrive after each gap; each starts when the budget allows (as the loop does).
+        let b = fullBudget(burst);
+        let t = 0;
+        const starts: number[] = [];
+        for (const g of gaps) {
+          t = Math.max(t + g, starts.at(-1) ?? -Infinity);
+          t += budgetDelayMs(b, t, interval, burst);
+          b = spendBudget(b, t, interval, burst);
+          starts.push(t);
+        }
+        for (let i = 0; i < starts.length; i++) {
+          for (let j = i; j < starts.length; j++) if (j - i + 1 > burst + (starts[j]! - starts[i]!) / interval + 1e-9) return false;
+        }
+        return true;
+      }),
     );
   });
 });
