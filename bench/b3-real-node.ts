@@ -16,9 +16,11 @@
  * The two Services alternate which goes first in each cycle. The monitor method is checked once
  * against iptables-save on each side (outside the timing).
  */
+import { readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { dump } from 'js-yaml';
-import { startNode, type RealNode } from '../test/harness/node.js';
+import { imagesDir, startNode, type RealNode } from '../test/harness/node.js';
 import { blogFile, createNamespace, pod, pods, net1Addresses } from '../test/node/cluster.js';
 import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
 import { apiPath } from '../src/kube/paths.js';
@@ -174,6 +176,17 @@ interface Sample {
   readonly address: string;
 }
 
+/** Which build of the project's image ran (the sidecar measured is the image's, not the working tree's). */
+function projectImage(): string {
+  const tar = join(imagesDir(), 'multus-proxy.tar');
+  try {
+    const id = readFileSync(`${tar}.id`, 'utf8').trim().replace(/^sha256:/, '').slice(0, 12);
+    return `image ${id}, built ${statSync(tar).mtime.toISOString().replace(/\.\d+Z$/, 'Z')} by scripts/build-images.sh`;
+  } catch {
+    return `image of ${tar}`;
+  }
+}
+
 const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
 
 /** "rules applied" lines of the sidecar's log (info level): the dataplane's own time per sync. */
@@ -304,7 +317,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     targets,
     notes: [
       `Method: the real node of test/harness/node.ts (Kubernetes v1.34.4: kubelet, containerd, kube-proxy in iptables mode on the host's iptables-nft, Multus, macvlan on ens4, whereabouts), ` +
-        `brought up in ${fmt(node.startMs / 1000)} s and torn down afterwards, the host left clean (the harness's check). multus-proxy installed with \`${INSTALL_BOOTSTRAP}\` from the image built from the Dockerfile. ` +
+        `brought up in ${fmt(node.startMs / 1000)} s and torn down afterwards, the host left clean (the harness's check). multus-proxy installed with \`${INSTALL_BOOTSTRAP}\` from the image built from the Dockerfile (${projectImage()}; the sidecar measured is that image's). ` +
         `In namespace ${NS} (injection enabled): Deployment plain-web behind a plain Service (kube-proxy), Deployment net-web on macvlan1 behind an annotated Service (our controller's slice), ` +
         `and a client pod on macvlan1 whose injected sidecar serves the annotated Service, with its default settings. ` +
         `The bench's own watch on the namespace's EndpointSlices timestamps (on receipt) the event in which an address becomes ready (a) or stops being ready (b): ` +
