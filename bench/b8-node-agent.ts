@@ -17,7 +17,8 @@ import { NODE_LAYOUT, renderNode, type NodeState } from '../src/node-agent/rules
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { BENCH_NAMESPACE, ENDPOINT_PREFIX_LEN, NETWORK, changedEndpointIP } from './lib/services.js';
-import { NODE_ADDRESS, NODE_NAME, benchNad, benchNode, nodeInput, nodePortService, nodeSlice, nodeState } from './lib/node.js';
+import { NODE_ADDRESS, NODE_NAME, benchNad, benchNode, checkedState, nodeInput, nodePortService, nodeSlice, nodeState } from './lib/node.js';
+import { NodePlanner } from '../src/node-agent/state.js';
 import { replaceSlice, benchControlPlane, createServices, createSlices } from './lib/cluster.js';
 import { buildBundle, logged, timeToLine, type LogLine } from './lib/sidecar-env.js';
 import { createClientNetns } from './lib/netns.js';
@@ -40,12 +41,16 @@ const NODE: SyncSubject<NodeState> = {
   plan: (state) => planRestore(renderNode(state).v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text,
 };
 
-/** The state after change g, as the agent's runtime builds it: planNode over all its informers' objects. */
+/**
+ * The state after change g, as the agent's runtime builds it: its NodePlanner over its informers'
+ * objects, where only the changed slice is a new object (src/node-agent/state.ts).
+ */
 function nodeStates(n: number): (g: number) => NodeState {
-  const loaded = Array.from({ length: n }, (_, i) => nodeSlice(i, ENDPOINTS));
+  const loaded = nodeInput(n, ENDPOINTS);
+  const planner = new NodePlanner();
   return (g) => {
     const svc = (g * 997) % n;
-    return nodeState(nodeInput(n, ENDPOINTS, g === 0 ? loaded : loaded.map((s, i) => (i === svc ? nodeSlice(svc, ENDPOINTS, g) : s))));
+    return checkedState(planner.update(g === 0 ? loaded : { ...loaded, slices: loaded.slices.map((s, i) => (i === svc ? nodeSlice(svc, ENDPOINTS, g) : s)) }));
   };
 }
 
@@ -105,7 +110,7 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
     table: {
       caption: `${samples} single-endpoint changes, one at a time, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints loaded (milliseconds):`,
       columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
-      rows: [row('write → rule on the node (agent apply finished)', s), row("of which the agent's rule sync (render + restore, not planNode), from its log", partial)],
+      rows: [row('write → rule on the node (agent apply finished)', s), row("of which the agent's rule sync (render + restore, not the plan), from its log", partial)],
     },
     p99: s.p99,
     median: s.median,
@@ -140,7 +145,7 @@ export const benchmark = defineBenchmark('b8', 'node agent: NodePort rule sync v
         `Each measurement gets a fresh namespace with loopback and a veth named as the agent's interface (${hostInterfaceName(NETWORK)}) carrying the node address. ` +
         '"ours" is `createNodeDataplane().sync(state, {full: true})` (the shared apply loop, src/dataplane/apply.ts, with the node layout), timed from the call to its return; ' +
         `"raw" is \`iptables-restore --noflush\` of the very text ours applies, alone. Both run under \`ip netns exec\` (${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`); runs alternate which goes first. ` +
-        'The partial sync replaces one EndpointSlice and times what the agent does then: planNode over all objects plus `sync(state, {full: false})`.',
+        "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (src/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
       `Latency: a private kube-apiserver + etcd; the agent runs in a node namespace of the test harness's topology (reaching the apiserver through the harness's relay) as ${lat.how}, under \`setpriv --bounding-set=-all,+net_admin,+net_raw\`, ` +
         `with its defaults (minimum sync interval 100 ms, backend auto) and LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
         "Each change replaces endpoint 0 of a random Service's slice with a new address; the latency runs from just before the replace call to the timestamp of the first such line after it " +

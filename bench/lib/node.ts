@@ -7,7 +7,7 @@
 import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../src/kube/types.js';
-import { planNode, type NodeInput } from '../../src/node-agent/state.js';
+import { planNode, type NodeInput, type NodePlan } from '../../src/node-agent/state.js';
 import { DEFAULT_MASQUERADE_MARK, type NodeState } from '../../src/node-agent/rules.js';
 import { ENDPOINT_PREFIX_LEN, NETWORK, endpointSlice, service } from './services.js';
 
@@ -62,7 +62,11 @@ export function nodeInput(n: number, perService: number, slices?: readonly V1End
 }
 
 export function nodeState(input: NodeInput): NodeState {
-  const plan = planNode(input);
+  return checkedState(planNode(input));
+}
+
+/** The plan's state, after checking the bench's cluster is what it means to be: one network served, no problems. */
+export function checkedState(plan: NodePlan): NodeState {
   if (plan.problems.length > 0 || plan.state.networks.length !== 1) throw new Error(`bench node plan: ${plan.state.networks.length} networks served; problems: ${plan.problems.map((p) => p.message).join('; ')}`);
   return plan.state;
 }

@@ -24,6 +24,7 @@ import { compareText } from '../order.js';
 import { networkKey } from '../annotations/service-network.js';
 import type { V1EndpointSlice, V1Service } from '../kube/types.js';
 import { renderRuleset, planRoutes } from './rules.js';
+import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { resolveTargets, sameNetwork, targetWork, type TargetWork, type WorkMemo } from './resolve.js';
 import { byKey, serviceTargets, sliceInfo, slicesByNetwork, type Keyed, type SliceInfo, type StateInput, type StateOutput } from './state.js';
 import type { DesiredState, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget } from './model.js';
@@ -187,6 +188,8 @@ export function buildDesiredState(input: StateInput): StateOutput {
  * cost more than the work saved). Entries not used by a render are dropped at the next one.
  */
 export class RenderCache implements WorkMemo {
+  /** The layout every render with this cache uses (its work holds chain names and rule lines). */
+  constructor(readonly layout: Layout = SIDECAR_LAYOUT) {}
   // service -> entries of its ports (a handful), so no composite key string is built and hashed.
   private old = new Map<string, CacheEntry[]>();
   private current = new Map<string, CacheEntry[]>();
@@ -262,14 +265,16 @@ function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
   }
   return true;
 }
-export function render(state: DesiredState, cache?: RenderCache): Rendered {
+/** The rules of a state, under `layout` (a cache's own layout when given one: the sidecar's by default). */
+export function render(state: DesiredState, cache?: RenderCache, layout: Layout = cache?.layout ?? SIDECAR_LAYOUT): Rendered {
+  if (cache !== undefined && cache.layout !== layout) throw new Error(`render: the cache is for layout ${cache.layout.prefix}, not ${layout.prefix}`);
   const patched = cache === undefined ? undefined : patchRender(state, cache);
   if (patched !== undefined) return patched;
-  const resolution = resolveTargets(state, cache);
+  const resolution = resolveTargets(state, cache, layout);
   const rendered = {
     resolution,
-    v4: renderRuleset(resolution.targets, 4),
-    v6: renderRuleset(resolution.targets, 6),
+    v4: renderRuleset(resolution.targets, 4, layout),
+    v6: renderRuleset(resolution.targets, 6, layout),
     routes: planRoutes(resolution.targets),
   };
   if (cache?.positions !== undefined) cache.last = { state, rendered, index: cache.positions };
@@ -318,7 +323,7 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
       continue;
     }
     if (++redone > CHANGE_LIMIT) return undefined;
-    const work = targetWork(to);
+    const work = targetWork(to, cache.layout);
     // New warnings would change the resolution's list: leave that to a full render.
     if (!work.ok || work.warnings.length > 0) return undefined;
     changes.push({ from, to, work });
@@ -359,7 +364,7 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     const nat = new Map(was.nat);
     for (const { next } of edits) nat.set(next.chain, next.rules);
     const rejectChanged = edits.some(({ old, next }) => (old.endpoints.length === 0) !== (next.endpoints.length === 0));
-    return { family, nat, filter: rejectChanged ? renderRuleset(targets, family).filter : was.filter };
+    return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, cache.layout).filter : was.filter };
   };
   const rendered: Rendered = {
     resolution: { targets, skipped: prev.resolution.skipped, warnings: prev.resolution.warnings },

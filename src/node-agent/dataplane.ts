@@ -6,10 +6,12 @@
 import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../dataplane/apply.js';
 import { createExec, type Exec } from '../dataplane/iptables.js';
 import { parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface, type HostInterfacePlan } from './host-interface.js';
-import { NODE_LAYOUT, renderNode, type NodeState } from './rules.js';
+import { NODE_LAYOUT, NodeRenderCache, renderNode, type NodeState } from './rules.js';
 
 export function createNodeDataplane(opts: Omit<DataplaneOptions, 'layout'>): Dataplane<NodeState> {
-  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, renderNode);
+  // Per-target work kept between syncs: a one-endpoint change re-renders one Service port.
+  const cache = new NodeRenderCache();
+  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, (state) => renderNode(state, cache));
 }
 
 export async function readLinks(exec: Exec): Promise<ExistingLink[]> {

@@ -29,9 +29,9 @@ import { compareText } from '../order.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { chooseEndpoints, normalizeAddress, validPort } from '../dataplane/endpoints.js';
 import { hashName, type Layout } from '../dataplane/names.js';
-import { resolveTargets } from '../dataplane/resolve.js';
-import { comment, matchPort, planRoutes, portLabel, rejectWith, renderRuleset, serviceChainRules } from '../dataplane/rules.js';
-import type { BackendEndpoint, IpFamily, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../dataplane/model.js';
+import { render, RenderCache } from '../dataplane/incremental.js';
+import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../dataplane/rules.js';
+import type { BackendEndpoint, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../dataplane/model.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';
 export const NODEPORTS_CHAIN = 'MPXN-NODEPORTS';
@@ -108,51 +108,85 @@ function describe(t: NodePortTarget): string {
   return `${portLabel(t.base)}/${t.base.protocol} nodePort ${t.nodePort} (IPv${t.base.family}, ${t.policy})`;
 }
 
+/** One NodePort frontend's work before the duplicate check: skipped, or resolved with the address:port it takes. */
+type NodePortWork =
+  | { readonly ok: false; readonly key: string; readonly skip: SkippedTarget }
+  | { readonly ok: true; readonly key: string; readonly portKey: string; readonly resolved: ResolvedTarget; readonly warnings: readonly string[] };
+
 /**
- * The NodePort frontends: one per (Service port, family) on each network where the node has an
- * address of that family. Returned as ResolvedTargets whose `clusterIP` is the node's address and
- * whose target's `port` is the node port, so the shared conntrack planner flushes
- * `--orig-dst <node addr> --orig-port-dst <nodePort>` exactly as it does for cluster IPs.
+ * Memo of NodePort work between renders, keyed by the NodePortTarget object (the planner,
+ * state.ts NodePlanner, hands back the same object for an unchanged Service port). The work
+ * depends on the target and on the node's networks and masquerade mark only, so it is dropped
+ * whole when those change, and what a render did not use is dropped at the next one.
  */
-export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[]; skipped: SkippedTarget[]; warnings: string[] } {
-  const targets: ResolvedTarget[] = [];
-  const skipped: SkippedTarget[] = [];
+export class NodePortMemo {
+  private old = new Map<NodePortTarget, NodePortWork>();
+  private current = new Map<NodePortTarget, NodePortWork>();
+  private context: string | undefined;
+  /** The last input list and its sorted order (an unchanged list is not sorted again). */
+  private lastInput: readonly NodePortTarget[] | undefined;
+  private lastSorted: readonly NodePortTarget[] = [];
+
+  /** Called once per render, before it. */
+  begin(state: NodeState): void {
+    const context = JSON.stringify([state.networks, state.masqueradeMark]);
+    if (context !== this.context) {
+      this.context = context;
+      this.current = new Map();
+      this.lastInput = undefined;
+    }
+    this.old = this.current;
+    this.current = new Map();
+  }
+  get(t: NodePortTarget): NodePortWork | undefined {
+    const w = this.current.get(t) ?? this.old.get(t);
+    if (w !== undefined) this.current.set(t, w);
+    return w;
+  }
+  set(t: NodePortTarget, w: NodePortWork): void {
+    this.current.set(t, w);
+  }
+  sorted(input: readonly NodePortTarget[], keyOf: (t: NodePortTarget) => string): readonly NodePortTarget[] {
+    if (input !== this.lastInput) {
+      this.lastInput = input;
+      this.lastSorted = sortByKey(input, keyOf);
+    }
+    return this.lastSorted;
+  }
+}
+
+/** Sorted by key, computed once per item; stable (equal keys keep their order). */
+function sortByKey<T>(items: readonly T[], keyOf: (t: T) => string): T[] {
+  return items
+    .map((item) => ({ item, key: keyOf(item) }))
+    .sort((a, b) => compareText(a.key, b.key))
+    .map((x) => x.item);
+}
+
+/** Everything about one NodePort frontend that does not depend on the others (see resolveNodePorts). */
+function nodePortWork(t: NodePortTarget, state: NodeState): NodePortWork {
+  const fam = t.base.family;
+  const k = key(t);
+  const net = state.networks.find((n) => n.network.namespace === t.base.network.namespace && n.network.name === t.base.network.name);
+  const skip = (reason: string, level: SkippedTarget['level']): NodePortWork => ({ ok: false, key: k, skip: { target: describe(t), reason, level } });
+  if (net === undefined) return skip(`the node has no interface of its own on network ${networkKey(t.base.network)}`, 'info');
+  const address = normalizeAddress((fam === 4 ? net.ipv4 : net.ipv6) ?? '', fam);
+  if (address === undefined) return skip(`the node has no IPv${fam} address on network ${networkKey(net.network)}`, 'info');
+  if (!validPort(t.nodePort)) return skip(`node port ${JSON.stringify(t.nodePort)} is not a number from 1 to 65535`, 'warn');
   const warnings: string[] = [];
-  const seen = new Set<string>();
-  const sorted = [...state.nodePorts].sort((a, b) => compareText(key(a), key(b)));
-  for (const t of sorted) {
-    const fam = t.base.family;
-    const net = state.networks.find((n) => n.network.namespace === t.base.network.namespace && n.network.name === t.base.network.name);
-    const skip = (reason: string, level: SkippedTarget['level']): void => {
-      skipped.push({ target: describe(t), reason, level });
-    };
-    if (net === undefined) {
-      skip(`the node has no interface of its own on network ${networkKey(t.base.network)}`, 'info');
-      continue;
-    }
-    const address = normalizeAddress((fam === 4 ? net.ipv4 : net.ipv6) ?? '', fam);
-    if (address === undefined) {
-      skip(`the node has no IPv${fam} address on network ${networkKey(net.network)}`, 'info');
-      continue;
-    }
-    if (!validPort(t.nodePort)) {
-      skip(`node port ${JSON.stringify(t.nodePort)} is not a number from 1 to 65535`, 'warn');
-      continue;
-    }
-    const portKey = `${address}|${t.base.protocol}|${t.nodePort}`;
-    if (seen.has(portKey)) {
-      skip(`${t.base.protocol} node port ${t.nodePort} on ${address} is listed twice; the first entry is used`, 'warn');
-      continue;
-    }
-    seen.add(portKey);
-    const chosen = chooseEndpoints(t.policy === 'Local' ? t.localEndpoints : t.base.endpoints, fam, (m) => warnings.push(m), describe(t));
-    const chain = nodePortChain(t, address);
-    const frontend: ServicePortTarget = { ...t.base, clusterIP: address, port: t.nodePort };
-    const match = matchPort(address, frontend);
-    const label = `${portLabel(t.base)} nodePort ${t.policy}`;
-    const mark = t.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
-    const why = t.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
-    targets.push({
+  const chosen = chooseEndpoints(t.policy === 'Local' ? t.localEndpoints : t.base.endpoints, fam, (m) => warnings.push(m), describe(t));
+  const chain = nodePortChain(t, address);
+  const frontend: ServicePortTarget = { ...t.base, clusterIP: address, port: t.nodePort };
+  const match = matchPort(address, frontend);
+  const label = `${portLabel(t.base)} nodePort ${t.policy}`;
+  const mark = t.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
+  const why = t.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
+  return {
+    ok: true,
+    key: k,
+    portKey: `${address}|${t.base.protocol}|${t.nodePort}`,
+    warnings,
+    resolved: {
       target: frontend,
       clusterIP: address,
       chain,
@@ -169,7 +203,45 @@ export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[];
       dispatch: `-A ${NODEPORTS_CHAIN} ${match} ${comment(label)} -j ${chain}`,
       reject: `-A ${NODE_REJECT_CHAIN} ${match} ${comment(`${label} ${why}`)} -j REJECT --reject-with ${rejectWith(frontend)}`,
       route: { family: fam, dst: address, dev: net.interface, src: address },
-    });
+    },
+  };
+}
+
+/**
+ * The NodePort frontends: one per (Service port, family) on each network where the node has an
+ * address of that family. Returned as ResolvedTargets whose `clusterIP` is the node's address and
+ * whose target's `port` is the node port, so the shared conntrack planner flushes
+ * `--orig-dst <node addr> --orig-port-dst <nodePort>` exactly as it does for cluster IPs. With a
+ * memo, an unchanged NodePortTarget resolves to the very same object as last time.
+ */
+export function resolveNodePorts(state: NodeState, memo?: NodePortMemo): { targets: ResolvedTarget[]; skipped: SkippedTarget[]; warnings: string[] } {
+  const targets: ResolvedTarget[] = [];
+  const skipped: SkippedTarget[] = [];
+  const warnings: string[] = [];
+  const seen = new Set<string>();
+  memo?.begin(state);
+  const work = (t: NodePortTarget): NodePortWork => {
+    let w = memo?.get(t);
+    if (w === undefined) {
+      w = nodePortWork(t, state);
+      memo?.set(t, w);
+    }
+    return w;
+  };
+  const sorted = memo !== undefined ? memo.sorted(state.nodePorts, (t) => work(t).key) : sortByKey(state.nodePorts, key);
+  for (const t of sorted) {
+    const w = work(t);
+    if (!w.ok) {
+      skipped.push(w.skip);
+      continue;
+    }
+    if (seen.has(w.portKey)) {
+      skipped.push({ target: describe(t), reason: `${t.base.protocol} node port ${t.nodePort} on ${w.resolved.clusterIP} is listed twice; the first entry is used`, level: 'warn' });
+      continue;
+    }
+    seen.add(w.portKey);
+    warnings.push(...w.warnings);
+    targets.push(w.resolved);
   }
   return { targets, skipped, warnings };
 }
@@ -177,9 +249,8 @@ export function resolveNodePorts(state: NodeState): { targets: ResolvedTarget[];
 const key = (t: NodePortTarget): string => JSON.stringify([t.base.service, t.base.portName, t.base.protocol, t.base.family, networkKey(t.base.network), t.nodePort, t.policy]);
 
 
-/** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names, plus NodePorts. */
-function ruleset(clusterIP: readonly ResolvedTarget[], nodePorts: readonly ResolvedTarget[], family: IpFamily, state: NodeState): Ruleset {
-  const base = renderRuleset(clusterIP, family, NODE_LAYOUT);
+/** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names (`base`), plus NodePorts. */
+function ruleset(base: Ruleset, nodePorts: readonly ResolvedTarget[], family: IpFamily, state: NodeState): Ruleset {
   const nat = new Map(base.nat);
   const filter = new Map(base.filter);
   const dispatch: string[] = [];
@@ -204,17 +275,40 @@ function ruleset(clusterIP: readonly ResolvedTarget[], nodePorts: readonly Resol
 }
 
 /**
- * Pure: the node's rules and routes. The cluster-IP part is the sidecar's resolution with the
- * node's interfaces in the pod's place; NodePorts are added beside it.
+ * What renderNode keeps between renders: the sidecar's render cache for the cluster-IP part
+ * (per-target work, and the patch of the last render when only endpoints changed) and the NodePort
+ * memo. renderNode(state, cache) equals renderNode(state) (test/unit/node-agent/incremental.test.ts).
  */
-export function renderNode(state: NodeState): Rendered {
-  const interfaces = state.networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
-  const cluster = resolveTargets({ targets: state.clusterTargets, interfaces }, undefined, NODE_LAYOUT);
-  const np = resolveNodePorts(state);
+export class NodeRenderCache {
+  readonly cluster = new RenderCache(NODE_LAYOUT);
+  readonly nodePorts = new NodePortMemo();
+  /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
+  interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
+}
+
+/** The node's networks as the sidecar's pod interfaces (the node takes the pod's place in the shared state and render). */
+export const asPodInterfaces = (networks: readonly NodeNetwork[]): PodInterface[] =>
+  networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
+
+/**
+ * Pure: the node's rules and routes. The cluster-IP part is the sidecar's render with the node's
+ * interfaces in the pod's place and the node layout; NodePorts are added beside it. With a cache
+ * only what changed is redone; the result is the same.
+ */
+export function renderNode(state: NodeState, cache?: NodeRenderCache): Rendered {
+  let interfaces: readonly PodInterface[];
+  if (cache?.interfaces !== undefined && cache.interfaces.networks === state.networks) interfaces = cache.interfaces.value;
+  else {
+    interfaces = asPodInterfaces(state.networks);
+    if (cache !== undefined) cache.interfaces = { networks: state.networks, value: interfaces };
+  }
+  const cluster = render({ targets: state.clusterTargets, interfaces }, cache?.cluster, NODE_LAYOUT);
+  const np = resolveNodePorts(state, cache?.nodePorts);
+  const { resolution } = cluster;
   return {
-    resolution: { targets: [...cluster.targets, ...np.targets], skipped: [...cluster.skipped, ...np.skipped], warnings: [...cluster.warnings, ...np.warnings] },
-    v4: ruleset(cluster.targets, np.targets, 4, state),
-    v6: ruleset(cluster.targets, np.targets, 6, state),
-    routes: planRoutes(cluster.targets),
+    resolution: { targets: [...resolution.targets, ...np.targets], skipped: [...resolution.skipped, ...np.skipped], warnings: [...resolution.warnings, ...np.warnings] },
+    v4: ruleset(cluster.v4, np.targets, 4, state),
+    v6: ruleset(cluster.v6, np.targets, 6, state),
+    routes: cluster.routes,
   };
 }

@@ -17,7 +17,7 @@ import type { Dataplane, SyncResult } from '../dataplane/apply.js';
 import { prom, type Registry } from '../metrics.js';
 import type { HostInterfaces } from './dataplane.js';
 import type { HealthCheckServers } from './health-check.js';
-import { planNode, type NodeProblem } from './state.js';
+import { NodePlanner, type NodeProblem } from './state.js';
 import type { NodeState } from './rules.js';
 
 export interface NodeRuntimeOptions {
@@ -78,6 +78,8 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   let resolveFirst: () => void = () => undefined;
   const firstSync = new Promise<void>((r) => (resolveFirst = r));
   const reported = new Set<string>();
+  // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
+  const planner = new NodePlanner();
 
   async function event(p: NodeProblem): Promise<void> {
     const key = `${p.kind}/${p.namespace ?? ''}/${p.name}/${p.message}`;
@@ -115,7 +117,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     syncStartedMs = t0;
     lastStartMs = t0;
     try {
-      const plan = planNode({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark });
+      const plan = planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark });
       const ifaces = await deps.interfaces.sync(plan.interfaces);
       if (ifaces.lines.length > 0) log.info({ created: ifaces.created, deleted: ifaces.deleted, readdressed: ifaces.readdressed }, 'node interfaces changed');
       for (const c of ifaces.conflicts) void event({ kind: 'Node', name: opts.nodeName, reason: 'InterfaceNameTaken', message: c });

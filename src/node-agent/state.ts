@@ -2,26 +2,28 @@
  * Pure: from the opted-in Services, their EndpointSlices, the NetworkAttachmentDefinitions and this
  * node's Node object to what the node should have: its own interface and address on each network
  * it can serve (host-interface.ts, addresses.ts), and the NodeState the renderer turns into rules
- * (rules.ts). The cluster-IP targets come from the sidecar's own state builder, with the node's
- * interfaces in the pod's place, so endpoint choice and dual-network rules are the same code.
+ * (rules.ts). The cluster-IP targets come from the sidecar's own state builder (StateMemo), with
+ * the node's interfaces in the pod's place, so endpoint choice and dual-network rules are the same
+ * code. The runtime keeps a NodePlanner, which redoes only what changed; planNode is its
+ * from-scratch form.
  *
  * A network is served on this node when some opted-in Service names it, its NAD exists and is
  * macvlan, ipvlan l2 or bridge with a parent, and the node has an address on it. Anything else is
  * a problem (a message for the log and a Warning Event) or an unservable NAD (Event and metric),
  * and the other networks are served regardless.
  */
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
 import { formatInputError } from '../result.js';
 import { compareText } from '../order.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
 import { parseNetworkConfig, NAD_CONFIG_KEY } from '../annotations/nad-config.js';
 import { parseIp } from '../annotations/ip.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../kube/types.js';
-import { buildDesiredState } from '../dataplane/incremental.js';
+import { StateMemo } from '../dataplane/incremental.js';
 import type { ServicePortTarget } from '../dataplane/model.js';
 import { nodeAddressesFor } from './addresses.js';
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
-import type { NodeNetwork, NodePortTarget, NodeState } from './rules.js';
+import { asPodInterfaces, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 
 export interface NodeInput {
   readonly nodeName: string;
@@ -71,15 +73,17 @@ export interface NodePlan {
 const opted = (s: V1Service): boolean => s.metadata?.labels?.[PROXY_NAME_LABEL] === PROXY_NAME && s.metadata.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
 
 
-/** The networks opted-in Services name, sorted and unique (malformed annotations are the webhook's and the sidecar's to report). */
-export function servedNetworks(services: readonly V1Service[]): NetworkRef[] {
+/** The networks one opted-in Service names (none when not opted in or malformed: the webhook's and the sidecar's to report). */
+function serviceNetworks(s: V1Service): readonly NetworkRef[] {
+  if (!opted(s)) return [];
+  const parsed = parseServiceNetwork(s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '', s.metadata?.namespace ?? '');
+  return parsed.ok ? parsed.value : [];
+}
+
+/** The networks opted-in Services name, sorted and unique. */
+export function servedNetworks(services: readonly V1Service[], networksOf: (s: V1Service) => readonly NetworkRef[] = serviceNetworks): NetworkRef[] {
   const out = new Map<string, NetworkRef>();
-  for (const s of services) {
-    if (!opted(s)) continue;
-    const parsed = parseServiceNetwork(s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '', s.metadata?.namespace ?? '');
-    if (!parsed.ok) continue;
-    for (const ref of parsed.value) out.set(networkKey(ref), ref);
-  }
+  for (const s of services) for (const ref of networksOf(s)) out.set(networkKey(ref), ref);
   return [...out.values()].sort((a, b) => compareText(networkKey(a), networkKey(b)));
 }
 
@@ -87,14 +91,17 @@ function internalIPs(node: V1Node | undefined): string[] {
   return (node?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').map((a) => a.address);
 }
 
-export function planNode(input: NodeInput): NodePlan {
+type NetworkPlan = Pick<NodePlan, 'interfaces' | 'problems' | 'unservable'> & { readonly networks: readonly NodeNetwork[] };
+
+/** The node's side of each served network: its interface and addresses, or why it is not served. A handful of NADs: redone every sync. */
+function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPlan {
   const problems: NodeProblem[] = [];
   const unservable: UnservableNad[] = [];
   const interfaces: HostInterface[] = [];
   const networks: NodeNetwork[] = [];
   const nadByKey = new Map(input.nads.map((n) => [`${n.metadata?.namespace ?? ''}/${n.metadata?.name ?? ''}`, n]));
   const nodeAnnotation = input.node?.metadata?.annotations?.[NODE_ADDRESSES_ANNOTATION];
-  for (const ref of servedNetworks(input.services)) {
+  for (const ref of refs) {
     const key = networkKey(ref);
     const nad = nadByKey.get(key);
     if (nad === undefined) continue; // not created yet: the controller and webhook already say so
@@ -135,55 +142,160 @@ export function planNode(input: NodeInput): NodePlan {
     const v6 = addrs.value.addresses.find((a) => a.family === 6)?.address;
     networks.push({ network: ref, interface: iface.name, ...(v4 !== undefined ? { ipv4: v4 } : {}), ...(v6 !== undefined ? { ipv6: v6 } : {}) });
   }
-
-  const podLike = networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
-  const { state } = buildDesiredState({ interfaces: podLike, services: input.services, slices: input.slices });
-  const localIPs = localAddresses(input.slices, input.nodeName);
-  const nodePorts = nodePortTargets(input.services, state.targets, localIPs);
-  return {
-    state: { clusterTargets: state.targets, nodePorts, networks, masqueradeMark: input.masqueradeMark },
-    healthChecks: healthChecks(input.services, nodePorts),
-    interfaces,
-    problems,
-    unservable,
-  };
+  return { interfaces, networks, problems, unservable };
 }
 
-/** Addresses of endpoints the slices place on this node (`nodeName`), normalised. */
-export function localAddresses(slices: readonly V1EndpointSlice[], nodeName: string): Set<string> {
-  const out = new Set<string>();
-  for (const s of slices) {
-    for (const e of s.endpoints ?? []) {
-      if (e.nodeName !== nodeName) continue;
-      const ip = parseIp(e.addresses[0] ?? '');
-      if (ip.ok) out.add(ip.value.address);
+/** What one NodePort Service object contributes, and what it was computed from. */
+interface NodePortEntry {
+  readonly targets: readonly ServicePortTarget[];
+  readonly local: ReadonlySet<string> | undefined;
+  readonly nodePorts: readonly NodePortTarget[];
+  readonly health: HealthCheck | undefined;
+}
+
+/** How one slice counts for NodePort Local: its Service (`<namespace>/<name>`) and its endpoints on this node. */
+interface SliceLocal {
+  readonly group: string | undefined;
+  readonly local: readonly string[];
+}
+
+const NONE: readonly ServicePortTarget[] = [];
+
+const sameItems = <T>(a: readonly T[], b: readonly T[]): boolean => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/**
+ * planNode with memory, the node's StateMemo: `update(input)` returns what `planNode(input)`
+ * would (test/unit/node-agent/incremental.test.ts holds it to that after random event sequences)
+ * but redoes only the Services whose objects or slices changed. Inputs are compared by identity
+ * (the informers replace an object on every change and never mutate one). The cluster-IP targets
+ * are the sidecar's StateMemo; a changed network plan (Node, NADs, the set of named networks)
+ * reaches it as changed interfaces, which redoes every Service; NodePorts and Local health are
+ * per Service object, redone when the object, its targets or its slices' local endpoints change.
+ * Outputs equal to last time's are last time's objects, so NodeRenderCache sees "unchanged" by `===`.
+ */
+export class NodePlanner {
+  private readonly clusterState = new StateMemo();
+  private nodeName: string | undefined;
+  private networksOf = new Map<V1Service, readonly NetworkRef[]>();
+  private slices = new Map<V1EndpointSlice, SliceLocal>();
+  private localByGroup = new Map<string, ReadonlySet<string>>();
+  private entries = new Map<V1Service, NodePortEntry>();
+  private networks: { readonly text: string; readonly value: readonly NodeNetwork[] } | undefined;
+  private nodePorts: readonly NodePortTarget[] = [];
+
+  update(input: NodeInput): NodePlan {
+    if (input.nodeName !== this.nodeName) {
+      // Which endpoints are local depends on it: forget everything.
+      this.nodeName = input.nodeName;
+      this.slices = new Map();
+      this.localByGroup = new Map();
+      this.entries = new Map();
+    }
+    const networksOf = new Map<V1Service, readonly NetworkRef[]>();
+    const refs = servedNetworks(input.services, (s) => {
+      const refs = this.networksOf.get(s) ?? serviceNetworks(s);
+      networksOf.set(s, refs);
+      return refs;
+    });
+    this.networksOf = networksOf;
+    const plan = planNetworks(refs, input);
+    const text = JSON.stringify(plan.networks);
+    if (this.networks?.text !== text) this.networks = { text, value: plan.networks };
+    const networks = this.networks.value;
+
+    const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices });
+    this.updateLocal(input.slices, input.nodeName);
+    const bySvc = new Map<string, ServicePortTarget[]>();
+    for (const t of state.targets) {
+      const list = bySvc.get(t.service);
+      if (list === undefined) bySvc.set(t.service, [t]);
+      else list.push(t);
+    }
+    const entries = new Map<V1Service, NodePortEntry>();
+    const nodePorts: NodePortTarget[] = [];
+    const health: HealthCheck[] = [];
+    for (const svc of input.services) {
+      if (!opted(svc) || svc.spec?.type !== 'NodePort') continue;
+      const name = serviceName(svc);
+      const targets = bySvc.get(name) ?? NONE;
+      const local = this.localByGroup.get(name);
+      let entry = this.entries.get(svc) ?? entries.get(svc);
+      if (entry === undefined || entry.local !== local || !sameItems(entry.targets, targets)) {
+        const made = serviceNodePorts(svc, targets, local ?? new Set());
+        entry = { targets, local, nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made, health: healthCheck(svc, made) };
+      }
+      entries.set(svc, entry);
+      nodePorts.push(...entry.nodePorts);
+      if (entry.health !== undefined) health.push(entry.health);
+    }
+    this.entries = entries;
+    if (!sameItems(nodePorts, this.nodePorts)) this.nodePorts = nodePorts;
+    return {
+      state: { clusterTargets: state.targets, nodePorts: this.nodePorts, networks, masqueradeMark: input.masqueradeMark },
+      healthChecks: health.sort((a, b) => compareText(a.service, b.service)),
+      interfaces: plan.interfaces,
+      problems: plan.problems,
+      unservable: plan.unservable,
+    };
+  }
+
+  /** Brings localByGroup to the slices: only the Services whose slices were added, replaced or removed are redone. */
+  private updateLocal(input: readonly V1EndpointSlice[], nodeName: string): void {
+    const dirty = new Set<string>();
+    const slices = new Map<V1EndpointSlice, SliceLocal>();
+    for (const s of input) {
+      let info = this.slices.get(s);
+      if (info === undefined) {
+        info = sliceLocal(s, nodeName);
+        if (info.group !== undefined) dirty.add(info.group);
+      }
+      slices.set(s, info);
+    }
+    for (const [s, info] of this.slices) if (info.group !== undefined && !slices.has(s)) dirty.add(info.group);
+    this.slices = slices;
+    if (dirty.size === 0) return;
+    const local = new Map<string, Set<string>>();
+    for (const group of dirty) local.set(group, new Set());
+    for (const info of slices.values()) if (info.group !== undefined) for (const ip of info.local) local.get(info.group)?.add(ip);
+    for (const [group, ips] of local) {
+      const had = this.localByGroup.get(group);
+      if (ips.size === 0) this.localByGroup.delete(group);
+      else if (had === undefined || had.size !== ips.size || [...ips].some((ip) => !had.has(ip))) this.localByGroup.set(group, ips);
     }
   }
-  return out;
+}
+
+export function planNode(input: NodeInput): NodePlan {
+  return new NodePlanner().update(input);
+}
+
+const serviceName = (svc: V1Service): string => `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
+
+/** The slice's Service and the addresses of its endpoints on this node (`nodeName`), normalised. */
+function sliceLocal(slice: V1EndpointSlice, nodeName: string): SliceLocal {
+  const svc = slice.metadata?.labels?.[SERVICE_NAME_LABEL];
+  const local: string[] = [];
+  for (const e of slice.endpoints ?? []) {
+    if (e.nodeName !== nodeName) continue;
+    const ip = parseIp(e.addresses[0] ?? '');
+    if (ip.ok) local.push(ip.value.address);
+  }
+  return { group: svc === undefined ? undefined : `${slice.metadata?.namespace ?? ''}/${svc}`, local };
 }
 
 /**
- * The NodePort frontends: every port of an opted-in NodePort Service that has a nodePort, on each
- * cluster-IP target the shared state builder made for it (one per family and network).
+ * One NodePort Service's frontends: every port that has a nodePort, on each cluster-IP target the
+ * shared state builder made for it (one per family and network). Local endpoints are those the
+ * Service's own slices place on this node.
  */
-export function nodePortTargets(services: readonly V1Service[], targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>): NodePortTarget[] {
-  const bySvc = new Map<string, ServicePortTarget[]>();
-  for (const t of targets) {
-    const list = bySvc.get(t.service);
-    if (list === undefined) bySvc.set(t.service, [t]);
-    else list.push(t);
-  }
+function serviceNodePorts(svc: V1Service, targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>): NodePortTarget[] {
+  const policy = svc.spec?.externalTrafficPolicy === 'Local' ? 'Local' : 'Cluster';
   const out: NodePortTarget[] = [];
-  for (const svc of services) {
-    if (!opted(svc) || svc.spec?.type !== 'NodePort') continue;
-    const name = `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
-    const policy = svc.spec.externalTrafficPolicy === 'Local' ? 'Local' : 'Cluster';
-    for (const p of svc.spec.ports ?? []) {
-      if (p.nodePort === undefined) continue;
-      for (const t of bySvc.get(name) ?? []) {
-        if (t.portName !== (p.name ?? '') || t.protocol !== (p.protocol ?? 'TCP')) continue;
-        out.push({ base: t, nodePort: p.nodePort, policy, localEndpoints: t.endpoints.filter((e) => localIPs.has(e.ip)) });
-      }
+  for (const p of svc.spec?.ports ?? []) {
+    if (p.nodePort === undefined) continue;
+    for (const t of targets) {
+      if (t.portName !== (p.name ?? '') || t.protocol !== (p.protocol ?? 'TCP')) continue;
+      out.push({ base: t, nodePort: p.nodePort, policy, localEndpoints: t.endpoints.filter((e) => localIPs.has(e.ip)) });
     }
   }
   return out;
@@ -192,17 +304,12 @@ export function nodePortTargets(services: readonly V1Service[], targets: readonl
 /**
  * kube-proxy's health check for `externalTrafficPolicy: Local`: an external load balancer asks
  * each node's healthCheckNodePort and sends traffic only to nodes that answer 200 (some ready
- * endpoint here). Counted over the node's served NodePort frontends of the Service.
+ * endpoint here). Counted over the Service's NodePort frontends on this node.
  */
-export function healthChecks(services: readonly V1Service[], nodePorts: readonly NodePortTarget[]): HealthCheck[] {
-  const out: HealthCheck[] = [];
-  for (const svc of services) {
-    const port = svc.spec?.healthCheckNodePort;
-    if (!opted(svc) || svc.spec?.type !== 'NodePort' || svc.spec.externalTrafficPolicy !== 'Local') continue;
-    const name = `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
-    const ips = new Set<string>();
-    for (const t of nodePorts) if (t.base.service === name) for (const e of t.localEndpoints) if (e.ready) ips.add(e.ip);
-    out.push({ service: name, ...(port !== undefined && port > 0 ? { port } : {}), localEndpoints: ips.size });
-  }
-  return out.sort((a, b) => compareText(a.service, b.service));
+function healthCheck(svc: V1Service, nodePorts: readonly NodePortTarget[]): HealthCheck | undefined {
+  if (svc.spec?.externalTrafficPolicy !== 'Local') return undefined;
+  const port = svc.spec.healthCheckNodePort;
+  const ips = new Set<string>();
+  for (const t of nodePorts) for (const e of t.localEndpoints) if (e.ready) ips.add(e.ip);
+  return { service: serviceName(svc), ...(port !== undefined && port > 0 ? { port } : {}), localEndpoints: ips.size };
 }

@@ -14,42 +14,16 @@ import type { Rendered } from '../../src/dataplane/model.js';
 import type { PodInterface } from '../../src/dataplane/model.js';
 import { planConntrack } from '../../src/dataplane/conntrack.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
-import { serviceObject, sliceObject, type EndpointSpec, type PortSpec } from './state-fixtures.js';
-
-/** mulberry32: a small seeded PRNG, so every run of a seed sees the same sequence. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { serviceObject, sliceObject } from './state-fixtures.js';
+import { comparable as rendered, rng, ServiceWorld } from '../harness/property.js';
 
 const IFACE_A: PodInterface = { network: { namespace: 'net', name: 'a' }, interface: 'net1', ipv4: ['10.1.0.10'], ipv6: ['fd00:a::10'] };
 const IFACE_B: PodInterface = { network: { namespace: 'net', name: 'b' }, interface: 'net2', ipv4: ['10.2.0.10'], ipv6: [] };
 const INTERFACE_SETS: readonly (readonly PodInterface[])[] = [[IFACE_A], [IFACE_A, IFACE_B], [IFACE_B], []];
 
-/** A random world: Services and their slices, changed one informer event at a time. */
-class World {
-  readonly services = new Map<string, V1Service>();
-  readonly slices = new Map<string, V1EndpointSlice>();
+/** A random world: Services and their slices, and the pod's interfaces. */
+class World extends ServiceWorld {
   interfaces: readonly PodInterface[] = [IFACE_A];
-  constructor(private readonly r: () => number) {}
-
-  private pick<T>(xs: readonly T[]): T {
-    return xs[Math.floor(this.r() * xs.length)] as T;
-  }
-  private int(n: number): number {
-    return Math.floor(this.r() * n);
-  }
-
-  ports(): PortSpec[] {
-    const all: PortSpec[] = [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }, { port: 9000 + this.int(3) }];
-    return all.filter(() => this.r() < 0.6);
-  }
 
   service(name: string): V1Service {
     const i = this.int(250) + 1;
@@ -62,15 +36,8 @@ class World {
     return svc;
   }
 
-  endpoints(family: 4 | 6): EndpointSpec[] {
-    const out: EndpointSpec[] = [];
-    const n = this.int(5);
-    for (let k = 0; k < n; k++) {
-      const host = this.int(12) + 1;
-      const ip = this.r() < 0.03 ? 'not-an-ip' : family === 4 ? `10.${this.pick([1, 2])}.0.${host}` : `fd00:a::${host}`;
-      out.push({ ip, ready: this.r() < 0.7, serving: this.r() < 0.8, terminating: this.r() < 0.3 });
-    }
-    return out;
+  protected endpointIP(family: 4 | 6, host: number): string {
+    return family === 4 ? `10.${this.pick([1, 2])}.0.${host}` : `fd00:a::${host}`;
   }
 
   slice(name: string, svcName: string): V1EndpointSlice {
@@ -81,39 +48,7 @@ class World {
     return s;
   }
 
-  /** One informer event (or a pod change), applied to the world. */
-  step(): string {
-    const names = [...this.services.keys()];
-    const sliceNames = [...this.slices.keys()];
-    const roll = this.r();
-    if (roll < 0.2 || names.length === 0) {
-      const name = `svc-${this.int(12)}`;
-      this.services.set(name, this.service(name));
-      return `service ${name} added/updated`;
-    }
-    if (roll < 0.3) {
-      const name = this.pick(names);
-      this.services.delete(name);
-      return `service ${name} deleted`;
-    }
-    if (roll < 0.75) {
-      // The common case: one slice of one Service changes (or appears).
-      const svc = this.pick(names);
-      const name = `${svc}-${this.int(3)}`;
-      this.slices.set(name, this.slice(name, this.r() < 0.9 ? svc : `svc-${this.int(12)}`));
-      return `slice ${name} added/updated`;
-    }
-    if (roll < 0.85 && sliceNames.length > 0) {
-      const name = this.pick(sliceNames);
-      this.slices.delete(name);
-      return `slice ${name} deleted`;
-    }
-    if (roll < 0.9) {
-      // An update that changes nothing but the object (a resourceVersion bump): a new, equal object.
-      const name = this.pick(names);
-      this.services.set(name, structuredClone(this.services.get(name)!));
-      return `service ${name} replaced by an equal object`;
-    }
+  protected other(roll: number): string {
     if (roll < 0.95) {
       this.interfaces = this.pick(INTERFACE_SETS).map((i) => ({ ...i }));
       return 'pod interfaces changed';
@@ -121,27 +56,9 @@ class World {
     return 'nothing';
   }
 
-  /** The informers' lists; their order is not meaningful, so it is shuffled now and then. */
   input(): { interfaces: readonly PodInterface[]; services: V1Service[]; slices: V1EndpointSlice[] } {
-    const services = [...this.services.values()];
-    const slices = [...this.slices.values()];
-    if (this.r() < 0.3) {
-      services.reverse();
-      slices.reverse();
-    }
-    return { interfaces: this.interfaces, services, slices };
+    return { interfaces: this.interfaces, ...this.lists() };
   }
-}
-
-function rendered(r: Rendered): unknown {
-  return {
-    targets: r.resolution.targets,
-    skipped: r.resolution.skipped,
-    warnings: r.resolution.warnings,
-    v4: [[...r.v4.filter.entries()], [...r.v4.nat.entries()]],
-    v6: [[...r.v6.filter.entries()], [...r.v6.nat.entries()]],
-    routes: r.routes,
-  };
 }
 
 const SEEDS = [1, 2, 3, 4, 5, 6, 7, 8];

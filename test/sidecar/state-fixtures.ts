@@ -80,6 +80,8 @@ export interface EndpointSpec {
   ready?: boolean;
   serving?: boolean;
   terminating?: boolean;
+  /** The node the endpoint runs on (the node agent's NodePort Local). */
+  nodeName?: string;
 }
 
 export function sliceObject(
@@ -110,7 +112,7 @@ export function sliceObject(
       if (e.ready !== undefined) conditions.ready = e.ready;
       if (e.serving !== undefined) conditions.serving = e.serving;
       if (e.terminating !== undefined) conditions.terminating = e.terminating;
-      return { addresses: [e.ip], conditions };
+      return { addresses: [e.ip], conditions, ...(e.nodeName !== undefined ? { nodeName: e.nodeName } : {}) };
     }),
   };
 }

@@ -1,0 +1,119 @@
+/** Helpers of the property tests that hold an incremental path to its from-scratch form. */
+import type { Rendered } from '../../src/dataplane/model.js';
+import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
+import type { EndpointSpec, PortSpec } from '../sidecar/state-fixtures.js';
+
+/** mulberry32: a small seeded PRNG, so every run of a seed sees the same sequence (property tests name the seed that failed). */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** A render as plain data (its Maps as entry lists, in order), for deepEqual against another. */
+export function comparable(r: Rendered): unknown {
+  return {
+    targets: r.resolution.targets,
+    skipped: r.resolution.skipped,
+    warnings: r.resolution.warnings,
+    v4: [[...r.v4.filter.entries()], [...r.v4.nat.entries()]],
+    v6: [[...r.v6.filter.entries()], [...r.v6.nat.entries()]],
+    routes: r.routes,
+  };
+}
+
+/**
+ * A random world of opted-in Services and their slices, changed one informer event at a time;
+ * a program's world adds its own objects (`service`, `slice` and `other` events).
+ */
+export abstract class ServiceWorld {
+  readonly services = new Map<string, V1Service>();
+  readonly slices = new Map<string, V1EndpointSlice>();
+  constructor(protected readonly r: () => number) {}
+
+  protected pick<T>(xs: readonly T[]): T {
+    return xs[Math.floor(this.r() * xs.length)] as T;
+  }
+  protected int(n: number): number {
+    return Math.floor(this.r() * n);
+  }
+
+  ports(): PortSpec[] {
+    const all: PortSpec[] = [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }, { port: 9000 + this.int(3) }];
+    return all.filter(() => this.r() < 0.6);
+  }
+
+  /** Up to four endpoints of one family, now and then a malformed address. */
+  endpoints(family: 4 | 6): EndpointSpec[] {
+    const out: EndpointSpec[] = [];
+    const n = this.int(5);
+    for (let k = 0; k < n; k++) {
+      const host = this.int(12) + 1;
+      const ip = this.r() < 0.03 ? 'not-an-ip' : this.endpointIP(family, host);
+      out.push({ ip, ready: this.r() < 0.7, serving: this.r() < 0.8, terminating: this.r() < 0.3, ...this.endpointExtra() });
+    }
+    return out;
+  }
+  protected abstract endpointIP(family: 4 | 6, host: number): string;
+  /** More fields of an endpoint (the node agent's world places it on a node). */
+  protected endpointExtra(): Partial<EndpointSpec> {
+    return {};
+  }
+
+  abstract service(name: string): V1Service;
+  abstract slice(name: string, svcName: string): V1EndpointSlice;
+  /** An event of the program's other objects; `roll` is from 0.9 to 1. */
+  protected abstract other(roll: number): string;
+
+  /** One informer event, applied to the world. */
+  step(): string {
+    const names = [...this.services.keys()];
+    const sliceNames = [...this.slices.keys()];
+    const roll = this.r();
+    if (roll < 0.2 || names.length === 0) {
+      const name = `svc-${this.int(12)}`;
+      this.services.set(name, this.service(name));
+      return `service ${name} added/updated`;
+    }
+    if (roll < 0.3) {
+      const name = this.pick(names);
+      this.services.delete(name);
+      return `service ${name} deleted`;
+    }
+    if (roll < 0.75) {
+      // The common case: one slice of one Service changes (or appears).
+      const svc = this.pick(names);
+      const name = `${svc}-${this.int(3)}`;
+      this.slices.set(name, this.slice(name, this.r() < 0.9 ? svc : `svc-${this.int(12)}`));
+      return `slice ${name} added/updated`;
+    }
+    if (roll < 0.85 && sliceNames.length > 0) {
+      const name = this.pick(sliceNames);
+      this.slices.delete(name);
+      return `slice ${name} deleted`;
+    }
+    if (roll < 0.9) {
+      // An update that changes nothing but the object (a resourceVersion bump): a new, equal object.
+      const name = this.pick(names);
+      this.services.set(name, structuredClone(this.services.get(name) as V1Service));
+      return `service ${name} replaced by an equal object`;
+    }
+    return this.other(roll);
+  }
+
+  /** The informers' lists; their order is not meaningful, so it is shuffled now and then. */
+  lists(): { services: V1Service[]; slices: V1EndpointSlice[] } {
+    const services = [...this.services.values()];
+    const slices = [...this.slices.values()];
+    if (this.r() < 0.3) {
+      services.reverse();
+      slices.reverse();
+    }
+    return { services, slices };
+  }
+}
