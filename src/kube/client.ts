@@ -124,6 +124,8 @@ const TOKEN_REREAD_MS = 60_000;
 /** A plain request that takes longer than this has failed; watches have no such limit (the informer's watchdog covers them). */
 const REQUEST_TIMEOUT_MS = 60_000;
 const DEFAULT_PAGE = 500;
+/** How long the rest of a watch stream may take to end after an ERROR event before its connection is cut. */
+const ERROR_DRAIN_MS = 1_000;
 const DEFAULT_FIELD_MANAGER = 'multus-proxy';
 
 interface Response {
@@ -399,6 +401,8 @@ class Client implements KubeClient {
         }
         res.setEncoding('utf8'); // decodes multi-byte characters split across chunks
         const lines = new LineSplitter();
+        /** An ERROR event: the watch has failed, but its stream is read to the end first (below). */
+        let failure: KubeApiError | undefined;
         const deliver = (batch: string[]): boolean => {
           for (const line of batch) {
             let ev: WatchEvent<T>;
@@ -410,8 +414,13 @@ class Client implements KubeClient {
               return false;
             }
             if (ev.type === 'ERROR') {
-              finish(errorFromWatchStatus(ev.object, what));
-              req.destroy();
+              // The apiserver ends the stream right after an ERROR (410 after a restart or a
+              // compaction). Fail only when it has ended, so its connection is free again for the
+              // relist that follows: a new one costs a TLS handshake, and after an apiserver
+              // restart every informer of every sidecar relists.
+              failure = errorFromWatchStatus(ev.object, what);
+              const cut = setTimeout(() => req.destroy(), ERROR_DRAIN_MS);
+              res.once('close', () => clearTimeout(cut));
               return false;
             }
             try {
@@ -425,15 +434,16 @@ class Client implements KubeClient {
           return true;
         };
         res.on('data', (chunk: string) => {
-          if (!settled) deliver(lines.push(chunk));
+          if (!settled && !failure) deliver(lines.push(chunk));
         });
         res.on('end', () => {
-          if (!settled && deliver(lines.end())) finish();
+          if (failure) finish(failure);
+          else if (!settled && deliver(lines.end())) finish();
         });
-        res.on('error', (e) => finish(signal.aborted ? undefined : e));
+        res.on('error', (e) => finish(signal.aborted ? undefined : (failure ?? e)));
         res.on('close', () => {
           // A connection cut mid-stream (apiserver killed) ends without 'end'.
-          if (!settled) finish(signal.aborted ? undefined : new Error(`${what}: connection closed mid-stream`));
+          if (!settled) finish(signal.aborted ? undefined : (failure ?? new Error(`${what}: connection closed mid-stream`)));
         });
       });
       req.end();

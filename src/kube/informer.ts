@@ -10,7 +10,10 @@
  *   we were disconnected, and never a second add for an object already known;
  * - a relist after 410 waits a random time (`relistJitterMs`), longer when 410s repeat, so the
  *   sidecars of a whole cluster do not all list in the same second after an apiserver restart;
- * - list or watch errors -> retry with jittered exponential backoff;
+ * - list or watch errors (a watch broken by an apiserver restart included) -> retry after a wait
+ *   drawn from the whole backoff window ("full jitter"), the window doubling per failure, so the
+ *   sidecars of a cluster do not reconnect in step and each new connection's TLS handshake is
+ *   spread out;
  * - a watch that has gone silent (not even a bookmark) for watchdogMs -> restarted;
  * - stop() -> everything in flight is aborted and no timer is left, so the process can exit.
  */
@@ -71,7 +74,13 @@ export interface Informer<T extends KubeObject> {
  * quiet one. Restarting a watch from its resourceVersion is cheap, so a false alarm costs little.
  */
 const DEFAULT_WATCHDOG_MS = 240_000;
-const DEFAULT_MIN_BACKOFF_MS = 500;
+/**
+ * The first retry after a failure waits in [0, 1 s], then [0, 2 s], … up to [0, 30 s] (full
+ * jitter). Was [250, 500 ms] doubling, a window so narrow that after an apiserver restart the
+ * whole cohort reconnected within the same second (bench B7 at N = 1,000: up to 1,670 TLS
+ * connections opened in one second to the starting apiserver; docs/benchmarks.md).
+ */
+const DEFAULT_MIN_BACKOFF_MS = 1_000;
 const DEFAULT_MAX_BACKOFF_MS = 30_000;
 /**
  * After an apiserver restart every watch of every sidecar gets 410 within the same second; spread
@@ -135,7 +144,17 @@ export function transformEvent<T extends KubeObject>(ev: WatchEvent<T>, transfor
   return { type: ev.type, object: transform(ev.object) };
 }
 
-/** Full jitter: a random wait in [base/2, base], so many clients do not retry in lockstep. */
+/**
+ * Full jitter (AWS's "full jitter"): a random integer wait in [0, windowMs]. Many clients that
+ * failed at the same moment spread their retries over the whole window, where [w/2, w] would
+ * bunch them into its second half.
+ */
+export function fullJitter(windowMs: number, random: () => number = Math.random): number {
+  const w = Math.max(0, Math.floor(windowMs));
+  return Math.min(w, Math.floor(random() * (w + 1)));
+}
+
+/** Half jitter: a random wait in [base/2, base] (repeated 410s: the wait must grow, not just spread). */
 export function jitter(baseMs: number, random: () => number = Math.random): number {
   return Math.round(baseMs / 2 + (random() * baseMs) / 2);
 }
@@ -313,7 +332,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
           }
           continue;
         }
-        const wait = jitter(backoff);
+        const wait = fullJitter(backoff);
         this.log.warn({ err: e, informer: this.name, retryInMs: wait, relist: rv === undefined }, 'list/watch failed; retrying');
         try {
           await this.sleep(wait);

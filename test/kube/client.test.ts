@@ -19,10 +19,15 @@ type Handler = (req: http.IncomingMessage, res: http.ServerResponse) => void;
 async function fakeServer(t: { after(fn: () => Promise<void> | void): void }, handler: Handler): Promise<string> {
   const srv = http.createServer(handler);
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  srv.on('connection', () => serverConnections.set(url, (serverConnections.get(url) ?? 0) + 1));
   t.after(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }));
   const addr = srv.address();
-  return `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
+  return url;
 }
+
+/** Connections each fake server accepted, by its URL. */
+const serverConnections = new Map<string, number>();
 
 void describe('paths', () => {
   void test('core, grouped, namespaced and cluster-scoped', () => {
@@ -97,6 +102,47 @@ void describe('client against a scripted server', () => {
     assert.match(query, /resourceVersion=1/);
     assert.match(query, /labelSelector=a%3Db/);
     assert.equal(client.requestCount()['watch'], 1);
+  });
+
+  void test('watch: after an ERROR event the stream is read to its end, so the next request reuses the connection', async (t) => {
+    const url = await fakeServer(t, (req, res) => {
+      if (!/watch=true/.test(req.url ?? '')) {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify({ metadata: { resourceVersion: '9' }, items: [] }));
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 1 (5)' } }) + '\n');
+      // The apiserver ends the stream a moment after the ERROR event.
+      setTimeout(() => res.end(), 30);
+    });
+    const client = createKubeClient({ server: url });
+    const err = await client.watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(isGone(err), `410 Gone: ${String(err)}`);
+    // The relist follows at once (the old quorum mode does this): it must find the connection free.
+    await client.list('/api/v1/pods', { resourceVersion: '5', limit: 0 });
+    await client.list('/api/v1/pods', { resourceVersion: '5', limit: 0 });
+    assert.equal(serverConnections.get(url), 1, 'one connection for the failed watch and both lists');
+  });
+
+  void test('watch: a stream that does not end after an ERROR event is cut after a second, and the watch rejects with the ERROR', async (t) => {
+    const url = await fakeServer(t, (_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.write(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 1 (5)' } }) + '\n');
+      // ... and never ends.
+    });
+    const client = createKubeClient({ server: url });
+    const t0 = Date.now();
+    const err = await client.watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    const took = Date.now() - t0;
+    assert.ok(isGone(err), `410 Gone, not a mid-stream cut: ${String(err)}`);
+    assert.ok(took >= 900 && took < 5000, `cut after the drain time (${took} ms)`);
   });
 
   void test('watch: abort resolves and closes the connection', async (t) => {

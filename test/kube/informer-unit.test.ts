@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { applyEvent, diffStore, jitter, transformEvent, listResourceVersion, relistDelay } from '../../src/kube/informer.js';
+import { applyEvent, diffStore, fullJitter, jitter, transformEvent, listResourceVersion, relistDelay } from '../../src/kube/informer.js';
 import type { KubeObject } from '../../src/kube/types.js';
 
 const obj = (name: string, rv: string, ns = 'a'): KubeObject => ({ metadata: { name, namespace: ns, resourceVersion: rv } });
@@ -68,6 +68,36 @@ void describe('jitter', () => {
         assert.ok(j >= Math.floor(base / 2) && j <= base, `${j} for ${base}`);
       }),
     );
+  });
+});
+
+void describe('fullJitter (retries after a failure)', () => {
+  void test('an integer in [0, window]: the ends of the window are reached, nothing outside it', () => {
+    assert.equal(fullJitter(1000, () => 0), 0);
+    assert.equal(fullJitter(1000, () => 0.9999999), 1000);
+    assert.equal(fullJitter(1000, () => 0.5), 500);
+    assert.equal(fullJitter(0, () => 0.7), 0);
+    assert.equal(fullJitter(-5, () => 0.7), 0);
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 1_000_000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (w, r) => {
+        const d = fullJitter(w, () => r);
+        return Number.isInteger(d) && d >= 0 && d <= w;
+      }),
+    );
+  });
+
+  void test('spreads a cohort over the whole window, where half jitter leaves its first half empty', () => {
+    // 1,000 clients whose watches broke at the same moment, a deterministic even spread of draws.
+    const draws = Array.from({ length: 1000 }, (_, i) => (i + 0.5) / 1000);
+    const perQuarter = (f: (r: number) => number): number[] => {
+      const q = [0, 0, 0, 0];
+      for (const r of draws) q[Math.min(3, Math.floor(f(r) / 250))]!++;
+      return q;
+    };
+    assert.deepEqual(perQuarter((r) => fullJitter(999, () => r)), [250, 250, 250, 250]);
+    const half = perQuarter((r) => jitter(1000, () => r));
+    assert.deepEqual(half.slice(0, 2), [0, 0]);
+    assert.equal(half[2]! + half[3]!, 1000);
   });
 });
 
