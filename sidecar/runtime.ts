@@ -26,7 +26,8 @@ import type { Dataplane, SyncResult } from '../src/dataplane/apply.js';
 import type { SidecarMetrics } from './metrics.js';
 import { networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from '../src/dataplane/state.js';
 import { StateMemo } from '../src/dataplane/incremental.js';
-import { createSyncLoop, type ApplyReport, type SyncLoopOptions } from './sync-loop.js';
+import { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions } from '../src/dataplane/sync-loop.js';
+import { sameState, stateSize } from '../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 
 // Defined next to the slice transform that must keep it; re-exported where it always was.
@@ -66,13 +67,6 @@ export function sliceSelector(labelValues: readonly string[]): string {
 }
 
 const sameRefs = (a: readonly NetworkRef[], b: readonly NetworkRef[]): boolean => JSON.stringify(a) === JSON.stringify(b);
-
-/** Milliseconds since the epoch of the slice's trigger-time annotation, if it has a valid one. */
-function triggerTimeMs(slice: V1EndpointSlice): number | undefined {
-  const text = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
-  const ms = text === undefined ? NaN : Date.parse(text);
-  return Number.isFinite(ms) ? ms : undefined;
-}
 
 /**
  * Logs each message of a group once while it lasts, not on every sync: a bad Service stays bad
@@ -143,6 +137,8 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       return out.state;
     },
     apply: async (state, opts) => report(await deps.dataplane.sync(state, opts)),
+    same: sameState,
+    size: stateSize,
     checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,
     log,
@@ -152,7 +148,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     if (informer !== slices && informer !== pendingSlices) return;
     // Only changes after start-up measure programming latency; the initial list measures start-up.
     if (informersSynced || informer.hasSynced()) {
-      const trigger = triggerTimeMs(slice);
+      const trigger = sliceTriggerMs(slice);
       loop.noteSliceChange(objectKey(slice), Date.now(), trigger !== undefined && trigger >= startedMs ? trigger : undefined);
     }
     loop.markDirty();

@@ -16,11 +16,11 @@
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
  */
-import { NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../src/kube/types.js';
 
-/** Annotation the EndpointSlice controller (and ours) sets to when the change behind a slice happened. */
-export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
+// The slice's trigger time is kept for the loop's latency metric (src/dataplane/sync-loop.ts).
+export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
 
 export const POD_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION];
 export const SERVICE_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION];

@@ -9,6 +9,8 @@ export const PROXY_NAME = 'multus-proxy';
 
 /** On a Service: the networks its endpoints live on. On a client pod: the networks it wants to reach. */
 export const SERVICE_NETWORK_ANNOTATION = 'k8s.v1.cni.cncf.io/service-network';
+/** Kubernetes' EndpointSlice annotation: when the change behind the slice's last update happened (network programming latency). */
+export const LAST_CHANGE_TRIGGER_TIME_ANNOTATION = 'endpoints.kubernetes.io/last-change-trigger-time';
 /** Label selector string used when `spec.selector` is empty (the only way for headless Services). */
 export const SERVICE_SELECTOR_ANNOTATION = 'k8s.v1.cni.cncf.io/service-selector';
 /** Multus: the networks a pod asks to be attached to. */

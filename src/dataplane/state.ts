@@ -221,6 +221,11 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
 export const byKey = (a: Keyed, b: Keyed): number => compareText(a[0], b[0]);
 
 
+/** Service port targets and endpoints in a state (the sync loop's metrics). */
+export function stateSize(state: DesiredState): { targets: number; endpoints: number } {
+  return { targets: state.targets.length, endpoints: state.targets.reduce((n, t) => n + t.endpoints.length, 0) };
+}
+
 /** A canonical text of a state: equal text means the dataplane has nothing to do. */
 export function stateFingerprint(state: DesiredState): string {
   return JSON.stringify(state);

@@ -1,10 +1,12 @@
 /**
  * The node agent's IO shell: four informers (opted-in Services, our EndpointSlices, the NADs, its
- * own Node) feed caches; a change marks the state dirty; a coalesced sync plans (state.ts: pure),
- * brings the host-side interfaces to the plan, applies the rules through the shared apply loop,
- * updates the healthCheckNodePort listeners, and reports problems once each as Warning Events.
- * Ready after the first complete sync. Stopping never touches the rules or the interfaces (a
- * rolling update drops no connection); `--cleanup` is main's job.
+ * own Node) feed caches; a change marks the state dirty; the shared sync loop
+ * (src/dataplane/sync-loop.ts: coalescing with a burst allowance, retries with backoff and a full
+ * sync after a failure, a periodic full resync, liveness) plans (state.ts NodePlanner: pure,
+ * memoised per Service), brings the host-side interfaces to the plan, applies the rules through
+ * the shared apply loop, updates the healthCheckNodePort listeners, and reports problems once
+ * each as Warning Events. Ready after the first complete sync. Stopping never touches the rules
+ * or the interfaces (a rolling update drops no connection); `--cleanup` is main's job.
  */
 import { randomBytes } from 'node:crypto';
 import { MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
@@ -12,12 +14,14 @@ import type { Logger } from '../log.js';
 import type { KubeClient } from '../kube/client.js';
 import { createInformer, type Informer } from '../kube/informer.js';
 import { apiPath } from '../kube/paths.js';
-import type { CoreV1Event, KubeObject, NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../kube/types.js';
+import { objectKey, type CoreV1Event, type KubeObject, type NetworkAttachmentDefinition, type V1EndpointSlice, type V1Node, type V1Service } from '../kube/types.js';
 import type { Dataplane, SyncResult } from '../dataplane/apply.js';
+import { createSyncLoop, sliceTriggerMs, type ApplyReport } from '../dataplane/sync-loop.js';
+import { createSyncMetrics } from '../dataplane/sync-metrics.js';
 import { prom, type Registry } from '../metrics.js';
 import type { HostInterfaces } from './dataplane.js';
 import type { HealthCheckServers } from './health-check.js';
-import { NodePlanner, type NodeProblem } from './state.js';
+import { NodePlanner, type NodePlan, type NodeProblem } from './state.js';
 import type { NodeState } from './rules.js';
 
 export interface NodeRuntimeOptions {
@@ -59,27 +63,18 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const nodes = informer<V1Node>('node', apiPath('', 'v1', 'nodes'), { fieldSelector: `metadata.name=${opts.nodeName}` });
   const all = [services, slices, nads, nodes] as const;
 
-  const syncs = new prom.Counter({ name: 'multus_proxy_node_syncs_total', help: 'Syncs by kind and result', labelNames: ['kind', 'result'], registers: [deps.registry] });
-  const duration = new prom.Histogram({ name: 'multus_proxy_node_sync_duration_seconds', help: 'Duration of a sync (plan, interfaces, rules)', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [deps.registry] });
+  const startedMs = Date.now();
+  const metrics = createSyncMetrics(deps.registry, 'multus_proxy_node', { driftChecks: false });
   const nodePorts = new prom.Gauge({ name: 'multus_proxy_node_nodeports', help: 'NodePort frontends served on this node', registers: [deps.registry] });
   const networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers: [deps.registry] });
   const unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers: [deps.registry] });
-  const rules = new prom.Gauge({ name: 'multus_proxy_node_rules', help: 'iptables rules of ours (both families)', registers: [deps.registry] });
 
-  let dirty = true;
-  let timer: NodeJS.Timeout | undefined;
-  let running: Promise<void> | undefined;
-  let stopped = false;
-  let ready = false;
-  let lastFull = 0;
-  let failures = 0;
-  let syncStartedMs: number | undefined;
-  let lastStartMs = 0;
-  let resolveFirst: () => void = () => undefined;
-  const firstSync = new Promise<void>((r) => (resolveFirst = r));
   const reported = new Set<string>();
   // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
   const planner = new NodePlanner();
+  // The interfaces last brought to the plan: a partial sync with the same plan leaves them (no
+  // `ip` run per change); a full sync (start, periodic, after a failure) reads and repairs them.
+  let interfacesDone: string | undefined;
 
   async function event(p: NodeProblem): Promise<void> {
     const key = `${p.kind}/${p.namespace ?? ''}/${p.name}/${p.message}`;
@@ -106,93 +101,88 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     }
   }
 
-  function report(r: SyncResult): void {
+  function report(r: SyncResult): ApplyReport {
     if (r.changed) log.info({ full: r.full, ms: Math.round(r.durationMs), routesReplaced: r.routesReplaced, conntrackFlushes: r.conntrackFlushes, served: r.served }, 'node rules applied');
-    rules.set(r.rules);
+    return { rules: r.rules, changed: r.changed };
   }
 
-  async function syncOnce(): Promise<void> {
-    const t0 = Date.now();
-    const full = t0 - lastFull >= opts.fullResyncIntervalMs || failures > 0;
-    syncStartedMs = t0;
-    lastStartMs = t0;
-    try {
-      const plan = planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark });
+  async function apply(plan: NodePlan, { full }: { full: boolean }): Promise<ApplyReport> {
+    const wanted = JSON.stringify(plan.interfaces);
+    if (full || wanted !== interfacesDone) {
+      interfacesDone = undefined;
       const ifaces = await deps.interfaces.sync(plan.interfaces);
       if (ifaces.lines.length > 0) log.info({ created: ifaces.created, deleted: ifaces.deleted, readdressed: ifaces.readdressed }, 'node interfaces changed');
       for (const c of ifaces.conflicts) void event({ kind: 'Node', name: opts.nodeName, reason: 'InterfaceNameTaken', message: c });
-      const r = await deps.dataplane.sync(plan.state, { full });
-      report(r);
-      await deps.healthChecks.update(plan.healthChecks);
-      for (const p of plan.problems) void event(p);
-      unservable.reset();
-      for (const u of plan.unservable) unservable.set({ network: u.network, type: u.type }, 1);
-      nodePorts.set(plan.state.nodePorts.length);
-      networksServed.set(plan.state.networks.length);
-      if (full) lastFull = t0;
-      failures = 0;
-      syncs.inc({ kind: full ? 'full' : 'partial', result: 'ok' });
-      if (!ready) {
-        ready = true;
-        resolveFirst();
-      }
-    } catch (e) {
-      failures += 1;
-      syncs.inc({ kind: full ? 'full' : 'partial', result: 'error' });
-      log.error({ err: e }, 'node sync failed; retrying with a full sync');
-      dirty = true;
-    } finally {
-      duration.observe((Date.now() - t0) / 1000);
-      syncStartedMs = undefined;
+      // A conflict leaves that network unserved: look again at the next sync.
+      if (ifaces.conflicts.length === 0) interfacesDone = wanted;
     }
+    const result = report(await deps.dataplane.sync(plan.state, { full }));
+    await deps.healthChecks.update(plan.healthChecks);
+    for (const p of plan.problems) void event(p);
+    unservable.reset();
+    for (const u of plan.unservable) unservable.set({ network: u.network, type: u.type }, 1);
+    nodePorts.set(plan.state.nodePorts.length);
+    networksServed.set(plan.state.networks.length);
+    return result;
   }
 
-  function schedule(delayMs: number): void {
-    if (stopped || timer !== undefined) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      if (running !== undefined) return schedule(opts.minSyncIntervalMs);
-      if (!dirty && Date.now() - lastFull < opts.fullResyncIntervalMs) return schedule(opts.fullResyncIntervalMs - (Date.now() - lastFull));
-      dirty = false;
-      running = syncOnce().finally(() => {
-        running = undefined;
-        const backoff = Math.min(opts.retryMaxMs ?? 30_000, (opts.retryMinMs ?? 1_000) * 2 ** Math.max(0, failures - 1));
-        schedule(failures > 0 ? backoff : dirty ? opts.minSyncIntervalMs : opts.fullResyncIntervalMs);
-      });
-    }, Math.max(0, delayMs));
-  }
+  const loop = createSyncLoop<NodePlan>(
+    {
+      minSyncIntervalMs: opts.minSyncIntervalMs,
+      fullResyncIntervalMs: opts.fullResyncIntervalMs,
+      retryMinMs: opts.retryMinMs ?? 1_000,
+      retryMaxMs: opts.retryMaxMs ?? 30_000,
+      stuckAfterMs: STUCK_AFTER_MS,
+    },
+    {
+      compute: () => planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark }),
+      // A failure makes the next sync a full one, which brings the interfaces to the plan again.
+      apply,
+      size: (plan) => nodeStateSize(plan.state),
+      metrics,
+      log,
+    },
+  );
 
-  const markDirty = (): void => {
-    dirty = true;
-    if (!all.every((i) => i.hasSynced())) return;
-    if (timer !== undefined && running === undefined) {
-      clearTimeout(timer);
-      timer = undefined;
+  const markDirty = (): void => loop.markDirty();
+  const onSlice = (slice: V1EndpointSlice): void => {
+    // Changes after start-up measure programming latency; the initial list measures start-up.
+    if (slices.hasSynced()) {
+      const trigger = sliceTriggerMs(slice);
+      loop.noteSliceChange(objectKey(slice), Date.now(), trigger !== undefined && trigger >= startedMs ? trigger : undefined);
     }
-    // Syncs start at most every minSyncIntervalMs: a change after a quiet spell syncs at once
-    // (as the sidecar's sync loop does); changes in a burst wait for the interval and coalesce.
-    schedule(failures > 0 ? opts.minSyncIntervalMs : lastStartMs + opts.minSyncIntervalMs - Date.now());
+    loop.markDirty();
   };
 
   return {
     start() {
-      for (const i of all) {
+      for (const i of [services, nads, nodes] as const) {
         (i as Informer<KubeObject>).on({ add: markDirty, update: markDirty, delete: markDirty });
         i.start();
       }
+      slices.on({ add: onSlice, update: onSlice, delete: onSlice });
+      slices.start();
       void Promise.all(all.map((i) => i.synced)).then(() => {
         log.info('caches synced; first sync');
-        markDirty();
+        loop.start();
       });
     },
-    firstSync,
-    ready: () => (ready ? { ready: true } : { ready: false, reason: all.every((i) => i.hasSynced()) ? 'first sync not done' : 'caches not synced' }),
-    live: () => syncStartedMs === undefined || Date.now() - syncStartedMs < 120_000,
+    firstSync: loop.firstSync,
+    ready: () => (loop.synced() ? { ready: true } : { ready: false, reason: all.every((i) => i.hasSynced()) ? 'first sync not done' : 'caches not synced' }),
+    live: () => loop.live(),
     async stop() {
-      stopped = true;
-      if (timer !== undefined) clearTimeout(timer);
       for (const i of all) i.stop();
-      await running;
+      await loop.stop();
     },
   };
+}
+
+/** A hung restore or `ip` run turns liveness false after this long (the kubelet then restarts the agent). */
+const STUCK_AFTER_MS = 120_000;
+
+function nodeStateSize(state: NodeState): { targets: number; endpoints: number } {
+  let endpoints = 0;
+  for (const t of state.clusterTargets) endpoints += t.endpoints.length;
+  for (const t of state.nodePorts) endpoints += (t.policy === 'Local' ? t.localEndpoints : t.base.endpoints).length;
+  return { targets: state.clusterTargets.length + state.nodePorts.length, endpoints };
 }

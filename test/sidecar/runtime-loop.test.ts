@@ -6,11 +6,12 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import fc from 'fast-check';
-import { createSyncLoop, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../sidecar/sync-loop.js';
+import { createSyncLoop, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
 import { createSidecarMetrics } from '../../sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
+import { sameState, stateSize } from '../../src/dataplane/state.js';
 
 const log = createLogger('test', 'silent');
 
@@ -52,6 +53,8 @@ function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => 
     { ...FAST, ...opts },
     {
       compute: () => current,
+      same: sameState,
+      size: stateSize,
       apply: async (state, { full }) => {
         active += 1;
         maxActive = Math.max(maxActive, active);
@@ -260,6 +263,23 @@ void describe('sync loop', () => {
     const n = h.checks.length;
     await sleep(100);
     assert.equal(h.checks.length, n, 'no check after stop()');
+  });
+
+  void test('fullResyncIntervalMs: a full sync that long after the last full one, without any event; none after stop()', async () => {
+    const h = harness({ fullResyncIntervalMs: 60 });
+    h.loop.start();
+    await until(() => h.calls.length >= 3, 'two periodic full syncs', 3000);
+    assert.deepEqual(
+      h.calls.slice(0, 3).map((c) => c.full),
+      [true, true, true],
+    );
+    const gap = h.calls[1]!.start - h.calls[0]!.end;
+    assert.ok(gap >= 55, `the resync came ${gap} ms after the first sync, expected >= 60`);
+    assert.equal(h.checks.length, 0, 'no drift check without checkDrift');
+    await h.loop.stop();
+    const n = h.calls.length;
+    await sleep(150);
+    assert.equal(h.calls.length, n, 'no resync after stop()');
   });
 
   void test('liveness turns false while one sync hangs longer than the limit, and stop() waits for it', async () => {

@@ -1,6 +1,7 @@
 /**
- * When to sync, separate from what to sync. Events only mark the state dirty; this loop turns
- * bursts of them into few syncs:
+ * When to sync, separate from what to sync: the one sync loop of every program that programs
+ * rules (the sidecar, the node agent). Events only mark the state dirty; this loop turns bursts
+ * of them into few syncs:
  * - coalesced: sync starts are bounded by a token bucket: up to `syncBurst` (default 2) may start
  *   back to back, then one per `minSyncIntervalMs`; never while one runs. A lone change, or one
  *   right after another (a pod turning ready, then another leaving), starts a sync at once, while
@@ -12,20 +13,25 @@
  *   from outside;
  * - checked: every `driftCheckIntervalMs` a cheap check compares our rules with what was written
  *   (src/dataplane/drift.ts; every `DEEP_CHECK_EVERY`th check also counts every chain's rules),
- *   instead of rewriting everything periodically;
+ *   instead of rewriting everything periodically (the sidecar);
+ * - or resynced: with `fullResyncIntervalMs`, a full sync that long after the last one (the node
+ *   agent, whose host interfaces and addresses no rule check covers);
  * - retried: a failed sync is retried with exponential backoff from `retryMinMs` to `retryMaxMs`.
  * Liveness is false while one sync has run longer than `stuckAfterMs` (a hung restore).
  */
-import type { Logger } from '../src/log.js';
-import type { DesiredState } from '../src/dataplane/model.js';
-import type { SidecarMetrics, SyncKind } from './metrics.js';
-import { sameState } from '../src/dataplane/state.js';
+import type { Logger } from '../log.js';
+import type { V1EndpointSlice } from '../kube/types.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../keys.js';
+import type { SyncKind, SyncMetrics } from './sync-metrics.js';
 
 export interface SyncLoopOptions {
   readonly minSyncIntervalMs: number;
   /** Syncs that may start back to back before `minSyncIntervalMs` applies (default SYNC_BURST). */
   readonly syncBurst?: number;
-  readonly driftCheckIntervalMs: number;
+  /** How often to run the program's drift check (`SyncLoopDeps.checkDrift`); unset: none. */
+  readonly driftCheckIntervalMs?: number;
+  /** A full sync this long after the last full one; unset: none (drift checks instead). */
+  readonly fullResyncIntervalMs?: number;
   readonly retryMinMs: number;
   readonly retryMaxMs: number;
   readonly stuckAfterMs: number;
@@ -38,14 +44,18 @@ export interface ApplyReport {
   readonly changed?: boolean;
 }
 
-export interface SyncLoopDeps {
+export interface SyncLoopDeps<S> {
   /** The desired state from the current caches (called at the start of every sync). */
-  compute(): DesiredState;
+  compute(): S;
   /** Applies it; throws on failure. `full` means rewrite everything, not only what changed. */
-  apply(state: DesiredState, opts: { full: boolean }): Promise<ApplyReport | void>;
+  apply(state: S, opts: { full: boolean }): Promise<ApplyReport | void>;
+  /** Whether two states are equal, so a partial sync of the last applied one is skipped; unset: never skipped here (the dataplane may still report `changed: false`). */
+  same?(a: S, b: S): boolean;
+  /** Service port targets and endpoints in a state, for the metrics. */
+  size(state: S): { targets: number; endpoints: number };
   /** Why the rules are no longer as last applied (then a full sync follows), or undefined. */
   checkDrift?(opts: { deep: boolean }): Promise<string | undefined>;
-  readonly metrics: SidecarMetrics;
+  readonly metrics: SyncMetrics;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -103,12 +113,19 @@ export function spendBudget(b: SyncBudget, now: number, intervalMs: number, burs
   return { tokens: Math.max(0, budgetAt(b, now, intervalMs, burst) - 1), at: now };
 }
 
+/** Milliseconds since the epoch of the slice's trigger-time annotation, if it has a valid one. */
+export function sliceTriggerMs(slice: V1EndpointSlice): number | undefined {
+  const text = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
+  const ms = text === undefined ? NaN : Date.parse(text);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
 /** Exponential backoff: min, 2·min, 4·min, … capped at max. */
 export function backoffMs(failures: number, min: number, max: number): number {
   return Math.min(max, min * 2 ** Math.min(30, Math.max(0, failures - 1)));
 }
 
-export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncLoop {
+export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>): SyncLoop {
   const now = deps.now ?? Date.now;
   let started = false;
   let stopped = false;
@@ -120,9 +137,10 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
   let budget = fullBudget(burst);
   let timer: NodeJS.Timeout | undefined;
   let checkTimer: NodeJS.Timeout | undefined;
+  let resyncTimer: NodeJS.Timeout | undefined;
   let failures = 0;
   let retryAtMs = 0;
-  let lastApplied: DesiredState | undefined;
+  let lastApplied: S | undefined;
   let everSynced = false;
   // Slice changes not yet reflected in applied rules; the first observation of each slice counts.
   let pending = new Map<string, PendingChange>();
@@ -146,7 +164,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
   let checks = 0;
   function armCheck(): void {
     clearTimeout(checkTimer);
-    if (deps.checkDrift === undefined || stopped) return;
+    if (deps.checkDrift === undefined || opts.driftCheckIntervalMs === undefined || stopped) return;
     checkTimer = setTimeout(() => {
       checkTimer = undefined;
       // A sync running or due covers it (a full one repairs anyway): look again next interval.
@@ -161,6 +179,18 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     }, opts.driftCheckIntervalMs);
     // The check alone must not keep a process alive (the health server and informers do).
     checkTimer.unref();
+  }
+
+  function armResync(): void {
+    clearTimeout(resyncTimer);
+    const interval = opts.fullResyncIntervalMs;
+    if (interval === undefined || stopped) return;
+    resyncTimer = setTimeout(() => {
+      resyncTimer = undefined;
+      fullPending = true;
+      schedule();
+    }, interval);
+    resyncTimer.unref();
   }
 
   async function runCheck(deep: boolean): Promise<void> {
@@ -198,7 +228,7 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
     let kind: SyncKind = full ? 'full' : 'partial';
     try {
       const state = deps.compute();
-      if (!full && lastApplied !== undefined && sameState(state, lastApplied)) {
+      if (!full && lastApplied !== undefined && deps.same?.(state, lastApplied) === true) {
         kind = 'skipped';
       } else {
         // Forget the last state first: if apply fails half-way, nothing may be skipped as "unchanged".
@@ -206,14 +236,17 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
         const report = await deps.apply(state, { full });
         lastApplied = state;
         if (!full && report?.changed === false) kind = 'skipped';
-        const endpoints = state.targets.reduce((n, t) => n + t.endpoints.length, 0);
-        deps.metrics.programmed(state.targets.length, endpoints, report?.rules);
-        deps.log.debug({ kind, targets: state.targets.length, endpoints, ms: now() - runStartedMs }, 'rules synced');
+        const { targets, endpoints } = deps.size(state);
+        deps.metrics.programmed(targets, endpoints, report?.rules);
+        deps.log.debug({ kind, targets, endpoints, ms: now() - runStartedMs }, 'rules synced');
       }
       deps.metrics.sync(kind, 'success', (now() - runStartedMs) / 1000);
       observeLatencies(changes);
       failures = 0;
-      if (full) armCheck();
+      if (full) {
+        armCheck();
+        armResync();
+      }
       if (!everSynced) {
         everSynced = true;
         resolveFirst();
@@ -251,7 +284,8 @@ export function createSyncLoop(opts: SyncLoopOptions, deps: SyncLoopDeps): SyncL
       stopped = true;
       clearTimeout(timer);
       clearTimeout(checkTimer);
-      timer = checkTimer = undefined;
+      clearTimeout(resyncTimer);
+      timer = checkTimer = resyncTimer = undefined;
       await running;
     },
   };
