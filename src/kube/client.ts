@@ -8,9 +8,11 @@
 import http from 'node:http';
 import https from 'node:https';
 import { readFile } from 'node:fs/promises';
+import { StringDecoder } from 'node:string_decoder';
 import type { ObjectList, WatchEvent } from './types.js';
 import type { KubeConnection } from './config.js';
 import { ExecCredentialSource } from './exec-credential.js';
+import { ListItemSplitter } from './list-items.js';
 
 export class KubeApiError extends Error {
   override readonly name = 'KubeApiError';
@@ -79,6 +81,14 @@ export interface ListOptions extends RequestOptions {
   resourceVersion?: string;
 }
 
+export interface ListItemsOptions<T> extends ListOptions {
+  /**
+   * Applied to each item as soon as it is parsed, before the next one is: an informer's slimming
+   * transform, so the full objects of a large list never live all at once.
+   */
+  transform?: (item: T) => T;
+}
+
 export interface WatchOptions extends ListOptions {
   allowWatchBookmarks?: boolean;
   timeoutSeconds?: number;
@@ -97,8 +107,12 @@ export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
 
 export interface KubeClient {
   get<T>(path: string, opts?: RequestOptions): Promise<T>;
-  /** Follows `continue` pages and returns all items with the first page's resourceVersion (one snapshot). */
-  list<T>(path: string, opts?: ListOptions): Promise<ObjectList<T>>;
+  /**
+   * Follows `continue` pages and returns all items with the first page's resourceVersion (one
+   * snapshot). Each page is parsed item by item as it arrives (list-items.ts), and `transform`
+   * applied to each.
+   */
+  list<T>(path: string, opts?: ListItemsOptions<T>): Promise<ObjectList<T>>;
   create<T>(path: string, body: T, opts?: WriteOptions): Promise<T>;
   replace<T>(path: string, body: T, opts?: WriteOptions): Promise<T>;
   patch<T>(path: string, patch: unknown, type: PatchType, opts?: WriteOptions & { force?: boolean }): Promise<T>;
@@ -131,6 +145,51 @@ const DEFAULT_FIELD_MANAGER = 'multus-proxy';
 interface Response {
   status: number;
   body: Buffer;
+}
+
+interface BodySink {
+  write(chunk: Buffer): void;
+}
+
+/**
+ * A list page parsed as it arrives: UTF-8 decoded across chunk boundaries, split into items
+ * (list-items.ts), each parsed and transformed at once; the envelope is parsed at the end.
+ */
+class ItemSink<T> implements BodySink {
+  readonly items: T[] = [];
+  private readonly decoder = new StringDecoder('utf8');
+  private readonly splitter = new ListItemSplitter();
+  constructor(
+    private readonly what: string,
+    private readonly transform: ((item: T) => T) | undefined,
+  ) {}
+  write(chunk: Buffer): void {
+    this.take(this.split(() => this.splitter.push(this.decoder.write(chunk))));
+  }
+  end(): { metadata?: { resourceVersion?: string; continue?: string } } {
+    this.take(this.split(() => this.splitter.push(this.decoder.end())));
+    return this.parse(this.split(() => this.splitter.end()), 'list envelope') as { metadata?: { resourceVersion?: string; continue?: string } };
+  }
+  private split<R>(fn: () => R): R {
+    try {
+      return fn();
+    } catch (e) {
+      throw new Error(`${this.what}: ${(e as Error).message}`, { cause: e });
+    }
+  }
+  private take(texts: readonly string[]): void {
+    for (const text of texts) {
+      const item = this.parse(text, 'list item') as T;
+      this.items.push(this.transform === undefined ? item : this.transform(item));
+    }
+  }
+  private parse(text: string, part: string): unknown {
+    try {
+      return JSON.parse(text);
+    } catch (e) {
+      throw new Error(`${this.what}: the apiserver sent a ${part} that is not JSON (${(e as Error).message}): ${text.slice(0, 200)}`, { cause: e });
+    }
+  }
 }
 
 type Query = Record<string, string | number | boolean | undefined>;
@@ -280,30 +339,47 @@ class Client implements KubeClient {
     });
   }
 
-  private async request(verb: string, method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal): Promise<Response> {
+  /**
+   * `sink`, if given, receives a 2xx response's body chunk by chunk (the returned body is then
+   * empty); other responses are always collected, for their Status.
+   */
+  private async request(verb: string, method: string, path: string, body?: unknown, contentType?: string, signal?: AbortSignal, sink?: () => BodySink): Promise<Response> {
     // A request whose caller has already given up is not sent (nor counted).
     if (signal?.aborted) throw abortedError(method, path, signal);
     const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
     const headers: Record<string, string> = payload ? { 'Content-Type': contentType ?? 'application/json', 'Content-Length': String(payload.length) } : {};
-    const first = await this.send(verb, method, path, headers, payload, signal);
+    const first = await this.send(verb, method, path, headers, payload, signal, sink);
     // 401: a rotated projected token or an expired exec credential. Fetch it again and retry
     // once (nothing was done: the apiserver authenticates before anything else).
     if (first.status !== 401 || !this.refreshable()) return first;
     this.invalidate();
-    return this.send(verb, method, path, headers, payload, signal);
+    return this.send(verb, method, path, headers, payload, signal, sink);
   }
 
-  private async send(verb: string, method: string, path: string, headers: Record<string, string>, payload: Buffer | undefined, signal?: AbortSignal): Promise<Response> {
+  private async send(verb: string, method: string, path: string, headers: Record<string, string>, payload: Buffer | undefined, signal?: AbortSignal, sink?: () => BodySink): Promise<Response> {
     this.count(verb);
     const req = await this.open(method, path, headers, signal);
     return new Promise<Response>((resolve, reject) => {
       req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error(`${method} ${path}: no answer within ${REQUEST_TIMEOUT_MS} ms`)));
       req.on('error', (e) => reject(signal?.aborted ? abortedError(method, path, signal) : e));
       req.on('response', (res) => {
+        const status = res.statusCode ?? 0;
         const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
+        const into = sink !== undefined && status >= 200 && status < 300 ? sink() : undefined;
+        res.on('data', (c: Buffer) => {
+          if (into === undefined) chunks.push(c);
+          else {
+            try {
+              into.write(c);
+            } catch (e) {
+              // Malformed body (or a transform that threw past the informer's guard): stop reading.
+              req.destroy();
+              reject(e instanceof Error ? e : new Error(String(e)));
+            }
+          }
+        });
         res.on('error', reject);
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }));
+        res.on('end', () => resolve({ status, body: Buffer.concat(chunks) }));
       });
       req.end(payload);
     });
@@ -320,21 +396,20 @@ class Client implements KubeClient {
     return this.json<T>('get', 'GET', path, undefined, undefined, opts?.signal);
   }
 
-  async list<T>(path: string, opts: ListOptions = {}): Promise<ObjectList<T>> {
+  async list<T>(path: string, opts: ListItemsOptions<T> = {}): Promise<ObjectList<T>> {
     const items: T[] = [];
     let resourceVersion: string | undefined;
     let cont = opts.continue;
     for (;;) {
-      const page = await this.json<ObjectList<T>>(
-        'list',
-        'GET',
-        // A continue token carries its own snapshot; the apiserver refuses a resourceVersion beside it.
-        path + queryString({ ...listQuery(opts), limit: opts.limit === 0 ? undefined : (opts.limit ?? DEFAULT_PAGE), continue: cont, ...(cont ? { resourceVersion: undefined } : {}) }),
-        undefined,
-        undefined,
-        opts.signal,
-      );
-      items.push(...(page.items ?? []));
+      // A continue token carries its own snapshot; the apiserver refuses a resourceVersion beside it.
+      const pagePath = path + queryString({ ...listQuery(opts), limit: opts.limit === 0 ? undefined : (opts.limit ?? DEFAULT_PAGE), continue: cont, ...(cont ? { resourceVersion: undefined } : {}) });
+      const what = `GET ${path.split('?')[0]}`;
+      let parsed: ItemSink<T> | undefined;
+      // A fresh sink per attempt: a 401 retry starts from the first byte again.
+      const res = await this.request('list', 'GET', pagePath, undefined, undefined, opts.signal, () => (parsed = new ItemSink<T>(what, opts.transform)));
+      if (res.status < 200 || res.status >= 300 || parsed === undefined) throw errorFromResponse(res.status, res.body.toString('utf8'), what);
+      const page = parsed.end();
+      for (const item of parsed.items) items.push(item);
       resourceVersion ??= page.metadata?.resourceVersion;
       cont = page.metadata?.continue;
       if (!cont) break;

@@ -355,10 +355,12 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
       // gone after compaction. Unpaginated it is "not older than", served by the watch cache, as
       // client-go's reflector does (pager page size 0). rv=0 and quorum lists page as before.
       ...(resourceVersion !== undefined && resourceVersion !== '0' ? { limit: 0 } : {}),
+      // Applied as each item is parsed, so a large list's full objects never live all at once.
+      ...(this.opts.transform ? { transform: (o: T) => this.transformed(o) } : {}),
       signal,
     });
     if (signal.aborted) throw new Stopped();
-    const { changes, next } = diffStore(this.store, this.opts.transform ? result.items.map((o) => this.transformed(o)) : result.items);
+    const { changes, next } = diffStore(this.store, result.items);
     this.store = next;
     for (const c of changes) this.emit(c);
     if (!this.isSynced) {

@@ -243,6 +243,43 @@ void describe('client against a scripted server', () => {
     assert.equal(client.requestCount()['list'], 2);
   });
 
+  void test('list parses items as they arrive (bytes cut mid-character) and transforms each; a malformed body is a clear error', async (t) => {
+    const items = [{ metadata: { name: 'a', resourceVersion: '1' }, note: 'ünïcödé €', big: 'x'.repeat(3000) }, { metadata: { name: 'b', resourceVersion: '2' }, big: 'y' }];
+    const bytes = Buffer.from(JSON.stringify({ kind: 'PodList', metadata: { resourceVersion: '7' }, items }));
+    let mode: 'ok' | 'bad' | 'status' = 'ok';
+    const url = await fakeServer(t, (req, res) => {
+      if (mode === 'status') {
+        res.writeHead(403, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'Status', code: 403, reason: 'Forbidden', message: 'pods is forbidden' }));
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      const body = mode === 'ok' ? bytes : Buffer.from('{"metadata":{},"items":[{"a":1},{"b":}]}');
+      void (async () => {
+        for (let i = 0; i < body.length; i += 5) {
+          res.write(body.subarray(i, i + 5));
+          if (i % 500 === 0) await delay(1);
+        }
+        res.end();
+      })();
+    });
+    const client = createKubeClient({ server: url });
+    const seen: string[] = [];
+    const list = await client.list<{ metadata: { name: string }; note?: string; big?: string }>('/api/v1/pods', {
+      resourceVersion: '0',
+      transform: (o) => {
+        seen.push(o.metadata.name);
+        return { metadata: o.metadata, ...(o.note === undefined ? {} : { note: o.note }) };
+      },
+    });
+    assert.deepEqual(seen, ['a', 'b']);
+    assert.deepEqual(list.items, [{ metadata: items[0]?.metadata, note: 'ünïcödé €' }, { metadata: items[1]?.metadata }]);
+    assert.equal(list.metadata?.resourceVersion, '7');
+    mode = 'bad';
+    await assert.rejects(client.list('/api/v1/pods'), /^Error: GET \/api\/v1\/pods: the apiserver sent a list item that is not JSON .*\{"b":\}/);
+    mode = 'status';
+    await assert.rejects(client.list('/api/v1/pods'), (e: unknown) => e instanceof KubeApiError && e.status === 403 && /pods is forbidden/.test(e.message));
+  });
+
   void test('patch content types, dryRun and field manager', async (t) => {
     const seen: { ct: string | undefined; url: string }[] = [];
     const url = await fakeServer(t, (req, res) => {
