@@ -28,7 +28,7 @@ import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
 import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME, MANAGED_BY } from '../src/keys.js';
 import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
 import { saveHasDnat } from './lib/nft-model.js';
-import { SliceTracker, type SliceChange } from './lib/slice-events.js';
+import { appliedSyncs, breakdown, SliceTracker, type Breakdown, type SliceChange } from './lib/slice-events.js';
 import { requireTool, run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
@@ -174,6 +174,9 @@ interface Sample {
   readonly kase: 'added' | 'removed';
   readonly ms: number;
   readonly address: string;
+  /** Event receipt and rule in place, ms since the epoch (to line up with the sidecar's log). */
+  readonly eventAt: number;
+  readonly ruleAt: number;
 }
 
 /** Which build of the project's image ran (the sidecar measured is the image's, not the working tree's). */
@@ -188,20 +191,6 @@ function projectImage(): string {
 }
 
 const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
-
-/** "rules applied" lines of the sidecar's log (info level): the dataplane's own time per sync. */
-function appliedMs(log: string): number[] {
-  const out: number[] = [];
-  for (const line of log.split('\n')) {
-    try {
-      const o = JSON.parse(line) as { msg?: string; ms?: number; full?: boolean };
-      if (o.msg === 'rules applied' && o.full === false && typeof o.ms === 'number') out.push(o.ms);
-    } catch {
-      // not a JSON line
-    }
-  }
-  return out;
-}
 
 export const benchmark = defineBenchmark('b3real', 'programming latency on the real node: EndpointSlice event to rule, sidecar vs kube-proxy', SIZES, async (ctx, { cycles }, cleanup) => {
   await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
@@ -264,7 +253,8 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     await scale(node, t.deployment, replicas);
     const { address, t: te } = await event;
     const tr = await monitors[t.side].when(`${address}:${PORT}`, kase === 'added', STEP_TIMEOUT_MS);
-    samples.push({ side: t.side, kase, ms: tr - te, address });
+    const epoch = (x: number): number => performance.timeOrigin + x;
+    samples.push({ side: t.side, kase, ms: tr - te, address, eventAt: epoch(te), ruleAt: epoch(tr) });
     await crossCheck(t.side, address, kase === 'added');
   };
 
@@ -285,7 +275,9 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   }
 
   const sidecarLog = (await node.kubectlResult(['logs', '-n', NS, CLIENT, '-c', SIDECAR_CONTAINER_NAME], { allowFail: true })).stdout;
-  const apply = summarize(appliedMs(sidecarLog));
+  const syncs = appliedSyncs(sidecarLog).filter((x) => !x.full);
+  const apply = summarize(syncs.map((x) => x.ms));
+  const parts = samples.filter((x) => x.side === 'sidecar').map((x) => breakdown(x.eventAt, x.ruleAt, syncs)).filter((b): b is Breakdown => b !== undefined);
   abort.abort();
   for (const m of Object.values(monitors)) m.stop();
   const left = await node.stop();
@@ -305,7 +297,12 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
       { target: `${label}: sidecar ahead of kube-proxy (p50 and p99)`, measured: `p50 ${fmt(ours.median)} vs ${fmt(kp.median)} ms, p99 ${fmt(ours.p99)} vs ${fmt(kp.p99)} ms`, met: ours.median < kp.median && ours.p99 < kp.p99 },
     );
   }
-  if (apply.n > 0) rows.push(row("of the sidecar's: its partial syncs' apply time (its log, `rules applied` ms)", apply));
+  if (apply.n > 0) rows.push(row("the sidecar's partial syncs, start to end (its log, `rules applied` ms; every sync of the run)", apply));
+  const split: string[][] = parts.length === 0 ? [] : [
+    row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
+    row('sync start → rule in place (render, spawn, iptables-restore up to its commit)', summarize(parts.map((b) => b.toRule))),
+    row('rule in place → sync end (iptables-restore exiting, the rest of the sync)', summarize(parts.map((b) => b.afterRule))),
+  ];
   return {
     tables: [
       {
@@ -313,6 +310,9 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
         columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
         rows,
       },
+      ...(split.length > 0
+        ? [{ caption: `Where the sidecar's time went, per change (both cases), split at the start of the sync that put the rule in place (its \`rules applied\` log line: end time and duration), ms; ${parts.length} of ${samples.filter((x) => x.side === 'sidecar').length} changes matched a sync:`, columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: split }]
+        : []),
     ],
     targets,
     notes: [

@@ -56,7 +56,8 @@ async function main(): Promise<void> {
   if (opts.cleanup) process.exit(await cleanupMode(opts, log));
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const metrics = createSidecarMetrics();
-  const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log });
+  // Spare restore processes: a change skips a process start on its way to the kernel.
+  const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log, spareRestore: true });
   const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics });
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, metrics.registry, opts.healthPort, opts.healthHost);
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend() }, 'multus-proxy sidecar starting');
@@ -72,6 +73,7 @@ async function main(): Promise<void> {
     }, STOP_DEADLINE_MS);
     try {
       await runtime.stop();
+      dataplane.close();
       await health.close();
     } catch (e) {
       log.error({ err: e }, 'error while stopping');

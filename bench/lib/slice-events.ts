@@ -51,3 +51,44 @@ export class SliceTracker {
     return [...this.union(service, manager)].sort();
   }
 }
+
+/** A dataplane sync as the sidecar logs it at info level (`rules applied`): when it ended and how long it took (ms since the epoch, ms). */
+export interface AppliedSync {
+  readonly end: number;
+  readonly ms: number;
+  readonly full: boolean;
+}
+
+/** The sidecar's `rules applied` lines (pino JSON: time, ms, full). Other lines are ignored. */
+export function appliedSyncs(log: string): AppliedSync[] {
+  const out: AppliedSync[] = [];
+  for (const line of log.split('\n')) {
+    if (!line.includes('"rules applied"')) continue;
+    try {
+      const o = JSON.parse(line) as { msg?: string; ms?: unknown; full?: unknown; time?: unknown };
+      if (o.msg === 'rules applied' && typeof o.ms === 'number' && typeof o.time === 'number') out.push({ end: o.time, ms: o.ms, full: o.full === true });
+    } catch {
+      // not a JSON line
+    }
+  }
+  return out;
+}
+
+/** Where one change's time went, in ms: event → sync start (waiting), sync start → rule in place, rule in place → sync end. */
+export interface Breakdown {
+  readonly waiting: number;
+  readonly toRule: number;
+  readonly afterRule: number;
+}
+
+/**
+ * Splits event → rule (both ms since the epoch) at the start of the sync that put the rule in
+ * place: the one whose span holds the rule time (`slackMs` either side for clock rounding: pino
+ * logs whole milliseconds, the sync's own ms is rounded).
+ */
+export function breakdown(eventAt: number, ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2): Breakdown | undefined {
+  const s = syncs.find((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + slackMs);
+  if (s === undefined) return undefined;
+  const start = s.end - s.ms;
+  return { waiting: start - eventAt, toRule: ruleAt - start, afterRule: s.end - ruleAt };
+}

@@ -23,7 +23,7 @@ import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing } from './restore.js';
 import { countRules } from './rules.js';
 import { conntrackScope, render, RenderCache } from './incremental.js';
-import { createExec, detectBackend, readExisting, readOutputChains, restore, save, type Backend, type Exec } from './iptables.js';
+import { createExec, detectBackend, nftRestoreBinary, readExisting, readOutputChains, restore, save, type Backend } from './iptables.js';
 import { compareProbe, compareSave, quickProbes } from './drift.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
 import { flushConntrack, planConntrack } from './conntrack.js';
@@ -42,6 +42,11 @@ export interface DataplaneOptions {
   readonly ipv6?: boolean;
   /** Where the rules live (default: the sidecar's, nat and filter OUTPUT with prefix MPX-). */
   readonly layout?: Layout;
+  /**
+   * Keep a spare restore process per family started ahead (nft back end only; iptables.ts), so
+   * a change skips a process start. For long-running programs; close() lets the spares go.
+   */
+  readonly spareRestore?: boolean;
 }
 
 export function kernelHasIPv6(): boolean {
@@ -95,6 +100,8 @@ export interface Dataplane<S = DesiredState> {
   checkDrift(opts: { deep: boolean }): Promise<string | undefined>;
   cleanup(): Promise<CleanupResult>;
   backend(): Promise<Backend>;
+  /** Lets spare processes go (spareRestore); the dataplane still works after it, without spares. */
+  close(): void;
 }
 
 interface Applied {
@@ -118,7 +125,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
  * resolved targets (the node agent renders NodePorts and the node's cluster-IP access this way).
  */
 export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (state: S) => Rendered): Dataplane<S> {
-  const exec: Exec = createExec(opts.netns);
+  const exec = createExec(opts.netns, opts.spareRestore === true ? nftRestoreBinary : undefined);
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const proto = layout.routeProto;
   let backendChoice: Promise<Backend> | undefined;
@@ -309,5 +316,6 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     checkDrift: (o) => serial(() => doCheckDrift(o.deep)),
     cleanup: () => serial(doCleanup),
     backend,
+    close: () => exec.close(),
   };
 }

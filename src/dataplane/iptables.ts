@@ -4,8 +4,19 @@
  *
  * Commands run in the current network namespace (the sidecar lives inside the pod). The one test
  * hook is `netns`: when set, each command is prefixed with `ip netns exec <netns>`.
+ *
+ * Spare processes: for the commands `keepSpare` names (the nft back end's restore binaries), the
+ * exec keeps one process per argv started ahead, blocked reading its input, so the next call only
+ * writes to it. A change then costs no fork, exec and dynamic linking on its way to the kernel
+ * (B3-real: 5.8 → 1.6 ms median, 20 → 5 ms max, from the write to the commit on a loaded 2-core
+ * machine). Only safe because iptables-nft-restore does nothing before its input ends a table: it
+ * reads the kernel's state (and loads extensions) after reading, so a spare started minutes ago
+ * behaves exactly as one started now. Not for legacy, which may take the xtables lock early. A
+ * spare costs ~160 KiB of private memory and no CPU while it waits; it exits on EOF without
+ * touching anything (close(), or this process exiting).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import type { IpFamily } from './model.js';
 import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import { parseExisting, type Existing } from './restore.js';
@@ -18,21 +29,94 @@ export interface ExecResult {
 
 export type Exec = (cmd: string, args: readonly string[], stdin?: string) => Promise<ExecResult>;
 
-export function createExec(netns?: string): Exec {
-  return (cmd, args, stdin) =>
-    new Promise((resolve) => {
-      const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
-      const child = spawn(argv[0] ?? cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
-      const out: Buffer[] = [];
-      const errs: Buffer[] = [];
-      child.stdout.on('data', (b: Buffer) => out.push(b));
-      child.stderr.on('data', (b: Buffer) => errs.push(b));
-      // A missing binary is reported like a failed command (code 127), never as a crash.
-      child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${argv[0] ?? cmd}: ${e.message}` }));
-      child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(errs).toString() }));
-      child.stdin.on('error', () => undefined);
-      child.stdin.end(stdin ?? '');
-    });
+/** An Exec that may hold spare processes; close() lets them go (they exit without doing anything). */
+export interface SpareExec extends Exec {
+  close(): void;
+  /** Spare processes waiting now (tests, metrics). */
+  spares(): number;
+}
+
+interface Launched {
+  readonly child: ChildProcess;
+  readonly result: Promise<ExecResult & { readonly signal?: string }>;
+}
+
+function launch(argv: readonly string[]): Launched {
+  const cmd = argv[0] ?? '';
+  const child = spawn(cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
+  const out: Buffer[] = [];
+  const errs: Buffer[] = [];
+  child.stdout?.on('data', (b: Buffer) => out.push(b));
+  child.stderr?.on('data', (b: Buffer) => errs.push(b));
+  child.stdin?.on('error', () => undefined);
+  const result = new Promise<ExecResult & { signal?: string }>((resolve) => {
+    // A missing binary is reported like a failed command (code 127), never as a crash.
+    child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
+    child.on('close', (code, signal) =>
+      resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(errs).toString() + (signal ? `killed by ${signal}` : ''), ...(signal ? { signal } : {}) }),
+    );
+  });
+  return { child, result };
+}
+
+/** A waiting spare must not keep this process alive; one in use must. */
+function setRef(l: Launched, ref: boolean): void {
+  const c = l.child;
+  if (ref) c.ref();
+  else c.unref();
+  for (const s of [c.stdin, c.stdout, c.stderr] as unknown as (Socket | null)[]) {
+    if (ref) s?.ref();
+    else s?.unref();
+  }
+}
+
+const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.signalCode === null;
+
+export function createExec(netns?: string, keepSpare: (cmd: string) => boolean = () => false): SpareExec {
+  const spares = new Map<string, Launched>();
+  let closed = false;
+  const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<ExecResult & { signal?: string }> => {
+    l.child.stdin?.end(stdin);
+    return l.result;
+  };
+  const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
+    const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
+    if (closed || !keepSpare(cmd)) return run(argv, stdin ?? '');
+    const key = argv.join('\0');
+    const spare = spares.get(key);
+    spares.delete(key);
+    let r: ExecResult & { signal?: string };
+    if (spare !== undefined && alive(spare)) {
+      setRef(spare, true);
+      r = await run(argv, stdin ?? '', spare);
+      // Killed from outside before or while it read the input: run it once more from scratch (a
+      // restore is one transaction per table, so a killed one applied its table fully or not at all).
+      if (r.signal !== undefined) r = await run(argv, stdin ?? '');
+    } else {
+      spare?.child.kill();
+      r = await run(argv, stdin ?? '');
+    }
+    if (!closed && !spares.has(key)) {
+      const next = launch(argv);
+      setRef(next, false);
+      spares.set(key, next);
+    }
+    return { code: r.code, stdout: r.stdout, stderr: r.stderr };
+  };
+  return Object.assign(exec, {
+    close() {
+      closed = true;
+      // EOF on its input: iptables-restore exits 0 without touching anything.
+      for (const l of spares.values()) l.child.stdin?.end();
+      spares.clear();
+    },
+    spares: () => [...spares.values()].filter(alive).length,
+  });
+}
+
+/** The commands worth a spare process: the nft back end's restore binaries (see the module comment). */
+export function nftRestoreBinary(cmd: string): boolean {
+  return /^ip6?tables-nft-restore$/.test(cmd);
 }
 
 export type Backend = 'nft' | 'legacy';

@@ -5,6 +5,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { createDataplane } from '../../src/dataplane/apply.js';
 import { RestoreError } from '../../src/dataplane/iptables.js';
@@ -30,6 +32,28 @@ function ours(text: string): string[] {
 
 async function routes(env: Env, pod = env.client): Promise<string> {
   return (await env.topo.run(pod, ['sh', '-c', 'ip route show; ip -6 route show'])).stdout;
+}
+
+/** Pids of restore processes (iptables-nft-restore, ip6tables-nft-restore) living in network namespace `ns`. */
+function restoreProcessesIn(ns: string): number[] {
+  const inode = statSync(`/run/netns/${ns}`).ino;
+  const out: number[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (!/^ip6?tables-nft-r/.test(readFileSync(`/proc/${d}/comm`, 'utf8')) || statSync(`/proc/${d}/ns/net`).ino !== inode) continue;
+      out.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+/** Until `n` restore processes live in `ns` (a spare is started after its sync returns, and shows under its own name once exec'd). */
+async function restoreProcessesSettled(ns: string, n: number): Promise<number[]> {
+  for (let i = 0; i < 100 && restoreProcessesIn(ns).length !== n; i++) await sleep(10);
+  return restoreProcessesIn(ns);
 }
 
 void describe('sidecar dataplane: operations', () => {
@@ -105,6 +129,32 @@ void describe('sidecar dataplane: operations', () => {
     assert.equal(res.full, true);
     assert.deepEqual(ours(await saveText(env, 4)), good);
     assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
+  });
+
+  void test('spare restore processes: each change goes through a process started ahead; one killed from outside is replaced and the change still lands; close() lets them go', async () => {
+    const dp = createDataplane({ netns: env.client.ns, spareRestore: true });
+    const [b1, b2] = env.backends;
+    assert.ok(b1 && b2);
+    try {
+      await dp.sync(fullState(env), { full: true });
+      const first = await restoreProcessesSettled(env.client.ns, 2);
+      assert.equal(first.length, 2, `one spare per family after a sync that restored both: ${first.join(', ')}`);
+      const res = await dp.sync(fullState(env, [b1]), { full: false });
+      assert.deepEqual(res.families[0]?.changedChains, [`nat/${WEB_CHAIN}`]);
+      assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], ['b1']);
+      const second = await restoreProcessesSettled(env.client.ns, 2);
+      assert.equal(second.length, 2);
+      assert.notDeepEqual(second, first, 'the IPv4 spare was used and replaced; the IPv6 one still waits');
+      assert.equal(second.filter((p) => first.includes(p)).length, 1);
+      for (const p of second) process.kill(p, 'SIGKILL');
+      await dp.sync(fullState(env, [b2]), { full: false });
+      assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], ['b2'], 'the change landed although its spare was killed');
+      assert.equal((await restoreProcessesSettled(env.client.ns, 1)).length, 1, 'a new IPv4 spare waits');
+    } finally {
+      dp.close();
+    }
+    assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0), [], 'close(): the spares read EOF and exit');
+    assert.match(await saveText(env), new RegExp(`-A ${WEB_CHAIN} .*--to-destination ${b2.net1.ipv4.replace(/\./g, '\\.')}:`), 'and change nothing on the way out');
   });
 
   void test('syncs called without waiting run one at a time, in order', async () => {

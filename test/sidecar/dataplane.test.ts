@@ -17,9 +17,11 @@ void describe('sidecar dataplane: traffic', () => {
   let dp: Dataplane;
   before(async () => {
     env = await createEnv(3);
-    dp = createDataplane({ netns: env.client.ns });
+    // As the sidecar runs it: restores through spare processes started ahead.
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true });
   });
   after(async () => {
+    dp.close();
     await env.topo.teardown();
   });
 

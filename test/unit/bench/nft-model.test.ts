@@ -7,7 +7,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { NftTable, parseMonitorLine, saveHasDnat } from '../../../bench/lib/nft-model.js';
-import { SliceTracker } from '../../../bench/lib/slice-events.js';
+import { appliedSyncs, breakdown, SliceTracker } from '../../../bench/lib/slice-events.js';
 import { order } from '../../../bench/lib/report.js';
 import type { V1EndpointSlice } from '../../../src/kube/types.js';
 
@@ -120,5 +120,25 @@ void describe('benchmarks page', () => {
   void test('a variant section (b3real) sits after its number’s own sections and before the next number', () => {
     const keys = ['b4', 'b3real-quick', 'b3-quick', 'b3real', 'b3', 'b2-quick'];
     assert.deepEqual([...keys].sort((a, b) => order(a) - order(b)), ['b2-quick', 'b3', 'b3-quick', 'b3real', 'b3real-quick', 'b4']);
+  });
+});
+
+void describe("the sidecar's log, lined up with the bench's times", () => {
+  const log = [
+    '{"level":30,"time":1000,"msg":"rules applied","full":true,"ms":300}',
+    'not json "rules applied"',
+    '{"level":30,"time":2020,"msg":"rules applied","full":false,"ms":18}',
+    '{"level":20,"time":2030,"msg":"rules synced","ms":30}',
+  ].join('\n');
+  void test('appliedSyncs reads the end time, duration and kind of each sync', () => {
+    assert.deepEqual(appliedSyncs(log), [
+      { end: 1000, ms: 300, full: true },
+      { end: 2020, ms: 18, full: false },
+    ]);
+  });
+  void test('breakdown splits event → rule at the start of the sync whose span holds the rule time', () => {
+    const syncs = appliedSyncs(log);
+    assert.deepEqual(breakdown(1995, 2006, syncs), { waiting: 7, toRule: 4, afterRule: 14 });
+    assert.equal(breakdown(1995, 2500, syncs), undefined, 'no sync spans the rule time');
   });
 });
