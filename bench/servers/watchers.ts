@@ -3,10 +3,13 @@
  * own client and connection; a pod informer by field selector, a Service informer by the proxy
  * label, an EndpointSlice informer by network label, with the sidecar's transforms). Reports over
  * IPC: `synced` once every informer has listed, `seen` for each watcher that receives an update of
- * the probe slice (with the time), and `lists` (cumulative list requests) every 250 ms.
+ * the probe slice (with the time), and `counts` every 250 ms: cumulative list and watch requests,
+ * failed ones, and TLS connections opened / completed / failed in the handshake (tls.connect is
+ * wrapped for the count: this process is the bench's, not the product's).
  * argv: count listFrom(cache|quorum). Connection from MULTUS_PROXY_BENCH_CONN (JSON).
  */
-import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
+import tls from 'node:tls';
+import { createKubeClient, type KubeClient, type ListOptions } from '../../src/kube/client.js';
 import type { KubeConnection } from '../../src/kube/config.js';
 import { createInformer, type Informer } from '../../src/kube/informer.js';
 import { apiPath } from '../../src/kube/paths.js';
@@ -16,8 +19,7 @@ import type { KubeObject, V1EndpointSlice, V1Pod, V1Service } from '../../src/ku
 import { createLogger } from '../../src/log.js';
 import { slimEndpointSlice, slimPod, slimService } from '../../sidecar/slim.js';
 import { BENCH_NAMESPACE, NETWORK } from '../lib/services.js';
-
-export const PROBE_SLICE = 'b7-probe';
+import { PROBE_SLICE, ZERO_COUNTS, type WatcherCounts } from '../lib/watchers-ipc.js';
 
 const count = Number(process.argv[2]);
 const listFrom = process.argv[3] === 'quorum' ? 'quorum' : 'cache';
@@ -26,13 +28,51 @@ const conn: KubeConnection = { ...raw, ...(raw.ca ? { ca: Buffer.from(raw.ca) } 
 const logger = createLogger('b7');
 const send = (m: unknown): void => void process.send?.(m);
 
-const clients: KubeClient[] = [];
+const counts: WatcherCounts = { ...ZERO_COUNTS };
+const connect = tls.connect.bind(tls) as (...args: unknown[]) => tls.TLSSocket;
+(tls as { connect: unknown }).connect = (...args: unknown[]): tls.TLSSocket => {
+  const socket = connect(...args);
+  counts.tlsOpened++;
+  let secure = false;
+  socket.once('secureConnect', () => {
+    secure = true;
+    counts.tlsDone++;
+  });
+  socket.once('close', () => {
+    if (!secure) counts.tlsFailed++;
+  });
+  return socket;
+};
+
+/** The client, counting list and watch requests that failed (the informer then backs off). */
+function counted(inner: KubeClient): KubeClient {
+  const fail = (e: unknown): never => {
+    counts.failed++;
+    throw e;
+  };
+  return {
+    get: (p, o) => inner.get(p, o),
+    create: (p, b, o) => inner.create(p, b, o),
+    replace: (p, b, o) => inner.replace(p, b, o),
+    patch: (p, b, t, o) => inner.patch(p, b, t, o),
+    delete: (p, o) => inner.delete(p, o),
+    requestCount: () => inner.requestCount(),
+    list: <T>(p: string, o?: ListOptions) => {
+      counts.lists++;
+      return inner.list<T>(p, o).catch(fail);
+    },
+    watch: (p, o, on, s) => {
+      counts.watches++;
+      return inner.watch(p, o, on, s).catch(fail);
+    },
+  };
+}
+
 const informers: Informer<KubeObject>[] = [];
 // The old behaviour: quorum lists and an immediate relist after 410.
 const common = { logger, listFrom, ...(listFrom === 'quorum' ? { relistJitterMs: 0 } : {}) } as const;
 for (let i = 0; i < count; i++) {
-  const client = createKubeClient(conn);
-  clients.push(client);
+  const client = counted(createKubeClient(conn));
   const pods = createInformer<V1Pod>(client, { ...common, name: 'pod', path: apiPath('', 'v1', 'pods', BENCH_NAMESPACE), fieldSelector: `metadata.name=b7-client-${i}`, transform: slimPod });
   const services = createInformer<V1Service>(client, { ...common, name: 'services', path: apiPath('', 'v1', 'services'), labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimService });
   const slices = createInformer<V1EndpointSlice>(client, {
@@ -51,6 +91,5 @@ for (let i = 0; i < count; i++) {
 }
 for (const inf of informers) inf.start();
 void Promise.all(informers.map((i) => i.synced)).then(() => send({ type: 'synced' }));
-const lists = (): number => clients.reduce((n, c) => n + (c.requestCount()['list'] ?? 0), 0);
-setInterval(() => send({ type: 'lists', at: Date.now(), n: lists() }), 250);
+setInterval(() => send({ type: 'counts', at: Date.now(), counts }), 250);
 process.on('disconnect', () => process.exit(0));
