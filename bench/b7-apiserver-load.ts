@@ -2,15 +2,15 @@
  * B7: the apiserver's load from many sidecars. N watchers (each built as the sidecar builds its
  * informers: own client, pod + Service + EndpointSlice informers with the sidecar's transforms),
  * 100 per process, on one private kube-apiserver (watch cache on, as in any cluster). For each N,
- * ours (lists from the watch cache, jittered relists: the informer's default) and the old
- * behaviour (every list a quorum read from etcd, immediate relist after 410: `listFrom: 'quorum'`)
- * run in the same run, alternating which goes first. Measured for each:
+ * ours (lists from the watch cache, jittered relists, full-jitter reconnects: the informer's
+ * defaults) and the old list behaviour (every list a quorum read from etcd, immediate relist
+ * after 410: `listFrom: 'quorum'`) run in the same run, alternating which goes first, each on a
+ * freshly started apiserver. Measured for each:
  * - one slice change reaching all N watchers: p50 and p99 over 5 changes;
  * - the apiserver's CPU (during the initial sync, and idle afterwards) and private (anonymous)
  *   memory, per watcher;
- * - list requests per second after an apiserver restart (peak, and the spread over time).
- * Full size is N = 100 and 500: at 1,000 the restarted apiserver does not come up on the 2-core
- * development machine (TLS handshake timeouts while 3,000 watches reconnect; docs/benchmarks.md).
+ * - after an apiserver restart: TLS handshakes and lists per second, the restarted apiserver's
+ *   CPU, and when each watcher has a change written at readiness.
  */
 import { copyFileSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
