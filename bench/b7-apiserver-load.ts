@@ -12,10 +12,10 @@
  * - after an apiserver restart: TLS handshakes and lists per second, the restarted apiserver's
  *   CPU, and when each watcher has a change written at readiness.
  */
-import { copyFileSync, readFileSync } from 'node:fs';
+import { copyFileSync, readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import path from 'node:path';
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import type { ControlPlane } from '../test/harness/controlplane.js';
 import { benchControlPlane, createServices, createSlices, SLICES_PATH } from './lib/cluster.js';
@@ -38,6 +38,39 @@ const MAX_STARTS = 3;
 const SETTLE_MS = 5_000;
 /** Experiments: log the watchers' counts every second of a restart and keep the apiserver's log in /tmp. */
 const TRACE = process.env['B7_TRACE'] === '1';
+/**
+ * Experiments: B7_NICE=10 renices each restarted apiserver (and etcd) as soon as it exists, to
+ * reproduce on a quiet machine an apiserver starved of CPU by other work, as on a loaded one.
+ */
+const NICE = process.env['B7_NICE'];
+
+/** Renices every thread of the control plane's processes until `until` settles (experiments only; Linux nice is per thread). */
+function reniceWhile(cp: ControlPlane, until: Promise<unknown>): void {
+  if (!NICE) return;
+  const done = new Set<number>();
+  let settled = false;
+  void until.finally(() => (settled = true));
+  const tick = (): void => {
+    for (const pid of cp.pids()) {
+      let tids: string[];
+      try {
+        tids = readdirSync(`/proc/${pid}/task`);
+      } catch {
+        continue; // not started yet, or gone
+      }
+      for (const tid of tids.map(Number).filter((t) => !done.has(t))) {
+        try {
+          execFileSync('renice', ['-n', NICE, '-p', String(tid)], { stdio: 'ignore' });
+          done.add(tid);
+        } catch {
+          /* the thread ended */
+        }
+      }
+    }
+    if (!settled) setTimeout(tick, 50);
+  };
+  tick();
+}
 const MEM_SAMPLES = 5;
 type Mode = 'cache' | 'quorum';
 
@@ -234,7 +267,9 @@ async function measure(ctx: RunContext, cp: ControlPlane, n: number, mode: Mode,
   let ready: { readyAt: number; starts: number } | undefined;
   let failed: Error | undefined;
   let recovery: Promise<number[]> = Promise.resolve([]);
-  const restart = restartApiserver(ctx, cp, what).then(
+  const restarting = restartApiserver(ctx, cp, what);
+  reniceWhile(cp, restarting);
+  const restart = restarting.then(
     (r) => {
       ready = r;
       // A change written as soon as the apiserver is ready: when has every watcher got it?
