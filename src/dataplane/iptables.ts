@@ -12,8 +12,9 @@
  * machine). Only safe because iptables-nft-restore does nothing before its input ends a table: it
  * reads the kernel's state (and loads extensions) after reading, so a spare started minutes ago
  * behaves exactly as one started now. Not for legacy, which may take the xtables lock early. A
- * spare costs ~160 KiB of private memory and no CPU while it waits; it exits on EOF without
- * touching anything (close(), or this process exiting).
+ * spare costs ~160 KiB of private memory and no CPU while it waits, and is kept only for a
+ * command run more than once; it exits on EOF without touching anything (close(), or this
+ * process exiting).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
@@ -74,6 +75,7 @@ const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.sig
 
 export function createExec(netns?: string, keepSpare: (cmd: string) => boolean = () => false): SpareExec {
   const spares = new Map<string, Launched>();
+  const calls = new Map<string, number>();
   let closed = false;
   const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<ExecResult & { signal?: string }> => {
     l.child.stdin?.end(stdin);
@@ -96,7 +98,11 @@ export function createExec(netns?: string, keepSpare: (cmd: string) => boolean =
       spare?.child.kill();
       r = await run(argv, stdin ?? '');
     }
-    if (!closed && !spares.has(key)) {
+    // Only for a command run more than once: a family whose rules never change after the first
+    // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare.
+    const n = (calls.get(key) ?? 0) + 1;
+    calls.set(key, n);
+    if (!closed && !spares.has(key) && n >= 2) {
       const next = launch(argv);
       setRef(next, false);
       spares.set(key, next);
