@@ -8,7 +8,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { createServices, createSlices } from './lib/cluster.js';
-import { sidecarCommand, startSidecar, startSidecarEnv, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
+import { sidecarCommand, startSidecar, startSidecarEnv, toggleFlag, TRADE_FLAG, withoutMallocEnv, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
 import { cpuWithChildrenMs, run, sleep, smaps, treeSum, startProcess, stopProcess, type Cleanup } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import type { RunContext, TargetCheck } from './lib/report.js';
@@ -25,8 +25,12 @@ const SIZES = {
 const TARGET = { idlePrivateMiB: 12, privateAt1kMiB: 24, idleCpuPercent: 0.1 };
 
 const BARE = ['-e', 'setInterval(() => {}, 1 << 30)'];
-/** V8 flags tried on top of the injected command at 1,000 Services (one run each), measured side by side. */
-const FLAG_VARIANTS: readonly (readonly string[])[] = [['--single-threaded-gc'], ['--single-threaded'], ['--lite-mode'], ['--max-old-space-size=24'], ['--no-opt']];
+/**
+ * Variants tried at 1,000 Services (one run each), measured side by side with the injected
+ * command: without the injected malloc settings, TRADE_FLAG toggled (taken out if injected, else
+ * added), and these V8 flags added to it.
+ */
+const FLAG_VARIANTS: readonly (readonly string[])[] = [['--single-threaded-gc'], ['--single-threaded'], ['--max-old-space-size=24'], ['--no-opt']];
 const VARIANTS_AT = 1000;
 
 interface Footprint {
@@ -71,18 +75,22 @@ async function heapMiB(env: SidecarEnv): Promise<{ used: number; total: number }
 
 interface Phase {
   readonly label: string;
+  /** From the sidecar's start to its first sync done (ms): start-up work, where a V8 flag's CPU price shows. */
+  readonly firstSyncMs: number[];
   readonly heap: { used: number; total: number }[];
   readonly sidecar: Footprint[];
   readonly bare: Footprint[];
 }
 
 async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, cmd: SidecarCommand, runs: number, settle: number, window: number, label: string): Promise<Phase> {
-  const out: Phase = { label, heap: [], sidecar: [], bare: [] };
+  const out: Phase = { label, firstSyncMs: [], heap: [], sidecar: [], bare: [] };
   for (let r = 0; r < runs; r++) {
     const bare = startProcess('node', BARE, { netns: env.pod.ns });
     cleanup.add('bare node', () => stopProcess(bare));
+    const t0 = performance.now();
     const sidecar = startSidecar(env, cleanup, 'info', cmd);
     await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
+    out.firstSyncMs.push(performance.now() - t0);
     await sleep(settle * 1000);
     const [s, b] = await sample([sidecar.child.pid ?? 0, bare.pid ?? 0], window);
     if (!s || !b) throw new Error('sampling failed');
@@ -112,10 +120,14 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
     phases.push(await phase(ctx, env, cleanup, cmd, runs, settle, window, `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`));
     if (n === VARIANTS_AT) {
       // V8 flags on top of the injected command, one run each; a variant that fails (out of memory) is reported as such.
-      for (const flags of FLAG_VARIANTS) {
-        const label = `node ${flags.join(' ')} + injected flags`;
+      const tried: { label: string; cmd: SidecarCommand }[] = [
+        { label: `injected command ${withoutMallocEnv(cmd).label ?? ''}`, cmd: withoutMallocEnv(cmd) },
+        { label: `injected command ${toggleFlag(cmd, TRADE_FLAG).label ?? ''}`, cmd: toggleFlag(cmd, TRADE_FLAG) },
+        ...FLAG_VARIANTS.map((flags) => ({ label: `node ${flags.join(' ')} + injected flags`, cmd: { argv: [...flags, ...cmd.argv], how: cmd.how } })),
+      ];
+      for (const { label, cmd: variant } of tried) {
         try {
-          variants.push(await phase(ctx, env, cleanup, { argv: [...flags, ...cmd.argv], how: cmd.how }, 1, settle, Math.min(window, 20), label));
+          variants.push(await phase(ctx, env, cleanup, variant, 1, settle, Math.min(window, 20), label));
         } catch (e) {
           ctx.log(`${label}: failed: ${(e instanceof Error ? e.message : String(e)).slice(0, 200)}`);
           failedVariants.push(`${label}: the sidecar died (${/out of memory/i.test(String(e)) ? 'V8 out of memory' : 'see the log'})`);
@@ -127,8 +139,8 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
   const sum = (f: Footprint[], k: keyof Footprint): Summary => summarize(f.map((x) => x[k]));
   const rows: string[][] = [];
   for (const p of phases) {
-    rows.push([p.label, 'sidecar', mib(sum(p.sidecar, 'privateMiB')), mib(sum(p.sidecar, 'sharedMiB')), `${mib(summarize(p.heap.map((h) => h.used)))} of ${fmt(summarize(p.heap.map((h) => h.total)).median)}`, pct(sum(p.sidecar, 'cpuPercent'))]);
-    rows.push(['', 'bare node', mib(sum(p.bare, 'privateMiB')), mib(sum(p.bare, 'sharedMiB')), '', pct(sum(p.bare, 'cpuPercent'))]);
+    rows.push([p.label, 'sidecar', mib(sum(p.sidecar, 'privateMiB')), mib(sum(p.sidecar, 'sharedMiB')), `${mib(summarize(p.heap.map((h) => h.used)))} of ${fmt(summarize(p.heap.map((h) => h.total)).median)}`, pct(sum(p.sidecar, 'cpuPercent')), `${fmt(summarize(p.firstSyncMs).median)} ms`]);
+    rows.push(['', 'bare node', mib(sum(p.bare, 'privateMiB')), mib(sum(p.bare, 'sharedMiB')), '', pct(sum(p.bare, 'cpuPercent')), '']);
   }
   const [idle, first] = phases;
   const idlePriv = sum(idle?.sidecar ?? [], 'privateMiB').median;
@@ -146,15 +158,15 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
     tables: [
       {
         caption: `Memory (median over a ${window} s window, sampled each second) and CPU over that window (% of one core, the process and the commands it ran), starting ${settle} s after the sidecar's first sync; median (min–max) over ${runs} run(s) per phase:`,
-        columns: ['cluster', 'process', 'private (anonymous)', 'shared (file-backed)', 'of which V8 heap: used of reserved', 'CPU'],
+        columns: ['cluster', 'process', 'private (anonymous)', 'shared (file-backed)', 'of which V8 heap: used of reserved', 'CPU', 'start → first sync done'],
         rows,
       },
     ],
     targets,
     notes: [
-      `V8 flags added to the injected command (${cmd.argv.slice(0, -1).join(' ')}), one run each at ${VARIANTS_AT.toLocaleString('en')} Services, right after that phase: ` +
-        [...variants.map((v) => `${v.label}: private ${fmt(sum(v.sidecar, 'privateMiB').median)} MiB, shared ${fmt(sum(v.sidecar, 'sharedMiB').median)} MiB, CPU ${fmt(sum(v.sidecar, 'cpuPercent').median)}%`), ...failedVariants].join('; ') +
-        `; the injected command alone at that size: private ${fmt(priv1k)} MiB.`,
+      `Variants of the injected command (node ${cmd.argv.slice(0, -1).join(' ')}, ${Object.entries(cmd.env ?? {}).map(([k, v]) => `${k}=${v}`).join(' ')}), one run each at ${VARIANTS_AT.toLocaleString('en')} Services, right after that phase: ` +
+        [...variants.map((v) => `${v.label}: private ${fmt(sum(v.sidecar, 'privateMiB').median)} MiB, shared ${fmt(sum(v.sidecar, 'sharedMiB').median)} MiB, CPU ${fmt(sum(v.sidecar, 'cpuPercent').median)}%, first sync done ${fmt(summarize(v.firstSyncMs).median)} ms after start`), ...failedVariants].join('; ') +
+        `; the injected command alone at that size: private ${fmt(priv1k)} MiB, first sync done ${fmt(summarize(at1k?.firstSyncMs ?? []).median)} ms after start.`,
       `Method: the sidecar runs as ${cmd.how} in a client pod's network namespace (test harness topology, apiserver through the harness's relay), against a private kube-apiserver, with its default settings (drift check every 60 s) and LOG_LEVEL=info. ` +
         'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
         'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +

@@ -6,7 +6,7 @@ import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../src/kube/config.js';
 import type { V1Container, V1Pod } from '../src/kube/types.js';
 import { OPTION_SOURCES } from '../src/sidecar-contract.js';
-import type { SidecarConfig } from './options.js';
+import { SIDECAR_MALLOC_ENV, type SidecarConfig } from './options.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;
 type Volume = NonNullable<PodSpec['volumes']>[number];
@@ -77,6 +77,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
       { name: OPTION_SOURCES.healthPort.env, value: String(cfg.healthPort) },
       { name: 'LOG_LEVEL', value: cfg.logLevel },
       { name: 'XTABLES_LOCKFILE', value: `${RUN_DIR}/xtables.lock` },
+      ...Object.entries(SIDECAR_MALLOC_ENV).map(([name, value]) => ({ name, value })),
     ],
     resources: structuredClone(cfg.resources),
     securityContext: {

@@ -16,7 +16,7 @@ import { BENCH_NAMESPACE, clientPod } from './services.js';
 import { benchControlPlane, createPod } from './cluster.js';
 import { run, startProcess, stopProcess, type Cleanup } from './proc.js';
 import { ROOT } from './report.js';
-import { SIDECAR_NODE_FLAGS } from '../../webhook/options.js';
+import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../../webhook/options.js';
 
 export const CLIENT_POD = 'client';
 export const SIDECAR_BUNDLE = path.join(ROOT, 'dist', 'sidecar.js');
@@ -65,6 +65,30 @@ export interface SidecarProcess {
 export interface SidecarCommand {
   readonly argv: string[];
   readonly how: string;
+  /** How it differs from the injected command (`without --lite-mode`), if it does. */
+  readonly label?: string;
+  /** Environment the webhook injects besides the sidecar's settings (SIDECAR_MALLOC_ENV). */
+  readonly env?: Readonly<Record<string, string>>;
+}
+
+/**
+ * The V8 flag whose trade (private memory for CPU) B3 and B5 measure in the same run as the
+ * injected command: adopted in SIDECAR_NODE_FLAGS only because those runs showed it pays.
+ */
+export const TRADE_FLAG = '--lite-mode';
+
+/** The command with `flag` taken out if it has it, else added in front (node options come before the script). */
+export function toggleFlag(cmd: SidecarCommand, flag: string): SidecarCommand {
+  const has = cmd.argv.includes(flag);
+  const argv = has ? cmd.argv.filter((a) => a !== flag) : [flag, ...cmd.argv];
+  const label = has ? `without ${flag}` : `with ${flag} added`;
+  return { ...cmd, argv, how: `${cmd.how}, ${label}`, label };
+}
+
+/** The command without the injected malloc settings (glibc's defaults). */
+export function withoutMallocEnv(cmd: SidecarCommand): SidecarCommand {
+  const label = 'without the malloc settings';
+  return { argv: cmd.argv, how: `${cmd.how}, ${label}`, label };
 }
 
 /** A fresh bundle of `program` from the current source in a temp folder; undefined without the build script. */
@@ -76,22 +100,24 @@ export async function buildBundle(cleanup: Cleanup, program: string): Promise<st
   return path.join(out, `${program}.js`);
 }
 
+const mallocText = Object.entries(SIDECAR_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
+
 export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> {
   const bundle = await buildBundle(cleanup, 'sidecar');
   if (bundle !== undefined) {
-    return { argv: [...SIDECAR_NODE_FLAGS, bundle], how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} as injected` };
+    return { argv: [...SIDECAR_NODE_FLAGS, bundle], env: SIDECAR_MALLOC_ENV, how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} with ${mallocText} as injected` };
   }
   if (existsSync(SIDECAR_BUNDLE)) {
-    return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z)` };
+    return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], env: SIDECAR_MALLOC_ENV, how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z), with ${mallocText}` };
   }
-  return { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], how: 'tsx (sidecar/main.ts; no bundle could be built)' };
+  return { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], env: SIDECAR_MALLOC_ENV, how: 'tsx (sidecar/main.ts; no bundle could be built)' };
 }
 
 export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string, cmd: SidecarCommand): SidecarProcess {
   const child = startProcess('node', cmd.argv, {
     netns: env.pod.ns,
     cwd: ROOT,
-    env: { ...process.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
+    env: { ...process.env, ...cmd.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
   });
   return logged(child, cmd.how, 'sidecar', cleanup);
 }
