@@ -301,7 +301,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   const split: string[][] = parts.length === 0 ? [] : [
     row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
     row('sync start → rule in place (render, iptables-restore up to its commit)', summarize(parts.map((b) => b.toRule))),
-    row('rule in place → sync end (iptables-restore exiting: the kernel frees the old rules as its netlink socket closes)', summarize(parts.map((b) => b.afterRule))),
+    row('rule in place → sync end (iptables-restore reporting back, the rest of the sync)', summarize(parts.map((b) => b.afterRule))),
   ];
   return {
     tables: [

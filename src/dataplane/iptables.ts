@@ -14,7 +14,8 @@
  * behaves exactly as one started now. Not for legacy, which may take the xtables lock early. A
  * spare costs ~160 KiB of private memory and no CPU while it waits, and is kept only for a
  * command run more than once; it exits on EOF without touching anything (close(), or this
- * process exiting).
+ * process exiting). Such restores end with a sentinel line (see acked()), so a sync need not wait
+ * for the process to exit.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
@@ -40,6 +41,8 @@ export interface SpareExec extends Exec {
 interface Launched {
   readonly child: ChildProcess;
   readonly result: Promise<ExecResult & { readonly signal?: string }>;
+  /** Called with all stderr so far, on each chunk. */
+  onStderr(f: (all: string) => void): void;
 }
 
 function launch(argv: readonly string[]): Launched {
@@ -47,8 +50,12 @@ function launch(argv: readonly string[]): Launched {
   const child = spawn(cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
+  let watch: ((all: string) => void) | undefined;
   child.stdout?.on('data', (b: Buffer) => out.push(b));
-  child.stderr?.on('data', (b: Buffer) => errs.push(b));
+  child.stderr?.on('data', (b: Buffer) => {
+    errs.push(b);
+    watch?.(Buffer.concat(errs).toString());
+  });
   child.stdin?.on('error', () => undefined);
   const result = new Promise<ExecResult & { signal?: string }>((resolve) => {
     // A missing binary is reported like a failed command (code 127), never as a crash.
@@ -57,7 +64,47 @@ function launch(argv: readonly string[]): Launched {
       resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(errs).toString() + (signal ? `killed by ${signal}` : ''), ...(signal ? { signal } : {}) }),
     );
   });
-  return { child, result };
+  return { child, result, onStderr: (f) => (watch = f) };
+}
+
+/**
+ * Whether iptables-nft-restore's stderr says only that the sentinel line failed (`line N
+ * failed`), i.e. every table before it was committed. Pure.
+ */
+export function sentinelOnly(stderr: string, sentinelLine: number): boolean {
+  if (!stderr.endsWith('\n')) return false;
+  const lines = [...stderr.matchAll(/line:? (\d+)/gi)].map((m) => Number(m[1]));
+  return lines.length > 0 && lines.every((n) => n === sentinelLine);
+}
+
+/**
+ * Writes a restore's input followed by a sentinel (`COMMIT` outside any table, a parse error) and
+ * resolves as soon as stderr reports that line: the tables before it are committed by then. The
+ * process still has to exit, and that takes 5–30 ms after a transaction that deleted rules (the
+ * kernel frees them when the netlink socket closes); the next change need not wait for it.
+ */
+function acked(l: Launched, text: string): Promise<ExecResult & { signal?: string }> {
+  const body = text === '' || text.endsWith('\n') ? text : `${text}\n`;
+  const sentinel = body.split('\n').length;
+  return new Promise((resolve) => {
+    let done = false;
+    const ok = (stdout: string): void => {
+      done = true;
+      resolve({ code: 0, stdout, stderr: '' });
+    };
+    l.onStderr((all) => {
+      if (!done && sentinelOnly(all, sentinel)) ok('');
+    });
+    void l.result.then((r) => {
+      if (done) return;
+      if (r.signal === undefined && sentinelOnly(r.stderr, sentinel)) ok(r.stdout);
+      else {
+        done = true;
+        resolve(r);
+      }
+    });
+    l.child.stdin?.end(`${body}COMMIT\n`);
+  });
 }
 
 /** A waiting spare must not keep this process alive; one in use must. */
@@ -77,9 +124,24 @@ export function createExec(netns?: string, keepSpare: (cmd: string) => boolean =
   const spares = new Map<string, Launched>();
   const calls = new Map<string, number>();
   let closed = false;
+  // The sentinel is used until a run shows this binary does not report it (then never again).
+  let sentinel: 'unknown' | 'seen' | 'off' = 'unknown';
   const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<ExecResult & { signal?: string }> => {
     l.child.stdin?.end(stdin);
     return l.result;
+  };
+  const runSpare = async (argv: readonly string[], stdin: string, l?: Launched): Promise<ExecResult & { signal?: string }> => {
+    if (sentinel === 'off') return run(argv, stdin, l);
+    const r = await acked(l ?? launch(argv), stdin);
+    if (r.code === 0) sentinel = 'seen';
+    else if (sentinel === 'unknown' && r.signal === undefined && failedLine(r.stderr) === undefined) {
+      // A failure that names no line: perhaps this build reports the sentinel differently. Once
+      // without it; if that succeeds, this binary goes without the sentinel from now on.
+      const plain = await run(argv, stdin);
+      if (plain.code === 0) sentinel = 'off';
+      return plain;
+    }
+    return r;
   };
   const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
     const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
@@ -90,13 +152,13 @@ export function createExec(netns?: string, keepSpare: (cmd: string) => boolean =
     let r: ExecResult & { signal?: string };
     if (spare !== undefined && alive(spare)) {
       setRef(spare, true);
-      r = await run(argv, stdin ?? '', spare);
+      r = await runSpare(argv, stdin ?? '', spare);
       // Killed from outside before or while it read the input: run it once more from scratch (a
       // restore is one transaction per table, so a killed one applied its table fully or not at all).
-      if (r.signal !== undefined) r = await run(argv, stdin ?? '');
+      if (r.signal !== undefined) r = await runSpare(argv, stdin ?? '');
     } else {
       spare?.child.kill();
-      r = await run(argv, stdin ?? '');
+      r = await runSpare(argv, stdin ?? '');
     }
     // Only for a command run more than once: a family whose rules never change after the first
     // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare.

@@ -196,28 +196,33 @@ void describe('sidecar dataplane: operations', () => {
     assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], ['b1']);
   });
 
-  void test('a failed restore names the offending line, leaves the nat table as it was, and forces a full sync', async () => {
-    const dp = createDataplane({ netns: env.client.ns });
-    await dp.sync(fullState(env), { full: true });
-    // Someone else jumps into our chain: deleting it (the Service goes away) must fail.
-    await env.topo.run(env.client, ['iptables', '-t', 'nat', '-A', 'FOREIGN', '-j', WEB_CHAIN]);
-    const beforeNat = (await env.topo.run(env.client, ['iptables-save', '-t', 'nat'])).stdout.replace(/^#.*\n/gm, '');
-    const without = state(env, fullState(env).targets.filter((t) => !(t.service === 'demo/web' && t.family === 4)));
-    await assert.rejects(dp.sync(without, { full: false }), (e: unknown) => {
-      assert.ok(e instanceof RestoreError, String(e));
-      assert.equal(e.family, 4);
-      assert.ok(e.line !== undefined, `no line in ${e.stderr}`);
-      assert.ok(e.context.some((l) => l.includes('>')), JSON.stringify(e.context));
-      assert.match(e.message, new RegExp(`failed: line \\d+: CHAIN_DEL failed \\(Device or resource busy\\): chain ${WEB_CHAIN} at input line \\d+: .*> -X ${WEB_CHAIN}`));
-      return true;
+  for (const spareRestore of [false, true]) {
+    void test(`a failed restore names the offending line, leaves the nat table as it was, and forces a full sync${spareRestore ? ' (through a spare process, with its sentinel line)' : ''}`, async () => {
+      const dp = createDataplane({ netns: env.client.ns, spareRestore });
+      await dp.sync(fullState(env), { full: true });
+      // Two IPv4 restores: the failing one below goes to a spare.
+      if (spareRestore) await dp.sync(fullState(env, env.backends.slice(0, 1)), { full: false });
+      // Someone else jumps into our chain: deleting it (the Service goes away) must fail.
+      await env.topo.run(env.client, ['iptables', '-t', 'nat', '-A', 'FOREIGN', '-j', WEB_CHAIN]);
+      const beforeNat = (await env.topo.run(env.client, ['iptables-save', '-t', 'nat'])).stdout.replace(/^#.*\n/gm, '');
+      const without = state(env, fullState(env).targets.filter((t) => !(t.service === 'demo/web' && t.family === 4)));
+      await assert.rejects(dp.sync(without, { full: false }), (e: unknown) => {
+        assert.ok(e instanceof RestoreError, String(e));
+        assert.equal(e.family, 4);
+        assert.ok(e.line !== undefined, `no line in ${e.stderr}`);
+        assert.ok(e.context.some((l) => l.includes('>')), JSON.stringify(e.context));
+        assert.match(e.message, new RegExp(`failed: line \\d+: CHAIN_DEL failed \\(Device or resource busy\\): chain ${WEB_CHAIN} at input line \\d+: .*> -X ${WEB_CHAIN}`));
+        return true;
+      });
+      const afterNat = (await env.topo.run(env.client, ['iptables-save', '-t', 'nat'])).stdout.replace(/^#.*\n/gm, '');
+      assert.equal(afterNat, beforeNat, 'the nat table changed although its transaction failed');
+      await env.topo.run(env.client, ['iptables', '-t', 'nat', '-D', 'FOREIGN', '-j', WEB_CHAIN]);
+      const retry = await dp.sync(without, { full: false });
+      assert.equal(retry.full, true, 'after a failure the next sync is a full one');
+      assert.doesNotMatch(await saveText(env), new RegExp(WEB_CHAIN));
+      dp.close();
     });
-    const afterNat = (await env.topo.run(env.client, ['iptables-save', '-t', 'nat'])).stdout.replace(/^#.*\n/gm, '');
-    assert.equal(afterNat, beforeNat, 'the nat table changed although its transaction failed');
-    await env.topo.run(env.client, ['iptables', '-t', 'nat', '-D', 'FOREIGN', '-j', WEB_CHAIN]);
-    const retry = await dp.sync(without, { full: false });
-    assert.equal(retry.full, true, 'after a failure the next sync is a full one');
-    assert.doesNotMatch(await saveText(env), new RegExp(WEB_CHAIN));
-  });
+  }
 
   void test('the apply runs with only NET_ADMIN and NET_RAW, and cleanup removes everything of ours and nothing else', async () => {
     const dataplane = fileURLToPath(new URL('../../src/dataplane/apply.ts', import.meta.url));
