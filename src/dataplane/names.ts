@@ -4,6 +4,7 @@
  * program renders the same name for the same Service port.
  */
 import { createHash } from 'node:crypto';
+import { flat } from './flat.js';
 import type { BackendEndpoint, ServicePortTarget } from './model.js';
 
 export const CHAIN_PREFIX = 'MPX-';
@@ -87,7 +88,7 @@ export function base32(bytes: Uint8Array, chars: number): string {
 /** 16 base32 characters of sha256, as kube-proxy names its chains: 80 bits, no practical collisions. */
 export function hashName(prefix: string, ...parts: readonly (string | number)[]): string {
   const digest = createHash('sha256').update(parts.join('\u0000')).digest();
-  return prefix + base32(digest, 16);
+  return flat(prefix + base32(digest, 16));
 }
 
 /** The nat chain of one Service port: a function of (service, port name, protocol, family, cluster IP). */

@@ -8,6 +8,7 @@ import { networkKey } from '../annotations/service-network.js';
 import { compareText } from '../order.js';
 import { chooseEndpoints, normalizeAddress, validPort } from './endpoints.js';
 import { serviceChainName, SIDECAR_LAYOUT, type Layout } from './names.js';
+import { flat } from './flat.js';
 import { targetRules } from './rules.js';
 import type { ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Resolution, ResolvedTarget, ServicePortTarget, SkippedTarget } from './model.js';
 
@@ -87,7 +88,7 @@ export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT
     ok: true,
     clusterIP,
     chain,
-    portKey: `${clusterIP}|${t.protocol}|${t.port}`,
+    portKey: flat(`${clusterIP}|${t.protocol}|${t.port}`),
     endpoints: chosen.endpoints,
     choice: chosen.choice,
     warnings,

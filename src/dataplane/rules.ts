@@ -25,21 +25,11 @@
  * a missing reject rule turns "refused" into "timeout" until the retry (a full sync). filter goes
  * first so a Service that loses its last endpoint rejects before its DNAT rules go.
  */
+import { flat } from './flat.js';
 import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from './names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget, Route, Ruleset, ServicePortTarget } from './model.js';
 
 /** How a port without endpoints refuses: a TCP reset, else ICMP port unreachable (the client gets ECONNREFUSED at once). */
-/**
- * The line as one flat string. A template literal builds a tree of concatenation nodes, which V8
- * keeps as long as the string lives: every rendered rule is kept (for partial syncs), and at 1,000
- * Services × 10 endpoints the trees took 3.3 MiB of heap where flat lines take 1.6 MiB (measured,
- * docs/benchmarks.md B5). Reading one character makes V8 flatten the string in place.
- */
-export function flat(line: string): string {
-  line.charCodeAt(0);
-  return line;
-}
-
 export function rejectWith(t: Pick<ServicePortTarget, 'protocol' | 'family'>): string {
   return t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
 }

@@ -13,6 +13,7 @@ import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '
 import { networkLabelValue } from '../annotations/network-label.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../kube/types.js';
 import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
+import { flat } from './flat.js';
 
 /** Kubernetes' default sessionAffinityConfig.clientIP.timeoutSeconds (3 hours). */
 export const DEFAULT_AFFINITY_TIMEOUT_SECONDS = 10800;
@@ -98,7 +99,7 @@ export function sliceInfo(slice: V1EndpointSlice): SliceInfo {
     return { problem: formatInputError(object, inputError(SERVICE_NETWORK_ANNOTATION, netValue, why, 'a slice is on exactly one network: "<namespace>/<nad>"')) };
   }
   const [ref] = parsed.value as [NetworkRef];
-  return { group: `${ns}/${svc}`, net: networkKey(ref) };
+  return { group: flat(`${ns}/${svc}`), net: networkKey(ref) };
 }
 
 const sliceName = (s: V1EndpointSlice): string => `${s.metadata?.namespace ?? ''}/${s.metadata?.name ?? ''}`;
