@@ -4,8 +4,8 @@
  * 100 per process, on one private kube-apiserver (watch cache on, as in any cluster). For each N,
  * ours (lists from the watch cache, jittered relists, full-jitter reconnects: the informer's
  * defaults) and the old list behaviour (every list a quorum read from etcd, immediate relist
- * after 410: `listFrom: 'quorum'`) run in the same run, alternating which goes first, each on a
- * freshly started apiserver. Measured for each:
+ * after 410: `listFrom: 'quorum'`) and ours over one HTTP/2 connection per watcher (the client's
+ * opt-in `http2`) run in the same run, alternating the order, each on a freshly started apiserver. Measured for each:
  * - one slice change reaching all N watchers: p50 and p99 over 5 changes;
  * - the apiserver's CPU (during the initial sync, and idle afterwards) and private (anonymous)
  *   memory, per watcher;
@@ -72,7 +72,7 @@ function reniceWhile(cp: ControlPlane, until: Promise<unknown>): void {
   tick();
 }
 const MEM_SAMPLES = 5;
-type Mode = 'cache' | 'quorum';
+type Mode = 'cache' | 'quorum' | 'h2';
 
 interface Sizes {
   readonly watchers: readonly number[];
@@ -323,11 +323,11 @@ async function measure(ctx: RunContext, cp: ControlPlane, n: number, mode: Mode,
 /** Experiments only: B7_N=1000 and B7_MODES=cache run one size or one mode (not for recorded runs). */
 function override(size: Sizes): { size: Sizes; modes: readonly Mode[] } {
   const n = process.env['B7_N'];
-  const modes = (process.env['B7_MODES'] ?? 'cache,quorum').split(',').filter((m): m is Mode => m === 'cache' || m === 'quorum');
+  const modes = (process.env['B7_MODES'] ?? 'cache,quorum,h2').split(',').filter((m): m is Mode => m === 'cache' || m === 'quorum' || m === 'h2');
   return { size: n ? { ...size, watchers: n.split(',').map(Number) } : size, modes };
 }
 
-const label = (m: Mode): string => (m === 'cache' ? 'ours' : 'old: quorum lists, immediate relist');
+const label = (m: Mode): string => (m === 'cache' ? 'ours' : m === 'h2' ? 'ours over HTTP/2 (one connection per watcher)' : 'old: quorum lists, immediate relist');
 const peakOf = (xs: readonly number[]): number => (xs.length > 0 ? Math.max(...xs) : NaN);
 const secondsOf = (ms: number): string => `${fmt(ms / 1000)} s`;
 
@@ -416,7 +416,8 @@ export const benchmark = defineBenchmark<Sizes>(
           `Memory: the median of ${MEM_SAMPLES} readings of the apiserver's Anonymous (smaps_rollup) 1 s apart, ${SETTLE_MS / 1000} s after the sync, minus the median of ${MEM_SAMPLES} readings of the fresh apiserver before the watchers started, divided by N. ` +
           `Restart: the apiserver is stopped (SIGTERM; the harness sends SIGKILL after 10 s, and the watches break then) and started again; everything is counted from the kill until ${RESTART_WINDOW_S} s after /readyz answers ok (the window starts at readiness, so a slow start-up cannot push one mode's lists out of it); the watchers' requests per second are summed over all processes; TLS handshakes are counted in the watcher processes (tls.connect wrapped), failed ones are connections closed before their handshake completed; "failed" counts list and watch requests that were rejected (a watch ended by 410 included); the restarted apiserver's CPU is its utime+stime at the end of the window. ` +
           `Recovery: one change to the probe slice written as soon as the apiserver is ready; the time until each watcher's slice informer delivers it (by its watch or by its relist). ` +
-          "Old behaviour: the same informers with `listFrom: 'quorum', relistJitterMs: 0` (every list a quorum read from etcd, relist at once after 410).",
+          "Old behaviour: the same informers with `listFrom: 'quorum', relistJitterMs: 0` (every list a quorum read from etcd, relist at once after 410). " +
+          'HTTP/2: ours with `createKubeClient(conn, { http2: true })`, one HTTP/2 connection per watcher for its three lists and watches (the default is one HTTP/1.1 connection per watch).',
       ],
     };
   },

@@ -6,7 +6,8 @@
  * the probe slice (with the time), and `counts` every 250 ms: cumulative list and watch requests,
  * failed ones, and TLS connections opened / completed / failed in the handshake (tls.connect is
  * wrapped for the count: this process is the bench's, not the product's).
- * argv: count listFrom(cache|quorum). Connection from MULTUS_PROXY_BENCH_CONN (JSON).
+ * argv: count mode(cache|quorum|h2; h2 = cache over one HTTP/2 connection per client).
+ * Connection from MULTUS_PROXY_BENCH_CONN (JSON).
  */
 import tls from 'node:tls';
 import { createKubeClient, type KubeClient, type ListOptions } from '../../src/kube/client.js';
@@ -22,7 +23,8 @@ import { BENCH_NAMESPACE, NETWORK } from '../lib/services.js';
 import { PROBE_SLICE, ZERO_COUNTS, type WatcherCounts } from '../lib/watchers-ipc.js';
 
 const count = Number(process.argv[2]);
-const listFrom = process.argv[3] === 'quorum' ? 'quorum' : 'cache';
+const mode = process.argv[3];
+const listFrom = mode === 'quorum' ? 'quorum' : 'cache';
 const raw = JSON.parse(process.env['MULTUS_PROXY_BENCH_CONN'] ?? '{}') as KubeConnection & { ca?: string };
 const conn: KubeConnection = { ...raw, ...(raw.ca ? { ca: Buffer.from(raw.ca) } : {}) };
 const logger = createLogger('b7');
@@ -72,7 +74,7 @@ const informers: Informer<KubeObject>[] = [];
 // The old behaviour: quorum lists and an immediate relist after 410.
 const common = { logger, listFrom, ...(listFrom === 'quorum' ? { relistJitterMs: 0 } : {}) } as const;
 for (let i = 0; i < count; i++) {
-  const client = counted(createKubeClient(conn));
+  const client = counted(createKubeClient(conn, { http2: mode === 'h2' }));
   const pods = createInformer<V1Pod>(client, { ...common, name: 'pod', path: apiPath('', 'v1', 'pods', BENCH_NAMESPACE), fieldSelector: `metadata.name=b7-client-${i}`, transform: slimPod });
   const services = createInformer<V1Service>(client, { ...common, name: 'services', path: apiPath('', 'v1', 'services'), labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimService });
   const slices = createInformer<V1EndpointSlice>(client, {
@@ -92,4 +94,12 @@ for (let i = 0; i < count; i++) {
 for (const inf of informers) inf.start();
 void Promise.all(informers.map((i) => i.synced)).then(() => send({ type: 'synced' }));
 setInterval(() => send({ type: 'counts', at: Date.now(), counts }), 250);
+if (process.env['B7_TRACE'] === '1') {
+  const started = Date.now();
+  const progress = setInterval(() => {
+    const n = informers.filter((i) => i.hasSynced()).length;
+    process.stderr.write(`watchers ${process.pid}: +${Math.round((Date.now() - started) / 1000)} s, ${n} of ${informers.length} informers synced, ${JSON.stringify(counts)}\n`);
+    if (n === informers.length) clearInterval(progress);
+  }, 5000);
+}
 process.on('disconnect', () => process.exit(0));

@@ -167,6 +167,50 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     assert.equal(client.requestCount()['list'], 1, 'restarting a silent watch needs no relist');
   });
 
+  void test('HTTP/2 (opt-in): one connection carries every list and watch of the client, and comes back after an apiserver restart', async (t) => {
+    const namespaces = ['h2-a', 'h2-b', 'h2-c'];
+    for (const ns of namespaces) {
+      await cp.createNamespace(ns);
+      await cp.client.create(cmPath(ns), cm('before'));
+    }
+    const client = createKubeClient({ ...cp.connection, server: `https://127.0.0.1:${proxy.port}` }, { http2: true });
+    const accepted = proxy.connections();
+    const infs = namespaces.map((ns) => createInformer<KubeObject>(client, { path: cmPath(ns), minBackoffMs: 100, maxBackoffMs: 1_000, watchdogMs: 30_000 }));
+    t.after(() => infs.forEach((i) => i.stop()));
+    const trackers = infs.map((i) => tracker(i));
+    infs.forEach((i) => i.start());
+    await Promise.all(infs.map((i) => i.synced));
+    await waitFor('three watches open', () => (client.requestCount()['watch'] ?? 0) >= 3);
+    assert.equal(proxy.connections() - accepted, 1, 'three lists and three watches over one connection');
+    await cp.restartApiserver();
+    for (const ns of namespaces) {
+      await cp.client.create(cmPath(ns), cm('after'));
+      await cp.client.delete(cmPath(ns, 'before'));
+    }
+    for (const [k, ns] of namespaces.entries()) {
+      await assertMatchesServer(cp, infs[k]!, ns);
+      assert.deepEqual([...trackers[k]!.adds.values()], [1, 1], `one add per object: ${trackers[k]!.log.join(' ')}`);
+    }
+  });
+
+  void test('HTTP/2 (opt-in): a watch on a connection that went silent is restarted by the watchdog and recovers when bytes pass again', async (t) => {
+    const ns = 'h2-silent';
+    await cp.createNamespace(ns);
+    const client = createKubeClient({ ...cp.connection, server: `https://127.0.0.1:${proxy.port}` }, { http2: true });
+    const { logger, messages } = captureLogger();
+    const inf = createInformer<KubeObject>(client, { path: cmPath(ns), minBackoffMs: 100, maxBackoffMs: 500, watchdogMs: 1_500, logger });
+    t.after(() => inf.stop());
+    const { log } = tracker(inf);
+    inf.start();
+    await inf.synced;
+    await waitFor('the watch to be open', () => (client.requestCount()['watch'] ?? 0) >= 1);
+    proxy.setMode('blackhole');
+    await cp.client.create(cmPath(ns), cm('during-silence'));
+    await waitFor('the watchdog to fire', () => messages().includes('watch silent too long (watchdog); restarting it'), 10_000);
+    proxy.setMode('pass');
+    await waitFor('the object created during the silence', () => log.includes('add:during-silence'), 20_000, () => messages().join(' | '));
+  });
+
   for (const listFrom of ['cache', 'quorum'] as const) {
     void test(`lists (${listFrom}): ${listFrom === 'cache' ? 'first at resourceVersion=0 (watch cache), after 410 at the last one seen' : 'every list a quorum read (the old way)'}`, async (t) => {
       const ns = `lists-${listFrom}`;
