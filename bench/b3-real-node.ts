@@ -278,10 +278,21 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     await sleep(1_500);
   }
 
+  // The sidecar's CPU weight under contention (cgroup v1 cpu.shares from its CPU request).
+  const sidecarId = ((await pod(node, NS, CLIENT)).status?.initContainerStatuses ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME)?.containerID?.replace(/^containerd:\/\//, '') ?? '';
+  const shares = sidecarId === '' ? undefined : (JSON.parse(await node.crictl(['inspect', sidecarId])) as { info?: { runtimeSpec?: { linux?: { resources?: { cpu?: { shares?: number } } } } } }).info?.runtimeSpec?.linux?.resources?.cpu?.shares;
   const sidecarLog = (await node.kubectlResult(['logs', '-n', NS, CLIENT, '-c', SIDECAR_CONTAINER_NAME], { allowFail: true })).stdout;
   const syncs = appliedSyncs(sidecarLog).filter((x) => !x.full);
   const apply = summarize(syncs.map((x) => x.ms));
   const parts = samples.filter((x) => x.side === 'sidecar').map((x) => breakdown(x.eventAt, x.ruleAt, syncs)).filter((b): b is Breakdown => b !== undefined);
+  const slowest = samples
+    .filter((x) => x.side === 'sidecar')
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, 3)
+    .map((x) => {
+      const b = breakdown(x.eventAt, x.ruleAt, syncs);
+      return `${x.kase} ${fmt(x.ms)} ms${b ? ` (event → sync start ${fmt(b.waiting)}, sync start → rule ${fmt(b.toRule)})` : ''}`;
+    });
   abort.abort();
   for (const m of Object.values(monitors)) m.stop();
   const left = await node.stop();
@@ -331,6 +342,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
         `(b) scales down as soon as (a)'s rule is in place, so the removal follows the previous sync closely: kube-proxy then waits for its 1 s minimum sync period (minSyncPeriod), the sidecar for its own minimum interval. ` +
         `Between cycles both Deployments settle and 1.5 s pass, so every (a) is a lone change for both proxies. ` +
         `A warm-up cycle before the counted ones is left out of the figures: ${warmup.map((x) => `${x.side} ${x.kase} ${fmt(x.ms)} ms`).join(', ')}.`,
+      `The sidecar's three slowest changes: ${slowest.join('; ')}. Its container's CPU weight is cpu.shares ${shares ?? 'unknown'} (from its 10m CPU request; kube-proxy runs as a host process with the default 1024), which is what it gets when the 2 cores are contended.`,
     ],
   };
 });
