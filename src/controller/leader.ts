@@ -181,7 +181,13 @@ export class LeaderElector implements WriteFence {
     return this.fenceSignal.signal;
   }
 
-  /** One attempt to acquire or renew; true when we hold the lease afterwards. The signal bounds it. */
+  /**
+   * One attempt to acquire or renew; true when we hold the lease afterwards. The signal bounds it.
+   * `now` (when the attempt started) stamps what we write and judges expiry, as client-go does;
+   * what we read is stamped when the read *returns* (client-go's observedTime): a record that
+   * arrives after a slow GET may have been written long after the GET was sent, and stamping it
+   * with the send time would age it by the GET's latency and let a standby take a live lease.
+   */
   async tryAcquireOrRenew(now = Date.now(), signal?: AbortSignal): Promise<boolean> {
     const opts = signal ? { signal } : {};
     let lease: V1Lease | undefined;
@@ -190,7 +196,7 @@ export class LeaderElector implements WriteFence {
     } catch (e) {
       if (!isNotFound(e)) throw e;
     }
-    if (lease !== undefined) this.observed = observe(this.observed, lease, now);
+    if (lease !== undefined) this.observed = observe(this.observed, lease, Math.max(now, Date.now()));
     const action = leaseDecision(lease, this.observed, now, this.cfg.identity, this.cfg.leaseDurationMs);
     if (action === 'wait') return false;
     const spec = leaseSpec(lease, this.cfg.identity, this.cfg.leaseDurationMs, now);
@@ -208,7 +214,7 @@ export class LeaderElector implements WriteFence {
               opts,
             )
           : await this.client.replace<V1Lease>(this.path, { ...lease, spec }, opts);
-      this.observed = observe(undefined, written, now);
+      this.observed = observe(undefined, written, Math.max(now, Date.now()));
       return true;
     } catch (e) {
       // Someone else wrote first: not ours this round.

@@ -13,6 +13,9 @@ import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
 import { leaseHolder, readyz, startControllerProc, tail, type Proc } from './procs.js';
+import { LeaderElector, microTime } from '../../src/controller/leader.js';
+import type { KubeClient } from '../../src/kube/client.js';
+import { createLogger } from '../../src/log.js';
 
 const LEASE_MS = 3000;
 const RETRY_MS = 500;
@@ -95,5 +98,59 @@ void describe('controller leader election (two processes)', () => {
     assert.equal(c.exitCode, 1, tail(c));
     assert.ok(exitAfter < 2 * RETRY_MS + 1000, `exited ${exitAfter} ms after losing the lease`);
     assert.ok(c.logs.some((l) => l.includes('lease taken by thief')), tail(c));
+  });
+
+  void test('the standby stamps its observation when the GET returns, not when it was sent (client-go observedTime)', async () => {
+    // A lease held by a live holder. The standby's GET is held back (a slow request) while the
+    // holder renews; the GET then returns the renewed record. That record is only as old as the
+    // renew, so a lease duration after the GET was *sent* it is still alive and must not be taken.
+    const name = 'slow-get';
+    const path = apiPath('coordination.k8s.io', 'v1', 'leases', ns, name);
+    const spec = (renew: number): NonNullable<V1Lease['spec']> => ({
+      holderIdentity: 'holder',
+      leaseDurationSeconds: LEASE_MS / 1000,
+      renewTime: microTime(renew) as unknown as Date,
+      acquireTime: microTime(renew) as unknown as Date,
+    });
+    await cp.client.create(apiPath('coordination.k8s.io', 'v1', 'leases', ns), { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name }, spec: spec(Date.now()) });
+    let gate: Promise<void> | undefined;
+    const c = cp.client;
+    const slow: KubeClient = {
+      get: async (p, o) => {
+        await gate;
+        return c.get(p, o);
+      },
+      list: (p, o) => c.list(p, o),
+      watch: (p, o, e, s) => c.watch(p, o, e, s),
+      requestCount: () => c.requestCount(),
+      create: (p, b, o) => c.create(p, b, o),
+      replace: (p, b, o) => c.replace(p, b, o),
+      patch: (p, b, t, o) => c.patch(p, b, t, o),
+      delete: (p, o) => c.delete(p, o),
+    };
+    const elector = new LeaderElector(
+      slow,
+      { namespace: ns, name, identity: 'standby', leaseDurationMs: LEASE_MS, renewDeadlineMs: 2000, retryPeriodMs: RETRY_MS },
+      { onStartedLeading: () => assert.fail('started leading'), onStoppedLeading: () => undefined },
+      createLogger('test', 'silent'),
+    );
+    const HOLD_MS = 1500;
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const sentAt = Date.now();
+    const first = elector.tryAcquireOrRenew(sentAt);
+    await new Promise((r) => setTimeout(r, HOLD_MS));
+    const lease = await cp.client.get<V1Lease>(path);
+    const renewedAt = Date.now();
+    await cp.client.replace(path, { ...lease, spec: spec(renewedAt) });
+    open();
+    assert.equal(await first, false, 'a held lease is not taken');
+    gate = undefined;
+    // A lease duration after the GET was sent, but well under one after the holder's renew.
+    await new Promise((r) => setTimeout(r, sentAt + LEASE_MS + 100 - Date.now()));
+    assert.ok(Date.now() - renewedAt < LEASE_MS - 500, 'the test itself ran too slowly to judge');
+    const taken = await elector.tryAcquireOrRenew();
+    assert.equal(taken, false, `took a lease renewed ${Date.now() - renewedAt} ms ago (lease ${LEASE_MS} ms): its observation was stamped before the GET returned`);
+    assert.equal((await cp.client.get<V1Lease>(path)).spec?.holderIdentity, 'holder');
   });
 });
