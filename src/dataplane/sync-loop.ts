@@ -13,7 +13,9 @@
  *   from outside;
  * - checked: every `driftCheckIntervalMs` a cheap check compares our rules with what was written
  *   (src/dataplane/drift.ts; every `DEEP_CHECK_EVERY`th check also counts every chain's rules),
- *   instead of rewriting everything periodically (the sidecar);
+ *   instead of rewriting everything periodically (the sidecar). The check is due by time, not by
+ *   idleness: when it falls due during a sync it runs right after that sync, ahead of the next
+ *   one, so steady churn cannot starve it (only a full sync, which repairs anyway, replaces it);
  * - or resynced: with `fullResyncIntervalMs`, a full sync that long after the last one (the node
  *   agent, whose host interfaces and addresses no rule check covers);
  * - retried: a failed sync is retried with exponential backoff from `retryMinMs` to `retryMaxMs`.
@@ -147,6 +149,27 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
   let resolveFirst: () => void = () => {};
   const firstSync = new Promise<void>((resolve) => (resolveFirst = resolve));
 
+  /** What runs when nothing is running: a due drift check first, then a sync. */
+  function next(): void {
+    if (running !== undefined || stopped) return;
+    if (checkDue) {
+      checkDue = false;
+      // A full sync about to run (or retrying) rewrites everything; it re-arms the check on success.
+      if (fullPending) return schedule();
+      clearTimeout(timer);
+      timer = undefined;
+      checks += 1;
+      const deep = checks % DEEP_CHECK_EVERY === 0;
+      running = runCheck(deep).finally(() => {
+        running = undefined;
+        armCheck();
+        next();
+      });
+      return;
+    }
+    schedule();
+  }
+
   function schedule(): void {
     if (!started || stopped || running !== undefined || timer !== undefined) return;
     if (!dirty && !fullPending) return;
@@ -156,26 +179,25 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
       timer = undefined;
       running = runOnce().finally(() => {
         running = undefined;
-        schedule();
+        next();
       });
     }, delay);
   }
 
   let checks = 0;
+  /** The drift check fell due and has not run yet (it runs as soon as nothing else does). */
+  let checkDue = false;
   function armCheck(): void {
     clearTimeout(checkTimer);
+    checkTimer = undefined;
+    checkDue = false;
     if (deps.checkDrift === undefined || opts.driftCheckIntervalMs === undefined || stopped) return;
     checkTimer = setTimeout(() => {
       checkTimer = undefined;
-      // A sync running or due covers it (a full one repairs anyway): look again next interval.
-      if (running !== undefined || timer !== undefined || fullPending || dirty) return armCheck();
-      checks += 1;
-      const deep = checks % DEEP_CHECK_EVERY === 0;
-      running = runCheck(deep).finally(() => {
-        running = undefined;
-        armCheck();
-        schedule();
-      });
+      // Due now. A partial sync does not cover it (it writes only what changed), so a running
+      // sync only defers it to its end, and a sync waiting for its budget waits behind it.
+      checkDue = true;
+      next();
     }, opts.driftCheckIntervalMs);
     // The check alone must not keep a process alive (the health server and informers do).
     checkTimer.unref();

@@ -93,6 +93,7 @@ function harness(opts: Partial<SyncLoopOptions> = {}, behaviour: (n: number) => 
     registry,
     value,
     maxActive: () => maxActive,
+    active: () => active,
     setState: (s: DesiredState) => (current = s),
   };
 }
@@ -263,6 +264,37 @@ void describe('sync loop', () => {
     const n = h.checks.length;
     await sleep(100);
     assert.equal(h.checks.length, n, 'no check after stop()');
+  });
+
+  void test('drift checks stay due by time under steady churn: one at least every interval while changes keep coming, never during a sync', async () => {
+    const INTERVAL = 100;
+    let overlapped = 0;
+    let n = 1;
+    const h = harness({ driftCheckIntervalMs: INTERVAL }, () => sleep(5), () => {
+      if (h.active() > 0) overlapped += 1;
+      return undefined;
+    });
+    h.loop.start();
+    await h.loop.firstSync;
+    // A change every 10 ms for 1.5 s: a sync is always running, due or waiting for its budget.
+    const checkTimes: number[] = [];
+    const seen = (): void => {
+      while (checkTimes.length < h.checks.length) checkTimes.push(Date.now());
+    };
+    const t0 = Date.now();
+    while (Date.now() - t0 < 1500) {
+      h.setState(stateWith((n = (n % 5) + 1)));
+      h.loop.markDirty();
+      await sleep(10);
+      seen();
+    }
+    const partials = h.calls.filter((c) => !c.full).length;
+    await h.loop.stop();
+    assert.ok(partials >= 20, `the churn kept the loop busy (${partials} partial syncs)`);
+    assert.ok(h.checks.length >= 1500 / INTERVAL - 4, `${h.checks.length} drift checks in 1.5 s of churn with a ${INTERVAL} ms interval`);
+    const gaps = checkTimes.slice(1).map((t, i) => t - checkTimes[i]!);
+    assert.ok(Math.max(...gaps) < 3 * INTERVAL, `longest gap between drift checks ${Math.max(...gaps)} ms`);
+    assert.equal(overlapped, 0, 'no drift check ran while a sync was applying');
   });
 
   void test('fullResyncIntervalMs: a full sync that long after the last full one, without any event; none after stop()', async () => {
