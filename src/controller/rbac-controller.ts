@@ -9,9 +9,10 @@ import type { KubeClient } from '../kube/client.js';
 import type { V1Namespace } from '../kube/types.js';
 import type { Logger } from '../log.js';
 import { INJECTION_LABEL } from '../keys.js';
+import type { EventRecorder } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
-import { syncSidecarRbac } from './sidecar-rbac.js';
+import { SIDECAR_POD_ROLE, syncSidecarRbac, type RbacFailure } from './sidecar-rbac.js';
 
 /** The one key of the RBAC queue. */
 const SYNC = 'sidecar-rbac';
@@ -25,7 +26,14 @@ export interface RbacControllerDeps {
   readonly namespaces: () => readonly V1Namespace[];
   readonly logger: Logger;
   readonly metrics: ControllerMetrics;
+  /** Where a namespace's failed write is reported (an Event about its RoleBinding). */
+  readonly events?: EventRecorder;
   readonly resyncMs?: number;
+}
+
+/** Raised after a sync whose writes partly failed, so the key is retried with backoff. */
+class RbacWritesFailed extends Error {
+  override readonly name = 'RbacWritesFailed';
 }
 
 export interface RbacController {
@@ -50,13 +58,24 @@ export function createRbacController(deps: RbacControllerDeps): RbacController {
   let running = false;
   let timer: NodeJS.Timeout | undefined;
 
+  const report = (f: RbacFailure): void => {
+    const ns = f.write.namespace;
+    // A namespace's failure is told to its owner, beside the object in the way; a
+    // cluster-scoped one only reaches the log (and the retry).
+    if (ns === undefined || deps.events === undefined) return;
+    const about = { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', name: SIDECAR_POD_ROLE, namespace: ns, uid: f.blocker?.uid ?? '' };
+    deps.events.record(about, 'Warning', f.write.what, 'SidecarRbacFailed', f.message);
+  };
+
   const sync = async (): Promise<void> => {
-    const { writes, problems } = await syncSidecarRbac(deps.client, deps.namespaces());
-    if (writes.length > 0) deps.logger.info({ writes: writes.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
+    const { made, problems, failures } = await syncSidecarRbac(deps.client, deps.namespaces());
+    if (made.length > 0) deps.logger.info({ writes: made.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
     for (const p of problems) {
       deps.metrics.errors.inc({ stage: 'rbac' });
       deps.logger.warn(p);
     }
+    for (const f of failures) report(f);
+    if (failures.length > 0) throw new RbacWritesFailed(failures.map((f) => f.message).join('; '));
   };
 
   const worker = async (): Promise<void> => {

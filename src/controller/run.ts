@@ -162,7 +162,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     delete: (n) => reconciler.onNode(objectKey(n), undefined),
   });
   // Sidecar RBAC: its own controller and queue (src/controller/rbac-controller.ts).
-  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), logger, metrics });
+  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), logger, metrics, events });
   namespaces?.on({
     add: (n) => rbac?.onNamespace(n, undefined),
     update: (n, old) => rbac?.onNamespace(n, old),

@@ -17,9 +17,11 @@
  * `escalate`-like rights, while binding them needs only `bind` on exactly these two names.
  *
  * `planRbac` is pure (desired vs actual -> writes and problems); `syncSidecarRbac` reads and
- * writes. Writes happen only when something differs.
+ * writes. Writes happen only when something differs. Each write stands alone: one that fails
+ * (a tenant's own RoleBinding with our name, say) is reported for its namespace and retried, and
+ * never keeps the other namespaces from being bound.
  */
-import { getIfExists, type KubeClient } from '../kube/client.js';
+import { getIfExists, KubeApiError, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../kube/types.js';
 import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY } from '../keys.js';
@@ -101,6 +103,8 @@ export interface RbacWrite {
   readonly path: string;
   readonly body?: object;
   readonly what: string;
+  /** The namespace a RoleBinding write is for (unset: cluster-scoped). */
+  readonly namespace?: string;
 }
 
 const canonRules = (rules: readonly Rule[] | undefined): string =>
@@ -113,17 +117,19 @@ type Binding = V1ClusterRoleBinding | V1RoleBinding;
 
 /** Writes that turn one binding into the desired one (roleRef is immutable: delete + create). */
 function bindingWrites(want: Binding, have: Binding | undefined, collection: string, path: string, what: string): RbacWrite[] {
-  if (have === undefined) return [{ verb: 'create', path: collection, body: want, what }];
+  const ns = want.metadata?.namespace;
+  const scope = ns !== undefined ? { namespace: ns } : {};
+  if (have === undefined) return [{ verb: 'create', path: collection, body: want, what, ...scope }];
   const r = have.roleRef;
   if (r.name !== want.roleRef.name || r.kind !== want.roleRef.kind || r.apiGroup !== want.roleRef.apiGroup) {
     return [
-      { verb: 'delete', path, what },
-      { verb: 'create', path: collection, body: want, what },
+      { verb: 'delete', path, what, ...scope },
+      { verb: 'create', path: collection, body: want, what, ...scope },
     ];
   }
   if (canonSubjects(have.subjects) === canonSubjects(want.subjects) && labelsMatch(have.metadata?.labels)) return [];
   const body = { ...have, subjects: want.subjects, metadata: { ...have.metadata, labels: { ...(have.metadata?.labels ?? {}), ...LABELS } } };
-  return [{ verb: 'replace', path, body, what }];
+  return [{ verb: 'replace', path, body, what, ...scope }];
 }
 
 export interface RbacPlan {
@@ -164,15 +170,69 @@ export function planRbac(desired: RbacObjects, actual: RbacActual): RbacPlan {
   }
   for (const ns of [...haveRb.keys()].sort()) {
     if (!wantNs.has(ns)) {
-      writes.push({ verb: 'delete', path: apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE), what: `RoleBinding ${ns}/${SIDECAR_POD_ROLE}` });
+      writes.push({ verb: 'delete', path: apiPath(RBAC_GROUP, 'v1', 'rolebindings', ns, SIDECAR_POD_ROLE), what: `RoleBinding ${ns}/${SIDECAR_POD_ROLE}`, namespace: ns });
     }
   }
   return { writes, problems };
 }
 
 
-/** Reads the current RBAC objects, writes what differs; returns the writes made and the problems seen. */
-export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacPlan> {
+/** A write that failed, with what to tell the namespace's owner (or the admin, for cluster-scoped ones). */
+export interface RbacFailure {
+  readonly write: RbacWrite;
+  readonly message: string;
+  /** The object in the way, when it exists (a RoleBinding of ours by name, not by label). */
+  readonly blocker?: { readonly uid: string };
+}
+
+export interface RbacResult extends RbacPlan {
+  /** Writes made. */
+  readonly made: RbacWrite[];
+  /** Writes that failed; the others were made regardless (one namespace never blocks another). */
+  readonly failures: RbacFailure[];
+}
+
+/** Why a write failed, for an Event: names the object, the cause and the fix. Pure. */
+export function rbacFailureMessage(w: RbacWrite, e: unknown, blocker: V1RoleBinding | undefined): string {
+  if (w.verb === 'create' && blocker !== undefined && !labelsMatch(blocker.metadata?.labels)) {
+    return `${w.what} exists and is not managed by multus-proxy (no label ${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}), so the sidecars here are not bound; the controller leaves it alone: delete or rename it`;
+  }
+  const why = e instanceof KubeApiError ? `${e.status}${e.reason ? ` ${e.reason}` : ''}: ${e.apiMessage}` : e instanceof Error ? e.message : String(e);
+  return `${w.verb} ${w.what} failed (${why}); retrying`;
+}
+
+/**
+ * Makes the writes one by one; a failure skips only the rest of the same object's writes (a
+ * delete + create pair), never another namespace's: a stray RoleBinding named like ours in one
+ * namespace must not leave every namespace after it unbound.
+ */
+export async function applyRbacWrites(client: KubeClient, writes: readonly RbacWrite[]): Promise<Pick<RbacResult, 'made' | 'failures'>> {
+  const made: RbacWrite[] = [];
+  const failures: RbacFailure[] = [];
+  const failed = new Set<string>();
+  for (const w of writes) {
+    if (failed.has(w.what)) continue;
+    try {
+      if (w.verb === 'create') await client.create(w.path, w.body);
+      else if (w.verb === 'replace') await client.replace(w.path, w.body);
+      else await client.delete(w.path);
+      made.push(w);
+    } catch (e) {
+      failed.add(w.what);
+      const body = w.body as V1RoleBinding | undefined;
+      const blocker =
+        w.verb === 'create' && w.namespace !== undefined && e instanceof KubeApiError && e.status === 409
+          ? await getIfExists<V1RoleBinding>(client, apiPath(RBAC_GROUP, 'v1', 'rolebindings', w.namespace, body?.metadata?.name ?? SIDECAR_POD_ROLE)).catch(() => undefined)
+          : undefined;
+      const uid = blocker?.metadata?.uid;
+      failures.push({ write: w, message: rbacFailureMessage(w, e, blocker), ...(uid !== undefined ? { blocker: { uid } } : {}) });
+    }
+  }
+  return { made, failures };
+}
+
+/** Reads the current RBAC objects, writes what differs; returns the writes planned, the problems seen and the writes that failed. */
+export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacResult> {
   const desired = desiredSidecarRbac(namespaces);
   const clusterRoles = new Map<string, V1ClusterRole>();
   for (const name of [SIDECAR_ROLE, SIDECAR_POD_ROLE]) {
@@ -184,10 +244,5 @@ export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V
     await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })
   ).items;
   const plan = planRbac(desired, { clusterRoles, ...(clusterRoleBinding ? { clusterRoleBinding } : {}), roleBindings });
-  for (const w of plan.writes) {
-    if (w.verb === 'create') await client.create(w.path, w.body);
-    else if (w.verb === 'replace') await client.replace(w.path, w.body);
-    else await client.delete(w.path);
-  }
-  return plan;
+  return { ...plan, ...(await applyRbacWrites(client, plan.writes)) };
 }

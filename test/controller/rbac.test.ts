@@ -6,7 +6,7 @@ import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createKubeClient, KubeApiError, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
-import type { V1ClusterRoleBinding, V1RoleBinding } from '../../src/kube/types.js';
+import type { CoreV1Event, V1ClusterRoleBinding, V1RoleBinding } from '../../src/kube/types.js';
 import { createLogger } from '../../src/log.js';
 import { parseOptions } from '../../src/controller/options.js';
 import { startController, type RunningController } from '../../src/controller/run.js';
@@ -33,6 +33,7 @@ void describe('sidecar RBAC kept by the controller', () => {
   let ctl: RunningController;
   let ns: string;
   let other: string;
+  const extra: string[] = [];
 
   before(async () => {
     cp = await useControlPlane();
@@ -52,7 +53,7 @@ void describe('sidecar RBAC kept by the controller', () => {
 
   after(async () => {
     await ctl?.stop();
-    for (const n of [ns, other]) await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, n));
+    for (const n of [ns, other, ...extra]) await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, n));
     await cp?.stop();
   });
 
@@ -88,5 +89,43 @@ void describe('sidecar RBAC kept by the controller', () => {
     await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), { metadata: { labels: { [INJECTION_LABEL]: null } } }, 'merge');
     await waitFor('group unbound', async () => !(await subjects()).includes(group) && !(await hasRoleBinding(ns)), 15_000);
     await waitFor('access gone', async () => (await status(sa.list(apiPath('', 'v1', 'pods', ns)))) === 403, 10_000);
+  });
+
+  void test('a stray RoleBinding named like ours blocks only its own namespace: the others sync, it gets an Event and is retried', async () => {
+    // Namespaces are synced in name order: the stray one sorts first, so today every one after it waited.
+    const stray = uniqueName('rbac-a-stray');
+    const good = uniqueName('rbac-z-good');
+    extra.push(stray, good);
+    await cp.createNamespace(stray);
+    // A tenant with admin on its namespace may create any RoleBinding there, also one with our name.
+    const strayRb: V1RoleBinding = {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: SIDECAR_POD_ROLE, namespace: stray },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' },
+      subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: stray }],
+    };
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'rolebindings', stray), strayRb);
+    await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, stray), { metadata: { labels: { [INJECTION_LABEL]: 'enabled' } } }, 'merge');
+    await new Promise((r) => setTimeout(r, 500));
+    await cp.createNamespace(good, { [INJECTION_LABEL]: 'enabled' });
+    await waitFor('the namespace after the stray one gets its RoleBinding', () => hasRoleBinding(good), 15_000);
+    assert.ok((await subjects()).includes(`system:serviceaccounts:${good}`));
+
+    const warned = async (): Promise<CoreV1Event | undefined> =>
+      (await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', stray))).items.find((e) => e.involvedObject.kind === 'RoleBinding' && e.involvedObject.name === SIDECAR_POD_ROLE);
+    await waitFor('a Warning Event in the stray namespace', async () => (await warned()) !== undefined, 15_000);
+    const ev = (await warned())!;
+    assert.equal(ev.type, 'Warning');
+    assert.match(ev.message ?? '', new RegExp(`RoleBinding ${stray}/${SIDECAR_POD_ROLE}.*not managed by multus-proxy.*delete or rename`));
+    const still = await cp.client.get<V1RoleBinding>(rbPath(stray));
+    assert.equal(still.roleRef.name, 'view', "the tenant's object is left as it is");
+
+    // Gone: the retry binds the namespace.
+    await cp.client.delete(rbPath(stray));
+    await waitFor('retried: the stray namespace gets our RoleBinding once the stray one is gone', async () => {
+      const rb = await cp.client.get<V1RoleBinding>(rbPath(stray)).catch(() => undefined);
+      return rb?.roleRef.name === SIDECAR_POD_ROLE;
+    }, 30_000);
   });
 });

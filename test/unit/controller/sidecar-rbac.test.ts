@@ -1,6 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredSidecarRbac, planRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE, type RbacActual } from '../../../src/controller/sidecar-rbac.js';
+import { desiredSidecarRbac, planRbac, rbacFailureMessage, SIDECAR_POD_ROLE, SIDECAR_ROLE, type RbacActual } from '../../../src/controller/sidecar-rbac.js';
+import { KubeApiError } from '../../../src/kube/client.js';
 import type { V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../../../src/kube/types.js';
 
 const ns = (name: string, labels: Record<string, string> = {}, terminating = false): V1Namespace => ({
@@ -81,5 +82,18 @@ void describe('sidecar RBAC', () => {
     assert.deepEqual(writes, []);
     assert.equal(problems.length, 1);
     assert.match(problems[0] ?? '', /secrets/);
+  });
+
+  void test('RoleBinding writes name their namespace, so a failure is reported there; a stray binding named like ours gets a message with the fix', () => {
+    const { writes } = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)]), { clusterRoles: new Map(), roleBindings: [] });
+    assert.deepEqual(
+      writes.map((w) => [w.verb, w.namespace ?? '-']),
+      [['create', '-'], ['create', 'a'], ['create', 'b']],
+    );
+    const create = writes[1]!;
+    const conflict = new KubeApiError(409, `rolebindings.rbac.authorization.k8s.io "${SIDECAR_POD_ROLE}" already exists`, 'AlreadyExists');
+    const stray: V1RoleBinding = { metadata: { name: SIDECAR_POD_ROLE, namespace: 'a' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' } };
+    assert.match(rbacFailureMessage(create, conflict, stray), /^RoleBinding a\/multus-proxy-sidecar-pods exists and is not managed by multus-proxy \(no label app\.kubernetes\.io\/managed-by=multus-proxy-controller\).*delete or rename it$/);
+    assert.equal(rbacFailureMessage(create, new KubeApiError(403, 'forbidden', 'Forbidden'), undefined), 'create RoleBinding a/multus-proxy-sidecar-pods failed (403 Forbidden: forbidden); retrying');
   });
 });
