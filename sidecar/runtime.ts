@@ -112,6 +112,8 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   let pendingSlices: Informer<V1EndpointSlice> | undefined;
   let sliceKey = '';
   let stopped = false;
+  /** Wakes slicesSettled() when pendingSlices is replaced or dropped (a stopped informer never syncs). */
+  let pendingReplaced: () => void = () => {};
   const logOnce = onceLogger(log);
   let informersSynced = false;
 
@@ -161,6 +163,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     sliceKey = key;
     pendingSlices?.stop();
     pendingSlices = undefined;
+    pendingReplaced();
     if (values.length === 0) {
       slices?.stop();
       slices = undefined;
@@ -218,13 +221,19 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   const dirty = (): void => loop.markDirty();
   services.on({ add: dirty, update: dirty, delete: dirty });
 
+  /**
+   * Waits until the current slice informer has synced. The one awaited may be replaced while it
+   * lists (the pod's networks changed) and then, stopped, never syncs: so each wait also ends when
+   * it is replaced, and the loop waits on whichever is current.
+   */
   async function slicesSettled(): Promise<void> {
     while (!stopped && pendingSlices !== undefined) {
       const p = pendingSlices;
-      // Its then() in followNetworks ran first (registered first) and promoted it, unless a newer
-      // selector replaced it meanwhile: then the loop waits for that one.
-      await p.synced;
+      const replaced = new Promise<void>((resolve) => (pendingReplaced = resolve));
+      // On sync its then() in followNetworks ran first (registered first) and promoted it.
+      await Promise.race([p.synced, replaced]);
     }
+    pendingReplaced = () => {};
   }
 
   return {
@@ -250,6 +259,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     live: () => loop.live(),
     async stop() {
       stopped = true;
+      pendingReplaced();
       pods.stop();
       services.stop();
       slices?.stop();
