@@ -14,7 +14,7 @@ import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
 import { leaseHolder, readyz, startControllerProc, tail, type Proc } from './procs.js';
 import { LeaderElector, microTime } from '../../src/controller/leader.js';
-import type { KubeClient } from '../../src/kube/client.js';
+import { interpose } from '../harness/interpose.js';
 import { createLogger } from '../../src/log.js';
 
 const LEASE_MS = 3000;
@@ -114,20 +114,12 @@ void describe('controller leader election (two processes)', () => {
     });
     await cp.client.create(apiPath('coordination.k8s.io', 'v1', 'leases', ns), { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name }, spec: spec(Date.now()) });
     let gate: Promise<void> | undefined;
-    const c = cp.client;
-    const slow: KubeClient = {
+    const slow = interpose(cp.client, {
       get: async (p, o) => {
         await gate;
-        return c.get(p, o);
+        return cp.client.get(p, o);
       },
-      list: (p, o) => c.list(p, o),
-      watch: (p, o, e, s) => c.watch(p, o, e, s),
-      requestCount: () => c.requestCount(),
-      create: (p, b, o) => c.create(p, b, o),
-      replace: (p, b, o) => c.replace(p, b, o),
-      patch: (p, b, t, o) => c.patch(p, b, t, o),
-      delete: (p, o) => c.delete(p, o),
-    };
+    });
     const elector = new LeaderElector(
       slow,
       { namespace: ns, name, identity: 'standby', leaseDurationMs: LEASE_MS, renewDeadlineMs: 2000, retryPeriodMs: RETRY_MS },

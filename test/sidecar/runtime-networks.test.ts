@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
+import { interpose } from '../harness/interpose.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Pod } from '../../src/kube/types.js';
@@ -27,8 +28,7 @@ function gatedClient(c: KubeClient, held: string): { client: KubeClient; heldLis
   let heldLists = 0;
   let open!: () => void;
   const gate = new Promise<void>((r) => (open = r));
-  const client: KubeClient = {
-    get: (p, o) => c.get(p, o),
+  const client = interpose(c, {
     list: async (p, o) => {
       if (p.includes('/endpointslices') && (o?.labelSelector ?? '').includes(held)) {
         heldLists += 1;
@@ -40,13 +40,7 @@ function gatedClient(c: KubeClient, held: string): { client: KubeClient; heldLis
       }
       return c.list(p, o);
     },
-    watch: (p, o, e, s) => c.watch(p, o, e, s),
-    requestCount: () => c.requestCount(),
-    create: (p, b, o) => c.create(p, b, o),
-    replace: (p, b, o) => c.replace(p, b, o),
-    patch: (p, b, t, o) => c.patch(p, b, t, o),
-    delete: (p, o) => c.delete(p, o),
-  };
+  });
   return { client, heldLists: () => heldLists, open };
 }
 
