@@ -10,7 +10,9 @@
  * restores run side by side).
  *
  * After any failure the applied state is forgotten, so the next sync is a full one that
- * re-reads the namespace and repairs whatever is there. The first sync of a process is such a
+ * re-reads the namespace and repairs whatever is there. Such a sync (and the first one, and one
+ * after a conntrack flush failed) cannot know which UDP/SCTP entries went stale, so it reconciles
+ * conntrack against the current endpoints instead (conntrack.ts). The first sync of a process is such a
  * full one too: it adopts what an earlier run of the sidecar left (the sidecar exits without
  * removing its rules), rewriting our chains in one transaction per table, deleting the ones no
  * longer wanted, and correcting our routes (`proto 241`) by difference, so a restart drops
@@ -26,7 +28,7 @@ import { conntrackScope, render, RenderCache } from './incremental.js';
 import { createExec, detectBackend, nftRestoreBinary, readExisting, readOutputChains, restore, save, type Backend } from './iptables.js';
 import { compareProbe, compareSave, quickProbes } from './drift.js';
 import { applyRoutes, diffRoutes, readRoutes } from './routes.js';
-import { flushConntrack, planConntrack } from './conntrack.js';
+import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
 
 export interface DataplaneOptions {
   /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */
@@ -130,6 +132,10 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const proto = layout.routeProto;
   let backendChoice: Promise<Backend> | undefined;
   let applied: Applied | undefined;
+  /** The targets of the last successful sync; unlike `applied`, kept across failures (conntrack). */
+  let lastTargets: readonly ResolvedTarget[] | undefined;
+  /** A conntrack listing or flush failed: the next sync reconciles conntrack from the kernel. */
+  let reconcileDue = false;
   let running: Promise<unknown> = Promise.resolve();
   const FAMILIES: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
 
@@ -186,7 +192,10 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     }));
     // A patched render (incremental.ts) hands back the very routes array when no route changed.
     const routePlan = !isFull && rendered.routes === prev?.routes ? { replace: [], remove: [] } : diffRoutes(currentRoutes, rendered.routes);
-    const flushes = planConntrack(...conntrackScope(prev?.targets, rendered.resolution.targets));
+    // Without the previous sync's targets (or after a flush failed), conntrack is reconciled
+    // from the kernel after the restores; otherwise the difference says what to flush.
+    const reconcile = prev === undefined || reconcileDue;
+    const planned = reconcile ? [] : planConntrack(...conntrackScope(prev.targets, rendered.resolution.targets));
 
     // New routes go in before the rules that need them, so no connection to a new cluster IP
     // picks eth0's source address. Only when the namespace holds nothing of ours (a first start)
@@ -228,9 +237,23 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     await applyRoutes(exec, routePlan.remove, 'remove', proto);
     routesMs += ms(tRemove);
     const tConntrack = process.hrtime.bigint();
-    const warnings = [...rendered.resolution.warnings, ...(await flushConntrack(exec, flushes))];
+    const conntrackProblems: string[] = [];
+    let flushes: readonly ConntrackFlush[] = planned;
+    if (reconcile) {
+      // Listed after the restores: an entry made before them may be stale, one made after is right.
+      const services = conntrackServices(rendered.resolution.targets, goneTargets(lastTargets, rendered.resolution.targets)).filter((c) => FAMILIES.includes(c.family));
+      try {
+        flushes = reconcileConntrack(await listConntrack(exec, services), services);
+      } catch (e) {
+        conntrackProblems.push(`conntrack not reconciled (retried next sync): ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    conntrackProblems.push(...(await flushConntrack(exec, flushes)));
+    reconcileDue = conntrackProblems.length > 0;
+    const warnings = [...rendered.resolution.warnings, ...conntrackProblems];
     const conntrackMs = ms(tConntrack);
     applied = { v4: rendered.v4, v6: rendered.v6, routes: rendered.routes, targets: rendered.resolution.targets };
+    lastTargets = rendered.resolution.targets;
     const served = { ready: 0, terminating: 0, none: 0 };
     for (const r of rendered.resolution.targets) served[r.choice] += 1;
     return {
