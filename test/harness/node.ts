@@ -68,6 +68,8 @@ export interface ExecOptions {
   timeoutMs?: number;
   /** Resolve with the result instead of throwing on a non-zero exit. */
   allowFail?: boolean;
+  /** kubectl only: act as this kubeconfig's user instead of the admin (see userKubeconfig). */
+  kubeconfig?: string;
 }
 
 export interface ExecResult {
@@ -101,6 +103,11 @@ export interface RealNode {
   /** Starts a host process that teardown kills (cert-manager); its log is logs/<name>.log. */
   startProcess(name: string, bin: string, args: string[]): ChildProcess;
   logPath(name: string): string;
+  /**
+   * A kubeconfig (its path) for a user authenticated like any kubectl user: a client certificate
+   * for `user` (and `groups`) signed by the cluster CA. Pass it as `kubeconfig` to kubectl().
+   */
+  userKubeconfig(user: string, groups?: string[]): string;
   /** Tears everything down; resolves with what was left behind (empty when clean). */
   stop(): Promise<string[]>;
 }
@@ -152,24 +159,30 @@ interface Pki {
   adminToken: string;
 }
 
+type Signer = Parameters<typeof issue>[2];
+const CA_SUBJECT = [{ name: 'commonName', value: 'multus-proxy-realnode-ca' }];
+
+/** A client certificate: CN is the user, each O a group (how the apiserver reads x509 subjects). */
+function clientCert(signer: Signer, cn: string, groups: string[]): { cert: string; key: string } {
+  const k = rsaPair();
+  const subject = [{ name: 'commonName', value: cn }, ...groups.map((value) => ({ name: 'organizationName', value }))];
+  const cert = issue(subject, k.publicKey, signer, [
+    { name: 'basicConstraints', cA: false },
+    { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
+    { name: 'extKeyUsage', clientAuth: true },
+  ]);
+  return { cert, key: k.pem };
+}
+
 function makePki(dir: string): Pki {
   const ca = rsaPair();
-  const caSubject = [{ name: 'commonName', value: 'multus-proxy-realnode-ca' }];
+  const caSubject = CA_SUBJECT;
   const caPem = issue(caSubject, ca.publicKey, { key: ca.forgeKey, subject: caSubject }, [
     { name: 'basicConstraints', cA: true },
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, digitalSignature: true },
   ]);
   const signer = { key: ca.forgeKey, subject: caSubject };
-  const client = (cn: string, org?: string): { cert: string; key: string } => {
-    const k = rsaPair();
-    const subject = [{ name: 'commonName', value: cn }, ...(org ? [{ name: 'organizationName', value: org }] : [])];
-    const cert = issue(subject, k.publicKey, signer, [
-      { name: 'basicConstraints', cA: false },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true },
-      { name: 'extKeyUsage', clientAuth: true },
-    ]);
-    return { cert, key: k.pem };
-  };
+  const client = (cn: string, org?: string): { cert: string; key: string } => clientCert(signer, cn, org ? [org] : []);
   const api = rsaPair();
   // Pods reach the apiserver as 10.96.0.1 and by name; the host as the node IP.
   const apiCert = issue([{ name: 'commonName', value: 'kube-apiserver' }], api.publicKey, signer, [
@@ -454,7 +467,8 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
     const client = createKubeClient(connection);
     // KUBECACHEDIR: kubectl's discovery cache stays in the node's folder, not in ~/.kube.
     const kubectlEnv = { ...process.env, KUBECONFIG: adminKubeconfig, KUBECACHEDIR: join(dir, 'kubectl-cache') };
-    const kubectlResult = (args: string[], o: ExecOptions = {}): Promise<ExecResult> => execP(bin('kubectl'), args, { ...o, env: kubectlEnv });
+    const kubectlResult = (args: string[], o: ExecOptions = {}): Promise<ExecResult> =>
+      execP(bin('kubectl'), args, { ...o, env: o.kubeconfig ? { ...kubectlEnv, KUBECONFIG: o.kubeconfig } : kubectlEnv });
     const kubectl = async (args: string[], o: ExecOptions = {}): Promise<string> => (await kubectlResult(args, o)).stdout;
     const apply = async (fileOrYaml: string, namespace?: string): Promise<string> => {
       const ns = namespace ? ['-n', namespace] : [];
@@ -585,6 +599,13 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       },
       startProcess: (name, file, args) => startProcess(name, file, args),
       logPath: (name) => join(p.logs, `${name}.log`),
+      userKubeconfig(user, groups = []) {
+        const c = clientCert({ key: pki.caKey.forgeKey, subject: CA_SUBJECT }, user, groups);
+        const path = join(dir, `user-${user.replace(/[^a-z0-9-]/gi, '_')}.kubeconfig`);
+        const creds = { 'client-certificate-data': Buffer.from(c.cert).toString('base64'), 'client-key-data': Buffer.from(c.key).toString('base64') };
+        writeFileSync(path, kubeconfigYaml(server, pki.caPem, creds), { mode: 0o600 });
+        return path;
+      },
       stop,
     };
   } catch (e) {

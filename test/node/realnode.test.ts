@@ -18,6 +18,7 @@ import { runHeadless } from './headless.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import { cleanupTenant, guard, outOfReach, setupTenant, strayRoleBinding, OTHER_NS, TENANT_NS, TENANT_USER, type GuardReport, type OutOfReach, type StrayBinding, type Tenant } from './tenant.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -111,6 +112,55 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.deleted.inSliceAfter, false);
     assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
+  });
+
+  // The tenant suite (test/node/tenant.ts, docs/security.md): beside the blog's pods and traffic.
+  let tenant: Tenant | undefined;
+  /** What every attack shares: no request of the blog's client lost, the host unchanged, the blog's slice followed its pods. */
+  const guarded = (name: string, r: GuardReport): void => {
+    assert.deepEqual(r.failures, [], `${name}: the blog client lost requests (${r.failures.length} of ${r.requests})`);
+    assert.ok(r.requests >= 5, `${name}: the blog traffic ran (${r.requests} requests)`);
+    assert.deepEqual(r.hostAfter, r.hostBefore, `${name}: the host's links, addresses and routes changed`);
+    assert.ok(r.followUpMs >= 0 && r.followDownMs >= 0, `${name}: the blog's slice followed its pods`);
+  };
+
+  void test(`tenant: setup: "${TENANT_USER}" has admin (plus NADs) in ${TENANT_NS} only, through a client certificate signed by the cluster CA`, { timeout: 120_000 }, async () => {
+    assert.ok(blog, 'runs after the blog scenario, beside its pods');
+    const t = await setupTenant(node);
+    tenant = t;
+    const can = async (args: string[]): Promise<string> => (await t.kubectl(['auth', 'can-i', ...args])).stdout.trim();
+    assert.equal((await t.kubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}'])).stdout, TENANT_USER, 'authenticated by its certificate');
+    assert.equal(await can(['create', 'pods', '-n', TENANT_NS]), 'yes');
+    assert.equal(await can(['patch', 'pods', '-n', TENANT_NS]), 'yes', 'a pod owner may annotate its pods');
+    assert.equal(await can(['create', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', TENANT_NS]), 'yes');
+    assert.equal(await can(['create', 'rolebindings', '-n', TENANT_NS]), 'yes');
+    assert.equal(await can(['get', 'pods', '-n', 'default']), 'no');
+    assert.equal(await can(['create', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', 'default']), 'no');
+    assert.equal(await can(['get', 'nodes']), 'no');
+  });
+
+  void test('tenant: namespace labels and EndpointSlices are out of reach (RBAC denies with the verb and resource)', { timeout: 300_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: OutOfReach = { attempts: [] };
+    const r = await guard(node, log, outOfReach(tenant, o));
+    for (const a of o.attempts) assert.ok(a.denied, `${a.what}: ${a.code === 0 ? 'ALLOWED' : `refused, but not by RBAC: ${a.stderr}`}`);
+    assert.equal(o.attempts.length, 5);
+    guarded('out of reach', r);
+  });
+
+  void test(`tenant: a stray RoleBinding named like the controller's blocks only its own namespace: ${OTHER_NS} is bound, the tenant gets an Event, and its binding follows once the stray one is gone`, { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: StrayBinding = { events: [], otherBound: false, recoveredMs: -1 };
+    const r = await guard(node, log, strayRoleBinding(node, tenant, o));
+    log(`  events: ${o.events.join(' | ')}; recovered in ${o.recoveredMs} ms`);
+    assert.ok(o.otherBound, `the controller bound ${OTHER_NS} despite the stray binding in ${TENANT_NS}`);
+    assert.ok(o.events.some((e) => e.includes('multus-proxy-sidecar-pods')), `an Event in ${TENANT_NS} names the binding in the way: ${o.events.join(' | ')}`);
+    assert.ok(o.recoveredMs >= 0, "the controller's binding replaced the stray one once it was deleted");
+    guarded('stray RoleBinding', r);
+  });
+
+  void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {
+    await cleanupTenant(node);
   });
 
   void test('node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); a hostNetwork pod reaches the blog Service by name; the documented uninstall leaves nothing on the host', { timeout: 600_000 }, async () => {
