@@ -20,9 +20,9 @@ import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import type { ExecResult, RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
-import { CLIENT, createNamespace, net1Addresses, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
 import { URL } from './blog.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL } from '../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL } from '../../src/keys.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
 
 const run = promisify(execFile);
@@ -101,7 +101,9 @@ export async function hostNetwork(): Promise<string[]> {
   const out: string[] = [];
   for (const l of links) {
     if (skipped.has(l.ifname)) continue;
-    out.push(`link ${l.ifname} kind=${l.linkinfo?.info_kind ?? '-'} master=${l.master ?? '-'} mtu=${l.mtu ?? '-'} up=${l.flags?.includes('UP') ? 1 : 0} mac=${l.address ?? '-'}`);
+    // A bridge without a fixed address takes its lowest port's: pods coming and going change it.
+    const mac = l.linkinfo?.info_kind === 'bridge' ? 'port-derived' : (l.address ?? '-');
+    out.push(`link ${l.ifname} kind=${l.linkinfo?.info_kind ?? '-'} master=${l.master ?? '-'} mtu=${l.mtu ?? '-'} up=${l.flags?.includes('UP') ? 1 : 0} mac=${mac}`);
     for (const a of l.addr_info ?? []) out.push(`addr ${l.ifname} ${a.local}/${a.prefixlen}`);
   }
   for (const fam of ['-4', '-6']) {
@@ -264,7 +266,14 @@ export function outOfReach(t: Tenant, out: OutOfReach): Attack {
       const tries: { what: string; args: string[]; input?: string; verb: string; resource: string; group?: string }[] = [
         { what: `label its namespace ${INJECTION_LABEL}=${INJECTION_ENABLED}`, args: ['label', 'namespace', t.namespace, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite'], verb: 'patch', resource: 'namespaces' },
         { what: 'label its namespace pod-security.kubernetes.io/enforce=privileged', args: ['label', 'namespace', t.namespace, 'pod-security.kubernetes.io/enforce=privileged', '--overwrite'], verb: 'patch', resource: 'namespaces' },
-        { what: 'label namespace default (another one)', args: ['label', 'namespace', 'default', `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite'], verb: 'patch', resource: 'namespaces' },
+        // kubectl label or patch would GET it first (denied as "get"): PUT it outright.
+        {
+          what: 'enable injection on namespace default (another one)',
+          args: ['replace', '--raw', '/api/v1/namespaces/default', '-f', '-'],
+          input: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'default', labels: { [INJECTION_LABEL]: INJECTION_ENABLED } } }),
+          verb: 'update',
+          resource: 'namespaces',
+        },
         { what: 'create an EndpointSlice managed by the controller', args: ['create', '-f', '-'], input: JSON.stringify(slice), verb: 'create', resource: 'endpointslices', group: 'discovery.k8s.io' },
         { what: "read the blog's slices in namespace default", args: ['get', 'endpointslices', '-n', 'default'], verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io' },
       ];
@@ -325,6 +334,168 @@ export function strayRoleBinding(node: RealNode, t: Tenant, out: StrayBinding): 
       const t0 = Date.now();
       // The controller retries with backoff, and re-checks every 5 min anyway.
       out.recoveredMs = await until(`the controller's RoleBinding in ${t.namespace} after the stray one went`, 120_000, async () => ((await ownPodBinding(node, t.namespace)) ? Date.now() - t0 : undefined)).catch(() => -1);
+    },
+  };
+}
+
+// --- the tenant's own workload: the blog's four files, applied by the tenant in its namespace ----
+
+/** The tenant applies the blog's files unchanged in its own (enabled) namespace, as the tenant. */
+export async function tenantBlog(node: RealNode, t: Tenant): Promise<void> {
+  for (const f of BLOG_FILES) {
+    const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile(f) });
+    if (r.code !== 0) throw new Error(`the tenant could not apply ${f}: ${r.stderr}`);
+  }
+  await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: t.namespace, timeoutMs: 180_000 });
+  await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 });
+  await tenantSliceFollows(node, t, 2, 30_000);
+}
+
+/** The tenant's slice lists exactly its live Ready backends' net1 addresses, `count` of them. */
+export async function tenantSliceFollows(node: RealNode, t: Tenant, count: number, timeoutMs: number): Promise<number> {
+  const t0 = Date.now();
+  await until(`the slice of ${t.namespace}/${SERVICE} to list its ${count} Ready pods`, timeoutMs, async () => {
+    const live = (await pods(node, t.namespace, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
+    const want = live.filter(isReady).map((p) => net1Addresses(p)[0] ?? '').sort();
+    if (live.length !== count || want.length !== count || want.includes('')) return undefined;
+    return JSON.stringify(await sliceAddresses(node, t.namespace, SERVICE)) === JSON.stringify(want) ? true : undefined;
+  });
+  return Date.now() - t0;
+}
+
+/** Warning Events about one object, as their messages (read as the tenant). */
+export async function warningsAbout(t: Tenant, kind: string, name: string): Promise<string[]> {
+  const r = await t.kubectl(['get', 'events', '-n', t.namespace, '--field-selector', `involvedObject.kind=${kind},involvedObject.name=${name},type=Warning`, '-o', 'json']);
+  if (r.code !== 0) throw new Error(`kubectl get events as ${t.user}: ${r.stderr}`);
+  return (JSON.parse(r.stdout) as { items: { reason: string; message: string }[] }).items.map((e) => `${e.reason}: ${e.message}`);
+}
+
+interface StatusEntry {
+  name: string;
+  interface?: string;
+  ips?: string[];
+  [k: string]: unknown;
+}
+
+/** The tenant rewrites the net1 entry of its own pod's network-status (what RBAC lets a pod owner do). */
+async function rewriteNet1(t: Tenant, podName: string, original: string, f: (e: StatusEntry) => StatusEntry): Promise<ExecResult> {
+  const list = (JSON.parse(original) as StatusEntry[]).map((e) => (e.interface === 'net1' ? f(e) : e));
+  return t.kubectl(['annotate', 'pod', '-n', t.namespace, podName, '--overwrite', `${NETWORK_STATUS_ANNOTATION}=${JSON.stringify(list)}`]);
+}
+
+async function restoreStatus(t: Tenant, podName: string, original: string): Promise<void> {
+  const r = await t.kubectl(['annotate', 'pod', '-n', t.namespace, podName, '--overwrite', `${NETWORK_STATUS_ANNOTATION}=${original}`]);
+  if (r.code !== 0) throw new Error(`the tenant could not restore the network-status of ${podName}: ${r.stderr}`);
+}
+
+/** Every address a pod must not claim (docs/security.md, attack 3); none is the pod's. */
+export const BAD_ADDRESSES = ['127.0.0.1', '169.254.10.10', '0.0.0.0', '224.0.0.5', NODE.ip, '10.9.9.9'] as const;
+
+export interface BadAddresses {
+  pod: string;
+  /** The tenant's annotate: allowed without the optional policy. */
+  annotated: ExecResult | undefined;
+  /** Warning Events on the pod. */
+  events: string[];
+  /** The tenant's slice while the addresses are claimed. */
+  slice: string[];
+  /** A replica added while the bad pod is in place reached the slice after this long (-1: never). */
+  newReplicaMs: number;
+  /** After the annotation was restored, the slice listed the live pods again (-1: never). */
+  recoveredMs: number;
+}
+
+/**
+ * Attack 3: the tenant adds loopback, link-local, unspecified, multicast, the node's address and
+ * an address outside the NAD's range to one backend's net1 `ips`. The controller drops each with
+ * an Event naming pod and address, and the Service keeps following its pods (a new replica reaches
+ * the slice: on the code before the fix the apiserver refused every write with 422 and it froze).
+ */
+export function badAddresses(node: RealNode, t: Tenant, out: BadAddresses): Attack {
+  let original = '';
+  return {
+    async attack() {
+      const victim = (await pods(node, t.namespace, `app=${SERVICE}`)).find((p) => isReady(p) && !p.metadata?.deletionTimestamp);
+      out.pod = victim?.metadata?.name ?? '';
+      original = victim?.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
+      if (!out.pod || !original) throw new Error(`no Ready backend with a network-status in ${t.namespace}`);
+      out.annotated = await rewriteNet1(t, out.pod, original, (e) => ({ ...e, ips: [...(e.ips ?? []), ...BAD_ADDRESSES] }));
+      out.events = await until(`Warning Events on pod ${out.pod} naming each bad address`, 30_000, async () => {
+        const e = await warningsAbout(t, 'Pod', out.pod);
+        return BAD_ADDRESSES.every((a) => e.some((m) => m.includes(a))) ? e : undefined;
+      }).catch(() => warningsAbout(t, 'Pod', out.pod));
+      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=3']);
+      out.newReplicaMs = await tenantSliceFollows(node, t, 3, 60_000).catch(() => -1);
+      out.slice = await sliceAddresses(node, t.namespace, SERVICE);
+    },
+    async undo() {
+      await restoreStatus(t, out.pod, original);
+      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=2']);
+      out.recoveredMs = await tenantSliceFollows(node, t, 2, 60_000).catch(() => -1);
+    },
+  };
+}
+
+/** A route that an `ip -batch` line smuggled in through an interface name would add (TEST-NET-3). */
+export const SMUGGLED_ROUTE = '203.0.113.0/24';
+
+export interface SmuggledInterface {
+  annotated: ExecResult | undefined;
+  /** Warning Events on the client pod while the annotation is bad. */
+  events: string[];
+  /** Routes in the client pod's namespace naming the smuggled prefix (must stay empty). */
+  smuggled: string[];
+  /** The sidecar's metrics lines (multus_proxy_sidecar_*) while the annotation is bad. */
+  metrics: string[];
+  /** The client pod's Ready condition while the annotation is bad. */
+  ready: boolean;
+  /** After the annotation was restored, a new backend replica answered the client (-1: never). */
+  followsAfterMs: number;
+}
+
+async function podRoutes(node: RealNode, ns: string, podName: string): Promise<string> {
+  const r = await node.exec(ns, podName, ['ip', 'route', 'show', 'table', 'all'], { container: CLIENT });
+  if (r.code !== 0) throw new Error(`ip route in ${ns}/${podName}: ${r.stderr}`);
+  return r.stdout;
+}
+
+/**
+ * Attack 2: the tenant sets the `interface` of its injected client's net1 entry to
+ * `net1\nroute add 203.0.113.0/24 dev lo`. The line never reaches `ip`; the pod gets a Warning
+ * Event and the sidecar's metrics show it cannot sync; once the annotation is restored, the sidecar
+ * follows the Service again (a new replica answers the client).
+ */
+export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterface, sidecarHealthPort: number): Attack {
+  let original = '';
+  return {
+    async attack() {
+      original = (await pod(node, t.namespace, CLIENT)).metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
+      if (!original) throw new Error(`${t.namespace}/${CLIENT} has no network-status`);
+      out.annotated = await rewriteNet1(t, CLIENT, original, (e) => ({ ...e, interface: `net1\nroute add ${SMUGGLED_ROUTE} dev lo` }));
+      out.events = await until(`a Warning Event on ${CLIENT}`, 60_000, async () => {
+        const e = await warningsAbout(t, 'Pod', CLIENT);
+        return e.length > 0 ? e : undefined;
+      }).catch(() => []);
+      await delay(15_000); // the kubelet's sync refreshes the pod's downwardAPI volume, the sidecar retries
+      out.smuggled = (await podRoutes(node, t.namespace, CLIENT)).split('\n').filter((l) => l.includes(SMUGGLED_ROUTE.replace('/24', '')));
+      const m = await node.exec(t.namespace, CLIENT, ['curl', '-s', '-m', '3', `http://127.0.0.1:${sidecarHealthPort}/metrics`], { container: CLIENT });
+      out.metrics = m.stdout.split('\n').filter((l) => l.startsWith('multus_proxy_sidecar_'));
+      out.ready = isReady(await pod(node, t.namespace, CLIENT));
+    },
+    async undo() {
+      await restoreStatus(t, CLIENT, original);
+      const names = (await pods(node, t.namespace, `app=${SERVICE}`)).map((p) => p.metadata?.name ?? '');
+      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=3']);
+      await tenantSliceFollows(node, t, 3, 60_000);
+      const fresh = (await pods(node, t.namespace, `app=${SERVICE}`)).find((p) => !names.includes(p.metadata?.name ?? ''))?.metadata?.name ?? '';
+      const clientNet1 = net1Addresses(await pod(node, t.namespace, CLIENT))[0] ?? '';
+      const t0 = Date.now();
+      out.followsAfterMs = await until(`the new replica ${fresh} to answer ${t.namespace}/${CLIENT}`, 60_000, async () => {
+        await curlBurst(node, t.namespace, CLIENT, `${SERVICE}.${t.namespace}.svc.cluster.local`, 6);
+        return (await arrivals(node, t.namespace, fresh)).some((a) => a.from === clientNet1) ? Date.now() - t0 : undefined;
+      }).catch(() => -1);
+      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=2']);
+      await tenantSliceFollows(node, t, 2, 60_000);
     },
   };
 }
