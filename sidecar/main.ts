@@ -21,6 +21,7 @@ import { createDataplane } from '../src/dataplane/apply.js';
 import { createSidecarMetrics } from './metrics.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime } from './runtime.js';
+import { podEventWriter } from './problems.js';
 
 /**
  * How long stopping may take before the process exits anyway: well inside the kubelet's default
@@ -58,7 +59,8 @@ async function main(): Promise<void> {
   const metrics = createSidecarMetrics();
   // Spare restore processes: a change skips a process start on its way to the kernel.
   const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log, spareRestore: true });
-  const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics });
+  const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
+  const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, metrics.registry, opts.healthPort, opts.healthHost);
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend() }, 'multus-proxy sidecar starting');
 

@@ -29,6 +29,10 @@ import { StateMemo } from '../src/dataplane/incremental.js';
 import { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions } from '../src/dataplane/sync-loop.js';
 import { sameState, stateSize } from '../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
+import { ProblemState, type InputKey, type Say } from './problems.js';
+
+/** A sync that keeps failing is told again at most this often (the first failure at once). */
+const PROBLEM_REPEAT_MS = 5 * 60_000;
 
 // Defined next to the slice transform that must keep it; re-exported where it always was.
 export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
@@ -48,6 +52,8 @@ export interface RuntimeDeps {
   readonly dataplane: DataplaneSync;
   readonly log: Logger;
   readonly metrics: SidecarMetrics;
+  /** Writes an Event on the pod (sidecar/problems.ts); unset: problems are only logged and counted. */
+  readonly event?: (s: Say) => void;
 }
 
 export interface SidecarRuntime {
@@ -115,6 +121,15 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   /** Wakes slicesSettled() when pendingSlices is replaced or dropped (a stopped informer never syncs). */
   let pendingReplaced: () => void = () => {};
   const logOnce = onceLogger(log);
+  // What the pod's owner is told while the input is bad or a sync fails (sidecar/problems.ts).
+  const problems = new ProblemState(PROBLEM_REPEAT_MS);
+  const say = (list: Say[]): void => {
+    for (const s of list) deps.event?.(s);
+  };
+  const inputRead = (key: InputKey, error: string | undefined): void => {
+    say(problems.input(key, error));
+    deps.metrics.invalidAnnotation(key, problems.invalid(key));
+  };
   let informersSynced = false;
 
   function report(r: SyncResult): ApplyReport {
@@ -144,6 +159,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,
     log,
+    onOutcome: (error, failures) => say(problems.sync(error, failures, Date.now())),
   });
 
   function onSliceChange(informer: Informer<V1EndpointSlice>, slice: V1EndpointSlice): void {
@@ -190,6 +206,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
 
   function onPod(pod: V1Pod): void {
     const s = readServedNetworks(pod);
+    inputRead('service-network', s.ok ? undefined : s.error);
     if (s.ok) {
       lastLogged.served = '';
       if (!sameRefs(s.value, served)) {
@@ -201,6 +218,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       log.error({ problem: s.error }, `${s.error} (keeping the last good networks)`);
     }
     const st = readNetworkStatus(pod);
+    inputRead('network-status', st.ok ? undefined : st.error);
     if (st.ok) {
       lastLogged.status = '';
       status = st.value;

@@ -3,11 +3,11 @@
  * an Event per reconcile. The limiter is pure (time passed in); the recorder writes through the
  * client and never throws: an Event that cannot be written is logged and counted, nothing more.
  */
-import { randomBytes } from 'node:crypto';
 import type { KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import type { CoreV1Event, V1Service } from '../kube/types.js';
 import type { Logger } from '../log.js';
+import { objectEvent as kubeObjectEvent, type EventSubject, type EventType } from '../kube/events.js';
 
 /** Lets a key through at most once per interval; forgets old keys so memory stays bounded. */
 export class RateLimiter {
@@ -37,44 +37,15 @@ export class RateLimiter {
 }
 
 export const EVENT_COMPONENT = 'multus-proxy-controller';
-/** Event messages are capped by the apiserver at 1 KiB; keep ours inside that. */
-const MAX_MESSAGE = 1000;
-
-/** What an Event is about. */
-export interface EventSubject {
-  readonly apiVersion: string;
-  readonly kind: string;
-  readonly name: string;
-  readonly namespace: string;
-  readonly uid: string;
-}
+export type { EventSubject, EventType } from '../kube/events.js';
 
 export function serviceSubject(svc: V1Service): EventSubject {
   return { apiVersion: 'v1', kind: 'Service', name: svc.metadata?.name ?? '', namespace: svc.metadata?.namespace ?? 'default', uid: svc.metadata?.uid ?? '' };
 }
 
-export type EventType = 'Warning' | 'Normal';
-
-/** A core/v1 Event about an object. Pure apart from the random name suffix. */
+/** A core/v1 Event about an object, written by the controller. */
 export function objectEvent(subject: EventSubject, type: EventType, reason: string, message: string, now: Date, instance: string): CoreV1Event {
-  const text = message.length > MAX_MESSAGE ? `${message.slice(0, MAX_MESSAGE - 1)}…` : message;
-  const ts = now.toISOString();
-  return {
-    apiVersion: 'v1',
-    kind: 'Event',
-    metadata: { name: `${subject.name}.${randomBytes(8).toString('hex')}`, namespace: subject.namespace },
-    involvedObject: { apiVersion: subject.apiVersion, kind: subject.kind, name: subject.name, namespace: subject.namespace, uid: subject.uid },
-    type,
-    reason,
-    message: text,
-    source: { component: EVENT_COMPONENT },
-    reportingComponent: EVENT_COMPONENT,
-    reportingInstance: instance,
-    count: 1,
-    // Serialised as strings on the wire; the generated types call them Date.
-    firstTimestamp: ts as unknown as Date,
-    lastTimestamp: ts as unknown as Date,
-  };
+  return kubeObjectEvent(subject, type, reason, message, now, { component: EVENT_COMPONENT, instance });
 }
 
 /** A core/v1 Warning Event about a Service. */

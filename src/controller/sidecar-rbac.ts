@@ -71,7 +71,11 @@ export function desiredSidecarRbac(namespaces: readonly V1Namespace[]): RbacObje
         { apiGroups: [''], resources: ['services'], verbs: READ },
         { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
       ]),
-      role(SIDECAR_POD_ROLE, [{ apiGroups: [''], resources: ['pods'], verbs: READ }]),
+      role(SIDECAR_POD_ROLE, [
+        { apiGroups: [''], resources: ['pods'], verbs: READ },
+        // Bound per namespace: a sidecar says why it cannot sync with an Event on its own pod.
+        { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+      ]),
     ],
     clusterRoleBinding: {
       apiVersion: `${RBAC_GROUP}/v1`,

@@ -60,6 +60,8 @@ export interface SyncLoopDeps<S> {
   readonly metrics: SyncMetrics;
   readonly log: Logger;
   readonly now?: () => number;
+  /** After a failed sync (its error, `failures` in a row), and after the first success that follows failures (undefined, 0): so the program can say so (an Event). */
+  onOutcome?(error: unknown, failures: number): void;
 }
 
 export interface SyncLoop {
@@ -264,7 +266,10 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
       }
       deps.metrics.sync(kind, 'success', (now() - runStartedMs) / 1000);
       observeLatencies(changes);
+      const failedBefore = failures;
       failures = 0;
+      deps.metrics.failing(0);
+      if (failedBefore > 0) deps.onOutcome?.(undefined, 0);
       if (full) {
         armCheck();
         armResync();
@@ -282,6 +287,8 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
       for (const [k, c] of changes) if (!pending.has(k)) pending.set(k, c);
       deps.metrics.sync(kind, 'error', (now() - runStartedMs) / 1000);
       deps.metrics.restoreFailure();
+      deps.metrics.failing(failures);
+      deps.onOutcome?.(e, failures);
       deps.log.error({ err: e, kind, failures, retryInMs: waitMs }, 'rule sync failed; retrying with a full sync');
     }
   }

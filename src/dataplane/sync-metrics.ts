@@ -15,6 +15,8 @@ const LATENCY_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 6
 export interface SyncMetrics {
   sync(kind: SyncKind, result: SyncOutcome, seconds: number): void;
   restoreFailure(): void;
+  /** Failed syncs in a row (0 after a success): non-zero means the rules are behind and being retried. */
+  failing(consecutive: number): void;
   /** Size of what is programmed after a successful sync. */
   programmed(targets: number, endpoints: number, rules: number | undefined): void;
   /** From the informer seeing a slice change to the rules for it being applied. */
@@ -37,6 +39,11 @@ export function createSyncMetrics(registry: Registry, prefix: string, opts: { dr
     registers: [registry],
   });
   const failures = new prom.Counter({ name: n('restore_failures_total'), help: 'Failed syncs (iptables-restore, route or interface transactions).', registers: [registry] });
+  const failing = new prom.Gauge({
+    name: n('sync_consecutive_failures'),
+    help: 'Failed syncs in a row; 0 once a sync succeeds. While non-zero the last good rules stay in place and the sync is retried with backoff.',
+    registers: [registry],
+  });
   const targets = new prom.Gauge({ name: n('targets'), help: 'Service port targets (cluster IP or node port x port) programmed.', registers: [registry] });
   const endpoints = new prom.Gauge({ name: n('endpoints'), help: 'Endpoints across all programmed targets.', registers: [registry] });
   const rules = new prom.Gauge({ name: n('rules'), help: 'iptables rules programmed (both families).', registers: [registry] });
@@ -71,6 +78,7 @@ export function createSyncMetrics(registry: Registry, prefix: string, opts: { dr
       duration.observe({ kind }, seconds);
     },
     restoreFailure: () => failures.inc(),
+    failing: (c) => failing.set(c),
     programmed(t, e, r) {
       targets.set(t);
       endpoints.set(e);

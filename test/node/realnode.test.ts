@@ -18,7 +18,9 @@ import { runHeadless } from './headless.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
-import { cleanupTenant, guard, outOfReach, setupTenant, strayRoleBinding, OTHER_NS, TENANT_NS, TENANT_USER, type GuardReport, type OutOfReach, type StrayBinding, type Tenant } from './tenant.js';
+import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
+import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
+import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -157,6 +159,27 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(o.events.some((e) => e.includes('multus-proxy-sidecar-pods')), `an Event in ${TENANT_NS} names the binding in the way: ${o.events.join(' | ')}`);
     assert.ok(o.recoveredMs >= 0, "the controller's binding replaced the stray one once it was deleted");
     guarded('stray RoleBinding', r);
+  });
+
+  void test(`tenant: the tenant runs the blog's four files in ${TENANT_NS} as itself; the sidecar is injected and its client reaches its Service`, { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    await tenantBlog(node, tenant);
+  });
+
+  void test('tenant: malformed annotations on its own client: the sidecar keeps the last good values, says so (Event and metric, pod stays Ready), and follows its Service once they are fixed', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: MalformedAnnotations = { annotated: undefined, events: [], invalidWhileBad: {}, invalidAfter: {}, curlsWhileBad: [], readyWhileBad: false, followsAfterMs: -1 };
+    const r = await guard(node, log, malformedAnnotations(node, tenant, o));
+    log(`  events: ${o.events.join(' | ')}; metric while bad ${JSON.stringify(o.invalidWhileBad)}, after ${JSON.stringify(o.invalidAfter)}; new replica answered ${o.followsAfterMs} ms after reaching the slice`);
+    assert.equal(o.annotated?.code, 0, `a pod owner may annotate its pod (no optional policy installed): ${o.annotated?.stderr}`);
+    assert.ok(o.events.some((e) => e.includes('service-network')), `a ${REASON_INVALID_ANNOTATION} Event names service-network: ${o.events.join(' | ')}`);
+    assert.ok(o.events.some((e) => e.includes('network-status')), `a ${REASON_INVALID_ANNOTATION} Event names network-status: ${o.events.join(' | ')}`);
+    assert.deepEqual(o.invalidWhileBad, { '{annotation="service-network"}': 1, '{annotation="network-status"}': 1 });
+    assert.deepEqual(o.curlsWhileBad, Array(10).fill('ok'), 'the last good values keep serving the Service');
+    assert.ok(o.readyWhileBad, 'the pod stays Ready (docs/decisions.md)');
+    assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
+    assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
+    guarded('malformed annotations', r);
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {

@@ -22,7 +22,8 @@ import type { ExecResult, RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
 import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
 import { URL } from './blog.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL } from '../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
 
 const run = promisify(execFile);
@@ -465,7 +466,7 @@ async function podRoutes(node: RealNode, ns: string, podName: string): Promise<s
  * Event and the sidecar's metrics show it cannot sync; once the annotation is restored, the sidecar
  * follows the Service again (a new replica answers the client).
  */
-export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterface, sidecarHealthPort: number): Attack {
+export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterface): Attack {
   let original = '';
   return {
     async attack() {
@@ -478,24 +479,111 @@ export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterf
       }).catch(() => []);
       await delay(15_000); // the kubelet's sync refreshes the pod's downwardAPI volume, the sidecar retries
       out.smuggled = (await podRoutes(node, t.namespace, CLIENT)).split('\n').filter((l) => l.includes(SMUGGLED_ROUTE.replace('/24', '')));
-      const m = await node.exec(t.namespace, CLIENT, ['curl', '-s', '-m', '3', `http://127.0.0.1:${sidecarHealthPort}/metrics`], { container: CLIENT });
-      out.metrics = m.stdout.split('\n').filter((l) => l.startsWith('multus_proxy_sidecar_'));
+      out.metrics = await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT));
       out.ready = isReady(await pod(node, t.namespace, CLIENT));
     },
     async undo() {
       await restoreStatus(t, CLIENT, original);
-      const names = (await pods(node, t.namespace, `app=${SERVICE}`)).map((p) => p.metadata?.name ?? '');
-      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=3']);
-      await tenantSliceFollows(node, t, 3, 60_000);
-      const fresh = (await pods(node, t.namespace, `app=${SERVICE}`)).find((p) => !names.includes(p.metadata?.name ?? ''))?.metadata?.name ?? '';
-      const clientNet1 = net1Addresses(await pod(node, t.namespace, CLIENT))[0] ?? '';
-      const t0 = Date.now();
-      out.followsAfterMs = await until(`the new replica ${fresh} to answer ${t.namespace}/${CLIENT}`, 60_000, async () => {
-        await curlBurst(node, t.namespace, CLIENT, `${SERVICE}.${t.namespace}.svc.cluster.local`, 6);
-        return (await arrivals(node, t.namespace, fresh)).some((a) => a.from === clientNet1) ? Date.now() - t0 : undefined;
-      }).catch(() => -1);
-      await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=2']);
-      await tenantSliceFollows(node, t, 2, 60_000);
+      out.followsAfterMs = await newReplicaAnswers(node, t);
+    },
+  };
+}
+
+/**
+ * The sidecar still follows the tenant's Service: a replica added to its backends answers the
+ * tenant's client within 60 s (ms from the replica being in the slice; -1: never). Scales back after.
+ */
+export async function newReplicaAnswers(node: RealNode, t: Tenant): Promise<number> {
+  const names = (await pods(node, t.namespace, `app=${SERVICE}`)).map((p) => p.metadata?.name ?? '');
+  await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=3']);
+  await tenantSliceFollows(node, t, 3, 60_000);
+  const fresh = (await pods(node, t.namespace, `app=${SERVICE}`)).find((p) => !names.includes(p.metadata?.name ?? ''))?.metadata?.name ?? '';
+  const clientNet1 = net1Addresses(await pod(node, t.namespace, CLIENT))[0] ?? '';
+  const t0 = Date.now();
+  const ms = await until(`the new replica ${fresh} to answer ${t.namespace}/${CLIENT}`, 60_000, async () => {
+    await curlBurst(node, t.namespace, CLIENT, tenantUrl(t), 6);
+    return (await arrivals(node, t.namespace, fresh)).some((a) => a.from === clientNet1) ? Date.now() - t0 : undefined;
+  }).catch(() => -1);
+  await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=2']);
+  await tenantSliceFollows(node, t, 2, 60_000);
+  return ms;
+}
+
+const tenantUrl = (t: Tenant): string => `${SERVICE}.${t.namespace}.svc.cluster.local`;
+
+/** The injected sidecar's health (and metrics) port, from its readiness probe in the pod spec. */
+export async function sidecarHealthPort(node: RealNode, ns: string, podName: string): Promise<number> {
+  const spec = (await pod(node, ns, podName)).spec;
+  const c = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find((x) => x.name === SIDECAR_CONTAINER_NAME);
+  const port = Number(c?.readinessProbe?.httpGet?.port);
+  if (!Number.isInteger(port) || port <= 0) throw new Error(`${ns}/${podName} has no injected sidecar with an HTTP readiness probe`);
+  return port;
+}
+
+/** The sidecar's metrics (multus_proxy_sidecar_* lines), read from inside the pod. */
+export async function sidecarMetrics(node: RealNode, ns: string, podName: string, port: number): Promise<string[]> {
+  const m = await node.exec(ns, podName, ['curl', '-s', '-m', '3', `http://127.0.0.1:${port}/metrics`], { container: CLIENT });
+  if (m.code !== 0) throw new Error(`metrics of ${ns}/${podName}: curl exit ${m.code} ${m.stderr}`);
+  return m.stdout.split('\n').filter((l) => l.startsWith('multus_proxy_sidecar_'));
+}
+
+/** Values of one metric's series, by their label text (`{annotation="network-status"}`), from metrics lines. */
+export function metricValues(lines: readonly string[], name: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const l of lines) {
+    const m = /^(\S+?)(\{[^}]*\})? (\S+)$/.exec(l);
+    if (m?.[1] === name) out[m[2] ?? ''] = Number(m[3]);
+  }
+  return out;
+}
+
+export interface MalformedAnnotations {
+  /** The tenant's annotate of its client pod. */
+  annotated: ExecResult | undefined;
+  /** SidecarInvalidAnnotation Events on the client pod while the annotations are bad. */
+  events: string[];
+  /** multus_proxy_sidecar_invalid_pod_annotation per annotation, while bad and after the fix. */
+  invalidWhileBad: Record<string, number>;
+  invalidAfter: Record<string, number>;
+  /** 10 curls of the tenant's Service from its client while the annotations are bad. */
+  curlsWhileBad: string[];
+  readyWhileBad: boolean;
+  /** After the fix, a new replica answered the client after this long (-1: never). */
+  followsAfterMs: number;
+}
+
+/**
+ * A sidecar that met bad input (attack 9): the tenant writes a malformed `service-network` and a
+ * `network-status` that is not JSON on its own injected client. The sidecar keeps its last good
+ * values (the client still reaches its Service), says so with an Event on the pod and a metric,
+ * and once the annotations are fixed it follows the Service again.
+ */
+export function malformedAnnotations(node: RealNode, t: Tenant, out: MalformedAnnotations): Attack {
+  let original = '';
+  const invalid = async (): Promise<Record<string, number>> =>
+    metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_invalid_pod_annotation');
+  return {
+    async attack() {
+      original = (await pod(node, t.namespace, CLIENT)).metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
+      if (!original) throw new Error(`${t.namespace}/${CLIENT} has no network-status`);
+      out.annotated = await t.kubectl(['annotate', 'pod', '-n', t.namespace, CLIENT, '--overwrite', `${SERVICE_NETWORK_ANNOTATION}=not a network!`, `${NETWORK_STATUS_ANNOTATION}={not json`]);
+      if (out.annotated.code !== 0) return;
+      out.events = await until(`${REASON_INVALID_ANNOTATION} Events on ${CLIENT} about both annotations`, 30_000, async () => {
+        const e = await events(t, t.namespace, REASON_INVALID_ANNOTATION);
+        return e.some((m) => m.includes(SERVICE_NETWORK_ANNOTATION)) && e.some((m) => m.includes(NETWORK_STATUS_ANNOTATION)) ? e : undefined;
+      }).catch(() => events(t, t.namespace, REASON_INVALID_ANNOTATION));
+      out.invalidWhileBad = await invalid();
+      out.curlsWhileBad = await curlBurst(node, t.namespace, CLIENT, tenantUrl(t), 10);
+      out.readyWhileBad = isReady(await pod(node, t.namespace, CLIENT));
+    },
+    async undo() {
+      const r = await t.kubectl(['annotate', 'pod', '-n', t.namespace, CLIENT, '--overwrite', `${SERVICE_NETWORK_ANNOTATION}-`, `${NETWORK_STATUS_ANNOTATION}=${original}`]);
+      if (r.code !== 0) throw new Error(`the tenant could not fix its annotations: ${r.stderr}`);
+      out.invalidAfter = await until('the invalid-annotation metric back at 0', 30_000, async () => {
+        const v = await invalid();
+        return Object.values(v).every((x) => x === 0) ? v : undefined;
+      }).catch(() => invalid());
+      out.followsAfterMs = await newReplicaAnswers(node, t);
     },
   };
 }

@@ -20,7 +20,8 @@ import { useControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { httpRequests, type Pod, type Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
-import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
+import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
+import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject, type StatusEntry } from './state-fixtures.js';
 import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';
@@ -190,10 +191,15 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     // Wait past a few sync intervals: the last good networks stay in force.
     await new Promise((r) => setTimeout(r, 500));
     assert.deepEqual(ownedLines(await rulesOf(topo, client)), ownedLines(before), 'no rule lost or added');
+    // And it says so: a Warning Event on its pod, and a metric, while the value is bad.
+    const said = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', ns), { fieldSelector: `involvedObject.name=client,reason=${REASON_INVALID_ANNOTATION}` });
+    assert.ok(said.items.some((e) => e.type === 'Warning' && e.involvedObject.kind === 'Pod' && e.message?.includes('"net-a,,net-b"')), JSON.stringify(said.items.map((e) => e.message)));
+    assert.match(await metricsText(topo, client, HEALTH_PORT), /^multus_proxy_sidecar_invalid_pod_annotation\{annotation="service-network"\} 1$/m);
 
     await setServiceNetwork('net-a');
     await expectEndpoints('net-a served again', webV4, [`${pod('b1').net1.ipv4}:80`, `${pod('b2').net1.ipv4}:80`]);
     await expectEndpoints('net-b no longer served', otherIP, undefined);
+    assert.match(await metricsText(topo, client, HEALTH_PORT), /^multus_proxy_sidecar_invalid_pod_annotation\{annotation="service-network"\} 0$/m);
   });
 
   void test('metrics report syncs, sizes and slice-change latency', async () => {

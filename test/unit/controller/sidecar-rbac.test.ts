@@ -35,7 +35,10 @@ void describe('sidecar RBAC', () => {
     // Pods are readable only through the namespaced binding, never cluster-wide.
     const cluster = d.clusterRoles.find((r) => r.metadata?.name === SIDECAR_ROLE);
     assert.ok(cluster?.rules?.every((r) => !(r.resources ?? []).includes('pods')));
-    assert.ok(d.clusterRoles.flatMap((r) => r.rules ?? []).every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))));
+    // Read-only, but for Events (a sidecar's own pod's), which only the namespaced role grants.
+    assert.ok(cluster?.rules?.every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))));
+    const writes = d.clusterRoles.flatMap((r) => (r.rules ?? []).filter((x) => x.verbs.some((v) => !['get', 'list', 'watch'].includes(v))).map((x) => [r.metadata?.name, x.resources, x.verbs]));
+    assert.deepEqual(writes, [[SIDECAR_POD_ROLE, ['events'], ['create']]]);
   });
 
   void test('from nothing: creates the binding and the RoleBindings, reports the missing roles without writing them', () => {
