@@ -6,7 +6,8 @@
  * Multus under its bare CNI name (e.g. "kindnet") with `"default": true`, so a name without '/' is
  * kept as written with `namespace`/`nad` undefined. Addresses are split by family, a `/prefix` is
  * dropped, IPv6 is normalised (see ip.ts) so addresses compare as strings. Fields we do not use
- * (`dns`, `device-info`, `gateway`, ...) are ignored whatever their content.
+ * (`dns`, `device-info`, `gateway`, ...) are ignored whatever their content. `interface` must be a
+ * valid Linux interface name: it is tenant input that reaches `ip` and netfilter in the sidecar.
  *
  * An empty value means nothing is attached yet (an empty list). Any bad entry makes the whole value
  * an error naming that entry: half-read status could publish a wrong set of endpoints.
@@ -15,7 +16,7 @@ import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
 import { parseIp } from './ip.js';
 import { isJsonObject, jsonKind, notAStringError, optionalBoolean, optionalString, optionalStringList, ownField, parseJson, type JsonObject } from './json.js';
-import { checkDns1123Label, checkDns1123Subdomain } from './names.js';
+import { checkDns1123Label, checkDns1123Subdomain, checkInterfaceName, IFNAME_RULE } from './names.js';
 import type { NetworkRef } from './service-network.js';
 
 export interface NetworkStatusEntry {
@@ -61,6 +62,12 @@ function parseEntry(entry: JsonObject): EntryResult {
   if (!split.ok) return err(split.error);
   const ifname = optionalString(entry, 'interface');
   if (!ifname.ok) return err(ifname.error);
+  // The pod's owner can write this annotation, and the name reaches `ip` and netfilter as root in
+  // the sidecar: the kernel's own rule here, so no whitespace, newline or '/' gets past.
+  if (ifname.value !== undefined) {
+    const why = checkInterfaceName(ifname.value);
+    if (why !== undefined) return err(`the "interface" ${showValue(ifname.value)} ${why}; an interface name is ${IFNAME_RULE}`);
+  }
   const mac = optionalString(entry, 'mac');
   if (!mac.ok) return err(mac.error);
   const isDefault = optionalBoolean(entry, 'default');

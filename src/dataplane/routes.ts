@@ -13,6 +13,7 @@
 import type { IpFamily, Route } from './model.js';
 import type { Exec } from './iptables.js';
 import { SIDECAR_LAYOUT } from './names.js';
+import { checkInterfaceName } from '../annotations/names.js';
 
 /** Routing protocol number that marks our routes (unassigned in /etc/iproute2/rt_protos). */
 export const ROUTE_PROTO = SIDECAR_LAYOUT.routeProto;
@@ -40,12 +41,30 @@ export function diffRoutes(current: readonly Route[], wanted: readonly Route[]):
   return { replace, remove };
 }
 
+/** A bare address gets its host prefix; a destination read back with another prefix (or `default`) is kept as read, so it can be deleted. */
 function prefix(r: Route): string {
-  return `${r.dst}/${r.family === 4 ? 32 : 128}`;
+  return ADDRESS.test(r.dst) ? `${r.dst}/${r.family === 4 ? 32 : 128}` : r.dst;
+}
+
+const ADDRESS = /^[0-9A-Fa-f:.]+$/;
+const DESTINATION = /^(?:[0-9A-Fa-f:.]+(?:\/\d{1,3})?|default)$/;
+
+/**
+ * Every word of a batch line is one token of a known shape: a value with a space or newline would
+ * become words or lines of its own, and `ip -batch` runs as root. Values are checked where they
+ * enter (network-status); this is the last line of defence, and it throws rather than writes.
+ */
+function checkRoute(r: Route, op: 'replace' | 'remove'): void {
+  if (!DESTINATION.test(r.dst)) throw new Error(`refusing route to ${JSON.stringify(r.dst)}: not an address`);
+  if (op === 'remove') return;
+  const devWhy = checkInterfaceName(r.dev);
+  if (devWhy !== undefined) throw new Error(`refusing route to ${r.dst}: the device ${JSON.stringify(r.dev)} ${devWhy}`);
+  if (!ADDRESS.test(r.src)) throw new Error(`refusing route to ${r.dst}: the source ${JSON.stringify(r.src)} is not an address`);
 }
 
 /** `ip -batch` lines; the family follows from the address, so one batch serves both. */
 export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove', proto: number = ROUTE_PROTO): string {
+  for (const r of routes) checkRoute(r, op);
   return routes
     .map((r) => (op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${proto}` : `route del ${prefix(r)} proto ${proto}`))
     .map((l) => `${l}\n`)
@@ -70,7 +89,11 @@ export function parseRoutes(json: string, family: IpFamily): Route[] {
   const out: Route[] = [];
   for (const row of rows as IpRouteJson[]) {
     if (typeof row.dst !== 'string' || typeof row.dev !== 'string') continue;
-    out.push({ family, dst: row.dst.replace(/\/(32|128)$/, ''), dev: row.dev, src: row.prefsrc ?? '' });
+    // Ours are host routes; anything else carrying our protocol number (never written by us) keeps
+    // its prefix, so the diff deletes it as read instead of turning it into `<net>/<len>/32`.
+    const host = family === 4 ? '/32' : '/128';
+    const dst = row.dst.endsWith(host) ? row.dst.slice(0, -host.length) : row.dst;
+    out.push({ family, dst, dev: row.dev, src: row.prefsrc ?? '' });
   }
   return out;
 }

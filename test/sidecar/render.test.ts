@@ -428,6 +428,16 @@ void describe('sidecar routes, conntrack and error mapping', () => {
     assert.deepEqual(parseRoutes('[{"dst":"fd00:10:96::1","dev":"net1","prefsrc":"fd00:101::2","metric":1024}]', 6), [cur[2]]);
     assert.deepEqual(parseRoutes('not json', 4), []);
   });
+  void test('routes: a foreign route with our protocol keeps its prefix and is deleted as read; a value that would split a batch line throws', () => {
+    const read = parseRoutes('[{"dst":"203.0.113.0/24","dev":"lo","protocol":"241"},{"dst":"default","dev":"lo"},{"dst":"10.96.0.1","dev":"net1","prefsrc":"192.168.101.2"}]', 4);
+    assert.deepEqual(read.map((r) => r.dst), ['203.0.113.0/24', 'default', '10.96.0.1']);
+    const d = diffRoutes(read, [{ family: 4, dst: '10.96.0.1', dev: 'net1', src: '192.168.101.2' }]);
+    assert.deepEqual(d.replace, []);
+    assert.equal(routeBatch(d.remove, 'remove'), 'route del 203.0.113.0/24 proto 241\nroute del default proto 241\n');
+    assert.throws(() => routeBatch([{ family: 4, dst: '10.96.0.1', dev: 'n1\nflush', src: '192.168.101.2' }], 'replace'), /the device .* contains/);
+    assert.throws(() => routeBatch([{ family: 4, dst: '10.96.0.1', dev: 'net1', src: '192.168.101.2 dev lo' }], 'replace'), /the source .* is not an address/);
+    assert.throws(() => routeBatch([{ family: 4, dst: '10.96.0.1\nroute flush', dev: 'net1', src: '192.168.101.2' }], 'remove'), /not an address/);
+  });
   void test('conntrack: removed UDP endpoint, UDP Service from none to some, removed UDP Service; TCP never', () => {
     const s = sampleState();
     const prev = render(s).resolution.targets;

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { findNetworkStatus, parseNetworkStatus } from '../../../src/annotations/network-status.js';
 import { normalizeIPv6, parseIp } from '../../../src/annotations/ip.js';
 import { NETWORK_STATUS_ANNOTATION } from '../../../src/keys.js';
+import { checkInterfaceName } from '../../../src/annotations/names.js';
 import { assertNoPollution, assertWellFormed, expectErr, expectOk, ifname, mutated, networkRef, pathological, RUNS, urlCanonicalIPv6 } from './arbitraries.js';
 
 /** What Multus writes for a pod on kindnet plus one macvlan network (dual stack). */
@@ -61,6 +62,13 @@ void describe('parseNetworkStatus: examples', () => {
     { value: '[{"name":"a/b","ips":"10.0.0.1"}]', reason: /field "ips" is a string, expected a list of strings/ },
     { value: '[{"name":"a/b","default":"true"}]', reason: /field "default" is a string, expected true or false/ },
     { value: '[{"name":"a/b","interface":1}]', reason: /field "interface" is a number/ },
+    // Tenant input that reaches `ip -batch` as root in the sidecar (issue 19): the kernel's rule applies.
+    { value: '[{"name":"a/b","interface":"net1\\nroute add 203.0.113.0/24 dev lo"}]', reason: /entry 1 \(name "a\/b"\): the "interface" .* is 36 bytes long/ },
+    { value: '[{"name":"a/b","interface":"n1\\nflush"}]', reason: /the "interface" "n1\\nflush" contains a line feed|the "interface" .* contains/ },
+    { value: '[{"name":"a/b","interface":"net1 up"}]', reason: /the "interface" "net1 up" contains/ },
+    { value: '[{"name":"a/b","interface":"../x"}]', reason: /the "interface" "..\/x" contains '\/'|contains .*'\/'/ },
+    { value: '[{"name":"a/b","interface":"averyveryverylongname"}]', reason: /the "interface" .* is 21 bytes long, more than 15/ },
+    { value: '[{"name":"a/b","interface":""}]', reason: /the "interface" "" is empty/ },
     { value: '[{"name":"a/b","mac":{}}]', reason: /field "mac" is an object/ },
     { value: '[{"name":"a/b/c"}]', reason: /the name "a\/b\/c" has more than one '\/'/ },
     { value: '[{"name":"A/b"}]', reason: /the namespace "A" in the name contains the upper-case letter 'A'/ },
@@ -159,6 +167,18 @@ void describe('parseNetworkStatus: properties', () => {
       RUNS,
     );
     assertNoPollution();
+  });
+
+  void test('an interface name the kernel would refuse is refused, with the entry named; a valid one is kept', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 24, unit: 'binary' }), (iface) => {
+        const text = JSON.stringify([{ name: 'a/b', interface: iface, ips: ['10.1.1.5'] }]);
+        const r = parseNetworkStatus(text);
+        if (checkInterfaceName(iface) === undefined) assert.equal(expectOk(r)[0]?.interface, iface);
+        else assert.match(expectErr(r).reason, /entry 1 \(name "a\/b"\): the "interface" /);
+      }),
+      RUNS,
+    );
   });
 
   void test('pathological inputs never throw', () => {
