@@ -33,8 +33,8 @@ const CLIENT_LINK = 'mpxtestnp0';
 export const CLIENT_ADDRESS = '198.51.100.10';
 const CLIENT_SUBNET = '198.51.100.0/24';
 /** The component's own namespace (Pod Security 'privileged'; deploy/components/node-agent). */
-const AGENT_NAMESPACE = 'multus-proxy-node';
-const AGENT_SELECTOR = 'app.kubernetes.io/component=node-agent';
+export const AGENT_NAMESPACE = 'multus-proxy-node';
+export const AGENT_SELECTOR = 'app.kubernetes.io/component=node-agent';
 
 export interface NodePortObservations {
   /** Seconds from apply to the agent pod Ready (its first sync). */
@@ -52,7 +52,7 @@ export interface NodePortObservations {
 }
 
 /** The bootstrap install plus the node-agent component, as an overlay in the node's folder. */
-function agentOverlay(node: RealNode, withAgent: boolean): string {
+export function agentOverlay(node: RealNode, withAgent: boolean): string {
   const dir = join(node.dir, withAgent ? 'node-agent-install' : 'bootstrap-install');
   mkdirSync(dir, { recursive: true });
   const k: Record<string, unknown> = { resources: [relative(dir, join(ROOT, 'deploy', 'overlays', 'bootstrap'))] };
@@ -275,7 +275,7 @@ async function hostNetworkClient(node: RealNode, names: string[], log: (m: strin
 }
 
 /** The test's Services and annotation go, then docs/node-agent.md's Uninstall: --cleanup in each agent pod, then the delete. */
-async function uninstallAgent(node: RealNode, log: (m: string) => void): Promise<void> {
+export async function uninstallAgent(node: RealNode, log: (m: string) => void): Promise<void> {
   await node.kubectl(['delete', 'service', '-n', 'default', '--ignore-not-found', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
   await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`]);
   const objects = await componentObjects(node);

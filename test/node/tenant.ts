@@ -22,7 +22,22 @@ import type { ExecResult, RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
 import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
 import { URL } from './blog.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import {
+  INJECTION_ENABLED,
+  INJECTION_LABEL,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  NETWORK_STATUS_ANNOTATION,
+  NODE_ADDRESS_RANGE_ANNOTATION,
+  NODE_ADDRESSES_ANNOTATION,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+  SIDECAR_CONTAINER_NAME,
+} from '../../src/keys.js';
+import { AGENT_NAMESPACE, AGENT_SELECTOR, agentOverlay } from './nodeport.js';
+import { buildOverlay } from './netservice.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
 
@@ -584,6 +599,78 @@ export function malformedAnnotations(node: RealNode, t: Tenant, out: MalformedAn
         return Object.values(v).every((x) => x === 0) ? v : undefined;
       }).catch(() => invalid());
       out.followsAfterMs = await newReplicaAnswers(node, t);
+    },
+  };
+}
+
+// --- attack 1: the node agent ------------------------------------------------------------------
+
+/** The node's address on the blog's network, as the admin gives it (docs/node-agent.md; as nodeport.ts does). */
+const AGENT_NODE_ADDRESS = '10.1.1.250';
+
+/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address on the blog's network. */
+export async function installAgent(node: RealNode): Promise<string> {
+  await node.sh(`${buildOverlay(agentOverlay(node, true))} | kubectl apply -f -`);
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${AGENT_NODE_ADDRESS}/24`]);
+  await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
+  await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
+  return until('the agent interface with the node address', 60_000, async () => {
+    const out = (await run('ip', ['-o', '-4', 'addr', 'show', 'to', `${AGENT_NODE_ADDRESS}/32`], { encoding: 'utf8' })).stdout;
+    return /^\d+: (mpxh[^\s@]*)/.exec(out)?.[1];
+  });
+}
+
+export interface AgentAttack {
+  /** The other namespace's backend address the tenant claimed for the node. */
+  victim: string;
+  /** `ip route get <victim>` on the host after each attempt (must never say local). */
+  routeGet: string[];
+  /** Warning Events on the tenant's NADs. */
+  events: string[];
+  annotated: ExecResult[];
+}
+
+const nadJson = (t: Tenant, name: string, master: string, annotations: Record<string, string>): string =>
+  JSON.stringify({
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name, namespace: t.namespace, annotations },
+    spec: { config: JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master, mode: 'bridge', ipam: { type: 'whereabouts', range: '10.1.1.0/24' } }) },
+  });
+
+/**
+ * Attack 1: with the agent serving the blog's network for the admin, the tenant gives its own NAD
+ * (named by its Service) a `node-address-range` holding another namespace's backend address, then
+ * a /15, and adds a NAD on the node's own bridge (which holds the InternalIP), named by a Service
+ * too. Nothing of it may reach the host (guard's snapshot); `ip route get` of the victim never
+ * says `local`; the NADs get Events saying why they are not used.
+ */
+export function nadReachesHost(node: RealNode, t: Tenant, out: AgentAttack): Attack {
+  const range = (a: string, prefix: number): string => `${a}-${a}/${prefix}`;
+  const routeGet = async (): Promise<string> => (await run('ip', ['route', 'get', out.victim], { encoding: 'utf8' })).stdout.trim();
+  return {
+    async attack() {
+      out.victim = (await sliceAddresses(node, 'default', SERVICE))[0] ?? '';
+      if (!out.victim) throw new Error(`no backend address in default/${SERVICE}`);
+      const attempts: { nad: string; master: string; annotations: Record<string, string> }[] = [
+        { nad: 'macvlan1', master: NODE.parent, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: range(out.victim, 24) } },
+        { nad: 'macvlan1', master: NODE.parent, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: range('10.1.1.240', 15) } },
+        { nad: 'uplink', master: NODE.bridge, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: range('10.244.0.240', 24) } },
+      ];
+      const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'uplink', namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'uplink' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
+      out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) }));
+      for (const a of attempts) {
+        out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: nadJson(t, a.nad, a.master, a.annotations) }));
+        await delay(8_000); // several agent syncs
+        out.routeGet.push(await routeGet());
+      }
+      out.events = [...(await warningsAbout(t, 'NetworkAttachmentDefinition', 'macvlan1')), ...(await warningsAbout(t, 'NetworkAttachmentDefinition', 'uplink'))];
+    },
+    async undo() {
+      await t.kubectl(['delete', 'service', '-n', t.namespace, 'uplink', '--ignore-not-found']);
+      await t.kubectl(['delete', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', t.namespace, 'uplink', '--ignore-not-found']);
+      const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('net-attach.yml') });
+      if (r.code !== 0) throw new Error(`the tenant could not restore its NAD: ${r.stderr}`);
     },
   };
 }
