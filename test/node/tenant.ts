@@ -379,11 +379,14 @@ export async function tenantSliceFollows(node: RealNode, t: Tenant, count: numbe
   return Date.now() - t0;
 }
 
-/** Warning Events about one object, as their messages (read as the tenant). */
-export async function warningsAbout(t: Tenant, kind: string, name: string): Promise<string[]> {
+/** Warning Events about one object, as "<reason>: <message>" (read as the tenant); only those last seen at or after `sinceMs` when given (Events outlive an attack). */
+export async function warningsAbout(t: Tenant, kind: string, name: string, sinceMs = 0): Promise<string[]> {
   const r = await t.kubectl(['get', 'events', '-n', t.namespace, '--field-selector', `involvedObject.kind=${kind},involvedObject.name=${name},type=Warning`, '-o', 'json']);
   if (r.code !== 0) throw new Error(`kubectl get events as ${t.user}: ${r.stderr}`);
-  return (JSON.parse(r.stdout) as { items: { reason: string; message: string }[] }).items.map((e) => `${e.reason}: ${e.message}`);
+  type Ev = { reason: string; message: string; lastTimestamp?: string; eventTime?: string; firstTimestamp?: string };
+  // Event times have whole seconds: allow for the truncation.
+  const seen = (e: Ev): number => Date.parse(e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? '') + 1_000;
+  return (JSON.parse(r.stdout) as { items: Ev[] }).items.filter((e) => sinceMs === 0 || seen(e) >= sinceMs).map((e) => `${e.reason}: ${e.message}`);
 }
 
 interface StatusEntry {
@@ -487,9 +490,10 @@ export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterf
     async attack() {
       original = (await pod(node, t.namespace, CLIENT)).metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
       if (!original) throw new Error(`${t.namespace}/${CLIENT} has no network-status`);
+      const since = Date.now();
       out.annotated = await rewriteNet1(t, CLIENT, original, (e) => ({ ...e, interface: `net1\nroute add ${SMUGGLED_ROUTE} dev lo` }));
       out.events = await until(`a Warning Event on ${CLIENT}`, 60_000, async () => {
-        const e = await warningsAbout(t, 'Pod', CLIENT);
+        const e = await warningsAbout(t, 'Pod', CLIENT, since);
         return e.length > 0 ? e : undefined;
       }).catch(() => []);
       await delay(15_000); // the kubelet's sync refreshes the pod's downwardAPI volume, the sidecar retries
@@ -671,6 +675,105 @@ export function nadReachesHost(node: RealNode, t: Tenant, out: AgentAttack): Att
       await t.kubectl(['delete', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', t.namespace, 'uplink', '--ignore-not-found']);
       const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('net-attach.yml') });
       if (r.code !== 0) throw new Error(`the tenant could not restore its NAD: ${r.stderr}`);
+    },
+  };
+}
+
+// --- attack 4: what a workload's token can read ------------------------------------------------
+
+export interface TokenReach {
+  /** HTTP status per request: "<what>: <code>". */
+  statuses: Record<string, number>;
+}
+
+/** The HTTP status of a GET to the apiserver with the container's own ServiceAccount token. */
+async function tokenGet(node: RealNode, ns: string, podName: string, container: string, path: string): Promise<number> {
+  const script = `curl -s -o /dev/null -w '%{http_code}' --cacert /var/run/secrets/kubernetes.io/serviceaccount/ca.crt -H "Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)" https://kubernetes.default.svc${path}`;
+  const r = await node.exec(ns, podName, ['sh', '-c', script], { container });
+  return Number(r.stdout.trim());
+}
+
+const PLAIN_POD = 'plain-app';
+
+/**
+ * Attack 4 (without the optional policies): the app container of the tenant's injected client,
+ * and a plain pod of the namespace under its own ServiceAccount (no sidecar), use their tokens.
+ * Neither may list the namespace's pods (the sidecar reads its own pod from a downwardAPI volume);
+ * the plain pod may not read Services or EndpointSlices either (only injected pods' accounts are bound).
+ */
+export function tokenReach(node: RealNode, t: Tenant, out: TokenReach): Attack {
+  return {
+    async attack() {
+      const objs = [
+        { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'plain', namespace: t.namespace } },
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: { name: PLAIN_POD, namespace: t.namespace },
+          spec: { serviceAccountName: 'plain', terminationGracePeriodSeconds: 1, containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'] }] },
+        },
+      ];
+      for (const o of objs) {
+        const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(o) });
+        if (r.code !== 0) throw new Error(`the tenant could not create ${o.kind} ${o.metadata.name}: ${r.stderr}`);
+      }
+      await node.wait(`pod/${PLAIN_POD}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 120_000 });
+      const pods = `/api/v1/namespaces/${t.namespace}/pods`;
+      out.statuses[`injected app container: list pods`] = await tokenGet(node, t.namespace, CLIENT, CLIENT, pods);
+      out.statuses[`plain pod: list pods`] = await tokenGet(node, t.namespace, PLAIN_POD, 'app', pods);
+      out.statuses[`plain pod: list services`] = await tokenGet(node, t.namespace, PLAIN_POD, 'app', '/api/v1/services');
+      out.statuses[`plain pod: list endpointslices`] = await tokenGet(node, t.namespace, PLAIN_POD, 'app', '/apis/discovery.k8s.io/v1/endpointslices');
+    },
+    async undo() {
+      await t.kubectl(['delete', 'pod', '-n', t.namespace, PLAIN_POD, '--ignore-not-found', '--wait=true']);
+      await t.kubectl(['delete', 'serviceaccount', '-n', t.namespace, 'plain', '--ignore-not-found']);
+    },
+  };
+}
+
+// --- attack 8: a Service on another namespace's network -----------------------------------------
+
+export interface BorrowedNetwork {
+  created: ExecResult | undefined;
+  /** Warning Events on the tenant's Service. */
+  events: string[];
+  /** Lines of the blog client's nat rules naming the tenant's Service (must stay empty). */
+  clientRules: string[];
+}
+
+const BORROW = 'borrow';
+
+/**
+ * Attack 8: the tenant runs a backend attached to the blog's NAD `default/macvlan1` (Multus allows
+ * the reference) and a Service naming that network. The NAD's owner allowed nothing: the Service is
+ * refused (a denial) or not served (an Event on it), and the blog's client gets no rule for it.
+ */
+export function borrowedNetwork(node: RealNode, t: Tenant, out: BorrowedNetwork): Attack {
+  return {
+    async attack() {
+      const backend = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: BORROW, namespace: t.namespace, labels: { app: BORROW }, annotations: { 'k8s.v1.cni.cncf.io/networks': 'default/macvlan1', 'multus-proxy.k8s.cni.cncf.io/inject': 'false' } },
+        spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'web', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx', ports: [{ containerPort: 80 }] }] },
+      };
+      const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(backend) });
+      if (r.code !== 0) throw new Error(`the tenant could not create its backend: ${r.stderr}`);
+      await node.wait(`pod/${BORROW}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 120_000 });
+      const svc = {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: BORROW, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'default/macvlan1' } },
+        spec: { selector: { app: BORROW }, ports: [{ port: 80 }] },
+      };
+      out.created = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
+      await delay(5_000); // controller and sidecars
+      out.events = out.created.code === 0 ? await warningsAbout(t, 'Service', BORROW) : [];
+      const rules = await node.exec('default', CLIENT, ['iptables-save', '-t', 'nat'], { container: SIDECAR_CONTAINER_NAME });
+      out.clientRules = rules.stdout.split('\n').filter((l) => l.includes(`${t.namespace}/${BORROW}`));
+    },
+    async undo() {
+      await t.kubectl(['delete', 'service,pod', '-n', t.namespace, BORROW, '--ignore-not-found', '--wait=true']);
     },
   };
 }
