@@ -29,6 +29,7 @@ import {
   SERVICE_NETWORK_ANNOTATION,
 } from '../keys.js';
 import type { V1Endpoint, V1EndpointSlice, V1OwnerReference, V1Pod, V1Service } from '../kube/types.js';
+import type { AddressPolicy } from './address-policy.js';
 import { podEndpoints, type AddressType, type EndpointPort, type PodEndpoint, type PodSkip } from './pod-endpoints.js';
 
 export interface PlanInput {
@@ -39,6 +40,8 @@ export interface PlanInput {
   /** Our slices for this Service (managed-by and service-name labels). */
   readonly existing: readonly V1EndpointSlice[];
   readonly zoneOf?: (node: string) => string | undefined;
+  /** What may be published (the nodes' own addresses); special addresses are always refused. */
+  readonly addressPolicy?: AddressPolicy;
   readonly maxPerSlice?: number;
 }
 
@@ -246,7 +249,7 @@ function buildGroups(input: PlanInput): { groups: Map<string, Group>; skips: Pod
   };
   const pods = [...input.pods].sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
   for (const pod of pods) {
-    const r = podEndpoints(input.service, input.networks, pod, input.zoneOf);
+    const r = podEndpoints(input.service, input.networks, pod, input.zoneOf, input.addressPolicy);
     r.endpoints.forEach(add);
     skips.push(...r.skips);
   }

@@ -17,12 +17,13 @@ import { compareText } from '../order.js';
 import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
 import { formatInputError, type Result } from '../result.js';
 import type { V1Endpoint, V1EndpointSlice, V1Pod, V1Service } from '../kube/types.js';
+import { OPEN_POLICY, refusedAddress, type AddressPolicy } from './address-policy.js';
 
 export type EndpointPort = NonNullable<V1EndpointSlice['ports']>[number];
 export type AddressType = 'IPv4' | 'IPv6';
 
 /** Why a pod was left out of a network's slices; also the `reason` label of the skip metric. */
-export type SkipReason = 'NetworkStatusMissing' | 'NetworkStatusInvalid' | 'NetworkNotAttached' | 'NoAddresses';
+export type SkipReason = 'NetworkStatusMissing' | 'NetworkStatusInvalid' | 'NetworkNotAttached' | 'NoAddresses' | 'AddressRefused';
 
 export interface PodSkip {
   readonly pod: string;
@@ -152,6 +153,7 @@ export function podEndpoints(
   networks: readonly NetworkRef[],
   pod: V1Pod,
   zoneOf: (node: string) => string | undefined = () => undefined,
+  policy: AddressPolicy = OPEN_POLICY,
 ): PodResult {
   const result: PodResult = { endpoints: [], skips: [] };
   if (!isPodEligible(pod)) return result;
@@ -198,10 +200,28 @@ export function podEndpoints(
       });
       continue;
     }
-    for (const [addressType, addresses] of [['IPv4', entry.ipv4], ['IPv6', entry.ipv6]] as const) {
+    // Tenant input: an address that is never a pod's own is dropped here, alone, with one Event per
+    // pod and network naming each, so it neither reaches a client's rules nor makes the apiserver
+    // refuse the whole slice.
+    const refused: string[] = [];
+    for (const [addressType, family, claimed] of [['IPv4', 4, entry.ipv4], ['IPv6', 6, entry.ipv6]] as const) {
+      const addresses = claimed.filter((a) => {
+        const why = refusedAddress(a, family, policy);
+        if (why !== undefined) refused.push(why);
+        return why === undefined;
+      });
       if (addresses.length === 0) continue;
       const unique = [...new Set(addresses)];
       result.endpoints.push({ key: name, network, addressType, ports, endpoint: baseEndpoint(svc, pod, unique, zoneOf) });
+    }
+    if (refused.length > 0) {
+      result.skips.push({
+        pod: name,
+        network: key,
+        reason: 'AddressRefused',
+        message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" lists addresses that are never published (${refused.join('; ')}); the pod's other addresses are kept. List only the pod's own addresses on that network (Multus writes them)`,
+        expected: false,
+      });
     }
   }
   return result;

@@ -21,6 +21,7 @@ import type { EventRecorder } from './events.js';
 import { RateLimiter } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodReady, type PodSkip } from './pod-endpoints.js';
+import { OPEN_POLICY, type AddressPolicy } from './address-policy.js';
 import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
@@ -77,6 +78,8 @@ export class Reconciler {
   private readonly selectors = new SelectorIndex();
   private readonly slicesBySvc = new Map<string, Map<string, V1EndpointSlice>>();
   private readonly zones = new Map<string, string>();
+  private readonly nodeAddresses = new Map<string, string[]>();
+  private addressPolicy: AddressPolicy = OPEN_POLICY;
   private readonly specs = new WeakMap<V1Service, ServiceSpec>();
   /** Earliest not yet reconciled change per Service key (informer event time), for the latency metric. */
   private readonly changedAt = new Map<string, number>();
@@ -191,6 +194,20 @@ export class Reconciler {
     this.onSlice(slice, false);
   }
 
+  /**
+   * A Node's own addresses (status.addresses, normalised); a pod claiming one is refused. Rare
+   * (nodes keep their addresses), so a change re-plans every Service.
+   */
+  onNodeAddresses(name: string, addresses: readonly string[]): void {
+    const before = this.nodeAddresses.get(name) ?? [];
+    if (before.length === addresses.length && before.every((a, i) => a === addresses[i])) return;
+    if (addresses.length === 0) this.nodeAddresses.delete(name);
+    else this.nodeAddresses.set(name, [...addresses]);
+    this.addressPolicy = { nodeAddresses: new Set([...this.nodeAddresses.values()].flat()) };
+    if (!this.enqueueing) return;
+    for (const key of this.allKeys()) this.mark(key);
+  }
+
   onNode(name: string, zone: string | undefined): void {
     if (this.zones.get(name) === zone) return;
     if (zone === undefined) this.zones.delete(name);
@@ -255,6 +272,7 @@ export class Reconciler {
       pods,
       existing,
       zoneOf: (node) => this.zones.get(node),
+      addressPolicy: this.addressPolicy,
       maxPerSlice: this.d.maxEndpointsPerSlice,
     });
     this.report(svc, plan.skips);

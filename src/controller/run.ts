@@ -27,7 +27,7 @@ import { WorkQueue } from './queue.js';
 import { createRbacController } from './rbac-controller.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
-import { slimNamespace, slimNode, slimPod } from './slim.js';
+import { nodeAddressList, slimNamespace, slimNode, slimPod } from './slim.js';
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -156,10 +156,14 @@ export async function startController(client: KubeClient, opts: ControllerOption
   });
   pods.on({ add: (p) => reconciler.onPod(p, undefined), update: (p, old) => reconciler.onPod(p, old), delete: (p) => reconciler.onPod(undefined, p) });
   slices.on({ add: (s) => reconciler.onSlice(s, false), update: (s, old) => reconciler.onSliceUpdate(s, old), delete: (s) => reconciler.onSlice(s, true) });
+  const onNode = (n: KubeObject, gone: boolean): void => {
+    reconciler.onNode(objectKey(n), gone ? undefined : n.metadata?.labels?.[ZONE_LABEL]);
+    reconciler.onNodeAddresses(objectKey(n), gone ? [] : nodeAddressList(n));
+  };
   nodes?.on({
-    add: (n) => reconciler.onNode(objectKey(n), n.metadata?.labels?.[ZONE_LABEL]),
-    update: (n) => reconciler.onNode(objectKey(n), n.metadata?.labels?.[ZONE_LABEL]),
-    delete: (n) => reconciler.onNode(objectKey(n), undefined),
+    add: (n) => onNode(n, false),
+    update: (n) => onNode(n, false),
+    delete: (n) => onNode(n, true),
   });
   // Sidecar RBAC: its own controller and queue (src/controller/rbac-controller.ts).
   const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), logger, metrics, events });

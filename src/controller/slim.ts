@@ -13,6 +13,7 @@
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  */
 import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
+import { parseIp } from '../annotations/ip.js';
 import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../kube/types.js';
 
 type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
@@ -48,8 +49,26 @@ export function slimPod(p: V1Pod): V1Pod {
   };
 }
 
+/** Labels (the zone) and status.addresses (pods may not claim them). */
 export function slimNode(n: KubeObject): KubeObject {
-  return { metadata: meta(n.metadata) };
+  const addresses = nodeAddressList(n);
+  const out: KubeObject & { status?: { addresses: { address: string }[] } } = { metadata: meta(n.metadata) };
+  if (addresses.length > 0) out.status = { addresses: addresses.map((address) => ({ address })) };
+  return out;
+}
+
+/** A Node's status.addresses that are IPs, normalised as network-status addresses are (host names dropped). */
+export function nodeAddressList(n: KubeObject): string[] {
+  const raw = (n as { status?: { addresses?: unknown } }).status?.addresses;
+  if (!Array.isArray(raw)) return [];
+  const out: string[] = [];
+  for (const a of raw as unknown[]) {
+    const text = typeof a === 'object' && a !== null ? (a as { address?: unknown }).address : undefined;
+    if (typeof text !== 'string') continue;
+    const ip = parseIp(text);
+    if (ip.ok && ip.value.prefix === undefined && !out.includes(ip.value.address)) out.push(ip.value.address);
+  }
+  return out.sort();
 }
 
 export function slimNamespace(n: V1Namespace): V1Namespace {
