@@ -19,6 +19,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
+import { smuggledInterface, SMUGGLED_ROUTE } from './tenant.js';
+import type { SmuggledInterface } from './tenant.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
@@ -180,6 +182,20 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
     assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
     guarded('malformed annotations', r);
+  });
+
+  void test("tenant: a newline in network-status' interface never reaches ip; the sidecar says so and follows its Service once it is restored", { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: SmuggledInterface = { annotated: undefined, events: [], smuggled: [], metrics: [], ready: false, followsAfterMs: -1 };
+    const r = await guard(node, log, smuggledInterface(node, tenant, o));
+    log(`  events: ${o.events.join(' | ')}; smuggled routes: ${o.smuggled.join('; ')}; metrics: ${o.metrics.filter((l) => /invalid|failures/.test(l)).join('; ')}`);
+    assert.equal(o.annotated?.code, 0, o.annotated?.stderr);
+    assert.deepEqual(o.smuggled, [], `${SMUGGLED_ROUTE} appeared in the pod`);
+    assert.ok(o.events.some((e) => /interface/.test(e)), `an Event says the interface name is bad: ${o.events.join(' | ')}`);
+    assert.ok(o.metrics.includes('multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1'), o.metrics.join('\n'));
+    assert.ok(o.ready, 'the pod stays Ready (docs/decisions.md)');
+    assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
+    guarded('smuggled interface', r);
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {

@@ -407,14 +407,18 @@ async function restoreStatus(t: Tenant, podName: string, original: string): Prom
   if (r.code !== 0) throw new Error(`the tenant could not restore the network-status of ${podName}: ${r.stderr}`);
 }
 
-/** Every address a pod must not claim (docs/security.md, attack 3); none is the pod's. */
-export const BAD_ADDRESSES = ['127.0.0.1', '169.254.10.10', '0.0.0.0', '224.0.0.5', NODE.ip, '10.9.9.9'] as const;
+/** Addresses a pod must not claim (docs/security.md, attack 3): loopback, link-local, unspecified, multicast, the node's. */
+export const BAD_ADDRESSES = ['127.0.0.1', '169.254.10.10', '0.0.0.0', '224.0.0.5', NODE.ip] as const;
+/** Outside the NAD's whereabouts range 10.1.1.0/24: refused once the controller reads IPAM ranges (to come). */
+export const OUTSIDE_RANGE = '10.9.9.9';
+/** The controller's Warning for refused addresses (on the Service, naming the pod and each address). */
+export const REASON_ADDRESS_REFUSED = 'AddressRefused';
 
 export interface BadAddresses {
   pod: string;
   /** The tenant's annotate: allowed without the optional policy. */
   annotated: ExecResult | undefined;
-  /** Warning Events on the pod. */
+  /** AddressRefused Events in the namespace ("<kind>/<name>: <message>"). */
   events: string[];
   /** The tenant's slice while the addresses are claimed. */
   slice: string[];
@@ -439,10 +443,10 @@ export function badAddresses(node: RealNode, t: Tenant, out: BadAddresses): Atta
       original = victim?.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
       if (!out.pod || !original) throw new Error(`no Ready backend with a network-status in ${t.namespace}`);
       out.annotated = await rewriteNet1(t, out.pod, original, (e) => ({ ...e, ips: [...(e.ips ?? []), ...BAD_ADDRESSES] }));
-      out.events = await until(`Warning Events on pod ${out.pod} naming each bad address`, 30_000, async () => {
-        const e = await warningsAbout(t, 'Pod', out.pod);
-        return BAD_ADDRESSES.every((a) => e.some((m) => m.includes(a))) ? e : undefined;
-      }).catch(() => warningsAbout(t, 'Pod', out.pod));
+      out.events = await until(`${REASON_ADDRESS_REFUSED} Events naming ${out.pod} and each bad address`, 30_000, async () => {
+        const e = await events(t, t.namespace, REASON_ADDRESS_REFUSED);
+        return BAD_ADDRESSES.every((a) => e.some((m) => m.includes(a) && m.includes(out.pod))) ? e : undefined;
+      }).catch(() => events(t, t.namespace, REASON_ADDRESS_REFUSED));
       await node.kubectl(['scale', '-n', t.namespace, `deployment/${SERVICE}`, '--replicas=3']);
       out.newReplicaMs = await tenantSliceFollows(node, t, 3, 60_000).catch(() => -1);
       out.slice = await sliceAddresses(node, t.namespace, SERVICE);
