@@ -46,8 +46,8 @@ export function nodePortWarning(object: string, networks: readonly NetworkRef[])
   const nets = networks.map((n) => `${n.namespace}/${n.name}`).join(', ');
   return (
     `${object}: type NodePort on ${nets} is served only by the multus-proxy-node agent (the optional node-agent install component), ` +
-    `on the nodes' own addresses on that network: give each node one with the Node annotation ${NODE_ADDRESSES_ANNOTATION} ` +
-    `("<namespace>/<nad>=<ip>/<prefix>") or the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION} ("<first>-<last>/<prefix>"); ` +
+    `on the nodes' own addresses on that network: the cluster admin gives each node one with the Node annotation ${NODE_ADDRESSES_ANNOTATION} ` +
+    `("<namespace>/<nad>=<ip>/<prefix>"; the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION} is no longer read); ` +
     'the NAD must be macvlan, ipvlan (l2) or bridge with its parent interface in its config'
   );
 }

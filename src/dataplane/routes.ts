@@ -77,15 +77,19 @@ interface IpRouteJson {
   prefsrc?: string;
 }
 
-/** Parses `ip -j route show proto 241`; pure. */
-export function parseRoutes(json: string, family: IpFamily): Route[] {
-  let rows: unknown;
+/** The rows of an `ip -j` listing; malformed or empty output gives []. */
+export function ipJsonRows(json: string): unknown[] {
   try {
-    rows = JSON.parse(json === '' ? '[]' : json);
+    const rows: unknown = JSON.parse(json === '' ? '[]' : json);
+    return Array.isArray(rows) ? (rows as unknown[]) : [];
   } catch {
     return [];
   }
-  if (!Array.isArray(rows)) return [];
+}
+
+/** Parses `ip -j route show proto 241`; pure. */
+export function parseRoutes(json: string, family: IpFamily): Route[] {
+  const rows = ipJsonRows(json);
   const out: Route[] = [];
   for (const row of rows as IpRouteJson[]) {
     if (typeof row.dst !== 'string' || typeof row.dev !== 'string') continue;

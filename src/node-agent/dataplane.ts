@@ -5,6 +5,7 @@
  */
 import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../dataplane/apply.js';
 import { createExec, type Exec } from '../dataplane/iptables.js';
+import { ipJsonRows } from '../dataplane/routes.js';
 import { parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface, type HostInterfacePlan } from './host-interface.js';
 import { NODE_LAYOUT, NodeRenderCache, renderNode, type NodeState } from './rules.js';
 
@@ -20,6 +21,28 @@ export async function readLinks(exec: Exec): Promise<ExistingLink[]> {
   return parseLinks(r.stdout);
 }
 
+/** The devices of the default routes (both families); pure parsing in parseRouteDevs. */
+export async function readDefaultRouteDevs(exec: Exec): Promise<string[]> {
+  const out: string[] = [];
+  for (const family of ['-4', '-6']) {
+    const r = await exec('ip', [family, '-j', 'route', 'show', 'default']);
+    if (r.code !== 0) throw new Error(`ip ${family} -j route show default failed (exit ${r.code}): ${r.stderr.trim()}`);
+    out.push(...parseRouteDevs(r.stdout));
+  }
+  return [...new Set(out)];
+}
+
+/** `dev` of each route in `ip -j route` output (also of multipath `nexthops`); malformed input gives []. */
+export function parseRouteDevs(json: string): string[] {
+  const out: string[] = [];
+  for (const row of ipJsonRows(json) as { dev?: unknown; nexthops?: unknown }[]) {
+    if (typeof row !== 'object' || row === null) continue;
+    if (typeof row.dev === 'string') out.push(row.dev);
+    if (Array.isArray(row.nexthops)) for (const h of row.nexthops as { dev?: unknown }[]) if (typeof h?.dev === 'string') out.push(h.dev);
+  }
+  return out;
+}
+
 async function batch(exec: Exec, lines: readonly string[]): Promise<void> {
   if (lines.length === 0) return;
   const r = await exec('ip', ['-batch', '-'], `${lines.join('\n')}\n`);
@@ -28,7 +51,7 @@ async function batch(exec: Exec, lines: readonly string[]): Promise<void> {
 
 export interface HostInterfaces {
   /** Brings the node's interfaces of ours to `wanted`; returns what it did and the conflicts it left alone. */
-  sync(wanted: readonly HostInterface[]): Promise<HostInterfacePlan & { conflicts: readonly string[] }>;
+  sync(wanted: readonly HostInterface[], internalIPs?: readonly string[]): Promise<HostInterfacePlan & { conflicts: readonly string[]; refused: readonly string[] }>;
   /** Deletes every interface of ours (`--cleanup`). */
   removeAll(): Promise<string[]>;
 }
@@ -36,8 +59,8 @@ export interface HostInterfaces {
 export function createHostInterfaces(opts: { netns?: string } = {}): HostInterfaces {
   const exec = createExec(opts.netns);
   return {
-    async sync(wanted) {
-      const plan = planHostInterfaces(wanted, await readLinks(exec));
+    async sync(wanted, internalIPs = []) {
+      const plan = planHostInterfaces(wanted, await readLinks(exec), { internalIPs, defaultRouteDevs: await readDefaultRouteDevs(exec) });
       await batch(exec, plan.lines);
       return plan;
     },

@@ -144,8 +144,33 @@ export interface HostInterfacePlan {
  * ours that no network wants are deleted. A name we want that is held by a link that is not ours
  * is reported by `conflicts` and left alone.
  */
-export function planHostInterfaces(wanted: readonly HostInterface[], existing: readonly ExistingLink[]): HostInterfacePlan & { conflicts: readonly string[] } {
+/**
+ * What the node's own networking runs on: the links that hold one of the node's InternalIPs or
+ * carry a default route. A NAD's `master` (or `bridge`) is its owner's choice, a tenant's: the agent
+ * never hangs an interface of its own off one of these (issue 19: a NAD naming the uplink or the
+ * pod bridge put tenant-chosen addresses beside the node's own).
+ */
+export interface ProtectedLinks {
+  readonly internalIPs: readonly string[];
+  readonly defaultRouteDevs: readonly string[];
+}
+
+/** Why `w`'s parent must not be used, or undefined. Pure. */
+export function parentRefusal(w: HostInterface, existing: readonly ExistingLink[], protect: ProtectedLinks): string | undefined {
+  const parent = existing.find((l) => l.name === w.parent);
+  const held = parent?.addresses.find((a) => protect.internalIPs.includes(a.address));
+  if (held !== undefined) return `its parent ${w.parent} holds the node's InternalIP ${held.address}`;
+  if (protect.defaultRouteDevs.includes(w.parent)) return `its parent ${w.parent} carries the node's default route`;
+  return undefined;
+}
+
+export function planHostInterfaces(
+  wanted: readonly HostInterface[],
+  existing: readonly ExistingLink[],
+  protect: ProtectedLinks = { internalIPs: [], defaultRouteDevs: [] },
+): HostInterfacePlan & { conflicts: readonly string[]; refused: readonly string[] } {
   const byName = new Map(existing.map((l) => [l.name, l]));
+  const refused: string[] = [];
   const del: string[] = [];
   const create: string[] = [];
   const fix: string[] = [];
@@ -155,6 +180,12 @@ export function planHostInterfaces(wanted: readonly HostInterface[], existing: r
   const conflicts: string[] = [];
   const keep = new Set<string>();
   for (const w of wanted) {
+    const why = parentRefusal(w, existing, protect);
+    if (why !== undefined) {
+      // Not kept: an interface of ours already there (made before this check) is deleted below.
+      refused.push(`network ${networkKey(w.network)} is not served on this node: ${why}. The NAD's owner chooses its master; the node agent never adds an interface beside the node's own networking. Use a dedicated interface for the secondary network`);
+      continue;
+    }
     const names = w.peer !== undefined ? [w.name, w.peer] : [w.name];
     const foreign = names.map((n) => byName.get(n)).find((l) => l !== undefined && !isOurs(l));
     if (foreign !== undefined) {
@@ -195,7 +226,7 @@ export function planHostInterfaces(wanted: readonly HostInterface[], existing: r
     deleted.push(l.name);
     if (l.kind === 'veth' && l.name.startsWith(HOST_PREFIX)) deleted.push(BRIDGE_PORT_PREFIX + l.name.slice(HOST_PREFIX.length));
   }
-  return { lines: [...del, ...create, ...fix], created, deleted: [...new Set(deleted)], readdressed, conflicts };
+  return { lines: [...del, ...create, ...fix], created, deleted: [...new Set(deleted)], readdressed, conflicts, refused };
 }
 
 /** Every interface of ours, to delete (`--cleanup`). Deleting a veth's host end takes its peer along. */

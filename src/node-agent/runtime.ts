@@ -9,6 +9,7 @@
  * or the interfaces (a rolling update drops no connection); `--cleanup` is main's job.
  */
 import { randomBytes } from 'node:crypto';
+import { parseIp } from '../annotations/ip.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
 import type { Logger } from '../log.js';
 import type { KubeClient } from '../kube/client.js';
@@ -69,6 +70,13 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers: [deps.registry] });
   const unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers: [deps.registry] });
 
+  const refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent refuses to serve on this node for the host\'s safety, by reason', labelNames: ['reason'], registers: [deps.registry] });
+  const internalIPs = (n: V1Node | undefined): string[] =>
+    (n?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').flatMap((a) => {
+      const p = parseIp(a.address);
+      return p.ok ? [p.value.address] : [];
+    });
+
   const reported = new Set<string>();
   // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
   const planner = new NodePlanner();
@@ -110,9 +118,11 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     const wanted = JSON.stringify(plan.interfaces);
     if (full || wanted !== interfacesDone) {
       interfacesDone = undefined;
-      const ifaces = await deps.interfaces.sync(plan.interfaces);
+      const ifaces = await deps.interfaces.sync(plan.interfaces, internalIPs(nodes.list()[0]));
       if (ifaces.lines.length > 0) log.info({ created: ifaces.created, deleted: ifaces.deleted, readdressed: ifaces.readdressed }, 'node interfaces changed');
       for (const c of ifaces.conflicts) void event({ kind: 'Node', name: opts.nodeName, reason: 'InterfaceNameTaken', message: c });
+      for (const r of ifaces.refused) void event({ kind: 'Node', name: opts.nodeName, reason: 'ParentRefused', message: r });
+      refusals.set({ reason: 'ParentRefused' }, ifaces.refused.length);
       // A conflict leaves that network unserved: look again at the next sync.
       if (ifaces.conflicts.length === 0) interfacesDone = wanted;
     }

@@ -118,11 +118,18 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       nadProblem('UnservableNetwork', `NetworkAttachmentDefinition ${key}: ${NAD_CONFIG_KEY} type "${config.value.type}": the node agent cannot serve NodePort or node access on it: ${config.value.reason}`);
       continue;
     }
+    // The node's address on a network is the admin's (a Node annotation). A NAD is its owner's, a
+    // tenant's: its range annotation once put any address and prefix on the host (issue 19).
+    if (nad.metadata?.annotations?.[NODE_ADDRESS_RANGE_ANNOTATION] !== undefined) {
+      nadProblem(
+        'NodeAddressRangeIgnored',
+        `NetworkAttachmentDefinition ${key}: the annotation ${NODE_ADDRESS_RANGE_ANNOTATION} is ignored: a NAD's owner may not choose addresses on the nodes. The cluster admin gives each node its address with the Node annotation ${NODE_ADDRESSES_ANNOTATION} ("${key}=<ip>/<prefix>")`,
+      );
+    }
     const addrs = nodeAddressesFor({
       network: ref,
       nodeInternalIPs: internalIPs(input.node),
       ...(nodeAnnotation !== undefined ? { nodeAnnotation } : {}),
-      ...(nad.metadata?.annotations?.[NODE_ADDRESS_RANGE_ANNOTATION] !== undefined ? { rangeAnnotation: nad.metadata.annotations[NODE_ADDRESS_RANGE_ANNOTATION] } : {}),
     });
     if (!addrs.ok) {
       if (addrs.error.object === 'node') problems.push({ kind: 'Node', name: input.nodeName, reason: 'InvalidNodeAddresses', message: formatInputError(`Node ${input.nodeName}`, addrs.error.error) });
@@ -132,7 +139,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
     if (addrs.value.addresses.length === 0) {
       nadProblem(
         'NoNodeAddress',
-        `node ${input.nodeName} has no address on network ${key}: add "${key}=<ip>/<prefix>" to the Node annotation ${NODE_ADDRESSES_ANNOTATION}, or a range "<first>-<last>/<prefix>" to the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION}`,
+        `node ${input.nodeName} has no address on network ${key}: the cluster admin adds "${key}=<ip>/<prefix>" to the Node annotation ${NODE_ADDRESSES_ANNOTATION}`,
       );
       continue;
     }

@@ -47,7 +47,8 @@ class World extends ServiceWorld {
   nodeObject(): V1Node {
     const annotations: Record<string, string> = {};
     const roll = this.r();
-    if (roll < 0.3) annotations[NODE_ADDRESSES_ANNOTATION] = this.pick(['net/a=10.101.0.9/16', 'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16', 'net/b=10.102.0.8/16', 'bad=1.2.3.4/24']);
+    // The admin's annotation is the only source of node addresses (NAD ranges are ignored, issue 19).
+    if (roll < 0.85) annotations[NODE_ADDRESSES_ANNOTATION] = this.pick(['net/a=10.101.0.9/16', 'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16', 'net/a=10.101.0.9/16;net/b=10.102.0.8/16', 'net/b=10.102.0.8/16', 'bad=1.2.3.4/24']);
     return { metadata: { name: NODE, annotations }, status: { addresses: [{ type: 'InternalIP', address: `10.0.0.${this.pick([11, 12, 43])}` }] } };
   }
 
@@ -153,7 +154,7 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
     const world = new World(rng(42));
     const nad = world.nads.get('a') as NetworkAttachmentDefinition;
     nad.spec = { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) };
-    nad.metadata = { ...nad.metadata, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16' } };
+    world.node = { metadata: { name: NODE, annotations: { [NODE_ADDRESSES_ANNOTATION]: 'net/a=10.101.0.200/16' } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } };
     const local = serviceObject('app', 'local', { networks: 'net/a', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }], type: 'NodePort' });
     local.spec = { ...local.spec, externalTrafficPolicy: 'Local', ports: [{ port: 80, protocol: 'TCP', nodePort: 30001 }] };
     const slice = (name: string, service: string, nodeName: string): V1EndpointSlice =>

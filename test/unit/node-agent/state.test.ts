@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
 import { planNode, type NodeInput } from '../../../src/node-agent/state.js';
-import { hostInterfaceName } from '../../../src/node-agent/host-interface.js';
+import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../src/node-agent/host-interface.js';
 import { DEFAULT_MASQUERADE_MARK } from '../../../src/node-agent/rules.js';
 
 const nad = (name: string, config: unknown, annotations: Record<string, string> = {}): NetworkAttachmentDefinition => ({
@@ -30,10 +30,10 @@ const node = (annotations: Record<string, string> = {}): V1Node => ({ metadata: 
 function input(over: Partial<NodeInput> = {}): NodeInput {
   return {
     nodeName: 'w1',
-    node: node(),
+    node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24' }),
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
     nads: [
-      nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '192.168.101.200-192.168.101.231/24' }),
+      nad('good', { type: 'macvlan', master: 'ens4' }),
       nad('broken', '{"type":"macvlan","master":'),
       nad('vf', { type: 'sriov' }),
     ],
@@ -69,19 +69,39 @@ void describe('planNode', () => {
     assert.deepEqual(np?.localEndpoints.map((e) => e.ip), ['192.168.101.3', '192.168.101.5']);
     assert.deepEqual(p.healthChecks, [{ service: 'demo/web', localEndpoints: 1 }]);
   });
-  void test('the Node annotation wins; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
+  void test('the Node annotation is the only source; a NAD range is ignored with an Event; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
     const pinned = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.9/24' }) }));
     assert.equal(pinned.state.networks[0]?.ipv4, '192.168.101.9');
+    // A tenant's NAD range (issue 19: another namespace's backend address, or a /15) never reaches the host.
+    const ranged = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.0.0.0-10.1.255.254/15' })] }));
+    assert.deepEqual(ranged.interfaces, []);
+    assert.deepEqual(ranged.state.networks, []);
+    assert.ok(ranged.problems.some((x) => x.kind === 'NetworkAttachmentDefinition' && x.reason === 'NodeAddressRangeIgnored' && x.message.includes(NODE_ADDRESSES_ANNOTATION)));
+    const withNode = planNode(input({ nads: [nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.0.0.0-10.1.255.254/15' })] }));
+    assert.deepEqual(withNode.interfaces[0]?.addresses, [{ family: 4, address: '192.168.101.211', prefix: 24 }]);
     const bad = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'good=1.2.3.4/24' }) }));
     assert.ok(bad.problems.some((x) => x.kind === 'Node' && x.reason === 'InvalidNodeAddresses' && /^Node w1: annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-addresses/.test(x.message)));
     assert.equal(bad.interfaces.length, 0);
-    const none = planNode(input({ nads: [nad('good', { type: 'macvlan', master: 'ens4' })] }));
-    assert.ok(none.problems.some((x) => x.reason === 'NoNodeAddress' && x.message.includes(NODE_ADDRESSES_ANNOTATION) && x.message.includes(NODE_ADDRESS_RANGE_ANNOTATION)));
+    const none = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' })] }));
+    assert.ok(none.problems.some((x) => x.reason === 'NoNodeAddress' && x.message.includes(NODE_ADDRESSES_ANNOTATION) && !x.message.includes(NODE_ADDRESS_RANGE_ANNOTATION)));
   });
   void test('Services not opted in, and NADs that do not exist yet, are ignored', () => {
     const foreign: V1Service = { metadata: { name: 'plain', namespace: 'demo' }, spec: { type: 'NodePort', clusterIP: '10.96.0.20', ports: [{ port: 80, nodePort: 30099 }] } };
     const p = planNode(input({ services: [...input().services, foreign, svc('later', 'not-yet', { type: 'NodePort', clusterIP: '10.96.0.21', ports: [{ port: 80, nodePort: 30098 }] })] }));
     assert.ok(!p.state.nodePorts.some((t) => t.nodePort === 30099 || t.nodePort === 30098));
     assert.ok(!p.problems.some((x) => x.name === 'not-yet'));
+  });
+});
+
+void describe('parentRefusal (pure)', () => {
+  const w = hostInterfaceFor({ namespace: 'demo', name: 'good' }, { servable: true, plugin: 'macvlan', parent: 'cni0', mode: 'bridge' }, [{ family: 4, address: '192.168.101.9', prefix: 24 }]);
+  const link = (name: string, address?: string): ExistingLink => ({ name, kind: 'bridge', up: true, addresses: address === undefined ? [] : [{ family: 4, address, prefix: 24 }] });
+  void test('an InternalIP on the parent or a default route through it refuses; anything else does not', () => {
+    assert.match(parentRefusal(w, [link('cni0', '10.0.0.11')], { internalIPs: ['10.0.0.11'], defaultRouteDevs: [] }) ?? '', /holds the node's InternalIP 10\.0\.0\.11/);
+    assert.match(parentRefusal(w, [link('cni0')], { internalIPs: ['10.0.0.11'], defaultRouteDevs: ['cni0'] }) ?? '', /default route/);
+    assert.equal(parentRefusal(w, [link('cni0', '192.168.101.1')], { internalIPs: ['10.0.0.11'], defaultRouteDevs: ['eth0'] }), undefined);
+    const plan = planHostInterfaces([w], [link('cni0', '10.0.0.11')], { internalIPs: ['10.0.0.11'], defaultRouteDevs: [] });
+    assert.deepEqual(plan.lines, []);
+    assert.equal(plan.refused.length, 1);
   });
 });
