@@ -19,8 +19,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { smuggledInterface, SMUGGLED_ROUTE } from './tenant.js';
-import type { SmuggledInterface } from './tenant.js';
+import { badAddresses, smuggledInterface, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { BadAddresses, SmuggledInterface } from './tenant.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
@@ -182,6 +182,21 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
     assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
     guarded('malformed annotations', r);
+  });
+
+  void test('tenant: bad addresses in network-status are dropped with an Event naming pod and address; the Service keeps following its pods', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: BadAddresses = { pod: '', annotated: undefined, events: [], slice: [], newReplicaMs: -1, recoveredMs: -1 };
+    const r = await guard(node, log, badAddresses(node, tenant, o));
+    log(`  events: ${o.events.join(' | ')}; slice ${o.slice.join(', ')}; new replica in the slice after ${o.newReplicaMs} ms; recovered ${o.recoveredMs} ms`);
+    assert.equal(o.annotated?.code, 0, `without the optional policy a pod owner may annotate its pod: ${o.annotated?.stderr}`);
+    for (const a of BAD_ADDRESSES) {
+      assert.ok(!o.slice.includes(a), `${a} published in ${o.slice.join(', ')}`);
+      assert.ok(o.events.some((e) => e.includes(a) && e.includes(o.pod)), `no Event names ${o.pod} and ${a}: ${o.events.join(' | ')}`);
+    }
+    assert.ok(o.newReplicaMs >= 0, 'a replica added while the bad pod is in place reached the slice');
+    assert.ok(o.recoveredMs >= 0);
+    guarded('bad addresses', r);
   });
 
   void test("tenant: a newline in network-status' interface never reaches ip; the sidecar says so and follows its Service once it is restored", { timeout: 400_000 }, async () => {
