@@ -58,4 +58,11 @@ export const MAX_ENDPOINTS_PER_SLICE = 100;
  * comma separated, from which each node takes one address (docs/node-agent.md). The Node's wins.
  */
 export const NODE_ADDRESSES_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-addresses';
+/** Once the NAD's source of node addresses; now ignored (a NAD is a tenant's), with an Event. */
 export const NODE_ADDRESS_RANGE_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-address-range';
+
+/**
+ * On a NAD: the namespaces whose Services may name it (comma separated, or `*`). A Service always
+ * may name a NAD of its own namespace; another namespace's only where that NAD's owner listed it.
+ */
+export const SERVICE_NAMESPACES_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/service-namespaces';

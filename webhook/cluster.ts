@@ -13,12 +13,18 @@ import type { Logger } from '../src/log.js';
 
 export type NadState = 'exists' | 'missing' | 'unknown';
 
+/** A NAD lookup: whether it exists and, when it does, its annotations (who it is shared with). */
+export interface NadLookup {
+  readonly state: NadState;
+  readonly annotations?: Readonly<Record<string, string>>;
+}
+
 export interface ClusterLookups {
   /** The Namespace's labels; undefined when it does not exist. `fresh` skips the cache. */
   namespaceLabels(name: string, fresh?: boolean): Promise<Record<string, string> | undefined>;
   /** True when the apiserver runs Kubernetes 1.29 or later (SidecarContainers on by default). */
   nativeSidecarsSupported(): Promise<boolean>;
-  nadExists(ref: NetworkRef): Promise<NadState>;
+  nadExists(ref: NetworkRef): Promise<NadLookup>;
 }
 
 export interface ServerVersion {
@@ -101,13 +107,13 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
     async nadExists(ref) {
       const path = apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ref.namespace, ref.name);
       let timer: NodeJS.Timeout | undefined;
-      const timeout = new Promise<NadState>((resolve) => (timer = setTimeout(() => resolve('unknown'), opts.nadTimeoutMs)));
-      const lookup = client.get(path).then(
-        (): NadState => 'exists',
-        (e: unknown): NadState => {
-          if (isNotFound(e)) return 'missing';
+      const timeout = new Promise<NadLookup>((resolve) => (timer = setTimeout(() => resolve({ state: 'unknown' }), opts.nadTimeoutMs)));
+      const lookup = client.get<{ metadata?: { annotations?: Record<string, string> } }>(path).then(
+        (nad): NadLookup => ({ state: 'exists', annotations: nad?.metadata?.annotations ?? {} }),
+        (e: unknown): NadLookup => {
+          if (isNotFound(e)) return { state: 'missing' };
           opts.logger?.debug({ err: e, path }, 'NetworkAttachmentDefinition lookup failed');
-          return 'unknown';
+          return { state: 'unknown' };
         },
       );
       try {

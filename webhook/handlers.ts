@@ -4,6 +4,7 @@
  */
 import { NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import { networkKey } from '../src/annotations/service-network.js';
+import { nadSharedWith } from '../src/annotations/nad-sharing.js';
 import type { V1Pod, V1Service } from '../src/kube/types.js';
 import type { Logger } from '../src/log.js';
 import type { ClusterLookups } from './cluster.js';
@@ -83,12 +84,23 @@ export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'lo
       deps.logger?.info({ object: describeService(svc, namespace), reason: verdict.reason, message: verdict.message, uid: req.uid }, 'service denied');
       return { response: denied(req.uid, verdict.code, verdict.message), outcome: 'denied', reason: verdict.reason };
     }
+    const lookups = await Promise.all(verdict.networks.map(async (ref) => ({ ref, nad: await deps.cluster.nadExists(ref) })));
+    // Another namespace's NAD is used only where its owner shared it (docs/security.md): deny when
+    // it exists and is not shared; when it cannot be read yet, the controller holds the line.
+    for (const { ref, nad } of lookups) {
+      if (nad.state !== 'exists') continue;
+      const sharing = nadSharedWith(ref, namespace, nad.annotations, true);
+      if (!sharing.allowed) {
+        const message = `${describeService(svc, namespace)}: annotation ${SERVICE_NETWORK_ANNOTATION}: ${sharing.message}`;
+        deps.logger?.info({ object: describeService(svc, namespace), reason: 'network-not-shared', uid: req.uid }, 'service denied');
+        return { response: denied(req.uid, 403, message), outcome: 'denied', reason: 'network-not-shared' };
+      }
+    }
     // A NetworkAttachmentDefinition may legitimately come later (GitOps apply order): warn, never deny.
-    const states = await Promise.all(verdict.networks.map(async (ref) => ({ ref, state: await deps.cluster.nadExists(ref) })));
     const warnings = [...verdict.warnings];
-    for (const { ref, state } of states) {
-      if (state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created`);
-      if (state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
+    for (const { ref, nad } of lookups) {
+      if (nad.state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created${ref.namespace !== namespace ? ' and its owner shares it with this namespace' : ''}`);
+      if (nad.state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
     }
     return { response: allowed(req.uid, warnings), outcome: 'allowed', reason: warnings.length > 0 ? 'with-warnings' : verdict.reason };
   };

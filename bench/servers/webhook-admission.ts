@@ -27,7 +27,7 @@ export const WEBHOOK_SERVER = {
 const warmCluster: ClusterLookups = {
   namespaceLabels: async () => ({ [INJECTION_LABEL]: INJECTION_ENABLED }),
   nativeSidecarsSupported: async () => true,
-  nadExists: async () => 'exists',
+  nadExists: async () => ({ state: 'exists' }),
 };
 
 async function main(): Promise<void> {

@@ -22,6 +22,8 @@ import { RateLimiter } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodReady, type PodSkip } from './pod-endpoints.js';
 import { OPEN_POLICY, type AddressPolicy } from './address-policy.js';
+import { nadSharedWith, type Sharing } from '../annotations/nad-sharing.js';
+import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
@@ -67,6 +69,11 @@ export interface ReconcilerDeps {
   readonly mayWrite: () => boolean;
   readonly maxEndpointsPerSlice: number;
   readonly eventIntervalMs: number;
+  /**
+   * Whether a Service of `namespace` may name NAD `ref` (src/annotations/nad-sharing.ts); absent:
+   * only NADs of the Service's own namespace (as when the NAD API cannot be read).
+   */
+  readonly nadSharing?: (ref: NetworkRef, namespace: string) => Sharing;
 }
 
 export class Reconciler {
@@ -208,6 +215,12 @@ export class Reconciler {
     for (const key of this.allKeys()) this.mark(key);
   }
 
+  /** A NAD's sharing changed (rare): every Service is planned again. */
+  onNadSharing(): void {
+    if (!this.enqueueing) return;
+    for (const key of this.allKeys()) this.mark(key);
+  }
+
   onNode(name: string, zone: string | undefined): void {
     if (this.zones.get(name) === zone) return;
     if (zone === undefined) this.zones.delete(name);
@@ -265,10 +278,17 @@ export class Reconciler {
       return 'invalid';
     }
     const ns = svc.metadata?.namespace ?? '';
+    // Another namespace's NAD only where its owner shared it: no slice on it otherwise (and the
+    // sidecars serve a cross-namespace network only where a slice of ours exists).
+    const networks = spec.networks.filter((ref) => {
+      const sharing = this.d.nadSharing?.(ref, ns) ?? nadSharedWith(ref, ns, undefined, false);
+      if (!sharing.allowed) this.d.events.warn(svc, `not-shared|${networkKey(ref)}`, 'NetworkNotShared', `${serviceName(svc)}: ${sharing.message}. No EndpointSlices are written on that network until then.`);
+      return sharing.allowed;
+    });
     const pods = this.pods.select(ns, spec.selector);
     const plan = planSlices({
       service: svc,
-      networks: spec.networks,
+      networks,
       pods,
       existing,
       zoneOf: (node) => this.zones.get(node),

@@ -10,13 +10,13 @@
  * the lease calls `onLostLeadership`; the program exits there so it restarts with clean state.
  */
 import { createInformer, type Informer } from '../kube/informer.js';
-import type { KubeClient } from '../kube/client.js';
+import { getIfExists, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Namespace, type V1Pod, type V1Service } from '../kube/types.js';
 import type { Logger } from '../log.js';
 import { createRegistry, type Registry } from '../metrics.js';
 import { startHealthServer, type HealthServer } from '../health.js';
-import { PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
+import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION } from '../keys.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { fenceWrites, LeaderElector, OPEN_FENCE, type WriteFence } from './leader.js';
 import { createControllerMetrics, registerKubeRequests, type ControllerMetrics } from './metrics.js';
@@ -27,7 +27,8 @@ import { WorkQueue } from './queue.js';
 import { createRbacController } from './rbac-controller.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
-import { nodeAddressList, slimNamespace, slimNode, slimPod } from './slim.js';
+import { nodeAddressList, slimNadSharing, slimNamespace, slimNode, slimPod } from './slim.js';
+import { nadSharedWith } from '../annotations/nad-sharing.js';
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -109,6 +110,14 @@ export async function startController(client: KubeClient, opts: ControllerOption
     : undefined;
   const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes'), transform: slimNode }) : undefined;
 
+  // NADs, for whether another namespace's NAD is shared (src/annotations/nad-sharing.ts): only
+  // their annotation is kept. Without the NAD API, every cross-namespace reference is refused.
+  const nadApi = (await getIfExists(client, '/apis/k8s.cni.cncf.io/v1')) !== undefined;
+  const nads = nadApi
+    ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nad-sharing', path: apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), transform: slimNadSharing })
+    : undefined;
+  if (!nadApi) logger.warn('the NetworkAttachmentDefinition API (k8s.cni.cncf.io/v1) is not served: Services naming another namespace\'s NAD get no slices');
+
   const events = createEventRecorder(writer, {
     intervalMs: opts.eventIntervalMs,
     instance: opts.identity,
@@ -130,7 +139,12 @@ export async function startController(client: KubeClient, opts: ControllerOption
     mayWrite: () => fence.mayWrite(),
     maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
     eventIntervalMs: opts.eventIntervalMs,
+    nadSharing: (ref, namespace) => {
+      const nad = nads?.get(`${ref.namespace}/${ref.name}`);
+      return nadSharedWith(ref, namespace, nad?.metadata?.annotations, nad !== undefined);
+    },
   });
+  nads?.on({ add: () => reconciler.onNadSharing(), update: (n, old) => (n.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] !== old.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] ? reconciler.onNadSharing() : undefined), delete: () => reconciler.onNadSharing() });
 
   // Both write through the fenced client, like the reconciler.
   const netServices = await netServicePart(writer, opts, logger, { events, mayWrite: () => fence.mayWrite(), onError: () => metrics.errors.inc({ stage: 'netservice' }) });
@@ -242,7 +256,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
       )
     : undefined;
 
-  const informers: Informer<KubeObject>[] = [services, pods, slices, ...(namespaces ? [namespaces] : []), ...(nodes ? [nodes] : []), ...(netServices?.informers ?? []), ...(migration ? [migration.informer] : [])] as Informer<KubeObject>[];
+  const informers: Informer<KubeObject>[] = [services, pods, slices, ...(namespaces ? [namespaces] : []), ...(nodes ? [nodes] : []), ...(nads ? [nads] : []), ...(netServices?.informers ?? []), ...(migration ? [migration.informer] : [])] as Informer<KubeObject>[];
   const health = await startHealthServer(
     {
       live: () => true,

@@ -12,7 +12,7 @@
  * - Node: name, resourceVersion, labels (the zone label).
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  */
-import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
+import { NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../keys.js';
 import { parseIp } from '../annotations/ip.js';
 import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../kube/types.js';
 
@@ -47,6 +47,11 @@ export function slimPod(p: V1Pod): V1Pod {
     },
     status: { phase: p.status?.phase, conditions: p.status?.conditions?.map((c) => ({ type: c.type, status: c.status })) },
   };
+}
+
+/** A NAD as the sharing check needs it: its name and its service-namespaces annotation. */
+export function slimNadSharing(n: KubeObject): KubeObject {
+  return { metadata: meta(n.metadata, SERVICE_NAMESPACES_ANNOTATION) };
 }
 
 /** Labels (the zone) and status.addresses (pods may not claim them). */

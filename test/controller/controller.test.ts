@@ -12,7 +12,7 @@ import type { V1EndpointSlice, V1Pod } from '../../src/kube/types.js';
 import { createLogger } from '../../src/log.js';
 import { parseOptions, type ControllerOptions } from '../../src/controller/options.js';
 import { startController, type RunningController } from '../../src/controller/run.js';
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, SERVICE_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
@@ -143,24 +143,43 @@ void describe('controller on a real apiserver', () => {
     assert.deepEqual(portsOf('10.2.132.2'), ['dns/UDP/5353/dns'], 'a pod without the named port is left out of that port only');
   });
 
-  void test('several networks in one annotation, one of them in another namespace', async () => {
+  void test('several networks in one annotation, one of them in another namespace: served once its owner shares it', async () => {
     const svc = 'multi';
+    const other = `${ns}-o`;
+    await cp.createNamespace(other);
     await createPod(cp.client, ns, 'multi-a', {
       labels: { app: 'multi' },
       status: networkStatus([
         { name: `${ns}/macvlan1`, ips: ['10.2.133.1'] },
-        { name: 'other/net', ips: ['192.168.133.1'] },
+        { name: `${other}/net`, ips: ['192.168.133.1'] },
       ]),
     });
-    await createService(cp.client, ns, svc, { network: 'macvlan1, other/net', selector: { app: 'multi' } });
+    await createService(cp.client, ns, svc, { network: `macvlan1, ${other}/net`, selector: { app: 'multi' } });
+    // Not shared (the NAD does not even exist yet): its own network only, and an Event saying why.
+    await waitSlices(svc, 'own network only', (l) => l.length === 1 && l[0]?.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === `${ns}/macvlan1`);
+    await waitFor('NetworkNotShared Event', async () => (await serviceEvents(cp.client, ns, svc)).some((e) => e.reason === 'NetworkNotShared' && (e.message ?? '').includes(`${other}/net`)));
+    const nadPath = apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', other);
+    await cp.client.create(nadPath, {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'net', namespace: other, annotations: { [SERVICE_NAMESPACES_ANNOTATION]: `x, ${ns}` } },
+      spec: { config: JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master: 'eth2', ipam: { type: 'static' } }) },
+    });
     let slices = await waitSlices(svc, 'two networks', (l) => l.length === 2);
     const byNet = new Map(slices.map((s) => [s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], s]));
     assert.deepEqual(byNet.get(`${ns}/macvlan1`)?.endpoints[0]?.addresses, ['10.2.133.1']);
-    assert.deepEqual(byNet.get('other/net')?.endpoints[0]?.addresses, ['192.168.133.1']);
-    assert.equal(byNet.get('other/net')?.metadata?.labels?.[NETWORK_LABEL], 'other.net');
+    assert.deepEqual(byNet.get(`${other}/net`)?.endpoints[0]?.addresses, ['192.168.133.1']);
+    assert.equal(byNet.get(`${other}/net`)?.metadata?.labels?.[NETWORK_LABEL], `${other}.net`);
+
+    // The owner takes the share back: that network's slice goes.
+    await cp.client.patch(`${nadPath}/net`, { metadata: { annotations: { [SERVICE_NAMESPACES_ANNOTATION]: 'x' } } }, 'merge');
+    await waitSlices(svc, 'share withdrawn', (l) => l.length === 1);
+    await cp.client.patch(`${nadPath}/net`, { metadata: { annotations: { [SERVICE_NAMESPACES_ANNOTATION]: '*' } } }, 'merge');
+    slices = await waitSlices(svc, 'shared with everyone', (l) => l.length === 2);
+    const again = new Map(slices.map((s) => [s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], s]));
 
     // Network removed from the annotation: its slice goes, the other stays as it is.
-    const kept = byNet.get(`${ns}/macvlan1`);
+    const kept = again.get(`${ns}/macvlan1`);
     await cp.client.patch(svcPath(ns, svc), { metadata: { annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } } }, 'merge');
     slices = await waitSlices(svc, 'other/net removed', (l) => l.length === 1);
     assert.equal(slices[0]?.metadata?.name, kept?.metadata?.name);

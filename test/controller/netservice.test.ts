@@ -20,7 +20,7 @@ import { parseOptions } from '../../src/controller/options.js';
 import { startController, type RunningController } from '../../src/controller/run.js';
 import type { NetService } from '../../src/controller/netservice.js';
 import { CLASH_RECHECK_MS } from '../../src/controller/netservice-controller.js';
-import { NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+import { NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { startControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
@@ -35,9 +35,9 @@ const docs = (file: string): Doc[] => loadAll(readFileSync(join(ROOT, file), 'ut
 let cp: ControlPlane;
 let ctl: RunningController;
 
-async function nad(ns: string, name: string): Promise<void> {
+async function nad(ns: string, name: string, annotations?: Record<string, string>): Promise<void> {
   await cp.createNamespace(ns);
-  await cp.client.create(nadPath(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace: ns }, spec: { config: '{"cniVersion":"0.3.1","type":"macvlan"}' } });
+  await cp.client.create(nadPath(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace: ns, ...(annotations ? { annotations } : {}) }, spec: { config: '{"cniVersion":"0.3.1","type":"macvlan"}' } });
 }
 
 function netService(name: string, netAttachDef: string, selector?: Record<string, string>): NetService {
@@ -78,7 +78,8 @@ before(async () => {
   const client = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
 
   await cp.createNamespace('default'); // its ServiceAccount: no controller-manager here
-  await nad('networks', 'core');
+  // Another namespace's NAD: its owner shares it with the NetService's namespace (issue 19).
+  await nad('networks', 'core', { [SERVICE_NAMESPACES_ANNOTATION]: 'default' });
   // The sample's Deployment, as its pods look once Multus attached them.
   for (const [i, ip] of ['10.10.0.11', '10.10.0.12'].entries()) {
     const name = `utils-${i}`;

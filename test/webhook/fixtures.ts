@@ -26,7 +26,7 @@ export const SIDECAR: SidecarConfig = {
 export const ENABLED = { 'multus-proxy-injection': 'enabled' };
 
 /** In-memory ClusterLookups that counts its calls. */
-export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState> } = {}): ClusterLookups & { calls: string[] } {
+export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState>; nadAnnotations?: Record<string, Record<string, string>> } = {}): ClusterLookups & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,
@@ -40,7 +40,8 @@ export function fakeCluster(init: { namespaces?: Record<string, Record<string, s
     },
     async nadExists(ref) {
       calls.push(`nad:${networkKey(ref)}`);
-      return init.nads?.[networkKey(ref)] ?? 'exists';
+      const annotations = init.nadAnnotations?.[networkKey(ref)];
+      return { state: init.nads?.[networkKey(ref)] ?? 'exists', ...(annotations !== undefined ? { annotations } : {}) };
     },
   };
 }

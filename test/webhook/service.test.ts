@@ -108,4 +108,19 @@ void describe('webhook/service validation', () => {
     ]);
     assert.deepEqual(cluster.calls, ['nad:ns/net-a', 'nad:ns/gone', 'nad:x/slow']);
   });
+
+  void test("another namespace's NAD: denied unless its owner shared it with this namespace (issue 19); shared by name or '*' is allowed", async () => {
+    const key = 'multus-proxy.k8s.cni.cncf.io/service-namespaces';
+    const cluster = fakeCluster({ nadAnnotations: { 'default/macvlan1': {}, 'team/listed': { [key]: 'a, ns' }, 'team/all': { [key]: '*' }, 'team/other': { [key]: 'a,b' } } });
+    const handler = serviceValidationHandler({ cluster });
+    const ask = async (net: string) => (await handler(admissionRequest(svc({ [SN]: net }), 'ns', 'CREATE', 'Service'))).response;
+    const plain = await ask('default/macvlan1');
+    assert.equal(plain.allowed, false);
+    assert.equal(plain.status?.code, 403);
+    assert.match(plain.status?.message ?? '', /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition default\/macvlan1 belongs to another namespace and is not shared with namespace ns \(it has no such annotation\): its owner adds the annotation multus-proxy\.k8s\.cni\.cncf\.io\/service-namespaces: "ns"/);
+    assert.match((await ask('team/other')).status?.message ?? '', /it lists "a,b"/);
+    assert.equal((await ask('team/listed')).allowed, true);
+    assert.equal((await ask('team/all')).allowed, true);
+    assert.equal((await ask('own')).allowed, true, 'a NAD of its own namespace needs nothing');
+  });
 });
