@@ -25,7 +25,7 @@ export interface ParsedOptions extends SidecarOptions {
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
-const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend'>, { def: number; min: number; max: number }> = {
+const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'annotationsFile'>, { def: number; min: number; max: number }> = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
   minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
   driftCheckIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
@@ -53,6 +53,7 @@ const HELP: Record<Key, { value: string; help: string }> = {
   retryMaxMs: { value: 'MS', help: 'and doubles up to here' },
   stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
+  annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
 };
 
 const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto' };
@@ -121,6 +122,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     retryMaxMs: integer('retryMaxMs'),
     stuckAfterMs: integer('stuckAfterMs'),
     iptablesBackend: iptablesBackend ?? 'auto',
+    annotationsFile: raw('annotationsFile'),
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {

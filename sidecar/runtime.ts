@@ -5,8 +5,10 @@
  * a sync costs what changed) and hands it to the dataplane.
  *
  * What it watches, always with server-side selectors, so a sidecar receives only what concerns it:
- * - its pod: `metadata.name=<POD_NAME>` in its namespace (service-network and network-status may
- *   change while it runs: dynamic attachments);
+ * - its pod's annotations (service-network and network-status may change while it runs: dynamic
+ *   attachments): from the downwardAPI file the webhook mounts (`annotationsFile`, sidecar/pod-file.ts),
+ *   so its ServiceAccount needs no right to read pods; without that option (a sidecar run by hand),
+ *   a watch on `metadata.name=<POD_NAME>` in its namespace;
  * - Services labelled `service.kubernetes.io/service-proxy-name=multus-proxy`, all namespaces (a
  *   NAD may be used across namespaces);
  * - EndpointSlices managed by `multus-proxy-controller` whose `multus-proxy/network` is one of the
@@ -30,6 +32,7 @@ import { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions 
 import { sameState, stateSize } from '../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 import { ProblemState, type InputKey, type Say } from './problems.js';
+import { watchAnnotationsFile } from './pod-file.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
 const PROBLEM_REPEAT_MS = 5 * 60_000;
@@ -43,6 +46,10 @@ export type DataplaneSync = Pick<Dataplane, 'sync' | 'checkDrift'>;
 export interface RuntimeOptions extends SyncLoopOptions {
   readonly podName: string;
   readonly podNamespace: string;
+  /** The downwardAPI file of the pod's annotations; unset: the pod is watched through the API. */
+  readonly annotationsFile?: string | undefined;
+  /** Re-read that file this often besides watching it (tests shorten it). */
+  readonly annotationsPollMs?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
 }
@@ -96,12 +103,37 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   const startedMs = Date.now();
   const informerOpts = (name: string): Partial<InformerOptions> => ({ ...options.informer, logger: log, name });
 
-  const pods = createInformer<V1Pod>(client, {
-    ...informerOpts('pod'),
-    path: apiPath('', 'v1', 'pods', options.podNamespace),
-    fieldSelector: `metadata.name=${options.podName}`,
-    transform: slimPod,
-  });
+  /** Where the pod's annotations come from: the file, or a watch on the pod. */
+  interface PodSource {
+    start(): void;
+    readonly synced: Promise<void>;
+    found(): boolean;
+    stop(): void;
+  }
+  let pods: PodSource;
+  const file = options.annotationsFile;
+  if (file !== undefined) {
+    pods = watchAnnotationsFile({
+      file,
+      log,
+      ...(options.annotationsPollMs !== undefined ? { pollMs: options.annotationsPollMs } : {}),
+      onChange: (annotations) => onPod({ metadata: { name: options.podName, namespace: options.podNamespace, annotations } }),
+    });
+  } else {
+    const informer = createInformer<V1Pod>(client, {
+      ...informerOpts('pod'),
+      path: apiPath('', 'v1', 'pods', options.podNamespace),
+      fieldSelector: `metadata.name=${options.podName}`,
+      transform: slimPod,
+    });
+    informer.on({
+      add: (p) => onPod(p),
+      update: (p) => onPod(p),
+      // The pod is going away; keep serving until SIGTERM so its last connections still work.
+      delete: () => log.info('own pod deleted; keeping rules until terminated'),
+    });
+    pods = { start: () => informer.start(), synced: informer.synced, found: () => informer.list().length > 0, stop: () => informer.stop() };
+  }
   const services = createInformer<V1Service>(client, {
     ...informerOpts('services'),
     path: apiPath('', 'v1', 'services'),
@@ -230,12 +262,6 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     loop.markDirty();
   }
 
-  pods.on({
-    add: onPod,
-    update: onPod,
-    // The pod is going away; keep serving until SIGTERM so its last connections still work.
-    delete: () => log.info('own pod deleted; keeping rules until terminated'),
-  });
   const dirty = (): void => loop.markDirty();
   services.on({ add: dirty, update: dirty, delete: dirty });
 
@@ -260,7 +286,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       services.start();
       void (async () => {
         await Promise.all([pods.synced, services.synced]);
-        if (pods.list().length === 0) log.warn({ pod: `${options.podNamespace}/${options.podName}` }, 'own pod not found; serving nothing until it appears');
+        if (!pods.found()) log.warn({ pod: `${options.podNamespace}/${options.podName}`, ...(file !== undefined ? { file } : {}) }, 'own pod not found; serving nothing until it appears');
         await slicesSettled();
         if (stopped) return;
         informersSynced = true;

@@ -25,6 +25,11 @@ export interface SidecarOptions {
   /** Liveness turns false when one sync has been running longer than this. */
   readonly stuckAfterMs: number;
   readonly iptablesBackend: IptablesBackend;
+  /**
+   * The pod's annotations as the kubelet writes them into a downwardAPI volume (`metadata.annotations`);
+   * the webhook mounts it, so the sidecar needs no right to read pods. Unset: it watches its pod.
+   */
+  readonly annotationsFile: string | undefined;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -40,7 +45,12 @@ export const OPTION_SOURCES = {
   retryMaxMs: { env: 'SYNC_RETRY_MAX_MS', flag: 'sync-retry-max-ms' },
   stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },
   iptablesBackend: { env: 'IPTABLES_BACKEND', flag: 'iptables-backend' },
+  annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
 } as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
+
+/** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */
+export const POD_INFO_DIR = '/etc/multus-proxy/podinfo';
+export const POD_ANNOTATIONS_FILE = `${POD_INFO_DIR}/annotations`;
 
 /** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
 export const DEFAULT_HEALTH_PORT = 9180;

@@ -5,7 +5,7 @@
 import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../src/kube/config.js';
 import type { V1Container, V1Pod } from '../src/kube/types.js';
-import { OPTION_SOURCES } from '../src/sidecar-contract.js';
+import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR } from '../src/sidecar-contract.js';
 import { SIDECAR_MALLOC_ENV, type SidecarConfig } from './options.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;
@@ -20,6 +20,12 @@ export const TOKEN_VOLUME_BASE = 'multus-proxy-token';
  */
 export const RUN_VOLUME_BASE = 'multus-proxy-run';
 export const RUN_DIR = '/run/multus-proxy';
+/**
+ * The pod's own annotations (network-status, networks, service-network) as a downwardAPI file,
+ * kept current by the kubelet: the sidecar reads them there instead of watching its pod, so the
+ * ServiceAccount (and every app container mounting the same token) needs no right to read pods.
+ */
+export const PODINFO_VOLUME_BASE = 'multus-proxy-podinfo';
 /** kubectl's annotation naming the container `kubectl logs/exec` use by default. */
 export const DEFAULT_CONTAINER_ANNOTATION = 'kubectl.kubernetes.io/default-container';
 
@@ -59,12 +65,17 @@ export function runVolume(name: string): Volume {
   return { name, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
 }
 
+/** Only the annotations: the labels and the rest of the pod are not the sidecar's business. */
+export function podInfoVolume(name: string): Volume {
+  return { name, downwardAPI: { defaultMode: 0o444, items: [{ path: 'annotations', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.annotations' } }] } };
+}
+
 /** An environment variable from the downward API. */
 function fieldEnv(name: string, fieldPath: string): NonNullable<V1Container['env']>[number] {
   return { name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } };
 }
 
-export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean, runVolumeName = RUN_VOLUME_BASE): V1Container {
+export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean, runVolumeName = RUN_VOLUME_BASE, podInfoVolumeName = PODINFO_VOLUME_BASE): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: cfg.image,
@@ -77,6 +88,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
       { name: OPTION_SOURCES.healthPort.env, value: String(cfg.healthPort) },
       { name: 'LOG_LEVEL', value: cfg.logLevel },
       { name: 'XTABLES_LOCKFILE', value: `${RUN_DIR}/xtables.lock` },
+      { name: OPTION_SOURCES.annotationsFile.env, value: POD_ANNOTATIONS_FILE },
       ...Object.entries(SIDECAR_MALLOC_ENV).map(([name, value]) => ({ name, value })),
     ],
     resources: structuredClone(cfg.resources),
@@ -101,6 +113,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
     volumeMounts: [
       { name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
       { name: runVolumeName, mountPath: RUN_DIR },
+      { name: podInfoVolumeName, mountPath: POD_INFO_DIR, readOnly: true },
     ],
     terminationMessagePolicy: 'FallbackToLogsOnError',
   };
@@ -112,7 +125,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
 /**
  * The pod with the sidecar: as the first init container (native), or the first container
  * (regular; then `kubectl logs` keeps defaulting to the app's container through kubectl's
- * default-container annotation). Plus the token volume under a name no other volume has.
+ * default-container annotation). Plus the token, run and podinfo volumes under names no other volume has.
  *
  * Copy on write: only the objects on the paths that change (the pod, metadata and annotations
  * when the annotation is added, spec, the volume list and the container list) are new; everything
@@ -126,8 +139,9 @@ export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): 
   const taken = new Set(volumes.map((v) => v.name));
   const volumeName = uniqueName(TOKEN_VOLUME_BASE, taken);
   const runName = uniqueName(RUN_VOLUME_BASE, taken);
-  const sidecar = sidecarContainer(cfg, volumeName, native, runName);
-  const outSpec: PodSpec = { ...spec, volumes: [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName)] };
+  const podInfoName = uniqueName(PODINFO_VOLUME_BASE, taken);
+  const sidecar = sidecarContainer(cfg, volumeName, native, runName, podInfoName);
+  const outSpec: PodSpec = { ...spec, volumes: [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName), podInfoVolume(podInfoName)] };
   const out: V1Pod = { ...pod, spec: outSpec };
   if (native) {
     outSpec.initContainers = [sidecar, ...(spec.initContainers ?? [])];

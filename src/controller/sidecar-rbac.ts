@@ -7,9 +7,11 @@
  * - ClusterRole `multus-proxy-sidecar` (get/list/watch Services and EndpointSlices), bound
  *   cluster-wide by the ClusterRoleBinding `multus-proxy-sidecar`: a client pod may reach Services
  *   of any namespace on its networks (a NAD `other/net` serves Services in `other`).
- * - ClusterRole `multus-proxy-sidecar-pods` (get/list/watch Pods), bound by a RoleBinding inside
- *   each enabled namespace only: the sidecar reads its own pod (network-status), never pods of
- *   other namespaces, whose specs can carry secrets in environment variables.
+ * - ClusterRole `multus-proxy-sidecar-pods` (create Events), bound by a RoleBinding inside each
+ *   enabled namespace only: the sidecar says why it cannot sync on its own pod. It holds no right
+ *   to read pods (any more): the sidecar reads its own pod's annotations from the downwardAPI
+ *   volume the webhook mounts, and pod specs can carry secrets in environment variables. The
+ *   name stays, so upgrades keep the bindings.
  * Subjects are the groups `system:serviceaccounts:<ns>`, so no per-ServiceAccount bookkeeping.
  *
  * The two ClusterRoles ship with the manifests (deploy/base/sidecar-rbac.yaml); the controller
@@ -72,8 +74,8 @@ export function desiredSidecarRbac(namespaces: readonly V1Namespace[]): RbacObje
         { apiGroups: ['discovery.k8s.io'], resources: ['endpointslices'], verbs: READ },
       ]),
       role(SIDECAR_POD_ROLE, [
-        { apiGroups: [''], resources: ['pods'], verbs: READ },
         // Bound per namespace: a sidecar says why it cannot sync with an Event on its own pod.
+        // No pods: its own pod's annotations come from the downwardAPI volume (webhook/mutate.ts).
         { apiGroups: [''], resources: ['events'], verbs: ['create'] },
       ]),
     ],

@@ -75,7 +75,8 @@ void describe('sidecar RBAC kept by the controller', () => {
     // RBAC is enforced by the apiserver's authorizer; allow a moment for its cache.
     await waitFor('sidecar can list services cluster-wide', async () => (await status(sa.list(apiPath('', 'v1', 'services')))) === 200, 10_000);
     assert.equal(await status(sa.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'))), 200);
-    assert.equal(await status(sa.list(apiPath('', 'v1', 'pods', ns))), 200, 'its own namespace pods');
+    // No pods, not even its own namespace's: the sidecar reads its own pod from the downwardAPI volume.
+    assert.equal(await status(sa.list(apiPath('', 'v1', 'pods', ns))), 403, 'no pods of its own namespace');
     assert.equal(await status(sa.list(apiPath('', 'v1', 'pods', other))), 403, 'no pods of other namespaces');
     assert.equal(await status(sa.list(apiPath('', 'v1', 'secrets', ns))), 403, 'no secrets');
     assert.equal(await status(sa.delete(apiPath('', 'v1', 'services', ns, 'x'))), 403, 'read-only');
@@ -88,7 +89,7 @@ void describe('sidecar RBAC kept by the controller', () => {
 
     await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), { metadata: { labels: { [INJECTION_LABEL]: null } } }, 'merge');
     await waitFor('group unbound', async () => !(await subjects()).includes(group) && !(await hasRoleBinding(ns)), 15_000);
-    await waitFor('access gone', async () => (await status(sa.list(apiPath('', 'v1', 'pods', ns)))) === 403, 10_000);
+    await waitFor('access gone', async () => (await status(sa.list(apiPath('', 'v1', 'services')))) === 403, 10_000);
   });
 
   void test('a stray RoleBinding named like ours blocks only its own namespace: the others sync, it gets an Event and is retried', async () => {

@@ -32,6 +32,7 @@ import { createTopology } from '../harness/netns.js';
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { endpointsOf, probe, rulesOf, spawnSidecar, type SidecarProcess } from '../sidecar/runtime-harness.js';
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
+import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1ClusterRoleBinding, V1EndpointSlice, V1Lease, V1Secret, V1Service } from '../../src/kube/types.js';
 import {
@@ -250,24 +251,26 @@ void describe('controller with its own ServiceAccount', () => {
       const pod = await topo.addPod('client');
       relay = await startApiserverRelay(topo, cp.server, dir);
       await relay.attach(pod);
+      const annotations = {
+        [SERVICE_NETWORK_ANNOTATION]: 'macvlan1',
+        [NETWORK_STATUS_ANNOTATION]: JSON.stringify([
+          { name: 'cbr0', interface: 'eth0', ips: [pod.eth0.ipv4], default: true },
+          { name: `${APP_NS}/macvlan1`, interface: 'net1', ips: [pod.net1.ipv4] },
+        ]),
+      };
       await cp.client.create(apiPath('', 'v1', 'pods', APP_NS), {
         apiVersion: 'v1',
         kind: 'Pod',
-        metadata: {
-          name: 'client',
-          namespace: APP_NS,
-          annotations: {
-            [SERVICE_NETWORK_ANNOTATION]: 'macvlan1',
-            [NETWORK_STATUS_ANNOTATION]: JSON.stringify([
-              { name: 'cbr0', interface: 'eth0', ips: [pod.eth0.ipv4], default: true },
-              { name: `${APP_NS}/macvlan1`, interface: 'net1', ips: [pod.net1.ipv4] },
-            ]),
-          },
-        },
+        metadata: { name: 'client', namespace: APP_NS, annotations },
         spec: { serviceAccountName: 'default', containers: [{ name: 'app', image: 'busybox' }] },
       });
+      // The pod's annotations as the kubelet writes the downwardAPI volume the webhook mounts:
+      // the ServiceAccount may not read pods, so this file is the sidecar's only view of its pod.
+      const podinfo = join(dir, 'podinfo');
+      mkdirSync(podinfo, { recursive: true });
+      writeFileSync(join(podinfo, 'annotations'), formatDownwardMap(annotations));
       const kubeconfig = await cp.kubeconfigFor(APP_NS, 'default');
-      sc = spawnSidecar(topo, pod, { podName: 'client', podNamespace: APP_NS, kubeconfig, healthPort: 19180 });
+      sc = spawnSidecar(topo, pod, { podName: 'client', podNamespace: APP_NS, kubeconfig, healthPort: 19180, env: { POD_ANNOTATIONS_FILE: join(podinfo, 'annotations') } });
       const running = sc;
       const lastLogs = (): string =>
         running.stderr() +
@@ -520,10 +523,15 @@ void describe('sidecar permissions, as bound by the controller above: enough and
     { verb: 'watch', group: '', resource: 'services' },
     { verb: 'list', group: 'discovery.k8s.io', resource: 'endpointslices' },
     { verb: 'watch', group: 'discovery.k8s.io', resource: 'endpointslices' },
-    { verb: 'list', group: '', resource: 'pods', namespace: APP_NS },
-    { verb: 'watch', group: '', resource: 'pods', namespace: APP_NS },
+    { verb: 'create', group: '', resource: 'events', namespace: APP_NS },
   ];
+  // No pods, not even its own namespace's: an app container mounting the same token could read
+  // every pod spec there (env values included). The sidecar reads its own pod's annotations from
+  // the downwardAPI volume the webhook mounts.
   const mustNot: Access[] = [
+    { verb: 'list', group: '', resource: 'pods', namespace: APP_NS },
+    { verb: 'get', group: '', resource: 'pods', namespace: APP_NS },
+    { verb: 'watch', group: '', resource: 'pods', namespace: APP_NS },
     { verb: 'list', group: '', resource: 'pods', namespace: 'kube-system' },
     { verb: 'get', group: '', resource: 'secrets', namespace: APP_NS },
     { verb: 'create', group: 'discovery.k8s.io', resource: 'endpointslices', namespace: APP_NS },
@@ -547,6 +555,6 @@ void describe('sidecar permissions, as bound by the controller above: enough and
     // And the requests themselves, as the sidecar makes them.
     await client.list(apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}` });
     await client.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'), { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}` });
-    await client.list(apiPath('', 'v1', 'pods', APP_NS), { fieldSelector: 'metadata.name=web-1' });
+    await assert.rejects(client.list(apiPath('', 'v1', 'pods', APP_NS), { fieldSelector: 'metadata.name=web-1' }), /403|forbidden/i);
   });
 });

@@ -20,7 +20,8 @@ import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
 import { prom } from '../../src/metrics.js';
 import { createSidecarMetrics } from '../../sidecar/metrics.js';
-import { createSidecarRuntime, type DataplaneSync, type SidecarRuntime } from '../../sidecar/runtime.js';
+import { createSidecarRuntime, type SidecarRuntime } from '../../sidecar/runtime.js';
+import { recordingDataplane } from './recording-dataplane.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 
 /** A client whose EndpointSlice lists with a selector containing `held` wait for `open()` (or their abort). */
@@ -78,27 +79,7 @@ void describe('sidecar runtime: networks changed during the first slice list', (
     const gated = gatedClient(cp.client, networkLabelValue({ namespace: ns, name: 'net-a' }));
     release = gated.open;
     const states: DesiredState[] = [];
-    const dataplane: DataplaneSync = {
-      sync: (state, opts) => {
-        states.push(state);
-        return Promise.resolve({
-          full: opts.full,
-          changed: true,
-          backend: 'nft',
-          families: [],
-          routesReplaced: 0,
-          routesRemoved: 0,
-          conntrackFlushes: 0,
-          skipped: [],
-          warnings: [],
-          durationMs: 0,
-          phases: { renderMs: 0, readMs: 0, routesMs: 0, restoreMs: 0, conntrackMs: 0 },
-          rules: 0,
-          served: { ready: 0, terminating: 0, none: 0 },
-        });
-      },
-      checkDrift: () => Promise.resolve(undefined),
-    };
+    const dataplane = recordingDataplane(states);
     rt = createSidecarRuntime(
       { podName: 'client', podNamespace: ns, minSyncIntervalMs: 20, retryMinMs: 50, retryMaxMs: 500, stuckAfterMs: 60_000, informer: { minBackoffMs: 50, maxBackoffMs: 500 } },
       { client: gated.client, dataplane, log: createLogger('sidecar', 'silent'), metrics: createSidecarMetrics(new prom.Registry()) },

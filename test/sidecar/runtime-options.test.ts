@@ -20,8 +20,16 @@ void test('defaults: pod from the downward API variables, documented intervals',
     retryMaxMs: 30_000,
     stuckAfterMs: 120_000,
     iptablesBackend: 'auto',
+    annotationsFile: undefined,
     cleanup: false,
   });
+});
+
+void test('the annotations file comes from POD_ANNOTATIONS_FILE (what the webhook sets) or the flag', () => {
+  const env = parseOptions({ ...POD, POD_ANNOTATIONS_FILE: '/etc/multus-proxy/podinfo/annotations' }, []);
+  assert.ok(env.ok && env.value.annotationsFile === '/etc/multus-proxy/podinfo/annotations');
+  const flag = parseOptions(POD, ['--pod-annotations-file', '/tmp/a']);
+  assert.ok(flag.ok && flag.value.annotationsFile === '/tmp/a');
 });
 
 void test('--cleanup needs no pod name (it only removes our rules and routes)', () => {

@@ -126,14 +126,14 @@ void describe('webhook/mutate', () => {
     assert.equal(priv?.allowPrivilegeEscalation, undefined);
   });
 
-  void test('the input pod is not modified; the token is mounted into the sidecar only', () => {
+  void test('the input pod is not modified; the token and the pod annotations are mounted into the sidecar only', () => {
     const p = pod({ [SN]: 'a', [NETS]: 'a' }, { automountServiceAccountToken: false });
     const before = structuredClone(p);
     const out = injectSidecar(p, SIDECAR, true);
     assert.deepEqual(p, before);
     const mounts = [...(out.spec?.initContainers ?? []), ...(out.spec?.containers ?? [])].map((c) => [c.name, (c.volumeMounts ?? []).map((m) => m.mountPath)]);
     assert.deepEqual(mounts, [
-      ['multus-proxy', ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy']],
+      ['multus-proxy', ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy', '/etc/multus-proxy/podinfo']],
       ['app', []],
     ]);
     assert.equal(out.spec?.automountServiceAccountToken, false);

@@ -22,7 +22,7 @@ function applied(namespaces: V1Namespace[]): RbacActual {
 void describe('sidecar RBAC', () => {
   const on = { 'multus-proxy-injection': 'enabled' };
 
-  void test('enabled namespaces get the group subject and a pods RoleBinding; others and terminating ones do not', () => {
+  void test('enabled namespaces get the group subject and an events RoleBinding; others and terminating ones do not', () => {
     const d = desiredSidecarRbac([ns('b', on), ns('a', on), ns('c'), ns('d', { 'multus-proxy-injection': 'disabled' }), ns('e', on, true)]);
     assert.deepEqual(
       d.clusterRoleBinding.subjects?.map((s) => s.name),
@@ -32,9 +32,9 @@ void describe('sidecar RBAC', () => {
       ['a', SIDECAR_POD_ROLE, 'system:serviceaccounts:a'],
       ['b', SIDECAR_POD_ROLE, 'system:serviceaccounts:b'],
     ]);
-    // Pods are readable only through the namespaced binding, never cluster-wide.
+    // Pods are not readable at all: the sidecar reads its own pod from the downwardAPI volume.
     const cluster = d.clusterRoles.find((r) => r.metadata?.name === SIDECAR_ROLE);
-    assert.ok(cluster?.rules?.every((r) => !(r.resources ?? []).includes('pods')));
+    assert.ok(d.clusterRoles.every((c) => c.rules?.every((r) => !(r.resources ?? []).includes('pods'))));
     // Read-only, but for Events (a sidecar's own pod's), which only the namespaced role grants.
     assert.ok(cluster?.rules?.every((r) => r.verbs.every((v) => ['get', 'list', 'watch'].includes(v))));
     const writes = d.clusterRoles.flatMap((r) => (r.rules ?? []).filter((x) => x.verbs.some((v) => !['get', 'list', 'watch'].includes(v))).map((x) => [r.metadata?.name, x.resources, x.verbs]));
