@@ -11,6 +11,7 @@
 #         Kubernetes v1.34.4 (they all report it) and etcd v3.6.4, from test/harness/kube-bins
 #     crictl (cri-tools v1.34.0)  coredns (v1.13.1)  kustomize (v5.7.1)
 #     cert-manager-controller cert-manager-cainjector cert-manager-webhook (cert-manager v1.11.5)
+#     helm (v3.22.0)
 #   $BIN_DIR/../cni-bin/    Debian's CNI plugins (copied from /usr/lib/cni), multus (the thin
 #                           plugin, multus-cni v4.2.4) and whereabouts (v0.9.2)
 #   $BIN_DIR/../manifests/  nad-crd.yaml (NetworkAttachmentDefinition CRD), whereabouts-crds.yaml,
@@ -162,12 +163,13 @@ fi
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
 # -mod=mod. Versions: see ../shared/real-node.md and docs/decisions.md.
-step "crictl, CoreDNS, cert-manager, Multus and whereabouts"
+step "crictl, CoreDNS, cert-manager, Multus, whereabouts and helm"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
 CRITOOLS_MOD=sigs.k8s.io/cri-tools@v1.34.0
 COREDNS_MOD=github.com/coredns/coredns@v1.13.1
 CERT_MANAGER_MOD=github.com/cert-manager/cert-manager@v1.11.5
+HELM_MOD=helm.sh/helm/v3@v3.22.0
 
 module_src() { # module@version [VAR=value ...]: prints a fresh writable copy of the module's source
   local mod=$1 dir dst
@@ -267,6 +269,15 @@ build_cert_manager() {
 }
 module cert-manager "$CERT_MANAGER_MOD" "$BIN_DIR/cert-manager-controller" "$BIN_DIR/cert-manager-cainjector" \
   "$BIN_DIR/cert-manager-webhook" "$MANIFEST_DIR/cert-manager-crds.yaml" -- build_cert_manager
+
+# helm: the chart's lint, golden renders and its life on the real node (deploy/helm/multus-proxy).
+build_helm() {
+  local src
+  src=$(module_src "$HELM_MOD")
+  gobuild "$src" "$BIN_DIR/helm" ./cmd/helm
+}
+module helm "$HELM_MOD" "$BIN_DIR/helm" -- build_helm
+"$BIN_DIR/helm" version --short
 
 # containerd 1.6 and Multus look for every plugin in one directory.
 cp -a /usr/lib/cni/. "$CNI_DIR/"

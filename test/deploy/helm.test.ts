@@ -1,0 +1,145 @@
+/**
+ * The Helm chart: `helm lint`, golden renders of representative values, clear failures for bad
+ * values, and parity with kustomize: for equal settings the chart renders exactly the kustomize
+ * install's objects (Helm's own labels aside), so the two cannot drift (docs/decisions.md).
+ * UPDATE_GOLDEN=1 rewrites the golden files.
+ */
+import { test, describe } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { load } from 'js-yaml';
+import { CHART, KUBE_VERSION, NAMESPACE, asKustomize, helm, isHook, template, templateText } from './helm.js';
+import { DEPLOY, id, render, type Rendered } from './kustomize.js';
+
+const GOLDEN = join(import.meta.dirname, 'helm-golden');
+
+/** Representative values: each golden file is `helm template` with these `--set`s. */
+const GOLDENS: Record<string, readonly string[]> = {
+  'default': [],
+  'bootstrap-node-agent': ['certificates.mode=bootstrap', 'nodeAgent.enabled=true', 'netservice.enabled=true'],
+  'own-secret-tuned': [
+    'certificates.mode=secret',
+    'certificates.secret.existingSecret=my-webhook-tls',
+    'certificates.secret.caBundle=-----BEGIN CERTIFICATE-----',
+    'image.repository=registry.example/multus-proxy',
+    'image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef',
+    'imagePullSecrets[0].name=registry-pull',
+    'webhook.failurePolicy=Ignore',
+    'webhook.timeoutSeconds=3',
+    'webhook.namespaceSelector.matchExpressions[0].key=tier',
+    'webhook.namespaceSelector.matchExpressions[0].operator=NotIn',
+    'webhook.namespaceSelector.matchExpressions[0].values[0]=infra',
+    'webhook.objectSelector.matchLabels.multus-proxy=yes',
+    'sidecar.mode=native',
+    'sidecar.resources.limits.memory=96Mi',
+    'controller.replicas=3',
+    'controller.podDisruptionBudget.enabled=true',
+    'controller.priorityClassName=system-cluster-critical',
+    'controller.nodeSelector.node-role\\.kubernetes\\.io/control-plane=',
+    'controller.tolerations[0].key=node-role.kubernetes.io/control-plane',
+    'controller.tolerations[0].operator=Exists',
+    'controller.tolerations[0].effect=NoSchedule',
+  ],
+  'cert-manager-issuer': ['certificates.certManager.issuerRef.kind=ClusterIssuer', 'certificates.certManager.issuerRef.name=corp-ca', 'certificates.certManager.issuerRef.group=cert-manager.io'],
+};
+
+describe('helm chart', () => {
+  test('helm lint passes with the default and with every golden set of values', async () => {
+    for (const [name, set] of Object.entries(GOLDENS)) {
+      const args = ['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, '--namespace', NAMESPACE];
+      for (const s of set) args.push('--set', s);
+      const { stdout } = await helm(args);
+      assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, `${name}: ${stdout}`);
+    }
+  });
+
+  for (const [name, set] of Object.entries(GOLDENS)) {
+    test(`golden render: ${name}`, async () => {
+      const text = await templateText(set);
+      const file = join(GOLDEN, `${name}.yaml`);
+      if (process.env['UPDATE_GOLDEN'] === '1') writeFileSync(file, text);
+      assert.ok(existsSync(file), `${file} missing: run UPDATE_GOLDEN=1 npm test -- test/deploy/helm.test.ts and review it`);
+      assert.equal(text, readFileSync(file, 'utf8'), `helm template with ${set.join(' ')} differs from ${file} (UPDATE_GOLDEN=1 rewrites it; review the diff)`);
+    });
+  }
+
+  test('the golden values reach the objects they name', async () => {
+    const objs = await template(GOLDENS['own-secret-tuned'] ?? []);
+    const mutating = objs.find((o) => o.kind === 'MutatingWebhookConfiguration') as Rendered & { webhooks: { failurePolicy: string; timeoutSeconds: number; objectSelector?: unknown; clientConfig: { caBundle?: string }; namespaceSelector: { matchExpressions: { key: string }[] } }[] };
+    for (const w of mutating.webhooks) {
+      assert.equal(w.failurePolicy, 'Ignore');
+      assert.equal(w.timeoutSeconds, 3);
+      assert.deepEqual(w.objectSelector, { matchLabels: { 'multus-proxy': 'yes' } });
+      assert.equal(Buffer.from(w.clientConfig.caBundle ?? '', 'base64').toString(), '-----BEGIN CERTIFICATE-----');
+      assert.deepEqual(w.namespaceSelector.matchExpressions.map((e) => e.key), ['kubernetes.io/metadata.name', 'tier']);
+    }
+    const webhook = objs.find((o) => o.kind === 'Deployment' && o.metadata?.name === 'multus-proxy-webhook') as Rendered;
+    const spec = (webhook['spec'] as { template: { spec: { imagePullSecrets: unknown; containers: { image: string }[]; volumes: { secret?: { secretName: string } }[] } } }).template.spec;
+    assert.deepEqual(spec.imagePullSecrets, [{ name: 'registry-pull' }]);
+    assert.equal(spec.containers[0]?.image, 'registry.example/multus-proxy@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef');
+    assert.equal(spec.volumes.find((v) => v.secret)?.secret?.secretName, 'my-webhook-tls');
+    const config = objs.find((o) => o.kind === 'ConfigMap' && o.metadata?.name === 'multus-proxy-webhook') as Rendered & { data: Record<string, string> };
+    assert.equal(config.data['sidecarImage'], spec.containers[0]?.image, 'the sidecar runs the webhook\'s image');
+    assert.match(config.data['config.yaml'] ?? '', /mode: native/);
+    assert.match(config.data['config.yaml'] ?? '', /memory: 96Mi/);
+    assert.ok(objs.some((o) => o.kind === 'PodDisruptionBudget' && o.metadata?.name === 'multus-proxy-controller'));
+    assert.ok(!objs.some((o) => o.apiVersion?.startsWith('cert-manager.io/') === true), 'no cert-manager objects with your own Secret');
+  });
+
+  const BAD: [readonly string[], RegExp][] = [
+    [['certificates.mode=vault'], /certificates\.mode="vault": use cert-manager, bootstrap or secret/],
+    [['sidecar.mode=sometimes'], /sidecar\.mode="sometimes": use auto, native or regular/],
+    [['webhook.failurePolicy=fail'], /webhook\.failurePolicy="fail": use Fail or Ignore/],
+    [['certificates.mode=secret', 'certificates.secret.caBundle=x'], /certificates\.secret\.existingSecret is required when certificates\.mode=secret/],
+    [['certificates.mode=secret', 'certificates.secret.existingSecret=x'], /certificates\.secret\.caBundle is required when certificates\.mode=secret/],
+  ];
+  for (const [set, message] of BAD) {
+    test(`bad values are refused naming the key, the value and the fix: ${set.join(' ')}`, async () => {
+      await assert.rejects(templateText(set), message);
+    });
+  }
+});
+
+/** The webhook's config.yaml compared as data, not as text (key order and comments aside). */
+function parsedConfig(o: Rendered): Rendered {
+  const data = o['data'] as Record<string, string> | undefined;
+  if (o.kind !== 'ConfigMap' || data?.['config.yaml'] === undefined) return o;
+  return { ...o, data: { ...data, 'config.yaml': load(data['config.yaml']) } };
+}
+
+/** kustomize directory (or components over the default install) ↔ the chart's values for the same install. */
+const PARITY: { kustomize: string | { components: string[] }; set: readonly string[] }[] = [
+  { kustomize: 'deploy/overlays/cert-manager', set: [] },
+  { kustomize: 'deploy/overlays/bootstrap', set: ['certificates.mode=bootstrap'] },
+  { kustomize: 'deploy/overlays/node-agent', set: ['nodeAgent.enabled=true', 'nodeAgent.cleanupOnUninstall=false'] },
+  { kustomize: { components: ['components/netservice'] }, set: ['netservice.enabled=true'] },
+];
+
+describe('kustomize and helm render the same objects for the same settings', () => {
+  for (const { kustomize, set } of PARITY) {
+    const name = typeof kustomize === 'string' ? kustomize : `deploy + ${kustomize.components.join(', ')}`;
+    test(`${name} = helm ${set.join(' ') || '(defaults)'}`, async () => {
+      let dir = typeof kustomize === 'string' ? kustomize : '';
+      let tmp: string | undefined;
+      if (typeof kustomize !== 'string') {
+        tmp = mkdtempSync(join(tmpdir(), 'mp-parity-'));
+        writeFileSync(join(tmp, 'kustomization.yaml'), `resources: [${relative(tmp, join(DEPLOY, 'overlays/cert-manager'))}]\ncomponents: [${kustomize.components.map((c) => relative(tmp ?? '', join(DEPLOY, c))).join(', ')}]\n`);
+        dir = tmp;
+      }
+      try {
+        // The release namespace is Helm's to create (`--create-namespace` or beforehand), not the chart's.
+        const fromKustomize = (await render(dir)).filter((o) => !(o.kind === 'Namespace' && o.metadata?.name === NAMESPACE));
+        const fromHelm = (await template(set)).filter((o) => !isHook(o)).map(asKustomize);
+        const byId = (objs: Rendered[]): Map<string, Rendered> => new Map(objs.map((o) => [id(o), parsedConfig(o)]));
+        const k = byId(fromKustomize);
+        const h = byId(fromHelm);
+        assert.deepEqual([...h.keys()].sort(), [...k.keys()].sort(), 'the same objects');
+        for (const [key, obj] of k) assert.deepEqual(h.get(key), obj, `${key} differs`);
+      } finally {
+        if (tmp !== undefined) rmSync(tmp, { recursive: true, force: true });
+      }
+    });
+  }
+});
