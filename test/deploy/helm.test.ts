@@ -45,8 +45,8 @@ const GOLDENS: Record<string, readonly string[]> = {
   'cert-manager-issuer': ['certificates.certManager.issuerRef.kind=ClusterIssuer', 'certificates.certManager.issuerRef.name=corp-ca', 'certificates.certManager.issuerRef.group=cert-manager.io'],
 };
 
-describe('helm chart', () => {
-  test('helm lint passes with the default and with every golden set of values', async () => {
+void describe('helm chart', () => {
+  void test('helm lint passes with the default and with every golden set of values', async () => {
     for (const [name, set] of Object.entries(GOLDENS)) {
       const args = ['lint', CHART, '--strict', '--kube-version', KUBE_VERSION, '--namespace', NAMESPACE];
       for (const s of set) args.push('--set', s);
@@ -56,7 +56,7 @@ describe('helm chart', () => {
   });
 
   for (const [name, set] of Object.entries(GOLDENS)) {
-    test(`golden render: ${name}`, async () => {
+    void test(`golden render: ${name}`, async () => {
       const text = await templateText(set);
       const file = join(GOLDEN, `${name}.yaml`);
       if (process.env['UPDATE_GOLDEN'] === '1') writeFileSync(file, text);
@@ -65,7 +65,7 @@ describe('helm chart', () => {
     });
   }
 
-  test('the golden values reach the objects they name', async () => {
+  void test('the golden values reach the objects they name', async () => {
     const objs = await template(GOLDENS['own-secret-tuned'] ?? []);
     const mutating = objs.find((o) => o.kind === 'MutatingWebhookConfiguration') as Rendered & { webhooks: { failurePolicy: string; timeoutSeconds: number; objectSelector?: unknown; clientConfig: { caBundle?: string }; namespaceSelector: { matchExpressions: { key: string }[] } }[] };
     for (const w of mutating.webhooks) {
@@ -96,7 +96,7 @@ describe('helm chart', () => {
     [['certificates.mode=secret', 'certificates.secret.existingSecret=x'], /certificates\.secret\.caBundle is required when certificates\.mode=secret/],
   ];
   for (const [set, message] of BAD) {
-    test(`bad values are refused naming the key, the value and the fix: ${set.join(' ')}`, async () => {
+    void test(`bad values are refused naming the key, the value and the fix: ${set.join(' ')}`, async () => {
       await assert.rejects(templateText(set), message);
     });
   }
@@ -117,10 +117,10 @@ const PARITY: { kustomize: string | { components: string[] }; set: readonly stri
   { kustomize: { components: ['components/netservice'] }, set: ['netservice.enabled=true'] },
 ];
 
-describe('kustomize and helm render the same objects for the same settings', () => {
+void describe('kustomize and helm render the same objects for the same settings', () => {
   for (const { kustomize, set } of PARITY) {
     const name = typeof kustomize === 'string' ? kustomize : `deploy + ${kustomize.components.join(', ')}`;
-    test(`${name} = helm ${set.join(' ') || '(defaults)'}`, async () => {
+    void test(`${name} = helm ${set.join(' ') || '(defaults)'}`, async () => {
       let dir = typeof kustomize === 'string' ? kustomize : '';
       let tmp: string | undefined;
       if (typeof kustomize !== 'string') {
