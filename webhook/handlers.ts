@@ -10,7 +10,7 @@ import type { Logger } from '../src/log.js';
 import type { ClusterLookups } from './cluster.js';
 import type { Outcome } from './metrics.js';
 import { injectSidecar } from './mutate.js';
-import type { SidecarConfig } from './options.js';
+import type { PodSecurityLevel, SidecarConfig } from './options.js';
 import { createPatch } from './patch.js';
 import { decideInjection, describePod, type PodDecision } from './policy.js';
 import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
@@ -27,6 +27,8 @@ export type Handler = (req: AdmissionRequest) => Promise<Handled>;
 export interface HandlerDeps {
   readonly cluster: ClusterLookups;
   readonly sidecar: SidecarConfig;
+  /** The cluster's Pod Security level for namespaces without the enforce label (unset: privileged). */
+  readonly podSecurityDefault?: PodSecurityLevel;
   readonly logger?: Logger;
 }
 
@@ -43,7 +45,7 @@ export function podHandler(deps: HandlerDeps): Handler {
     const annotations = pod.metadata?.annotations ?? {};
     const candidate = req.operation === 'CREATE' && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
     const labels = candidate ? await deps.cluster.namespaceLabels(namespace) : undefined;
-    const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort });
+    const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort, ...(deps.podSecurityDefault !== undefined ? { podSecurityDefault: deps.podSecurityDefault } : {}) });
     const object = describePod(pod, namespace);
     switch (decision.action) {
       case 'skip':

@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   });
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, logger });
-  const deps = { cluster, sidecar: opts.sidecar, logger };
+  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger };
   let stopping = false;
   const app = createApp({
     endpoints: {

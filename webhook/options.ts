@@ -8,6 +8,7 @@
  *   port: 8443
  *   logLevel: info
  *   maxBodyBytes: 8388608
+ *   podSecurityDefault: privileged          # the apiserver's PodSecurity defaults.enforce, if set
  *   sidecar:
  *     image: registry/multus-proxy:1.0     # or the `sidecarImage` file next to the config file
  *     imagePullPolicy: IfNotPresent
@@ -68,8 +69,17 @@ export interface WebhookOptions {
   readonly nadLookupTimeoutMs: number;
   /** After SIGTERM, keep answering this long (not ready) while endpoint removal propagates. */
   readonly drainMs: number;
+  /**
+   * The Pod Security level the cluster enforces on a namespace without the
+   * `pod-security.kubernetes.io/enforce` label (the `defaults.enforce` of the apiserver's
+   * AdmissionConfiguration for PodSecurity; Kubernetes' own default is privileged).
+   */
+  readonly podSecurityDefault: PodSecurityLevel;
   readonly sidecar: SidecarConfig;
 }
+
+export type PodSecurityLevel = 'privileged' | 'baseline' | 'restricted';
+export const POD_SECURITY_LEVELS: readonly PodSecurityLevel[] = ['privileged', 'baseline', 'restricted'];
 
 export const DEFAULT_PORT = 8443;
 export const DEFAULT_TLS_DIR = '/etc/multus-proxy/tls';
@@ -126,6 +136,13 @@ export const SETTINGS = {
   namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', help: 'reuse a Namespace read from the apiserver this long (ms)', kind: { type: 'int', min: 0, max: 600_000 } },
   nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', help: 'how long a Service admission waits for its NetworkAttachmentDefinitions (ms)', kind: { type: 'int', min: 10, max: 10_000 } },
   drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', help: 'after SIGTERM, keep answering (not ready) this long (ms)', kind: { type: 'int', min: 0, max: 120_000 } },
+  podSecurityDefault: {
+    file: ['podSecurityDefault'],
+    env: 'POD_SECURITY_DEFAULT',
+    flag: 'pod-security-default',
+    help: "the Pod Security level enforced on namespaces without the pod-security.kubernetes.io/enforce label (the apiserver's AdmissionConfiguration defaults.enforce)",
+    kind: { type: 'enum', values: POD_SECURITY_LEVELS },
+  },
   'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', help: 'image of the injected sidecar; required (or the sidecarImage file next to the config file)', kind: { type: 'string' } },
   'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', help: 'Always, IfNotPresent or Never', kind: { type: 'enum', values: PULL_POLICIES } },
   'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)', kind: { type: 'enum', values: MODES } },
@@ -318,6 +335,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     namespaceCacheMs: get('namespaceCacheMs', 5_000),
     nadLookupTimeoutMs: get('nadLookupTimeoutMs', 2_000),
     drainMs: get('drainMs', 5_000),
+    podSecurityDefault: get('podSecurityDefault', 'privileged') as PodSecurityLevel,
     sidecar: {
       image: image ?? '',
       imagePullPolicy: get('sidecar.imagePullPolicy', 'IfNotPresent'),

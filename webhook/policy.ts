@@ -41,6 +41,8 @@ export interface PodPolicyInput {
   /** Labels of that Namespace; undefined when it could not be found. */
   readonly namespaceLabels: Readonly<Record<string, string>> | undefined;
   readonly healthPort: number;
+  /** The level the cluster enforces where the namespace has no enforce label (webhook option podSecurityDefault); unset: privileged. */
+  readonly podSecurityDefault?: string;
 }
 
 /** `Pod ns/name`, or `Pod ns/web-7d4b9-* (generateName)` before the apiserver has named it. */
@@ -100,13 +102,17 @@ function policyProblem(input: PodPolicyInput, explicit: boolean): { reason: Poli
     const fix = explicit ? `remove hostNetwork: true or remove the ${SERVICE_NETWORK_ANNOTATION} annotation` : 'the multus-proxy node agent serves host-network pods; nothing to do';
     return { reason: 'host-network', code: 403, error: inputError('spec.hostNetwork', 'true', "the multus-proxy sidecar would program iptables in the node's network namespace", fix) };
   }
-  const level = input.namespaceLabels?.[POD_SECURITY_ENFORCE_LABEL];
+  const labelled = input.namespaceLabels?.[POD_SECURITY_ENFORCE_LABEL];
+  // No label: the apiserver enforces its AdmissionConfiguration default, which the webhook is told.
+  const level = labelled ?? input.podSecurityDefault;
   if (level !== undefined && PSA_FORBIDS_NET_ADMIN.has(level)) {
     return {
       reason: 'pod-security',
       code: 403,
       error: inputError(
-        `namespace ${namespace} label ${POD_SECURITY_ENFORCE_LABEL}`,
+        labelled !== undefined
+          ? `namespace ${namespace} label ${POD_SECURITY_ENFORCE_LABEL}`
+          : `namespace ${namespace} (no ${POD_SECURITY_ENFORCE_LABEL} label; the cluster default, webhook option podSecurityDefault)`,
         level,
         `the multus-proxy sidecar needs the NET_ADMIN and NET_RAW capabilities, which the "${level}" Pod Security level forbids, so the pod would be rejected`,
         `label the namespace ${POD_SECURITY_ENFORCE_LABEL}=privileged (kubectl label ns ${namespace} ${POD_SECURITY_ENFORCE_LABEL}=privileged --overwrite), or run this client in a namespace that allows NET_ADMIN`,

@@ -41,6 +41,13 @@ void describe('webhook/options', () => {
     assert.deepEqual({ ...o.sidecar }, { ...SIDECAR, image: 'img:1', mode: 'auto' });
   });
 
+  void test("podSecurityDefault: privileged unless told (Kubernetes' own default); the file, env or flag; a bad level is named with the fix", () => {
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1' }, []).podSecurityDefault, 'privileged');
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'podSecurityDefault: baseline\n' }).podSecurityDefault, 'baseline');
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1', POD_SECURITY_DEFAULT: 'restricted' }, []).podSecurityDefault, 'restricted');
+    assert.match(parseError({ SIDECAR_IMAGE: 'img:1' }, ['--pod-security-default', 'Baseline']), /--pod-security-default.*"Baseline".*write one of privileged, baseline, restricted/);
+  });
+
   void test('file < env < flag; the image from the ConfigMap key file next to the config', () => {
     const fs = { '/cfg/config.yaml': CONFIG, '/cfg/sidecarImage': 'registry/multus-proxy:2\n' };
     const fromFile = parse({}, ['--config=/cfg/config.yaml'], fs);

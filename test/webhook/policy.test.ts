@@ -183,6 +183,20 @@ void describe('webhook/handlers podHandler', () => {
     assert.match(r.response.warnings?.[0] ?? '', /"restricted" Pod Security level forbids/);
   });
 
+  void test("a namespace without the enforce label is held to the cluster's default level the webhook was told (podSecurityDefault); its own label wins", async () => {
+    const cluster = fakeCluster({ namespaces: { ns: ENABLED, priv: { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'privileged' } } });
+    const h = podHandler({ cluster, sidecar: SIDECAR, podSecurityDefault: 'baseline' });
+    const asked = await h(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'ns'));
+    assert.equal(asked.response.allowed, false);
+    assert.equal(asked.reason, 'pod-security');
+    assert.match(asked.response.status?.message ?? '', /namespace ns \(no pod-security\.kubernetes\.io\/enforce label; the cluster default, webhook option podSecurityDefault\) "baseline".*label the namespace pod-security\.kubernetes\.io\/enforce=privileged/);
+    const labelled = await h(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'priv'));
+    assert.equal(labelled.outcome, 'injected');
+    // Unset (Kubernetes' own default, privileged): injected as before.
+    const unset = await podHandler({ cluster, sidecar: SIDECAR })(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'ns'));
+    assert.equal(unset.outcome, 'injected');
+  });
+
   void test('injection is idempotent: the injected pod, sent again (reinvocation), is left alone', async () => {
     const h = podHandler({ cluster: fakeCluster({ namespaces: { ns: ENABLED } }), sidecar: SIDECAR });
     const p = pod({ [SN]: 'a', [NETS]: 'a' });
