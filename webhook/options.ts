@@ -335,7 +335,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     namespaceCacheMs: get('namespaceCacheMs', 5_000),
     nadLookupTimeoutMs: get('nadLookupTimeoutMs', 2_000),
     drainMs: get('drainMs', 5_000),
-    podSecurityDefault: get('podSecurityDefault', 'privileged') as PodSecurityLevel,
+    podSecurityDefault: get('podSecurityDefault', 'privileged'),
     sidecar: {
       image: image ?? '',
       imagePullPolicy: get('sidecar.imagePullPolicy', 'IfNotPresent'),
