@@ -25,12 +25,15 @@ import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route } from './
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { conntrackScope, render, RenderCache } from './incremental.js';
 import { createExec, nftRestoreBinary, type Backend, type SpareExec } from './iptables.js';
-import type { FamilySync, RuleBackend } from './backend.js';
+import type { BackendName, FamilySync, RuleBackend, RuleBackendKind } from './backend.js';
+import { createNftBackend } from './nft/backend.js';
 import { createIptablesBackend } from './iptables-backend.js';
 import { applyRoutes, diffRoutes, readRoutes, type RoutePlan } from './routes.js';
 import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
 
 export interface DataplaneOptions {
+  /** Which rule back end writes the rules (default iptables). */
+  readonly rules?: RuleBackendKind;
   /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */
   readonly backend?: Backend | 'auto';
   /** Test hook: run every command under `ip netns exec <netns>`. Production leaves it unset. */
@@ -61,7 +64,7 @@ export interface SyncResult {
   readonly full: boolean;
   /** False when nothing had to change (no restore, no route, no flush ran). */
   readonly changed: boolean;
-  readonly backend: Backend;
+  readonly backend: BackendName;
   readonly families: readonly FamilySync[];
   readonly routesReplaced: number;
   readonly routesRemoved: number;
@@ -93,7 +96,7 @@ export interface Dataplane<S = DesiredState> {
    */
   checkDrift(opts: { deep: boolean }): Promise<string | undefined>;
   cleanup(): Promise<CleanupResult>;
-  backend(): Promise<Backend>;
+  backend(): Promise<BackendName>;
   /** Lets spare processes go (spareRestore); the dataplane still works after it, without spares. */
   close(): void;
 }
@@ -122,6 +125,9 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const exec = createExec(opts.netns, opts.spareRestore === true ? nftRestoreBinary : undefined);
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const families: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
+  const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
+  if (opts.rules === 'nftables' && layout !== SIDECAR_LAYOUT) throw new Error('the nftables back end renders only the sidecar layout so far; run the node agent with the iptables back end');
+  if (opts.rules === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec) }, renderState);
   const rules = createIptablesBackend(exec, { flavor: opts.backend ?? 'auto', families, layout });
   return applyLoop({ exec, rules, families, routeProto: layout.routeProto, logger: opts.logger }, renderState);
 }

@@ -14,6 +14,12 @@ import type { Backend } from './iptables.js';
 import type { IpFamily, Rendered } from './model.js';
 
 /** What a sync wrote, per transaction unit of the back end (an iptables family). */
+/** What a dataplane reports as its back end: the iptables flavour in use, or nftables. */
+export type BackendName = Backend | 'nftables';
+
+/** Which rule back end a dataplane writes with (both programs' `--backend`). */
+export type RuleBackendKind = 'iptables' | 'nftables';
+
 export interface FamilySync {
   readonly family: IpFamily;
   /** The transaction's input ('' when nothing changed). */
@@ -33,7 +39,7 @@ export interface BackendCleanup {
 
 export interface RuleBackend<R, X, P> {
   /** The tool flavour in use (decided once, possibly by probing the namespace). */
-  flavor(): Promise<Backend>;
+  flavor(): Promise<BackendName>;
   /** The rules of one render, as this back end writes them. */
   rules(rendered: Rendered): R;
   /**

@@ -1,5 +1,5 @@
 /**
- * The dataplane with real iptables and real traffic in network namespaces: load balancing,
+ * The dataplane with real iptables and real nftables (both back ends, the same tests) and real traffic in network namespaces: load balancing,
  * source address, endpoint changes, reject, IPv6, UDP with conntrack flush, session affinity.
  */
 import { after, before, describe, test } from 'node:test';
@@ -12,13 +12,13 @@ import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, save
 
 const udp = (eps: ReturnType<typeof endpoints>) => target('demo/dns', DNS_V4, 53, eps, { protocol: 'UDP', portName: 'dns' });
 
-void describe('sidecar dataplane: traffic', () => {
+for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar dataplane (${rules}): traffic`, () => {
   let env: Env;
   let dp: Dataplane;
   before(async () => {
     env = await createEnv(3);
     // As the sidecar runs it: restores through spare processes started ahead.
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules });
   });
   after(async () => {
     dp.close();
@@ -28,7 +28,7 @@ void describe('sidecar dataplane: traffic', () => {
   void test('300 requests to clusterIP:80 reach every backend in equal shares, from the client net1 address', async () => {
     const res = await dp.sync(state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]), { full: true });
     assert.equal(res.full, true);
-    assert.equal(res.backend, 'nft');
+    assert.equal(res.backend, rules === 'iptables' ? 'nft' : 'nftables');
     const replies = await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 300);
     const counts = tally(replies);
     const n = 300;
@@ -107,7 +107,8 @@ void describe('sidecar dataplane: traffic', () => {
   void test('sessionAffinity ClientIP: every connection goes to the same backend', async () => {
     // The UDP Service of the previous test stays, so only the web chain changes.
     const res = await dp.sync(state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT), { affinityTimeoutSeconds: 60 }), udp([])]), { full: false });
-    assert.deepEqual(res.families[0]?.changedChains, [`nat/${serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: WEB_V4 })}`]);
+    const webChain = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: WEB_V4 });
+    assert.deepEqual(res.families[0]?.changedChains, [rules === 'iptables' ? `nat/${webChain}` : webChain]);
     const counts = tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 40));
     assert.equal(counts.size, 1, `affinity broken: ${JSON.stringify([...counts])}`);
     // Without affinity the same client spreads again.
@@ -119,7 +120,7 @@ void describe('sidecar dataplane: traffic', () => {
     const other = target('demo/elsewhere', '10.96.0.77', 80, [ep('192.168.101.3', HTTP_PORT)], { network: { namespace: 'demo', name: 'red' } });
     const res = await dp.sync(state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT)), other]), { full: false });
     assert.equal(res.skipped.length, 1);
-    assert.doesNotMatch(await saveText(env), /10\.96\.0\.77/);
+    assert.doesNotMatch(rules === 'iptables' ? await saveText(env) : (await env.topo.run(env.client, ['nft', 'list', 'ruleset'])).stdout, /10\.96\.0\.77/);
     assert.doesNotMatch((await env.topo.run(env.client, ['ip', 'route', 'show', 'proto', '241'])).stdout, /10\.96\.0\.77/);
     const r = await httpRequests(env.topo, env.client, 'http://10.96.0.77:80/', 1, 1500);
     assert.notEqual(r[0]?.error, undefined);

@@ -9,6 +9,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { sameState, stateFingerprint } from '../../src/dataplane/state.js';
 import { planRestore } from '../../src/dataplane/restore.js';
+import { fullText, partialText, renderNft, type NftRuleset, type NftTarget } from '../../src/dataplane/nft/render.js';
 import { buildDesiredState, conntrackScope, render, RenderCache, StateMemo } from '../../src/dataplane/incremental.js';
 import type { Rendered } from '../../src/dataplane/model.js';
 import type { PodInterface } from '../../src/dataplane/model.js';
@@ -103,7 +104,7 @@ void describe('incremental state and render equal from-scratch ones', () => {
     assert.equal(sameState(a, { ...a, targets: [...a.targets] }), true);
   });
 
-  void test('a cached (patched) render equals an uncached one, and so does every restore plan', () => {
+  void test('a cached (patched) render equals an uncached one, and so does every restore plan (iptables) and table and change (nftables)', () => {
     let patched = 0;
     let flushes = 0;
     for (const seed of SEEDS) {
@@ -112,6 +113,10 @@ void describe('incremental state and render equal from-scratch ones', () => {
       const cache = new RenderCache();
       let prevCached: Rendered | undefined;
       let prevFresh: Rendered | undefined;
+      // The nftables back end's memo (per resolved target, as nft/backend.ts keeps it).
+      const nftMemo = new WeakMap<Parameters<typeof renderNft>[0][number], NftTarget>();
+      let prevNftCached: NftRuleset | undefined;
+      let prevNftFresh: NftRuleset | undefined;
       for (let i = 0; i < STEPS; i++) {
         const what = world.step();
         const state = memo.update(world.input()).state;
@@ -125,6 +130,15 @@ void describe('incremental state and render equal from-scratch ones', () => {
         for (const f of ['v4', 'v6'] as const) {
           assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false).text, planRestore(fresh[f], prevFresh?.[f], undefined, false).text, `${where}, IPv${f.slice(1)} plan`);
         }
+        // nftables: the memoized render of the patched targets equals a fresh one, whole and by difference.
+        const nftCached = renderNft(cached.resolution.targets, nftMemo);
+        const nftFresh = renderNft(fresh.resolution.targets);
+        assert.equal(fullText(nftCached), fullText(nftFresh), `${where}, nftables table`);
+        if (prevNftCached !== undefined && prevNftFresh !== undefined) {
+          assert.equal(partialText(nftCached, prevNftCached).text, partialText(nftFresh, prevNftFresh).text, `${where}, nftables plan`);
+        }
+        prevNftCached = nftCached;
+        prevNftFresh = nftFresh;
         // The dataplane looks only at the changed pairs for conntrack flushes: same flushes as looking at all.
         const prevTargets = prevCached?.resolution.targets;
         assert.deepEqual(planConntrack(...conntrackScope(prevTargets, cached.resolution.targets)), planConntrack(prevTargets, cached.resolution.targets), `${where}, conntrack`);

@@ -43,3 +43,42 @@ export function sampleState(): DesiredState {
     ],
   };
 }
+
+export const RED_IFACE: PodInterface = { network: RED, interface: 'net2', ipv4: ['192.168.102.2'], ipv6: [] };
+
+/** The smallest states that show each rule shape, shared by both back ends' golden tests. */
+export const SHAPE_STATES: Readonly<Record<'shape-dual-stack' | 'shape-sctp' | 'shape-terminating-only' | 'shape-networks', DesiredState>> = {
+  'shape-dual-stack': {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/dual', '10.96.1.20', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { portName: 'http' }),
+      target('demo/dual', 'fd00:10:96::114', 80, [ep('fd00:101::3', 8080), ep('fd00:101::4', 8080)], { portName: 'http' }),
+      target('demo/dual', 'fd00:10:96::114', 81, [], { portName: 'admin' }),
+    ],
+  },
+  'shape-sctp': {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/sctp', '10.96.1.30', 3868, [ep('192.168.101.3', 3868), ep('192.168.101.4', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
+      target('demo/sctp', '10.96.1.30', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
+      target('demo/sctp', 'fd00:10:96::11e', 3868, [ep('fd00:101::3', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
+      target('demo/sctp', 'fd00:10:96::11e', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
+    ],
+  },
+  'shape-terminating-only': {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/rolling', '10.96.1.40', 80, [ep('192.168.101.3', 8080, 'terminating'), ep('192.168.101.4', 8080, 'terminating'), ep('192.168.101.5', 8080, 'unready')]),
+      target('demo/gone', '10.96.1.41', 80, [ep('192.168.101.6', 8080, 'unready'), { ip: '192.168.101.7', port: 8080, ready: false, serving: false, terminating: true }]),
+    ],
+  },
+  'shape-networks': {
+    interfaces: [CLIENT_BLUE, RED_IFACE],
+    targets: [
+      target('demo/blue-svc', '10.96.1.50', 80, [ep('192.168.101.3', 8080)]),
+      target('demo/red-svc', '10.96.1.51', 80, [ep('192.168.102.3', 8080), ep('192.168.102.4', 8080)], { network: RED }),
+      target('demo/both', '10.96.1.52', 80, [ep('192.168.101.4', 80)]),
+      target('demo/both', '10.96.1.52', 80, [ep('192.168.102.5', 80)], { network: RED }),
+    ],
+  },
+};

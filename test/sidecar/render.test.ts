@@ -14,7 +14,7 @@ import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/routes.
 import { conntrackArgs, planConntrack } from '../../src/dataplane/conntrack.js';
 import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
-import { BLUE, CLIENT_BLUE, RED, ep, sampleState, target } from './render-fixtures.js';
+import { BLUE, CLIENT_BLUE, RED, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
 
 /** The sidecar's golden files live in test/golden/sidecar. */
 const golden = (name: string, actual: string): void => sharedGolden('sidecar', name, actual);
@@ -51,7 +51,6 @@ void describe('sidecar render: golden files', () => {
 
 /** One golden file per rule shape the renderer writes, each from the smallest state that shows it. */
 void describe('sidecar render: golden files per rule shape', () => {
-  const RED_IFACE = { network: RED, interface: 'net2', ipv4: ['192.168.102.2'], ipv6: [] };
   const full = (state: DesiredState, family: 4 | 6): string => planRestore(render(state)[family === 4 ? 'v4' : 'v6'], undefined, NOTHING_EXISTING, true).text;
   void test('session affinity on a Service with several ports', () => {
     const eps = (port: number) => [ep('192.168.101.3', port), ep('192.168.101.4', port), ep('192.168.101.5', port)];
@@ -66,51 +65,22 @@ void describe('sidecar render: golden files per rule shape', () => {
     golden('shape-affinity-ports.v4.rules', full(state, 4));
   });
   void test('a dual-stack Service: one chain and one route per family', () => {
-    const state: DesiredState = {
-      interfaces: [CLIENT_BLUE],
-      targets: [
-        target('demo/dual', '10.96.1.20', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { portName: 'http' }),
-        target('demo/dual', 'fd00:10:96::114', 80, [ep('fd00:101::3', 8080), ep('fd00:101::4', 8080)], { portName: 'http' }),
-        target('demo/dual', 'fd00:10:96::114', 81, [], { portName: 'admin' }),
-      ],
-    };
+    const state = SHAPE_STATES['shape-dual-stack'];
     golden('shape-dual-stack.v4.rules', full(state, 4));
     golden('shape-dual-stack.v6.rules', full(state, 6));
     golden('shape-dual-stack.routes', routeBatch(render(state).routes, 'replace'));
   });
   void test('SCTP, with and without endpoints, both families', () => {
-    const state: DesiredState = {
-      interfaces: [CLIENT_BLUE],
-      targets: [
-        target('demo/sctp', '10.96.1.30', 3868, [ep('192.168.101.3', 3868), ep('192.168.101.4', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
-        target('demo/sctp', '10.96.1.30', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
-        target('demo/sctp', 'fd00:10:96::11e', 3868, [ep('fd00:101::3', 3868)], { protocol: 'SCTP', portName: 'diameter' }),
-        target('demo/sctp', 'fd00:10:96::11e', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
-      ],
-    };
+    const state = SHAPE_STATES['shape-sctp'];
     golden('shape-sctp.v4.rules', full(state, 4));
     golden('shape-sctp.v6.rules', full(state, 6));
   });
   void test('terminating-only endpoints: serving ones get traffic; none serving: reject', () => {
-    const state: DesiredState = {
-      interfaces: [CLIENT_BLUE],
-      targets: [
-        target('demo/rolling', '10.96.1.40', 80, [ep('192.168.101.3', 8080, 'terminating'), ep('192.168.101.4', 8080, 'terminating'), ep('192.168.101.5', 8080, 'unready')]),
-        target('demo/gone', '10.96.1.41', 80, [ep('192.168.101.6', 8080, 'unready'), { ip: '192.168.101.7', port: 8080, ready: false, serving: false, terminating: true }]),
-      ],
-    };
+    const state = SHAPE_STATES['shape-terminating-only'];
     golden('shape-terminating-only.v4.rules', full(state, 4));
   });
   void test('several networks: each Service leaves through its own interface; a cluster IP on two networks is served once', () => {
-    const state: DesiredState = {
-      interfaces: [CLIENT_BLUE, RED_IFACE],
-      targets: [
-        target('demo/blue-svc', '10.96.1.50', 80, [ep('192.168.101.3', 8080)]),
-        target('demo/red-svc', '10.96.1.51', 80, [ep('192.168.102.3', 8080), ep('192.168.102.4', 8080)], { network: RED }),
-        target('demo/both', '10.96.1.52', 80, [ep('192.168.101.4', 80)]),
-        target('demo/both', '10.96.1.52', 80, [ep('192.168.102.5', 80)], { network: RED }),
-      ],
-    };
+    const state = SHAPE_STATES['shape-networks'];
     const r = render(state);
     golden('shape-networks.v4.rules', full(state, 4));
     golden('shape-networks.routes', routeBatch(r.routes, 'replace'));

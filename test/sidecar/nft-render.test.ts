@@ -1,0 +1,154 @@
+/**
+ * The nftables back end's rendering (src/dataplane/nft/render.ts): one golden file per rule shape
+ * (test/golden/nft), and every golden text loaded by the real `nft` into a namespace this test
+ * creates (full texts into an empty one, partial texts on top of the full text they follow).
+ * Regenerate with UPDATE_GOLDEN=1 (review the diff before committing).
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { golden as sharedGolden } from '../harness/golden.js';
+import { createTopology, type Pod, type Topology } from '../harness/netns.js';
+import { render } from '../../src/dataplane/incremental.js';
+import { cleanupText, fullText, partialText, planNft, renderNft, type NftRuleset } from '../../src/dataplane/nft/render.js';
+import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
+import type { DesiredState } from '../../src/dataplane/model.js';
+import { CLIENT_BLUE, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
+
+const golden = (name: string, actual: string): void => sharedGolden('nft', name, actual);
+const nft = (state: DesiredState): NftRuleset => renderNft(render(state).resolution.targets);
+const withTargets = (s: DesiredState, targets: DesiredState['targets']): DesiredState => ({ ...s, targets });
+
+const eps = (port: number) => [ep('192.168.101.3', port), ep('192.168.101.4', port), ep('192.168.101.5', port)];
+
+/** Each shape: its state; full text golden `<name>.nft`. */
+const SHAPES: Record<string, DesiredState> = {
+  sample: sampleState(),
+  'shape-affinity-ports': {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/sticky', '10.96.1.10', 80, eps(8080), { portName: 'http', affinityTimeoutSeconds: 600 }),
+      target('demo/sticky', '10.96.1.10', 53, eps(5353), { portName: 'dns', protocol: 'UDP', affinityTimeoutSeconds: 600 }),
+      target('demo/sticky6', 'fd00:10:96::10a', 80, [ep('fd00:101::3', 8080), ep('fd00:101::4', 8080)], { portName: 'http', affinityTimeoutSeconds: 10800 }),
+    ],
+  },
+  'shape-dual-stack': SHAPE_STATES['shape-dual-stack'],
+  'shape-sctp': SHAPE_STATES['shape-sctp'],
+  'shape-terminating-only': SHAPE_STATES['shape-terminating-only'],
+  'shape-networks': SHAPE_STATES['shape-networks'],
+  empty: { interfaces: [CLIENT_BLUE], targets: [] },
+};
+
+/** The partial sync of the iptables golden of the same name: a Service added, one removed, one endpoint added, one Service lost its last endpoint, one gained affinity. */
+function partialCase(): { before: DesiredState; after: DesiredState } {
+  const before = sampleState();
+  const after = withTargets(before, [
+    ...before.targets
+      .filter((t) => t.service !== 'demo/sig')
+      .map((t) =>
+        t.service === 'demo/web' && t.family === 4
+          ? { ...t, endpoints: [...t.endpoints, ep('192.168.101.9', 8080)], affinityTimeoutSeconds: 300 }
+          : t.service === 'demo/dns'
+            ? { ...t, endpoints: [] }
+            : t,
+      ),
+    target('demo/new', '10.96.0.60', 8080, [ep('192.168.101.3', 8080)]),
+  ]);
+  return { before, after };
+}
+
+void describe('nftables render: golden files per rule shape', () => {
+  for (const [name, state] of Object.entries(SHAPES)) {
+    void test(`${name}: the whole table`, () => golden(`${name}.nft`, fullText(nft(state))));
+  }
+  void test('partial sync: only the changed Service ports, map and set elements by difference', () => {
+    const { before, after } = partialCase();
+    const plan = planNft(nft(after), nft(before), false);
+    assert.equal(plan.full, false);
+    golden('shape-partial-sync.nft', plan.text);
+    golden('shape-partial-sync-back.nft', partialText(nft(before), nft(after)).text);
+  });
+  void test('one endpoint leaves one Service: one chain flushed and refilled, nothing else named', () => {
+    const s = sampleState();
+    const changed = withTargets(
+      s,
+      s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.filter((e) => e.ip !== '192.168.101.5') } : t)),
+    );
+    const text = partialText(nft(changed), nft(s)).text;
+    golden('sample-endpoint-removed.nft', text);
+    assert.equal(text.split('\n').filter((l) => l !== '').length, 2, text);
+  });
+  void test('nothing changed: no text; order of input does not matter', () => {
+    const s = sampleState();
+    assert.equal(partialText(nft(s), nft(s)).text, '');
+    const shuffled = withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() })));
+    assert.equal(partialText(nft(shuffled), nft(s)).text, '');
+  });
+  void test('a cluster IP, protocol and port twice: the first keeps the map element', () => {
+    const r = nft({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', '10.96.2.1', 80, [ep('192.168.101.3', 80)]), target('demo/b', '10.96.2.1', 80, [ep('192.168.101.4', 80)])] });
+    assert.equal(r.targets.size, 1);
+    assert.match(fullText(r), /dnat ip to 192\.168\.101\.3:80/);
+  });
+});
+
+void describe('nftables render: parsers', () => {
+  void test('nft error line, chain listing, element count', () => {
+    assert.equal(nftFailedLine('/dev/stdin:12:3-8: Error: syntax error, unexpected reject\n'), 12);
+    assert.equal(nftFailedLine('Error: Could not process rule: No such file or directory\n'), undefined);
+    assert.deepEqual([...parseNftChains('table inet x {\n\tchain a {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tip daddr 1.2.3.4 accept\n\t}\n\tchain b {\n\t}\n}\n')], [
+      ['a', 1],
+      ['b', 0],
+    ]);
+    assert.equal(countElements('map m {\n\ttype ipv4_addr : verdict\n\telements = { 1.2.3.4 : goto a,\n\t\t5.6.7.8 : goto b }\n}'), 2);
+    assert.equal(countElements('set s {\n\ttype ipv4_addr\n}'), 0);
+  });
+});
+
+void describe('nftables render: the real nft loads every golden text', () => {
+  let topo: Topology;
+  let pod: Pod;
+  before(async () => {
+    topo = await createTopology();
+    pod = await topo.addPod('client');
+  });
+  after(async () => topo?.teardown());
+  const load = async (text: string): Promise<void> => {
+    const r = await topo.run(pod, ['nft', '-f', '-'], { input: text, allowFail: true });
+    assert.equal(r.code, 0, `nft -f failed: ${r.stderr}\n${text}`);
+  };
+  const listing = async (): Promise<string> => (await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
+
+  void test('each full text loads (twice: the second replaces the first), and the listing matches what was written', async () => {
+    for (const state of Object.values(SHAPES)) {
+      const r = nft(state);
+      await load(fullText(r));
+      await load(fullText(r));
+      assert.equal(compareTable(r, await listing()), undefined);
+    }
+  });
+  void test('partial texts apply on top of the state they follow, and the table then equals the full text of the new state', async () => {
+    const { before: b, after: a } = partialCase();
+    await load(fullText(nft(b)));
+    await load(partialText(nft(a), nft(b)).text);
+    assert.equal(compareTable(nft(a), await listing()), undefined);
+    const afterPartial = await listing();
+    await load(fullText(nft(a)));
+    assert.deepEqual(normalise(afterPartial), normalise(await listing()), 'partial and full give the same table');
+    await load(partialText(nft(b), nft(a)).text);
+    assert.equal(compareTable(nft(b), await listing()), undefined);
+  });
+  void test('cleanup removes the table, and works when there is none', async () => {
+    await load(cleanupText());
+    await load(cleanupText());
+    const r = await topo.run(pod, ['nft', 'list', 'tables'], { allowFail: true });
+    assert.doesNotMatch(r.stdout, /multus_proxy/);
+  });
+});
+
+/** A listing's lines sorted, element lists split: the kernel's order of set elements is not ours. */
+function normalise(listing: string): string[] {
+  return listing
+    .split(/[\n,{}]/)
+    .map((l) => l.trim().replace(/^elements = /, ''))
+    .filter((l) => l !== '')
+    .sort();
+}
