@@ -15,12 +15,12 @@ export default tseslint.config(
     },
   },
   {
-    files: ['eslint.config.js', 'scripts/*.mjs'],
+    files: ['eslint.config.js', 'scripts/*.mjs', 'deploy/helm/*/files/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     // Plain Node scripts: declare the Node globals they use (no type information there).
     languageOptions: {
       parserOptions: { project: false, projectService: false },
-      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly' },
+      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', Buffer: 'readonly', fetch: 'readonly', setTimeout: 'readonly' },
     },
   },
 );

@@ -83,6 +83,9 @@ priorityClassName: {{ . }}
 {{- if not (has .Values.webhook.failurePolicy (list "Fail" "Ignore")) }}
 {{- fail (printf "webhook.failurePolicy=%q: use Fail or Ignore" .Values.webhook.failurePolicy) }}
 {{- end }}
+{{- if not (has .Values.webhook.podSecurityDefault (list "privileged" "baseline" "restricted")) }}
+{{- fail (printf "webhook.podSecurityDefault=%q: use privileged, baseline or restricted" .Values.webhook.podSecurityDefault) }}
+{{- end }}
 {{- if and (eq .Values.certificates.mode "secret") (not .Values.certificates.secret.caBundle) }}
 {{- fail "certificates.secret.caBundle is required when certificates.mode=secret: the PEM of the CA that signed the Secret's certificate" }}
 {{- end }}
@@ -128,4 +131,13 @@ spec:
         readOnlyRootFilesystem: true
         capabilities:
           drop: [ALL]
+{{- end -}}
+
+
+{{/* Annotations of the node agent cleanup hook's objects (pre-delete), with their weight. */}}
+{{- define "multus-proxy.cleanupHook" -}}
+annotations:
+  helm.sh/hook: pre-delete
+  helm.sh/hook-weight: {{ . | quote }}
+  helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
 {{- end -}}
