@@ -19,8 +19,9 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, smuggledInterface, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { BadAddresses, SmuggledInterface } from './tenant.js';
+import { badAddresses, installAgent, nadReachesHost, smuggledInterface, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, SmuggledInterface } from './tenant.js';
+import { uninstallAgent } from './nodeport.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
@@ -148,7 +149,7 @@ void describe('real node', { concurrency: 1 }, () => {
     const o: OutOfReach = { attempts: [] };
     const r = await guard(node, log, outOfReach(tenant, o));
     for (const a of o.attempts) assert.ok(a.denied, `${a.what}: ${a.code === 0 ? 'ALLOWED' : `refused, but not by RBAC: ${a.stderr}`}`);
-    assert.equal(o.attempts.length, 5);
+    assert.equal(o.attempts.length, 7);
     guarded('out of reach', r);
   });
 
@@ -211,6 +212,23 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(o.ready, 'the pod stays Ready (docs/decisions.md)');
     assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
     guarded('smuggled interface', r);
+  });
+
+  void test("tenant: a NAD's node-address-range never reaches the host: another namespace's address, a /15, the node's bridge as master", { timeout: 600_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const iface = await installAgent(node);
+    log(`  node agent installed, ${iface} holds the admin's node address`);
+    const o: AgentAttack = { victim: '', routeGet: [], events: [], annotated: [] };
+    try {
+      const r = await guard(node, log, nadReachesHost(node, tenant, o));
+      log(`  victim ${o.victim}; ip route get: ${o.routeGet.join(' | ')}; events: ${o.events.join(' | ')}`);
+      for (const a of o.annotated) assert.equal(a.code, 0, `the NAD's owner may write it: ${a.stderr}`);
+      for (const g of o.routeGet) assert.doesNotMatch(g, /^local /, `the host took ${o.victim} as its own`);
+      assert.ok(o.events.some((e) => e.includes('node-address-range')), `an Event says the NAD's node-address-range is not used: ${o.events.join(' | ')}`);
+      guarded('NAD reaches the host', r);
+    } finally {
+      await uninstallAgent(node, log);
+    }
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {

@@ -131,6 +131,21 @@ export async function hostNetwork(): Promise<string[]> {
   return out.sort();
 }
 
+/**
+ * hostNetwork() once it holds still (two reads 2 s apart agree, at most 20 s): a link just created
+ * (the node agent's) gets its IPv6 link-local route only after duplicate address detection.
+ */
+export async function settledHostNetwork(): Promise<string[]> {
+  let last = await hostNetwork();
+  for (let i = 0; i < 10; i++) {
+    await delay(2_000);
+    const now = await hostNetwork();
+    if (JSON.stringify(now) === JSON.stringify(last)) return now;
+    last = now;
+  }
+  throw new Error(`the host's links, addresses and routes kept changing for 20 s before the attack:\n${last.join('\n')}`);
+}
+
 // --- the blog's traffic beside the attacks ------------------------------------------------------
 
 export interface Traffic {
@@ -220,7 +235,7 @@ export interface GuardReport {
 
 /** Runs one attack inside the checks every attack shares (module comment). Throws on the attack's own assertions. */
 export async function guard(node: RealNode, log: (m: string) => void, a: Attack): Promise<GuardReport> {
-  const hostBefore = await hostNetwork();
+  const hostBefore = await settledHostNetwork();
   const traffic = startTraffic(node);
   let curls: string[];
   let followUpMs: number;
@@ -292,6 +307,9 @@ export function outOfReach(t: Tenant, out: OutOfReach): Attack {
         },
         { what: 'create an EndpointSlice managed by the controller', args: ['create', '-f', '-'], input: JSON.stringify(slice), verb: 'create', resource: 'endpointslices', group: 'discovery.k8s.io' },
         { what: "read the blog's slices in namespace default", args: ['get', 'endpointslices', '-n', 'default'], verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io' },
+        // The node agent's addresses come from the Node (admin-owned): out of the tenant's reach.
+        { what: 'give the node an address on its network (Node annotation)', args: ['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}=${t.namespace}/macvlan1=10.1.1.1/24`], verb: 'get', resource: 'nodes' },
+        { what: "rewrite the network-status of a pod in namespace default", args: ['annotate', 'pod', '-n', 'default', CLIENT, `${NETWORK_STATUS_ANNOTATION}=[]`, '--overwrite'], verb: 'get', resource: 'pods' },
       ];
       for (const x of tries) {
         const r = await t.kubectl(x.args, { input: x.input });
