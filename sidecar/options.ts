@@ -7,7 +7,7 @@
 import { parseFlags, type Flag, type Program } from '../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
-import { DEFAULT_HEALTH_PORT, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
 
 type Key = keyof SidecarOptions;
 
@@ -32,6 +32,7 @@ const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | '
   retryMinMs: { def: 1_000, min: 10, max: 600_000 },
   retryMaxMs: { def: 30_000, min: 10, max: 3_600_000 },
   stuckAfterMs: { def: 120_000, min: 1_000, max: 86_400_000 },
+  maxServicesPerNetwork: { def: DEFAULT_MAX_SERVICES_PER_NETWORK, min: 1, max: 1_000_000 },
 };
 
 const OBJECT = 'sidecar options';
@@ -53,6 +54,7 @@ const HELP: Record<Key, { value: string; help: string }> = {
   retryMaxMs: { value: 'MS', help: 'and doubles up to here' },
   stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
+  maxServicesPerNetwork: { value: 'N', help: 'serve at most this many Services per network (the first in namespace/name order); an Event and a metric say when more exist' },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
 };
 
@@ -123,6 +125,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     stuckAfterMs: integer('stuckAfterMs'),
     iptablesBackend: iptablesBackend ?? 'auto',
     annotationsFile: raw('annotationsFile'),
+    maxServicesPerNetwork: integer('maxServicesPerNetwork'),
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {

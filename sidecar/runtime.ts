@@ -33,6 +33,8 @@ import { sameState, stateSize } from '../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
+import { ServiceCap, type CapResult } from './service-cap.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
 const PROBLEM_REPEAT_MS = 5 * 60_000;
@@ -50,6 +52,8 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly annotationsFile?: string | undefined;
   /** Re-read that file this often besides watching it (tests shorten it). */
   readonly annotationsPollMs?: number;
+  /** Services served per network at most (sidecar/service-cap.ts); unset: the default. */
+  readonly maxServicesPerNetwork?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
 }
@@ -179,9 +183,37 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
 
   // Remembers the last state's per-Service work: a sync redoes only the Services whose objects changed.
   const memo = new StateMemo();
+  const cap = new ServiceCap(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
+  let overText = '';
+  let overNets: string[] = [];
+  /** Says once per change which Services the cap leaves out (logged by name, an Event, the metric). */
+  function noteCap(over: CapResult['over']): void {
+    const text = JSON.stringify(over);
+    if (text === overText) return;
+    overText = text;
+    for (const net of overNets) if (!over.some((o) => o.network === net)) {
+      deps.metrics.servicesDropped(net, 0);
+      log.info({ network: net, cap: cap.cap }, 'Services on the network are within the cap again; all are served');
+    }
+    overNets = over.map((o) => o.network);
+    for (const o of over) {
+      deps.metrics.servicesDropped(o.network, o.dropped.length);
+      log.warn({ network: o.network, cap: cap.cap, total: o.total, dropped: o.dropped }, 'more Services than the cap on this network; the last in namespace/name order are not served');
+      const first = o.dropped.slice(0, 5).join(', ');
+      say([
+        {
+          type: 'Warning',
+          reason: 'ServiceCapReached',
+          message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${cap.cap}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
+        },
+      ]);
+    }
+  }
   const loop = createSyncLoop(options, {
     compute: () => {
-      const out = memo.update({ interfaces: podInterfaces(served, status), services: services.list(), slices: slices?.list() ?? [] });
+      const capped = cap.apply(services.list(), served);
+      noteCap(capped.over);
+      const out = memo.update({ interfaces: podInterfaces(served, status), services: capped.services, slices: slices?.list() ?? [] });
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },

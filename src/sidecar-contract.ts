@@ -30,6 +30,12 @@ export interface SidecarOptions {
    * the webhook mounts it, so the sidecar needs no right to read pods. Unset: it watches its pod.
    */
   readonly annotationsFile: string | undefined;
+  /**
+   * At most this many Services are served per network; past it, the first ones in namespace/name
+   * order are kept (sidecar/service-cap.ts), with an Event and a metric. Bounds the sidecar's
+   * memory whatever a tenant creates on a shared network.
+   */
+  readonly maxServicesPerNetwork: number;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -46,11 +52,15 @@ export const OPTION_SOURCES = {
   stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },
   iptablesBackend: { env: 'IPTABLES_BACKEND', flag: 'iptables-backend' },
   annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
+  maxServicesPerNetwork: { env: 'MAX_SERVICES_PER_NETWORK', flag: 'max-services-per-network' },
 } as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
 
 /** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */
 export const POD_INFO_DIR = '/etc/multus-proxy/podinfo';
 export const POD_ANNOTATIONS_FILE = `${POD_INFO_DIR}/annotations`;
+
+/** The default of maxServicesPerNetwork (the webhook injects its own setting, the same by default). */
+export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;
 
 /** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
 export const DEFAULT_HEALTH_PORT = 9180;

@@ -15,6 +15,7 @@
  *     mode: auto                            # native | regular | auto
  *     privileged: false
  *     healthPort: 9180
+ *     maxServicesPerNetwork: 2000
  *     logLevel: info
  *     command: [node, /app/dist/sidecar.js]
  *     args: []
@@ -23,7 +24,7 @@
 import { ANY_HOST } from '../src/health.js';
 import { dirname, join } from 'node:path';
 import { load } from 'js-yaml';
-import { DEFAULT_HEALTH_PORT } from '../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
 import { helpText, parseFlags, type Program } from '../src/cli.js';
 
@@ -50,6 +51,8 @@ export interface SidecarConfig {
   readonly resources: ResourceRequirements;
   /** Lifetime asked for the sidecar's projected service-account token; kubelet renews it at 80%. */
   readonly tokenExpirationSeconds: number;
+  /** The sidecar's MAX_SERVICES_PER_NETWORK: Services served per network at most. */
+  readonly maxServicesPerNetwork: number;
 }
 
 export interface WebhookOptions {
@@ -149,6 +152,13 @@ export const SETTINGS = {
   'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', help: 'run the sidecar privileged (only where capabilities are not enough)', kind: { type: 'bool' } },
   'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', help: "the sidecar's health port (its HEALTH_PORT); the probes point here", kind: { type: 'int', min: 1, max: 65535 } },
   'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', help: "the sidecar's log level (default: the webhook's)", kind: { type: 'enum', values: LOG_LEVELS } },
+  'sidecar.maxServicesPerNetwork': {
+    file: ['sidecar', 'maxServicesPerNetwork'],
+    env: 'SIDECAR_MAX_SERVICES_PER_NETWORK',
+    flag: 'sidecar-max-services-per-network',
+    help: "Services a sidecar serves per network at most (its MAX_SERVICES_PER_NETWORK); the first in namespace/name order",
+    kind: { type: 'int', min: 1, max: 1_000_000 },
+  },
   'sidecar.command': { file: ['sidecar', 'command'], kind: { type: 'strings' } },
   'sidecar.args': { file: ['sidecar', 'args'], kind: { type: 'strings' } },
   'sidecar.resources': { file: ['sidecar', 'resources'], kind: { type: 'resources' } },
@@ -347,6 +357,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       args: get('sidecar.args', [] as string[]),
       resources: get('sidecar.resources', { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } }),
       tokenExpirationSeconds: get('sidecar.tokenExpirationSeconds', 3607),
+      maxServicesPerNetwork: get('sidecar.maxServicesPerNetwork', DEFAULT_MAX_SERVICES_PER_NETWORK),
     },
   });
 }

@@ -337,6 +337,7 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
       args: [],
       resources: {},
       tokenExpirationSeconds: 3600,
+      maxServicesPerNetwork: 2000,
     };
     sidecar = sidecarContainer(cfg, 'token', true);
   });

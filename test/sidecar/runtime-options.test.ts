@@ -21,6 +21,7 @@ void test('defaults: pod from the downward API variables, documented intervals',
     stuckAfterMs: 120_000,
     iptablesBackend: 'auto',
     annotationsFile: undefined,
+    maxServicesPerNetwork: 2000,
     cleanup: false,
   });
 });

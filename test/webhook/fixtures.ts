@@ -21,6 +21,7 @@ export const SIDECAR: SidecarConfig = {
   args: [],
   resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
   tokenExpirationSeconds: 3607,
+  maxServicesPerNetwork: 2000,
 };
 
 export const ENABLED = { 'multus-proxy-injection': 'enabled' };
