@@ -134,10 +134,95 @@ spec:
 {{- end -}}
 
 
-{{/* Annotations of the node agent cleanup hook's objects (pre-delete), with their weight. */}}
-{{- define "multus-proxy.cleanupHook" -}}
+{{/* Annotations of an uninstall hook's objects: (list phase weight). Hook objects are not part of
+the release: each is deleted when its hook succeeded, and before a new one is created. */}}
+{{- define "multus-proxy.hookAnnotations" -}}
 annotations:
-  helm.sh/hook: pre-delete
-  helm.sh/hook-weight: {{ . | quote }}
+  helm.sh/hook: {{ index . 0 }}
+  helm.sh/hook-weight: {{ index . 1 | quote }}
   helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end -}}
+
+{{/* An uninstall hook: its ConfigMap (files/uninstall-hook.mjs) and the Job that runs it with its
+ServiceAccount. dict: root, name, namespace, phase, args. */}}
+{{- define "multus-proxy.hookJob" -}}
+{{- $r := .root }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "multus-proxy.labels" $r | nindent 4 }}
+  {{- include "multus-proxy.hookAnnotations" (list .phase "-10") | nindent 2 }}
+data:
+  uninstall-hook.mjs: |
+    {{- $r.Files.Get "files/uninstall-hook.mjs" | nindent 4 }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "multus-proxy.labels" $r | nindent 4 }}
+  {{- include "multus-proxy.hookAnnotations" (list .phase "-10") | nindent 2 }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .name }}
+  namespace: {{ .namespace }}
+  labels:
+    {{- include "multus-proxy.labels" $r | nindent 4 }}
+    app.kubernetes.io/name: multus-proxy
+    app.kubernetes.io/component: uninstall
+  {{- include "multus-proxy.hookAnnotations" (list .phase "0") | nindent 2 }}
+spec:
+  backoffLimit: 2
+  activeDeadlineSeconds: {{ add $r.Values.nodeAgent.cleanupTimeoutSeconds 60 }}
+  template:
+    metadata:
+      labels:
+        app.kubernetes.io/name: multus-proxy
+        app.kubernetes.io/component: uninstall
+    spec:
+      restartPolicy: Never
+      serviceAccountName: {{ .name }}
+      {{- include "multus-proxy.imagePullSecrets" $r | nindent 6 }}
+      securityContext:
+        runAsNonRoot: true
+        runAsUser: 65532
+        runAsGroup: 65532
+        seccompProfile:
+          type: RuntimeDefault
+      containers:
+        - name: uninstall
+          image: {{ include "multus-proxy.image" $r }}
+          imagePullPolicy: {{ $r.Values.image.pullPolicy }}
+          command: [node, /hook/uninstall-hook.mjs]
+          args:
+            {{- toYaml .args | nindent 12 }}
+          env:
+            - name: NODE_EXTRA_CA_CERTS
+              value: /var/run/secrets/kubernetes.io/serviceaccount/ca.crt
+          resources:
+            requests:
+              cpu: 10m
+              memory: 48Mi
+            limits:
+              memory: 128Mi
+          securityContext:
+            allowPrivilegeEscalation: false
+            readOnlyRootFilesystem: true
+            capabilities:
+              drop: [ALL]
+          volumeMounts:
+            - name: hook
+              mountPath: /hook
+              readOnly: true
+      volumes:
+        - name: hook
+          configMap:
+            name: {{ .name }}
 {{- end -}}
