@@ -31,7 +31,7 @@ import { podEventWriter } from './problems.js';
 const STOP_DEADLINE_MS = 5_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
-  const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log });
+  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log });
   try {
     const done = await dataplane.cleanup();
     log.info({ backend: await dataplane.backend(), routesRemoved: done.routesRemoved }, 'cleanup: our rules and routes removed');
@@ -58,7 +58,7 @@ async function main(): Promise<void> {
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const metrics = createSidecarMetrics();
   // Spare restore processes: a change skips a process start on its way to the kernel.
-  const dataplane = createDataplane({ backend: opts.iptablesBackend, logger: log, spareRestore: true });
+  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log, spareRestore: true });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
   const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, metrics.registry, opts.healthPort, opts.healthHost);

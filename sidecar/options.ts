@@ -7,7 +7,7 @@
 import { parseFlags, type Flag, type Program } from '../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
-import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
 
 type Key = keyof SidecarOptions;
 
@@ -25,7 +25,7 @@ export interface ParsedOptions extends SidecarOptions {
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
-const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'annotationsFile'>, { def: number; min: number; max: number }> = {
+const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile'>, { def: number; min: number; max: number }> = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
   minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
   driftCheckIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
@@ -55,10 +55,11 @@ const HELP: Record<Key, { value: string; help: string }> = {
   stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
   maxServicesPerNetwork: { value: 'N', help: 'serve at most this many Services per network (the first in namespace/name order); an Event and a metric say when more exist' },
+  backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (iptables for now); the one that starts removes the other\'s rules' },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
 };
 
-const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto' };
+const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto' };
 
 /** The sidecar's flags and variables, for parsing and for --help. */
 export const SIDECAR_PROGRAM: Program = {
@@ -112,6 +113,11 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   if (iptablesBackend === undefined) {
     problems.push(formatInputError(OBJECT, inputError(describe('iptablesBackend'), backendRaw, 'is not a known back end', `write one of ${BACKENDS.join(', ')}`)));
   }
+  const ruleRaw = raw('backend') ?? 'auto';
+  const backend = RULE_BACKENDS.find((b) => b === ruleRaw);
+  if (backend === undefined) {
+    problems.push(formatInputError(OBJECT, inputError(describe('backend'), ruleRaw, 'is not a known rule back end', `write one of ${RULE_BACKENDS.join(', ')}`)));
+  }
   const options: ParsedOptions = {
     podName,
     podNamespace,
@@ -124,6 +130,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     retryMaxMs: integer('retryMaxMs'),
     stuckAfterMs: integer('stuckAfterMs'),
     iptablesBackend: iptablesBackend ?? 'auto',
+    backend: backend ?? 'auto',
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
     cleanup,

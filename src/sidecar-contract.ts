@@ -7,6 +7,10 @@
 
 export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 
+/** Which rule back end the sidecar writes with; auto is iptables for now (docs/decisions.md). */
+export type RuleBackendChoice = 'auto' | 'iptables' | 'nftables';
+export const RULE_BACKENDS: readonly RuleBackendChoice[] = ['auto', 'iptables', 'nftables'];
+
 export interface SidecarOptions {
   /** The pod this sidecar runs in (downward API). */
   readonly podName: string;
@@ -25,6 +29,8 @@ export interface SidecarOptions {
   /** Liveness turns false when one sync has been running longer than this. */
   readonly stuckAfterMs: number;
   readonly iptablesBackend: IptablesBackend;
+  /** iptables or nftables; whichever starts removes the other's rules. */
+  readonly backend: RuleBackendChoice;
   /**
    * The pod's annotations as the kubelet writes them into a downwardAPI volume (`metadata.annotations`);
    * the webhook mounts it, so the sidecar needs no right to read pods. Unset: it watches its pod.
@@ -51,6 +57,7 @@ export const OPTION_SOURCES = {
   retryMaxMs: { env: 'SYNC_RETRY_MAX_MS', flag: 'sync-retry-max-ms' },
   stuckAfterMs: { env: 'SYNC_STUCK_AFTER_MS', flag: 'sync-stuck-after-ms' },
   iptablesBackend: { env: 'IPTABLES_BACKEND', flag: 'iptables-backend' },
+  backend: { env: 'DATAPLANE_BACKEND', flag: 'backend' },
   annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
   maxServicesPerNetwork: { env: 'MAX_SERVICES_PER_NETWORK', flag: 'max-services-per-network' },
 } as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;

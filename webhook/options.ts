@@ -17,6 +17,7 @@
  *     healthPort: 9180
  *     maxServicesPerNetwork: 2000
  *     logLevel: info
+ *     backend: auto                         # iptables | nftables | auto (iptables for now)
  *     command: [node, /app/dist/sidecar.js]
  *     args: []
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
@@ -24,7 +25,7 @@
 import { ANY_HOST } from '../src/health.js';
 import { dirname, join } from 'node:path';
 import { load } from 'js-yaml';
-import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, type RuleBackendChoice } from '../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
 import { helpText, parseFlags, type Program } from '../src/cli.js';
 
@@ -46,6 +47,8 @@ export interface SidecarConfig {
   /** The sidecar's /healthz, /readyz, /metrics port (its HEALTH_PORT); the probes point here. */
   readonly healthPort: number;
   readonly logLevel: string;
+  /** The sidecar's rule back end (its DATAPLANE_BACKEND; auto leaves the variable out). */
+  readonly backend: RuleBackendChoice;
   readonly command: readonly string[];
   readonly args: readonly string[];
   readonly resources: ResourceRequirements;
@@ -151,6 +154,7 @@ export const SETTINGS = {
   'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)', kind: { type: 'enum', values: MODES } },
   'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', help: 'run the sidecar privileged (only where capabilities are not enough)', kind: { type: 'bool' } },
   'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', help: "the sidecar's health port (its HEALTH_PORT); the probes point here", kind: { type: 'int', min: 1, max: 65535 } },
+  'sidecar.backend': { file: ['sidecar', 'backend'], env: 'SIDECAR_BACKEND', flag: 'sidecar-backend', help: "the sidecar's rule back end: iptables, nftables or auto (iptables for now)", kind: { type: 'enum', values: RULE_BACKENDS } },
   'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', help: "the sidecar's log level (default: the webhook's)", kind: { type: 'enum', values: LOG_LEVELS } },
   'sidecar.maxServicesPerNetwork': {
     file: ['sidecar', 'maxServicesPerNetwork'],
@@ -353,6 +357,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       privileged: get('sidecar.privileged', false),
       healthPort: get('sidecar.healthPort', DEFAULT_HEALTH_PORT),
       logLevel: get('sidecar.logLevel', logLevel),
+      backend: get('sidecar.backend', 'auto'),
       command: get('sidecar.command', DEFAULT_SIDECAR_COMMAND),
       args: get('sidecar.args', [] as string[]),
       resources: get('sidecar.resources', { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } }),

@@ -32,8 +32,13 @@ import { applyRoutes, diffRoutes, readRoutes, type RoutePlan } from './routes.js
 import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
 
 export interface DataplaneOptions {
-  /** Which rule back end writes the rules (default iptables). */
-  readonly rules?: RuleBackendKind;
+  /**
+   * Which rule back end writes the rules: iptables, nftables, or auto (default). auto is iptables
+   * for now (docs/decisions.md: nftables becomes auto's choice, where probeNftables passes, once
+   * the node agent's rules and the real-node suite run on it). Whichever runs, its first sync
+   * removes what the other one left (switching back ends on a running pod).
+   */
+  readonly rules?: RuleBackendKind | 'auto';
   /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */
   readonly backend?: Backend | 'auto';
   /** Test hook: run every command under `ip netns exec <netns>`. Production leaves it unset. */
@@ -101,6 +106,9 @@ export interface Dataplane<S = DesiredState> {
   close(): void;
 }
 
+/** A failure that only says the other back end's tool is not installed (then it never ran here). */
+const MISSING_TOOL = /exit 127|ENOENT/;
+
 /** What the last successful sync applied; R is the back end's rules. */
 interface Applied<R> {
   readonly rules: R;
@@ -125,16 +133,21 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const exec = createExec(opts.netns, opts.spareRestore === true ? nftRestoreBinary : undefined);
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const families: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
+  const kind: RuleBackendKind = opts.rules === 'nftables' ? 'nftables' : 'iptables';
+  if (kind === 'nftables' && layout !== SIDECAR_LAYOUT) throw new Error('the nftables back end renders only the sidecar layout so far; run the node agent with --backend iptables');
+  const iptables = (flavor: Backend | 'auto'): ReturnType<typeof createIptablesBackend> => createIptablesBackend(exec, { flavor, families, layout });
   const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
-  if (opts.rules === 'nftables' && layout !== SIDECAR_LAYOUT) throw new Error('the nftables back end renders only the sidecar layout so far; run the node agent with the iptables back end');
-  if (opts.rules === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec) }, renderState);
-  const rules = createIptablesBackend(exec, { flavor: opts.backend ?? 'auto', families, layout });
-  return applyLoop({ exec, rules, families, routeProto: layout.routeProto, logger: opts.logger }, renderState);
+  if (kind === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec), others: [iptables('nft'), iptables('legacy')] }, renderState);
+  // Our nftables table exists only where the sidecar layout's nftables back end ran.
+  const others = layout === SIDECAR_LAYOUT ? [createNftBackend(exec)] : [];
+  return applyLoop({ ...parts, rules: iptables(opts.backend ?? 'auto'), others }, renderState);
 }
 
 interface LoopParts<R, X, P> {
   readonly exec: SpareExec;
   readonly rules: RuleBackend<R, X, P>;
+  /** The other back ends: whatever they left is removed after this process's first successful write. */
+  readonly others: readonly Pick<RuleBackend<unknown, unknown, unknown>, 'cleanup'>[];
   readonly families: readonly IpFamily[];
   readonly routeProto: number;
   readonly logger?: Logger;
@@ -143,6 +156,8 @@ interface LoopParts<R, X, P> {
 /** The apply loop around one rule back end: routes, conntrack and the serial order are the same for every back end. */
 function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S) => Rendered): Dataplane<S> {
   const { exec, rules: be, families: FAMILIES, routeProto: proto, logger } = parts;
+  /** The other back ends' rules are still to be removed (until one first sync removed them). */
+  let othersDue = parts.others.length > 0;
   let applied: Applied<R> | undefined;
   /** The targets of the last successful sync; unlike `applied`, kept across failures (conntrack). */
   let lastTargets: readonly ResolvedTarget[] | undefined;
@@ -231,6 +246,17 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
       }
     }
     const families: readonly FamilySync[] = written.status === 'fulfilled' ? written.value : [];
+    // Switching back ends: ours are in now, so the other back end's rules (which would also DNAT
+    // the same cluster IPs, or reject them) can go. A tool that is missing or fails is a warning and
+    // is tried again at the next start; it never fails the sync.
+    const switchProblems: string[] = [];
+    if (othersDue) {
+      othersDue = false;
+      for (const other of parts.others) {
+        const { failures } = await other.cleanup();
+        switchProblems.push(...failures.filter((f) => !MISSING_TOOL.test(f)).map((f) => `the other back end's rules not removed: ${f}`));
+      }
+    }
     const restoreMs = ms(tRestore);
     const tRemove = process.hrtime.bigint();
     await applyRoutes(exec, routePlan.remove, 'remove', proto);
@@ -251,7 +277,7 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
       routesRemoved: routePlan.remove.length,
       conntrackFlushes: conntrack.flushes,
       skipped: rendered.resolution.skipped,
-      warnings: [...rendered.resolution.warnings, ...conntrack.problems],
+      warnings: [...rendered.resolution.warnings, ...switchProblems, ...conntrack.problems],
       durationMs: ms(start),
       phases: { renderMs, readMs, routesMs, restoreMs, conntrackMs },
       rules: families.reduce((n, f) => n + f.rules, 0),
@@ -264,6 +290,8 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
     applied = undefined;
     const { restoreText, failures: ruleFailures } = await be.cleanup();
     const failures = [...ruleFailures];
+    // The other back end's rules too (a missing tool means it never ran here).
+    for (const other of parts.others) failures.push(...(await other.cleanup()).failures.filter((f) => !MISSING_TOOL.test(f)));
     let routesRemoved = 0;
     try {
       const routes = await readRoutes(exec, proto);

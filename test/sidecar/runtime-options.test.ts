@@ -20,6 +20,7 @@ void test('defaults: pod from the downward API variables, documented intervals',
     retryMaxMs: 30_000,
     stuckAfterMs: 120_000,
     iptablesBackend: 'auto',
+    backend: 'auto',
     annotationsFile: undefined,
     maxServicesPerNetwork: 2000,
     cleanup: false,
@@ -83,4 +84,16 @@ void test('an unknown flag is refused with the list of known ones', () => {
     assert.match(r.error, /--helth-port/);
     assert.match(r.error, /--health-port/);
   }
+});
+
+void test('the rule back end: DATAPLANE_BACKEND or --backend, auto by default; a bad one names the fix', () => {
+  const def = parseOptions({ ...POD }, []);
+  assert.ok(def.ok && def.value.backend === 'auto');
+  const env = parseOptions({ ...POD, DATAPLANE_BACKEND: 'nftables' }, []);
+  assert.ok(env.ok && env.value.backend === 'nftables');
+  const flag = parseOptions({ ...POD, DATAPLANE_BACKEND: 'nftables' }, ['--backend', 'iptables']);
+  assert.ok(flag.ok && flag.value.backend === 'iptables');
+  const bad = parseOptions({ ...POD, DATAPLANE_BACKEND: 'nft' }, []);
+  assert.equal(bad.ok, false);
+  if (!bad.ok) assert.match(bad.error, /DATAPLANE_BACKEND \(--backend\) "nft": is not a known rule back end; write one of auto, iptables, nftables/);
 });

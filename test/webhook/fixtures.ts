@@ -17,6 +17,7 @@ export const SIDECAR: SidecarConfig = {
   privileged: false,
   healthPort: 9180,
   logLevel: 'info',
+  backend: 'auto',
   command: [...DEFAULT_SIDECAR_COMMAND],
   args: [],
   resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },

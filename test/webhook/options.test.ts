@@ -4,6 +4,7 @@ import { parseOptions, DEFAULT_MAX_BODY_BYTES, type WebhookOptions } from '../..
 import { createClusterLookups, parseServerVersion, supportsNativeSidecars } from '../../webhook/cluster.js';
 import { KubeApiError } from '../../src/kube/client.js';
 import { SIDECAR } from './fixtures.js';
+import { sidecarContainer } from '../../webhook/mutate.js';
 
 const CONFIG = `
 port: 9443
@@ -46,6 +47,16 @@ void describe('webhook/options', () => {
     assert.equal(parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'podSecurityDefault: baseline\n' }).podSecurityDefault, 'baseline');
     assert.equal(parse({ SIDECAR_IMAGE: 'img:1', POD_SECURITY_DEFAULT: 'restricted' }, []).podSecurityDefault, 'restricted');
     assert.match(parseError({ SIDECAR_IMAGE: 'img:1' }, ['--pod-security-default', 'Baseline']), /--pod-security-default.*"Baseline".*write one of privileged, baseline, restricted/);
+  });
+
+  void test("the sidecar's rule back end from the ConfigMap (sidecar.backend): injected as DATAPLANE_BACKEND unless auto; a bad one names the fix", () => {
+    const o = parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'sidecar:\n  backend: nftables\n' });
+    assert.equal(o.sidecar.backend, 'nftables');
+    assert.deepEqual(sidecarContainer(o.sidecar, 'tok', true).env?.filter((e) => e.name === 'DATAPLANE_BACKEND'), [{ name: 'DATAPLANE_BACKEND', value: 'nftables' }]);
+    const auto = parse({ SIDECAR_IMAGE: 'img:1' }, []);
+    assert.equal(auto.sidecar.backend, 'auto');
+    assert.equal(sidecarContainer(auto.sidecar, 'tok', true).env?.some((e) => e.name === 'DATAPLANE_BACKEND'), false);
+    assert.match(parseError({ SIDECAR_IMAGE: 'img:1', SIDECAR_BACKEND: 'nft' }, []), /SIDECAR_BACKEND.*"nft".*auto, iptables, nftables/);
   });
 
   void test('file < env < flag; the image from the ConfigMap key file next to the config', () => {

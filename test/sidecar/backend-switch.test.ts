@@ -1,0 +1,46 @@
+/**
+ * Switching rule back ends on a running pod (real iptables, real nftables, real traffic in
+ * namespaces this test creates): the back end that starts writes its rules, then removes what the
+ * other one left, so exactly one back end's rules serve the cluster IP, each way round.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { createDataplane } from '../../src/dataplane/apply.js';
+import { httpRequests } from '../harness/netns.js';
+import { HTTP_PORT, WEB_V4, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
+
+void describe('sidecar dataplane: switching back ends', () => {
+  let env: Env;
+  before(async () => {
+    env = await createEnv(2);
+  });
+  after(async () => env.topo.teardown());
+  const nftTables = async (): Promise<string> => (await env.topo.run(env.client, ['nft', 'list', 'tables'])).stdout;
+  const served = async (): Promise<void> => {
+    const counts = tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20));
+    assert.equal(counts.size, 2, JSON.stringify([...counts]));
+  };
+
+  void test('iptables -> nftables -> iptables: each start removes the other back end\'s rules, traffic served throughout', async () => {
+    const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
+    const ipt = createDataplane({ netns: env.client.ns, rules: 'iptables' });
+    await ipt.sync(want, { full: true });
+    assert.match(await saveText(env), /^:MPX-SERVICES/m);
+    await served();
+
+    const nft = createDataplane({ netns: env.client.ns, rules: 'nftables' });
+    const r1 = await nft.sync(want, { full: true });
+    assert.equal(r1.backend, 'nftables');
+    assert.deepEqual(r1.warnings, []);
+    assert.doesNotMatch(await saveText(env), /MPX-/, 'iptables rules of ours left after nftables took over');
+    assert.match(await nftTables(), /table inet multus_proxy/);
+    await served();
+
+    const back = createDataplane({ netns: env.client.ns }); // auto: iptables
+    const r2 = await back.sync(want, { full: true });
+    assert.equal(r2.backend, 'nft');
+    assert.doesNotMatch(await nftTables(), /multus_proxy/, 'our nftables table left after iptables took over');
+    assert.match(await saveText(env), /^:MPX-SERVICES/m);
+    await served();
+  });
+});
