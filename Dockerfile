@@ -32,9 +32,10 @@ RUN npm run build
 FROM node:24-bookworm-slim AS runtime
 # iptables: Debian's package carries both back ends (iptables-nft, the default, and
 # iptables-legacy) and ip6tables; the sidecar picks the one its pod's namespace already uses.
-# iproute2 for routes with a source address, conntrack to flush stale UDP entries.
+# iproute2 for routes with a source address, conntrack to flush stale UDP entries, nftables
+# (`nft`) for the nftables rule back end (--backend nftables).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iptables iproute2 conntrack \
+ && apt-get install -y --no-install-recommends iptables nftables iproute2 conntrack \
  && rm -rf /var/lib/apt/lists/* \
  # The programs are bundles: npm, npx and yarn are dead weight at run time.
  && rm -rf /usr/local/lib/node_modules/npm /usr/local/bin/npm /usr/local/bin/npx \

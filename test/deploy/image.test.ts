@@ -162,11 +162,11 @@ void describe('Dockerfile structure', () => {
     }
   });
 
-  void test('the runtime has both iptables back ends, ip6tables, iproute2 and conntrack, and no build tools', () => {
+  void test('the runtime has both iptables back ends, ip6tables, nft, iproute2 and conntrack, and no build tools', () => {
     const runs = (runtime?.instructions ?? []).filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
     const install = /apt-get install\s+([^&;]*)/.exec(runs)?.[1]?.split(/\s+/).filter((w) => w !== '' && !w.startsWith('-')) ?? [];
     // Debian's iptables package holds iptables-nft, iptables-legacy and the ip6tables variants.
-    for (const pkg of ['iptables', 'iproute2', 'conntrack']) assert.ok(install.includes(pkg), `apt-get install ${pkg}: ${install.join(' ')}`);
+    for (const pkg of ['iptables', 'nftables', 'iproute2', 'conntrack']) assert.ok(install.includes(pkg), `apt-get install ${pkg}: ${install.join(' ')}`);
     assert.match(runs, /--no-install-recommends/);
     assert.match(runs, /rm -rf \/var\/lib\/apt\/lists/);
     assert.ok(!(runtime?.instructions ?? []).some((i) => i.op === 'RUN' && /npm (ci|install)/.test(i.args)), 'no npm install at run time');
@@ -176,9 +176,9 @@ void describe('Dockerfile structure', () => {
     const runs = (runtime?.instructions ?? []).filter((i) => i.op === 'RUN').map((i) => i.args).join(' ');
     const install = new Set(/apt-get install\s+([^&;]*)/.exec(runs)?.[1]?.split(/\s+/).filter((w) => w !== '' && !w.startsWith('-')) ?? []);
     // src/dataplane/iptables.ts: <iptables|ip6tables>-<nft|legacy>-<restore|save>; src/dataplane/routes.ts: ip;
-    // src/dataplane/conntrack.ts: conntrack.
+    // src/dataplane/conntrack.ts: conntrack; src/dataplane/nft/backend.ts: nft.
     const binaries = ['iptables', 'ip6tables'].flatMap((t) => ['nft', 'legacy'].flatMap((b) => ['restore', 'save'].map((x) => `${t}-${b}-${x}`)));
-    binaries.push('ip', 'conntrack');
+    binaries.push('ip', 'conntrack', 'nft');
     for (const bin of binaries) {
       let pkg: string | undefined;
       for (const dir of ['/usr/sbin', '/sbin', '/usr/bin', '/bin']) {
