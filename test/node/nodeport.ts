@@ -102,7 +102,9 @@ export function agentUninstallCommands(deleteLine: string): string[] {
   }
   const out = cmds.map((c) => (/^kubectl delete -k deploy\/overlays\/node-agent$/.test(c) ? deleteLine : c));
   if (!out.includes(deleteLine)) throw new Error(`docs/node-agent.md's Uninstall block has no "kubectl delete -k deploy/overlays/node-agent": ${cmds.join(' ;; ')}`);
-  if (!out.some((c) => c.includes('--cleanup'))) throw new Error("docs/node-agent.md's Uninstall block does not run --cleanup");
+  const patchFile = /--patch-file (\S+)/.exec(cmds.join('\n'))?.[1];
+  const patch = patchFile === undefined ? '' : readFileSync(join(ROOT, patchFile), 'utf8');
+  if (!out.some((c) => c.includes('--cleanup')) && !patch.includes('--cleanup')) throw new Error("docs/node-agent.md's Uninstall block does not run --cleanup (in a command or its --patch-file)");
   return out;
 }
 
