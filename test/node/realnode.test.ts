@@ -19,8 +19,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, installAgent, nadReachesHost, smuggledInterface, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { AgentAttack, BadAddresses, SmuggledInterface } from './tenant.js';
+import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, BorrowedNetwork, SmuggledInterface, TokenReach } from './tenant.js';
 import { uninstallAgent } from './nodeport.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
@@ -229,6 +229,27 @@ void describe('real node', { concurrency: 1 }, () => {
     } finally {
       await uninstallAgent(node, log);
     }
+  });
+
+  void test('tenant: an app container gets 403 on list pods, and so does any workload of the enabled namespace', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: TokenReach = { statuses: {} };
+    const r = await guard(node, log, tokenReach(node, tenant, o));
+    log(`  ${JSON.stringify(o.statuses)}`);
+    assert.equal(o.statuses['injected app container: list pods'], 403);
+    assert.equal(o.statuses['plain pod: list pods'], 403);
+    guarded('token reach', r);
+  });
+
+  void test("tenant: a Service naming another namespace's NAD is refused unless its owner allowed it; the other namespace's clients get no rule", { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: BorrowedNetwork = { created: undefined, events: [], clientRules: [] };
+    const r = await guard(node, log, borrowedNetwork(node, tenant, o));
+    log(`  created: ${o.created?.code} ${o.created?.stderr.trim()}; events: ${o.events.join(' | ')}; blog client rules: ${o.clientRules.join(' | ')}`);
+    assert.deepEqual(o.clientRules, [], "the blog's client programmed the tenant's Service");
+    const said = o.created?.code !== 0 ? (o.created?.stderr ?? '') : o.events.join(' | ');
+    assert.match(said, /default\/macvlan1/, `a denial or an Event names the NAD it may not use: ${said}`);
+    guarded('borrowed network', r);
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {
