@@ -1,8 +1,9 @@
 /**
  * B5: the sidecar's footprint per pod. Private (anonymous) and shared (file-backed) memory from
  * /proc/<pid>/smaps_rollup, and CPU including the commands it runs, of the running sidecar: idle
- * (its pod serves a network with no Services yet) and with 1,000 and 5,000 Services × 10
- * endpoints watched and programmed, against a bare `node` process sampled over the same windows
+ * (its pod serves a network with no Services yet) and with 1,000, 5,000 and 10,000 Services × 10
+ * endpoints watched, programmed up to the per-network cap (MAX_SERVICES_PER_NETWORK, default
+ * 2,000), and from 5,000 on also with the cap lifted (what it cost before the cap), against a bare `node` process sampled over the same windows
  * (started together, so both see the same machine). Private memory is what each extra pod costs:
  * the node binary's file-backed pages are shared by every pod on a node through the page cache.
  */
@@ -13,14 +14,15 @@ import { cpuWithChildrenMs, run, sleep, smaps, treeSum, startProcess, stopProces
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import type { RunContext, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const ENDPOINTS = 10;
 /** Service counts of the loaded phases, runs per phase, seconds to settle after the first sync, seconds measured. */
 const SIZES = {
-  quick: { sizes: [1000, 5000], runs: 1, settle: 5, window: 20 },
+  quick: { sizes: [1000, 5000, 10000], runs: 1, settle: 5, window: 20 },
   // 65 s: every window holds one drift check (60 s interval), so steady state is what it measures.
-  full: { sizes: [1000, 5000], runs: 2, settle: 10, window: 65 },
+  full: { sizes: [1000, 5000, 10000], runs: 2, settle: 10, window: 65 },
 };
 const TARGET = { idlePrivateMiB: 12, privateAt1kMiB: 24, idleCpuPercent: 0.1 };
 
@@ -32,6 +34,9 @@ const BARE = ['-e', 'setInterval(() => {}, 1 << 30)'];
  */
 const FLAG_VARIANTS: readonly (readonly string[])[] = [['--single-threaded-gc'], ['--single-threaded'], ['--max-old-space-size=24'], ['--no-opt']];
 const VARIANTS_AT = 1000;
+/** From this size on, each phase is also run with the cap lifted, to show what the cap saves. */
+const UNCAPPED_FROM = 5000;
+const NO_CAP = '1000000';
 
 interface Footprint {
   readonly privateMiB: number;
@@ -106,7 +111,7 @@ async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, cmd: Si
 const mib = (s: Summary): string => `${fmt(s.median)} MiB (${fmt(s.min)}–${fmt(s.max)})`;
 const pct = (s: Summary): string => `${fmt(s.median)}% (${fmt(s.min)}–${fmt(s.max)})`;
 
-export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and shared memory, CPU; idle, 1,000 and 5,000 Services; vs bare node', SIZES, async (ctx, { sizes, runs, settle, window }, cleanup) => {
+export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and shared memory, CPU; idle, 1,000, 5,000 and 10,000 Services (capped at the default 2,000 per network, and uncapped); vs bare node', SIZES, async (ctx, { sizes, runs, settle, window }, cleanup) => {
   const env = await startSidecarEnv(cleanup);
   const cmd = await sidecarCommand(cleanup);
   const phases: Phase[] = [await phase(ctx, env, cleanup, cmd, runs, settle, window, 'idle (no Services)')];
@@ -117,7 +122,12 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
     await createServices(env.cp.client, n, have);
     await createSlices(env.cp.client, n, ENDPOINTS, have);
     have = n;
-    phases.push(await phase(ctx, env, cleanup, cmd, runs, settle, window, `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`));
+    const size = `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`;
+    phases.push(await phase(ctx, env, cleanup, cmd, runs, settle, window, n > DEFAULT_MAX_SERVICES_PER_NETWORK ? `${size}, ${DEFAULT_MAX_SERVICES_PER_NETWORK.toLocaleString('en')} served (default cap)` : size));
+    if (n >= UNCAPPED_FROM) {
+      const uncapped: SidecarCommand = { ...cmd, env: { ...(cmd.env ?? {}), MAX_SERVICES_PER_NETWORK: NO_CAP } };
+      phases.push(await phase(ctx, env, cleanup, uncapped, runs, settle, window, `${size}, all served (MAX_SERVICES_PER_NETWORK=${NO_CAP})`));
+    }
     if (n === VARIANTS_AT) {
       // V8 flags on top of the injected command, one run each; a variant that fails (out of memory) is reported as such.
       const tried: { label: string; cmd: SidecarCommand }[] = [

@@ -6,13 +6,13 @@
  * no special key has to be told apart from Service keys.
  */
 import type { KubeClient } from '../kube/client.js';
-import type { V1Namespace } from '../kube/types.js';
+import type { V1Namespace, V1Pod } from '../kube/types.js';
 import type { Logger } from '../log.js';
 import { INJECTION_LABEL } from '../keys.js';
 import type { EventRecorder } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
 import { WorkQueue } from './queue.js';
-import { SIDECAR_POD_ROLE, syncSidecarRbac, type RbacFailure } from './sidecar-rbac.js';
+import { injectedAccounts, SIDECAR_POD_ROLE, syncSidecarRbac, type RbacFailure } from './sidecar-rbac.js';
 
 /** The one key of the RBAC queue. */
 const SYNC = 'sidecar-rbac';
@@ -24,6 +24,8 @@ export interface RbacControllerDeps {
   readonly client: KubeClient;
   /** The namespace cache (labels and phase are all it reads). */
   readonly namespaces: () => readonly V1Namespace[];
+  /** The ServiceAccounts of injected pods per namespace, from the pod cache (injectedAccounts). */
+  readonly accounts: () => ReadonlyMap<string, readonly string[]>;
   readonly logger: Logger;
   readonly metrics: ControllerMetrics;
   /** Where a namespace's failed write is reported (an Event about its RoleBinding). */
@@ -39,6 +41,8 @@ class RbacWritesFailed extends Error {
 export interface RbacController {
   /** Namespace events: only a change of the injection label or the phase matters. */
   onNamespace(n: V1Namespace | undefined, old: V1Namespace | undefined): void;
+  /** Pod events: only an injected pod's arrival, departure or ServiceAccount matters. */
+  onPod(p: V1Pod | undefined, old: V1Pod | undefined): void;
   /** Starts the worker and the periodic re-check, and syncs once (on becoming leader). */
   start(): void;
   /** Stops the worker and the re-check; a sync in flight finishes (its writes are fenced). */
@@ -51,6 +55,12 @@ export interface RbacController {
 export function namespaceChangeMatters(n: V1Namespace | undefined, old: V1Namespace | undefined): boolean {
   if (n === undefined || old === undefined) return true;
   return n.metadata?.labels?.[INJECTION_LABEL] !== old.metadata?.labels?.[INJECTION_LABEL] || n.status?.phase !== old.status?.phase;
+}
+
+/** Whether a pod event can change the bound ServiceAccounts: an injected pod came, went, or changed account. */
+export function podChangeMatters(p: V1Pod | undefined, old: V1Pod | undefined): boolean {
+  const key = (x: V1Pod | undefined): string => JSON.stringify([...(x === undefined ? [] : injectedAccounts([x]))]);
+  return key(p) !== key(old);
 }
 
 export function createRbacController(deps: RbacControllerDeps): RbacController {
@@ -68,7 +78,7 @@ export function createRbacController(deps: RbacControllerDeps): RbacController {
   };
 
   const sync = async (): Promise<void> => {
-    const { made, problems, failures } = await syncSidecarRbac(deps.client, deps.namespaces());
+    const { made, problems, failures } = await syncSidecarRbac(deps.client, deps.namespaces(), deps.accounts());
     if (made.length > 0) deps.logger.info({ writes: made.map((w) => `${w.verb} ${w.what}`) }, 'sidecar RBAC updated');
     for (const p of problems) {
       deps.metrics.errors.inc({ stage: 'rbac' });
@@ -99,6 +109,9 @@ export function createRbacController(deps: RbacControllerDeps): RbacController {
     onNamespace: (n, old) => {
       // Before start() nothing is queued: start() syncs once from the full cache anyway.
       if (running && namespaceChangeMatters(n, old)) queue.add(SYNC);
+    },
+    onPod: (p, old) => {
+      if (running && podChangeMatters(p, old)) queue.add(SYNC);
     },
     start: () => {
       if (running) return;

@@ -25,6 +25,7 @@ import { ourSlicesSelector } from './plan.js';
 import { Reconciler, RetryableWriteError, ZONE_LABEL } from './reconcile.js';
 import { WorkQueue } from './queue.js';
 import { createRbacController } from './rbac-controller.js';
+import { injectedAccounts } from './sidecar-rbac.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
 import { nodeAddressList, slimNadSharing, slimNamespace, slimNode, slimPod } from './slim.js';
@@ -180,12 +181,13 @@ export async function startController(client: KubeClient, opts: ControllerOption
     delete: (n) => onNode(n, true),
   });
   // Sidecar RBAC: its own controller and queue (src/controller/rbac-controller.ts).
-  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), logger, metrics, events });
+  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), accounts: () => injectedAccounts(pods.list()), logger, metrics, events });
   namespaces?.on({
     add: (n) => rbac?.onNamespace(n, undefined),
     update: (n, old) => rbac?.onNamespace(n, old),
     delete: (n) => rbac?.onNamespace(undefined, n),
   });
+  if (rbac !== undefined) pods.on({ add: (p) => rbac.onPod(p, undefined), update: (p, old) => rbac.onPod(p, old), delete: (p) => rbac.onPod(undefined, p) });
 
   const process = async (key: string): Promise<void> => {
     const t0 = performance.now();

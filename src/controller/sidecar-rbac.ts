@@ -12,7 +12,10 @@
  *   to read pods (any more): the sidecar reads its own pod's annotations from the downwardAPI
  *   volume the webhook mounts, and pod specs can carry secrets in environment variables. The
  *   name stays, so upgrades keep the bindings.
- * Subjects are the groups `system:serviceaccounts:<ns>`, so no per-ServiceAccount bookkeeping.
+ * Subjects are the ServiceAccounts that run injected pods (a pod with the `multus-proxy` container),
+ * per enabled namespace, as the controller's pod cache shows them (`injectedAccounts`): not the
+ * group `system:serviceaccounts:<ns>`, which handed the sidecar's read access to Services and
+ * EndpointSlices of the whole cluster to every workload of an enabled namespace.
  *
  * The two ClusterRoles ship with the manifests (deploy/base/sidecar-rbac.yaml); the controller
  * only checks them and reports a missing or different one, it never writes roles: that would need
@@ -26,7 +29,8 @@
 import { getIfExists, KubeApiError, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../kube/types.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY } from '../keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, SIDECAR_CONTAINER_NAME } from '../keys.js';
+import type { V1Pod } from '../kube/types.js';
 
 export const SIDECAR_ROLE = 'multus-proxy-sidecar';
 export const SIDECAR_POD_ROLE = 'multus-proxy-sidecar-pods';
@@ -51,11 +55,31 @@ export function isInjectionEnabled(ns: V1Namespace): boolean {
   return !terminating && ns.metadata?.labels?.[INJECTION_LABEL] === INJECTION_ENABLED;
 }
 
-function group(ns: string): Subject {
-  return { kind: 'Group', apiGroup: RBAC_GROUP, name: `system:serviceaccounts:${ns}` };
+function account(ns: string, name: string): Subject {
+  return { kind: 'ServiceAccount', name, namespace: ns };
 }
 
-export function desiredSidecarRbac(namespaces: readonly V1Namespace[]): RbacObjects {
+/** ServiceAccounts by namespace (sorted, unique) of the pods that carry the injected sidecar. */
+export function injectedAccounts(pods: Iterable<V1Pod>): Map<string, string[]> {
+  const by = new Map<string, Set<string>>();
+  for (const p of pods) {
+    const ns = p.metadata?.namespace;
+    const injected = [...(p.spec?.initContainers ?? []), ...(p.spec?.containers ?? [])].some((c) => c.name === SIDECAR_CONTAINER_NAME);
+    if (ns === undefined || !injected) continue;
+    // An unset serviceAccountName is `default` (the ServiceAccount admission plugin sets it).
+    const sa = p.spec?.serviceAccountName || 'default';
+    let set = by.get(ns);
+    if (set === undefined) by.set(ns, (set = new Set()));
+    set.add(sa);
+  }
+  return new Map([...by].map(([ns, set]) => [ns, [...set].sort()]));
+}
+
+/**
+ * `accounts`: the ServiceAccounts of injected pods per namespace (injectedAccounts). An enabled
+ * namespace without one still gets its RoleBinding (with no subjects), so the name is held.
+ */
+export function desiredSidecarRbac(namespaces: readonly V1Namespace[], accounts: ReadonlyMap<string, readonly string[]> = new Map()): RbacObjects {
   const enabled = namespaces
     .filter(isInjectionEnabled)
     .map((n) => n.metadata?.name ?? '')
@@ -84,14 +108,14 @@ export function desiredSidecarRbac(namespaces: readonly V1Namespace[]): RbacObje
       kind: 'ClusterRoleBinding',
       metadata: { name: SIDECAR_ROLE, labels: { ...LABELS } },
       roleRef: { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name: SIDECAR_ROLE },
-      subjects: enabled.map(group),
+      subjects: enabled.flatMap((ns) => (accounts.get(ns) ?? []).map((sa) => account(ns, sa))),
     },
     roleBindings: enabled.map((ns) => ({
       apiVersion: `${RBAC_GROUP}/v1`,
       kind: 'RoleBinding',
       metadata: { name: SIDECAR_POD_ROLE, namespace: ns, labels: { ...LABELS } },
       roleRef: { apiGroup: RBAC_GROUP, kind: 'ClusterRole', name: SIDECAR_POD_ROLE },
-      subjects: [group(ns)],
+      subjects: (accounts.get(ns) ?? []).map((sa) => account(ns, sa)),
     })),
   };
 }
@@ -238,8 +262,8 @@ export async function applyRbacWrites(client: KubeClient, writes: readonly RbacW
 }
 
 /** Reads the current RBAC objects, writes what differs; returns the writes planned, the problems seen and the writes that failed. */
-export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[]): Promise<RbacResult> {
-  const desired = desiredSidecarRbac(namespaces);
+export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V1Namespace[], accounts: ReadonlyMap<string, readonly string[]>): Promise<RbacResult> {
+  const desired = desiredSidecarRbac(namespaces, accounts);
   const clusterRoles = new Map<string, V1ClusterRole>();
   for (const name of [SIDECAR_ROLE, SIDECAR_POD_ROLE]) {
     const cr = await getIfExists<V1ClusterRole>(client, apiPath(RBAC_GROUP, 'v1', 'clusterroles', undefined, name));

@@ -40,6 +40,8 @@ export function slimPod(p: V1Pod): V1Pod {
     metadata: meta(p.metadata, NETWORK_STATUS_ANNOTATION),
     spec: {
       nodeName: p.spec?.nodeName,
+      // The sidecar RBAC binds the ServiceAccounts of injected pods (src/controller/sidecar-rbac.ts).
+      serviceAccountName: p.spec?.serviceAccountName,
       hostname: p.spec?.hostname,
       subdomain: p.spec?.subdomain,
       containers: (p.spec?.containers ?? []).map(container),

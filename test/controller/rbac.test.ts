@@ -45,7 +45,8 @@ void describe('sidecar RBAC kept by the controller', () => {
       const code = await status(cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), role));
       assert.ok(code === 200 || code === 409, `ClusterRole ${role.metadata?.name ?? ''}: ${code}`);
     }
-    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--namespace', other, '--watch-nodes', 'false'], {});
+    // The controller watches `ns` (Services and pods): the injected pod there is what it binds.
+    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--namespace', ns, '--watch-nodes', 'false'], {});
     if (!r.ok || r.value === 'help') throw new Error('bad options');
     ctl = await startController(createKubeClient(cp.connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
     await waitFor('controller ready', () => ctl.isReady());
@@ -59,19 +60,31 @@ void describe('sidecar RBAC kept by the controller', () => {
 
   const subjects = async (): Promise<string[]> => {
     try {
-      return ((await cp.client.get<V1ClusterRoleBinding>(crbPath)).subjects ?? []).map((s) => s.name);
+      return ((await cp.client.get<V1ClusterRoleBinding>(crbPath)).subjects ?? []).map((s) => `${s.namespace ?? ''}/${s.name}`);
     } catch {
       return [];
     }
   };
   const hasRoleBinding = async (n: string): Promise<boolean> => (await status(cp.client.get<V1RoleBinding>(rbPath(n)))) === 200;
 
-  void test('label on: bound, and the token can read exactly what the sidecar needs; label off: unbound', async () => {
-    const group = `system:serviceaccounts:${ns}`;
+  void test("label on: the injected pod's ServiceAccount is bound (not the namespace's group), and its token can read exactly what the sidecar needs; another account of the namespace nothing; label off: unbound", async () => {
+    const bound = `${ns}/sidecar-sa`;
     await cp.createNamespace(ns, { [INJECTION_LABEL]: 'enabled' });
-    await waitFor('group bound', async () => (await subjects()).includes(group) && (await hasRoleBinding(ns)), 15_000);
+    for (const name of ['sidecar-sa', 'app-sa']) await cp.client.create(apiPath('', 'v1', 'serviceaccounts', ns), { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: ns } });
+    // An injected pod (the webhook's container name) and a plain one, with their own accounts.
+    for (const [name, sa, containers] of [
+      ['client', 'sidecar-sa', [{ name: 'multus-proxy', image: 'x' }, { name: 'app', image: 'x' }]],
+      ['plain', 'app-sa', [{ name: 'app', image: 'x' }]],
+    ] as const) {
+      await cp.client.create(apiPath('', 'v1', 'pods', ns), { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns }, spec: { serviceAccountName: sa, automountServiceAccountToken: false, containers } });
+    }
+    await waitFor('the injected pod\'s account bound', async () => (await subjects()).includes(bound) && (await hasRoleBinding(ns)), 15_000);
+    assert.deepEqual(await subjects(), [bound], 'only the injected pod\'s account, never the group');
 
-    const sa: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'default') });
+    const plain: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'app-sa') });
+    assert.equal(await status(plain.list(apiPath('', 'v1', 'services'))), 403, 'a plain pod\'s account reads no Services');
+    assert.equal(await status(plain.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'))), 403, 'nor slices');
+    const sa: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'sidecar-sa') });
     // RBAC is enforced by the apiserver's authorizer; allow a moment for its cache.
     await waitFor('sidecar can list services cluster-wide', async () => (await status(sa.list(apiPath('', 'v1', 'services')))) === 200, 10_000);
     assert.equal(await status(sa.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'))), 200);
@@ -88,7 +101,7 @@ void describe('sidecar RBAC kept by the controller', () => {
     for (const verb of ['create', 'replace', 'delete', 'POST', 'PUT', 'DELETE']) assert.equal(after[verb] ?? 0, writesBefore[verb] ?? 0, `no RBAC write for an unrelated label (${verb})`);
 
     await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), { metadata: { labels: { [INJECTION_LABEL]: null } } }, 'merge');
-    await waitFor('group unbound', async () => !(await subjects()).includes(group) && !(await hasRoleBinding(ns)), 15_000);
+    await waitFor('account unbound', async () => !(await subjects()).includes(bound) && !(await hasRoleBinding(ns)), 15_000);
     await waitFor('access gone', async () => (await status(sa.list(apiPath('', 'v1', 'services')))) === 403, 10_000);
   });
 
@@ -111,7 +124,6 @@ void describe('sidecar RBAC kept by the controller', () => {
     await new Promise((r) => setTimeout(r, 500));
     await cp.createNamespace(good, { [INJECTION_LABEL]: 'enabled' });
     await waitFor('the namespace after the stray one gets its RoleBinding', () => hasRoleBinding(good), 15_000);
-    assert.ok((await subjects()).includes(`system:serviceaccounts:${good}`));
 
     const warned = async (): Promise<CoreV1Event | undefined> =>
       (await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', stray))).items.find((e) => e.involvedObject.kind === 'RoleBinding' && e.involvedObject.name === SIDECAR_POD_ROLE);

@@ -262,7 +262,8 @@ void describe('controller with its own ServiceAccount', () => {
         apiVersion: 'v1',
         kind: 'Pod',
         metadata: { name: 'client', namespace: APP_NS, annotations },
-        spec: { serviceAccountName: 'default', containers: [{ name: 'app', image: 'busybox' }] },
+        // As injected: the controller binds the ServiceAccounts of pods with the sidecar container.
+        spec: { serviceAccountName: 'default', containers: [{ name: SIDECAR_CONTAINER_NAME, image: 'multus-proxy' }, { name: 'app', image: 'busybox' }] },
       });
       // The pod's annotations as the kubelet writes the downwardAPI volume the webhook mounts:
       // the ServiceAccount may not read pods, so this file is the sidecar's only view of its pod.
@@ -297,12 +298,13 @@ void describe('controller with its own ServiceAccount', () => {
   });
 
   void test('binds the sidecar roles for an enabled namespace and unbinds them when the label goes', async () => {
-    const group = `system:serviceaccounts:${APP_NS}`;
+    // The injected client pod's ServiceAccount (the sidecar test above), never the namespace's group.
+    const group = `${APP_NS}/default`;
     const crbPath = apiPath(RBAC, 'v1', 'clusterrolebindings', undefined, 'multus-proxy-sidecar');
     const rbPath = apiPath(RBAC, 'v1', 'rolebindings', APP_NS, 'multus-proxy-sidecar-pods');
-    const subjects = async (): Promise<string[]> => ((await cp.client.get<V1ClusterRoleBinding>(crbPath).catch(() => undefined))?.subjects ?? []).map((s) => s.name);
+    const subjects = async (): Promise<string[]> => ((await cp.client.get<V1ClusterRoleBinding>(crbPath).catch(() => undefined))?.subjects ?? []).map((s) => `${s.namespace ?? ''}/${s.name}`);
     const rbExists = async (): Promise<boolean> => (await cp.client.get(rbPath).then(() => true, () => false));
-    await waitFor('ClusterRoleBinding multus-proxy-sidecar names the namespace', async () => (await subjects()).includes(group), 30_000, () => controller.tail());
+    await waitFor('ClusterRoleBinding multus-proxy-sidecar names the injected pod\'s ServiceAccount', async () => (await subjects()).includes(group), 30_000, () => controller.tail());
     await waitFor('RoleBinding multus-proxy-sidecar-pods in the namespace', rbExists, 30_000, () => controller.tail());
 
     await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, APP_NS), { metadata: { labels: { [INJECTION_LABEL]: null } } }, 'merge');
