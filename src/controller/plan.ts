@@ -19,18 +19,21 @@
  */
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { compareText } from '../order.js';
-import { networkLabelValue } from '../annotations/network-label.js';
+import { formatTriggerTime } from '../annotations/trigger-time.js';
 import {
+  LAST_CHANGE_TRIGGER_TIME_ANNOTATION,
   MANAGED_BY,
   MANAGED_BY_LABEL,
   MAX_ENDPOINTS_PER_SLICE,
-  NETWORK_LABEL,
   SERVICE_NAME_LABEL,
   SERVICE_NETWORK_ANNOTATION,
 } from '../keys.js';
 import type { V1Endpoint, V1EndpointSlice, V1OwnerReference, V1Pod, V1Service } from '../kube/types.js';
 import type { AddressPolicy } from './address-policy.js';
 import { podEndpoints, type AddressType, type EndpointPort, type PodEndpoint, type PodSkip } from './pod-endpoints.js';
+import { sameLabels, sliceLabels, triggerTimeMs } from './slice-metadata.js';
+
+export { sliceLabels };
 
 export interface PlanInput {
   readonly service: V1Service;
@@ -133,14 +136,6 @@ export function ownerReference(svc: V1Service): V1OwnerReference {
   };
 }
 
-export function sliceLabels(svc: V1Service, network: NetworkRef): Record<string, string> {
-  return {
-    [SERVICE_NAME_LABEL]: svc.metadata?.name ?? '',
-    [MANAGED_BY_LABEL]: MANAGED_BY,
-    [NETWORK_LABEL]: networkLabelValue(network),
-  };
-}
-
 /** The label selector that lists exactly our slices of one Service. */
 export function ourSlicesSelector(serviceName?: string): string {
   const base = `${MANAGED_BY_LABEL}=${MANAGED_BY}`;
@@ -153,8 +148,7 @@ export function sliceGenerateName(service: string): string {
 }
 
 function metadataMatches(slice: V1EndpointSlice, svc: V1Service, network: NetworkRef): boolean {
-  const labels = slice.metadata?.labels ?? {};
-  for (const [k, v] of Object.entries(sliceLabels(svc, network))) if (labels[k] !== v) return false;
+  if (!sameLabels(slice.metadata?.labels ?? {}, sliceLabels(svc, network))) return false;
   if (slice.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] !== networkKey(network)) return false;
   const want = ownerReference(svc);
   const refs = slice.metadata?.ownerReferences ?? [];
@@ -199,7 +193,15 @@ function draftChanged(d: Draft, svc: V1Service): boolean {
   return !sameEndpoints(e.endpoints ?? [], d.endpoints);
 }
 
-function renderSlice(d: Draft, svc: V1Service): V1EndpointSlice {
+/** Annotations of a slice being written: the network, and the trigger time when one is known (else none, as upstream). */
+function sliceAnnotations(current: Readonly<Record<string, string>>, network: NetworkRef, triggerMs: number | undefined): Record<string, string> {
+  const out: Record<string, string> = { ...current, [SERVICE_NETWORK_ANNOTATION]: networkKey(network) };
+  if (triggerMs === undefined) delete out[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
+  else out[LAST_CHANGE_TRIGGER_TIME_ANNOTATION] = formatTriggerTime(triggerMs);
+  return out;
+}
+
+function renderSlice(d: Draft, svc: V1Service, triggerMs: number | undefined): V1EndpointSlice {
   const g = d.group;
   const ports = g.ports.map(canonicalPort);
   const endpoints = sortEndpoints([...d.endpoints]);
@@ -210,8 +212,8 @@ function renderSlice(d: Draft, svc: V1Service): V1EndpointSlice {
       ...d.existing,
       metadata: {
         ...meta,
-        labels: { ...(meta.labels ?? {}), ...sliceLabels(svc, g.network) },
-        annotations: { ...(meta.annotations ?? {}), [SERVICE_NETWORK_ANNOTATION]: networkKey(g.network) },
+        labels: sliceLabels(svc, g.network),
+        annotations: sliceAnnotations(meta.annotations ?? {}, g.network, triggerMs),
         ownerReferences: [ownerReference(svc)],
       },
       addressType: g.addressType,
@@ -226,7 +228,7 @@ function renderSlice(d: Draft, svc: V1Service): V1EndpointSlice {
       generateName: sliceGenerateName(svc.metadata?.name ?? 'service'),
       namespace: svc.metadata?.namespace ?? '',
       labels: sliceLabels(svc, g.network),
-      annotations: { [SERVICE_NETWORK_ANNOTATION]: networkKey(g.network) },
+      annotations: sliceAnnotations({}, g.network, triggerMs),
       ownerReferences: [ownerReference(svc)],
     },
     addressType: g.addressType,
@@ -320,6 +322,10 @@ export function planSlices(input: PlanInput): Plan {
   }
 
   const diff: SliceDiff = { create: [], update: [], delete: [] };
+  const triggerMs = triggerTimeMs(svc, input.pods, input.existing);
+  // Upstream: a Service pending deletion gets no new slices (the garbage collector would race
+  // deleting them as they are created); its existing ones are still updated and deleted.
+  const deleting = svc.metadata?.deletionTimestamp !== undefined && svc.metadata.deletionTimestamp !== null;
   let endpoints = 0;
   for (const key of [...groups.keys()].sort()) {
     const g = groups.get(key);
@@ -329,9 +335,9 @@ export function planSlices(input: PlanInput): Plan {
       if (d.endpoints.length === 0) {
         if (d.existing !== undefined) diff.delete.push(d.existing);
       } else if (d.existing === undefined) {
-        diff.create.push(renderSlice(d, svc));
+        if (!deleting) diff.create.push(renderSlice(d, svc, triggerMs));
       } else if (draftChanged(d, svc)) {
-        diff.update.push(renderSlice(d, svc));
+        diff.update.push(renderSlice(d, svc, triggerMs));
       }
     }
   }

@@ -6,9 +6,10 @@
  * (test/unit/controller/slim.test.ts compares planner inputs from full and slim pods).
  *
  * Kept:
- * - Pod: name, namespace, uid, resourceVersion, labels, deletionTimestamp, the network-status
- *   annotation; spec nodeName, hostname, subdomain, containers' and initContainers' name,
- *   restartPolicy and ports; status phase and conditions' type and status (readiness).
+ * - Pod: name, namespace, uid, resourceVersion, labels, deletionTimestamp and
+ *   deletionGracePeriodSeconds, the network-status annotation; spec nodeName, hostname, subdomain,
+ *   containers' and initContainers' name, restartPolicy and ports; status phase and conditions'
+ *   type and status (readiness), the Ready condition's lastTransitionTime (trigger time).
  * - Node: name, resourceVersion, labels (the zone label).
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  */
@@ -28,6 +29,8 @@ function meta(m: V1ObjectMeta | undefined, annotation?: string): V1ObjectMeta {
     labels: m?.labels,
     annotations: value === undefined || annotation === undefined ? undefined : { [annotation]: value },
     deletionTimestamp: m?.deletionTimestamp,
+    // With the timestamp, when the deletion was asked for (the slices' trigger time).
+    deletionGracePeriodSeconds: m?.deletionGracePeriodSeconds,
   };
 }
 
@@ -47,7 +50,11 @@ export function slimPod(p: V1Pod): V1Pod {
       containers: (p.spec?.containers ?? []).map(container),
       initContainers: p.spec?.initContainers?.map(container),
     },
-    status: { phase: p.status?.phase, conditions: p.status?.conditions?.map((c) => ({ type: c.type, status: c.status })) },
+    status: {
+      phase: p.status?.phase,
+      // The Ready condition's lastTransitionTime is the pod's trigger time for our slices.
+      conditions: p.status?.conditions?.map((c) => (c.type === 'Ready' ? { type: c.type, status: c.status, lastTransitionTime: c.lastTransitionTime } : { type: c.type, status: c.status })),
+    },
   };
 }
 

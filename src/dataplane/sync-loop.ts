@@ -22,8 +22,7 @@
  * Liveness is false while one sync has run longer than `stuckAfterMs` (a hung restore).
  */
 import type { Logger } from '../log.js';
-import type { V1EndpointSlice } from '../kube/types.js';
-import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION } from '../keys.js';
+export { sliceTriggerMs } from '../annotations/trigger-time.js';
 import type { SyncKind, SyncMetrics } from './sync-metrics.js';
 
 export interface SyncLoopOptions {
@@ -115,13 +114,6 @@ export function budgetDelayMs(b: SyncBudget, now: number, intervalMs: number, bu
 /** The budget after a sync started at `now`. Pure. */
 export function spendBudget(b: SyncBudget, now: number, intervalMs: number, burst: number): SyncBudget {
   return { tokens: Math.max(0, budgetAt(b, now, intervalMs, burst) - 1), at: now };
-}
-
-/** Milliseconds since the epoch of the slice's trigger-time annotation, if it has a valid one. */
-export function sliceTriggerMs(slice: V1EndpointSlice): number | undefined {
-  const text = slice.metadata?.annotations?.[LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
-  const ms = text === undefined ? NaN : Date.parse(text);
-  return Number.isFinite(ms) ? ms : undefined;
 }
 
 /** Exponential backoff: min, 2·min, 4·min, … capped at max. */

@@ -7,16 +7,13 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createKubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
-import { createLogger } from '../../src/log.js';
-import { parseOptions } from '../../src/controller/options.js';
-import { startController, type RunningController } from '../../src/controller/run.js';
+import type { RunningController } from '../../src/controller/run.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
-import { createPod, createService, ourSlices, serviceEvents, sliceAddresses } from './helpers.js';
+import { createPod, createService, startNamespacedController, ourSlices, serviceEvents, sliceAddresses } from './helpers.js';
 
 void describe('controller refuses addresses a pod may not claim', () => {
   let cp: ControlPlane;
@@ -39,10 +36,7 @@ void describe('controller refuses addresses a pod may not claim', () => {
     await cp.client.create(apiPath('', 'v1', 'nodes'), { apiVersion: 'v1', kind: 'Node', metadata: { name: node } });
     const n = await cp.client.get<{ status?: unknown }>(apiPath('', 'v1', 'nodes', undefined, node));
     await cp.client.replace(apiPath('', 'v1', 'nodes', undefined, node) + '/status', { ...n, status: { addresses: [{ type: 'InternalIP', address: '10.2.200.1' }, { type: 'Hostname', address: node }] } });
-    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--namespace', ns, '--event-interval', '10m'], {});
-    if (!r.ok || r.value === 'help') throw new Error('bad test options');
-    ctl = await startController(createKubeClient(cp.connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
-    await waitFor('controller ready', () => ctl.isReady());
+    ctl = await startNamespacedController(cp.connection, ns);
   });
 
   after(async () => {

@@ -2,7 +2,11 @@
  * Helpers for controller tests against the real apiserver: objects are created through the API
  * and pod status is written through the status subresource, standing in for the kubelet.
  */
-import type { KubeClient } from '../../src/kube/client.js';
+import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
+import { createLogger } from '../../src/log.js';
+import { parseOptions } from '../../src/controller/options.js';
+import { startController, type RunningController } from '../../src/controller/run.js';
+import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, SERVICE_NAME_LABEL } from '../../src/keys.js';
@@ -68,4 +72,13 @@ export async function serviceEvents(client: KubeClient, ns: string, service: str
 export function writeCount(client: KubeClient): number {
   const c = client.requestCount();
   return ['POST', 'PUT', 'PATCH', 'DELETE', 'create', 'replace', 'patch', 'delete'].reduce((n, v) => n + (c[v] ?? 0), 0);
+}
+
+/** The controller in process, watching only `ns`, with its own client (its requests counted apart); ready. */
+export async function startNamespacedController(connection: Parameters<typeof createKubeClient>[0], ns: string): Promise<RunningController> {
+  const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--namespace', ns, '--event-interval', '10m'], {});
+  if (!r.ok || r.value === 'help') throw new Error('bad test options');
+  const ctl = await startController(createKubeClient(connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
+  await waitFor('controller ready', () => ctl.isReady());
+  return ctl;
 }

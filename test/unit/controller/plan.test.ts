@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { planSlices, isEmptyDiff, type SliceDiff, type PlanInput } from '../../../src/controller/plan.js';
 import { readServiceSpec } from '../../../src/controller/service-spec.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../../src/kube/types.js';
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import { networkStatus, pod, service } from './fixtures.js';
 
 /** Applies a diff the way the apiserver would: names from generateName, bumped resourceVersions. */
@@ -40,7 +40,12 @@ function networksOf(svc: V1Service): PlanInput['networks'] {
 }
 
 const MACVLAN = 'default/macvlan1';
-const blogService = (): V1Service => service('multus-nginx-macvlan', { network: 'macvlan1', selector: { app: 'web' } });
+const blogService = (): V1Service => {
+  const s = service('multus-nginx-macvlan', { network: 'macvlan1', selector: { app: 'web' } });
+  // As the apiserver allocates it: a ClusterIP Service (the fixture leaves it unset, which is headless).
+  if (s.spec) s.spec.clusterIP = '10.96.0.20';
+  return s;
+};
 const webPod = (name: string, ip: string, extra: Parameters<typeof pod>[1] = {}): V1Pod =>
   pod(name, { status: networkStatus([{ name: MACVLAN, ips: [ip] }]), ...extra });
 
@@ -62,6 +67,7 @@ void describe('planSlices', () => {
     assert.equal(s.metadata?.generateName, 'multus-nginx-macvlan-');
     assert.equal(s.metadata?.namespace, 'default');
     assert.deepEqual(s.metadata?.labels, {
+      [PROXY_NAME_LABEL]: PROXY_NAME,
       [SERVICE_NAME_LABEL]: 'multus-nginx-macvlan',
       [MANAGED_BY_LABEL]: MANAGED_BY,
       [NETWORK_LABEL]: 'default.macvlan1',
