@@ -229,8 +229,11 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.match(stored.metadata?.name ?? '', /^web-/);
     const sidecar = stored.spec?.initContainers?.[0];
     assert.equal(sidecar?.name, 'multus-proxy');
-    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy']);
+    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy', '/etc/multus-proxy/podinfo']);
     assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
+    // The apiserver stored the downwardAPI volume of the pod's annotations as the webhook wrote it.
+    const podinfo = stored.spec?.volumes?.find((v) => v.name === 'multus-proxy-podinfo');
+    assert.deepEqual(podinfo?.downwardAPI?.items?.map((i) => i.fieldRef?.fieldPath), ['metadata.annotations']);
   });
 
   void test('namespace-wide: the blog client, carrying only networks, gets the sidecar', async () => {
