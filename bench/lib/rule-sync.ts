@@ -21,7 +21,19 @@ export interface SyncSubject<S> {
   state(services: number): S;
   /** The pure part, render + restore plan for a fresh namespace: the IPv4 text ours applies there. */
   plan(state: S): string;
+  /** The rule tool's own run of a text (default: `iptables-restore --noflush`), in ms. */
+  readonly raw?: (ns: string, text: string) => Promise<number>;
+  /** DNAT rules in a namespace, and in a text (default: iptables's): proof that what was timed landed. */
+  readonly countLanded?: (ns: string) => Promise<number>;
+  readonly countText?: (text: string) => number;
 }
+
+/** The nftables back end's raw tool and counts, for a subject that syncs with it. */
+export const NFT_TOOL: Pick<SyncSubject<unknown>, 'raw' | 'countLanded' | 'countText'> = {
+  raw: async (ns, text) => (await run('nft', ['-f', '-'], { netns: ns, input: text })).ms,
+  countLanded: async (ns) => (await run('nft', ['list', 'table', 'inet', 'multus_proxy'], { netns: ns })).stdout.split('\n').filter((l) => l.includes(' dnat ')).length,
+  countText: (text) => text.split('\n').filter((l) => l.includes(' dnat ')).length,
+};
 
 export interface FullRun {
   readonly ours: number;
@@ -72,7 +84,8 @@ export async function fullSyncVsRaw<S>(
 ): Promise<SizeResult> {
   const state = subject.state(services);
   const rawText = subject.plan(state);
-  const expected = dnatLines(rawText);
+  const expected = (subject.countText ?? dnatLines)(rawText);
+  const rawRun = subject.raw ?? rawRestore;
   const out: FullRun[] = [];
   for (let i = 0; i < runs; i++) {
     const t0 = performance.now();
@@ -93,12 +106,12 @@ export async function fullSyncVsRaw<S>(
           const v4 = v4Restore(r);
           oursRestore = v4.ms;
           if (!r.full || v4.text === '') throw new Error(`expected a full sync with rules, got full=${r.full}`);
-          const dnat = await countDnat(ns);
+          const dnat = await (subject.countLanded ?? countDnat)(ns);
           if (dnat !== expected) throw new Error(`ours: expected ${expected} DNAT rules, found ${dnat}`);
           if (i === runs - 1 && onLoaded) await onLoaded(dp, ns);
         } else {
           nsCost.push((await run('true', [], { netns: ns })).ms);
-          raw = await rawRestore(ns, rawText);
+          raw = await rawRun(ns, rawText);
         }
         await deleteNetns(ns);
       }
@@ -147,7 +160,14 @@ export function partialRow(p: PartialResult): string[] {
  * of the same partial text. `stateAfter(g)` is the state after change g; g = 0 is the loaded state,
  * restored after each change so every change is one endpoint against the same namespace.
  */
-export async function partialVsRaw<S>(ctx: RunContext, dp: Dataplane<S>, ns: string, changes: number, stateAfter: (generation: number) => S): Promise<PartialResult> {
+export async function partialVsRaw<S>(
+  ctx: RunContext,
+  dp: Dataplane<S>,
+  ns: string,
+  changes: number,
+  stateAfter: (generation: number) => S,
+  rawRun: (ns: string, text: string) => Promise<number> = rawRestore,
+): Promise<PartialResult> {
   const ours: number[] = [];
   const stateMs: number[] = [];
   const renderMs: number[] = [];
@@ -165,7 +185,7 @@ export async function partialVsRaw<S>(ctx: RunContext, dp: Dataplane<S>, ns: str
     const v4 = v4Restore(r);
     restoreMs.push(v4.ms);
     if (r.full || v4.text === '') throw new Error('expected a partial sync with a restore');
-    raw.push(await rawRestore(ns, v4.text));
+    raw.push(await rawRun(ns, v4.text));
     await dp.sync(stateAfter(0), { full: false });
   }
   const result = { ours: summarize(ours), state: summarize(stateMs), render: summarize(renderMs), restore: summarize(restoreMs), raw: summarize(raw), ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))) };

@@ -36,6 +36,7 @@ export const NODE_AGENT_PROGRAM: Program = {
     { name: 'node-name', value: 'NAME', env: 'NODE_NAME', help: 'this node (downward API spec.nodeName); required unless --cleanup' },
     { name: 'kubeconfig', value: 'PATH', env: 'KUBECONFIG', help: 'default: the in-cluster service account' },
     { name: 'iptables-backend', value: 'B', env: 'IPTABLES_BACKEND', def: 'auto', help: 'auto, nft or legacy' },
+    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: 'rule back end: auto or iptables (the nftables back end does not write the node agent\'s rules yet)' },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
   notes:
@@ -71,6 +72,12 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
   const backend = pick('iptables-backend', 'IPTABLES_BACKEND') ?? 'auto';
   if (backend !== 'auto' && backend !== 'nft' && backend !== 'legacy') {
     problems.push(formatInputError(OBJECT, inputError('IPTABLES_BACKEND (--iptables-backend)', backend, 'is not a back end', 'write auto, nft or legacy')));
+  }
+  // The sidecar's --backend; the agent's NodePort, masquerade and Local rules exist for iptables only so far.
+  const rules = pick('backend', 'DATAPLANE_BACKEND') ?? 'auto';
+  if (rules !== 'auto' && rules !== 'iptables') {
+    const fix = rules === 'nftables' ? "the node agent's nftables rules are not written yet; write iptables or auto" : 'write auto or iptables';
+    problems.push(formatInputError(OBJECT, inputError('DATAPLANE_BACKEND (--backend)', rules, 'is not a rule back end the node agent has', fix)));
   }
   const nodeName = pick('node-name', 'NODE_NAME');
   if (nodeName === undefined && !cleanup) {

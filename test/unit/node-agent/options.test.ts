@@ -27,3 +27,10 @@ void describe('node agent options', () => {
     assert.ok(!u.ok && /known flags: --cleanup/.test(u.error));
   });
 });
+
+void test('--backend: auto or iptables; nftables is refused with why and the fix (its node rules are not written yet)', () => {
+  assert.equal(parseNodeAgentOptions({ NODE_NAME: 'a' }, ['--backend', 'iptables']).ok, true);
+  const r = parseNodeAgentOptions({ NODE_NAME: 'a', DATAPLANE_BACKEND: 'nftables' }, []);
+  assert.equal(r.ok, false);
+  if (!r.ok) assert.match(r.error, /DATAPLANE_BACKEND \(--backend\) "nftables": is not a rule back end the node agent has; the node agent's nftables rules are not written yet; write iptables or auto/);
+});
