@@ -43,4 +43,35 @@ void describe('sidecar dataplane: switching back ends', () => {
     assert.match(await saveText(env), /^:MPX-SERVICES/m);
     await served();
   });
+
+  void test('nftables drift: a removed map element or hook rule is found by the quick check, a flushed Service chain by the deep one; the next sync repairs', async () => {
+    const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
+    const dp = createDataplane({ netns: env.client.ns, rules: 'nftables' });
+    await dp.sync(want, { full: true });
+    assert.equal(await dp.checkDrift({ deep: false }), undefined);
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    const nft = (cmd: string): Promise<unknown> => env.topo.run(env.client, ['nft', ...cmd.split(' ')]);
+
+    await nft(`delete element inet multus_proxy services-v4 { ${WEB_V4} . tcp . 80 }`);
+    assert.match((await dp.checkDrift({ deep: false })) ?? '', /^nftables services-v4: 0 elements, 1 written$/);
+    const repaired = await dp.sync(want, { full: false });
+    assert.equal(repaired.full, true, 'drift forgets what was applied: the next sync is a full one');
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    await served();
+
+    await nft('flush chain inet multus_proxy nat-output');
+    assert.match((await dp.checkDrift({ deep: false })) ?? '', /^nftables nat-output: 0 rules, 2 written$/);
+    await dp.sync(want, { full: false });
+    await served();
+
+    const listing = (await env.topo.run(env.client, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
+    const svc = /chain (MPX-SVC-\S+) \{/.exec(listing)?.[1];
+    assert.ok(svc !== undefined, listing);
+    await nft(`flush chain inet multus_proxy ${svc}`);
+    assert.equal(await dp.checkDrift({ deep: false }), undefined, 'the quick check does not list Service chains');
+    assert.match((await dp.checkDrift({ deep: true })) ?? '', new RegExp(`^nftables ${svc}: 0 rules, 1 written$`));
+    await dp.sync(want, { full: false });
+    await served();
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+  });
 });

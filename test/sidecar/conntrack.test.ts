@@ -14,11 +14,11 @@ import type { DesiredState, ServicePortTarget } from '../../src/dataplane/model.
 
 const dns = (pods: readonly Pod[]): ServicePortTarget => target('demo/dns', DNS_V4, 53, endpoints(pods, 4, UDP_PORT), { protocol: 'UDP', portName: 'dns' });
 
-void describe('sidecar dataplane: conntrack reconciled after a restart or a failed sync', () => {
+for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar dataplane (${rules}): conntrack reconciled after a restart or a failed sync`, () => {
   let env: Env;
   const dps: Dataplane[] = [];
   const dataplane = (): Dataplane => {
-    const dp = createDataplane({ netns: env.client.ns });
+    const dp = createDataplane({ netns: env.client.ns, rules });
     dps.push(dp);
     return dp;
   };
