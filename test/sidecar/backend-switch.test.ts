@@ -69,7 +69,8 @@ void describe('sidecar dataplane: switching back ends', () => {
     assert.ok(svc !== undefined, listing);
     await nft(`flush chain inet multus_proxy ${svc}`);
     assert.equal(await dp.checkDrift({ deep: false }), undefined, 'the quick check does not list Service chains');
-    assert.match((await dp.checkDrift({ deep: true })) ?? '', new RegExp(`^nftables ${svc}: 0 rules, 1 written$`));
+    // One rule per endpoint (two backends).
+    assert.match((await dp.checkDrift({ deep: true })) ?? '', new RegExp(`^nftables ${svc}: 0 rules, 2 written$`));
     await dp.sync(want, { full: false });
     await served();
     assert.equal(await dp.checkDrift({ deep: true }), undefined);

@@ -75,7 +75,10 @@ void describe('nftables render: golden files per rule shape', () => {
     );
     const text = partialText(nft(changed), nft(s)).text;
     golden('sample-endpoint-removed.nft', text);
-    assert.equal(text.split('\n').filter((l) => l !== '').length, 2, text);
+    // One flush and one rule per remaining endpoint (two), all in the one Service chain.
+    const lines = text.split('\n').filter((l) => l !== '');
+    assert.equal(lines.length, 3, text);
+    assert.equal(new Set(lines.map((l) => l.split(' ')[4])).size, 1, text);
   });
   void test('nothing changed: no text; order of input does not matter', () => {
     const s = sampleState();

@@ -9,9 +9,10 @@
  *       ip  daddr . meta l4proto . th dport vmap @services-v4      one lookup, whatever the number of Services
  *       ip6 daddr . meta l4proto . th dport vmap @services-v6
  *   map services-v4/-v6  (cluster IP . protocol . port) : goto <Service-port chain>
- *   chain MPX-SVC-<hash> one rule: `dnat ... to numgen random mod N map { i : endpoint i }`, equal shares;
+ *   chain MPX-SVC-<hash> one rule per endpoint: `numgen random mod (N-i) 0 dnat ... to <endpoint i>`, the
+ *                        last unconditional (equal shares, as iptables's statistic rules; no anonymous sets);
  *                        with sessionAffinity ClientIP: `ip saddr @<set of endpoint i> goto <endpoint chain>`
- *                        per endpoint, then `numgen random mod N vmap { i : goto <endpoint chain> }`
+ *                        per endpoint, then the same picks as `goto <endpoint chain>`
  *   chain MPX-SEP-<hash> (affinity only) `update @<set> { ip saddr }`, then the DNAT
  *   set MPX-<hash>       (affinity only) client addresses, `flags dynamic,timeout`, the Service's timeout
  *   chain filter-output  type filter hook output priority filter
@@ -58,11 +59,18 @@ export const noEndpointsSet = (f: IpFamily): string => `no-endpoints-v${f}`;
 const ipKw = (f: IpFamily): string => (f === 4 ? 'ip' : 'ip6');
 const addr = (f: IpFamily, ip: string, port: number): string => (f === 4 ? `${ip}:${port}` : `[${ip}]:${port}`);
 
-function dnat(f: IpFamily, proto: string, endpoints: readonly ChosenEndpoint[]): string {
-  const [only] = endpoints;
-  if (endpoints.length === 1 && only !== undefined) return `meta l4proto ${proto} dnat ${ipKw(f)} to ${addr(f, only.ip, only.port)}`;
-  const elems = endpoints.map((e, i) => `${i} : ${e.ip} . ${e.port}`).join(', ');
-  return `meta l4proto ${proto} dnat ${ipKw(f)} addr . port to numgen random mod ${endpoints.length} map { ${elems} }`;
+function dnat(f: IpFamily, proto: string, ep: ChosenEndpoint): string {
+  return `meta l4proto ${proto} dnat ${ipKw(f)} to ${addr(f, ep.ip, ep.port)}`;
+}
+
+/**
+ * Rule i of n takes 1/(n-i) of what reaches it (a fresh `numgen` per rule), the last takes the
+ * rest: equal shares, as the iptables back end's `statistic` probabilities. No anonymous sets (a
+ * `numgen ... map { }` per Service would be one): at 10,000 Services they made a whole-table load
+ * 20x slower and every change slower, since nft fetches every set before a transaction (docs/decisions.md).
+ */
+function pick(n: number, i: number): string {
+  return i < n - 1 ? `numgen random mod ${n - i} 0 ` : '';
 }
 
 /** The endpoint chain of one endpoint of an affinity Service: a pure function of (Service chain, endpoint). */
@@ -85,18 +93,18 @@ export function renderTarget(r: ResolvedTarget): NftTarget {
   const sets = new Map<string, number>();
   let rules: string[] = [];
   if (eps.length === 0) rules = [];
-  else if (r.affinitySeconds === undefined) rules = [dnat(f, proto, eps)];
+  else if (r.affinitySeconds === undefined) rules = eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`);
   else {
     const picks: string[] = [];
     for (const [i, ep] of eps.entries()) {
       const set = affinitySetName(r.chain, ep, r.affinitySeconds);
       const epChain = endpointChainName(r.chain, ep);
       sets.set(set, r.affinitySeconds);
-      endpointChains.set(epChain, [`update @${set} { ${ipKw(f)} saddr }`, dnat(f, proto, [ep])]);
+      endpointChains.set(epChain, [`update @${set} { ${ipKw(f)} saddr }`, dnat(f, proto, ep)]);
       rules.push(`${ipKw(f)} saddr @${set} goto ${epChain}`);
-      picks.push(`${i} : goto ${epChain}`);
+      picks.push(`${pick(eps.length, i)}goto ${epChain}`);
     }
-    rules.push(`numgen random mod ${eps.length} vmap { ${picks.join(', ')} }`);
+    rules.push(...picks);
   }
   return { family: f, key, chain: r.chain, rules: rules.map(flat), endpointChains, sets, reject: eps.length === 0 };
 }
