@@ -11,12 +11,12 @@ import { ROUTE_PROTO } from '../../src/dataplane/routes.js';
 import { httpRequests } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
 
-void describe('sidecar routes: a foreign route with our protocol number', () => {
+for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar routes (${rules}): a foreign route with our protocol number`, () => {
   let env: Env;
   let dp: Dataplane;
   before(async () => {
     env = await createEnv(2);
-    dp = createDataplane({ netns: env.client.ns });
+    dp = createDataplane({ netns: env.client.ns, rules });
   });
   after(async () => {
     dp.close();
