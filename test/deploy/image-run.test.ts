@@ -26,6 +26,26 @@ import { binDir } from '../harness/controlplane.js';
 import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../webhook/options.js';
 import { RUN_DIR, sidecarContainer } from '../../webhook/mutate.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
+import { render } from '../../src/dataplane/incremental.js';
+import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
+import { SHAPE_STATES, CLIENT_BLUE, ep, target } from '../sidecar/render-fixtures.js';
+
+/**
+ * A table of the nftables back end with every statement it writes (verdict maps, numgen picks,
+ * DNAT both families, SCTP, a dynamic affinity set with update, the reject chain), loaded by the
+ * image's own `nft` under the sidecar's security context.
+ */
+const NFT_TABLE = fullText(
+  renderNft(
+    render({
+      interfaces: [CLIENT_BLUE],
+      targets: [
+        ...SHAPE_STATES['shape-sctp'].targets,
+        target('demo/sticky', '10.96.1.10', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { affinityTimeoutSeconds: 600 }),
+      ],
+    }).resolution.targets,
+  ),
+);
 
 const run = promisify(execFile);
 const CACHE = dirname(binDir());
@@ -301,7 +321,10 @@ for (const [tool, dst, to] of [['iptables', '10.96.0.99/32', '10.251.0.9:80'], [
     iptables[tool + '-' + backend] = { restore: restore.status, error: (restore.stderr || '') + (restore.error ? String(restore.error) : ''), saved: (save.stdout || '').includes('-A ' + chain + ' -d ' + dst) };
   }
 }
-console.log(JSON.stringify({ uid: process.getuid(), capEff: field('CapEff'), capPrm: field('CapPrm'), capBnd: field('CapBnd'), capAmb: field('CapAmb'), noNewPrivs: field('NoNewPrivs'), seccomp: field('Seccomp'), rootfs, iptables }));
+const nftLoad = cp.spawnSync('nft', ['-f', '-'], { input: NFT_TABLE_TEXT, encoding: 'utf8' });
+const nftList = cp.spawnSync('nft', ['list', 'table', 'inet', 'multus_proxy'], { encoding: 'utf8' });
+const nft = { load: nftLoad.status, error: (nftLoad.stderr || '') + (nftLoad.error ? String(nftLoad.error) : ''), listed: /numgen random mod 2 0 .*dnat ip to/.test(nftList.stdout || '') && /update @MPX-AFF-/.test(nftList.stdout || '') };
+console.log(JSON.stringify({ nft, uid: process.getuid(), capEff: field('CapEff'), capPrm: field('CapPrm'), capBnd: field('CapBnd'), capAmb: field('CapAmb'), noNewPrivs: field('NoNewPrivs'), seccomp: field('Seccomp'), rootfs, iptables }));
 `;
 
 void describe('the built image under containerd (CRI, as the kubelet runs it)', () => {
@@ -389,8 +412,8 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
     assert.match(r.out, /no Kubernetes configuration found/, r.out);
   });
 
-  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends', async (t) => {
-    const r = await cd?.runContainer('sidecar-probe', asInjected(['node', '-e', PROBE]));
+  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends, and nft loads the nftables back end\'s table', async (t) => {
+    const r = await cd?.runContainer('sidecar-probe', asInjected(['node', '-e', `const NFT_TABLE_TEXT = ${JSON.stringify(NFT_TABLE)};\n${PROBE}`]));
     assert.ok(r);
     assert.equal(r.code, 0, r.out);
     const line = r.out.split('\n').find((l) => l.startsWith('{'));
@@ -406,7 +429,11 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
       seccomp: string;
       rootfs: string;
       iptables: Record<string, { restore: number; error: string; saved: boolean }>;
+      nft: { load: number; error: string; listed: boolean };
     };
+    // The nftables back end's whole table, loaded by the image's nft with only NET_ADMIN/NET_RAW and RuntimeDefault seccomp.
+    assert.equal(p.nft.load, 0, `nft -f: ${p.nft.error}`);
+    assert.ok(p.nft.listed, 'nft list table does not show the numgen DNAT and the affinity update');
     assert.equal(p.uid, 0);
     assert.equal(p.capEff, NET_ADMIN_RAW, 'CapEff');
     assert.equal(p.capPrm, NET_ADMIN_RAW, 'CapPrm');
