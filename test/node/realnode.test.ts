@@ -241,6 +241,15 @@ void describe('real node', { concurrency: 1 }, () => {
     guarded('token reach', r);
   });
 
+  void test('tenant: a workload without the sidecar reads no Services or EndpointSlices', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: TokenReach = { statuses: {} };
+    const r = await guard(node, log, tokenReach(node, tenant, o));
+    assert.equal(o.statuses['plain pod: list services'], 403, 'only the ServiceAccounts of injected pods are bound');
+    assert.equal(o.statuses['plain pod: list endpointslices'], 403);
+    guarded('token reach', r);
+  });
+
   void test("tenant: a Service naming another namespace's NAD is refused unless its owner allowed it; the other namespace's clients get no rule", { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
     const o: BorrowedNetwork = { created: undefined, events: [], clientRules: [] };

@@ -799,3 +799,73 @@ export function borrowedNetwork(node: RealNode, t: Tenant, out: BorrowedNetwork)
     },
   };
 }
+
+// --- attack 5: more Services on a network than a sidecar serves ---------------------------------
+
+export interface ServiceFlood {
+  cap: number;
+  /** ServiceCapReached Events in the tenant's namespace. */
+  events: string[];
+  /** multus_proxy_sidecar_services_dropped by network while flooded, and after the Services went. */
+  dropped: Record<string, number>;
+  droppedAfter: Record<string, number>;
+}
+
+const FLOOD = 5;
+const WEBHOOK_NS = 'multus-proxy-system';
+
+async function setSidecarCap(node: RealNode, config: string): Promise<void> {
+  await node.kubectl(['patch', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '--type=merge', '-p', JSON.stringify({ data: { 'config.yaml': config } })]);
+  // The webhook reads its config at start.
+  await node.kubectl(['rollout', 'restart', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook']);
+  await node.kubectl(['rollout', 'status', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook', '--timeout=180s'], { timeoutMs: 190_000 });
+}
+
+/**
+ * Attack 5: the admin caps Services per network at `cap` (sidecar.maxServicesPerNetwork in the
+ * webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD more
+ * Services on its network. The sidecar serves `cap` of them, says which it leaves out
+ * (ServiceCapReached, services_dropped{network}); once the Services go, it serves all again.
+ */
+export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Attack {
+  let original = '';
+  const net = `${t.namespace}/macvlan1`;
+  const dropped = async (): Promise<Record<string, number>> =>
+    metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_services_dropped');
+  const recreateClient = async (): Promise<void> => {
+    await t.kubectl(['delete', 'pod', '-n', t.namespace, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+    const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('pod.yml') });
+    if (r.code !== 0) throw new Error(`the tenant could not recreate its client: ${r.stderr}`);
+    await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 });
+  };
+  return {
+    async attack() {
+      original = await node.kubectl(['get', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '-o', 'jsonpath={.data.config\\.yaml}']);
+      if (!/^sidecar:\n/m.test(original)) throw new Error(`the webhook config has no sidecar section: ${original}`);
+      await setSidecarCap(node, original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`));
+      await recreateClient();
+      for (let i = 0; i < FLOOD; i++) {
+        const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
+        const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
+        if (r.code !== 0) throw new Error(`the tenant could not create Service flood-${i}: ${r.stderr}`);
+      }
+      out.events = await until('a ServiceCapReached Event', 60_000, async () => {
+        const e = await events(t, t.namespace, 'ServiceCapReached');
+        return e.length > 0 ? e : undefined;
+      }).catch(() => []);
+      out.dropped = await until(`services_dropped for ${net}`, 30_000, async () => {
+        const d = await dropped();
+        return (d[`{network="${net}"}`] ?? 0) > 0 ? d : undefined;
+      }).catch(() => dropped());
+    },
+    async undo() {
+      await t.kubectl(['delete', 'service', '-n', t.namespace, ...Array.from({ length: FLOOD }, (_, i) => `flood-${i}`), '--ignore-not-found']);
+      out.droppedAfter = await until(`services_dropped for ${net} back at 0`, 30_000, async () => {
+        const d = await dropped();
+        return d[`{network="${net}"}`] === 0 ? d : undefined;
+      }).catch(() => dropped());
+      await setSidecarCap(node, original);
+      await recreateClient();
+    },
+  };
+}
