@@ -5,7 +5,9 @@
  * conntrack planning what planning over all targets returns, over random sequences of
  * the informer events a sidecar sees. Seeded, so a failure names its seed and step and replays.
  */
-import { test, describe } from 'node:test';
+import { after, before, test, describe } from 'node:test';
+import { createTopology, type Pod, type Topology } from '../harness/netns.js';
+import { nftListingLines } from './render-fixtures.js';
 import assert from 'node:assert/strict';
 import { sameState, stateFingerprint } from '../../src/dataplane/state.js';
 import { planRestore } from '../../src/dataplane/restore.js';
@@ -151,3 +153,53 @@ void describe('incremental state and render equal from-scratch ones', () => {
     assert.ok(patched > SEEDS.length * 4, `endpoint-only changes should take the patch path (took it ${patched} times)`);
   });
 });
+
+/**
+ * The same property in the kernel, for the nftables back end: over random event sequences, the
+ * table after applying each partial change with the real `nft` equals the table a whole load of
+ * the same state gives (two namespaces this test creates).
+ */
+void describe('nftables: incremental changes in the kernel equal a from-scratch load', () => {
+  let topo: Topology;
+  let inc: Pod;
+  let scratch: Pod;
+  before(async () => {
+    topo = await createTopology();
+    inc = await topo.addPod('inc');
+    scratch = await topo.addPod('scratch');
+  });
+  after(async () => topo?.teardown());
+
+  void test('partial nft -f after every step = full nft -f of that state (3 seeds x 50 steps)', async () => {
+    const apply = async (pod: Pod, text: string, where: string): Promise<void> => {
+      if (text === '') return;
+      const r = await topo.run(pod, ['nft', '-f', '-'], { input: text, allowFail: true });
+      assert.equal(r.code, 0, `${where}: nft -f failed: ${r.stderr}\n${text}`);
+    };
+    const listing = async (pod: Pod): Promise<string[]> => nftListingLines((await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout);
+    let partials = 0;
+    for (const seed of [11, 12, 13]) {
+      const world = new World(rng(seed * 7919));
+      const memo = new StateMemo();
+      const cache = new RenderCache();
+      const nftMemo = new WeakMap<Parameters<typeof renderNft>[0][number], NftTarget>();
+      let prev: NftRuleset | undefined;
+      for (let i = 0; i < 50; i++) {
+        const what = world.step();
+        const next = renderNft(render(memo.update(world.input()).state, cache).resolution.targets, nftMemo);
+        const where = `seed ${seed}, step ${i} (${what})`;
+        if (prev === undefined) await apply(inc, fullText(next), where);
+        else {
+          const text = partialText(next, prev).text;
+          if (text !== '') partials += 1;
+          await apply(inc, text, where);
+        }
+        await apply(scratch, fullText(next), where);
+        assert.deepEqual(await listing(inc), await listing(scratch), where);
+        prev = next;
+      }
+    }
+    assert.ok(partials >= 30, `many steps should change the table (${partials} did)`);
+  });
+});
+

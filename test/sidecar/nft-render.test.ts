@@ -12,7 +12,7 @@ import { render } from '../../src/dataplane/incremental.js';
 import { cleanupText, fullText, partialText, planNft, renderNft, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
-import { CLIENT_BLUE, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
+import { CLIENT_BLUE, SHAPE_STATES, ep, nftListingLines as normalise, sampleState, target } from './render-fixtures.js';
 
 const golden = (name: string, actual: string): void => sharedGolden('nft', name, actual);
 const nft = (state: DesiredState): NftRuleset => renderNft(render(state).resolution.targets);
@@ -146,12 +146,3 @@ void describe('nftables render: the real nft loads every golden text', () => {
     assert.doesNotMatch(r.stdout, /multus_proxy/);
   });
 });
-
-/** A listing's lines sorted, element lists split: the kernel's order of set elements is not ours. */
-function normalise(listing: string): string[] {
-  return listing
-    .split(/[\n,{}]/)
-    .map((l) => l.trim().replace(/^elements = /, ''))
-    .filter((l) => l !== '')
-    .sort();
-}

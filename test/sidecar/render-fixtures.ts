@@ -82,3 +82,12 @@ export const SHAPE_STATES: Readonly<Record<'shape-dual-stack' | 'shape-sctp' | '
     ],
   },
 };
+
+/** An `nft list table` listing's lines sorted, element lists split: the kernel's order of set elements is not ours. */
+export function nftListingLines(listing: string): string[] {
+  return listing
+    .split(/[\n,{}]/)
+    .map((l) => l.trim().replace(/^elements = /, ''))
+    .filter((l) => l !== '')
+    .sort();
+}
