@@ -9,6 +9,7 @@ import { join, relative, resolve } from 'node:path';
 import { dump } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { createNamespace, net1Addresses, pods } from './cluster.js';
+import { SERVICE_NAMESPACES_ANNOTATION } from '../../src/keys.js';
 
 const REPO = resolve(import.meta.dirname, '..', '..');
 
@@ -43,7 +44,8 @@ export async function runNetService(node: RealNode): Promise<NetServiceObservati
   const nad = {
     apiVersion: 'k8s.cni.cncf.io/v1',
     kind: 'NetworkAttachmentDefinition',
-    metadata: { name: 'core', namespace: 'networks' },
+    // Its owner shares it with the NetService's namespace (docs/migration.md, "Another namespace's NAD").
+    metadata: { name: 'core', namespace: 'networks', annotations: { [SERVICE_NAMESPACES_ANNOTATION]: 'default' } },
     spec: { config: JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master: 'ens4', mode: 'bridge', ipam: { type: 'whereabouts', range: '10.3.3.0/24' } }) },
   };
   const deployment = {
