@@ -155,12 +155,12 @@ export interface Traffic {
 
 let trafficRuns = 0;
 
-/** The blog client curls its Service by name every 200 ms until stopped (one exec, in the background). */
-export function startTraffic(node: RealNode): Traffic {
+/** The blog client curls its Service by name every `pauseS` s (plus the curl) until stopped (one exec, in the background). */
+export function startTraffic(node: RealNode, pauseS = 0.2): Traffic {
   const stopFile = `/tmp/tenant-traffic-${++trafficRuns}`;
   const script =
     `rm -f ${stopFile}; while [ ! -e ${stopFile} ]; do ` +
-    `if curl -s -m 2 -o /tmp/tenant-body ${URL} && grep -q '${SERVICE}' /tmp/tenant-body; then echo ok; else echo "fail:$?"; fi; sleep 0.2; done`;
+    `if curl -s -m 2 -o /tmp/tenant-body ${URL} && grep -q '${SERVICE}' /tmp/tenant-body; then echo ok; else echo "fail:$?"; fi; sleep ${pauseS}; done`;
   const loop = node.exec('default', CLIENT, ['sh', '-c', script], { container: CLIENT, timeoutMs: 900_000 });
   return {
     async stop() {
