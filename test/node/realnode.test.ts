@@ -15,6 +15,7 @@ import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
+import { runSliceMetadata } from './slices.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
@@ -117,6 +118,20 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.deleted.inSliceAfter, false);
     assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
+  });
+
+  void test("issue 23: after the blog's scale-up the sidecar's trigger_to_rules_seconds has values; kube-proxy's selector lists none of our slices; a slice written as before is relabelled in place", { timeout: 120_000 }, async () => {
+    const o = await runSliceMetadata(node, (m) => log(`  ${m}`));
+    assert.ok(o.triggerCount > 0, `trigger_to_rules_seconds count ${o.triggerCount}`);
+    assert.ok(o.triggerSum / o.triggerCount >= 0 && o.triggerSum / o.triggerCount < 30, `mean ${o.triggerSum / o.triggerCount} s`);
+    // The slice's own trigger time is not asserted: a write whose only change is a pod leaving carries none (as upstream).
+    log(`  the blog slice's trigger time: ${String(o.trigger)}`);
+    assert.equal(o.labels['service.kubernetes.io/service-proxy-name'], 'multus-proxy');
+    assert.deepEqual(o.kubeProxyOurs, [], "kube-proxy's selector lists none of ours");
+    assert.equal(o.upgrade.proxyLabel, 'multus-proxy', `relabelled within 30 s: ${JSON.stringify(o.upgrade)}`);
+    assert.equal(o.upgrade.after, o.upgrade.before, 'same slice names and uids: updated in place');
+    assert.equal(o.upgrade.fewestAddresses, o.upgrade.addressesBefore, 'no endpoint dropped meanwhile');
+    assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
   });
 
   // The tenant suite (test/node/tenant.ts, docs/security.md): beside the blog's pods and traffic.
