@@ -15,7 +15,9 @@ import { INSTALL_NAMESPACE } from '../../src/keys.js';
 import { CHART } from '../deploy/helm.js';
 import { projectLeftovers } from './install.js';
 import { cleanupBlog, runBlog } from './blog.js';
-import { startTraffic } from './tenant.js';
+import { startTraffic, until } from './tenant.js';
+import { NODE_ADDRESS } from './nodeport.js';
+import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
 
 const RELEASE = 'multus-proxy';
 const REPO_PATH = `oci://${NODE.registry}/charts`;
@@ -65,6 +67,15 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     const o = await runBlog(node, { step: (t) => log(t), info: (t) => log(`  ${t}`) });
     assert.deepEqual(o.curls, Array(20).fill('ok'), 'the blog scenario on the Helm install');
     assert.deepEqual(o.sliceAddresses, Object.values(o.backends).sort());
+    // The admin gives the node its address on the blog's network: the agent programs the host
+    // (an interface holding the address, its chains), which the uninstall hook must remove.
+    await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`]);
+    const hostState = "iptables-save | grep -c -e MPXN -e 'proto 242' || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l";
+    const programmed = await until('the node agent programs the host', 60_000, async () => {
+      const [chains = 0, links = 0] = (await node.sh(hostState)).trim().split('\n').map(Number);
+      return chains > 0 && links > 0 ? { chains, links } : undefined;
+    });
+    log(`node agent on the host: ${programmed.chains} MPXN lines, ${programmed.links} interface(s)`);
 
     // Upgrade to the new tag while the client curls its Service about 10 times a second.
     const trafficStart = Date.now();
@@ -104,7 +115,10 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     ]);
     await node.kubectl(['delete', 'namespace', INSTALL_NAMESPACE, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
     assert.deepEqual(await projectLeftovers(node), [], 'nothing of the project left in the cluster');
-    const host = await node.sh("iptables-save | grep -c -e MPXN -e 'proto 242' || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l");
+    const host = await node.sh(hostState);
     assert.deepEqual(host.trim().split('\n'), ['0', '0', '0'], 'no chain, interface or route of the node agent on the host');
+    // What the uninstall deliberately leaves: the admin's Node annotation (docs/install.md).
+    assert.match(await node.kubectl(['get', 'node', NODE.name, '-o', `jsonpath={.metadata.annotations.${NODE_ADDRESSES_ANNOTATION.replace(/\./g, '\\.')}}`]), /default\/macvlan1=/);
+    await node.sh(`kubectl annotate node --all ${NODE_ADDRESSES_ANNOTATION}-`);
   });
 });
