@@ -1,5 +1,5 @@
 /**
- * Every label, annotation and name that ../shared/DESIGN.md fixes, in one place, so the
+ * Every label, annotation and name that docs/design.md fixes, in one place, so the
  * controller, webhook and sidecar can never disagree about a spelling.
  */
 

@@ -8,7 +8,7 @@
  * multus-proxy-injection=enabled, so every pod seen here is in such a namespace. A pod either
  * asked explicitly (service-network annotation) and is denied when it cannot have the sidecar, or
  * inherited the namespace's label and is then admitted unchanged with a warning instead: a
- * namespace-wide rule must never break a workload that did not ask (DESIGN.md, "Pod").
+ * namespace-wide rule must never break a workload that did not ask (docs/design.md, "Pod").
  */
 import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { networkKey, type NetworkRef } from '../src/annotations/service-network.js';

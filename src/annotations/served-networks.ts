@@ -1,5 +1,5 @@
 /**
- * The networks a client pod's sidecar serves (DESIGN.md, "Pod"): the pod's service-network
+ * The networks a client pod's sidecar serves (docs/design.md, "Pod"): the pod's service-network
  * annotation when it has one (it narrows), else every network its Multus `networks` annotation
  * attaches, in either form (short or JSON, with a namespace or an interface name), each once.
  * Shared by the webhook (which decides whether there is anything to serve) and the sidecar (which

@@ -97,7 +97,7 @@ export function readNetServiceSpec(ns: NetService): Result<NetServiceSpec> {
 export type NadResolution = { readonly ok: true; readonly network: NetworkRef } | { readonly ok: false; readonly reason: string; readonly candidates: NetworkRef[] };
 
 /**
- * DESIGN.md: a bare name is the NetService's namespace if such a NAD exists there, else the one
+ * docs/design.md ("Compatibility"): a bare name is the NetService's namespace if such a NAD exists there, else the one
  * NAD of that name in the cluster (net-service-controller matched by bare name), else nothing,
  * with the candidates. An explicit `namespace/name` is taken as written (it may come later).
  */

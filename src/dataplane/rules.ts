@@ -3,7 +3,7 @@
  * Pure, tested against golden files. What moves a namespace to a ruleset is restore.ts.
  *
  * Layout (chosen for the nf_tables back end, where kube-proxy's chain-per-endpoint layout is
- * quadratic — see ../shared/DESIGN.md):
+ * quadratic — see docs/design.md):
  *
  *   nat    OUTPUT       -> MPX-SERVICES            (exactly one jump, ours)
  *   nat    MPX-SERVICES -d <clusterIP> -p <proto> --dport <port> -> MPX-SVC-<hash>   (one rule per Service port)

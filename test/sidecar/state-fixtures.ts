@@ -1,7 +1,7 @@
 /**
  * Builders for the Kubernetes objects the sidecar reads (its pod, opted-in Services, our
  * EndpointSlices), shared by the pure state tests and the runtime tests that create them in a
- * real apiserver. They write exactly the labels and annotations ../shared/DESIGN.md fixes.
+ * real apiserver. They write exactly the labels and annotations docs/design.md fixes.
  */
 import {
   MANAGED_BY,

@@ -44,7 +44,7 @@ void describe('NetService spec', () => {
   });
 });
 
-void describe('NAD resolution (DESIGN.md: own namespace, else the one of that name, else candidates)', () => {
+void describe('NAD resolution (docs/design.md: own namespace, else the one of that name, else candidates)', () => {
   const ref = fc.record({ namespace: fc.constantFrom('app', 'n1', 'n2', 'n3'), name: fc.constantFrom('core', 'other') });
   void test('property: the rule, for any set of NADs', () => {
     fc.assert(
