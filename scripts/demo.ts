@@ -1,23 +1,20 @@
 /**
  * `npm run demo`: the classic multus-service demo on this machine, with no cluster (see
  * test/e2e/scenario.ts for what is real and what is played). Needs root (network namespaces,
- * iptables). The first run builds etcd, kube-apiserver and kustomize through scripts/setup.sh.
+ * iptables). Needs etcd and kube-apiserver: `bash scripts/setup.sh demo` builds them.
  * Ctrl-C cleans up every namespace, process and rule it created.
  */
-import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { binDir } from '../test/harness/controlplane.js';
 import { runScenario, type Answer, type Observations } from '../test/e2e/scenario.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
 
-function ensureSetup(): void {
+/** What to do when the binaries the demo runs are not built yet (fail fast, naming the command). */
+function missingSetup(): string | undefined {
   const missing = ['etcd', 'kube-apiserver'].filter((b) => !existsSync(join(binDir(), b)));
-  if (missing.length === 0) return;
-  console.log(`${missing.join(' and ')} not built yet: running scripts/setup.sh (the first build takes several minutes)`);
-  const r = spawnSync('bash', [join(ROOT, 'scripts/setup.sh')], { stdio: 'inherit' });
-  if (r.status !== 0) throw new Error('scripts/setup.sh failed; see its output above');
+  if (missing.length === 0) return undefined;
+  return `${missing.join(' and ')} not found in ${binDir()}: run \`bash scripts/setup.sh demo\` first (a few minutes on a fresh machine)`;
 }
 
 function summary(o: Observations): string[] {
@@ -40,7 +37,11 @@ async function main(): Promise<number> {
     console.error('The demo builds network namespaces and iptables rules: run it as root.');
     return 1;
   }
-  ensureSetup();
+  const notBuilt = missingSetup();
+  if (notBuilt !== undefined) {
+    console.error(notBuilt);
+    return 1;
+  }
   const abort = new AbortController();
   let n = 0;
   const started = Date.now();

@@ -25,6 +25,11 @@
 #   $BIN_DIR/../src/        writable copies of the Go modules built outside test/harness/kube-bins
 set -euo pipefail
 
+# Target: `demo` builds only what `npm run demo` needs (etcd and kube-apiserver, in one `go build`,
+# and the demo's OS packages); no argument or `test` builds everything, as `npm test` needs.
+TARGET=${1:-test}
+case $TARGET in demo | test) ;; *) printf 'setup.sh: unknown target %s; use demo or test (the default)\n' "$TARGET" >&2; exit 2 ;; esac
+
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BIN_DIR=${MULTUS_PROXY_BIN_DIR:-$HOME/.cache/multus-proxy/bin}
@@ -43,6 +48,8 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # daemon or a registry; gcc and libc6-dev compile the static pause binary.
 APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git wrk
   containerd runc containernetworking-plugins docker-registry buildah debootstrap gcc libc6-dev)
+# The demo needs only its network-namespace tools; the real node's packages are for `test`.
+[ "$TARGET" = demo ] && APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git)
 step "OS packages"
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -118,6 +125,30 @@ build() { # name package [extra ldflags]
   mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
   echo "built $name in $((SECONDS - t0)) s"
 }
+
+if [ "$TARGET" = demo ]; then
+  DSTAMP="$BIN_DIR/.demo-bins.stamp"
+  demo_value=$( (cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"; echo "$go_version $VERSION_LDFLAGS demo") | sha256sum | cut -d' ' -f1)
+  if current "$STAMP" "$stamp_value" "$BIN_DIR/etcd" "$BIN_DIR/kube-apiserver" || current "$DSTAMP" "$demo_value" "$BIN_DIR/etcd" "$BIN_DIR/kube-apiserver"; then
+    echo "etcd and kube-apiserver are current"
+  else
+    # One `go build` for both: they share most of their packages (etcd's client and server,
+    # gRPC, protobuf), so those compile once. The version flags only touch Kubernetes' packages.
+    echo "building etcd and kube-apiserver (Kubernetes $KUBE_VERSION): the first build compiles for several minutes on 2 cores ..."
+    t0=$SECONDS
+    rm -rf "$BIN_DIR/.demo-build"
+    (cd "$MOD_DIR" && go build -trimpath -ldflags="-s -w $VERSION_LDFLAGS" -o "$BIN_DIR/.demo-build/" go.etcd.io/etcd/server/v3 k8s.io/kubernetes/cmd/kube-apiserver)
+    mv "$BIN_DIR/.demo-build/kube-apiserver" "$BIN_DIR/kube-apiserver"
+    mv "$BIN_DIR/.demo-build/server" "$BIN_DIR/etcd" # go names a /v3 module's binary after the element before
+    rmdir "$BIN_DIR/.demo-build"
+    echo "built etcd and kube-apiserver in $((SECONDS - t0)) s"
+    echo "$demo_value" > "$DSTAMP"
+  fi
+  "$BIN_DIR/etcd" --version | head -1 || true
+  "$BIN_DIR/kube-apiserver" --version
+  step "setup complete for the demo (binaries in $BIN_DIR); run: npm run demo"
+  exit 0
+fi
 
 if current "$STAMP" "$stamp_value" "$BIN_DIR/etcd" "${KUBE_CMDS[@]/#/$BIN_DIR/}"; then
   echo "etcd and ${KUBE_CMDS[*]} are current (stamp $STAMP)"
