@@ -69,13 +69,13 @@ void describe('webhook/patch', () => {
     const native = pod();
     assert.deepEqual(
       createPatch(native, injectSidecar(native, SIDECAR, true)).map((o) => o.path),
-      ['/spec/volumes/1', '/spec/volumes/2', '/spec/initContainers/0'],
+      ['/spec/volumes/1', '/spec/volumes/2', '/spec/volumes/3', '/spec/initContainers/0'],
     );
     // Regular: the sidecar goes in front of the app's containers, whose first one names the default.
     const regular: V1Pod = { ...pod(), spec: { ...pod().spec, containers: [{ name: 'app' }], initContainers: [poison() as never] } };
     assert.deepEqual(
       createPatch(regular, injectSidecar(regular, SIDECAR, false)).map((o) => o.path),
-      ['/metadata/annotations/kubectl.kubernetes.io~1default-container', '/spec/volumes/1', '/spec/volumes/2', '/spec/containers/0'],
+      ['/metadata/annotations/kubectl.kubernetes.io~1default-container', '/spec/volumes/1', '/spec/volumes/2', '/spec/volumes/3', '/spec/containers/0'],
     );
   });
 
