@@ -14,7 +14,7 @@
  * one module, so the demo cannot drift from what is tested.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
@@ -24,6 +24,7 @@ import { startControlPlane, freePort, type ControlPlane } from '../harness/contr
 import { createTopology, type Pod as NetPod, type Topology } from '../harness/netns.js';
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { apiPath } from '../../src/kube/paths.js';
+import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Container, V1Pod, V1Service, V1EndpointSlice, KubeObject } from '../../src/kube/types.js';
 import {
@@ -292,6 +293,14 @@ class Scenario {
     this.res.relay = await startApiserverRelay(this.topo, cp.server, this.res.dir);
     await this.res.relay.attach(clientNs);
     const env = this.containerEnv(sidecarContainer, stored);
+    // The kubelet's part: the injected downwardAPI volume (metadata.annotations) the sidecar reads
+    // its networks from. Here the file is written where this script keeps its state, and the
+    // container's env points there instead of at the volume's mount path.
+    const running = await this.client.get<V1Pod>(apiPath('', 'v1', 'pods', NAMESPACE, podName));
+    const podInfo = join(this.res.dir, 'podinfo');
+    mkdirSync(podInfo, { recursive: true });
+    writeFileSync(join(podInfo, 'annotations'), formatDownwardMap(running.metadata?.annotations ?? {}));
+    if (env['POD_ANNOTATIONS_FILE'] !== undefined) env['POD_ANNOTATIONS_FILE'] = join(podInfo, 'annotations');
     const sidecarPort = Number(env['HEALTH_PORT'] ?? '9180');
     const sidecar = startProgram(this.res, 'sidecar', 'sidecar/main.ts', [], { ...env, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
       ['ip', 'netns', 'exec', clientNs.ns, 'setpriv', '--inh-caps=-all,+net_admin,+net_raw', '--ambient-caps=-all,+net_admin,+net_raw', '--bounding-set=-all,+net_admin,+net_raw', '--']);

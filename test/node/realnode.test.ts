@@ -20,8 +20,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { AgentAttack, BadAddresses, BorrowedNetwork, SmuggledInterface, TokenReach } from './tenant.js';
+import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, BorrowedNetwork, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { uninstallAgent } from './nodeport.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
@@ -274,6 +274,18 @@ void describe('real node', { concurrency: 1 }, () => {
     const said = o.created?.code !== 0 ? (o.created?.stderr ?? '') : o.events.join(' | ');
     assert.match(said, /default\/macvlan1/, `a denial or an Event names the NAD it may not use: ${said}`);
     guarded('borrowed network', r);
+  });
+
+  void test('tenant: Services beyond the per-network cap are not served, with an Event and a metric; all are served again once they go', { timeout: 600_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: ServiceFlood = { cap: 3, events: [], dropped: {}, droppedAfter: {} };
+    const r = await guard(node, log, serviceFlood(node, tenant, o));
+    log(`  events: ${o.events.join(' | ')}; dropped ${JSON.stringify(o.dropped)}, after ${JSON.stringify(o.droppedAfter)}`);
+    // The tenant's blog Service and 5 more on tenant-a/macvlan1, 3 served.
+    assert.equal(o.dropped[`{network="${TENANT_NS}/macvlan1"}`], 3, JSON.stringify(o.dropped));
+    assert.ok(o.events.some((e) => e.includes(`${TENANT_NS}/macvlan1`) && e.includes('maxServicesPerNetwork')), `a ServiceCapReached Event names the network and the setting: ${o.events.join(' | ')}`);
+    assert.equal(o.droppedAfter[`{network="${TENANT_NS}/macvlan1"}`], 0);
+    guarded('Service flood', r);
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {

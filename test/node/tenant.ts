@@ -818,7 +818,15 @@ async function setSidecarCap(node: RealNode, config: string): Promise<void> {
   await node.kubectl(['patch', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '--type=merge', '-p', JSON.stringify({ data: { 'config.yaml': config } })]);
   // The webhook reads its config at start.
   await node.kubectl(['rollout', 'restart', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook']);
-  await node.kubectl(['rollout', 'status', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook', '--timeout=180s'], { timeoutMs: 190_000 });
+  try {
+    await node.kubectl(['rollout', 'status', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook', '--timeout=180s'], { timeoutMs: 190_000 });
+  } catch (e) {
+    // Say why the rollout stalled (a Pending surge pod, a failing probe) rather than only that it did.
+    const pods = await node.kubectl(['get', 'pods', '-n', WEBHOOK_NS, '-o', 'wide']).catch((x: unknown) => String(x));
+    const events = await node.kubectl(['get', 'events', '-n', WEBHOOK_NS, '--sort-by=.lastTimestamp']).catch((x: unknown) => String(x));
+    const nodeUse = await node.kubectl(['describe', 'node']).then((d) => d.slice(d.indexOf('Allocated resources'))).catch((x: unknown) => String(x));
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\npods:\n${pods}\nevents:\n${events.split('\n').slice(-25).join('\n')}\n${nodeUse.slice(0, 1500)}`);
+  }
 }
 
 /**
