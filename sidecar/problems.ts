@@ -11,14 +11,13 @@ import type { KubeClient } from '../src/kube/client.js';
 import { objectEvent, type EventType } from '../src/kube/events.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { Logger } from '../src/log.js';
+// The Event reasons are a contract with the controller's `diagnose` command, so they live in src/.
+import { EVENT_COMPONENT, REASON_INVALID_ANNOTATION, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../src/sidecar-contract.js';
 
 /** The pod annotations the sidecar reads. */
 export type InputKey = 'service-network' | 'network-status';
 
-export const REASON_INVALID_ANNOTATION = 'SidecarInvalidAnnotation';
-export const REASON_SYNC_FAILED = 'SidecarSyncFailed';
-export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
-export const EVENT_COMPONENT = 'multus-proxy-sidecar';
+export { EVENT_COMPONENT, REASON_INVALID_ANNOTATION, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../src/sidecar-contract.js';
 
 export interface Say {
   readonly type: EventType;

@@ -34,7 +34,7 @@ import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimSe
 import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
 import { ServiceCap, type CapResult } from './service-cap.js';
-import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK, REASON_SERVICE_CAP_REACHED } from '../src/sidecar-contract.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
 const PROBLEM_REPEAT_MS = 5 * 60_000;
@@ -203,7 +203,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       say([
         {
           type: 'Warning',
-          reason: 'ServiceCapReached',
+          reason: REASON_SERVICE_CAP_REACHED,
           message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${cap.cap}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
         },
       ]);

@@ -71,3 +71,13 @@ export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;
 
 /** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
 export const DEFAULT_HEALTH_PORT = 9180;
+
+/**
+ * The Events the sidecar writes on its own pod (sidecar/problems.ts, sidecar/runtime.ts); the
+ * controller's `diagnose` command reads them to say whether a sidecar is synced.
+ */
+export const EVENT_COMPONENT = 'multus-proxy-sidecar';
+export const REASON_INVALID_ANNOTATION = 'SidecarInvalidAnnotation';
+export const REASON_SYNC_FAILED = 'SidecarSyncFailed';
+export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
+export const REASON_SERVICE_CAP_REACHED = 'ServiceCapReached';

@@ -12,7 +12,7 @@ import type { Outcome } from './metrics.js';
 import { injectSidecar } from './mutate.js';
 import type { PodSecurityLevel, SidecarConfig } from './options.js';
 import { createPatch } from './patch.js';
-import { decideInjection, describePod, type PodDecision } from './policy.js';
+import { decideInjection, describePod, type PodDecision } from '../src/injection-policy.js';
 import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
 import { defaultService, describeService, validateService } from './service.js';
 

@@ -1,6 +1,6 @@
 /**
  * The pod mutation: pure, from the pod as the apiserver sent it to the pod with the sidecar.
- * The caller (policy.ts) has already decided that the pod gets it.
+ * The caller (src/injection-policy.ts) has already decided that the pod gets it.
  */
 import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../src/kube/config.js';

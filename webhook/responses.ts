@@ -4,11 +4,12 @@
  * HTTP 200: a denial is `allowed: false` with a status code and message, which the apiserver
  * shows the user as `admission webhook "<name>" denied the request: <message>`.
  */
+import type { Operation } from '../src/injection-policy.js';
 
 export const ADMISSION_API_VERSION = 'admission.k8s.io/v1';
 export const ADMISSION_KIND = 'AdmissionReview';
 
-export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
+export type { Operation };
 
 export interface GroupVersionKind {
   group: string;

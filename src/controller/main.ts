@@ -2,14 +2,22 @@
  * The controller process: parse flags, connect, run until SIGTERM/SIGINT (then release the lease
  * so a standby takes over at once), exit non-zero when leadership is lost so the restart begins
  * from clean state.
+ *
+ * `controller diagnose pod|service NAME` is a one-shot subcommand of the same binary
+ * (src/controller/diagnose/; docs/decisions.md, "diagnose"): it reads, explains and exits.
  */
 import { loadKubeConnection } from '../kube/config.js';
 import { createKubeClient } from '../kube/client.js';
 import { createLogger } from '../log.js';
 import { parseOptions, USAGE } from './options.js';
 import { startController } from './run.js';
+import { runDiagnose } from './diagnose/command.js';
 
 async function main(): Promise<void> {
+  if (process.argv[2] === 'diagnose') {
+    // Explicit exit: the client's keep-alive connection must not hold the process open.
+    process.exit(await runDiagnose(process.argv.slice(3), process.stdout, process.stderr));
+  }
   const parsed = parseOptions(process.argv.slice(2));
   if (!parsed.ok) {
     process.stderr.write(`${parsed.error}\n`);

@@ -97,6 +97,7 @@ export const CONTROLLER_PROGRAM: Program = {
     { name: 'netservices', value: 'MODE', def: 'auto', help: "auto|true|false: serve net-service-controller's NetService objects (auto: when the svcctl.metaswitch.com API is installed)" },
     { name: 'remove-multus-service-slices', value: 'BOOL', def: BOOLS['remove-multus-service-slices'], help: "delete multus-service's EndpointSlices of the Services served here" },
   ],
+  notes: 'Subcommand: controller diagnose pod|service [NAMESPACE/]NAME [-o json] explains why traffic does or does not flow (controller diagnose --help).',
 };
 
 export const USAGE = helpText(CONTROLLER_PROGRAM);

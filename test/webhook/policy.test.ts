@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { decideInjection, describePod, parseInjectAnnotation, type PodDecision } from '../../webhook/policy.js';
+import { decideInjection, describePod, parseInjectAnnotation, type PodDecision } from '../../src/injection-policy.js';
 import { injectSidecar, sidecarContainer, uniqueName } from '../../webhook/mutate.js';
 import { podHandler } from '../../webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
@@ -19,7 +19,7 @@ function decide(p: V1Pod, labels: Record<string, string> | null = ENABLED, opera
   return decideInjection({ operation, pod: p, namespace: 'ns', namespaceLabels: labels ?? undefined, healthPort: 9180 });
 }
 
-void describe('webhook/policy decideInjection', () => {
+void describe('src/injection-policy decideInjection', () => {
   void test('skips with a reason: not a create, no network, opted out, already injected', () => {
     const asks = pod({ [SN]: 'a', [NETS]: 'a' });
     assert.equal((decide(asks, ENABLED, 'UPDATE') as { reason: string }).reason, 'not-create');

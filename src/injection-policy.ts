@@ -9,14 +9,19 @@
  * asked explicitly (service-network annotation) and is denied when it cannot have the sidecar, or
  * inherited the namespace's label and is then admitted unchanged with a warning instead: a
  * namespace-wide rule must never break a workload that did not ask (docs/design.md, "Pod").
+ *
+ * In src/ because two programs decide with it: the webhook at admission, and the controller's
+ * `diagnose` command afterwards, to say why a pod has no sidecar.
  */
-import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../src/keys.js';
-import { networkKey, type NetworkRef } from '../src/annotations/service-network.js';
-import { parseNetworks } from '../src/annotations/networks.js';
-import { servedNetworks } from '../src/annotations/served-networks.js';
-import type { V1Pod } from '../src/kube/types.js';
-import { err, formatInputError, inputError, ok, type InputError, type Result } from '../src/result.js';
-import type { Operation } from './responses.js';
+import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from './keys.js';
+import { networkKey, type NetworkRef } from './annotations/service-network.js';
+import { parseNetworks } from './annotations/networks.js';
+import { servedNetworks } from './annotations/served-networks.js';
+import type { V1Pod } from './kube/types.js';
+import { err, formatInputError, inputError, ok, type InputError, type Result } from './result.js';
+
+/** The admission operation (AdmissionReview `request.operation`). */
+export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 
 /** Why a pod cannot have the sidecar although it would get it: a denial when it asked, a warning when it inherited. */
 export type PolicyReason = 'host-network' | 'pod-security' | 'port-conflict';
