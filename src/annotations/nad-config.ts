@@ -64,14 +64,19 @@ const MAX_CONFIG_BYTES = 64 * 1024;
 
 const FIX_JSON = 'write the CNI configuration as one JSON object, e.g. {"cniVersion":"0.4.0","type":"macvlan","master":"eth1","mode":"bridge","ipam":{...}}';
 
+/** The plugin that makes the interface, and where it sits in the config (for messages). */
+export interface MainPlugin {
+  readonly plugin: JsonObject;
+  readonly where: string;
+}
+
 /**
- * Parses a NAD's `spec.config`; the caller names the NAD (formatInputError). An absent or empty config
- * means Multus reads a file of that name on each node, which the agent cannot see: unservable.
+ * The plugin of a NAD's `spec.config` that makes the interface: the config itself, or a conflist's
+ * first plugin (tuning, portmap, sbr… follow it). Undefined for an absent or empty config (Multus
+ * then reads a file on each node). Shared by the node agent's parent and the controller's IPAM range.
  */
-export function parseNetworkConfig(config: unknown): Result<NetworkConfig, InputError> {
-  if (config === undefined || config === null || config === '') {
-    return ok({ servable: false, type: '(none)', reason: 'spec.config is empty: Multus then reads a file on each node, which the node agent does not read; put the CNI configuration in spec.config' });
-  }
+export function mainPlugin(config: unknown): Result<MainPlugin | undefined, InputError> {
+  if (config === undefined || config === null || config === '') return ok(undefined);
   if (typeof config !== 'string') return err(inputError(NAD_CONFIG_KEY, jsonKind(config), `is ${jsonKind(config)}, expected a string holding JSON`, FIX_JSON));
   if (config.length > MAX_CONFIG_BYTES) return err(inputError(NAD_CONFIG_KEY, config, `is ${config.length} characters long, more than ${MAX_CONFIG_BYTES}`, FIX_JSON));
   const parsed = parseJson(config);
@@ -84,9 +89,22 @@ export function parseNetworkConfig(config: unknown): Result<NetworkConfig, Input
     const first = (plugins as unknown[])[0];
     if (first === undefined) return err(inputError(`${NAD_CONFIG_KEY} "plugins"`, '[]', 'is an empty list', 'list at least the plugin that makes the interface, e.g. {"type":"macvlan","master":"eth1"}'));
     if (!isJsonObject(first)) return err(inputError(`${NAD_CONFIG_KEY} "plugins" item 1`, JSON.stringify(first) ?? '', `is ${jsonKind(first)}, expected a plugin object`, 'write {"type":"macvlan","master":"eth1",...}'));
-    return plugin(first, `${NAD_CONFIG_KEY} "plugins" item 1`);
+    return ok({ plugin: first, where: `${NAD_CONFIG_KEY} "plugins" item 1` });
   }
-  return plugin(top, NAD_CONFIG_KEY);
+  return ok({ plugin: top, where: NAD_CONFIG_KEY });
+}
+
+/**
+ * Parses a NAD's `spec.config`; the caller names the NAD (formatInputError). An absent or empty config
+ * means Multus reads a file of that name on each node, which the agent cannot see: unservable.
+ */
+export function parseNetworkConfig(config: unknown): Result<NetworkConfig, InputError> {
+  const main = mainPlugin(config);
+  if (!main.ok) return main;
+  if (main.value === undefined) {
+    return ok({ servable: false, type: '(none)', reason: 'spec.config is empty: Multus then reads a file on each node, which the node agent does not read; put the CNI configuration in spec.config' });
+  }
+  return plugin(main.value.plugin, main.value.where);
 }
 
 function plugin(obj: JsonObject, where: string): Result<NetworkConfig, InputError> {

@@ -8,14 +8,19 @@
  * - loopback, link-local, unspecified, multicast and broadcast addresses, IPv4-mapped IPv6 and
  *   zoned IPv6 (the apiserver also answers 422 for several of these, which froze the whole
  *   Service's slices while one was in the plan);
- * - the nodes' own addresses (a pod claiming one would send its clients to a node).
- * Each refusal names the address and the class, for the Event.
+ * - the nodes' own addresses (a pod claiming one would send its clients to a node);
+ * - addresses outside the IPAM range of the network's NAD, where that range can be read
+ *   (src/annotations/nad-ipam.ts; elsewhere nothing is known and nothing is refused for it).
+ * Each refusal names the address and the class (or the NAD and its range), for the Event.
  */
 import { BlockList } from 'node:net';
+import { describeIpam, ipamAllows, type ReadableIpam } from '../annotations/nad-ipam.js';
 
 export interface AddressPolicy {
   /** Every address of every Node's status.addresses, normalised as network-status is. */
   readonly nodeAddresses: ReadonlySet<string>;
+  /** The readable IPAM ranges of the networks being planned, by network key (`<namespace>/<nad>`). */
+  readonly ipam?: ReadonlyMap<string, ReadableIpam>;
 }
 
 interface AddressClass {
@@ -44,12 +49,19 @@ const CLASSES: readonly AddressClass[] = (
   return { name, family, list };
 });
 
-/** Why `address` (normalised, family 4 or 6) must not be published, or undefined when it may be. */
-export function refusedAddress(address: string, family: 4 | 6, policy: AddressPolicy): string | undefined {
+/**
+ * Why `address` (normalised, family 4 or 6) must not be published on `network` (its key), or
+ * undefined when it may be.
+ */
+export function refusedAddress(address: string, family: 4 | 6, policy: AddressPolicy, network?: string): string | undefined {
   if (address.includes('%')) return `${address} has an IPv6 zone, which only link-local addresses carry`;
   const type = family === 4 ? 'ipv4' : 'ipv6';
   for (const c of CLASSES) if (c.family === family && c.list.check(address, type)) return `${address} is a ${c.name} address`;
   if (policy.nodeAddresses.has(address)) return `${address} is a Node's own address`;
+  const ipam = network === undefined ? undefined : policy.ipam?.get(network);
+  if (ipam !== undefined && !ipamAllows(ipam, address, family)) {
+    return `${address} is outside the IPAM range of NetworkAttachmentDefinition ${network ?? ''} (${describeIpam(ipam)})`;
+  }
   return undefined;
 }
 

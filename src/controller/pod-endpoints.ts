@@ -206,7 +206,7 @@ export function podEndpoints(
     const refused: string[] = [];
     for (const [addressType, family, claimed] of [['IPv4', 4, entry.ipv4], ['IPv6', 6, entry.ipv6]] as const) {
       const addresses = claimed.filter((a) => {
-        const why = refusedAddress(a, family, policy);
+        const why = refusedAddress(a, family, policy, key);
         if (why !== undefined) refused.push(why);
         return why === undefined;
       });
@@ -219,7 +219,7 @@ export function podEndpoints(
         pod: name,
         network: key,
         reason: 'AddressRefused',
-        message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" lists addresses that are never published (${refused.join('; ')}); the pod's other addresses are kept. List only the pod's own addresses on that network (Multus writes them)`,
+        message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" lists addresses that are not published (${refused.join('; ')}); the pod's other addresses are kept. List only the pod's own addresses on that network (Multus writes them)`,
         expected: false,
       });
     }

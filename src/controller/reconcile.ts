@@ -23,6 +23,8 @@ import type { ControllerMetrics } from './metrics.js';
 import { isPodReady, type PodSkip } from './pod-endpoints.js';
 import { OPEN_POLICY, type AddressPolicy } from './address-policy.js';
 import { nadSharedWith, type Sharing } from '../annotations/nad-sharing.js';
+import type { NadIpam, ReadableIpam } from '../annotations/nad-ipam.js';
+import { formatInputError, type InputError, type Result } from '../result.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
@@ -74,6 +76,8 @@ export interface ReconcilerDeps {
    * only NADs of the Service's own namespace (as when the NAD API cannot be read).
    */
   readonly nadSharing?: (ref: NetworkRef, namespace: string) => Sharing;
+  /** The NAD's parsed IPAM range (src/annotations/nad-ipam.ts); undefined when the NAD is not known. */
+  readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
 }
 
 export class Reconciler {
@@ -215,8 +219,8 @@ export class Reconciler {
     for (const key of this.allKeys()) this.mark(key);
   }
 
-  /** A NAD's sharing changed (rare): every Service is planned again. */
-  onNadSharing(): void {
+  /** A NAD's sharing or IPAM range changed (rare): every Service is planned again. */
+  onNadChange(): void {
     if (!this.enqueueing) return;
     for (const key of this.allKeys()) this.mark(key);
   }
@@ -292,11 +296,32 @@ export class Reconciler {
       pods,
       existing,
       zoneOf: (node) => this.zones.get(node),
-      addressPolicy: this.addressPolicy,
+      addressPolicy: { ...this.addressPolicy, ipam: this.ipamRanges(svc, networks) },
       maxPerSlice: this.d.maxEndpointsPerSlice,
     });
     this.report(svc, plan.skips);
     return plan.diff;
+  }
+
+  /**
+   * The readable IPAM ranges of the Service's networks. A NAD whose IPAM config is malformed gets
+   * a Warning on the Service, and its network is published without the range check (as one whose
+   * range cannot be read, e.g. dhcp): refusing every pod would let a NAD typo take the Service down.
+   */
+  private ipamRanges(svc: V1Service, networks: readonly NetworkRef[]): Map<string, ReadableIpam> {
+    const out = new Map<string, ReadableIpam>();
+    for (const ref of networks) {
+      const ipam = this.d.nadIpam?.(ref);
+      if (ipam === undefined) continue;
+      const key = networkKey(ref);
+      if (ipam.ok) {
+        if (ipam.value.readable) out.set(key, ipam.value);
+        continue;
+      }
+      const message = formatInputError(`NetworkAttachmentDefinition ${key}`, ipam.error);
+      this.d.events.warn(svc, `ipam|${key}`, 'NadIpamInvalid', `${message}. ${serviceName(svc)}: addresses on network ${key} are published without the IPAM range check until this is fixed.`);
+    }
+    return out;
   }
 
   private report(svc: V1Service, skips: readonly PodSkip[]): void {

@@ -16,7 +16,7 @@ import { objectKey, type KubeObject, type V1EndpointSlice, type V1Namespace, typ
 import type { Logger } from '../log.js';
 import { createRegistry, type Registry } from '../metrics.js';
 import { startHealthServer, type HealthServer } from '../health.js';
-import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION } from '../keys.js';
+import { PROXY_NAME, PROXY_NAME_LABEL } from '../keys.js';
 import { createEventRecorder, type EventRecorder } from './events.js';
 import { fenceWrites, LeaderElector, OPEN_FENCE, type WriteFence } from './leader.js';
 import { createControllerMetrics, registerKubeRequests, type ControllerMetrics } from './metrics.js';
@@ -28,7 +28,7 @@ import { createRbacController } from './rbac-controller.js';
 import { injectedAccounts } from './sidecar-rbac.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
-import { nodeAddressList, slimNadSharing, slimNamespace, slimNode, slimPod } from './slim.js';
+import { nadChanged, nodeAddressList, slimNad, slimNamespace, slimNode, slimPod, type SlimNad } from './slim.js';
 import { nadSharedWith } from '../annotations/nad-sharing.js';
 
 export interface RunningController {
@@ -111,11 +111,12 @@ export async function startController(client: KubeClient, opts: ControllerOption
     : undefined;
   const nodes = opts.watchNodes ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nodes', path: apiPath('', 'v1', 'nodes'), transform: slimNode }) : undefined;
 
-  // NADs, for whether another namespace's NAD is shared (src/annotations/nad-sharing.ts): only
-  // their annotation is kept. Without the NAD API, every cross-namespace reference is refused.
+  // NADs, for whether another namespace's NAD is shared (src/annotations/nad-sharing.ts) and for
+  // the range its IPAM hands out (src/annotations/nad-ipam.ts): only those are kept. Without the
+  // NAD API, every cross-namespace reference is refused and no range is known.
   const nadApi = (await getIfExists(client, '/apis/k8s.cni.cncf.io/v1')) !== undefined;
   const nads = nadApi
-    ? createInformer<KubeObject>(client, { ...informerOpts, name: 'nad-sharing', path: apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), transform: slimNadSharing })
+    ? createInformer<SlimNad>(client, { ...informerOpts, name: 'nads', path: apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), transform: slimNad })
     : undefined;
   if (!nadApi) logger.warn('the NetworkAttachmentDefinition API (k8s.cni.cncf.io/v1) is not served: Services naming another namespace\'s NAD get no slices');
 
@@ -144,8 +145,9 @@ export async function startController(client: KubeClient, opts: ControllerOption
       const nad = nads?.get(`${ref.namespace}/${ref.name}`);
       return nadSharedWith(ref, namespace, nad?.metadata?.annotations, nad !== undefined);
     },
+    nadIpam: (ref) => nads?.get(`${ref.namespace}/${ref.name}`)?.ipam,
   });
-  nads?.on({ add: () => reconciler.onNadSharing(), update: (n, old) => (n.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] !== old.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] ? reconciler.onNadSharing() : undefined), delete: () => reconciler.onNadSharing() });
+  nads?.on({ add: () => reconciler.onNadChange(), update: (n, old) => (nadChanged(n, old) ? reconciler.onNadChange() : undefined), delete: () => reconciler.onNadChange() });
 
   // Both write through the fenced client, like the reconciler.
   const netServices = await netServicePart(writer, opts, logger, { events, mayWrite: () => fence.mayWrite(), onError: () => metrics.errors.inc({ stage: 'netservice' }) });

@@ -12,9 +12,13 @@
  *   type and status (readiness), the Ready condition's lastTransitionTime (trigger time).
  * - Node: name, resourceVersion, labels (the zone label).
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
+ * - NAD: name, namespace, resourceVersion, the service-namespaces annotation, and its spec.config's
+ *   IPAM range, parsed once here (the config itself is dropped).
  */
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../keys.js';
 import { parseIp } from '../annotations/ip.js';
+import { parseNadIpam, type NadIpam } from '../annotations/nad-ipam.js';
+import type { InputError, Result } from '../result.js';
 import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../kube/types.js';
 
 type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
@@ -58,9 +62,20 @@ export function slimPod(p: V1Pod): V1Pod {
   };
 }
 
-/** A NAD as the sharing check needs it: its name and its service-namespaces annotation. */
-export function slimNadSharing(n: KubeObject): KubeObject {
-  return { metadata: meta(n.metadata, SERVICE_NAMESPACES_ANNOTATION) };
+/** A NAD as the controller reads it: who it is shared with, and the range its IPAM hands out. */
+export interface SlimNad extends KubeObject {
+  readonly ipam: Result<NadIpam, InputError>;
+}
+
+/** Its name, its service-namespaces annotation and its parsed IPAM range. */
+export function slimNad(n: KubeObject): SlimNad {
+  const config = (n as { spec?: { config?: unknown } }).spec?.config;
+  return { metadata: meta(n.metadata, SERVICE_NAMESPACES_ANNOTATION), ipam: parseNadIpam(config) };
+}
+
+/** Whether a NAD changed in what the controller reads (sharing or IPAM range): every Service is planned again. */
+export function nadChanged(n: SlimNad, old: SlimNad): boolean {
+  return n.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] !== old.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] || JSON.stringify(n.ipam) !== JSON.stringify(old.ipam);
 }
 
 /** Labels (the zone) and status.addresses (pods may not claim them). */

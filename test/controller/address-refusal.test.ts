@@ -3,7 +3,9 @@
  * ones that are never a pod's own (loopback and the other special classes, a Node's own address),
  * each with an Event naming the pod and the address, and keeps publishing everyone else. Before
  * this, one `127.0.0.1` made the apiserver answer 422 for the whole slice and the Service's slices
- * froze: a new replica never reached them. Real apiserver; the controller watches this namespace.
+ * froze: a new replica never reached them. Addresses outside the range the network's NAD hands out
+ * (whereabouts, host-local, static) are refused the same way, naming the NAD and its range. Real
+ * apiserver; the controller watches this namespace.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -44,6 +46,68 @@ void describe('controller refuses addresses a pod may not claim', () => {
     await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
     await cp?.client.delete(apiPath('', 'v1', 'nodes', undefined, node));
     await cp?.stop();
+  });
+
+  const nadPath = (name?: string): string => apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns, name);
+  const putNad = async (name: string, ipam: unknown): Promise<void> => {
+    const config = JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master: 'eth1', ipam });
+    const existing = await cp.client.get<{ metadata: object }>(nadPath(name)).catch(() => undefined);
+    const body = { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace: ns }, spec: { config } };
+    if (existing === undefined) await cp.client.create(nadPath(), body);
+    else await cp.client.replace(nadPath(name), { ...body, metadata: existing.metadata });
+  };
+  const refusedText = async (svc: string, needles: string[]): Promise<string> => {
+    let text = '';
+    await waitFor(`AddressRefused Events on ${svc} naming ${needles.join(', ')}`, async () => {
+      const events = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'AddressRefused');
+      text = events.map((e) => e.message ?? '').join('\n');
+      return needles.every((m) => text.includes(m));
+    }, 15_000, () => text);
+    return text;
+  };
+
+  void test('addresses outside the NAD\'s whereabouts range are left out with an Event naming pod, address, NAD and range; a range change is followed', async () => {
+    const svc = 'ranged';
+    const wstatus = (ips: string[]): string => networkStatus([{ name: `${ns}/wb`, ips }]);
+    await putNad('wb', { type: 'whereabouts', range: '10.2.128.0/24', range_end: '10.2.128.99', exclude: ['10.2.128.50/31'], ipRanges: [{ range: 'fd00:2::/64' }] });
+    await createPod(cp.client, ns, 'in-range', { labels: { app: 'ranged' }, status: wstatus(['10.2.128.10', 'fd00:2::10']) });
+    await createPod(cp.client, ns, 'outside', { labels: { app: 'ranged' }, status: wstatus(['10.9.9.9', '10.2.128.11', '10.2.128.150', '10.2.128.50', 'fd00:3::1', 'fd00:2::11']) });
+    await createService(cp.client, ns, svc, { network: 'wb', selector: { app: 'ranged' } });
+    await waitSlices(svc, 'only the in-range addresses', (s) => sliceAddresses(s, 'IPv4').join() === '10.2.128.10,10.2.128.11' && sliceAddresses(s, 'IPv6').join() === 'fd00:2::10,fd00:2::11');
+    const text = await refusedText(svc, ['10.9.9.9 is outside the IPAM range', '10.2.128.150 is outside', '10.2.128.50 is outside', 'fd00:3::1 is outside']);
+    assert.match(text, new RegExp(`Pod ${ns}/outside: `));
+    assert.ok(text.includes(`NetworkAttachmentDefinition ${ns}/wb (whereabouts 10.2.128.0/24 to 10.2.128.99 except 10.2.128.50/31, fd00:2::/64)`), text);
+    assert.ok(!text.includes('in-range'), text);
+
+    // The NAD's owner widens the range: the controller follows the NAD, no pod change needed.
+    await putNad('wb', { type: 'whereabouts', ipRanges: [{ range: '10.2.128.0/24' }, { range: '10.9.9.0/24' }, { range: 'fd00:2::/64' }] });
+    await waitSlices(svc, 'the widened range', (s) => sliceAddresses(s, 'IPv4').join() === '10.2.128.10,10.2.128.11,10.2.128.150,10.2.128.50,10.9.9.9' && sliceAddresses(s, 'IPv6').join() === 'fd00:2::10,fd00:2::11');
+  });
+
+  void test('host-local and static ranges are read; a malformed or unreadable IPAM config publishes as before, the malformed one with a Warning naming NAD, key and fix', async () => {
+    const cases: [nad: string, ipam: unknown, published: string][] = [
+      ['hl', { type: 'host-local', ranges: [[{ subnet: '10.3.0.0/16', rangeStart: '10.3.1.0', rangeEnd: '10.3.1.255' }]] }, '10.3.1.7'],
+      ['st', { type: 'static', addresses: [{ address: '10.4.0.5/24' }] }, '10.4.0.7'],
+      ['dh', { type: 'dhcp' }, '10.5.0.7,10.99.0.7'],
+      ['bad', { type: 'whereabouts', range: '10.6.0.0' }, '10.6.0.7,10.99.0.7'],
+    ];
+    for (const [nad, ipam, published] of cases) {
+      await putNad(nad, ipam);
+      const first = published.split(',')[0] ?? '';
+      await createPod(cp.client, ns, `p-${nad}`, { labels: { app: `r-${nad}` }, status: networkStatus([{ name: `${ns}/${nad}`, ips: [first, '10.99.0.7'] }]) });
+      await createService(cp.client, ns, `r-${nad}`, { network: nad, selector: { app: `r-${nad}` } });
+    }
+    for (const [nad, , published] of cases) await waitSlices(`r-${nad}`, published, (s) => sliceAddresses(s, 'IPv4').join() === published);
+    assert.match(await refusedText('r-hl', ['10.99.0.7 is outside']), /host-local 10\.3\.0\.0\/16 from 10\.3\.1\.0 to 10\.3\.1\.255/);
+    assert.match(await refusedText('r-st', ['10.99.0.7 is outside']), /static 10\.4\.0\.5\/24/);
+    let text = '';
+    await waitFor('NadIpamInvalid on r-bad', async () => {
+      text = (await serviceEvents(cp.client, ns, 'r-bad')).filter((e) => e.reason === 'NadIpamInvalid').map((e) => e.message ?? '').join('\n');
+      return text !== '';
+    }, 15_000, () => text);
+    assert.match(text, new RegExp(`NetworkAttachmentDefinition ${ns}/bad: spec.config "ipam" "range" "10.6.0.0": has no prefix length; write "range" as a CIDR`));
+    assert.match(text, /published without the IPAM range check/);
+    assert.equal((await serviceEvents(cp.client, ns, 'r-dh')).filter((e) => e.reason === 'AddressRefused' || e.reason === 'NadIpamInvalid').length, 0);
   });
 
   void test('loopback, link-local, multicast and a Node address are left out with Events; the rest is published and new replicas still arrive', async () => {

@@ -425,10 +425,10 @@ async function restoreStatus(t: Tenant, podName: string, original: string): Prom
   if (r.code !== 0) throw new Error(`the tenant could not restore the network-status of ${podName}: ${r.stderr}`);
 }
 
-/** Addresses a pod must not claim (docs/security.md, attack 3): loopback, link-local, unspecified, multicast, the node's. */
-export const BAD_ADDRESSES = ['127.0.0.1', '169.254.10.10', '0.0.0.0', '224.0.0.5', NODE.ip] as const;
-/** Outside the NAD's whereabouts range 10.1.1.0/24: refused once the controller reads IPAM ranges (to come). */
+/** Outside the tenant NAD's whereabouts range 10.1.1.0/24 (src/annotations/nad-ipam.ts). */
 export const OUTSIDE_RANGE = '10.9.9.9';
+/** Addresses a pod must not claim (docs/security.md, attack 3): loopback, link-local, unspecified, multicast, the node's, outside the NAD's range. */
+export const BAD_ADDRESSES = ['127.0.0.1', '169.254.10.10', '0.0.0.0', '224.0.0.5', NODE.ip, OUTSIDE_RANGE] as const;
 /** The controller's Warning for refused addresses (on the Service, naming the pod and each address). */
 export const REASON_ADDRESS_REFUSED = 'AddressRefused';
 
@@ -825,7 +825,7 @@ async function setSidecarCap(node: RealNode, config: string): Promise<void> {
     const pods = await node.kubectl(['get', 'pods', '-n', WEBHOOK_NS, '-o', 'wide']).catch((x: unknown) => String(x));
     const events = await node.kubectl(['get', 'events', '-n', WEBHOOK_NS, '--sort-by=.lastTimestamp']).catch((x: unknown) => String(x));
     const nodeUse = await node.kubectl(['describe', 'node']).then((d) => d.slice(d.indexOf('Allocated resources'))).catch((x: unknown) => String(x));
-    throw new Error(`${e instanceof Error ? e.message : String(e)}\npods:\n${pods}\nevents:\n${events.split('\n').slice(-25).join('\n')}\n${nodeUse.slice(0, 1500)}`);
+    throw new Error(`${e instanceof Error ? e.message : String(e)}\npods:\n${pods}\nevents:\n${events.split('\n').slice(-25).join('\n')}\n${nodeUse.slice(0, 1500)}`, { cause: e });
   }
 }
 

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { OPEN_POLICY, refusedAddress } from '../../../src/controller/address-policy.js';
 import { parseIp } from '../../../src/annotations/ip.js';
+import { parseNadIpam } from '../../../src/annotations/nad-ipam.js';
 
 void describe('address policy: what a pod may not claim', () => {
   const cases: [string, 4 | 6, RegExp | undefined][] = [
@@ -36,6 +37,15 @@ void describe('address policy: what a pod may not claim', () => {
   void test("a Node's own address is refused, the same address is fine without that Node", () => {
     assert.match(refusedAddress('10.244.0.1', 4, { nodeAddresses: new Set(['10.244.0.1']) }) ?? '', /Node's own address/);
     assert.equal(refusedAddress('10.244.0.1', 4, OPEN_POLICY), undefined);
+  });
+  void test("outside the network's readable IPAM range: refused on that network only, naming the NAD and the range", () => {
+    const r = parseNadIpam(JSON.stringify({ type: 'macvlan', master: 'eth1', ipam: { type: 'whereabouts', range: '10.2.128.0/24' } }));
+    assert.ok(r.ok && r.value.readable);
+    const policy = { nodeAddresses: new Set<string>(), ipam: new Map([['ns/wb', r.value]]) };
+    assert.equal(refusedAddress('10.2.128.9', 4, policy, 'ns/wb'), undefined);
+    assert.equal(refusedAddress('10.9.9.9', 4, policy, 'ns/other'), undefined);
+    assert.equal(refusedAddress('10.9.9.9', 4, policy, 'ns/wb'), '10.9.9.9 is outside the IPAM range of NetworkAttachmentDefinition ns/wb (whereabouts 10.2.128.0/24)');
+    assert.match(refusedAddress('127.0.0.1', 4, policy, 'ns/wb') ?? '', /loopback/);
   });
   void test('property: private unicast IPv4 (10/8, 192.168/16) and ULA IPv6 are always published', () => {
     fc.assert(

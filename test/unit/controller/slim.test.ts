@@ -3,9 +3,9 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { podEndpoints } from '../../../src/controller/pod-endpoints.js';
 import { podChangeMatters } from '../../../src/controller/reconcile.js';
-import { slimNamespace, slimNode, slimPod } from '../../../src/controller/slim.js';
+import { nadChanged, slimNad, slimNamespace, slimNode, slimPod } from '../../../src/controller/slim.js';
 import { isInjectionEnabled } from '../../../src/controller/sidecar-rbac.js';
-import { INJECTION_ENABLED, INJECTION_LABEL } from '../../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
 import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
 import { networkStatus, pod, service } from './fixtures.js';
 
@@ -59,5 +59,20 @@ void describe('controller informer transforms', () => {
     ] as V1Namespace[];
     assert.deepEqual(nss.map(slimNamespace).map(isInjectionEnabled), nss.map(isInjectionEnabled));
     assert.deepEqual(nss.map(isInjectionEnabled), [true, false, false]);
+  });
+
+  void test('NADs keep the sharing annotation and the parsed IPAM range, not the config; a change of either is a change', () => {
+    const nad = (ipam: unknown, shared?: string, mtu = 1500): { metadata: object; spec: { config: string } } => ({
+      metadata: { name: 'wb', namespace: 'ns', annotations: { ...(shared === undefined ? {} : { [SERVICE_NAMESPACES_ANNOTATION]: shared }), other: 'x' }, managedFields: [{}] },
+      spec: { config: JSON.stringify({ type: 'macvlan', master: 'eth1', mtu, ipam }) },
+    });
+    const a = slimNad(nad({ type: 'whereabouts', range: '10.1.1.0/24' }, 'b'));
+    assert.deepEqual(a.metadata?.annotations, { [SERVICE_NAMESPACES_ANNOTATION]: 'b' });
+    assert.equal((a as { spec?: unknown }).spec, undefined);
+    assert.ok(a.ipam.ok && a.ipam.value.readable && a.ipam.value.ranges.length === 1);
+    assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.1.0/24' }, 'b', 9000)), a), false);
+    assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.2.0/24' }, 'b')), a), true);
+    assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.1.0/24' }, 'c')), a), true);
+    assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.1.0' }, 'b')), a), true);
   });
 });
