@@ -16,6 +16,7 @@ import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../kube/
 import { compareText } from '../../order.js';
 import { isPodEligible, isPodReady, isPodTerminating, podEndpoints } from '../pod-endpoints.js';
 import { readServiceSpec } from '../service-spec.js';
+import { EVENT_COMPONENT as CONTROLLER_COMPONENT } from '../events.js';
 import { eventTimeMs } from './pod.js';
 import { verdictOf, type Finding, type ServiceNetwork, type ServicePod, type ServiceReport } from './report.js';
 
@@ -182,7 +183,11 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
       pods.push(row);
       if (row.state === 'ready' && row.reasons.length === 0) continue;
       const severity = row.state === 'ready' || row.state === 'not-eligible' ? 'info' : 'warning';
-      for (const r of row.reasons) findings.push(finding(severity, 'endpoints', r.code, `Pod ${ns}/${row.pod}${r.network !== '' ? ` on ${r.network}` : ''} (${row.state}): ${r.message}`));
+      const prefix = `Pod ${ns}/${row.pod}: `;
+      for (const r of row.reasons) {
+        const text = r.message.startsWith(prefix) ? r.message.slice(prefix.length) : r.message;
+        findings.push(finding(severity, 'endpoints', r.code, `Pod ${ns}/${row.pod}${r.network !== '' ? ` on ${r.network}` : ''} (${row.state}): ${text}`));
+      }
     }
     const selectedNames = new Set(selected.map((p) => p.metadata?.name ?? ''));
     for (const [pod, pub] of published) {
@@ -197,7 +202,8 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
   }
   // The controller's own Warnings, newest first, beyond what is derived above (e.g. a write it could not make).
   const derived = new Set(findings.map((x) => x.code));
-  const warnings = (f.events ?? []).filter((e) => e.type === 'Warning' && !derived.has(e.reason ?? '')).sort((a, b) => eventTimeMs(b) - eventTimeMs(a));
+  const fromController = (e: CoreV1Event): boolean => (e.reportingComponent || e.source?.component) === CONTROLLER_COMPONENT;
+  const warnings = (f.events ?? []).filter((e) => e.type === 'Warning' && fromController(e) && !derived.has(e.reason ?? '')).sort((a, b) => eventTimeMs(b) - eventTimeMs(a));
   for (const e of warnings.slice(0, 5)) findings.push(finding('info', 'events', e.reason ?? 'Event', `Event ${e.reason ?? ''} (x${e.count ?? 1}): ${e.message ?? ''}`));
   return done({ networks, selector, pods, readyEndpoints });
 }

@@ -285,6 +285,13 @@ void describe('diagnose service', () => {
     assert.ok(codes(diagnoseService({ ...serviceFacts(web(), []), service: plain })).includes('NotOptedIn'));
   });
 
+  void test("the controller's own Warning Events beyond the derived causes are shown; other components' are not", () => {
+    const ev = (reason: string, component: string): CoreV1Event => ({ ...event(reason, `${reason} happened`, '2026-11-26T10:00:00Z'), reportingComponent: component });
+    const r = diagnoseService(serviceFacts(web(), [backend('web-a')], { events: [ev('FailedToWriteSlices', 'multus-proxy-controller'), ev('ClusterIPNotAllocated', 'ipallocator-repair-controller')] }));
+    assert.match(find(r, 'FailedToWriteSlices').message, /FailedToWriteSlices happened/);
+    assert.ok(!codes(r).includes('ClusterIPNotAllocated'));
+  });
+
   void test('a pod listed in our slices that is no longer selected: stale', () => {
     const r = diagnoseService(serviceFacts(web(), [backend('web-a')], { published: [backend('web-a'), backend('gone')] }));
     assert.match(find(r, 'StaleEndpoint').message, /Pod app\/gone/);

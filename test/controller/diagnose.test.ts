@@ -1,0 +1,247 @@
+/**
+ * `controller diagnose` as users run it: the real program, a child process with a kubeconfig,
+ * against a real kube-apiserver where objects are broken each way a pod or a Service can be. The
+ * controller runs for the namespace, so the slices are real; pod status (readiness, the sidecar's
+ * container status) and network-status are written directly, standing in for the kubelet and
+ * Multus. Each answer must name the cause (its finding code and the object), in text and JSON,
+ * with exit status 1 for a cause, 0 for a working setup and 2 for a missing object.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { apiPath } from '../../src/kube/paths.js';
+import { objectEvent } from '../../src/kube/events.js';
+import type { V1Pod } from '../../src/kube/types.js';
+import type { RunningController } from '../../src/controller/run.js';
+import type { PodReport, Report, ServiceReport } from '../../src/controller/diagnose/report.js';
+import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import { EVENT_COMPONENT, REASON_SYNC_FAILED } from '../../src/sidecar-contract.js';
+import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
+import { waitFor } from '../harness/wait.js';
+import { networkStatus } from '../unit/controller/fixtures.js';
+import { createPod, createService, ourSlices, podPath, startNamespacedController } from './helpers.js';
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+void describe('controller diagnose against a real apiserver', () => {
+  let cp: ControlPlane;
+  let ns: string;
+  let plain: string;
+  let psa: string;
+  let other: string;
+  let ctl: RunningController;
+  const nadPath = (n: string): string => apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', n);
+  const status = (ips: string[], net = 'macvlan1'): string => networkStatus([{ name: `${ns}/${net}`, ips }]);
+
+  /** The real command, as a user runs it (no KUBECONFIG in the environment: the flag says which). */
+  const diagnose = (...args: string[]): Promise<Run> =>
+    new Promise((done) => {
+      const env = { ...process.env };
+      delete env['KUBECONFIG'];
+      execFile(process.execPath, ['--import', 'tsx', 'src/controller/main.ts', 'diagnose', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => {
+        const code = e === null ? 0 : typeof (e as { code?: unknown }).code === 'number' ? ((e as { code: number }).code) : -1;
+        done({ code, stdout, stderr });
+      });
+    });
+  const json = async <R extends Report>(...args: string[]): Promise<{ run: Run; report: R }> => {
+    const run = await diagnose(...args, '-o', 'json');
+    assert.ok(run.stdout.startsWith('{'), `no JSON (exit ${run.code}): ${run.stdout}${run.stderr}`);
+    return { run, report: JSON.parse(run.stdout) as R };
+  };
+  const codes = (r: Report, severity = 'error'): string[] => r.findings.filter((f) => f.severity === severity).map((f) => f.code);
+
+  /** A client pod; `sidecar` gives it the injected native sidecar and its container status. */
+  async function clientPod(namespace: string, name: string, o: { annotations?: Record<string, string>; sidecar?: 'ready' | 'crashing'; hostNetwork?: boolean } = {}): Promise<V1Pod> {
+    const pod: V1Pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace, labels: { app: 'client' }, annotations: { [NETWORKS_ANNOTATION]: 'macvlan1', [NETWORK_STATUS_ANNOTATION]: networkStatus([{ name: `${namespace}/macvlan1`, ips: ['10.1.1.50'] }]), ...(o.annotations ?? {}) } },
+      spec: {
+        containers: [{ name: 'client', image: 'curl' }],
+        ...(o.sidecar !== undefined ? { initContainers: [{ name: SIDECAR_CONTAINER_NAME, image: 'multus-proxy:0.1.0', restartPolicy: 'Always' }] } : {}),
+        ...(o.hostNetwork === true ? { hostNetwork: true } : {}),
+      },
+    };
+    await cp.client.create(podPath(namespace), pod);
+    if (o.sidecar === undefined) return pod;
+    const ready = o.sidecar === 'ready';
+    const now = new Date().toISOString();
+    return cp.client.patch<V1Pod>(
+      `${podPath(namespace, name)}/status`,
+      {
+        status: {
+          phase: ready ? 'Running' : 'Pending',
+          conditions: [{ type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: now }],
+          initContainerStatuses: [
+            {
+              name: SIDECAR_CONTAINER_NAME,
+              image: 'multus-proxy:0.1.0',
+              imageID: '',
+              ready,
+              started: ready,
+              restartCount: ready ? 0 : 5,
+              state: ready ? { running: { startedAt: now } } : { waiting: { reason: 'CrashLoopBackOff', message: 'back-off restarting' } },
+              ...(ready ? {} : { lastState: { terminated: { exitCode: 1, reason: 'Error', startedAt: now, finishedAt: now } } }),
+            },
+          ],
+        },
+      },
+      'merge',
+    );
+  }
+
+  before(async () => {
+    cp = await useControlPlane();
+    ns = uniqueName('diag');
+    plain = uniqueName('diag-plain');
+    psa = uniqueName('diag-psa');
+    other = uniqueName('diag-infra');
+    await cp.createNamespace(ns, { [INJECTION_LABEL]: INJECTION_ENABLED });
+    await cp.createNamespace(plain);
+    await cp.createNamespace(psa, { [INJECTION_LABEL]: INJECTION_ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' });
+    await cp.createNamespace(other);
+    const nad = (name: string, namespace: string, annotations: Record<string, string> = {}): object => ({
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name, namespace, annotations },
+      spec: { config: JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master: 'eth1', ipam: { type: 'static' } }) },
+    });
+    await cp.client.create(nadPath(ns), nad('macvlan1', ns));
+    await cp.client.create(nadPath(other), nad('shared', other, { [SERVICE_NAMESPACES_ANNOTATION]: 'somebody-else' }));
+
+    // The Service and its pods, one per cause.
+    await createService(cp.client, ns, 'web', { network: 'macvlan1', selector: { app: 'web' } });
+    await createPod(cp.client, ns, 'web-ok', { labels: { app: 'web' }, status: status(['10.1.1.10']) });
+    await createPod(cp.client, ns, 'web-nostatus', { labels: { app: 'web' } });
+    await createPod(cp.client, ns, 'web-unready', { labels: { app: 'web' }, status: status(['10.1.1.11']), ready: false });
+    await createPod(cp.client, ns, 'web-othernet', { labels: { app: 'web' }, status: status(['10.2.2.12'], 'macvlan2') });
+    await createPod(cp.client, ns, 'web-loopback', { labels: { app: 'web' }, status: status(['127.0.0.1']) });
+    await createService(cp.client, ns, 'typo', { network: 'macvlan1,', selector: { app: 'web' } });
+    await createService(cp.client, ns, 'nonad', { network: 'macvlan9', selector: { app: 'web' } });
+    await createService(cp.client, ns, 'foreign', { network: `${other}/shared`, selector: { app: 'web' } });
+    await createService(cp.client, ns, 'unready', { network: 'macvlan1', selector: { app: 'only-unready' } });
+    await createPod(cp.client, ns, 'lonely-unready', { labels: { app: 'only-unready' }, status: status(['10.1.1.13']), ready: false });
+
+    // Client pods.
+    await clientPod(ns, 'client-ok', { sidecar: 'ready' });
+    await clientPod(ns, 'client-crashing', { sidecar: 'crashing' });
+    await clientPod(ns, 'client-syncfail', { sidecar: 'ready' });
+    await cp.client.create(
+      apiPath('', 'v1', 'events', ns),
+      objectEvent({ apiVersion: 'v1', kind: 'Pod', name: 'client-syncfail', namespace: ns, uid: '' }, 'Warning', REASON_SYNC_FAILED, 'rule sync failed (3 in a row): iptables-restore v1.8.9: line 12 failed; the last good rules stay in place and the sync is retried with backoff', new Date(), {
+        component: EVENT_COMPONENT,
+        instance: 'client-syncfail',
+      }),
+    );
+    await clientPod(ns, 'client-optout', { annotations: { [INJECT_ANNOTATION]: 'false' } });
+    await clientPod(ns, 'client-hostnet', { hostNetwork: true });
+    await clientPod(ns, 'client-late');
+    await clientPod(plain, 'client-plain');
+    await clientPod(psa, 'client-psa');
+
+    ctl = await startNamespacedController(cp.connection, ns);
+    await waitFor('the controller published web-ok', async () => (await ourSlices(cp.client, ns, 'web')).some((s) => (s.endpoints ?? []).some((e) => e.targetRef?.name === 'web-ok')), 15_000);
+  });
+
+  after(async () => {
+    await ctl?.stop();
+    for (const n of [ns, plain, psa, other]) if (n !== undefined) await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, n));
+    await cp?.stop();
+  });
+
+  void test('a Service whose pods are broken each way: every pod named with its cause; the working one keeps it ok', async () => {
+    const { run, report } = await json<ServiceReport>('service', `${ns}/web`);
+    assert.equal(run.code, 0, `one ready endpoint: exit 0\n${run.stdout}`);
+    const rows = Object.fromEntries(report.pods.map((p) => [p.pod, `${p.state} ${p.reasons.map((x) => x.code).join(',')}`.trim()]));
+    assert.deepEqual(rows, {
+      'web-loopback': 'missing AddressRefused',
+      'web-nostatus': 'missing NetworkStatusMissing',
+      'web-ok': 'ready',
+      'web-othernet': 'missing NetworkNotAttached',
+      'web-unready': 'not-ready NotReady',
+    });
+    assert.deepEqual(report.networks, [{ network: `${ns}/macvlan1`, nad: 'exists', shared: true }]);
+    assert.equal(report.readyEndpoints, 1);
+
+    const text = await diagnose('service', 'web', '-n', ns);
+    assert.equal(text.code, 0, text.stderr);
+    for (const line of [/web-loopback +missing +\(AddressRefused\)/, /web-nostatus +missing +\(NetworkStatusMissing\)/, /web-othernet +missing +\(NetworkNotAttached\)/, /web-unready +not-ready +10\.1\.1\.11 +\(NotReady\)/, /web-ok +ready +10\.1\.1\.10/]) {
+      assert.match(text.stdout, line);
+    }
+    assert.match(text.stdout, /127\.0\.0\.1 is a loopback address/);
+    assert.match(text.stdout, new RegExp(`has no entry named "${ns}/macvlan1" \\(attached: cbr0, ${ns}/macvlan2\\)`));
+    assert.match(text.stdout, /verdict: ok/);
+  });
+
+  void test('Service causes: a malformed annotation, a missing NAD, a NAD not shared, no ready endpoint', async () => {
+    const [typo, nonad, foreign, unready] = await Promise.all(['typo', 'nonad', 'foreign', 'unready'].map((s) => json<ServiceReport>('svc', `${ns}/${s}`)));
+    for (const r of [typo, nonad, foreign, unready]) assert.equal(r?.run.code, 1, `a cause: exit 1\n${r?.run.stdout ?? ''}`);
+    assert.deepEqual(codes(typo?.report as Report), ['InvalidAnnotation']);
+    assert.match(typo?.report.findings[0]?.message ?? '', new RegExp(`^Service ${ns}/typo: k8s\\.v1\\.cni\\.cncf\\.io/service-network "macvlan1,": item 2 of 2 is empty`));
+    assert.deepEqual(codes(nonad?.report as Report), ['NadMissing', 'NoReadyEndpoints']);
+    assert.deepEqual(nonad?.report.networks, [{ network: `${ns}/macvlan9`, nad: 'missing', shared: true }]);
+    assert.deepEqual(codes(foreign?.report as Report), ['NetworkNotShared', 'NoReadyEndpoints']);
+    assert.match(foreign?.report.findings.find((f) => f.code === 'NetworkNotShared')?.message ?? '', new RegExp(`not shared with namespace ${ns} \\(it lists "somebody-else"\\)`));
+    assert.deepEqual(codes(unready?.report as Report), ['NoReadyEndpoints']);
+    assert.deepEqual(unready?.report.pods.map((p) => [p.pod, p.state]), [['lonely-unready', 'not-ready']]);
+  });
+
+  void test('a client pod that works: injected, ready, synced, serving web with its one ready endpoint', async () => {
+    const { run, report } = await json<PodReport>('pod', `${ns}/client-ok`);
+    assert.equal(run.code, 0, run.stdout);
+    assert.deepEqual(report.sidecar, { mode: 'native', ready: true, restarts: 0, state: 'running', synced: true });
+    const services = report.networks.flatMap((n) => n.services.map((s) => `${n.network} ${s.service} ${s.readyEndpoints}/${s.endpoints}`));
+    assert.ok(services.includes(`${ns}/macvlan1 ${ns}/web 1/2`), services.join('\n'));
+    const text = await diagnose('pod/client-ok', '-n', ns);
+    assert.match(text.stdout, /sidecar: injected \(native\), ready, running, 0 restarts, synced: yes/);
+    assert.match(text.stdout, new RegExp(`Service ${ns}/web [0-9.]+ 80/TCP: 1 of 2 endpoints ready`));
+  });
+
+  void test('client pods without the sidecar: namespace label, opt-out, PodSecurity, hostNetwork, created before the label', async () => {
+    const cases: [string, string, string, RegExp][] = [
+      [plain, 'client-plain', 'NamespaceNotEnabled', new RegExp(`namespace ${plain} is not labelled multus-proxy-injection=enabled`)],
+      [ns, 'client-optout', 'OptedOut', /inject: "false"/],
+      [psa, 'client-psa', 'PodSecurity', /"baseline" Pod Security level forbids/],
+      [ns, 'client-hostnet', 'HostNetwork', /spec\.hostNetwork/],
+      [ns, 'client-late', 'NotInjected', /the webhook would inject it now/],
+    ];
+    const runs = await Promise.all(cases.map(([n, name]) => diagnose('pod', name, '-n', n)));
+    cases.forEach(([n, name, code, why], i) => {
+      const r = runs[i] as Run;
+      assert.equal(r.code, 1, `${name}: exit 1\n${r.stdout}${r.stderr}`);
+      assert.match(r.stdout, new RegExp(`ERROR {2}${code}: Pod ${n}/${name} has no sidecar`), r.stdout);
+      assert.match(r.stdout, why);
+      assert.match(r.stdout, /sidecar: not injected/);
+    });
+    assert.match((runs[0] as Run).stdout, new RegExp(`fix: kubectl label namespace ${plain} multus-proxy-injection=enabled --overwrite`));
+  });
+
+  void test('an injected sidecar that is not ready, and one whose sync fails', async () => {
+    const [crashing, failing] = await Promise.all([json<PodReport>('pod', `${ns}/client-crashing`), json<PodReport>('pod', `${ns}/client-syncfail`)]);
+    assert.equal(crashing?.run.code, 1);
+    assert.deepEqual(codes(crashing.report), ['SidecarNotReady']);
+    assert.match(crashing.report.findings.find((f) => f.code === 'SidecarNotReady')?.message ?? '', /waiting: CrashLoopBackOff, 5 restarts; last exit: Error \(exit 1\)/);
+    assert.equal(failing?.run.code, 1);
+    assert.deepEqual(codes(failing.report), ['SidecarSyncFailed']);
+    assert.match(failing.report.findings.find((f) => f.code === 'SidecarSyncFailed')?.message ?? '', /iptables-restore v1\.8\.9: line 12 failed/);
+    assert.equal(failing.report.sidecar?.synced, false);
+  });
+
+  void test('a missing pod or Service: exit 2, the object named with the fix; bad usage: exit 2', async () => {
+    const [pod, svc, usage] = await Promise.all([diagnose('pod', 'nope', '-n', ns), diagnose('service', `${ns}/nope`), diagnose('deployment', 'x')]);
+    assert.equal(pod.code, 2);
+    assert.equal(pod.stdout, '');
+    assert.equal(pod.stderr, `diagnose: Pod ${ns}/nope not found: check the name and the namespace (kubectl get pods -n ${ns}); give the namespace with -n NAMESPACE or as NAMESPACE/NAME\n`);
+    assert.equal(svc.code, 2);
+    assert.match(svc.stderr, new RegExp(`^diagnose: Service ${ns}/nope not found: .*kubectl get services -n ${ns}`));
+    assert.equal(usage.code, 2);
+    assert.match(usage.stderr, /unknown kind "deployment": write pod or service/);
+  });
+});
