@@ -16,6 +16,7 @@ import { runSidecar } from './sidecar.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
 import { runSliceMetadata } from './slices.js';
+import { runDiagnoseOnNode } from './diagnose.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
@@ -132,6 +133,30 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.upgrade.after, o.upgrade.before, 'same slice names and uids: updated in place');
     assert.equal(o.upgrade.fewestAddresses, o.upgrade.addressesBefore, 'no endpoint dropped meanwhile');
     assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
+  });
+
+  void test("issue 22: diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster", { timeout: 300_000 }, async () => {
+    const o = await runDiagnoseOnNode(node, (m) => log(`  ${m}`));
+    const n = o.before.length;
+    assert.equal(n, 2, `the blog's two replicas in the slice: ${o.before.join(' ')}`);
+    assert.equal(o.service.code, 0, `healthy Service: exit 0: ${o.service.stderr}`);
+    assert.equal(o.service.report?.verdict, 'ok');
+    assert.deepEqual(o.service.report?.pods.map((p) => p.state), Array(n).fill('ready'));
+    assert.equal(o.client.code, 0, `healthy client: exit 0: ${o.client.stderr}`);
+    assert.deepEqual(o.client.report?.sidecar && [o.client.report.sidecar.mode, o.client.report.sidecar.ready, o.client.report.sidecar.synced], ['native', true, true]);
+    const served = o.client.report?.networks.flatMap((x) => x.services.map((s) => `${x.network} ${s.service} ${s.readyEndpoints}`));
+    assert.deepEqual(served, [`default/macvlan1 default/multus-nginx-macvlan ${n}`]);
+    log(`  in the cluster (controller's ServiceAccount): exit ${o.inCluster.code}, ${o.inCluster.report?.findings.filter((f) => f.severity !== 'ok').map((f) => `${f.code}: ${f.message}`).join(' | ') ?? o.inCluster.stderr}`);
+    assert.equal(o.inCluster.code, 0, `kubectl exec deploy/multus-proxy-controller -- node /app/dist/controller.js diagnose: ${o.inCluster.stderr}`);
+    assert.equal(o.inCluster.report?.readyEndpoints, n);
+
+    const row = o.podBroken.report?.pods.find((p) => p.pod === o.brokenPod);
+    assert.deepEqual(row && [row.state, row.reasons.map((r) => r.code)], ['missing', ['NetworkNotAttached']], JSON.stringify(o.podBroken.report?.findings));
+    assert.equal(o.podBroken.code, 0, 'the other replica still serves');
+    assert.equal(o.annotationBroken.code, 1, JSON.stringify(o.annotationBroken.report?.findings ?? o.annotationBroken.stderr));
+    assert.deepEqual(o.annotationBroken.report?.findings.filter((f) => f.severity === 'error').map((f) => f.code), ['NadMissing', 'NoReadyEndpoints']);
+    assert.deepEqual(o.annotationBroken.report?.networks, [{ network: 'default/macvlan-typo', nad: 'missing', shared: true }]);
+    assert.deepEqual(o.after, o.before, 'both repairs restored the blog slice');
   });
 
   // The tenant suite (test/node/tenant.ts, docs/security.md): beside the blog's pods and traffic.
