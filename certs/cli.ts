@@ -12,7 +12,7 @@ import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { INSTALL_NAMESPACE } from '../src/keys.js';
+import { INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION_NAME } from '../src/keys.js';
 import { checkDns1123Label } from '../src/annotations/names.js';
 import { createLogger } from '../src/log.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
@@ -26,7 +26,7 @@ export const DEFAULTS = {
   namespace: INSTALL_NAMESPACE,
   servingSecret: 'multus-proxy-webhook-tls',
   caSecret: 'multus-proxy-webhook-ca',
-  webhookConfiguration: 'multus-proxy-webhook',
+  webhookConfiguration: WEBHOOK_CONFIGURATION_NAME,
 } as const;
 
 export type CliCommand =

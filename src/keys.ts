@@ -45,6 +45,9 @@ export const MULTUS_SERVICE_MANAGED_BY = 'multus-endpointslice-controller.npwg.k
 /** The injected sidecar container's name. */
 export const SIDECAR_CONTAINER_NAME = 'multus-proxy';
 
+/** The webhook configurations (mutating and validating) the install creates. */
+export const WEBHOOK_CONFIGURATION_NAME = 'multus-proxy-webhook';
+
 /** Where the project installs itself. */
 export const INSTALL_NAMESPACE = 'multus-proxy-system';
 

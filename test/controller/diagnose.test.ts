@@ -8,8 +8,10 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { resolve } from 'node:path';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectEvent } from '../../src/kube/events.js';
 import type { V1Pod } from '../../src/kube/types.js';
@@ -204,13 +206,14 @@ void describe('controller diagnose against a real apiserver', () => {
     assert.match(text.stdout, new RegExp(`Service ${ns}/web [0-9.]+ 80/TCP: 1 of 2 endpoints ready`));
   });
 
-  void test('client pods without the sidecar: namespace label, opt-out, PodSecurity, hostNetwork, created before the label', async () => {
+  void test('client pods without the sidecar: namespace label, opt-out, PodSecurity, hostNetwork, no webhook registered', async () => {
     const cases: [string, string, string, RegExp][] = [
       [plain, 'client-plain', 'NamespaceNotEnabled', new RegExp(`namespace ${plain} is not labelled multus-proxy-injection=enabled`)],
       [ns, 'client-optout', 'OptedOut', /inject: "false"/],
       [psa, 'client-psa', 'PodSecurity', /"baseline" Pod Security level forbids/],
       [ns, 'client-hostnet', 'HostNetwork', /spec\.hostNetwork/],
-      [ns, 'client-late', 'NotInjected', /the webhook would inject it now/],
+      // No webhook is registered on this apiserver: the pod the webhook would inject now never met one.
+      [ns, 'client-late', 'WebhookNotRegistered', /the MutatingWebhookConfiguration multus-proxy-webhook does not exist/],
     ];
     const runs = await Promise.all(cases.map(([n, name]) => diagnose('pod', name, '-n', n)));
     cases.forEach(([n, name, code, why], i) => {
@@ -232,6 +235,23 @@ void describe('controller diagnose against a real apiserver', () => {
     assert.deepEqual(codes(failing.report), ['SidecarSyncFailed']);
     assert.match(failing.report.findings.find((f) => f.code === 'SidecarSyncFailed')?.message ?? '', /iptables-restore v1\.8\.9: line 12 failed/);
     assert.equal(failing.report.sidecar?.synced, false);
+  });
+
+  void test("the image's bundle (dist/controller.js, what `kubectl exec deploy/multus-proxy-controller -- node /app/dist/controller.js diagnose` runs) answers the same", async () => {
+    const out = mkdtempSync(join(tmpdir(), 'mpx-diagnose-'));
+    try {
+      execFileSync(process.execPath, ['scripts/build.mjs', '--outdir', out, '--only', 'controller'], { cwd: ROOT, stdio: 'pipe' });
+      const env = { ...process.env };
+      delete env['KUBECONFIG'];
+      const r = spawnSync(process.execPath, [join(out, 'controller.js'), 'diagnose', 'service', `${ns}/web`, '-o', 'json', '--kubeconfig', cp.kubeconfigPath], { encoding: 'utf8', env, timeout: 60_000 });
+      assert.equal(r.status, 0, r.stderr);
+      const bundled = JSON.parse(r.stdout) as ServiceReport;
+      const { report } = await json<ServiceReport>('service', `${ns}/web`);
+      assert.deepEqual(bundled.pods, report.pods);
+      assert.deepEqual(bundled.findings.map((f) => f.code), report.findings.map((f) => f.code));
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 
   void test('a missing pod or Service: exit 2, the object named with the fix; bad usage: exit 2', async () => {

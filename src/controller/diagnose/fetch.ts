@@ -10,7 +10,8 @@ import type { CoreV1Event, KubeObject, V1EndpointSlice, V1Namespace, V1Pod, V1Se
 import { servedNetworks } from '../../annotations/served-networks.js';
 import { networkKey } from '../../annotations/service-network.js';
 import { networkLabelValue } from '../../annotations/network-label.js';
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../../keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL, WEBHOOK_CONFIGURATION_NAME } from '../../keys.js';
+import { hasSidecar } from '../../injection-policy.js';
 import { ourSlicesSelector } from '../plan.js';
 import { readServiceSpec } from '../service-spec.js';
 import { nodeAddressList } from '../slim.js';
@@ -64,6 +65,10 @@ export async function readPodFacts(client: KubeClient, ns: string, name: string,
   const unreadable: string[] = [];
   const namespace = await optional(unreadable, `Namespace ${ns}`, () => client.get<V1Namespace>(apiPath('', 'v1', 'namespaces', undefined, ns)));
   const events = await eventsAbout(client, unreadable, 'Pod', ns, name);
+  // Only asked when the sidecar is missing: a pod the webhook would inject now may never have met it.
+  const webhookRegistered = hasSidecar(pod)
+    ? undefined
+    : await optional(unreadable, `MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION_NAME}`, async () => (await getIfExists(client, apiPath('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', undefined, WEBHOOK_CONFIGURATION_NAME))) !== undefined);
   const services = await optional(unreadable, `the Services labelled ${PROXY_NAME_LABEL}=${PROXY_NAME}`, () =>
     client.list<V1Service>(apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}` }),
   );
@@ -80,6 +85,7 @@ export async function readPodFacts(client: KubeClient, ns: string, name: string,
     pod,
     namespaceLabels: namespace === undefined ? undefined : (namespace.metadata?.labels ?? {}),
     events,
+    webhookRegistered,
     services: services?.items,
     slices: slices?.items ?? [],
     healthPort: webhook.healthPort,

@@ -14,7 +14,7 @@ import { decideInjection, hasSidecar } from '../../injection-policy.js';
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../../annotations/network-status.js';
 import { servedNetworks } from '../../annotations/served-networks.js';
 import { networkKey, type NetworkRef } from '../../annotations/service-network.js';
-import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPACE, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../keys.js';
+import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPACE, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME, WEBHOOK_CONFIGURATION_NAME } from '../../keys.js';
 import { formatInputError } from '../../result.js';
 import { REASON_INVALID_ANNOTATION, REASON_SERVICE_CAP_REACHED, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../sidecar-contract.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
@@ -33,6 +33,8 @@ export interface PodFacts {
   readonly events: readonly CoreV1Event[] | undefined;
   /** Services with the proxy-name label, every namespace; undefined when they could not be read. */
   readonly services: readonly V1Service[] | undefined;
+  /** Whether the MutatingWebhookConfiguration exists; undefined when not read (the pod has the sidecar) or unreadable. */
+  readonly webhookRegistered: boolean | undefined;
   /** Our EndpointSlices on the pod's networks. */
   readonly slices: readonly V1EndpointSlice[];
   /** The webhook's sidecar health port and its podSecurityDefault, as its decision uses them. */
@@ -83,6 +85,15 @@ function whyNotInjected(f: PodFacts, ns: string, object: string, recreate: strin
     healthPort: f.healthPort,
     ...(f.podSecurityDefault !== undefined ? { podSecurityDefault: f.podSecurityDefault } : {}),
   });
+  if (decision.action === 'inject' && f.webhookRegistered === false) {
+    return finding(
+      'error',
+      topic,
+      'WebhookNotRegistered',
+      `${object} has no sidecar: the MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION_NAME} does not exist, so the apiserver calls no webhook when pods are created`,
+      `install multus-proxy (docs/install.md; kubectl -n ${INSTALL_NAMESPACE} get deploy shows whether the rest is there), then ${recreate}`,
+    );
+  }
   if (decision.action === 'inject') {
     return finding(
       'error',

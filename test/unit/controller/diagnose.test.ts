@@ -64,7 +64,7 @@ const backend = (name: string, o: Parameters<typeof pod>[1] = {}): V1Pod => pod(
 
 function podFacts(p: V1Pod, o: Partial<PodFacts> = {}): PodFacts {
   const svc = web();
-  return { pod: p, namespaceLabels: ENABLED, events: [], services: [svc], slices: slicesFor(svc, [backend('web-a'), backend('web-bb')]), healthPort: DEFAULT_HEALTH_PORT, unreadable: [], ...o };
+  return { pod: p, namespaceLabels: ENABLED, events: [], webhookRegistered: true, services: [svc], slices: slicesFor(svc, [backend('web-a'), backend('web-bb')]), healthPort: DEFAULT_HEALTH_PORT, unreadable: [], ...o };
 }
 
 function event(reason: string, message: string, at: string, type = 'Warning'): CoreV1Event {
@@ -120,6 +120,14 @@ void describe('diagnose pod', () => {
   void test('not injected although the webhook would inject it now: created before the label, recreate', () => {
     const r = diagnosePod(podFacts(client({ injected: false })));
     assert.match(find(r, 'NotInjected').fix ?? '', /recreate the pod/);
+  });
+
+  void test('not injected, and the webhook configuration does not exist: install it', () => {
+    const r = diagnosePod(podFacts(client({ injected: false }), { webhookRegistered: false }));
+    assert.deepEqual(codes(r, 'error'), ['WebhookNotRegistered']);
+    assert.match(find(r, 'WebhookNotRegistered').message, /MutatingWebhookConfiguration multus-proxy-webhook does not exist/);
+    // A pod that would not get it anyway is explained by its own cause.
+    assert.deepEqual(codes(diagnosePod(podFacts(client({ injected: false, annotations: { [INJECT_ANNOTATION]: 'false' } }), { webhookRegistered: false })), 'error'), ['OptedOut']);
   });
 
   void test('not injected: a container on the sidecar health port', () => {
