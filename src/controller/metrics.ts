@@ -14,6 +14,8 @@ export interface ControllerMetrics {
   readonly changeToWrite: prom.Histogram;
   /** Slice writes by verb (create, update, delete). */
   readonly sliceWrites: prom.Counter<'verb'>;
+  /** Slice writes the apiserver refused as invalid (422), by verb (create, update); each is also a Warning `SliceRefused`. */
+  readonly sliceWritesRefused: prom.Counter<'verb'>;
   /** Pods left out of slices by reason (counted when reported, with the same rate limit as the Event). */
   readonly podsSkipped: prom.Counter<'reason'>;
   readonly leader: prom.Gauge;
@@ -38,6 +40,7 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       registers: [registry],
     }),
     sliceWrites: new prom.Counter({ name: `${p}_slice_writes_total`, help: 'EndpointSlice writes by verb', labelNames: ['verb'], registers: [registry] }),
+    sliceWritesRefused: new prom.Counter({ name: `${p}_slice_writes_refused_total`, help: 'EndpointSlice writes the apiserver refused as invalid (422), by verb', labelNames: ['verb'], registers: [registry] }),
     podsSkipped: new prom.Counter({ name: `${p}_pods_skipped_total`, help: 'Pods left out of slices, by reason', labelNames: ['reason'], registers: [registry] }),
     leader: new prom.Gauge({ name: `${p}_leader`, help: '1 while this replica holds the leader lease', registers: [registry] }),
   };

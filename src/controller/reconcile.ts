@@ -12,11 +12,11 @@
  * - a node event enqueues only when its zone label changed.
  * The reconcile itself is level-based: it reads the caches, never the event.
  */
-import { isConflict, isNotFound, type KubeClient } from '../kube/client.js';
+import { isConflict, isInvalid, isNotFound, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../kube/types.js';
 import type { Logger } from '../log.js';
-import { NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL } from '../keys.js';
+import { NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
 import type { EventRecorder } from './events.js';
 import { RateLimiter } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
@@ -30,6 +30,7 @@ import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
 import { SliceTracker } from './tracker.js';
+import { describeSlice, isolateEndpoints, namedEndpoints, refusalMessage, type RefusalOutcome } from './slice-refusal.js';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
@@ -355,32 +356,81 @@ export class Reconciler {
       if (!this.d.mayWrite()) throw new Error('not the leader any more: write refused');
     };
     // Updates and creates before deletes: endpoints moving between slices never vanish in between.
+    const results: SliceWrite[] = [];
     for (const s of diff.update) {
       guard();
-      try {
-        const out = await this.d.client.replace<V1EndpointSlice>(path(s), s);
-        this.wrote(key, out);
-        this.d.metrics.sliceWrites.inc({ verb: 'update' });
-      } catch (e) {
-        if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of EndpointSlice ${ns}/${s.metadata?.name ?? ''}: ${(e as Error).message}`);
-        throw e;
-      }
+      results.push(
+        await this.writeSlice(key, 'update', s, async (body) => {
+          try {
+            return await this.d.client.replace<V1EndpointSlice>(path(body), body);
+          } catch (e) {
+            if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of EndpointSlice ${ns}/${body.metadata?.name ?? ''}: ${(e as Error).message}`);
+            throw e;
+          }
+        }),
+      );
     }
     for (const s of diff.create) {
       guard();
-      const out = await this.d.client.create<V1EndpointSlice>(collection, s);
-      this.wrote(key, out);
-      this.d.metrics.sliceWrites.inc({ verb: 'create' });
+      results.push(await this.writeSlice(key, 'create', s, (body) => this.d.client.create<V1EndpointSlice>(collection, body)));
     }
-    for (const s of diff.delete) {
-      guard();
-      await this.d.client.delete(path(s));
-      this.tracker.deleted(key, s.metadata?.name ?? '');
-      this.d.metrics.sliceWrites.inc({ verb: 'delete' });
+    // A slice left unwritten may be where endpoints of a slice to delete were moving: keep those
+    // until the retry, so no endpoint vanishes because another one was refused.
+    const unwritten = results.filter((r) => r === 'refused').length;
+    if (unwritten === 0) {
+      for (const s of diff.delete) {
+        guard();
+        await this.d.client.delete(path(s));
+        this.tracker.deleted(key, s.metadata?.name ?? '');
+        this.d.metrics.sliceWrites.inc({ verb: 'delete' });
+      }
+    }
+    const refused = results.filter((r) => r !== 'written').length;
+    if (refused > 0) {
+      throw new RetryableWriteError(`${refused} EndpointSlice write(s) of ${key} refused as invalid (${unwritten} left unwritten, deletes ${unwritten > 0 ? 'held' : 'done'}); retrying with backoff`);
     }
     this.d.logger.info(
       { service: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length },
       'EndpointSlices written',
     );
   }
+
+  /**
+   * One create or update. A 422 is answered by writing the slice again without the endpoints the
+   * apiserver names (src/controller/slice-refusal.ts), with a Warning `SliceRefused` on the
+   * Service and the refused-writes metric; any other error is thrown as before.
+   */
+  private async writeSlice(key: string, verb: 'create' | 'update', s: V1EndpointSlice, send: (body: V1EndpointSlice) => Promise<V1EndpointSlice>): Promise<SliceWrite> {
+    const sent = async (body: V1EndpointSlice): Promise<void> => {
+      this.wrote(key, await send(body));
+      this.d.metrics.sliceWrites.inc({ verb });
+    };
+    try {
+      await sent(s);
+      return 'written';
+    } catch (e) {
+      if (!isInvalid(e)) throw e;
+      this.d.metrics.sliceWritesRefused.inc({ verb });
+      const isolated = isolateEndpoints(s, namedEndpoints(e.details, e.apiMessage, s.endpoints?.length ?? 0));
+      let outcome: RefusalOutcome = { written: false };
+      if (isolated !== undefined) {
+        try {
+          await sent(isolated.slice);
+          outcome = { written: true, dropped: isolated.dropped };
+        } catch (e2) {
+          if (!isInvalid(e2)) throw e2;
+          this.d.metrics.sliceWritesRefused.inc({ verb });
+        }
+      }
+      const slice = describeSlice(s, s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '');
+      const message = refusalMessage(key, slice, verb, e.apiMessage, outcome);
+      const svc = this.d.getService(key);
+      if (svc !== undefined) this.d.events.warn(svc, `refused|${slice}`, 'SliceRefused', message);
+      else this.d.logger.warn({ service: key }, message);
+      return outcome.written ? 'isolated' : 'refused';
+    }
+  }
 }
+
+/** How one create or update ended: as planned, without the endpoints the apiserver refused, or not at all. */
+type SliceWrite = 'written' | 'isolated' | 'refused';

@@ -69,6 +69,11 @@ export function isConflict(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 409;
 }
 
+/** 422 Invalid: the apiserver's validation refused the object; sending it again changes nothing. */
+export function isInvalid(e: unknown): e is KubeApiError {
+  return e instanceof KubeApiError && e.status === 422;
+}
+
 /** Every verb takes an abort signal: a caller with a deadline (the leader's renew) must not wait out the request timeout. */
 export interface RequestOptions {
   signal?: AbortSignal;

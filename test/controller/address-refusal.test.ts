@@ -4,18 +4,22 @@
  * each with an Event naming the pod and the address, and keeps publishing everyone else. Before
  * this, one `127.0.0.1` made the apiserver answer 422 for the whole slice and the Service's slices
  * froze: a new replica never reached them. Addresses outside the range the network's NAD hands out
- * (whereabouts, host-local, static) are refused the same way, naming the NAD and its range. Real
- * apiserver; the controller watches this namespace.
+ * (whereabouts, host-local, static) are refused the same way, naming the NAD and its range.
+ * And what the apiserver still refuses (422) holds back only what it names: a pod whose
+ * network-status lists 101 good addresses on one network passes the project's checks, and the
+ * apiserver refuses that endpoint ("must have at most 100 items"). Real apiserver; the controller
+ * watches this namespace.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
+import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import type { RunningController } from '../../src/controller/run.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
-import { createPod, createService, startNamespacedController, ourSlices, serviceEvents, sliceAddresses } from './helpers.js';
+import { createPod, createService, podPath, startNamespacedController, ourSlices, serviceEvents, sliceAddresses } from './helpers.js';
 
 void describe('controller refuses addresses a pod may not claim', () => {
   let cp: ControlPlane;
@@ -132,5 +136,41 @@ void describe('controller refuses addresses a pod may not claim', () => {
     assert.match(text, new RegExp(`Pod ${ns}/bad: `));
     const metrics = await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text();
     assert.match(metrics, /pods_skipped_total\{reason="AddressRefused"\} [1-9]/);
+  });
+  // A slice the apiserver refuses (422) does not hold back the other endpoints (before: the
+  // reconcile threw at the first refused slice, so nothing of the Service was written again).
+  const tooMany = Array.from({ length: 101 }, (_, i) => `10.3.1.${i + 1}`);
+  const twoNets = (one: string[], two: string[]): string => networkStatus([{ name: `${ns}/macvlan1`, ips: one }, { name: `${ns}/macvlan2`, ips: two }]);
+  const onNetwork = (slices: V1EndpointSlice[], nad: string): string[] => sliceAddresses(slices.filter((s) => s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === `${ns}/${nad}`));
+
+  void test('101 addresses on one pod: its endpoint is left out with a SliceRefused Event naming slice, message and pod; the other pods and networks are written, a late replica arrives, the fixed pod returns', async () => {
+    const svc = 'big';
+    await createPod(cp.client, ns, 'big-a', { labels: { app: 'big' }, status: twoNets(['10.3.0.1'], ['10.4.0.1']) });
+    await createPod(cp.client, ns, 'big', { labels: { app: 'big' }, status: twoNets(tooMany, ['10.4.0.2']) });
+    await createPod(cp.client, ns, 'big-c', { labels: { app: 'big' }, status: twoNets(['10.3.0.3'], ['10.4.0.3']) });
+    await createService(cp.client, ns, svc, { network: 'macvlan1,macvlan2', selector: { app: 'big' } });
+
+    await waitSlices(svc, 'both networks, every endpoint but the refused one', (s) => onNetwork(s, 'macvlan1').join() === '10.3.0.1,10.3.0.3' && onNetwork(s, 'macvlan2').join() === '10.4.0.1,10.4.0.2,10.4.0.3');
+
+    let text = '';
+    await waitFor('a SliceRefused Event', async () => {
+      text = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'SliceRefused').map((e) => e.message ?? '').join('\n');
+      return text !== '';
+    }, 15_000, () => text);
+    assert.match(text, new RegExp(`the apiserver refused the create of a new EndpointSlice ${ns}/big-… \\(network ${ns}/macvlan1, IPv4\\) as invalid: `));
+    assert.match(text, /must have at most 100 items/);
+    assert.match(text, new RegExp(`Left out: Pod ${ns}/big \\(10\\.3\\.1\\.1, 10\\.3\\.1\\.2, 10\\.3\\.1\\.3 … 101 addresses\\)`));
+    const metrics = await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text();
+    assert.match(metrics, /slice_writes_refused_total\{verb="create"\} [1-9]/);
+
+    // The slice is not frozen: a replica added while the bad pod stays reaches it (an update,
+    // refused again and written without the bad endpoint).
+    await createPod(cp.client, ns, 'big-late', { labels: { app: 'big' }, status: twoNets(['10.3.0.4'], ['10.4.0.4']) });
+    await waitSlices(svc, 'the late replica', (s) => onNetwork(s, 'macvlan1').join() === '10.3.0.1,10.3.0.3,10.3.0.4' && onNetwork(s, 'macvlan2').join() === '10.4.0.1,10.4.0.2,10.4.0.3,10.4.0.4');
+    await waitFor('an update refused too', async () => /slice_writes_refused_total\{verb="update"\} [1-9]/.test(await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text()));
+
+    // Level-based: once the pod's status is fixed, the next (backed-off) reconcile publishes it.
+    await cp.client.patch(podPath(ns, 'big'), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: twoNets(['10.3.0.2'], ['10.4.0.2']) } } }, 'merge');
+    await waitSlices(svc, 'the fixed pod', (s) => onNetwork(s, 'macvlan1').join() === '10.3.0.1,10.3.0.2,10.3.0.3,10.3.0.4');
   });
 });
