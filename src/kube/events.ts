@@ -46,3 +46,10 @@ export function objectEvent(subject: EventSubject, type: EventType, reason: stri
     lastTimestamp: ts as unknown as Date,
   };
 }
+
+/** When an Event last happened (ms; 0 when unknown): which time fields are set depends on how the Event was written. */
+export function eventTimeMs(e: CoreV1Event): number {
+  const t = (e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp) as unknown;
+  const ms = t === undefined || t === null ? NaN : new Date(t as string).getTime();
+  return Number.isNaN(ms) ? 0 : ms;
+}

@@ -18,6 +18,7 @@ import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPAC
 import { formatInputError } from '../../result.js';
 import { REASON_INVALID_ANNOTATION, REASON_SERVICE_CAP_REACHED, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../sidecar-contract.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
+import { eventTimeMs } from '../../kube/events.js';
 import { compareText } from '../../order.js';
 import { readServiceSpec } from '../service-spec.js';
 import { verdictOf, type Finding, type PodNetwork, type PodReport, type ServedService, type SidecarState } from './report.js';
@@ -45,13 +46,6 @@ export interface PodFacts {
 }
 
 const finding = (severity: Finding['severity'], topic: string, code: string, message: string, fix?: string): Finding => ({ severity, topic, code, message, ...(fix !== undefined ? { fix } : {}) });
-
-/** When an Event last happened; the fields an apiserver fills vary with how the Event was written. */
-export function eventTimeMs(e: CoreV1Event): number {
-  const t = (e.lastTimestamp ?? e.eventTime ?? e.firstTimestamp ?? e.metadata?.creationTimestamp) as unknown;
-  const ms = t === undefined || t === null ? NaN : new Date(t as string).getTime();
-  return Number.isNaN(ms) ? 0 : ms;
-}
 
 /** The latest Event of any of `reasons`, or undefined. */
 function latest(events: readonly CoreV1Event[], reasons: readonly string[]): CoreV1Event | undefined {

@@ -13,11 +13,11 @@ import { nadSharedWith } from '../../annotations/nad-sharing.js';
 import { networkKey, type NetworkRef } from '../../annotations/service-network.js';
 import { INSTALL_NAMESPACE, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../keys.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
+import { eventTimeMs } from '../../kube/events.js';
 import { compareText } from '../../order.js';
 import { isPodEligible, isPodReady, isPodTerminating, podEndpoints } from '../pod-endpoints.js';
 import { readServiceSpec } from '../service-spec.js';
 import { EVENT_COMPONENT as CONTROLLER_COMPONENT } from '../events.js';
-import { eventTimeMs } from './pod.js';
 import { verdictOf, type Finding, type ServiceNetwork, type ServicePod, type ServiceReport } from './report.js';
 
 /** A NAD as read: exists (with its annotations), does not exist, or could not be read (undefined). */
