@@ -314,6 +314,27 @@ void describe('controller with its own ServiceAccount', () => {
     assertNoForbidden(controller);
   });
 
+  void test('a stray RoleBinding named like the sidecars\' one: the Event names it and the fix (the controller may get it)', async () => {
+    // Without get on rolebindings/multus-proxy-sidecar-pods the controller cannot look at the
+    // binding in the way, and the Event only repeats the create's 409.
+    const stray = 'rbac-stray';
+    await cp.createNamespace(stray);
+    await cp.client.create(apiPath(RBAC, 'v1', 'rolebindings', stray), {
+      apiVersion: `${RBAC}/v1`,
+      kind: 'RoleBinding',
+      metadata: { name: 'multus-proxy-sidecar-pods', namespace: stray },
+      roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'view' },
+      subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: stray }],
+    });
+    await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, stray), { metadata: { labels: { [INJECTION_LABEL]: INJECTION_ENABLED } } }, 'merge');
+    const event = async (): Promise<CoreV1Event | undefined> =>
+      (await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', stray))).items.find((e) => e.reason === 'SidecarRbacFailed');
+    await waitFor('a SidecarRbacFailed Event in the stray namespace', async () => (await event()) !== undefined, 30_000, () => controller.tail());
+    const message = (await event())?.message ?? '';
+    assert.match(message, /RoleBinding rbac-stray\/multus-proxy-sidecar-pods exists and is not managed by multus-proxy .*delete or rename it/, message);
+    assertNoForbidden(controller);
+  });
+
   void test('deletes the slices of a deleted Service, and gives its Lease up on SIGTERM', async () => {
     await cp.client.delete(apiPath('', 'v1', 'services', APP_NS, 'web'));
     // No garbage collector runs here: the controller must delete the slices itself.

@@ -199,7 +199,11 @@ void describe('real node', { concurrency: 1 }, () => {
     const r = await guard(node, log, strayRoleBinding(node, tenant, o));
     log(`  events: ${o.events.join(' | ')}; recovered in ${o.recoveredMs} ms`);
     assert.ok(o.otherBound, `the controller bound ${OTHER_NS} despite the stray binding in ${TENANT_NS}`);
-    assert.ok(o.events.some((e) => e.includes('multus-proxy-sidecar-pods')), `an Event in ${TENANT_NS} names the binding in the way: ${o.events.join(' | ')}`);
+    // Naming the fix needs the controller's get on that RoleBinding (deploy/base/controller-rbac.yaml).
+    assert.ok(
+      o.events.some((e) => e.includes('multus-proxy-sidecar-pods') && e.includes('not managed by multus-proxy') && e.includes('delete or rename it')),
+      `an Event in ${TENANT_NS} names the binding in the way and the fix: ${o.events.join(' | ')}`,
+    );
     assert.ok(o.recoveredMs >= 0, "the controller's binding replaced the stray one once it was deleted");
     guarded('stray RoleBinding', r);
   });
