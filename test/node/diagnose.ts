@@ -73,7 +73,8 @@ export async function runDiagnoseOnNode(node: RealNode, log: (m: string) => void
   // 1. One replica's network-status names another network.
   const replica = (await pods(node, NS, `app=${SERVICE}`)).find((p) => !p.metadata?.deletionTimestamp);
   const brokenPod = replica?.metadata?.name ?? '';
-  const original = replica?.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
+  const original = replica?.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+  if (original === undefined || !original.includes(`"${NS}/macvlan1"`)) throw new Error(`${brokenPod}: no network-status entry "${NS}/macvlan1" to break: ${String(original)}`);
   const podPath = apiPath('', 'v1', 'pods', NS, brokenPod);
   const setStatus = (value: string): Promise<V1Pod> => node.client.patch<V1Pod>(podPath, { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: value } } }, 'merge');
   let podBroken: DiagnoseRun<ServiceReport>;

@@ -138,7 +138,7 @@ void describe('real node', { concurrency: 1 }, () => {
   void test("issue 22: diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster", { timeout: 300_000 }, async () => {
     const o = await runDiagnoseOnNode(node, (m) => log(`  ${m}`));
     const n = o.before.length;
-    assert.equal(n, 2, `the blog's two replicas in the slice: ${o.before.join(' ')}`);
+    assert.ok(n >= 2, `the blog's replicas in the slice (3 after its scale-up), so one can be broken while another serves: ${o.before.join(' ')}`);
     assert.equal(o.service.code, 0, `healthy Service: exit 0: ${o.service.stderr}`);
     assert.equal(o.service.report?.verdict, 'ok');
     assert.deepEqual(o.service.report?.pods.map((p) => p.state), Array(n).fill('ready'));
