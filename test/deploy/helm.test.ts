@@ -18,7 +18,7 @@ const GOLDEN = join(import.meta.dirname, 'helm-golden');
 /** Representative values: each golden file is `helm template` with these `--set`s. */
 const GOLDENS: Record<string, readonly string[]> = {
   'default': [],
-  'bootstrap-node-agent': ['certificates.mode=bootstrap', 'nodeAgent.enabled=true', 'netservice.enabled=true', 'admissionPolicies.sidecarPodSecurity.enabled=true'],
+  'bootstrap-node-agent': ['certificates.mode=bootstrap', 'nodeAgent.enabled=true', 'netservice.enabled=true', 'admissionPolicies.sidecarPodSecurity.enabled=true', 'admissionPolicies.networkStatus.enabled=true'],
   'own-secret-tuned': [
     'certificates.mode=secret',
     'certificates.secret.existingSecret=my-webhook-tls',
@@ -94,6 +94,7 @@ void describe('helm chart', () => {
     [['webhook.failurePolicy=fail'], /webhook\.failurePolicy="fail": use Fail or Ignore/],
     [['certificates.mode=secret', 'certificates.secret.caBundle=x'], /certificates\.secret\.existingSecret is required when certificates\.mode=secret/],
     [['certificates.mode=secret', 'certificates.secret.existingSecret=x'], /certificates\.secret\.caBundle is required when certificates\.mode=secret/],
+    [['admissionPolicies.networkStatus.enabled=true', 'admissionPolicies.networkStatus.users=null', 'admissionPolicies.networkStatus.groups=null'], /admissionPolicies\.networkStatus\.users and \.groups are both empty: nobody could write network-status/],
   ];
   for (const [set, message] of BAD) {
     void test(`bad values are refused naming the key, the value and the fix: ${set.join(' ')}`, async () => {
@@ -121,23 +122,41 @@ function blankLinesDropped(v: unknown): unknown {
 }
 
 /** kustomize directory (or components over the default install) ↔ the chart's values for the same install. */
-const PARITY: { kustomize: string | { components: string[] }; set: readonly string[] }[] = [
+const PARITY: { kustomize: string | { components: string[]; patches?: string }; set: readonly string[] }[] = [
   { kustomize: 'deploy/overlays/cert-manager', set: [] },
   { kustomize: 'deploy/overlays/bootstrap', set: ['certificates.mode=bootstrap'] },
   { kustomize: 'deploy/overlays/node-agent', set: ['nodeAgent.enabled=true', 'nodeAgent.cleanupOnUninstall=false'] },
   { kustomize: { components: ['components/netservice'] }, set: ['netservice.enabled=true'] },
   { kustomize: { components: ['components/sidecar-pod-security'] }, set: ['admissionPolicies.sidecarPodSecurity.enabled=true'] },
+  { kustomize: { components: ['components/network-status-writers'] }, set: ['admissionPolicies.networkStatus.enabled=true'] },
+  // The identity patch docs/install.md shows, and the chart's values for it.
+  {
+    kustomize: {
+      components: ['components/network-status-writers'],
+      patches: `patches:
+  - target: {kind: ValidatingAdmissionPolicy, name: multus-proxy-network-status-writers}
+    patch: |-
+      - op: replace
+        path: /spec/variables/0/expression
+        value: '["system:serviceaccount:kube-system:multus","system:serviceaccount:cni:writer"]'
+      - op: replace
+        path: /spec/variables/1/expression
+        value: '[]'
+`,
+    },
+    set: ['admissionPolicies.networkStatus.enabled=true', 'admissionPolicies.networkStatus.users={system:serviceaccount:kube-system:multus,system:serviceaccount:cni:writer}', 'admissionPolicies.networkStatus.groups=null'],
+  },
 ];
 
 void describe('kustomize and helm render the same objects for the same settings', () => {
   for (const { kustomize, set } of PARITY) {
-    const name = typeof kustomize === 'string' ? kustomize : `deploy + ${kustomize.components.join(', ')}`;
+    const name = typeof kustomize === 'string' ? kustomize : `deploy + ${kustomize.components.join(', ')}${kustomize.patches !== undefined ? ' + patches' : ''}`;
     void test(`${name} = helm ${set.join(' ') || '(defaults)'}`, async () => {
       let dir = typeof kustomize === 'string' ? kustomize : '';
       let tmp: string | undefined;
       if (typeof kustomize !== 'string') {
         tmp = mkdtempSync(join(tmpdir(), 'mp-parity-'));
-        writeFileSync(join(tmp, 'kustomization.yaml'), `resources: [${relative(tmp, join(DEPLOY, 'overlays/cert-manager'))}]\ncomponents: [${kustomize.components.map((c) => relative(tmp ?? '', join(DEPLOY, c))).join(', ')}]\n`);
+        writeFileSync(join(tmp, 'kustomization.yaml'), `resources: [${relative(tmp, join(DEPLOY, 'overlays/cert-manager'))}]\ncomponents: [${kustomize.components.map((c) => relative(tmp ?? '', join(DEPLOY, c))).join(', ')}]\n${kustomize.patches ?? ''}`);
         dir = tmp;
       }
       try {
