@@ -21,8 +21,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { AgentAttack, BadAddresses, BorrowedNetwork, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
+import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { uninstallAgent } from './nodeport.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
@@ -315,6 +315,20 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(o.events.some((e) => e.includes(`${TENANT_NS}/macvlan1`) && e.includes('maxServicesPerNetwork')), `a ServiceCapReached Event names the network and the setting: ${o.events.join(' | ')}`);
     assert.equal(o.droppedAfter[`{network="${TENANT_NS}/macvlan1"}`], 0);
     guarded('Service flood', r);
+  });
+
+  void test('tenant: with the optional policies installed, a privileged container and a forged network-status are refused; the injected client is admitted and its app gets 403 on list pods', { timeout: 600_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: OptionalPolicies = { privileged: '', forgedStatus: '', clientReady: false, listPods: 0 };
+    const r = await guard(node, log, optionalPolicies(node, tenant, o));
+    log(`  privileged: ${o.privileged.trim()}; forged status: ${o.forgedStatus.trim()}; client Ready ${String(o.clientReady)}; list pods ${o.listPods}`);
+    assert.match(o.privileged, /multus-proxy-sidecar-pod-security/, 'the refusal names the policy');
+    assert.match(o.privileged, /privileged/i);
+    assert.match(o.forgedStatus, /k8s\.v1\.cni\.cncf\.io\/network-status/);
+    assert.match(o.forgedStatus, new RegExp(`not by ${TENANT_USER}\\b`), 'the refusal names who tried');
+    assert.equal(o.clientReady, true, 'the injected sidecar is admitted and Multus may still write the status');
+    assert.equal(o.listPods, 403);
+    guarded('optional policies', r);
   });
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {

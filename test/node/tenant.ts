@@ -15,12 +15,14 @@
  * the uninstall.
  */
 import { execFile } from 'node:child_process';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import type { ExecResult, RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
-import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
 import { URL } from './blog.js';
 import {
   INJECTION_ENABLED,
@@ -874,6 +876,80 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
       }).catch(() => dropped());
       await setSidecarCap(node, original);
       await recreateClient();
+    },
+  };
+}
+
+// --- the optional admission policies, installed as docs/install.md says -------------------------
+
+export interface OptionalPolicies {
+  /** The apiserver's answer to the tenant's privileged pod ('' when it was admitted). */
+  privileged: string;
+  /** The apiserver's answer to the tenant rewriting its own pod's network-status. */
+  forgedStatus: string;
+  /** Whether the tenant's recreated client (injected sidecar, Multus writing its status) got Ready. */
+  clientReady: boolean;
+  /** The recreated client's app container: list pods with its token. */
+  listPods: number;
+}
+
+const POLICY_NAMES = ['multus-proxy-sidecar-pod-security', 'multus-proxy-network-status-writers'];
+const PRIVILEGED_POD = 'privileged-app';
+
+/**
+ * The admin installs both optional policies (sidecar-pod-security and network-status-writers), the
+ * latter with this node's Multus identity added, as install.md tells an admin whose Multus runs
+ * under another identity. Then the tenant: a privileged container is refused; a rewrite of its own
+ * pod's network-status is refused; its client, recreated, is admitted with the injected sidecar,
+ * gets its status from Multus, becomes Ready, and its app container gets 403 on list pods.
+ */
+export function optionalPolicies(node: RealNode, t: Tenant, out: OptionalPolicies): Attack {
+  const dir = join(node.dir, 'optional-policies');
+  const multusUser = 'realnode-admin'; // the harness's Multus thin plugin writes with the admin kubeconfig
+  const recreateClient = async (): Promise<void> => {
+    await t.kubectl(['delete', 'pod', '-n', t.namespace, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+    const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('pod.yml') });
+    if (r.code !== 0) throw new Error(`the tenant could not recreate its client: ${r.stderr}`);
+  };
+  return {
+    async attack() {
+      mkdirSync(dir, { recursive: true });
+      const k = {
+        apiVersion: 'kustomize.config.k8s.io/v1beta1',
+        kind: 'Kustomization',
+        components: ['sidecar-pod-security', 'network-status-writers'].map((c) => relative(dir, join(ROOT, 'deploy', 'components', c))),
+        patches: [{
+          target: { kind: 'ValidatingAdmissionPolicy', name: 'multus-proxy-network-status-writers' },
+          patch: dump([{ op: 'replace', path: '/spec/variables/0/expression', value: JSON.stringify(['system:serviceaccount:kube-system:multus', multusUser]) }]),
+        }],
+      };
+      writeFileSync(join(dir, 'kustomization.yaml'), dump(k));
+      await node.sh(`${buildOverlay(dir)} | kubectl apply -f -`);
+      const privileged = { apiVersion: 'v1', kind: 'Pod', metadata: { name: PRIVILEGED_POD, namespace: t.namespace, annotations: { 'multus-proxy.k8s.cni.cncf.io/inject': 'false' } }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'], securityContext: { privileged: true } }] } };
+      // The apiserver compiles a new policy a moment after it is created.
+      out.privileged = await until('the sidecar-pod-security policy in force', 30_000, async () => {
+        const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(privileged) });
+        if (r.code === 0) {
+          await t.kubectl(['delete', 'pod', '-n', t.namespace, PRIVILEGED_POD, '--wait=false']);
+          return undefined;
+        }
+        return r.stderr;
+      }).catch(() => '');
+      out.forgedStatus = await until('the network-status-writers policy in force', 30_000, async () => {
+        const r = await t.kubectl(['annotate', 'pod', '-n', t.namespace, CLIENT, '--overwrite', 'k8s.v1.cni.cncf.io/network-status=[]']);
+        return r.code === 0 ? undefined : r.stderr;
+      }).catch(() => '');
+      await recreateClient();
+      out.clientReady = await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 }).then(() => true, () => false);
+      if (out.clientReady) out.listPods = await tokenGet(node, t.namespace, CLIENT, CLIENT, `/api/v1/namespaces/${t.namespace}/pods`);
+    },
+    async undo() {
+      await t.kubectl(['delete', 'pod', '-n', t.namespace, PRIVILEGED_POD, '--ignore-not-found']);
+      for (const name of POLICY_NAMES) {
+        await node.kubectl(['delete', 'validatingadmissionpolicybinding', name, '--ignore-not-found']);
+        await node.kubectl(['delete', 'validatingadmissionpolicy', name, '--ignore-not-found']);
+      }
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
