@@ -23,6 +23,12 @@ export interface KubeConnection {
   insecureSkipTLSVerify?: boolean;
   /** A kubeconfig exec credential plugin (EKS, GKE, AKS from a laptop); run by the client. */
   exec?: ExecConfig;
+  /**
+   * The namespace kubectl would use without -n: the context's `namespace`, or in a pod its own
+   * (the service-account folder's `namespace` file). Only a default for commands such as
+   * `controller diagnose`; the programs never act on it.
+   */
+  namespace?: string;
 }
 
 export interface LoadOptions {
@@ -61,12 +67,15 @@ export function inClusterConnection(env: NodeJS.ProcessEnv, dir: string = SERVIC
     throw new Error(`in-cluster config: ${tokenFile} is missing; mount a service-account token (automountServiceAccountToken: true)`);
   }
   const caFile = resolve(dir, 'ca.crt');
+  const namespaceFile = resolve(dir, 'namespace');
+  const namespace = existsSync(namespaceFile) ? readFileSync(namespaceFile, 'utf8').trim() : '';
   // An IPv6 service host must be bracketed in a URL.
   const hostPart = host.includes(':') ? `[${host}]` : host;
   return {
     server: `https://${hostPart}:${port}`,
     tokenFile,
     ...(existsSync(caFile) ? { ca: readFileSync(caFile) } : {}),
+    ...(namespace !== '' ? { namespace } : {}),
   };
 }
 
@@ -112,7 +121,10 @@ export function fromKubeconfigFiles(files: readonly string[], context?: string):
   const userName = str(ctx.body['user']);
   const user = userName === undefined ? undefined : users.get(userName);
   if (userName !== undefined && !user) throw new Error(`kubeconfig: context ${JSON.stringify(ctxName)} names user ${JSON.stringify(userName)}, which is not defined`);
-  return connectionFrom(ctxName, cluster, user, userName);
+  const conn = connectionFrom(ctxName, cluster, user, userName);
+  const namespace = str(ctx.body['namespace']);
+  if (namespace !== undefined) conn.namespace = namespace;
+  return conn;
 }
 
 function parseKubeconfig(file: string): RawKubeconfig {

@@ -9,9 +9,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { dump, load } from 'js-yaml';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectEvent } from '../../src/kube/events.js';
 import type { V1Pod } from '../../src/kube/types.js';
@@ -251,6 +252,21 @@ void describe('controller diagnose against a real apiserver', () => {
       assert.deepEqual(bundled.findings.map((f) => f.code), report.findings.map((f) => f.code));
     } finally {
       rmSync(out, { recursive: true, force: true });
+    }
+  });
+
+  void test("without -n, the kubeconfig context's namespace, as kubectl", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'mpx-diagnose-ctx-'));
+    try {
+      const config = load(readFileSync(cp.kubeconfigPath, 'utf8')) as { contexts: { context: Record<string, string> }[] };
+      for (const c of config.contexts) c.context['namespace'] = ns;
+      const file = join(dir, 'config');
+      writeFileSync(file, dump(config));
+      const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/controller/main.ts', 'diagnose', 'svc', 'web', '-o', 'json', '--kubeconfig', file], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal((JSON.parse(r.stdout) as ServiceReport).namespace, ns);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

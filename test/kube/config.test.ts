@@ -23,7 +23,7 @@ function kubeconfig(users: Record<string, unknown>[], extra: Record<string, unkn
     users,
     contexts: [
       { name: 'one', context: { cluster: 'c1', user: 'u1' } },
-      { name: 'two', context: { cluster: 'c2', user: 'u2' } },
+      { name: 'two', context: { cluster: 'c2', user: 'u2', namespace: 'team-b' } },
     ],
     'current-context': 'one',
     ...extra,
@@ -40,6 +40,7 @@ void describe('kubeconfig loading', () => {
     assert.equal(conn.ca?.toString(), 'CA-ONE');
     assert.equal(conn.token, 'tok-1');
     assert.equal(conn.insecureSkipTLSVerify, undefined);
+    assert.equal(conn.namespace, undefined);
   });
 
   void test('explicit context; file paths are relative to the kubeconfig; client cert and tokenFile', (t) => {
@@ -63,6 +64,7 @@ void describe('kubeconfig loading', () => {
     assert.equal(conn.key?.toString(), 'KEY');
     assert.equal(conn.tokenFile, join(dir, 'sub', 'tok'));
     assert.equal(conn.insecureSkipTLSVerify, true);
+    assert.equal(conn.namespace, 'team-b', "the context's namespace (diagnose's default)");
   });
 
   void test('$KUBECONFIG with several files: the first file that names an entry wins', (t) => {
@@ -115,6 +117,9 @@ void describe('in-cluster config', () => {
     assert.equal(v4.server, 'https://10.96.0.1:443');
     assert.equal(v4.tokenFile, join(dir, 'token'));
     assert.equal(v4.ca?.toString(), 'CLUSTER-CA');
+    assert.equal(v4.namespace, undefined, 'no namespace file');
+    writeFileSync(join(dir, 'namespace'), 'multus-proxy-system');
+    assert.equal(inClusterConnection({ KUBERNETES_SERVICE_HOST: '10.96.0.1' }, dir).namespace, 'multus-proxy-system');
     const v6 = loadKubeConnection({ env: { KUBERNETES_SERVICE_HOST: 'fd00:10:96::1', KUBERNETES_SERVICE_PORT: '6443' }, serviceAccountDir: dir });
     assert.equal(v6.server, 'https://[fd00:10:96::1]:6443');
   });

@@ -20,7 +20,7 @@ export const DIAGNOSE_PROGRAM: Program = {
   about: 'explain why traffic from a client pod, or to a Service, does or does not flow',
   usage: 'controller diagnose pod|service [NAMESPACE/]NAME [-n NAMESPACE] [-o text|json] [flags]',
   flags: [
-    { name: 'namespace', value: 'NS', def: 'default', help: 'the namespace of the pod or Service (also -n; or write NAMESPACE/NAME)' },
+    { name: 'namespace', value: 'NS', def: "the kubeconfig context's, else default", help: 'the namespace of the pod or Service (also -n; or write NAMESPACE/NAME)' },
     { name: 'output', value: 'FORMAT', def: 'text', help: 'text or json (also -o)' },
     // The controller's own connection flags, read the same way.
     ...CONTROLLER_PROGRAM.flags.filter((f) => f.name === 'kubeconfig' || f.name === 'context'),
@@ -37,7 +37,8 @@ export const DIAGNOSE_PROGRAM: Program = {
 
 export interface DiagnoseRequest {
   readonly kind: 'pod' | 'service';
-  readonly namespace: string;
+  /** Unset: the kubeconfig context's namespace, else `default`. */
+  readonly namespace?: string;
   readonly name: string;
   readonly output: OutputFormat;
   readonly kubeconfig?: string;
@@ -63,7 +64,8 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
   const kind = KINDS[kindWord.toLowerCase()];
   if (kind === undefined) return err(`diagnose: unknown kind ${JSON.stringify(kindWord)}: write pod or service; ${USAGE_HINT}`);
   const slash = target.indexOf('/');
-  const namespace = slash >= 0 ? target.slice(0, slash) : (str('namespace') ?? 'default');
+  // undefined: the kubeconfig context's namespace, as kubectl (see runDiagnose).
+  const namespace = slash >= 0 ? target.slice(0, slash) : str('namespace');
   const name = slash >= 0 ? target.slice(slash + 1) : target;
   if (name === '' || namespace === '' || name.includes('/')) return err(`diagnose: ${JSON.stringify(target)} is not NAME or NAMESPACE/NAME; ${USAGE_HINT}`);
   if (slash >= 0 && str('namespace') !== undefined && str('namespace') !== namespace) return err(`diagnose: ${JSON.stringify(target)} names namespace ${namespace}, but --namespace says ${str('namespace') ?? ''}; give one`);
@@ -75,7 +77,7 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
   if (pss !== undefined && !['privileged', 'baseline', 'restricted'].includes(pss)) return err(`diagnose: --pod-security-default ${JSON.stringify(pss)}: write privileged, baseline or restricted`);
   return ok({
     kind,
-    namespace,
+    ...(namespace !== undefined ? { namespace } : {}),
     name,
     output,
     ...(str('kubeconfig') !== undefined ? { kubeconfig: str('kubeconfig') } : {}),
@@ -85,7 +87,7 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
 }
 
 /** Reads and diagnoses; throws DiagnoseError when the object cannot be diagnosed. */
-export async function diagnose(client: KubeClient, req: DiagnoseRequest): Promise<Report> {
+export async function diagnose(client: KubeClient, req: DiagnoseRequest & { readonly namespace: string }): Promise<Report> {
   if (req.kind === 'pod') return diagnosePod(await readPodFacts(client, req.namespace, req.name, req.webhook));
   return diagnoseService(await readServiceFacts(client, req.namespace, req.name));
 }
@@ -108,7 +110,7 @@ export async function runDiagnose(argv: readonly string[], stdout: Output, stder
   const req = parsed.value;
   try {
     const conn = loadKubeConnection({ ...(req.kubeconfig !== undefined ? { kubeconfig: req.kubeconfig } : {}), ...(req.context !== undefined ? { context: req.context } : {}) });
-    const report = await diagnose(createKubeClient(conn), req);
+    const report = await diagnose(createKubeClient(conn), { ...req, namespace: req.namespace ?? conn.namespace ?? 'default' });
     stdout.write(renderReport(report, req.output));
     return report.verdict === 'ok' ? 0 : 1;
   } catch (e) {

@@ -326,7 +326,7 @@ void describe('diagnose output and arguments', () => {
       return r.ok ? (r.value === 'help' ? 'help' : [r.value.kind, r.value.namespace, r.value.name, r.value.output]) : r.error;
     };
     assert.deepEqual(p(['pod', 'client', '-n', 'app']), ['pod', 'app', 'client', 'text']);
-    assert.deepEqual(p(['svc/web', '-o', 'json']), ['service', 'default', 'web', 'json']);
+    assert.deepEqual(p(['svc/web', '-o', 'json']), ['service', undefined, 'web', 'json'], "no namespace: the context's, decided when the kubeconfig is read");
     assert.deepEqual(p(['service', 'app/web']), ['service', 'app', 'web', 'text']);
     assert.deepEqual(p(['--help']), 'help');
     assert.match(String(p(['deployment', 'x'])), /unknown kind "deployment": write pod or service/);
