@@ -73,7 +73,7 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
   const relay = await startApiserverRelay(topo, cp.server, cp.dir);
   cleanup.add('apiserver relay', () => relay.close());
   await relay.attach(node);
-  await cp.client.create(apiPath('', 'v1', 'nodes'), benchNode());
+  await cp.client.create(apiPath('', 'v1', 'nodes'), benchNode(node.parent));
   await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', BENCH_NAMESPACE), benchNad(node.parent));
   await createServices(cp.client, SERVICES, 0, nodePortService);
   const slices = await createSlices(cp.client, SERVICES, ENDPOINTS, 0, nodeSlice);

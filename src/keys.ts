@@ -61,6 +61,12 @@ export const MAX_ENDPOINTS_PER_SLICE = 100;
  * comma separated, from which each node takes one address (docs/node-agent.md). The Node's wins.
  */
 export const NODE_ADDRESSES_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-addresses';
+/**
+ * Node agent: the parent of the node's own interface on each network (a macvlan's or ipvlan's
+ * link, a bridge network's bridge). On a Node, the admin's: `<namespace>/<nad>=<ifname>` entries
+ * separated by ';'. A NAD's `master`/`bridge` is its owner's, a tenant's, and no longer chooses it.
+ */
+export const NODE_PARENTS_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-parents';
 /** Once the NAD's source of node addresses; now ignored (a NAD is a tenant's), with an Event. */
 export const NODE_ADDRESS_RANGE_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-address-range';
 

@@ -4,7 +4,7 @@
  * other endpoint on this node, a macvlan NAD and this node's Node object with its address on the
  * network. The agent's own planner (src/node-agent/state.ts) turns them into its NodeState.
  */
-import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
+import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../src/kube/types.js';
 import { planNode, type NodeInput, type NodePlan } from '../../src/node-agent/state.js';
@@ -40,16 +40,17 @@ export function benchNad(parent: string): NetworkAttachmentDefinition {
   };
 }
 
-export function benchNode(): V1Node {
+/** The admin's Node annotations: the node's address and its parent (the same link the NAD names). */
+export function benchNode(parent = 'eth1'): V1Node {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name: NODE_NAME, annotations: { [NODE_ADDRESSES_ANNOTATION]: `${networkKey(NETWORK)}=${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN}` } },
+    metadata: { name: NODE_NAME, annotations: { [NODE_ADDRESSES_ANNOTATION]: `${networkKey(NETWORK)}=${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, [NODE_PARENTS_ANNOTATION]: `${networkKey(NETWORK)}=${parent}` } },
     status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
   };
 }
 
-/** The agent's input with n Services loaded (the parent interface only names the NAD's master). */
+/** The agent's input with n Services loaded (the parent interface only names the admin's parent). */
 export function nodeInput(n: number, perService: number, slices?: readonly V1EndpointSlice[]): NodeInput {
   return {
     nodeName: NODE_NAME,

@@ -18,7 +18,8 @@
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION } from '../keys.js';
 import { parseIp } from '../annotations/ip.js';
-import { parseNetworkItem, networkKey, type NetworkRef } from '../annotations/service-network.js';
+import { networkKey, type NetworkRef } from '../annotations/service-network.js';
+import { parseNetworkEntries } from './node-entries.js';
 import { err, inputError, ok, type InputError, type Result } from '../result.js';
 
 /** 4 or 6 (the dataplane core's IpFamily). */
@@ -91,24 +92,12 @@ function parseHostAddress(text: string, key: string, fullValue: string, fix: str
 export function parseNodeAddresses(value: string): Result<Map<string, HostAddress[]>, InputError> {
   const key = `annotation ${NODE_ADDRESSES_ANNOTATION}`;
   const fix = `write "<namespace>/<nad>=<ip>/<prefix>[,<ip>/<prefix>]" entries separated by ";", ${NODE_EXAMPLE}`;
+  const entries = parseNetworkEntries(value, key, fix, `list each network once, with up to one address per family: ${NODE_EXAMPLE}`);
+  if (!entries.ok) return entries;
   const out = new Map<string, HostAddress[]>();
-  if (value.length > 16 * 1024) return err(inputError(key, value, `is ${value.length} characters long`, fix));
-  for (const [i, raw] of value.split(';').entries()) {
-    const entry = raw.trim();
-    if (entry === '') {
-      if (i === value.split(';').length - 1 && i > 0) continue; // a trailing ';'
-      return err(inputError(key, value, `entry ${i + 1} is empty`, fix));
-    }
-    const eq = entry.indexOf('=');
-    if (eq < 0) return err(inputError(key, value, `entry ${i + 1} (${JSON.stringify(entry)}) has no "="`, fix));
-    const netText = entry.slice(0, eq).trim();
-    if (!netText.includes('/')) return err(inputError(key, value, `entry ${i + 1} names the network ${JSON.stringify(netText)} without its namespace (a Node has none)`, fix));
-    const ref = parseNetworkItem(netText, '', `entry ${i + 1} (${JSON.stringify(netText)})`);
-    if (!ref.ok) return err(inputError(key, value, ref.error.reason, ref.error.fix));
-    const net = networkKey(ref.value);
-    if (out.has(net)) return err(inputError(key, value, `network ${net} is listed twice`, `list each network once, with up to one address per family: ${NODE_EXAMPLE}`));
+  for (const { network: net, text } of entries.value) {
     const addrs: HostAddress[] = [];
-    for (const a of entry.slice(eq + 1).split(',').map((s) => s.trim())) {
+    for (const a of text.split(',').map((s) => s.trim())) {
       const parsed = parseHostAddress(a, key, value, fix);
       if (!parsed.ok) return parsed;
       if (addrs.some((x) => x.family === parsed.value.family)) return err(inputError(key, value, `network ${net} has two IPv${parsed.value.family} addresses`, `give one address per family, ${NODE_EXAMPLE}`));

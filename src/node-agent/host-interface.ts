@@ -20,6 +20,7 @@ import type { ServableNetwork } from '../annotations/nad-config.js';
 import { parseIp } from '../annotations/ip.js';
 import { parseJson } from '../annotations/json.js';
 import type { HostAddress } from './addresses.js';
+import { NODE_PARENTS_ANNOTATION } from '../keys.js';
 
 export const HOST_PREFIX = 'mpxh';
 export const BRIDGE_PORT_PREFIX = 'mpxb';
@@ -146,9 +147,10 @@ export interface HostInterfacePlan {
  */
 /**
  * What the node's own networking runs on: the links that hold one of the node's InternalIPs or
- * carry a default route. A NAD's `master` (or `bridge`) is its owner's choice, a tenant's: the agent
- * never hangs an interface of its own off one of these (issue 19: a NAD naming the uplink or the
- * pod bridge put tenant-chosen addresses beside the node's own).
+ * carry a default route. The agent never hangs an interface of its own off one of these (issue 19:
+ * a NAD naming the uplink or the pod bridge put tenant-chosen addresses beside the node's own).
+ * The parent is the admin's now (parents.ts), or the NAD's under --parent-from-nad; the check holds
+ * for both (an admin's slip on the uplink is refused too).
  */
 export interface ProtectedLinks {
   readonly internalIPs: readonly string[];
@@ -183,7 +185,7 @@ export function planHostInterfaces(
     const why = parentRefusal(w, existing, protect);
     if (why !== undefined) {
       // Not kept: an interface of ours already there (made before this check) is deleted below.
-      refused.push(`network ${networkKey(w.network)} is not served on this node: ${why}. The NAD's owner chooses its master; the node agent never adds an interface beside the node's own networking. Use a dedicated interface for the secondary network`);
+      refused.push(`network ${networkKey(w.network)} is not served on this node: ${why}. The node agent never adds an interface beside the node's own networking. Give the secondary network its own interface on the node and name it in the Node annotation ${NODE_PARENTS_ANNOTATION}`);
       continue;
     }
     const names = w.peer !== undefined ? [w.name, w.peer] : [w.name];

@@ -52,11 +52,11 @@ async function main(): Promise<void> {
   const registry = createRegistry('multus_proxy_node');
   const healthChecks = createHealthCheckServers(log);
   const runtime = createNodeRuntime(
-    { nodeName: opts.nodeName, masqueradeMark: 2 ** opts.masqueradeBit, minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs },
+    { nodeName: opts.nodeName, masqueradeMark: 2 ** opts.masqueradeBit, parentFromNad: opts.parentFromNad, minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs },
     { client, dataplane, interfaces, healthChecks, log, registry },
   );
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, registry, opts.healthPort, undefined, (path) => healthChecks.route(path));
-  log.info({ node: opts.nodeName, healthPort: health.port, backend: await dataplane.backend() }, 'multus-proxy node agent starting');
+  log.info({ node: opts.nodeName, healthPort: health.port, backend: await dataplane.backend(), parentFromNad: opts.parentFromNad }, 'multus-proxy node agent starting');
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

@@ -16,6 +16,8 @@ export interface NodeAgentOptions {
   readonly masqueradeBit: number;
   readonly minSyncIntervalMs: number;
   readonly fullResyncIntervalMs: number;
+  /** Where the Node annotation names no parent for a network, use the NAD's master (upgrades only). */
+  readonly parentFromNad: boolean;
 }
 
 export const DEFAULT_NODE_HEALTH_PORT = 9190;
@@ -36,6 +38,12 @@ export const NODE_AGENT_PROGRAM: Program = {
     { name: 'node-name', value: 'NAME', env: 'NODE_NAME', help: 'this node (downward API spec.nodeName); required unless --cleanup' },
     { name: 'kubeconfig', value: 'PATH', env: 'KUBECONFIG', help: 'default: the in-cluster service account' },
     { name: 'iptables-backend', value: 'B', env: 'IPTABLES_BACKEND', def: 'auto', help: 'auto, nft or legacy' },
+    {
+      name: 'parent-from-nad',
+      env: 'PARENT_FROM_NAD',
+      def: 'false',
+      help: "where the Node annotation multus-proxy.k8s.cni.cncf.io/node-parents names no parent for a network, use the NAD's master (or bridge), which the NAD's owner chooses; for upgrades only (docs/node-agent.md)",
+    },
     { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: 'rule back end: auto or iptables (the nftables back end does not write the node agent\'s rules yet)' },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
@@ -48,7 +56,7 @@ export const HELP = helpText(NODE_AGENT_PROGRAM);
 const OBJECT = 'node agent options';
 
 export function parseNodeAgentOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<NodeAgentOptions, string> {
-  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000 };
+  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000, parentFromNad: false };
   if (wantsHelp(argv)) return ok({ ...defaults, mode: 'help' });
   const parsed = parseFlags(NODE_AGENT_PROGRAM, argv);
   if (!parsed.ok) return parsed;
@@ -79,6 +87,11 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     const fix = rules === 'nftables' ? "the node agent's nftables rules are not written yet; write iptables or auto" : 'write auto or iptables';
     problems.push(formatInputError(OBJECT, inputError('DATAPLANE_BACKEND (--backend)', rules, 'is not a rule back end the node agent has', fix)));
   }
+  // A switch on the command line; in the environment (what a DaemonSet sets) true or false.
+  const parentText = flags['parent-from-nad'] === 'true' ? 'true' : (pick('parent-from-nad', 'PARENT_FROM_NAD') ?? 'false').toLowerCase();
+  if (!['true', 'false'].includes(parentText)) {
+    problems.push(formatInputError(OBJECT, inputError('PARENT_FROM_NAD (--parent-from-nad)', parentText, 'is not true or false', 'write true or false, or leave it unset (false)')));
+  }
   const nodeName = pick('node-name', 'NODE_NAME');
   if (nodeName === undefined && !cleanup) {
     problems.push(formatInputError(OBJECT, inputError('NODE_NAME (--node-name)', '', 'is not set', 'set it from the downward API (fieldRef spec.nodeName)')));
@@ -94,5 +107,6 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     masqueradeBit: nums.masqueradeBit,
     minSyncIntervalMs: nums.minSyncIntervalMs,
     fullResyncIntervalMs: nums.fullResyncIntervalMs,
+    parentFromNad: parentText === 'true',
   });
 }

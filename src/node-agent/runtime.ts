@@ -28,6 +28,8 @@ import type { NodeState } from './rules.js';
 export interface NodeRuntimeOptions {
   readonly nodeName: string;
   readonly masqueradeMark: number;
+  /** `--parent-from-nad`: where the Node names no parent, the NAD's (upgrades; state.ts). */
+  readonly parentFromNad?: boolean;
   readonly minSyncIntervalMs: number;
   readonly fullResyncIntervalMs: number;
   readonly retryMinMs?: number;
@@ -70,7 +72,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers: [deps.registry] });
   const unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers: [deps.registry] });
 
-  const refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent refuses to serve on this node for the host\'s safety, by reason', labelNames: ['reason'], registers: [deps.registry] });
+  const refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent does not serve on this node: ParentRefused (the parent carries the node\'s own networking), ParentNotConfigured (the admin named no parent)', labelNames: ['reason'], registers: [deps.registry] });
   const internalIPs = (n: V1Node | undefined): string[] =>
     (n?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').flatMap((a) => {
       const p = parseIp(a.address);
@@ -129,6 +131,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     const result = report(await deps.dataplane.sync(plan.state, { full }));
     await deps.healthChecks.update(plan.healthChecks);
     for (const p of plan.problems) void event(p);
+    refusals.set({ reason: 'ParentNotConfigured' }, plan.parentNotConfigured.length);
     unservable.reset();
     for (const u of plan.unservable) unservable.set({ network: u.network, type: u.type }, 1);
     nodePorts.set(plan.state.nodePorts.length);
@@ -145,7 +148,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
       stuckAfterMs: STUCK_AFTER_MS,
     },
     {
-      compute: () => planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark }),
+      compute: () => planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark, parentFromNad: opts.parentFromNad === true }),
       // A failure makes the next sync a full one, which brings the interfaces to the plan again.
       apply,
       size: (plan) => nodeStateSize(plan.state),

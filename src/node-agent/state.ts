@@ -8,11 +8,12 @@
  * from-scratch form.
  *
  * A network is served on this node when some opted-in Service names it, its NAD exists and is
- * macvlan, ipvlan l2 or bridge with a parent, and the node has an address on it. Anything else is
+ * macvlan, ipvlan l2 or bridge, and the admin's Node annotations give the node an address and a
+ * parent on it (parents.ts; the NAD's master only under --parent-from-nad). Anything else is
  * a problem (a message for the log and a Warning Event) or an unservable NAD (Event and metric),
  * and the other networks are served regardless.
  */
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../keys.js';
 import { formatInputError } from '../result.js';
 import { compareText } from '../order.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
@@ -22,6 +23,7 @@ import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } 
 import { StateMemo } from '../dataplane/incremental.js';
 import type { ServicePortTarget } from '../dataplane/model.js';
 import { nodeAddressesFor } from './addresses.js';
+import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, parseNodeParents } from './parents.js';
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
 import { asPodInterfaces, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 
@@ -32,6 +34,8 @@ export interface NodeInput {
   readonly slices: readonly V1EndpointSlice[];
   readonly nads: readonly NetworkAttachmentDefinition[];
   readonly masqueradeMark: number;
+  /** `--parent-from-nad` (upgrades): where the Node names no parent, use the NAD's. Default off. */
+  readonly parentFromNad?: boolean;
 }
 
 /** A problem tied to the object it is about, so the runtime can put a Warning Event on it. */
@@ -68,6 +72,8 @@ export interface NodePlan {
   readonly interfaces: readonly HostInterface[];
   readonly problems: readonly NodeProblem[];
   readonly unservable: readonly UnservableNad[];
+  /** Networks not served because the admin named no parent for them (`ns/nad`), for the metric. */
+  readonly parentNotConfigured: readonly string[];
 }
 
 const opted = (s: V1Service): boolean => s.metadata?.labels?.[PROXY_NAME_LABEL] === PROXY_NAME && s.metadata.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
@@ -91,7 +97,7 @@ function internalIPs(node: V1Node | undefined): string[] {
   return (node?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').map((a) => a.address);
 }
 
-type NetworkPlan = Pick<NodePlan, 'interfaces' | 'problems' | 'unservable'> & { readonly networks: readonly NodeNetwork[] };
+type NetworkPlan = Pick<NodePlan, 'interfaces' | 'problems' | 'unservable' | 'parentNotConfigured'> & { readonly networks: readonly NodeNetwork[] };
 
 /** The node's side of each served network: its interface and addresses, or why it is not served. A handful of NADs: redone every sync. */
 function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPlan {
@@ -99,8 +105,15 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
   const unservable: UnservableNad[] = [];
   const interfaces: HostInterface[] = [];
   const networks: NodeNetwork[] = [];
+  const parentNotConfigured: string[] = [];
   const nadByKey = new Map(input.nads.map((n) => [`${n.metadata?.namespace ?? ''}/${n.metadata?.name ?? ''}`, n]));
   const nodeAnnotation = input.node?.metadata?.annotations?.[NODE_ADDRESSES_ANNOTATION];
+  const nodeProblem = (reason: string, message: string): void => {
+    problems.push({ kind: 'Node', name: input.nodeName, reason, message });
+  };
+  // The parents are the admin's (a Node annotation); a malformed one serves no network here (fail closed).
+  const parents = parseNodeParents(input.node?.metadata?.annotations?.[NODE_PARENTS_ANNOTATION] ?? '');
+  if (!parents.ok && refs.length > 0) nodeProblem('InvalidNodeParents', formatInputError(`Node ${input.nodeName}`, parents.error));
   for (const ref of refs) {
     const key = networkKey(ref);
     const nad = nadByKey.get(key);
@@ -132,7 +145,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       ...(nodeAnnotation !== undefined ? { nodeAnnotation } : {}),
     });
     if (!addrs.ok) {
-      if (addrs.error.object === 'node') problems.push({ kind: 'Node', name: input.nodeName, reason: 'InvalidNodeAddresses', message: formatInputError(`Node ${input.nodeName}`, addrs.error.error) });
+      if (addrs.error.object === 'node') nodeProblem('InvalidNodeAddresses', formatInputError(`Node ${input.nodeName}`, addrs.error.error));
       else nadProblem('InvalidNodeAddressRange', formatInputError(`NetworkAttachmentDefinition ${key}`, addrs.error.error));
       continue;
     }
@@ -143,13 +156,21 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       );
       continue;
     }
-    const iface = hostInterfaceFor(ref, config.value, addrs.value.addresses);
+    if (!parents.ok) continue;
+    const parent = chooseParent(key, parents.value, config.value.parent, input.parentFromNad === true);
+    if (parent.from === 'none') {
+      parentNotConfigured.push(key);
+      nodeProblem('ParentNotConfigured', parentNotConfiguredMessage(input.nodeName, key, config.value.parent, parents.value));
+      continue;
+    }
+    if (parent.parent !== config.value.parent) nodeProblem('ParentOverridden', parentOverriddenMessage(input.nodeName, key, config.value.parent, parent.parent));
+    const iface = hostInterfaceFor(ref, { ...config.value, parent: parent.parent }, addrs.value.addresses);
     interfaces.push(iface);
     const v4 = addrs.value.addresses.find((a) => a.family === 4)?.address;
     const v6 = addrs.value.addresses.find((a) => a.family === 6)?.address;
     networks.push({ network: ref, interface: iface.name, ...(v4 !== undefined ? { ipv4: v4 } : {}), ...(v6 !== undefined ? { ipv6: v6 } : {}) });
   }
-  return { interfaces, networks, problems, unservable };
+  return { interfaces, networks, problems, unservable, parentNotConfigured };
 }
 
 /** What one NodePort Service object contributes, and what it was computed from. */
@@ -243,6 +264,7 @@ export class NodePlanner {
       interfaces: plan.interfaces,
       problems: plan.problems,
       unservable: plan.unservable,
+      parentNotConfigured: plan.parentNotConfigured,
     };
   }
 

@@ -4,7 +4,10 @@
  * inside a "node" namespace of the two-node topology, against a real kube-apiserver: it reads the
  * Service, EndpointSlices, NADs and its Node, makes its interface, serves the NodePort and the
  * healthCheckNodePort, reports an unservable NAD as a Warning Event, and a restart under a client
- * loop fails no request (rules and interface stay, and are adopted).
+ * loop fails no request (rules and interface stay, and are adopted). The parent is the admin's
+ * (Node annotation node-parents): net-a's NAD names a decoy link as its master, and the agent's
+ * interface is on the admin's parent all the same; net-b has an address but no parent from the
+ * admin and is not served, with a Warning Event on the Node and a metric.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +21,7 @@ import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-r
 import { uniqueName, useControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
 import { hostInterfaceName } from '../../src/node-agent/host-interface.js';
@@ -27,6 +30,9 @@ import { render } from '../deploy/kustomize.js';
 const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'node-agent', 'main.ts');
 const HEALTH_PORT = 19190;
 const NODE_V4 = '192.168.101.250';
+const NET_B_V4 = '192.168.102.250';
+/** net-a's NAD names this link (a veth of the node, off the pods' segment) as its master; the admin names eth1. */
+const DECOY = 'decoy0';
 
 interface Agent {
   readonly process: ChildProcess;
@@ -99,16 +105,26 @@ void describe('node agent program', () => {
     await startBackend(topo, b, { httpPort: 80 });
     relay = await startApiserverRelay(topo, cp.server, dir);
     await relay.attach(node1);
+    await topo.run(node1, ['ip', '-batch', '-'], { input: `link add ${DECOY} type veth peer name decoy1\nlink set ${DECOY} up\nlink set decoy1 up\n` });
 
     const nodeName = `${ns}-node1`;
     await cp.client.create(apiPath('', 'v1', 'nodes'), {
-      metadata: { name: nodeName, annotations: { [NODE_ADDRESSES_ANNOTATION]: `${ns}/net-a=${NODE_V4}/24` } },
+      metadata: {
+        name: nodeName,
+        annotations: { [NODE_ADDRESSES_ANNOTATION]: `${ns}/net-a=${NODE_V4}/24;${ns}/net-b=${NET_B_V4}/24`, [NODE_PARENTS_ANNOTATION]: `${ns}/net-a=${node1.parent}` },
+      },
       status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
     });
     await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns), {
       apiVersion: 'k8s.cni.cncf.io/v1',
       kind: 'NetworkAttachmentDefinition',
       metadata: { name: 'net-a', namespace: ns },
+      spec: { config: JSON.stringify({ cniVersion: '0.4.0', type: 'macvlan', master: DECOY, mode: 'bridge' }) },
+    });
+    await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'net-b', namespace: ns },
       spec: { config: JSON.stringify({ cniVersion: '0.4.0', type: 'macvlan', master: node1.parent, mode: 'bridge' }) },
     });
     await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ns), {
@@ -124,6 +140,7 @@ void describe('node agent program', () => {
     await cp.client.create(apiPath('', 'v1', 'services', ns), svc('web', 'net-a', { ports: [{ port: 80, protocol: 'TCP', nodePort: 30080 }] }));
     const local = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), svc('only-b', 'net-a', { externalTrafficPolicy: 'Local', ports: [{ port: 80, protocol: 'TCP', nodePort: 30082 }] }));
     assert.equal(local.spec?.healthCheckNodePort, undefined, 'Kubernetes allocates healthCheckNodePort for LoadBalancer only');
+    await cp.client.create(apiPath('', 'v1', 'services', ns), svc('web-b', 'net-b', { ports: [{ port: 80, protocol: 'TCP', nodePort: 30084 }] }));
     await cp.client.create(apiPath('', 'v1', 'services', ns), svc('sriov', 'vf', { ports: [{ port: 80, protocol: 'TCP', nodePort: 30083 }] }));
     const slice = (service: string, eps: { ip: string; node: string }[]): unknown => ({
       metadata: {
@@ -172,6 +189,35 @@ void describe('node agent program', () => {
     const replies = await httpRequests(topo, client, `http://${NODE_V4}:30080/`, 20);
     assert.deepEqual(replies.filter((r) => r.error !== undefined), []);
     assert.ok(replies.some((r) => r.name === 'a') && replies.some((r) => r.name === 'b'));
+  });
+
+  void test('the interface hangs off the admin\'s parent, not the NAD\'s master; the override is a Warning Event on the Node naming both', async () => {
+    const ifname = hostInterfaceName({ namespace: ns, name: 'net-a' });
+    const [link] = JSON.parse((await topo.run(node1, ['ip', '-d', '-j', 'link', 'show', ifname])).stdout) as { link?: string }[];
+    assert.equal(link?.link, node1.parent, `${ifname} is a macvlan of the admin's ${node1.parent}, not of the NAD's ${DECOY}`);
+    assert.doesNotMatch((await topo.run(node1, ['ip', '-br', 'link'])).stdout, new RegExp(`^mpx\\S*@${DECOY} `, 'm'), 'nothing of ours on the decoy');
+    await waitFor('the ParentOverridden Event on the Node', async () => {
+      const events = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', 'default'));
+      return events.items.some((e) => e.reason === 'ParentOverridden' && e.type === 'Warning' && e.involvedObject.kind === 'Node' && e.involvedObject.name === `${ns}-node1` && (e.message ?? '').includes(`"${node1.parent}"`) && (e.message ?? '').includes(`"${DECOY}"`));
+    }, 20_000);
+  });
+
+  void test('a network without a parent from the admin is not served: no interface, a ParentNotConfigured Event on the Node with the command to run, and the metric', async () => {
+    const nodeName = `${ns}-node1`;
+    const links = (await topo.run(node1, ['ip', '-br', 'link'])).stdout;
+    assert.ok(!links.includes(hostInterfaceName({ namespace: ns, name: 'net-b' })), links);
+    assert.doesNotMatch((await topo.run(node1, ['ip', '-br', '-4', 'addr'])).stdout, new RegExp(NET_B_V4.replace(/\./g, '\\.')));
+    let message = '';
+    await waitFor('the ParentNotConfigured Event on the Node', async () => {
+      const events = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', 'default'));
+      message = events.items.find((e) => e.reason === 'ParentNotConfigured' && e.type === 'Warning' && e.involvedObject.kind === 'Node' && e.involvedObject.name === nodeName)?.message ?? '';
+      return message !== '';
+    }, 20_000);
+    assert.match(message, new RegExp(`^network ${ns}/net-b is not served on node ${nodeName}: .*The NAD's master \\(or bridge\\) is "${node1.parent}"`));
+    assert.ok(message.includes(`kubectl annotate node ${nodeName} --overwrite ${NODE_PARENTS_ANNOTATION}='${ns}/net-a=${node1.parent};${ns}/net-b=${node1.parent}'`), message);
+    const metrics = (await topo.run(node1, ['curl', '-s', '-m', '2', `http://127.0.0.1:${HEALTH_PORT}/metrics`])).stdout;
+    assert.match(metrics, /multus_proxy_node_refused_networks\{reason="ParentNotConfigured"\} 1/);
+    assert.match(metrics, /multus_proxy_node_networks 1\b/);
   });
 
   void test('Local health: 503 on a node without local endpoints (from the segment, on the node address); the Local port refuses', async () => {

@@ -17,7 +17,7 @@ import { projectLeftovers } from './install.js';
 import { cleanupBlog, runBlog } from './blog.js';
 import { startTraffic, until } from './tenant.js';
 import { NODE_ADDRESS } from './nodeport.js';
-import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
+import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 
 const RELEASE = 'multus-proxy';
 const REPO_PATH = `oci://${NODE.registry}/charts`;
@@ -67,9 +67,9 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     const o = await runBlog(node, { step: (t) => log(t), info: (t) => log(`  ${t}`) });
     assert.deepEqual(o.curls, Array(20).fill('ok'), 'the blog scenario on the Helm install');
     assert.deepEqual(o.sliceAddresses, Object.values(o.backends).sort());
-    // The admin gives the node its address on the blog's network: the agent programs the host
-    // (an interface holding the address, its chains), which the uninstall hook must remove.
-    await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`]);
+    // The admin gives the node its address and parent on the blog's network: the agent programs the
+    // host (an interface holding the address, its chains), which the uninstall hook must remove.
+    await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
     const hostState = "iptables-save | grep -c -e MPXN -e 'proto 242' || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l";
     const programmed = await until('the node agent programs the host', 60_000, async () => {
       const [chains = 0, links = 0] = (await node.sh(hostState)).trim().split('\n').map(Number);
@@ -117,8 +117,10 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     assert.deepEqual(await projectLeftovers(node), [], 'nothing of the project left in the cluster');
     const host = await node.sh(hostState);
     assert.deepEqual(host.trim().split('\n'), ['0', '0', '0'], 'no chain, interface or route of the node agent on the host');
-    // What the uninstall deliberately leaves: the admin's Node annotation (docs/install.md).
-    assert.match(await node.kubectl(['get', 'node', NODE.name, '-o', `jsonpath={.metadata.annotations.${NODE_ADDRESSES_ANNOTATION.replace(/\./g, '\\.')}}`]), /default\/macvlan1=/);
-    await node.sh(`kubectl annotate node --all ${NODE_ADDRESSES_ANNOTATION}-`);
+    // What the uninstall deliberately leaves: the admin's Node annotations (docs/install.md).
+    for (const key of [NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION]) {
+      assert.match(await node.kubectl(['get', 'node', NODE.name, '-o', `jsonpath={.metadata.annotations.${key.replace(/\./g, '\\.')}}`]), /default\/macvlan1=/, key);
+    }
+    await node.sh(`kubectl annotate node --all ${NODE_ADDRESSES_ANNOTATION}- ${NODE_PARENTS_ANNOTATION}-`);
   });
 });

@@ -22,7 +22,7 @@ import type { RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
 import { arrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
 import { buildOverlay } from './netservice.js';
-import { NODE_ADDRESSES_ANNOTATION } from '../../src/keys.js';
+import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 
 const run = promisify(execFile);
 
@@ -187,7 +187,8 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
   const overlay = agentOverlay(node, true);
   const t0 = Date.now();
   await node.sh(`${buildOverlay(overlay)} | kubectl apply -f -`);
-  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`]);
+  // The admin's: the node's address and parent on the blog's network (docs/node-agent.md).
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
   await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
   await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
   const readyMs = Date.now() - t0;
@@ -279,7 +280,7 @@ async function hostNetworkClient(node: RealNode, names: string[], log: (m: strin
 /** The test's Services and annotation go, then docs/node-agent.md's Uninstall: --cleanup in each agent pod, then the delete. */
 export async function uninstallAgent(node: RealNode, log: (m: string) => void): Promise<void> {
   await node.kubectl(['delete', 'service', '-n', 'default', '--ignore-not-found', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
-  await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`]);
+  await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`, `${NODE_PARENTS_ANNOTATION}-`]);
   const objects = await componentObjects(node);
   const deleteFile = join(node.dir, 'node-agent-component.yaml');
   writeFileSync(deleteFile, objects);

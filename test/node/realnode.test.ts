@@ -189,7 +189,7 @@ void describe('real node', { concurrency: 1 }, () => {
     const o: OutOfReach = { attempts: [] };
     const r = await guard(node, log, outOfReach(tenant, o));
     for (const a of o.attempts) assert.ok(a.denied, `${a.what}: ${a.code === 0 ? 'ALLOWED' : `refused, but not by RBAC: ${a.stderr}`}`);
-    assert.equal(o.attempts.length, 7);
+    assert.equal(o.attempts.length, 8);
     guarded('out of reach', r);
   });
 

@@ -32,6 +32,7 @@ import {
   NETWORK_STATUS_ANNOTATION,
   NODE_ADDRESS_RANGE_ANNOTATION,
   NODE_ADDRESSES_ANNOTATION,
+  NODE_PARENTS_ANNOTATION,
   PROXY_NAME,
   PROXY_NAME_LABEL,
   SERVICE_NAME_LABEL,
@@ -311,6 +312,7 @@ export function outOfReach(t: Tenant, out: OutOfReach): Attack {
         { what: "read the blog's slices in namespace default", args: ['get', 'endpointslices', '-n', 'default'], verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io' },
         // The node agent's addresses come from the Node (admin-owned): out of the tenant's reach.
         { what: 'give the node an address on its network (Node annotation)', args: ['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}=${t.namespace}/macvlan1=10.1.1.1/24`], verb: 'get', resource: 'nodes' },
+        { what: "choose the node's parent for its network (Node annotation)", args: ['annotate', 'node', NODE.name, `${NODE_PARENTS_ANNOTATION}=${t.namespace}/macvlan1=${NODE.bridge}`], verb: 'get', resource: 'nodes' },
         { what: "rewrite the network-status of a pod in namespace default", args: ['annotate', 'pod', '-n', 'default', CLIENT, `${NETWORK_STATUS_ANNOTATION}=[]`, '--overwrite'], verb: 'get', resource: 'pods' },
       ];
       for (const x of tries) {
@@ -636,10 +638,10 @@ export function malformedAnnotations(node: RealNode, t: Tenant, out: MalformedAn
 /** The node's address on the blog's network, as the admin gives it (docs/node-agent.md; as nodeport.ts does). */
 const AGENT_NODE_ADDRESS = '10.1.1.250';
 
-/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address on the blog's network. */
+/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address and parent on the blog's network. */
 export async function installAgent(node: RealNode): Promise<string> {
   await node.sh(`${buildOverlay(agentOverlay(node, true))} | kubectl apply -f -`);
-  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${AGENT_NODE_ADDRESS}/24`]);
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${AGENT_NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
   await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
   await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
   return until('the agent interface with the node address', 60_000, async () => {

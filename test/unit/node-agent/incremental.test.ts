@@ -10,7 +10,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION } from '../../../src/keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
 import { planRestore } from '../../../src/dataplane/restore.js';
 import { planConntrack } from '../../../src/dataplane/conntrack.js';
@@ -27,8 +27,11 @@ const NODE = 'w1';
 class World extends ServiceWorld {
   readonly nads = new Map<string, NetworkAttachmentDefinition>();
   node: V1Node | undefined;
+  /** `--parent-from-nad`, per world: both modes are held to planNode. */
+  readonly parentFromNad: boolean;
   constructor(r: () => number) {
     super(r);
+    this.parentFromNad = this.r() < 0.3;
     for (const name of ['a', 'b', 'vf']) this.nads.set(name, this.nad(name));
     // Start with one network served (later NAD events may break it).
     this.nads.set('a', { metadata: { name: 'a', namespace: 'net', annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16, fd00:101::200-fd00:101::21f/64' } }, spec: { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) } });
@@ -49,6 +52,9 @@ class World extends ServiceWorld {
     const roll = this.r();
     // The admin's annotation is the only source of node addresses (NAD ranges are ignored, issue 19).
     if (roll < 0.85) annotations[NODE_ADDRESSES_ANNOTATION] = this.pick(['net/a=10.101.0.9/16', 'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16', 'net/a=10.101.0.9/16;net/b=10.102.0.8/16', 'net/b=10.102.0.8/16', 'bad=1.2.3.4/24']);
+    // The parents are the admin's too: mostly both networks, sometimes one, a malformed value or none.
+    const parents = this.r();
+    if (parents < 0.95) annotations[NODE_PARENTS_ANNOTATION] = this.r() < 0.7 ? 'net/a=ens4;net/b=br1' : this.pick(['net/a=ens5; net/b=ens4;', 'net/a=ens4', 'net/b=br1', 'net/a=bad name']);
     return { metadata: { name: NODE, annotations }, status: { addresses: [{ type: 'InternalIP', address: `10.0.0.${this.pick([11, 12, 43])}` }] } };
   }
 
@@ -97,7 +103,7 @@ class World extends ServiceWorld {
   }
 
   input(): NodeInput {
-    return { nodeName: NODE, node: this.node, ...this.lists(), nads: [...this.nads.values()], masqueradeMark: DEFAULT_MASQUERADE_MARK };
+    return { nodeName: NODE, node: this.node, ...this.lists(), nads: [...this.nads.values()], masqueradeMark: DEFAULT_MASQUERADE_MARK, parentFromNad: this.parentFromNad };
   }
 }
 
@@ -154,7 +160,7 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
     const world = new World(rng(42));
     const nad = world.nads.get('a') as NetworkAttachmentDefinition;
     nad.spec = { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) };
-    world.node = { metadata: { name: NODE, annotations: { [NODE_ADDRESSES_ANNOTATION]: 'net/a=10.101.0.200/16' } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } };
+    world.node = { metadata: { name: NODE, annotations: { [NODE_ADDRESSES_ANNOTATION]: 'net/a=10.101.0.200/16', [NODE_PARENTS_ANNOTATION]: 'net/a=ens4' } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } };
     const local = serviceObject('app', 'local', { networks: 'net/a', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }], type: 'NodePort' });
     local.spec = { ...local.spec, externalTrafficPolicy: 'Local', ports: [{ port: 80, protocol: 'TCP', nodePort: 30001 }] };
     const slice = (name: string, service: string, nodeName: string): V1EndpointSlice =>

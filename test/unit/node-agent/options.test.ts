@@ -5,7 +5,7 @@ import { HELP, parseNodeAgentOptions } from '../../../src/node-agent/options.js'
 void describe('node agent options', () => {
   void test('defaults, with NODE_NAME from the downward API', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'worker-1' }, []);
-    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000 } });
+    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000, parentFromNad: false } });
   });
   void test('a flag wins over its variable; --cleanup needs no node name; --help always wins', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'a', HEALTH_PORT: '1' }, ['--node-name', 'b', '--health-port', '2', '--iptables-backend', 'legacy', '--masquerade-bit', '12']);
@@ -33,4 +33,18 @@ void test('--backend: auto or iptables; nftables is refused with why and the fix
   const r = parseNodeAgentOptions({ NODE_NAME: 'a', DATAPLANE_BACKEND: 'nftables' }, []);
   assert.equal(r.ok, false);
   if (!r.ok) assert.match(r.error, /DATAPLANE_BACKEND \(--backend\) "nftables": is not a rule back end the node agent has; the node agent's nftables rules are not written yet; write iptables or auto/);
+});
+
+void test('--parent-from-nad (upgrades): off by default; the switch or PARENT_FROM_NAD=true turns it on; another value is refused with the fix', () => {
+  const on = (env: Record<string, string>, argv: string[]): boolean | undefined => {
+    const r = parseNodeAgentOptions({ NODE_NAME: 'a', ...env }, argv);
+    return r.ok ? r.value.parentFromNad : undefined;
+  };
+  assert.equal(on({}, []), false);
+  assert.equal(on({}, ['--parent-from-nad']), true);
+  assert.equal(on({ PARENT_FROM_NAD: 'true' }, []), true);
+  assert.equal(on({ PARENT_FROM_NAD: 'False' }, []), false);
+  const r = parseNodeAgentOptions({ NODE_NAME: 'a', PARENT_FROM_NAD: 'yes please' }, []);
+  assert.ok(!r.ok && /PARENT_FROM_NAD \(--parent-from-nad\) "yes please": is not true or false; write true or false/.test(r.error));
+  assert.ok(HELP.includes('--parent-from-nad') && HELP.includes('PARENT_FROM_NAD'));
 });

@@ -5,7 +5,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
 import { planNode, type NodeInput } from '../../../src/node-agent/state.js';
 import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../src/node-agent/host-interface.js';
@@ -30,7 +30,7 @@ const node = (annotations: Record<string, string> = {}): V1Node => ({ metadata: 
 function input(over: Partial<NodeInput> = {}): NodeInput {
   return {
     nodeName: 'w1',
-    node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24' }),
+    node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' }),
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
     nads: [
       nad('good', { type: 'macvlan', master: 'ens4' }),
@@ -70,7 +70,7 @@ void describe('planNode', () => {
     assert.deepEqual(p.healthChecks, [{ service: 'demo/web', localEndpoints: 1 }]);
   });
   void test('the Node annotation is the only source; a NAD range is ignored with an Event; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
-    const pinned = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.9/24' }) }));
+    const pinned = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.9/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' }) }));
     assert.equal(pinned.state.networks[0]?.ipv4, '192.168.101.9');
     // A tenant's NAD range (issue 19: another namespace's backend address, or a /15) never reaches the host.
     const ranged = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.0.0.0-10.1.255.254/15' })] }));
@@ -84,6 +84,57 @@ void describe('planNode', () => {
     assert.equal(bad.interfaces.length, 0);
     const none = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' })] }));
     assert.ok(none.problems.some((x) => x.reason === 'NoNodeAddress' && x.message.includes(NODE_ADDRESSES_ANNOTATION) && !x.message.includes(NODE_ADDRESS_RANGE_ANNOTATION)));
+  });
+  void test('the parent is the admin\'s: a NAD master that differs is overridden, with an Event on the Node naming both', () => {
+    const p = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth9' }) }));
+    assert.deepEqual(p.interfaces.map((i) => [i.kind, i.parent]), [['macvlan', 'eth9']]);
+    assert.deepEqual(p.state.networks.map((n) => n.network.name), ['good']);
+    const over = p.problems.filter((x) => x.reason === 'ParentOverridden');
+    assert.deepEqual(over.map((x) => [x.kind, x.name]), [['Node', 'w1']]);
+    assert.match(over[0]?.message ?? '', /network demo\/good: node w1 uses the parent "eth9" from the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents, not the NAD's master \(or bridge\) "ens4"/);
+    assert.deepEqual(p.parentNotConfigured, []);
+    // Equal: no Event. A bridge network's bridge is the admin's too.
+    assert.ok(!planNode(input()).problems.some((x) => x.reason === 'ParentOverridden'));
+    const bridged = planNode(input({ nads: [nad('good', { type: 'bridge', bridge: 'tenant-br' })], node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=br-admin' }) }));
+    assert.deepEqual(bridged.interfaces.map((i) => [i.kind, i.parent]), [['veth', 'br-admin']]);
+  });
+  void test('no parent from the admin: not served, a ParentNotConfigured Event on the Node with the exact command, counted; --parent-from-nad keeps the NAD\'s master', () => {
+    const addrsOnly = node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24;demo/other=10.1.0.5/16', [NODE_PARENTS_ANNOTATION]: 'demo/other=ens7' });
+    const p = planNode(input({ node: addrsOnly }));
+    assert.deepEqual(p.interfaces, []);
+    assert.deepEqual(p.state.networks, []);
+    assert.deepEqual(p.state.clusterTargets, []);
+    assert.deepEqual(p.state.nodePorts, []);
+    assert.deepEqual(p.parentNotConfigured, ['demo/good']);
+    const why = p.problems.filter((x) => x.reason === 'ParentNotConfigured');
+    assert.deepEqual(why.map((x) => [x.kind, x.name]), [['Node', 'w1']]);
+    assert.match(why[0]?.message ?? '', /^network demo\/good is not served on node w1: .* The NAD's master \(or bridge\) is "ens4"/);
+    assert.ok(why[0]?.message.includes(`kubectl annotate node w1 --overwrite ${NODE_PARENTS_ANNOTATION}='demo/other=ens7;demo/good=ens4'`), why[0]?.message);
+    // No annotation at all: the same, not an error.
+    assert.deepEqual(planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24' }) })).parentNotConfigured, ['demo/good']);
+
+    const upgrade = planNode(input({ node: addrsOnly, parentFromNad: true }));
+    assert.deepEqual(upgrade.interfaces.map((i) => i.parent), ['ens4']);
+    assert.deepEqual(upgrade.parentNotConfigured, []);
+    assert.ok(!upgrade.problems.some((x) => x.reason === 'ParentNotConfigured' || x.reason === 'ParentOverridden'));
+    // The admin's entry still wins under --parent-from-nad.
+    assert.deepEqual(planNode(input({ parentFromNad: true, node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth9' }) })).interfaces.map((i) => i.parent), ['eth9']);
+  });
+  void test('a malformed node-parents serves nothing on this node (even under --parent-from-nad), with an Event naming the Node, the key, the value and the fix', () => {
+    for (const parentFromNad of [false, true]) {
+      const p = planNode(input({ parentFromNad, node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4 ens5' }) }));
+      assert.deepEqual(p.interfaces, []);
+      const bad = p.problems.filter((x) => x.reason === 'InvalidNodeParents');
+      assert.equal(bad.length, 1);
+      assert.match(bad[0]?.message ?? '', /^Node w1: annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents "demo\/good=ens4 ens5": entry 1 \(demo\/good\): the interface name "ens4 ens5" contains .*; .*write "<namespace>\/<nad>=<interface>"/);
+    }
+  });
+  void test('the refusal holds for the admin\'s parent too: the uplink named by mistake is refused', () => {
+    const p = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth0' }) }));
+    const eth0: ExistingLink = { name: 'eth0', kind: '', up: true, addresses: [{ family: 4, address: '10.0.0.11', prefix: 24 }] };
+    const plan = planHostInterfaces(p.interfaces, [eth0], { internalIPs: ['10.0.0.11'], defaultRouteDevs: ['eth0'] });
+    assert.deepEqual(plan.lines, []);
+    assert.match(plan.refused.join('\n'), /network demo\/good is not served on this node: its parent eth0 holds the node's InternalIP 10\.0\.0\.11\. .*name it in the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents/);
   });
   void test('Services not opted in, and NADs that do not exist yet, are ignored', () => {
     const foreign: V1Service = { metadata: { name: 'plain', namespace: 'demo' }, spec: { type: 'NodePort', clusterIP: '10.96.0.20', ports: [{ port: 80, nodePort: 30099 }] } };
