@@ -5,7 +5,7 @@
  * what the node agent needs. Pure; whether the named
  * NetworkAttachmentDefinitions exist is looked up by the caller and becomes warnings.
  */
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
 import { parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
 import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../src/annotations/label-selector.js';
 import type { V1Service } from '../src/kube/types.js';
@@ -40,14 +40,15 @@ const UNSUPPORTED_WHY: Record<string, string> = {
 
 /**
  * What a NodePort Service needs beyond this webhook, said once at admission: the optional node
- * agent, and each node's address on the network (docs/node-agent.md).
+ * agent, and each node's address and parent on the network (docs/node-agent.md).
  */
 export function nodePortWarning(object: string, networks: readonly NetworkRef[]): string {
   const nets = networks.map((n) => `${n.namespace}/${n.name}`).join(', ');
   return (
     `${object}: type NodePort on ${nets} is served only by the multus-proxy-node agent (the optional node-agent install component), ` +
     `on the nodes' own addresses on that network: the cluster admin gives each node one with the Node annotation ${NODE_ADDRESSES_ANNOTATION} ` +
-    `("<namespace>/<nad>=<ip>/<prefix>"; the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION} is no longer read); ` +
+    `("<namespace>/<nad>=<ip>/<prefix>"; the NAD annotation ${NODE_ADDRESS_RANGE_ANNOTATION} is no longer read) ` +
+    `and its parent interface there with ${NODE_PARENTS_ANNOTATION} ("<namespace>/<nad>=<interface>"; the NAD's master is not followed); ` +
     'the NAD must be macvlan, ipvlan (l2) or bridge with its parent interface in its config'
   );
 }

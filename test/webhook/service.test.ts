@@ -61,6 +61,7 @@ void describe('webhook/service validation', () => {
     assert.equal(v.warnings.length, 1);
     assert.match(v.warnings[0] ?? '', /^Service ns\/web: type NodePort on ns\/net-a, other\/net-b is served only by the multus-proxy-node agent/);
     assert.match(v.warnings[0] ?? '', /multus-proxy\.k8s\.cni\.cncf\.io\/node-addresses .*multus-proxy\.k8s\.cni\.cncf\.io\/node-address-range/);
+    assert.match(v.warnings[0] ?? '', /multus-proxy\.k8s\.cni\.cncf\.io\/node-parents \("<namespace>\/<nad>=<interface>"/);
   });
 
   void test('headless with spec.selector is denied with the selector to move into the annotation, and why', () => {
