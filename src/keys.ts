@@ -56,9 +56,9 @@ export const MAX_ENDPOINTS_PER_SLICE = 100;
 
 /**
  * Node agent: the node's own address on a secondary network (its host-side interface's address).
- * On a Node: `<namespace>/<nad>=<ip>/<prefix>[,<ip>/<prefix>]` entries separated by ';' (at most
- * one address per family per network). On a NAD: a range `<first>-<last>/<prefix>` per family,
- * comma separated, from which each node takes one address (docs/node-agent.md). The Node's wins.
+ * On a Node, the admin's: `<namespace>/<nad>=<ip>/<prefix>[,<ip>/<prefix>]` entries separated by
+ * ';' (at most one address per family per network; docs/node-agent.md). The only source: the NAD
+ * range below is ignored.
  */
 export const NODE_ADDRESSES_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-addresses';
 /**

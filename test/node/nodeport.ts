@@ -1,7 +1,7 @@
 /**
  * The node agent on the real node (issue 14): the DaemonSet from the project's image, installed as
  * docs/node-agent.md says (the bootstrap install plus the node-agent component), the Node given
- * its address on the blog's network by the documented annotation, and two NodePort Services on
+ * its address and parent (ens4) on the blog's network by the documented annotations, and two NodePort Services on
  * the blog's nginx pods (Cluster and Local). A client in a network namespace the test creates,
  * attached to the other end of ens4's veth (a macvlan on `ens4-peer`), curls
  * `<node address>:<nodePort>`. Afterwards the agent is removed as the docs' Uninstall says
