@@ -854,7 +854,12 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
     async attack() {
       original = await node.kubectl(['get', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '-o', 'jsonpath={.data.config\\.yaml}']);
       if (!/^sidecar:\n/m.test(original)) throw new Error(`the webhook config has no sidecar section: ${original}`);
-      await setSidecarCap(node, original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`));
+      // The shipped config already sets the cap (2000): change that line; a second key would be a
+      // duplicate the webhook refuses to start with (found in a full run: the new pod crash-looped).
+      const capped = /^ {2}maxServicesPerNetwork: \d+$/m.test(original)
+        ? original.replace(/^ {2}maxServicesPerNetwork: \d+$/m, `  maxServicesPerNetwork: ${out.cap}`)
+        : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`);
+      await setSidecarCap(node, capped);
       await recreateClient();
       for (let i = 0; i < FLOOD; i++) {
         const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
