@@ -1,7 +1,7 @@
 /**
  * The real node's configuration files, rendered by pure functions from one layout (no IO here).
  * Every quirk of docs/real-node.md that lives in a config file is encoded here, with the
- * reason beside it; test/unit/node-config.test.ts pins them.
+ * reason beside it; test/unit/harness/node-config.test.ts pins them.
  */
 import { dump } from 'js-yaml';
 
