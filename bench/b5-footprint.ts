@@ -6,7 +6,13 @@
  * 2,000), and from 5,000 on also with the cap lifted (what it cost before the cap), against a bare `node` process sampled over the same windows
  * (started together, so both see the same machine). Private memory is what each extra pod costs:
  * the node binary's file-backed pages are shared by every pod on a node through the page cache.
+ * Each phase with the default cap is measured twice, interleaved: under the machine's node with a
+ * fresh bundle of the current source, and as the image runs it (its Node.js 24 binary, its
+ * bundle, the injected command and environment; bench/lib/image-runtime.ts), each beside a bare
+ * process of its own node, so a difference between the runtimes shows apart from the bundle.
  */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { createServices, createSlices } from './lib/cluster.js';
 import { sidecarCommand, startSidecar, startSidecarEnv, toggleFlag, TRADE_FLAG, withoutMallocEnv, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
@@ -16,6 +22,7 @@ import type { RunContext, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 import { isMain, runStandalone } from './lib/runner.js';
+import { imageSidecarCommand } from './lib/image-runtime.js';
 
 const ENDPOINTS = 10;
 /** Service counts of the loaded phases, runs per phase, seconds to settle after the first sync, seconds measured. */
@@ -78,8 +85,13 @@ async function heapMiB(env: SidecarEnv): Promise<{ used: number; total: number }
   return { used: read('heap_size_used_bytes'), total: read('heap_size_total_bytes') };
 }
 
-interface Phase {
-  readonly label: string;
+/** A node runtime B5 measures the sidecar under: the machine's, or the image's. */
+interface Runtime {
+  readonly name: string;
+  readonly cmd: SidecarCommand;
+}
+
+interface Measured {
   /** From the sidecar's start to its first sync done (ms): start-up work, where a V8 flag's CPU price shows. */
   readonly firstSyncMs: number[];
   readonly heap: { used: number; total: number }[];
@@ -87,34 +99,71 @@ interface Phase {
   readonly bare: Footprint[];
 }
 
-async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, cmd: SidecarCommand, runs: number, settle: number, window: number, label: string): Promise<Phase> {
-  const out: Phase = { label, firstSyncMs: [], heap: [], sidecar: [], bare: [] };
+interface Phase extends Measured {
+  readonly label: string;
+  /** The same phase under the other runtimes, by runtime name. */
+  readonly others: ReadonlyMap<string, Measured>;
+  /** From the sidecar's start to its first sync done (ms): start-up work, where a V8 flag's CPU price shows. */
+  readonly firstSyncMs: number[];
+  readonly heap: { used: number; total: number }[];
+  readonly sidecar: Footprint[];
+  readonly bare: Footprint[];
+}
+
+/**
+ * `runs` runs of the phase for each runtime, interleaved (which goes first alternates with the run
+ * and with `turn`, the phase's number); the first runtime's results are the phase's own, the
+ * others' are in `others`.
+ */
+async function phase(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, runtimes: readonly Runtime[], runs: number, settle: number, window: number, label: string, turn = 0): Promise<Phase> {
+  const by = new Map(runtimes.map((rt) => [rt.name, { firstSyncMs: [], heap: [], sidecar: [], bare: [] }]));
   for (let r = 0; r < runs; r++) {
-    const bare = startProcess('node', BARE, { netns: env.pod.ns });
-    cleanup.add('bare node', () => stopProcess(bare));
-    const t0 = performance.now();
-    const sidecar = startSidecar(env, cleanup, 'info', cmd);
-    await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
-    out.firstSyncMs.push(performance.now() - t0);
-    await sleep(settle * 1000);
-    const [s, b] = await sample([sidecar.child.pid ?? 0, bare.pid ?? 0], window);
-    if (!s || !b) throw new Error('sampling failed');
-    out.sidecar.push(s);
-    out.bare.push(b);
-    out.heap.push(await heapMiB(env));
-    ctx.log(`${label} run ${r + 1}: sidecar private ${fmt(s.privateMiB)} MiB, shared ${fmt(s.sharedMiB)} MiB, ${fmt(s.cpuPercent)}% CPU; bare node private ${fmt(b.privateMiB)} MiB, shared ${fmt(b.sharedMiB)} MiB`);
-    await Promise.all([sidecar.stop(), stopProcess(bare)]);
+    for (const rt of (r + turn) % 2 === 0 ? runtimes : [...runtimes].reverse()) {
+      const out = by.get(rt.name);
+      if (out) await measureOnce(ctx, env, cleanup, rt, settle, window, runtimes.length > 1 ? `${label} [${rt.name}]` : label, r, out);
+    }
   }
-  return out;
+  const first = by.get(runtimes[0]?.name ?? '');
+  if (!first) throw new Error('B5: a phase needs a runtime');
+  return { label, ...first, others: new Map([...by].filter(([name]) => name !== runtimes[0]?.name)) };
+}
+
+/** One run: a fresh sidecar and a bare process of the same node, sampled over the same window, into `out`. */
+async function measureOnce(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, { cmd }: Runtime, settle: number, window: number, label: string, r: number, out: Measured): Promise<void> {
+  const bare = startProcess(cmd.binary ?? 'node', BARE, { netns: env.pod.ns });
+  cleanup.add('bare node', () => stopProcess(bare));
+  const t0 = performance.now();
+  const sidecar = startSidecar(env, cleanup, 'info', cmd);
+  await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
+  out.firstSyncMs.push(performance.now() - t0);
+  await sleep(settle * 1000);
+  const [s, b] = await sample([sidecar.child.pid ?? 0, bare.pid ?? 0], window);
+  if (!s || !b) throw new Error('sampling failed');
+  out.sidecar.push(s);
+  out.bare.push(b);
+  out.heap.push(await heapMiB(env));
+  ctx.log(`${label} run ${r + 1}: sidecar private ${fmt(s.privateMiB)} MiB, shared ${fmt(s.sharedMiB)} MiB, ${fmt(s.cpuPercent)}% CPU; bare node private ${fmt(b.privateMiB)} MiB, shared ${fmt(b.sharedMiB)} MiB`);
+  await Promise.all([sidecar.stop(), stopProcess(bare)]);
+}
+
+/** Whether the two commands run the same bundle bytes (their last argument). */
+function sameBundle(a: SidecarCommand, b: SidecarCommand): boolean {
+  const hash = (c: SidecarCommand): string => createHash('sha256').update(readFileSync(c.argv.at(-1) ?? '')).digest('hex');
+  return hash(a) === hash(b);
 }
 
 const mib = (s: Summary): string => `${fmt(s.median)} MiB (${fmt(s.min)}–${fmt(s.max)})`;
 const pct = (s: Summary): string => `${fmt(s.median)}% (${fmt(s.min)}–${fmt(s.max)})`;
 
-export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and shared memory, CPU; idle, 1,000, 5,000 and 10,000 Services (capped at the default 2,000 per network, and uncapped); vs bare node', SIZES, async (ctx, { sizes, runs, settle, window }, cleanup) => {
+export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and shared memory, CPU; idle, 1,000, 5,000 and 10,000 Services (capped at the default 2,000 per network, and uncapped); vs bare node; the machine’s node and the image’s', SIZES, async (ctx, { sizes, runs, settle, window }, cleanup) => {
+  // First, so a missing image fails the run before anything starts.
+  const image = await imageSidecarCommand();
   const env = await startSidecarEnv(cleanup);
   const cmd = await sidecarCommand(cleanup);
-  const phases: Phase[] = [await phase(ctx, env, cleanup, cmd, runs, settle, window, 'idle (no Services)')];
+  const machine: Runtime = { name: `node ${process.version}, machine`, cmd };
+  const imaged: Runtime = { name: `node ${image.nodeVersion}, image ${image.imageId}`, cmd: image };
+  const both = [machine, imaged];
+  const phases: Phase[] = [await phase(ctx, env, cleanup, both, runs, settle, window, 'idle (no Services)')];
   let have = 0;
   const variants: Phase[] = [];
   const failedVariants: string[] = [];
@@ -123,10 +172,11 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
     await createSlices(env.cp.client, n, ENDPOINTS, have);
     have = n;
     const size = `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`;
-    phases.push(await phase(ctx, env, cleanup, cmd, runs, settle, window, n > DEFAULT_MAX_SERVICES_PER_NETWORK ? `${size}, ${DEFAULT_MAX_SERVICES_PER_NETWORK.toLocaleString('en')} served (default cap)` : size));
+    phases.push(await phase(ctx, env, cleanup, both, runs, settle, window, n > DEFAULT_MAX_SERVICES_PER_NETWORK ? `${size}, ${DEFAULT_MAX_SERVICES_PER_NETWORK.toLocaleString('en')} served (default cap)` : size, phases.length));
     if (n >= UNCAPPED_FROM) {
+      // The machine's runtime only: no user runs without the cap, so the image's runtime is not repeated here (quick mode stays short).
       const uncapped: SidecarCommand = { ...cmd, env: { ...(cmd.env ?? {}), MAX_SERVICES_PER_NETWORK: NO_CAP } };
-      phases.push(await phase(ctx, env, cleanup, uncapped, runs, settle, window, `${size}, all served (MAX_SERVICES_PER_NETWORK=${NO_CAP})`));
+      phases.push(await phase(ctx, env, cleanup, [{ name: machine.name, cmd: uncapped }], runs, settle, window, `${size}, all served (MAX_SERVICES_PER_NETWORK=${NO_CAP})`));
     }
     if (n === VARIANTS_AT) {
       // V8 flags on top of the injected command, one run each; a variant that fails (out of memory) is reported as such.
@@ -137,7 +187,7 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
       ];
       for (const { label, cmd: variant } of tried) {
         try {
-          variants.push(await phase(ctx, env, cleanup, variant, 1, settle, Math.min(window, 20), label));
+          variants.push(await phase(ctx, env, cleanup, [{ name: machine.name, cmd: variant }], 1, settle, Math.min(window, 20), label));
         } catch (e) {
           ctx.log(`${label}: failed: ${(e instanceof Error ? e.message : String(e)).slice(0, 200)}`);
           failedVariants.push(`${label}: the sidecar died (${/out of memory/i.test(String(e)) ? 'V8 out of memory' : 'see the log'})`);
@@ -148,9 +198,13 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
 
   const sum = (f: Footprint[], k: keyof Footprint): Summary => summarize(f.map((x) => x[k]));
   const rows: string[][] = [];
+  const addRows = (label: string, runtime: string, m: Measured): void => {
+    rows.push([label, `sidecar (${runtime})`, mib(sum(m.sidecar, 'privateMiB')), mib(sum(m.sidecar, 'sharedMiB')), `${mib(summarize(m.heap.map((h) => h.used)))} of ${fmt(summarize(m.heap.map((h) => h.total)).median)}`, pct(sum(m.sidecar, 'cpuPercent')), `${fmt(summarize(m.firstSyncMs).median)} ms`]);
+    rows.push(['', `bare node (${runtime})`, mib(sum(m.bare, 'privateMiB')), mib(sum(m.bare, 'sharedMiB')), '', pct(sum(m.bare, 'cpuPercent')), '']);
+  };
   for (const p of phases) {
-    rows.push([p.label, 'sidecar', mib(sum(p.sidecar, 'privateMiB')), mib(sum(p.sidecar, 'sharedMiB')), `${mib(summarize(p.heap.map((h) => h.used)))} of ${fmt(summarize(p.heap.map((h) => h.total)).median)}`, pct(sum(p.sidecar, 'cpuPercent')), `${fmt(summarize(p.firstSyncMs).median)} ms`]);
-    rows.push(['', 'bare node', mib(sum(p.bare, 'privateMiB')), mib(sum(p.bare, 'sharedMiB')), '', pct(sum(p.bare, 'cpuPercent')), '']);
+    addRows(p.label, machine.name, p);
+    for (const [name, m] of p.others) addRows('', name, m);
   }
   const [idle, first] = phases;
   const idlePriv = sum(idle?.sidecar ?? [], 'privateMiB').median;
@@ -164,6 +218,17 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
     { target: `private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(priv1k)} MiB`, met: priv1k <= TARGET.privateAt1kMiB },
     { target: `idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`, measured: `${fmt(idleCpu)}% idle; ${fmt(cpu1k)}% steady at 1,000 Services (reported)`, met: idleCpu <= TARGET.idleCpuPercent },
   ];
+  // The same targets as the image runs it (what users run).
+  const idleImage = idle?.others.get(imaged.name);
+  const at1kImage = at1k?.others.get(imaged.name);
+  const imgIdlePriv = sum(idleImage?.sidecar ?? [], 'privateMiB').median;
+  const imgPriv1k = sum(at1kImage?.sidecar ?? [], 'privateMiB').median;
+  const imgIdleCpu = sum(idleImage?.sidecar ?? [], 'cpuPercent').median;
+  targets.push(
+    { target: `image's runtime: private memory ≤ ${TARGET.idlePrivateMiB} MiB idle`, measured: `${fmt(imgIdlePriv)} MiB (bare node ${image.nodeVersion} ${fmt(sum(idleImage?.bare ?? [], 'privateMiB').median)} MiB)`, met: imgIdlePriv <= TARGET.idlePrivateMiB },
+    { target: `image's runtime: private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(imgPriv1k)} MiB`, met: imgPriv1k <= TARGET.privateAt1kMiB },
+    { target: `image's runtime: idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`, measured: `${fmt(imgIdleCpu)}% idle; ${fmt(sum(at1kImage?.sidecar ?? [], 'cpuPercent').median)}% steady at 1,000 Services (reported)`, met: imgIdleCpu <= TARGET.idleCpuPercent },
+  );
   return {
     tables: [
       {
@@ -181,6 +246,8 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
         'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
         'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +
         "CPU is utime+stime plus cutime+cstime (the iptables and ip commands it ran and waited for) from /proc. The loaded phases have the sidecar watching and programming every Service (its pod is on their network), i.e. the largest working set it can have at that size.",
+      `The image's runtime (rows \`${imaged.name}\`): ${image.how}; its node binary and bundle are copied out of buildah's storage once (cached by image id under ~/.cache/multus-proxy/image-runtime/) and run on this host in the same namespace, with the same apiserver, POD_NAME/POD_NAMESPACE, HEALTH_PORT and LOG_LEVEL as the machine's runtime; the image's bundle is ${sameBundle(cmd, image) ? 'byte-identical to' : 'not the same bytes as'} the bundle of the current source, and its bare node is the image's binary. ` +
+        "Every phase with the default cap runs both runtimes, interleaved (which goes first alternates); the uncapped phases and the variants run the machine's only. The webhook's POD_ANNOTATIONS_FILE and XTABLES_LOCKFILE name paths inside the container and are left out (both runtimes watch their pod through the API; iptables-nft takes no lock).",
     ],
   };
 });

@@ -69,6 +69,8 @@ export interface SidecarCommand {
   readonly label?: string;
   /** Environment the webhook injects besides the sidecar's settings (SIDECAR_MALLOC_ENV). */
   readonly env?: Readonly<Record<string, string>>;
+  /** The node binary (default: the machine's `node`); the image's copy for B5's image runtime. */
+  readonly binary?: string;
 }
 
 /**
@@ -114,7 +116,7 @@ export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> 
 }
 
 export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string, cmd: SidecarCommand): SidecarProcess {
-  const child = startProcess('node', cmd.argv, {
+  const child = startProcess(cmd.binary ?? 'node', cmd.argv, {
     netns: env.pod.ns,
     cwd: ROOT,
     env: { ...process.env, ...cmd.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
