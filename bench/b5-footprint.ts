@@ -23,6 +23,7 @@ import { defineBenchmark } from './lib/define.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 import { isMain, runStandalone } from './lib/runner.js';
 import { imageSidecarCommand } from './lib/image-runtime.js';
+import { parseHeapMetrics, type HeapFigures } from './lib/v8-heap.js';
 
 const ENDPOINTS = 10;
 /** Service counts of the loaded phases, runs per phase, seconds to settle after the first sync, seconds measured. */
@@ -75,14 +76,17 @@ async function sample(pids: readonly number[], seconds: number): Promise<Footpri
   }));
 }
 
-/** The sidecar's V8 heap, in use and reserved (MiB), from its /metrics inside the pod's namespace. */
-async function heapMiB(env: SidecarEnv): Promise<{ used: number; total: number }> {
+/** The sidecar's V8 heap (MiB), from its /metrics inside the pod's namespace. */
+async function heapMiB(env: SidecarEnv): Promise<HeapFigures> {
   const text = (await run('curl', ['-sf', 'http://127.0.0.1:9180/metrics'], { netns: env.pod.ns })).stdout;
-  const read = (name: string): number => {
-    const m = new RegExp(`^multus_proxy_sidecar_nodejs_${name} (\\S+)$`, 'm').exec(text);
-    return m?.[1] ? Number(m[1]) / MIB : NaN;
-  };
-  return { used: read('heap_size_used_bytes'), total: read('heap_size_total_bytes') };
+  return parseHeapMetrics(text, 'multus_proxy_sidecar');
+}
+
+/** `old 12.1, new 1.00, ...`: the reserved spaces of the last run, largest first, those under 0.05 MiB left out. */
+function spacesText(heap: readonly HeapFigures[]): string {
+  const last = heap.at(-1);
+  if (!last || last.spaces.size === 0) return 'not reported';
+  return [...last.spaces].filter(([, v]) => v >= 0.05).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v)}`).join(', ');
 }
 
 /** A node runtime B5 measures the sidecar under: the machine's, or the image's. */
@@ -94,7 +98,7 @@ interface Runtime {
 interface Measured {
   /** From the sidecar's start to its first sync done (ms): start-up work, where a V8 flag's CPU price shows. */
   readonly firstSyncMs: number[];
-  readonly heap: { used: number; total: number }[];
+  readonly heap: HeapFigures[];
   readonly sidecar: Footprint[];
   readonly bare: Footprint[];
 }
@@ -103,11 +107,6 @@ interface Phase extends Measured {
   readonly label: string;
   /** The same phase under the other runtimes, by runtime name. */
   readonly others: ReadonlyMap<string, Measured>;
-  /** From the sidecar's start to its first sync done (ms): start-up work, where a V8 flag's CPU price shows. */
-  readonly firstSyncMs: number[];
-  readonly heap: { used: number; total: number }[];
-  readonly sidecar: Footprint[];
-  readonly bare: Footprint[];
 }
 
 /**
@@ -246,6 +245,12 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
         'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
         'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +
         "CPU is utime+stime plus cutime+cstime (the iptables and ip commands it ran and waited for) from /proc. The loaded phases have the sidecar watching and programming every Service (its pod is on their network), i.e. the largest working set it can have at that size.",
+      `V8 heap reserved by space (MiB, the last run of the phase), to show where the two V8 versions differ: ` +
+        phases
+          .filter((p) => p.others.size > 0 && (p === idle || p === at1k))
+          .map((p) => `${p.label}: ${machine.name}: ${spacesText(p.heap)}; ${[...p.others].map(([name, m]) => `${name}: ${spacesText(m.heap)}`).join('; ')}`)
+          .join('. ') +
+        '.',
       `The image's runtime (rows \`${imaged.name}\`): ${image.how}; its node binary and bundle are copied out of buildah's storage once (cached by image id under ~/.cache/multus-proxy/image-runtime/) and run on this host in the same namespace, with the same apiserver, POD_NAME/POD_NAMESPACE, HEALTH_PORT and LOG_LEVEL as the machine's runtime; the image's bundle is ${sameBundle(cmd, image) ? 'byte-identical to' : 'not the same bytes as'} the bundle of the current source, and its bare node is the image's binary. ` +
         "Every phase with the default cap runs both runtimes, interleaved (which goes first alternates); the uncapped phases and the variants run the machine's only. The webhook's POD_ANNOTATIONS_FILE and XTABLES_LOCKFILE name paths inside the container and are left out (both runtimes watch their pod through the API; iptables-nft takes no lock).",
     ],
