@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [b1 … b8, b3real]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [b1 … b9, b3real]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -18,6 +18,7 @@ const SCRIPTS: Record<string, string> = {
   b6: './b6-controller.js',
   b7: './b7-apiserver-load.js',
   b8: './b8-node-agent.js',
+  b9: './b9-deletion-latency.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

@@ -13,19 +13,9 @@ export const SERVICES_PATH = apiPath('', 'v1', 'services', BENCH_NAMESPACE);
 export const SLICES_PATH = apiPath('discovery.k8s.io', 'v1', 'endpointslices', BENCH_NAMESPACE);
 export const PODS_PATH = apiPath('', 'v1', 'pods', BENCH_NAMESPACE);
 
-/** Runs fn over items with at most `limit` in flight; results in input order. */
-export async function inParallel<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array<R>(items.length);
-  let next = 0;
-  const worker = async (): Promise<void> => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i] as T, i);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
+import { inParallel } from '../../test/harness/parallel.js';
+
+export { inParallel };
 
 /** A private control plane with the bench namespace; stopped by the cleanup. */
 export async function benchControlPlane(cleanup: Cleanup): Promise<ControlPlane> {

@@ -37,6 +37,8 @@ export interface ControllerOptions {
   readonly netServices: NetServiceMode;
   /** Delete multus-service's EndpointSlices of the Services this controller serves (migration). */
   readonly removeMultusServiceSlices: boolean;
+  /** A pod's deletion or Ready flip puts its Services at the front of the queue (false: in turn, as before). */
+  readonly urgentPodChanges: boolean;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
@@ -60,7 +62,7 @@ function parseCount(flag: string, value: string, min: number): Result<number> {
 }
 
 const DURATIONS = { 'lease-duration': '15s', 'renew-deadline': '10s', 'retry-period': '2s', resync: '10m', 'event-interval': '10m' } as const;
-const BOOLS = { 'leader-elect': 'true', 'watch-nodes': 'true', 'manage-sidecar-rbac': 'true', 'remove-multus-service-slices': 'true' } as const;
+const BOOLS = { 'leader-elect': 'true', 'watch-nodes': 'true', 'manage-sidecar-rbac': 'true', 'remove-multus-service-slices': 'true', 'urgent-pod-changes': 'true' } as const;
 const NETSERVICE_MODES: readonly NetServiceMode[] = ['auto', 'true', 'false'];
 
 function parseNetServiceMode(value: string): Result<NetServiceMode> {
@@ -96,6 +98,7 @@ export const CONTROLLER_PROGRAM: Program = {
     { name: 'max-endpoints-per-slice', value: 'N', def: COUNTS['max-endpoints-per-slice'][0], help: 'endpoints per EndpointSlice' },
     { name: 'netservices', value: 'MODE', def: 'auto', help: "auto|true|false: serve net-service-controller's NetService objects (auto: when the svcctl.metaswitch.com API is installed)" },
     { name: 'remove-multus-service-slices', value: 'BOOL', def: BOOLS['remove-multus-service-slices'], help: "delete multus-service's EndpointSlices of the Services served here" },
+    { name: 'urgent-pod-changes', value: 'BOOL', def: BOOLS['urgent-pod-changes'], help: "a pod's deletion or Ready flip is reconciled before other queued work (false: in turn)" },
   ],
   notes: 'Subcommand: controller diagnose pod|service [NAMESPACE/]NAME [-o json] explains why traffic does or does not flow (controller diagnose --help).',
 };
@@ -143,6 +146,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     maxEndpointsPerSlice: count('max-endpoints-per-slice'),
     netServices: pick(parseNetServiceMode(str('netservices') ?? 'auto'), 'auto'),
     removeMultusServiceSlices: bool('remove-multus-service-slices'),
+    urgentPodChanges: bool('urgent-pod-changes'),
   };
   if (problems.length === 0 && !(opts.retryPeriodMs < opts.renewDeadlineMs && opts.renewDeadlineMs < opts.leaseDurationMs)) {
     problems.push(

@@ -5,7 +5,8 @@
  * - one worker per key: a key added while being processed is queued again when `done` is called,
  *   never handed to a second worker at the same time;
  * - per-key exponential backoff for failures (`addRateLimited`), reset by `forget`;
- * - delayed adds (`addAfter`) for retries and periodic work.
+ * - delayed adds (`addAfter`) for retries and periodic work;
+ * - urgent adds (`addUrgent`): to the front of the queue, for the changes a user waits on.
  * Keys are strings; the queue knows nothing about what they mean.
  */
 
@@ -21,6 +22,8 @@ export class WorkQueue {
   /** Keys that need processing: queued, or added again while being processed. */
   private readonly dirty = new Set<string>();
   private readonly processing = new Set<string>();
+  /** Keys made dirty urgently while being processed: `done` queues them at the front. */
+  private readonly urgentAgain = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly waiters: ((key: string | undefined) => void)[] = [];
@@ -34,16 +37,52 @@ export class WorkQueue {
   }
 
   add(key: string): void {
-    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.enqueue(key, false);
+  }
+
+  /**
+   * Like `add`, but the key goes to the front of the queue (or moves there when it waits already),
+   * and when it is being processed it is re-queued at the front by `done`. For the few changes
+   * whose delay a user sees (a pod's deletion, its Ready flip): they must not wait behind a burst
+   * of other keys. Dedup and one worker per key hold as for `add`.
+   */
+  addUrgent(key: string): void {
+    this.enqueue(key, true);
+  }
+
+  private enqueue(key: string, urgent: boolean): void {
+    if (this.shuttingDown) return;
+    if (this.dirty.has(key)) {
+      if (urgent) this.promote(key);
+      return;
+    }
     this.dirty.add(key);
-    if (this.processing.has(key)) return; // re-queued by done()
+    if (this.processing.has(key)) {
+      if (urgent) this.urgentAgain.add(key); // re-queued by done(), at the front
+      return;
+    }
     const waiter = this.waiters.shift();
     if (waiter !== undefined) {
       this.dirty.delete(key);
       this.processing.add(key);
       waiter(key);
+    } else if (urgent) {
+      this.queue.unshift(key);
     } else {
       this.queue.push(key);
+    }
+  }
+
+  /** A waiting key moves to the front; a key being processed is re-queued at the front. */
+  private promote(key: string): void {
+    if (this.processing.has(key)) {
+      this.urgentAgain.add(key);
+      return;
+    }
+    const i = this.queue.indexOf(key);
+    if (i > 0) {
+      this.queue.splice(i, 1);
+      this.queue.unshift(key);
     }
   }
 
@@ -96,9 +135,10 @@ export class WorkQueue {
 
   done(key: string): void {
     this.processing.delete(key);
+    const urgent = this.urgentAgain.delete(key);
     if (this.dirty.has(key)) {
       this.dirty.delete(key);
-      this.add(key);
+      this.enqueue(key, urgent);
     }
   }
 
@@ -118,6 +158,7 @@ export class WorkQueue {
     this.timers.clear();
     this.queue.length = 0;
     this.dirty.clear();
+    this.urgentAgain.clear();
     for (const w of this.waiters.splice(0)) w(undefined);
   }
 }

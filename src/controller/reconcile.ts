@@ -20,7 +20,7 @@ import { NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATI
 import type { EventRecorder } from './events.js';
 import { RateLimiter } from './events.js';
 import type { ControllerMetrics } from './metrics.js';
-import { isPodReady, type PodSkip } from './pod-endpoints.js';
+import { isPodReady, isPodTerminating, type PodSkip } from './pod-endpoints.js';
 import { OPEN_POLICY, type AddressPolicy } from './address-policy.js';
 import { nadSharedWith, type Sharing } from '../annotations/nad-sharing.js';
 import type { NadIpam, ReadableIpam } from '../annotations/nad-ipam.js';
@@ -59,6 +59,15 @@ export function podChangeMatters(old: V1Pod, pod: V1Pod): boolean {
   return view(old) !== view(pod);
 }
 
+/**
+ * True when a pod change is one a client sees the delay of: its deletion has just begun (its
+ * endpoint must turn terminating before the pod stops) or its Ready condition flipped. Such
+ * changes take the queue's urgent lane; everything else waits its turn.
+ */
+export function podChangeUrgent(old: V1Pod, pod: V1Pod): boolean {
+  return isPodTerminating(pod) !== isPodTerminating(old) || isPodReady(pod) !== isPodReady(old);
+}
+
 export interface ReconcilerDeps {
   readonly client: KubeClient;
   readonly logger: Logger;
@@ -66,6 +75,8 @@ export interface ReconcilerDeps {
   readonly events: EventRecorder;
   readonly getService: (key: string) => V1Service | undefined;
   readonly enqueue: (key: string) => void;
+  /** Enqueue at the front (a pod's deletion or Ready flip); absent: as `enqueue`. */
+  readonly enqueueUrgent?: (key: string) => void;
   /** Re-enqueue after a delay (stale cache). */
   readonly enqueueAfter: (key: string, ms: number) => void;
   /** False once leadership is lost: not one more write. */
@@ -129,10 +140,10 @@ export class Reconciler {
     return this.allKeys();
   }
 
-  private mark(key: string): void {
+  private mark(key: string, urgent = false): void {
     if (!this.enqueueing) return;
     if (!this.changedAt.has(key)) this.changedAt.set(key, Date.now());
-    this.d.enqueue(key);
+    (urgent ? (this.d.enqueueUrgent ?? this.d.enqueue) : this.d.enqueue)(key);
   }
 
   // ---- informer events ----------------------------------------------------------------------
@@ -172,7 +183,8 @@ export class Reconciler {
     // Old labels too: a pod that stops matching must leave the Service's slices.
     const keys = new Set(pod === undefined ? [] : this.selectors.matching(ns, pod.metadata?.labels));
     if (old !== undefined) for (const k of this.selectors.matching(ns, old.metadata?.labels)) keys.add(k);
-    for (const k of keys) this.mark(k);
+    const urgent = pod !== undefined && old !== undefined && podChangeUrgent(old, pod);
+    for (const k of keys) this.mark(k, urgent);
   }
 
   onSlice(slice: V1EndpointSlice, deleted: boolean): void {

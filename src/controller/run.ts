@@ -137,6 +137,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     events,
     getService: (key) => services.get(key),
     enqueue,
+    ...(opts.urgentPodChanges ? { enqueueUrgent: (key: string) => (queue.addUrgent(key), metrics.queueDepth.set(queue.length())) } : {}),
     enqueueAfter: (key, ms) => queue.addAfter(key, ms),
     mayWrite: () => fence.mayWrite(),
     maxEndpointsPerSlice: opts.maxEndpointsPerSlice,

@@ -108,6 +108,8 @@ export interface WriteOptions extends RequestOptions {
 
 export interface DeleteOptions extends RequestOptions {
   propagationPolicy?: string;
+  /** 0 deletes a pod at once, as the kubelet does once its containers stopped; unset: the object's own grace period. */
+  gracePeriodSeconds?: number;
 }
 
 export type PatchType = 'json' | 'merge' | 'strategic' | 'apply';
@@ -529,7 +531,7 @@ class Client implements KubeClient {
   }
 
   async delete(path: string, opts?: DeleteOptions): Promise<void> {
-    const res = await this.request('delete', 'DELETE', path + queryString({ propagationPolicy: opts?.propagationPolicy }), undefined, undefined, opts?.signal);
+    const res = await this.request('delete', 'DELETE', path + queryString({ propagationPolicy: opts?.propagationPolicy, gracePeriodSeconds: opts?.gracePeriodSeconds }), undefined, undefined, opts?.signal);
     if (res.status === 404 || (res.status >= 200 && res.status < 300)) return;
     throw errorFromResponse(res.status, res.body.toString('utf8'), `DELETE ${path}`);
   }

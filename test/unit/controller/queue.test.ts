@@ -29,6 +29,37 @@ void describe('WorkQueue', () => {
     assert.equal(await next, 'a');
   });
 
+  void test('an urgent key goes to the front, or moves there when it waits already; dedup holds', async () => {
+    const q = new WorkQueue();
+    for (const k of ['a', 'b', 'c']) q.add(k);
+    q.addUrgent('d');
+    q.addUrgent('c');
+    q.add('d');
+    assert.equal(q.length(), 4);
+    const got = [await q.get(), await q.get(), await q.get(), await q.get()];
+    assert.deepEqual(got, ['c', 'd', 'a', 'b']);
+  });
+
+  void test('an urgent add while the key is processed re-queues it at the front on done', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    assert.equal(await q.get(), 'a');
+    q.add('b');
+    q.add('a');
+    q.addUrgent('a');
+    q.done('a');
+    assert.deepEqual([await q.get(), await q.get()], ['a', 'b']);
+    q.done('a');
+    q.done('b');
+    // A plain add while processing still re-queues at the back.
+    q.add('x');
+    assert.equal(await q.get(), 'x');
+    q.add('y');
+    q.add('x');
+    q.done('x');
+    assert.deepEqual([await q.get(), await q.get()], ['y', 'x']);
+  });
+
   void test('a waiting worker gets a key as soon as it is added', async () => {
     const q = new WorkQueue();
     const p = q.get();

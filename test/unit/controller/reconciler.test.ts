@@ -6,7 +6,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { matchesSelector, selectorFromMap } from '../../../src/annotations/label-selector.js';
-import { Reconciler } from '../../../src/controller/reconcile.js';
+import { podChangeUrgent, Reconciler } from '../../../src/controller/reconcile.js';
 import { createControllerMetrics } from '../../../src/controller/metrics.js';
 import type { KubeClient } from '../../../src/kube/client.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../../../src/kube/types.js';
@@ -30,7 +30,7 @@ interface Harness {
  * `onWrite` runs before the fake server answers: a watch event may overtake the answer.
  * `started`: the workers are running (events enqueue keys), as after the caches synced.
  */
-function harness(onWrite?: (stored: V1EndpointSlice) => void, started = true): Harness {
+function harness(onWrite?: (stored: V1EndpointSlice) => void, started = true, urgent?: string[]): Harness {
   const keys: string[] = [];
   const created: V1EndpointSlice[] = [];
   const stored: V1EndpointSlice[] = [];
@@ -71,6 +71,7 @@ function harness(onWrite?: (stored: V1EndpointSlice) => void, started = true): H
     events: { warn: () => true, record: () => true },
     getService: (key) => services.get(key),
     enqueue: (key) => keys.push(key),
+    ...(urgent ? { enqueueUrgent: (key: string) => urgent.push(key) } : {}),
     enqueueAfter: (key) => keys.push(`after:${key}`),
     mayWrite: () => true,
     maxEndpointsPerSlice: 100,
@@ -193,6 +194,32 @@ void describe('Reconciler: pod events to Service keys', () => {
       ),
       { numRuns: 200 },
     );
+  });
+});
+
+void describe('Reconciler: the urgent lane (a pod deletion or Ready flip)', () => {
+  const labels = { app: 'web' };
+  const base = (o: { ready?: boolean; terminating?: boolean } = {}): V1Pod => pod('p', { labels, status: networkStatus([{ name: NET, ips: ['10.1.0.1'] }]), ...o });
+
+  void test('podChangeUrgent: deletion begun or Ready flipped; nothing else', () => {
+    assert.equal(podChangeUrgent(base(), base({ terminating: true })), true);
+    assert.equal(podChangeUrgent(base(), base({ ready: false })), true);
+    assert.equal(podChangeUrgent(base({ ready: false }), base()), true);
+    assert.equal(podChangeUrgent(base(), base()), false);
+    assert.equal(podChangeUrgent(base(), { ...base(), metadata: { ...base().metadata, labels: { app: 'other' } } }), false);
+  });
+
+  void test('the deletion enqueues its Services urgently; a new pod and a label change go in turn', () => {
+    const urgent: string[] = [];
+    const h = harness(undefined, true, urgent);
+    addService(h, service('web', { network: 'net', selector: labels }));
+    h.keys.length = 0;
+    h.r.onPod(base(), undefined);
+    h.r.onPod(base({ terminating: true }), base());
+    assert.deepEqual(h.keys, ['default/web']);
+    assert.deepEqual(urgent, ['default/web']);
+    h.r.onPod(base({ terminating: true, ready: false }), base({ terminating: true }));
+    assert.deepEqual(urgent, ['default/web', 'default/web']);
   });
 });
 

@@ -71,6 +71,13 @@ void describe('controller options', () => {
     assert.equal(r.value.maxEndpointsPerSlice, 100);
     assert.equal(r.value.netServices, 'auto');
     assert.equal(r.value.removeMultusServiceSlices, true);
+    assert.equal(r.value.urgentPodChanges, true);
+  });
+
+  void test('--urgent-pod-changes false turns the urgent lane off', () => {
+    const r = parseOptions(['--urgent-pod-changes', 'false'], {});
+    if (!r.ok || r.value === 'help') return assert.fail('options');
+    assert.equal(r.value.urgentPodChanges, false);
   });
 
   void test('--netservices auto|true|false and --remove-multus-service-slices; bad values named with the fix', () => {

@@ -1,0 +1,185 @@
+/**
+ * Deployment-like churn against a real kube-apiserver, and the controller's share of "endpoints
+ * leave before their pod stops": from the moment a watch sees a pod's deletionTimestamp to the
+ * moment a watch sees the Service's EndpointSlice with that pod's endpoint `terminating: true`.
+ * Used by the real-apiserver test (deletion-latency.test.ts) and by benchmark B9.
+ *
+ * Standing in for the ReplicaSet controller and the kubelet (there are none in the harness):
+ * - scale down: the surplus pods are deleted without options, so the apiserver applies their
+ *   grace period (they are scheduled: spec.nodeName) and keeps them with deletionTimestamp set;
+ * - `stopAfterMs` later the "kubelet" writes Ready=False and then deletes the pod with grace 0;
+ * - scale up: new pods are created and their status written Running and Ready.
+ * Both watches run in this process on their own client; times are performance.now() at receipt.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
+import { NETWORK_STATUS_ANNOTATION } from '../../src/keys.js';
+import type { KubeConnection } from '../../src/kube/config.js';
+import { createInformer, type Informer } from '../../src/kube/informer.js';
+import type { V1EndpointSlice, V1Pod } from '../../src/kube/types.js';
+import { createLogger } from '../../src/log.js';
+import { networkStatus } from '../unit/controller/fixtures.js';
+import { inParallel } from '../harness/parallel.js';
+import { createPod, createService, podPath, setPodStatus, slicePath } from './helpers.js';
+
+export interface ChurnOptions {
+  readonly connection: KubeConnection;
+  readonly namespace: string;
+  /** Pods deleted with a grace period before the churn stops. */
+  readonly deletions: number;
+  /** Replicas alternate between these two. */
+  readonly high: number;
+  readonly low: number;
+  /** Pause after each scale step. */
+  readonly stepMs: number;
+  /** From the graceful delete until the "kubelet" marks the pod not Ready and removes it. */
+  readonly stopAfterMs: number;
+  /** Give up on one deletion's slice after this long (it counts as missing). */
+  readonly timeoutMs?: number;
+  /**
+   * Other Services' churn that needs slice writes but is no user-visible event: `services` other
+   * Services of one pod each, whose network-status address is rewritten every `everyMs` (all of
+   * them at once, as a burst of Multus annotation writes or a rollout elsewhere would be). It
+   * fills the controller's queue, which is what a deletion may wait behind.
+   */
+  readonly background?: { readonly services: number; readonly everyMs: number };
+}
+
+export interface ChurnResult {
+  /** ms, one per deletion whose terminating endpoint was seen. */
+  readonly deletionToTerminating: number[];
+  /** ms, one per new pod: its Ready seen → its endpoint ready in a slice seen. */
+  readonly readyToReady: number[];
+  /** Pods whose terminating endpoint was never seen before the pod was removed or the timeout. */
+  readonly missing: string[];
+}
+
+const SERVICE = 'web';
+const LABELS = { app: SERVICE };
+const WRITE_CONCURRENCY = 16;
+
+/** The background churn: starts it and returns its stop function (which waits for the last round). */
+async function startBackground(admin: KubeClient, ns: string, net: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
+  const names = Array.from({ length: b.services }, (_, i) => `bg-${i}`);
+  const status = (i: number, round: number): string => networkStatus([{ name: net, ips: [`10.78.${round % 2}.${i + 1}`] }]);
+  await inParallel(names, WRITE_CONCURRENCY, async (n, i) => {
+    await createService(admin, ns, n, { network: 'net', selector: { app: n } });
+    await createPod(admin, ns, n, { labels: { app: n }, status: status(i, 0), nodeName: 'churn-node' });
+  });
+  let stopped = false;
+  const loop = (async (): Promise<void> => {
+    for (let round = 1; !stopped; round++) {
+      await sleep(b.everyMs);
+      if (stopped) break;
+      await inParallel(names, WRITE_CONCURRENCY, (n, i) =>
+        admin.patch(podPath(ns, n), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: status(i, round) } } }, 'merge'),
+      );
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}
+
+interface Seen {
+  deleting?: number;
+  terminating?: number;
+  ready?: number;
+  sliceReady?: number;
+}
+
+function isReady(p: V1Pod): boolean {
+  return (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** Runs the churn in `namespace` (which must exist, with the controller watching it) and returns the latencies. */
+export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
+  const admin = createKubeClient(o.connection);
+  const watcher = createKubeClient(o.connection);
+  const ns = o.namespace;
+  const net = `${ns}/net`;
+  const seen = new Map<string, Seen>();
+  const at = (name: string): Seen => {
+    let s = seen.get(name);
+    if (s === undefined) seen.set(name, (s = {}));
+    return s;
+  };
+  const logger = createLogger('churn-watch', 'error');
+  const pods: Informer<V1Pod> = createInformer<V1Pod>(watcher, { logger, name: 'pods', path: podPath(ns) });
+  const slices: Informer<V1EndpointSlice> = createInformer<V1EndpointSlice>(watcher, { logger, name: 'slices', path: slicePath(ns) });
+  const onPod = (p: V1Pod): void => {
+    const now = performance.now();
+    const s = at(p.metadata?.name ?? '');
+    if (s.deleting === undefined && p.metadata?.deletionTimestamp != null) s.deleting = now;
+    if (s.ready === undefined && isReady(p) && p.metadata?.deletionTimestamp == null) s.ready = now;
+  };
+  const onSlice = (sl: V1EndpointSlice): void => {
+    const now = performance.now();
+    for (const e of sl.endpoints ?? []) {
+      const name = e.targetRef?.name;
+      if (name === undefined) continue;
+      const s = at(name);
+      if (s.terminating === undefined && e.conditions?.terminating === true) s.terminating = now;
+      if (s.sliceReady === undefined && e.conditions?.ready === true) s.sliceReady = now;
+    }
+  };
+  pods.on({ add: onPod, update: onPod, delete: () => undefined });
+  slices.on({ add: onSlice, update: onSlice, delete: () => undefined });
+  pods.start();
+  slices.start();
+  await Promise.all([pods.synced, slices.synced]);
+
+  const live: string[] = [];
+  const removals: Promise<void>[] = [];
+  let serial = 0;
+  const status = (i: number): string => networkStatus([{ name: net, ips: [`10.77.${Math.floor(i / 250) % 250}.${(i % 250) + 1}`] }]);
+  const scaleUp = async (to: number): Promise<void> => {
+    const names: string[] = [];
+    while (live.length + names.length < to) names.push(`${SERVICE}-${serial++}`);
+    await Promise.all(names.map((n, k) => createPod(admin, ns, n, { labels: LABELS, status: status(serial - names.length + k), nodeName: 'churn-node' })));
+    live.push(...names);
+  };
+  const finalize = async (name: string): Promise<void> => {
+    await sleep(o.stopAfterMs);
+    await setPodStatus(admin, ns, name, { ready: false });
+    await admin.delete(podPath(ns, name), { gracePeriodSeconds: 0 });
+  };
+  let deleted = 0;
+  const victims: string[] = [];
+  let stopBackground = async (): Promise<void> => undefined;
+  try {
+    await createService(admin, ns, SERVICE, { network: 'net', selector: LABELS });
+    await scaleUp(o.high);
+    if (o.background !== undefined) stopBackground = await startBackground(admin, ns, net, o.background);
+    while (deleted < o.deletions) {
+      await sleep(o.stepMs);
+      const down = live.splice(0, Math.min(live.length - o.low, o.deletions - deleted));
+      // As the ReplicaSet controller does: the surplus at once, each with the pod's grace period.
+      await Promise.all(down.map((n) => admin.delete(podPath(ns, n))));
+      victims.push(...down);
+      deleted += down.length;
+      for (const n of down) removals.push(finalize(n));
+      await sleep(o.stepMs);
+      if (deleted < o.deletions) await scaleUp(o.high);
+    }
+    await Promise.all(removals);
+    const deadline = Date.now() + (o.timeoutMs ?? 10_000);
+    while (Date.now() < deadline && victims.some((v) => seen.get(v)?.terminating === undefined)) await sleep(50);
+  } finally {
+    await stopBackground();
+    pods.stop();
+    slices.stop();
+  }
+  const deletionToTerminating: number[] = [];
+  const missing: string[] = [];
+  for (const v of victims) {
+    const s = seen.get(v);
+    if (s?.deleting !== undefined && s.terminating !== undefined) deletionToTerminating.push(s.terminating - s.deleting);
+    else missing.push(v);
+  }
+  const readyToReady = [...seen.values()].flatMap((s) => (s.ready !== undefined && s.sliceReady !== undefined ? [s.sliceReady - s.ready] : []));
+  return { deletionToTerminating, readyToReady, missing };
+}
+
