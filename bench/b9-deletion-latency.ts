@@ -47,7 +47,7 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         const proc = startControllerProc({ kubeconfig: cp.kubeconfigPath, namespace: ns, identity, leaseMs: 15_000, renewMs: 10_000, retryMs: 2000, extraArgs: ['--urgent-pod-changes', v.flag] });
         cleanup.add(`controller ${identity}`, async () => void proc.child.kill('SIGTERM'));
         await waitFor('controller leading', async () => (await leaseHolder(cp.client, ns)) === identity, 60_000, () => tail(proc));
-        const opts: ChurnOptions = { connection: cp.connection, namespace: ns, deletions, high: 4, low: 2, stepMs: 400, stopAfterMs: 1000, ...(c.background ? { background: c.background } : {}) };
+        const opts: ChurnOptions = { connection: cp.connection, namespace: ns, deletions, high: 4, low: 2, stepMs: 400, stopAfterMs: 1000, ...(c.background ? { background: { ...c.background, kubeconfig: cp.kubeconfigPath } } : {}) };
         const r = await runDeletionChurn(opts);
         proc.child.kill('SIGTERM');
         const key = `${c.name}|${v.name}`;
@@ -93,10 +93,10 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         'alternate between 4 and 2 replicas every 400 ms; a scale-down deletes the surplus two at once without options (the pods are scheduled, so the apiserver keeps them with ' +
         'deletionTimestamp and their 30 s grace period, as for a Deployment); 1 s later the script, standing in for the kubelet, writes Ready=False and deletes the pod with grace 0. ' +
         'Both watches (pods, EndpointSlices) run in the benchmark process on their own client; times are taken on receipt. "busy": other Services whose only pod gets a new ' +
-        'network-status address every 500 ms, all at once, so every round puts 40 keys with a slice write each in the controller\'s queue (2 workers). ' +
+        'network-status address every 500 ms, all at once, written by a child process (test/controller/background-churn-proc.ts) so the watches\' receipt times do not wait for it; every round puts 40 keys with a slice write each in the controller\'s queue (2 workers). ' +
         'The two variants are the same build: `--urgent-pod-changes=false` queues a pod\'s deletion or Ready flip at the back, as before the change; the default puts its Services at the front.',
       'What bounds the figure: a deletion still waits for a reconcile already running (the queue never preempts), and for the echo of the Service\'s previous write when that is not in the cache yet ' +
-        '(the tracker\'s guard against duplicate slices); under load, the apiserver\'s own write latency. The machine has 2 cores shared by etcd, the apiserver, the controller and the churn script.',
+        '(the tracker\'s guard against duplicate slices; the echo re-queues the key at the front); under load, the apiserver\'s own write latency. Receipt order between the two watch streams can differ by a few ms (a negative sample is possible). The machine has 2 cores shared by etcd, the apiserver, the controller and the churn script.',
     ],
   };
 });

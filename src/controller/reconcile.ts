@@ -110,6 +110,11 @@ export class Reconciler {
   private readonly tracker = new SliceTracker();
   /** Keys whose last reconcile found our writes missing from the cache: their echo must enqueue them. */
   private readonly waitingForCache = new Set<string>();
+  /**
+   * Keys with an urgent change not yet planned: a reconcile refused as stale keeps the key here,
+   * so the echo that releases it queues it at the front again, not behind the keys queued meanwhile.
+   */
+  private readonly urgentKeys = new Set<string>();
   /** Rate limit for counting expected skips, which get no Event. */
   private readonly quietSkips: RateLimiter;
 
@@ -143,7 +148,13 @@ export class Reconciler {
   private mark(key: string, urgent = false): void {
     if (!this.enqueueing) return;
     if (!this.changedAt.has(key)) this.changedAt.set(key, Date.now());
-    (urgent ? (this.d.enqueueUrgent ?? this.d.enqueue) : this.d.enqueue)(key);
+    if (urgent && this.d.enqueueUrgent !== undefined) this.urgentKeys.add(key);
+    this.requeue(key);
+  }
+
+  /** Enqueues the key, at the front while an urgent change of it waits to be planned. */
+  private requeue(key: string): void {
+    (this.urgentKeys.has(key) ? (this.d.enqueueUrgent ?? this.d.enqueue) : this.d.enqueue)(key);
   }
 
   // ---- informer events ----------------------------------------------------------------------
@@ -209,7 +220,7 @@ export class Reconciler {
       if (seen === 'held') return;
       if (seen === 'own' && !this.waitingForCache.has(key)) return;
     }
-    if (this.enqueueing) this.d.enqueue(key);
+    if (this.enqueueing) this.requeue(key);
   }
 
   /** A slice whose service-name label changed moves between keys; drop it from the old one. */
@@ -269,6 +280,8 @@ export class Reconciler {
       return 'stale';
     }
     this.waitingForCache.delete(key);
+    // Planned from here on: the urgent change is in this plan (a failure retries with backoff).
+    this.urgentKeys.delete(key);
     const since = this.changedAt.get(key);
     this.changedAt.delete(key);
     try {
@@ -356,7 +369,7 @@ export class Reconciler {
       await this.write(key, diff);
     } finally {
       // Still being processed: the queue runs the key once more after this reconcile.
-      if (this.tracker.endWrites(key)) this.d.enqueue(key);
+      if (this.tracker.endWrites(key)) this.requeue(key);
     }
   }
 

@@ -11,7 +11,11 @@
  * - scale up: new pods are created and their status written Running and Ready.
  * Both watches run in this process on their own client; times are performance.now() at receipt.
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { resolve as resolvePath } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
 import { NETWORK_STATUS_ANNOTATION } from '../../src/keys.js';
@@ -41,9 +45,11 @@ export interface ChurnOptions {
    * Other Services' churn that needs slice writes but is no user-visible event: `services` other
    * Services of one pod each, whose network-status address is rewritten every `everyMs` (all of
    * them at once, as a burst of Multus annotation writes or a rollout elsewhere would be). It
-   * fills the controller's queue, which is what a deletion may wait behind.
+   * fills the controller's queue, which is what a deletion may wait behind. It runs in a child
+   * process (background-churn-proc.ts, admin via `kubeconfig`), so that its writes do not delay
+   * the receipt times of this process's watches.
    */
-  readonly background?: { readonly services: number; readonly everyMs: number };
+  readonly background?: { readonly services: number; readonly everyMs: number; readonly kubeconfig: string };
 }
 
 export interface ChurnResult {
@@ -58,9 +64,10 @@ export interface ChurnResult {
 const SERVICE = 'web';
 const LABELS = { app: SERVICE };
 const WRITE_CONCURRENCY = 16;
+const BACKGROUND_PROC = resolvePath(import.meta.dirname, 'background-churn-proc.ts');
 
 /** The background churn: starts it and returns its stop function (which waits for the last round). */
-async function startBackground(admin: KubeClient, ns: string, net: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
+export async function startBackground(admin: KubeClient, ns: string, net: string, b: { readonly services: number; readonly everyMs: number }): Promise<() => Promise<void>> {
   const names = Array.from({ length: b.services }, (_, i) => `bg-${i}`);
   const status = (i: number, round: number): string => networkStatus([{ name: net, ips: [`10.78.${round % 2}.${i + 1}`] }]);
   await inParallel(names, WRITE_CONCURRENCY, async (n, i) => {
@@ -92,6 +99,22 @@ interface Seen {
 
 function isReady(p: V1Pod): boolean {
   return (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
+}
+
+/** The background churn in a child process; resolves once its Services and pods exist. */
+async function startBackgroundProc(ns: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
+  const child = spawn(process.execPath, ['--import', 'tsx', BACKGROUND_PROC, b.kubeconfig, ns, String(b.services), String(b.everyMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const exited = once(child, 'exit');
+  const lines = createInterface({ input: child.stdout });
+  const ready = new Promise<void>((resolve, reject) => {
+    lines.on('line', (l) => (l === 'ready' ? resolve() : undefined));
+    void exited.then(([code]) => reject(new Error(`background churn exited with ${String(code)} before it was ready`)));
+  });
+  await ready;
+  return async () => {
+    child.kill('SIGTERM');
+    await exited;
+  };
 }
 
 /** Runs the churn in `namespace` (which must exist, with the controller watching it) and returns the latencies. */
@@ -152,7 +175,7 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   try {
     await createService(admin, ns, SERVICE, { network: 'net', selector: LABELS });
     await scaleUp(o.high);
-    if (o.background !== undefined) stopBackground = await startBackground(admin, ns, net, o.background);
+    if (o.background !== undefined) stopBackground = await startBackgroundProc(ns, o.background);
     while (deleted < o.deletions) {
       await sleep(o.stepMs);
       const down = live.splice(0, Math.min(live.length - o.low, o.deletions - deleted));

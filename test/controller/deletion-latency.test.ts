@@ -68,7 +68,7 @@ void describe('controller: pod deletion → terminating endpoint (real apiserver
       low: 2,
       stepMs: 400,
       stopAfterMs: 1000,
-      background: { services: 40, everyMs: 500 },
+      background: { services: 40, everyMs: 500, kubeconfig: cp.kubeconfigPath },
     });
     const sorted = [...r.deletionToTerminating].sort((a, b) => a - b).map((x) => Math.round(x));
     assert.deepEqual(r.missing, [], `pods removed without their endpoint ever shown terminating; latencies ms: ${sorted.join(' ')}`);

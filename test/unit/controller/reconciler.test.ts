@@ -295,6 +295,32 @@ void describe('Reconciler: the watch echo of our own write', () => {
     assert.deepEqual(addresses(h.stored.slice(-1)), ['10.1.0.1', '10.1.0.2']);
   });
 
+  void test('an urgent change refused as stale is queued urgently again by the echo that releases it', async () => {
+    const urgent: string[] = [];
+    const h = harness(undefined, true, urgent);
+    addService(h, service('web', { network: NET, selector: { app: 'web' } }));
+    const a = backend('a', { app: 'web' }, '10.1.0.1');
+    h.r.onPod(a, undefined);
+    assert.equal(await h.r.reconcile('default/web'), 'written');
+    const mine = h.stored[0];
+    if (mine === undefined) throw new Error('no slice created');
+    h.keys.splice(0);
+    // The pod's deletion arrives before the watch shows our slice.
+    const deleting: V1Pod = { ...a, metadata: { ...a.metadata, deletionTimestamp: new Date() } };
+    h.r.onPod(deleting, a);
+    assert.deepEqual(urgent.splice(0), ['default/web']);
+    assert.equal(await h.r.reconcile('default/web'), 'stale');
+    h.r.onSlice(mine, false);
+    assert.deepEqual(urgent.splice(0), ['default/web'], 'the echo queues it at the front again');
+    assert.equal(await h.r.reconcile('default/web'), 'written');
+    assert.equal(h.stored.at(-1)?.endpoints?.[0]?.conditions?.terminating, true);
+    // Planned: a later foreign slice event goes in turn.
+    const edited: V1EndpointSlice = { ...mine, endpoints: [], metadata: { ...mine.metadata, resourceVersion: '999' } };
+    h.keys.splice(0);
+    h.r.onSliceUpdate(edited, mine);
+    assert.deepEqual([urgent, h.keys], [[], ['default/web']]);
+  });
+
   void test('an echo that overtakes the answer to our write enqueues nothing; another event during the write does', async () => {
     // Filled in below: the hook needs the reconciler that the harness builds.
     const late: { r?: Reconciler; foreign?: V1EndpointSlice } = {};
