@@ -82,13 +82,6 @@ async function heapMiB(env: SidecarEnv): Promise<HeapFigures> {
   return parseHeapMetrics(text, 'multus_proxy_sidecar');
 }
 
-/** `old 12.1, new 1.00, ...`: the reserved spaces of the last run, largest first, those under 0.05 MiB left out. */
-function spacesText(heap: readonly HeapFigures[]): string {
-  const last = heap.at(-1);
-  if (!last || last.spaces.size === 0) return 'not reported';
-  return [...last.spaces].filter(([, v]) => v >= 0.05).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${fmt(v)}`).join(', ');
-}
-
 /** A node runtime B5 measures the sidecar under: the machine's, or the image's. */
 interface Runtime {
   readonly name: string;
@@ -245,12 +238,6 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
         'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
         'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +
         "CPU is utime+stime plus cutime+cstime (the iptables and ip commands it ran and waited for) from /proc. The loaded phases have the sidecar watching and programming every Service (its pod is on their network), i.e. the largest working set it can have at that size.",
-      `V8 heap reserved by space (MiB, the last run of the phase), to show where the two V8 versions differ: ` +
-        phases
-          .filter((p) => p.others.size > 0 && (p === idle || p === at1k))
-          .map((p) => `${p.label}: ${machine.name}: ${spacesText(p.heap)}; ${[...p.others].map(([name, m]) => `${name}: ${spacesText(m.heap)}`).join('; ')}`)
-          .join('. ') +
-        '.',
       `The image's runtime (rows \`${imaged.name}\`): ${image.how}; its node binary and bundle are copied out of buildah's storage once (cached by image id under ~/.cache/multus-proxy/image-runtime/) and run on this host in the same namespace, with the same apiserver, POD_NAME/POD_NAMESPACE, HEALTH_PORT and LOG_LEVEL as the machine's runtime; the image's bundle is ${sameBundle(cmd, image) ? 'byte-identical to' : 'not the same bytes as'} the bundle of the current source, and its bare node is the image's binary. ` +
         "Every phase with the default cap runs both runtimes, interleaved (which goes first alternates); the uncapped phases and the variants run the machine's only. The webhook's POD_ANNOTATIONS_FILE and XTABLES_LOCKFILE name paths inside the container and are left out (both runtimes watch their pod through the API; iptables-nft takes no lock).",
     ],
