@@ -42,6 +42,7 @@ import {
 import { AGENT_NAMESPACE, AGENT_SELECTOR, agentOverlay } from './nodeport.js';
 import { buildOverlay } from './netservice.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
 
 const run = promisify(execFile);
@@ -844,10 +845,28 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
   const net = `${t.namespace}/macvlan1`;
   const dropped = async (): Promise<Record<string, number>> =>
     metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_services_dropped');
-  const recreateClient = async (): Promise<void> => {
-    await t.kubectl(['delete', 'pod', '-n', t.namespace, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
-    const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('pod.yml') });
-    if (r.code !== 0) throw new Error(`the tenant could not recreate its client: ${r.stderr}`);
+  /** The cap the webhook injected into the client's sidecar. */
+  const injectedCap = async (): Promise<string | undefined> => {
+    const spec = (await pod(node, t.namespace, CLIENT)).spec;
+    const c = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find((x) => x.name === SIDECAR_CONTAINER_NAME);
+    return c?.env?.find((e) => e.name === 'MAX_SERVICES_PER_NETWORK')?.value;
+  };
+  /**
+   * Recreates the client until the webhook injected `cap`: right after a rollout the apiserver can
+   * still reach an old webhook pod over a kept-alive connection while it shuts down, and that pod
+   * injects the old setting (seen in a full run: the flood met a sidecar capped at 2000).
+   */
+  const recreateClient = async (cap: string): Promise<void> => {
+    let got: string | undefined;
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      await t.kubectl(['delete', 'pod', '-n', t.namespace, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+      const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('pod.yml') });
+      if (r.code !== 0) throw new Error(`the tenant could not recreate its client: ${r.stderr}`);
+      got = await injectedCap();
+      if (got === cap) break;
+      await delay(5_000);
+    }
+    if (got !== cap) throw new Error(`the webhook still injects MAX_SERVICES_PER_NETWORK=${got ?? '(unset)'} after 4 tries, not ${cap}`);
     await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 });
   };
   return {
@@ -860,7 +879,7 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         ? original.replace(/^ {2}maxServicesPerNetwork: \d+$/m, `  maxServicesPerNetwork: ${out.cap}`)
         : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`);
       await setSidecarCap(node, capped);
-      await recreateClient();
+      await recreateClient(String(out.cap));
       for (let i = 0; i < FLOOD; i++) {
         const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
         const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
@@ -882,7 +901,7 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         return d[`{network="${net}"}`] === 0 ? d : undefined;
       }).catch(() => dropped());
       await setSidecarCap(node, original);
-      await recreateClient();
+      await recreateClient(/^ {2}maxServicesPerNetwork: (\d+)$/m.exec(original)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK));
     },
   };
 }
