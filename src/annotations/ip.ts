@@ -79,6 +79,16 @@ export function parseIp(text: string): Result<ParsedIp, string> {
   return ok({ address: family === 6 ? normalizeIPv6(address) : address, family, prefix: Number(prefixText) });
 }
 
+/** A parsed (normalised) address as a number, for range arithmetic. */
+export function ipToBigInt(address: string, family: 4 | 6): bigint {
+  if (family === 4) return address.split('.').reduce((n, o) => (n << 8n) | BigInt(Number(o) & 255), 0n);
+  const [head = '', tail] = address.split('::');
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
+  return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16) & 0xffff), 0n);
+}
+
 /**
  * Whether a MAC address has a form Go's net.ParseMAC (used by Multus) accepts: 6, 8 or 20 bytes
  * as hex pairs separated by ':' or '-', or as dotted groups of four hex digits.

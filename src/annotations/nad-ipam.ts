@@ -19,7 +19,7 @@
  */
 import { err, inputError, ok, type InputError, type Result } from '../result.js';
 import { mainPlugin } from './nad-config.js';
-import { parseIp } from './ip.js';
+import { ipToBigInt, parseIp } from './ip.js';
 import { isJsonObject, jsonKind, ownField, type JsonObject } from './json.js';
 
 export type IpamPlugin = 'whereabouts' | 'host-local' | 'static';
@@ -60,22 +60,13 @@ const IPAM_KEY = '"ipam"';
 
 // ---- addresses as numbers ----------------------------------------------------------------------
 
-function toNumber(address: string, family: 4 | 6): bigint {
-  if (family === 4) return address.split('.').reduce((n, o) => (n << 8n) | BigInt(Number(o) & 255), 0n);
-  const [head = '', tail] = address.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = [...h, ...Array<string>(Math.max(0, 8 - h.length - t.length)).fill('0'), ...t];
-  return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16) & 0xffff), 0n);
-}
-
 const width = (family: 4 | 6): number => (family === 4 ? 8 : 32);
 const bits = (family: 4 | 6): bigint => (family === 4 ? 32n : 128n);
 const hex = (n: bigint, family: 4 | 6): string => n.toString(16).padStart(width(family), '0');
 
 /** The address (normalised, as network-status addresses are) as the hex the bounds use. */
 export function addressHex(address: string, family: 4 | 6): string {
-  return hex(toNumber(address, family), family);
+  return hex(ipToBigInt(address, family), family);
 }
 
 function inBlock(h: string, family: 4 | 6, b: AddressBlock): boolean {
@@ -115,7 +106,7 @@ function subnetOf(value: unknown, key: string, fix: string): Parsed<Subnet> {
   if (ip.value.address.includes('%')) return err(inputError(key, value, 'has an IPv6 zone', fix));
   const family = ip.value.family;
   const host = bits(family) - BigInt(ip.value.prefix);
-  const first = (toNumber(ip.value.address, family) >> host) << host;
+  const first = (ipToBigInt(ip.value.address, family) >> host) << host;
   return ok({ family, first, last: first + (1n << host) - 1n });
 }
 
@@ -125,7 +116,7 @@ function addressIn(value: unknown, key: string, subnet: Subnet, subnetText: stri
   if (!ip.ok) return err(inputError(key, value, ip.error, fix));
   if (ip.value.prefix !== undefined || ip.value.address.includes('%')) return err(inputError(key, value, 'is not a plain IP address (no prefix length or zone)', fix));
   if (ip.value.family !== subnet.family) return err(inputError(key, value, `is IPv${ip.value.family}, the range ${subnetText} is IPv${subnet.family}`, fix));
-  const n = toNumber(ip.value.address, ip.value.family);
+  const n = ipToBigInt(ip.value.address, ip.value.family);
   if (n < subnet.first || n > subnet.last) return err(inputError(key, value, `is outside the range ${subnetText}`, fix));
   return ok(n);
 }

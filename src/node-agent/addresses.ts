@@ -17,7 +17,7 @@
  * Pure; bad input gives an InputError naming the key, the value and the fix.
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION } from '../keys.js';
-import { parseIp } from '../annotations/ip.js';
+import { ipToBigInt, parseIp } from '../annotations/ip.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { parseNetworkEntries } from './node-entries.js';
 import { err, inputError, ok, type InputError, type Result } from '../result.js';
@@ -46,15 +46,6 @@ export const MAX_RANGE_SIZE = 65536;
 
 const NODE_EXAMPLE = 'e.g. "demo/net-a=192.168.101.250/24,fd00:101::fa/64; demo/net-b=10.20.0.5/16"';
 const RANGE_EXAMPLE = 'e.g. "192.168.101.200-192.168.101.231/24" or "192.168.101.200-192.168.101.231/24, fd00:101::200-fd00:101::21f/64"';
-
-export function ipToBigInt(address: string, family: IpFamily): bigint {
-  if (family === 4) return address.split('.').reduce((n, o) => (n << 8n) | BigInt(Number(o)), 0n);
-  const [head = '', tail] = address.split('::');
-  const h = head === '' ? [] : head.split(':');
-  const t = tail === undefined || tail === '' ? [] : tail.split(':');
-  const groups = [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
-  return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
-}
 
 export function bigIntToIp(n: bigint, family: IpFamily): string {
   if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
