@@ -26,12 +26,90 @@ export const NODE = {
   labels: { multusservicedemo: 'true' },
 } as const;
 
+/**
+ * What differs between the nodes of one cluster: the configuration renderers below take it from
+ * the layout (the first node's values when the layout names none), so the single-node files are
+ * exactly as before.
+ */
+export interface NodeSpec {
+  name: string;
+  /** On the node's pod bridge (the kubelet refuses a loopback node IP). */
+  ip: string;
+  podCidr: string;
+  /** First address host-local hands out (below it: the gateway and spare addresses). */
+  podRangeStart: string;
+  bridge: string;
+  /** The parent the blog's NAD names, in the node's own network namespace. */
+  parent: string;
+  /** The kubelet's cgroup root ('/' for the first node; its pods go under <root>/kubepods). */
+  cgroupRoot: string;
+  /** Where kube-proxy's /healthz listens (polled from the host's namespace). */
+  proxyHealthz: string;
+  labels: Record<string, string>;
+}
+
+export const NODE1_SPEC: NodeSpec = {
+  name: NODE.name,
+  ip: NODE.ip,
+  podCidr: NODE.podCidr,
+  podRangeStart: '10.244.0.10',
+  bridge: NODE.bridge,
+  parent: NODE.parent,
+  cgroupRoot: '/',
+  proxyHealthz: '127.0.0.1:10256',
+  labels: NODE.labels,
+};
+
+/**
+ * The second node (startNode({ nodes: 2 })): its own network namespace `netns`, joined to the host
+ * by a veth pair (`uplink` on the host, `eth0` inside) on the point-to-point subnet `linkCidr`;
+ * its own mount namespace and cgroup root. Its `ens4` is one end of a veth whose other end is a
+ * port of the segment bridge, beside the first node's ens4 peer (docs/decisions.md, "Two real nodes").
+ */
+export const NODE2 = {
+  name: 'realnode2',
+  ip: '10.244.1.1',
+  podCidr: '10.244.1.0/24',
+  bridge: 'rn2br0',
+  netns: 'realnode2',
+  /** Host end of the link to node 2's namespace, and the addresses on both ends. */
+  uplink: 'rn2-up',
+  hostLinkIp: '10.244.255.1',
+  nodeLinkIp: '10.244.255.2',
+  linkPrefix: 30,
+  /** Host end of node 2's ens4 veth (a port of the segment bridge). */
+  parentPeer: 'rn2-ens4',
+  cgroupRoot: '/realnode2',
+  labels: { multusservicedemo: 'true' },
+} as const;
+
+export const NODE2_SPEC: NodeSpec = {
+  name: NODE2.name,
+  ip: NODE2.ip,
+  podCidr: NODE2.podCidr,
+  podRangeStart: '10.244.1.10',
+  bridge: NODE2.bridge,
+  parent: NODE.parent,
+  cgroupRoot: NODE2.cgroupRoot,
+  proxyHealthz: `${NODE2.ip}:10256`,
+  labels: NODE2.labels,
+};
+
+/**
+ * The shared L2 segment of the two-node cluster: a bridge in a network namespace of its own (so
+ * the host's br_netfilter and iptables never see the bridged frames), with ports to both nodes'
+ * ens4 and to external clients.
+ */
+export const SEGMENT = { netns: 'realnode-seg', bridge: 'seg0' } as const;
+
 /** Where the node's files live: everything under `dir` except what the binaries hard-code. */
 export interface NodeLayout {
   dir: string;
   cniBin: string;
   kubeconfig: string;
   ca: string;
+  /** The node these files are for; the first node's when absent. */
+  node?: NodeSpec;
 }
 
 export const layoutPaths = (dir: string) => ({
@@ -104,6 +182,7 @@ export const MIRRORED_HOSTS = ['docker.io', 'ghcr.io', 'registry.k8s.io', 'quay.
 
 /** Multus thin plugin: the primary network (bridge + host-local) is its one delegate. */
 export function multusConf(l: NodeLayout): string {
+  const n = l.node ?? NODE1_SPEC;
   return JSON.stringify(
     {
       cniVersion: '0.3.1',
@@ -121,14 +200,14 @@ export function multusConf(l: NodeLayout): string {
           plugins: [
             {
               type: 'bridge',
-              bridge: NODE.bridge,
+              bridge: n.bridge,
               isGateway: true,
               // Nothing leaves the machine, so no masquerade rules are needed.
               ipMasq: false,
               hairpinMode: true,
               ipam: {
                 type: 'host-local',
-                ranges: [[{ subnet: NODE.podCidr, rangeStart: '10.244.0.10', gateway: NODE.ip }]],
+                ranges: [[{ subnet: n.podCidr, rangeStart: n.podRangeStart, gateway: n.ip }]],
                 routes: [{ dst: '0.0.0.0/0' }],
                 dataDir: `${l.dir}/cni/host-local`,
               },
@@ -148,6 +227,7 @@ export function whereaboutsFlatConfig(l: NodeLayout): string {
 
 export function kubeletConfig(l: NodeLayout): string {
   const p = layoutPaths(l.dir);
+  const n = l.node ?? NODE1_SPEC;
   return dump({
     apiVersion: 'kubelet.config.k8s.io/v1beta1',
     kind: 'KubeletConfiguration',
@@ -156,8 +236,10 @@ export function kubeletConfig(l: NodeLayout): string {
     failCgroupV1: false,
     failSwapOn: false,
     containerRuntimeEndpoint: `unix://${p.containerdSocket}`,
-    address: NODE.ip,
+    address: n.ip,
     port: 10250,
+    // The second node's pods live under their own root, beside the first node's /kubepods.
+    ...(n.cgroupRoot === '/' ? {} : { cgroupRoot: n.cgroupRoot }),
     readOnlyPort: 0,
     healthzBindAddress: '127.0.0.1',
     healthzPort: 10248,
@@ -178,20 +260,37 @@ export function kubeletConfig(l: NodeLayout): string {
   });
 }
 
+/** The kubelet's command line (both nodes): its files under the layout, its identity from the spec. */
+export function kubeletFlags(l: NodeLayout, kubeconfig: string): string[] {
+  const p = layoutPaths(l.dir);
+  const n = l.node ?? NODE1_SPEC;
+  return [
+    `--config=${p.kubeletConfig}`,
+    `--kubeconfig=${kubeconfig}`,
+    `--root-dir=${p.kubeletRoot}`,
+    `--cert-dir=${p.kubeletRoot}/pki`,
+    `--hostname-override=${n.name}`,
+    `--node-ip=${n.ip}`,
+    `--node-labels=${Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(',')}`,
+    '--v=1',
+  ];
+}
+
 export function kubeletResolvConf(): string {
   return `nameserver ${NODE.dnsIp}\n`;
 }
 
 export function kubeProxyConfig(l: NodeLayout): string {
+  const n = l.node ?? NODE1_SPEC;
   return dump({
     apiVersion: 'kubeproxy.config.k8s.io/v1alpha1',
     kind: 'KubeProxyConfiguration',
     mode: 'iptables',
     clientConnection: { kubeconfig: l.kubeconfig },
-    hostnameOverride: NODE.name,
-    clusterCIDR: NODE.podCidr,
-    bindAddress: NODE.ip,
-    healthzBindAddress: '127.0.0.1:10256',
+    hostnameOverride: n.name,
+    clusterCIDR: n.podCidr,
+    bindAddress: n.ip,
+    healthzBindAddress: n.proxyHealthz,
     metricsBindAddress: '127.0.0.1:10249',
     // Zeros mean "leave the host's conntrack sysctls alone".
     conntrack: { maxPerCore: 0, min: 0, tcpEstablishedTimeout: '0s', tcpCloseWaitTimeout: '0s' },

@@ -90,6 +90,12 @@ export interface NodeState {
   pids: Record<string, string>;
   containerdSocket?: string;
   crictl?: string;
+  /** The second node's containerd socket (startNode({ nodes: 2 })): its pods are removed too. */
+  moreContainerdSockets?: string[];
+  /** cgroup roots besides '/' whose kubepods subtree holds pods (the second node's '/realnode2'). */
+  moreCgroupRoots?: string[];
+  /** Network namespaces this node created (the second node's, the segment's): deleted last. */
+  netns?: string[];
 }
 
 export const stateFile = (dir: string): string => join(dir, 'state.json');
@@ -306,9 +312,10 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
     log(`teardown ${what}: ${Date.now() - mark} ms`);
     mark = Date.now();
   };
+  // A second node's programs are named '<program>@<node>' (kubelet@realnode2).
   const byName = (n: string): number[] =>
     Object.entries(state.pids)
-      .filter(([, name]) => name === n || (n === 'cert-manager' && name.startsWith('cert-manager')))
+      .filter(([, name]) => name === n || name.startsWith(`${n}@`) || (n === 'cert-manager' && name.startsWith('cert-manager')))
       .map(([p]) => Number(p));
   const rank = (name: string): number => {
     const i = STOP_ORDER.findIndex((n) => name === n || name.startsWith(n));
@@ -316,15 +323,16 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   };
   // 1. kubelet, then every pod sandbox through the CRI so CNI DEL runs (whereabouts frees its addresses).
   for (const p of byName('kubelet')) killOwned(p, dir, 15_000);
-  if (state.crictl && state.containerdSocket && existsSync(state.containerdSocket)) {
-    const ep = `unix://${state.containerdSocket}`;
+  for (const sock of [state.containerdSocket, ...(state.moreContainerdSockets ?? [])]) {
+    if (!state.crictl || !sock || !existsSync(sock)) continue;
+    const ep = `unix://${sock}`;
     const r = run(state.crictl, ['--runtime-endpoint', ep, '--image-endpoint', ep, '--timeout', '60s', 'rmp', '-fa']);
-    if (!r.ok) log(`crictl rmp -fa: ${r.err.trim()}`);
+    if (!r.ok) log(`crictl rmp -fa (${sock}): ${r.err.trim()}`);
   }
   timed('kubelet + crictl rmp -fa');
   // 2. The container processes crictl could not stop: every pid in the kubepods cgroups.
-  for (const h of cgroupHierarchies()) {
-    const root = join(CGROUP_ROOT, h, 'kubepods');
+  for (const h of cgroupHierarchies()) for (const top of ['', ...(state.moreCgroupRoots ?? [])]) {
+    const root = join(CGROUP_ROOT, h, top, 'kubepods');
     if (!existsSync(root)) continue;
     for (const cg of cgroupTree(root)) {
       for (const pid of (readFileSyncSafe(join(cg, 'cgroup.procs')) ?? '').split('\n').filter(Boolean)) {
@@ -357,6 +365,11 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
     if (!run('umount', [m]).ok) run('umount', ['-l', m]);
   }
   timed('mounts');
+  // 4b. Network namespaces (the second node's, the segment's): their links, routes and iptables go
+  // with them once no process holds them (every one was killed above, the pods' mounts are gone).
+  for (const ns of state.netns ?? []) {
+    if (existsSync(join(NETNS_DIR, ns)) && !run('ip', ['netns', 'del', ns]).ok) log(`ip netns del ${ns} failed`);
+  }
   // 5. cgroups the kubelet and runc created.
   if (snap) {
     for (const h of cgroupHierarchies()) {
@@ -453,6 +466,7 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
   const pids = ownedPids(state.dir);
   if (pids.length > 0) out.push(`processes ${pids.map((p) => `${p} (${cmdline(p).slice(0, 60)})`).join(', ')}`);
   for (const l of state.links) if (existsSync(`/sys/class/net/${l}`)) out.push(`link ${l}`);
+  for (const ns of state.netns ?? []) if (existsSync(join(NETNS_DIR, ns))) out.push(`network namespace ${ns}`);
   const oldLinks = new Set(snap.links);
   for (const l of links()) if (!oldLinks.has(l) && /^veth/.test(l) && readFileSyncSafe(`/sys/class/net/${l}/master`)) out.push(`link ${l}`);
   const oldMounts = new Set(snap.mounts);

@@ -37,12 +37,14 @@ import {
   hostsToml,
   kubeDnsObjects,
   kubeletConfig,
+  kubeletFlags,
   kubeletResolvConf,
   kubeProxyConfig,
   layoutPaths,
   MIRRORED_HOSTS,
   multusConf,
   NODE,
+  NODE2,
   registryConfig,
   registryPath,
   WHEREABOUTS_FLAT_CONFIG,
@@ -50,6 +52,7 @@ import {
   type NodeLayout,
 } from './node-config.js';
 import { host, saveState, takeSnapshot, teardown, uplinks, type NodeState } from './node-host.js';
+import { startSecondNode, type SecondNode } from './node2.js';
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
 import type { KubeConnection } from '../../src/kube/config.js';
 import { apiPath } from '../../src/kube/paths.js';
@@ -86,8 +89,10 @@ export interface RealNode {
   /** Admin client. */
   readonly client: KubeClient;
   readonly caPem: string;
-  /** Bring-up time in ms. */
+  /** Bring-up time in ms (the control plane and the first node). */
   readonly startMs: number;
+  /** The second node of startNode({ nodes: 2 }) (test/harness/node2.ts); undefined on one node. */
+  readonly second?: SecondNode;
   /** `kubectl <args>` as admin; stdout, or throws with stderr. */
   kubectl(args: string[], opts?: ExecOptions): Promise<string>;
   kubectlResult(args: string[], opts?: ExecOptions): Promise<ExecResult>;
@@ -319,6 +324,8 @@ export async function fillRegistry(storage: string, dir: string, log: (m: string
 
 export interface NodeOptions {
   log?: (m: string) => void;
+  /** 2: a second real node joined to the same control plane (test/harness/node2.ts). Default 1. */
+  nodes?: 1 | 2;
 }
 
 /** Starts the node. Call stop() when done; it resolves with anything left behind. */
@@ -520,16 +527,7 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
     await step('kubelet', async () => {
       writeFileSync(p.kubeletConfig, kubeletConfig(layout));
       writeFileSync(p.resolvConf, kubeletResolvConf());
-      startProcess('kubelet', bin('kubelet'), [
-        `--config=${p.kubeletConfig}`,
-        `--kubeconfig=${kubeletKubeconfig}`,
-        `--root-dir=${p.kubeletRoot}`,
-        `--cert-dir=${join(p.kubeletRoot, 'pki')}`,
-        `--hostname-override=${NODE.name}`,
-        `--node-ip=${NODE.ip}`,
-        `--node-labels=${Object.entries(NODE.labels).map(([k, v]) => `${k}=${v}`).join(',')}`,
-        '--v=1',
-      ]);
+      startProcess('kubelet', bin('kubelet'), kubeletFlags(layout, kubeletKubeconfig));
       await poll('Node registered', 60_000, async () => {
         await client.get(apiPath('', 'v1', 'nodes', undefined, NODE.name));
         return true;
@@ -565,6 +563,42 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
     const startMs = Date.now() - t0;
     log(`node up in ${startMs} ms`);
 
+    let second: SecondNode | undefined;
+    if (opts.nodes === 2) {
+      const node2 = clientCert({ key: pki.caKey.forgeKey, subject: CA_SUBJECT }, `system:node:${NODE2.name}`, ['system:nodes']);
+      const kubelet2Kubeconfig = join(dir, 'kubelet2.kubeconfig');
+      writeFileSync(
+        kubelet2Kubeconfig,
+        kubeconfigYaml(server, pki.caPem, { 'client-certificate-data': Buffer.from(node2.cert).toString('base64'), 'client-key-data': Buffer.from(node2.key).toString('base64') }),
+        { mode: 0o600 },
+      );
+      const nodeConditionReady = async (name: string): Promise<boolean> => {
+        const n = await client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, name));
+        return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+      };
+      second = await startSecondNode({
+        dir,
+        state,
+        cniBin: cniBinDir(),
+        kubeconfig: adminKubeconfig,
+        ca: pki.files.ca,
+        kubeletKubeconfig: kubelet2Kubeconfig,
+        bin,
+        startProcess,
+        exited,
+        step,
+        poll,
+        nodeRegistered: async (name) => {
+          await client.get(apiPath('', 'v1', 'nodes', undefined, name));
+          return true;
+        },
+        nodeReady: nodeConditionReady,
+        httpOk,
+        exec: async (cmd, args, input) => (await execP(cmd, args, { input })).stdout,
+      });
+      log(`${NODE2.name} up in ${second.startMs} ms (all: ${Date.now() - t0} ms)`);
+    }
+
     const crictlArgs = ['--runtime-endpoint', `unix://${p.containerdSocket}`, '--image-endpoint', `unix://${p.containerdSocket}`];
     return {
       dir,
@@ -574,6 +608,7 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       client,
       caPem: pki.caPem,
       startMs,
+      second,
       kubectl,
       kubectlResult,
       exec: (namespace, pod, cmd, o = {}) =>

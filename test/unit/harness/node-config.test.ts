@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from 'js-yaml';
-import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, registryPath } from '../../harness/node-config.js';
+import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, NODE2_SPEC, registryPath } from '../../harness/node-config.js';
 import { iptablesUndo } from '../../harness/node-host.js';
 
 const layout = { dir: '/tmp/n', cniBin: '/c/cni-bin', kubeconfig: '/tmp/n/admin.kubeconfig', ca: '/tmp/n/pki/ca.crt' };
@@ -48,6 +48,23 @@ void test('Multus thin config delegates to the bridge network; CoreDNS has no fo
   assert.match(c, /bind 127\.0\.0\.1 10\.244\.0\.1/);
   assert.match(c, /pods insecure/);
   assert.doesNotMatch(c, /forward/);
+});
+
+void test('second node: its own cgroup root, pod range, bridge and kube-proxy identity; the first node has no cgroupRoot line', () => {
+  const l2 = { ...layout, dir: '/tmp/n/node2', node: NODE2_SPEC };
+  const k = load(kubeletConfig(l2)) as Record<string, unknown>;
+  assert.equal(k['cgroupRoot'], '/realnode2');
+  assert.equal(k['address'], '10.244.1.1');
+  assert.equal((load(kubeletConfig(layout)) as Record<string, unknown>)['cgroupRoot'], undefined);
+  const kp = load(kubeProxyConfig(l2)) as Record<string, unknown>;
+  assert.equal(kp['hostnameOverride'], 'realnode2');
+  assert.equal(kp['clusterCIDR'], '10.244.1.0/24');
+  // Polled from the host's namespace: not node 2's loopback.
+  assert.equal(kp['healthzBindAddress'], '10.244.1.1:10256');
+  const m = JSON.parse(multusConf(l2)) as { delegates: { plugins: { bridge: string; ipam: { ranges: { subnet: string; gateway: string }[][] } }[] }[] };
+  assert.equal(m.delegates[0]?.plugins[0]?.bridge, 'rn2br0');
+  assert.deepEqual(m.delegates[0]?.plugins[0]?.ipam.ranges[0]?.[0], { subnet: '10.244.1.0/24', rangeStart: '10.244.1.10', gateway: '10.244.1.1' });
+  for (const line of containerdConfig(l2).split('\n').filter((x) => /^\s*(root|state|address|Root|conf_dir) = "\//.test(x))) assert.match(line, /"\/tmp\/n\/node2\//, line);
 });
 
 void test('registryPath: upstream path without the host, docker.io library names', () => {
