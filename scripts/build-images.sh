@@ -7,6 +7,8 @@
 #                                         a file it copies changes (content-hash stamp)
 #   registry.k8s.io/pause:3.10.1, ghcr.io/redhat-nfvpe/multus-service-demo:fedora-{nginx,tools}
 #                                         local stand-ins (test/images/)
+#   quay.io/metallb/{controller,speaker}:<tag> the binaries setup.sh built from MetalLB's module, under
+#                                         the names its metallb-native.yaml uses (test/images/metallb-*)
 # and, for the Dockerfile's FROM only, docker.io/library/node:24-bookworm-slim (test/images/node).
 #
 # No registry is reachable here, so every base is made locally from a debootstrap root file
@@ -125,6 +127,19 @@ build "registry.k8s.io/pause:$PAUSE_TAG" "$ROOT/test/images/pause" "$PAUSE_CTX"
 build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx "$ROOT/test/images/nginx" "$ROOT/test/images/nginx" "$MINBASE"
 build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools "$ROOT/test/images/tools" "$ROOT/test/images/tools" "$MINBASE"
 
+# MetalLB: the binaries setup.sh built, each alone on an empty base; named as the install manifest
+# setup.sh copied from the same module names them, so the two never disagree.
+METALLB_MANIFEST=$CACHE_DIR/manifests/metallb-native.yaml
+[ -f "$METALLB_MANIFEST" ] || die "$METALLB_MANIFEST not found: run scripts/setup.sh (it builds MetalLB)"
+METALLB_TAG=$(sed -n 's|^ *image: quay.io/metallb/speaker:\(v[0-9.]*\)$|\1|p' "$METALLB_MANIFEST")
+[ -n "$METALLB_TAG" ] || die "$METALLB_MANIFEST names no quay.io/metallb/speaker image"
+for c in controller speaker; do
+  [ -x "$BIN_DIR/metallb-$c" ] || die "$BIN_DIR/metallb-$c not found: run scripts/setup.sh"
+  mkdir -p "$CTX_DIR/metallb-$c"
+  cmp -s "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c" || cp "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c"
+  build "quay.io/metallb/$c:$METALLB_TAG" "$ROOT/test/images/metallb-$c" "$CTX_DIR/metallb-$c"
+done
+
 # --- the project's image: the Dockerfile as users build it ------------------------------------------
 # Its stamp hashes the Dockerfile and every file its COPY lines bring in, so CI always tests the
 # current source.
@@ -176,6 +191,8 @@ EXPORTS=(
   "fedora-nginx.tar ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx"
   "fedora-tools.tar ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools"
   "multus-proxy.tar $PROJECT_IMAGE"
+  "metallb-controller.tar quay.io/metallb/controller:$METALLB_TAG"
+  "metallb-speaker.tar quay.io/metallb/speaker:$METALLB_TAG"
 )
 entries=()
 for e in "${EXPORTS[@]}"; do

@@ -12,15 +12,19 @@
 #     crictl (cri-tools v1.34.0)  coredns (v1.13.1)  kustomize (v5.7.1)
 #     cert-manager-controller cert-manager-cainjector cert-manager-webhook (cert-manager v1.11.5)
 #     helm (v3.22.0)
+#     metallb-controller metallb-speaker (MetalLB v0.15.2, static: they run in the images below)
 #   $BIN_DIR/../cni-bin/    Debian's CNI plugins (copied from /usr/lib/cni), multus (the thin
 #                           plugin, multus-cni v4.2.4) and whereabouts (v0.9.2)
 #   $BIN_DIR/../manifests/  nad-crd.yaml (NetworkAttachmentDefinition CRD), whereabouts-crds.yaml,
-#                           cert-manager-crds.yaml (Helm template lines stripped)
+#                           cert-manager-crds.yaml (Helm template lines stripped),
+#                           metallb-native.yaml (MetalLB's own install manifest: CRDs, RBAC, webhook)
 #   $BIN_DIR/../images/     docker-archive tars and images.json: [{"file": "<x>.tar", "name": "<ref>"}]
 #                           with upstream names: registry.k8s.io/pause:3.10.1,
 #                           ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx and :fedora-tools
 #                           (Debian stand-ins), docker.io/library/multus-proxy:0.1.0 (the project's
-#                           image, rebuilt whenever its sources change)
+#                           image, rebuilt whenever its sources change),
+#                           quay.io/metallb/controller:v0.15.2 and quay.io/metallb/speaker:v0.15.2
+#                           (the binaries above on an empty base, as upstream's distroless one)
 #   $BIN_DIR/../buildah/    buildah's private storage (never the host's default one)
 #   $BIN_DIR/../src/        writable copies of the Go modules built outside test/harness/kube-bins
 set -euo pipefail
@@ -194,13 +198,16 @@ fi
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
 # -mod=mod. Versions: see docs/real-node.md and docs/decisions.md.
-step "crictl, CoreDNS, cert-manager, Multus, whereabouts and helm"
+step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm and MetalLB"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
 CRITOOLS_MOD=sigs.k8s.io/cri-tools@v1.34.0
 COREDNS_MOD=github.com/coredns/coredns@v1.13.1
 CERT_MANAGER_MOD=github.com/cert-manager/cert-manager@v1.11.5
 HELM_MOD=helm.sh/helm/v3@v3.22.0
+# v0.16.2 does not build here: the module proxy refuses its dependency github.com/metallb/frr-k8s
+# v0.0.27 (403 "not available"); v0.15.2 (frr-k8s v0.0.20) does (docs/decisions.md).
+METALLB_MOD=go.universe.tf/metallb@v0.15.2
 
 module_src() { # module@version [VAR=value ...]: prints a fresh writable copy of the module's source
   local mod=$1 dir dst
@@ -309,6 +316,27 @@ build_helm() {
 }
 module helm "$HELM_MOD" "$BIN_DIR/helm" -- build_helm
 "$BIN_DIR/helm" version --short
+
+# MetalLB: the load-balancer implementation beside the node agent's LoadBalancer support in the
+# real-node tests (test/node/metallb.ts). Static (CGO_ENABLED=0, as upstream's Dockerfiles) so the
+# images need no libc; one `go build` for both, as they share most packages.
+build_metallb() {
+  local src t0=$SECONDS
+  src=$(module_src "$METALLB_MOD")
+  echo "building metallb-controller and metallb-speaker ($METALLB_MOD) ..."
+  rm -rf "$BIN_DIR/.metallb-build"
+  (cd "$src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "$BIN_DIR/.metallb-build/" ./controller ./speaker)
+  mv "$BIN_DIR/.metallb-build/controller" "$BIN_DIR/metallb-controller"
+  mv "$BIN_DIR/.metallb-build/speaker" "$BIN_DIR/metallb-speaker"
+  rmdir "$BIN_DIR/.metallb-build"
+  echo "built metallb-controller and metallb-speaker in $((SECONDS - t0)) s"
+  # Its own install manifest, unchanged: CRDs, the least-privilege RBAC and securityContexts, the
+  # webhook. The images it names are built by build-images.sh under those names.
+  cp "$src/config/manifests/metallb-native.yaml" "$MANIFEST_DIR/metallb-native.yaml"
+  grep -q "image: quay.io/metallb/speaker:${METALLB_MOD#*@}" "$MANIFEST_DIR/metallb-native.yaml" \
+    || die "$METALLB_MOD config/manifests/metallb-native.yaml does not name quay.io/metallb/speaker:${METALLB_MOD#*@}"
+}
+module metallb "$METALLB_MOD" "$BIN_DIR/metallb-controller" "$BIN_DIR/metallb-speaker" "$MANIFEST_DIR/metallb-native.yaml" -- build_metallb
 
 # containerd 1.6 and Multus look for every plugin in one directory.
 cp -a /usr/lib/cni/. "$CNI_DIR/"

@@ -24,6 +24,7 @@ import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, st
 import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
 import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { uninstallAgent } from './nodeport.js';
+import { runMetalLB } from './metallb.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
@@ -352,6 +353,19 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.hostNetwork.curls, Array(10).fill('ok'), 'a hostNetwork pod reaches the Service by name through the agent');
     assert.deepEqual(o.hostNetwork.sources, [NODE_ADDRESS], "its requests leave from the node's address on the network");
     assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall (--cleanup, then delete) leaves no agent link, rule or route');
+  });
+
+  void test("MetalLB built from its Go module and installed from its own manifest: it assigns from the pool on the blog's network to a Service labelled for multus-proxy, announces it on ens4 only (ARP answered with ens4's MAC) and withdraws it with the Service; kube-proxy writes no rule for the address", { timeout: 600_000 }, async () => {
+    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+    const o = await runMetalLB(node, log);
+    const last = (ip: string): number => Number(ip.split('.')[3]);
+    const { pool } = o.install;
+    assert.ok(last(o.assign.vip) >= last(pool.first) && last(o.assign.vip) <= last(pool.last) && o.assign.vip.startsWith('10.1.1.'), `${o.assign.vip} is from the pool ${pool.first}-${pool.last}`);
+    assert.deepEqual(o.assign.announcers, [{ node: NODE.name, interfaces: [NODE.parent] }], "MetalLB's ServiceL2Status: this node, on ens4 only");
+    assert.equal(o.assign.arpMac, o.assign.ens4Mac, "a host on ens4's segment resolves the address to ens4");
+    assert.deepEqual(o.assign.kubeProxyRules, [], 'kube-proxy wrote no rule for the address of a Service labelled for multus-proxy');
+    assert.deepEqual(o.assign.afterDelete, { announcers: 0, arpMac: undefined }, 'the Service deleted: no announcement, no ARP answer');
+    assert.deepEqual(o.leftAfterUninstall, [], 'MetalLB uninstalled: no CRD, no namespace');
   });
 
   void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {
