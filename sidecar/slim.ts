@@ -83,7 +83,10 @@ export function slimService(svc: V1Service): V1Service {
             sessionAffinity: spec.sessionAffinity,
             sessionAffinityConfig: spec.sessionAffinityConfig,
             ports: slimPorts(spec.ports),
+            // A LoadBalancer's: which ingress IPs the client reaches directly, and from where.
+            ...(spec.type === 'LoadBalancer' ? { loadBalancerSourceRanges: spec.loadBalancerSourceRanges } : {}),
           },
+    ...(spec?.type === 'LoadBalancer' ? { status: { loadBalancer: { ingress: svc.status?.loadBalancer?.ingress?.map((i) => ({ ip: i.ip, ipMode: i.ipMode })) } } } : {}),
   };
 }
 

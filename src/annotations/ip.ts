@@ -89,6 +89,16 @@ export function ipToBigInt(address: string, family: 4 | 6): bigint {
   return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16) & 0xffff), 0n);
 }
 
+/** The inverse of ipToBigInt: a number as a normalised address. */
+export function bigIntToIp(n: bigint, family: 4 | 6): string {
+  if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
+  const groups: string[] = [];
+  for (let s = 112n; s >= 0n; s -= 16n) groups.push(((n >> s) & 0xffffn).toString(16));
+  // Canonical (RFC 5952) spelling via parseIp's normaliser.
+  const parsed = parseIp(groups.join(':'));
+  return parsed.ok ? parsed.value.address : groups.join(':');
+}
+
 /**
  * Whether a MAC address has a form Go's net.ParseMAC (used by Multus) accepts: 6, 8 or 20 bytes
  * as hex pairs separated by ':' or '-', or as dotted groups of four hex digits.

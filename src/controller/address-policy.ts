@@ -13,7 +13,7 @@
  *   (src/annotations/nad-ipam.ts; elsewhere nothing is known and nothing is refused for it).
  * Each refusal names the address and the class (or the NAD and its range), for the Event.
  */
-import { BlockList } from 'node:net';
+import { specialAddress } from '../annotations/address-class.js';
 import { describeIpam, ipamAllows, type ReadableIpam } from '../annotations/nad-ipam.js';
 
 export interface AddressPolicy {
@@ -23,40 +23,13 @@ export interface AddressPolicy {
   readonly ipam?: ReadonlyMap<string, ReadableIpam>;
 }
 
-interface AddressClass {
-  readonly name: string;
-  readonly family: 4 | 6;
-  readonly list: BlockList;
-}
-
-/** One list per class and family: a BlockList also matches IPv4 against IPv4-mapped IPv6 subnets. */
-const CLASSES: readonly AddressClass[] = (
-  [
-    ['unspecified', 4, '0.0.0.0', 8],
-    ['unspecified', 6, '::', 128],
-    ['loopback', 4, '127.0.0.0', 8],
-    ['loopback', 6, '::1', 128],
-    ['link-local', 4, '169.254.0.0', 16],
-    ['link-local', 6, 'fe80::', 10],
-    ['multicast', 4, '224.0.0.0', 4],
-    ['multicast', 6, 'ff00::', 8],
-    ['broadcast', 4, '255.255.255.255', 32],
-    ['IPv4-mapped IPv6', 6, '::ffff:0:0', 96],
-  ] as const
-).map(([name, family, net, prefix]) => {
-  const list = new BlockList();
-  list.addSubnet(net, prefix, family === 4 ? 'ipv4' : 'ipv6');
-  return { name, family, list };
-});
-
 /**
  * Why `address` (normalised, family 4 or 6) must not be published on `network` (its key), or
  * undefined when it may be.
  */
 export function refusedAddress(address: string, family: 4 | 6, policy: AddressPolicy, network?: string): string | undefined {
-  if (address.includes('%')) return `${address} has an IPv6 zone, which only link-local addresses carry`;
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  for (const c of CLASSES) if (c.family === family && c.list.check(address, type)) return `${address} is a ${c.name} address`;
+  const special = specialAddress(address, family);
+  if (special !== undefined) return special;
   if (policy.nodeAddresses.has(address)) return `${address} is a Node's own address`;
   const ipam = network === undefined ? undefined : policy.ipam?.get(network);
   if (ipam !== undefined && !ipamAllows(ipam, address, family)) {

@@ -248,7 +248,7 @@ function find(list: readonly CacheEntry[] | undefined, t: ServicePortTarget): Ca
 }
 
 function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
-  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port;
+  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port && a.ingress === b.ingress;
 }
 
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {

@@ -37,6 +37,12 @@ export interface ServicePortTarget {
   readonly endpoints: readonly BackendEndpoint[];
   /** sessionAffinity ClientIP timeout in seconds, or undefined when affinity is None. */
   readonly affinityTimeoutSeconds?: number;
+  /**
+   * Set when `clusterIP` is one of a LoadBalancer Service's ingress IPs (`status.loadBalancer.ingress`,
+   * ipMode VIP) rather than a cluster IP: the client reaches it directly, as kube-proxy short-circuits
+   * in-cluster traffic to a load balancer's address. Absent for cluster IPs.
+   */
+  readonly ingress?: true;
 }
 
 /** The client pod's interface on one network, from its network-status. */

@@ -57,8 +57,9 @@ export function matchPort(clusterIP: string, t: Pick<ServicePortTarget, 'protoco
   return `-d ${hostPrefix(clusterIP, t.family)} -p ${p} -m ${p} --dport ${t.port}`;
 }
 
-export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port'>): string {
-  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}`;
+export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port' | 'ingress'>): string {
+  // An ingress IP's rules say so: in iptables-save they sit beside the cluster IP's of the same port.
+  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}${t.ingress === true ? ' loadBalancer' : ''}`;
 }
 
 /** The DNAT rules of one Service port chain. */

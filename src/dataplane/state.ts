@@ -7,6 +7,7 @@ import { NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_L
 import { compareText } from '../order.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { parseIp } from '../annotations/ip.js';
+import { readLoadBalancer, sourceAllowed } from '../annotations/load-balancer.js';
 import { networkKey, parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
 import { servedNetworks } from '../annotations/served-networks.js';
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../annotations/network-status.js';
@@ -148,10 +149,10 @@ function endpointsFor(slices: readonly V1EndpointSlice[], family: IpFamily, port
 }
 
 /** The Service's cluster IPs with their families; empty for headless (`None`) or unallocated ones. */
-function clusterIPs(svc: V1Service): { ip: string; family: IpFamily }[] {
+function clusterIPs(svc: V1Service): Frontend[] {
   const spec = svc.spec;
   const ips = spec?.clusterIPs ?? (spec?.clusterIP !== undefined ? [spec.clusterIP] : []);
-  const out: { ip: string; family: IpFamily }[] = [];
+  const out: Frontend[] = [];
   for (const text of ips) {
     if (text === 'None' || text === '') continue;
     const parsed = parseIp(text);
@@ -171,16 +172,17 @@ export type Keyed = readonly [key: string, target: ServicePortTarget];
 /** The targets of one Service object (appended to `out`), or the problem that keeps it from having any. */
 export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined, ifaceByNet: ReadonlyMap<string, PodInterface>, out: Keyed[]): string | undefined {
   if (svc.metadata?.labels?.[PROXY_NAME_LABEL] !== PROXY_NAME) return undefined;
-  // ClusterIP, and NodePort's cluster IP (its node ports are the node agent's): headless Services
-  // need no rules at all, because DNS answers with the endpoint addresses themselves and the
-  // client connects to them directly over its secondary interface. Other types are denied by the
-  // webhook; ignore them if one slips through.
+  // ClusterIP, NodePort's and LoadBalancer's cluster IP (node ports are the node agent's), and a
+  // LoadBalancer's ingress IPs: headless Services need no rules at all, because DNS answers with
+  // the endpoint addresses themselves and the client connects to them directly over its secondary
+  // interface. ExternalName is denied by the webhook; ignore it if one slips through.
   const type = svc.spec?.type ?? 'ClusterIP';
-  if (type !== 'ClusterIP' && type !== 'NodePort') return undefined;
-  const ips = clusterIPs(svc);
-  if (ips.length === 0) return undefined;
+  if (type !== 'ClusterIP' && type !== 'NodePort' && type !== 'LoadBalancer') return undefined;
   const ns = svc.metadata?.namespace ?? '';
   const name = `${ns}/${svc.metadata?.name ?? ''}`;
+  const lb = type === 'LoadBalancer' ? ingressFrontends(svc, ifaceByNet) : undefined;
+  const ips = [...clusterIPs(svc), ...(lb?.frontends ?? [])];
+  if (ips.length === 0) return lb?.problem;
   const netValue = svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
   if (netValue === undefined) return undefined;
   const nets = parseServiceNetwork(netValue, ns);
@@ -188,7 +190,7 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
   const affinityTimeoutSeconds =
     svc.spec?.sessionAffinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS) : undefined;
 
-  for (const { ip, family } of ips) {
+  for (const { ip, family, ingress, allowed } of ips) {
     // One cluster IP leaves through one interface (its route), so it is served on one network:
     // the first of the Service's networks, in the Service's order, where the pod has an
     // interface with an address of this family (the route's source). None: no target.
@@ -197,6 +199,10 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
       return iface !== undefined && hasFamily(iface, family);
     });
     if (network === undefined) continue;
+    // loadBalancerSourceRanges apply to in-cluster clients too (kube-proxy's firewall sees the pod's
+    // address): a client outside them is not short-circuited, and its packets go the usual way, to
+    // the nodes, whose rules drop them.
+    if (allowed !== undefined && !allowed(ifaceByNet.get(networkKey(network)) as PodInterface)) continue;
     const netSlices = byNet?.get(networkKey(network)) ?? [];
     for (const p of svc.spec?.ports ?? []) {
       const protocol = PROTOCOLS.find((x) => x === (p.protocol ?? 'TCP'));
@@ -212,11 +218,51 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
         network: { namespace: network.namespace, name: network.name },
         endpoints: endpointsFor(netSlices, family, portName, protocol),
         ...(affinityTimeoutSeconds !== undefined ? { affinityTimeoutSeconds } : {}),
+        ...(ingress === true ? { ingress } : {}),
       };
       out.push([targetKey(t), t]);
     }
   }
-  return undefined;
+  return lb?.problem;
+}
+
+interface Frontend {
+  readonly ip: string;
+  readonly family: IpFamily;
+  readonly ingress?: true;
+  /** Ingress IPs with loadBalancerSourceRanges: whether the client, from its interface there, is inside them. */
+  readonly allowed?: (iface: PodInterface) => boolean;
+}
+
+/**
+ * A LoadBalancer's ingress IPs the client reaches directly (ipMode VIP; Proxy is the load
+ * balancer's to forward, as kube-proxy leaves it), checked where they enter
+ * (src/annotations/load-balancer.ts), the client's own addresses refused. Problems come back as
+ * one message for the sidecar's log and Event.
+ */
+function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInterface>): { frontends: Frontend[]; problem?: string } {
+  const own = new Set<string>();
+  for (const i of ifaceByNet.values()) {
+    for (const [family, list] of [[4, i.ipv4], [6, i.ipv6]] as const) {
+      for (const a of list) {
+        const p = parseIp(a);
+        if (p.ok && p.value.family === family) own.add(p.value.address);
+      }
+    }
+  }
+  const view = readLoadBalancer(svc, own);
+  const ranges = view.sourceRanges;
+  const allowed =
+    ranges === undefined
+      ? undefined
+      : (family: IpFamily) =>
+          (iface: PodInterface): boolean => {
+            const p = parseIp((family === 4 ? iface.ipv4 : iface.ipv6)[0] ?? '');
+            return p.ok && sourceAllowed(ranges, p.value.address, family);
+          };
+  const frontends = view.vips.map((v): Frontend => ({ ip: v.address, family: v.family, ingress: true, ...(allowed !== undefined ? { allowed: allowed(v.family) } : {}) }));
+  const object = `Service ${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
+  return view.problems.length === 0 ? { frontends } : { frontends, problem: view.problems.map((e) => formatInputError(object, e)).join('\n') };
 }
 
 export const byKey = (a: Keyed, b: Keyed): number => compareText(a[0], b[0]);

@@ -17,7 +17,7 @@
  * Pure; bad input gives an InputError naming the key, the value and the fix.
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION } from '../keys.js';
-import { ipToBigInt, parseIp } from '../annotations/ip.js';
+import { bigIntToIp, ipToBigInt, parseIp } from '../annotations/ip.js';
 import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { parseNetworkEntries } from './node-entries.js';
 import { err, inputError, ok, type InputError, type Result } from '../result.js';
@@ -46,15 +46,6 @@ export const MAX_RANGE_SIZE = 65536;
 
 const NODE_EXAMPLE = 'e.g. "demo/net-a=192.168.101.250/24,fd00:101::fa/64; demo/net-b=10.20.0.5/16"';
 const RANGE_EXAMPLE = 'e.g. "192.168.101.200-192.168.101.231/24" or "192.168.101.200-192.168.101.231/24, fd00:101::200-fd00:101::21f/64"';
-
-export function bigIntToIp(n: bigint, family: IpFamily): string {
-  if (family === 4) return [24n, 16n, 8n, 0n].map((s) => String((n >> s) & 255n)).join('.');
-  const groups: string[] = [];
-  for (let s = 112n; s >= 0n; s -= 16n) groups.push(((n >> s) & 0xffffn).toString(16));
-  // Canonical (RFC 5952) spelling via parseIp's normaliser.
-  const parsed = parseIp(groups.join(':'));
-  return parsed.ok ? parsed.value.address : groups.join(':');
-}
 
 /** Whether `address/prefix` is usable as a host address (not the IPv4 network or broadcast address of a /0-/30). */
 function hostAddressProblem(value: bigint, family: IpFamily, prefix: number): string | undefined {

@@ -1,10 +1,13 @@
 /**
- * Health of `externalTrafficPolicy: Local` NodePort Services on this node, as kube-proxy serves
- * healthCheckNodePort: 200 with the count of local endpoints when this node has one, 503 otherwise,
- * so an external load balancer sends traffic only to nodes that keep the client's address and have
- * somewhere to send it. Always at `/services/<namespace>/<name>` on the agent's health port (the
- * apiserver allocates healthCheckNodePort for LoadBalancer only); also on healthCheckNodePort
- * itself when a Service sets one (one listener per port, every address).
+ * Health of `externalTrafficPolicy: Local` NodePort and LoadBalancer Services on this node, as
+ * kube-proxy serves healthCheckNodePort: 200 with the count of local endpoints when this node has
+ * one and the agent is syncing, 503 otherwise, so an external load balancer sends traffic only to
+ * nodes that keep the client's address and have somewhere to send it. The body has kube-proxy's
+ * shape (`{"service":{"namespace","name"},"localEndpoints":N,"serviceProxyHealthy":bool}`), so a
+ * checker written for kube-proxy reads it unchanged. Always at `/services/<namespace>/<name>` on
+ * the agent's health port; also on healthCheckNodePort itself when a Service has one (the
+ * apiserver allocates it for LoadBalancer Local), one listener per port on every address, the
+ * node's secondary-network address included: the balancer checks on the network the traffic uses.
  */
 import http from 'node:http';
 import type { Logger } from '../log.js';
@@ -20,13 +23,17 @@ export interface HealthCheckServers {
   ports(): number[];
 }
 
-export function createHealthCheckServers(log: Logger, host = '::'): HealthCheckServers {
+/** kube-proxy's answer for one Service: 200 only with a local endpoint and a proxy that is syncing. Pure. */
+export function healthAnswer(c: HealthCheck, proxyHealthy: boolean): { status: number; body: string } {
+  const [namespace, name] = c.service.split('/');
+  return { status: c.localEndpoints > 0 && proxyHealthy ? 200 : 503, body: JSON.stringify({ service: { namespace, name }, localEndpoints: c.localEndpoints, serviceProxyHealthy: proxyHealthy }) };
+}
+
+/** `healthy`: whether the agent's sync loop is alive (kube-proxy's serviceProxyHealthy). */
+export function createHealthCheckServers(log: Logger, host = '::', healthy: () => boolean = () => true): HealthCheckServers {
   const servers = new Map<number, { server: http.Server; check: HealthCheck }>();
   let byService = new Map<string, HealthCheck>();
-  const answer = (c: HealthCheck): { status: number; body: string } => {
-    const [namespace, name] = c.service.split('/');
-    return { status: c.localEndpoints > 0 ? 200 : 503, body: JSON.stringify({ service: { namespace, name }, localEndpoints: c.localEndpoints }) };
-  };
+  const answer = (c: HealthCheck): { status: number; body: string } => healthAnswer(c, healthy());
   const close = (server: http.Server): Promise<void> =>
     new Promise((resolve) => {
       server.closeAllConnections();
@@ -37,7 +44,7 @@ export function createHealthCheckServers(log: Logger, host = '::'): HealthCheckS
       const m = /^\/services\/([^/]+)\/([^/]+)$/.exec(path);
       if (m === null) return undefined;
       const c = byService.get(`${m[1] ?? ''}/${m[2] ?? ''}`);
-      return c === undefined ? { status: 404, body: JSON.stringify({ error: 'no Local NodePort Service of that name on this node' }) } : answer(c);
+      return c === undefined ? { status: 404, body: JSON.stringify({ error: 'no Local NodePort or LoadBalancer Service of that name on this node' }) } : answer(c);
     },
     async update(checks) {
       byService = new Map(checks.map((c) => [c.service, c]));

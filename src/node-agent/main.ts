@@ -50,11 +50,14 @@ async function main(): Promise<void> {
 
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const registry = createRegistry('multus_proxy_node');
-  const healthChecks = createHealthCheckServers(log);
+  // serviceProxyHealthy in the health-check answers: the runtime's liveness, once it exists.
+  let live = (): boolean => false;
+  const healthChecks = createHealthCheckServers(log, '::', () => live());
   const runtime = createNodeRuntime(
     { nodeName: opts.nodeName, masqueradeMark: 2 ** opts.masqueradeBit, parentFromNad: opts.parentFromNad, minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs },
     { client, dataplane, interfaces, healthChecks, log, registry },
   );
+  live = () => runtime.live();
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, registry, opts.healthPort, undefined, (path) => healthChecks.route(path));
   log.info({ node: opts.nodeName, healthPort: health.port, backend: await dataplane.backend(), parentFromNad: opts.parentFromNad }, 'multus-proxy node agent starting');
 

@@ -41,6 +41,10 @@ export const NODE_POSTROUTING_CHAIN = 'MPXN-POSTROUTING';
 export const NODE_FORWARD_CHAIN = 'MPXN-FORWARD';
 export const NODEPORT_CHAIN_PREFIX = 'MPXN-NP-';
 export const NODE_SERVICE_CHAIN_PREFIX = 'MPXN-SVC-';
+/** nat chain of one LoadBalancer ingress IP port (the DNAT rules, as a node port's). */
+export const LOADBALANCER_CHAIN_PREFIX = 'MPXN-LB-';
+/** filter chain of one ingress IP port with loadBalancerSourceRanges: admitted sources RETURN, the rest DROP. */
+export const FIREWALL_CHAIN_PREFIX = 'MPXN-FW-';
 /** Comment on our jumps from the built-in chains; also how they are recognised. */
 export const NODE_JUMP_COMMENT = 'multus-proxy-node';
 /** Default masquerade mark: bit 13 (kube-proxy uses 14 and 15). */
@@ -60,6 +64,9 @@ export const NODE_LAYOUT: Layout = {
       { chain: 'INPUT', spec: jump(NODE_REJECT_CHAIN, '-m conntrack --ctstate NEW ') },
       { chain: 'OUTPUT', spec: jump(NODE_REJECT_CHAIN, '-m conntrack --ctstate NEW ') },
       { chain: 'FORWARD', spec: jump(NODE_FORWARD_CHAIN) },
+      // An ingress IP is not the node's: what nat did not DNAT to it (a source outside the ranges,
+      // a port without endpoints) is forwarded, and refused here.
+      { chain: 'FORWARD', spec: jump(NODE_REJECT_CHAIN, '-m conntrack --ctstate NEW ') },
     ],
   },
   setChains: new Set([NODEPORTS_CHAIN, NODE_SERVICES_CHAIN, NODE_REJECT_CHAIN]),
@@ -89,10 +96,28 @@ export interface NodePortTarget {
   readonly localEndpoints: readonly BackendEndpoint[];
 }
 
+/**
+ * One port of one LoadBalancer Service on one ingress IP (ipMode VIP, validated where it entered,
+ * src/annotations/load-balancer.ts). `base` is the Service's cluster-IP target of the ingress IP's
+ * family, whose network and endpoints it serves.
+ */
+export interface LoadBalancerTarget {
+  readonly base: ServicePortTarget;
+  /** Normalised, of base's family. */
+  readonly ingressIP: string;
+  readonly policy: TrafficPolicy;
+  /** Local: the endpoints on this node; ignored for Cluster. */
+  readonly localEndpoints: readonly BackendEndpoint[];
+  /** loadBalancerSourceRanges of base's family as CIDRs; undefined: every source; empty: none. */
+  readonly sourceRanges?: readonly string[];
+}
+
 export interface NodeState {
-  /** Cluster IP ports the node itself reaches (every opted-in ClusterIP/NodePort Service on a served network). */
+  /** Cluster IP ports the node itself reaches (every opted-in ClusterIP/NodePort/LoadBalancer Service on a served network, and LoadBalancer ingress IPs). */
   readonly clusterTargets: readonly ServicePortTarget[];
   readonly nodePorts: readonly NodePortTarget[];
+  /** LoadBalancer ingress IPs served to outside clients (absent: none). */
+  readonly loadBalancers?: readonly LoadBalancerTarget[];
   readonly networks: readonly NodeNetwork[];
   /** The masquerade mark bit's value (DEFAULT_MASQUERADE_MARK). */
   readonly masqueradeMark: number;
@@ -100,32 +125,71 @@ export interface NodeState {
 
 const hex = (n: number): string => `0x${n.toString(16)}`;
 
-function nodePortChain(t: NodePortTarget, address: string): string {
-  return hashName(NODEPORT_CHAIN_PREFIX, t.base.service, t.base.portName, t.base.protocol, t.base.family, address, t.nodePort, t.policy);
+/**
+ * One frontend the node serves to outside clients, whatever made it: a node port (the node's own
+ * address on the network, the Service's nodePort) or a LoadBalancer ingress IP (that address, the
+ * Service's port). One table-driven function (frontendWork) turns either into rules.
+ */
+interface Frontend {
+  readonly kind: 'nodePort' | 'loadBalancer';
+  readonly base: ServicePortTarget;
+  readonly policy: TrafficPolicy;
+  readonly localEndpoints: readonly BackendEndpoint[];
+  /** The destination address; undefined: the node's own address on the network. */
+  readonly address: string | undefined;
+  readonly port: number;
+  readonly sourceRanges: readonly string[] | undefined;
 }
 
-function describe(t: NodePortTarget): string {
-  return `${portLabel(t.base)}/${t.base.protocol} nodePort ${t.nodePort} (IPv${t.base.family}, ${t.policy})`;
+const asFrontend = (t: NodePortTarget): Frontend => ({ kind: 'nodePort', base: t.base, policy: t.policy, localEndpoints: t.localEndpoints, address: undefined, port: t.nodePort, sourceRanges: undefined });
+const lbFrontend = (t: LoadBalancerTarget): Frontend => ({ kind: 'loadBalancer', base: t.base, policy: t.policy, localEndpoints: t.localEndpoints, address: t.ingressIP, port: t.base.port, sourceRanges: t.sourceRanges });
+
+/** What differs between the two kinds of frontend, as data. */
+const KINDS = {
+  nodePort: { chainPrefix: NODEPORT_CHAIN_PREFIX, label: 'nodePort', portWord: 'node port' },
+  loadBalancer: { chainPrefix: LOADBALANCER_CHAIN_PREFIX, label: 'loadBalancer', portWord: 'port' },
+} as const;
+
+function frontendChain(f: Frontend, address: string): string {
+  // A node port's name is as before (existing chains keep their names across an upgrade).
+  if (f.kind === 'nodePort') return hashName(NODEPORT_CHAIN_PREFIX, f.base.service, f.base.portName, f.base.protocol, f.base.family, address, f.port, f.policy);
+  return hashName(LOADBALANCER_CHAIN_PREFIX, f.base.service, f.base.portName, f.base.protocol, f.base.family, address, f.port, f.policy);
 }
 
-/** One NodePort frontend's work before the duplicate check: skipped, or resolved with the address:port it takes. */
-type NodePortWork =
+function describe(f: Frontend): string {
+  const where = f.kind === 'nodePort' ? `nodePort ${f.port}` : `loadBalancer ${f.address ?? ''}:${f.port}`;
+  return `${portLabel(f.base)}/${f.base.protocol} ${where} (IPv${f.base.family}, ${f.policy})`;
+}
+
+/** A frontend's rules beyond its ResolvedTarget: every dispatch line, the filter lines, a firewall chain. */
+export interface FrontendRules {
+  readonly resolved: ResolvedTarget;
+  /** nat MPXN-NODEPORTS lines (one per source range when the Service has ranges). */
+  readonly dispatch: readonly string[];
+  /** filter MPXN-REJECT lines: the port's refusal (no endpoints), or the jump to its firewall chain. */
+  readonly refuse: readonly string[];
+  /** loadBalancerSourceRanges: filter chain MPXN-FW-… (admitted sources RETURN, or are refused when there are no endpoints; the rest DROP). */
+  readonly firewall?: { readonly chain: string; readonly rules: readonly string[] };
+}
+
+/** One frontend's work before the duplicate check: skipped, or resolved with the address:port it takes. */
+type FrontendWork =
   | { readonly ok: false; readonly key: string; readonly skip: SkippedTarget }
-  | { readonly ok: true; readonly key: string; readonly portKey: string; readonly resolved: ResolvedTarget; readonly warnings: readonly string[] };
+  | { readonly ok: true; readonly key: string; readonly portKey: string; readonly rules: FrontendRules; readonly warnings: readonly string[] };
 
 /**
- * Memo of NodePort work between renders, keyed by the NodePortTarget object (the planner,
- * state.ts NodePlanner, hands back the same object for an unchanged Service port). The work
- * depends on the target and on the node's networks and masquerade mark only, so it is dropped
- * whole when those change, and what a render did not use is dropped at the next one.
+ * Memo of frontend work between renders, keyed by the target object (the planner, state.ts
+ * NodePlanner, hands back the same object for an unchanged Service port). The work depends on the
+ * target and on the node's networks and masquerade mark only, so it is dropped whole when those
+ * change, and what a render did not use is dropped at the next one.
  */
-export class NodePortMemo {
-  private old = new Map<NodePortTarget, NodePortWork>();
-  private current = new Map<NodePortTarget, NodePortWork>();
+export class FrontendMemo<T extends object> {
+  private old = new Map<T, FrontendWork>();
+  private current = new Map<T, FrontendWork>();
   private context: string | undefined;
   /** The last input list and its sorted order (an unchanged list is not sorted again). */
-  private lastInput: readonly NodePortTarget[] | undefined;
-  private lastSorted: readonly NodePortTarget[] = [];
+  private lastInput: readonly T[] | undefined;
+  private lastSorted: readonly T[] = [];
 
   /** Called once per render, before it. */
   begin(state: NodeState): void {
@@ -138,15 +202,15 @@ export class NodePortMemo {
     this.old = this.current;
     this.current = new Map();
   }
-  get(t: NodePortTarget): NodePortWork | undefined {
+  get(t: T): FrontendWork | undefined {
     const w = this.current.get(t) ?? this.old.get(t);
     if (w !== undefined) this.current.set(t, w);
     return w;
   }
-  set(t: NodePortTarget, w: NodePortWork): void {
+  set(t: T, w: FrontendWork): void {
     this.current.set(t, w);
   }
-  sorted(input: readonly NodePortTarget[], keyOf: (t: NodePortTarget) => string): readonly NodePortTarget[] {
+  sorted(input: readonly T[], keyOf: (t: T) => string): readonly T[] {
     if (input !== this.lastInput) {
       this.lastInput = input;
       this.lastSorted = sortByKey(input, keyOf);
@@ -154,6 +218,9 @@ export class NodePortMemo {
     return this.lastSorted;
   }
 }
+
+/** The NodePort memo (its name before LoadBalancer frontends shared it). */
+export class NodePortMemo extends FrontendMemo<NodePortTarget> {}
 
 /** Sorted by key, computed once per item; stable (equal keys keep their order). */
 function sortByKey<T>(items: readonly T[], keyOf: (t: T) => string): T[] {
@@ -163,103 +230,139 @@ function sortByKey<T>(items: readonly T[], keyOf: (t: T) => string): T[] {
     .map((x) => x.item);
 }
 
-/** Everything about one NodePort frontend that does not depend on the others (see resolveNodePorts). */
-function nodePortWork(t: NodePortTarget, state: NodeState): NodePortWork {
-  const fam = t.base.family;
-  const k = key(t);
-  const net = state.networks.find((n) => n.network.namespace === t.base.network.namespace && n.network.name === t.base.network.name);
-  const skip = (reason: string, level: SkippedTarget['level']): NodePortWork => ({ ok: false, key: k, skip: { target: describe(t), reason, level } });
-  if (net === undefined) return skip(`the node has no interface of its own on network ${networkKey(t.base.network)}`, 'info');
-  const address = normalizeAddress((fam === 4 ? net.ipv4 : net.ipv6) ?? '', fam);
-  if (address === undefined) return skip(`the node has no IPv${fam} address on network ${networkKey(net.network)}`, 'info');
-  if (!validPort(t.nodePort)) return skip(`node port ${JSON.stringify(t.nodePort)} is not a number from 1 to 65535`, 'warn');
+/** Everything about one frontend that does not depend on the others (see resolveFrontends). */
+function frontendWork(f: Frontend, state: NodeState): FrontendWork {
+  const fam = f.base.family;
+  const k = frontendKey(f);
+  const kind = KINDS[f.kind];
+  const net = state.networks.find((n) => n.network.namespace === f.base.network.namespace && n.network.name === f.base.network.name);
+  const skip = (reason: string, level: SkippedTarget['level']): FrontendWork => ({ ok: false, key: k, skip: { target: describe(f), reason, level } });
+  if (net === undefined) return skip(`the node has no interface of its own on network ${networkKey(f.base.network)}`, 'info');
+  // The node's address there: a node port's destination, and (Cluster) the masquerade source.
+  const nodeAddress = normalizeAddress((fam === 4 ? net.ipv4 : net.ipv6) ?? '', fam);
+  if (nodeAddress === undefined) return skip(`the node has no IPv${fam} address on network ${networkKey(net.network)}`, 'info');
+  const address = f.address === undefined ? nodeAddress : normalizeAddress(f.address, fam);
+  if (address === undefined) return skip(`ingress IP ${JSON.stringify(f.address)} is not an IPv${fam} address`, 'warn');
+  if (!validPort(f.port)) return skip(`${kind.portWord} ${JSON.stringify(f.port)} is not a number from 1 to 65535`, 'warn');
   const warnings: string[] = [];
-  const chosen = chooseEndpoints(t.policy === 'Local' ? t.localEndpoints : t.base.endpoints, fam, (m) => warnings.push(m), describe(t));
-  const chain = nodePortChain(t, address);
-  const frontend: ServicePortTarget = { ...t.base, clusterIP: address, port: t.nodePort };
+  const chosen = chooseEndpoints(f.policy === 'Local' ? f.localEndpoints : f.base.endpoints, fam, (m) => warnings.push(m), describe(f));
+  const chain = frontendChain(f, address);
+  const frontend: ServicePortTarget = { ...f.base, clusterIP: address, port: f.port };
   const match = matchPort(address, frontend);
-  const label = `${portLabel(t.base)} nodePort ${t.policy}`;
-  const mark = t.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
-  const why = t.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
+  const label = `${portLabel(f.base)} ${kind.label} ${f.policy}`;
+  const mark = f.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
+  const why = f.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
+  const reject = `-j REJECT --reject-with ${rejectWith(frontend)}`;
+  const ranges = f.sourceRanges;
+  // Matched by address, not by `-i`: with Linux's default arp_ignore=0 the parent interface
+  // (not ours to reconfigure) also answers ARP for our address, so a client's packets may
+  // arrive on the parent instead of our macvlan (measured: the first connection did).
+  // With source ranges only admitted sources are DNATed; the rest keep the ingress IP as their
+  // destination, and filter (MPXN-REJECT, from INPUT and FORWARD) drops them in the firewall chain.
+  const dispatch = ranges === undefined ? [`-A ${NODEPORTS_CHAIN} ${match} ${comment(label)} -j ${chain}`] : ranges.map((r) => `-A ${NODEPORTS_CHAIN} -s ${r} ${match} ${comment(label)} -j ${chain}`);
+  const empty = chosen.endpoints.length === 0;
+  let refuse: string[];
+  let firewall: FrontendRules['firewall'];
+  if (ranges === undefined) refuse = empty ? [`-A ${NODE_REJECT_CHAIN} ${match} ${comment(`${label} ${why}`)} ${reject}`] : [];
+  else {
+    const fw = hashName(FIREWALL_CHAIN_PREFIX, chain);
+    refuse = [`-A ${NODE_REJECT_CHAIN} ${match} ${comment(`${label} loadBalancerSourceRanges`)} -j ${fw}`];
+    firewall = {
+      chain: fw,
+      rules: [
+        ...ranges.map((r) => (empty ? `-A ${fw} -s ${r} ${comment(`${label} ${why}`)} ${reject}` : `-A ${fw} -s ${r} -j RETURN`)),
+        `-A ${fw} ${comment(`${label} source outside loadBalancerSourceRanges`)} -j DROP`,
+      ],
+    };
+  }
   return {
     ok: true,
     key: k,
-    portKey: `${address}|${t.base.protocol}|${t.nodePort}`,
+    portKey: `${address}|${f.base.protocol}|${f.port}`,
     warnings,
-    resolved: {
-      target: frontend,
-      clusterIP: address,
-      chain,
-      interface: net.interface,
-      source: address,
-      endpoints: chosen.endpoints,
-      choice: chosen.choice,
-      ...(t.base.affinityTimeoutSeconds !== undefined ? { affinitySeconds: t.base.affinityTimeoutSeconds } : {}),
-      // No endpoints: no mark either (nothing is forwarded), only the reject rule.
-      rules: chosen.endpoints.length === 0 ? [] : [...mark, ...serviceChainRules(chain, frontend, chosen.endpoints)],
-      // Matched by address, not by `-i`: with Linux's default arp_ignore=0 the parent interface
-      // (not ours to reconfigure) also answers ARP for our address, so a client's packets may
-      // arrive on the parent instead of our macvlan (measured: the first connection did).
-      dispatch: `-A ${NODEPORTS_CHAIN} ${match} ${comment(label)} -j ${chain}`,
-      reject: `-A ${NODE_REJECT_CHAIN} ${match} ${comment(`${label} ${why}`)} -j REJECT --reject-with ${rejectWith(frontend)}`,
-      route: { family: fam, dst: address, dev: net.interface, src: address },
+    rules: {
+      resolved: {
+        target: frontend,
+        clusterIP: address,
+        chain,
+        interface: net.interface,
+        source: nodeAddress,
+        endpoints: chosen.endpoints,
+        choice: chosen.choice,
+        ...(f.base.affinityTimeoutSeconds !== undefined ? { affinitySeconds: f.base.affinityTimeoutSeconds } : {}),
+        // No endpoints: no mark either (nothing is forwarded), only the reject rule.
+        rules: empty ? [] : [...mark, ...serviceChainRules(chain, frontend, chosen.endpoints)],
+        dispatch: dispatch[0] ?? '',
+        reject: refuse[0] ?? '',
+        route: { family: fam, dst: address, dev: net.interface, src: nodeAddress },
+      },
+      dispatch,
+      refuse,
+      ...(firewall !== undefined ? { firewall } : {}),
     },
   };
 }
 
 /**
- * The NodePort frontends: one per (Service port, family) on each network where the node has an
- * address of that family. Returned as ResolvedTargets whose `clusterIP` is the node's address and
- * whose target's `port` is the node port, so the shared conntrack planner flushes
- * `--orig-dst <node addr> --orig-port-dst <nodePort>` exactly as it does for cluster IPs. With a
- * memo, an unchanged NodePortTarget resolves to the very same object as last time.
+ * The node's frontends: one per (Service port, family) on each network where the node has an
+ * address of that family, per node port and per ingress IP. Each carries a ResolvedTarget whose
+ * `clusterIP` is the frontend's address and whose target's `port` is the frontend's port, so the
+ * shared conntrack planner flushes `--orig-dst <address> --orig-port-dst <port>` exactly as it
+ * does for cluster IPs. With memos, an unchanged target resolves to the very same object as last time.
  */
-export function resolveNodePorts(state: NodeState, memo?: NodePortMemo): { targets: ResolvedTarget[]; skipped: SkippedTarget[]; warnings: string[] } {
-  const targets: ResolvedTarget[] = [];
+export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache, 'nodePorts' | 'loadBalancers'>): { frontends: FrontendRules[]; skipped: SkippedTarget[]; warnings: string[] } {
+  const frontends: FrontendRules[] = [];
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
   const seen = new Set<string>();
-  memo?.begin(state);
-  const work = (t: NodePortTarget): NodePortWork => {
-    let w = memo?.get(t);
-    if (w === undefined) {
-      w = nodePortWork(t, state);
-      memo?.set(t, w);
+  const pass = <T extends object>(list: readonly T[], toFrontend: (t: T) => Frontend, memo: FrontendMemo<T> | undefined): void => {
+    memo?.begin(state);
+    const work = (t: T): FrontendWork => {
+      let w = memo?.get(t);
+      if (w === undefined) {
+        w = frontendWork(toFrontend(t), state);
+        memo?.set(t, w);
+      }
+      return w;
+    };
+    const sorted = memo !== undefined ? memo.sorted(list, (t) => work(t).key) : sortByKey(list, (t) => frontendKey(toFrontend(t)));
+    for (const t of sorted) {
+      const w = work(t);
+      if (!w.ok) {
+        skipped.push(w.skip);
+        continue;
+      }
+      if (seen.has(w.portKey)) {
+        const f = toFrontend(t);
+        skipped.push({ target: describe(f), reason: `${f.base.protocol} ${KINDS[f.kind].portWord} ${f.port} on ${w.rules.resolved.clusterIP} is listed twice; the first entry is used`, level: 'warn' });
+        continue;
+      }
+      seen.add(w.portKey);
+      warnings.push(...w.warnings);
+      frontends.push(w.rules);
     }
-    return w;
   };
-  const sorted = memo !== undefined ? memo.sorted(state.nodePorts, (t) => work(t).key) : sortByKey(state.nodePorts, key);
-  for (const t of sorted) {
-    const w = work(t);
-    if (!w.ok) {
-      skipped.push(w.skip);
-      continue;
-    }
-    if (seen.has(w.portKey)) {
-      skipped.push({ target: describe(t), reason: `${t.base.protocol} node port ${t.nodePort} on ${w.resolved.clusterIP} is listed twice; the first entry is used`, level: 'warn' });
-      continue;
-    }
-    seen.add(w.portKey);
-    warnings.push(...w.warnings);
-    targets.push(w.resolved);
-  }
-  return { targets, skipped, warnings };
+  pass(state.nodePorts, asFrontend, cache?.nodePorts);
+  pass(state.loadBalancers ?? [], lbFrontend, cache?.loadBalancers);
+  return { frontends, skipped, warnings };
 }
 
-const key = (t: NodePortTarget): string => JSON.stringify([t.base.service, t.base.portName, t.base.protocol, t.base.family, networkKey(t.base.network), t.nodePort, t.policy]);
+const frontendKey = (f: Frontend): string =>
+  JSON.stringify(f.kind === 'nodePort' ? [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.port, f.policy] : [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.address, f.port, f.policy, f.sourceRanges]);
 
-
-/** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names (`base`), plus NodePorts. */
-function ruleset(base: Ruleset, nodePorts: readonly ResolvedTarget[], family: IpFamily, state: NodeState): Ruleset {
+/** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names (`base`), plus the frontends. */
+function ruleset(base: Ruleset, frontends: readonly FrontendRules[], family: IpFamily, state: NodeState): Ruleset {
   const nat = new Map(base.nat);
   const filter = new Map(base.filter);
   const dispatch: string[] = [];
   const reject = [...(filter.get(NODE_REJECT_CHAIN) ?? [])];
-  for (const r of nodePorts) {
+  for (const f of frontends) {
+    const r = f.resolved;
     if (r.target.family !== family) continue;
-    dispatch.push(r.dispatch);
-    if (r.endpoints.length === 0) reject.push(r.reject);
+    dispatch.push(...f.dispatch);
+    reject.push(...f.refuse);
     nat.set(r.chain, r.rules);
+    if (f.firewall !== undefined) filter.set(f.firewall.chain, f.firewall.rules);
   }
   nat.set(NODEPORTS_CHAIN, dispatch);
   const m = hex(state.masqueradeMark);
@@ -282,6 +385,7 @@ function ruleset(base: Ruleset, nodePorts: readonly ResolvedTarget[], family: Ip
 export class NodeRenderCache {
   readonly cluster = new RenderCache(NODE_LAYOUT);
   readonly nodePorts = new NodePortMemo();
+  readonly loadBalancers = new FrontendMemo<LoadBalancerTarget>();
   /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
   interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
 }
@@ -303,12 +407,12 @@ export function renderNode(state: NodeState, cache?: NodeRenderCache): Rendered 
     if (cache !== undefined) cache.interfaces = { networks: state.networks, value: interfaces };
   }
   const cluster = render({ targets: state.clusterTargets, interfaces }, cache?.cluster, NODE_LAYOUT);
-  const np = resolveNodePorts(state, cache?.nodePorts);
+  const fe = resolveFrontends(state, cache);
   const { resolution } = cluster;
   return {
-    resolution: { targets: [...resolution.targets, ...np.targets], skipped: [...resolution.skipped, ...np.skipped], warnings: [...resolution.warnings, ...np.warnings] },
-    v4: ruleset(cluster.v4, np.targets, 4, state),
-    v6: ruleset(cluster.v6, np.targets, 6, state),
+    resolution: { targets: [...resolution.targets, ...fe.frontends.map((f) => f.resolved)], skipped: [...resolution.skipped, ...fe.skipped], warnings: [...resolution.warnings, ...fe.warnings] },
+    v4: ruleset(cluster.v4, fe.frontends, 4, state),
+    v6: ruleset(cluster.v6, fe.frontends, 6, state),
     routes: cluster.routes,
   };
 }

@@ -69,6 +69,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const startedMs = Date.now();
   const metrics = createSyncMetrics(deps.registry, 'multus_proxy_node', { driftChecks: false });
   const nodePorts = new prom.Gauge({ name: 'multus_proxy_node_nodeports', help: 'NodePort frontends served on this node', registers: [deps.registry] });
+  const loadBalancers = new prom.Gauge({ name: 'multus_proxy_node_loadbalancer_frontends', help: 'LoadBalancer ingress IP frontends (ingress IP, port, family) served on this node', registers: [deps.registry] });
   const networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers: [deps.registry] });
   const unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers: [deps.registry] });
 
@@ -135,6 +136,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     unservable.reset();
     for (const u of plan.unservable) unservable.set({ network: u.network, type: u.type }, 1);
     nodePorts.set(plan.state.nodePorts.length);
+    loadBalancers.set(plan.state.loadBalancers?.length ?? 0);
     networksServed.set(plan.state.networks.length);
     return result;
   }
@@ -196,6 +198,7 @@ const STUCK_AFTER_MS = 120_000;
 function nodeStateSize(state: NodeState): { targets: number; endpoints: number } {
   let endpoints = 0;
   for (const t of state.clusterTargets) endpoints += t.endpoints.length;
-  for (const t of state.nodePorts) endpoints += (t.policy === 'Local' ? t.localEndpoints : t.base.endpoints).length;
-  return { targets: state.clusterTargets.length + state.nodePorts.length, endpoints };
+  const frontends = [...state.nodePorts, ...(state.loadBalancers ?? [])];
+  for (const t of frontends) endpoints += (t.policy === 'Local' ? t.localEndpoints : t.base.endpoints).length;
+  return { targets: state.clusterTargets.length + frontends.length, endpoints };
 }

@@ -25,7 +25,8 @@ import type { ServicePortTarget } from '../dataplane/model.js';
 import { nodeAddressesFor } from './addresses.js';
 import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, parseNodeParents } from './parents.js';
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
-import { asPodInterfaces, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
+import { asPodInterfaces, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
+import { rangesOfFamily, readLoadBalancer } from '../annotations/load-balancer.js';
 
 export interface NodeInput {
   readonly nodeName: string;
@@ -173,11 +174,15 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
   return { interfaces, networks, problems, unservable, parentNotConfigured };
 }
 
-/** What one NodePort Service object contributes, and what it was computed from. */
+/** What one NodePort or LoadBalancer Service object contributes, and what it was computed from. */
 interface NodePortEntry {
   readonly targets: readonly ServicePortTarget[];
   readonly local: ReadonlySet<string> | undefined;
+  /** The node's own addresses the ingress IPs were checked against. */
+  readonly own: string;
   readonly nodePorts: readonly NodePortTarget[];
+  readonly loadBalancers: readonly LoadBalancerTarget[];
+  readonly problems: readonly NodeProblem[];
   readonly health: HealthCheck | undefined;
 }
 
@@ -210,6 +215,7 @@ export class NodePlanner {
   private entries = new Map<V1Service, NodePortEntry>();
   private networks: { readonly text: string; readonly value: readonly NodeNetwork[] } | undefined;
   private nodePorts: readonly NodePortTarget[] = [];
+  private loadBalancers: readonly LoadBalancerTarget[] = [];
 
   update(input: NodeInput): NodePlan {
     if (input.nodeName !== this.nodeName) {
@@ -231,38 +237,64 @@ export class NodePlanner {
     if (this.networks?.text !== text) this.networks = { text, value: plan.networks };
     const networks = this.networks.value;
 
+    const own = ownAddresses(input.node, networks);
+    const ownText = [...own].sort(compareText).join(',');
     const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices });
     this.updateLocal(input.slices, input.nodeName);
+    // Only cluster-IP targets are bases of frontends; ingress-IP targets are the node's own access
+    // to the load balancer's address (nat OUTPUT), never on an address of the node's own.
     const bySvc = new Map<string, ServicePortTarget[]>();
+    let hijack = false;
     for (const t of state.targets) {
+      if (t.ingress === true) {
+        if (own.has(t.clusterIP)) hijack = true;
+        continue;
+      }
       const list = bySvc.get(t.service);
       if (list === undefined) bySvc.set(t.service, [t]);
       else list.push(t);
     }
+    const clusterTargets = hijack ? state.targets.filter((t) => t.ingress !== true || !own.has(t.clusterIP)) : state.targets;
     const entries = new Map<V1Service, NodePortEntry>();
     const nodePorts: NodePortTarget[] = [];
+    const loadBalancers: LoadBalancerTarget[] = [];
     const health: HealthCheck[] = [];
+    const problems: NodeProblem[] = [...plan.problems];
     for (const svc of input.services) {
-      if (!opted(svc) || svc.spec?.type !== 'NodePort') continue;
+      const type = svc.spec?.type;
+      if (!opted(svc) || (type !== 'NodePort' && type !== 'LoadBalancer')) continue;
       const name = serviceName(svc);
       const targets = bySvc.get(name) ?? NONE;
       const local = this.localByGroup.get(name);
       let entry = this.entries.get(svc) ?? entries.get(svc);
-      if (entry === undefined || entry.local !== local || !sameItems(entry.targets, targets)) {
-        const made = serviceNodePorts(svc, targets, local ?? new Set());
-        entry = { targets, local, nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made, health: healthCheck(svc, made) };
+      if (entry === undefined || entry.local !== local || entry.own !== ownText || !sameItems(entry.targets, targets)) {
+        const localIPs = local ?? new Set();
+        const made = serviceNodePorts(svc, targets, localIPs);
+        const lb = serviceLoadBalancers(svc, targets, localIPs, own);
+        entry = {
+          targets,
+          local,
+          own: ownText,
+          nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made,
+          loadBalancers: entry !== undefined && JSON.stringify(entry.loadBalancers) === JSON.stringify(lb.targets) ? entry.loadBalancers : lb.targets,
+          problems: lb.problems,
+          health: healthCheck(svc, targets, localIPs),
+        };
       }
       entries.set(svc, entry);
       nodePorts.push(...entry.nodePorts);
+      loadBalancers.push(...entry.loadBalancers);
+      problems.push(...entry.problems);
       if (entry.health !== undefined) health.push(entry.health);
     }
     this.entries = entries;
     if (!sameItems(nodePorts, this.nodePorts)) this.nodePorts = nodePorts;
+    if (!sameItems(loadBalancers, this.loadBalancers)) this.loadBalancers = loadBalancers;
     return {
-      state: { clusterTargets: state.targets, nodePorts: this.nodePorts, networks, masqueradeMark: input.masqueradeMark },
+      state: { clusterTargets, nodePorts: this.nodePorts, loadBalancers: this.loadBalancers, networks, masqueradeMark: input.masqueradeMark },
       healthChecks: health.sort((a, b) => compareText(a.service, b.service)),
       interfaces: plan.interfaces,
-      problems: plan.problems,
+      problems,
       unservable: plan.unservable,
       parentNotConfigured: plan.parentNotConfigured,
     };
@@ -331,14 +363,55 @@ function serviceNodePorts(svc: V1Service, targets: readonly ServicePortTarget[],
 }
 
 /**
+ * One LoadBalancer Service's ingress-IP frontends: every port, on each cluster-IP target of the
+ * ingress IP's family (one per family and network), for each ingress IP with ipMode VIP (Proxy:
+ * the load balancer forwards to the nodes itself, so the address is left alone, as kube-proxy
+ * does). A node port is served beside it unless allocateLoadBalancerNodePorts is false (then the
+ * ports have no nodePort). Bad ingress IPs and source ranges are Warning Events on the Service.
+ */
+function serviceLoadBalancers(svc: V1Service, targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>, own: ReadonlySet<string>): { targets: LoadBalancerTarget[]; problems: NodeProblem[] } {
+  if (svc.spec?.type !== 'LoadBalancer') return { targets: [], problems: [] };
+  const view = readLoadBalancer(svc, own);
+  const ns = svc.metadata?.namespace ?? '';
+  const name = svc.metadata?.name ?? '';
+  const problems = view.problems.map((e): NodeProblem => ({ kind: 'Service', namespace: ns, name, reason: 'LoadBalancerInputRefused', message: formatInputError(`Service ${ns}/${name}`, e) }));
+  const policy = svc.spec.externalTrafficPolicy === 'Local' ? 'Local' : 'Cluster';
+  const out: LoadBalancerTarget[] = [];
+  for (const vip of view.vips) {
+    const sourceRanges = rangesOfFamily(view, vip.family);
+    for (const t of targets) {
+      if (t.family !== vip.family) continue;
+      out.push({ base: t, ingressIP: vip.address, policy, localEndpoints: t.endpoints.filter((e) => localIPs.has(e.ip)), ...(sourceRanges !== undefined ? { sourceRanges } : {}) });
+    }
+  }
+  return { targets: out, problems };
+}
+
+/** Every address the node holds: its Node status addresses and its own addresses on the served networks. */
+function ownAddresses(node: V1Node | undefined, networks: readonly NodeNetwork[]): Set<string> {
+  const out = new Set<string>();
+  const add = (text: string | undefined): void => {
+    const p = parseIp(text ?? '');
+    if (p.ok) out.add(p.value.address);
+  };
+  for (const a of node?.status?.addresses ?? []) add(a.address);
+  for (const n of networks) {
+    add(n.ipv4);
+    add(n.ipv6);
+  }
+  return out;
+}
+
+/**
  * kube-proxy's health check for `externalTrafficPolicy: Local`: an external load balancer asks
  * each node's healthCheckNodePort and sends traffic only to nodes that answer 200 (some ready
- * endpoint here). Counted over the Service's NodePort frontends on this node.
+ * endpoint here). Counted over the Service's cluster-IP targets on this node (the endpoints its
+ * node ports and ingress IPs send to), so it holds without node ports too.
  */
-function healthCheck(svc: V1Service, nodePorts: readonly NodePortTarget[]): HealthCheck | undefined {
+function healthCheck(svc: V1Service, targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>): HealthCheck | undefined {
   if (svc.spec?.externalTrafficPolicy !== 'Local') return undefined;
   const port = svc.spec.healthCheckNodePort;
   const ips = new Set<string>();
-  for (const t of nodePorts) for (const e of t.localEndpoints) if (e.ready) ips.add(e.ip);
+  for (const t of targets) for (const e of t.endpoints) if (e.ready && localIPs.has(e.ip)) ips.add(e.ip);
   return { service: serviceName(svc), ...(port !== undefined && port > 0 ? { port } : {}), localEndpoints: ips.size };
 }

@@ -35,6 +35,7 @@ const SHAPES: Record<string, DesiredState> = {
   'shape-sctp': SHAPE_STATES['shape-sctp'],
   'shape-terminating-only': SHAPE_STATES['shape-terminating-only'],
   'shape-networks': SHAPE_STATES['shape-networks'],
+  'shape-load-balancer': SHAPE_STATES['shape-load-balancer'],
   empty: { interfaces: [CLIENT_BLUE], targets: [] },
 };
 

@@ -47,7 +47,7 @@ export function sampleState(): DesiredState {
 export const RED_IFACE: PodInterface = { network: RED, interface: 'net2', ipv4: ['192.168.102.2'], ipv6: [] };
 
 /** The smallest states that show each rule shape, shared by both back ends' golden tests. */
-export const SHAPE_STATES: Readonly<Record<'shape-dual-stack' | 'shape-sctp' | 'shape-terminating-only' | 'shape-networks', DesiredState>> = {
+export const SHAPE_STATES: Readonly<Record<'shape-dual-stack' | 'shape-sctp' | 'shape-terminating-only' | 'shape-networks' | 'shape-load-balancer', DesiredState>> = {
   'shape-dual-stack': {
     interfaces: [CLIENT_BLUE],
     targets: [
@@ -79,6 +79,17 @@ export const SHAPE_STATES: Readonly<Record<'shape-dual-stack' | 'shape-sctp' | '
       target('demo/red-svc', '10.96.1.51', 80, [ep('192.168.102.3', 8080), ep('192.168.102.4', 8080)], { network: RED }),
       target('demo/both', '10.96.1.52', 80, [ep('192.168.101.4', 80)]),
       target('demo/both', '10.96.1.52', 80, [ep('192.168.102.5', 80)], { network: RED }),
+    ],
+  },
+  // A LoadBalancer Service: its cluster IP and its ingress IPs (ipMode VIP, one per family) reach
+  // the same endpoints directly; a UDP port without endpoints is refused on the ingress IP too.
+  'shape-load-balancer': {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/lb', '10.96.1.60', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { portName: 'http' }),
+      target('demo/lb', '192.168.101.240', 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)], { portName: 'http', ingress: true }),
+      target('demo/lb', '192.168.101.240', 53, [], { portName: 'dns', protocol: 'UDP', ingress: true }),
+      target('demo/lb', 'fd00:101::f0', 80, [ep('fd00:101::3', 8080)], { portName: 'http', ingress: true }),
     ],
   },
 };

@@ -70,6 +70,12 @@ void describe('sidecar render: golden files per rule shape', () => {
     golden('shape-dual-stack.v6.rules', full(state, 6));
     golden('shape-dual-stack.routes', routeBatch(render(state).routes, 'replace'));
   });
+  void test('LoadBalancer ingress IPs: matched like a cluster IP, each with its own chain and route, comment names them', () => {
+    const state = SHAPE_STATES['shape-load-balancer'];
+    golden('shape-load-balancer.v4.rules', full(state, 4));
+    golden('shape-load-balancer.v6.rules', full(state, 6));
+    golden('shape-load-balancer.routes', routeBatch(render(state).routes, 'replace'));
+  });
   void test('SCTP, with and without endpoints, both families', () => {
     const state = SHAPE_STATES['shape-sctp'];
     golden('shape-sctp.v4.rules', full(state, 4));

@@ -3,6 +3,7 @@ import assert from 'node:assert/strict';
 import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/state.js';
 import { buildDesiredState } from '../../src/dataplane/incremental.js';
 import type { PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
+import type { V1Service } from '../../src/kube/types.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 
 const NET_A = { namespace: 'net', name: 'a' };
@@ -160,7 +161,7 @@ void describe('buildDesiredState', () => {
     assert.deepEqual(build({ services: [svc], slices: [slice] }).state.targets, []);
   });
 
-  void test('headless, LoadBalancer and unlabelled Services get nothing; a NodePort Service gets its cluster IP', () => {
+  void test('headless and unlabelled Services get nothing; NodePort and LoadBalancer Services get their cluster IP', () => {
     const headless = serviceObject('app', 'db', { networks: 'net/a', headless: true, ports: [{ port: 5432 }] });
     const nodePort = serviceObject('app', 'np', { networks: 'net/a', clusterIPs: ['10.96.0.11'], ports: [{ port: 80 }], type: 'NodePort' });
     const loadBalancer = serviceObject('app', 'lb', { networks: 'net/a', clusterIPs: ['10.96.0.13'], ports: [{ port: 80 }], type: 'LoadBalancer' });
@@ -168,11 +169,63 @@ void describe('buildDesiredState', () => {
     delete unlabelled.metadata!.labels!['service.kubernetes.io/service-proxy-name'];
     const slice = sliceObject('app', 'db-1', { service: 'db', network: 'net/a', family: 4, ports: [{ port: 5432 }], endpoints: [{ ip: '10.1.0.20' }] });
     const { state } = build({ services: [headless, nodePort, loadBalancer, unlabelled, web], slices: [slice] });
-    // NodePort: its node ports are the node agent's, its cluster IP is served like any other.
+    // NodePort: its node ports are the node agent's, its cluster IP is served like any other; so
+    // is a LoadBalancer's (it has no ingress IP yet).
     assert.deepEqual(
       state.targets.map((t) => `${t.service} ${t.clusterIP}`),
-      ['app/np 10.96.0.11', 'app/web 10.96.0.10'],
+      ['app/lb 10.96.0.13', 'app/np 10.96.0.11', 'app/web 10.96.0.10'],
     );
+  });
+
+  void describe('LoadBalancer ingress IPs: the client reaches them directly (kube-proxy short-circuit)', () => {
+    const lb = (ingress: { ip?: string; ipMode?: string; hostname?: string }[], over: { ranges?: string[]; clusterIPs?: string[] } = {}): V1Service => {
+      const svc = serviceObject('app', 'lb', { networks: 'net/a', clusterIPs: over.clusterIPs ?? ['10.96.0.13'], ports: [{ port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }], type: 'LoadBalancer' });
+      if (over.ranges !== undefined) svc.spec!.loadBalancerSourceRanges = over.ranges;
+      svc.status = { loadBalancer: { ingress } };
+      return svc;
+    };
+    const slice = sliceObject('app', 'lb-1', { service: 'lb', network: 'net/a', family: 4, ports: [{ port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }], endpoints: [{ ip: '10.1.0.20' }] });
+    const frontends = (svc: V1Service): string[] => build({ services: [svc], slices: [slice] }).state.targets.map((t) => `${t.clusterIP}:${t.port}/${t.protocol}${t.ingress === true ? ' ingress' : ''} -> ${t.endpoints.map((e) => e.ip).join(',')}`).sort();
+
+    void test('VIP (and ipMode unset): every port on the ingress IP, to the same endpoints as the cluster IP', () => {
+      assert.deepEqual(frontends(lb([{ ip: '10.1.0.200', ipMode: 'VIP' }, { ip: '10.1.0.201' }])), [
+        '10.1.0.200:53/UDP ingress -> 10.1.0.20',
+        '10.1.0.200:80/TCP ingress -> 10.1.0.20',
+        '10.1.0.201:53/UDP ingress -> 10.1.0.20',
+        '10.1.0.201:80/TCP ingress -> 10.1.0.20',
+        '10.96.0.13:53/UDP -> 10.1.0.20',
+        '10.96.0.13:80/TCP -> 10.1.0.20',
+      ]);
+    });
+    void test('ipMode Proxy and hostname-only entries: not programmed (the load balancer forwards itself)', () => {
+      assert.deepEqual(frontends(lb([{ ip: '10.1.0.200', ipMode: 'Proxy' }, { hostname: 'lb.example.com' }])), ['10.96.0.13:53/UDP -> 10.1.0.20', '10.96.0.13:80/TCP -> 10.1.0.20']);
+    });
+    void test('loadBalancerSourceRanges: short-circuited only when the client address is inside them', () => {
+      assert.equal(frontends(lb([{ ip: '10.1.0.200' }], { ranges: ['10.1.0.0/24'] })).filter((f) => f.includes('ingress')).length, 2);
+      assert.equal(frontends(lb([{ ip: '10.1.0.200' }], { ranges: [' 192.0.2.0/24 ', '10.1.0.10/32'] })).filter((f) => f.includes('ingress')).length, 2);
+      assert.equal(frontends(lb([{ ip: '10.1.0.200' }], { ranges: ['192.0.2.0/24'] })).filter((f) => f.includes('ingress')).length, 0);
+      // Only IPv6 ranges: no IPv4 source is admitted (fail closed).
+      assert.equal(frontends(lb([{ ip: '10.1.0.200' }], { ranges: ['fd00::/8'] })).filter((f) => f.includes('ingress')).length, 0);
+      // A bad range is dropped, never widened to "everyone".
+      const bad = build({ services: [lb([{ ip: '10.1.0.200' }], { ranges: ['not-a-cidr'] })], slices: [slice] });
+      assert.equal(bad.state.targets.filter((t) => t.ingress === true).length, 0);
+      assert.match(bad.problems.join('\n'), /Service app\/lb: spec\.loadBalancerSourceRanges\[0\] "not-a-cidr": has no prefix length/);
+    });
+    void test('refused ingress IPs: not an IP, a prefix, loopback, link-local, multicast, the client\'s own address; each named with the fix', () => {
+      const out = build({ services: [lb([{ ip: 'nope' }, { ip: '10.1.0.0/24' }, { ip: '127.0.0.1' }, { ip: '169.254.1.1' }, { ip: '224.0.0.1' }, { ip: '10.1.0.10' }, { ip: 'fe80::1' }, { ip: '10.1.0.200', ipMode: 'Bogus' }])], slices: [slice] });
+      assert.equal(out.state.targets.filter((t) => t.ingress === true).length, 0);
+      const text = out.problems.join('\n');
+      for (const want of [/ingress\[0\]\.ip "nope": is not an IPv4 or IPv6 address/, /ingress\[1\]\.ip "10\.1\.0\.0\/24": has a prefix length/, /127\.0\.0\.1 is a loopback address/, /169\.254\.1\.1 is a link-local/, /224\.0\.0\.1 is a multicast/, /is this host's own address 10\.1\.0\.10/, /fe80::1 is a link-local/, /ingress\[7\]\.ipMode "Bogus": is neither VIP nor Proxy/]) {
+        assert.match(text, want);
+      }
+      assert.match(text, /the load-balancer implementation must assign a unicast address/);
+    });
+    void test('IPv6 ingress IP on a dual-stack Service: served on the IPv6 side only', () => {
+      const v6slice = sliceObject('app', 'lb-2', { service: 'lb', network: 'net/a', family: 6, ports: [{ port: 80 }], endpoints: [{ ip: 'fd00:a::20' }] });
+      const { state } = build({ services: [lb([{ ip: 'fd00:a::200' }, { ip: '10.1.0.200' }], { clusterIPs: ['10.96.0.13', 'fd00:96::d'] })], slices: [slice, v6slice] });
+      const v6 = state.targets.filter((t) => t.ingress === true && t.family === 6);
+      assert.deepEqual(v6.map((t) => `${t.clusterIP}:${t.port} ${t.endpoints.map((e) => e.ip).join(',')}`), ['fd00:a::200:80 fd00:a::20', 'fd00:a::200:53 ']);
+    });
   });
 
   void test('session affinity: configured timeout, Kubernetes default when unset', () => {

@@ -11,7 +11,7 @@ import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.j
 import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
 import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
 import type { BackendEndpoint, ServicePortTarget } from '../../../src/dataplane/model.js';
-import { DEFAULT_MASQUERADE_MARK, NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode, type NodePortTarget, type NodeState } from '../../../src/node-agent/rules.js';
+import { DEFAULT_MASQUERADE_MARK, NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../../src/node-agent/rules.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 
 const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);
@@ -115,5 +115,84 @@ void describe('node rules', () => {
     assert.ok(!plan.text.includes('KUBE-') && !plan.text.includes('MPX-SERVICES'));
     const cleanup = planCleanup(existing);
     assert.ok(!cleanup.includes('KUBE-') && !cleanup.includes('MPX-SERVICES') && cleanup.includes('-X MPXN-NODEPORTS'));
+  });
+});
+
+function lbt(service: string, ingressIP: string, policy: 'Cluster' | 'Local', over: Partial<ServicePortTarget> = {}, extra: Partial<LoadBalancerTarget> = {}): LoadBalancerTarget {
+  return { base: base(service, over), ingressIP, policy, localEndpoints: [ep('192.168.101.3')], ...extra };
+}
+
+/** One of each LoadBalancer rule shape: Cluster, Local, source ranges with and without endpoints, none admitted, UDP, IPv6. */
+export const LB_SAMPLE: NodeState = {
+  networks: SAMPLE.networks,
+  masqueradeMark: DEFAULT_MASQUERADE_MARK,
+  clusterTargets: [],
+  nodePorts: [np('demo/web', 30080, 'Cluster')],
+  loadBalancers: [
+    lbt('demo/web', '192.168.101.240', 'Cluster'),
+    lbt('demo/local', '192.168.101.241', 'Local'),
+    lbt('demo/nolocal', '192.168.101.242', 'Local', {}, { localEndpoints: [] }),
+    lbt('demo/ranged', '192.168.101.243', 'Cluster', {}, { sourceRanges: ['198.51.100.0/24', '192.168.101.0/25'] }),
+    lbt('demo/ranged-empty', '192.168.101.244', 'Cluster', { endpoints: [] }, { sourceRanges: ['198.51.100.0/24'] }),
+    lbt('demo/closed', '192.168.101.245', 'Cluster', {}, { sourceRanges: [] }),
+    lbt('demo/dns', '192.168.101.246', 'Cluster', { protocol: 'UDP', port: 53, endpoints: [ep('192.168.101.3', 5353), ep('192.168.101.6', 5353)] }),
+    lbt('demo/web', 'fd00:101::f0', 'Cluster', { family: 6, clusterIP: 'fd00:10:96::a', endpoints: V6_EPS }, { sourceRanges: ['2001:db8::/32'] }),
+  ],
+};
+
+void describe('node rules: LoadBalancer ingress IPs', () => {
+  const r = renderNode(LB_SAMPLE);
+  const lines = (rs: typeof r.v4, table: 'nat' | 'filter'): string[] => [...rs[table].values()].flat();
+  void test('golden: every ingress-IP rule shape (restore text per family, routes)', () => {
+    golden('load-balancer.v4.rules', planRestore(r.v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
+    golden('load-balancer.v6.rules', planRestore(r.v6, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
+    golden('load-balancer.routes', routeBatch(r.routes, 'replace', NODE_LAYOUT.routeProto));
+  });
+  void test('Cluster: dispatched on the ingress IP and the Service port, masquerade mark, all endpoints', () => {
+    const web = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.240');
+    assert.ok(web !== undefined);
+    assert.match(web.chain, /^MPXN-LB-/);
+    assert.match(web.rules[0] ?? '', /-j MARK --or-mark 0x2000$/);
+    assert.equal(web.endpoints.length, 3);
+    assert.ok(r.v4.nat.get(NODEPORTS_CHAIN)?.some((l) => l.startsWith('-A MPXN-NODEPORTS -d 192.168.101.240/32 -p tcp -m tcp --dport 80 ') && l.endsWith(`-j ${web.chain}`)));
+  });
+  void test('Local: local endpoints only, no mark; none here: refused', () => {
+    const local = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.241');
+    assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.ok(!(local?.rules ?? []).some((l) => l.includes('MARK')));
+    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.242/32') && l.includes('has no endpoints on this node') && l.endsWith('--reject-with tcp-reset')));
+  });
+  void test('loadBalancerSourceRanges: one dispatch per range; the firewall chain RETURNs admitted sources and DROPs the rest', () => {
+    const ranged = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.243');
+    assert.ok(ranged !== undefined);
+    const dispatch = r.v4.nat.get(NODEPORTS_CHAIN)?.filter((l) => l.includes('192.168.101.243')) ?? [];
+    assert.deepEqual(dispatch.map((l) => /-s (\S+)/.exec(l)?.[1]), ['198.51.100.0/24', '192.168.101.0/25']);
+    const jump = r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.243'));
+    const fw = /-j (MPXN-FW-\S+)$/.exec(jump ?? '')?.[1] ?? '';
+    assert.ok(fw !== '', 'a jump to the firewall chain');
+    assert.deepEqual(r.v4.filter.get(fw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')), [`-A ${fw} -s 198.51.100.0/24 -j RETURN`, `-A ${fw} -s 192.168.101.0/25 -j RETURN`, `-A ${fw} -j DROP`]);
+    // Without endpoints, admitted sources are refused (REJECT) and the others still dropped.
+    const emptyJump = r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.244')) ?? '';
+    const emptyFw = /-j (MPXN-FW-\S+)$/.exec(emptyJump)?.[1] ?? '';
+    assert.match(r.v4.filter.get(emptyFw)?.[0] ?? '', /-s 198\.51\.100\.0\/24 .*-j REJECT --reject-with tcp-reset$/);
+    assert.match(r.v4.filter.get(emptyFw)?.[1] ?? '', /-j DROP$/);
+    // Ranges listed but none of this family: nothing dispatched, everything dropped.
+    assert.equal(r.v4.nat.get(NODEPORTS_CHAIN)?.filter((l) => l.includes('192.168.101.245')).length, 0);
+    const closedFw = /-j (MPXN-FW-\S+)$/.exec(r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.245')) ?? '')?.[1] ?? '';
+    assert.deepEqual(r.v4.filter.get(closedFw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')), [`-A ${closedFw} -j DROP`]);
+  });
+  void test('the filter chain is also hooked from FORWARD: an ingress IP is not the node\'s, so what nat left alone is forwarded', () => {
+    assert.ok(NODE_LAYOUT.hooks.filter.some((h) => h.chain === 'FORWARD' && h.spec.endsWith(`-j ${NODE_REJECT_CHAIN}`) && h.spec.includes('--ctstate NEW')));
+  });
+  void test('IPv6 with a range; UDP flushes conntrack on the ingress IP when an endpoint leaves', () => {
+    assert.ok(lines(r.v6, 'nat').some((l) => l.startsWith('-A MPXN-NODEPORTS -s 2001:db8::/32 -d fd00:101::f0/128 -p tcp -m tcp --dport 80 ')));
+    const after = renderNode({ ...LB_SAMPLE, loadBalancers: (LB_SAMPLE.loadBalancers ?? []).map((t) => (t.base.service === 'demo/dns' ? { ...t, base: { ...t.base, endpoints: [ep('192.168.101.3', 5353)] } } : t)) });
+    const flushes = planConntrack(r.resolution.targets, after.resolution.targets);
+    assert.deepEqual(flushes.map(conntrackArgs), [['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '192.168.101.246', '--orig-port-dst', '53', '--dst-nat', '192.168.101.6']]);
+  });
+  void test('the same address, protocol and port twice: the first is used, the second skipped with a warning', () => {
+    const twice = renderNode({ ...LB_SAMPLE, loadBalancers: [lbt('demo/a', '192.168.101.240', 'Cluster'), lbt('demo/b', '192.168.101.240', 'Cluster')] });
+    assert.equal(twice.resolution.targets.filter((t) => t.clusterIP === '192.168.101.240').length, 1);
+    assert.ok(twice.resolution.skipped.some((s) => s.level === 'warn' && /listed twice/.test(s.reason)));
   });
 });

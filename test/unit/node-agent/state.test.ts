@@ -156,3 +156,57 @@ void describe('parentRefusal (pure)', () => {
     assert.equal(plan.refused.length, 1);
   });
 });
+
+void describe('planNode: LoadBalancer', () => {
+  const lb = (spec: Partial<NonNullable<V1Service['spec']>>, ingress: { ip?: string; ipMode?: string }[]): V1Service => ({
+    ...svc('lb', 'good', { type: 'LoadBalancer', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20'], ports: [{ port: 80, protocol: 'TCP', nodePort: 30090 }], ...spec }),
+    status: { loadBalancer: { ingress } },
+  });
+  const lbSlice = slice('lb', 'good', [{ ip: '192.168.101.3', node: 'w1' }, { ip: '192.168.101.4', node: 'w2' }]);
+  const plan = (s: V1Service): ReturnType<typeof planNode> => planNode(input({ services: [s], slices: [lbSlice] }));
+
+  void test('Cluster: each VIP ingress IP on the Service port, all endpoints; the node port too; the node reaches the VIP itself', () => {
+    const p = plan(lb({}, [{ ip: '192.168.101.240' }, { ip: '192.168.101.241', ipMode: 'VIP' }]));
+    assert.deepEqual(p.state.loadBalancers?.map((t) => [t.ingressIP, t.base.port, t.policy, t.base.endpoints.length, t.sourceRanges]), [
+      ['192.168.101.240', 80, 'Cluster', 2, undefined],
+      ['192.168.101.241', 80, 'Cluster', 2, undefined],
+    ]);
+    assert.deepEqual(p.state.nodePorts.map((t) => t.nodePort), [30090]);
+    assert.deepEqual(p.state.clusterTargets.map((t) => `${t.clusterIP}${t.ingress === true ? ' ingress' : ''}`), ['10.96.0.20', '192.168.101.240 ingress', '192.168.101.241 ingress']);
+    assert.deepEqual(p.problems, []);
+  });
+  void test('Local: local endpoints only; the health check counts them on healthCheckNodePort, without node ports too', () => {
+    const p = plan(lb({ externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, allocateLoadBalancerNodePorts: false, ports: [{ port: 80, protocol: 'TCP' }] }, [{ ip: '192.168.101.240' }]));
+    assert.deepEqual(p.state.loadBalancers?.map((t) => [t.policy, t.localEndpoints.map((e) => e.ip)]), [['Local', ['192.168.101.3']]]);
+    assert.deepEqual(p.state.nodePorts, [], 'allocateLoadBalancerNodePorts: false: no node port rules, the ingress IP stays');
+    assert.deepEqual(p.healthChecks, [{ service: 'demo/lb', port: 32000, localEndpoints: 1 }]);
+  });
+  void test('ipMode Proxy: the address is not programmed, neither for outside clients nor for the node', () => {
+    const p = plan(lb({}, [{ ip: '192.168.101.240', ipMode: 'Proxy' }]));
+    assert.deepEqual(p.state.loadBalancers, []);
+    assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true));
+  });
+  void test('loadBalancerSourceRanges: the family\'s CIDRs, masked; only the other family listed: none admitted', () => {
+    const p = plan(lb({ loadBalancerSourceRanges: ['198.51.100.7/24', '2001:db8::/32'] }, [{ ip: '192.168.101.240' }]));
+    assert.deepEqual(p.state.loadBalancers?.map((t) => t.sourceRanges), [['198.51.100.0/24']]);
+    const closed = plan(lb({ loadBalancerSourceRanges: ['2001:db8::/32'] }, [{ ip: '192.168.101.240' }]));
+    assert.deepEqual(closed.state.loadBalancers?.map((t) => t.sourceRanges), [[]]);
+    // The node's own source (192.168.101.211) is outside: it does not short-circuit to the VIP either.
+    assert.ok(!closed.state.clusterTargets.some((t) => t.ingress === true));
+  });
+  void test('refused ingress IPs: the node\'s own addresses (InternalIP, its address on the network), loopback, garbage: a Warning Event on the Service each, nothing programmed', () => {
+    const p = plan(lb({}, [{ ip: '10.0.0.11' }, { ip: '192.168.101.211' }, { ip: '127.0.0.1' }, { ip: 'x' }]));
+    assert.deepEqual(p.state.loadBalancers, []);
+    assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true && (t.clusterIP === '10.0.0.11' || t.clusterIP === '192.168.101.211')), 'never a DNAT on the node\'s own address');
+    const refused = p.problems.filter((x) => x.kind === 'Service' && x.name === 'lb' && x.namespace === 'demo' && x.reason === 'LoadBalancerInputRefused');
+    assert.equal(refused.length, 4);
+    assert.match(refused[0]?.message ?? '', /^Service demo\/lb: status\.loadBalancer\.ingress\[0\]\.ip "10\.0\.0\.11": is this host's own address 10\.0\.0\.11: it is not served; /);
+    assert.match(refused[1]?.message ?? '', /own address 192\.168\.101\.211/);
+  });
+  void test('a NodePort or ClusterIP Service with a stale status gets no ingress rules', () => {
+    const stale = { ...lb({ type: 'NodePort' }, [{ ip: '192.168.101.240' }]) };
+    const p = plan(stale);
+    assert.deepEqual(p.state.loadBalancers, []);
+    assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true));
+  });
+});
