@@ -68,7 +68,7 @@ void describe('nftables render: golden files per rule shape', () => {
     golden('shape-partial-sync.nft', plan.text);
     golden('shape-partial-sync-back.nft', partialText(nft(before), nft(after)).text);
   });
-  void test('one endpoint leaves one Service: one chain flushed and refilled, nothing else named', () => {
+  void test('one endpoint leaves one Service: one chain flushed and written whole as a block, nothing else named', () => {
     const s = sampleState();
     const changed = withTargets(
       s,
@@ -76,10 +76,16 @@ void describe('nftables render: golden files per rule shape', () => {
     );
     const text = partialText(nft(changed), nft(s)).text;
     golden('sample-endpoint-removed.nft', text);
-    // One flush and one rule per remaining endpoint (two), all in the one Service chain.
-    const lines = text.split('\n').filter((l) => l !== '');
-    assert.equal(lines.length, 3, text);
-    assert.equal(new Set(lines.map((l) => l.split(' ')[4])).size, 1, text);
+    // The one Service chain flushed and written whole (a block: two rules for the two remaining
+    // endpoints); no `add rule` or element command, which would make nft fetch every chain and set.
+    const commands = text.split('\n').filter((l) => l !== '' && !l.startsWith('\t') && l !== '}');
+    assert.deepEqual(
+      commands.map((l) => l.split(' ').slice(0, 2).join(' ')),
+      ['flush chain', 'add chain'],
+      text,
+    );
+    assert.equal(new Set(commands.map((l) => l.split(' ')[4])).size, 1, text);
+    assert.equal(text.split('\n').filter((l) => l.startsWith('\t')).length, 2, text);
   });
   void test('nothing changed: no text; order of input does not matter', () => {
     const s = sampleState();
@@ -139,6 +145,21 @@ void describe('nftables render: the real nft loads every golden text', () => {
     assert.deepEqual(normalise(afterPartial), normalise(await listing()), 'partial and full give the same table');
     await load(partialText(nft(b), nft(a)).text);
     assert.equal(compareTable(nft(b), await listing()), undefined);
+  });
+  void test('an affinity Service loses an endpoint: its chains name sets that exist already, and the kept sets keep their clients', async () => {
+    const b = SHAPES['shape-affinity-ports'];
+    assert.ok(b !== undefined);
+    const a = withTargets(b, b.targets.map((t) => (t.portName === 'http' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(0, 2) } : t)));
+    await load(fullText(nft(b)));
+    const kept = [...(nft(b).targets.values())].find((t) => t.key.startsWith('10.96.1.10 . tcp'));
+    const set = kept === undefined ? undefined : [...kept.sets.keys()][0];
+    assert.ok(set !== undefined);
+    await load(`add element inet multus_proxy ${set} { 192.168.1.7 }\n`);
+    const text = partialText(nft(a), nft(b)).text;
+    assert.doesNotMatch(text, /^add rule |^add element /m, text);
+    await load(text);
+    assert.equal(compareTable(nft(a), await listing()), undefined);
+    assert.match((await topo.run(pod, ['nft', 'list', 'set', 'inet', 'multus_proxy', set])).stdout, /192\.168\.1\.7/, 'a kept affinity set keeps its clients');
   });
   void test('cleanup removes the table, and works when there is none', async () => {
     await load(cleanupText());

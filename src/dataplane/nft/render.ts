@@ -136,8 +136,9 @@ function setDecl(name: string, f: IpFamily, timeout: number): string {
   return `set ${name} { type ${f === 4 ? 'ipv4_addr' : 'ipv6_addr'}; flags dynamic,timeout; timeout ${timeout}s; }`;
 }
 
-function chainBlock(name: string, lines: readonly string[], indent = '\t'): string[] {
-  return [`${indent}chain ${name} {`, ...lines.map((l) => `${indent}\t${l}`), `${indent}}`];
+/** `<indent><head> {`, the rules one a line, `}`: a chain inside the table block, or an `add chain` command. */
+function chainBlock(name: string, lines: readonly string[], indent = '\t', head = `chain ${name}`): string[] {
+  return [`${indent}${head} {`, ...lines.map((l) => `${indent}\t${l}`), `${indent}}`];
 }
 
 const KEY_TYPE: Record<IpFamily, string> = { 4: 'ipv4_addr . inet_proto . inet_service', 6: 'ipv6_addr . inet_proto . inet_service' };
@@ -197,10 +198,24 @@ export interface NftPlan {
 }
 
 /**
+ * A chain written whole: flushed when it exists, then `add chain <name> { rules }`. Why a block and
+ * not `add rule` lines: nft 1.0.6 fetches every chain, set, object and flowtable of the namespace
+ * before a transaction holding `add rule` or an element command, and only the tables for `flush
+ * chain` and `add chain` with a block: at 10,000 Services a one-endpoint change is half the cost
+ * (docs/decisions.md, "nftables change cost").
+ */
+function refill(name: string, rules: readonly string[], exists: boolean): string[] {
+  const flush = exists ? [`flush chain ${T} ${name}`] : [];
+  if (rules.length === 0) return exists ? flush : [`add chain ${T} ${name}`];
+  return [...flush, ...chainBlock(name, rules, '', `add chain ${T} ${name}`)];
+}
+
+/**
  * The change from `prev` (what this process wrote last) to `next`, touching only the Service
- * ports that differ: new sets and endpoint chains first, then each changed Service chain flushed
- * and refilled, then map and set elements added and removed, then what is no longer used deleted
- * (a chain must be empty and unreferenced to go). One `nft -f` is one transaction: all or nothing.
+ * ports that differ: their sets declared and endpoint chains written first, then each changed
+ * Service chain written whole, then map and set elements added and removed, then what is no
+ * longer used deleted (a chain must be empty and unreferenced to go). One `nft -f` is one
+ * transaction: all or nothing.
  */
 export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   const adds: string[] = [];
@@ -223,11 +238,11 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   for (const [chain, t] of next.targets) {
     const old = prev.targets.get(chain);
     if (old !== undefined && sameTarget(old, t)) continue;
-    for (const [name, timeout] of t.sets) if (old?.sets.has(name) !== true) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
-    for (const [name, lines] of t.endpointChains) {
-      adds.push(`${old?.endpointChains.has(name) === true ? 'flush' : 'add'} chain ${T} ${name}`, ...lines.map((l) => `add rule ${T} ${name} ${l}`));
-    }
-    fills.push(`${old === undefined ? 'add' : 'flush'} chain ${T} ${chain}`, ...t.rules.map((l) => `add rule ${T} ${chain} ${l}`));
+    // Every set the chains name is declared again, kept or new: a chain block can name only sets
+    // nft has in its cache, and this transaction fetches no set (re-adding an existing set keeps its elements).
+    for (const [name, timeout] of t.sets) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
+    for (const [name, lines] of t.endpointChains) adds.push(...refill(name, lines, old?.endpointChains.has(name) === true));
+    fills.push(...refill(chain, t.rules, old !== undefined));
     changedChains.push(chain);
     if (old === undefined || old.key !== t.key) elemAdd.push(`add element ${T} ${servicesMap(t.family)} { ${t.key} : goto ${chain} }`);
     if (old !== undefined && old.key !== t.key) elemDel.push(`delete element ${T} ${servicesMap(old.family)} { ${old.key} }`);
