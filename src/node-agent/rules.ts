@@ -252,7 +252,11 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
   const label = `${portLabel(f.base)} ${kind.label} ${f.policy}`;
   const mark = f.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
   const why = f.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
-  const reject = `-j REJECT --reject-with ${rejectWith(frontend)}`;
+  // kube-proxy: a port with no endpoints at all is refused; an ingress IP with Local whose endpoints
+  // are all on other nodes is dropped (the balancer's health check steers clients away; a reset
+  // would end connections it is still moving). Node ports keep refusing (docs/node-agent.md).
+  const elsewhere = f.kind === 'loadBalancer' && f.policy === 'Local' && chosen.endpoints.length === 0 && chooseEndpoints(f.base.endpoints, fam, () => undefined, '').endpoints.length > 0;
+  const reject = elsewhere ? '-j DROP' : `-j REJECT --reject-with ${rejectWith(frontend)}`;
   const ranges = f.sourceRanges;
   // Matched by address, not by `-i`: with Linux's default arp_ignore=0 the parent interface
   // (not ours to reconfigure) also answers ARP for our address, so a client's packets may

@@ -4,6 +4,12 @@
  * eth1 in their own namespaces (a on node1, b on node2); an "external client" sits on the same
  * segment. The agent's own code makes the host-side interfaces (mpxh…, macvlan bridge mode on
  * eth1) and applies the rendered rules with real iptables (nft), routes and conntrack.
+ *
+ * LoadBalancer: the ingress IPs are announced as MetalLB's L2 mode does, by a neighbour entry on
+ * the clients pointing at the announcing node's parent (`eth1`, the interface the speaker answers
+ * ARP/NDP on); a second client ("outsider") is outside the ranged Service's source ranges; the
+ * Local health check is the agent's own server, in the node's namespace, answering on the node's
+ * secondary address with the count the planner made from real Service and slice objects.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,15 +17,35 @@ import { execFileSync } from 'node:child_process';
 import { createTopology, httpRequests, startBackend, udpRequests, type Node, type Pod, type Reply, type Topology } from '../harness/netns.js';
 import type { BackendEndpoint, ServicePortTarget } from '../../src/dataplane/model.js';
 import type { Dataplane } from '../../src/dataplane/apply.js';
+import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { planNode, type HealthCheck } from '../../src/node-agent/state.js';
 import { hostInterfaceFor } from '../../src/node-agent/host-interface.js';
 import { createHostInterfaces, createNodeDataplane, type HostInterfaces } from '../../src/node-agent/dataplane.js';
-import { DEFAULT_MASQUERADE_MARK, type NodePortTarget, type NodeState } from '../../src/node-agent/rules.js';
+import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../src/node-agent/rules.js';
 
 const NET = { namespace: 'demo', name: 'net-a' };
+
+/** The agent's Local health-check server (src/node-agent/health-check.ts), run inside a node's namespace. */
+const HEALTH_SERVER_JS = `
+import { createHealthCheckServers } from ${JSON.stringify(new URL('../../src/node-agent/health-check.ts', import.meta.url).href)};
+const log = { warn: (o, m) => console.error(m, o), info() {}, error() {}, debug() {}, fatal() {}, child() { return log; } };
+const servers = createHealthCheckServers(log, '::', () => true);
+await servers.update(JSON.parse(process.argv[1]));
+if (servers.ports().length === 0) { console.error('no listener'); process.exit(1); }
+console.log('ready');
+`;
 const HTTP = 80;
 const UDP = 5353;
 const CLUSTER_V4 = '10.96.0.10';
 const CLUSTER_V6 = 'fd00:10:96::a';
+/** Ingress IPs in the segment's subnet (a MetalLB pool would hand these out). */
+const VIP_CLUSTER = '192.168.101.240';
+const VIP_LOCAL = '192.168.101.241';
+const VIP_ONLY_A = '192.168.101.242';
+const VIP_RANGED = '192.168.101.243';
+const VIP_V6 = 'fd00:101::f0';
+const HEALTH_PORT = 32000;
 
 interface AgentNode {
   readonly node: Node;
@@ -48,6 +74,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
   let a: Pod;
   let b: Pod;
   let client: Pod;
+  let outsider: Pod;
   let n1: AgentNode;
   let n2: AgentNode;
 
@@ -73,6 +100,13 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
       localEndpoints: t.endpoints.filter((e) => localPods.some((p) => p.net1.ipv4 === e.ip || p.net1.ipv6 === e.ip)),
     });
     const onlyA = base('demo/only-a', 4, { endpoints: all(4, HTTP, [a]) });
+    const lb = (t: ServicePortTarget, ingressIP: string, policy: 'Cluster' | 'Local', sourceRanges?: readonly string[]): LoadBalancerTarget => ({
+      base: t,
+      ingressIP,
+      policy,
+      localEndpoints: np(t, 0, policy, [local]).localEndpoints,
+      ...(sourceRanges !== undefined ? { sourceRanges } : {}),
+    });
     return {
       networks: [{ network: NET, interface: me.iface, ipv4: me.v4, ipv6: me.v6 }],
       masqueradeMark: DEFAULT_MASQUERADE_MARK,
@@ -83,6 +117,13 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
         np(base('demo/local', 4), 30081, 'Local', [local]),
         np(onlyA, 30082, 'Local', [local]),
         np(base('demo/dns', 4, { protocol: 'UDP', port: 53, endpoints: all(4, UDP, opts.udpEndpoints ?? [a, b]) }), 30053, 'Cluster', [local]),
+      ],
+      loadBalancers: [
+        lb(base('demo/web', 4), VIP_CLUSTER, 'Cluster'),
+        lb(base('demo/web', 6), VIP_V6, 'Cluster'),
+        lb(base('demo/local', 4), VIP_LOCAL, 'Local'),
+        lb(onlyA, VIP_ONLY_A, 'Local'),
+        lb(base('demo/ranged', 4), VIP_RANGED, 'Cluster', [`${client.net1.ipv4}/32`]),
       ],
     };
   }
@@ -95,6 +136,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     a = await topo.addPod('a', { node: node1 });
     b = await topo.addPod('b', { node: node2 });
     client = await topo.addPod('client');
+    outsider = await topo.addPod('outsider');
     await startBackend(topo, a, { httpPort: HTTP, udpPort: UDP });
     await startBackend(topo, b, { httpPort: HTTP, udpPort: UDP });
     const make = async (node: Node, v4: string, v6: string): Promise<AgentNode> => {
@@ -169,6 +211,115 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     await n1.dataplane.sync(state(n1, { udpEndpoints: [remaining] }), { full: false });
     const moved = await udpRequests(topo, client, n1.v4, 30053, 3, { localPort: 40053 });
     assert.deepEqual([...new Set(names(moved))], [remaining.name], 'the same 5-tuple now reaches the remaining endpoint');
+  });
+
+  /** The announcement: the client sends the ingress IP's frames to this node's parent, as MetalLB's L2 speaker answers ARP/NDP on it. */
+  async function announce(vip: string, n: AgentNode, clients: readonly Pod[] = [client, outsider]): Promise<void> {
+    const mac = (JSON.parse((await topo.run(n.node, ['ip', '-j', 'link', 'show', 'eth1'])).stdout) as { address: string }[])[0]?.address ?? '';
+    for (const c of clients) await topo.run(c, ['ip', ...(vip.includes(':') ? ['-6'] : []), 'neigh', 'replace', vip, 'lladdr', mac, 'dev', 'net1', 'nud', 'permanent']);
+  }
+
+  /** Packets counted by the node's filter rules whose comment contains `text` and whose verdict is DROP. */
+  async function droppedBy(n: AgentNode, text: string): Promise<number> {
+    const save = (await topo.run(n.node, ['iptables-nft-save', '-c', '-t', 'filter'])).stdout;
+    return save
+      .split('\n')
+      .filter((l) => l.includes(text) && l.endsWith('-j DROP'))
+      .reduce((sum, l) => sum + Number(/^\[(\d+):/.exec(l)?.[1] ?? 0), 0);
+  }
+
+  void test('LoadBalancer Cluster: the external client reaches the ingress IP on the announcing node, equal shares, masqueraded', async () => {
+    await announce(VIP_CLUSTER, n1);
+    const replies = await httpRequests(topo, client, `http://${VIP_CLUSTER}/`, 60);
+    assert.equal(replies.filter((r) => r.error !== undefined).length, 0, names(replies).join(','));
+    assert.ok(count(replies, 'a') >= 15 && count(replies, 'b') >= 15, `shares: a=${count(replies, 'a')} b=${count(replies, 'b')}`);
+    assert.deepEqual([...new Set(replies.map((r) => r.peer))], [n1.v4], 'backends see the node address (masqueraded)');
+    // Every node serves the address: the announcement moves, the service stays.
+    await announce(VIP_CLUSTER, n2);
+    const moved = await httpRequests(topo, client, `http://${VIP_CLUSTER}/`, 20);
+    assert.equal(moved.filter((r) => r.error !== undefined).length, 0, names(moved).join(','));
+    assert.deepEqual([...new Set(moved.map((r) => r.peer))], [n2.v4]);
+  });
+
+  void test('LoadBalancer IPv6 ingress IP', async () => {
+    await announce(VIP_V6, n1);
+    const replies = await httpRequests(topo, client, `http://[${VIP_V6}]/`, 20);
+    assert.equal(replies.filter((r) => r.error !== undefined).length, 0, names(replies).join(','));
+    assert.ok(count(replies, 'a') > 0 && count(replies, 'b') > 0, names(replies).join(','));
+    assert.deepEqual([...new Set(replies.map((r) => r.peer))], [n1.v6]);
+  });
+
+  void test('LoadBalancer Local: the local endpoint only, the client address kept; endpoints only elsewhere: dropped (no answer), as kube-proxy', async () => {
+    await announce(VIP_LOCAL, n1);
+    const on1 = await httpRequests(topo, client, `http://${VIP_LOCAL}/`, 10);
+    assert.deepEqual([...new Set(names(on1))], ['a']);
+    assert.deepEqual([...new Set(on1.map((r) => r.peer))], [client.net1.ipv4]);
+    await announce(VIP_LOCAL, n2);
+    const on2 = await httpRequests(topo, client, `http://${VIP_LOCAL}/`, 10);
+    assert.deepEqual([...new Set(names(on2))], ['b']);
+    assert.deepEqual([...new Set(on2.map((r) => r.peer))], [client.net1.ipv4]);
+    await announce(VIP_ONLY_A, n2);
+    const dropped = await httpRequests(topo, client, `http://${VIP_ONLY_A}/`, 2, 800);
+    assert.deepEqual([...new Set(names(dropped))], ['error:ETIMEDOUT'], 'node2 has no endpoint of only-a: dropped, not forwarded');
+    assert.ok((await droppedBy(n2, 'demo/only-a:80 loadBalancer Local has no endpoints on this node')) >= 2, 'by the rule that says why');
+    await announce(VIP_ONLY_A, n1);
+    assert.deepEqual([...new Set(names(await httpRequests(topo, client, `http://${VIP_ONLY_A}/`, 3)))], ['a']);
+  });
+
+  void test('loadBalancerSourceRanges: the client inside is served, the outsider is dropped', async () => {
+    await announce(VIP_RANGED, n1);
+    const inside = await httpRequests(topo, client, `http://${VIP_RANGED}/`, 10);
+    assert.equal(inside.filter((r) => r.error !== undefined).length, 0, names(inside).join(','));
+    const outside = await httpRequests(topo, outsider, `http://${VIP_RANGED}/`, 2, 800);
+    assert.deepEqual([...new Set(names(outside))], ['error:ETIMEDOUT'], 'dropped');
+    assert.ok((await droppedBy(n1, 'demo/ranged:80 loadBalancer Cluster source outside loadBalancerSourceRanges')) >= 2, 'by the firewall chain');
+    // The same outsider reaches an unranged ingress IP: the drop is the range, not the path.
+    await announce(VIP_CLUSTER, n1);
+    const open = await httpRequests(topo, outsider, `http://${VIP_CLUSTER}/`, 4);
+    assert.equal(open.filter((r) => r.error !== undefined).length, 0, names(open).join(','));
+  });
+
+  void test('Local health check: the agent\'s server in the node answers on the node\'s secondary address with the local count, kube-proxy\'s body', async () => {
+    // The planner's count from real objects: demo/only-a (Local) has its one endpoint on node1.
+    const svc: V1Service = {
+      metadata: { namespace: 'demo', name: 'only-a', labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'demo/net-a' } },
+      spec: { type: 'LoadBalancer', externalTrafficPolicy: 'Local', healthCheckNodePort: HEALTH_PORT, clusterIP: CLUSTER_V4, clusterIPs: [CLUSTER_V4], ports: [{ port: 80, protocol: 'TCP' }] },
+      status: { loadBalancer: { ingress: [{ ip: VIP_ONLY_A }] } },
+    };
+    const slice: V1EndpointSlice = {
+      metadata: { namespace: 'demo', name: 'only-a-x', labels: { [SERVICE_NAME_LABEL]: 'only-a', [MANAGED_BY_LABEL]: MANAGED_BY }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'demo/net-a' } },
+      addressType: 'IPv4',
+      ports: [{ name: '', port: HTTP, protocol: 'TCP' }],
+      endpoints: [{ addresses: [a.net1.ipv4], nodeName: 'node1', conditions: { ready: true } }],
+    };
+    const checks = (nodeName: string, address: string): readonly HealthCheck[] =>
+      planNode({
+        nodeName,
+        node: { metadata: { name: nodeName, annotations: { [NODE_ADDRESSES_ANNOTATION]: `demo/net-a=${address}/24`, [NODE_PARENTS_ANNOTATION]: 'demo/net-a=eth1' } } },
+        services: [svc],
+        slices: [slice],
+        nads: [{ metadata: { namespace: 'demo', name: 'net-a' }, spec: { config: JSON.stringify({ type: 'macvlan', master: 'eth1' }) } }],
+        masqueradeMark: DEFAULT_MASQUERADE_MARK,
+      }).healthChecks;
+    assert.deepEqual(checks('node1', n1.v4), [{ service: 'demo/only-a', port: HEALTH_PORT, localEndpoints: 1 }]);
+    for (const [n, want, status] of [[n1, 1, 200], [n2, 0, 503]] as const) {
+      const server = topo.spawn(n.node, [process.execPath, '--import', 'tsx', '--input-type=module', '-e', HEALTH_SERVER_JS, JSON.stringify(checks(n.node.name, n.v4))]);
+      try {
+        await new Promise<void>((resolve, reject) => {
+          let err = '';
+          server.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+          server.stdout?.on('data', (d: Buffer) => (d.toString().includes('ready') ? resolve() : undefined));
+          server.once('exit', (code) => reject(new Error(`health server exited ${code}: ${err}`)));
+        });
+        const r = await topo.run(client, ['curl', '-s', '-i', '--max-time', '3', `http://${n.v4}:${HEALTH_PORT}/`]);
+        assert.match(r.stdout, new RegExp(`^HTTP/1.1 ${status} `));
+        assert.match(r.stdout, /content-type: application\/json/i);
+        const body = JSON.parse(r.stdout.slice(r.stdout.indexOf('\r\n\r\n') + 4)) as unknown;
+        assert.deepEqual(body, { service: { namespace: 'demo', name: 'only-a' }, localEndpoints: want, serviceProxyHealthy: true });
+      } finally {
+        server.kill('SIGKILL');
+      }
+    }
   });
 
   void test('cleanup removes only what the agent added: rules, routes and the interface; eth1 and foreign rules stay', async () => {

@@ -156,11 +156,15 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
     assert.equal(web.endpoints.length, 3);
     assert.ok(r.v4.nat.get(NODEPORTS_CHAIN)?.some((l) => l.startsWith('-A MPXN-NODEPORTS -d 192.168.101.240/32 -p tcp -m tcp --dport 80 ') && l.endsWith(`-j ${web.chain}`)));
   });
-  void test('Local: local endpoints only, no mark; none here: refused', () => {
+  void test('Local: local endpoints only, no mark; none here but some elsewhere: dropped; none at all: refused', () => {
     const local = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.241');
     assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
     assert.ok(!(local?.rules ?? []).some((l) => l.includes('MARK')));
-    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.242/32') && l.includes('has no endpoints on this node') && l.endsWith('--reject-with tcp-reset')));
+    // Endpoints elsewhere only: dropped, as kube-proxy drops external traffic with no local endpoint.
+    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.242/32') && l.includes('has no endpoints on this node') && l.endsWith('-j DROP')));
+    // No endpoints anywhere: refused.
+    const none = renderNode({ ...LB_SAMPLE, loadBalancers: [lbt('demo/none', '192.168.101.247', 'Local', { endpoints: [] }, { localEndpoints: [] })] });
+    assert.ok(none.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.247/32') && l.endsWith('--reject-with tcp-reset')));
   });
   void test('loadBalancerSourceRanges: one dispatch per range; the firewall chain RETURNs admitted sources and DROPs the rest', () => {
     const ranged = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.243');
