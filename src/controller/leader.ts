@@ -14,6 +14,7 @@ import { isConflict, isNotFound, type KubeClient } from '../kube/client.js';
 import { apiPath } from '../kube/paths.js';
 import type { V1Lease } from '../kube/types.js';
 import type { Logger } from '../log.js';
+import { withLinkedSignal } from '../abort.js';
 
 export interface LeaderConfig {
   readonly namespace: string;
@@ -119,20 +120,21 @@ class FenceClosed extends Error {
  * slow to reach the apiserver is aborted when permission runs out instead of landing later.
  */
 export function fenceWrites(client: KubeClient, fence: WriteFence): KubeClient {
-  const guarded = <O extends { signal?: AbortSignal }>(what: string, opts: O | undefined): O & { signal: AbortSignal } => {
+  const guarded = async <O extends { signal?: AbortSignal }, T>(what: string, opts: O | undefined, write: (o: O & { signal: AbortSignal }) => Promise<T>): Promise<T> => {
     if (!fence.mayWrite()) throw new FenceClosed(`${what}: refused, this replica is not the leader (or its renew deadline passed)`);
-    const signal = opts?.signal ? AbortSignal.any([opts.signal, fence.writeSignal()]) : fence.writeSignal();
-    return { ...(opts ?? ({} as O)), signal };
+    const base = opts ?? ({} as O);
+    if (!opts?.signal) return write({ ...base, signal: fence.writeSignal() });
+    return withLinkedSignal([opts.signal, fence.writeSignal()], (signal) => write({ ...base, signal }));
   };
   return {
     get: (path, opts) => client.get(path, opts),
     list: (path, opts) => client.list(path, opts),
     watch: (path, opts, onEvent, signal) => client.watch(path, opts, onEvent, signal),
     requestCount: () => client.requestCount(),
-    create: async (path, body, opts) => client.create(path, body, guarded(`create ${path}`, opts)),
-    replace: async (path, body, opts) => client.replace(path, body, guarded(`replace ${path}`, opts)),
-    patch: async (path, patch, type, opts) => client.patch(path, patch, type, guarded(`patch ${path}`, opts)),
-    delete: async (path, opts) => client.delete(path, guarded(`delete ${path}`, opts)),
+    create: async (path, body, opts) => guarded(`create ${path}`, opts, (o) => client.create(path, body, o)),
+    replace: async (path, body, opts) => guarded(`replace ${path}`, opts, (o) => client.replace(path, body, o)),
+    patch: async (path, patch, type, opts) => guarded(`patch ${path}`, opts, (o) => client.patch(path, patch, type, o)),
+    delete: async (path, opts) => guarded(`delete ${path}`, opts, (o) => client.delete(path, o)),
   };
 }
 
@@ -233,7 +235,7 @@ export class LeaderElector implements WriteFence {
       const until = this.leading ? this.lastRenew + this.cfg.renewDeadlineMs : now + this.cfg.renewDeadlineMs;
       let held = false;
       try {
-        held = await this.tryAcquireOrRenew(now, AbortSignal.any([signal, abortAt(until, 'renew deadline reached', now)]));
+        held = await withLinkedSignal([signal, abortAt(until, 'renew deadline reached', now)], (s) => this.tryAcquireOrRenew(now, s));
       } catch (e) {
         if (signal.aborted) break;
         this.logger.warn({ err: e instanceof Error ? e.message : String(e) }, 'lease request failed');

@@ -5,7 +5,7 @@
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { once } from 'node:events';
+import { getEventListeners, once } from 'node:events';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Lease } from '../../src/kube/types.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
@@ -13,7 +13,7 @@ import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
 import { leaseHolder, readyz, startControllerProc, tail, type Proc } from './procs.js';
-import { LeaderElector, microTime } from '../../src/controller/leader.js';
+import { fenceWrites, LeaderElector, microTime } from '../../src/controller/leader.js';
 import { interpose } from '../harness/interpose.js';
 import { createLogger } from '../../src/log.js';
 
@@ -144,5 +144,71 @@ void describe('controller leader election (two processes)', () => {
     const taken = await elector.tryAcquireOrRenew();
     assert.equal(taken, false, `took a lease renewed ${Date.now() - renewedAt} ms ago (lease ${LEASE_MS} ms): its observation was stamped before the GET returned`);
     assert.equal((await cp.client.get<V1Lease>(path)).spec?.holderIdentity, 'holder');
+  });
+});
+
+/**
+ * What a leader leaves on its long-lived signals: nothing. Each renew joins the process's lifetime
+ * signal with a deadline, and each write joins the caller's signal with the fence. With
+ * AbortSignal.any that left one entry per renew in the lifetime signal's dependants on Node 20
+ * (nodejs/node#55351): the controller's heap grew for as long as it led (B12). Many fast renews
+ * against the real apiserver, then the signals are looked at.
+ */
+void describe('controller leader election: long-lived signals stay clean (real apiserver)', () => {
+  let cp: ControlPlane;
+  let ns: string;
+  before(async () => {
+    cp = await useControlPlane();
+    ns = uniqueName('ldrsig');
+    await cp.createNamespace(ns);
+  });
+  after(async () => {
+    await cp?.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
+    await cp?.stop();
+  });
+
+  /** Signals AbortSignal.any registered on `s` and has not pruned (Node's internal set; none when absent). */
+  const dependants = (s: AbortSignal): number => {
+    const sym = Object.getOwnPropertySymbols(s).find((k) => k.description === 'kDependantSignals');
+    const set = sym === undefined ? undefined : (s as unknown as Record<symbol, { size?: number } | undefined>)[sym];
+    return set?.size ?? 0;
+  };
+
+  void test('200 renews and 200 fenced writes leave no listener and no dependant on the lifetime and caller signals', async () => {
+    const RENEWS = 200;
+    const life = new AbortController();
+    let renews = 0;
+    // Looked at during the last renew, before the lifetime signal aborts (an abort unhooks everything anyway).
+    let atLast = { listeners: NaN, dependants: NaN };
+    const counting = interpose(cp.client, {
+      replace: async (p, b, o) => {
+        if (++renews === RENEWS) {
+          atLast = { listeners: getEventListeners(life.signal, 'abort').length, dependants: dependants(life.signal) };
+          life.abort();
+        }
+        return cp.client.replace(p, b, o);
+      },
+    });
+    const elector = new LeaderElector(
+      counting,
+      { namespace: ns, name: 'sig', identity: 'sig-1', leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 1 },
+      { onStartedLeading: () => undefined, onStoppedLeading: () => undefined },
+      createLogger('test', 'silent'),
+    );
+    const running = elector.run(life.signal);
+    await waitFor('leading', () => elector.isLeader(), 30_000);
+    // Fenced writes under one long-lived caller signal (a worker's), as the reconciler makes them.
+    const caller = new AbortController();
+    const fenced = fenceWrites(cp.client, elector);
+    const cmPath = apiPath('', 'v1', 'configmaps', ns);
+    await fenced.create(cmPath, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'sig' }, data: { n: '0' } }, { signal: caller.signal });
+    for (let i = 1; i < 200; i++) await fenced.patch(`${cmPath}/sig`, { data: { n: String(i) } }, 'merge', { signal: caller.signal });
+    await running;
+    assert.ok(renews >= RENEWS, `only ${renews} renews`);
+    // The renew in flight holds one link to it; the earlier ones must have let go.
+    assert.ok(atLast.listeners <= 1, `${atLast.listeners} listeners on the lifetime signal after ${RENEWS} renews`);
+    assert.ok(atLast.dependants <= 1, `${atLast.dependants} signals registered on the lifetime signal after ${RENEWS} renews`);
+    assert.equal(getEventListeners(caller.signal, 'abort').length, 0, 'listeners left on the caller signal by fenced writes');
+    assert.equal(dependants(caller.signal), 0, `${dependants(caller.signal)} signals registered on the caller signal by 200 fenced writes`);
   });
 });
