@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [b1 … b9, b3real]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b9, b3real, soak]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -19,6 +19,7 @@ const SCRIPTS: Record<string, string> = {
   b7: './b7-apiserver-load.js',
   b8: './b8-node-agent.js',
   b9: './b9-deletion-latency.js',
+  soak: './soak.js',
 };
 
 async function load(name: string): Promise<Benchmark> {
@@ -34,7 +35,9 @@ if (unknown.length > 0) {
   process.stderr.write(`bench: unknown benchmark ${unknown.map((n) => JSON.stringify(n)).join(', ')}; use ${Object.keys(SCRIPTS).join(', ')}\n`);
   process.exit(2);
 }
-const names = args.names.length > 0 ? args.names : Object.keys(SCRIPTS);
+// The soak runs for hours (minutes with --quick): only when named.
+const ON_REQUEST = new Set(['soak']);
+const names = args.names.length > 0 ? args.names : Object.keys(SCRIPTS).filter((n) => !ON_REQUEST.has(n));
 const command = commandLine(fileURLToPath(import.meta.url), argv);
 const failed: string[] = [];
 const t0 = Date.now();

@@ -31,6 +31,8 @@ export interface BenchResult {
 
 export interface RunContext {
   readonly quick: boolean;
+  /** `--minutes N`, for a benchmark that runs for a time (the soak); others ignore it. */
+  readonly minutes?: number;
   /** Progress lines go to stderr so that stdout keeps only the figures. */
   readonly log: (msg: string) => void;
 }
@@ -100,16 +102,29 @@ export function order(key: string): number {
   return m ? Number(m[1]) * 4 + (m[2] ? 2 : 0) + (m[3] ? 1 : 0) : 1000;
 }
 
-/** Replaces (or adds) one section of the page, keeping every other section as it was. Pure. */
+/**
+ * Replaces (or adds) one section of the page, keeping every other section as it was, and the text
+ * written by hand after a section (up to the next one) with that section. Pure.
+ */
 export function upsertSection(page: string, key: string, body: string): string {
   const re = /<!-- bench:([\w-]+) begin -->\n([\s\S]*?)\n<!-- bench:\1 end -->/g;
-  const sections = new Map<string, string>();
-  for (const m of page.matchAll(re)) if (m[1] !== undefined && m[2] !== undefined) sections.set(m[1], m[2]);
+  const sections = new Map<string, { body: string; after: string }>();
+  const found = [...page.matchAll(re)];
+  found.forEach((m, i) => {
+    if (m[1] === undefined || m[2] === undefined) return;
+    const from = m.index + m[0].length;
+    const to = found[i + 1]?.index ?? page.length;
+    sections.set(m[1], { body: m[2], after: page.slice(from, to).trim() });
+  });
   const firstMarker = page.indexOf('<!-- bench:');
   const head = firstMarker >= 0 ? page.slice(0, firstMarker).trimEnd() : page.trim() || HEADER.trimEnd();
-  sections.set(key, body);
+  sections.set(key, { body, after: sections.get(key)?.after ?? '' });
   const keys = [...sections.keys()].sort((a, b) => order(a) - order(b) || a.localeCompare(b));
-  return `${head}\n\n${keys.map((k) => `${begin(k)}\n${sections.get(k) ?? ''}\n${end(k)}`).join('\n\n')}\n`;
+  const block = (k: string): string => {
+    const s = sections.get(k);
+    return `${begin(k)}\n${s?.body ?? ''}\n${end(k)}${s?.after ? `\n\n${s.after}` : ''}`;
+  };
+  return `${head}\n\n${keys.map(block).join('\n\n')}\n`;
 }
 
 export function writeSection(key: string, body: string, file = DOC): void {

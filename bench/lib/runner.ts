@@ -11,19 +11,27 @@ export interface RunArgs {
   readonly quick: boolean;
   readonly names: readonly string[];
   readonly noWrite: boolean;
+  /** `--minutes N`: the length of a benchmark that runs for a time (the soak). */
+  readonly minutes?: number;
 }
 
 export function parseRunArgs(argv: readonly string[]): RunArgs {
   const names: string[] = [];
   let quick = false;
   let noWrite = false;
-  for (const a of argv) {
+  let minutes: number | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? '';
     if (a === '--quick') quick = true;
     else if (a === '--no-write') noWrite = true;
-    else if (a.startsWith('-')) throw new Error(`bench: unknown option ${JSON.stringify(a)}; use --quick, --no-write and benchmark names (b1 … b8, b3real)`);
+    else if (a === '--minutes') {
+      const v = argv[++i];
+      minutes = Number(v);
+      if (!(minutes > 0)) throw new Error(`bench: --minutes ${JSON.stringify(v ?? '')}: give a positive number of minutes, e.g. --minutes 25`);
+    } else if (a.startsWith('-')) throw new Error(`bench: unknown option ${JSON.stringify(a)}; use --quick, --no-write, --minutes N and benchmark names (b1 … b9, b3real, soak)`);
     else names.push(a.toLowerCase());
   }
-  return { quick, names, noWrite };
+  return { quick, names, noWrite, ...(minutes !== undefined ? { minutes } : {}) };
 }
 
 /** The command line as the user typed it, for the record. */
@@ -42,7 +50,7 @@ export async function runOne(b: Benchmark, args: RunArgs, command: string): Prom
   log(`start${args.quick ? ' (quick)' : ''}: ${b.title}`);
   const t0 = Date.now();
   try {
-    const result = await b.run({ quick: args.quick, log });
+    const result = await b.run({ quick: args.quick, log, ...(args.minutes !== undefined ? { minutes: args.minutes } : {}) });
     const section = renderSection(b, args.quick, command, machine, result);
     process.stdout.write(`\n${section}\n\n`);
     if (!args.noWrite) writeSection(sectionKey(b, args.quick), section);

@@ -9,23 +9,20 @@
  *   grace period (they are scheduled: spec.nodeName) and keeps them with deletionTimestamp set;
  * - `stopAfterMs` later the "kubelet" writes Ready=False and then deletes the pod with grace 0;
  * - scale up: new pods are created and their status written Running and Ready.
- * Both watches run in this process on their own client; times are performance.now() at receipt.
+ * Both watches (deletion-watch.ts) run in this process on their own client; times are performance.now() at receipt.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { resolve as resolvePath } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
 import { NETWORK_STATUS_ANNOTATION } from '../../src/keys.js';
 import type { KubeConnection } from '../../src/kube/config.js';
-import { createInformer, type Informer } from '../../src/kube/informer.js';
-import type { V1EndpointSlice, V1Pod } from '../../src/kube/types.js';
-import { createLogger } from '../../src/log.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { inParallel } from '../harness/parallel.js';
-import { createPod, createService, podPath, setPodStatus, slicePath } from './helpers.js';
+import { createPod, createService, podPath, setPodStatus } from './helpers.js';
+import { watchDeletions } from './deletion-watch.js';
 
 export interface ChurnOptions {
   readonly connection: KubeConnection;
@@ -90,17 +87,6 @@ export async function startBackground(admin: KubeClient, ns: string, net: string
   };
 }
 
-interface Seen {
-  deleting?: number;
-  terminating?: number;
-  ready?: number;
-  sliceReady?: number;
-}
-
-function isReady(p: V1Pod): boolean {
-  return (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
-}
-
 /** The background churn in a child process; resolves once its Services and pods exist. */
 async function startBackgroundProc(ns: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
   const child = spawn(process.execPath, ['--import', 'tsx', BACKGROUND_PROC, b.kubeconfig, ns, String(b.services), String(b.everyMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -120,39 +106,10 @@ async function startBackgroundProc(ns: string, b: NonNullable<ChurnOptions['back
 /** Runs the churn in `namespace` (which must exist, with the controller watching it) and returns the latencies. */
 export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   const admin = createKubeClient(o.connection);
-  const watcher = createKubeClient(o.connection);
   const ns = o.namespace;
   const net = `${ns}/net`;
-  const seen = new Map<string, Seen>();
-  const at = (name: string): Seen => {
-    let s = seen.get(name);
-    if (s === undefined) seen.set(name, (s = {}));
-    return s;
-  };
-  const logger = createLogger('churn-watch', 'error');
-  const pods: Informer<V1Pod> = createInformer<V1Pod>(watcher, { logger, name: 'pods', path: podPath(ns) });
-  const slices: Informer<V1EndpointSlice> = createInformer<V1EndpointSlice>(watcher, { logger, name: 'slices', path: slicePath(ns) });
-  const onPod = (p: V1Pod): void => {
-    const now = performance.now();
-    const s = at(p.metadata?.name ?? '');
-    if (s.deleting === undefined && p.metadata?.deletionTimestamp != null) s.deleting = now;
-    if (s.ready === undefined && isReady(p) && p.metadata?.deletionTimestamp == null) s.ready = now;
-  };
-  const onSlice = (sl: V1EndpointSlice): void => {
-    const now = performance.now();
-    for (const e of sl.endpoints ?? []) {
-      const name = e.targetRef?.name;
-      if (name === undefined) continue;
-      const s = at(name);
-      if (s.terminating === undefined && e.conditions?.terminating === true) s.terminating = now;
-      if (s.sliceReady === undefined && e.conditions?.ready === true) s.sliceReady = now;
-    }
-  };
-  pods.on({ add: onPod, update: onPod, delete: () => undefined });
-  slices.on({ add: onSlice, update: onSlice, delete: () => undefined });
-  pods.start();
-  slices.start();
-  await Promise.all([pods.synced, slices.synced]);
+  const watch = watchDeletions(createKubeClient(o.connection), ns);
+  await watch.synced;
 
   const live: string[] = [];
   const removals: Promise<void>[] = [];
@@ -189,20 +146,12 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
     }
     await Promise.all(removals);
     const deadline = Date.now() + (o.timeoutMs ?? 10_000);
-    while (Date.now() < deadline && victims.some((v) => seen.get(v)?.terminating === undefined)) await sleep(50);
+    while (Date.now() < deadline && victims.some((v) => !watch.terminatingSeen(v))) await sleep(50);
   } finally {
     await stopBackground();
-    pods.stop();
-    slices.stop();
+    watch.stop();
   }
-  const deletionToTerminating: number[] = [];
-  const missing: string[] = [];
-  for (const v of victims) {
-    const s = seen.get(v);
-    if (s?.deleting !== undefined && s.terminating !== undefined) deletionToTerminating.push(s.terminating - s.deleting);
-    else missing.push(v);
-  }
-  const readyToReady = [...seen.values()].flatMap((s) => (s.ready !== undefined && s.sliceReady !== undefined ? [s.sliceReady - s.ready] : []));
-  return { deletionToTerminating, readyToReady, missing };
+  const { ms: deletionToTerminating, missing } = watch.deletionToTerminating(victims);
+  return { deletionToTerminating, readyToReady: watch.readyToReady(), missing };
 }
 

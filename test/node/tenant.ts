@@ -639,10 +639,10 @@ export function malformedAnnotations(node: RealNode, t: Tenant, out: MalformedAn
 /** The node's address on the blog's network, as the admin gives it (docs/node-agent.md; as nodeport.ts does). */
 const AGENT_NODE_ADDRESS = '10.1.1.250';
 
-/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address and parent on the blog's network. */
-export async function installAgent(node: RealNode): Promise<string> {
+/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address and parent on `network` (`<ns>/<nad>`, the blog's by default); resolves with the agent's interface. */
+export async function installAgent(node: RealNode, network = 'default/macvlan1'): Promise<string> {
   await node.sh(`${buildOverlay(agentOverlay(node, true))} | kubectl apply -f -`);
-  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${AGENT_NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=${network}=${AGENT_NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=${network}=${NODE.parent}`]);
   await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
   await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
   return until('the agent interface with the node address', 60_000, async () => {
