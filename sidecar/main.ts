@@ -18,6 +18,9 @@ import { startHealthServer } from '../src/health.js';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
 import { createDataplane } from '../src/dataplane/apply.js';
+import { chooseRuleBackend, type BackendChoice } from '../src/dataplane/backend-choice.js';
+import { createExec } from '../src/dataplane/iptables.js';
+import { probeNftables } from '../src/dataplane/nft/probe.js';
 import { createSidecarMetrics } from './metrics.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime } from './runtime.js';
@@ -42,6 +45,19 @@ async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
   }
 }
 
+/** The rule back end, probed in this pod's namespace when the choice depends on it; a forced one that cannot work stops the start (exit 2). */
+async function chooseBackend(opts: ParsedOptions, log: Logger): Promise<BackendChoice> {
+  const exec = createExec();
+  try {
+    return await chooseRuleBackend(opts.backend, () => probeNftables(exec), 'DATAPLANE_BACKEND (--backend)');
+  } catch (e) {
+    log.fatal({ err: e }, e instanceof Error ? e.message : String(e));
+    process.exit(2);
+  } finally {
+    exec.close();
+  }
+}
+
 async function main(): Promise<void> {
   if (wantsHelp(process.argv.slice(2))) {
     process.stdout.write(helpText(SIDECAR_PROGRAM));
@@ -55,14 +71,15 @@ async function main(): Promise<void> {
   }
   const opts = parsed.value;
   if (opts.cleanup) process.exit(await cleanupMode(opts, log));
+  const choice = await chooseBackend(opts, log);
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const metrics = createSidecarMetrics();
   // Spare restore processes: a change skips a process start on its way to the kernel.
-  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log, spareRestore: true });
+  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
   const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
   const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, metrics.registry, opts.healthPort, opts.healthHost);
-  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend() }, 'multus-proxy sidecar starting');
+  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
 
   let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {

@@ -1,7 +1,8 @@
 /**
  * The nftables back end's rendering (src/dataplane/nft/render.ts): one golden file per rule shape
  * (test/golden/nft), and every golden text loaded by the real `nft` into a namespace this test
- * creates (full texts into an empty one, partial texts on top of the full text they follow).
+ * creates (full texts into an empty one, partial texts on top of the full text they follow, the
+ * start-up probe table in check mode).
  * Regenerate with UPDATE_GOLDEN=1 (review the diff before committing).
  */
 import { after, before, describe, test } from 'node:test';
@@ -11,6 +12,8 @@ import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { render } from '../../src/dataplane/incremental.js';
 import { cleanupText, fullText, partialText, planNft, renderNft, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
+import { probeNftables, probeText } from '../../src/dataplane/nft/probe.js';
+import { createExec } from '../../src/dataplane/iptables.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
 import { CLIENT_BLUE, SHAPE_STATES, ep, nftListingLines as normalise, sampleState, target } from './render-fixtures.js';
 
@@ -160,6 +163,19 @@ void describe('nftables render: the real nft loads every golden text', () => {
     await load(text);
     assert.equal(compareTable(nft(a), await listing()), undefined);
     assert.match((await topo.run(pod, ['nft', 'list', 'set', 'inet', 'multus_proxy', set])).stdout, /192\.168\.1\.7/, 'a kept affinity set keeps its clients');
+  });
+  void test('the start-up probe table (every rule shape) passes nft -c here and changes nothing; a refused text is reported in nft\'s words', async () => {
+    const text = probeText();
+    for (const shape of ['numgen random mod 2', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output']) assert.ok(text.includes(shape), `probe text lacks ${shape}`);
+    const exec = createExec(pod.ns);
+    // The ruleset as listed, without the affinity entries' ticking expiry.
+    const ruleset = async (): Promise<string> => (await topo.run(pod, ['nft', 'list', 'ruleset'])).stdout.replace(/ expires \S+/g, '');
+    const before = await ruleset();
+    assert.equal(await probeNftables(exec), undefined);
+    assert.equal(await ruleset(), before, 'check mode changed the ruleset');
+    const bad = await probeNftables(exec, 'table inet multus_proxy {\n\tchain c {\n\t\ttype nat hook output priority -100;\n\t\tmeta l4proto tcp dnat ip to 10.0.0.1:99999\n\t}\n}\n');
+    assert.match(bad ?? '', /nft -c -f of the probe table failed \(exit 1\): .*Error/);
+    exec.close();
   });
   void test('cleanup removes the table, and works when there is none', async () => {
     await load(cleanupText());

@@ -83,8 +83,11 @@ export function affinitySetName(chain: string, ep: ChosenEndpoint, seconds: numb
   return hashName('MPX-AFF-', chain, ep.ip, ep.port, seconds);
 }
 
+/** What rendering one Service port reads of its resolved target. */
+export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & { readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'> };
+
 /** One Service port's part of the table. Pure; the result depends only on the resolved target. */
-export function renderTarget(r: ResolvedTarget): NftTarget {
+export function renderTarget(r: NftTargetInput): NftTarget {
   const f = r.target.family;
   const proto = r.target.protocol.toLowerCase();
   const key = `${r.clusterIP} . ${proto} . ${r.target.port}`;
@@ -115,7 +118,7 @@ export function renderTarget(r: ResolvedTarget): NftTarget {
  * only what changed. A key already taken (the same cluster IP, protocol and port twice) keeps the
  * first, as the iptables dispatch chain's first matching rule does.
  */
-export function renderNft(targets: readonly ResolvedTarget[], memo?: WeakMap<ResolvedTarget, NftTarget>): NftRuleset {
+export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>): NftRuleset {
   const out = new Map<string, NftTarget>();
   const keys = new Set<string>();
   for (const r of targets) {

@@ -1,0 +1,54 @@
+/**
+ * The rule back end chosen at start (src/dataplane/backend-choice.ts): the choice for every
+ * setting, and the real sidecar refusing to start when nftables is forced where nft cannot run,
+ * with the setting and the fix in its message. The probe table itself is loaded by the real
+ * `nft -c` in test/sidecar/nft-render.test.ts.
+ */
+import { describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chooseRuleBackend, NftablesUnsupportedError } from '../../src/dataplane/backend-choice.js';
+
+const SETTING = 'DATAPLANE_BACKEND (--backend)';
+
+void describe('rule back end choice', () => {
+  const works = (): Promise<undefined> => Promise.resolve(undefined);
+  const fails = (): Promise<string> => Promise.resolve('nft is not installed');
+  const untouched = (): Promise<string> => Promise.reject(new Error('the probe must not run'));
+
+  void test('forced iptables never probes; forced nftables probes and fails the start with the setting, nft\'s words and the fix', async () => {
+    assert.equal((await chooseRuleBackend('iptables', untouched, SETTING)).kind, 'iptables');
+    assert.equal((await chooseRuleBackend('nftables', works, SETTING)).kind, 'nftables');
+    await assert.rejects(chooseRuleBackend('nftables', fails, SETTING), (e: unknown) => {
+      assert.ok(e instanceof NftablesUnsupportedError);
+      assert.match(e.message, /DATAPLANE_BACKEND \(--backend\) is "nftables".*nft is not installed.*Fix: set it to "iptables"/);
+      return true;
+    });
+  });
+  void test('auto: iptables today without probing; with nftables preferred, nftables where the probe passes, else iptables with why', async () => {
+    const today = await chooseRuleBackend('auto', untouched, SETTING);
+    assert.equal(today.kind, 'iptables');
+    assert.match(today.why, /change-cost target/);
+    assert.equal((await chooseRuleBackend('auto', works, SETTING, 'nftables')).kind, 'nftables');
+    const fallback = await chooseRuleBackend('auto', fails, SETTING, 'nftables');
+    assert.deepEqual(fallback, { kind: 'iptables', why: 'auto: nftables cannot be used here (nft is not installed)' });
+  });
+});
+
+void describe('sidecar start with nftables forced', () => {
+  void test('the sidecar with --backend nftables where nft cannot run exits 2 naming the setting and the fix', () => {
+    // A PATH holding only node: nft (and everything else) is missing, as in an image without it.
+    const bin = mkdtempSync(join(tmpdir(), 'mpx-nonft-'));
+    symlinkSync(process.execPath, join(bin, 'node'));
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'sidecar/main.ts', '--backend', 'nftables'], {
+      env: { PATH: bin, POD_NAME: 'client', POD_NAMESPACE: 'demo', HOME: tmpdir() },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.equal(r.status, 2, r.stderr + r.stdout);
+    assert.match(r.stdout + r.stderr, /DATAPLANE_BACKEND \(--backend\) is \\"nftables\\".*nft is not installed.*Fix: set it to \\"iptables\\"/);
+  });
+});
