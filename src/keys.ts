@@ -51,6 +51,10 @@ export const WEBHOOK_CONFIGURATION_NAME = 'multus-proxy-webhook';
 /** Where the project installs itself. */
 export const INSTALL_NAMESPACE = 'multus-proxy-system';
 
+/** The optional node agent's DaemonSet (deploy/components/node-agent): the webhook reads whether it runs. */
+export const NODE_AGENT_NAMESPACE = 'multus-proxy-node';
+export const NODE_AGENT_DAEMONSET = 'multus-proxy-node';
+
 /** At most this many endpoints per EndpointSlice (the Kubernetes default). */
 export const MAX_ENDPOINTS_PER_SLICE = 100;
 

@@ -1,13 +1,19 @@
 /**
  * What the webhook reads from the apiserver, through the lean client: a Namespace's labels
  * (injection enabled? PodSecurity level?), the apiserver version (native sidecars?), whether a
- * NetworkAttachmentDefinition exists. Short caches keep a burst of pods (a Deployment scaling
+ * NetworkAttachmentDefinition exists, whether the node agent runs (its DaemonSet: the node-agent
+ * component grants the webhook `get` on that one object; without the component the apiserver
+ * answers 403 or 404, both read as "not installed"). Short caches keep a burst of pods (a Deployment scaling
  * to 100) from becoming 100 GETs, and concurrent lookups of one key share one request.
  */
 import type { KubeClient } from '../src/kube/client.js';
-import { getIfExists, isNotFound } from '../src/kube/client.js';
+import { getIfExists, isForbidden, isNotFound } from '../src/kube/client.js';
+import { NODE_AGENT_DAEMONSET, NODE_AGENT_NAMESPACE } from '../src/keys.js';
+import type { NodeAgentPresence } from './service.js';
 import { apiPath } from '../src/kube/paths.js';
-import type { V1Namespace } from '../src/kube/types.js';
+import type { V1Namespace, V1Service } from '../src/kube/types.js';
+import { objectEvent } from '../src/kube/events.js';
+import { hostname } from 'node:os';
 import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { Logger } from '../src/log.js';
 
@@ -25,6 +31,13 @@ export interface ClusterLookups {
   /** True when the apiserver runs Kubernetes 1.29 or later (SidecarContainers on by default). */
   nativeSidecarsSupported(): Promise<boolean>;
   nadExists(ref: NetworkRef): Promise<NadLookup>;
+  /** Whether the node agent's DaemonSet exists and has a ready pod (cached briefly). */
+  nodeAgent(): Promise<NodeAgentPresence>;
+}
+
+/** The part of a DaemonSet read here. */
+interface DaemonSetStatus {
+  status?: { numberReady?: number };
 }
 
 export interface ServerVersion {
@@ -53,6 +66,8 @@ export interface LookupOptions {
   readonly logger?: Logger;
   /** How long a version answer is reused (an upgrade is seen after at most this long). */
   readonly versionCacheMs?: number;
+  /** How long the node agent's presence is reused (default 10 s: an install is noticed soon). */
+  readonly nodeAgentCacheMs?: number;
   readonly now?: () => number;
 }
 
@@ -67,6 +82,7 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
   const now = opts.now ?? Date.now;
   const namespaces = new Map<string, Cached<Record<string, string> | undefined>>();
   let version: (Cached<boolean> & { ttl: number }) | undefined;
+  let agent: Cached<NodeAgentPresence> | undefined;
 
   const fetchNamespace = (name: string): Promise<Record<string, string> | undefined> =>
     getIfExists<V1Namespace>(client, apiPath('', 'v1', 'namespaces', undefined, name)).then((ns) => (ns === undefined ? undefined : (ns.metadata?.labels ?? {})));
@@ -104,6 +120,20 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
       return value;
     },
 
+    nodeAgent() {
+      if (agent !== undefined && now() - agent.at < (opts.nodeAgentCacheMs ?? 10_000)) return agent.value;
+      const value = client.get<DaemonSetStatus>(apiPath('apps', 'v1', 'daemonsets', NODE_AGENT_NAMESPACE, NODE_AGENT_DAEMONSET)).then(
+        (ds): NodeAgentPresence => ((ds?.status?.numberReady ?? 0) > 0 ? 'ready' : 'not-ready'),
+        (e: unknown): NodeAgentPresence => {
+          if (isNotFound(e) || isForbidden(e)) return 'absent';
+          opts.logger?.debug({ err: e }, 'node agent lookup failed');
+          return 'unknown';
+        },
+      );
+      agent = { at: now(), value };
+      return value;
+    },
+
     async nadExists(ref) {
       const path = apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', ref.namespace, ref.name);
       let timer: NodeJS.Timeout | undefined;
@@ -122,5 +152,23 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
         clearTimeout(timer);
       }
     },
+  };
+}
+
+export const EVENT_COMPONENT = 'multus-proxy-webhook';
+
+/**
+ * Writes a Warning Event about a Service without holding up the admission: the write runs in the
+ * background and a failure is only logged. On CREATE the Service has no uid yet; kubectl still
+ * finds the Event by kind, namespace and name.
+ */
+export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
+  return (svc, namespace, reason, message) => {
+    const name = svc.metadata?.name ?? '';
+    if (name === '') return Promise.resolve(); // generateName: no name to attach it to yet
+    const subject = { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' };
+    const body = objectEvent(subject, 'Warning', reason, message, new Date(), { component: EVENT_COMPONENT, instance: hostname() });
+    client.create(apiPath('', 'v1', 'events', namespace), body).catch((e: unknown) => logger?.warn({ err: e, reason }, 'could not write Event'));
+    return Promise.resolve();
   };
 }

@@ -14,7 +14,7 @@ import type { PodSecurityLevel, SidecarConfig } from './options.js';
 import { createPatch } from './patch.js';
 import { decideInjection, describePod, type PodDecision } from '../src/injection-policy.js';
 import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
-import { defaultService, describeService, validateService } from './service.js';
+import { defaultService, describeService, nodeAgentProblem, validateService } from './service.js';
 
 export interface Handled {
   readonly response: AdmissionResponse;
@@ -24,8 +24,15 @@ export interface Handled {
 
 export type Handler = (req: AdmissionRequest) => Promise<Handled>;
 
+/** Writes a Warning Event about a Service (the webhook's only write; unset: warnings only). */
+export type ServiceEventWriter = (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void>;
+
+/** Event reason on a LoadBalancer or NodePort Service the node agent cannot serve (no agent, or none ready). */
+export const REASON_NODE_AGENT_MISSING = 'NodeAgentMissing';
+
 export interface HandlerDeps {
   readonly cluster: ClusterLookups;
+  readonly events?: ServiceEventWriter;
   readonly sidecar: SidecarConfig;
   /** The cluster's Pod Security level for namespaces without the enforce label (unset: privileged). */
   readonly podSecurityDefault?: PodSecurityLevel;
@@ -77,7 +84,7 @@ export function serviceDefaultingHandler(deps: Partial<HandlerDeps> = {}): Handl
   };
 }
 
-export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger'>): Handler {
+export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger' | 'events'>): Handler {
   return async (req) => {
     const svc = req.object as V1Service;
     const namespace = requestNamespace(req, svc);
@@ -103,6 +110,16 @@ export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'lo
     for (const { ref, nad } of lookups) {
       if (nad.state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created${ref.namespace !== namespace ? ' and its owner shares it with this namespace' : ''}`);
       if (nad.state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
+    }
+    // NodePort and LoadBalancer are the node agent's: say so at once when it is not there, and
+    // leave an Event on the Service for whoever looks later (not for a dry run).
+    const type = svc.spec?.type;
+    if (verdict.reason === 'valid' && (type === 'LoadBalancer' || type === 'NodePort')) {
+      const problem = nodeAgentProblem(describeService(svc, namespace), type, await deps.cluster.nodeAgent());
+      if (problem !== undefined) {
+        warnings.push(problem);
+        if (req.dryRun !== true && deps.events !== undefined) await deps.events(svc, namespace, REASON_NODE_AGENT_MISSING, problem);
+      }
     }
     return { response: allowed(req.uid, warnings), outcome: 'allowed', reason: warnings.length > 0 ? 'with-warnings' : verdict.reason };
   };

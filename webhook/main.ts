@@ -6,7 +6,7 @@ import { readFileSync } from 'node:fs';
 import { createKubeClient } from '../src/kube/client.js';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createLogger } from '../src/log.js';
-import { createClusterLookups } from './cluster.js';
+import { createClusterLookups, serviceEventWriter } from './cluster.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
 import { createWebhookMetrics } from './metrics.js';
 import { parseOptions, webhookHelp } from './options.js';
@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   });
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, logger });
-  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger };
+  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger) };
   let stopping = false;
   const app = createApp({
     endpoints: {

@@ -1,17 +1,23 @@
 /**
  * Services that opt in with the service-network annotation: defaulting (the proxy-name label
  * that makes kube-proxy ignore them) and validation (annotation syntax, supported types, the
- * headless selector rule, a conflicting proxy-name). NodePort is allowed with a warning saying
- * what the node agent needs. Pure; whether the named
- * NetworkAttachmentDefinitions exist is looked up by the caller and becomes warnings.
+ * headless selector rule, a conflicting proxy-name, a LoadBalancer's source ranges). NodePort and
+ * LoadBalancer are allowed with a warning saying what they need (the node agent; and for
+ * LoadBalancer an implementation that allocates and announces the address). Pure; whether the
+ * named NetworkAttachmentDefinitions exist and whether the node agent runs are looked up by the
+ * caller and become warnings.
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
 import { parseServiceNetwork, type NetworkRef } from '../src/annotations/service-network.js';
 import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../src/annotations/label-selector.js';
 import type { V1Service } from '../src/kube/types.js';
 import { formatInputError, inputError, type InputError } from '../src/result.js';
+import { MAX_SOURCE_RANGES, parseSourceRange, SOURCE_RANGES_KEY } from '../src/annotations/load-balancer.js';
 
-export type ServiceDenyReason = 'invalid-annotation' | 'unsupported-type' | 'headless-with-selector' | 'proxy-name-conflict';
+export type ServiceDenyReason = 'invalid-annotation' | 'unsupported-type' | 'headless-with-selector' | 'proxy-name-conflict' | 'invalid-field';
+
+/** The cloud providers' annotation for source ranges; kube-proxy, and so multus-proxy, reads only the spec field. */
+export const SOURCE_RANGES_ANNOTATION = 'service.beta.kubernetes.io/load-balancer-source-ranges';
 
 export type ServiceVerdict =
   | { readonly allowed: true; readonly networks: NetworkRef[]; readonly warnings: string[]; readonly reason: 'not-opted-in' | 'being-deleted' | 'valid' }
@@ -31,10 +37,9 @@ export function defaultService(svc: V1Service): { service: V1Service; labelAdded
   return { service: out, labelAdded: true };
 }
 
-const SUPPORTED_TYPES = new Set(['ClusterIP', 'NodePort', undefined]);
+const SUPPORTED_TYPES = new Set(['ClusterIP', 'NodePort', 'LoadBalancer', undefined]);
 /** Why each other type cannot work, in the user's terms. */
 const UNSUPPORTED_WHY: Record<string, string> = {
-  LoadBalancer: 'its load balancer is programmed by the cloud provider, which does not see secondary networks',
   ExternalName: 'it is only a DNS alias (CNAME) with no endpoints to serve',
 };
 
@@ -52,6 +57,37 @@ export function nodePortWarning(object: string, networks: readonly NetworkRef[])
     'the NAD must be macvlan, ipvlan (l2) or bridge with its parent interface in its config'
   );
 }
+
+/**
+ * What a LoadBalancer Service needs beyond this webhook: the node agent serves its ingress IPs (and
+ * node ports), and an implementation of the cluster's own allocates and announces the address;
+ * multus-proxy does neither (docs/node-agent.md, "LoadBalancer").
+ */
+export function loadBalancerWarning(object: string, networks: readonly NetworkRef[]): string {
+  const nets = networks.map((n) => `${n.namespace}/${n.name}`).join(', ');
+  return (
+    `${object}: type LoadBalancer on ${nets}: its status.loadBalancer.ingress IPs are served on the secondary network by the multus-proxy-node agent on every node, ` +
+    'and client pods with the sidecar reach them directly; the address itself must be allocated and announced on that network by a load-balancer implementation ' +
+    '(e.g. MetalLB with an IPAddressPool in the network\'s subnet and an L2Advertisement on the nodes\' interface there): multus-proxy does neither'
+  );
+}
+
+/** Why the node agent cannot serve a LoadBalancer or NodePort Service right now, or undefined when it can. */
+export function nodeAgentProblem(object: string, type: string, presence: NodeAgentPresence): string | undefined {
+  switch (presence) {
+    case 'ready':
+      return undefined;
+    case 'absent':
+      return `${object}: type ${type} is not served on the secondary network: the multus-proxy-node agent is not installed (DaemonSet multus-proxy-node/multus-proxy-node not found); install the node-agent component (docs/node-agent.md, "Install") or use type ClusterIP`;
+    case 'not-ready':
+      return `${object}: type ${type} is not served on the secondary network yet: the multus-proxy-node agent has no ready pod (DaemonSet multus-proxy-node/multus-proxy-node); see kubectl -n multus-proxy-node get pods`;
+    case 'unknown':
+      return `${object}: type ${type} needs the multus-proxy-node agent, and whether it runs could not be checked; make sure the node-agent component is installed`;
+  }
+}
+
+/** Whether the node agent's DaemonSet is there and has a ready pod (webhook/cluster.ts looks it up). */
+export type NodeAgentPresence = 'ready' | 'not-ready' | 'absent' | 'unknown';
 
 export function validateService(svc: V1Service, namespace: string): ServiceVerdict {
   const object = describeService(svc, namespace);
@@ -94,8 +130,8 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
       inputError(
         'spec.type',
         String(type),
-        `multus-proxy serves ClusterIP, headless and NodePort Services only: ${UNSUPPORTED_WHY[String(type)] ?? 'it is not a type Kubernetes knows'}`,
-        `set spec.type: ClusterIP (with clusterIP: None for headless) or NodePort (served on the nodes' own addresses on the network by the multus-proxy-node agent), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
+        `multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only: ${UNSUPPORTED_WHY[String(type)] ?? 'it is not a type Kubernetes knows'}`,
+        `set spec.type: ClusterIP (with clusterIP: None for headless), NodePort or LoadBalancer (both served on the network by the multus-proxy-node agent), or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`,
       ),
     );
   }
@@ -117,7 +153,22 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
     );
   }
 
-  const warnings: string[] = type === 'NodePort' ? [nodePortWarning(object, refs.value)] : [];
+  const warnings: string[] = type === 'NodePort' ? [nodePortWarning(object, refs.value)] : type === 'LoadBalancer' ? [loadBalancerWarning(object, refs.value)] : [];
+  if (type === 'LoadBalancer') {
+    // The ranges become firewall rules on every node: checked here, as where they enter (the
+    // apiserver checks them too; this names the entry and the fix in our words).
+    const ranges = svc.spec?.loadBalancerSourceRanges ?? [];
+    if (ranges.length > MAX_SOURCE_RANGES) {
+      return deny('invalid-field', 400, inputError(SOURCE_RANGES_KEY, `${ranges.length} entries`, `lists more than ${MAX_SOURCE_RANGES} ranges, each a rule per ingress IP and port on every node`, 'merge them into fewer, larger CIDRs'));
+    }
+    for (const [i, raw] of ranges.entries()) {
+      const r = parseSourceRange(raw);
+      if (typeof r === 'string') return deny('invalid-field', 400, inputError(`${SOURCE_RANGES_KEY}[${i}]`, raw, r, 'write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"'));
+    }
+    if (annotations[SOURCE_RANGES_ANNOTATION] !== undefined && (svc.spec?.loadBalancerSourceRanges ?? []).length === 0) {
+      warnings.push(`${object}: annotation ${SOURCE_RANGES_ANNOTATION} is not read by multus-proxy (nor by kube-proxy): every source is admitted; move the ranges to spec.loadBalancerSourceRanges`);
+    }
+  }
   const selectorText = annotations[SERVICE_SELECTOR_ANNOTATION];
   if (selectorText !== undefined) {
     const sel = parseLabelSelector(selectorText);

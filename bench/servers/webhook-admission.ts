@@ -28,6 +28,7 @@ const warmCluster: ClusterLookups = {
   namespaceLabels: async () => ({ [INJECTION_LABEL]: INJECTION_ENABLED }),
   nativeSidecarsSupported: async () => true,
   nadExists: async () => ({ state: 'exists' }),
+  nodeAgent: async () => 'ready',
 };
 
 async function main(): Promise<void> {

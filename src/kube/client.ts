@@ -65,6 +65,11 @@ export async function getIfExists<T>(client: Pick<KubeClient, 'get'>, path: stri
   }
 }
 
+/** 403: the caller may not do this (RBAC). */
+export function isForbidden(e: unknown): boolean {
+  return e instanceof KubeApiError && e.status === 403;
+}
+
 export function isConflict(e: unknown): boolean {
   return e instanceof KubeApiError && e.status === 409;
 }

@@ -18,6 +18,8 @@ void describe('deploy/components/node-agent', () => {
       'ClusterRoleBinding//multus-proxy-node',
       'DaemonSet/multus-proxy-node/multus-proxy-node',
       'Namespace//multus-proxy-node',
+      'Role/multus-proxy-node/multus-proxy-webhook-reads-node-agent',
+      'RoleBinding/multus-proxy-node/multus-proxy-webhook-reads-node-agent',
       'ServiceAccount/multus-proxy-node/multus-proxy-node',
     ]);
     for (const p of plain) assert.deepEqual(withAgent.find((o) => id(o) === id(p)), p, `${id(p)} unchanged`);
@@ -54,5 +56,12 @@ void describe('deploy/components/node-agent', () => {
       'discovery.k8s.io/endpointslices:get', 'discovery.k8s.io/endpointslices:list', 'discovery.k8s.io/endpointslices:watch',
       'k8s.cni.cncf.io/network-attachment-definitions:get', 'k8s.cni.cncf.io/network-attachment-definitions:list', 'k8s.cni.cncf.io/network-attachment-definitions:watch',
     ].sort());
+  });
+  void test('the webhook may get the agent\'s DaemonSet, that one object, nothing else', async () => {
+    const all = await render('deploy/overlays/node-agent');
+    const role = all.find((o) => o.kind === 'Role' && o.metadata?.name === 'multus-proxy-webhook-reads-node-agent') as Rendered & { rules: unknown[] };
+    assert.deepEqual(role.rules, [{ apiGroups: ['apps'], resources: ['daemonsets'], resourceNames: ['multus-proxy-node'], verbs: ['get'] }]);
+    const binding = all.find((o) => o.kind === 'RoleBinding' && o.metadata?.name === 'multus-proxy-webhook-reads-node-agent') as Rendered & { subjects: unknown[] };
+    assert.deepEqual(binding.subjects, [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace: 'multus-proxy-system' }]);
   });
 });

@@ -48,6 +48,8 @@ import {
   SERVICE_NAME_LABEL,
   SERVICE_NETWORK_ANNOTATION,
   SIDECAR_CONTAINER_NAME,
+  NODE_AGENT_DAEMONSET,
+  NODE_AGENT_NAMESPACE,
 } from '../../src/keys.js';
 import { REPO, at, containerArgs, find, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
@@ -489,6 +491,43 @@ void describe('webhook with its own ServiceAccount', () => {
     assert.ok(warnings.some((w) => w.includes(`${WEB_NS}/missing1`) && w.includes('does not exist')), `missing1 reported: ${JSON.stringify(warnings)}`);
     assert.ok(!warnings.some((w) => w.includes('could not be checked')), `every lookup answered: ${JSON.stringify(warnings)}`);
     assert.ok(!warnings.some((w) => w.includes(`${WEB_NS}/macvlan1`)), `macvlan1 exists: ${JSON.stringify(warnings)}`);
+    assertNoForbidden(webhook);
+  });
+
+  void test('a LoadBalancer Service without the node agent: a warning and a Warning Event (creates Events); with the component\'s RBAC and a ready DaemonSet: neither (gets that DaemonSet)', async () => {
+    const lb = {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'lb', namespace: WEB_NS, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } },
+      spec: { type: 'LoadBalancer', selector: { app: 'web' }, ports: [{ port: 80 }], loadBalancerSourceRanges: ['203.0.113.0/24'] },
+    };
+    const warningsNow = async (): Promise<string[]> => {
+      const { json } = await postJson(`${url}${path('services', 'validate')}`, ca, review('Service', WEB_NS, lb));
+      const r = (json as ReviewResponse).response;
+      assert.equal(r?.allowed, true, JSON.stringify(json));
+      return r?.warnings ?? [];
+    };
+    const before = await warningsNow();
+    assert.ok(before.some((w) => w.includes('type LoadBalancer is not served on the secondary network: the multus-proxy-node agent is not installed')), JSON.stringify(before));
+    await waitFor(
+      'the NodeAgentMissing Event',
+      async () => (await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', WEB_NS))).items.some((e) => e.type === 'Warning' && e.reason === 'NodeAgentMissing' && e.involvedObject.kind === 'Service' && e.involvedObject.name === 'lb' && (e.message ?? '').includes('not installed')),
+      20_000,
+      () => webhook.tail(),
+    );
+    // Install the component's RBAC (as deploy/overlays/node-agent does) and a DaemonSet with a ready pod.
+    const component = (await render('deploy/overlays/node-agent')).filter((o) => o.metadata?.namespace === NODE_AGENT_NAMESPACE || (o.kind === 'Namespace' && o.metadata?.name === NODE_AGENT_NAMESPACE));
+    await applyForReal(cp.client, component.filter((o) => o.kind === 'Namespace' || o.kind === 'Role' || o.kind === 'RoleBinding'));
+    const dsPath = apiPath('apps', 'v1', 'daemonsets', NODE_AGENT_NAMESPACE, NODE_AGENT_DAEMONSET);
+    await cp.client.create(apiPath('apps', 'v1', 'daemonsets', NODE_AGENT_NAMESPACE), {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: NODE_AGENT_DAEMONSET, namespace: NODE_AGENT_NAMESPACE },
+      spec: { selector: { matchLabels: { app: 'agent' } }, template: { metadata: { labels: { app: 'agent' } }, spec: { containers: [{ name: 'agent', image: 'multus-proxy:0.1.0' }] } } },
+    });
+    const ds = await cp.client.get<{ status?: Record<string, number> }>(dsPath);
+    await cp.client.replace(`${dsPath}/status`, { ...ds, status: { currentNumberScheduled: 1, desiredNumberScheduled: 1, numberMisscheduled: 0, numberReady: 1 } });
+    await waitFor('no warning once the agent runs (the webhook caches its answer for 10 s)', async () => !(await warningsNow()).some((w) => w.includes('not served') || w.includes('not installed')), 30_000, () => webhook.tail());
     assertNoForbidden(webhook);
   });
 });

@@ -182,7 +182,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     const deadline = Date.now() + 30_000;
     for (;;) {
       const probe = await cp.client.create<V1Service>(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { selector: { app: 'x' } }), { dryRun: true });
-      const denied = await cp.client.create(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' } }), { dryRun: true }).then(
+      const denied = await cp.client.create(services(on), service(uniqueName('probe'), { [SN]: 'net-a' }, { type: 'ExternalName', externalName: 'x.example.com' }), { dryRun: true }).then(
         () => false,
         () => true,
       );
@@ -283,7 +283,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     }
   });
 
-  void test('Services: the label is defaulted; a missing NAD is only a warning; headless with a selector and LoadBalancer are rejected; NodePort is admitted with a warning', async () => {
+  void test('Services: the label is defaulted; a missing NAD is only a warning; headless with a selector and ExternalName are rejected; NodePort and LoadBalancer are admitted with warnings', async () => {
     const stored = await cp.client.create<V1Service>(services(on), service('web', { [SN]: 'net-a' }, { selector: { app: 'web' } }));
     assert.equal(stored.metadata?.labels?.[PROXY_LABEL], 'multus-proxy');
     const headless = await cp.client.create<V1Service>(services(on), service('db', { [SN]: 'net-a,missing-net', 'k8s.v1.cni.cncf.io/service-selector': 'app=db' }, { clusterIP: 'None' }));
@@ -296,15 +296,20 @@ void describe('webhook behind a real kube-apiserver', () => {
       await createError(cp.client.create(services(on), service('bad-headless', { [SN]: 'net-a' }, { clusterIP: 'None', selector: { app: 'db' } }))),
       /denied the request: Service wh-on-\w+\/bad-headless: spec\.selector .*move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=db" and remove spec\.selector/,
     );
-    assert.match(await createError(cp.client.create(services(on), service('lb', { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' } }))), /spec\.type "LoadBalancer": multus-proxy serves ClusterIP, headless and NodePort Services only/);
+    assert.match(await createError(cp.client.create(services(on), service('alias', { [SN]: 'net-a' }, { type: 'ExternalName', externalName: 'x.example.com' }))), /spec\.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only/);
+    // LoadBalancer: admitted; what it needs is said, and (no node agent in this cluster) that it is not served.
+    const lb = await createWarnings(cp, services(on), service('lb', { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' }, loadBalancerSourceRanges: ['203.0.113.0/24'] }));
+    assert.equal(lb.status, 201);
+    assert.match(lb.warnings.join('\n'), /type LoadBalancer on wh-on-\w+\/net-a: its status\.loadBalancer\.ingress IPs are served on the secondary network by the multus-proxy-node agent/);
+    assert.match(lb.warnings.join('\n'), /type LoadBalancer is not served on the secondary network: the multus-proxy-node agent is not installed/);
     const nodePort = await createWarnings(cp, services(on), service('np', { [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'x' } }));
     assert.equal(nodePort.status, 201);
     assert.match(nodePort.warnings.join('\n'), /type NodePort on wh-on-\w+\/net-a is served only by the multus-proxy-node agent/);
     const conflicting = service('conflict', { [SN]: 'net-a' }, { selector: { app: 'x' } });
     conflicting.metadata = { ...conflicting.metadata, labels: { [PROXY_LABEL]: 'kube-proxy-ng' } };
     assert.match(await createError(cp.client.create(services(on), conflicting)), /label service\.kubernetes\.io\/service-proxy-name "kube-proxy-ng": conflicts with the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
-    // UPDATE is validated too: switching the stored Service to LoadBalancer is refused.
+    // UPDATE is validated too: switching the stored Service to ExternalName is refused.
     const current = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'web'));
-    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { ...current.spec, type: 'LoadBalancer' } })), /spec\.type "LoadBalancer"/);
+    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { type: 'ExternalName', externalName: 'x.example.com' } })), /spec\.type "ExternalName"/);
   });
 });

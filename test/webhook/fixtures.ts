@@ -2,6 +2,7 @@
 import jsonpatch from 'fast-json-patch';
 import type { Operation as JsonPatchOperation } from 'fast-json-patch';
 import type { ClusterLookups, NadState } from '../../webhook/cluster.js';
+import type { NodeAgentPresence } from '../../webhook/service.js';
 import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../webhook/options.js';
 import type { AdmissionRequest, AdmissionResponse, Operation } from '../../webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
@@ -28,7 +29,7 @@ export const SIDECAR: SidecarConfig = {
 export const ENABLED = { 'multus-proxy-injection': 'enabled' };
 
 /** In-memory ClusterLookups that counts its calls. */
-export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState>; nadAnnotations?: Record<string, Record<string, string>> } = {}): ClusterLookups & { calls: string[] } {
+export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState>; nadAnnotations?: Record<string, Record<string, string>>; nodeAgent?: NodeAgentPresence } = {}): ClusterLookups & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,
@@ -44,6 +45,10 @@ export function fakeCluster(init: { namespaces?: Record<string, Record<string, s
       calls.push(`nad:${networkKey(ref)}`);
       const annotations = init.nadAnnotations?.[networkKey(ref)];
       return { state: init.nads?.[networkKey(ref)] ?? 'exists', ...(annotations !== undefined ? { annotations } : {}) };
+    },
+    async nodeAgent() {
+      calls.push('node-agent');
+      return init.nodeAgent ?? 'ready';
     },
   };
 }

@@ -47,12 +47,58 @@ void describe('webhook/service validation', () => {
     assert.deepEqual(headless, { allowed: true, networks: [{ namespace: 'ns', name: 'net-a' }], warnings: [], reason: 'valid' });
   });
 
-  void test('LoadBalancer and ExternalName are denied naming the type and the fix', () => {
-    for (const type of ['LoadBalancer', 'ExternalName']) {
-      const d = denial(svc({ [SN]: 'net-a' }, { type, selector: { app: 'web' } }));
-      assert.equal(d.code, 400);
-      assert.match(d.message, new RegExp(`^Service ns/web: spec.type "${type}": multus-proxy serves ClusterIP, headless and NodePort Services only.*; set spec.type: ClusterIP .* or NodePort \\(served on the nodes' own addresses on the network by the multus-proxy-node agent\\)`));
+  void test('ExternalName is denied naming the type and the fix', () => {
+    const d = denial(svc({ [SN]: 'net-a' }, { type: 'ExternalName', selector: { app: 'web' } }));
+    assert.equal(d.code, 400);
+    assert.match(d.message, /^Service ns\/web: spec.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only: it is only a DNS alias.*; set spec.type: ClusterIP .*, NodePort or LoadBalancer \(both served on the network by the multus-proxy-node agent\)/);
+  });
+
+  void test('LoadBalancer is allowed, with a warning saying it needs the node agent and a load-balancer implementation', () => {
+    const v = validateService(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['203.0.113.0/24', ' 2001:db8::/32 '] }), 'ns');
+    assert.ok(v.allowed && v.reason === 'valid');
+    assert.equal(v.warnings.length, 1);
+    assert.match(v.warnings[0] ?? '', /^Service ns\/web: type LoadBalancer on ns\/net-a: its status\.loadBalancer\.ingress IPs are served on the secondary network by the multus-proxy-node agent/);
+    assert.match(v.warnings[0] ?? '', /allocated and announced on that network by a load-balancer implementation \(e\.g\. MetalLB/);
+  });
+
+  void test('LoadBalancer source ranges: a bad one is denied naming the entry and the fix; too many are denied; the providers\' annotation alone is a warning', () => {
+    const bad = denial(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, loadBalancerSourceRanges: ['10.0.0.0/8', '10.0.0.1'] }));
+    assert.equal(bad.reason, 'invalid-field');
+    assert.equal(bad.message, 'Service ns/web: spec.loadBalancerSourceRanges[1] "10.0.0.1": has no prefix length; write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"');
+    const many = denial(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, loadBalancerSourceRanges: Array.from({ length: 257 }, (_, i) => `10.${i % 256}.${Math.floor(i / 256)}.0/24`) }));
+    assert.match(many.message, /lists more than 256 ranges/);
+    const annotated = validateService(svc({ [SN]: 'net-a', 'service.beta.kubernetes.io/load-balancer-source-ranges': '10.0.0.0/8' }, { type: 'LoadBalancer', selector: { app: 'web' } }), 'ns');
+    assert.ok(annotated.allowed);
+    assert.match(annotated.warnings.join('\n'), /annotation service\.beta\.kubernetes\.io\/load-balancer-source-ranges is not read by multus-proxy \(nor by kube-proxy\): every source is admitted; move the ranges to spec\.loadBalancerSourceRanges/);
+  });
+
+  void test('the node agent not installed or not ready: a warning and a Warning Event on the Service (not for a dry run); ready: neither', async () => {
+    const lb = svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, ports: [{ port: 80 }] });
+    for (const [presence, want] of [
+      ['absent', /the multus-proxy-node agent is not installed \(DaemonSet multus-proxy-node\/multus-proxy-node not found\); install the node-agent component/],
+      ['not-ready', /the multus-proxy-node agent has no ready pod/],
+      ['unknown', /could not be checked/],
+    ] as const) {
+      const events: string[] = [];
+      const handler = serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: presence }), events: async (s, ns, reason, message) => void events.push(`${ns}/${s.metadata?.name ?? ''} ${reason}: ${message}`) });
+      const r = await handler(admissionRequest(lb, 'ns', 'CREATE', 'Service'));
+      assert.equal(r.response.allowed, true);
+      assert.match(r.response.warnings?.join('\n') ?? '', want);
+      assert.equal(events.length, 1);
+      assert.match(events[0] ?? '', /^ns\/web NodeAgentMissing: Service ns\/web: type LoadBalancer is not served|^ns\/web NodeAgentMissing: Service ns\/web: type LoadBalancer needs/);
+      const dry = await handler({ ...admissionRequest(lb, 'ns', 'CREATE', 'Service'), dryRun: true });
+      assert.match(dry.response.warnings?.join('\n') ?? '', want);
+      assert.equal(events.length, 1, 'no Event for a dry run');
     }
+    const events: string[] = [];
+    const nodePort = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'absent' }), events: async (_s, _ns, reason) => void events.push(reason) })(admissionRequest(svc({ [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'web' } }), 'ns', 'CREATE', 'Service'));
+    assert.match(nodePort.response.warnings?.join('\n') ?? '', /type NodePort is not served on the secondary network: the multus-proxy-node agent is not installed/);
+    assert.deepEqual(events, ['NodeAgentMissing']);
+    const ready = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'ready' }), events: async () => assert.fail('no Event when the agent runs') })(admissionRequest(lb, 'ns', 'CREATE', 'Service'));
+    assert.ok(!(ready.response.warnings ?? []).some((w) => w.includes('not served') || w.includes('not installed')));
+    const plain = fakeCluster({ nodeAgent: 'absent' });
+    await serviceValidationHandler({ cluster: plain })(admissionRequest(svc({ [SN]: 'net-a' }), 'ns', 'CREATE', 'Service'));
+    assert.ok(!plain.calls.includes('node-agent'), 'a ClusterIP Service does not ask');
   });
 
   void test('NodePort is allowed, with a warning saying what the node agent needs', () => {
