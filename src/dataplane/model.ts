@@ -6,6 +6,7 @@
  * tested against golden files.
  */
 import type { NetworkRef } from '../annotations/service-network.js';
+import type { NftRuleset } from './nft/render.js';
 
 export type IpFamily = 4 | 6;
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -136,4 +137,6 @@ export interface Rendered {
   readonly v4: Ruleset;
   readonly v6: Ruleset;
   readonly routes: readonly Route[];
+  /** The nftables table, when the program renders its own (the node agent); the sidecar's is rendered from `resolution`. */
+  readonly nft?: NftRuleset;
 }

@@ -8,7 +8,7 @@
 import type { BackendCleanup, FamilySync, RuleBackend } from '../backend.js';
 import { lineContext, summarize, type Exec } from '../iptables.js';
 import type { Rendered, ResolvedTarget } from '../model.js';
-import { BASE_CHAINS, cleanupText, countNftRules, NFT_FAMILY, NFT_TABLE, noEndpointsSet, planNft, renderNft, servicesMap, type NftPlan, type NftRuleset, type NftTarget } from './render.js';
+import { cleanupText, countNftRules, NFT_FAMILY, NFT_TABLE, planNft, renderNft, type NftPlan, type NftRuleset, type NftTarget } from './render.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
@@ -68,17 +68,23 @@ export function countElements(listing: string): number {
   return m[1].split(',').filter((e) => e.trim() !== '').length;
 }
 
-/** What the table should hold, chain by chain, after writing `r` (the base chains included). */
+/** A chain's rule count as `nft list` shows it: a hook chain's `type ...` line is not a rule. */
+const ruleCount = (rules: readonly string[]): number => rules.filter((l) => !l.startsWith('type ')).length;
+
+/** What the table should hold, chain by chain, after writing `r` (the fixed chains included). */
 export function expectedChains(r: NftRuleset): Map<string, number> {
-  const want = new Map<string, number>([
-    [BASE_CHAINS.nat, 2],
-    [BASE_CHAINS.filter, 2],
-    [BASE_CHAINS.reject, 2],
-  ]);
+  const want = new Map<string, number>(r.table.chains.map((c) => [c.name, ruleCount(c.rules)]));
   for (const t of r.targets.values()) {
     want.set(t.chain, t.rules.length);
-    for (const [name, lines] of t.endpointChains) want.set(name, lines.length);
+    for (const [name, lines] of t.ownedChains) want.set(name, lines.length);
   }
+  return want;
+}
+
+/** Elements per map or set of the fixed part after writing `r`. */
+export function expectedElements(r: NftRuleset): Map<string, number> {
+  const want = new Map<string, number>(r.table.sets.map((s) => [s.name, 0]));
+  for (const t of r.targets.values()) for (const e of t.elements) want.set(e.set, (want.get(e.set) ?? 0) + 1);
   return want;
 }
 
@@ -94,17 +100,21 @@ export function compareTable(applied: NftRuleset, listing: string): string | und
   return undefined;
 }
 
-export function createNftBackend(exec: Exec): NftBackend {
+/**
+ * The back end for one table of ours: the sidecar's (`rules` renders it from the resolved targets)
+ * or another program's, whose renderer hands its ruleset over in `Rendered.nft` (the node agent).
+ */
+export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBackend {
   // Each resolved target's part, kept while the render cache keeps the target (same object when unchanged).
   const memo = new WeakMap<ResolvedTarget, NftTarget>();
-  const T = `${NFT_FAMILY} ${NFT_TABLE}`;
+  const T = `${NFT_FAMILY} ${table}`;
   const list = async (what: string): Promise<string | undefined> => {
     const r = await exec('nft', ['list', ...what.split(' ')]);
     return r.code === 0 ? r.stdout : undefined;
   };
   return {
     flavor: () => Promise.resolve('nftables'),
-    rules: (rendered: Rendered) => renderNft(rendered.resolution.targets, memo),
+    rules: (rendered: Rendered) => rendered.nft ?? renderNft(rendered.resolution.targets, memo),
     async read() {
       const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);
       if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
@@ -119,28 +129,26 @@ export function createNftBackend(exec: Exec): NftBackend {
       return [{ family: 4, restoreText: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next) }];
     },
     async drift(applied, deep) {
-      // Quick: the two hook chains as written (a deleted or flushed table, a removed hook rule).
-      for (const chain of [BASE_CHAINS.nat, BASE_CHAINS.filter]) {
-        const l = await list(`chain ${T} ${chain}`);
-        if (l === undefined) return `nftables ${chain}: cannot be listed (chain or table missing)`;
-        const n = parseNftChains(l).get(chain);
-        if (n !== 2) return `nftables ${chain}: ${n ?? 0} rules, 2 written`;
+      // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
+      for (const chain of applied.table.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
+        const l = await list(`chain ${T} ${chain.name}`);
+        if (l === undefined) return `nftables ${chain.name}: cannot be listed (chain or table missing)`;
+        const n = parseNftChains(l).get(chain.name) ?? 0;
+        if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}: ${n} rules, ${ruleCount(chain.rules)} written`;
       }
       // And the element counts of the maps and sets (a Service's element removed or added).
-      for (const f of [4, 6] as const) {
-        const mine = [...applied.targets.values()].filter((t) => t.family === f);
-        const m = await list(`map ${T} ${servicesMap(f)}`);
-        if (m === undefined || countElements(m) !== mine.length) return `nftables ${servicesMap(f)}: ${m === undefined ? 'missing' : countElements(m)} elements, ${mine.length} written`;
-        const s = await list(`set ${T} ${noEndpointsSet(f)}`);
-        const rejects = mine.filter((t) => t.reject).length;
-        if (s === undefined || countElements(s) !== rejects) return `nftables ${noEndpointsSet(f)}: ${s === undefined ? 'missing' : countElements(s)} elements, ${rejects} written`;
+      for (const set of applied.table.sets) {
+        const want = expectedElements(applied).get(set.name) ?? 0;
+        const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
+        const m = await list(`${kind} ${T} ${set.name}`);
+        if (m === undefined || countElements(m) !== want) return `nftables ${set.name}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
       }
       if (!deep) return undefined;
-      const table = await list(`table ${T}`);
-      return table === undefined ? 'nftables: our table is missing' : compareTable(applied, table);
+      const listing = await list(`table ${T}`);
+      return listing === undefined ? 'nftables: our table is missing' : compareTable(applied, listing);
     },
     async cleanup(): Promise<BackendCleanup> {
-      const text = cleanupText();
+      const text = cleanupText(table);
       try {
         await nftApply(exec, text);
         return { restoreText: { v4: text, v6: '' }, failures: [] };

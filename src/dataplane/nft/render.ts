@@ -1,11 +1,14 @@
 /**
  * The nftables back end's rules: resolved targets -> one `inet` table of our own, and the
  * `nft -f` text that writes it whole (full) or changes it by difference (partial). Pure, tested
- * against golden files (test/golden/nft); the IO is nft/io.ts.
+ * against golden files (test/golden/nft); the IO is backend.ts.
  *
- * Layout (the sidecar's; as kube-proxy's nftables proxier):
+ * A ruleset is the program's fixed part (NftTable: its maps and sets, its hook chains; the node
+ * agent's varies with the node's networks) plus one part per Service port (NftTarget: its chain,
+ * the chains and sets it owns, and the elements it puts into the fixed maps and sets). The
+ * sidecar's table (SIDECAR_TABLE; as kube-proxy's nftables proxier):
  *
- *   chain nat-output     type nat hook output priority dstnat
+ *   chain nat-output     type nat hook output priority -100
  *       ip  daddr . meta l4proto . th dport vmap @services-v4      one lookup, whatever the number of Services
  *       ip6 daddr . meta l4proto . th dport vmap @services-v6
  *   map services-v4/-v6  (cluster IP . protocol . port) : goto <Service-port chain>
@@ -14,10 +17,12 @@
  *                        with sessionAffinity ClientIP: `ip saddr @<set of endpoint i> goto <endpoint chain>`
  *                        per endpoint, then the same picks as `goto <endpoint chain>`
  *   chain MPX-SEP-<hash> (affinity only) `update @<set> { ip saddr }`, then the DNAT
- *   set MPX-<hash>       (affinity only) client addresses, `flags dynamic,timeout`, the Service's timeout
- *   chain filter-output  type filter hook output priority filter
- *       ct state new (daddr . l4proto . dport) @no-endpoints-v4/-v6 goto reject
- *   chain reject         TCP reset, else ICMP(v6) port unreachable (ECONNREFUSED at once, as iptables)
+ *   set MPX-AFF-<hash>   (affinity only) client addresses, `flags dynamic,timeout`, the Service's timeout
+ *   chain filter-output  type filter hook output priority 0
+ *       ct state new (daddr . l4proto . dport) @no-endpoints-v4/-v6 goto reject-chain
+ *   chain reject-chain   TCP reset, else ICMP(v6) port unreachable (ECONNREFUSED at once, as iptables)
+ *
+ * The node agent's table is src/node-agent/nft-rules.ts, from the same parts.
  *
  * Affinity refreshes its timeout on every new connection that uses it (kube-proxy's nftables
  * behaviour); the iptables back end's `recent --rcheck` counts from the last new choice instead.
@@ -27,37 +32,89 @@ import { flat } from '../flat.js';
 import { hashName } from '../names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../model.js';
 
-export const NFT_TABLE = 'multus_proxy';
 export const NFT_FAMILY = 'inet';
-const T = `${NFT_FAMILY} ${NFT_TABLE}`;
+/** The sidecar's table name. */
+export const NFT_TABLE = 'multus_proxy';
 
-/** One Service port as the table holds it. */
-export interface NftTarget {
-  readonly family: IpFamily;
-  /** The verdict-map (and no-endpoint set) key: `<cluster IP> . <proto> . <port>`. */
+/** One element a Service port puts into a map or set of the fixed part. */
+export interface NftElement {
+  readonly set: string;
+  /** `<address> . <proto> . <port>` */
   readonly key: string;
-  readonly chain: string;
-  /** The Service chain's rules (statement text). */
-  readonly rules: readonly string[];
-  /** Endpoint chains (affinity only): name -> rules. */
-  readonly endpointChains: ReadonlyMap<string, readonly string[]>;
-  /** Affinity sets: name -> timeout in seconds. */
-  readonly sets: ReadonlyMap<string, number>;
-  /** No endpoints: the key is in the no-endpoint set. */
-  readonly reject: boolean;
+  /** A map's value, e.g. `goto <chain>`; none for a set. */
+  readonly value?: string;
 }
 
-/** The whole table's content: Service ports by chain, in render order. */
+/** One Service port (or node frontend) as the table holds it. */
+export interface NftTarget {
+  readonly family: IpFamily;
+  /** Its first element's key: `<address> . <proto> . <port>`. */
+  readonly key: string;
+  readonly chain: string;
+  /** Its chain's rules (statement text). */
+  readonly rules: readonly string[];
+  /** Other chains it owns (affinity endpoint chains, a node frontend's source-range and firewall chains): name -> rules. */
+  readonly ownedChains: ReadonlyMap<string, readonly string[]>;
+  /** Affinity sets: name -> timeout in seconds. */
+  readonly sets: ReadonlyMap<string, number>;
+  /** What it puts into the fixed maps and sets; the first one is its dispatch (and names its key). */
+  readonly elements: readonly NftElement[];
+}
+
+export interface NftChain {
+  readonly name: string;
+  /** A hook chain's first line is its `type ... hook ... priority ...; policy accept;`. */
+  readonly rules: readonly string[];
+}
+
+export interface NftSetDecl {
+  readonly name: string;
+  /** `type ...` (and `flags ...`) lines. */
+  readonly decl: readonly string[];
+}
+
+/** A program's fixed part of its table. */
+export interface NftTable {
+  readonly name: string;
+  readonly sets: readonly NftSetDecl[];
+  readonly chains: readonly NftChain[];
+}
+
+/** The whole table's content: the fixed part, then the Service ports by chain, in render order. */
 export interface NftRuleset {
+  readonly table: NftTable;
   readonly targets: ReadonlyMap<string, NftTarget>;
 }
 
-export const BASE_CHAINS = { nat: 'nat-output', filter: 'filter-output', reject: 'reject-chain' } as const;
 export const servicesMap = (f: IpFamily): string => `services-v${f}`;
 export const noEndpointsSet = (f: IpFamily): string => `no-endpoints-v${f}`;
+export const REJECT_CHAIN = 'reject-chain';
 
-const ipKw = (f: IpFamily): string => (f === 4 ? 'ip' : 'ip6');
+export const ipKw = (f: IpFamily): string => (f === 4 ? 'ip' : 'ip6');
 const addr = (f: IpFamily, ip: string, port: number): string => (f === 4 ? `${ip}:${port}` : `[${ip}]:${port}`);
+/** The map/set key of destination address, protocol and port. */
+export const KEY_TYPE: Record<IpFamily, string> = { 4: 'ipv4_addr . inet_proto . inet_service', 6: 'ipv6_addr . inet_proto . inet_service' };
+/** A rule's match of that key, against a map or set. */
+export const keyMatch = (f: IpFamily): string => `${ipKw(f)} daddr . meta l4proto . th dport`;
+export const FAMILIES: readonly IpFamily[] = [4, 6];
+
+/** A verdict map keyed by destination. */
+export const verdictMap = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${KEY_TYPE[f]} : verdict`] });
+/** A set of destinations. */
+export const keySet = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${KEY_TYPE[f]}`] });
+/** TCP reset, else ICMP(v6) port unreachable: ECONNREFUSED at once, as the iptables back end's REJECT. */
+export const REJECT_RULES: readonly string[] = ['meta l4proto tcp reject with tcp reset', 'reject with icmpx port-unreachable'];
+
+/** The sidecar's fixed part. */
+export const SIDECAR_TABLE: NftTable = {
+  name: NFT_TABLE,
+  sets: FAMILIES.flatMap((f) => [verdictMap(servicesMap(f), f), keySet(noEndpointsSet(f), f)]),
+  chains: [
+    { name: REJECT_CHAIN, rules: REJECT_RULES },
+    { name: 'nat-output', rules: ['type nat hook output priority -100; policy accept;', ...FAMILIES.map((f) => `${keyMatch(f)} vmap @${servicesMap(f)}`)] },
+    { name: 'filter-output', rules: ['type filter hook output priority 0; policy accept;', ...FAMILIES.map((f) => `ct state new ${keyMatch(f)} @${noEndpointsSet(f)} goto ${REJECT_CHAIN}`)] },
+  ],
+};
 
 function dnat(f: IpFamily, proto: string, ep: ChosenEndpoint): string {
   return `meta l4proto ${proto} dnat ${ipKw(f)} to ${addr(f, ep.ip, ep.port)}`;
@@ -86,54 +143,82 @@ export function affinitySetName(chain: string, ep: ChosenEndpoint, seconds: numb
 /** What rendering one Service port reads of its resolved target. */
 export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & { readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'> };
 
-/** One Service port's part of the table. Pure; the result depends only on the resolved target. */
-export function renderTarget(r: NftTargetInput): NftTarget {
+/** The key of a target's address, protocol and port. */
+export const targetKey = (r: NftTargetInput): string => `${r.clusterIP} . ${r.target.protocol.toLowerCase()} . ${r.target.port}`;
+
+/** A Service port's chain, endpoint chains and affinity sets, without elements. Pure. */
+export function renderPicks(r: NftTargetInput, first: readonly string[] = []): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets'> {
   const f = r.target.family;
   const proto = r.target.protocol.toLowerCase();
-  const key = `${r.clusterIP} . ${proto} . ${r.target.port}`;
   const eps = r.endpoints;
-  const endpointChains = new Map<string, readonly string[]>();
+  const ownedChains = new Map<string, readonly string[]>();
   const sets = new Map<string, number>();
-  let rules: string[] = [];
+  let rules: string[];
+  // No endpoints: an empty chain (the refusal is an element of the program's reject set).
   if (eps.length === 0) rules = [];
-  else if (r.affinitySeconds === undefined) rules = eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`);
+  else if (r.affinitySeconds === undefined) rules = [...first, ...eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`)];
   else {
     const picks: string[] = [];
+    rules = [...first];
     for (const [i, ep] of eps.entries()) {
       const set = affinitySetName(r.chain, ep, r.affinitySeconds);
       const epChain = endpointChainName(r.chain, ep);
       sets.set(set, r.affinitySeconds);
-      endpointChains.set(epChain, [`update @${set} { ${ipKw(f)} saddr }`, dnat(f, proto, ep)]);
+      ownedChains.set(epChain, [`update @${set} { ${ipKw(f)} saddr }`, dnat(f, proto, ep)]);
       rules.push(`${ipKw(f)} saddr @${set} goto ${epChain}`);
       picks.push(`${pick(eps.length, i)}goto ${epChain}`);
     }
     rules.push(...picks);
   }
-  return { family: f, key, chain: r.chain, rules: rules.map(flat), endpointChains, sets, reject: eps.length === 0 };
+  return { rules: rules.map(flat), ownedChains, sets };
+}
+
+/** One sidecar Service port's part of the table. Pure; the result depends only on the resolved target. */
+export function renderTarget(r: NftTargetInput): NftTarget {
+  const f = r.target.family;
+  const key = targetKey(r);
+  const elements: NftElement[] = [{ set: servicesMap(f), key, value: `goto ${r.chain}` }];
+  if (r.endpoints.length === 0) elements.push({ set: noEndpointsSet(f), key });
+  return { family: f, key, chain: r.chain, ...renderPicks(r), elements };
 }
 
 /**
- * The table's content for these targets. `memo` keeps each resolved target's part: the render
- * caches (incremental.ts) hand back the same object for an unchanged target, so a sync renders
- * only what changed. A key already taken (the same cluster IP, protocol and port twice) keeps the
- * first, as the iptables dispatch chain's first matching rule does.
+ * Targets in order into a ruleset: a dispatch element already taken (the same address, protocol
+ * and port twice in one map) keeps the first, as the iptables dispatch chain's first matching rule does.
  */
-export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>): NftRuleset {
+export function collectTargets(table: NftTable, targets: Iterable<NftTarget>): NftRuleset {
   const out = new Map<string, NftTarget>();
   const keys = new Set<string>();
-  for (const r of targets) {
-    let t = memo?.get(r);
-    if (t === undefined) {
-      t = renderTarget(r);
-      memo?.set(r, t);
-    }
-    const k = `${t.family} ${t.key}`;
+  for (const t of targets) {
+    const d = t.elements[0];
+    const k = d === undefined ? '' : `${d.set} ${d.key}`;
     if (keys.has(k) || out.has(t.chain)) continue;
     keys.add(k);
     out.set(t.chain, t);
   }
-  return { targets: out };
+  return { table, targets: out };
 }
+
+/**
+ * The sidecar's table for these targets. `memo` keeps each resolved target's part: the render
+ * caches (incremental.ts) hand back the same object for an unchanged target, so a sync renders
+ * only what changed.
+ */
+export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>): NftRuleset {
+  function* parts(): Generator<NftTarget> {
+    for (const r of targets) {
+      let t = memo?.get(r);
+      if (t === undefined) {
+        t = renderTarget(r);
+        memo?.set(r, t);
+      }
+      yield t;
+    }
+  }
+  return collectTargets(SIDECAR_TABLE, parts());
+}
+
+const tableRef = (r: NftRuleset): string => `${NFT_FAMILY} ${r.table.name}`;
 
 function setDecl(name: string, f: IpFamily, timeout: number): string {
   return `set ${name} { type ${f === 4 ? 'ipv4_addr' : 'ipv6_addr'}; flags dynamic,timeout; timeout ${timeout}s; }`;
@@ -144,49 +229,40 @@ function chainBlock(name: string, lines: readonly string[], indent = '\t', head 
   return [`${indent}${head} {`, ...lines.map((l) => `${indent}\t${l}`), `${indent}}`];
 }
 
-const KEY_TYPE: Record<IpFamily, string> = { 4: 'ipv4_addr . inet_proto . inet_service', 6: 'ipv6_addr . inet_proto . inet_service' };
+const elementText = (e: NftElement): string => (e.value === undefined ? e.key : `${e.key} : ${e.value}`);
 
 /**
  * The whole table, replacing whatever table of that name exists, in one transaction: the first
  * line creates it if missing, so deleting it cannot fail, and the block recreates it.
  */
 export function fullText(next: NftRuleset): string {
+  const T = tableRef(next);
   const out: string[] = [`add table ${T}`, `delete table ${T}`, `table ${T} {`];
   const all = [...next.targets.values()];
   for (const t of all) for (const [name, timeout] of t.sets) out.push(`\t${setDecl(name, t.family, timeout)}`);
-  for (const t of all) for (const [name, lines] of t.endpointChains) out.push(...chainBlock(name, lines));
+  for (const t of all) for (const [name, lines] of t.ownedChains) out.push(...chainBlock(name, lines));
   for (const t of all) out.push(...chainBlock(t.chain, t.rules));
-  for (const f of [4, 6] as const) {
-    const mine = all.filter((t) => t.family === f);
-    const elems = mine.map((t) => `${t.key} : goto ${t.chain}`);
-    out.push(`\tmap ${servicesMap(f)} {`, `\t\ttype ${KEY_TYPE[f]} : verdict`, ...(elems.length > 0 ? [`\t\telements = { ${elems.join(',\n\t\t\t     ')} }`] : []), '\t}');
-    const rejects = mine.filter((t) => t.reject).map((t) => t.key);
-    out.push(`\tset ${noEndpointsSet(f)} {`, `\t\ttype ${KEY_TYPE[f]}`, ...(rejects.length > 0 ? [`\t\telements = { ${rejects.join(',\n\t\t\t     ')} }`] : []), '\t}');
+  const members = new Map<string, string[]>();
+  for (const t of all) for (const e of t.elements) (members.get(e.set) ?? members.set(e.set, []).get(e.set))?.push(elementText(e));
+  for (const s of next.table.sets) {
+    const elems = members.get(s.name) ?? [];
+    const kind = s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
+    out.push(`\t${kind} ${s.name} {`, ...s.decl.map((l) => `\t\t${l}`), ...(elems.length > 0 ? [`\t\telements = { ${elems.join(',\n\t\t\t     ')} }`] : []), '\t}');
   }
-  out.push(...chainBlock(BASE_CHAINS.reject, ['meta l4proto tcp reject with tcp reset', 'reject with icmpx port-unreachable']));
-  out.push(
-    ...chainBlock(BASE_CHAINS.nat, [
-      'type nat hook output priority -100; policy accept;',
-      ...([4, 6] as const).map((f) => `${ipKw(f)} daddr . meta l4proto . th dport vmap @${servicesMap(f)}`),
-    ]),
-  );
-  out.push(
-    ...chainBlock(BASE_CHAINS.filter, [
-      'type filter hook output priority 0; policy accept;',
-      ...([4, 6] as const).map((f) => `ct state new ${ipKw(f)} daddr . meta l4proto . th dport @${noEndpointsSet(f)} goto ${BASE_CHAINS.reject}`),
-    ]),
-  );
+  for (const c of next.table.chains) out.push(...chainBlock(c.name, c.rules));
   out.push('}');
   return `${out.join('\n')}\n`;
 }
 
+const same = (x: readonly string[], y: readonly string[]): boolean => x.length === y.length && x.every((l, i) => l === y[i]);
+
 function sameTarget(a: NftTarget, b: NftTarget): boolean {
   if (a === b) return true;
-  const same = (x: readonly string[], y: readonly string[]): boolean => x.length === y.length && x.every((l, i) => l === y[i]);
-  if (a.key !== b.key || a.reject !== b.reject || !same(a.rules, b.rules) || a.sets.size !== b.sets.size || a.endpointChains.size !== b.endpointChains.size) return false;
+  if (!same(a.rules, b.rules) || a.sets.size !== b.sets.size || a.ownedChains.size !== b.ownedChains.size || !same(a.elements.map(elementText), b.elements.map(elementText))) return false;
+  if (!same(a.elements.map((e) => e.set), b.elements.map((e) => e.set))) return false;
   for (const [n, s] of a.sets) if (b.sets.get(n) !== s) return false;
-  for (const [n, l] of a.endpointChains) {
-    const o = b.endpointChains.get(n);
+  for (const [n, l] of a.ownedChains) {
+    const o = b.ownedChains.get(n);
     if (o === undefined || !same(l, o)) return false;
   }
   return true;
@@ -207,7 +283,7 @@ export interface NftPlan {
  * chain` and `add chain` with a block: at 10,000 Services a one-endpoint change is half the cost
  * (docs/decisions.md, "nftables change cost").
  */
-function refill(name: string, rules: readonly string[], exists: boolean): string[] {
+function refill(T: string, name: string, rules: readonly string[], exists: boolean): string[] {
   const flush = exists ? [`flush chain ${T} ${name}`] : [];
   if (rules.length === 0) return exists ? flush : [`add chain ${T} ${name}`];
   return [...flush, ...chainBlock(name, rules, '', `add chain ${T} ${name}`)];
@@ -215,12 +291,13 @@ function refill(name: string, rules: readonly string[], exists: boolean): string
 
 /**
  * The change from `prev` (what this process wrote last) to `next`, touching only the Service
- * ports that differ: their sets declared and endpoint chains written first, then each changed
- * Service chain written whole, then map and set elements added and removed, then what is no
- * longer used deleted (a chain must be empty and unreferenced to go). One `nft -f` is one
- * transaction: all or nothing.
+ * ports that differ: their sets declared and owned chains written first, then each changed
+ * Service chain written whole, then elements removed and added, then what is no longer used
+ * deleted (a chain must be empty and unreferenced to go). A fixed chain whose rules changed (the
+ * node's networks) is written whole too. One `nft -f` is one transaction: all or nothing.
  */
 export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
+  const T = tableRef(next);
   const adds: string[] = [];
   const fills: string[] = [];
   const elemAdd: string[] = [];
@@ -229,9 +306,10 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   const deletes: string[] = [];
   const changedChains: string[] = [];
   const deletedChains: string[] = [];
+  const elemKey = (e: NftElement): string => `${e.set} { ${e.key} }`;
   const removeParts = (t: NftTarget, keep: NftTarget | undefined): void => {
-    for (const name of t.endpointChains.keys())
-      if (keep?.endpointChains.has(name) !== true) {
+    for (const name of t.ownedChains.keys())
+      if (keep?.ownedChains.has(name) !== true) {
         flushes.push(`flush chain ${T} ${name}`);
         deletes.push(`delete chain ${T} ${name}`);
         deletedChains.push(name);
@@ -244,48 +322,59 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     // Every set the chains name is declared again, kept or new: a chain block can name only sets
     // nft has in its cache, and this transaction fetches no set (re-adding an existing set keeps its elements).
     for (const [name, timeout] of t.sets) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
-    for (const [name, lines] of t.endpointChains) adds.push(...refill(name, lines, old?.endpointChains.has(name) === true));
-    fills.push(...refill(chain, t.rules, old !== undefined));
+    for (const [name, lines] of t.ownedChains) adds.push(...refill(T, name, lines, old?.ownedChains.has(name) === true));
+    fills.push(...refill(T, chain, t.rules, old !== undefined));
     changedChains.push(chain);
-    if (old === undefined || old.key !== t.key) elemAdd.push(`add element ${T} ${servicesMap(t.family)} { ${t.key} : goto ${chain} }`);
-    if (old !== undefined && old.key !== t.key) elemDel.push(`delete element ${T} ${servicesMap(old.family)} { ${old.key} }`);
-    if (t.reject && (old === undefined || !old.reject || old.key !== t.key)) elemAdd.push(`add element ${T} ${noEndpointsSet(t.family)} { ${t.key} }`);
-    if (old?.reject === true && (!t.reject || old.key !== t.key)) elemDel.push(`delete element ${T} ${noEndpointsSet(old.family)} { ${old.key} }`);
+    // Elements by difference; one whose value changed is deleted and added again (a map's value cannot change in place).
+    const had = new Map((old?.elements ?? []).map((e) => [elemKey(e), elementText(e)]));
+    const has = new Map(t.elements.map((e) => [elemKey(e), elementText(e)]));
+    for (const e of old?.elements ?? []) if (has.get(elemKey(e)) !== elementText(e)) elemDel.push(`delete element ${T} ${elemKey(e)}`);
+    for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) elemAdd.push(`add element ${T} ${e.set} { ${elementText(e)} }`);
     if (old !== undefined) removeParts(old, t);
   }
   for (const [chain, old] of prev.targets) {
     if (next.targets.has(chain)) continue;
-    elemDel.push(`delete element ${T} ${servicesMap(old.family)} { ${old.key} }`);
-    if (old.reject) elemDel.push(`delete element ${T} ${noEndpointsSet(old.family)} { ${old.key} }`);
+    for (const e of old.elements) elemDel.push(`delete element ${T} ${elemKey(e)}`);
     flushes.push(`flush chain ${T} ${chain}`);
-    // The Service chain goes before its endpoint chains: it is what refers to them.
+    // The Service chain goes before its owned chains: it is what refers to them.
     deletes.unshift(`delete chain ${T} ${chain}`);
     deletedChains.push(chain);
     removeParts(old, undefined);
   }
-  // Chains are deleted before sets: a rule in an endpoint chain may still name a set until its chain goes.
+  const fixed: string[] = [];
+  const before = new Map(prev.table.chains.map((c) => [c.name, c.rules]));
+  for (const c of next.table.chains) {
+    const o = before.get(c.name);
+    if (o === undefined || !same(o, c.rules)) {
+      fixed.push(...refill(T, c.name, c.rules, o !== undefined));
+      changedChains.push(c.name);
+    }
+  }
+  // Chains are deleted before sets: a rule in an owned chain may still name a set until its chain goes.
   const ordered = [...deletes.filter((l) => l.startsWith('delete chain')), ...deletes.filter((l) => !l.startsWith('delete chain'))];
-  const lines = [...adds, ...fills, ...elemAdd, ...elemDel, ...flushes, ...ordered];
+  const lines = [...adds, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
   return { text: lines.length === 0 ? '' : `${lines.join('\n')}\n`, full: false, changedChains, deletedChains };
 }
 
-/** Full or partial, as the iptables planner decides: full without a previous state of ours. */
+/** Full or partial, as the iptables planner decides: full without a previous state of ours (or another table's). */
 export function planNft(next: NftRuleset, prev: NftRuleset | undefined, full: boolean): NftPlan {
-  if (full || prev === undefined) return { text: fullText(next), full: true, changedChains: [...next.targets.keys()], deletedChains: [] };
+  if (full || prev === undefined || prev.table.name !== next.table.name || !same(prev.table.sets.map((s) => s.name), next.table.sets.map((s) => s.name)))
+    return { text: fullText(next), full: true, changedChains: [...next.targets.keys()], deletedChains: [] };
   return partialText(next, prev);
 }
 
-/** The text removing our table (nothing else of ours exists in nftables). */
-export function cleanupText(): string {
+/** The text removing a table of ours (nothing else of ours exists in nftables). */
+export function cleanupText(table: string = NFT_TABLE): string {
+  const T = `${NFT_FAMILY} ${table}`;
   return `add table ${T}\ndelete table ${T}\n`;
 }
 
-/** Rule statements in a ruleset, for the rules-count metric (Service and endpoint chains; the fixed chains not counted). */
+/** Rule statements in a ruleset, for the rules-count metric (Service and owned chains; the fixed chains not counted). */
 export function countNftRules(r: NftRuleset): number {
   let n = 0;
   for (const t of r.targets.values()) {
     n += t.rules.length;
-    for (const l of t.endpointChains.values()) n += l.length;
+    for (const l of t.ownedChains.values()) n += l.length;
   }
   return n;
 }
