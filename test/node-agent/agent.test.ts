@@ -7,7 +7,10 @@
  * loop fails no request (rules and interface stay, and are adopted). The parent is the admin's
  * (Node annotation node-parents): net-a's NAD names a decoy link as its master, and the agent's
  * interface is on the admin's parent all the same; net-b has an address but no parent from the
- * admin and is not served, with a Warning Event on the Node and a metric.
+ * admin and is not served, with a Warning Event on the Node and a metric. A LoadBalancer Service
+ * (Local, no node ports) whose status the test writes as a load-balancer implementation would:
+ * its ingress IP is served, its healthCheckNodePort answers with the local count, and an ingress
+ * IP equal to the node's own address is refused with a Warning Event on the Service.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -31,6 +34,8 @@ const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'sr
 const HEALTH_PORT = 19190;
 const NODE_V4 = '192.168.101.250';
 const NET_B_V4 = '192.168.102.250';
+/** The LoadBalancer's ingress IP, in net-a's subnet, as a MetalLB pool would hand it out. */
+const VIP = '192.168.101.240';
 /** net-a's NAD names this link (a veth of the node, off the pods' segment) as its master; the admin names eth1. */
 const DECOY = 'decoy0';
 
@@ -155,6 +160,15 @@ void describe('node agent program', () => {
     });
     await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('web', [{ ip: a.net1.ipv4, node: nodeName }, { ip: b.net1.ipv4, node: `${ns}-node2` }]));
     await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('only-b', [{ ip: b.net1.ipv4, node: `${ns}-node2` }]));
+    // LoadBalancer, Local, no node ports; the status as MetalLB's controller writes it (status
+    // subresource), with a second ingress IP that is the node's own address (refused).
+    const lb = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), svc('lb', 'net-a', { type: 'LoadBalancer', externalTrafficPolicy: 'Local', allocateLoadBalancerNodePorts: false }));
+    assert.ok((lb.spec?.healthCheckNodePort ?? 0) > 0, 'the apiserver allocates healthCheckNodePort for LoadBalancer Local');
+    lbHealthPort = lb.spec?.healthCheckNodePort ?? 0;
+    await cp.client.replace(apiPath('', 'v1', 'services', ns, 'lb') + '/status', { ...lb, status: { loadBalancer: { ingress: [{ ip: VIP, ipMode: 'VIP' }, { ip: NODE_V4 }] } } });
+    await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice('lb', [{ ip: a.net1.ipv4, node: nodeName }, { ip: b.net1.ipv4, node: `${ns}-node2` }]));
+    // Local keeps the client's address: pod a answers it through its node.
+    await topo.run(a, ['ip', 'route', 'add', `${client.net1.ipv4}/32`, 'via', NODE_V4]);
     // The agent runs with a token of its own ServiceAccount, bound to the component's ClusterRole
     // rules (deploy/components/node-agent, rendered by kustomize): a missing permission fails here.
     const role = (await render('deploy/overlays/node-agent')).find((o) => o.kind === 'ClusterRole' && o.metadata?.name === 'multus-proxy-node') as { rules: unknown[] };
@@ -168,6 +182,7 @@ void describe('node agent program', () => {
     agent = spawnAgent(topo, node1, kubeconfig, nodeName);
   });
   let kubeconfig = '';
+  let lbHealthPort = 0;
 
   after(async () => {
     await agent?.terminate();
@@ -225,6 +240,31 @@ void describe('node agent program', () => {
     assert.equal(await probe(topo, client, `http://${NODE_V4}:${HEALTH_PORT}/services/${ns}/web`), 404, 'Cluster Services have no health path');
     const refused = await httpRequests(topo, client, `http://${NODE_V4}:30082/`, 2);
     assert.deepEqual([...new Set(refused.map((r) => r.error))], ['ECONNREFUSED']);
+  });
+
+  void test('LoadBalancer: the ingress IP is served (Local: the local endpoint, the client address kept), healthCheckNodePort answers the local count, the node\'s own address as an ingress IP is refused with an Event', async () => {
+    // MetalLB's L2 announcement: the client sends the VIP's frames to node1's parent.
+    const mac = (JSON.parse((await topo.run(node1, ['ip', '-j', 'link', 'show', node1.parent])).stdout) as { address: string }[])[0]?.address ?? '';
+    await topo.run(client, ['ip', 'neigh', 'replace', VIP, 'lladdr', mac, 'dev', 'net1', 'nud', 'permanent']);
+    let replies = await httpRequests(topo, client, `http://${VIP}/`, 10);
+    await waitFor('the ingress IP served', async () => {
+      replies = await httpRequests(topo, client, `http://${VIP}/`, 10);
+      return replies.every((r) => r.name === 'a');
+    }, 20_000, () => JSON.stringify(replies));
+    assert.deepEqual([...new Set(replies.map((r) => r.peer))], [client.net1.ipv4], 'Local: the source is kept');
+    const health = await topo.run(client, ['curl', '-s', '-m', '2', '-w', ' %{http_code}', `http://${NODE_V4}:${lbHealthPort}/`]);
+    assert.equal(health.stdout, `{"service":{"namespace":"${ns}","name":"lb"},"localEndpoints":1,"serviceProxyHealthy":true} 200`);
+    let message = '';
+    await waitFor('the LoadBalancerInputRefused Event on the Service', async () => {
+      const events = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', ns));
+      message = events.items.find((e) => e.reason === 'LoadBalancerInputRefused' && e.type === 'Warning' && e.involvedObject.kind === 'Service' && e.involvedObject.name === 'lb')?.message ?? '';
+      return message !== '';
+    }, 20_000);
+    assert.equal(message, `Service ${ns}/lb: status.loadBalancer.ingress[1].ip "${NODE_V4}": is this host's own address ${NODE_V4}: it is not served; the load-balancer implementation must assign a unicast address from its pool that no node or pod holds`);
+    const save = (await topo.run(node1, ['iptables-nft-save', '-t', 'nat'])).stdout;
+    assert.ok(!save.includes(`-d ${NODE_V4}/32 -p tcp -m tcp --dport 80 `), 'no DNAT on the node\'s own address');
+    const metrics = (await topo.run(node1, ['curl', '-s', '-m', '2', `http://127.0.0.1:${HEALTH_PORT}/metrics`])).stdout;
+    assert.match(metrics, /multus_proxy_node_loadbalancer_frontends 1\b/);
   });
 
   void test('an unservable NAD (sriov) gets a Warning Event and a metric, the rest is served', async () => {

@@ -17,7 +17,7 @@ import { planConntrack } from '../../../src/dataplane/conntrack.js';
 import { conntrackScope } from '../../../src/dataplane/incremental.js';
 import type { Rendered } from '../../../src/dataplane/model.js';
 import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../src/node-agent/state.js';
-import { DEFAULT_MASQUERADE_MARK, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../src/node-agent/rules.js';
+import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../src/node-agent/rules.js';
 import { serviceObject, sliceObject, type EndpointSpec } from '../../sidecar/state-fixtures.js';
 import { comparable, rng, ServiceWorld } from '../../harness/property.js';
 
@@ -72,6 +72,14 @@ class World extends ServiceWorld {
       if (this.r() < 0.2) spec.healthCheckNodePort = 32000 + this.int(5);
       // Few distinct node ports, so two Services sometimes claim the same one; now and then an invalid one.
       for (const p of spec.ports ?? []) if (this.r() < 0.9) p.nodePort = this.r() < 0.03 ? 70000 : 30000 + this.int(8);
+      // Some are LoadBalancers: ingress IPs (shared between Services sometimes, now and then the
+      // node's own address or garbage, IPv6, ipMode Proxy) and source ranges.
+      if (this.r() < 0.4) {
+        spec.type = 'LoadBalancer';
+        const ip = (): { ip: string; ipMode?: string } => ({ ip: this.pick(['10.101.0.240', '10.101.0.241', '10.102.0.240', 'fd00:101::f0', '10.101.0.9', '10.0.0.11', 'x']), ...(this.r() < 0.2 ? { ipMode: this.pick(['Proxy', 'VIP']) } : {}) });
+        svc.status = { loadBalancer: { ingress: Array.from({ length: this.int(3) }, ip) } };
+        if (this.r() < 0.3) spec.loadBalancerSourceRanges = this.pick([['10.101.0.0/24'], ['192.0.2.0/24', 'fd00::/8'], ['bad']]);
+      }
     }
     return svc;
   }
@@ -115,6 +123,7 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
     let reused = 0;
     let servedSteps = 0;
     let patched = 0;
+    let lbSteps = 0;
     for (const seed of SEEDS) {
       const world = new World(rng(seed));
       const planner = new NodePlanner();
@@ -146,12 +155,14 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
           for (const t of [...got.state.clusterTargets, ...got.state.nodePorts]) if (old.has(t)) reused += 1;
         }
         if (fresh.resolution.targets.some((t) => t.chain.startsWith(NODEPORT_CHAIN_PREFIX))) servedSteps += 1;
+        if (fresh.resolution.targets.some((t) => t.chain.startsWith(LOADBALANCER_CHAIN_PREFIX))) lbSteps += 1;
         before = got;
         prevCached = cached;
         prevFresh = fresh;
       }
     }
     assert.ok(servedSteps > (SEEDS.length * STEPS) / 3, `a good share of the steps should serve some NodePort (${servedSteps} did)`);
+    assert.ok(lbSteps > (SEEDS.length * STEPS) / 10, `a good share of the steps should serve some ingress IP (${lbSteps} did)`);
     assert.ok(reused > SEEDS.length * STEPS, `unchanged targets should be reused by identity (reused ${reused})`);
     assert.ok(patched > SEEDS.length * 4, `endpoint-only changes should take the render patch path (took it ${patched} times)`);
   });
