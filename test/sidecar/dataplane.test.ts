@@ -8,6 +8,8 @@ import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
 import { httpRequests, udpRequests } from '../harness/netns.js';
 import { ep, target } from './render-fixtures.js';
 import { serviceChainName } from '../../src/dataplane/names.js';
+import { buildDesiredState } from '../../src/dataplane/incremental.js';
+import { serviceObject, sliceObject } from './state-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 const udp = (eps: ReturnType<typeof endpoints>) => target('demo/dns', DNS_V4, 53, eps, { protocol: 'UDP', portName: 'dns' });
@@ -124,5 +126,35 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar da
     assert.doesNotMatch((await env.topo.run(env.client, ['ip', 'route', 'show', 'proto', '241'])).stdout, /10\.96\.0\.77/);
     const r = await httpRequests(env.topo, env.client, 'http://10.96.0.77:80/', 1, 1500);
     assert.notEqual(r[0]?.error, undefined);
+  });
+
+  void test('LoadBalancer: from a Service object and its status, the client reaches the ingress IPs (v4 and v6) directly, from its own address; ipMode Proxy and a source outside the ranges are not short-circuited', async () => {
+    const VIP4 = '192.168.101.240';
+    const VIP6 = 'fd00:101::f0';
+    const lb = (name: string, ingress: { ip: string; ipMode?: string }[], ranges?: string[]) => {
+      const svc = serviceObject('demo', name, { networks: 'demo/blue', clusterIPs: ['10.96.0.90', 'fd00:10:96::5a'], ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }], type: 'LoadBalancer' });
+      svc.status = { loadBalancer: { ingress } };
+      if (ranges !== undefined) svc.spec = { ...svc.spec, loadBalancerSourceRanges: ranges };
+      return svc;
+    };
+    const slices = (name: string) => ([4, 6] as const).map((family) => sliceObject('demo', `${name}-${family}`, { service: name, network: 'demo/blue', family, ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }], endpoints: env.backends.map((b) => ({ ip: family === 4 ? b.net1.ipv4 : b.net1.ipv6 })) }));
+    const built = buildDesiredState({
+      interfaces: [env.iface],
+      services: [lb('lb', [{ ip: VIP4 }, { ip: VIP6, ipMode: 'VIP' }]), lb('proxied', [{ ip: '192.168.101.241', ipMode: 'Proxy' }]), lb('ranged', [{ ip: '192.168.101.242' }], ['203.0.113.0/24'])],
+      slices: [...slices('lb'), ...slices('proxied'), ...slices('ranged')],
+    });
+    assert.deepEqual(built.problems, []);
+    await dp.sync(built.state, { full: true });
+    for (const [url, peer] of [[`http://${VIP4}:80/`, env.client.net1.ipv4], [`http://[${VIP6}]:80/`, env.client.net1.ipv6]] as const) {
+      const replies = await httpRequests(env.topo, env.client, url, 60);
+      assert.equal(replies.filter((r) => r.error !== undefined).length, 0, JSON.stringify(replies.slice(0, 3)));
+      assert.equal(tally(replies).size, 3, `${url}: every backend`);
+      assert.deepEqual(new Set(replies.map((r) => r.peer)), new Set([peer]), 'no node in between: the backend sees the client');
+    }
+    // Not short-circuited: nothing in the client answers them (no load balancer in this test).
+    for (const vip of ['192.168.101.241', '192.168.101.242']) {
+      const r = await httpRequests(env.topo, env.client, `http://${vip}:80/`, 1, 800);
+      assert.notEqual(r[0]?.error, undefined, vip);
+    }
   });
 });
