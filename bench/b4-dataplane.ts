@@ -9,7 +9,8 @@ import { createDataplane } from '../src/dataplane/apply.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
-import { fmt, fmtRatio, summarize } from './lib/stats.js';
+import { fmt } from './lib/stats.js';
+import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
 import type { TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -18,37 +19,6 @@ const SERVICES = 1000;
 const ENDPOINTS = 10;
 /** The measured Service is the last one the dispatch chain matches: the worst case for its linear scan. */
 const MEASURED = SERVICES - 1;
-
-export interface WrkResult {
-  readonly rps: number;
-  readonly p50ms: number;
-  readonly p99ms: number;
-  readonly errors: number;
-}
-
-function toMs(v: string, unit: string): number {
-  const n = Number(v);
-  return unit === 'us' ? n / 1000 : unit === 's' ? n * 1000 : n;
-}
-
-/** Parses `wrk --latency` output. */
-export function parseWrk(out: string): WrkResult {
-  const rps = /Requests\/sec:\s+([\d.]+)/.exec(out);
-  if (!rps?.[1]) throw new Error(`cannot read wrk output: ${out.slice(0, 500)}`);
-  const pct = (p: string): number => {
-    const m = new RegExp(`^\\s+${p}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
-    return m?.[1] && m[2] ? toMs(m[1], m[2]) : NaN;
-  };
-  const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-  const errors = (errs ? [1, 2, 3, 4].reduce((s, i) => s + Number(errs[i]), 0) : 0) + (non2xx?.[1] ? Number(non2xx[1]) : 0);
-  return { rps: Number(rps[1]), p50ms: pct('50'), p99ms: pct('99'), errors };
-}
-
-async function wrk(ns: string, url: string, seconds: number, connections: number, close: boolean): Promise<WrkResult> {
-  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--latency', ...(close ? ['-H', 'Connection: close'] : []), url];
-  return parseWrk((await run('wrk', args, { netns: ns })).stdout);
-}
 
 /** Seconds per wrk run and interleaved pairs per mode. */
 const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } };
@@ -97,45 +67,19 @@ export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the clus
     { name: 'keep-alive', close: false, target: 0.97 },
     { name: 'one connection per request', close: true, target: 0.9 },
   ]) {
-    const ours: WrkResult[] = [];
-    const base: WrkResult[] = [];
-    for (let i = 0; i < runs; i++) {
-      const pair = i % 2 === 0 ? ([viaService, direct] as const) : ([direct, viaService] as const);
-      for (const url of pair) {
-        // Each run starts from an empty connection table in the client namespace.
+    const { target, row } = await interleavedPairs({
+      ns: client, ours: viaService, base: direct, seconds, runs, connections, close: mode.close,
+      // Each run starts from an empty connection table in the client namespace.
+      before: async () => {
         await run('conntrack', ['-F'], { netns: client, check: false });
-        const r = await wrk(client, url, seconds, connections, mode.close);
-        if (r.errors > 0) throw new Error(`wrk ${url} (${mode.name}): ${r.errors} errors`);
-        (url === viaService ? ours : base).push(r);
-      }
-      ctx.log(`${mode.name} run ${i + 1}: cluster IP ${fmt(ours[ours.length - 1]?.rps ?? NaN)} req/s, direct ${fmt(base[base.length - 1]?.rps ?? NaN)} req/s`);
-    }
-    // Ratio per interleaved pair, then the median of those: each pair saw the same machine load.
-    const ratios = summarize(ours.map((o, i) => o.rps / (base[i]?.rps ?? NaN)));
-    const o = summarize(ours.map((r) => r.rps));
-    const b = summarize(base.map((r) => r.rps));
-    const op50 = summarize(ours.map((r) => r.p50ms));
-    const bp50 = summarize(base.map((r) => r.p50ms));
-    const op99 = summarize(ours.map((r) => r.p99ms));
-    const bp99 = summarize(base.map((r) => r.p99ms));
-    rows.push([
-      mode.name,
-      `${fmt(o.median)} (${fmt(o.min)}–${fmt(o.max)})`,
-      `${fmt(b.median)} (${fmt(b.min)}–${fmt(b.max)})`,
-      `${fmtRatio(ratios.median)} (${fmtRatio(ratios.min)}–${fmtRatio(ratios.max)})`,
-      `${fmt(op50.median)} / ${fmt(op99.median)} ms`,
-      `${fmt(bp50.median)} / ${fmt(bp99.median)} ms`,
-    ]);
-    targets.push({ target: `${mode.name}: cluster IP / direct ≥ ${mode.target}`, measured: `${ratios.median.toFixed(3)} (median of ${runs} pairs; min ${ratios.min.toFixed(3)}, max ${ratios.max.toFixed(3)})`, met: ratios.median >= mode.target });
+      },
+      logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: cluster IP ${fmt(o.rps)} req/s, direct ${fmt(b.rps)} req/s`),
+    });
+    rows.push(row(mode.name));
+    targets.push(target(`${mode.name}: cluster IP / direct`, mode.target));
   }
   return {
-    tables: [
-      {
-        caption: `${runs} interleaved pairs of ${seconds} s wrk runs (1 thread, ${connections} connections) per mode; median (min–max):`,
-        columns: ['mode', 'via cluster IP, req/s', 'direct to backend IP, req/s', 'ratio (per pair)', 'cluster IP p50 / p99', 'direct p50 / p99'],
-        rows,
-      },
-    ],
+    tables: [pairsTable({ runs, seconds, connections }, { ours: 'via cluster IP', base: 'direct to backend IP', short: 'cluster IP' }, rows)],
     targets,
     notes: [
       `Method: client and backend are two network namespaces joined by a veth pair (the "secondary network", ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the client). ` +

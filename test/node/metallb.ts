@@ -220,11 +220,40 @@ export class SegmentProbe {
   /** The MAC address that answers ARP for `ip` on the segment, or undefined when nobody does. */
   async arpOwner(ip: string): Promise<string | undefined> {
     await host(['ip', '-n', this.ns, 'neigh', 'flush', 'dev', this.link]).catch(() => '');
-    await host(['ip', '-n', this.ns, 'route', 'replace', `${ip}/32`, 'dev', this.link]);
+    await this.onLink(ip);
     // Any packet makes the kernel ask; the answer (or not) is what the neighbour table holds after.
     await host(['ip', 'netns', 'exec', this.ns, 'ping', '-c', '1', '-W', '1', ip]).catch(() => '');
     const out = await host(['ip', '-n', this.ns, 'neigh', 'show', ip, 'dev', this.link]);
     return /lladdr (\S+)/.exec(out)?.[1];
+  }
+
+  /** Another address on the probe's link (a second client, e.g. outside loadBalancerSourceRanges). */
+  async addAddress(cidr: string): Promise<void> {
+    await host(['ip', '-n', this.ns, 'addr', 'add', cidr, 'dev', this.link]);
+  }
+
+  /** `ip` is on the segment: the probe asks ARP for it instead of using a gateway. */
+  async onLink(ip: string): Promise<void> {
+    await host(['ip', '-n', this.ns, 'route', 'replace', `${ip}/32`, 'dev', this.link]);
+  }
+
+  /**
+   * n curls of `url` from the probe, each "ok" (answered with `expect` in the body) or
+   * "fail:<curl exit code>"; `from` picks the source address (curl --interface).
+   */
+  async curls(url: string, n: number, opts: { from?: string; expect?: string; timeoutS?: number } = {}): Promise<string[]> {
+    const body = `/tmp/${this.ns}.body`;
+    const from = opts.from ? `--interface ${opts.from} ` : '';
+    const check = opts.expect ? ` && grep -q '${opts.expect}' ${body}` : '';
+    const script = `for i in $(seq ${n}); do if curl -s -m ${opts.timeoutS ?? 2} ${from}-o ${body} ${url}${check}; then echo ok; else echo "fail:$?"; fi; done; rm -f ${body}`;
+    return (await host(['ip', 'netns', 'exec', this.ns, 'sh', '-c', script])).trim().split('\n');
+  }
+
+  /** One HTTP GET from the probe: status and body (status 0 when nothing answered). */
+  async get(url: string): Promise<{ status: number; body: string }> {
+    const out = await host(['ip', 'netns', 'exec', this.ns, 'curl', '-s', '-m', '3', '-w', '\n%{http_code}', url]).catch((e: { stdout?: string }) => e.stdout ?? '\n0');
+    const i = out.lastIndexOf('\n');
+    return { status: Number(out.slice(i + 1)) || 0, body: out.slice(0, i) };
   }
 
   async remove(): Promise<void> {

@@ -1,0 +1,115 @@
+/**
+ * B11: LoadBalancer dataplane on the real node (test/harness/node.ts). MetalLB (built here,
+ * test/node/metallb.ts) gives a `type: LoadBalancer` Service on the blog's macvlan network its
+ * address and answers ARP for it on ens4; the node agent serves it (Cluster: DNAT and masquerade
+ * on the node). A client in a network namespace on ens4's segment (a macvlan on the far end of its
+ * veth, an address of the network's subnet, as a host of that LAN) sends HTTP with wrk through the
+ * address against the same load sent to the backend pod's net1 address directly, keep-alive and
+ * one connection per request, interleaved, as B4 does for the cluster IP. One backend replica, so
+ * both paths end at the same nginx: the ratio is the path's cost alone (through the node's veth
+ * end, its netfilter and its macvlan, against macvlan to macvlan).
+ */
+import { dump } from 'js-yaml';
+import { startNode } from '../test/harness/node.js';
+import { blogFile, net1Addresses, pods, SERVICE, sliceAddresses } from '../test/node/cluster.js';
+import { installBootstrap } from '../test/node/install.js';
+import { ingressIps, installMetalLB, POOL_ANNOTATION, SegmentProbe } from '../test/node/metallb.js';
+import { installAgent, until } from '../test/node/tenant.js';
+import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
+import { requireTool, run } from './lib/proc.js';
+import { fmt } from './lib/stats.js';
+import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
+import type { TargetCheck } from './lib/report.js';
+import { defineBenchmark } from './lib/define.js';
+import { isMain, runStandalone } from './lib/runner.js';
+
+const NS = 'default';
+const LB = 'b11-lb';
+/** The client: a host of the network's subnet, above whereabouts' low end and below the pool (docs/loadbalancer.md). */
+const CLIENT = '10.1.1.220';
+const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } };
+
+export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the MetalLB address vs the backend address directly (real node)', SIZES, async (ctx, { seconds, runs }, cleanup) => {
+  await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
+  await requireTool('conntrack', ['--version'], 'install conntrack (apt-get install conntrack)');
+  const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
+  cleanup.add('real node', async () => {
+    await node.stop();
+  });
+  const probe = new SegmentProbe('b11c', 'b11c0', `${CLIENT}/24`);
+  cleanup.add('client namespace', () => probe.remove());
+
+  await installBootstrap(node);
+  await node.apply(blogFile('net-attach.yml'), NS);
+  await node.apply(blogFile('deployment.yml'), NS);
+  await node.kubectl(['scale', '-n', NS, `deployment/${SERVICE}`, '--replicas=1']);
+  await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: NS, timeoutMs: 180_000 });
+  const agentInterface = await installAgent(node);
+  const { pool } = await installMetalLB(node, ctx.log);
+  await node.apply(
+    dump({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: LB, namespace: NS, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: `app=${SERVICE}`, [POOL_ANNOTATION]: pool.name } },
+      spec: { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster', ports: [{ protocol: 'TCP', port: 80 }] },
+    }),
+  );
+  const vip = await until(`MetalLB's address for ${LB}`, 60_000, async () => (await ingressIps(node, NS, LB))[0]);
+  const backends = (await pods(node, NS, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
+  const backend = net1Addresses(backends[0] ?? {})[0];
+  if (backends.length !== 1 || backend === undefined) throw new Error(`B11 needs exactly one backend pod with a net1 address: ${backends.map((p) => p.metadata?.name).join(', ')}`);
+  await until(`the slice of ${LB}`, 30_000, async () => ((await sliceAddresses(node, NS, LB)).length === 1 ? true : undefined));
+
+  await probe.create();
+  // As B4: short TIME_WAIT and a wide port range in the client's namespace, or one-connection-per-request runs collapse.
+  for (const [key, value] of [
+    ['net.netfilter.nf_conntrack_tcp_timeout_time_wait', '1'],
+    ['net.ipv4.ip_local_port_range', '1024 65000'],
+    ['net.ipv4.tcp_tw_reuse', '1'],
+  ] as const) {
+    await run('sysctl', ['-qw', `${key}=${value}`], { netns: probe.ns });
+  }
+  const viaLb = `http://${vip}/`;
+  const direct = `http://${backend}/`;
+  await until('a first answer through the address', 60_000, async () => ((await probe.curls(viaLb, 1, { expect: SERVICE }))[0] === 'ok' ? true : undefined));
+  ctx.log(`MetalLB address ${vip} (ARP on ens4, served by the agent on ${agentInterface}); backend ${backend}; client ${CLIENT}`);
+  const connections = 16;
+  await wrk(probe.ns, viaLb, 1, connections, false);
+  await wrk(probe.ns, direct, 1, connections, false);
+
+  const rows: string[][] = [];
+  const targets: TargetCheck[] = [];
+  for (const mode of [
+    { name: 'keep-alive', close: false, target: 0.95 as number | undefined },
+    { name: 'one connection per request', close: true, target: undefined },
+  ]) {
+    const { target, row } = await interleavedPairs({
+      ns: probe.ns, ours: viaLb, base: direct, seconds, runs, connections, close: mode.close,
+      // Each run starts without the previous run's flows: the client's table, and the node's for the address only.
+      before: async () => {
+        await run('conntrack', ['-F'], { netns: probe.ns, check: false });
+        await run('conntrack', ['-D', '-d', vip], { check: false });
+      },
+      logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: LoadBalancer ${fmt(o.rps)} req/s, direct ${fmt(b.rps)} req/s`),
+    });
+    rows.push(row(mode.name));
+    if (mode.target !== undefined) {
+      targets.push(target(`${mode.name}: LoadBalancer / direct`, mode.target));
+    }
+  }
+  return {
+    tables: [pairsTable({ runs, seconds, connections }, { ours: 'via LoadBalancer address', base: 'direct to backend net1', short: 'LoadBalancer' }, rows)],
+    targets,
+    notes: [
+      'Method: the real node with multus-proxy (bootstrap install), the node agent (DaemonSet, the node given 10.1.1.250 and parent ens4) and MetalLB v0.15.2 (pool 10.1.1.200-207, L2 on ens4); ' +
+        `one nginx replica of the blog on macvlan1; a Cluster LoadBalancer Service selecting it (service-selector annotation). The client is a network namespace with a macvlan on the far end of ens4's veth, address ${CLIENT}/24. ` +
+        "Through the address: ARP answered by MetalLB with ens4's MAC, so the request enters the node on ens4, is DNATed to the pod and masqueraded to the node's address by the agent's rules, and leaves through the agent's macvlan; " +
+        'the reply comes back the same way. Direct: macvlan to macvlan on the same parent, the node not involved. ' +
+        'Both paths end at the same nginx process, whose access log (the tests read it) costs the same for both. wrk, nginx, the node and the kernel share the machine\'s 2 cores with other users; the ratio per interleaved pair is what counts. ' +
+        "The client's namespace gets conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse (as B4); before each run its conntrack table is flushed, and the node's entries for the address are deleted (the node's own settings are not touched). " +
+        'No target for one connection per request (the issue sets one for keep-alive only).',
+    ],
+  };
+});
+
+if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);
