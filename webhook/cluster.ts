@@ -68,6 +68,8 @@ export interface LookupOptions {
   readonly versionCacheMs?: number;
   /** How long the node agent's presence is reused (default 10 s: an install is noticed soon). */
   readonly nodeAgentCacheMs?: number;
+  /** The node agent DaemonSet's namespace (default multus-proxy-node). */
+  readonly nodeAgentNamespace?: string;
   readonly now?: () => number;
 }
 
@@ -122,7 +124,7 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
 
     nodeAgent() {
       if (agent !== undefined && now() - agent.at < (opts.nodeAgentCacheMs ?? 10_000)) return agent.value;
-      const value = client.get<DaemonSetStatus>(apiPath('apps', 'v1', 'daemonsets', NODE_AGENT_NAMESPACE, NODE_AGENT_DAEMONSET)).then(
+      const value = client.get<DaemonSetStatus>(apiPath('apps', 'v1', 'daemonsets', opts.nodeAgentNamespace ?? NODE_AGENT_NAMESPACE, NODE_AGENT_DAEMONSET)).then(
         (ds): NodeAgentPresence => ((ds?.status?.numberReady ?? 0) > 0 ? 'ready' : 'not-ready'),
         (e: unknown): NodeAgentPresence => {
           if (isNotFound(e) || isForbidden(e)) return 'absent';

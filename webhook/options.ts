@@ -9,6 +9,7 @@
  *   logLevel: info
  *   maxBodyBytes: 8388608
  *   podSecurityDefault: privileged          # the apiserver's PodSecurity defaults.enforce, if set
+ *   nodeAgentNamespace: multus-proxy-node   # where the optional node agent's DaemonSet runs
  *   sidecar:
  *     image: registry/multus-proxy:1.0     # or the `sidecarImage` file next to the config file
  *     imagePullPolicy: IfNotPresent
@@ -28,6 +29,7 @@ import { load } from 'js-yaml';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, type RuleBackendChoice } from '../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
 import { helpText, parseFlags, type Program } from '../src/cli.js';
+import { NODE_AGENT_NAMESPACE } from '../src/keys.js';
 
 export type SidecarMode = 'native' | 'regular' | 'auto';
 export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
@@ -73,6 +75,8 @@ export interface WebhookOptions {
   readonly namespaceCacheMs: number;
   /** How long a Service admission waits to learn whether its NetworkAttachmentDefinitions exist. */
   readonly nadLookupTimeoutMs: number;
+  /** Where the optional node agent's DaemonSet lives (Helm nodeAgent.namespace): NodePort and LoadBalancer admissions check it runs. */
+  readonly nodeAgentNamespace: string;
   /** After SIGTERM, keep answering this long (not ready) while endpoint removal propagates. */
   readonly drainMs: number;
   /**
@@ -141,6 +145,7 @@ export const SETTINGS = {
   kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', help: 'kubeconfig; unset: in-cluster service account', kind: { type: 'string' } },
   namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', help: 'reuse a Namespace read from the apiserver this long (ms)', kind: { type: 'int', min: 0, max: 600_000 } },
   nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', help: 'how long a Service admission waits for its NetworkAttachmentDefinitions (ms)', kind: { type: 'int', min: 10, max: 10_000 } },
+  nodeAgentNamespace: { file: ['nodeAgentNamespace'], env: 'NODE_AGENT_NAMESPACE', flag: 'node-agent-namespace', help: "namespace of the node agent's DaemonSet multus-proxy-node (NodePort and LoadBalancer Services are warned about when it does not run)", kind: { type: 'string' } },
   drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', help: 'after SIGTERM, keep answering (not ready) this long (ms)', kind: { type: 'int', min: 0, max: 120_000 } },
   podSecurityDefault: {
     file: ['podSecurityDefault'],
@@ -348,6 +353,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     kubeconfig: values.get('kubeconfig') as string | undefined,
     namespaceCacheMs: get('namespaceCacheMs', 5_000),
     nadLookupTimeoutMs: get('nadLookupTimeoutMs', 2_000),
+    nodeAgentNamespace: get('nodeAgentNamespace', NODE_AGENT_NAMESPACE),
     drainMs: get('drainMs', 5_000),
     podSecurityDefault: get('podSecurityDefault', 'privileged'),
     sidecar: {

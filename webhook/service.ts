@@ -78,9 +78,9 @@ export function nodeAgentProblem(object: string, type: string, presence: NodeAge
     case 'ready':
       return undefined;
     case 'absent':
-      return `${object}: type ${type} is not served on the secondary network: the multus-proxy-node agent is not installed (DaemonSet multus-proxy-node/multus-proxy-node not found); install the node-agent component (docs/node-agent.md, "Install") or use type ClusterIP`;
+      return `${object}: type ${type} is not served on the secondary network: the multus-proxy-node agent is not installed (its DaemonSet multus-proxy-node was not found); install the node-agent component (docs/node-agent.md, "Install") or use type ClusterIP`;
     case 'not-ready':
-      return `${object}: type ${type} is not served on the secondary network yet: the multus-proxy-node agent has no ready pod (DaemonSet multus-proxy-node/multus-proxy-node); see kubectl -n multus-proxy-node get pods`;
+      return `${object}: type ${type} is not served on the secondary network yet: the multus-proxy-node agent has no ready pod (DaemonSet multus-proxy-node); see its pods' status and events`;
     case 'unknown':
       return `${object}: type ${type} needs the multus-proxy-node agent, and whether it runs could not be checked; make sure the node-agent component is installed`;
   }

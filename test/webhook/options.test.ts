@@ -42,6 +42,11 @@ void describe('webhook/options', () => {
     assert.deepEqual({ ...o.sidecar }, { ...SIDECAR, image: 'img:1', mode: 'auto' });
   });
 
+  void test('nodeAgentNamespace: multus-proxy-node unless told (Helm sets nodeAgent.namespace); the file, env or flag', () => {
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1' }, []).nodeAgentNamespace, 'multus-proxy-node');
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'nodeAgentNamespace: agents\n' }).nodeAgentNamespace, 'agents');
+    assert.equal(parse({ SIDECAR_IMAGE: 'img:1', NODE_AGENT_NAMESPACE: 'env-ns' }, ['--node-agent-namespace=flag-ns']).nodeAgentNamespace, 'flag-ns');
+  });
   void test("podSecurityDefault: privileged unless told (Kubernetes' own default); the file, env or flag; a bad level is named with the fix", () => {
     assert.equal(parse({ SIDECAR_IMAGE: 'img:1' }, []).podSecurityDefault, 'privileged');
     assert.equal(parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'podSecurityDefault: baseline\n' }).podSecurityDefault, 'baseline');

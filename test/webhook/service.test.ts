@@ -75,7 +75,7 @@ void describe('webhook/service validation', () => {
   void test('the node agent not installed or not ready: a warning and a Warning Event on the Service (not for a dry run); ready: neither', async () => {
     const lb = svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, ports: [{ port: 80 }] });
     for (const [presence, want] of [
-      ['absent', /the multus-proxy-node agent is not installed \(DaemonSet multus-proxy-node\/multus-proxy-node not found\); install the node-agent component/],
+      ['absent', /the multus-proxy-node agent is not installed \(its DaemonSet multus-proxy-node was not found\); install the node-agent component/],
       ['not-ready', /the multus-proxy-node agent has no ready pod/],
       ['unknown', /could not be checked/],
     ] as const) {
