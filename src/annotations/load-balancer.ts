@@ -72,7 +72,7 @@ export function readLoadBalancer(svc: V1Service, own: ReadonlySet<string> = new 
       return;
     }
     const p = parseIp(text);
-    const why = !p.ok ? p.error : p.value.prefix !== undefined ? 'has a prefix length; an ingress IP is one address' : (specialAddress(p.value.address, p.value.family) ?? (own.has(p.value.address) ? `is this host's own address ${p.value.address}` : undefined));
+    const why = !p.ok ? p.error : p.value.prefix !== undefined ? 'has a prefix length; an ingress IP is one address' : (specialAddress(p.value.address, p.value.family) ?? (own.has(p.value.address) ? `is a node's or the reading pod's own address ${p.value.address}` : undefined));
     if (why !== undefined || !p.ok) {
       problems.push(inputError(key, text, `${why ?? 'is not an IP address'}: it is not served`, 'the load-balancer implementation must assign a unicast address from its pool that no node or pod holds'));
       return;

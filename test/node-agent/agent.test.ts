@@ -260,7 +260,7 @@ void describe('node agent program', () => {
       message = events.items.find((e) => e.reason === 'LoadBalancerInputRefused' && e.type === 'Warning' && e.involvedObject.kind === 'Service' && e.involvedObject.name === 'lb')?.message ?? '';
       return message !== '';
     }, 20_000);
-    assert.equal(message, `Service ${ns}/lb: status.loadBalancer.ingress[1].ip "${NODE_V4}": is this host's own address ${NODE_V4}: it is not served; the load-balancer implementation must assign a unicast address from its pool that no node or pod holds`);
+    assert.equal(message, `Service ${ns}/lb: status.loadBalancer.ingress[1].ip "${NODE_V4}": is a node's or the reading pod's own address ${NODE_V4}: it is not served; the load-balancer implementation must assign a unicast address from its pool that no node or pod holds`);
     const save = (await topo.run(node1, ['iptables-nft-save', '-t', 'nat'])).stdout;
     assert.ok(!save.includes(`-d ${NODE_V4}/32 -p tcp -m tcp --dport 80 `), 'no DNAT on the node\'s own address');
     const metrics = (await topo.run(node1, ['curl', '-s', '-m', '2', `http://127.0.0.1:${HEALTH_PORT}/metrics`])).stdout;

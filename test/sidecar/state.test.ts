@@ -215,7 +215,7 @@ void describe('buildDesiredState', () => {
       const out = build({ services: [lb([{ ip: 'nope' }, { ip: '10.1.0.0/24' }, { ip: '127.0.0.1' }, { ip: '169.254.1.1' }, { ip: '224.0.0.1' }, { ip: '10.1.0.10' }, { ip: 'fe80::1' }, { ip: '10.1.0.200', ipMode: 'Bogus' }])], slices: [slice] });
       assert.equal(out.state.targets.filter((t) => t.ingress === true).length, 0);
       const text = out.problems.join('\n');
-      for (const want of [/ingress\[0\]\.ip "nope": is not an IPv4 or IPv6 address/, /ingress\[1\]\.ip "10\.1\.0\.0\/24": has a prefix length/, /127\.0\.0\.1 is a loopback address/, /169\.254\.1\.1 is a link-local/, /224\.0\.0\.1 is a multicast/, /is this host's own address 10\.1\.0\.10/, /fe80::1 is a link-local/, /ingress\[7\]\.ipMode "Bogus": is neither VIP nor Proxy/]) {
+      for (const want of [/ingress\[0\]\.ip "nope": is not an IPv4 or IPv6 address/, /ingress\[1\]\.ip "10\.1\.0\.0\/24": has a prefix length/, /127\.0\.0\.1 is a loopback address/, /169\.254\.1\.1 is a link-local/, /224\.0\.0\.1 is a multicast/, /is a node's or the reading pod's own address 10\.1\.0\.10/, /fe80::1 is a link-local/, /ingress\[7\]\.ipMode "Bogus": is neither VIP nor Proxy/]) {
         assert.match(text, want);
       }
       assert.match(text, /the load-balancer implementation must assign a unicast address/);

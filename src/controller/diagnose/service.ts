@@ -17,6 +17,8 @@ import { eventTimeMs } from '../../kube/events.js';
 import { compareText } from '../../order.js';
 import { isPodEligible, isPodReady, isPodTerminating, podEndpoints } from '../pod-endpoints.js';
 import { readServiceSpec } from '../service-spec.js';
+import { readLoadBalancer } from '../../annotations/load-balancer.js';
+import { formatInputError } from '../../result.js';
 import { EVENT_COMPONENT as CONTROLLER_COMPONENT } from '../events.js';
 import { verdictOf, type Finding, type ServiceNetwork, type ServicePod, type ServiceReport } from './report.js';
 
@@ -164,6 +166,7 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
     return done({});
   }
   findings.push(finding('ok', 'annotation', 'AnnotationValid', `${object}: ${SERVICE_NETWORK_ANNOTATION} ${JSON.stringify(annotations[SERVICE_NETWORK_ANNOTATION])} names ${spec.networks.map(networkKey).join(', ')}`));
+  if (svc.spec?.type === 'LoadBalancer') findings.push(...loadBalancerFindings(svc, f.nodeAddresses, object));
   if (svc.spec?.clusterIP === 'None' && Object.keys(svc.spec.selector ?? {}).length > 0) {
     findings.push(finding('warning', 'annotation', 'HeadlessWithSelector', `${object} is headless with spec.selector: Kubernetes' own EndpointSlice controller also publishes the pods' primary addresses, which DNS mixes in`, `move the selector to the ${SERVICE_SELECTOR_ANNOTATION} annotation and remove spec.selector`));
   }
@@ -206,4 +209,31 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
   const warnings = (f.events ?? []).filter((e) => e.type === 'Warning' && fromController(e) && !derived.has(e.reason ?? '')).sort((a, b) => eventTimeMs(b) - eventTimeMs(a));
   for (const e of warnings.slice(0, 5)) findings.push(finding('info', 'events', e.reason ?? 'Event', `Event ${e.reason ?? ''} (x${e.count ?? 1}): ${e.message ?? ''}`));
   return done({ networks, selector, pods, readyEndpoints });
+}
+
+/**
+ * A LoadBalancer's ingress as the node agent reads it (src/annotations/load-balancer.ts, the
+ * nodes' addresses refused as the agents refuse them): pending, served, left to the balancer
+ * (ipMode Proxy), or refused with the reason.
+ */
+function loadBalancerFindings(svc: V1Service, nodeAddresses: readonly string[] | undefined, object: string): Finding[] {
+  const view = readLoadBalancer(svc, new Set(nodeAddresses ?? []));
+  const out: Finding[] = view.problems.map((e) => finding('error', 'loadBalancer', 'LoadBalancerInputRefused', formatInputError(object, e)));
+  if ((svc.status?.loadBalancer?.ingress ?? []).every((i) => i.ip === undefined || i.ip === '')) {
+    out.push(
+      finding(
+        'warning',
+        'loadBalancer',
+        'LoadBalancerPending',
+        `${object}: no load-balancer implementation has written an ingress IP (status.loadBalancer.ingress is empty), so only the cluster IP and node ports are served`,
+        "run one that allocates from the network's subnet and announces on the nodes' interface there, e.g. MetalLB (docs/loadbalancer.md)",
+      ),
+    );
+  }
+  if (view.vips.length > 0) {
+    const ranges = view.sourceRanges === undefined ? 'from every source' : `from ${view.sourceRanges.map((r) => r.cidr).join(', ') || 'no source (no valid range)'}`;
+    out.push(finding('ok', 'loadBalancer', 'LoadBalancerIngress', `${object}: ingress ${view.vips.map((v) => v.address).join(', ')} served by the node agent on every node and reached directly by sidecars, ${ranges}`));
+  }
+  if (view.proxied.length > 0) out.push(finding('info', 'loadBalancer', 'LoadBalancerProxyMode', `${object}: ingress ${view.proxied.join(', ')} has ipMode Proxy: the load balancer forwards to the nodes itself, so the node agent and sidecars leave the address alone`));
+  return out;
 }

@@ -214,6 +214,25 @@ void describe('diagnose service', () => {
     assert.ok(codes(r, 'ok').includes('AnnotationValid'));
   });
 
+  void test('LoadBalancer: pending without an ingress IP; served ingress with its ranges; ipMode Proxy left alone; a node\'s address refused as the agents refuse it', () => {
+    const lb = (ingress: { ip?: string; ipMode?: string }[], ranges?: string[]): V1Service => {
+      const svc = web();
+      svc.spec = { ...svc.spec, type: 'LoadBalancer', ...(ranges !== undefined ? { loadBalancerSourceRanges: ranges } : {}) };
+      svc.status = { loadBalancer: { ingress } };
+      return svc;
+    };
+    const pending = diagnoseService({ ...serviceFacts(web(), [backend('web-a')]), service: lb([]) });
+    assert.equal(pending.verdict, 'ok', 'still served on the cluster IP');
+    assert.match(find(pending, 'LoadBalancerPending').message, /no load-balancer implementation has written an ingress IP/);
+    const served = diagnoseService({ ...serviceFacts(web(), [backend('web-a')]), service: lb([{ ip: '10.1.1.200' }, { ip: '10.1.1.201', ipMode: 'Proxy' }], ['198.51.100.0/24']) });
+    assert.match(find(served, 'LoadBalancerIngress').message, /ingress 10\.1\.1\.200 served by the node agent on every node .*from 198\.51\.100\.0\/24/);
+    assert.match(find(served, 'LoadBalancerProxyMode').message, /10\.1\.1\.201 has ipMode Proxy/);
+    assert.ok(!codes(served).includes('LoadBalancerPending'));
+    const refused = diagnoseService({ ...serviceFacts(web(), [backend('web-a')], { nodeAddresses: ['10.0.0.11'] }), service: lb([{ ip: '10.0.0.11' }]) });
+    assert.equal(refused.verdict, 'problem');
+    assert.match(find(refused, 'LoadBalancerInputRefused').message, /status\.loadBalancer\.ingress\[0\]\.ip "10\.0\.0\.11": is a node's or the reading pod's own address 10\.0\.0\.11/);
+  });
+
   void test('a malformed service-network annotation: the parser message, slices kept', () => {
     const svc = web();
     if (svc.metadata?.annotations) svc.metadata.annotations[SERVICE_NETWORK_ANNOTATION] = 'macvlan1,';

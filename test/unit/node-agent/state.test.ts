@@ -200,7 +200,7 @@ void describe('planNode: LoadBalancer', () => {
     assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true && (t.clusterIP === '10.0.0.11' || t.clusterIP === '192.168.101.211')), 'never a DNAT on the node\'s own address');
     const refused = p.problems.filter((x) => x.kind === 'Service' && x.name === 'lb' && x.namespace === 'demo' && x.reason === 'LoadBalancerInputRefused');
     assert.equal(refused.length, 4);
-    assert.match(refused[0]?.message ?? '', /^Service demo\/lb: status\.loadBalancer\.ingress\[0\]\.ip "10\.0\.0\.11": is this host's own address 10\.0\.0\.11: it is not served; /);
+    assert.match(refused[0]?.message ?? '', /^Service demo\/lb: status\.loadBalancer\.ingress\[0\]\.ip "10\.0\.0\.11": is a node's or the reading pod's own address 10\.0\.0\.11: it is not served; /);
     assert.match(refused[1]?.message ?? '', /own address 192\.168\.101\.211/);
   });
   void test('a NodePort or ClusterIP Service with a stale status gets no ingress rules', () => {
