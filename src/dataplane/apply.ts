@@ -134,13 +134,10 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const families: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
   const kind: RuleBackendKind = opts.rules === 'nftables' ? 'nftables' : 'iptables';
-  if (kind === 'nftables' && layout !== SIDECAR_LAYOUT) throw new Error('the nftables back end renders only the sidecar layout so far; run the node agent with --backend iptables');
   const iptables = (flavor: Backend | 'auto'): ReturnType<typeof createIptablesBackend> => createIptablesBackend(exec, { flavor, families, layout });
   const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
-  if (kind === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec), others: [iptables('nft'), iptables('legacy')] }, renderState);
-  // Our nftables table exists only where the sidecar layout's nftables back end ran.
-  const others = layout === SIDECAR_LAYOUT ? [createNftBackend(exec)] : [];
-  return applyLoop({ ...parts, rules: iptables(opts.backend ?? 'auto'), others }, renderState);
+  if (kind === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable), others: [iptables('nft'), iptables('legacy')] }, renderState);
+  return applyLoop({ ...parts, rules: iptables(opts.backend ?? 'auto'), others: [createNftBackend(exec, layout.nftTable)] }, renderState);
 }
 
 interface LoopParts<R, X, P> {

@@ -52,6 +52,8 @@ export interface Layout {
   readonly rejectChain: string;
   /** Prefix of the per-port chains (followed by 16 base32 characters). */
   readonly serviceChainPrefix: string;
+  /** The program's table in the nftables back end (`inet <name>`). */
+  readonly nftTable: string;
 }
 
 /** The sidecar's layout: one jump from nat OUTPUT, one from filter OUTPUT. */
@@ -64,6 +66,7 @@ export const SIDECAR_LAYOUT: Layout = {
   dispatchChain: DISPATCH_CHAIN,
   rejectChain: REJECT_CHAIN,
   serviceChainPrefix: SERVICE_CHAIN_PREFIX,
+  nftTable: 'multus_proxy',
 };
 
 const BASE32 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ234567';

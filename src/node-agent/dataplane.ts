@@ -12,7 +12,8 @@ import { NODE_LAYOUT, NodeRenderCache, renderNode, type NodeState } from './rule
 export function createNodeDataplane(opts: Omit<DataplaneOptions, 'layout'>): Dataplane<NodeState> {
   // Per-target work kept between syncs: a one-endpoint change re-renders one Service port.
   const cache = new NodeRenderCache();
-  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, (state) => renderNode(state, cache));
+  const nft = opts.rules === 'nftables';
+  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, (state) => renderNode(state, cache, { nft }));
 }
 
 export async function readLinks(exec: Exec): Promise<ExistingLink[]> {

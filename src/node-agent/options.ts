@@ -6,6 +6,7 @@
 import { helpText, parseFlags, wantsHelp, type Program } from '../cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../result.js';
 import { DEFAULT_MASQUERADE_MARK } from './rules.js';
+import { RULE_BACKENDS, type RuleBackendChoice } from '../sidecar-contract.js';
 
 export interface NodeAgentOptions {
   readonly mode: 'run' | 'cleanup' | 'help';
@@ -18,6 +19,8 @@ export interface NodeAgentOptions {
   readonly fullResyncIntervalMs: number;
   /** Where the Node annotation names no parent for a network, use the NAD's master (upgrades only). */
   readonly parentFromNad: boolean;
+  /** The rule back end (src/dataplane/backend-choice.ts). */
+  readonly backend: RuleBackendChoice;
 }
 
 export const DEFAULT_NODE_HEALTH_PORT = 9190;
@@ -44,7 +47,7 @@ export const NODE_AGENT_PROGRAM: Program = {
       def: 'false',
       help: "where the Node annotation multus-proxy.k8s.cni.cncf.io/node-parents names no parent for a network, use the NAD's master (or bridge), which the NAD's owner chooses; for upgrades only (docs/node-agent.md)",
     },
-    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: 'rule back end: auto or iptables (the nftables back end does not write the node agent\'s rules yet)' },
+    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: "rule back end: iptables, nftables or auto (iptables for now); the one that starts removes the other's rules" },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
   notes:
@@ -56,7 +59,7 @@ export const HELP = helpText(NODE_AGENT_PROGRAM);
 const OBJECT = 'node agent options';
 
 export function parseNodeAgentOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<NodeAgentOptions, string> {
-  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000, parentFromNad: false };
+  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000, parentFromNad: false, backend: 'auto' as const };
   if (wantsHelp(argv)) return ok({ ...defaults, mode: 'help' });
   const parsed = parseFlags(NODE_AGENT_PROGRAM, argv);
   if (!parsed.ok) return parsed;
@@ -81,12 +84,10 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
   if (backend !== 'auto' && backend !== 'nft' && backend !== 'legacy') {
     problems.push(formatInputError(OBJECT, inputError('IPTABLES_BACKEND (--iptables-backend)', backend, 'is not a back end', 'write auto, nft or legacy')));
   }
-  // The sidecar's --backend; the agent's NodePort, masquerade and Local rules exist for iptables only so far.
-  const rules = pick('backend', 'DATAPLANE_BACKEND') ?? 'auto';
-  if (rules !== 'auto' && rules !== 'iptables') {
-    const fix = rules === 'nftables' ? "the node agent's nftables rules are not written yet; write iptables or auto" : 'write auto or iptables';
-    problems.push(formatInputError(OBJECT, inputError('DATAPLANE_BACKEND (--backend)', rules, 'is not a rule back end the node agent has', fix)));
-  }
+  // The sidecar's --backend.
+  const rulesText = pick('backend', 'DATAPLANE_BACKEND') ?? 'auto';
+  const rules = RULE_BACKENDS.find((b) => b === rulesText);
+  if (rules === undefined) problems.push(formatInputError(OBJECT, inputError('DATAPLANE_BACKEND (--backend)', rulesText, 'is not a known rule back end', `write one of ${RULE_BACKENDS.join(', ')}`)));
   // A switch on the command line; in the environment (what a DaemonSet sets) true or false.
   const parentText = flags['parent-from-nad'] === 'true' ? 'true' : (pick('parent-from-nad', 'PARENT_FROM_NAD') ?? 'false').toLowerCase();
   if (!['true', 'false'].includes(parentText)) {
@@ -108,5 +109,6 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     minSyncIntervalMs: nums.minSyncIntervalMs,
     fullResyncIntervalMs: nums.fullResyncIntervalMs,
     parentFromNad: parentText === 'true',
+    backend: rules ?? 'auto',
   });
 }

@@ -32,6 +32,7 @@ import { hashName, type Layout } from '../dataplane/names.js';
 import { render, RenderCache } from '../dataplane/incremental.js';
 import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../dataplane/rules.js';
 import type { BackendEndpoint, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../dataplane/model.js';
+import { newNodeNftMemo, NODE_NFT_TABLE, renderNodeNft } from './nft-rules.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';
 export const NODEPORTS_CHAIN = 'MPXN-NODEPORTS';
@@ -75,6 +76,7 @@ export const NODE_LAYOUT: Layout = {
   dispatchChain: NODE_SERVICES_CHAIN,
   rejectChain: NODE_REJECT_CHAIN,
   serviceChainPrefix: NODE_SERVICE_CHAIN_PREFIX,
+  nftTable: NODE_NFT_TABLE,
 };
 
 /** The node's own interface on one served network (host-interface.ts) and its addresses there. */
@@ -161,9 +163,21 @@ function describe(f: Frontend): string {
   return `${portLabel(f.base)}/${f.base.protocol} ${where} (IPv${f.base.family}, ${f.policy})`;
 }
 
+/** What a frontend is, for a back end that renders it its own way (src/node-agent/nft-rules.ts). */
+export interface FrontendFacts {
+  readonly kind: Frontend['kind'];
+  /** Cluster policy: the masquerade mark is set before the DNAT. */
+  readonly masquerade: boolean;
+  /** loadBalancerSourceRanges (undefined: every source). */
+  readonly sourceRanges: readonly string[] | undefined;
+  /** No endpoints to serve: refused at once, or dropped (Local ingress IP with endpoints only elsewhere). */
+  readonly refusal: 'reject' | 'drop' | undefined;
+}
+
 /** A frontend's rules beyond its ResolvedTarget: every dispatch line, the filter lines, a firewall chain. */
 export interface FrontendRules {
   readonly resolved: ResolvedTarget;
+  readonly facts: FrontendFacts;
   /** nat MPXN-NODEPORTS lines (one per source range when the Service has ranges). */
   readonly dispatch: readonly string[];
   /** filter MPXN-REJECT lines: the port's refusal (no endpoints), or the jump to its firewall chain. */
@@ -303,6 +317,7 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
       dispatch,
       refuse,
       ...(firewall !== undefined ? { firewall } : {}),
+      facts: { kind: f.kind, masquerade: f.policy === 'Cluster', sourceRanges: ranges, refusal: empty ? (elsewhere ? 'drop' : 'reject') : undefined },
     },
   };
 }
@@ -390,6 +405,7 @@ export class NodeRenderCache {
   readonly cluster = new RenderCache(NODE_LAYOUT);
   readonly nodePorts = new NodePortMemo();
   readonly loadBalancers = new FrontendMemo<LoadBalancerTarget>();
+  readonly nft = newNodeNftMemo();
   /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
   interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
 }
@@ -403,7 +419,7 @@ export const asPodInterfaces = (networks: readonly NodeNetwork[]): PodInterface[
  * interfaces in the pod's place and the node layout; NodePorts are added beside it. With a cache
  * only what changed is redone; the result is the same.
  */
-export function renderNode(state: NodeState, cache?: NodeRenderCache): Rendered {
+export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { readonly nft?: boolean } = {}): Rendered {
   let interfaces: readonly PodInterface[];
   if (cache?.interfaces !== undefined && cache.interfaces.networks === state.networks) interfaces = cache.interfaces.value;
   else {
@@ -418,5 +434,7 @@ export function renderNode(state: NodeState, cache?: NodeRenderCache): Rendered 
     v4: ruleset(cluster.v4, fe.frontends, 4, state),
     v6: ruleset(cluster.v6, fe.frontends, 6, state),
     routes: cluster.routes,
+    // The nftables back end's table from the same decisions (nft-rules.ts).
+    ...(opts.nft === true ? { nft: renderNodeNft(resolution.targets, fe.frontends, state.networks, state.masqueradeMark, cache?.nft) } : {}),
   };
 }

@@ -3,7 +3,8 @@
  * parent interface `eth1` on one L2 segment; backend "pods" are macvlan children of their node's
  * eth1 in their own namespaces (a on node1, b on node2); an "external client" sits on the same
  * segment. The agent's own code makes the host-side interfaces (mpxh…, macvlan bridge mode on
- * eth1) and applies the rendered rules with real iptables (nft), routes and conntrack.
+ * eth1) and applies the rendered rules with real iptables (nft) or real nftables (both back ends,
+ * the same tests), routes and conntrack.
  *
  * LoadBalancer: the ingress IPs are announced as MetalLB's L2 mode does, by a neighbour entry on
  * the clients pointing at the announcing node's parent (`eth1`, the interface the speaker answers
@@ -69,7 +70,7 @@ function need(bin: string): void {
 const names = (replies: readonly Reply[]): string[] => replies.map((r) => r.name ?? `error:${r.error ?? '?'}`);
 const count = (replies: readonly Reply[], name: string): number => replies.filter((r) => r.name === name).length;
 
-void describe('node agent dataplane: two nodes, macvlan pods, an external client on the segment', () => {
+for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent dataplane (${rules}): two nodes, macvlan pods, an external client on the segment`, () => {
   let topo: Topology;
   let a: Pod;
   let b: Pod;
@@ -147,7 +148,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
       ]);
       const plan = await ifaces.sync([want]);
       assert.deepEqual(plan.created, [want.name]);
-      return { node, v4, v6, ifaces, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, backend: 'nft', ipv6: true }) };
+      return { node, v4, v6, ifaces, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, backend: 'nft', ipv6: true, rules }) };
     };
     n1 = await make(node1, '192.168.101.250', 'fd00:101::fa');
     n2 = await make(node2, '192.168.101.251', 'fd00:101::fb');
@@ -155,7 +156,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     // node (as pods whose route to off-node clients is their node): a host route to the client.
     await topo.run(a, ['ip', 'route', 'add', `${client.net1.ipv4}/32`, 'via', n1.v4]);
     await topo.run(b, ['ip', 'route', 'add', `${client.net1.ipv4}/32`, 'via', n2.v4]);
-    for (const n of [n1, n2]) await n.dataplane.sync(state(n), { full: true });
+    for (const n of [n1, n2]) assert.equal((await n.dataplane.sync(state(n), { full: true })).backend, rules === 'iptables' ? 'nft' : 'nftables');
   });
 
   after(async () => {
@@ -219,13 +220,28 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     for (const c of clients) await topo.run(c, ['ip', ...(vip.includes(':') ? ['-6'] : []), 'neigh', 'replace', vip, 'lladdr', mac, 'dev', 'net1', 'nud', 'permanent']);
   }
 
-  /** Packets counted by the node's filter rules whose comment contains `text` and whose verdict is DROP. */
-  async function droppedBy(n: AgentNode, text: string): Promise<number> {
-    const save = (await topo.run(n.node, ['iptables-nft-save', '-c', '-t', 'filter'])).stdout;
-    return save
-      .split('\n')
-      .filter((l) => l.includes(text) && l.endsWith('-j DROP'))
-      .reduce((sum, l) => sum + Number(/^\[(\d+):/.exec(l)?.[1] ?? 0), 0);
+  /**
+   * Packets dropped by the rule that says why: iptables, the filter rules whose comment contains
+   * `text.iptables` and whose verdict is DROP; nftables, the counted drop rules of the chain whose
+   * name starts with `text.nftChain`.
+   */
+  async function droppedBy(n: AgentNode, text: { readonly iptables: string; readonly nftChain: string }): Promise<number> {
+    if (rules === 'iptables') {
+      const save = (await topo.run(n.node, ['iptables-nft-save', '-c', '-t', 'filter'])).stdout;
+      return save
+        .split('\n')
+        .filter((l) => l.includes(text.iptables) && l.endsWith('-j DROP'))
+        .reduce((sum, l) => sum + Number(/^\[(\d+):/.exec(l)?.[1] ?? 0), 0);
+    }
+    const listing = (await topo.run(n.node, ['nft', 'list', 'table', 'inet', 'multus_proxy_node'])).stdout;
+    let chain = '';
+    let sum = 0;
+    for (const line of listing.split('\n').map((l) => l.trim())) {
+      chain = /^chain (\S+) \{$/.exec(line)?.[1] ?? chain;
+      const m = /counter packets (\d+) bytes \d+ drop$/.exec(line);
+      if (m !== null && chain.startsWith(text.nftChain)) sum += Number(m[1]);
+    }
+    return sum;
   }
 
   void test('LoadBalancer Cluster: the external client reaches the ingress IP on the announcing node, equal shares, masqueraded', async () => {
@@ -261,7 +277,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     await announce(VIP_ONLY_A, n2);
     const dropped = await httpRequests(topo, client, `http://${VIP_ONLY_A}/`, 2, 800);
     assert.deepEqual([...new Set(names(dropped))], ['error:ETIMEDOUT'], 'node2 has no endpoint of only-a: dropped, not forwarded');
-    assert.ok((await droppedBy(n2, 'demo/only-a:80 loadBalancer Local has no endpoints on this node')) >= 2, 'by the rule that says why');
+    assert.ok((await droppedBy(n2, { iptables: 'demo/only-a:80 loadBalancer Local has no endpoints on this node', nftChain: 'refuse' })) >= 2, 'by the rule that says why');
     await announce(VIP_ONLY_A, n1);
     assert.deepEqual([...new Set(names(await httpRequests(topo, client, `http://${VIP_ONLY_A}/`, 3)))], ['a']);
   });
@@ -272,7 +288,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     assert.equal(inside.filter((r) => r.error !== undefined).length, 0, names(inside).join(','));
     const outside = await httpRequests(topo, outsider, `http://${VIP_RANGED}/`, 2, 800);
     assert.deepEqual([...new Set(names(outside))], ['error:ETIMEDOUT'], 'dropped');
-    assert.ok((await droppedBy(n1, 'demo/ranged:80 loadBalancer Cluster source outside loadBalancerSourceRanges')) >= 2, 'by the firewall chain');
+    assert.ok((await droppedBy(n1, { iptables: 'demo/ranged:80 loadBalancer Cluster source outside loadBalancerSourceRanges', nftChain: 'MPXN-FW-' })) >= 2, 'by the firewall chain');
     // The same outsider reaches an unranged ingress IP: the drop is the range, not the path.
     await announce(VIP_CLUSTER, n1);
     const open = await httpRequests(topo, outsider, `http://${VIP_CLUSTER}/`, 4);
@@ -329,6 +345,7 @@ void describe('node agent dataplane: two nodes, macvlan pods, an external client
     assert.deepEqual(await n2.ifaces.removeAll(), [`link del dev ${n2.iface}`]);
     const save = (await topo.run(n2.node, ['iptables-nft-save'])).stdout + (await topo.run(n2.node, ['ip6tables-nft-save'])).stdout;
     assert.ok(!save.includes('MPXN-') && !save.includes('multus-proxy-node'), save);
+    assert.doesNotMatch((await topo.run(n2.node, ['nft', 'list', 'tables'])).stdout, /multus_proxy_node/);
     assert.ok(save.includes('-A PREROUTING -d 192.0.2.1/32 -j FOREIGN'));
     const links = (await topo.run(n2.node, ['ip', '-br', 'link'])).stdout;
     assert.ok(links.includes('eth1') && !links.includes('mpxh'), links);

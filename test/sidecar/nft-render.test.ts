@@ -5,10 +5,10 @@
  * start-up probe table in check mode).
  * Regenerate with UPDATE_GOLDEN=1 (review the diff before committing).
  */
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
-import { createTopology, type Pod, type Topology } from '../harness/netns.js';
+import { useNftNamespace } from '../harness/nft-namespace.js';
 import { render } from '../../src/dataplane/incremental.js';
 import { cleanupText, fullText, partialText, planNft, renderNft, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
@@ -117,18 +117,7 @@ void describe('nftables render: parsers', () => {
 });
 
 void describe('nftables render: the real nft loads every golden text', () => {
-  let topo: Topology;
-  let pod: Pod;
-  before(async () => {
-    topo = await createTopology();
-    pod = await topo.addPod('client');
-  });
-  after(async () => topo?.teardown());
-  const load = async (text: string): Promise<void> => {
-    const r = await topo.run(pod, ['nft', '-f', '-'], { input: text, allowFail: true });
-    assert.equal(r.code, 0, `nft -f failed: ${r.stderr}\n${text}`);
-  };
-  const listing = async (): Promise<string> => (await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
+  const { load, listing, topo: topoOf, pod: podOf } = useNftNamespace('multus_proxy');
 
   void test('each full text loads (twice: the second replaces the first), and the listing matches what was written', async () => {
     for (const state of Object.values(SHAPES)) {
@@ -162,14 +151,14 @@ void describe('nftables render: the real nft loads every golden text', () => {
     assert.doesNotMatch(text, /^add rule |^add element /m, text);
     await load(text);
     assert.equal(compareTable(nft(a), await listing()), undefined);
-    assert.match((await topo.run(pod, ['nft', 'list', 'set', 'inet', 'multus_proxy', set])).stdout, /192\.168\.1\.7/, 'a kept affinity set keeps its clients');
+    assert.match((await topoOf().run(podOf(), ['nft', 'list', 'set', 'inet', 'multus_proxy', set])).stdout, /192\.168\.1\.7/, 'a kept affinity set keeps its clients');
   });
   void test('the start-up probe table (every rule shape) passes nft -c here and changes nothing; a refused text is reported in nft\'s words', async () => {
     const text = probeText();
     for (const shape of ['numgen random mod 2', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output']) assert.ok(text.includes(shape), `probe text lacks ${shape}`);
-    const exec = createExec(pod.ns);
+    const exec = createExec(podOf().ns);
     // The ruleset as listed, without the affinity entries' ticking expiry.
-    const ruleset = async (): Promise<string> => (await topo.run(pod, ['nft', 'list', 'ruleset'])).stdout.replace(/ expires \S+/g, '');
+    const ruleset = async (): Promise<string> => (await topoOf().run(podOf(), ['nft', 'list', 'ruleset'])).stdout.replace(/ expires \S+/g, '');
     const before = await ruleset();
     assert.equal(await probeNftables(exec), undefined);
     assert.equal(await ruleset(), before, 'check mode changed the ruleset');
@@ -180,7 +169,7 @@ void describe('nftables render: the real nft loads every golden text', () => {
   void test('cleanup removes the table, and works when there is none', async () => {
     await load(cleanupText());
     await load(cleanupText());
-    const r = await topo.run(pod, ['nft', 'list', 'tables'], { allowFail: true });
+    const r = await topoOf().run(podOf(), ['nft', 'list', 'tables'], { allowFail: true });
     assert.doesNotMatch(r.stdout, /multus_proxy/);
   });
 });

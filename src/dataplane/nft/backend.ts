@@ -114,7 +114,11 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBack
   };
   return {
     flavor: () => Promise.resolve('nftables'),
-    rules: (rendered: Rendered) => rendered.nft ?? renderNft(rendered.resolution.targets, memo),
+    rules: (rendered: Rendered) => {
+      if (rendered.nft !== undefined) return rendered.nft;
+      if (table !== NFT_TABLE) throw new Error(`the nftables table ${table} is rendered by its program, and this render carries none`);
+      return renderNft(rendered.resolution.targets, memo);
+    },
     async read() {
       const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);
       if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);

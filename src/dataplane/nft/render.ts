@@ -322,6 +322,8 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     // Every set the chains name is declared again, kept or new: a chain block can name only sets
     // nft has in its cache, and this transaction fetches no set (re-adding an existing set keeps its elements).
     for (const [name, timeout] of t.sets) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
+    // A new chain is declared first: an owned chain may send to it (a node frontend's source ranges).
+    if (old === undefined && t.ownedChains.size > 0) adds.push(`add chain ${T} ${chain}`);
     for (const [name, lines] of t.ownedChains) adds.push(...refill(T, name, lines, old?.ownedChains.has(name) === true));
     fills.push(...refill(T, chain, t.rules, old !== undefined));
     changedChains.push(chain);

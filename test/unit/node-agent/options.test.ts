@@ -5,7 +5,7 @@ import { HELP, parseNodeAgentOptions } from '../../../src/node-agent/options.js'
 void describe('node agent options', () => {
   void test('defaults, with NODE_NAME from the downward API', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'worker-1' }, []);
-    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000, parentFromNad: false } });
+    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000, parentFromNad: false, backend: 'auto' } });
   });
   void test('a flag wins over its variable; --cleanup needs no node name; --help always wins', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'a', HEALTH_PORT: '1' }, ['--node-name', 'b', '--health-port', '2', '--iptables-backend', 'legacy', '--masquerade-bit', '12']);
@@ -28,11 +28,18 @@ void describe('node agent options', () => {
   });
 });
 
-void test('--backend: auto or iptables; nftables is refused with why and the fix (its node rules are not written yet)', () => {
-  assert.equal(parseNodeAgentOptions({ NODE_NAME: 'a' }, ['--backend', 'iptables']).ok, true);
-  const r = parseNodeAgentOptions({ NODE_NAME: 'a', DATAPLANE_BACKEND: 'nftables' }, []);
+void test('--backend: auto (default), iptables or nftables; another value is refused with the choices', () => {
+  const pick = (env: Record<string, string>, argv: string[]): string | undefined => {
+    const r = parseNodeAgentOptions({ NODE_NAME: 'a', ...env }, argv);
+    return r.ok ? r.value.backend : undefined;
+  };
+  assert.equal(pick({}, []), 'auto');
+  assert.equal(pick({}, ['--backend', 'iptables']), 'iptables');
+  assert.equal(pick({ DATAPLANE_BACKEND: 'nftables' }, []), 'nftables');
+  assert.equal(pick({ DATAPLANE_BACKEND: 'nftables' }, ['--backend', 'iptables']), 'iptables', 'the flag wins');
+  const r = parseNodeAgentOptions({ NODE_NAME: 'a', DATAPLANE_BACKEND: 'nft' }, []);
   assert.equal(r.ok, false);
-  if (!r.ok) assert.match(r.error, /DATAPLANE_BACKEND \(--backend\) "nftables": is not a rule back end the node agent has; the node agent's nftables rules are not written yet; write iptables or auto/);
+  if (!r.ok) assert.match(r.error, /DATAPLANE_BACKEND \(--backend\) "nft": is not a known rule back end; write one of auto, iptables, nftables/);
 });
 
 void test('--parent-from-nad (upgrades): off by default; the switch or PARENT_FROM_NAD=true turns it on; another value is refused with the fix', () => {
