@@ -336,7 +336,8 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
   const dir = mkdtempSync(join(tmpdir(), 'multus-proxy-node-'));
   const lockFile = process.env[LOCK_ENV] || DEFAULT_LOCK;
   await lockAndReap(dir, lockFile);
-  log(`lock ${lockFile} held after ${Date.now() - t0} ms`);
+  const lockedAt = Date.now();
+  log(`lock ${lockFile} held after ${lockedAt - t0} ms`);
   const p = layoutPaths(dir);
   const state: NodeState = { dir, links: [], pids: {}, containerdSocket: p.containerdSocket, crictl: bin('crictl') };
   for (const d of [p.logs, p.cniConfDir, p.kubeletRoot, dirname(p.containerdConfig)]) mkdirSync(d, { recursive: true });
@@ -561,7 +562,7 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       }, exited('kube-controller-manager'));
     });
     const startMs = Date.now() - t0;
-    log(`node up in ${startMs} ms`);
+    log(`node up in ${startMs} ms (${Date.now() - lockedAt} ms after taking the lock)`);
 
     let second: SecondNode | undefined;
     if (opts.nodes === 2) {

@@ -16,9 +16,21 @@ export interface HeadlessObservations {
   serviceA: string[];
   web0A: string[];
   srv: string[];
+  /** Per StatefulSet pod: the node it ran on, and what its own name resolved to. */
+  nodeOf: Record<string, string>;
+  perPodA: Record<string, string[]>;
 }
 
-const objects = (): object[] => [
+/** Two nodes (startNode({ nodes: 2 })): one member per node, the dig pod on `digOn`. */
+export interface HeadlessOptions {
+  spread?: boolean;
+  digOn?: string;
+}
+
+// One member per node when asked: the hostname topology key with DoNotSchedule.
+const spreadConstraint = { maxSkew: 1, topologyKey: 'kubernetes.io/hostname', whenUnsatisfiable: 'DoNotSchedule', labelSelector: { matchLabels: { app: 'web' } } };
+
+const objects = (o: HeadlessOptions = {}): object[] => [
   {
     apiVersion: 'v1',
     kind: 'Service',
@@ -39,7 +51,10 @@ const objects = (): object[] => [
       selector: { matchLabels: { app: 'web' } },
       template: {
         metadata: { labels: { app: 'web' }, annotations: { 'k8s.v1.cni.cncf.io/networks': 'macvlan1' } },
-        spec: { containers: [{ name: 'web', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx', ports: [{ name: 'http', containerPort: 80 }] }] },
+        spec: {
+          ...(o.spread ? { topologySpreadConstraints: [spreadConstraint] } : {}),
+          containers: [{ name: 'web', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx', ports: [{ name: 'http', containerPort: 80 }] }],
+        },
       },
     },
   },
@@ -47,7 +62,7 @@ const objects = (): object[] => [
     apiVersion: 'v1',
     kind: 'Pod',
     metadata: { name: 'dig' },
-    spec: { containers: [{ name: 'dig', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools' }] },
+    spec: { ...(o.digOn ? { nodeName: o.digOn } : {}), containers: [{ name: 'dig', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools' }] },
   },
 ];
 
@@ -56,16 +71,18 @@ async function dig(node: RealNode, args: string[]): Promise<string[]> {
   return r.stdout.trim().split('\n').filter(Boolean).sort();
 }
 
-export async function runHeadless(node: RealNode): Promise<HeadlessObservations> {
+export async function runHeadless(node: RealNode, opts: HeadlessOptions = {}): Promise<HeadlessObservations> {
   await createNamespace(node, NS, false);
   await node.apply(blogFile('net-attach.yml'), NS);
-  await node.apply(objects().map((o) => dump(o)).join('---\n'), NS);
+  await node.apply(objects(opts).map((o) => dump(o)).join('---\n'), NS);
   await node.wait('statefulset/web', 'jsonpath={.status.readyReplicas}=2', { namespace: NS, timeoutMs: 180_000 });
   await node.wait('pod/dig', 'condition=Ready', { namespace: NS, timeoutMs: 120_000 });
   const net1: Record<string, string> = {};
   const eth0: string[] = [];
+  const nodeOf: Record<string, string> = {};
   for (const p of await pods(node, NS, 'app=web')) {
     net1[p.metadata?.name ?? ''] = net1Addresses(p)[0] ?? '';
+    nodeOf[p.metadata?.name ?? ''] = p.spec?.nodeName ?? '';
     eth0.push(...(p.status?.podIPs ?? []).map((x) => x.ip));
   }
   const want = JSON.stringify(Object.values(net1).sort());
@@ -84,6 +101,8 @@ export async function runHeadless(node: RealNode): Promise<HeadlessObservations>
   }
   const web0A = await dig(node, [`web-0.${fqdn}`]);
   const srv = await dig(node, ['SRV', `_http._tcp.${fqdn}`]);
+  const perPodA: Record<string, string[]> = {};
+  for (const name of Object.keys(net1)) perPodA[name] = name === 'web-0' ? web0A : await dig(node, [`${name}.${fqdn}`]);
   await node.kubectl(['delete', 'namespace', NS, '--wait=true', '--timeout=180s'], { timeoutMs: 190_000 });
-  return { net1, eth0, slice, serviceA, web0A, srv };
+  return { net1, eth0, slice, serviceA, web0A, srv, nodeOf, perPodA };
 }

@@ -1,0 +1,144 @@
+/**
+ * The two-node suite (issue 20): startNode({ nodes: 2 }) once for the file, the cross-node proofs in
+ * order (test/node/twonode.ts), and teardown asserting the host is as before. The node-loss test
+ * disturbs the second node, so it runs last before teardown.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { startNode, type RealNode } from '../harness/node.js';
+import { NODE, NODE2 } from '../harness/node-config.js';
+import { blogFile, createNamespace, net1Addresses, pod } from './cluster.js';
+import { installBootstrap, projectLeftovers, uninstall } from './install.js';
+import { runHeadless } from './headless.js';
+import { cleanupTwoNodeBlog, EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeBlog, runTwoNodePort } from './twonode.js';
+
+void describe('two real nodes', { concurrency: 1 }, () => {
+  let node: RealNode;
+  const t0 = Date.now();
+  const log = (m: string): void => console.log(`# two-node: ${m}`);
+
+  before(async () => {
+    node = await startNode({ log, nodes: 2 });
+    log(`bring-up: first node (with the control plane) ${node.startMs} ms, second node ${node.second?.startMs} ms`);
+  }, { timeout: 900_000 });
+  after(async () => {
+    await node?.stop();
+    log(`suite ${Date.now() - t0} ms`);
+  });
+
+  void test('harness: both Nodes Ready on v1.34.4; a pod on the second node runs under its containerd, in its cgroup root, with net1 made by its CNI in its network namespace', { timeout: 300_000 }, async () => {
+    const nodes = JSON.parse(await node.kubectl(['get', 'nodes', '-o', 'json'])) as {
+      items: { metadata: { name: string }; status: { nodeInfo: { kubeletVersion: string }; addresses: { type: string; address: string }[]; conditions: { type: string; status: string }[] } }[];
+    };
+    assert.deepEqual(nodes.items.map((n) => n.metadata.name).sort(), [NODE.name, NODE2.name]);
+    for (const n of nodes.items) {
+      assert.equal(n.status.nodeInfo.kubeletVersion, 'v1.34.4');
+      assert.equal(n.status.conditions.find((c) => c.type === 'Ready')?.status, 'True', n.metadata.name);
+    }
+    assert.equal(nodes.items.find((n) => n.metadata.name === NODE2.name)?.status.addresses.find((a) => a.type === 'InternalIP')?.address, NODE2.ip);
+    const second = node.second;
+    assert.ok(second);
+
+    const ns = 'twonode-harness';
+    await createNamespace(node, ns, false);
+    await node.apply(blogFile('net-attach.yml'), ns);
+    await node.apply(pinnedClient('probe2', NODE2.name), ns);
+    await node.wait('pod/probe2', 'condition=Ready', { namespace: ns, timeoutMs: 120_000 });
+    const p = await pod(node, ns, 'probe2');
+    const net1 = net1Addresses(p)[0] ?? '';
+    assert.match(net1, /^10\.1\.1\.\d+$/, 'whereabouts on the second node allocates from the shared pool');
+    assert.match(p.status?.podIP ?? '', /^10\.244\.1\.\d+$/, "eth0 from the second node's pod range");
+    // Its sandbox is node 2's containerd's, not node 1's.
+    const sandboxes = await second.crictl(['pods', '--name', 'probe2', '-q']);
+    assert.equal(sandboxes.trim().split('\n').filter(Boolean).length, 1, 'one sandbox in node 2 containerd');
+    assert.equal((await node.crictl(['pods', '--name', 'probe2', '-q'])).trim(), '', "none in node 1's");
+    // Its container's cgroup is under node 2's root; its host-side veth is in node 2's namespace.
+    const cid = (await second.crictl(['ps', '--pod', sandboxes.trim(), '-q'])).trim().split('\n')[0] ?? '';
+    const info = JSON.parse(await second.crictl(['inspect', cid])) as { info: { pid: number } };
+    const cgroup = await second.inNetns(['cat', `/proc/${info.info.pid}/cgroup`]);
+    assert.match(cgroup, new RegExp(`:memory:${NODE2.cgroupRoot}/kubepods/`), cgroup);
+    const veths = await second.inNetns(['ip', '-o', 'link', 'show', 'master', NODE2.bridge]);
+    assert.match(veths, /veth/, "the pod's veth is on node 2's bridge, in node 2's namespace");
+    assert.match((await node.exec(ns, 'probe2', ['ip', '-4', '-o', 'addr', 'show', 'net1'])).stdout, new RegExp(`inet ${net1.replace(/\./g, '\\.')}/24`));
+    // Cluster DNS and the kubernetes Service from the second node (its kube-proxy, CoreDNS on node 1).
+    const healthz = await node.exec(ns, 'probe2', ['curl', '-sk', '-m', '5', 'https://kubernetes.default.svc.cluster.local/healthz']);
+    assert.equal(healthz.stdout.trim(), 'ok', healthz.stderr);
+    await node.kubectl(['delete', 'namespace', ns, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+  });
+
+  void test('install as users do (bootstrap overlay): Deployments Ready', { timeout: 600_000 }, async () => {
+    const t = Date.now();
+    await installBootstrap(node);
+    log(`installed in ${Date.now() - t} ms`);
+  });
+
+  void test('the blog across two nodes: one replica per node, a client on each node; 20/20 by name from each, both replicas answer, the client net1 address kept', { timeout: 600_000 }, async () => {
+    const t = Date.now();
+    const o = await runTwoNodeBlog(node, { step: (s) => log(s), info: (s) => log(`  ${s}`) });
+    log(`blog across nodes in ${Date.now() - t} ms`);
+    assert.deepEqual(Object.values(o.backends).map((b) => b.node).sort(), [NODE.name, NODE2.name], 'one replica per node');
+    assert.deepEqual(o.slice, Object.values(o.backends).map((b) => b.net1).sort());
+    assert.deepEqual(o.clients.map((c) => c.node).sort(), [NODE.name, NODE2.name], 'a client on each node');
+    for (const c of o.clients) {
+      assert.ok(o.sidecars[c.pod], `native sidecar in ${c.pod}`);
+      assert.deepEqual(c.curls, Array(20).fill('ok'), `${c.pod} on ${c.node}`);
+      for (const [b, n] of Object.entries(c.answeredBy)) assert.ok(n > 0, `${b} on ${o.backends[b]?.node} answered none of ${c.pod}'s 20 (${JSON.stringify(c.answeredBy)})`);
+      assert.equal(Object.values(c.answeredBy).reduce((a, b) => a + b, 0), 20, `every request of ${c.pod} arrived from its net1 address ${c.net1}`);
+      assert.deepEqual(c.otherSources, []);
+    }
+  });
+
+  void test('headless and per-pod DNS with members on both nodes, asked from the second node', { timeout: 600_000 }, async () => {
+    const o = await runHeadless(node, { spread: true, digOn: NODE2.name });
+    log(`headless: ${JSON.stringify(o.nodeOf)} net1 ${JSON.stringify(o.net1)}; A ${o.serviceA.join(',')}; per pod ${JSON.stringify(o.perPodA)}`);
+    assert.deepEqual(Object.values(o.nodeOf).sort(), [NODE.name, NODE2.name], 'one member per node');
+    assert.deepEqual(o.serviceA, Object.values(o.net1).sort(), 'the name answers both net1 addresses');
+    for (const [p, a] of Object.entries(o.net1)) assert.deepEqual(o.perPodA[p], [a], `${p}.<svc> answers its own net1 address`);
+    assert.equal(o.srv.length, 2, o.srv.join('\n'));
+  });
+
+  void test('NodePort through the node agent on both nodes from an external client on the segment: each node address answers, equal shares (χ²), Local refuses where no local endpoint and keeps the source where there is one; the DaemonSet rolled under 10 req/s: 0 failed', { timeout: 900_000 }, async () => {
+    const o = await runTwoNodePort(node, log, 60);
+    assert.deepEqual(Object.keys(o.agentPods).sort(), [NODE.name, NODE2.name], 'an agent pod per node');
+    for (const [name, b] of Object.entries(o.cluster)) {
+      assert.deepEqual(b.curls, Array(60).fill('ok'), `Cluster via ${name}`);
+      assert.ok(o.chi2[name]?.uniform, `equal shares via ${name}: χ² ${o.chi2[name]?.statistic} > ${o.chi2[name]?.critical} (${JSON.stringify(b.answeredBy)})`);
+      assert.deepEqual(b.sources, [NODE_ADDRESSES[name]], `Cluster masquerades to ${name}'s address`);
+    }
+    const withEndpoint = o.local[NODE.name];
+    const without = o.local[NODE2.name];
+    assert.deepEqual(withEndpoint?.curls, Array(10).fill('ok'), 'Local on the node with the endpoint answers');
+    assert.deepEqual(withEndpoint?.sources, [EXTERNAL_CLIENT], 'and keeps the client address');
+    assert.equal(withEndpoint?.answeredBy[o.localBackend], 10);
+    assert.equal(without?.curls.filter((c) => c === 'ok').length, 0, `Local on the node without a local endpoint refuses: ${without?.curls.join(',')}`);
+    assert.equal(Object.values(without?.answeredBy ?? {}).reduce((a, b) => a + b, 0), 0, 'no backend saw those requests');
+    assert.equal(o.rollout.failed, 0, `rollout under load: ${JSON.stringify(o.rollout.byResult)}`);
+    assert.ok(o.rollout.sent >= 50, `load ran across the rollout (${o.rollout.sent} requests)`);
+    assert.equal(o.rollout.after.filter((p) => o.rollout.before.includes(p)).length, 0, `every agent pod replaced: ${o.rollout.before.join(',')} -> ${o.rollout.after.join(',')}`);
+    assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall leaves nothing on either node');
+  });
+
+  void test('a node going away: the second node cut off (kubelet killed, links down); its endpoint leaves both the multus-proxy slice and kube-proxy\'s, no failure after that; it comes back', { timeout: 600_000 }, async () => {
+    const o = await runNodeLoss(node, log);
+    assert.deepEqual(o.failedBeforeCut, [], 'no request failed before the cut');
+    assert.ok(o.nodeNotReadyMs > 0 && o.multusLeftMs > 0 && o.kubeProxyLeftMs > 0, JSON.stringify(o));
+    assert.equal(o.multus.failedAfterLeft, 0, `multus-proxy failures after the endpoint left: ${JSON.stringify(o.multus)}`);
+    assert.equal(o.kubeProxy.failedAfterLeft, 0, `kube-proxy failures after the endpoint left: ${JSON.stringify(o.kubeProxy)}`);
+    // Within 10 s of kube-proxy (both follow the pod's Ready condition set by the node controller).
+    assert.ok(Math.abs(o.multusLeftMs - o.kubeProxyLeftMs) < 10_000, `multus-proxy ${o.multusLeftMs} ms vs kube-proxy ${o.kubeProxyLeftMs} ms`);
+    assert.ok(o.backMs > 0);
+  });
+
+  void test('cleanup: the blog and the install go', { timeout: 600_000 }, async () => {
+    await cleanupTwoNodeBlog(node);
+    await uninstall(node, 'bootstrap');
+    assert.deepEqual(await projectLeftovers(node), []);
+  });
+
+  void test('teardown of both nodes leaves no process, interface, namespace, mount, iptables rule, cgroup, path or sysctl behind', { timeout: 300_000 }, async () => {
+    const t = Date.now();
+    const left = await node.stop();
+    log(`teardown took ${Date.now() - t} ms`);
+    assert.deepEqual(left, []);
+  });
+});
