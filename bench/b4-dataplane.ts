@@ -6,9 +6,9 @@
  * interleaved. wrk (C) generates the load inside the client namespace.
  */
 import { createDataplane } from '../src/dataplane/apply.js';
-import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
-import { createNetns } from './lib/netns.js';
-import { requireTool, run, startProcess, stopProcess, waitForLine } from './lib/proc.js';
+import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
+import { requireTool, run } from './lib/proc.js';
+import { createTrafficPair } from './lib/traffic-pair.js';
 import { fmt } from './lib/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
 import type { TargetCheck } from './lib/report.js';
@@ -26,30 +26,8 @@ const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } };
 export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the cluster IP vs the backend address directly', SIZES, async (ctx, { seconds, runs }, cleanup) => {
   await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
   const connections = 16;
-  const client = await createNetns('b4c', cleanup);
-  const backend = await createNetns('b4b', cleanup);
-  await run('ip', ['-n', client, 'link', 'add', CLIENT_INTERFACE, 'type', 'veth', 'peer', 'name', CLIENT_INTERFACE, 'netns', backend]);
-  await run('ip', ['-n', client, 'addr', 'add', `${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
-  await run('ip', ['-n', client, 'link', 'set', CLIENT_INTERFACE, 'up']);
   const backendIPs = Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(MEASURED, j, ENDPOINTS));
-  for (const ip of backendIPs) await run('ip', ['-n', backend, 'addr', 'add', `${ip}/${ENDPOINT_PREFIX_LEN}`, 'dev', CLIENT_INTERFACE]);
-  await run('ip', ['-n', backend, 'link', 'set', CLIENT_INTERFACE, 'up']);
-  // Tens of thousands of short connections per run: without this, conntrack entries in TIME_WAIT
-  // (120 s) and the ephemeral port range run out after a few runs and both sides collapse to a
-  // few hundred req/s (seen in an earlier run). These settings are per namespace: ours only.
-  await requireTool('conntrack', ['--version'], 'install conntrack (apt-get install conntrack)');
-  for (const [ns, key, value] of [
-    [client, 'net.netfilter.nf_conntrack_tcp_timeout_time_wait', '1'],
-    [client, 'net.ipv4.ip_local_port_range', '1024 65000'],
-    [client, 'net.ipv4.tcp_tw_reuse', '1'],
-    [backend, 'net.ipv4.tcp_max_tw_buckets', '1024'],
-  ] as const) {
-    await run('sysctl', ['-qw', `${key}=${value}`], { netns: ns });
-  }
-
-  const server = startProcess('node', ['--import', 'tsx', 'bench/servers/http-backend.ts'], { netns: backend, env: { ...process.env, PORT: String(TARGET_PORT) } });
-  cleanup.add('backend server', () => stopProcess(server));
-  await waitForLine(server, /LISTENING (\d+)/);
+  const { client } = await createTrafficPair('b4', cleanup, backendIPs);
 
   const dp = createDataplane({ netns: client, backend: 'auto' });
   const sync = await dp.sync(desiredState(SERVICES, ENDPOINTS), { full: true });

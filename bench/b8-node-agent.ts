@@ -5,7 +5,9 @@
  * `iptables-restore --noflush` of the same text, interleaved; then one endpoint changed (partial
  * sync) against a raw restore of the same partial text. Then the latency from an EndpointSlice
  * write in a real kube-apiserver to the rule on the node, with the real agent program in a node
- * namespace (NET_ADMIN + NET_RAW only, as test/node-agent/agent.test.ts runs it).
+ * namespace (NET_ADMIN + NET_RAW only, as test/node-agent/agent.test.ts runs it). Both rule back
+ * ends in the same run: iptables (against raw `iptables-restore`) and nftables (its table
+ * `inet multus_proxy_node`, against a raw `nft -f` of the same text).
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -14,6 +16,8 @@ import { apiPath } from '../src/kube/paths.js';
 import { createNodeDataplane } from '../src/node-agent/dataplane.js';
 import { hostInterfaceName } from '../src/node-agent/host-interface.js';
 import { NODE_LAYOUT, renderNode, type NodeState } from '../src/node-agent/rules.js';
+import { NODE_NFT_TABLE } from '../src/node-agent/nft-rules.js';
+import { fullText } from '../src/dataplane/nft/render.js';
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { BENCH_NAMESPACE, ENDPOINT_PREFIX_LEN, NETWORK, changedEndpointIP } from './lib/services.js';
@@ -24,7 +28,7 @@ import { buildBundle, logged, timeToLine, type LogLine } from './lib/sidecar-env
 import { createClientNetns } from './lib/netns.js';
 import { requireTool, run, sleep, startProcess, type Cleanup } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
-import { fullSyncVsRaw, partialRow, partialVsRaw, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
+import { fullSyncVsRaw, nftTool, partialRow, partialVsRaw, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
 import { ROOT, type RunContext, type Table, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -36,10 +40,24 @@ const SIZES = { quick: { runs: 3, changes: 5, samples: 50 }, full: { runs: 7, ch
 const NODE: SyncSubject<NodeState> = {
   // The node as the agent finds it after creating its interface: a link of that name with the node's address.
   freshNetns: (cleanup) => createClientNetns('b8', cleanup, hostInterfaceName(NETWORK), NODE_ADDRESS, ENDPOINT_PREFIX_LEN, 'mpxbench'),
-  dataplane: (netns) => createNodeDataplane({ netns, backend: 'auto' }),
+  dataplane: (netns) => createNodeDataplane({ netns, backend: 'auto', rules: 'iptables' }),
   state: (n) => nodeState(nodeInput(n, ENDPOINTS)),
   plan: (state) => planRestore(renderNode(state).v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text,
 };
+
+/** The same agent with the nftables back end: its whole table, applied raw with `nft -f`. */
+const NODE_NFT: SyncSubject<NodeState> = {
+  ...NODE,
+  dataplane: (netns) => createNodeDataplane({ netns, rules: 'nftables' }),
+  plan: (state) => {
+    const t = renderNode(state, undefined, { nft: true }).nft;
+    if (t === undefined) throw new Error('renderNode gave no nftables table');
+    return fullText(t);
+  },
+  ...nftTool(NODE_NFT_TABLE),
+};
+
+type RuleKind = 'iptables' | 'nftables';
 
 /**
  * The state after change g, as the agent's runtime builds it: its NodePlanner over its informers'
@@ -64,8 +82,8 @@ interface Latency {
   readonly how: string;
 }
 
-/** The real agent on a node of the test topology; `samples` single-endpoint changes, one at a time. */
-async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Promise<Latency> {
+/** The real agent on a node of the test topology, with one rule back end; `samples` single-endpoint changes, one at a time. */
+async function latency(ctx: RunContext, samples: number, cleanup: Cleanup, rules: RuleKind): Promise<Latency> {
   const cp = await benchControlPlane(cleanup);
   const topo = await createTopology();
   cleanup.add('topology', () => topo.teardown());
@@ -82,13 +100,13 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
   const bundle = await buildBundle(cleanup, 'node-agent');
   const argv = bundle !== undefined ? [bundle] : ['--import', 'tsx', path.join(ROOT, 'src', 'node-agent', 'main.ts')];
   const how = bundle !== undefined ? 'a bundle of the current source (scripts/build.mjs --only node-agent)' : 'tsx (src/node-agent/main.ts)';
-  const env = { ...process.env, NODE_NAME, KUBECONFIG: cp.kubeconfigPath, HEALTH_PORT: '19191', LOG_LEVEL: 'info' };
+  const env = { ...process.env, NODE_NAME, KUBECONFIG: cp.kubeconfigPath, HEALTH_PORT: '19191', LOG_LEVEL: 'info', DATAPLANE_BACKEND: rules };
   const child = startProcess('setpriv', ['--bounding-set=-all,+net_admin,+net_raw', '--', process.execPath, ...argv], { netns: node.ns, cwd: ROOT, env });
   const agent = logged(child, how, 'node agent', cleanup);
   const t0 = performance.now();
   await agent.waitFor((l) => l.msg === 'first sync done; ready', 180_000, 'first sync');
   const firstSyncMs = performance.now() - t0;
-  ctx.log(`agent (${how}) ready after ${fmt(firstSyncMs)} ms`);
+  ctx.log(`agent (${how}, ${rules}) ready after ${fmt(firstSyncMs)} ms`);
 
   const applied: LogLine[] = [];
   agent.onLine((l) => {
@@ -100,7 +118,8 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
     const i = Math.floor(Math.random() * SERVICES);
     const ip = changedEndpointIP(g);
     const write = (): Promise<void> => replaceSlice(cp.client, current, i, nodeSlice(i, ENDPOINTS, g));
-    const landed = async (): Promise<boolean> => (await run('iptables-save', ['-t', 'nat'], { netns: node.ns })).stdout.includes(`${ip}:`);
+    const listing = rules === 'iptables' ? ['iptables-save', ['-t', 'nat']] as const : ['nft', ['list', 'table', 'inet', NODE_NFT_TABLE]] as const;
+    const landed = async (): Promise<boolean> => (await run(listing[0], listing[1], { netns: node.ns })).stdout.includes(`${ip}:`);
     took.push(await timeToLine(agent, applied, 'node rules applied', write, landed, `an apply after change ${g}`));
     await sleep(Math.random() * 50);
   }
@@ -108,7 +127,7 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
   const partial = summarize(applied.filter((l) => l['full'] === false).map((l) => Number(l['ms'])));
   return {
     table: {
-      caption: `${samples} single-endpoint changes, one at a time, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints loaded (milliseconds):`,
+      caption: `${rules}: ${samples} single-endpoint changes, one at a time, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints loaded (milliseconds):`,
       columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
       rows: [row('write → rule on the node (agent apply finished)', s), row("of which the agent's rule sync (render + restore, not the plan), from its log", partial)],
     },
@@ -122,21 +141,32 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup): Prom
 export const benchmark = defineBenchmark('b8', 'node agent: NodePort rule sync vs raw iptables-restore, and EndpointSlice change to rule on the node', SIZES, async (ctx, { runs, changes, samples }, cleanup) => {
   await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
   await requireTool('setpriv', ['--version'], 'install util-linux (apt-get install util-linux)');
+  await requireTool('nft', ['--version'], 'install nftables (apt-get install nftables)');
   const nsCost: number[] = [];
-  let p: PartialResult | undefined;
-  const full = await fullSyncVsRaw(ctx, NODE, SERVICES, runs, `${SERVICES.toLocaleString('en')} × ${ENDPOINTS}`, nsCost, async (dp, ns) => void (p = await partialVsRaw(ctx, dp, ns, changes, nodeStates(SERVICES))));
-  if (p === undefined) throw new Error('the partial-sync measurement did not run');
-  const lat = await latency(ctx, samples, cleanup);
+  // Both back ends in the same run, nftables first at each step (the same machine moment).
+  const syncs: { rules: RuleKind; full: Awaited<ReturnType<typeof fullSyncVsRaw>>; p: PartialResult }[] = [];
+  for (const [rules, subject] of [['nftables', NODE_NFT], ['iptables', NODE]] as const) {
+    let p: PartialResult | undefined;
+    const full = await fullSyncVsRaw(ctx, subject, SERVICES, runs, `${rules}: ${SERVICES.toLocaleString('en')} × ${ENDPOINTS}`, nsCost, async (dp, ns) => void (p = await partialVsRaw(ctx, dp, ns, changes, nodeStates(SERVICES), subject.raw)));
+    if (p === undefined) throw new Error('the partial-sync measurement did not run');
+    syncs.push({ rules, full, p });
+  }
+  const lats: { rules: RuleKind; lat: Latency }[] = [];
+  for (const rules of ['nftables', 'iptables'] as const) lats.push({ rules, lat: await latency(ctx, samples, cleanup, rules) });
+  const lat = lats[lats.length - 1]?.lat;
+  if (lat === undefined) throw new Error('the latency measurement did not run');
   const targets: TargetCheck[] = [
-    { target: 'full node sync ≤ 1.2× raw at 1,000 NodePort Services', measured: `${full.row[6] ?? ''}, median of per-run ratios`, met: full.pairs.median <= 1.2 },
-    { target: 'one-endpoint change at 1,000 NodePort Services ≤ 50 ms', measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 },
-    { target: 'EndpointSlice write → rule on the node p99 ≤ 250 ms', measured: `${fmt(lat.p99)} ms (p50 ${fmt(lat.median)} ms)`, met: lat.p99 <= 250 },
+    ...syncs.flatMap(({ rules, full, p }) => [
+      { target: `${rules}: full node sync ≤ 1.2× raw at 1,000 NodePort Services`, measured: `${full.row[6] ?? ''}, median of per-run ratios`, met: full.pairs.median <= 1.2 },
+      { target: `${rules}: one-endpoint change at 1,000 NodePort Services ≤ 50 ms`, measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 },
+    ]),
+    ...lats.map(({ rules, lat: l }) => ({ target: `${rules}: EndpointSlice write → rule on the node p99 ≤ 250 ms`, measured: `${fmt(l.p99)} ms (p50 ${fmt(l.median)} ms)`, met: l.p99 <= 250 })),
   ];
   return {
     tables: [
-      { caption: `Node rules, full sync into a fresh namespace, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints (median, min–max):`, columns: RULE_SYNC_COLUMNS, rows: [full.row] },
-      { caption: `One endpoint of one Service changed, ${SERVICES.toLocaleString('en')} NodePort Services loaded (partial sync; ${changes} changes):`, columns: PARTIAL_COLUMNS, rows: [partialRow(p)] },
-      lat.table,
+      { caption: `Node rules, full sync into a fresh namespace, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints (median, min–max):`, columns: RULE_SYNC_COLUMNS, rows: syncs.map((x) => x.full.row) },
+      { caption: `One endpoint of one Service changed, ${SERVICES.toLocaleString('en')} NodePort Services loaded (partial sync; ${changes} changes):`, columns: ['back end', ...PARTIAL_COLUMNS], rows: syncs.map((x) => [x.rules, ...partialRow(x.p)]) },
+      ...lats.map((x) => x.lat.table),
     ],
     targets,
     notes: [
@@ -145,11 +175,12 @@ export const benchmark = defineBenchmark('b8', 'node agent: NodePort rule sync v
         `Each measurement gets a fresh namespace with loopback and a veth named as the agent's interface (${hostInterfaceName(NETWORK)}) carrying the node address. ` +
         '"ours" is `createNodeDataplane().sync(state, {full: true})` (the shared apply loop, src/dataplane/apply.ts, with the node layout), timed from the call to its return; ' +
         `"raw" is \`iptables-restore --noflush\` of the very text ours applies, alone. Both run under \`ip netns exec\` (${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`); runs alternate which goes first. ` +
+        'nftables rows: the same agent with `rules: nftables` (src/node-agent/nft-rules.ts); "raw" is `nft -f -` of the very text it applies. ' +
         "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (src/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
       `Latency: a private kube-apiserver + etcd; the agent runs in a node namespace of the test harness's topology (reaching the apiserver through the harness's relay) as ${lat.how}, under \`setpriv --bounding-set=-all,+net_admin,+net_raw\`, ` +
-        `with its defaults (minimum sync interval 100 ms, backend auto) and LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
+        `with its defaults (minimum sync interval 100 ms) and DATAPLANE_BACKEND set to each back end in turn, LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
         "Each change replaces endpoint 0 of a random Service's slice with a new address; the latency runs from just before the replace call to the timestamp of the first such line after it " +
-        "whose rules contain the new address (checked with `iptables-save -t nat` in the node's namespace after each line, outside the timing). Changes are 0–50 ms apart after each one lands. " +
+        "whose rules contain the new address (checked with `iptables-save -t nat`, or `nft list table inet multus_proxy_node`, in the node's namespace after each line, outside the timing). Changes are 0–50 ms apart after each one lands. " +
         `The agent's first sync of ${SERVICES.toLocaleString('en')} Services took ${fmt(lat.firstSyncMs)} ms from process start.`,
     ],
   };

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b9, b11, b3real, soak]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b11, b3real, soak]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -19,6 +19,7 @@ const SCRIPTS: Record<string, string> = {
   b7: './b7-apiserver-load.js',
   b8: './b8-node-agent.js',
   b9: './b9-deletion-latency.js',
+  b10: './b10-first-packet.js',
   b11: './b11-loadbalancer.js',
   soak: './soak.js',
 };

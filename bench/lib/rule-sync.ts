@@ -28,12 +28,17 @@ export interface SyncSubject<S> {
   readonly countText?: (text: string) => number;
 }
 
-/** The nftables back end's raw tool and counts, for a subject that syncs with it. */
-export const NFT_TOOL: Pick<SyncSubject<unknown>, 'raw' | 'countLanded' | 'countText'> = {
-  raw: async (ns, text) => (await run('nft', ['-f', '-'], { netns: ns, input: text })).ms,
-  countLanded: async (ns) => (await run('nft', ['list', 'table', 'inet', 'multus_proxy'], { netns: ns })).stdout.split('\n').filter((l) => l.includes(' dnat ')).length,
-  countText: (text) => text.split('\n').filter((l) => l.includes(' dnat ')).length,
-};
+/** The nftables back end's raw tool and counts, for a subject that syncs with it into table `inet <table>`. */
+export function nftTool(table: string): Pick<SyncSubject<unknown>, 'raw' | 'countLanded' | 'countText'> {
+  return {
+    raw: async (ns, text) => (await run('nft', ['-f', '-'], { netns: ns, input: text })).ms,
+    countLanded: async (ns) => (await run('nft', ['list', 'table', 'inet', table], { netns: ns })).stdout.split('\n').filter((l) => l.includes(' dnat ')).length,
+    countText: (text) => text.split('\n').filter((l) => l.includes(' dnat ')).length,
+  };
+}
+
+/** The sidecar's. */
+export const NFT_TOOL = nftTool('multus_proxy');
 
 export interface FullRun {
   readonly ours: number;

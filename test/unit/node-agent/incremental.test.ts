@@ -1,7 +1,7 @@
 /**
  * Property tests for the node agent's incremental paths: NodePlanner.update (src/node-agent/state.ts)
  * must return what a from-scratch planNode returns for the same objects, and renderNode with a
- * NodeRenderCache what an uncached renderNode returns (and so every restore plan and conntrack
+ * NodeRenderCache what an uncached renderNode returns (its nftables table and change included; and so every restore plan and conntrack
  * flush), over random sequences of the informer events an agent sees: Services (ClusterIP and
  * NodePort, Cluster and Local, dual-stack, duplicate and invalid node ports), their slices
  * (endpoints on this node or another), NADs (servable, unservable, malformed, with and without an
@@ -20,6 +20,7 @@ import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../s
 import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../src/node-agent/rules.js';
 import { serviceObject, sliceObject, type EndpointSpec } from '../../sidecar/state-fixtures.js';
 import { comparable, rng, ServiceWorld } from '../../harness/property.js';
+import { fullText, partialText } from '../../../src/dataplane/nft/render.js';
 
 const NODE = 'w1';
 
@@ -139,9 +140,13 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
         assert.deepEqual(got, planNode(input), `${where}: plan`);
 
         const lastPatch = cache.cluster.last;
-        const cached = renderNode(got.state, cache);
-        const fresh = renderNode(got.state);
+        const cached = renderNode(got.state, cache, { nft: true });
+        const fresh = renderNode(got.state, undefined, { nft: true });
         assert.deepEqual(comparable(cached), comparable(fresh), `${where}: render`);
+        // The nftables table too: whole, and the change from the previous render.
+        assert.ok(cached.nft !== undefined && fresh.nft !== undefined);
+        assert.equal(fullText(cached.nft), fullText(fresh.nft), `${where}: nftables table`);
+        if (prevCached?.nft !== undefined && prevFresh?.nft !== undefined) assert.equal(partialText(cached.nft, prevCached.nft).text, partialText(fresh.nft, prevFresh.nft).text, `${where}: nftables change`);
         if (lastPatch !== undefined && cache.cluster.last?.index === lastPatch.index && cached.v4 !== prevCached?.v4) patched += 1;
         for (const f of ['v4', 'v6'] as const) {
           assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false, NODE_LAYOUT).text, planRestore(fresh[f], prevFresh?.[f], undefined, false, NODE_LAYOUT).text, `${where}: IPv${f.slice(1)} restore plan`);

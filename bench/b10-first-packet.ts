@@ -1,0 +1,122 @@
+/**
+ * B10: first-packet cost. New connections per second (one HTTP request per connection, wrk) from
+ * a client namespace whose rules the sidecar's dataplane programmed for N Services, through the
+ * cluster IP of the Service its rules match last (iptables: the end of the dispatch chain's
+ * linear scan) against directly to one of that Service's backend addresses, interleaved; at
+ * 1,000, 10,000 and 30,000 Services, for both rule back ends in the same run. Only a connection's
+ * first packet traverses nat, so what grows with N here is the dispatch: one verdict-map lookup
+ * (nftables) or N rules (iptables).
+ */
+import { createDataplane } from '../src/dataplane/apply.js';
+import type { RuleBackendKind } from '../src/dataplane/backend.js';
+import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
+import { requireTool, run } from './lib/proc.js';
+import { createTrafficPair } from './lib/traffic-pair.js';
+import { fmt, fmtRatio, summarize } from './lib/stats.js';
+import { wrk, type WrkResult } from './lib/wrk.js';
+import type { TargetCheck } from './lib/report.js';
+import { defineBenchmark } from './lib/define.js';
+import { isMain, runStandalone } from './lib/runner.js';
+
+/** Two endpoints: a random choice between them (numgen / statistic) on every new connection, and a fast load of 30,000 Services. */
+const ENDPOINTS = 2;
+const SIZES_N = [1000, 10000, 30000];
+const CONNECTIONS = 16;
+const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 5 } };
+const BACKENDS: readonly RuleBackendKind[] = ['nftables', 'iptables'];
+
+interface Cell {
+  readonly n: number;
+  readonly rules: RuleBackendKind;
+  readonly via: readonly WrkResult[];
+  readonly direct: readonly WrkResult[];
+  readonly syncMs: number;
+}
+
+export const benchmark = defineBenchmark('b10', 'first-packet cost: new connections/s through a cluster IP vs direct, 1,000 / 10,000 / 30,000 Services, nftables and iptables', SIZES, async (ctx, { seconds, runs }, cleanup) => {
+  await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
+  await requireTool('nft', ['--version'], 'install nftables (apt-get install nftables)');
+  // The measured Service of each size is its last one; its endpoints are addresses of the backend namespace.
+  const backendIPs = new Set(SIZES_N.flatMap((n) => Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS))));
+  const { client } = await createTrafficPair('b10', cleanup, backendIPs);
+
+  const cells: Cell[] = [];
+  for (const n of SIZES_N) {
+    const viaService = `http://${clusterIP(n - 1)}:${SERVICE_PORT}/`;
+    const direct = `http://${endpointIP(n - 1, 0, ENDPOINTS)}:${TARGET_PORT}/`;
+    // nftables first at each size; each back end's first sync removes the other's rules.
+    for (const rules of BACKENDS) {
+      const dp = createDataplane({ netns: client, rules });
+      const sync = await dp.sync(desiredState(n, ENDPOINTS), { full: true });
+      dp.close();
+      if (sync.backend !== (rules === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the ${rules} back end, got ${sync.backend}`);
+      ctx.log(`${rules}: programmed ${n} Services in ${fmt(sync.durationMs)} ms`);
+      await wrk(client, viaService, 1, CONNECTIONS, true); // warm-up: ARP, the server's JIT
+      const via: WrkResult[] = [];
+      const base: WrkResult[] = [];
+      for (let i = 0; i < runs; i++) {
+        for (const url of i % 2 === 0 ? [viaService, direct] : [direct, viaService]) {
+          await run('conntrack', ['-F'], { netns: client, check: false });
+          const r = await wrk(client, url, seconds, CONNECTIONS, true);
+          if (r.errors > 0) throw new Error(`wrk ${url} (${rules}, ${n} Services): ${r.errors} errors`);
+          (url === viaService ? via : base).push(r);
+        }
+        ctx.log(`${rules} ${n} run ${i + 1}: cluster IP ${fmt(via[i]?.rps ?? NaN)} conn/s, direct ${fmt(base[i]?.rps ?? NaN)} conn/s`);
+      }
+      cells.push({ n, rules, via, direct: base, syncMs: sync.durationMs });
+    }
+  }
+
+  const median = (rs: readonly WrkResult[]): number => summarize(rs.map((r) => r.rps)).median;
+  const perPair = (c: Cell): number => summarize(c.via.map((r, i) => r.rps / (c.direct[i]?.rps ?? NaN))).median;
+  const spread = (rs: readonly WrkResult[]): string => {
+    const s = summarize(rs.map((r) => r.rps));
+    return `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`;
+  };
+  const cellOf = (rules: RuleBackendKind, n: number): Cell | undefined => cells.find((c) => c.rules === rules && c.n === n);
+  const rows = cells.map((c) => {
+    const first = cellOf(c.rules, SIZES_N[0] ?? 0);
+    return [
+      c.rules,
+      c.n.toLocaleString('en'),
+      spread(c.via),
+      spread(c.direct),
+      fmtRatio(perPair(c)),
+      first === undefined ? '' : fmtRatio(median(c.via) / median(first.via)),
+      `${fmt(summarize(c.via.map((r) => r.p50ms)).median)} / ${fmt(summarize(c.via.map((r) => r.p99ms)).median)} ms`,
+      `${fmt(c.syncMs / 1000)} s`,
+    ];
+  });
+  const targets: TargetCheck[] = [];
+  for (const rules of BACKENDS) {
+    const small = cellOf(rules, SIZES_N[0] ?? 0);
+    const large = cellOf(rules, SIZES_N[SIZES_N.length - 1] ?? 0);
+    if (small === undefined || large === undefined) continue;
+    const ratio = median(large.via) / median(small.via);
+    const normalised = perPair(large) / perPair(small);
+    targets.push({
+      target: `${rules}: new-connection rate through the cluster IP at 30,000 Services ≥ 0.9 × at 1,000${rules === 'iptables' ? ' (the nftables target, shown for comparison)' : ''}`,
+      measured: `${ratio.toFixed(3)} (${fmt(median(large.via))} / ${fmt(median(small.via))} conn/s); against direct in the same pairs: ${normalised.toFixed(3)}`,
+      met: ratio >= 0.9,
+    });
+  }
+  return {
+    tables: [
+      {
+        caption: `${runs} interleaved pairs of ${seconds} s wrk runs per cell (1 thread, ${CONNECTIONS} connections, \`Connection: close\`: one TCP connection per request), ${ENDPOINTS} endpoints per Service; median (min–max):`,
+        columns: ['back end', 'Services', 'via cluster IP, conn/s', 'direct, conn/s', 'cluster IP / direct (per pair)', 'cluster-IP rate / its rate at 1,000', 'cluster IP p50 / p99', 'full sync'],
+        rows,
+      },
+    ],
+    targets,
+    notes: [
+      `Method: client and backend are two network namespaces joined by a veth pair (the client's ${CLIENT_INTERFACE} has ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}); ` +
+        'the client namespace\'s rules come from the sidecar\'s own dataplane (`createDataplane({rules}).sync(state, {full: true})`) for N Services × 2 endpoints, nftables then iptables at each size in the same namespace (each first sync removes the other back end\'s rules). ' +
+        'The measured Service is the last one (iptables: the last rule of MPX-SERVICES, the worst case of its linear scan; nftables: one lookup in the verdict map whatever N). Its endpoints are addresses of the backend namespace, where one Node.js HTTP server answers on all of them. ' +
+        'The baseline is the same load from the same namespace to one backend address directly (it crosses the same hooks, and misses the same map). wrk sends one request per connection, so every request is a new connection whose SYN traverses nat. ' +
+        'The client\'s conntrack table is flushed before every run; both namespaces get B4\'s TIME_WAIT settings. The machine\'s 2 cores are shared by wrk, the server, the kernel and other users: the per-pair ratio and the ratio of sizes are what count.',
+    ],
+  };
+});
+
+if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);
