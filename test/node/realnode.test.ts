@@ -25,6 +25,7 @@ import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPo
 import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { uninstallAgent } from './nodeport.js';
 import { runMetalLB } from './metallb.js';
+import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 
@@ -366,6 +367,26 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.assign.kubeProxyRules, [], 'kube-proxy wrote no rule for the address of a Service labelled for multus-proxy');
     assert.deepEqual(o.assign.afterDelete, { announcers: 0, arpMac: undefined }, 'the Service deleted: no announcement, no ARP answer');
     assert.deepEqual(o.leftAfterUninstall, [], 'MetalLB uninstalled: no CRD, no namespace');
+  });
+
+  void test("LoadBalancer with MetalLB and the node agent: from ens4's segment the address answers with equal shares (chi-square), Local keeps the client's address and its health check answers the local count, loadBalancerSourceRanges refuses another source, the blog's client reaches the address through its sidecar; MetalLB announces a Local Service only while it has a local backend", { timeout: 900_000 }, async () => {
+    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+    const o = await runLoadBalancer(node, log, 100);
+    const names = Object.keys(o.backends);
+    assert.ok(names.length >= 2, `backends: ${JSON.stringify(o.backends)}`);
+    assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the Cluster address answered');
+    assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 100);
+    assert.ok(o.cluster.chiSquare.uniform, `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`);
+    assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
+    assert.deepEqual(o.local.curls, Array(30).fill('ok'));
+    assert.deepEqual(o.local.sources, [LB_CLIENT], "Local keeps the client's address");
+    assert.equal(o.health.status, 200, `health check: ${o.health.body}`);
+    assert.equal((JSON.parse(o.health.body) as { localEndpoints: number }).localEndpoints, names.length, `the local count: ${o.health.body}`);
+    assert.deepEqual(o.ranges.admitted, Array(10).fill('ok'), 'the source inside loadBalancerSourceRanges is served');
+    assert.ok(o.ranges.outsider.every((c) => c !== 'ok'), `a source outside loadBalancerSourceRanges is refused: ${o.ranges.outsider.join(' ')}`);
+    assert.deepEqual(o.sidecar.curls, Array(20).fill('ok'), 'the blog client reaches the address');
+    assert.deepEqual(o.sidecar.sources, [o.sidecar.clientNet1], "through its sidecar, straight to a backend: the backends see the client's own net1 address");
+    assert.deepEqual(o.announced, { local: [`${NODE.name}/${NODE.parent}`], nobody: [] }, "MetalLB's Local choice follows our slices");
   });
 
   void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {
