@@ -288,7 +288,8 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
     firewall = {
       chain: fw,
       rules: [
-        ...ranges.map((r) => (empty ? `-A ${fw} -s ${r} ${comment(`${label} ${why}`)} ${reject}` : `-A ${fw} -s ${r} -j RETURN`)),
+        // The protocol again: tcp-reset is only valid in a rule that matches TCP (the kernel refuses it otherwise).
+        ...ranges.map((r) => (empty ? `-A ${fw} -s ${r} -p ${f.base.protocol.toLowerCase()} ${comment(`${label} ${why}`)} ${reject}` : `-A ${fw} -s ${r} -j RETURN`)),
         `-A ${fw} ${comment(`${label} source outside loadBalancerSourceRanges`)} -j DROP`,
       ],
     };

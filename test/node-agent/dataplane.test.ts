@@ -46,6 +46,7 @@ const VIP_LOCAL = '192.168.101.241';
 const VIP_ONLY_A = '192.168.101.242';
 const VIP_RANGED = '192.168.101.243';
 const VIP_V6 = 'fd00:101::f0';
+const VIP_RANGED_EMPTY = '192.168.101.244';
 const HEALTH_PORT = 32000;
 
 interface AgentNode {
@@ -125,6 +126,9 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent
         lb(base('demo/local', 4), VIP_LOCAL, 'Local'),
         lb(onlyA, VIP_ONLY_A, 'Local'),
         lb(base('demo/ranged', 4), VIP_RANGED, 'Cluster', [`${client.net1.ipv4}/32`]),
+        lb(base('demo/ranged-empty', 4, { endpoints: [] }), VIP_RANGED_EMPTY, 'Cluster', [`${client.net1.ipv4}/32`]),
+        // SCTP: the rule shape loads into the kernel with the rest (traffic is the sidecar tests').
+        lb(base('demo/sig', 4, { protocol: 'SCTP', port: 3868, endpoints: all(4, 3868) }), VIP_RANGED_EMPTY, 'Cluster'),
       ],
     };
   }
@@ -289,6 +293,12 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent
     const outside = await httpRequests(topo, outsider, `http://${VIP_RANGED}/`, 2, 800);
     assert.deepEqual([...new Set(names(outside))], ['error:ETIMEDOUT'], 'dropped');
     assert.ok((await droppedBy(n1, { iptables: 'demo/ranged:80 loadBalancer Cluster source outside loadBalancerSourceRanges', nftChain: 'MPXN-FW-' })) >= 2, 'by the firewall chain');
+    // No endpoints: the admitted client is refused at once, the outsider still dropped.
+    await announce(VIP_RANGED_EMPTY, n1);
+    const refused = await httpRequests(topo, client, `http://${VIP_RANGED_EMPTY}/`, 2, 2000);
+    assert.deepEqual([...new Set(names(refused))], ['error:ECONNREFUSED']);
+    assert.ok(refused.every((r) => r.ms < 1000), 'refused at once');
+    assert.deepEqual([...new Set(names(await httpRequests(topo, outsider, `http://${VIP_RANGED_EMPTY}/`, 2, 800)))], ['error:ETIMEDOUT']);
     // The same outsider reaches an unranged ingress IP: the drop is the range, not the path.
     await announce(VIP_CLUSTER, n1);
     const open = await httpRequests(topo, outsider, `http://${VIP_CLUSTER}/`, 4);

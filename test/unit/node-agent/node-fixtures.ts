@@ -34,7 +34,7 @@ export function lbt(service: string, ingressIP: string, policy: 'Cluster' | 'Loc
   return { base: base(service, over), ingressIP, policy, localEndpoints: [ep('192.168.101.3')], ...extra };
 }
 
-/** One of each LoadBalancer rule shape: Cluster, Local, source ranges with and without endpoints, none admitted, UDP, IPv6. */
+/** One of each LoadBalancer rule shape: Cluster, Local, source ranges with and without endpoints, none admitted, UDP, SCTP, IPv6. */
 export const LB_SAMPLE: NodeState = {
   networks: SAMPLE.networks,
   masqueradeMark: DEFAULT_MASQUERADE_MARK,
@@ -48,6 +48,7 @@ export const LB_SAMPLE: NodeState = {
     lbt('demo/ranged-empty', '192.168.101.244', 'Cluster', { endpoints: [] }, { sourceRanges: ['198.51.100.0/24'] }),
     lbt('demo/closed', '192.168.101.245', 'Cluster', {}, { sourceRanges: [] }),
     lbt('demo/dns', '192.168.101.246', 'Cluster', { protocol: 'UDP', port: 53, endpoints: [ep('192.168.101.3', 5353), ep('192.168.101.6', 5353)] }),
+    lbt('demo/sig', '192.168.101.248', 'Local', { protocol: 'SCTP', port: 3868, endpoints: [ep('192.168.101.3', 3868)] }, { localEndpoints: [ep('192.168.101.3', 3868)] }),
     lbt('demo/web', 'fd00:101::f0', 'Cluster', { family: 6, clusterIP: 'fd00:10:96::a', endpoints: V6_EPS }, { sourceRanges: ['2001:db8::/32'] }),
   ],
 };
