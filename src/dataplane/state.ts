@@ -238,7 +238,7 @@ interface Frontend {
  * A LoadBalancer's ingress IPs the client reaches directly (ipMode VIP; Proxy is the load
  * balancer's to forward, as kube-proxy leaves it), checked where they enter
  * (src/annotations/load-balancer.ts), the client's own addresses refused. Problems come back as
- * one message for the sidecar's log and Event.
+ * one message, which the sidecar logs (the node agent raises the Event on the Service).
  */
 function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInterface>): { frontends: Frontend[]; problem?: string } {
   const own = new Set<string>();
@@ -257,8 +257,12 @@ function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInt
       ? undefined
       : (family: IpFamily) =>
           (iface: PodInterface): boolean => {
-            const p = parseIp((family === 4 ? iface.ipv4 : iface.ipv6)[0] ?? '');
-            return p.ok && sourceAllowed(ranges, p.value.address, family);
+            // The source the route will carry: the interface's first address of the family (resolve.ts).
+            for (const a of family === 4 ? iface.ipv4 : iface.ipv6) {
+              const p = parseIp(a);
+              if (p.ok && p.value.family === family) return sourceAllowed(ranges, p.value.address, family);
+            }
+            return false;
           };
   const frontends = view.vips.map((v): Frontend => ({ ip: v.address, family: v.family, ingress: true, ...(allowed !== undefined ? { allowed: allowed(v.family) } : {}) }));
   const object = `Service ${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;

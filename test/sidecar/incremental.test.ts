@@ -36,6 +36,15 @@ class World extends ServiceWorld {
     const affinity = this.r() < 0.2 ? this.pick<number | 'default'>(['default', 60, 0]) : undefined;
     const svc = serviceObject('app', name, { networks, clusterIPs, ports: this.ports(), ...(affinity !== undefined ? { affinitySeconds: affinity } : {}) });
     if (this.r() < 0.05) svc.spec!.type = 'NodePort';
+    else if (i % 4 === 0) {
+      // A LoadBalancer, decided from the numbers already drawn (so the other tests' random streams
+      // are unchanged): ingress IPs (sometimes the pod's own address, garbage, IPv6, ipMode Proxy)
+      // and source ranges that admit the pod's address or not.
+      svc.spec!.type = 'LoadBalancer';
+      const ips = ['10.1.0.240', '10.2.0.240', 'fd00:a::f0', '10.1.0.10', 'x'];
+      svc.status = { loadBalancer: { ingress: [{ ip: ips[i % 5] ?? 'x', ...(i % 3 === 0 ? { ipMode: 'Proxy' } : {}) }, ...(i % 8 === 0 ? [{ ip: 'fd00:a::f1' }] : [])] } };
+      if (i % 6 === 0) svc.spec!.loadBalancerSourceRanges = [['10.1.0.0/24'], ['192.0.2.0/24'], ['fd00::/8'], ['bad']][Math.floor(i / 12) % 4] ?? [];
+    }
     return svc;
   }
 
@@ -70,6 +79,7 @@ const STEPS = 150;
 void describe('incremental state and render equal from-scratch ones', () => {
   void test('StateMemo.update equals buildDesiredState after every random event', () => {
     let reused = 0;
+    let ingressSteps = 0;
     for (const seed of SEEDS) {
       const r = rng(seed);
       const world = new World(r);
@@ -86,10 +96,12 @@ void describe('incremental state and render equal from-scratch ones', () => {
         // Targets of Services this event did not touch are the very objects of the previous state.
         const old = new Map(before.state.targets.map((t) => [stateFingerprint({ targets: [t], interfaces: [] }), t]));
         for (const t of got.state.targets) if (old.get(stateFingerprint({ targets: [t], interfaces: [] })) === t) reused += 1;
+        if (got.state.targets.some((t) => t.ingress === true)) ingressSteps += 1;
         before = got;
       }
     }
     assert.ok(reused > SEEDS.length * STEPS, `unchanged targets should be reused by identity (reused ${reused})`);
+    assert.ok(ingressSteps > (SEEDS.length * STEPS) / 10, `a good share of the steps should have an ingress-IP target (${ingressSteps} did)`);
   });
 
   void test('sameState is false when one endpoint differs', () => {
