@@ -22,6 +22,7 @@ const SCRIPTS: Record<string, string> = {
   b10: './b10-first-packet.js',
   b11: './b11-loadbalancer.js',
   soak: './soak.js',
+  b12: './b12-churn-memory.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

@@ -25,6 +25,8 @@ const BUILD_SCRIPT = path.join(ROOT, 'scripts', 'build.mjs');
 export interface SidecarEnv {
   readonly cp: ControlPlane;
   readonly pod: Pod;
+  /** The pod object the sidecar reads (default CLIENT_POD). */
+  readonly podName?: string;
 }
 
 export async function startSidecarEnv(cleanup: Cleanup): Promise<SidecarEnv> {
@@ -119,7 +121,7 @@ export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string
   const child = startProcess(cmd.binary ?? 'node', cmd.argv, {
     netns: env.pod.ns,
     cwd: ROOT,
-    env: { ...process.env, ...cmd.env, POD_NAME: CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
+    env: { ...process.env, ...cmd.env, POD_NAME: env.podName ?? CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
   });
   return logged(child, cmd.how, 'sidecar', cleanup);
 }
