@@ -13,6 +13,7 @@ import type { NodeAgentPresence } from './service.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1Namespace, V1Service } from '../src/kube/types.js';
 import { objectEvent } from '../src/kube/events.js';
+import { RateLimiter } from '../src/kube/rate-limiter.js';
 import { hostname } from 'node:os';
 import type { NetworkRef } from '../src/annotations/service-network.js';
 import type { Logger } from '../src/log.js';
@@ -159,15 +160,20 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
 
 export const EVENT_COMPONENT = 'multus-proxy-webhook';
 
+/** One Event per Service and reason at most this often (a Service re-applied in a loop). */
+export const EVENT_INTERVAL_MS = 10 * 60_000;
+
 /**
  * Writes a Warning Event about a Service without holding up the admission: the write runs in the
  * background and a failure is only logged. On CREATE the Service has no uid yet; kubectl still
  * finds the Event by kind, namespace and name.
  */
-export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
+export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger, now: () => number = Date.now): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
+  const limiter = new RateLimiter(EVENT_INTERVAL_MS);
   return (svc, namespace, reason, message) => {
     const name = svc.metadata?.name ?? '';
     if (name === '') return Promise.resolve(); // generateName: no name to attach it to yet
+    if (!limiter.allow(`${namespace}/${name}/${reason}`, now())) return Promise.resolve();
     const subject = { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' };
     const body = objectEvent(subject, 'Warning', reason, message, new Date(), { component: EVENT_COMPONENT, instance: hostname() });
     client.create(apiPath('', 'v1', 'events', namespace), body).catch((e: unknown) => logger?.warn({ err: e, reason }, 'could not write Event'));

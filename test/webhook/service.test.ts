@@ -4,6 +4,7 @@ import { defaultService, validateService } from '../../webhook/service.js';
 import { serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
 import type { V1Service } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, fakeCluster } from './fixtures.js';
+import { EVENT_INTERVAL_MS, serviceEventWriter } from '../../webhook/cluster.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const SEL = 'k8s.v1.cni.cncf.io/service-selector';
@@ -169,5 +170,26 @@ void describe('webhook/service validation', () => {
     assert.equal((await ask('team/listed')).allowed, true);
     assert.equal((await ask('team/all')).allowed, true);
     assert.equal((await ask('own')).allowed, true, 'a NAD of its own namespace needs nothing');
+  });
+});
+
+void describe('webhook Events about Services', () => {
+  void test('written in the background, one per Service and reason per interval, none without a name; the Event names the Service', async () => {
+    const created: { path: string; body: { reason?: string; involvedObject?: { kind?: string; name?: string; namespace?: string }; message?: string; type?: string } }[] = [];
+    let t = 0;
+    const write = serviceEventWriter({ create: async (path: string, body: unknown) => void created.push({ path, body: body as (typeof created)[number]['body'] }) } as never, undefined, () => t);
+    const lb = svc({ [SN]: 'net-a' }, { type: 'LoadBalancer' });
+    await write(lb, 'ns', 'NodeAgentMissing', 'm1');
+    await write(lb, 'ns', 'NodeAgentMissing', 'm1 again');
+    await write(lb, 'other', 'NodeAgentMissing', 'm2');
+    await write({ ...lb, metadata: { generateName: 'web-' } }, 'ns', 'NodeAgentMissing', 'm3');
+    t += EVENT_INTERVAL_MS;
+    await write(lb, 'ns', 'NodeAgentMissing', 'm4');
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(created.map((c) => [c.path, c.body.type, c.body.reason, c.body.involvedObject?.kind, c.body.involvedObject?.namespace, c.body.involvedObject?.name, c.body.message]), [
+      ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm1'],
+      ['/api/v1/namespaces/other/events', 'Warning', 'NodeAgentMissing', 'Service', 'other', 'web', 'm2'],
+      ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm4'],
+    ]);
   });
 });
