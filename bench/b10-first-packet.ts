@@ -36,34 +36,33 @@ interface Cell {
 export const benchmark = defineBenchmark('b10', 'first-packet cost: new connections/s through a cluster IP vs direct, 1,000 / 10,000 / 30,000 Services, nftables and iptables', SIZES, async (ctx, { seconds, runs }, cleanup) => {
   await requireTool('wrk', ['--version'], 'install wrk (apt-get install wrk)');
   await requireTool('nft', ['--version'], 'install nftables (apt-get install nftables)');
-  // The measured Service of each size is its last one; its endpoints are addresses of the backend namespace.
-  const backendIPs = new Set(SIZES_N.flatMap((n) => Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS))));
-  const { client } = await createTrafficPair('b10', cleanup, backendIPs);
-
-  const cells: Cell[] = [];
+  // One client/backend pair per size and back end, all programmed first, then measured round-robin
+  // (every cell in every round: the same machine moments). The measured Service of each size is its
+  // last one, its endpoints addresses of that cell's backend namespace.
+  const cells: (Cell & { readonly client: string; readonly via: WrkResult[]; readonly direct: WrkResult[] })[] = [];
   for (const n of SIZES_N) {
-    const viaService = `http://${clusterIP(n - 1)}:${SERVICE_PORT}/`;
-    const direct = `http://${endpointIP(n - 1, 0, ENDPOINTS)}:${TARGET_PORT}/`;
-    // nftables first at each size; each back end's first sync removes the other's rules.
     for (const rules of BACKENDS) {
+      const { client } = await createTrafficPair(`b10${rules[0] ?? ''}${n}`, cleanup, Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS)));
       const dp = createDataplane({ netns: client, rules });
       const sync = await dp.sync(desiredState(n, ENDPOINTS), { full: true });
       dp.close();
       if (sync.backend !== (rules === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the ${rules} back end, got ${sync.backend}`);
       ctx.log(`${rules}: programmed ${n} Services in ${fmt(sync.durationMs)} ms`);
-      await wrk(client, viaService, 1, CONNECTIONS, true); // warm-up: ARP, the server's JIT
-      const via: WrkResult[] = [];
-      const base: WrkResult[] = [];
-      for (let i = 0; i < runs; i++) {
-        for (const url of i % 2 === 0 ? [viaService, direct] : [direct, viaService]) {
-          await run('conntrack', ['-F'], { netns: client, check: false });
-          const r = await wrk(client, url, seconds, CONNECTIONS, true);
-          if (r.errors > 0) throw new Error(`wrk ${url} (${rules}, ${n} Services): ${r.errors} errors`);
-          (url === viaService ? via : base).push(r);
-        }
-        ctx.log(`${rules} ${n} run ${i + 1}: cluster IP ${fmt(via[i]?.rps ?? NaN)} conn/s, direct ${fmt(base[i]?.rps ?? NaN)} conn/s`);
+      cells.push({ n, rules, client, via: [], direct: [], syncMs: sync.durationMs });
+    }
+  }
+  const urls = (n: number): { via: string; direct: string } => ({ via: `http://${clusterIP(n - 1)}:${SERVICE_PORT}/`, direct: `http://${endpointIP(n - 1, 0, ENDPOINTS)}:${TARGET_PORT}/` });
+  for (const c of cells) await wrk(c.client, urls(c.n).via, 1, CONNECTIONS, true); // warm-up: ARP, the servers' JIT
+  for (let i = 0; i < runs; i++) {
+    for (const c of cells) {
+      const { via, direct } = urls(c.n);
+      for (const url of i % 2 === 0 ? [via, direct] : [direct, via]) {
+        await run('conntrack', ['-F'], { netns: c.client, check: false });
+        const r = await wrk(c.client, url, seconds, CONNECTIONS, true);
+        if (r.errors > 0) throw new Error(`wrk ${url} (${c.rules}, ${c.n} Services): ${r.errors} errors`);
+        (url === via ? c.via : c.direct).push(r);
       }
-      cells.push({ n, rules, via, direct: base, syncMs: sync.durationMs });
+      ctx.log(`${c.rules} ${c.n} run ${i + 1}: cluster IP ${fmt(c.via[i]?.rps ?? NaN)} conn/s, direct ${fmt(c.direct[i]?.rps ?? NaN)} conn/s`);
     }
   }
 
@@ -110,9 +109,9 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
     ],
     targets,
     notes: [
-      `Method: client and backend are two network namespaces joined by a veth pair (the client's ${CLIENT_INTERFACE} has ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}); ` +
-        'the client namespace\'s rules come from the sidecar\'s own dataplane (`createDataplane({rules}).sync(state, {full: true})`) for N Services × 2 endpoints, nftables then iptables at each size in the same namespace (each first sync removes the other back end\'s rules). ' +
-        'The measured Service is the last one (iptables: the last rule of MPX-SERVICES, the worst case of its linear scan; nftables: one lookup in the verdict map whatever N). Its endpoints are addresses of the backend namespace, where one Node.js HTTP server answers on all of them. ' +
+      `Method: a client and a backend network namespace joined by a veth pair (the client's ${CLIENT_INTERFACE} has ${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}); ` +
+        'one such pair per size and back end (six; each backend namespace has its own Node.js server), all programmed first, then measured round-robin, every cell once per round, so sizes and back ends see the same machine moments; the client namespace\'s rules come from the sidecar\'s own dataplane (`createDataplane({rules}).sync(state, {full: true})`) for N Services × 2 endpoints. ' +
+        'The measured Service is the last one (iptables: the last rule of MPX-SERVICES, the worst case of its linear scan; nftables: one lookup in the verdict map whatever N). Its endpoints are addresses of the backend namespace, where the Node.js HTTP server answers on both. ' +
         'The baseline is the same load from the same namespace to one backend address directly (it crosses the same hooks, and misses the same map). wrk sends one request per connection, so every request is a new connection whose SYN traverses nat. ' +
         'The client\'s conntrack table is flushed before every run; both namespaces get B4\'s TIME_WAIT settings. The machine\'s 2 cores are shared by wrk, the server, the kernel and other users: the per-pair ratio and the ratio of sizes are what count.',
     ],
