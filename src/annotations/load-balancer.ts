@@ -4,7 +4,8 @@
  * MetalLB) and `spec.loadBalancerSourceRanges` (the tenant's). Both end up in netfilter rules on
  * nodes and in pods, so nothing reaches a rule unchecked:
  * - an ingress IP must be a plain unicast address (no prefix, no zone; not loopback, link-local,
- *   unspecified, multicast, broadcast or IPv4-mapped), not one of the reader's own addresses (the
+ *   unspecified, multicast, broadcast or IPv4-mapped) of a family the Service has a cluster IP
+ *   of, not one of the reader's own addresses (the
  *   node's or the pod's: a DNAT on it would capture the host's own traffic), at most
  *   MAX_INGRESS_IPS of them; `ipMode: Proxy` entries are not served (kube-proxy's rule: the load
  *   balancer itself forwards to the nodes), hostname-only entries are ignored as kube-proxy does;
@@ -63,6 +64,13 @@ export function readLoadBalancer(svc: V1Service, own: ReadonlySet<string> = new 
   const proxied: string[] = [];
   const seen = new Set<string>();
   const ingress = svc.status?.loadBalancer?.ingress ?? [];
+  // An ingress IP is served on the Service's cluster IP of its family (its endpoints, its slices):
+  // a family the Service does not have is not served (kube-proxy skips it too), and said.
+  const families = new Set<IpFamily>();
+  for (const text of svc.spec.clusterIPs ?? (svc.spec.clusterIP !== undefined ? [svc.spec.clusterIP] : [])) {
+    const p = parseIp(text);
+    if (p.ok) families.add(p.value.family);
+  }
   ingress.forEach((entry, i) => {
     const key = `${INGRESS_KEY}[${i}].ip`;
     const text = entry.ip;
@@ -79,6 +87,11 @@ export function readLoadBalancer(svc: V1Service, own: ReadonlySet<string> = new 
     }
     if (seen.has(p.value.address)) return;
     seen.add(p.value.address);
+    if (families.size > 0 && !families.has(p.value.family)) {
+      const has = [...families].map((f) => `IPv${f}`).join(' and ');
+      problems.push(inputError(key, text, `is an IPv${p.value.family} address but the Service has only ${has} cluster IPs (spec.ipFamilies): it is not served`, `make the Service dual-stack (spec.ipFamilyPolicy: PreferDualStack or RequireDualStack), or have the load balancer assign an ${has} address`));
+      return;
+    }
     const mode = entry.ipMode ?? 'VIP';
     if (mode === 'Proxy') proxied.push(p.value.address);
     else if (mode === 'VIP') vips.push({ address: p.value.address, family: p.value.family });

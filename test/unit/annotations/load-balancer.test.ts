@@ -48,6 +48,18 @@ void describe('readLoadBalancer: examples', () => {
     assert.deepEqual(rangesOfFamily(readLoadBalancer(lb([], ['bogus'])), 4), [], 'only bad ranges: none admitted');
     assert.equal(rangesOfFamily(readLoadBalancer(lb([])), 4), undefined, 'no ranges: every source');
   });
+  void test('a family the Service has no cluster IP of: refused naming both and the fix; dual-stack serves both', () => {
+    const single = lb([{ ip: '2001:db8::1' }, { ip: '192.0.2.1' }]);
+    single.spec = { ...single.spec, clusterIP: '10.96.0.9', clusterIPs: ['10.96.0.9'] };
+    const v = readLoadBalancer(single);
+    assert.deepEqual(v.vips, [{ address: '192.0.2.1', family: 4 }]);
+    assert.deepEqual(v.problems.map((p) => [p.key, p.value]), [['status.loadBalancer.ingress[0].ip', '2001:db8::1']]);
+    assert.match(v.problems[0]?.reason ?? '', /is an IPv6 address but the Service has only IPv4 cluster IPs \(spec\.ipFamilies\): it is not served/);
+    assert.match(v.problems[0]?.fix ?? '', /ipFamilyPolicy: PreferDualStack or RequireDualStack/);
+    const dual = lb([{ ip: '2001:db8::1' }, { ip: '192.0.2.1' }]);
+    dual.spec = { ...dual.spec, clusterIPs: ['10.96.0.9', 'fd00:96::9'] };
+    assert.equal(readLoadBalancer(dual).vips.length, 2);
+  });
   void test('the reader\'s own addresses are refused', () => {
     const v = readLoadBalancer(lb([{ ip: '10.0.0.11' }, { ip: 'fd00::b' }]), new Set(['10.0.0.11', 'fd00::b']));
     assert.deepEqual(v.vips, []);
