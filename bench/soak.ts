@@ -12,7 +12,7 @@ import { imagesDir, startNode } from '../test/harness/node.js';
 import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
 import { PATHS, PLAIN_SERVICE, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK, tearDown, type Path, type SoakOptions, type SoakRecord } from '../test/node/soak.js';
 import type { ChurnKind } from '../test/node/soak-analysis.js';
-import { curlCause } from '../test/node/soak-analysis.js';
+import { curlCause, histogramShare } from '../test/node/soak-analysis.js';
 import { fmt, summarize } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { ROOT, type BenchResult } from './lib/report.js';
@@ -96,8 +96,19 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
   const del = PATH_NAMES.map((path) => {
     const d = r.deletion[path];
     const s = summarize(d.ms);
-    return [path === 'multus-proxy' ? 'ours (multus-proxy-controller)' : "kube's (endpointslice-controller.k8s.io)", fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n), String(d.missing.length)];
+    return [path === 'multus-proxy' ? 'ours (multus-proxy-controller)' : "kube's (endpointslice-controller.k8s.io)", fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n), String(d.missing.length), String(d.neverListed.length)];
   });
+  const startRow = (label: string, xs: number[]): string[] => {
+    const q = summarize(xs);
+    return [label, fmt(q.median), fmt(q.p90), fmt(q.p99), fmt(q.max), String(q.n)];
+  };
+  const st = r.sidecarStarts ?? [];
+  const startRows = [
+    startRow('container started → health port listening', st.flatMap((x) => (x.listenMs !== undefined ? [x.listenMs] : []))),
+    startRow('container started → first sync done (ready)', st.flatMap((x) => (x.readyMs !== undefined ? [x.readyMs] : []))),
+    startRow("container started → the pod's app container started (startup probe passed)", st.flatMap((x) => (x.appMs !== undefined ? [x.appMs] : []))),
+    startRow('first sync done → app container started', st.flatMap((x) => (x.appMs !== undefined && x.readyMs !== undefined ? [x.appMs - x.readyMs] : []))),
+  ];
   const evRows = new Map<string, number>();
   const normal = new Map<string, number>();
   for (const e of r.events.filter((x) => x.type !== 'Warning')) normal.set(e.reason, (normal.get(e.reason) ?? 0) + e.count);
@@ -121,7 +132,8 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
       { caption: `Requests by name from the client, ${fmt(minutes)} min of churn; a failure counts against the latest churn event issued before it:`, columns: ['phase', 'path (Service)', 'requests', 'failed', 'failed after a scale-down'], rows },
       { caption: 'Failed requests per kind of event (the latest event before each failure); the cause is curl’s exit code:', columns: ['phase', 'event', 'events', 'multus-proxy failed', 'kube-proxy failed'], rows: byKind },
       { caption: `Private memory (smaps_rollup Anonymous over the container's processes, as B5), MiB, sampled every ${o.sampleEveryMs / 1000} s; per container instance, after a ${o.warmupMinutes}-minute warm-up from its first sample; slope by least squares:`, columns: ['component', 'pod (container)', 'samples', 'first', 'last', 'max', 'MiB per hour'], rows: mem },
-      { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in the bench process, as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating'], rows: del },
+      { caption: "The injected sidecars' starts during the soak (the backends' and the client's after its stop), ms: containerd's startedAt, the sidecar's own log times, the app container's startedAt:", columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: startRows },
+      { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in the bench process, as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'], rows: del },
       {
         caption: `Warning Events on the project's containers during the soak (the sidecar in every pod, the controller, webhook and node agent pods), summed counts; pod state from the watches (1 s event precision). Normal ones: ${[...normal].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}:`,
         columns: ['container', 'type', 'reason', 'probe: cause / message', 'pod state', 'count'],
@@ -145,9 +157,19 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
         `The first ${o.noPreStopMinutes} min run nginx as the blog has it (no preStop); then the README's \`preStop: sleep ${o.preStopSeconds} s\` is added (a rollout of its own). ` +
         `Load: two curl loops in the client container, one per Service, by name through CoreDNS, \`curl -sf -m 2\`, ${o.pauseS} s apart (requests: multus-proxy ${r.totals['multus-proxy'].ok + r.totals['multus-proxy'].failed}, kube-proxy ${r.totals['kube-proxy'].ok + r.totals['kube-proxy'].failed}). ` +
         `Load average (1 min) over the run: median ${fmt(summarize(loads).median)}, max ${fmt(summarize(loads).max)}. The whole record, every sample and failure, is ${file.replace(`${ROOT}/`, '')}.`,
+      leaderNote(r),
       ...(r.errors.length > 0 ? [`Errors during the run: ${r.errors.join('; ')}`] : []),
     ],
   };
+}
+
+/** The leader's own change → write histogram beside the watches' figure: what is the controller's and what the apiserver's and the watch's. */
+function leaderNote(r: SoakRecord): string {
+  const lines = r.controllerMetrics ?? [];
+  const h = histogramShare(lines, 'multus_proxy_controller_change_to_slice_write_seconds', 0.05);
+  const leader = lines[0]?.replace(/^# leader /, '') ?? '';
+  if (!h) return `The leader's own change → slice write histogram could not be read at the end (${lines[0] ?? 'no lines'}).`;
+  return `The leader at the end (${leader}; since its start, so after the last leader deletion) saw ${h.count} changes through to their slice write, ${h.atMost} (${fmt((100 * h.atMost) / Math.max(1, h.count))} %) within 50 ms by its own histogram (multus_proxy_controller_change_to_slice_write_seconds: from its informer's event to the write's answer); the rest of the watches' figure is the apiserver's delivery of the pod change to the controller and of the slice to the bench.`;
 }
 
 function phaseName(r: SoakRecord, at: number): string {

@@ -23,7 +23,7 @@ import { createExec } from '../src/dataplane/iptables.js';
 import { probeNftables } from '../src/dataplane/nft/probe.js';
 import { createSidecarMetrics } from './metrics.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
-import { createSidecarRuntime } from './runtime.js';
+import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
 import { podEventWriter } from './problems.js';
 
 /**
@@ -32,6 +32,15 @@ import { podEventWriter } from './problems.js';
  * so exiting while it runs cannot leave half a table.
  */
 const STOP_DEADLINE_MS = 5_000;
+/** Logged the moment the health port listens (the soak measures start → listening from it). */
+const HEALTH_LISTENING = 'health port listening';
+/**
+ * How often the watchdog looks at liveness. The injected container has no liveness probe (the
+ * kubelet v1.34 probes a native sidecar's liveness after it exited, during the pod's termination:
+ * webhook/mutate.ts); a sync stuck longer than SYNC_STUCK_AFTER_MS ends the process instead, and
+ * the kubelet restarts the sidecar as it would after a failed probe.
+ */
+const WATCHDOG_MS = 10_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
   const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log });
@@ -71,14 +80,19 @@ async function main(): Promise<void> {
   }
   const opts = parsed.value;
   if (opts.cleanup) process.exit(await cleanupMode(opts, log));
+  const metrics = createSidecarMetrics();
+  // The health port first: the injected startup probe's first try comes 2 s after the start
+  // (webhook/mutate.ts) and must find it listening; it holds that request until ready.
+  const box: { runtime?: SidecarRuntime } = {};
+  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready: () => box.runtime?.ready() ?? { ready: false, reason: 'starting' } }, metrics.registry, opts.healthPort, opts.healthHost);
+  log.info({ healthPort: health.port }, HEALTH_LISTENING);
   const choice = await chooseBackend(opts, log);
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
-  const metrics = createSidecarMetrics();
   // Spare restore processes: a change skips a process start on its way to the kernel.
   const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const runtime = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
-  const health = await startHealthServer({ live: () => runtime.live(), ready: () => runtime.ready() }, metrics.registry, opts.healthPort, opts.healthHost);
+  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
+  box.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
 
   let stopping = false;
@@ -91,7 +105,7 @@ async function main(): Promise<void> {
       process.exit(0);
     }, STOP_DEADLINE_MS);
     try {
-      await runtime.stop();
+      await rt.stop();
       dataplane.close();
       await health.close();
     } catch (e) {
@@ -103,8 +117,15 @@ async function main(): Promise<void> {
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
 
-  runtime.start();
-  void runtime.firstSync.then(() => log.info('first sync done; ready'));
+  const watchdog = setInterval(() => {
+    if (stopping || rt.live()) return;
+    log.error({ stuckAfterMs: opts.stuckAfterMs }, 'a rule sync is stuck; exiting so that the kubelet restarts the sidecar');
+    process.exit(1);
+  }, WATCHDOG_MS);
+  watchdog.unref();
+
+  rt.start();
+  void rt.firstSync.then(() => log.info('first sync done; ready'));
 }
 
 main().catch((e: unknown) => {

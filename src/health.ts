@@ -43,6 +43,44 @@ export async function listenDualStack(server: Server, port: number, host: string
   }
 }
 
+/** The longest `/readyz?wait=` honoured, in seconds: a probe's timeout is well under this. */
+export const MAX_READY_WAIT_S = 60;
+const READY_POLL_MS = 20;
+
+/**
+ * `/readyz?wait=<seconds>`: when not ready, hold the answer until ready or the wait is over. A
+ * startup probe that asks this way succeeds the moment the program is ready instead of failing
+ * (and leaving an Unhealthy Event) every period until then; its timeoutSeconds must exceed the wait.
+ * Undefined without a usable `wait`.
+ */
+export function readyWaitMs(query: string): number | undefined {
+  const v = new URLSearchParams(query).get('wait');
+  if (v === null || !/^\d+(\.\d+)?$/.test(v)) return undefined;
+  return Math.min(Number(v), MAX_READY_WAIT_S) * 1000;
+}
+
+export type Readiness = ReturnType<HealthChecks['ready']>;
+
+/** Answers /readyz: at once, or with `?wait=` (readyWaitMs) when ready or when the wait is over. Shared by this server and the webhook's. */
+export function replyReady(ready: () => Readiness, query: string, res: http.ServerResponse): void {
+  const send = (r: Readiness): void => {
+    res.writeHead(r.ready ? 200 : 503, { 'content-type': 'text/plain' }).end(r.ready ? 'ok\n' : `not ready: ${r.reason ?? 'starting'}\n`);
+  };
+  const first = ready();
+  const waitMs = readyWaitMs(query);
+  if (first.ready || waitMs === undefined) return send(first);
+  // Polled: readiness is a function, and a held probe lasts seconds at most, during start-up.
+  const until = Date.now() + waitMs;
+  const timer = setInterval(() => {
+    const now = ready();
+    if (now.ready || Date.now() >= until || res.destroyed) {
+      clearInterval(timer);
+      if (!res.destroyed) send(now);
+    }
+  }, READY_POLL_MS);
+  res.on('close', () => clearInterval(timer));
+}
+
 export interface HealthServer {
   readonly port: number;
   close(): Promise<void>;
@@ -59,7 +97,7 @@ export async function startHealthServer(
   extra?: ExtraRoute,
 ): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    const [path = '/', query = ''] = (req.url ?? '/').split('?');
     const own = extra?.(path);
     if (own !== undefined) {
       res.writeHead(own.status, { 'content-type': 'application/json' }).end(own.body);
@@ -67,8 +105,7 @@ export async function startHealthServer(
       const live = checks.live();
       res.writeHead(live ? 200 : 500, { 'content-type': 'text/plain' }).end(live ? 'ok\n' : 'not live\n');
     } else if (path === '/readyz') {
-      const r = checks.ready();
-      res.writeHead(r.ready ? 200 : 503, { 'content-type': 'text/plain' }).end(r.ready ? 'ok\n' : `not ready: ${r.reason ?? 'starting'}\n`);
+      replyReady(() => checks.ready(), query, res);
     } else if (path === '/metrics' && registry !== undefined) {
       registry
         .metrics()

@@ -43,7 +43,6 @@ async function main(): Promise<void> {
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, nodeAgentNamespace: opts.nodeAgentNamespace, logger });
   const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger) };
-  let stopping = false;
   const app = createApp({
     endpoints: {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
@@ -53,16 +52,16 @@ async function main(): Promise<void> {
     maxBodyBytes: opts.maxBodyBytes,
     metrics,
     logger,
-    ready: () => (stopping ? { ready: false, reason: 'shutting down' } : { ready: true }),
   });
   const server = await startWebhookServer(app, tls, { port: opts.port, host: opts.host });
   logger.info({ port: server.port, sidecarImage: opts.sidecar.image, mode: opts.sidecar.mode }, 'webhook listening');
 
   // Keep answering while the endpoint removal reaches the apiserver, then stop: a webhook that
-  // closes at once turns pod creations into failures for a few seconds at every rollout.
+  // closes at once turns pod creations into failures for a few seconds at every rollout. Still
+  // ready meanwhile: a deleted pod's endpoint is already not ready in its Service's slices, and
+  // a /readyz that failed during the drain only left an Unhealthy Event per deletion (issue 25).
   const shutdown = (signal: string): void => {
     logger.info({ signal, drainMs: opts.drainMs }, 'shutting down');
-    stopping = true;
     setTimeout(() => {
       tls.close();
       void server.close().then(() => process.exit(0));

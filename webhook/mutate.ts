@@ -56,8 +56,25 @@ export function tokenVolume(name: string, expirationSeconds: number): Volume {
   };
 }
 
-function healthProbe(path: string, port: number, periodSeconds: number, failureThreshold: number): Probe {
-  return { httpGet: { path, port }, periodSeconds, failureThreshold, timeoutSeconds: 1 };
+/**
+ * The sidecar's one probe, measured on the real node (docs/benchmarks.md, soak; docs/decisions.md):
+ * - a startup probe on `/readyz?wait=…`, which the sidecar holds until its first sync is done, so
+ *   it succeeds the moment the sidecar is ready (and the app containers start then) instead of
+ *   answering 503 (an Unhealthy Event each) every second before;
+ * - its first try `initialDelaySeconds` after the container started, when the health port listens;
+ * - `timeoutSeconds` above the wait; `failureThreshold` × (wait + period) ≈ 5 minutes for a start
+ *   that cannot sync (the apiserver unreachable), as the 300 × 1 s before.
+ * No readiness probe: readiness never falls back once ready (docs/sidecar.md), so without one the
+ * kubelet counts the sidecar ready when started, the same answer without probing. No liveness
+ * probe: the kubelet v1.34 keeps probing a native sidecar's liveness through the pod's termination,
+ * after the sidecar exited (refused or reset, an Event each time); the sidecar ends itself instead
+ * when a sync is stuck (its watchdog), and the kubelet restarts it as after a failed probe.
+ */
+export const STARTUP_PROBE = { initialDelaySeconds: 2, periodSeconds: 1, waitSeconds: 9, timeoutSeconds: 10, failureThreshold: 30 } as const;
+
+function startupProbe(port: number): Probe {
+  const { waitSeconds, ...timing } = STARTUP_PROBE;
+  return { httpGet: { path: `/readyz?wait=${waitSeconds}`, port }, ...timing };
 }
 
 /** Memory-backed and tiny: it only ever holds the xtables lock file. */
@@ -109,9 +126,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
     },
     // Ready means the first complete rule sync is done. As a native sidecar the startup probe
     // also holds back the app containers until then, so their first connection already works.
-    startupProbe: healthProbe('/readyz', cfg.healthPort, 1, 300),
-    readinessProbe: healthProbe('/readyz', cfg.healthPort, 10, 3),
-    livenessProbe: healthProbe('/healthz', cfg.healthPort, 10, 3),
+    startupProbe: startupProbe(cfg.healthPort),
     volumeMounts: [
       { name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
       { name: runVolumeName, mountPath: RUN_DIR },

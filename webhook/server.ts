@@ -7,7 +7,7 @@
  */
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { listenDualStack } from '../src/health.js';
+import { listenDualStack, replyReady } from '../src/health.js';
 import express, { type NextFunction, type Request, type Response } from 'express';
 import type { Logger } from '../src/log.js';
 import { err, ok, type Result } from '../src/result.js';
@@ -88,10 +88,7 @@ export function createApp(opts: AppOptions): express.Express {
   };
 
   app.get('/healthz', (_req, res) => void res.type('text/plain').send('ok\n'));
-  app.get('/readyz', (_req, res) => {
-    const r = opts.ready?.() ?? { ready: true };
-    res.status(r.ready ? 200 : 503).type('text/plain').send(r.ready ? 'ok\n' : `not ready: ${r.reason ?? 'starting'}\n`);
-  });
+  app.get('/readyz', (req, res) => replyReady(() => opts.ready?.() ?? { ready: true }, req.url.split('?')[1] ?? '', res));
   app.get('/metrics', (_req, res, next) => {
     if (opts.metrics === undefined) return void res.status(404).send('no metrics\n');
     opts.metrics.registry.metrics().then((text) => void res.type(opts.metrics?.registry.contentType ?? 'text/plain').send(text), next);

@@ -23,6 +23,8 @@ interface Seen {
   /** By manager (and ANY_MANAGER). */
   terminating: Map<string, number>;
   sliceReady: Map<string, number>;
+  /** First listed in a slice at all (any condition). */
+  listed: Map<string, number>;
 }
 
 export interface DeletionLatencies {
@@ -30,6 +32,8 @@ export interface DeletionLatencies {
   readonly ms: number[];
   /** Victims whose deletion or terminating endpoint was never seen. */
   readonly missing: string[];
+  /** Victims no slice of the manager listed before their deletion (deleted before they had an address): not counted. */
+  readonly neverListed: string[];
 }
 
 export interface DeletionWatch {
@@ -57,7 +61,7 @@ export function watchDeletions(client: KubeClient, namespace: string): DeletionW
   const order: string[] = [];
   const at = (name: string): Seen => {
     let s = seen.get(name);
-    if (s === undefined) seen.set(name, (s = { terminating: new Map(), sliceReady: new Map() }));
+    if (s === undefined) seen.set(name, (s = { terminating: new Map(), sliceReady: new Map(), listed: new Map() }));
     return s;
   };
   const logger = createLogger('deletion-watch', 'error');
@@ -83,6 +87,7 @@ export function watchDeletions(client: KubeClient, namespace: string): DeletionW
       const name = e.targetRef?.name;
       if (name === undefined) continue;
       const s = at(name);
+      first(s.listed, manager, now);
       if (e.conditions?.terminating === true) first(s.terminating, manager, now);
       if (e.conditions?.ready === true) first(s.sliceReady, manager, now);
     }
@@ -98,13 +103,16 @@ export function watchDeletions(client: KubeClient, namespace: string): DeletionW
     deletionToTerminating(victims, manager = ANY_MANAGER) {
       const ms: number[] = [];
       const missing: string[] = [];
+      const neverListed: string[] = [];
       for (const v of victims) {
         const s = seen.get(v);
         const t = s?.terminating.get(manager);
+        const listed = s?.listed.get(manager);
         if (s?.deleting !== undefined && t !== undefined) ms.push(t - s.deleting);
+        else if (s?.deleting !== undefined && (listed === undefined || listed > s.deleting)) neverListed.push(v);
         else missing.push(v);
       }
-      return { ms, missing };
+      return { ms, missing, neverListed };
     },
     times(pod) {
       const s = seen.get(pod);

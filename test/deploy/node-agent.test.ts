@@ -36,7 +36,7 @@ void describe('deploy/components/node-agent', () => {
     assert.equal(c.securityContext.allowPrivilegeEscalation, false);
     assert.equal(c.securityContext.privileged, undefined);
     assert.equal(c.env.find((e) => e.name === 'NODE_NAME')?.valueFrom?.fieldRef?.fieldPath, 'spec.nodeName');
-    assert.equal(c.readinessProbe.httpGet.path, '/readyz');
+    assert.match(c.readinessProbe.httpGet.path, /^\/readyz\?wait=\d+$/);
   });
   void test("its own namespace admits it: Pod Security 'privileged' there (hostNetwork, hostPath, NET_ADMIN), 'restricted' kept for multus-proxy-system", async () => {
     const all = await render('deploy/overlays/node-agent');

@@ -13,6 +13,8 @@ import { blogFile, sliceAddresses } from './cluster.js';
 import { installBootstrap, projectLeftovers, uninstall } from './install.js';
 import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
+import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
+import { quantileSorted } from '../../bench/lib/stats.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
 import { runSliceMetadata } from './slices.js';
@@ -98,6 +100,43 @@ void describe('real node', { concurrency: 1 }, () => {
     });
     const probed = JSON.parse(out) as { metadata: { labels?: Record<string, string> } };
     assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
+  });
+
+  // The quick soak (issue 25; test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
+  let soak: SoakRecord | undefined;
+  void test("issue 25: quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down", { timeout: 900_000 }, async () => {
+    const t0 = Date.now();
+    try {
+      soak = await runSoak(node, SOAK_QUICK, log);
+    } finally {
+      await tearDown(node, SOAK_QUICK, log);
+    }
+    const r = soak;
+    log(`quick soak in ${Date.now() - t0} ms`);
+    assert.deepEqual(r.errors, [], 'every churn step and sample ran');
+    for (const kind of ['scale-down', 'rollout restart', 'controller leader deleted', 'webhook pod deleted', "client's sidecar stopped"]) {
+      assert.ok(r.churn.some((e) => e.kind === kind), `the churn did a ${kind}: ${r.churn.map((e) => e.kind).join(', ')}`);
+    }
+    for (const f of r.failures) log(`  failed: ${f.path}, ${f.phase}, curl ${f.code}, ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`);
+    const preStop = r.phases.find((p) => p.preStop)?.name;
+    const sent = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
+    assert.ok(sent >= 300, `the multus-proxy loop ran in the preStop phase (${sent} requests)`);
+    const lost = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop);
+    assert.deepEqual(lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`), [], `lost with the preStop, of ${sent}`);
+    const starts = r.sidecarStarts.filter((x) => x.readyMs !== undefined).length;
+    assert.ok(starts >= 10, `sidecars started during the soak: ${starts}`);
+    const unhealthy = r.events.filter((e) => e.reason === 'Unhealthy');
+    assert.deepEqual(unhealthy.map((e) => `${e.namespace}/${e.pod} ${e.container} ×${e.count} (${e.podState ?? '?'}): ${e.message}`), [], 'Unhealthy Events');
+  });
+
+  void test('issue 25: in the quick soak, pod deletion → terminating in our slice p99 ≤ 50 ms, every listed backend seen terminating', () => {
+    assert.ok(soak, 'after the quick soak');
+    const d = soak.deletion['multus-proxy'];
+    assert.deepEqual(d.missing, [], 'every deleted backend our slice listed was seen terminating');
+    assert.ok(d.ms.length >= 10, `deletions measured: ${d.ms.length}`);
+    const p99 = quantileSorted([...d.ms].sort((a, b) => a - b), 0.99);
+    log(`  deletion → terminating in our slice: p99 ${p99.toFixed(1)} ms over ${d.ms.length}; load average ${soak.loadAverages.map((l) => (l.load[0] ?? 0).toFixed(1)).join(' ')}`);
+    assert.ok(p99 <= 50, `pod deletion → terminating p99 ${p99.toFixed(1)} ms (all: ${d.ms.map((x) => x.toFixed(0)).join(' ')}); the leader's own view: ${soak.controllerMetrics.filter((l) => l.includes('change_to_slice_write_seconds_bucket{le="0.05"}') || l.includes('change_to_slice_write_seconds_count')).join(', ')}`);
   });
 
   let blog: BlogObservations | undefined;

@@ -120,3 +120,18 @@ export function requestsBetween(counts: LoopOutput['counts'], from: number, to: 
   };
   return at(to) - at(from);
 }
+
+/** From Prometheus text lines: a histogram's observation count and how many were ≤ `le` seconds (its bucket of that bound). */
+export function histogramShare(lines: readonly string[], name: string, le: number): { count: number; atMost: number } | undefined {
+  const value = (re: RegExp): number | undefined => {
+    for (const l of lines) {
+      const m = re.exec(l);
+      if (m?.[1] !== undefined) return Number(m[1]);
+    }
+    return undefined;
+  };
+  const esc = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const count = value(new RegExp(`^${esc}_count(?:\\{[^}]*\\})? (\\S+)$`));
+  const atMost = value(new RegExp(`^${esc}_bucket\\{(?:[^}]*,)?le="${le}"[^}]*\\} (\\S+)$`));
+  return count === undefined || atMost === undefined ? undefined : { count, atMost };
+}

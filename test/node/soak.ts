@@ -29,10 +29,11 @@ import type { CoreV1Event, V1Lease, V1Pod } from '../../src/kube/types.js';
 import { INSTALL_NAMESPACE, MANAGED_BY, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
 import { smaps, treeSum } from '../../bench/lib/proc.js';
-import { watchDeletions, type DeletionWatch } from '../controller/deletion-watch.js';
+import { watchDeletions, type DeletionLatencies, type DeletionWatch } from '../controller/deletion-watch.js';
 import { blogFile, CLIENT, createNamespace, pods, SERVICE } from './cluster.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { installAgent } from './tenant.js';
+import { watchSidecarStarts, type SidecarStart } from './sidecar-starts.js';
 import { attribute, parseLoop, probeFailure, requestsBetween, slope, type Attributed, type ChurnEvent, type ChurnKind, type LoopOutput } from './soak-analysis.js';
 
 export const SOAK_NS = 'soak';
@@ -136,9 +137,13 @@ export interface SoakRecord {
   readonly memory: MemorySample[];
   readonly slopes: InstanceSlope[];
   /** Pod deletion seen → endpoint terminating seen, ms, per slice manager. */
-  readonly deletion: Record<Path, { ms: number[]; missing: string[] }>;
+  readonly deletion: Record<Path, DeletionLatencies>;
   readonly events: ProjectEvent[];
   readonly loadAverages: { at: number; load: number[] }[];
+  /** The controller leader's latency histograms at the end (change seen → slice write, reconcile), its /metrics lines. */
+  readonly controllerMetrics: string[];
+  /** Each injected sidecar started during the soak: to listening, to its first sync, to its app's start. */
+  readonly sidecarStarts: SidecarStart[];
   /** The kubelet's log lines about the project's sidecar containers (probe failures, kills), for the why behind the Events. */
   readonly kubeletLines: string[];
   readonly errors: string[];
@@ -364,6 +369,14 @@ async function disrupt(node: RealNode, kind: ChurnKind): Promise<string> {
   }
 }
 
+/** The leader's own view of its latency: the pod's /metrics from the host (the pod network is the host's bridge). */
+async function leaderMetrics(node: RealNode): Promise<string[]> {
+  const holder = (await node.client.get<V1Lease>(apiPath('coordination.k8s.io', 'v1', 'leases', INSTALL_NAMESPACE, CONTROLLER_LEASE))).spec?.holderIdentity ?? '';
+  const ip = (await node.client.get<V1Pod>(apiPath('', 'v1', 'pods', INSTALL_NAMESPACE, holder))).status?.podIP ?? '';
+  const text = await (await fetch(`http://${ip}:8080/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  return [`# leader ${holder}`, ...text.split('\n').filter((l) => /change_to_slice_write_seconds|reconcile_duration_seconds|slice_writes_total/.test(l) && !l.startsWith('#'))];
+}
+
 const KUBELET_LINES_MAX = 3000;
 function kubeletLines(node: RealNode): string[] {
   let text: string;
@@ -397,6 +410,7 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
   await setUp(node, o, log);
   const deletions = watchDeletions(node.client, SOAK_NS);
   await deletions.synced;
+  const starts = watchSidecarStarts(node, SOAK_NS);
   eventWatch.baseline();
 
   const churn: ChurnEvent[] = [];
@@ -503,7 +517,9 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     'multus-proxy': deletions.deletionToTerminating(victims, MANAGED_BY),
     'kube-proxy': deletions.deletionToTerminating(victims, KUBE_MANAGER),
   };
+  const controllerMetrics = await leaderMetrics(node).catch((e: unknown) => [`# not read: ${(e as Error).message}`]);
   const events = eventWatch.events(podStateFrom(deletions));
+  await starts.stop();
   deletions.stop();
   eventWatch.stop();
 
@@ -528,6 +544,8 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     deletion,
     events,
     loadAverages,
+    sidecarStarts: starts.starts(),
+    controllerMetrics,
     kubeletLines: kubeletLines(node),
     errors,
   };

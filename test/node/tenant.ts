@@ -557,12 +557,12 @@ export async function newReplicaAnswers(node: RealNode, t: Tenant): Promise<numb
 
 const tenantUrl = (t: Tenant): string => `${SERVICE}.${t.namespace}.svc.cluster.local`;
 
-/** The injected sidecar's health (and metrics) port, from its readiness probe in the pod spec. */
+/** The injected sidecar's health (and metrics) port, from its startup probe in the pod spec. */
 export async function sidecarHealthPort(node: RealNode, ns: string, podName: string): Promise<number> {
   const spec = (await pod(node, ns, podName)).spec;
   const c = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find((x) => x.name === SIDECAR_CONTAINER_NAME);
-  const port = Number(c?.readinessProbe?.httpGet?.port);
-  if (!Number.isInteger(port) || port <= 0) throw new Error(`${ns}/${podName} has no injected sidecar with an HTTP readiness probe`);
+  const port = Number(c?.startupProbe?.httpGet?.port);
+  if (!Number.isInteger(port) || port <= 0) throw new Error(`${ns}/${podName} has no injected sidecar with an HTTP startup probe`);
   return port;
 }
 

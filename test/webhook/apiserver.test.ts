@@ -209,7 +209,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     const sidecar = init[0];
     assert.equal(sidecar?.restartPolicy, 'Always', 'apiserver 1.34: auto mode chose a native sidecar');
     assert.deepEqual(sidecar?.securityContext?.capabilities, { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] });
-    assert.equal(sidecar?.startupProbe?.httpGet?.path, '/readyz');
+    assert.match(sidecar?.startupProbe?.httpGet?.path ?? '', /^\/readyz\?wait=\d+$/);
     assert.deepEqual(sidecar?.env?.slice(0, 2).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]), [['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]);
     assert.ok(stored.spec?.volumes?.some((v) => v.name === 'multus-proxy-token' && v.projected !== undefined));
     assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);

@@ -57,7 +57,7 @@ void describe('webhook/main as a process', () => {
     assert.match(noCert.stderr, /webhook: serving certificate: cannot read .*none\.crt/);
   });
 
-  void test('serves admission, health and metrics; SIGTERM drains (not ready) and exits 0', async () => {
+  void test('serves admission, health and metrics; SIGTERM drains (still answering, still ready) and exits 0', async () => {
     const port = await freePort();
     child = spawn(
       process.execPath,
@@ -88,7 +88,9 @@ void describe('webhook/main as a process', () => {
 
     child.kill('SIGTERM');
     await delay(300);
-    assert.equal((await call(port, ca, 'GET', '/readyz')).status, 503, 'not ready while draining');
+    // Ready while draining: the deleted pod's endpoint is already not ready in the slices, and a
+    // failing /readyz only left an Unhealthy Event per deletion (issue 25).
+    assert.equal((await call(port, ca, 'GET', '/readyz')).status, 200, 'still ready while draining');
     assert.equal((await call(port, ca, 'POST', '/mutate-pods', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(pod, ns) }))).status, 200, 'still answering while draining');
     assert.equal(await exited, 0);
     child = undefined;

@@ -188,6 +188,10 @@ void describe('webhook/server HTTP layer (supertest, in process)', () => {
     const nr = await supertest(app).get('/readyz');
     assert.equal(nr.status, 503);
     assert.equal(nr.text, 'not ready: shutting down\n');
+    const t0 = Date.now();
+    const held = await supertest(app).get('/readyz?wait=0.2');
+    assert.equal(held.status, 503, '?wait= holds the answer for the wait, then says why');
+    assert.ok(Date.now() - t0 >= 180, `held ${Date.now() - t0} ms`);
     notReady = undefined;
     assert.equal((await supertest(app).get('/readyz')).status, 200);
     const m = await supertest(app).get('/metrics');

@@ -1,7 +1,7 @@
 /** The soak's pure parts (test/node/soak-analysis.ts): attribution, probe events, slope, the loop's lines. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { attribute, parseLoop, probeFailure, requestsBetween, slope } from '../../node/soak-analysis.js';
+import { attribute, histogramShare, parseLoop, probeFailure, requestsBetween, slope } from '../../node/soak-analysis.js';
 
 void test('attribute: each failure follows the latest churn event issued before it, with the delay', () => {
   const events = [
@@ -56,4 +56,11 @@ void test("parseLoop and requestsBetween: the client loop's failures, running co
   assert.equal(requestsBetween(out.counts, 100_000, 104_000), 40);
   assert.equal(requestsBetween(out.counts, 103_000, Infinity), 20);
   assert.equal(parseLoop('fail 7 1').total, undefined);
+});
+
+void test("histogramShare: a histogram's count and its bucket at a bound, from /metrics lines", () => {
+  const lines = ['x_seconds_bucket{le="0.025"} 3', 'x_seconds_bucket{le="0.05"} 7', 'x_seconds_bucket{le="+Inf"} 10', 'x_seconds_sum 1.5', 'x_seconds_count 10'];
+  assert.deepEqual(histogramShare(lines, 'x_seconds', 0.05), { count: 10, atMost: 7 });
+  assert.equal(histogramShare(lines, 'x_seconds', 0.1), undefined);
+  assert.equal(histogramShare(lines, 'y_seconds', 0.05), undefined);
 });
