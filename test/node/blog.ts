@@ -37,7 +37,8 @@ export interface BlogObservations {
   deleted: { pod: string; address: string; inSliceAfter: boolean; curls: string[]; answeredBy: Record<string, number> };
 }
 
-async function waitFor<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
+/** Polls f every 200 ms until it returns a value; a throw counts as "not yet" and is named on timeout. */
+export async function waitFor<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

@@ -83,3 +83,25 @@ export async function curlBurst(node: RealNode, namespace: string, client: strin
   if (r.code !== 0) throw new Error(`curl loop in ${namespace}/${client} failed: ${r.stderr}`);
   return r.stdout.trim().split('\n');
 }
+
+/** Curl results and, per backend pod, the arrivals their access logs gained meanwhile. */
+export interface Burst {
+  curls: string[];
+  answeredBy: Record<string, number>;
+  sources: string[];
+}
+
+/** Runs `send` and counts what each backend's access log gained meanwhile, and from which sources. */
+export async function burstArrivals(node: RealNode, namespace: string, names: string[], send: () => Promise<string[]>): Promise<Burst> {
+  const before: Record<string, number> = {};
+  for (const p of names) before[p] = (await arrivals(node, namespace, p)).length;
+  const curls = await send();
+  const answeredBy: Record<string, number> = {};
+  const sources = new Set<string>();
+  for (const p of names) {
+    const got = (await arrivals(node, namespace, p)).slice(before[p] ?? 0);
+    answeredBy[p] = got.length;
+    for (const a of got) sources.add(a.from);
+  }
+  return { curls, answeredBy, sources: [...sources].sort() };
+}

@@ -20,7 +20,7 @@ import { promisify } from 'node:util';
 import { dump, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
-import { arrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
+import { arrivals, burstArrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses, type Burst } from './cluster.js';
 import { buildOverlay } from './netservice.js';
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 
@@ -144,19 +144,7 @@ async function curls(url: string, n: number): Promise<string[]> {
   return (await host(['ip', 'netns', 'exec', CLIENT_NS, 'sh', '-c', script])).trim().split('\n');
 }
 
-async function burst(node: RealNode, names: string[], url: string, n: number): Promise<{ curls: string[]; answeredBy: Record<string, number>; sources: string[] }> {
-  const before: Record<string, number> = {};
-  for (const p of names) before[p] = (await arrivals(node, 'default', p)).length;
-  const c = await curls(url, n);
-  const answeredBy: Record<string, number> = {};
-  const sources = new Set<string>();
-  for (const p of names) {
-    const got = (await arrivals(node, 'default', p)).slice(before[p] ?? 0);
-    answeredBy[p] = got.length;
-    for (const a of got) sources.add(a.from);
-  }
-  return { curls: c, answeredBy, sources: [...sources].sort() };
-}
+const burst = (node: RealNode, names: string[], url: string, n: number): Promise<Burst> => burstArrivals(node, 'default', names, () => curls(url, n));
 
 async function until<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
   const end = Date.now() + timeoutMs;

@@ -1,16 +1,18 @@
 /**
  * The two-node suite (issue 20): startNode({ nodes: 2 }) once for the file, the cross-node proofs in
  * order (test/node/twonode.ts), and teardown asserting the host is as before. The node-loss test
- * disturbs the second node, so it runs last before teardown.
+ * disturbs the second node, so it runs last before teardown. Nothing is uninstalled before the
+ * teardown (the real-node suite proves the documented uninstall; here it would cost ~50 s): the
+ * teardown removes the pods through both containerds and must still leave the host as it was.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { startNode, type RealNode } from '../harness/node.js';
 import { NODE, NODE2 } from '../harness/node-config.js';
 import { blogFile, createNamespace, net1Addresses, pod } from './cluster.js';
-import { installBootstrap, projectLeftovers, uninstall } from './install.js';
+import { installBootstrap } from './install.js';
 import { runHeadless } from './headless.js';
-import { cleanupTwoNodeBlog, EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeBlog, runTwoNodePort } from './twonode.js';
+import { EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeBlog, runTwoNodePort } from './twonode.js';
 
 void describe('two real nodes', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -127,12 +129,6 @@ void describe('two real nodes', { concurrency: 1 }, () => {
     // Within 10 s of kube-proxy (both follow the pod's Ready condition set by the node controller).
     assert.ok(Math.abs(o.multusLeftMs - o.kubeProxyLeftMs) < 10_000, `multus-proxy ${o.multusLeftMs} ms vs kube-proxy ${o.kubeProxyLeftMs} ms`);
     assert.ok(o.backMs > 0);
-  });
-
-  void test('cleanup: the blog and the install go', { timeout: 600_000 }, async () => {
-    await cleanupTwoNodeBlog(node);
-    await uninstall(node, 'bootstrap');
-    assert.deepEqual(await projectLeftovers(node), []);
   });
 
   void test('teardown of both nodes leaves no process, interface, namespace, mount, iptables rule, cgroup, path or sysctl behind', { timeout: 300_000 }, async () => {

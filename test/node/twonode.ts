@@ -8,16 +8,15 @@
  * - a node going away, with kube-proxy on the same pods beside.
  */
 import { execFile, spawn } from 'node:child_process';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { dump, load, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE, NODE2, SEGMENT } from '../harness/node-config.js';
-import { arrivals, BLOG, blogFile, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { arrivals, blogFile, burstArrivals, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses, type Burst } from './cluster.js';
 import { agentOnHost, agentOverlay, AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { buildOverlay } from './netservice.js';
-import { URL, type Reporter } from './blog.js';
+import { URL, waitFor, type Reporter } from './blog.js';
 import { INJECTION_ENABLED, INJECTION_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
 import { apiPath } from '../../src/kube/paths.js';
@@ -33,21 +32,6 @@ export const CLIENTS: Record<string, string> = { [NODE.name]: CLIENT, [NODE2.nam
 
 const ready = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean =>
   p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-
-async function until<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await delay(250);
-  }
-}
 
 async function host(args: string[], input?: string): Promise<string> {
   const [cmd = '', ...rest] = args;
@@ -97,10 +81,11 @@ export interface TwoNodeBlog {
 export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNodeBlog> {
   r.step(`label namespace ${NS} ${INJECTION_LABEL}=${INJECTION_ENABLED}; the blog's files, the Deployment spread one replica per node, a client pinned to each node`);
   await node.kubectl(['label', 'namespace', NS, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite']);
-  r.info((await node.apply(blogFile('net-attach.yml'), NS)).trim());
-  r.info((await node.apply(blogFile('service.yml'), NS)).trim());
-  r.info((await node.apply(spreadDeployment(), NS)).trim());
-  for (const [n, p] of Object.entries(CLIENTS)) r.info((await node.apply(pinnedClient(p, n), NS)).trim());
+  const info = (out: string): void => out.trim().split('\n').forEach((l) => r.info(l));
+  info(await node.apply(blogFile('net-attach.yml'), NS));
+  info(await node.apply(blogFile('service.yml'), NS));
+  info(await node.apply(spreadDeployment(), NS));
+  for (const [n, p] of Object.entries(CLIENTS)) info(await node.apply(pinnedClient(p, n), NS));
   await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: NS, timeoutMs: 180_000 });
   for (const p of Object.values(CLIENTS)) await node.wait(`pod/${p}`, 'condition=Ready', { namespace: NS, timeoutMs: 180_000 });
 
@@ -109,7 +94,7 @@ export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNo
   r.step('pods, their nodes and net1 addresses');
   for (const [n, b] of Object.entries(backends)) r.info(`${n.padEnd(44)} ${b.node.padEnd(10)} net1 ${b.net1}`);
   const want = JSON.stringify(Object.values(backends).map((b) => b.net1).sort());
-  const slice = await until('the slice to list both replicas', 30_000, async () => {
+  const slice = await waitFor('the slice to list both replicas', 30_000, async () => {
     const a = await sliceAddresses(node, NS, SERVICE);
     return JSON.stringify(a) === want ? a : undefined;
   }).catch(() => sliceAddresses(node, NS, SERVICE));
@@ -139,15 +124,6 @@ export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNo
   return { backends, slice, clients, sidecars };
 }
 
-/** Removes the two-node blog (both clients, the blog's objects, the label). */
-export async function cleanupTwoNodeBlog(node: RealNode): Promise<void> {
-  await node.kubectl(['delete', 'pod', '-n', NS, '--ignore-not-found', '--wait=true', '--timeout=120s', ...Object.values(CLIENTS)], { timeoutMs: 130_000 });
-  for (const f of ['deployment.yml', 'service.yml', 'net-attach.yml'] as const) {
-    await node.kubectl(['delete', '-n', NS, '--ignore-not-found', '--wait=true', '--timeout=120s', '-f', join(BLOG, f)], { timeoutMs: 130_000 });
-  }
-  await node.kubectl(['label', 'namespace', NS, `${INJECTION_LABEL}-`]);
-}
-
 // --- NodePort through the node agent on both nodes --------------------------------------------
 
 /** Each node's address on the blog's network (whereabouts hands out the low end of 10.1.1.0/24). */
@@ -158,12 +134,6 @@ const CLIENT_SEG_PORT = 'seg-c2n0';
 export const EXTERNAL_CLIENT = '198.51.100.10';
 const CLIENT_SUBNET = '198.51.100.0/24';
 const LOCAL_LABEL = 'twonode-local';
-
-export interface Burst {
-  curls: string[];
-  answeredBy: Record<string, number>;
-  sources: string[];
-}
 
 export interface TwoNodePort {
   readyMs: number;
@@ -207,19 +177,7 @@ async function clientCurls(url: string, n: number): Promise<string[]> {
   return (await host(['ip', 'netns', 'exec', CLIENT_NS, 'sh', '-c', script])).trim().split('\n');
 }
 
-async function burst(node: RealNode, names: string[], url: string, n: number): Promise<Burst> {
-  const before: Record<string, number> = {};
-  for (const p of names) before[p] = (await arrivals(node, NS, p)).length;
-  const curls = await clientCurls(url, n);
-  const answeredBy: Record<string, number> = {};
-  const sources = new Set<string>();
-  for (const p of names) {
-    const got = (await arrivals(node, NS, p)).slice(before[p] ?? 0);
-    answeredBy[p] = got.length;
-    for (const a of got) sources.add(a.from);
-  }
-  return { curls, answeredBy, sources: [...sources].sort() };
-}
+const burst = (node: RealNode, names: string[], url: string, n: number): Promise<Burst> => burstArrivals(node, NS, names, () => clientCurls(url, n));
 
 /** The agent's interface holding `address` on a node (node 1: the host; node 2: its namespace). */
 async function agentInterface(node: RealNode, nodeName: string, address: string): Promise<string | undefined> {
@@ -328,11 +286,11 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
   );
   const nodePort = async (svc: string): Promise<number> => Number(await node.kubectl(['get', 'service', '-n', NS, svc, '-o', 'jsonpath={.spec.ports[0].nodePort}']));
   const nodePorts = { cluster: await nodePort('nginx-nodeport'), local: await nodePort('nginx-nodeport-local2') };
-  await until('the Cluster slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport')).length === names.length ? true : undefined));
-  await until('the Local slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport-local2')).length === 1 ? true : undefined));
+  await waitFor('the Cluster slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport')).length === names.length ? true : undefined));
+  await waitFor('the Local slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport-local2')).length === 1 ? true : undefined));
   const agentInterfaces: Record<string, string> = {};
   for (const [name, address] of Object.entries(NODE_ADDRESSES)) {
-    agentInterfaces[name] = await until(`the agent interface with ${address} on ${name}`, 30_000, () => agentInterface(node, name, address));
+    agentInterfaces[name] = await waitFor(`the agent interface with ${address} on ${name}`, 30_000, () => agentInterface(node, name, address));
   }
   log(`agent interfaces ${JSON.stringify(agentInterfaces)}; node ports Cluster ${nodePorts.cluster}, Local ${nodePorts.local}`);
 
@@ -344,7 +302,7 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
     await attachClient(node, agentInterfaces);
     for (const [name, address] of Object.entries(NODE_ADDRESSES)) {
       const url = `http://${address}:${nodePorts.cluster}/`;
-      await until(`a first answer through ${name}'s node port`, 30_000, async () => ((await clientCurls(url, 1))[0] === 'ok' ? true : undefined));
+      await waitFor(`a first answer through ${name}'s node port`, 30_000, async () => ((await clientCurls(url, 1))[0] === 'ok' ? true : undefined));
       const b = await burst(node, names, url, n);
       cluster[name] = b;
       const t = chiSquareUniform(names.map((p) => b.answeredBy[p] ?? 0));
@@ -353,7 +311,7 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
     }
     // Local: the node with the endpoint first (its rules are in place once it answers), then the other.
     const localUrl = (name: string): string => `http://${NODE_ADDRESSES[name]}:${nodePorts.local}/`;
-    await until("a first answer through the first node's Local port", 30_000, async () => ((await clientCurls(localUrl(NODE.name), 1))[0] === 'ok' ? true : undefined));
+    await waitFor("a first answer through the first node's Local port", 30_000, async () => ((await clientCurls(localUrl(NODE.name), 1))[0] === 'ok' ? true : undefined));
     for (const name of [NODE.name, NODE2.name]) {
       const b = await burst(node, names, localUrl(name), 10);
       local[name] = b;
@@ -429,14 +387,14 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
   const lostPod = (await pods(node, NS, `app=${SERVICE}`)).find((p) => p.spec?.nodeName === NODE2.name && !p.metadata?.deletionTimestamp);
   if (!lostPod) throw new Error(`no blog replica on ${NODE2.name}`);
   const lost = { pod: lostPod.metadata?.name ?? '', net1: net1Addresses(lostPod)[0] ?? '', eth0: lostPod.status?.podIP ?? '' };
-  await until("kube-proxy's slice with both replicas", 30_000, async () => ((await kubeProxySlice(node, KUBE_PROXY_SERVICE)).length === 2 ? true : undefined));
+  await waitFor("kube-proxy's slice with both replicas", 30_000, async () => ((await kubeProxySlice(node, KUBE_PROXY_SERVICE)).length === 2 ? true : undefined));
   const clientPod = CLIENTS[NODE.name] ?? CLIENT;
   // Resolved once: a lookup must not be what fails (CoreDNS is on the first node anyway).
   const ips = JSON.parse(await node.kubectl(['get', 'service', '-n', NS, SERVICE, KUBE_PROXY_SERVICE, '-o', 'json'])) as { items: { metadata: { name: string }; spec: { clusterIP: string } }[] };
   const ipOf = (n: string): string => ips.items.find((s) => s.metadata.name === n)?.spec.clusterIP ?? '';
   // Both proxies have their rules before the load starts: each Service answers 6 times in a row.
   for (const svc of [SERVICE, KUBE_PROXY_SERVICE]) {
-    await until(`${svc} answering from ${clientPod}`, 30_000, async () => {
+    await waitFor(`${svc} answering from ${clientPod}`, 30_000, async () => {
       const r = await node.exec(NS, clientPod, ['sh', '-c', `for i in 1 2 3 4 5 6; do curl -s -m 1 -o /dev/null http://${ipOf(svc)}/ || exit 1; done`], { container: CLIENT });
       return r.code === 0 ? true : undefined;
     });
@@ -454,7 +412,7 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
     await second.inNetns(['ip', 'link', 'set', NODE.parent, 'down']);
     await host(['ip', 'link', 'set', NODE2.uplink, 'down']);
     log(`${NODE2.name} cut at ${new Date(cut).toISOString()} (kubelet killed, ens4 and ${NODE2.uplink} down)`);
-    await until('the lost replica out of both slices', 240_000, async () => {
+    await waitFor('the lost replica out of both slices', 240_000, async () => {
       const t = Date.now() - cut;
       if (marks.nodeNotReadyMs < 0) {
         const n2 = await node.client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, NODE2.name));
@@ -475,7 +433,7 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
     await host(['ip', 'link', 'set', NODE2.uplink, 'up']);
     await second.inNetns(['ip', 'link', 'set', NODE.parent, 'up']);
     second.startKubelet();
-    await until('the node and its replica back in both slices', 240_000, async () =>
+    await waitFor('the node and its replica back in both slices', 240_000, async () =>
       (await sliceAddresses(node, NS, SERVICE)).includes(lost.net1) && (await kubeProxySlice(node, KUBE_PROXY_SERVICE)).includes(lost.eth0) ? true : undefined,
     );
     backMs = Date.now() - back;
