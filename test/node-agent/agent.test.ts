@@ -45,8 +45,8 @@ interface Agent {
   terminate(): Promise<number | null>;
 }
 
-function spawnAgent(topo: Topology, node: Place, kubeconfig: string, nodeName: string): Agent {
-  const env = { NODE_NAME: nodeName, KUBECONFIG: kubeconfig, HEALTH_PORT: String(HEALTH_PORT), MIN_SYNC_INTERVAL_MS: '50', LOG_LEVEL: 'info', IPTABLES_BACKEND: 'nft' };
+function spawnAgent(topo: Topology, node: Place, kubeconfig: string, nodeName: string, rules: RuleKind): Agent {
+  const env = { NODE_NAME: nodeName, KUBECONFIG: kubeconfig, HEALTH_PORT: String(HEALTH_PORT), MIN_SYNC_INTERVAL_MS: '50', LOG_LEVEL: 'info', IPTABLES_BACKEND: 'nft', DATAPLANE_BACKEND: rules };
   const child = topo.spawn(node, ['setpriv', '--bounding-set=-all,+net_admin,+net_raw', '--', 'env', ...Object.entries(env).map(([k, v]) => `${k}=${v}`), process.execPath, '--import', 'tsx', AGENT_MAIN]);
   let text = '';
   child.stdout?.on('data', (b: Buffer) => (text += b.toString()));
@@ -82,7 +82,15 @@ const one = () => new Promise((resolve) => {
 (async () => { const end = Date.now() + Number(durationMs); const out = []; while (Date.now() < end) { out.push(await one()); await new Promise((r) => setTimeout(r, Number(gapMs))); } console.log(JSON.stringify(out)); })();
 `;
 
-void describe('node agent program', () => {
+type RuleKind = 'iptables' | 'nftables';
+
+/** The agent's nat rules as text: iptables-save's, or our nftables table's listing. */
+async function natRules(topo: Topology, node: Place, rules: RuleKind): Promise<string> {
+  const argv = rules === 'iptables' ? ['iptables-nft-save', '-t', 'nat'] : ['nft', 'list', 'table', 'inet', 'multus_proxy_node'];
+  return (await topo.run(node, argv, { allowFail: true })).stdout;
+}
+
+for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent program (DATAPLANE_BACKEND=${rules})`, () => {
   let cp: ControlPlane;
   let topo: Topology;
   let relay: ApiserverRelay;
@@ -95,7 +103,7 @@ void describe('node agent program', () => {
   let dir: string;
 
   before(async () => {
-    for (const bin of ['setpriv', 'curl', 'iptables-nft-restore', 'conntrack']) execFileSync('sh', ['-c', `command -v ${bin}`]);
+    for (const bin of ['setpriv', 'curl', 'iptables-nft-restore', 'nft', 'conntrack']) execFileSync('sh', ['-c', `command -v ${bin}`]);
     cp = await useControlPlane();
     ns = uniqueName('na');
     await cp.createNamespace(ns);
@@ -179,7 +187,7 @@ void describe('node agent program', () => {
       subjects: [{ kind: 'ServiceAccount', name: 'node-agent', namespace: ns }],
     });
     kubeconfig = await cp.kubeconfigFor(ns, 'node-agent');
-    agent = spawnAgent(topo, node1, kubeconfig, nodeName);
+    agent = spawnAgent(topo, node1, kubeconfig, nodeName, rules);
   });
   let kubeconfig = '';
   let lbHealthPort = 0;
@@ -204,6 +212,10 @@ void describe('node agent program', () => {
     const replies = await httpRequests(topo, client, `http://${NODE_V4}:30080/`, 20);
     assert.deepEqual(replies.filter((r) => r.error !== undefined), []);
     assert.ok(replies.some((r) => r.name === 'a') && replies.some((r) => r.name === 'b'));
+    // Served by the back end asked for, and only by it (the other one's rules are absent).
+    const other = await natRules(topo, node1, rules === 'iptables' ? 'nftables' : 'iptables');
+    assert.ok((await natRules(topo, node1, rules)).includes(rules === 'iptables' ? 'MPXN-NODEPORTS' : 'nat-prerouting'), `${rules} rules written`);
+    assert.ok(!other.includes('MPXN-NODEPORTS') && !other.includes('nat-prerouting'), `no rules of the other back end: ${other}`);
   });
 
   void test('the interface hangs off the admin\'s parent, not the NAD\'s master; the override is a Warning Event on the Node naming both', async () => {
@@ -261,8 +273,9 @@ void describe('node agent program', () => {
       return message !== '';
     }, 20_000);
     assert.equal(message, `Service ${ns}/lb: status.loadBalancer.ingress[1].ip "${NODE_V4}": is a node's or the reading pod's own address ${NODE_V4}: it is not served; the load-balancer implementation must assign a unicast address from its pool that no node or pod holds`);
-    const save = (await topo.run(node1, ['iptables-nft-save', '-t', 'nat'])).stdout;
-    assert.ok(!save.includes(`-d ${NODE_V4}/32 -p tcp -m tcp --dport 80 `), 'no DNAT on the node\'s own address');
+    const nat = await natRules(topo, node1, rules);
+    assert.ok(nat.includes(VIP), `the ingress IP is served: ${nat}`);
+    assert.ok(!nat.includes(rules === 'iptables' ? `-d ${NODE_V4}/32 -p tcp -m tcp --dport 80 ` : `${NODE_V4} . tcp . 80 `), 'no DNAT on the node\'s own address');
     const metrics = (await topo.run(node1, ['curl', '-s', '-m', '2', `http://127.0.0.1:${HEALTH_PORT}/metrics`])).stdout;
     assert.match(metrics, /multus_proxy_node_loadbalancer_frontends 1\b/);
   });
@@ -282,9 +295,9 @@ void describe('node agent program', () => {
     const loop = topo.run(client, [process.execPath, '-e', LOOP_JS, `http://${NODE_V4}:30080/`, '9000', '20']);
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal(await (agent as Agent).terminate(), 0, 'exits 0 on SIGTERM');
-    const save = (await topo.run(node1, ['iptables-nft-save'])).stdout;
-    assert.ok(save.includes('MPXN-NODEPORTS'), 'rules stay when the agent exits');
-    agent = spawnAgent(topo, node1, kubeconfig, `${ns}-node1`);
+    const nat = await natRules(topo, node1, rules);
+    assert.ok(nat.includes(rules === 'iptables' ? 'MPXN-NODEPORTS' : `${NODE_V4} . tcp . 30080 : goto MPXN-NP-`), `rules stay when the agent exits: ${nat}`);
+    agent = spawnAgent(topo, node1, kubeconfig, `${ns}-node1`, rules);
     const s = agent;
     await waitFor('/readyz 200 after the restart', async () => (await probe(topo, node1, `http://127.0.0.1:${HEALTH_PORT}/readyz`)) === 200, 60_000, () => s.stderr());
     const results = JSON.parse((await loop).stdout) as { ok: boolean; error?: string }[];
