@@ -128,7 +128,13 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
     const local = await burst(node, names, () => probe.curls(url(vips.local), 30, { expect }));
     log(`Local: ${okCount(local.curls)}, by ${JSON.stringify(local.answeredBy)}, sources ${local.sources.join(', ')}`);
     const port = Number(await node.kubectl(['get', 'service', '-n', NS, LB_SERVICES.local, '-o', 'jsonpath={.spec.healthCheckNodePort}']));
-    const health = { port, ...(await probe.get(`http://${NODE_ADDRESS}:${port}/`)) };
+    // The agent opens the health port in the sync that programs the Service; the last answer is kept for the assertion.
+    let answer = { status: 0, body: '' };
+    await until('the Local health check to answer 200', 30_000, async () => {
+      answer = await probe.get(`http://${NODE_ADDRESS}:${port}/`);
+      return answer.status === 200 ? true : undefined;
+    }).catch(() => undefined);
+    const health = { port, ...answer };
     log(`Local health check http://${NODE_ADDRESS}:${port}/: ${health.status} ${health.body}`);
 
     await until('a first answer through the source-ranged address', 60_000, async () => ((await probe.curls(url(vips.ranges), 1, { expect }))[0] === 'ok' ? true : undefined));
