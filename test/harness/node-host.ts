@@ -298,6 +298,16 @@ function cgroupTree(path: string): string[] {
   return out; // children before parents
 }
 
+/**
+ * The top-level cgroups a node makes: the first kubelet's kubepods and each further node's root.
+ * Only these are removed or reported: other tests on the machine make top-level cgroups of their
+ * own meanwhile (seen: mpx-imgtest-<pid>), and those are not the node's to delete. Pure.
+ */
+export function ownedCgroups(newDirs: readonly string[], state: Pick<NodeState, 'moreCgroupRoots'>): string[] {
+  const owned = new Set(['kubepods', ...(state.moreCgroupRoots ?? []).map((r) => r.replace(/^\/+/, '').split('/')[0] ?? '')]);
+  return newDirs.filter((d) => owned.has(d));
+}
+
 /** Order of stopping: the kubelet first so it recreates nothing, containerd's pods next. */
 const STOP_ORDER = ['kubelet', 'kube-proxy', 'containerd', 'coredns', 'kube-scheduler', 'kube-controller-manager', 'cert-manager', 'kube-apiserver', 'etcd', 'registry'];
 
@@ -374,7 +384,7 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   if (snap) {
     for (const h of cgroupHierarchies()) {
       const old = new Set(snap.cgroups[h] ?? []);
-      for (const d of cgroupDirs(h).filter((d) => !old.has(d))) {
+      for (const d of ownedCgroups(cgroupDirs(h).filter((d) => !old.has(d)), state)) {
         for (const cg of cgroupTree(join(CGROUP_ROOT, h, d))) {
           for (let i = 0; i < 20; i++) {
             try {
@@ -493,7 +503,7 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
   }
   for (const h of cgroupHierarchies()) {
     const old = new Set(snap.cgroups[h] ?? []);
-    for (const d of cgroupDirs(h)) if (!old.has(d)) out.push(`cgroup ${h}/${d}`);
+    for (const d of ownedCgroups(cgroupDirs(h).filter((d) => !old.has(d)), state)) out.push(`cgroup ${h}/${d}`);
   }
   return out;
 }

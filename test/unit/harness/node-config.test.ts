@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from 'js-yaml';
 import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, NODE2_SPEC, registryPath } from '../../harness/node-config.js';
-import { iptablesUndo } from '../../harness/node-host.js';
+import { iptablesUndo, ownedCgroups } from '../../harness/node-host.js';
 
 const layout = { dir: '/tmp/n', cniBin: '/c/cni-bin', kubeconfig: '/tmp/n/admin.kubeconfig', ca: '/tmp/n/pki/ca.crt' };
 
@@ -99,4 +99,10 @@ void test('iptablesUndo deletes only added rules and chains, in reverse, keeping
     ['*filter', '-D INPUT -j ACCEPT', '-D FORWARD -j KUBE-FORWARD', '-F KUBE-FORWARD', '-X KUBE-FORWARD', 'COMMIT', '*mangle', '-D FORWARD -i rnbr0 -o eth0 -j DROP', 'COMMIT', ''].join('\n'),
   );
   assert.equal(iptablesUndo(before, before), '');
+});
+
+void test("ownedCgroups: only the nodes' own top-level cgroups (kubepods, a second node's root), never another test's", () => {
+  assert.deepEqual(ownedCgroups(['kubepods', 'mpx-imgtest-26777'], {}), ['kubepods']);
+  assert.deepEqual(ownedCgroups(['kubepods', 'realnode2', 'other'], { moreCgroupRoots: ['/realnode2'] }), ['kubepods', 'realnode2']);
+  assert.deepEqual(ownedCgroups(['realnode2'], {}), []);
 });
