@@ -190,13 +190,24 @@ export function collectTargets(table: NftTable, targets: Iterable<NftTarget>): N
   const out = new Map<string, NftTarget>();
   const keys = new Set<string>();
   for (const t of targets) {
-    const d = t.elements[0];
-    const k = d === undefined ? '' : `${d.set} ${d.key}`;
+    const k = dispatchOf(t);
     if (keys.has(k) || out.has(t.chain)) continue;
     keys.add(k);
     out.set(t.chain, t);
   }
   return { table, targets: out };
+}
+
+/** A target's dispatch element as one string, computed once per target (a sync at 10,000 Services looks at every one). */
+const dispatchKeys = new WeakMap<NftTarget, string>();
+function dispatchOf(t: NftTarget): string {
+  let k = dispatchKeys.get(t);
+  if (k === undefined) {
+    const d = t.elements[0];
+    k = d === undefined ? '' : `${d.set} ${d.key}`;
+    dispatchKeys.set(t, k);
+  }
+  return k;
 }
 
 /**
@@ -205,17 +216,16 @@ export function collectTargets(table: NftTable, targets: Iterable<NftTarget>): N
  * only what changed.
  */
 export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>): NftRuleset {
-  function* parts(): Generator<NftTarget> {
-    for (const r of targets) {
-      let t = memo?.get(r);
-      if (t === undefined) {
-        t = renderTarget(r);
-        memo?.set(r, t);
-      }
-      yield t;
+  const parts: NftTarget[] = new Array<NftTarget>(targets.length);
+  for (const [i, r] of targets.entries()) {
+    let t = memo?.get(r);
+    if (t === undefined) {
+      t = renderTarget(r);
+      memo?.set(r, t);
     }
+    parts[i] = t;
   }
-  return collectTargets(SIDECAR_TABLE, parts());
+  return collectTargets(SIDECAR_TABLE, parts);
 }
 
 const tableRef = (r: NftRuleset): string => `${NFT_FAMILY} ${r.table.name}`;
