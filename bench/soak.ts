@@ -10,6 +10,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { imagesDir, startNode } from '../test/harness/node.js';
 import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
+import { INSTALL_NAMESPACE } from '../src/keys.js';
 import { PATHS, PLAIN_SERVICE, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK, tearDown, type Path, type SoakOptions, type SoakRecord } from '../test/node/soak.js';
 import type { ChurnKind } from '../test/node/soak-analysis.js';
 import { curlCause, histogramShare } from '../test/node/soak-analysis.js';
@@ -32,11 +33,12 @@ function projectImage(): string {
   }
 }
 
-/** The options for this run: --quick, or the full soak shortened by --minutes (the no-preStop phase keeps its share, an eighth). */
+/** The options for this run: --quick, or the full soak shortened by --minutes (the no-preStop phase at most an eighth, the warm-up at most a quarter). */
 export function soakOptions(quick: boolean, minutes: number | undefined): SoakOptions {
   const base = quick ? SOAK_QUICK : SOAK_FULL;
   if (minutes === undefined) return base;
-  return { ...base, minutes, noPreStopMinutes: Math.min(base.noPreStopMinutes, minutes / 8), warmupMinutes: Math.min(base.warmupMinutes, minutes / 4) };
+  // At least five disruptions, so a shorter run still does each kind once.
+  return { ...base, minutes, noPreStopMinutes: Math.min(base.noPreStopMinutes, minutes / 8), warmupMinutes: Math.min(base.warmupMinutes, minutes / 4), disruptEveryMs: Math.min(base.disruptEveryMs, (minutes * 60_000) / 5) };
 }
 
 const KINDS: readonly ChurnKind[] = ['scale-down', 'scale-up', 'rollout restart', 'controller leader deleted', 'webhook pod deleted', "client's sidecar stopped", 'preStop added (a rollout)'];
@@ -51,7 +53,13 @@ export const benchmark = defineBenchmark('soak', 'hours of churn on the real nod
   cleanup.add('real node', async () => {
     if (!stopped) await node.stop();
   });
-  await installBootstrap(node);
+  await installBootstrap(node).catch(async (e: unknown) => {
+    // What the install's pods and Events say, before the teardown takes them away.
+    for (const args of [['get', 'pods', '-n', INSTALL_NAMESPACE, '-o', 'wide'], ['get', 'events', '-n', INSTALL_NAMESPACE, '--sort-by=.lastTimestamp']]) {
+      ctx.log((await node.kubectlResult(args, { allowFail: true })).stdout);
+    }
+    throw e;
+  });
   ctx.log(`installed (${INSTALL_BOOTSTRAP}); soak of ${o.minutes} min (${o.noPreStopMinutes} without preStop)`);
   const r: SoakRecord = await runSoak(node, o, ctx.log);
   mkdirSync(RECORDS, { recursive: true });
