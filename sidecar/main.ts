@@ -14,7 +14,8 @@
  */
 import { createLogger, type Logger } from '../src/log.js';
 import { helpText, wantsHelp } from '../src/cli.js';
-import { startHealthServer } from '../src/health.js';
+import { startHealthServer, type Readiness } from '../src/health.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
 import { createDataplane } from '../src/dataplane/apply.js';
@@ -41,6 +42,8 @@ const HEALTH_LISTENING = 'health port listening';
  * the kubelet restarts the sidecar as it would after a failed probe.
  */
 const WATCHDOG_MS = 10_000;
+/** How long a stopping sidecar that never answered ready waits for the startup probe (1 s period, first try 2 s after the start). */
+const UNSTARTED_STOP_WAIT_MS = 3_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
   const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log });
@@ -84,7 +87,17 @@ async function main(): Promise<void> {
   // The health port first: the injected startup probe's first try comes 2 s after the start
   // (webhook/mutate.ts) and must find it listening; it holds that request until ready.
   const box: { runtime?: SidecarRuntime } = {};
-  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready: () => box.runtime?.ready() ?? { ready: false, reason: 'starting' } }, metrics.registry, opts.healthPort, opts.healthHost);
+  const state = { stopping: false, readyServed: false };
+  const ready = (): Readiness => {
+    // Stopping: ready, so that a startup probe held or still to come ends in a success. The kubelet
+    // v1.34 keeps probing a native sidecar that had not started yet through its pod's termination
+    // (webhook/mutate.ts); after one success it probes it no more, instead of failing (an Unhealthy
+    // Event) once the sidecar is gone. /readyz is the only caller, so readyServed means answered.
+    const r = state.stopping ? { ready: true } : (box.runtime?.ready() ?? { ready: false, reason: 'starting' });
+    if (r.ready) state.readyServed = true;
+    return r;
+  };
+  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready }, metrics.registry, opts.healthPort, opts.healthHost);
   log.info({ healthPort: health.port }, HEALTH_LISTENING);
   const choice = await chooseBackend(opts, log);
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
@@ -95,16 +108,18 @@ async function main(): Promise<void> {
   box.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
 
-  let stopping = false;
   const shutdown = async (signal: string): Promise<void> => {
-    if (stopping) return;
-    stopping = true;
+    if (state.stopping) return;
+    state.stopping = true;
     log.info({ signal }, 'stopping; rules and routes stay in place for the next start to adopt');
     const deadline = setTimeout(() => {
       log.warn({ afterMs: STOP_DEADLINE_MS }, 'a sync is still running; exiting without waiting for it');
       process.exit(0);
     }, STOP_DEADLINE_MS);
     try {
+      // Never answered ready (the pod deleted while the sidecar started): let the kubelet's next
+      // startup probe, at most a second or two away, pass before the port closes.
+      for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !state.readyServed && Date.now() < until; ) await sleep(50);
       await rt.stop();
       dataplane.close();
       await health.close();
@@ -118,7 +133,7 @@ async function main(): Promise<void> {
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
 
   const watchdog = setInterval(() => {
-    if (stopping || rt.live()) return;
+    if (state.stopping || rt.live()) return;
     log.error({ stuckAfterMs: opts.stuckAfterMs }, 'a rule sync is stuck; exiting so that the kubelet restarts the sidecar');
     process.exit(1);
   }, WATCHDOG_MS);
