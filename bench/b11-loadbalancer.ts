@@ -19,12 +19,14 @@ import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/
 import { requireTool, run } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
-import type { TargetCheck } from './lib/report.js';
+import type { Table, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const NS = 'default';
 const LB = 'b11-lb';
+/** The same backend behind a plain LoadBalancer Service (spec.selector, no annotation): kube-proxy serves its address, to the pod's primary address. */
+const KP = 'b11-kube-proxy';
 /** The client: a host of the network's subnet, above whereabouts' low end and below the pool (docs/loadbalancer.md). */
 const CLIENT = '10.1.1.220';
 const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 7 } };
@@ -45,17 +47,19 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
   await node.kubectl(['scale', '-n', NS, `deployment/${SERVICE}`, '--replicas=1']);
   await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: NS, timeoutMs: 180_000 });
   const { pool } = await installMetalLB(node, ctx.log);
-  await node.apply(
+  const lbService = (name: string, annotations: Record<string, string>, selector?: Record<string, string>): string =>
     dump({
       apiVersion: 'v1',
       kind: 'Service',
-      metadata: { name: LB, namespace: NS, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: `app=${SERVICE}`, [POOL_ANNOTATION]: pool.name } },
-      spec: { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster', ports: [{ protocol: 'TCP', port: 80 }] },
-    }),
-  );
+      metadata: { name, namespace: NS, annotations: { ...annotations, [POOL_ANNOTATION]: pool.name } },
+      spec: { type: 'LoadBalancer', externalTrafficPolicy: 'Cluster', ...(selector ? { selector } : {}), ports: [{ protocol: 'TCP', port: 80 }] },
+    });
+  await node.apply(lbService(LB, { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: `app=${SERVICE}` }));
+  await node.apply(lbService(KP, {}, { app: SERVICE }));
   // The agent makes its interface on a network once a Service of that network exists: after the Service.
   const agentInterface = await installAgent(node);
   const vip = await until(`MetalLB's address for ${LB}`, 60_000, async () => (await ingressIps(node, NS, LB))[0]);
+  const kpVip = await until(`MetalLB's address for ${KP}`, 60_000, async () => (await ingressIps(node, NS, KP))[0]);
   const backends = (await pods(node, NS, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
   const backend = net1Addresses(backends[0] ?? {})[0];
   if (backends.length !== 1 || backend === undefined) throw new Error(`B11 needs exactly one backend pod with a net1 address: ${backends.map((p) => p.metadata?.name).join(', ')}`);
@@ -71,35 +75,44 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
     await run('sysctl', ['-qw', `${key}=${value}`], { netns: probe.ns });
   }
   const viaLb = `http://${vip}/`;
+  const viaKubeProxy = `http://${kpVip}/`;
   const direct = `http://${backend}/`;
-  await until('a first answer through the address', 60_000, async () => ((await probe.curls(viaLb, 1, { expect: SERVICE }))[0] === 'ok' ? true : undefined));
-  ctx.log(`MetalLB address ${vip} (ARP on ens4, served by the agent on ${agentInterface}); backend ${backend}; client ${CLIENT}`);
+  for (const url of [viaLb, viaKubeProxy]) {
+    await until(`a first answer through ${url}`, 60_000, async () => ((await probe.curls(url, 1, { expect: SERVICE }))[0] === 'ok' ? true : undefined));
+  }
+  ctx.log(`MetalLB addresses ${vip} (served by the agent on ${agentInterface}) and ${kpVip} (kube-proxy); backend net1 ${backend}; client ${CLIENT}`);
   const connections = 16;
-  await wrk(probe.ns, viaLb, 1, connections, false);
-  await wrk(probe.ns, direct, 1, connections, false);
+  for (const url of [viaLb, viaKubeProxy, direct]) await wrk(probe.ns, url, 1, connections, false);
 
-  const rows: string[][] = [];
+  const tables: Table[] = [];
   const targets: TargetCheck[] = [];
-  for (const mode of [
-    { name: 'keep-alive', close: false, target: 0.95 as number | undefined },
-    { name: 'one connection per request', close: true, target: undefined },
+  // First against the pod's address directly (the issue's target), then against kube-proxy serving
+  // a LoadBalancer address of the same pod on the primary network: the same hop through the node.
+  for (const vs of [
+    { base: direct, baseName: 'direct to backend net1', short: 'direct', target: 0.95 as number | undefined },
+    { base: viaKubeProxy, baseName: 'via kube-proxy LoadBalancer address (primary network)', short: 'kube-proxy', target: undefined },
   ]) {
-    const { target, row } = await interleavedPairs({
-      ns: probe.ns, ours: viaLb, base: direct, seconds, runs, connections, close: mode.close,
-      // Each run starts without the previous run's flows: the client's table, and the node's for the address only.
-      before: async () => {
-        await run('conntrack', ['-F'], { netns: probe.ns, check: false });
-        await run('conntrack', ['-D', '-d', vip], { check: false });
-      },
-      logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: LoadBalancer ${fmt(o.rps)} req/s, direct ${fmt(b.rps)} req/s`),
-    });
-    rows.push(row(mode.name));
-    if (mode.target !== undefined) {
-      targets.push(target(`${mode.name}: LoadBalancer / direct`, mode.target));
+    const rows: string[][] = [];
+    for (const mode of [
+      { name: 'keep-alive', close: false },
+      { name: 'one connection per request', close: true },
+    ]) {
+      const { target, row } = await interleavedPairs({
+        ns: probe.ns, ours: viaLb, base: vs.base, seconds, runs, connections, close: mode.close,
+        // Each run starts without the previous run's flows: the client's table, and the node's for the two addresses only.
+        before: async () => {
+          await run('conntrack', ['-F'], { netns: probe.ns, check: false });
+          for (const a of [vip, kpVip]) await run('conntrack', ['-D', '-d', a], { check: false });
+        },
+        logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: LoadBalancer ${fmt(o.rps)} req/s, ${vs.short} ${fmt(b.rps)} req/s`),
+      });
+      rows.push(row(mode.name));
+      if (vs.target !== undefined && !mode.close) targets.push(target(`${mode.name}: LoadBalancer / direct`, vs.target));
     }
+    tables.push(pairsTable({ runs, seconds, connections }, { ours: 'via multus-proxy LoadBalancer address', base: vs.baseName, short: 'multus-proxy', baseShort: vs.short }, rows));
   }
   return {
-    tables: [pairsTable({ runs, seconds, connections }, { ours: 'via LoadBalancer address', base: 'direct to backend net1', short: 'LoadBalancer' }, rows)],
+    tables,
     targets,
     notes: [
       'Method: the real node with multus-proxy (bootstrap install), the node agent (DaemonSet, the node given 10.1.1.250 and parent ens4) and MetalLB v0.15.2 (pool 10.1.1.200-207, L2 on ens4); ' +
@@ -108,7 +121,8 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
         'the reply comes back the same way. Direct: macvlan to macvlan on the same parent, the node not involved. ' +
         'Both paths end at the same nginx process, whose access log (the tests read it) costs the same for both. wrk, nginx, the node and the kernel share the machine\'s 2 cores with other users; the ratio per interleaved pair is what counts. ' +
         "The client's namespace gets conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse (as B4); before each run its conntrack table is flushed, and the node's entries for the address are deleted (the node's own settings are not touched). " +
-        'No target for one connection per request (the issue sets one for keep-alive only).',
+        `The second table's baseline: a plain LoadBalancer Service (spec.selector, no annotation) on the same pod, address ${kpVip} from the same pool and announced the same way, which kube-proxy (iptables mode) serves: DNAT to the pod's primary address and masquerade, out through the node's pod bridge: the same hop through the node, kube-proxy's rules instead of the agent's. ` +
+          'No target for one connection per request (the issue sets one for keep-alive only).',
     ],
   };
 });

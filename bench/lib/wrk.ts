@@ -89,10 +89,10 @@ export async function interleavedPairs(o: PairsOptions): Promise<PairsResult> {
 }
 
 /** The table of the modes' rows (PairsResult.row): `ours`/`base` name the two paths, `short` ours in the latency column. */
-export function pairsTable(o: Pick<PairsOptions, 'runs' | 'seconds' | 'connections'>, names: { ours: string; base: string; short: string }, rows: string[][]): Table {
+export function pairsTable(o: Pick<PairsOptions, 'runs' | 'seconds' | 'connections'>, names: { ours: string; base: string; short: string; baseShort?: string }, rows: string[][]): Table {
   return {
     caption: `${o.runs} interleaved pairs of ${o.seconds} s wrk runs (1 thread, ${o.connections} connections) per mode; median (min–max):`,
-    columns: ['mode', `${names.ours}, req/s`, `${names.base}, req/s`, 'ratio (per pair)', `${names.short} p50 / p99`, 'direct p50 / p99'],
+    columns: ['mode', `${names.ours}, req/s`, `${names.base}, req/s`, 'ratio (per pair)', `${names.short} p50 / p99`, `${names.baseShort ?? 'direct'} p50 / p99`],
     rows,
   };
 }
