@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { chiSquareUniform, type UniformTest } from '../harness/chi-square.js';
-import { arrivals, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { burstArrivals, type Burst, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
 import { ingressIps, installMetalLB, l2Announcers, POOL_ANNOTATION, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
 import { NODE_ADDRESS, uninstallAgent } from './nodeport.js';
 import { installAgent, until } from './tenant.js';
@@ -39,13 +39,6 @@ function lbService(name: string, o: { policy: 'Cluster' | 'Local'; selector?: st
   };
 }
 
-export interface Burst {
-  curls: string[];
-  /** Requests per backend pod, from the pods' access logs. */
-  answeredBy: Record<string, number>;
-  /** Source addresses the backends saw. */
-  sources: string[];
-}
 
 export interface LoadBalancerObservations {
   metallb: MetalLBInstall;
@@ -63,19 +56,6 @@ export interface LoadBalancerObservations {
   announced: { local: string[]; nobody: string[] };
 }
 
-async function burst(node: RealNode, names: string[], send: () => Promise<string[]>): Promise<Burst> {
-  const before: Record<string, number> = {};
-  for (const p of names) before[p] = (await arrivals(node, NS, p)).length;
-  const curls = await send();
-  const answeredBy: Record<string, number> = {};
-  const sources = new Set<string>();
-  for (const p of names) {
-    const got = (await arrivals(node, NS, p)).slice(before[p] ?? 0);
-    answeredBy[p] = got.length;
-    for (const a of got) sources.add(a.from);
-  }
-  return { curls, answeredBy, sources: [...sources].sort() };
-}
 
 const okCount = (c: string[]): string => `${c.filter((x) => x === 'ok').length}/${c.length} ok`;
 
@@ -120,12 +100,12 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
     // The agent's rules follow the Service's status within a sync; the first answer says they are in place.
     await until('a first answer through the Cluster address', 60_000, async () => ((await probe.curls(url(vips.cluster), 1, { expect }))[0] === 'ok' ? true : undefined));
 
-    const c = await burst(node, names, () => probe.curls(url(vips.cluster), n, { expect }));
+    const c = await burstArrivals(node, NS, names, () => probe.curls(url(vips.cluster), n, { expect }));
     const cluster = { ...c, chiSquare: chiSquareUniform(names.map((p) => c.answeredBy[p] ?? 0)) };
     log(`Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}`);
 
     await until('a first answer through the Local address', 60_000, async () => ((await probe.curls(url(vips.local), 1, { expect }))[0] === 'ok' ? true : undefined));
-    const local = await burst(node, names, () => probe.curls(url(vips.local), 30, { expect }));
+    const local = await burstArrivals(node, NS, names, () => probe.curls(url(vips.local), 30, { expect }));
     log(`Local: ${okCount(local.curls)}, by ${JSON.stringify(local.answeredBy)}, sources ${local.sources.join(', ')}`);
     const port = Number(await node.kubectl(['get', 'service', '-n', NS, LB_SERVICES.local, '-o', 'jsonpath={.spec.healthCheckNodePort}']));
     // The agent opens the health port in the sync that programs the Service; the last answer is kept for the assertion.
@@ -143,7 +123,7 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
 
     const clientNet1 = net1Addresses(await pod(node, NS, CLIENT))[0] ?? '';
     await until('the sidecar to reach the Cluster address', 60_000, async () => ((await curlBurst(node, NS, CLIENT, url(vips.cluster), 1))[0] === 'ok' ? true : undefined));
-    const sidecar = { ...(await burst(node, names, () => curlBurst(node, NS, CLIENT, url(vips.cluster), 20))), clientNet1 };
+    const sidecar = { ...(await burstArrivals(node, NS, names, () => curlBurst(node, NS, CLIENT, url(vips.cluster), 20))), clientNet1 };
     log(`sidecar client ${CLIENT} (${clientNet1}): ${okCount(sidecar.curls)}, sources ${sidecar.sources.join(', ')}`);
 
     const announced = {
