@@ -38,6 +38,7 @@ import { groupSnapshot, growth, totalBytes, type HeapGroup } from './lib/heap-sn
 import { parseHeapMetrics, type HeapFigures } from './lib/v8-heap.js';
 import { run, sleep, smaps, startProcess } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
+import { slope as slopeOf } from '../test/node/soak-analysis.js';
 import { ROOT, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -91,20 +92,6 @@ interface Sample {
 /** Private memory not in V8's reserved heap: malloc, thread stacks, code ranges (MiB). */
 const offHeap = (s: Sample | undefined): number => (s === undefined ? NaN : s.privateMiB - s.heapTotalMiB);
 
-/** Least-squares slope of y over x, per hour (x in seconds). */
-export function slopePerHour(points: readonly { x: number; y: number }[]): number {
-  const n = points.length;
-  if (n < 2) return NaN;
-  const mx = points.reduce((a, p) => a + p.x, 0) / n;
-  const my = points.reduce((a, p) => a + p.y, 0) / n;
-  let num = 0;
-  let den = 0;
-  for (const p of points) {
-    num += (p.x - mx) * (p.y - my);
-    den += (p.x - mx) ** 2;
-  }
-  return den === 0 ? NaN : (num / den) * 3600;
-}
 
 /** Sends SIGUSR2 and waits for the snapshot file the process writes into its diagnostic dir; returns its groups and deletes it. */
 async function snapshot(c: Component): Promise<Map<string, HeapGroup>> {
@@ -269,7 +256,7 @@ export const benchmark = defineBenchmark('b12', 'memory under churn: sidecar, co
     const all = samples.get(c) ?? [];
     const win = all.filter((s) => s.s >= from);
     const half = win.length > 0 ? ((win[0]?.s ?? 0) + (win.at(-1)?.s ?? 0)) / 2 : 0;
-    const slope = (pick: readonly Sample[]): number => slopePerHour(pick.map((s) => ({ x: s.s, y: s.privateMiB })));
+    const slope = (pick: readonly Sample[]): number => slopeOf(pick.map((s) => ({ x: s.s, y: s.privateMiB }))) * 3600;
     const whole = slope(win);
     const retainedBefore = totalBytes(first.get(c) ?? new Map()) / MIB;
     const retainedAfter = totalBytes(last.get(c) ?? new Map()) / MIB;
