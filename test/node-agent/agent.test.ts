@@ -197,6 +197,9 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent
     await relay?.close();
     await topo?.teardown();
     if (cp !== undefined) {
+      // Node ports are allocated cluster-wide and the other back end's run reuses them on the same
+      // apiserver (no namespace controller runs to delete these with their namespace).
+      for (const name of ['web', 'only-b', 'web-b', 'sriov', 'lb']) await cp.client.delete(apiPath('', 'v1', 'services', ns, name));
       await cp.client.delete(apiPath('', 'v1', 'nodes', undefined, `${ns}-node1`));
       await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings', undefined, `${ns}-node-agent`));
       await cp.client.delete(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles', undefined, `${ns}-node-agent`));
