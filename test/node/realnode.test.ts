@@ -14,6 +14,7 @@ import { installBootstrap, projectLeftovers, uninstall } from './install.js';
 import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
 import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
+import { exitRaceEvents } from './soak-analysis.js';
 import { quantileSorted } from '../../bench/lib/stats.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
@@ -125,7 +126,9 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`), [], `lost with the preStop, of ${sent}`);
     const starts = r.sidecarStarts.filter((x) => x.readyMs !== undefined).length;
     assert.ok(starts >= 10, `sidecars started during the soak: ${starts}`);
-    const unhealthy = r.events.filter((e) => e.reason === 'Unhealthy');
+    const race = exitRaceEvents(r.events.filter((e) => e.reason === 'Unhealthy'), r.churn);
+    for (const e of race.excused) log(`  excused (kubelet probed ${e.pod} after the soak deleted it and it exited): ${e.message}`);
+    const unhealthy = race.counted;
     assert.deepEqual(unhealthy.map((e) => `${e.namespace}/${e.pod} ${e.container} ×${e.count} (${e.podState ?? '?'}): ${e.message}`), [], 'Unhealthy Events');
   });
 

@@ -135,3 +135,35 @@ export function histogramShare(lines: readonly string[], name: string, le: numbe
   const atMost = value(new RegExp(`^${esc}_bucket\\{(?:[^}]*,)?le="${le}"[^}]*\\} (\\S+)$`));
   return count === undefined || atMost === undefined ? undefined : { count, atMost };
 }
+
+/** The parts of an Unhealthy Event the exit-race rule looks at. */
+export interface ProbeEventView {
+  readonly pod: string;
+  readonly message: string;
+  /** ISO time the Event was first seen (1 s precision). */
+  readonly first: string;
+}
+
+/**
+ * Unhealthy Events that are the kubelet probing a container of a pod the soak itself deleted,
+ * after that container exited: "connection refused" once its listener is gone, before the kubelet
+ * has noticed the exit (it keeps probing terminating pods; docs/decisions.md). Every other
+ * Unhealthy Event counts against the soak. At most one such Event per deleted pod is excused, so a
+ * pod that fails its probes while it still serves is still caught.
+ */
+export function exitRaceEvents<E extends ProbeEventView>(events: readonly E[], churn: readonly ChurnEvent[]): { excused: E[]; counted: E[] } {
+  const deletedAt = new Map<string, number>();
+  for (const c of churn) if (c.kind === 'webhook pod deleted' || c.kind === 'controller leader deleted') deletedAt.set(c.detail, c.at);
+  const excused: E[] = [];
+  const counted: E[] = [];
+  const used = new Set<string>();
+  for (const e of events) {
+    const at = deletedAt.get(e.pod);
+    const refused = /connect: connection refused/.test(e.message);
+    if (at !== undefined && refused && Date.parse(e.first) >= at - 1000 && !used.has(e.pod)) {
+      used.add(e.pod);
+      excused.push(e);
+    } else counted.push(e);
+  }
+  return { excused, counted };
+}

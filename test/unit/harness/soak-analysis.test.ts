@@ -1,7 +1,7 @@
 /** The soak's pure parts (test/node/soak-analysis.ts): attribution, probe events, slope, the loop's lines. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { attribute, histogramShare, parseLoop, probeFailure, requestsBetween, slope } from '../../node/soak-analysis.js';
+import { attribute, exitRaceEvents, histogramShare, parseLoop, probeFailure, requestsBetween, slope } from '../../node/soak-analysis.js';
 
 void test('attribute: each failure follows the latest churn event issued before it, with the delay', () => {
   const events = [
@@ -63,4 +63,27 @@ void test("histogramShare: a histogram's count and its bucket at a bound, from /
   assert.deepEqual(histogramShare(lines, 'x_seconds', 0.05), { count: 10, atMost: 7 });
   assert.equal(histogramShare(lines, 'x_seconds', 0.1), undefined);
   assert.equal(histogramShare(lines, 'y_seconds', 0.05), undefined);
+});
+
+void test('exitRaceEvents: one refused probe of a pod the soak deleted, after its deletion, is excused; nothing else is', () => {
+  const churn = [
+    { at: Date.parse('2026-11-26T18:00:10Z'), kind: 'webhook pod deleted', detail: 'wh-1' },
+    { at: Date.parse('2026-11-26T18:00:20Z'), kind: 'scale-down', detail: 'nginx-a' },
+  ] as const;
+  const refused = 'Readiness probe failed: Get "https://10.244.0.14:8443/readyz?wait=4": dial tcp 10.244.0.14:8443: connect: connection refused';
+  const ev = (pod: string, first: string, message = refused) => ({ pod, first, message });
+  const { excused, counted } = exitRaceEvents(
+    [
+      ev('wh-1', '2026-11-26T18:00:16Z'), // after its deletion: the exit race
+      ev('wh-1', '2026-11-26T18:00:17Z'), // a second one of the same pod counts
+      ev('wh-1', '2026-11-26T18:00:16Z', 'Readiness probe failed: HTTP probe failed with statuscode: 503'), // not the race
+      ev('wh-2', '2026-11-26T18:00:05Z'), // a pod the soak did not delete
+      ev('nginx-a', '2026-11-26T18:00:21Z'), // a scale-down is not one of ours deleted
+    ],
+    churn,
+  );
+  assert.deepEqual(excused.map((e) => `${e.pod} ${e.first}`), ['wh-1 2026-11-26T18:00:16Z']);
+  assert.equal(counted.length, 4);
+  const before = exitRaceEvents([ev('wh-1', '2026-11-26T18:00:05Z')], churn);
+  assert.equal(before.counted.length, 1, 'a refused probe before the deletion counts');
 });
