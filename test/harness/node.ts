@@ -422,9 +422,13 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       for (const up of uplinks()) {
         host('iptables', ['-t', 'mangle', '-A', 'FORWARD', '-i', NODE.bridge, '-o', up, '-j', 'DROP']);
         host('iptables', ['-t', 'mangle', '-A', 'FORWARD', '-s', NODE.podCidr, '-o', up, '-j', 'DROP']);
-        host('ip6tables', ['-t', 'mangle', '-A', 'FORWARD', '-i', NODE.bridge, '-o', up, '-j', 'DROP']);
+        // IPv6 forwarding is on (below): nothing on this node forwards IPv6 to the uplink.
+        host('ip6tables', ['-t', 'mangle', '-A', 'FORWARD', '-o', up, '-j', 'DROP']);
       }
       writeFileSync('/proc/sys/net/ipv4/ip_forward', '1');
+      // A dual-stack node forwards IPv6 too (kubeadm requires it): the node agent's IPv6 node ports
+      // and ingress IPs DNAT to pods behind another interface. Restored at teardown (SYSCTLS).
+      writeFileSync('/proc/sys/net/ipv6/conf/all/forwarding', '1');
     });
 
     // --- control plane ---------------------------------------------------------------------------

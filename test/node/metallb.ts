@@ -52,16 +52,19 @@ interface MetalLBObject {
   spec: { addresses?: string[]; ipAddressPools?: string[]; interfaces?: string[]; autoAssign?: boolean };
 }
 
-/** The yaml block of docs/loadbalancer.md's MetalLB section, and what it says. */
-export function poolConfig(doc = readFileSync(join(ROOT, 'docs', 'loadbalancer.md'), 'utf8')): PoolConfig {
-  const at = doc.indexOf(CONFIG_HEADING);
+/** The IPv6 pool's heading there (the dual-stack test's, test/node/loadbalancer6.ts). */
+export const CONFIG_HEADING_V6 = '### MetalLB: an IPv6 pool';
+
+/** The yaml block under `heading` of docs/loadbalancer.md's MetalLB section, and what it says. */
+export function poolConfig(doc = readFileSync(join(ROOT, 'docs', 'loadbalancer.md'), 'utf8'), heading = CONFIG_HEADING): PoolConfig {
+  const at = doc.indexOf(heading);
   const yaml = at < 0 ? undefined : /```yaml\n([\s\S]*?)```/.exec(doc.slice(at))?.[1];
-  if (yaml === undefined) throw new Error(`docs/loadbalancer.md has no yaml block under "${CONFIG_HEADING}"`);
+  if (yaml === undefined) throw new Error(`docs/loadbalancer.md has no yaml block under "${heading}"`);
   const objs = (loadAll(yaml) as MetalLBObject[]).filter(Boolean);
   const pool = objs.find((o) => o.kind === 'IPAddressPool');
   const l2 = objs.find((o) => o.kind === 'L2Advertisement');
-  const range = /^(\d+\.\d+\.\d+\.\d+)-(\d+\.\d+\.\d+\.\d+)$/.exec(pool?.spec.addresses?.[0] ?? '');
-  if (!pool || !l2 || !range?.[1] || !range[2]) throw new Error(`docs/loadbalancer.md's MetalLB block needs an IPAddressPool with a first-last v4 range and an L2Advertisement: ${yaml}`);
+  const range = /^(\d+\.\d+\.\d+\.\d+|[0-9a-f:]+)-(\d+\.\d+\.\d+\.\d+|[0-9a-f:]+)$/.exec(pool?.spec.addresses?.[0] ?? '');
+  if (!pool || !l2 || !range?.[1] || !range[2]) throw new Error(`docs/loadbalancer.md's MetalLB block needs an IPAddressPool with a first-last range and an L2Advertisement: ${yaml}`);
   if (!l2.spec.ipAddressPools?.includes(pool.metadata.name)) throw new Error(`the L2Advertisement ${l2.metadata.name} does not name the pool ${pool.metadata.name}`);
   return { name: pool.metadata.name, first: range[1], last: range[2], interfaces: l2.spec.interfaces ?? [], yaml };
 }
@@ -232,9 +235,9 @@ export class SegmentProbe {
     await host(['ip', '-n', this.ns, 'addr', 'add', cidr, 'dev', this.link]);
   }
 
-  /** `ip` is on the segment: the probe asks ARP for it instead of using a gateway. */
+  /** `ip` is on the segment: the probe asks ARP (NDP for IPv6) for it instead of using a gateway. */
   async onLink(ip: string): Promise<void> {
-    await host(['ip', '-n', this.ns, 'route', 'replace', `${ip}/32`, 'dev', this.link]);
+    await host(['ip', '-n', this.ns, 'route', 'replace', `${ip}/${ip.includes(':') ? 128 : 32}`, 'dev', this.link]);
   }
 
   /**

@@ -639,14 +639,20 @@ export function malformedAnnotations(node: RealNode, t: Tenant, out: MalformedAn
 /** The node's address on the blog's network, as the admin gives it (docs/node-agent.md; as nodeport.ts does). */
 const AGENT_NODE_ADDRESS = '10.1.1.250';
 
-/** The admin installs the node agent (bootstrap install plus its component) and gives the node its address and parent on `network` (`<ns>/<nad>`, the blog's by default); resolves with the agent's interface. */
-export async function installAgent(node: RealNode, network = 'default/macvlan1'): Promise<string> {
+/**
+ * The admin installs the node agent (bootstrap install plus its component) and gives the node its
+ * address (`<ip>/<prefix>`, the blog network's by default) and parent on `network` (`<ns>/<nad>`,
+ * the blog's by default); resolves with the agent's interface, once it holds that address.
+ */
+export async function installAgent(node: RealNode, network = 'default/macvlan1', address = `${AGENT_NODE_ADDRESS}/24`): Promise<string> {
   await node.sh(`${buildOverlay(agentOverlay(node, true))} | kubectl apply -f -`);
-  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=${network}=${AGENT_NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=${network}=${NODE.parent}`]);
+  await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=${network}=${address}`, `${NODE_PARENTS_ANNOTATION}=${network}=${NODE.parent}`]);
   await node.kubectl(['rollout', 'status', '-n', AGENT_NAMESPACE, 'daemonset/multus-proxy-node', '--timeout=180s'], { timeoutMs: 190_000 });
   await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
+  const ip = address.split('/')[0] ?? '';
+  const v6 = ip.includes(':');
   return until('the agent interface with the node address', 60_000, async () => {
-    const out = (await run('ip', ['-o', '-4', 'addr', 'show', 'to', `${AGENT_NODE_ADDRESS}/32`], { encoding: 'utf8' })).stdout;
+    const out = (await run('ip', ['-o', v6 ? '-6' : '-4', 'addr', 'show', 'to', `${ip}/${v6 ? 128 : 32}`], { encoding: 'utf8' })).stdout;
     return /^\d+: (mpxh[^\s@]*)/.exec(out)?.[1];
   });
 }

@@ -1,0 +1,168 @@
+/**
+ * A LoadBalancer Service over IPv6 on a secondary network (issue 21, "IPv6 or dual-stack where the
+ * pool has v6"), on the real node: the blog's backends and client pod in their own namespace, whose
+ * NAD `macvlan1` is an IPv6 network on ens4 (whereabouts, `fd00:10:1:1::/64`); the node agent given
+ * the node's IPv6 address on it; MetalLB (test/node/metallb.ts) with docs/loadbalancer.md's IPv6
+ * pool, announcing by NDP on ens4; Services with `ipFamilies: [IPv6]` (the cluster's Service CIDR is
+ * dual-stack, test/harness/node.ts). The outside client is a network namespace on ens4's segment with
+ * 2001:db8:100::30, off the network's subnet as the IPv4 test's client, so Local's replies must go
+ * back through the node. The primary network is IPv4 only, so the pods have no IPv6 default route:
+ * the NAD's IPAM gives them a route to the client's subnet via the node's address on the network,
+ * the path their IPv4 replies take through eth0 (docs/decisions.md, "LoadBalancer over IPv6").
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { dump } from 'js-yaml';
+import type { RealNode } from '../harness/node.js';
+import { NODE } from '../harness/node-config.js';
+import { chiSquareUniform, type UniformTest } from '../harness/chi-square.js';
+import { blogFile, burstArrivals, type Burst, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { CONFIG_HEADING_V6, hostMac, ingressIps, installMetalLB, l2Announcers, METALLB_NAMESPACE, POOL_ANNOTATION, poolConfig, SegmentProbe, uninstallMetalLB } from './metallb.js';
+import { AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
+import { installAgent, until } from './tenant.js';
+import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+
+const run = promisify(execFile);
+
+export const LB6_NS = 'lb-v6';
+/** The IPv6 network, the node's address on it (kept out of whereabouts' range with the pool), the outside client. */
+export const V6 = {
+  subnet: 'fd00:10:1:1::/64',
+  excluded: 'fd00:10:1:1::c0/122',
+  nodeAddress: 'fd00:10:1:1::fa',
+  client: '2001:db8:100::30',
+  clientSubnet: '2001:db8:100::/64',
+  /** The route to the client's subnet via ens4, for MetalLB's NDP answers: above the one via the agent's interface, which forwarded replies take. */
+  parentRouteMetric: 2048,
+} as const;
+
+export const LB6_SERVICES = { cluster: 'nginx-lb6', local: 'nginx-lb6-local' } as const;
+
+/** The blog's NAD, IPv6: same name and parent, so the blog's Deployment and client pod apply unchanged. */
+export function v6Nad(): object {
+  const config = {
+    cniVersion: '0.3.1',
+    type: 'macvlan',
+    master: NODE.parent,
+    mode: 'bridge',
+    ipam: { type: 'whereabouts', range: V6.subnet, exclude: [V6.excluded], routes: [{ dst: V6.clientSubnet, gw: V6.nodeAddress }] },
+  };
+  return { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: 'macvlan1', namespace: LB6_NS }, spec: { config: JSON.stringify(config) } };
+}
+
+function v6Service(name: string, policy: 'Cluster' | 'Local', pool: string): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'Service',
+    metadata: { name, namespace: LB6_NS, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: `app=${SERVICE}`, [POOL_ANNOTATION]: pool } },
+    spec: { type: 'LoadBalancer', ipFamilyPolicy: 'SingleStack', ipFamilies: ['IPv6'], externalTrafficPolicy: policy, ports: [{ protocol: 'TCP', port: 80 }] },
+  };
+}
+
+export interface LoadBalancerV6Observations {
+  agentInterface: string;
+  pool: { first: string; last: string };
+  vips: Record<keyof typeof LB6_SERVICES, string>;
+  clusterIPs: Record<keyof typeof LB6_SERVICES, string[]>;
+  backends: Record<string, string>;
+  /** Who answered NDP for the Cluster address from the segment, and ens4's MAC. */
+  ndpMac: string | undefined;
+  ens4Mac: string;
+  announcers: string[];
+  cluster: Burst & { chiSquare: UniformTest };
+  local: Burst;
+  health: { port: number; status: number; body: string };
+  sidecar: Burst & { clientNet1: string };
+}
+
+const okCount = (c: string[]): string => `${c.filter((x) => x === 'ok').length}/${c.length} ok`;
+const url = (ip: string): string => `http://[${ip}]/`;
+
+/** Runs the checks; everything it made (namespace, Services, MetalLB, agent, probe) is removed whether they passed or not. */
+export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void, n = 100): Promise<LoadBalancerV6Observations> {
+  const probe = new SegmentProbe('mpxtest-lb6', 'mpxtestlb6', `${V6.client}/64`);
+  const pool = poolConfig(undefined, CONFIG_HEADING_V6);
+  let agentInterface = '';
+  try {
+    await createNamespace(node, LB6_NS, true);
+    await node.apply(dump(v6Nad()));
+    await node.apply(blogFile('deployment.yml'), LB6_NS);
+    await node.apply(blogFile('pod.yml'), LB6_NS);
+    await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: LB6_NS, timeoutMs: 180_000 });
+    await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: LB6_NS, timeoutMs: 180_000 });
+
+    await installMetalLB(node, log);
+    await node.apply(pool.yaml);
+    await node.apply([v6Service(LB6_SERVICES.cluster, 'Cluster', pool.name), v6Service(LB6_SERVICES.local, 'Local', pool.name)].map((o) => dump(o)).join('---\n'));
+    // The agent serves a network once an opted-in Service names it: the Services come first.
+    agentInterface = await installAgent(node, `${LB6_NS}/macvlan1`, `${V6.nodeAddress}/64`);
+    const vips = {} as Record<keyof typeof LB6_SERVICES, string>;
+    const clusterIPs = {} as Record<keyof typeof LB6_SERVICES, string[]>;
+    for (const [k, svc] of Object.entries(LB6_SERVICES) as [keyof typeof LB6_SERVICES, string][]) {
+      vips[k] = await until(`MetalLB's address for ${svc}`, 60_000, async () => (await ingressIps(node, LB6_NS, svc))[0]);
+      clusterIPs[k] = (await node.kubectl(['get', 'service', '-n', LB6_NS, svc, '-o', 'jsonpath={.spec.clusterIPs[*]}'])).trim().split(/\s+/);
+    }
+    const backendPods = (await pods(node, LB6_NS, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
+    const backends = Object.fromEntries(backendPods.map((p) => [p.metadata?.name ?? '', net1Addresses(p)[0] ?? '']));
+    const names = Object.keys(backends);
+    for (const svc of Object.values(LB6_SERVICES)) {
+      await until(`the slices of ${svc}`, 30_000, async () => ((await sliceAddresses(node, LB6_NS, svc)).length === names.length ? true : undefined));
+    }
+    log(`IPv6 LoadBalancer addresses ${JSON.stringify(vips)}, cluster IPs ${JSON.stringify(clusterIPs)}; backends ${JSON.stringify(backends)}; agent interface ${agentInterface}`);
+
+    await probe.create();
+    // An IPv6 address is tentative until its duplicate address detection ends: curl cannot bind it before.
+    await until('the client address past DAD', 10_000, async () => ((await host(['ip', '-n', probe.ns, '-6', 'addr', 'show', 'tentative'])).trim() === '' ? true : undefined));
+    await host(['ip', '-6', 'route', 'replace', V6.clientSubnet, 'dev', agentInterface]);
+    // MetalLB's speaker sends its neighbour advertisement through the IP stack out of ens4 (not as
+    // a raw frame, as its ARP reply), and the kernel refuses it without a route to the solicitor via
+    // ens4: "sendmsg: network is unreachable" (docs/loadbalancer.md, "MetalLB: an IPv6 pool").
+    await host(['ip', '-6', 'route', 'replace', V6.clientSubnet, 'dev', NODE.parent, 'metric', String(V6.parentRouteMetric)]);
+    for (const vip of Object.values(vips)) await probe.onLink(vip);
+    await probe.onLink(V6.nodeAddress);
+    const ndpMac = await probe.arpOwner(vips.cluster);
+    const expect = SERVICE;
+    await until('a first answer through the IPv6 Cluster address', 60_000, async () => ((await probe.curls(url(vips.cluster), 1, { expect }))[0] === 'ok' ? true : undefined));
+    const c = await burstArrivals(node, LB6_NS, names, () => probe.curls(url(vips.cluster), n, { expect }));
+    const cluster = { ...c, chiSquare: chiSquareUniform(names.map((p) => c.answeredBy[p] ?? 0)) };
+    log(`IPv6 Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}; NDP for ${vips.cluster} answered by ${ndpMac} (ens4 ${hostMac(NODE.parent)})`);
+
+    await until('a first answer through the IPv6 Local address', 60_000, async () => ((await probe.curls(url(vips.local), 1, { expect }))[0] === 'ok' ? true : undefined));
+    const local = await burstArrivals(node, LB6_NS, names, () => probe.curls(url(vips.local), 30, { expect }));
+    log(`IPv6 Local: ${okCount(local.curls)}, by ${JSON.stringify(local.answeredBy)}, sources ${local.sources.join(', ')}`);
+    const port = Number(await node.kubectl(['get', 'service', '-n', LB6_NS, LB6_SERVICES.local, '-o', 'jsonpath={.spec.healthCheckNodePort}']));
+    let answer = { status: 0, body: '' };
+    await until('the Local health check on the IPv6 node address to answer 200', 30_000, async () => {
+      answer = await probe.get(`http://[${V6.nodeAddress}]:${port}/`);
+      return answer.status === 200 ? true : undefined;
+    }).catch(() => undefined);
+    const health = { port, ...answer };
+    log(`IPv6 Local health check http://[${V6.nodeAddress}]:${port}/: ${health.status} ${health.body}`);
+
+    const clientNet1 = net1Addresses(await pod(node, LB6_NS, CLIENT))[0] ?? '';
+    await until('the sidecar to reach the IPv6 Cluster address', 60_000, async () => ((await curlBurst(node, LB6_NS, CLIENT, url(vips.cluster), 1))[0] === 'ok' ? true : undefined));
+    const sidecar = { ...(await burstArrivals(node, LB6_NS, names, () => curlBurst(node, LB6_NS, CLIENT, url(vips.cluster), 20))), clientNet1 };
+    log(`IPv6 sidecar client ${CLIENT} (${clientNet1}): ${okCount(sidecar.curls)}, sources ${sidecar.sources.join(', ')}`);
+    const announcers = (await l2Announcers(node, LB6_NS, LB6_SERVICES.local)).map((a) => `${a.node}/${a.interfaces.join(',')}`);
+    return { agentInterface, pool: { first: pool.first, last: pool.last }, vips, clusterIPs, backends, ndpMac, ens4Mac: hostMac(NODE.parent), announcers, cluster, local, health, sidecar };
+  } catch (e) {
+    const agentLog = await node.kubectlResult(['logs', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '--tail=20'], { allowFail: true });
+    const speakerLog = await node.kubectlResult(['logs', '-n', METALLB_NAMESPACE, '-l', 'component=speaker', '--tail=10'], { allowFail: true });
+    log(`failed (${(e as Error).message}); agent log:\n${agentLog.stdout}${agentLog.stderr}\nspeaker log:\n${speakerLog.stdout}${speakerLog.stderr}\nhost IPv6 routes:\n${await host(['ip', '-6', 'route']).catch(() => '')}`);
+    throw e;
+  } finally {
+    await probe.remove();
+    if (agentInterface) await host(['ip', '-6', 'route', 'del', V6.clientSubnet, 'dev', agentInterface]).catch(() => '');
+    await host(['ip', '-6', 'route', 'del', V6.clientSubnet, 'dev', NODE.parent, 'metric', String(V6.parentRouteMetric)]).catch(() => '');
+    await node.kubectl(['delete', 'service', '-n', LB6_NS, '--ignore-not-found', '--wait=true', ...Object.values(LB6_SERVICES)]).catch((e: Error) => log(`deleting the Services failed: ${e.message}`));
+    await node.kubectlResult(['delete', '--ignore-not-found', '-f', '-'], { input: pool.yaml, allowFail: true });
+    await uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`));
+    await uninstallAgent(node, log);
+    await node.kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 }).catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
+  }
+}
+
+async function host(args: string[]): Promise<string> {
+  const [cmd = '', ...rest] = args;
+  return (await run(cmd, rest, { encoding: 'utf8' })).stdout;
+}
