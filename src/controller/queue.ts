@@ -6,7 +6,9 @@
  *   never handed to a second worker at the same time;
  * - per-key exponential backoff for failures (`addRateLimited`), reset by `forget`;
  * - delayed adds (`addAfter`) for retries and periodic work;
- * - urgent adds (`addUrgent`): to the front of the queue, for the changes a user waits on.
+ * - urgent adds (`addUrgent`): to the front of the queue, for the changes a user waits on; and
+ *   `getUrgent` for a reserve worker that takes only those, so an urgent key never waits for a
+ *   worker to finish another key's write.
  * Keys are strings; the queue knows nothing about what they mean.
  */
 
@@ -27,6 +29,10 @@ export class WorkQueue {
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
   private readonly waiters: ((key: string | undefined) => void)[] = [];
+  /** Keys waiting in the queue that were added (or promoted) urgently. */
+  private readonly urgentQueued = new Set<string>();
+  /** Workers that take only urgent keys (`getUrgent`). */
+  private readonly urgentWaiters: ((key: string | undefined) => void)[] = [];
   private shuttingDown = false;
   private readonly baseDelayMs: number;
   private readonly maxDelayMs: number;
@@ -61,29 +67,37 @@ export class WorkQueue {
       if (urgent) this.urgentAgain.add(key); // re-queued by done(), at the front
       return;
     }
-    const waiter = this.waiters.shift();
+    const waiter = this.waiters.shift() ?? (urgent ? this.urgentWaiters.shift() : undefined);
     if (waiter !== undefined) {
-      this.dirty.delete(key);
-      this.processing.add(key);
-      waiter(key);
+      this.hand(key, waiter);
     } else if (urgent) {
       this.queue.unshift(key);
+      this.urgentQueued.add(key);
     } else {
       this.queue.push(key);
     }
   }
 
-  /** A waiting key moves to the front; a key being processed is re-queued at the front. */
+  private hand(key: string, waiter: (key: string | undefined) => void): void {
+    this.dirty.delete(key);
+    this.urgentQueued.delete(key);
+    this.processing.add(key);
+    waiter(key);
+  }
+
+  /** A waiting key moves to the front (to a free reserve worker, if any); a key being processed is re-queued at the front. */
   private promote(key: string): void {
     if (this.processing.has(key)) {
       this.urgentAgain.add(key);
       return;
     }
     const i = this.queue.indexOf(key);
-    if (i > 0) {
-      this.queue.splice(i, 1);
-      this.queue.unshift(key);
-    }
+    if (i < 0) return;
+    this.queue.splice(i, 1);
+    const waiter = this.urgentWaiters.shift();
+    if (waiter !== undefined) return this.hand(key, waiter);
+    this.queue.unshift(key);
+    this.urgentQueued.add(key);
   }
 
   /** Adds the key after `ms`; an earlier pending delayed add for the same key wins. */
@@ -126,11 +140,24 @@ export class WorkQueue {
     const key = this.queue.shift();
     if (key !== undefined) {
       this.dirty.delete(key);
+      this.urgentQueued.delete(key);
       this.processing.add(key);
       return Promise.resolve(key);
     }
     if (this.shuttingDown) return Promise.resolve(undefined);
     return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /**
+   * Like `get`, but only an urgent key (added with `addUrgent`, or promoted by it): for a reserve
+   * worker, so that an urgent key starts at once even while every `get` worker is busy. One
+   * worker per key holds as for `get`.
+   */
+  getUrgent(): Promise<string | undefined> {
+    const key = this.queue[0];
+    if (key !== undefined && this.urgentQueued.has(key)) return this.get();
+    if (this.shuttingDown) return Promise.resolve(undefined);
+    return new Promise((resolve) => this.urgentWaiters.push(resolve));
   }
 
   done(key: string): void {
@@ -159,7 +186,8 @@ export class WorkQueue {
     this.queue.length = 0;
     this.dirty.clear();
     this.urgentAgain.clear();
-    for (const w of this.waiters.splice(0)) w(undefined);
+    this.urgentQueued.clear();
+    for (const w of [...this.waiters.splice(0), ...this.urgentWaiters.splice(0)]) w(undefined);
   }
 }
 

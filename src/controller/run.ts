@@ -199,9 +199,9 @@ export async function startController(client: KubeClient, opts: ControllerOption
     metrics.reconciles.inc({ result });
   };
 
-  const worker = async (): Promise<void> => {
+  const worker = async (take: () => Promise<string | undefined>): Promise<void> => {
     for (;;) {
-      const key = await queue.get();
+      const key = await take();
       if (key === undefined) return;
       try {
         if (writing) await process(key);
@@ -226,8 +226,11 @@ export async function startController(client: KubeClient, opts: ControllerOption
     netServices?.startWorking(services.list());
     migration?.startWorking();
     if (opts.resyncMs > 0) timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync()), opts.resyncMs));
-    for (let i = 0; i < opts.workers; i++) void worker();
-    logger.info({ workers: opts.workers }, 'reconciling');
+    for (let i = 0; i < opts.workers; i++) void worker(() => queue.get());
+    // The reserve worker takes only a pod's deletion or Ready flip: it starts at once even while
+    // every other worker waits for a write of another Service (docs/decisions.md).
+    if (opts.urgentPodChanges) void worker(() => queue.getUrgent());
+    logger.info({ workers: opts.workers, reserve: opts.urgentPodChanges ? 1 : 0 }, 'reconciling');
   };
 
   const elector = opts.leaderElect

@@ -24,11 +24,16 @@ import { NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL } from '../../src/keys.js
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
-import { createPod, createService, podPath, slicePath } from './helpers.js';
+import { createPod, createService, ourSlices, podPath, slicePath } from './helpers.js';
 import { leaseHolder, startControllerProc, tail, type Proc } from './procs.js';
+import { interpose } from '../harness/interpose.js';
+import { parseOptions } from '../../src/controller/options.js';
+import { startController, type RunningController } from '../../src/controller/run.js';
 import { runDeletionChurn } from './deletion-churn.js';
 
 const DELETIONS = 20;
+/** The controller's default: 2 workers. */
+const WORKERS = 2;
 const BOUND_P99_MS = 500;
 const BURST = 120;
 const BURST_ROUNDS = 3;
@@ -127,6 +132,76 @@ void describe('controller: pod deletion → terminating endpoint (real apiserver
       t.diagnostic(report.join('; '));
     } finally {
       slices.stop();
+    }
+  });
+});
+
+void describe('controller: a deletion does not wait for a free worker (real apiserver, in-process controller, held writes)', () => {
+  let cp: ControlPlane;
+  let ns: string;
+  let ctl: RunningController | undefined;
+  /** Writes of the `held-*` Services' slices wait for this gate while it is closed. */
+  let gate: { closed: boolean; open: () => void; opened: Promise<void>; held: number } = { closed: false, open: () => undefined, opened: Promise.resolve(), held: 0 };
+  const close = (): void => {
+    let open = (): void => undefined;
+    const opened = new Promise<void>((r) => (open = r));
+    gate = { closed: true, open: () => ((gate.closed = false), open()), opened, held: 0 };
+  };
+  const hold = async (body: unknown): Promise<void> => {
+    const svc = (body as V1EndpointSlice).metadata?.labels?.[SERVICE_NAME_LABEL] ?? '';
+    if (!gate.closed || !svc.startsWith('held-')) return;
+    gate.held += 1;
+    await gate.opened;
+  };
+
+  before(async () => {
+    cp = await useControlPlane();
+    ns = uniqueName('delw');
+    await cp.createNamespace(ns);
+    const client = interpose(createKubeClient(cp.connection), {
+      create: async (path, body, opts) => (await hold(body), cp.client.create(path, body, opts)),
+      replace: async (path, body, opts) => (await hold(body), cp.client.replace(path, body, opts)),
+    });
+    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--watch-nodes', 'false', '--namespace', ns, '--workers', String(WORKERS)], {});
+    if (!r.ok || r.value === 'help') throw new Error('bad test options');
+    ctl = await startController(client, r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
+    await waitFor('controller ready', () => ctl?.isReady() === true);
+  });
+
+  after(async () => {
+    gate.open();
+    await ctl?.stop();
+    await cp?.stop();
+  });
+
+  void test(`with all ${WORKERS} workers stuck in other Services' slice writes, a pod's deletion is still published terminating`, async () => {
+    const net = `${ns}/net`;
+    const addr = (i: number, round: number): string => networkStatus([{ name: net, ips: [`10.80.${round}.${i + 1}`] }]);
+    for (let i = 0; i < WORKERS; i++) {
+      await createService(cp.client, ns, `held-${i}`, { network: 'net', selector: { held: String(i) } });
+      await createPod(cp.client, ns, `held-${i}`, { labels: { held: String(i) }, status: addr(i, 0), nodeName: 'n1' });
+    }
+    await createService(cp.client, ns, 'victims', { network: 'net', selector: { victim: 'yes' } });
+    await createPod(cp.client, ns, 'victim', { labels: { victim: 'yes' }, status: networkStatus([{ name: net, ips: ['10.80.9.1'] }]), nodeName: 'n1' });
+    let last: V1EndpointSlice['endpoints'] = [];
+    const endpoint = async (svc: string): Promise<V1EndpointSlice['endpoints']> => (last = (await ourSlices(cp.client, ns, svc)).flatMap((sl) => sl.endpoints ?? []));
+    await waitFor('every Service published', async () => (await Promise.all([...Array.from({ length: WORKERS }, (_, i) => `held-${i}`), 'victims'].map(endpoint))).every((e) => (e ?? []).length === 1), 30_000);
+
+    close();
+    try {
+      // Every worker takes one held Service's write and waits in it.
+      for (let i = 0; i < WORKERS; i++) await cp.client.patch(podPath(ns, `held-${i}`), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: addr(i, 1) } } }, 'merge');
+      await waitFor(`${WORKERS} writes held`, () => gate.held === WORKERS, 15_000);
+      await cp.client.delete(podPath(ns, 'victim'));
+      await waitFor(
+        'the victim published terminating while the other writes are still held',
+        async () => (await endpoint('victims'))?.[0]?.conditions?.terminating === true,
+        10_000,
+        () => `held writes: ${gate.held}; the last endpoints read: ${JSON.stringify(last)}`,
+      );
+      assert.equal(gate.closed, true);
+    } finally {
+      gate.open();
     }
   });
 });

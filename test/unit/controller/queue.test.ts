@@ -60,6 +60,46 @@ void describe('WorkQueue', () => {
     assert.deepEqual([await q.get(), await q.get()], ['y', 'x']);
   });
 
+  void test('a reserve worker (getUrgent) takes an urgent key while every other worker is busy, never a plain one', async () => {
+    const q = new WorkQueue();
+    const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+    q.add('a');
+    q.add('b');
+    assert.deepEqual([await q.get(), await q.get()], ['a', 'b'], 'both workers busy');
+    const got: string[] = [];
+    const reserve = q.getUrgent().then((k) => void got.push(String(k)));
+    q.add('c');
+    await tick();
+    assert.equal(got.length, 0, 'a plain key waits for a worker');
+    q.addUrgent('d');
+    await reserve;
+    assert.deepEqual(got, ['d']);
+    q.done('d');
+    // A waiting key made urgent goes to a free reserve worker.
+    const promoted = q.getUrgent();
+    q.addUrgent('c');
+    assert.equal(await promoted, 'c');
+    q.done('c');
+    // One worker per key: an urgent add of a key being processed waits for its done.
+    const again = q.getUrgent().then((k) => void got.push(String(k)));
+    q.addUrgent('a');
+    await tick();
+    assert.deepEqual(got, ['d'], 'not while a is processed');
+    q.done('a');
+    await again;
+    assert.deepEqual(got, ['d', 'a']);
+    q.done('a');
+    q.done('b');
+    // An urgent key already waiting is taken at once; a plain one at the front is not.
+    q.addUrgent('u');
+    assert.equal(await q.getUrgent(), 'u');
+    q.done('u');
+    q.add('p');
+    const late = q.getUrgent();
+    q.shutdown();
+    assert.equal(await late, undefined, 'shutdown releases a reserve worker');
+  });
+
   void test('a waiting worker gets a key as soon as it is added', async () => {
     const q = new WorkQueue();
     const p = q.get();
