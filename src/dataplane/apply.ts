@@ -23,7 +23,7 @@ import { existsSync } from 'node:fs';
 import type { Logger } from '../log.js';
 import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route } from './model.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
-import { conntrackScope, render, RenderCache } from './incremental.js';
+import { conntrackStep, render, RenderCache } from './incremental.js';
 import { createExec, nftRestoreBinary, type Backend, type SpareExec } from './iptables.js';
 import type { BackendName, FamilySync, RuleBackend, RuleBackendKind } from './backend.js';
 import { createNftBackend } from './nft/backend.js';
@@ -114,7 +114,10 @@ interface Applied<R> {
   readonly rules: R;
   readonly routes: readonly Route[];
   readonly targets: readonly ResolvedTarget[];
+  /** The render it came from (engine.ts: a render whose delta starts there changed only those targets). */
+  readonly version: number | undefined;
 }
+
 
 function ms(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
@@ -196,7 +199,7 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
         problems.push(`conntrack not reconciled (retried next sync): ${e instanceof Error ? e.message : String(e)}`);
       }
     } else {
-      flushes = planConntrack(...conntrackScope(prev.targets, targets));
+      flushes = planConntrack(...conntrackStep(rendered, prev.version, prev.targets));
     }
     problems.push(...(await flushConntrack(exec, flushes)));
     reconcileDue = problems.length > 0;
@@ -261,7 +264,7 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
     const tConntrack = process.hrtime.bigint();
     const conntrack = await settleConntrack(rendered, prev);
     const conntrackMs = ms(tConntrack);
-    applied = { rules: next, routes: rendered.routes, targets: rendered.resolution.targets };
+    applied = { rules: next, routes: rendered.routes, targets: rendered.resolution.targets, version: rendered.version };
     lastTargets = rendered.resolution.targets;
     const served = { ready: 0, terminating: 0, none: 0 };
     for (const r of rendered.resolution.targets) served[r.choice] += 1;

@@ -1,21 +1,23 @@
 /**
- * The incremental engine: the three places where a sync does only the work of what changed.
+ * The shared stages of the incremental engine (engine.ts states the one invariant they keep):
  *
- *  1. StateMemo.update(input)   = buildDesiredState(input)       (redoes only changed Services)
- *  2. render(state, cache)      = render(state)                  (reuses per-target work; patches
- *                                                                  the last render when only the
- *                                                                  endpoints of a few targets changed)
- *  3. planConntrack(...conntrackScope(prev, next)) = planConntrack(prev, next)
- *                                                                 (looks only at targets that are
- *                                                                  not the very same object)
+ *  1. state     StateMemo.update(input)  = buildDesiredState(input)   (redoes only changed Services)
+ *  2. render    render(state, cache)     = render(state)              (reuses per-target work; patches
+ *                                                                      the last render when only the
+ *                                                                      endpoints of a few targets changed)
+ *     A cached render has a version; a patched one carries its delta: the served targets, by chain,
+ *     that changed since the render it patched. The iptables rulesets it holds are engine Snapshots,
+ *     edited in O(changes). Each back end's stage steps on that delta (the iptables back end plans from
+ *     the Snapshots' difference, restore.ts; the nftables back end's table, nft/stage.ts).
+ *  3. conntrack conntrackStep(render, applied) = conntrackScope(applied, render)  (the delta's pairs)
  *
- * ONE INVARIANT. Each incremental path returns exactly what its from-scratch form on the left of
- * `=` would return for the same input (test/sidecar/incremental.test.ts holds every path to that
- * after random event sequences). What makes that cheap is object identity, in both directions:
- * inputs are never mutated (the informers replace an object on every change), so an object seen
- * last time is unchanged; and an output equal to the previous one is the previous object, so the
- * next stage recognises "unchanged" with `===`. Equal-but-new objects are allowed and only cost
- * time: every path falls back to comparing fields, never to trusting a new object.
+ * Every incremental path returns exactly what its from-scratch form on the right would return for
+ * the same input (test/sidecar/incremental.test.ts, for both back ends, after random event
+ * sequences). What makes the state and render steps cheap is object identity: inputs are never
+ * mutated (the informers replace an object on every change), so an object seen last time is
+ * unchanged; and an output equal to the previous one is the previous object, so the next stage
+ * recognises "unchanged" with `===`. Equal-but-new objects are allowed and only cost time: every
+ * path falls back to comparing fields, never to trusting a new object.
  *
  * ONE LIMIT. A step that changes more than CHANGE_LIMIT units (Services for the state, targets for
  * the render) is done from scratch: past that, editing in place costs more than redoing.
@@ -23,11 +25,12 @@
 import { compareText } from '../order.js';
 import { networkKey } from '../annotations/service-network.js';
 import type { V1EndpointSlice, V1Service } from '../kube/types.js';
-import { renderRuleset, planRoutes } from './rules.js';
+import { chains, renderRuleset, planRoutes } from './rules.js';
+import { Snapshot, type Change } from './engine.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { resolveTargets, sameNetwork, targetWork, type TargetWork, type WorkMemo } from './resolve.js';
 import { byKey, serviceTargets, sliceInfo, slicesByNetwork, type Keyed, type SliceInfo, type StateInput, type StateOutput } from './state.js';
-import type { DesiredState, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget } from './model.js';
+import type { Chains, DesiredState, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget } from './model.js';
 
 /** Up to this many changed units per step, a step edits its last result; more: from scratch. */
 export const CHANGE_LIMIT = 64;
@@ -271,15 +274,20 @@ export function render(state: DesiredState, cache?: RenderCache, layout: Layout 
   const patched = cache === undefined ? undefined : patchRender(state, cache);
   if (patched !== undefined) return patched;
   const resolution = resolveTargets(state, cache, layout);
-  const rendered = {
+  const rendered: Rendered = {
     resolution,
     v4: renderRuleset(resolution.targets, 4, layout),
     v6: renderRuleset(resolution.targets, 6, layout),
     routes: planRoutes(resolution.targets),
+    ...(cache !== undefined ? { version: nextVersion() } : {}),
   };
   if (cache?.positions !== undefined) cache.last = { state, rendered, index: cache.positions };
   return rendered;
 }
+
+let versions = 0;
+/** Render versions are unique in the process, so a stage never takes one cache's delta for another's. */
+const nextVersion = (): number => (versions += 1);
 
 interface LastRender {
   readonly state: DesiredState;
@@ -360,9 +368,8 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
   const ruleset = (family: IpFamily, was: Ruleset): Ruleset => {
     const edits = touched[family];
     if (edits.length === 0) return was;
-    // A copy keeps the insertion order, and set() on a present key keeps its place: same order as a full render.
-    const nat = new Map(was.nat);
-    for (const { next } of edits) nat.set(next.chain, next.rules);
+    // The next version of the chains (engine.ts): a replaced chain keeps its place, as in a full render.
+    const nat = edit(was.nat, edits.map(({ next }) => [next.chain, next.rules] as const));
     const rejectChanged = edits.some(({ old, next }) => (old.endpoints.length === 0) !== (next.endpoints.length === 0));
     return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, cache.layout).filter : was.filter };
   };
@@ -371,9 +378,25 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     v4: ruleset(4, prev.v4),
     v6: ruleset(6, prev.v6),
     routes: prev.routes,
+    version: nextVersion(),
+    ...(prev.version !== undefined ? { delta: { from: prev.version, targets: inOrder(touched, index) } } : {}),
   };
   cache.last = { state, rendered, index };
   return rendered;
+}
+
+/** The changes of both families in the order of the targets (as conntrackScope would list them). */
+function inOrder(touched: Record<IpFamily, { old: ResolvedTarget; next: ResolvedTarget }[]>, index: Map<ServicePortTarget, number>): Change<ResolvedTarget>[] {
+  const all = [...touched[4], ...touched[6]].map(({ old, next }) => ({ pos: index.get(next.target) ?? 0, change: { before: old, after: next } }));
+  return all.sort((a, b) => a.pos - b.pos).map((c) => c.change);
+}
+
+/** The next version of a table's chains: O(changes) on the engine's snapshot, a copy of any other map. */
+function edit(was: Chains, changes: readonly (readonly [string, readonly string[]])[]): Chains {
+  if (was instanceof Snapshot) return was.with(changes);
+  const next = new Map(was);
+  for (const [k, v] of changes) next.set(k, v);
+  return chains(next);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -399,6 +422,32 @@ export function conntrackScope(
     if (a.chain !== b.chain) return [prev, next];
     before.push(a);
     after.push(b);
+  }
+  return [before, after];
+}
+
+/**
+ * The conntrack stage's step: the targets planConntrack must look at after render `rendered`,
+ * when the sync before it applied render `version` with `targets`. The engine's delta when the
+ * render follows that one (O(changes)), else conntrackScope's pass over all. Equals
+ * conntrackScope(targets, rendered's targets) either way (a property test holds it to that).
+ */
+export function conntrackStep(
+  rendered: Rendered,
+  version: number | undefined,
+  targets: readonly ResolvedTarget[],
+): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
+  const { delta } = rendered;
+  if (version !== undefined && rendered.version === version) return [[], []];
+  const scratch = (): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] => conntrackScope(targets, rendered.resolution.targets);
+  if (delta === undefined || version === undefined || delta.from !== version) return scratch();
+  const before: ResolvedTarget[] = [];
+  const after: ResolvedTarget[] = [];
+  for (const c of delta.targets) {
+    // Not a replacement in place (a delta never says so today): leave it to the pass over all.
+    if (c.before === undefined || c.after === undefined || c.before.chain !== c.after.chain) return scratch();
+    before.push(c.before);
+    after.push(c.after);
   }
   return [before, after];
 }

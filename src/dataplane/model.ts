@@ -7,6 +7,7 @@
  */
 import type { NetworkRef } from '../annotations/service-network.js';
 import type { NftRuleset } from './nft/render.js';
+import type { Change } from './engine.js';
 
 export type IpFamily = 4 | 6;
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -139,4 +140,17 @@ export interface Rendered {
   readonly routes: readonly Route[];
   /** The nftables table, when the program renders its own (the node agent); the sidecar's is rendered from `resolution`. */
   readonly nft?: NftRuleset;
+  /** Set by a render with a cache (incremental.ts): this render's version, unique in the process. */
+  readonly version?: number;
+  /**
+   * The engine's step (engine.ts): the served targets, by chain, that changed since render
+   * `from` of the same cache (an unchanged one is the very object it was). Absent: this render
+   * was made from scratch, and so is every stage after it.
+   */
+  readonly delta?: RenderDelta;
+}
+
+export interface RenderDelta {
+  readonly from: number;
+  readonly targets: readonly Change<ResolvedTarget>[];
 }

@@ -9,6 +9,7 @@
  */
 import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import type { Ruleset } from './model.js';
+import { changedEntries } from './engine.js';
 
 /** Ours as found in a namespace (from iptables-save), per table. */
 export interface ExistingTable {
@@ -30,9 +31,8 @@ export interface RestorePlan {
   readonly deletedChains: readonly string[];
 }
 
-function sameLines(a: readonly string[] | undefined, b: readonly string[]): boolean {
-  if (a === b) return true;
-  return a !== undefined && a.length === b.length && a.every((l, i) => l === b[i]);
+function sameLines(a: readonly string[], b: readonly string[]): boolean {
+  return a === b || (a.length === b.length && a.every((l, i) => l === b[i]));
 }
 
 /**
@@ -58,20 +58,20 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
     const head: string[] = [];
     const removeRules: string[] = [];
     const appendRules: string[] = [];
-    const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [...(prev?.[table].keys() ?? [])].filter((c) => !want.has(c));
-    for (const [chain, lines] of want) {
-      const old = isFull ? undefined : prev?.[table].get(chain);
-      if (!isFull && sameLines(old, lines)) continue;
-      if (old !== undefined && layout.setChains.has(chain)) {
-        // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
-        const edits = editSetChain(old, lines);
-        removeRules.push(...edits.remove);
-        appendRules.push(...edits.append);
-        changedChains.push(`${table}/${chain}`);
-        continue;
+    const gone = isFull ? have[table].chains.filter((c) => !want.has(c)) : [];
+    if (isFull) rewrite.push(...want.keys());
+    // Partial: only the chains that differ (engine.ts: two versions of one render's chains cost the change, not the table).
+    else
+      for (const [chain, { before: old, after: lines }] of changedEntries(prev?.[table], want, sameLines)) {
+        if (lines === undefined) gone.push(chain);
+        else if (old !== undefined && layout.setChains.has(chain)) {
+          // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
+          const edits = editSetChain(old, lines);
+          removeRules.push(...edits.remove);
+          appendRules.push(...edits.append);
+          changedChains.push(`${table}/${chain}`);
+        } else rewrite.push(chain);
       }
-      rewrite.push(chain);
-    }
     if (isFull) {
       // Exactly one of each canonical jump: keep the first one that is, delete every other jump to ours.
       const canonical = layout.hooks[table].map((h) => `${h.chain} ${h.spec}`);

@@ -26,6 +26,7 @@
  * first so a Service that loses its last endpoint rejects before its DNAT rules go.
  */
 import { flat } from './flat.js';
+import { Snapshot } from './engine.js';
 import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from './names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget, Route, Ruleset, ServicePortTarget } from './model.js';
 
@@ -95,8 +96,11 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
     if (r.endpoints.length === 0) reject.push(r.reject);
     nat.set(r.chain, r.rules);
   }
-  return { family, filter: new Map([[layout.rejectChain, reject]]), nat };
+  return { family, filter: chains(new Map([[layout.rejectChain, reject]])), nat: chains(nat) };
 }
+
+/** A table's chains as the engine's snapshot (engine.ts): the next render edits it in O(changes), counted by rule lines. */
+export const chains = (m: Map<string, readonly string[]>): Snapshot<string, readonly string[]> => Snapshot.of(m, (lines) => lines.length);
 
 /** One route per served cluster IP: out of the Service's network interface, from the pod's address there. */
 export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
@@ -120,6 +124,11 @@ export function targetRules(t: ServicePortTarget, clusterIP: string, chain: stri
 /** Number of rule lines in a ruleset, for the rules-count metric. */
 export function countRules(r: Ruleset): number {
   let n = 0;
-  for (const table of TABLES) for (const lines of r[table].values()) n += lines.length;
+  for (const table of TABLES) {
+    const c = r[table];
+    // A rendered table keeps its count as it changes; another program's own map is counted.
+    if (c instanceof Snapshot) n += c.total;
+    else for (const lines of c.values()) n += lines.length;
+  }
   return n;
 }

@@ -10,9 +10,15 @@ import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { nftListingLines } from './render-fixtures.js';
 import assert from 'node:assert/strict';
 import { sameState, stateFingerprint } from '../../src/dataplane/state.js';
-import { planRestore } from '../../src/dataplane/restore.js';
-import { fullText, partialText, renderNft, type NftRuleset, type NftTarget } from '../../src/dataplane/nft/render.js';
-import { buildDesiredState, conntrackScope, render, RenderCache, StateMemo } from '../../src/dataplane/incremental.js';
+import { countNftRules, fullText, type NftPlan, type NftRuleset } from '../../src/dataplane/nft/render.js';
+import { buildDesiredState, conntrackScope, conntrackStep, render, RenderCache, StateMemo } from '../../src/dataplane/incremental.js';
+import { changedEntries, Snapshot } from '../../src/dataplane/engine.js';
+import { createIptablesBackend, type IptablesPlan, type IptablesRules } from '../../src/dataplane/iptables-backend.js';
+import { createNftBackend } from '../../src/dataplane/nft/backend.js';
+import { createExec, type Exec } from '../../src/dataplane/iptables.js';
+import type { RuleBackend } from '../../src/dataplane/backend.js';
+import { countRules } from '../../src/dataplane/rules.js';
+import { SIDECAR_LAYOUT } from '../../src/dataplane/names.js';
 import type { Rendered } from '../../src/dataplane/model.js';
 import type { PodInterface } from '../../src/dataplane/model.js';
 import { planConntrack } from '../../src/dataplane/conntrack.js';
@@ -118,100 +124,196 @@ void describe('incremental state and render equal from-scratch ones', () => {
     assert.equal(sameState(a, { ...a, targets: [...a.targets] }), true);
   });
 
-  void test('a cached (patched) render equals an uncached one, and so does every restore plan (iptables) and table and change (nftables)', () => {
+  void test('a cached (patched) render equals an uncached one', () => {
     let patched = 0;
-    let flushes = 0;
     for (const seed of SEEDS) {
       const world = new World(rng(seed * 7919));
       const memo = new StateMemo();
       const cache = new RenderCache();
       let prevCached: Rendered | undefined;
-      let prevFresh: Rendered | undefined;
-      // The nftables back end's memo (per resolved target, as nft/backend.ts keeps it).
-      const nftMemo = new WeakMap<Parameters<typeof renderNft>[0][number], NftTarget>();
-      let prevNftCached: NftRuleset | undefined;
-      let prevNftFresh: NftRuleset | undefined;
       for (let i = 0; i < STEPS; i++) {
         const what = world.step();
         const state = memo.update(world.input()).state;
         const lastBefore = cache.last;
         const cached = render(state, cache);
-        const fresh = render(state);
         // Patched (the index carried over) and not just handed back unchanged: a real edit.
         if (lastBefore !== undefined && cache.last?.index === lastBefore.index && cached !== prevCached) patched += 1;
-        const where = `seed ${seed}, step ${i} (${what})`;
-        assert.deepEqual(rendered(cached), rendered(fresh), where);
-        for (const f of ['v4', 'v6'] as const) {
-          assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false).text, planRestore(fresh[f], prevFresh?.[f], undefined, false).text, `${where}, IPv${f.slice(1)} plan`);
-        }
-        // nftables: the memoized render of the patched targets equals a fresh one, whole and by difference.
-        const nftCached = renderNft(cached.resolution.targets, nftMemo);
-        const nftFresh = renderNft(fresh.resolution.targets);
-        assert.equal(fullText(nftCached), fullText(nftFresh), `${where}, nftables table`);
-        if (prevNftCached !== undefined && prevNftFresh !== undefined) {
-          assert.equal(partialText(nftCached, prevNftCached).text, partialText(nftFresh, prevNftFresh).text, `${where}, nftables plan`);
-        }
-        prevNftCached = nftCached;
-        prevNftFresh = nftFresh;
-        // The dataplane looks only at the changed pairs for conntrack flushes: same flushes as looking at all.
-        const prevTargets = prevCached?.resolution.targets;
-        assert.deepEqual(planConntrack(...conntrackScope(prevTargets, cached.resolution.targets)), planConntrack(prevTargets, cached.resolution.targets), `${where}, conntrack`);
-        if (planConntrack(prevTargets, cached.resolution.targets).length > 0) flushes += 1;
+        assert.deepEqual(rendered(cached), rendered(render(state)), `seed ${seed}, step ${i} (${what})`);
         prevCached = cached;
-        prevFresh = fresh;
       }
     }
-    assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
     assert.ok(patched > SEEDS.length * 4, `endpoint-only changes should take the patch path (took it ${patched} times)`);
   });
-});
 
-/**
- * The same property in the kernel, for the nftables back end: over random event sequences, the
- * table after applying each partial change with the real `nft` equals the table a whole load of
- * the same state gives (two namespaces this test creates).
- */
-void describe('nftables: incremental changes in the kernel equal a from-scratch load', () => {
-  let topo: Topology;
-  let inc: Pod;
-  let scratch: Pod;
-  before(async () => {
-    topo = await createTopology();
-    inc = await topo.addPod('inc');
-    scratch = await topo.addPod('scratch');
-  });
-  after(async () => topo?.teardown());
-
-  void test('partial nft -f after every step = full nft -f of that state (3 seeds x 50 steps)', async () => {
-    const apply = async (pod: Pod, text: string, where: string): Promise<void> => {
-      if (text === '') return;
-      const r = await topo.run(pod, ['nft', '-f', '-'], { input: text, allowFail: true });
-      assert.equal(r.code, 0, `${where}: nft -f failed: ${r.stderr}\n${text}`);
-    };
-    const listing = async (pod: Pod): Promise<string[]> => nftListingLines((await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout);
-    let partials = 0;
-    for (const seed of [11, 12, 13]) {
-      const world = new World(rng(seed * 7919));
-      const memo = new StateMemo();
-      const cache = new RenderCache();
-      const nftMemo = new WeakMap<Parameters<typeof renderNft>[0][number], NftTarget>();
-      let prev: NftRuleset | undefined;
-      for (let i = 0; i < 50; i++) {
-        const what = world.step();
-        const next = renderNft(render(memo.update(world.input()).state, cache).resolution.targets, nftMemo);
-        const where = `seed ${seed}, step ${i} (${what})`;
-        if (prev === undefined) await apply(inc, fullText(next), where);
-        else {
-          const text = partialText(next, prev).text;
-          if (text !== '') partials += 1;
-          await apply(inc, text, where);
-        }
-        await apply(scratch, fullText(next), where);
-        assert.deepEqual(await listing(inc), await listing(scratch), where);
-        prev = next;
+  void test('Snapshot.with and changedEntries equal a Map and a full comparison over random edits', () => {
+    for (const seed of SEEDS) {
+      const r = rng(seed);
+      let snap = Snapshot.of(new Map<string, number>(), (v) => v);
+      let map = new Map<string, number>();
+      const kept: { snap: Snapshot<string, number>; map: Map<string, number> }[] = [];
+      for (let i = 0; i < 400; i++) {
+        const edits: [string, number | undefined][] = [];
+        for (let k = 0, n = Math.floor(r() * 6); k < n; k++) edits.push([`k${Math.floor(r() * 120)}`, r() < 0.3 ? undefined : Math.floor(r() * 5)]);
+        const next = snap.with(edits);
+        const nextMap = new Map(map);
+        for (const [k, v] of edits) if (v === undefined) nextMap.delete(k);
+        else nextMap.set(k, v);
+        const where = `seed ${seed}, step ${i}`;
+        assert.deepEqual([...next.entries()], [...nextMap.entries()], where);
+        assert.equal(next.size, nextMap.size, where);
+        assert.equal(next.total, [...nextMap.values()].reduce((a, b) => a + b, 0), where);
+        // An older version is unchanged by the newer ones, and its difference to any later one is the full comparison's.
+        kept.push({ snap, map });
+        const old = kept[Math.floor(r() * kept.length)] as (typeof kept)[number];
+        assert.deepEqual([...old.snap.entries()], [...old.map.entries()], `${where}: an old version changed`);
+        assert.deepEqual(changedEntries(old.snap, next), changedEntries(new Map(old.map), nextMap), `${where}: changedEntries`);
+        snap = next;
+        map = nextMap;
       }
     }
-    assert.ok(partials >= 30, `many steps should change the table (${partials} did)`);
   });
 });
 
+/** A rule back end under the property: its pure stages through the seam (backend.ts), never a command. */
+interface Subject {
+  readonly name: string;
+  make(): RuleBackend<unknown, unknown, unknown>;
+  /** Everything the rules hold, in order. */
+  content(rules: unknown): unknown;
+  count(rules: unknown): number;
+  text(plan: unknown): string;
+}
+const noExec: Exec = () => Promise.reject(new Error('the property test runs no command'));
+const SUBJECTS: readonly Subject[] = [
+  {
+    name: 'iptables',
+    make: () => createIptablesBackend(noExec, { flavor: 'nft', families: [4, 6], layout: SIDECAR_LAYOUT }),
+    content: (r) => {
+      const x = r as IptablesRules;
+      return [x.v4, x.v6].map((f) => [[...f.nat.entries()], [...f.filter.entries()]]);
+    },
+    count: (r) => countRules((r as IptablesRules).v4) + countRules((r as IptablesRules).v6),
+    text: (p) => (p as IptablesPlan).map((f) => f.plan.text).join('\n'),
+  },
+  {
+    name: 'nftables',
+    make: () => createNftBackend(noExec),
+    content: (r) => fullText(r as NftRuleset),
+    count: (r) => countNftRules(r as NftRuleset),
+    text: (p) => (p as NftPlan).text,
+  },
+];
+const BACKEND_SEEDS = Array.from({ length: 16 }, (_, i) => 101 + i);
+
+for (const subject of SUBJECTS) {
+  void describe(`${subject.name}: the engine's stages equal from-scratch ones`, () => {
+    void test(`rules, partial plan, rule count and conntrack step after every random event (${BACKEND_SEEDS.length} seeds x ${STEPS} steps)`, () => {
+      let stepped = 0;
+      let flushes = 0;
+      for (const seed of BACKEND_SEEDS) {
+        const world = new World(rng(seed * 7919));
+        const memo = new StateMemo();
+        const cache = new RenderCache();
+        // Incremental: one back end and one render cache for the whole sequence, as a running sidecar.
+        const be = subject.make();
+        let prev: { rendered: Rendered; rules: unknown } | undefined;
+        let prevFresh: { rendered: Rendered; rules: unknown } | undefined;
+        for (let i = 0; i < STEPS; i++) {
+          const what = world.step();
+          const input = world.input();
+          const where = `${subject.name}, seed ${seed}, step ${i} (${what})`;
+          const rendered = render(memo.update(input).state, cache);
+          if (prev !== undefined && rendered.delta?.from === prev.rendered.version) stepped += 1;
+          const rules = be.rules(rendered);
+          // From scratch: state, render and a new back end, every step.
+          const fresh = render(buildDesiredState(input).state);
+          const want = subject.make().rules(fresh);
+          assert.deepEqual(subject.content(rules), subject.content(want), `${where}: rules`);
+          assert.equal(subject.count(rules), subject.count(want), `${where}: rule count`);
+          const plan = be.plan(rules, prev?.rules, undefined, prev === undefined);
+          const planFresh = subject.make().plan(want, prevFresh?.rules, undefined, prevFresh === undefined);
+          assert.equal(subject.text(plan), subject.text(planFresh), `${where}: plan`);
+          if (prev !== undefined && prevFresh !== undefined) {
+            const got = planConntrack(...conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets));
+            assert.deepEqual(got, planConntrack(prevFresh.rendered.resolution.targets, fresh.resolution.targets), `${where}: conntrack`);
+            assert.deepEqual(conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets), conntrackScope(prev.rendered.resolution.targets, rendered.resolution.targets), `${where}: conntrack step`);
+            if (got.length > 0) flushes += 1;
+          }
+          prev = { rendered, rules };
+          prevFresh = { rendered: fresh, rules: want };
+        }
+      }
+      assert.ok(stepped > BACKEND_SEEDS.length * 4, `endpoint-only changes should reach the back end as a delta (${stepped} did)`);
+      assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
+    });
+  });
+}
+
+/**
+ * The same property in the kernel, for each back end: over random event sequences, what one back
+ * end instance writes partially after each step (the engine's plan, its own `write`) leaves the
+ * namespace holding what a from-scratch full sync of that state by a new instance (its `read`,
+ * full plan and `write`, adopting what is there) leaves in another namespace. Two namespaces
+ * this test creates; listings compared as sorted lines (a Service added by a partial sync is
+ * appended to the iptables dispatch chain, where a full one writes render order).
+ */
+const KERNEL: readonly { name: string; make: (exec: Exec) => RuleBackend<unknown, unknown, unknown>; listing: string[][] }[] = [
+  {
+    name: 'iptables',
+    make: (exec) => createIptablesBackend(exec, { flavor: 'nft', families: [4, 6], layout: SIDECAR_LAYOUT }),
+    listing: [['iptables-save'], ['ip6tables-save']],
+  },
+  { name: 'nftables', make: (exec) => createNftBackend(exec), listing: [['nft', 'list', 'table', 'inet', 'multus_proxy']] },
+];
+
+for (const k of KERNEL) {
+  void describe(`${k.name}: incremental changes in the kernel equal a from-scratch sync`, () => {
+    let topo: Topology;
+    let inc: Pod;
+    let scratch: Pod;
+    before(async () => {
+      topo = await createTopology();
+      inc = await topo.addPod('inc');
+      scratch = await topo.addPod('scratch');
+    });
+    after(async () => topo?.teardown());
+
+    void test('partial write after every step = full sync of that state by a new back end (3 seeds x 40 steps)', async () => {
+      const listing = async (pod: Pod): Promise<string[]> => {
+        const out: string[] = [];
+        for (const argv of k.listing) out.push(...nftListingLines((await topo.run(pod, argv)).stdout.replace(/^#.*$/gm, '').replace(/\[\d+:\d+\]/g, '')));
+        return out;
+      };
+      const incExec = createExec(inc.ns);
+      const scratchExec = createExec(scratch.ns);
+      let partials = 0;
+      try {
+        for (const seed of [11, 12, 13]) {
+          const world = new World(rng(seed * 7919));
+          const memo = new StateMemo();
+          const cache = new RenderCache();
+          const be = k.make(incExec);
+          let prev: unknown;
+          for (let i = 0; i < 40; i++) {
+            const what = world.step();
+            const input = world.input();
+            const where = `${k.name}, seed ${seed}, step ${i} (${what})`;
+            const next = be.rules(render(memo.update(input).state, cache));
+            const existing = prev === undefined ? await be.read(undefined) : undefined;
+            const written = await be.write(be.plan(next, prev, existing, prev === undefined), next);
+            if (prev !== undefined && written.some((f) => f.restoreText !== '')) partials += 1;
+            prev = next;
+            const fresh = k.make(scratchExec);
+            const want = fresh.rules(render(buildDesiredState(input).state));
+            await fresh.write(fresh.plan(want, undefined, await fresh.read(undefined), true), want);
+            assert.deepEqual(await listing(inc), await listing(scratch), where);
+          }
+        }
+      } finally {
+        incExec.close();
+        scratchExec.close();
+      }
+      assert.ok(partials >= 30, `many steps should change the rules (${partials} did)`);
+    });
+  });
+}

@@ -7,8 +7,9 @@
  */
 import type { BackendCleanup, FamilySync, RuleBackend } from '../backend.js';
 import { lineContext, summarize, type Exec } from '../iptables.js';
-import type { Rendered, ResolvedTarget } from '../model.js';
-import { cleanupText, countNftRules, NFT_FAMILY, NFT_TABLE, planNft, renderNft, type NftPlan, type NftRuleset, type NftTarget } from './render.js';
+import type { Rendered } from '../model.js';
+import { NftStage } from './stage.js';
+import { cleanupText, countNftRules, NFT_FAMILY, NFT_TABLE, planNft, type NftPlan, type NftRuleset } from './render.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
@@ -105,8 +106,8 @@ export function compareTable(applied: NftRuleset, listing: string): string | und
  * or another program's, whose renderer hands its ruleset over in `Rendered.nft` (the node agent).
  */
 export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBackend {
-  // Each resolved target's part, kept while the render cache keeps the target (same object when unchanged).
-  const memo = new WeakMap<ResolvedTarget, NftTarget>();
+  // The engine's nftables stage: a render's delta edits the last table (stage.ts).
+  const stage = new NftStage();
   const T = `${NFT_FAMILY} ${table}`;
   const list = async (what: string): Promise<string | undefined> => {
     const r = await exec('nft', ['list', ...what.split(' ')]);
@@ -117,7 +118,7 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBack
     rules: (rendered: Rendered) => {
       if (rendered.nft !== undefined) return rendered.nft;
       if (table !== NFT_TABLE) throw new Error(`the nftables table ${table} is rendered by its program, and this render carries none`);
-      return renderNft(rendered.resolution.targets, memo);
+      return stage.step(rendered);
     },
     async read() {
       const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);

@@ -29,6 +29,7 @@
  * The source address of a connection comes from the cluster IP's route (routes.ts), for both back ends.
  */
 import { flat } from '../flat.js';
+import { changedEntries, Snapshot } from '../engine.js';
 import { hashName } from '../names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../model.js';
 
@@ -195,8 +196,18 @@ export function collectTargets(table: NftTable, targets: Iterable<NftTarget>): N
     keys.add(k);
     out.set(t.chain, t);
   }
-  return { table, targets: out };
+  return { table, targets: nftTargets(out) };
 }
+
+/** Rule statements of one Service port (its chain and the chains it owns): what countNftRules adds up. */
+const targetRuleCount = (t: NftTarget): number => {
+  let n = t.rules.length;
+  for (const l of t.ownedChains.values()) n += l.length;
+  return n;
+};
+
+/** Service ports by chain as the engine's snapshot (../engine.ts): the next sync edits it in O(changes), counted by rules. */
+export const nftTargets = (m: Map<string, NftTarget>): Snapshot<string, NftTarget> => Snapshot.of(m, targetRuleCount);
 
 /** A target's dispatch element as one string, computed once per target (a sync at 10,000 Services looks at every one). */
 const dispatchKeys = new WeakMap<NftTarget, string>();
@@ -326,9 +337,18 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
       }
     for (const name of t.sets.keys()) if (keep?.sets.has(name) !== true) deletes.push(`delete set ${T} ${name}`);
   };
-  for (const [chain, t] of next.targets) {
-    const old = prev.targets.get(chain);
-    if (old !== undefined && sameTarget(old, t)) continue;
+  // Only the Service ports that differ (../engine.ts: two versions of one table cost the change, not the table).
+  for (const [chain, { before: old, after: t }] of changedEntries(prev.targets, next.targets, sameTarget)) {
+    if (t === undefined) {
+      if (old === undefined) continue;
+      for (const e of old.elements) elemDel.push(`delete element ${T} ${elemKey(e)}`);
+      flushes.push(`flush chain ${T} ${chain}`);
+      // The Service chain goes before its owned chains: it is what refers to them.
+      deletes.unshift(`delete chain ${T} ${chain}`);
+      deletedChains.push(chain);
+      removeParts(old, undefined);
+      continue;
+    }
     // Every set the chains name is declared again, kept or new: a chain block can name only sets
     // nft has in its cache, and this transaction fetches no set (re-adding an existing set keeps its elements).
     for (const [name, timeout] of t.sets) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
@@ -343,15 +363,6 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     for (const e of old?.elements ?? []) if (has.get(elemKey(e)) !== elementText(e)) elemDel.push(`delete element ${T} ${elemKey(e)}`);
     for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) elemAdd.push(`add element ${T} ${e.set} { ${elementText(e)} }`);
     if (old !== undefined) removeParts(old, t);
-  }
-  for (const [chain, old] of prev.targets) {
-    if (next.targets.has(chain)) continue;
-    for (const e of old.elements) elemDel.push(`delete element ${T} ${elemKey(e)}`);
-    flushes.push(`flush chain ${T} ${chain}`);
-    // The Service chain goes before its owned chains: it is what refers to them.
-    deletes.unshift(`delete chain ${T} ${chain}`);
-    deletedChains.push(chain);
-    removeParts(old, undefined);
   }
   const fixed: string[] = [];
   const before = new Map(prev.table.chains.map((c) => [c.name, c.rules]));
@@ -383,10 +394,9 @@ export function cleanupText(table: string = NFT_TABLE): string {
 
 /** Rule statements in a ruleset, for the rules-count metric (Service and owned chains; the fixed chains not counted). */
 export function countNftRules(r: NftRuleset): number {
+  // A rendered table keeps its count as it changes; another program's own map is counted.
+  if (r.targets instanceof Snapshot) return r.targets.total;
   let n = 0;
-  for (const t of r.targets.values()) {
-    n += t.rules.length;
-    for (const l of t.ownedChains.values()) n += l.length;
-  }
+  for (const t of r.targets.values()) n += targetRuleCount(t);
   return n;
 }
