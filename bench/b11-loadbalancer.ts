@@ -19,6 +19,7 @@ import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/
 import { requireTool, run } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
+import { tuneForShortConnections } from './lib/traffic-pair.js';
 import type { Table, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -67,13 +68,7 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
 
   await probe.create();
   // As B4: short TIME_WAIT and a wide port range in the client's namespace, or one-connection-per-request runs collapse.
-  for (const [key, value] of [
-    ['net.netfilter.nf_conntrack_tcp_timeout_time_wait', '1'],
-    ['net.ipv4.ip_local_port_range', '1024 65000'],
-    ['net.ipv4.tcp_tw_reuse', '1'],
-  ] as const) {
-    await run('sysctl', ['-qw', `${key}=${value}`], { netns: probe.ns });
-  }
+  await tuneForShortConnections(probe.ns);
   const viaLb = `http://${vip}/`;
   const viaKubeProxy = `http://${kpVip}/`;
   const direct = `http://${backend}/`;

@@ -6,6 +6,8 @@
  * the V8 heap, the resident peak (VmHWM, the first sync's), CPU while idle, then `CHANGES`
  * one-endpoint changes one at a time: the sync time the sidecar logs ("rules applied" ms), the
  * write → rules latency, and the CPU they cost; then private memory again `AFTER_WAIT_MS` later.
+ * Every variant runs with `--trace-gc` added: the GC pauses it prints are summed over the idle
+ * window and over the changes (GC time, the CPU price of a memory setting).
  * What chose SIDECAR_NODE_FLAGS for Node 24 (docs/decisions.md); B5 itself runs one of each.
  *
  *   VARIANTS='[{"label":"lite","flags":["--lite-mode"]},{"label":"uv1","flags":[],"env":{"UV_THREADPOOL_SIZE":"1"}},{"label":"no ofs","flags":[],"without":["--optimize-for-size"]}]' \
@@ -21,7 +23,7 @@ import { imageSidecarCommand } from './lib/image-runtime.js';
 import { endpointSlice } from './lib/services.js';
 import { cpuWithChildrenMs, run, sleep, smaps, treeSum, withCleanup } from './lib/proc.js';
 import { summarize } from './lib/stats.js';
-import { parseHeapMetrics } from './lib/v8-heap.js';
+import { gcPauseMs, parseHeapMetrics } from './lib/v8-heap.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 
 interface Variant {
@@ -59,26 +61,43 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
   process.stderr.write(`${image.how}; N=${N}\n`);
   for (let r = 0; r < ROUNDS; r++) {
     for (const v of r % 2 === 0 ? variants : [...variants].reverse()) {
-      const cmd: SidecarCommand = { binary: image.binary ?? 'node', argv: [...v.flags, ...image.argv.filter((a) => !(v.without ?? []).includes(a))], env: { ...image.env, ...v.env }, how: v.label };
+      const cmd: SidecarCommand = { binary: image.binary ?? 'node', argv: ['--trace-gc', ...v.flags, ...image.argv.filter((a) => !(v.without ?? []).includes(a))], env: { ...image.env, ...v.env }, how: v.label };
       const t0 = performance.now();
       const sidecar = startSidecar(env, cleanup, 'info', cmd);
+      let gcMs = 0;
+      let gcs = 0;
+      let rest = '';
+      sidecar.child.stdout?.on('data', (c: Buffer) => {
+        const lines = (rest + c.toString()).split('\n');
+        rest = lines.pop() ?? '';
+        for (const l of lines) {
+          const ms = gcPauseMs(l);
+          if (ms === undefined) continue;
+          gcMs += ms;
+          gcs++;
+        }
+      });
       const applied: LogLine[] = [];
       sidecar.onLine((l) => (l.msg === 'rules applied' ? applied.push(l) : undefined));
       await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
       const firstSyncMs = performance.now() - t0;
+      const gcTillFirst = gcMs;
       const pid = sidecar.child.pid ?? 0;
       await sleep(SETTLE_MS);
       const priv: number[] = [];
       const c0 = treeSum(pid, cpuWithChildrenMs);
+      const gcIdle0 = gcMs;
       for (let s = 0; s < WINDOW_S; s++) {
         await sleep(1000);
         priv.push(smaps(pid).anonymous / MIB);
       }
       const idleCpuPercent = (treeSum(pid, cpuWithChildrenMs) - c0) / (WINDOW_S * 10);
+      const idleGcMs = gcMs - gcIdle0;
       const heap = parseHeapMetrics((await run('curl', ['-sf', 'http://127.0.0.1:9180/metrics'], { netns: env.pod.ns })).stdout, 'multus_proxy_sidecar');
       const syncMs: number[] = [];
       const latencyMs: number[] = [];
       const c1 = treeSum(pid, cpuWithChildrenMs);
+      const [gc1, gcn1] = [gcMs, gcs];
       for (let k = 0; k < (N > 0 ? CHANGES : 0); k++) {
         const i = (generation * 7919) % N;
         const before = applied.length;
@@ -93,6 +112,7 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
         await sleep(300);
       }
       const changeCpuMs = treeSum(pid, cpuWithChildrenMs) - c1;
+      const [changeGcMs, changeGcs] = [gcMs - gc1, gcs - gcn1];
       await sleep(AFTER_WAIT_MS);
       const after: number[] = [];
       for (let s = 0; s < 5; s++) {
@@ -114,6 +134,10 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
         syncMsMax: syncMs.length > 0 ? Math.max(...syncMs) : null,
         latencyMsMedian: latencyMs.length > 0 ? median(latencyMs) : null,
         changeCpuMs,
+        idleGcMs: round1(idleGcMs),
+        changeGcMs: round1(changeGcMs),
+        changeGcs,
+        firstSyncGcMs: round1(gcTillFirst),
       };
       process.stdout.write(`${JSON.stringify(out)}\n`);
       await sidecar.stop();

@@ -8,7 +8,9 @@
  */
 import os from 'node:os';
 import { startControllerProc, leaseHolder, tail } from '../test/controller/procs.js';
-import { runDeletionChurn, type ChurnOptions, type ChurnResult } from '../test/controller/deletion-churn.js';
+import { CHURN_SERVICE, runDeletionChurn, type ChurnOptions, type ChurnResult } from '../test/controller/deletion-churn.js';
+import { breakdown, writeLines, type Breakdown } from '../test/controller/deletion-breakdown.js';
+import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from './lib/deletion-stages.js';
 import { uniqueName } from '../test/harness/controlplane.js';
 import { waitFor } from '../test/harness/wait.js';
 import { benchControlPlane } from './lib/cluster.js';
@@ -37,6 +39,7 @@ const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(', ');
 export const benchmark = defineBenchmark('b9', 'pod deletion → terminating endpoint in the slice, under Deployment-like churn', SIZES, async (ctx, { deletions, rounds }, cleanup) => {
   const cp = await benchControlPlane(cleanup);
   const results = new Map<string, ChurnResult[]>();
+  const stages = new Map<string, Breakdown[]>();
   const loads: string[] = [];
   for (let round = 0; round < rounds; round++) {
     for (const c of CONDITIONS) {
@@ -47,11 +50,12 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         const proc = startControllerProc({ kubeconfig: cp.kubeconfigPath, namespace: ns, identity, leaseMs: 15_000, renewMs: 10_000, retryMs: 2000, extraArgs: ['--urgent-pod-changes', v.flag] });
         cleanup.add(`controller ${identity}`, async () => void proc.child.kill('SIGTERM'));
         await waitFor('controller leading', async () => (await leaseHolder(cp.client, ns)) === identity, 60_000, () => tail(proc));
-        const opts: ChurnOptions = { connection: cp.connection, namespace: ns, deletions, high: 4, low: 2, stepMs: 400, stopAfterMs: 1000, ...(c.background ? { background: { ...c.background, kubeconfig: cp.kubeconfigPath } } : {}) };
+        const opts: ChurnOptions = { connection: cp.connection, kubeconfig: cp.kubeconfigPath, namespace: ns, deletions, high: 4, low: 2, stepMs: 400, stopAfterMs: 1000, ...(c.background ? { background: c.background } : {}) };
         const r = await runDeletionChurn(opts);
         proc.child.kill('SIGTERM');
         const key = `${c.name}|${v.name}`;
         results.set(key, [...(results.get(key) ?? []), r]);
+        stages.set(key, [...(stages.get(key) ?? []), ...breakdown(r.victims, writeLines(proc.logs), `${ns}/${CHURN_SERVICE}`)]);
         loads.push(load());
         const s = summarize(r.deletionToTerminating);
         ctx.log(`round ${round + 1}, ${c.name}, ${v.name}: p50/p90/p99/max ${cell(s)} ms, missing ${r.missing.length}; load ${load()}`);
@@ -73,6 +77,12 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
       rows.push([c.name, v.name, `${cell(del)} (n=${del.n})`, String(miss), `${cell(ready)} (n=${ready.n})`]);
     }
   }
+  const stageRows: string[][] = [];
+  for (const c of CONDITIONS) {
+    for (const v of VARIANTS) {
+      stageRows.push([c.name, v.name, ...stageCells(stages.get(`${c.name}|${v.name}`) ?? [])]);
+    }
+  }
   const quiet = summarize((results.get(`${CONDITIONS[0].name}|${VARIANTS[1].name}`) ?? []).flatMap((r) => r.deletionToTerminating));
   return {
     tables: [
@@ -80,6 +90,11 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         caption: `Deletion → terminating endpoint seen, ms (p50 / p90 / p99 / max), ${deletions} deletions per run, ${rounds} round(s), conditions and variants interleaved; load average (1, 5, 15 min) after each run: ${loads.join('; ')}:`,
         columns: ['condition', 'controller', 'deletionTimestamp seen → slice with the endpoint terminating seen', 'missing', 'reference: pod Ready seen → endpoint ready seen'],
         rows,
+      },
+      {
+        caption: `${STAGE_CAPTION}:`,
+        columns: ['condition', 'controller', ...STAGE_COLUMNS],
+        rows: stageRows,
       },
     ],
     targets: [
@@ -92,7 +107,7 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         '(`node --import tsx src/controller/main.ts`, leader election on, `--namespace` its own), started fresh for each run. Churn (test/controller/deletion-churn.ts): a Service `web` whose pods ' +
         'alternate between 4 and 2 replicas every 400 ms; a scale-down deletes the surplus two at once without options (the pods are scheduled, so the apiserver keeps them with ' +
         'deletionTimestamp and their 30 s grace period, as for a Deployment); 1 s later the script, standing in for the kubelet, writes Ready=False and deletes the pod with grace 0. ' +
-        'Both watches (pods, EndpointSlices) run in the benchmark process on their own client; times are taken on receipt. "busy": other Services whose only pod gets a new ' +
+        'Both watches (pods, EndpointSlices) run in a watcher process of their own that does nothing else (test/controller/deletion-watch-proc.ts, nice -5); times are taken there on receipt. "busy": other Services whose only pod gets a new ' +
         'network-status address every 500 ms, all at once, written by a child process (test/controller/background-churn-proc.ts) so the watches\' receipt times do not wait for it; every round puts 40 keys with a slice write each in the controller\'s queue (2 workers). ' +
         'The two variants are the same build: `--urgent-pod-changes=false` queues a pod\'s deletion or Ready flip at the back, as before the change; the default puts its Services at the front.',
       'What bounds the figure: a deletion still waits for a reconcile already running (the queue never preempts), and for the echo of the Service\'s previous write when that is not in the cache yet ' +

@@ -14,51 +14,16 @@
  *
  *   node --import tsx bench/nft-change-shapes.ts [services=10000] [rounds=30]
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { render } from '../src/dataplane/incremental.js';
 import { fullText, renderNft, type NftTarget } from '../src/dataplane/nft/render.js';
 import { desiredState } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
-import { nsArgv, run, withCleanup } from './lib/proc.js';
+import { run, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
+import { NftInteractive } from './lib/nft-interactive.js';
 
 const SHARDS = 8;
 const T = 'inet multus_proxy';
-
-/** One kept-open `nft -i`; a command is done when the sentinel line after it reports its syntax error. */
-class Interactive {
-  private readonly child: ChildProcess;
-  private stderr = '';
-  private seq = 0;
-  private waiter: (() => void) | undefined;
-  constructor(netns: string) {
-    const [cmd, args] = nsArgv('nft', ['-i'], netns);
-    this.child = spawn(cmd, args, { stdio: ['pipe', 'ignore', 'pipe'] });
-    this.child.stderr?.on('data', (d: Buffer) => {
-      this.stderr += d.toString();
-      if (this.waiter !== undefined && this.stderr.includes(`@@sentinel${this.seq}\n`)) {
-        const w = this.waiter;
-        this.waiter = undefined;
-        w();
-      }
-    });
-  }
-  async send(commands: readonly string[]): Promise<number> {
-    this.seq += 1;
-    this.stderr = '';
-    const t0 = process.hrtime.bigint();
-    const done = new Promise<void>((resolve) => (this.waiter = resolve));
-    // One line is one transaction in nft -i; the sentinel is a syntax error nft reports at once.
-    this.child.stdin?.write(`${commands.join('; ')}\n@@sentinel${this.seq}\n`);
-    await done;
-    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-    if (this.stderr.split('\n').some((l) => l.startsWith('Error') && !l.includes('unexpected @'))) throw new Error(`nft -i: ${this.stderr}`);
-    return ms;
-  }
-  close(): void {
-    this.child.stdin?.end();
-  }
-}
 
 async function viaFile(netns: string, commands: readonly string[]): Promise<number> {
   return (await run('nft', ['-f', '-'], { netns, input: `${commands.join('\n')}\n` })).ms;
@@ -89,8 +54,8 @@ await withCleanup(
     const sharded = await createNetns('shapes8', cleanup);
     await run('nft', ['-f', '-'], { netns: one, input: fullText(ruleset) });
     await run('nft', ['-f', '-'], { netns: sharded, input: shardedText(targets) });
-    const i1 = new Interactive(one);
-    const i8 = new Interactive(sharded);
+    const i1 = new NftInteractive(['ip', 'netns', 'exec', one]);
+    const i8 = new NftInteractive(['ip', 'netns', 'exec', sharded]);
     cleanup.add('nft -i', () => {
       i1.close();
       i8.close();

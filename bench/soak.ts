@@ -15,6 +15,7 @@ import { PATHS, PLAIN_SERVICE, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK, tearDown
 import type { ChurnKind } from '../test/node/soak-analysis.js';
 import { curlCause, histogramShare } from '../test/node/soak-analysis.js';
 import { fmt, summarize } from './lib/stats.js';
+import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from './lib/deletion-stages.js';
 import { defineBenchmark } from './lib/define.js';
 import { ROOT, type BenchResult } from './lib/report.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -141,7 +142,8 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
       { caption: 'Failed requests per kind of event (the latest event before each failure); the cause is curl’s exit code:', columns: ['phase', 'event', 'events', 'multus-proxy failed', 'kube-proxy failed'], rows: byKind },
       { caption: `Private memory (smaps_rollup Anonymous over the container's processes, as B5), MiB, sampled every ${o.sampleEveryMs / 1000} s; per container instance, after a ${o.warmupMinutes}-minute warm-up from its first sample; slope by least squares:`, columns: ['component', 'pod (container)', 'samples', 'first', 'last', 'max', 'MiB per hour'], rows: mem },
       { caption: "The injected sidecars' starts during the soak (the backends' and the client's after its stop), ms: containerd's startedAt, the sidecar's own log times, the app container's startedAt:", columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: startRows },
-      { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in the bench process, as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'], rows: del },
+      { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in a watcher process that does nothing else (nice -5), as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'], rows: del },
+      { caption: `Ours, ${STAGE_CAPTION}; only the controller pods alive at the end have logs:`, columns: STAGE_COLUMNS, rows: [stageCells(r.deletionStages ?? [])] },
       {
         caption: `Warning Events on the project's containers during the soak (the sidecar in every pod, the controller, webhook and node agent pods), summed counts; pod state from the watches (1 s event precision). Normal ones: ${[...normal].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}:`,
         columns: ['container', 'type', 'reason', 'probe: cause / message', 'pod state', 'count'],

@@ -30,6 +30,7 @@ import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, t
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../src/result.js';
 import { helpText, parseFlags, type Program } from '../src/cli.js';
 import { NODE_AGENT_NAMESPACE } from '../src/keys.js';
+import { MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
 
 export type SidecarMode = 'native' | 'regular' | 'auto';
 export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
@@ -97,24 +98,17 @@ export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 /** The ConfigMap key (a file next to config.yaml) that kustomize's image transformer rewrites. */
 export const SIDECAR_IMAGE_FILE = 'sidecarImage';
 /**
- * Node flags for the sidecar. A 1 MiB young generation caps the peak RSS of the first sync
- * (measured 74 instead of 93 MiB at 1,000 Services, no measurable slowdown), which is what a memory
- * limit has to cover. `--optimize-for-size`: the image's Node.js 24 (V8 13.6) lets the old
- * generation fill with garbage much further than Node 20 before its first major GC; with the flag
- * it grows the heap less eagerly and collects sooner: private memory idle 20.0 -> 18.5 MiB, at
- * 1,000 Services 34-40 -> 29-30, at 2,000 49-57 -> 39, sync time per change unchanged (medians
- * 26-45 vs 24-49 ms at 2,000), where `--lite-mode` saves a little more but makes each sync at
- * 2,000 Services four times slower (docs/benchmarks.md, B5 on Node 24; docs/decisions.md).
+ * Node flags for the sidecar (src/memory-settings.ts). A 1 MiB young generation caps the peak RSS
+ * of the first sync (measured 74 instead of 93 MiB at 1,000 Services, no measurable slowdown),
+ * which is what a memory limit has to cover. `--optimize-for-size`: on the image's Node.js 24,
+ * private memory idle 20.0 -> 18.5 MiB, at 1,000 Services 34-40 -> 29-30, at 2,000 49-57 -> 39,
+ * sync time per change unchanged (medians 26-45 vs 24-49 ms at 2,000), where `--lite-mode` saves a
+ * little more but makes each sync at 2,000 Services four times slower (docs/benchmarks.md, B5 on
+ * Node 24; docs/decisions.md).
  */
-export const SIDECAR_NODE_FLAGS = ['--max-semi-space-size=1', '--optimize-for-size'];
-/**
- * glibc malloc settings in the sidecar container's environment. Blocks of 32 KiB and more (socket
- * and pipe reads of 64 KiB, V8's compiler zones) get their own mapping, returned to the kernel when
- * freed, and a free top of more than 64 KiB is trimmed at once. With glibc's defaults the first sync
- * left them in fragmented arenas: private memory at 1,000 Services 23.5 → 20.6 MiB (medians of 4,
- * same run; docs/benchmarks.md, B5). Its iptables and ip children inherit them, harmlessly.
- */
-export const SIDECAR_MALLOC_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '65536' };
+export const SIDECAR_NODE_FLAGS: readonly string[] = NODE_MEMORY_FLAGS;
+/** glibc malloc settings in the sidecar container's environment (src/memory-settings.ts). */
+export const SIDECAR_MALLOC_ENV: Readonly<Record<string, string>> = MALLOC_ENV;
 /** The image's entry point runs the webhook; the same image runs the sidecar with this command. */
 export const DEFAULT_SIDECAR_COMMAND = ['node', ...SIDECAR_NODE_FLAGS, '/app/dist/sidecar.js'];
 

@@ -20,3 +20,20 @@ export function parseHeapMetrics(text: string, prefix: string): HeapFigures {
   };
   return { used: read('heap_size_used_bytes'), total: read('heap_size_total_bytes') };
 }
+
+/**
+ * Seconds spent in GC so far: the sum of `<prefix>_nodejs_gc_duration_seconds_sum` over its kinds
+ * (prom-client's GC observer; wall time of each pause). NaN when absent (the sidecar's lean metrics).
+ */
+export function gcSeconds(text: string, prefix: string): number {
+  const re = new RegExp(`^${prefix}_nodejs_gc_duration_seconds_sum\\{[^}]*\\} (\\S+)$`, 'gm');
+  let sum = NaN;
+  for (const m of text.matchAll(re)) sum = (Number.isNaN(sum) ? 0 : sum) + Number(m[1]);
+  return sum;
+}
+
+/** The pause (ms) of one `--trace-gc` line, Node 20's ("…MB, 0.50 / 0.00 ms") and Node 24's ("…MB, pooled: 0 MB, 0.50 / 0.00 ms") formats; undefined for other lines. */
+export function gcPauseMs(line: string): number | undefined {
+  const m = /ms: (?:Scavenge|Mark-Compact|Minor Mark-Sweep|Mark-Sweep)[^,]*MB, (?:pooled: [\d.]+ MB, )?([\d.]+) \/ [\d.]+ ms/.exec(line);
+  return m?.[1] !== undefined ? Number(m[1]) : undefined;
+}

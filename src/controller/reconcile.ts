@@ -108,13 +108,13 @@ export class Reconciler {
   private readonly changedAt = new Map<string, number>();
   /** Our own slice writes until the cache shows them: staleness, own echoes, events during writes. */
   private readonly tracker = new SliceTracker();
-  /** Keys whose last reconcile found our writes missing from the cache: their echo must enqueue them. */
-  private readonly waitingForCache = new Set<string>();
+  /** Keys whose last reconcile found our writes missing from the cache (since when): their echo must enqueue them. */
+  private readonly waitingForCache = new Map<string, number>();
   /**
    * Keys with an urgent change not yet planned: a reconcile refused as stale keeps the key here,
    * so the echo that releases it queues it at the front again, not behind the keys queued meanwhile.
    */
-  private readonly urgentKeys = new Set<string>();
+  private readonly urgentKeys = new Map<string, number>();
   /** Rate limit for counting expected skips, which get no Event. */
   private readonly quietSkips: RateLimiter;
 
@@ -148,7 +148,7 @@ export class Reconciler {
   private mark(key: string, urgent = false): void {
     if (!this.enqueueing) return;
     if (!this.changedAt.has(key)) this.changedAt.set(key, Date.now());
-    if (urgent && this.d.enqueueUrgent !== undefined) this.urgentKeys.add(key);
+    if (urgent && this.d.enqueueUrgent !== undefined && !this.urgentKeys.has(key)) this.urgentKeys.set(key, Date.now());
     this.requeue(key);
   }
 
@@ -272,15 +272,18 @@ export class Reconciler {
   // ---- reconcile ----------------------------------------------------------------------------
 
   async reconcile(key: string): Promise<ReconcileResult> {
+    const started = Date.now();
     const existing = [...(this.slicesBySvc.get(key)?.values() ?? [])];
     if (!this.tracker.isCurrent(key, existing)) {
       // Our last writes are not in the cache yet; their watch events will enqueue the key again.
-      this.waitingForCache.add(key);
+      if (!this.waitingForCache.has(key)) this.waitingForCache.set(key, started);
       this.d.enqueueAfter(key, 1000);
       return 'stale';
     }
+    const staleSince = this.waitingForCache.get(key);
     this.waitingForCache.delete(key);
     // Planned from here on: the urgent change is in this plan (a failure retries with backoff).
+    const urgentAt = this.urgentKeys.get(key);
     this.urgentKeys.delete(key);
     const since = this.changedAt.get(key);
     this.changedAt.delete(key);
@@ -288,8 +291,27 @@ export class Reconciler {
       const diff = this.plan(key, existing);
       if (diff === 'invalid') return 'invalid';
       if (isEmptyDiff(diff)) return 'unchanged';
+      const sending = Date.now();
       await this.apply(key, diff);
-      if (since !== undefined) this.d.metrics.changeToWrite.observe((Date.now() - since) / 1000);
+      const done = Date.now();
+      if (since !== undefined) this.d.metrics.changeToWrite.observe((done - since) / 1000);
+      // Where a change's time went, for an operator (and B9's breakdown): from the change seen
+      // (the earliest unplanned one; the urgent one's own, when there is one) to the reconcile's
+      // start, the part of it spent waiting for our previous write's echo, planning, the apiserver.
+      this.d.logger.info(
+        {
+          service: key,
+          created: diff.create.length,
+          updated: diff.update.length,
+          deleted: diff.delete.length,
+          ...(since !== undefined ? { changeMs: done - since } : {}),
+          ...(urgentAt !== undefined ? { urgentMs: done - urgentAt } : {}),
+          ...(staleSince !== undefined ? { echoWaitMs: started - staleSince } : {}),
+          planMs: sending - started,
+          writeMs: done - sending,
+        },
+        'EndpointSlices written',
+      );
       return 'written';
     } catch (e) {
       if (since !== undefined && !this.changedAt.has(key)) this.changedAt.set(key, since);
@@ -414,10 +436,6 @@ export class Reconciler {
     if (refused > 0) {
       throw new RetryableWriteError(`${refused} EndpointSlice write(s) of ${key} refused as invalid (${unwritten} left unwritten, deletes ${unwritten > 0 ? 'held' : 'done'}); retrying with backoff`);
     }
-    this.d.logger.info(
-      { service: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length },
-      'EndpointSlices written',
-    );
   }
 
   /**

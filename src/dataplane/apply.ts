@@ -24,7 +24,7 @@ import type { Logger } from '../log.js';
 import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route } from './model.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { conntrackStep, render, RenderCache } from './incremental.js';
-import { createExec, nftRestoreBinary, type Backend, type SpareExec } from './iptables.js';
+import { createExec, spareWorthy, type Backend, type SpareExec } from './iptables.js';
 import type { BackendName, FamilySync, RuleBackend, RuleBackendKind } from './backend.js';
 import { createNftBackend } from './nft/backend.js';
 import { createIptablesBackend } from './iptables-backend.js';
@@ -53,8 +53,9 @@ export interface DataplaneOptions {
   /** Where the rules live (default: the sidecar's, nat and filter OUTPUT with prefix MPX-). */
   readonly layout?: Layout;
   /**
-   * Keep a spare restore process per family started ahead (nft back end only; iptables.ts), so
-   * a change skips a process start. For long-running programs; close() lets the spares go.
+   * Keep a spare restore process started ahead (per family for iptables' nft back end; `nft -f -`
+   * for nftables; iptables.ts), so a change skips a process start. For long-running programs;
+   * close() lets the spares go.
    */
   readonly spareRestore?: boolean;
 }
@@ -133,7 +134,7 @@ export function createDataplane(opts: DataplaneOptions = {}): Dataplane {
  * resolved targets (the node agent renders NodePorts and the node's cluster-IP access this way).
  */
 export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (state: S) => Rendered): Dataplane<S> {
-  const exec = createExec(opts.netns, opts.spareRestore === true ? nftRestoreBinary : undefined);
+  const exec = createExec(opts.netns, opts.spareRestore === true ? spareWorthy : undefined);
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const families: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
   const kind: RuleBackendKind = opts.rules === 'nftables' ? 'nftables' : 'iptables';

@@ -15,7 +15,10 @@
  * spare costs ~160 KiB of private memory and no CPU while it waits, and is kept only for a
  * command run more than once; it exits on EOF without touching anything (close(), or this
  * process exiting). Such restores end with a sentinel line (see acked()), so a sync need not wait
- * for the process to exit.
+ * for the process to exit. `nft -f -` (the nftables back end's one command per change) gets a spare
+ * too: nft reads and parses its whole input before it fetches anything from the kernel, so a
+ * waiting one is as fresh as a new one. It gets no sentinel (nft parses the whole input before
+ * sending: a bad line would abort the transaction), so its sync waits for it to exit.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import type { Socket } from 'node:net';
@@ -120,7 +123,7 @@ function setRef(l: Launched, ref: boolean): void {
 
 const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.signalCode === null;
 
-export function createExec(netns?: string, keepSpare: (cmd: string) => boolean = () => false): SpareExec {
+export function createExec(netns?: string, keepSpare: (cmd: string, args: readonly string[]) => boolean = () => false): SpareExec {
   const spares = new Map<string, Launched>();
   const calls = new Map<string, number>();
   let closed = false;
@@ -145,20 +148,21 @@ export function createExec(netns?: string, keepSpare: (cmd: string) => boolean =
   };
   const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
     const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
-    if (closed || !keepSpare(cmd)) return run(argv, stdin ?? '');
+    if (closed || !keepSpare(cmd, args)) return run(argv, stdin ?? '');
     const key = argv.join('\0');
+    const use = nftRestoreBinary(cmd) ? runSpare : run;
     const spare = spares.get(key);
     spares.delete(key);
     let r: ExecResult & { signal?: string };
     if (spare !== undefined && alive(spare)) {
       setRef(spare, true);
-      r = await runSpare(argv, stdin ?? '', spare);
+      r = await use(argv, stdin ?? '', spare);
       // Killed from outside before or while it read the input: run it once more from scratch (a
       // restore is one transaction per table, so a killed one applied its table fully or not at all).
-      if (r.signal !== undefined) r = await runSpare(argv, stdin ?? '');
+      if (r.signal !== undefined) r = await use(argv, stdin ?? '');
     } else {
       spare?.child.kill();
-      r = await runSpare(argv, stdin ?? '');
+      r = await use(argv, stdin ?? '');
     }
     // Only for a command run more than once: a family whose rules never change after the first
     // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare.
@@ -182,9 +186,14 @@ export function createExec(netns?: string, keepSpare: (cmd: string) => boolean =
   });
 }
 
-/** The commands worth a spare process: the nft back end's restore binaries (see the module comment). */
+/** iptables' nft back end's restore binaries (spares with a sentinel, see the module comment). */
 export function nftRestoreBinary(cmd: string): boolean {
   return /^ip6?tables-nft-restore$/.test(cmd);
+}
+
+/** The commands worth a spare process: those restore binaries, and `nft -f -` (see the module comment). */
+export function spareWorthy(cmd: string, args: readonly string[]): boolean {
+  return nftRestoreBinary(cmd) || (cmd === 'nft' && args.length === 2 && args[0] === '-f' && args[1] === '-');
 }
 
 export type Backend = 'nft' | 'legacy';

@@ -415,10 +415,15 @@ export class NodeRenderCache {
 export const asPodInterfaces = (networks: readonly NodeNetwork[]): PodInterface[] =>
   networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
 
+/** No rules of a family: what an nftables render carries in the iptables back end's place. */
+const noRules = (family: IpFamily): Ruleset => ({ family, nat: new Map(), filter: new Map() });
+
 /**
  * Pure: the node's rules and routes. The cluster-IP part is the sidecar's render with the node's
  * interfaces in the pod's place and the node layout; NodePorts are added beside it. With a cache
- * only what changed is redone; the result is the same.
+ * only what changed is redone; the result is the same. Only the running back end's rules are
+ * built: with `nft` the nftables table and empty iptables rulesets (copying every chain per family
+ * each sync was wasted work there), without it the iptables rulesets and no table.
  */
 export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { readonly nft?: boolean } = {}): Rendered {
   let interfaces: readonly PodInterface[];
@@ -432,8 +437,8 @@ export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { re
   const { resolution } = cluster;
   return {
     resolution: { targets: [...resolution.targets, ...fe.frontends.map((f) => f.resolved)], skipped: [...resolution.skipped, ...fe.skipped], warnings: [...resolution.warnings, ...fe.warnings] },
-    v4: ruleset(cluster.v4, fe.frontends, 4, state),
-    v6: ruleset(cluster.v6, fe.frontends, 6, state),
+    v4: opts.nft === true ? noRules(4) : ruleset(cluster.v4, fe.frontends, 4, state),
+    v6: opts.nft === true ? noRules(6) : ruleset(cluster.v6, fe.frontends, 6, state),
     routes: cluster.routes,
     // The nftables back end's table from the same decisions (nft-rules.ts).
     ...(opts.nft === true ? { nft: renderNodeNft(resolution.targets, fe.frontends, state.networks, state.masqueradeMark, cache?.nft) } : {}),

@@ -9,7 +9,7 @@
  *   grace period (they are scheduled: spec.nodeName) and keeps them with deletionTimestamp set;
  * - `stopAfterMs` later the "kubelet" writes Ready=False and then deletes the pod with grace 0;
  * - scale up: new pods are created and their status written Running and Ready.
- * Both watches (deletion-watch.ts) run in this process on their own client; times are performance.now() at receipt.
+ * Both watches run in a watcher process of their own (deletion-watch.ts); times are taken there, on receipt.
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -22,10 +22,12 @@ import type { KubeConnection } from '../../src/kube/config.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { inParallel } from '../harness/parallel.js';
 import { createPod, createService, podPath, setPodStatus } from './helpers.js';
-import { watchDeletions } from './deletion-watch.js';
+import { watchDeletions, type PodTimes } from './deletion-watch.js';
 
 export interface ChurnOptions {
   readonly connection: KubeConnection;
+  /** The same admin as a kubeconfig file, for the child processes (the watcher, the background churn). */
+  readonly kubeconfig: string;
   readonly namespace: string;
   /** Pods deleted with a grace period before the churn stops. */
   readonly deletions: number;
@@ -43,10 +45,9 @@ export interface ChurnOptions {
    * Services of one pod each, whose network-status address is rewritten every `everyMs` (all of
    * them at once, as a burst of Multus annotation writes or a rollout elsewhere would be). It
    * fills the controller's queue, which is what a deletion may wait behind. It runs in a child
-   * process (background-churn-proc.ts, admin via `kubeconfig`), so that its writes do not delay
-   * the receipt times of this process's watches.
+   * process (background-churn-proc.ts), apart from the churn script and the watcher.
    */
-  readonly background?: { readonly services: number; readonly everyMs: number; readonly kubeconfig: string };
+  readonly background?: { readonly services: number; readonly everyMs: number };
 }
 
 export interface ChurnResult {
@@ -56,10 +57,12 @@ export interface ChurnResult {
   readonly readyToReady: number[];
   /** Pods whose terminating endpoint was never seen before the pod was removed or the timeout. */
   readonly missing: string[];
+  /** Each deleted pod's sightings (the watcher's clock, ms since the epoch), for deletion-breakdown.ts. */
+  readonly victims: (PodTimes & { readonly pod: string })[];
 }
 
-const SERVICE = 'web';
-const LABELS = { app: SERVICE };
+export const CHURN_SERVICE = 'web';
+const LABELS = { app: CHURN_SERVICE };
 const WRITE_CONCURRENCY = 16;
 const BACKGROUND_PROC = resolvePath(import.meta.dirname, 'background-churn-proc.ts');
 
@@ -88,8 +91,8 @@ export async function startBackground(admin: KubeClient, ns: string, net: string
 }
 
 /** The background churn in a child process; resolves once its Services and pods exist. */
-async function startBackgroundProc(ns: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
-  const child = spawn(process.execPath, ['--import', 'tsx', BACKGROUND_PROC, b.kubeconfig, ns, String(b.services), String(b.everyMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
+async function startBackgroundProc(kubeconfig: string, ns: string, b: NonNullable<ChurnOptions['background']>): Promise<() => Promise<void>> {
+  const child = spawn(process.execPath, ['--import', 'tsx', BACKGROUND_PROC, kubeconfig, ns, String(b.services), String(b.everyMs)], { stdio: ['ignore', 'pipe', 'inherit'] });
   const exited = once(child, 'exit');
   const lines = createInterface({ input: child.stdout });
   const ready = new Promise<void>((resolve, reject) => {
@@ -108,7 +111,7 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   const admin = createKubeClient(o.connection);
   const ns = o.namespace;
   const net = `${ns}/net`;
-  const watch = watchDeletions(createKubeClient(o.connection), ns);
+  const watch = watchDeletions(o.kubeconfig, ns);
   await watch.synced;
 
   const live: string[] = [];
@@ -117,7 +120,7 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   const status = (i: number): string => networkStatus([{ name: net, ips: [`10.77.${Math.floor(i / 250) % 250}.${(i % 250) + 1}`] }]);
   const scaleUp = async (to: number): Promise<void> => {
     const names: string[] = [];
-    while (live.length + names.length < to) names.push(`${SERVICE}-${serial++}`);
+    while (live.length + names.length < to) names.push(`${CHURN_SERVICE}-${serial++}`);
     await Promise.all(names.map((n, k) => createPod(admin, ns, n, { labels: LABELS, status: status(serial - names.length + k), nodeName: 'churn-node' })));
     live.push(...names);
   };
@@ -130,9 +133,9 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   const victims: string[] = [];
   let stopBackground = async (): Promise<void> => undefined;
   try {
-    await createService(admin, ns, SERVICE, { network: 'net', selector: LABELS });
+    await createService(admin, ns, CHURN_SERVICE, { network: 'net', selector: LABELS });
     await scaleUp(o.high);
-    if (o.background !== undefined) stopBackground = await startBackgroundProc(ns, o.background);
+    if (o.background !== undefined) stopBackground = await startBackgroundProc(o.kubeconfig, ns, o.background);
     while (deleted < o.deletions) {
       await sleep(o.stepMs);
       const down = live.splice(0, Math.min(live.length - o.low, o.deletions - deleted));
@@ -149,9 +152,9 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
     while (Date.now() < deadline && victims.some((v) => !watch.terminatingSeen(v))) await sleep(50);
   } finally {
     await stopBackground();
-    watch.stop();
+    await watch.stop();
   }
   const { ms: deletionToTerminating, missing } = watch.deletionToTerminating(victims);
-  return { deletionToTerminating, readyToReady: watch.readyToReady(), missing };
+  return { deletionToTerminating, readyToReady: watch.readyToReady(), missing, victims: victims.map((pod) => ({ pod, ...watch.times(pod) })) };
 }
 

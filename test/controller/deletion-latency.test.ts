@@ -67,13 +67,14 @@ void describe('controller: pod deletion → terminating endpoint (real apiserver
   void test(`every deleted pod is terminating in the slice before it is gone; p99 over ${DELETIONS} deletions ≤ ${BOUND_P99_MS} ms with a busy queue`, async (t) => {
     const r = await runDeletionChurn({
       connection: cp.connection,
+      kubeconfig: cp.kubeconfigPath,
       namespace: ns,
       deletions: DELETIONS,
       high: 4,
       low: 2,
       stepMs: 400,
       stopAfterMs: 1000,
-      background: { services: 40, everyMs: 500, kubeconfig: cp.kubeconfigPath },
+      background: { services: 40, everyMs: 500 },
     });
     const sorted = [...r.deletionToTerminating].sort((a, b) => a - b).map((x) => Math.round(x));
     assert.deepEqual(r.missing, [], `pods removed without their endpoint ever shown terminating; latencies ms: ${sorted.join(' ')}`);

@@ -5,6 +5,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { render, type Rendered } from './kustomize.js';
+import { DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
 
 const id = (o: Rendered): string => `${o.kind ?? ''}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 
@@ -29,9 +30,10 @@ void describe('deploy/components/node-agent', () => {
     const pod = ds.spec.template.spec;
     assert.equal(pod['hostNetwork'], true);
     assert.equal(pod['serviceAccountName'], 'multus-proxy-node');
-    const c = pod.containers[0] as { image: string; command: string[]; securityContext: { capabilities: { add: string[]; drop: string[] }; allowPrivilegeEscalation: boolean; privileged?: boolean }; env: { name: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[]; readinessProbe: { httpGet: { path: string } } };
+    const c = pod.containers[0] as { image: string; command: string[]; securityContext: { capabilities: { add: string[]; drop: string[] }; allowPrivilegeEscalation: boolean; privileged?: boolean }; env: { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } }[]; readinessProbe: { httpGet: { path: string } } };
     assert.equal(c.image, 'multus-proxy:0.1.0');
-    assert.deepEqual(c.command, ['node', '/app/dist/node-agent.js']);
+    assert.deepEqual(c.command, ['node', ...NODE_MEMORY_FLAGS, '/app/dist/node-agent.js'], 'node with the memory flags (src/memory-settings.ts)');
+    for (const [k, v] of Object.entries(DEPLOYMENT_MALLOC_ENV)) assert.equal(c.env.find((e) => e.name === k)?.value, v, `env ${k}`);
     assert.deepEqual(c.securityContext.capabilities, { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] });
     assert.equal(c.securityContext.allowPrivilegeEscalation, false);
     assert.equal(c.securityContext.privileged, undefined);

@@ -117,7 +117,7 @@ function firstContainer(o: Rendered): ContainerLike {
 
 /** The source entry point for a bundle the manifests name (`/app/dist/controller.js` -> src/controller/main.ts). */
 function entryPoint(c: ContainerLike): string {
-  const bundle = /\/app\/dist\/([a-z]+)\.js$/.exec(c.command?.[1] ?? '')?.[1];
+  const bundle = /\/app\/dist\/([a-z]+)\.js$/.exec(c.command?.at(-1) ?? '')?.[1];
   const entries: Record<string, string> = { controller: 'src/controller/main.ts', webhook: 'webhook/main.ts', certs: 'certs/cli.ts', sidecar: 'sidecar/main.ts' };
   const entry = bundle === undefined ? undefined : entries[bundle];
   if (entry === undefined) throw new Error(`unknown program ${JSON.stringify(c.command)}`);

@@ -30,7 +30,7 @@ const CLIENT_SUBNET = '198.51.100.0/24';
 
 export const LB_SERVICES = { cluster: 'nginx-lb', local: 'nginx-lb-local', ranges: 'nginx-lb-ranges', nobody: 'nginx-lb-nobody' } as const;
 
-function lbService(name: string, o: { policy: 'Cluster' | 'Local'; selector?: string; sourceRanges?: string[] }, pool: string): object {
+export function lbService(name: string, o: { policy: 'Cluster' | 'Local'; selector?: string; sourceRanges?: string[] }, pool: string): object {
   return {
     apiVersion: 'v1',
     kind: 'Service',

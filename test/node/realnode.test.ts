@@ -16,6 +16,7 @@ import { runSidecar } from './sidecar.js';
 import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
 import { quantileSorted } from '../../bench/lib/stats.js';
+import { STAGE_COLUMNS, stageCells } from '../../bench/lib/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
 import { runSliceMetadata } from './slices.js';
@@ -146,6 +147,8 @@ void describe('real node', { concurrency: 1 }, () => {
     log(`  deletion → terminating in our slice: p99 ${p99.toFixed(1)} ms over ${d.ms.length}; load average ${soak.loadAverages.map((l) => (l.load[0] ?? 0).toFixed(1)).join(' ')}`);
     const kube = [...soak.deletion['kube-proxy'].ms].sort((a, b) => a - b);
     log(`  target p99 ≤ 50 ms: ${p99 <= 50 ? 'met' : 'not met'}; kube's endpointslice controller for the same pods: p99 ${kube.length > 0 ? quantileSorted(kube, 0.99).toFixed(1) : '?'} ms over ${kube.length}`);
+    const stages = stageCells(soak.deletionStages);
+    log(`  where ours went (p50 / p90 / p99 ms): ${STAGE_COLUMNS.map((c, i) => `${c}: ${stages[i] ?? ''}`).join('; ')}`);
     assert.ok(p99 <= 1000, `pod deletion → terminating p99 ${p99.toFixed(1)} ms (all: ${d.ms.map((x) => x.toFixed(0)).join(' ')}); the leader's own view: ${soak.controllerMetrics.filter((l) => l.includes('change_to_slice_write_seconds_bucket{le="0.05"}') || l.includes('change_to_slice_write_seconds_count')).join(', ')}`);
   });
 

@@ -16,7 +16,7 @@
  * requests per phase; per component (client's sidecar, controller leader, webhook pods, node
  * agent) the container's private memory (smaps_rollup Anonymous over its process tree, as B5)
  * every `sampleEveryMs`; pod deletion seen → endpoint terminating seen in our slice and in kube's
- * (the watches of B9); every Event on a container of the project (probe failures above all).
+ * (the watcher process of B9), ours split at the controller's boundaries; every Event on a container of the project (probe failures above all).
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -30,6 +30,7 @@ import { INSTALL_NAMESPACE, MANAGED_BY, SIDECAR_CONTAINER_NAME } from '../../src
 import { createLogger } from '../../src/log.js';
 import { smaps, treeSum } from '../../bench/lib/proc.js';
 import { watchDeletions, type DeletionLatencies, type DeletionWatch } from '../controller/deletion-watch.js';
+import { breakdown, writeLines, type Breakdown, type WriteLine } from '../controller/deletion-breakdown.js';
 import { blogFile, CLIENT, createNamespace, pods, SERVICE } from './cluster.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { installAgent } from './tenant.js';
@@ -138,6 +139,8 @@ export interface SoakRecord {
   readonly slopes: InstanceSlope[];
   /** Pod deletion seen → endpoint terminating seen, ms, per slice manager. */
   readonly deletion: Record<Path, DeletionLatencies>;
+  /** Ours split at the controller's boundaries, for the victims its pods' logs at the end could be joined to (deletion-breakdown.ts). */
+  readonly deletionStages: Breakdown[];
   readonly events: ProjectEvent[];
   readonly loadAverages: { at: number; load: number[] }[];
   /** The controller leader's latency histograms at the end (change seen → slice write, reconcile), its /metrics lines. */
@@ -377,6 +380,16 @@ async function leaderMetrics(node: RealNode): Promise<string[]> {
   return [`# leader ${holder}`, ...text.split('\n').filter((l) => /change_to_slice_write_seconds|reconcile_duration_seconds|slice_writes_total/.test(l) && !l.startsWith('#'))];
 }
 
+/** The "EndpointSlices written" lines of every controller pod still there (a deleted leader's log is gone with it). */
+async function controllerWrites(node: RealNode): Promise<WriteLine[]> {
+  const out: WriteLine[] = [];
+  for (const p of await pods(node, INSTALL_NAMESPACE, 'app.kubernetes.io/component=controller')) {
+    const text = await node.kubectl(['logs', '-n', INSTALL_NAMESPACE, p.metadata?.name ?? '', '--all-containers'], { timeoutMs: 60_000 });
+    out.push(...writeLines(text.split('\n')));
+  }
+  return out;
+}
+
 const KUBELET_LINES_MAX = 3000;
 function kubeletLines(node: RealNode): string[] {
   let text: string;
@@ -408,7 +421,7 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
   const eventWatch = await watchEvents(node);
   log(`setting up ${SOAK_NS}: the blog's files, Service ${PLAIN_SERVICE}${o.agent ? ', the node agent' : ''}`);
   await setUp(node, o, log);
-  const deletions = watchDeletions(node.client, SOAK_NS);
+  const deletions = watchDeletions(node.kubeconfigPath, SOAK_NS);
   await deletions.synced;
   const starts = watchSidecarStarts(node, SOAK_NS);
   eventWatch.baseline();
@@ -518,9 +531,15 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     'kube-proxy': deletions.deletionToTerminating(victims, KUBE_MANAGER),
   };
   const controllerMetrics = await leaderMetrics(node).catch((e: unknown) => [`# not read: ${(e as Error).message}`]);
+  const writes = await controllerWrites(node).catch((e: unknown) => (errors.push(`controller logs: ${(e as Error).message}`), []));
+  const deletionStages = breakdown(
+    victims.map((pod) => ({ pod, ...deletions.times(pod, MANAGED_BY) })),
+    writes,
+    `${SOAK_NS}/${SERVICE}`,
+  );
   const events = eventWatch.events(podStateFrom(deletions));
   await starts.stop();
-  deletions.stop();
+  await deletions.stop();
   eventWatch.stop();
 
   const phaseOf = (at: number): string => phases.find((p) => at >= p.from && at < p.to)?.name ?? phases[phases.length - 1]?.name ?? '';
@@ -542,6 +561,7 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     memory,
     slopes: slopes(memory, o.warmupMinutes),
     deletion,
+    deletionStages,
     events,
     loadAverages,
     sidecarStarts: starts.starts(),

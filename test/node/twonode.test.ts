@@ -1,7 +1,8 @@
 /**
  * The two-node suite (issue 20): startNode({ nodes: 2 }) once for the file, the cross-node proofs in
- * order (test/node/twonode.ts), and teardown asserting the host is as before. The node-loss test
- * disturbs the second node, so it runs last before teardown. Nothing is uninstalled before the
+ * order (test/node/twonode.ts; the LoadBalancer pair in test/node/twonode-lb.ts), and teardown
+ * asserting the host is as before. The node-loss test disturbs the second node, so it runs last
+ * before teardown. Nothing is uninstalled before the
  * teardown (the real-node suite proves the documented uninstall; here it would cost ~50 s): the
  * teardown removes the pods through both containerds and must still leave the host as it was.
  */
@@ -13,6 +14,8 @@ import { blogFile, createNamespace, net1Addresses, pod } from './cluster.js';
 import { installBootstrap } from './install.js';
 import { runHeadless } from './headless.js';
 import { EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeBlog, runTwoNodePort } from './twonode.js';
+import { runFailover, runLocalAnnounce, setupTwoNodeLb, teardownTwoNodeLb, type TwoNodeLb } from './twonode-lb.js';
+import { MANAGED_BY } from '../../src/keys.js';
 
 void describe('two real nodes', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -119,6 +122,58 @@ void describe('two real nodes', { concurrency: 1 }, () => {
     assert.ok(o.rollout.sent >= 50, `load ran across the rollout (${o.rollout.sent} requests)`);
     assert.equal(o.rollout.after.filter((p) => o.rollout.before.includes(p)).length, 0, `every agent pod replaced: ${o.rollout.before.join(',')} -> ${o.rollout.after.join(',')}`);
     assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall leaves nothing on either node');
+  });
+
+  // The LoadBalancer pair shares one set-up (agent on both nodes, MetalLB, the client namespace);
+  // the second test, or the first when it fails, takes it down before the node-loss test.
+  let lb: TwoNodeLb | undefined;
+  void test('LoadBalancer Local with MetalLB on two nodes: announced (ServiceL2Status and the ARP answer on the segment) only from the node with the local endpoint, following it to the other node; the speaker counts our slices, and Kubernetes\' primary-network ones too', { timeout: 600_000 }, async () => {
+    try {
+      const set = await setupTwoNodeLb(node, log);
+      lb = set;
+      const o = await runLocalAnnounce(node, set, log);
+      for (const s of o.steps) {
+        const backend = set.backends[s.node]?.pod ?? '';
+        assert.deepEqual(s.announcement, { announcers: [s.node], arpNode: s.node }, `with its backend on ${s.node} only, ${s.node} alone announces (${s.ms} ms)`);
+        assert.ok(s.ms >= 0, `announced from ${s.node}`);
+        assert.deepEqual(s.slices.map((x) => [x.managedBy, x.endpoints.map((e) => e.node)]), [[MANAGED_BY, [s.node]]], 'our slice is the only one, its endpoint on that node');
+        assert.deepEqual(s.burst.curls, Array(10).fill('ok'), `through the address with the backend on ${s.node}`);
+        assert.equal(s.burst.answeredBy[backend], 10, JSON.stringify(s.burst.answeredBy));
+        assert.deepEqual(s.burst.sources, [EXTERNAL_CLIENT], 'Local keeps the client address');
+      }
+      // Measured (docs/loadbalancer.md): the speaker counts every slice labelled with the Service's
+      // name, so a Ready pod without net1 in Kubernetes' slice makes it announce from that pod's node,
+      // where the agent has no endpoint to serve.
+      const p = o.primaryOnly;
+      assert.deepEqual(p.slices.filter((x) => x.managedBy === MANAGED_BY).flatMap((x) => x.endpoints), [], 'our slice has no endpoint (the pod has no net1)');
+      assert.deepEqual(p.slices.filter((x) => x.managedBy === 'endpointslice-controller.k8s.io').flatMap((x) => x.endpoints.map((e) => e.node)), [NODE2.name], "Kubernetes' slice has the pod on the second node");
+      assert.deepEqual(p.announcement, { announcers: [NODE2.name], arpNode: NODE2.name }, "MetalLB announces from the node of Kubernetes' endpoint");
+      assert.equal(p.curls.filter((c) => c === 'ok').length, 0, `nothing serves it: ${p.curls.join(',')}`);
+    } catch (e) {
+      await teardownTwoNodeLb(node, log);
+      lb = undefined;
+      throw e;
+    }
+  });
+
+  void test('LoadBalancer failover under 10 req/s from the segment: the announcing node\'s speaker stopped, the address moves to the other node and requests recover; its node agent stopped, the address stays and the rules it left keep serving', { timeout: 600_000 }, async () => {
+    try {
+      lb ??= await setupTwoNodeLb(node, log);
+      const o = await runFailover(node, lb, log);
+      const [speaker, agent] = o.disruptions;
+      assert.ok(speaker && agent);
+      assert.equal(speaker.failedBefore, 0);
+      assert.ok(speaker.clientMovedMs >= 0 && speaker.clientMovedMs <= 15_000, `the address moved to ${speaker.other} within 15 s: ${JSON.stringify(speaker)}`);
+      assert.ok(speaker.during.recoveredMs >= 0 && speaker.during.recoveredMs <= 15_000, `recovered within 15 s of the speaker stop: ${JSON.stringify(speaker.during)}`);
+      assert.ok(speaker.after.recoveredMs >= 0, `recovered after the speaker resumed: ${JSON.stringify(speaker.after)}`);
+      assert.equal(agent.failedBefore, 0);
+      assert.equal(agent.clientMovedMs, -1, `MetalLB does not know the agent: the address stays on ${agent.node}: ${JSON.stringify(agent)}`);
+      assert.equal(agent.during.failed, 0, `the agent's rules keep serving while it is stopped: ${JSON.stringify(agent.during)}`);
+      assert.equal(agent.after.failed, 0, JSON.stringify(agent.after));
+    } finally {
+      await teardownTwoNodeLb(node, log);
+      lb = undefined;
+    }
   });
 
   void test('a node going away: the second node cut off (kubelet killed, links down); its endpoint leaves both the multus-proxy slice and kube-proxy\'s, no failure after that; it comes back', { timeout: 600_000 }, async () => {

@@ -128,8 +128,8 @@ export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNo
 
 /** Each node's address on the blog's network (whereabouts hands out the low end of 10.1.1.0/24). */
 export const NODE_ADDRESSES: Record<string, string> = { [NODE.name]: '10.1.1.250', [NODE2.name]: '10.1.1.251' };
-const CLIENT_NS = 'mpxtest-2n-client';
-const CLIENT_LINK = 'c2n0';
+export const CLIENT_NS = 'mpxtest-2n-client';
+export const CLIENT_LINK = 'c2n0';
 const CLIENT_SEG_PORT = 'seg-c2n0';
 export const EXTERNAL_CLIENT = '198.51.100.10';
 const CLIENT_SUBNET = '198.51.100.0/24';
@@ -187,7 +187,7 @@ async function agentInterface(node: RealNode, nodeName: string, address: string)
 }
 
 /** A client namespace with a veth port on the segment bridge, routed to both node addresses. */
-async function attachClient(node: RealNode, ifs: Record<string, string>): Promise<void> {
+export async function attachClient(node: RealNode, ifs: Record<string, string>): Promise<void> {
   await host(['ip', 'netns', 'add', CLIENT_NS]);
   await host(['ip', 'link', 'add', CLIENT_LINK, 'netns', CLIENT_NS, 'type', 'veth', 'peer', 'name', CLIENT_SEG_PORT, 'netns', SEGMENT.netns]);
   await host(['ip', '-n', SEGMENT.netns, 'link', 'set', CLIENT_SEG_PORT, 'master', SEGMENT.bridge, 'up']);
@@ -203,21 +203,28 @@ async function attachClient(node: RealNode, ifs: Record<string, string>): Promis
   await node.second?.inNetns(['ip', 'route', 'add', CLIENT_SUBNET, 'dev', ifs[NODE2.name] ?? '']);
 }
 
-async function detachClient(node: RealNode): Promise<void> {
+export async function detachClient(node: RealNode): Promise<void> {
   await host(['ip', 'netns', 'del', CLIENT_NS]).catch(() => '');
   await host(['ip', 'route', 'del', CLIENT_SUBNET]).catch(() => '');
   await node.second?.inNetns(['ip', 'route', 'del', CLIENT_SUBNET]).catch(() => '');
 }
 
+/** One request of the load: when it started (ms since the epoch), its HTTP code ("000": curl failed), its URL. */
+export interface LoadLine {
+  t: number;
+  code: string;
+  url: string;
+}
+
 /**
- * 10 requests a second from the external client, alternating between the two node addresses, until
- * `stop` resolves; each line "<http code> <address>" (000 when curl failed).
+ * 10 requests a second from the external client, round robin over `urls`, until `stop` resolves;
+ * each a new connection with a 3 s timeout.
  */
-async function loadWhile(urls: string[], stop: Promise<unknown>): Promise<Record<string, number>> {
+export async function loadLines(urls: string[], stop: Promise<unknown>): Promise<LoadLine[]> {
   const out = `/tmp/${CLIENT_NS}.load`;
   const stopFile = `/tmp/${CLIENT_NS}.stop`;
   await host(['rm', '-f', out, stopFile]);
-  const script = `i=0; while [ ! -e ${stopFile} ]; do i=$((i+1)); case $((i % ${urls.length})) in ${urls.map((u, k) => `${k}) u=${u} ;;`).join(' ')} esac; (c=$(curl -s -m 3 -o /dev/null -w '%{http_code}' $u); echo "$c $u" >> ${out}) & sleep 0.1; done; wait`;
+  const script = `i=0; while [ ! -e ${stopFile} ]; do i=$((i+1)); case $((i % ${urls.length})) in ${urls.map((u, k) => `${k}) u=${u} ;;`).join(' ')} esac; (t=$(date +%s%3N); c=$(curl -s -m 3 -o /dev/null -w '%{http_code}' $u); echo "$t $c $u" >> ${out}) & sleep 0.1; done; wait`;
   const child = spawn('ip', ['netns', 'exec', CLIENT_NS, 'sh', '-c', script], { stdio: 'ignore' });
   const exited = new Promise<void>((res) => child.on('exit', () => res()));
   try {
@@ -226,13 +233,25 @@ async function loadWhile(urls: string[], stop: Promise<unknown>): Promise<Record
     await host(['touch', stopFile]);
     await exited;
   }
+  const lines = readFileSync(out, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => {
+      const [t = '', code = '', url = ''] = l.split(' ');
+      return { t: Number(t), code, url };
+    })
+    .sort((a, b) => a.t - b.t);
+  await host(['rm', '-f', out, stopFile]);
+  return lines;
+}
+
+/** loadLines counted as "<http code> <host of the URL>" -> requests. */
+async function loadWhile(urls: string[], stop: Promise<unknown>): Promise<Record<string, number>> {
   const byResult: Record<string, number> = {};
-  for (const l of readFileSync(out, 'utf8').split('\n').filter(Boolean)) {
-    const [code = '', u = ''] = l.split(' ');
-    const k = `${code} ${new globalThis.URL(u).hostname}`;
+  for (const l of await loadLines(urls, stop)) {
+    const k = `${l.code} ${new globalThis.URL(l.url).hostname}`;
     byResult[k] = (byResult[k] ?? 0) + 1;
   }
-  await host(['rm', '-f', out, stopFile]);
   return byResult;
 }
 
@@ -256,14 +275,24 @@ export async function runTwoNodePort(node: RealNode, log: (m: string) => void, n
   return { ...measured, leftAfterCleanup: left };
 }
 
-async function uninstallTwoNodeAgent(node: RealNode, log: (m: string) => void): Promise<void> {
+export async function uninstallTwoNodeAgent(node: RealNode, log: (m: string) => void): Promise<void> {
   await node.kubectl(['delete', 'service', '-n', NS, '--ignore-not-found', 'nginx-nodeport-local2', '--wait=true']);
   await node.kubectl(['label', 'pod', '-n', NS, '--all', `${LOCAL_LABEL}-`]);
   await node.kubectl(['annotate', 'node', NODE2.name, `${NODE_ADDRESSES_ANNOTATION}-`, `${NODE_PARENTS_ANNOTATION}-`]);
   await uninstallAgent(node, log);
 }
 
-async function measure(node: RealNode, log: (m: string) => void, n: number): Promise<Omit<TwoNodePort, 'leftAfterCleanup'>> {
+export interface TwoNodeAgent {
+  /** ms from the apply to every agent pod Ready. */
+  readyMs: number;
+  /** Node -> its agent pod. */
+  agentPods: Record<string, string>;
+  /** Node -> the agent's interface holding the node's address on the blog's network. */
+  agentInterfaces: Record<string, string>;
+}
+
+/** The node agent as docs/node-agent.md installs it, each node given its address (NODE_ADDRESSES) and parent. */
+export async function installTwoNodeAgent(node: RealNode, log: (m: string) => void): Promise<TwoNodeAgent> {
   const t0 = Date.now();
   await node.sh(`${buildOverlay(agentOverlay(node, true))} | kubectl apply -f -`);
   for (const [name, address] of Object.entries(NODE_ADDRESSES)) {
@@ -276,6 +305,15 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
   await node.kubectl(['wait', '-n', AGENT_NAMESPACE, '--for=condition=Ready', 'pod', '-l', AGENT_SELECTOR, '--timeout=120s'], { timeoutMs: 130_000 });
   const readyMs = Date.now() - t0;
   log(`node agents Ready on ${Object.keys(agentPods).join(', ')} ${readyMs} ms after apply`);
+  const agentInterfaces: Record<string, string> = {};
+  for (const [name, address] of Object.entries(NODE_ADDRESSES)) {
+    agentInterfaces[name] = await waitFor(`the agent interface with ${address} on ${name}`, 30_000, () => agentInterface(node, name, address));
+  }
+  return { readyMs, agentPods, agentInterfaces };
+}
+
+async function measure(node: RealNode, log: (m: string) => void, n: number): Promise<Omit<TwoNodePort, 'leftAfterCleanup'>> {
+  const { readyMs, agentPods, agentInterfaces } = await installTwoNodeAgent(node, log);
 
   const backendPods = (await pods(node, NS, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
   const names = backendPods.map((p) => p.metadata?.name ?? '');
@@ -288,10 +326,6 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
   const nodePorts = { cluster: await nodePort('nginx-nodeport'), local: await nodePort('nginx-nodeport-local2') };
   await waitFor('the Cluster slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport')).length === names.length ? true : undefined));
   await waitFor('the Local slice', 30_000, async () => ((await sliceAddresses(node, NS, 'nginx-nodeport-local2')).length === 1 ? true : undefined));
-  const agentInterfaces: Record<string, string> = {};
-  for (const [name, address] of Object.entries(NODE_ADDRESSES)) {
-    agentInterfaces[name] = await waitFor(`the agent interface with ${address} on ${name}`, 30_000, () => agentInterface(node, name, address));
-  }
   log(`agent interfaces ${JSON.stringify(agentInterfaces)}; node ports Cluster ${nodePorts.cluster}, Local ${nodePorts.local}`);
 
   const cluster: Record<string, Burst> = {};

@@ -34,14 +34,14 @@ async function routes(env: Env, pod = env.client): Promise<string> {
   return (await env.topo.run(pod, ['sh', '-c', 'ip route show; ip -6 route show'])).stdout;
 }
 
-/** Pids of restore processes (iptables-nft-restore, ip6tables-nft-restore) living in network namespace `ns`. */
-function restoreProcessesIn(ns: string): number[] {
+/** Pids of restore processes (iptables-nft-restore, ip6tables-nft-restore; or those whose name matches `comm`) living in network namespace `ns`. */
+function restoreProcessesIn(ns: string, comm = /^ip6?tables-nft-r/): number[] {
   const inode = statSync(`/run/netns/${ns}`).ino;
   const out: number[] = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      if (!/^ip6?tables-nft-r/.test(readFileSync(`/proc/${d}/comm`, 'utf8')) || statSync(`/proc/${d}/ns/net`).ino !== inode) continue;
+      if (!comm.test(readFileSync(`/proc/${d}/comm`, 'utf8')) || statSync(`/proc/${d}/ns/net`).ino !== inode) continue;
       out.push(Number(d));
     } catch {
       // gone meanwhile
@@ -51,9 +51,9 @@ function restoreProcessesIn(ns: string): number[] {
 }
 
 /** Until `n` restore processes live in `ns` (a spare is started after its sync returns, and shows under its own name once exec'd). */
-async function restoreProcessesSettled(ns: string, n: number): Promise<number[]> {
-  for (let i = 0; i < 100 && restoreProcessesIn(ns).length !== n; i++) await sleep(10);
-  return restoreProcessesIn(ns);
+async function restoreProcessesSettled(ns: string, n: number, comm?: RegExp): Promise<number[]> {
+  for (let i = 0; i < 100 && restoreProcessesIn(ns, comm).length !== n; i++) await sleep(10);
+  return restoreProcessesIn(ns, comm);
 }
 
 void describe('sidecar dataplane: operations', () => {
@@ -279,6 +279,37 @@ void describe('sidecar dataplane: operations', () => {
     assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
     await dp.cleanup();
     assert.equal(ours(await saveText(env, 4)).length, 0);
+    await foreignPresent();
+  });
+
+  void test('nftables: a spare `nft -f -` waits once a change ran twice; each change goes through one; one killed from outside is replaced and the change still lands; close() lets it go', async () => {
+    const NFT = /^nft\n?$/;
+    const dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables' });
+    const [b1, b2] = env.backends;
+    assert.ok(b1 && b2);
+    const reaches = async (name: string): Promise<void> => assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], [name]);
+    try {
+      await dp.sync(fullState(env), { full: true });
+      assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0, NFT), [], 'no spare after `nft -f -` ran once');
+      await dp.sync(fullState(env, [b1]), { full: false });
+      await reaches('b1');
+      const first = await restoreProcessesSettled(env.client.ns, 1, NFT);
+      assert.equal(first.length, 1, 'the second `nft -f -` leaves a spare');
+      await dp.sync(fullState(env, [b2]), { full: false });
+      await reaches('b2');
+      const second = await restoreProcessesSettled(env.client.ns, 1, NFT);
+      assert.equal(second.length, 1);
+      assert.notDeepEqual(second, first, 'the spare was used and replaced');
+      for (const p of second) process.kill(p, 'SIGKILL');
+      await dp.sync(fullState(env, [b1]), { full: false });
+      await reaches('b1');
+      assert.equal((await restoreProcessesSettled(env.client.ns, 1, NFT)).length, 1, 'the change landed although its spare was killed; a new spare waits');
+    } finally {
+      dp.close();
+    }
+    assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0, NFT), [], 'close(): the spare reads EOF and exits');
+    await reaches('b1');
+    await createDataplane({ netns: env.client.ns, rules: 'nftables' }).cleanup();
     await foreignPresent();
   });
 });

@@ -129,9 +129,12 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
       const world = new World(rng(seed));
       const planner = new NodePlanner();
       const cache = new NodeRenderCache();
+      // Each back end renders only its own rules, so each has its own cache, as an agent runs one.
+      const nftCache = new NodeRenderCache();
       let before: NodePlan | undefined;
       let prevCached: Rendered | undefined;
       let prevFresh: Rendered | undefined;
+      let prevNft: { cached: Rendered; fresh: Rendered } | undefined;
       for (let i = 0; i < STEPS; i++) {
         const what = world.step();
         const input = world.input();
@@ -140,13 +143,16 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
         assert.deepEqual(got, planNode(input), `${where}: plan`);
 
         const lastPatch = cache.cluster.last;
-        const cached = renderNode(got.state, cache, { nft: true });
-        const fresh = renderNode(got.state, undefined, { nft: true });
+        const cached = renderNode(got.state, cache);
+        const fresh = renderNode(got.state);
         assert.deepEqual(comparable(cached), comparable(fresh), `${where}: render`);
         // The nftables table too: whole, and the change from the previous render.
-        assert.ok(cached.nft !== undefined && fresh.nft !== undefined);
-        assert.equal(fullText(cached.nft), fullText(fresh.nft), `${where}: nftables table`);
-        if (prevCached?.nft !== undefined && prevFresh?.nft !== undefined) assert.equal(partialText(cached.nft, prevCached.nft).text, partialText(fresh.nft, prevFresh.nft).text, `${where}: nftables change`);
+        const nft = { cached: renderNode(got.state, nftCache, { nft: true }), fresh: renderNode(got.state, undefined, { nft: true }) };
+        assert.deepEqual(comparable(nft.cached), comparable(nft.fresh), `${where}: nftables render`);
+        assert.ok(nft.cached.nft !== undefined && nft.fresh.nft !== undefined);
+        assert.equal(fullText(nft.cached.nft), fullText(nft.fresh.nft), `${where}: nftables table`);
+        if (prevNft?.cached.nft !== undefined && prevNft.fresh.nft !== undefined) assert.equal(partialText(nft.cached.nft, prevNft.cached.nft).text, partialText(nft.fresh.nft, prevNft.fresh.nft).text, `${where}: nftables change`);
+        prevNft = nft;
         if (lastPatch !== undefined && cache.cluster.last?.index === lastPatch.index && cached.v4 !== prevCached?.v4) patched += 1;
         for (const f of ['v4', 'v6'] as const) {
           assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false, NODE_LAYOUT).text, planRestore(fresh[f], prevFresh?.[f], undefined, false, NODE_LAYOUT).text, `${where}: IPv${f.slice(1)} restore plan`);

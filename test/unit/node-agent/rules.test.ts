@@ -22,6 +22,16 @@ void describe('node rules', () => {
     golden('sample.v6.rules', planRestore(r.v6, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
     golden('sample.routes', routeBatch(r.routes, 'replace', NODE_LAYOUT.routeProto));
   });
+  void test('only the running back end\'s rules are rendered: nftables gives its table and no iptables chain, iptables no table', () => {
+    const n = renderNode(SAMPLE, undefined, { nft: true });
+    assert.ok(n.nft !== undefined && n.nft.targets.size > 0, 'the nftables table');
+    for (const rs of [n.v4, n.v6]) assert.equal(rs.nat.size + rs.filter.size, 0, `IPv${rs.family}: no iptables chain in an nftables render`);
+    // The same Service ports resolved and routed either way.
+    assert.deepEqual(n.resolution, r.resolution);
+    assert.deepEqual(n.routes, r.routes);
+    assert.equal(r.nft, undefined);
+    assert.ok(r.v4.nat.size > 0 && r.v6.nat.size > 0);
+  });
   void test('chain names: own prefix, never MPX-/KUBE-/MULTUS-, at most 28 characters', () => {
     for (const rs of [r.v4, r.v6]) {
       for (const table of ['nat', 'filter'] as const) {
