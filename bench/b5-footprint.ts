@@ -24,6 +24,7 @@ import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';
 import { isMain, runStandalone } from './lib/runner.js';
 import { imageSidecarCommand } from './lib/image-runtime.js';
 import { parseHeapMetrics, type HeapFigures } from './lib/v8-heap.js';
+import { DEPLOYMENT_MALLOC_ENV } from '../src/memory-settings.js';
 
 const ENDPOINTS = 10;
 /** Service counts of the loaded phases, runs per phase, seconds to settle after the first sync, seconds measured. */
@@ -42,6 +43,8 @@ const BARE = ['-e', 'setInterval(() => {}, 1 << 30)'];
  * flags added to it.
  */
 const FLAG_VARIANTS: readonly (readonly string[])[] = [['--single-threaded'], ['--jitless'], ['--max-old-space-size=24']];
+/** Environment added to the injected command's: the controller's and node agent's arena cap (src/memory-settings.ts), not injected. */
+const ENV_VARIANTS: readonly Readonly<Record<string, string>>[] = [{ MALLOC_ARENA_MAX: DEPLOYMENT_MALLOC_ENV['MALLOC_ARENA_MAX'] ?? '2' }];
 /** Adopted for Node 24 (webhook/options.ts SIDECAR_NODE_FLAGS); toggled so its saving stays visible. */
 const SIZE_FLAG = '--optimize-for-size';
 const VARIANTS_AT = 1000;
@@ -181,6 +184,7 @@ export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and s
         { label: `image's runtime, injected command ${toggleFlag(image, TRADE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, TRADE_FLAG)) },
         { label: `image's runtime, injected command ${toggleFlag(image, SIZE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, SIZE_FLAG)) },
         ...FLAG_VARIANTS.map((flags) => ({ label: `image's runtime, node ${flags.join(' ')} + injected flags`, cmd: onImage({ ...image, argv: [...flags, ...image.argv] }) })),
+        ...ENV_VARIANTS.map((add) => ({ label: `image's runtime, injected command with ${Object.entries(add).map(([k, v]) => `${k}=${v}`).join(' ')} added`, cmd: onImage({ ...image, env: { ...(image.env ?? {}), ...add } }) })),
       ];
       for (const { label, cmd: variant } of tried) {
         try {
