@@ -10,6 +10,7 @@
  * the NAD's IPAM gives them a route to the client's subnet via the node's address on the network,
  * the path their IPv4 replies take through eth0 (docs/decisions.md, "LoadBalancer over IPv6").
  */
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
@@ -21,6 +22,7 @@ import { CONFIG_HEADING_V6, hostMac, ingressIps, installMetalLB, l2Announcers, M
 import { AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { installAgent, until } from './tenant.js';
 import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+import { ipToBigInt } from '../../src/annotations/ip.js';
 
 const run = promisify(execFile);
 
@@ -160,6 +162,31 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await uninstallAgent(node, log);
     await node.kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 }).catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
   }
+}
+
+/** The test's assertions (kept beside the run, so a driver outside the suite checks the same). */
+export function checkLoadBalancerV6(o: LoadBalancerV6Observations): void {
+  const names = Object.keys(o.backends);
+  assert.ok(names.length >= 2, `backends: ${JSON.stringify(o.backends)}`);
+  for (const a of Object.values(o.backends)) assert.match(a, /^fd00:10:1:1::/, `backends' net1 addresses come from the IPv6 range: ${JSON.stringify(o.backends)}`);
+  for (const [k, vip] of Object.entries(o.vips)) {
+    const at = (ip: string): bigint => ipToBigInt(ip, 6);
+    assert.ok(vip.includes(':') && at(vip) >= at(o.pool.first) && at(vip) <= at(o.pool.last), `${k}: ${vip} is from the IPv6 pool ${o.pool.first}-${o.pool.last}`);
+    assert.ok(o.clusterIPs[k as keyof typeof o.vips].every((ip) => ip.includes(':')), `${k}: single-stack IPv6 cluster IP ${o.clusterIPs[k as keyof typeof o.vips].join(',')}`);
+  }
+  assert.equal(o.ndpMac, o.ens4Mac, "MetalLB answers NDP for the address with ens4's MAC");
+  assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the IPv6 Cluster address answered');
+  assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 100);
+  assert.ok(o.cluster.chiSquare.uniform, `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`);
+  assert.deepEqual(o.cluster.sources, [V6.nodeAddress], "Cluster masquerades to the node's IPv6 address on the network");
+  assert.deepEqual(o.local.curls, Array(30).fill('ok'));
+  assert.deepEqual(o.local.sources, [V6.client], "Local keeps the client's IPv6 address");
+  assert.equal(o.health.status, 200, `health check: ${o.health.body}`);
+  assert.equal((JSON.parse(o.health.body) as { localEndpoints: number }).localEndpoints, names.length, `the local count: ${o.health.body}`);
+  assert.deepEqual(o.announcers, [`${NODE.name}/${NODE.parent}`], 'MetalLB announces the Local Service from this node on ens4');
+  assert.match(o.sidecar.clientNet1, /^fd00:10:1:1::/);
+  assert.deepEqual(o.sidecar.curls, Array(20).fill('ok'), 'the client pod reaches the IPv6 address');
+  assert.deepEqual(o.sidecar.sources, [o.sidecar.clientNet1], "through its sidecar, straight to a backend: the backends see the client's own IPv6 net1 address");
 }
 
 async function host(args: string[]): Promise<string> {

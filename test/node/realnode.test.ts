@@ -30,10 +30,9 @@ import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, Serv
 import { uninstallAgent } from './nodeport.js';
 import { runMetalLB } from './metallb.js';
 import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
-import { runLoadBalancerV6, V6 } from './loadbalancer6.js';
+import { checkLoadBalancerV6, runLoadBalancerV6 } from './loadbalancer6.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
-import { ipToBigInt } from '../../src/annotations/ip.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -442,28 +441,7 @@ void describe('real node', { concurrency: 1 }, () => {
   });
 
   void test("LoadBalancer over IPv6: an IPv6 network on ens4, MetalLB's IPv6 pool announced by NDP on ens4, Services with ipFamilies [IPv6]; from ens4's segment the IPv6 address answers through the node agent with equal shares (chi-square), Local keeps the client's IPv6 address and its health check answers on the node's IPv6 address; a client pod reaches the IPv6 address through its sidecar", { timeout: 900_000 }, async () => {
-    const o = await runLoadBalancerV6(node, log, 100);
-    const names = Object.keys(o.backends);
-    assert.ok(names.length >= 2, `backends: ${JSON.stringify(o.backends)}`);
-    for (const a of Object.values(o.backends)) assert.match(a, /^fd00:10:1:1::/, `backends' net1 addresses come from the IPv6 range: ${JSON.stringify(o.backends)}`);
-    for (const [k, vip] of Object.entries(o.vips)) {
-      const at = (ip: string): bigint => ipToBigInt(ip, 6);
-      assert.ok(vip.includes(':') && at(vip) >= at(o.pool.first) && at(vip) <= at(o.pool.last), `${k}: ${vip} is from the IPv6 pool ${o.pool.first}-${o.pool.last}`);
-      assert.ok(o.clusterIPs[k as keyof typeof o.vips].every((ip) => ip.includes(':')), `${k}: single-stack IPv6 cluster IP ${o.clusterIPs[k as keyof typeof o.vips].join(',')}`);
-    }
-    assert.equal(o.ndpMac, o.ens4Mac, "MetalLB answers NDP for the address with ens4's MAC");
-    assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the IPv6 Cluster address answered');
-    assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 100);
-    assert.ok(o.cluster.chiSquare.uniform, `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`);
-    assert.deepEqual(o.cluster.sources, [V6.nodeAddress], "Cluster masquerades to the node's IPv6 address on the network");
-    assert.deepEqual(o.local.curls, Array(30).fill('ok'));
-    assert.deepEqual(o.local.sources, [V6.client], "Local keeps the client's IPv6 address");
-    assert.equal(o.health.status, 200, `health check: ${o.health.body}`);
-    assert.equal((JSON.parse(o.health.body) as { localEndpoints: number }).localEndpoints, names.length, `the local count: ${o.health.body}`);
-    assert.deepEqual(o.announcers, [`${NODE.name}/${NODE.parent}`], 'MetalLB announces the Local Service from this node on ens4');
-    assert.match(o.sidecar.clientNet1, /^fd00:10:1:1::/);
-    assert.deepEqual(o.sidecar.curls, Array(20).fill('ok'), 'the client pod reaches the IPv6 address');
-    assert.deepEqual(o.sidecar.sources, [o.sidecar.clientNet1], "through its sidecar, straight to a backend: the backends see the client's own IPv6 net1 address");
+    checkLoadBalancerV6(await runLoadBalancerV6(node, log, 100));
   });
 
   void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {
