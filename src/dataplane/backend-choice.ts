@@ -3,14 +3,14 @@
  * - `iptables` or `nftables` forces it. Forced nftables is probed first (nft/probe.ts), and a
  *   namespace that cannot hold the table stops the start with what nft said and the fix, instead
  *   of failing every sync later.
- * - `auto` takes AUTO_PREFERS where it works. That is iptables today: nftables does not yet meet
- *   issue 24's change-cost target (docs/decisions.md, "nftables change cost"); when it does, auto
- *   becomes nftables where the probe passes and iptables elsewhere, by changing the constant.
+ * - `auto` takes AUTO_PREFERS where it works: nftables where the probe table loads (one verdict-map
+ *   lookup per new connection whatever the number of Services, B10), iptables elsewhere, with the
+ *   reason in the start-up log (docs/decisions.md, "auto is nftables").
  * Whichever runs, its first sync removes the other's rules (apply.ts).
  */
 import type { RuleBackendKind } from './backend.js';
 
-export const AUTO_PREFERS: RuleBackendKind = 'iptables';
+export const AUTO_PREFERS: RuleBackendKind = 'nftables';
 
 export interface BackendChoice {
   readonly kind: RuleBackendKind;
@@ -40,7 +40,7 @@ export async function chooseRuleBackend(requested: RuleBackendKind | 'auto', pro
     if (why !== undefined) throw new NftablesUnsupportedError(setting, why);
     return { kind: 'nftables', why: `${setting} is nftables; the probe table loads here` };
   }
-  if (prefers === 'iptables') return { kind: 'iptables', why: 'auto: iptables until nftables meets its change-cost target (docs/decisions.md)' };
+  if (prefers === 'iptables') return { kind: 'iptables', why: 'auto: iptables preferred' };
   const why = await probe();
   return why === undefined ? { kind: 'nftables', why: 'auto: the nftables probe table loads here' } : { kind: 'iptables', why: `auto: nftables cannot be used here (${why})` };
 }

@@ -25,6 +25,7 @@ import { createTopology, type Pod as NetPod, type Topology } from '../harness/ne
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { formatDownwardMap } from '../../src/annotations/downward-api.js';
+import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nft/render.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Container, V1Pod, V1Service, V1EndpointSlice, KubeObject } from '../../src/kube/types.js';
 import {
@@ -71,7 +72,7 @@ export interface Observations {
   readonly afterUnready: readonly Answer[];
   readonly unreadyBackend: string;
   readonly sliceAddresses: readonly string[];
-  /** The sidecar's nat rules as iptables-save printed them. */
+  /** The sidecar's rules: `nft list table` of its table, or its iptables-save nat lines. */
   readonly natRules: readonly string[];
   /** The apiserver's answer to a pod whose service-network names a network it does not attach. */
   readonly denial: string;
@@ -307,9 +308,12 @@ class Scenario {
     await this.waitReadyInNetns(sidecar, clientNs, sidecarPort);
     r.info(`sidecar ready (first sync done); env from the stored pod: POD_NAME=${env['POD_NAME'] ?? ''} POD_NAMESPACE=${env['POD_NAMESPACE'] ?? ''}`);
 
-    const rules = await this.topo.run(clientNs, ['iptables-save', '-t', 'nat']);
-    const ours = rules.stdout.split('\n').filter((l) => l.includes('MPX-'));
-    r.info(`the sidecar's nat rules in the client pod (iptables-save -t nat | grep MPX-):`);
+    // Whichever back end the sidecar chose at start (nftables where it loads): its table, or its
+    // iptables nat chains.
+    const table = await this.topo.run(clientNs, ['nft', 'list', 'table', NFT_FAMILY, NFT_TABLE], { allowFail: true });
+    const nat = table.code === 0 ? undefined : await this.topo.run(clientNs, ['iptables-save', '-t', 'nat']);
+    const ours = nat === undefined ? table.stdout.split('\n').filter((l) => l.trim() !== '') : nat.stdout.split('\n').filter((l) => l.includes('MPX-'));
+    r.info(nat === undefined ? `the sidecar's rules in the client pod (nft list table ${NFT_FAMILY} ${NFT_TABLE}):` : `the sidecar's nat rules in the client pod (iptables-save -t nat | grep MPX-):`);
     for (const l of ours) r.info(`  ${l}`);
 
     r.step('A client pod asking for a network it does not attach is denied');

@@ -58,6 +58,22 @@ function ownedMount(m: string, dir: string): boolean {
   return [dir, ...HOST_PATHS.filter((p) => p !== NETNS_DIR)].some((w) => m === w || m.startsWith(`${w}/`));
 }
 
+/** iptables-nft's tables: iptables-save covers them. */
+const IPTABLES_NFT_TABLE = /^(ip|ip6|arp|bridge) (filter|nat|mangle|raw|security)$/;
+
+/** The host's nftables tables that are not iptables-nft's (a missing nft: none). */
+function nftTables(): string[] {
+  const r = run('nft', ['list', 'tables']);
+  if (!r.ok) return [];
+  return r.out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('table ')).map((l) => l.slice('table '.length)).filter((t) => !IPTABLES_NFT_TABLE.test(t));
+}
+
+/** Tables in `now` that `before` did not have (the node agent's, when its cleanup did not run). Pure. */
+export function newNftTables(before: readonly string[], now: readonly string[]): string[] {
+  const had = new Set(before);
+  return now.filter((t) => !had.has(t) && !IPTABLES_NFT_TABLE.test(t));
+}
+
 /** iptables-save front ends: the default (nft here) and legacy, IPv4 and IPv6. */
 const IPTABLES = [
   { save: 'iptables-save', restore: 'iptables-restore' },
@@ -70,6 +86,8 @@ export interface HostSnapshot {
   sysctls: Record<string, string>;
   /** iptables-save output per front end ('' when that front end is missing). */
   iptables: Record<string, string>;
+  /** nftables tables (`family name`) other than iptables-nft's own; absent in older saved states. */
+  nftTables?: string[];
   links: string[];
   mounts: string[];
   /** For each HOST_PATHS entry: undefined when missing, else its entries. */
@@ -181,7 +199,7 @@ export function takeSnapshot(files: readonly string[]): HostSnapshot {
   for (const h of cgroupHierarchies()) cgroups[h] = cgroupDirs(h);
   const saved: Record<string, string | null> = {};
   for (const f of files) saved[f] = existsSync(f) ? readFileSync(f, 'utf8') : null;
-  return { sysctls, iptables, links: links(), mounts: mounts(), paths, cgroups, files: saved };
+  return { sysctls, iptables, nftTables: nftTables(), links: links(), mounts: mounts(), paths, cgroups, files: saved };
 }
 
 /**
@@ -412,6 +430,13 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
       }
     }
   }
+  // 6b. nftables tables the node added (the node agent's nftables back end), deleted whole.
+  if (snap) {
+    for (const t of newNftTables(snap.nftTables ?? [], nftTables())) {
+      const r = run('nft', ['delete', 'table', ...t.split(' ')]);
+      if (!r.ok) log(`nft delete table ${t}: ${r.err.trim()}`);
+    }
+  }
   timed('iptables');
   // 7. Links: veths still on the pod bridge, then what the harness created.
   const bridge = state.links.find((l) => l.startsWith('rnbr'));
@@ -491,6 +516,7 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
     const undo = iptablesUndo(snap.iptables[t.save] ?? '', now.out);
     if (undo) out.push(`${t.save}: ${undo.split('\n').filter((l) => l.startsWith('-')).join('; ')}`);
   }
+  for (const t of newNftTables(snap.nftTables ?? [], nftTables())) out.push(`nft table ${t}`);
   for (const p of HOST_PATHS) {
     const old = snap.paths[p];
     const now = entries(p);

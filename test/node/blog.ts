@@ -7,6 +7,7 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { RealNode } from '../harness/node.js';
 import { arrivals, blogFile, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
+import { sidecarRules } from './rules.js';
 import { INJECTION_ENABLED, INJECTION_LABEL, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 
 export interface Reporter {
@@ -99,10 +100,9 @@ export async function runBlog(node: RealNode, r: Reporter): Promise<BlogObservat
   const clientContainers = (client.spec?.containers ?? []).map((c) => c.name);
   r.info(`initContainers: ${clientInitContainers.map((c) => `${c.name} (restartPolicy ${c.restartPolicy ?? '-'})`).join(', ') || 'none'}`);
   const sidecar = clientInitContainers.some((c) => c.name === SIDECAR_CONTAINER_NAME);
-  const rules = sidecar ? await node.exec(ns, CLIENT, ['iptables-save', '-t', 'nat'], { container: SIDECAR_CONTAINER_NAME }) : undefined;
-  const sidecarRules = (rules?.stdout ?? '').split('\n').filter((l) => l.includes('MPX'));
+  const sidecarRuleLines = (sidecar ? await sidecarRules(node, ns, CLIENT) : []).filter((l) => l.includes('MPX'));
   r.step("the sidecar's nat rules in the client pod");
-  for (const l of sidecarRules) r.info(l);
+  for (const l of sidecarRuleLines) r.info(l);
 
   r.step(`20 × curl ${URL} from the client container`);
   const names = Object.keys(backends);
@@ -172,7 +172,7 @@ export async function runBlog(node: RealNode, r: Reporter): Promise<BlogObservat
     clientNet1,
     clientInitContainers,
     clientContainers,
-    sidecarRules,
+    sidecarRules: sidecarRuleLines,
     curls,
     answeredBy,
     otherSources,

@@ -17,6 +17,7 @@ import { projectLeftovers } from './install.js';
 import { cleanupBlog, runBlog } from './blog.js';
 import { startTraffic, until } from './tenant.js';
 import { NODE_ADDRESS } from './nodeport.js';
+import { NODE_AGENT_RULES_SH } from './rules.js';
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 
 const RELEASE = 'multus-proxy';
@@ -70,7 +71,8 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     // The admin gives the node its address and parent on the blog's network: the agent programs the
     // host (an interface holding the address, its chains), which the uninstall hook must remove.
     await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
-    const hostState = "iptables-save | grep -c -e MPXN -e 'proto 242' || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l";
+    // Chains of either back end: iptables' MPXN lines, or our nftables table's lines.
+    const hostState = `(${NODE_AGENT_RULES_SH}) | grep -c . || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l`;
     const programmed = await until('the node agent programs the host', 60_000, async () => {
       const [chains = 0, links = 0] = (await node.sh(hostState)).trim().split('\n').map(Number);
       return chains > 0 && links > 0 ? { chains, links } : undefined;

@@ -23,6 +23,8 @@ import { NODE } from '../harness/node-config.js';
 import { arrivals, burstArrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses, type Burst } from './cluster.js';
 import { buildOverlay } from './netservice.js';
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
+import { NFT_FAMILY } from '../../src/dataplane/nft/render.js';
+import { NODE_NFT_TABLE } from '../../src/node-agent/nft-rules.js';
 
 const run = promisify(execFile);
 
@@ -126,6 +128,8 @@ export async function agentOnHost(): Promise<string[]> {
     const r = await host([save]).catch(() => '');
     for (const l of r.split('\n')) if (l.includes('MPXN')) out.push(`${save}: ${l}`);
   }
+  const table = await host(['nft', 'list', 'table', NFT_FAMILY, NODE_NFT_TABLE]).catch(() => '');
+  if (table.trim()) out.push(`nft table ${NFT_FAMILY} ${NODE_NFT_TABLE}`);
   for (const fam of ['-4', '-6']) for (const l of (await host(['ip', fam, 'route', 'show', 'table', 'all', 'proto', '242'])).split('\n')) if (l.trim()) out.push(`route ${l.trim()}`);
   return out;
 }

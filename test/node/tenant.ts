@@ -41,6 +41,7 @@ import {
 } from '../../src/keys.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR, agentOverlay } from './nodeport.js';
 import { buildOverlay } from './netservice.js';
+import { sidecarRules } from './rules.js';
 import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
@@ -802,8 +803,10 @@ export function borrowedNetwork(node: RealNode, t: Tenant, out: BorrowedNetwork)
       out.created = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
       await delay(5_000); // controller and sidecars
       out.events = out.created.code === 0 ? await warningsAbout(t, 'Service', BORROW) : [];
-      const rules = await node.exec('default', CLIENT, ['iptables-save', '-t', 'nat'], { container: SIDECAR_CONTAINER_NAME });
-      out.clientRules = rules.stdout.split('\n').filter((l) => l.includes(`${t.namespace}/${BORROW}`));
+      // iptables rules name the Service in a comment; the nftables table holds its cluster IP.
+      const clusterIp = out.created.code === 0 ? (await t.kubectl(['get', 'service', '-n', t.namespace, BORROW, '-o', 'jsonpath={.spec.clusterIP}'])).stdout.trim() : '';
+      const names = (l: string): boolean => l.includes(`${t.namespace}/${BORROW}`) || (clusterIp !== '' && new RegExp(`(^|[^0-9.])${clusterIp.replaceAll('.', '\\.')}([^0-9]|$)`).test(l));
+      out.clientRules = (await sidecarRules(node, 'default', CLIENT)).filter(names);
     },
     async undo() {
       await t.kubectl(['delete', 'service,pod', '-n', t.namespace, BORROW, '--ignore-not-found', '--wait=true']);

@@ -14,6 +14,7 @@ import { dump, load, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE, NODE2, SEGMENT } from '../harness/node-config.js';
 import { arrivals, blogFile, burstArrivals, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses, type Burst } from './cluster.js';
+import { NODE_AGENT_RULES_SH } from './rules.js';
 import { agentOnHost, agentOverlay, AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { buildOverlay } from './netservice.js';
 import { URL, waitFor, type Reporter } from './blog.js';
@@ -270,7 +271,7 @@ export async function runTwoNodePort(node: RealNode, log: (m: string) => void, n
   await uninstallTwoNodeAgent(node, log);
   // What of the agent is left: on the host (node 1) and in node 2's namespace.
   const left = await agentOnHost();
-  const n2 = (await node.second?.inNetns(['sh', '-c', 'ip -o link show | grep -o "mpx[hb][^:@]*" ; iptables-save | grep MPXN ; ip route show table all proto 242; true'])) ?? '';
+  const n2 = (await node.second?.inNetns(['sh', '-c', `ip -o link show | grep -o "mpx[hb][^:@]*" ; ${NODE_AGENT_RULES_SH}; ip route show table all proto 242; true`])) ?? '';
   left.push(...n2.split('\n').filter((l) => l.trim()).map((l) => `${NODE2.name}: ${l.trim()}`));
   return { ...measured, leftAfterCleanup: left };
 }

@@ -10,7 +10,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { chooseRuleBackend, NftablesUnsupportedError } from '../../src/dataplane/backend-choice.js';
+import { AUTO_PREFERS, chooseRuleBackend, NftablesUnsupportedError } from '../../src/dataplane/backend-choice.js';
 
 const SETTING = 'DATAPLANE_BACKEND (--backend)';
 
@@ -28,12 +28,12 @@ void describe('rule back end choice', () => {
       return true;
     });
   });
-  void test('auto: iptables today without probing; with nftables preferred, nftables where the probe passes, else iptables with why', async () => {
-    const today = await chooseRuleBackend('auto', untouched, SETTING);
-    assert.equal(today.kind, 'iptables');
-    assert.match(today.why, /change-cost target/);
-    assert.equal((await chooseRuleBackend('auto', works, SETTING, 'nftables')).kind, 'nftables');
-    const fallback = await chooseRuleBackend('auto', fails, SETTING, 'nftables');
+  void test('auto: nftables where the probe passes, else iptables with why; with iptables preferred, no probe', async () => {
+    assert.equal(AUTO_PREFERS, 'nftables');
+    assert.deepEqual(await chooseRuleBackend('auto', works, SETTING), { kind: 'nftables', why: 'auto: the nftables probe table loads here' });
+    const prefersIptables = await chooseRuleBackend('auto', untouched, SETTING, 'iptables');
+    assert.equal(prefersIptables.kind, 'iptables');
+    const fallback = await chooseRuleBackend('auto', fails, SETTING);
     assert.deepEqual(fallback, { kind: 'iptables', why: 'auto: nftables cannot be used here (nft is not installed)' });
   });
 });

@@ -47,7 +47,10 @@ export interface SidecarSpawnOptions {
   podNamespace: string;
   kubeconfig: string;
   healthPort: number;
-  /** Extra environment (e.g. MIN_SYNC_INTERVAL_MS). */
+  /**
+   * Extra environment (e.g. MIN_SYNC_INTERVAL_MS). The rule back end is iptables unless this sets
+   * DATAPLANE_BACKEND: these tests read iptables-save; runtime-nftables.test.ts runs nftables.
+   */
   env?: Record<string, string>;
   /** The program to run: default the TypeScript source via tsx; a bundle path runs `node <bundle>`. */
   bundle?: string;
@@ -67,6 +70,7 @@ export function spawnSidecar(topo: Topology, pod: Pod, o: SidecarSpawnOptions): 
     HEALTH_HOST: '127.0.0.1',
     LOG_LEVEL: 'debug',
     MIN_SYNC_INTERVAL_MS: '50',
+    DATAPLANE_BACKEND: 'iptables',
     ...o.env,
   };
   const child = topo.spawn(pod, [

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from 'js-yaml';
 import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, NODE2_SPEC, registryPath } from '../../harness/node-config.js';
-import { iptablesUndo, ownedCgroups } from '../../harness/node-host.js';
+import { iptablesUndo, newNftTables, ownedCgroups } from '../../harness/node-host.js';
 
 const layout = { dir: '/tmp/n', cniBin: '/c/cni-bin', kubeconfig: '/tmp/n/admin.kubeconfig', ca: '/tmp/n/pki/ca.crt' };
 
@@ -105,4 +105,11 @@ void test("ownedCgroups: only the nodes' own top-level cgroups (kubepods, a seco
   assert.deepEqual(ownedCgroups(['kubepods', 'mpx-imgtest-26777'], {}), ['kubepods']);
   assert.deepEqual(ownedCgroups(['kubepods', 'realnode2', 'other'], { moreCgroupRoots: ['/realnode2'] }), ['kubepods', 'realnode2']);
   assert.deepEqual(ownedCgroups(['realnode2'], {}), []);
+});
+
+void test("newNftTables: tables the node added, not iptables-nft's own nor those there before", () => {
+  const before = ['ip filter', 'inet other_firewall'];
+  const now = ['ip filter', 'ip nat', 'ip6 mangle', 'inet other_firewall', 'inet multus_proxy_node', 'bridge filter', 'ip mynat'];
+  assert.deepEqual(newNftTables(before, now), ['inet multus_proxy_node', 'ip mynat']);
+  assert.deepEqual(newNftTables(now, now), []);
 });
