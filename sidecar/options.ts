@@ -55,7 +55,7 @@ const HELP: Record<Key, { value: string; help: string }> = {
   stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
   maxServicesPerNetwork: { value: 'N', help: 'serve at most this many Services per network (the first in namespace/name order); an Event and a metric say when more exist' },
-  backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (iptables for now); the one that starts removes the other\'s rules' },
+  backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other\'s rules' },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
 };
 

@@ -18,7 +18,7 @@
  *     healthPort: 9180
  *     maxServicesPerNetwork: 2000
  *     logLevel: info
- *     backend: auto                         # iptables | nftables | auto (iptables for now)
+ *     backend: auto                         # iptables | nftables | auto (nftables where the probe table loads, else iptables)
  *     command: [node, /app/dist/sidecar.js]
  *     args: []
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
@@ -162,7 +162,7 @@ export const SETTINGS = {
   'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)', kind: { type: 'enum', values: MODES } },
   'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', help: 'run the sidecar privileged (only where capabilities are not enough)', kind: { type: 'bool' } },
   'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', help: "the sidecar's health port (its HEALTH_PORT); the probes point here", kind: { type: 'int', min: 1, max: 65535 } },
-  'sidecar.backend': { file: ['sidecar', 'backend'], env: 'SIDECAR_BACKEND', flag: 'sidecar-backend', help: "the sidecar's rule back end: iptables, nftables or auto (iptables for now)", kind: { type: 'enum', values: RULE_BACKENDS } },
+  'sidecar.backend': { file: ['sidecar', 'backend'], env: 'SIDECAR_BACKEND', flag: 'sidecar-backend', help: "the sidecar's rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables)", kind: { type: 'enum', values: RULE_BACKENDS } },
   'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', help: "the sidecar's log level (default: the webhook's)", kind: { type: 'enum', values: LOG_LEVELS } },
   'sidecar.maxServicesPerNetwork': {
     file: ['sidecar', 'maxServicesPerNetwork'],

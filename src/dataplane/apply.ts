@@ -33,10 +33,10 @@ import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConn
 
 export interface DataplaneOptions {
   /**
-   * Which rule back end writes the rules: iptables, nftables, or auto (default). auto is iptables
-   * for now (docs/decisions.md: nftables becomes auto's choice, where probeNftables passes, once
-   * the node agent's rules and the real-node suite run on it). Whichever runs, its first sync
-   * removes what the other one left (switching back ends on a running pod).
+   * Which rule back end writes the rules: iptables (also for auto or unset) or nftables. The
+   * programs resolve auto before this, with a probe (backend-choice.ts: nftables where its table
+   * loads); this synchronous constructor does not probe. Whichever runs, its first sync removes
+   * what the other one left (switching back ends on a running pod).
    */
   readonly rules?: RuleBackendKind | 'auto';
   /** 'auto' (default): legacy only if the namespace already has legacy rules, else nft. */

@@ -47,7 +47,7 @@ export const NODE_AGENT_PROGRAM: Program = {
       def: 'false',
       help: "where the Node annotation multus-proxy.k8s.cni.cncf.io/node-parents names no parent for a network, use the NAD's master (or bridge), which the NAD's owner chooses; for upgrades only (docs/node-agent.md)",
     },
-    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: "rule back end: iptables, nftables or auto (iptables for now); the one that starts removes the other's rules" },
+    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: "rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other's rules" },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
   notes:
