@@ -18,7 +18,7 @@ import { startHealthServer, type Readiness } from '../src/health.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
-import { createDataplane } from '../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../src/dataplane/apply.js';
 import { chooseRuleBackend, type BackendChoice } from '../src/dataplane/backend-choice.js';
 import { createExec } from '../src/dataplane/iptables.js';
 import { probeNftables } from '../src/dataplane/nft/probe.js';
@@ -86,7 +86,7 @@ async function main(): Promise<void> {
   const metrics = createSidecarMetrics();
   // The health port first: the injected startup probe's first try comes 2 s after the start
   // (webhook/mutate.ts) and must find it listening; it holds that request until ready.
-  const box: { runtime?: SidecarRuntime } = {};
+  const box: { runtime?: SidecarRuntime; dataplane?: Dataplane } = {};
   const state = { stopping: false, readyServed: false };
   const ready = (): Readiness => {
     // Stopping: ready, so that a startup probe held or still to come ends in a success. The kubelet
@@ -99,15 +99,10 @@ async function main(): Promise<void> {
   };
   const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready }, metrics.registry, opts.healthPort, opts.healthHost);
   log.info({ healthPort: health.port }, HEALTH_LISTENING);
-  const choice = await chooseBackend(opts, log);
-  const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
-  // Spare restore processes: a change skips a process start on its way to the kernel.
-  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true });
-  const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
-  box.runtime = rt;
-  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
 
+  // The stop handlers next, before anything slow (the nftables probe runs a process): a pod deleted
+  // while its sidecar starts must not lose the health port to SIGTERM's default exit, or the
+  // kubelet's pending startup probe is refused (an Unhealthy Event).
   const shutdown = async (signal: string): Promise<void> => {
     if (state.stopping) return;
     state.stopping = true;
@@ -120,8 +115,8 @@ async function main(): Promise<void> {
       // Never answered ready (the pod deleted while the sidecar started): let the kubelet's next
       // startup probe, at most a second or two away, pass before the port closes.
       for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !state.readyServed && Date.now() < until; ) await sleep(50);
-      await rt.stop();
-      dataplane.close();
+      await box.runtime?.stop();
+      box.dataplane?.close();
       await health.close();
     } catch (e) {
       log.error({ err: e }, 'error while stopping');
@@ -132,6 +127,17 @@ async function main(): Promise<void> {
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
 
+  const choice = await chooseBackend(opts, log);
+  if (state.stopping) return; // stopped while probing: shutdown() exits without a runtime
+  const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
+  // Spare restore processes: a change skips a process start on its way to the kernel.
+  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true });
+  box.dataplane = dataplane;
+  const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
+  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
+  box.runtime = rt;
+  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
+
   const watchdog = setInterval(() => {
     if (state.stopping || rt.live()) return;
     log.error({ stuckAfterMs: opts.stuckAfterMs }, 'a rule sync is stuck; exiting so that the kubelet restarts the sidecar');
@@ -139,6 +145,7 @@ async function main(): Promise<void> {
   }, WATCHDOG_MS);
   watchdog.unref();
 
+  if (state.stopping) return; // stopped meanwhile: shutdown() stops the runtime and exits
   rt.start();
   void rt.firstSync.then(() => log.info('first sync done; ready'));
 }

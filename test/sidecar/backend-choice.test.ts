@@ -6,11 +6,13 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, symlinkSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AUTO_PREFERS, chooseRuleBackend, NftablesUnsupportedError } from '../../src/dataplane/backend-choice.js';
+import { freePort } from '../harness/controlplane.js';
 
 const SETTING = 'DATAPLANE_BACKEND (--backend)';
 
@@ -50,5 +52,39 @@ void describe('sidecar start with nftables forced', () => {
     });
     assert.equal(r.status, 2, r.stderr + r.stdout);
     assert.match(r.stdout + r.stderr, /DATAPLANE_BACKEND \(--backend\) is \\"nftables\\".*nft is not installed.*Fix: set it to \\"iptables\\"/);
+  });
+});
+
+void describe('sidecar stopped while its nftables probe runs', () => {
+  void test('SIGTERM during the probe: the health port stays and answers ready, then the sidecar exits 0', async () => {
+    // An `nft` that hangs: the pod is deleted while its sidecar is still choosing a back end.
+    const bin = mkdtempSync(join(tmpdir(), 'mpx-slownft-'));
+    symlinkSync(process.execPath, join(bin, 'node'));
+    writeFileSync(join(bin, 'nft'), '#!/bin/sh\nexec /bin/sleep 30\n');
+    chmodSync(join(bin, 'nft'), 0o755);
+    const port = await freePort();
+    const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/main.ts'], {
+      env: { PATH: bin, POD_NAME: 'client', POD_NAMESPACE: 'demo', HOME: tmpdir(), HEALTH_PORT: String(port), HEALTH_HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    child.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
+    try {
+      for (const until = Date.now() + 30_000; !out.includes('health port listening'); ) {
+        if (Date.now() > until) assert.fail(`no health port: ${out}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await new Promise((r) => setTimeout(r, 300)); // the probe's nft is running
+      child.kill('SIGTERM');
+      const res = await fetch(`http://127.0.0.1:${port}/readyz`);
+      assert.equal(res.status, 200, 'a stopping sidecar answers ready, so the startup probe ends in a success');
+      const [code, signal] = await exited;
+      assert.deepEqual({ code, signal }, { code: 0, signal: null }, out);
+      assert.match(out, /stopping; rules and routes stay in place/);
+    } finally {
+      child.kill('SIGKILL');
+    }
   });
 });
