@@ -7,7 +7,9 @@
  * address against the same load sent to the backend pod's net1 address directly, keep-alive and
  * one connection per request, interleaved, as B4 does for the cluster IP. One backend replica, so
  * both paths end at the same nginx: the ratio is the path's cost alone (through the node's veth
- * end, its netfilter and its macvlan, against macvlan to macvlan).
+ * end, its netfilter and its macvlan, against macvlan to macvlan). Before the saturated runs, the
+ * request time of one connection on each path (bench/lib/request-time.ts), whose low end holds on
+ * the loaded machine where req/s does not.
  */
 import { dump } from 'js-yaml';
 import { startNode } from '../test/harness/node.js';
@@ -20,6 +22,7 @@ import { requireTool, run } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
 import { tuneForShortConnections } from './lib/traffic-pair.js';
+import { REQUEST_TIME_MODES, requestTimeRounds, requestTimeTable } from './lib/request-time.js';
 import type { Table, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -81,7 +84,29 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
 
   const tables: Table[] = [];
   const targets: TargetCheck[] = [];
-  // First against the pod's address directly (the issue's target), then against kube-proxy serving
+  // Each run starts without the previous run's flows: the client's table, and the node's for the two addresses only.
+  const flush = async (): Promise<void> => {
+    await run('conntrack', ['-F'], { netns: probe.ns, check: false });
+    for (const a of [vip, kpVip]) await run('conntrack', ['-D', '-d', a], { check: false });
+  };
+  // The request time of one connection, one request after another, on the three paths: its low end
+  // is each path's own work, which holds on the loaded machine where saturated req/s moves 2x (bench/lib/request-time.ts).
+  const urls = { direct, 'kube-proxy': viaKubeProxy, 'multus-proxy': viaLb } as const;
+  const paths = Object.keys(urls) as (keyof typeof urls)[];
+  for (const mode of REQUEST_TIME_MODES) {
+    const rounds = await requestTimeRounds({
+      ns: probe.ns, paths, urlOf: (k) => urls[k], before: flush, runs, seconds: Math.min(seconds, 3), close: mode.close,
+      log: (i, round) => ctx.log(`request time (${mode.name}) round ${i + 1}: ${paths.map((k) => `${k} ${round.get(k)?.[mode.low] ?? NaN} µs`).join(', ')}`),
+    });
+    tables.push(
+      requestTimeTable(rounds, {
+        paths, label: (k) => ({ direct: 'direct to backend net1', 'kube-proxy': 'via kube-proxy LoadBalancer address (primary network)', 'multus-proxy': 'via multus-proxy LoadBalancer address' })[k], low: mode.low,
+        over: [{ path: 'direct', name: 'direct' }, { path: 'kube-proxy', name: 'kube-proxy' }],
+        caption: `request time, ${mode.name}, one request after another (wrk, 1 connection${mode.close ? ' at a time' : ''}): ${runs} rounds of ${Math.min(seconds, 3)} s, every path once per round, the order rotating`,
+      }),
+    );
+  }
+  // Then saturated req/s, the issue's measure: first against the pod's address directly (the issue's target), then against kube-proxy serving
   // a LoadBalancer address of the same pod on the primary network: the same hop through the node.
   for (const vs of [
     { base: direct, baseName: 'direct to backend net1', short: 'direct', target: 0.95 as number | undefined },
@@ -94,11 +119,7 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
     ]) {
       const { target, row } = await interleavedPairs({
         ns: probe.ns, ours: viaLb, base: vs.base, seconds, runs, connections, close: mode.close,
-        // Each run starts without the previous run's flows: the client's table, and the node's for the two addresses only.
-        before: async () => {
-          await run('conntrack', ['-F'], { netns: probe.ns, check: false });
-          for (const a of [vip, kpVip]) await run('conntrack', ['-D', '-d', a], { check: false });
-        },
+        before: flush,
         logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: LoadBalancer ${fmt(o.rps)} req/s, ${vs.short} ${fmt(b.rps)} req/s`),
       });
       rows.push(row(mode.name));
@@ -117,7 +138,8 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
         'Both paths end at the same nginx process, whose access log (the tests read it) costs the same for both. wrk, nginx, the node and the kernel share the machine\'s 2 cores with other users; the ratio per interleaved pair is what counts. ' +
         "The client's namespace gets conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse (as B4); before each run its conntrack table is flushed, and the node's entries for the address are deleted (the node's own settings are not touched). " +
         `The second table's baseline: a plain LoadBalancer Service (spec.selector, no annotation) on the same pod, address ${kpVip} from the same pool and announced the same way, which kube-proxy (iptables mode) serves: DNAT to the pod's primary address and masquerade, out through the node's pod bridge: the same hop through the node, kube-proxy's rules instead of the agent's. ` +
-          'No target for one connection per request (the issue sets one for keep-alive only).',
+          'No target for one connection per request (the issue sets one for keep-alive only). ' +
+          'Request time (the first tables): wrk with one connection, keep-alive or `Connection: close`, and a Lua done() hook printing min, p1, p10 and p50 in µs (bench/lib/wrk-latency.lua); a request delayed by another user\'s process lands in the upper percentiles, so the low end (p1 with keep-alive, min for new connections) is the path\'s own work; per round, what one path adds over another. B11-netns measures the same in namespaces, with a minimal DNAT as the floor of any through-node path.',
     ],
   };
 });

@@ -3,6 +3,7 @@
  * network namespace, and the comparison both make: ours against a baseline URL in interleaved
  * pairs, alternating which goes first, the ratio taken per pair (each pair saw the same machine load).
  */
+import { fileURLToPath } from 'node:url';
 import { run } from './proc.js';
 import { fmt, fmtRatio, summarize, type Summary } from './stats.js';
 import type { Table, TargetCheck } from './report.js';
@@ -95,4 +96,30 @@ export function pairsTable(o: Pick<PairsOptions, 'runs' | 'seconds' | 'connectio
     columns: ['mode', `${names.ours}, req/s`, `${names.base}, req/s`, 'ratio (per pair)', `${names.short} p50 / p99`, `${names.baseShort ?? 'direct'} p50 / p99`],
     rows,
   };
+}
+
+export interface WrkLatency {
+  readonly minUs: number;
+  readonly p1Us: number;
+  readonly p10Us: number;
+  readonly p50Us: number;
+  readonly requests: number;
+}
+
+/** Parses the line bench/lib/wrk-latency.lua prints. */
+export function parseWrkLatency(out: string): WrkLatency {
+  const m = /LATENCY_US min=(\d+) p1=(\d+) p10=(\d+) p50=(\d+) n=(\d+)/.exec(out);
+  if (m === null) throw new Error(`cannot read wrk's latency line: ${out.slice(0, 500)}`);
+  return { minUs: Number(m[1]), p1Us: Number(m[2]), p10Us: Number(m[3]), p50Us: Number(m[4]), requests: Number(m[5]) };
+}
+
+/**
+ * One connection, one request after another (`close`: a new connection for each): the low
+ * percentiles of the request time are the path's own cost with the least of the other users'
+ * scheduling in it (a request that waited for a core lands in the upper percentiles), so they
+ * hold on a loaded machine where saturated req/s does not.
+ */
+export async function wrkLatency(ns: string, url: string, seconds: number, close: boolean): Promise<WrkLatency> {
+  const script = fileURLToPath(new URL('./wrk-latency.lua', import.meta.url));
+  return parseWrkLatency((await run('wrk', ['-t1', '-c1', `-d${seconds}s`, '-s', script, ...(close ? ['-H', 'Connection: close'] : []), url], { netns: ns })).stdout);
 }
