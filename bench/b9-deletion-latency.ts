@@ -109,9 +109,9 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         'deletionTimestamp and their 30 s grace period, as for a Deployment); 1 s later the script, standing in for the kubelet, writes Ready=False and deletes the pod with grace 0. ' +
         'Both watches (pods, EndpointSlices) run in a watcher process of their own that does nothing else (test/controller/deletion-watch-proc.ts, nice -5); times are taken there on receipt. "busy": other Services whose only pod gets a new ' +
         'network-status address every 500 ms, all at once, written by a child process (test/controller/background-churn-proc.ts) so the watches\' receipt times do not wait for it; every round puts 40 keys with a slice write each in the controller\'s queue (2 workers). ' +
-        'The two variants are the same build: `--urgent-pod-changes=false` queues a pod\'s deletion or Ready flip at the back, as before the change; the default puts its Services at the front.',
-      'What bounds the figure: a deletion still waits for a reconcile already running (the queue never preempts), and for the echo of the Service\'s previous write when that is not in the cache yet ' +
-        '(the tracker\'s guard against duplicate slices; the echo re-queues the key at the front); under load, the apiserver\'s own write latency. Receipt order between the two watch streams can differ by a few ms (a negative sample is possible). The machine has 2 cores shared by etcd, the apiserver, the controller and the churn script.',
+        'The two variants are the same build: `--urgent-pod-changes=false` queues a pod\'s deletion or Ready flip at the back, as before the change; the default puts its Services at the front, has a reserve worker take them when every worker is busy, and plans them from our previous writes\' answers instead of waiting for their echo.',
+      'What bounds the figure: a deletion still waits for a reconcile of its own Service already running (one worker per key; the queue never preempts); ' +
+        'under load, the apiserver\'s own write latency and CPU for the controller (the "where the time goes" table). Receipt order between the two watch streams can differ by a few ms (a negative sample is possible). The machine has 2 cores shared by etcd, the apiserver, the controller and the churn script.',
     ],
   };
 });

@@ -273,9 +273,12 @@ export class Reconciler {
 
   async reconcile(key: string): Promise<ReconcileResult> {
     const started = Date.now();
-    const existing = [...(this.slicesBySvc.get(key)?.values() ?? [])];
-    if (!this.tracker.isCurrent(key, existing)) {
-      // Our last writes are not in the cache yet; their watch events will enqueue the key again.
+    const cached = [...(this.slicesBySvc.get(key)?.values() ?? [])];
+    // Our last writes may not be in the cache yet. A deletion or Ready flip is planned from their
+    // answers (the fast path: no wait for the echo); anything else waits for the echo, whose watch
+    // event enqueues the key again.
+    const existing = this.tracker.isCurrent(key, cached) ? cached : this.urgentKeys.has(key) ? this.tracker.overlay(key, cached) : undefined;
+    if (existing === undefined) {
       if (!this.waitingForCache.has(key)) this.waitingForCache.set(key, started);
       this.d.enqueueAfter(key, 1000);
       return 'stale';
@@ -382,7 +385,7 @@ export class Reconciler {
   }
 
   private wrote(key: string, out: V1EndpointSlice): void {
-    this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion);
+    this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion, Date.now(), out);
   }
 
   private async apply(key: string, diff: SliceDiff): Promise<void> {

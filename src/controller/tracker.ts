@@ -19,7 +19,8 @@
 import type { V1EndpointSlice } from '../kube/types.js';
 
 const DELETED = Symbol('deleted');
-type Expectation = { readonly rv: string | typeof DELETED; readonly at: number };
+/** A write or delete of ours not yet in the cache; `answer`: the server's answer to the write. */
+type Expectation = { readonly rv: string | typeof DELETED; readonly at: number; readonly answer?: V1EndpointSlice };
 
 function rvAtLeast(have: string | undefined, want: string): boolean {
   if (have === undefined) return false;
@@ -50,10 +51,10 @@ export class SliceTracker {
     return m;
   }
 
-  /** We wrote (created or updated) `name` and the server answered with `rv`. */
-  written(svcKey: string, name: string, rv: string | undefined, now = Date.now()): void {
+  /** We wrote (created or updated) `name` and the server answered with `rv` (and `answer`, the object). */
+  written(svcKey: string, name: string, rv: string | undefined, now = Date.now(), answer?: V1EndpointSlice): void {
     if (rv === undefined) return;
-    this.forService(svcKey).set(name, { rv, at: now });
+    this.forService(svcKey).set(name, { rv, at: now, ...(answer !== undefined ? { answer } : {}) });
     this.echoes.set(echoKey(svcKey, name), rv);
   }
 
@@ -85,6 +86,24 @@ export class SliceTracker {
     }
     if (m.size === 0) this.expected.delete(svcKey);
     return m.size === 0;
+  }
+
+  /**
+   * The Service's slices as the cache will show them once the echoes of our writes arrive: each
+   * slice we wrote that the cache does not show yet is the server's answer, each we deleted is
+   * gone. That answer is what the echo will carry (a write by anyone else since would make our
+   * next update conflict, 409, and retry). Undefined when a write is known only by its
+   * resourceVersion. For the fast path of a deletion or Ready flip, which must not wait for an echo.
+   */
+  overlay(svcKey: string, cached: readonly V1EndpointSlice[], now = Date.now()): V1EndpointSlice[] | undefined {
+    if (this.isCurrent(svcKey, cached, now)) return [...cached];
+    const byName = new Map(cached.map((s) => [s.metadata?.name ?? '', s]));
+    for (const [name, e] of this.expected.get(svcKey) ?? []) {
+      if (e.rv === DELETED) byName.delete(name);
+      else if (e.answer !== undefined) byName.set(name, e.answer);
+      else return undefined;
+    }
+    return [...byName.values()];
   }
 
   /**

@@ -295,12 +295,13 @@ void describe('Reconciler: the watch echo of our own write', () => {
     assert.deepEqual(addresses(h.stored.slice(-1)), ['10.1.0.1', '10.1.0.2']);
   });
 
-  void test('an urgent change refused as stale is queued urgently again by the echo that releases it', async () => {
+  void test('an urgent change does not wait for the echo of our previous write: it is planned from that write\'s answer', async () => {
     const urgent: string[] = [];
     const h = harness(undefined, true, urgent);
     addService(h, service('web', { network: NET, selector: { app: 'web' } }));
     const a = backend('a', { app: 'web' }, '10.1.0.1');
     h.r.onPod(a, undefined);
+    h.r.onPod(backend('b', { app: 'web' }, '10.1.0.2'), undefined);
     assert.equal(await h.r.reconcile('default/web'), 'written');
     const mine = h.stored[0];
     if (mine === undefined) throw new Error('no slice created');
@@ -309,16 +310,28 @@ void describe('Reconciler: the watch echo of our own write', () => {
     const deleting: V1Pod = { ...a, metadata: { ...a.metadata, deletionTimestamp: new Date() } };
     h.r.onPod(deleting, a);
     assert.deepEqual(urgent.splice(0), ['default/web']);
+    assert.equal(await h.r.reconcile('default/web'), 'written', 'no wait for the echo');
+    const update = h.stored.at(-1);
+    assert.equal(h.created.length, 1, 'planned from the answer: the slice we created is updated, no second one');
+    assert.equal(update?.metadata?.name, mine.metadata?.name);
+    assert.deepEqual(
+      update?.endpoints?.map((e) => [e.addresses[0], e.conditions?.terminating]),
+      [
+        ['10.1.0.1', true],
+        ['10.1.0.2', false],
+      ],
+    );
+    // A change that is not urgent still waits for the echo.
+    h.r.onPod(backend('c', { app: 'web' }, '10.1.0.3'), undefined);
+    assert.deepEqual([urgent.splice(0), h.keys.splice(0)], [[], ['default/web']]);
     assert.equal(await h.r.reconcile('default/web'), 'stale');
+    // The echoes arrive late: the cache is current again and nothing is written twice.
     h.r.onSlice(mine, false);
-    assert.deepEqual(urgent.splice(0), ['default/web'], 'the echo queues it at the front again');
-    assert.equal(await h.r.reconcile('default/web'), 'written');
-    assert.equal(h.stored.at(-1)?.endpoints?.[0]?.conditions?.terminating, true);
-    // Planned: a later foreign slice event goes in turn.
-    const edited: V1EndpointSlice = { ...mine, endpoints: [], metadata: { ...mine.metadata, resourceVersion: '999' } };
-    h.keys.splice(0);
-    h.r.onSliceUpdate(edited, mine);
-    assert.deepEqual([urgent, h.keys], [[], ['default/web']]);
+    if (update !== undefined) h.r.onSliceUpdate(update, mine);
+    const writes = h.stored.length;
+    assert.equal(await h.r.reconcile('default/web'), 'written', 'c is added once the cache has both echoes');
+    assert.equal(h.stored.length, writes + 1);
+    assert.equal(h.created.length, 1);
   });
 
   void test('an echo that overtakes the answer to our write enqueues nothing; another event during the write does', async () => {

@@ -18,6 +18,25 @@ void describe('SliceTracker', () => {
     assert.equal(t.isCurrent('ns/other', [], 1), true);
   });
 
+  void test('overlay: the cache as our writes\' echoes will make it, from their answers', () => {
+    const t = new SliceTracker();
+    const answer = slice('a', '120');
+    t.written('ns/s', 'a', '120', 0, answer);
+    t.written('ns/s', 'new', '121', 0, slice('new', '121'));
+    t.deleted('ns/s', 'gone', 0);
+    const cached = [slice('a', '119'), slice('gone', '50'), slice('other', '60')];
+    assert.deepEqual(
+      t.overlay('ns/s', cached, 1)?.map((s) => `${s.metadata?.name ?? ''}@${s.metadata?.resourceVersion ?? ''}`),
+      ['a@120', 'other@60', 'new@121'],
+    );
+    // Once the cache holds them, the cache itself.
+    const current = [slice('a', '120'), slice('new', '121'), slice('other', '60')];
+    assert.deepEqual(t.overlay('ns/s', current, 1), current);
+    // A write known only by its resourceVersion cannot be stood in for.
+    t.written('ns/s', 'b', '130', 0);
+    assert.equal(t.overlay('ns/s', current, 1), undefined);
+  });
+
   void test('a deleted slice is pending until it leaves the cache', () => {
     const t = new SliceTracker();
     t.deleted('ns/s', 'a', 0);
