@@ -26,7 +26,7 @@ import { performance } from 'node:perf_hooks';
 import { apiPath } from '../src/kube/paths.js';
 import { networkKey } from '../src/annotations/service-network.js';
 import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../webhook/options.js';
-import { DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
+import { CONTROLLER_NODE_FLAGS, DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { freePort } from '../test/harness/controlplane.js';
@@ -94,7 +94,7 @@ interface Variant {
 /** What the webhook injects and the manifests run (src/memory-settings.ts). */
 const SHIPPED: Record<ComponentName, Settings> = {
   sidecar: { flags: SIDECAR_NODE_FLAGS, env: SIDECAR_MALLOC_ENV },
-  controller: { flags: NODE_MEMORY_FLAGS, env: DEPLOYMENT_MALLOC_ENV },
+  controller: { flags: CONTROLLER_NODE_FLAGS, env: DEPLOYMENT_MALLOC_ENV },
   'node agent': { flags: NODE_MEMORY_FLAGS, env: DEPLOYMENT_MALLOC_ENV },
 };
 /** Without any of them: plain `node <bundle>`, glibc's defaults (what they save stays visible). */
@@ -359,7 +359,7 @@ export const benchmark = defineBenchmark('b12', 'memory under churn: sidecar, co
     notes: [
       ...notes,
       ...(problems.size > 0 ? [`Churn writes that failed (most while the apiserver restarted): ${[...problems].map(([m, n]) => `${n}× ${m}`).join('; ')}.`] : []),
-      `Method: a private kube-apiserver + etcd; ${namespaces.length} namespaces (${namespaces.join(', ')}) each with a Service \`web\` (NodePort, network net-a of its namespace) whose pods scale 4 → 2 → 4 every ${size.stepMs / 1000} s: scale-down deletes with the grace period and a second later writes Ready=False and deletes with grace 0; scale-up creates pods with a new address and writes them Running and Ready. Each component runs once per variant (runtime and settings; as shipped: the sidecar node ${SIDECAR_NODE_FLAGS.join(' ')} with ${Object.entries(SIDECAR_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ')} as injected, the controller and node agent ${SHIPPED.controller.flags.length > 0 ? `node ${SHIPPED.controller.flags.join(' ')}` : 'plain node'}${Object.keys(SHIPPED.controller.env).length > 0 ? ` with ${Object.entries(SHIPPED.controller.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ''} as their manifests run them): one controller per variant (leader election on, its namespace only, fresh bundle of src/controller/main.ts) writes its namespace's slices; the sidecars (fresh bundle, in client pod namespaces of the harness topology) and the node agents (in node namespaces, NET_ADMIN and NET_RAW only) serve ${networkKey(NETWORK)}. CPU is utime+stime of the process and its children from /proc over the window; GC pauses are prom-client's nodejs_gc_duration_seconds (the sidecar's lean metrics have none). Every ${size.disruptEveryS} s one disruption in turn: ${disruptions.join('; ')}. Heap snapshots (--heapsnapshot-signal=SIGUSR2, taken after a full GC) after the window and ${size.snapshotMinutes} min of churn later, grouped by constructor (bench/lib/heap-snapshot.ts). The image's runtime is its node binary copied out of the image (${image.how.split(':')[1]?.trim() ?? image.imageId}), running the same fresh bundles.`,
+      `Method: a private kube-apiserver + etcd; ${namespaces.length} namespaces (${namespaces.join(', ')}) each with a Service \`web\` (NodePort, network net-a of its namespace) whose pods scale 4 → 2 → 4 every ${size.stepMs / 1000} s: scale-down deletes with the grace period and a second later writes Ready=False and deletes with grace 0; scale-up creates pods with a new address and writes them Running and Ready. Each component runs once per variant (runtime and settings; as shipped: the sidecar node ${SIDECAR_NODE_FLAGS.join(' ')} with ${Object.entries(SIDECAR_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ')} as injected, the controller ${describe(SHIPPED.controller)} and the node agent ${describe(SHIPPED['node agent'])} as their manifests run them): one controller per variant (leader election on, its namespace only, fresh bundle of src/controller/main.ts) writes its namespace's slices; the sidecars (fresh bundle, in client pod namespaces of the harness topology) and the node agents (in node namespaces, NET_ADMIN and NET_RAW only) serve ${networkKey(NETWORK)}. CPU is utime+stime of the process and its children from /proc over the window; GC pauses are prom-client's nodejs_gc_duration_seconds (the sidecar's lean metrics have none). Every ${size.disruptEveryS} s one disruption in turn: ${disruptions.join('; ')}. Heap snapshots (--heapsnapshot-signal=SIGUSR2, taken after a full GC) after the window and ${size.snapshotMinutes} min of churn later, grouped by constructor (bench/lib/heap-snapshot.ts). The image's runtime is its node binary copied out of the image (${image.how.split(':')[1]?.trim() ?? image.imageId}), running the same fresh bundles.`,
     ],
   };
 });

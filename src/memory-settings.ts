@@ -16,6 +16,15 @@
 export const NODE_MEMORY_FLAGS: readonly string[] = ['--max-semi-space-size=1', '--optimize-for-size'];
 
 /**
+ * The controller's: `--optimize-for-size` only. Its cold start lists every pod of the cluster, and
+ * with a 1 MiB young generation that took 31 s instead of 9–17 at 1,000 Services × 10 pods (B6,
+ * docs/benchmarks.md, "Memory settings"): nearly everything a list allocates survives a 1 MiB
+ * scavenge and is copied again into the old generation. The sidecar and node agent list Services
+ * and slices only, where the cap showed no slowdown.
+ */
+export const CONTROLLER_NODE_FLAGS: readonly string[] = ['--optimize-for-size'];
+
+/**
  * glibc malloc settings, in the container's environment. Blocks of 32 KiB and more (socket and pipe
  * reads of 64 KiB, V8's compiler zones) get their own mapping, returned to the kernel when freed,
  * and a free top of more than 64 KiB is trimmed at once. With glibc's defaults the sidecar's first
