@@ -231,11 +231,12 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
 // --- the announcing node's speaker or agent stopped under load ------------------------------------
 
 export interface Disruption {
-  what: 'speaker' | 'agent';
+  /** speaker, agent: SIGSTOP then SIGCONT; speaker-deleted: its pod deleted (the DaemonSet starts another). */
+  what: 'speaker' | 'speaker-deleted' | 'agent';
   /** The node whose MAC answered ARP for the address when the process was stopped, and the other one. */
   node: string;
   other: string;
-  /** ms the process stayed stopped (SIGSTOP to SIGCONT). */
+  /** ms the process stayed stopped (SIGSTOP to SIGCONT; for a deleted pod, the "while stopped" window). */
   stoppedMs: number;
   /** ms from the stop until the client's neighbour entry for the address held the other node's MAC (-1: not while stopped). */
   clientMovedMs: number;
@@ -257,14 +258,25 @@ export interface Failover {
   disruptions: Disruption[];
 }
 
+interface Target {
+  namespace: string;
+  selector: string;
+  container: string;
+}
+
+/** The live pod of a DaemonSet on a node. */
+async function podOn(node: RealNode, nodeName: string, t: Target): Promise<string> {
+  const p = (await pods(node, t.namespace, t.selector)).find((x) => x.spec?.nodeName === nodeName && !x.metadata?.deletionTimestamp);
+  if (!p?.metadata?.name) throw new Error(`no pod ${t.selector} in ${t.namespace} on ${nodeName}`);
+  return p.metadata.name;
+}
+
 /** The pid (on the host: node 2 shares its pid namespace) of a pod's container on a node. */
-async function containerPid(node: RealNode, nodeName: string, namespace: string, selector: string, container: string): Promise<number> {
-  const p = (await pods(node, namespace, selector)).find((x) => x.spec?.nodeName === nodeName && !x.metadata?.deletionTimestamp);
-  if (!p) throw new Error(`no pod ${selector} in ${namespace} on ${nodeName}`);
+async function containerPid(node: RealNode, nodeName: string, pod: string, container: string): Promise<number> {
   const crictl = nodeName === NODE.name ? (a: string[]): Promise<string> => node.crictl(a) : (a: string[]): Promise<string> => node.second?.crictl(a) ?? Promise.resolve('');
-  const id = (await crictl(['ps', '--name', container, '--label', `io.kubernetes.pod.name=${p.metadata?.name ?? ''}`, '-q'])).trim().split('\n')[0] ?? '';
+  const id = (await crictl(['ps', '--name', container, '--label', `io.kubernetes.pod.name=${pod}`, '-q'])).trim().split('\n')[0] ?? '';
   const pid = (JSON.parse(await crictl(['inspect', id])) as { info: { pid: number } }).info.pid;
-  if (!(pid > 1)) throw new Error(`no pid for ${container} of ${p.metadata?.name} on ${nodeName}`);
+  if (!(pid > 1)) throw new Error(`no pid for ${container} of ${pod} on ${nodeName}`);
   return pid;
 }
 
@@ -281,13 +293,14 @@ async function assignedEvents(node: RealNode, service: string): Promise<string[]
   return items.map((e) => `${e.lastTimestamp ?? e.eventTime ?? '?'} x${e.count ?? 1} ${e.message ?? ''}`).sort();
 }
 
-const SPEAKER = { namespace: METALLB_NAMESPACE, selector: 'component=speaker', container: 'speaker' };
-const AGENT = { namespace: AGENT_NAMESPACE, selector: AGENT_SELECTOR, container: 'node-agent' };
+const SPEAKER: Target = { namespace: METALLB_NAMESPACE, selector: 'component=speaker', container: 'speaker' };
+const AGENT: Target = { namespace: AGENT_NAMESPACE, selector: AGENT_SELECTOR, container: 'node-agent' };
 
 /**
- * Stops `what` on the node that answers ARP for the address (SIGSTOP) while the client sends 10
- * req/s to it, for `holdMs` (the speaker: until 3 s after the client moved to the other node, at
- * most holdMs), resumes it (SIGCONT) and watches `afterMs` more. Who announces is read from the
+ * Stops `what` on the node that answers ARP for the address (SIGSTOP, or the speaker's pod deleted)
+ * while the client sends 10 req/s to it, for `holdMs` (the speaker: until 3 s after the client
+ * moved to the other node, at most holdMs), resumes it (SIGCONT; a deleted pod is replaced by the
+ * DaemonSet meanwhile) and watches `afterMs` more. Who announces is read from the
  * client's own neighbour entry, passively: MetalLB's ServiceL2Status did not follow a stopped
  * speaker (docs/loadbalancer.md), so it is only logged.
  */
@@ -295,8 +308,16 @@ async function disrupt(node: RealNode, lb: TwoNodeLb, svc: string, vip: string, 
   const x = await until(`the node answering ARP for ${vip}`, 30_000, async () => nodeOfMac(lb, await lb.probe.arpOwner(vip)));
   if (!Object.keys(lb.macs).includes(x)) throw new Error(`${vip} answered by ${x} before the ${what} stop`);
   const y = x === NODE.name ? NODE2.name : NODE.name;
-  const target = what === 'speaker' ? SPEAKER : AGENT;
-  const pid = await containerPid(node, x, target.namespace, target.selector, target.container);
+  const target = what === 'agent' ? AGENT : SPEAKER;
+  const pod = await podOn(node, x, target);
+  const pid = what === 'speaker-deleted' ? 0 : await containerPid(node, x, pod, target.container);
+  const stop = async (): Promise<void> => {
+    if (pid) process.kill(pid, 'SIGSTOP');
+    else await node.kubectl(['delete', 'pod', '-n', target.namespace, pod, '--wait=false']);
+  };
+  const resume = (): void => {
+    if (pid) process.kill(pid, 'SIGCONT');
+  };
   const m = { stoppedAt: 0, resumedAt: 0, clientMovedMs: -1, clientBackMs: -1 };
   const statusLog: string[] = [];
   let lastStatus = '';
@@ -309,16 +330,16 @@ async function disrupt(node: RealNode, lb: TwoNodeLb, svc: string, vip: string, 
     await delay(3_000);
     await recordStatus();
     m.stoppedAt = Date.now();
-    process.kill(pid, 'SIGSTOP');
+    await stop();
     try {
       while (Date.now() - m.stoppedAt < holdMs) {
         if (m.clientMovedMs < 0 && (await clientNeighbour(vip)) === lb.macs[y]) m.clientMovedMs = Date.now() - m.stoppedAt;
         await recordStatus();
-        if (what === 'speaker' && m.clientMovedMs >= 0 && Date.now() - m.stoppedAt > m.clientMovedMs + 3_000) break;
+        if (what !== 'agent' && m.clientMovedMs >= 0 && Date.now() - m.stoppedAt > m.clientMovedMs + 3_000) break;
         await delay(200);
       }
     } finally {
-      process.kill(pid, 'SIGCONT');
+      resume();
       m.resumedAt = Date.now();
     }
     while (Date.now() - m.resumedAt < afterMs) {
@@ -354,6 +375,7 @@ export async function runFailover(node: RealNode, lb: TwoNodeLb, log: (m: string
   await lb.probe.onLink(vip);
   await until(`${svc} answering 5 in a row`, 60_000, async () => ((await lb.probe.curls(`http://${vip}/`, 5, { expect: SERVICE, timeoutS: 1 })).every((c) => c === 'ok') ? true : undefined));
   const disruptions = [await disrupt(node, lb, svc, vip, 'speaker', 20_000, 15_000, log)];
+  disruptions.push(await disrupt(node, lb, svc, vip, 'speaker-deleted', 20_000, 20_000, log));
   disruptions.push(await disrupt(node, lb, svc, vip, 'agent', 15_000, 5_000, log));
   return { vip, disruptions };
 }

@@ -156,16 +156,21 @@ void describe('two real nodes', { concurrency: 1 }, () => {
     }
   });
 
-  void test('LoadBalancer failover under 10 req/s from the segment: the announcing node\'s speaker stopped, the address moves to the other node and requests recover; its node agent stopped, the address stays and the rules it left keep serving', { timeout: 600_000 }, async () => {
+  void test('LoadBalancer failover under 10 req/s from the segment: the announcing node\'s speaker stopped (and, separately, its pod deleted), the address moves to the other node and requests recover; its node agent stopped, the address stays and the rules it left keep serving', { timeout: 600_000 }, async () => {
     try {
       lb ??= await setupTwoNodeLb(node, log);
       const o = await runFailover(node, lb, log);
-      const [speaker, agent] = o.disruptions;
-      assert.ok(speaker && agent);
+      const [speaker, deleted, agent] = o.disruptions;
+      assert.ok(speaker && deleted && agent);
       assert.equal(speaker.failedBefore, 0);
       assert.ok(speaker.clientMovedMs >= 0 && speaker.clientMovedMs <= 15_000, `the address moved to ${speaker.other} within 15 s: ${JSON.stringify(speaker)}`);
       assert.ok(speaker.during.recoveredMs >= 0 && speaker.during.recoveredMs <= 15_000, `recovered within 15 s of the speaker stop: ${JSON.stringify(speaker.during)}`);
       assert.ok(speaker.after.recoveredMs >= 0, `recovered after the speaker resumed: ${JSON.stringify(speaker.after)}`);
+      // The speaker's pod deleted: it leaves the memberlist, the DaemonSet starts another.
+      assert.equal(deleted.failedBefore, 0);
+      assert.ok(deleted.clientMovedMs >= 0 && deleted.clientMovedMs <= 15_000, `the address moved to ${deleted.other} within 15 s: ${JSON.stringify(deleted)}`);
+      assert.ok(deleted.during.recoveredMs >= 0 && deleted.during.recoveredMs <= 15_000, `recovered within 15 s of the deletion: ${JSON.stringify(deleted.during)}`);
+      assert.ok(deleted.after.recoveredMs >= 0, `recovered after the new speaker started: ${JSON.stringify(deleted.after)}`);
       assert.equal(agent.failedBefore, 0);
       assert.equal(agent.clientMovedMs, -1, `MetalLB does not know the agent: the address stays on ${agent.node}: ${JSON.stringify(agent)}`);
       assert.equal(agent.during.failed, 0, `the agent's rules keep serving while it is stopped: ${JSON.stringify(agent.during)}`);
