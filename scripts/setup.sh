@@ -197,7 +197,7 @@ fi
 # `go install mod@version` does not work for these: the module proxy refuses some version lists
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
-# -mod=mod. Versions: see docs/real-node.md and docs/decisions.md.
+# -mod=mod. Versions: see docs/node-harness.md and docs/decisions.md.
 step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm and MetalLB"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2

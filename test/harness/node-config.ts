@@ -1,6 +1,6 @@
 /**
  * The real node's configuration files, rendered by pure functions from one layout (no IO here).
- * Every quirk of docs/real-node.md that lives in a config file is encoded here, with the
+ * Every quirk of docs/node-harness.md that lives in a config file is encoded here, with the
  * reason beside it; test/unit/harness/node-config.test.ts pins them.
  */
 import { dump } from 'js-yaml';

@@ -5,7 +5,7 @@
  * process 'exit' hook (where nothing asynchronous runs), and from the detached reaper
  * (test/harness/node-reap.ts) when the test process was killed outright.
  *
- * What is saved (docs/real-node.md, "What the node changes on the host"): sysctls, every
+ * What is saved (docs/node-harness.md, "What the node changes on the host"): sysctls, every
  * iptables/ip6tables table of both back ends (only what the node added is removed, so rules of
  * anything else running meanwhile survive), network links, mounts, cgroups, and the paths the
  * binaries hard-code outside the node's own directory.

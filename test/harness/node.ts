@@ -4,7 +4,7 @@
  * runc, kubelet, kube-proxy (iptables mode), the Multus thin plugin over a bridge + host-local
  * primary network, macvlan on a parent named `ens4` with whereabouts IPAM, CoreDNS on the host as
  * the cluster DNS, and a local registry serving the images under their upstream names.
- * docs/real-node.md records why each setting is what it is; node-config.ts renders the files.
+ * docs/node-harness.md records why each setting is what it is; node-config.ts renders the files.
  *
  * One node per machine: fixed ports (6443, 2379, 10250, 53, 5000), host iptables and sysctls. A
  * machine-wide flock (MULTUS_PROXY_REALNODE_LOCK, default /run/multus-proxy-realnode.lock) is held

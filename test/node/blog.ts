@@ -158,7 +158,7 @@ export async function runBlog(node: RealNode, r: Reporter): Promise<BlogObservat
   const sliceNow = await sliceAddresses(node, ns, SERVICE);
   const liveAddresses = (await pods(node, ns, selector)).map((p) => net1Addresses(p)[0] ?? '');
   const inSliceAfter = sliceNow.includes(victimAddress) && !liveAddresses.includes(victimAddress);
-  await delay(1_500); // the sidecar follows the slice within ~1-1.5 s (docs/real-node.md)
+  await delay(1_500); // the sidecar follows the slice within ~1-1.5 s (docs/node-harness.md)
   const before2 = await arrivalCounts(node, ns, live);
   const curls2 = await curlBurst(node, ns, CLIENT, URL, 20);
   const after2 = await newArrivals(node, ns, live, before2);

@@ -1,6 +1,6 @@
 /**
  * The default install with a real cert-manager (v1.11.5, its controller and cainjector run as host
- * processes against the node's apiserver, as docs/real-node.md checked): `kubectl apply -k
+ * processes against the node's apiserver, as docs/node-harness.md checked): `kubectl apply -k
  * deploy/` exactly as the README says, the webhook serving the issued certificate, and a forced
  * renewal (the serving Secret deleted) picked up by the webhook with no failed admission meanwhile.
  *

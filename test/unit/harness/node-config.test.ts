@@ -1,4 +1,4 @@
-/** The real node's rendered configuration keeps the quirks docs/real-node.md found necessary. */
+/** The real node's rendered configuration keeps the quirks docs/node-harness.md found necessary. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from 'js-yaml';
