@@ -28,6 +28,15 @@ COPY sidecar ./sidecar
 COPY certs ./certs
 RUN npm run build
 
+# ---- native: the nftables element writer's batch sender (native/nfnl-batch.c), static -------------
+# The same flags as scripts/build-native.sh. Static, so the runtime stage needs no compiler or libs.
+FROM node:24-bookworm-slim AS native
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY native/nfnl-batch.c /src/
+RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/nfnl-batch /src/nfnl-batch.c
+
 # ---- runtime ------------------------------------------------------------------------------------
 FROM node:24-bookworm-slim AS runtime
 # iptables: Debian's package carries both back ends (iptables-nft, the default, and
@@ -46,6 +55,8 @@ RUN apt-get update \
 WORKDIR /app
 # Only the bundles (each has its dependencies inlined; no node_modules at run time).
 COPY --from=build /src/dist/ /app/dist/
+# The sidecar's element writer (src/dataplane/nft/element-writer.ts looks here by default).
+COPY --from=native /src/nfnl-batch /usr/local/bin/nfnl-batch
 ENV NODE_ENV=production
 # iptables-legacy takes a lock file, /run/xtables.lock by default, and refuses to restore when it
 # cannot create it, which is always the case under readOnlyRootFilesystem. /dev/shm is a

@@ -13,6 +13,7 @@
 #     cert-manager-controller cert-manager-cainjector cert-manager-webhook (cert-manager v1.11.5)
 #     helm (v3.22.0)
 #     metallb-controller metallb-speaker (MetalLB v0.15.2, static: they run in the images below)
+#     nfnl-batch (native/nfnl-batch.c, static; scripts/build-native.sh)
 #   $BIN_DIR/../cni-bin/    Debian's CNI plugins (copied from /usr/lib/cni), multus (the thin
 #                           plugin, multus-cni v4.2.4) and whereabouts (v0.9.2)
 #   $BIN_DIR/../manifests/  nad-crd.yaml (NetworkAttachmentDefinition CRD), whereabouts-crds.yaml,
@@ -49,7 +50,7 @@ die() { printf 'setup.sh: %s\n' "$*" >&2; exit 1; }
 # wrk: the dataplane benchmark (bench/b4-dataplane.ts).
 # The real node: containerd, runc, the CNI plugins and docker-registry (the local registry that
 # serves images under their upstream names); buildah and debootstrap build the images without a
-# daemon or a registry; gcc and libc6-dev compile the static pause binary.
+# daemon or a registry; gcc and libc6-dev compile the static pause binary and nfnl-batch.
 APT_PACKAGES=(iptables nftables conntrack iproute2 curl ca-certificates openssl libcap2-bin iputils-ping netcat-openbsd procps psmisc git wrk
   containerd runc containernetworking-plugins docker-registry buildah debootstrap gcc libc6-dev)
 # The demo needs only its network-namespace tools; the real node's packages are for `test`.
@@ -341,6 +342,11 @@ module metallb "$METALLB_MOD" "$BIN_DIR/metallb-controller" "$BIN_DIR/metallb-sp
 # containerd 1.6 and Multus look for every plugin in one directory.
 cp -a /usr/lib/cni/. "$CNI_DIR/"
 echo "CNI plugins in $CNI_DIR: $(ls "$CNI_DIR" | tr '\n' ' ')"
+
+# --- The native helper ----------------------------------------------------------------------------
+# nfnl-batch: the nftables element writer's batch sender (static C, gcc and libc6-dev above).
+step "nfnl-batch in $BIN_DIR"
+bash "$ROOT/scripts/build-native.sh"
 
 # --- Container images ----------------------------------------------------------------------------
 step "container images in $IMAGE_DIR"

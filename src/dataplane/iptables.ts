@@ -41,14 +41,15 @@ export interface SpareExec extends Exec {
   spares(): number;
 }
 
-interface Launched {
+/** A started process (also element-writer.ts's spare): its result, and its stderr as it comes. */
+export interface Launched {
   readonly child: ChildProcess;
   readonly result: Promise<ExecResult & { readonly signal?: string }>;
   /** Called with all stderr so far, on each chunk. */
   onStderr(f: (all: string) => void): void;
 }
 
-function launch(argv: readonly string[]): Launched {
+export function launch(argv: readonly string[]): Launched {
   const cmd = argv[0] ?? '';
   const child = spawn(cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   const out: Buffer[] = [];
@@ -111,7 +112,7 @@ function acked(l: Launched, text: string): Promise<ExecResult & { signal?: strin
 }
 
 /** A waiting spare must not keep this process alive; one in use must. */
-function setRef(l: Launched, ref: boolean): void {
+export function setRef(l: Launched, ref: boolean): void {
   const c = l.child;
   if (ref) c.ref();
   else c.unref();
@@ -121,7 +122,12 @@ function setRef(l: Launched, ref: boolean): void {
   }
 }
 
-const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.signalCode === null;
+export const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.signalCode === null;
+
+/** The argv that runs `argv` where the dataplane runs: here, or (test hook) in the named netns. */
+export function inNetns(netns: string | undefined, argv: readonly string[]): string[] {
+  return netns === undefined ? [...argv] : ['ip', 'netns', 'exec', netns, ...argv];
+}
 
 export function createExec(netns?: string, keepSpare: (cmd: string, args: readonly string[]) => boolean = () => false): SpareExec {
   const spares = new Map<string, Launched>();
@@ -147,7 +153,7 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
     return r;
   };
   const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
-    const argv = netns === undefined ? [cmd, ...args] : ['ip', 'netns', 'exec', netns, cmd, ...args];
+    const argv = inNetns(netns, [cmd, ...args]);
     if (closed || !keepSpare(cmd, args)) return run(argv, stdin ?? '');
     const key = argv.join('\0');
     const use = nftRestoreBinary(cmd) ? runSpare : run;

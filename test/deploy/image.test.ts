@@ -8,18 +8,21 @@
  * - Every COPY source of the build context exists and is not excluded by .dockerignore.
  * - The build stage's `npm run build` is replayed in a folder holding only what its COPY lines
  *   bring in (node_modules linked in for `npm ci`): a file it forgot to copy breaks that build.
+ * - The native stage compiles native/nfnl-batch.c with scripts/build-native.sh's flags; replayed
+ *   here, it gives a static executable, which the runtime copies where the element writer looks.
  * - Every bundle that something runs (the image's CMD, each Deployment, Job and CronJob command,
  *   the webhook's injected sidecar command) is among the build's outputs, and each bundle starts
  *   from a folder without node_modules, as in the runtime stage, which copies only dist/.
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { DEFAULT_SIDECAR_COMMAND } from '../../webhook/options.js';
+import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
 import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 
@@ -130,12 +133,14 @@ const dockerignore = existsSync(join(REPO, '.dockerignore'))
       .filter((l) => l !== '' && !l.startsWith('#'))
   : [];
 const build = stages[0];
+const native = stages.find((s) => s.name === 'native');
 const runtime = stages[stages.length - 1];
 
 void describe('Dockerfile structure', () => {
-  void test('parses into a build stage and a runtime stage on Debian bookworm', () => {
-    assert.equal(stages.length, 2, stages.map((s) => s.from).join(', '));
-    assert.ok(build && runtime);
+  void test('parses into a build stage, a native stage and a runtime stage on Debian bookworm', () => {
+    assert.equal(stages.length, 3, stages.map((s) => s.from).join(', '));
+    assert.ok(build && native && runtime);
+    assert.equal(native.from, 'node:24-bookworm-slim', 'the base scripts/build-images.sh provides');
     // Node.js 24 LTS in the image (Node 20 is end of life); development still runs on Node >= 20.
     assert.equal(build.from, 'node:24-bookworm-slim');
     assert.ok(['node:24-bookworm-slim', 'debian:bookworm-slim'].includes(runtime.from), runtime.from);
@@ -254,14 +259,63 @@ void describe('Dockerfile structure', () => {
     assert.ok(ignored(dockerignore, 'node_modules') && ignored(dockerignore, 'test/deploy/image.test.ts') && !ignored(dockerignore, 'src/keys.ts'));
   });
 
-  void test('the runtime copies only the bundles, from where the build stage writes them', () => {
-    const fromBuild = copies(runtime ?? { from: '', name: '', instructions: [] }).filter((c) => c.from !== undefined);
-    assert.equal(fromBuild.length, 1, 'one COPY --from');
+  void test('the runtime copies only the bundles and nfnl-batch, from where the build and native stages write them', () => {
+    const fromStages = copies(runtime ?? { from: '', name: '', instructions: [] }).filter((c) => c.from !== undefined);
+    assert.deepEqual(
+      fromStages.map((c) => c.from),
+      [build?.name, native?.name],
+      'one COPY --from each',
+    );
+    const fromBuild = fromStages.filter((c) => c.from === build?.name);
     const [c] = fromBuild;
     assert.equal(c?.from, build?.name);
     const buildInstr = build?.instructions.find((i) => i.op === 'RUN' && /npm run build/.test(i.args));
     assert.equal(c?.sources[0]?.replace(/\/$/, ''), posix.join(workdir(build ?? { from: '', name: '', instructions: [] }, buildInstr?.line ?? 0), 'dist'));
     assert.equal(c?.dest.replace(/\/$/, ''), '/app/dist');
+    const n = fromStages.find((x) => x.from === native?.name);
+    assert.equal(n?.dest, DEFAULT_NFNL_BATCH, 'nfnl-batch where the element writer looks by default');
+    assert.deepEqual(n?.sources, [nativeOutput()]);
+  });
+});
+
+/** The native stage's compile line: `gcc <flags> -o <output> <source>`. */
+function nativeCompile(): { flags: string[]; output: string; source: string } {
+  const run = native?.instructions.find((i) => i.op === 'RUN' && /^gcc\s/.test(i.args));
+  assert.ok(run, 'the native stage runs gcc');
+  const m = /^gcc\s+(.*?)\s+-o\s+(\S+)\s+(\S+)$/.exec(run.args);
+  assert.ok(m, `line ${run.line}: expected "gcc <flags> -o <output> <source>", got ${run.args}`);
+  return { flags: (m[1] ?? '').split(/\s+/), output: m[2] ?? '', source: m[3] ?? '' };
+}
+const nativeOutput = (): string => nativeCompile().output;
+
+void describe('the native stage, replayed without Docker', () => {
+  void test('compiles native/nfnl-batch.c with build-native.sh\'s flags into a static executable that exits 0 on empty input', async () => {
+    const { flags, output, source } = nativeCompile();
+    const script = readFileSync(join(REPO, 'scripts', 'build-native.sh'), 'utf8');
+    const cflags = /^CFLAGS=\((.*)\)$/m.exec(script)?.[1]?.split(/\s+/);
+    assert.deepEqual(flags, cflags, 'the image and scripts/build-native.sh compile alike');
+    assert.ok(flags.includes('-static'), 'static: the runtime stage has no compiler and no libc headers to match');
+    const copied = copies(native ?? { from: '', name: '', instructions: [] });
+    assert.deepEqual(
+      copied.map((c) => [c.sources, c.dest]),
+      [[['native/nfnl-batch.c'], posix.dirname(source) + '/']],
+      'the one source, where gcc reads it',
+    );
+    const dir = mkdtempSync(join(tmpdir(), 'multus-proxy-native-'));
+    try {
+      const out = join(dir, posix.basename(output));
+      await promisify(execFile)('gcc', [...flags, '-o', out, join(REPO, 'native', 'nfnl-batch.c')]).catch((e: Error & { code?: string; stderr?: string }) => {
+        throw new Error(e.code === 'ENOENT' ? 'gcc not found: apt-get install gcc libc6-dev (scripts/setup.sh does)' : `gcc failed: ${e.stderr ?? e.message}`, { cause: e });
+      });
+      // A static executable has no program interpreter (PT_INTERP): ldd says so.
+      const ldd = await promisify(execFile)('ldd', [out]).then((r) => r.stdout + r.stderr, (e: Error & { stdout?: string; stderr?: string }) => (e.stdout ?? '') + (e.stderr ?? ''));
+      assert.match(ldd, /not a dynamic executable|statically linked/, ldd);
+      const r = spawnSync(out, [], { input: '', timeout: 5000, encoding: 'utf8' });
+      assert.equal(r.status, 0, r.stderr);
+      assert.equal(r.stdout + r.stderr, '', 'empty input: nothing sent, nothing said');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

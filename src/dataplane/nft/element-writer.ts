@@ -1,0 +1,146 @@
+/**
+ * Writes interval-map contents (netlink-batch.ts) to the kernel through nfnl-batch
+ * (native/nfnl-batch.c), which sends one encoded batch and checks every ACK. IO only.
+ *
+ * As `nft -f -` (iptables.ts), the sender runs where the dataplane runs (here, or under `ip netns
+ * exec` in tests) and one process is started ahead, waiting on its input, so a write costs no
+ * process start, and a write is done at the sender's "ok", not at its exit. nfnl-batch does nothing before its input ends, so a spare started long ago
+ * behaves as a new one; EOF (close(), or this process exiting) lets it go without touching the
+ * kernel.
+ *
+ * The factory probes once: a flush of a map in a table that does not exist must come back as
+ * that message's ENOENT (binary runs, socket opens in this namespace with the right to write
+ * nftables, the kernel answers per message). Otherwise it logs why, once, and returns undefined,
+ * and the caller keeps writing elements as nft text.
+ */
+import { constants } from 'node:fs';
+import { access } from 'node:fs/promises';
+import { alive, inNetns, launch, setRef, summarize, type Launched } from '../iptables.js';
+import { describeMessage, encodeIntervalMapBatch, type IntervalMapWrite } from './netlink-batch.js';
+
+export interface ElementWriter {
+  write(writes: readonly IntervalMapWrite[]): Promise<void>;
+}
+
+/** The writer as the factory hands it out: close() lets its spare process go. */
+export interface ElementWriterHandle extends ElementWriter {
+  close(): void;
+}
+
+/** Where the image puts nfnl-batch (Dockerfile); development builds it into $BIN_DIR (scripts/build-native.sh). */
+export const DEFAULT_NFNL_BATCH = '/usr/local/bin/nfnl-batch';
+
+export interface ElementWriterOptions {
+  /** The nfnl-batch binary (default DEFAULT_NFNL_BATCH). */
+  readonly binary?: string;
+  /** Test hook, as DataplaneOptions.netns: run under `ip netns exec <netns>`. */
+  readonly netns?: string;
+  /** Gets the one line saying why the writer is not used. */
+  readonly logger?: { warn(message: string): void };
+}
+
+/** A write the kernel (or the sender) refused; nothing of the batch was applied. */
+export class ElementWriteError extends Error {
+  constructor(
+    message: string,
+    readonly stderr: string,
+  ) {
+    super(message);
+    this.name = 'ElementWriteError';
+  }
+}
+
+/** nfnl-batch names a failed message as `message seq N: <strerror>`. */
+const FAILED = /^message seq (\d+): (.*)$/gm;
+
+/** The error for a failed run, each failed message named by what it did. Pure. */
+export function writeFailure(writes: readonly IntervalMapWrite[], messages: Parameters<typeof describeMessage>[1], r: { code: number; stderr: string }): ElementWriteError {
+  const named = [...r.stderr.matchAll(FAILED)].map((m) => `${describeMessage(writes, messages, Number(m[1]))}: ${m[2] ?? ''}`);
+  const why = named.length > 0 ? named.join('; ') : `exit ${r.code}: ${summarize(r.stderr)}`;
+  return new ElementWriteError(`nfnl-batch failed, nothing of the batch applied: ${why}`, r.stderr);
+}
+
+/** A table no one has: the probe's flush must fail with ENOENT on its own message. */
+const PROBE_TABLE = 'multus_proxy_element_writer_probe';
+
+export async function createElementWriter(opts: ElementWriterOptions = {}): Promise<ElementWriterHandle | undefined> {
+  const binary = opts.binary ?? DEFAULT_NFNL_BATCH;
+  const argv = inNetns(opts.netns, [binary]);
+  const off = (why: string): undefined => {
+    opts.logger?.warn(`nftables element writer off (endpoint changes go through nft -f instead): ${why}`);
+    return undefined;
+  };
+  try {
+    await access(binary, constants.X_OK);
+  } catch (e) {
+    return off(`${binary} is not an executable file (${e instanceof Error ? e.message : String(e)})`);
+  }
+  // Sequence numbers only need to tell this process's messages apart; wrap at 2^32.
+  let seq = 1;
+  const batch = (writes: readonly IntervalMapWrite[]): ReturnType<typeof encodeIntervalMapBatch> => {
+    const b = encodeIntervalMapBatch(writes, seq);
+    seq = (seq + b.messages.length) % 0x100000000;
+    return b;
+  };
+  // Success is the "ok" line: the process's exit can lag ~10 ms behind it (nfnl-batch.c), and
+  // the next write has its own process. A failure waits for the exit, so stderr is complete.
+  const run = async (bytes: Uint8Array, l: Launched = launch(argv)): Promise<{ code: number; stdout: string; stderr: string; signal?: string }> => {
+    setRef(l, true);
+    const ok = new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
+      let out = '';
+      l.child.stdout?.on('data', (b: Buffer) => {
+        out += b.toString();
+        if (out === 'ok\n') resolve({ code: 0, stdout: out, stderr: '' });
+      });
+    });
+    l.child.stdin?.end(bytes);
+    return Promise.race([ok, l.result]);
+  };
+
+  const probeWrites: IntervalMapWrite[] = [{ table: PROBE_TABLE, map: 'absent', family: 4, ranges: [] }];
+  const probe = batch(probeWrites);
+  const flushSeq = probe.messages.find((m) => m.kind === 'flush')?.seq;
+  const p = await run(probe.bytes);
+  const expected = `message seq ${String(flushSeq)}: No such file or directory`;
+  // Exactly that answer: exit 0 would mean the batch never reached the kernel's checks (or a stand-in binary).
+  if (p.code !== 1 || p.stderr.trim() !== expected) {
+    return off(`${argv.join(' ')}: its probe (a flush in a missing table) gave exit ${p.code}${p.stderr.trim() === '' ? '' : `: ${summarize(p.stderr)}`}, not "${expected}"`);
+  }
+
+  let spare: Launched | undefined;
+  let closed = false;
+  const startSpare = (): void => {
+    if (closed) return;
+    spare = launch(argv);
+    setRef(spare, false);
+  };
+  startSpare();
+  // One batch at a time, in call order: the kernel applies each as one transaction anyway.
+  let queue: Promise<unknown> = Promise.resolve();
+  const writeNow = async (writes: readonly IntervalMapWrite[]): Promise<void> => {
+    if (writes.length === 0) return;
+    // Encoding throws on bad input before any process is touched.
+    const b = batch(writes);
+    const l = spare !== undefined && alive(spare) ? spare : undefined;
+    if (l === undefined) spare?.child.kill();
+    spare = undefined;
+    let r = await run(b.bytes, l);
+    // Killed from outside before or while it ran: once more from scratch (the batch replaces the
+    // maps' contents whole, so applying it again is harmless).
+    if (r.signal !== undefined) r = await run(b.bytes);
+    startSpare();
+    if (r.code !== 0) throw writeFailure(writes, b.messages, r);
+  };
+  return {
+    write(writes) {
+      const next = queue.then(() => writeNow(writes));
+      queue = next.catch(() => undefined);
+      return next;
+    },
+    close() {
+      closed = true;
+      spare?.child.stdin?.end();
+      spare = undefined;
+    },
+  };
+}
