@@ -94,7 +94,7 @@ export function frontendTarget(fr: FrontendRules, masqueradeMark: number): NftTa
     owned.set(fw, [...ranges.map((c) => `${ipKw(f)} saddr ${c} ${admitted}`), 'counter drop']);
     elements.push({ set: firewallMap(f), key, value: `jump ${fw}` });
   }
-  return { family: f, key, chain: r.chain, rules: picks.rules, ownedChains: owned, sets: picks.sets, elements };
+  return { family: f, key, chain: r.chain, rules: picks.rules, ownedChains: owned, sets: picks.sets, maps: picks.maps, elements };
 }
 
 /** What renderNodeNft keeps between renders: each part by the object it came from (the same object when unchanged). */

@@ -32,7 +32,7 @@ import { SHAPE_STATES, CLIENT_BLUE, ep, target } from '../sidecar/render-fixture
 
 /**
  * A table of the nftables back end with every statement it writes (verdict maps, numgen picks,
- * DNAT both families, SCTP, a dynamic affinity set with update, the reject chain), loaded by the
+ * endpoint maps, DNAT both families, SCTP, a dynamic affinity set with update, the reject chain), loaded by the
  * image's own `nft` under the sidecar's security context.
  */
 const NFT_TABLE = fullText(
@@ -323,7 +323,7 @@ for (const [tool, dst, to] of [['iptables', '10.96.0.99/32', '10.251.0.9:80'], [
 }
 const nftLoad = cp.spawnSync('nft', ['-f', '-'], { input: NFT_TABLE_TEXT, encoding: 'utf8' });
 const nftList = cp.spawnSync('nft', ['list', 'table', 'inet', 'multus_proxy'], { encoding: 'utf8' });
-const nft = { load: nftLoad.status, error: (nftLoad.stderr || '') + (nftLoad.error ? String(nftLoad.error) : ''), listed: /numgen random mod 2 0 .*dnat ip to/.test(nftList.stdout || '') && /update @MPX-AFF-/.test(nftList.stdout || '') };
+const nft = { load: nftLoad.status, error: (nftLoad.stderr || '') + (nftLoad.error ? String(nftLoad.error) : ''), listed: /numgen random mod 2 0 goto MPX-SEP-/.test(nftList.stdout || '') && / to numgen random mod 4294967295 map @MPX-EPS-/.test(nftList.stdout || '') && /update @MPX-AFF-/.test(nftList.stdout || '') };
 console.log(JSON.stringify({ nft, uid: process.getuid(), capEff: field('CapEff'), capPrm: field('CapPrm'), capBnd: field('CapBnd'), capAmb: field('CapAmb'), noNewPrivs: field('NoNewPrivs'), seccomp: field('Seccomp'), rootfs, iptables }));
 `;
 
@@ -433,7 +433,7 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
     };
     // The nftables back end's whole table, loaded by the image's nft with only NET_ADMIN/NET_RAW and RuntimeDefault seccomp.
     assert.equal(p.nft.load, 0, `nft -f: ${p.nft.error}`);
-    assert.ok(p.nft.listed, 'nft list table does not show the numgen DNAT and the affinity update');
+    assert.ok(p.nft.listed, 'nft list table does not show the affinity picks, the endpoint-map DNAT and the affinity update');
     assert.equal(p.uid, 0);
     assert.equal(p.capEff, NET_ADMIN_RAW, 'CapEff');
     assert.equal(p.capPrm, NET_ADMIN_RAW, 'CapPrm');

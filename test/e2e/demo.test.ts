@@ -44,11 +44,12 @@ void test('classic demo: webhook injects, controller publishes secondary IPs, si
   assert.deepEqual(o.sliceAddresses, [o.backendNet1['backend2'], o.backendNet1['backend3']].sort());
 
   // The rules, from the default back end (nftables, which this machine supports): the nat output
-  // hook's one verdict-map lookup, clusterIP . tcp . 80 in the map, DNATs to the two backends ready when the client started.
+  // hook's one verdict-map lookup, clusterIP . tcp . 80 in the map, its endpoint map holding the two backends ready when the client started.
   const table = o.natRules.join('\n');
   assert.match(table, /type nat hook output priority -100;[^]*ip daddr \. meta l4proto \. th dport vmap @services-v4/, table);
   assert.ok(o.natRules.some((l) => l.includes(`${o.clusterIP} . tcp . 80 : goto MPX-SVC-`)), table);
-  for (const b of ['backend1', 'backend2']) assert.ok(o.natRules.some((l) => l.includes(`dnat ip to ${o.backendNet1[b]}:80`)), `${b}: ${table}`);
+  assert.match(table, /dnat ip to numgen random mod 4294967295 map @MPX-EPS-/, table);
+  for (const b of ['backend1', 'backend2']) assert.ok(o.natRules.some((l) => l.includes(` : ${o.backendNet1[b]} . 80`)), `${b}: ${table}`);
   // The denial names the object, the key, the bad value and the fix.
   assert.match(o.denial, /Pod default\/bad-client/);
   assert.match(o.denial, /k8s\.v1\.cni\.cncf\.io\/service-network/);

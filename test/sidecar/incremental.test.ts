@@ -24,6 +24,8 @@ import type { PodInterface } from '../../src/dataplane/model.js';
 import { planConntrack } from '../../src/dataplane/conntrack.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';
+import { CLIENT_BLUE, ep, target } from './render-fixtures.js';
+import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { comparable as rendered, rng, ServiceWorld } from '../harness/property.js';
 
 const IFACE_A: PodInterface = { network: { namespace: 'net', name: 'a' }, interface: 'net1', ipv4: ['10.1.0.10'], ipv6: ['fd00:a::10'] };
@@ -67,11 +69,31 @@ class World extends ServiceWorld {
   }
 
   protected other(roll: number): string {
-    if (roll < 0.95) {
+    if (roll < 0.91) {
       this.interfaces = this.pick(INTERFACE_SETS).map((i) => ({ ...i }));
       return 'pod interfaces changed';
     }
-    return 'nothing';
+    return this.feed();
+  }
+
+  /**
+   * The common change in a cluster: a Service's endpoints move (pods replaced) in a slice that
+   * matches it (its first network, its family, its ports), with 1-4 ready endpoints; fed again,
+   * it is an endpoint-only change with N >= 1 before and after (with nftables: endpoint-map
+   * refills and nothing else). Random slices rarely match their Service's ports.
+   */
+  private feed(): string {
+    const names = [...this.services.keys()];
+    if (names.length === 0) return 'nothing';
+    const fed = names.filter((n) => this.slices.has(`${n}-fed`));
+    const name = fed.length > 0 && this.r() < 0.7 ? this.pick(fed) : this.pick(names);
+    const svc = this.services.get(name) as V1Service;
+    const network = (svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '').split(',')[0]?.trim() ?? '';
+    const family = (svc.spec?.clusterIPs?.[0] ?? '').includes(':') ? 6 : 4;
+    const ports = (svc.spec?.ports ?? []).map((p) => ({ ...(p.name !== undefined ? { name: p.name } : {}), port: p.port, ...(typeof p.targetPort === 'number' ? { targetPort: p.targetPort } : {}), protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP' | 'SCTP' }));
+    const endpoints = Array.from({ length: 1 + this.int(4) }, () => ({ ip: this.endpointIP(family, this.int(12) + 1), ready: true, serving: true, terminating: false }));
+    this.slices.set(`${name}-fed`, sliceObject('app', `${name}-fed`, { service: name, network, family, ports, endpoints }));
+    return `slice ${name}-fed: endpoints moved`;
   }
 
   input(): { interfaces: readonly PodInterface[]; services: V1Service[]; slices: V1EndpointSlice[] } {
@@ -212,6 +234,7 @@ for (const subject of SUBJECTS) {
     void test(`rules, partial plan, rule count and conntrack step after every random event (${BACKEND_SEEDS.length} seeds x ${STEPS} steps)`, () => {
       let stepped = 0;
       let flushes = 0;
+      let refills = 0;
       for (const seed of BACKEND_SEEDS) {
         const world = new World(rng(seed * 7919));
         const memo = new StateMemo();
@@ -235,6 +258,7 @@ for (const subject of SUBJECTS) {
           const plan = be.plan(rules, prev?.rules, undefined, prev === undefined);
           const planFresh = subject.make().plan(want, prevFresh?.rules, undefined, prevFresh === undefined);
           assert.equal(subject.text(plan), subject.text(planFresh), `${where}: plan`);
+          if (/^flush map /m.test(subject.text(plan))) refills += 1;
           if (prev !== undefined && prevFresh !== undefined) {
             const got = planConntrack(...conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets));
             assert.deepEqual(got, planConntrack(prevFresh.rendered.resolution.targets, fresh.resolution.targets), `${where}: conntrack`);
@@ -247,6 +271,7 @@ for (const subject of SUBJECTS) {
       }
       assert.ok(stepped > BACKEND_SEEDS.length * 4, `endpoint-only changes should reach the back end as a delta (${stepped} did)`);
       assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
+      if (subject.name === 'nftables') assert.ok(refills > BACKEND_SEEDS.length, `endpoint-only changes should refill endpoint maps (${refills} did)`);
     });
   });
 }
@@ -268,26 +293,36 @@ const KERNEL: readonly { name: string; make: (exec: Exec) => RuleBackend<unknown
   { name: 'nftables', make: (exec) => createNftBackend(exec), listing: [['nft', 'list', 'table', 'inet', 'multus_proxy']] },
 ];
 
+/** Two namespaces for a describe block (made before its tests, removed after): one written incrementally, one from scratch. */
+function twoNamespaces(): { topo: () => Topology; inc: () => Pod; scratch: () => Pod } {
+  let topo: Topology | undefined;
+  let inc: Pod | undefined;
+  let scratch: Pod | undefined;
+  before(async () => {
+    topo = await createTopology();
+    inc = await topo.addPod('inc');
+    scratch = await topo.addPod('scratch');
+  });
+  after(async () => topo?.teardown());
+  const need = <T>(x: T | undefined): T => {
+    assert.ok(x !== undefined, 'the namespaces are made in before()');
+    return x;
+  };
+  return { topo: () => need(topo), inc: () => need(inc), scratch: () => need(scratch) };
+}
+
 for (const k of KERNEL) {
   void describe(`${k.name}: incremental changes in the kernel equal a from-scratch sync`, () => {
-    let topo: Topology;
-    let inc: Pod;
-    let scratch: Pod;
-    before(async () => {
-      topo = await createTopology();
-      inc = await topo.addPod('inc');
-      scratch = await topo.addPod('scratch');
-    });
-    after(async () => topo?.teardown());
+    const ns = twoNamespaces();
 
     void test('partial write after every step = full sync of that state by a new back end (3 seeds x 40 steps)', async () => {
       const listing = async (pod: Pod): Promise<string[]> => {
         const out: string[] = [];
-        for (const argv of k.listing) out.push(...nftListingLines((await topo.run(pod, argv)).stdout.replace(/^#.*$/gm, '').replace(/\[\d+:\d+\]/g, '')));
+        for (const argv of k.listing) out.push(...nftListingLines((await ns.topo().run(pod, argv)).stdout.replace(/^#.*$/gm, '').replace(/\[\d+:\d+\]/g, '')));
         return out;
       };
-      const incExec = createExec(inc.ns);
-      const scratchExec = createExec(scratch.ns);
+      const incExec = createExec(ns.inc().ns);
+      const scratchExec = createExec(ns.scratch().ns);
       let partials = 0;
       try {
         for (const seed of [11, 12, 13]) {
@@ -308,7 +343,7 @@ for (const k of KERNEL) {
             const fresh = k.make(scratchExec);
             const want = fresh.rules(render(buildDesiredState(input).state));
             await fresh.write(fresh.plan(want, undefined, await fresh.read(undefined), true), want);
-            assert.deepEqual(await listing(inc), await listing(scratch), where);
+            assert.deepEqual(await listing(ns.inc()), await listing(ns.scratch()), where);
           }
         }
       } finally {
@@ -319,3 +354,61 @@ for (const k of KERNEL) {
     });
   });
 }
+
+/**
+ * The nftables layout's own change path in the kernel: Service ports of every family and protocol
+ * (one with affinity) whose endpoints change at random, now and then to none or with affinity
+ * toggled. After every step, the partial write of one back end (mostly endpoint-map refills)
+ * leaves the table a new back end's full sync of that state leaves.
+ */
+void describe('nftables: endpoint changes in the kernel equal a from-scratch sync', () => {
+  const ns = twoNamespaces();
+
+  void test('partial write after every step = full sync of that state (2 seeds x 40 steps), most of them map refills only', async () => {
+    const listing = async (pod: Pod): Promise<string[]> => nftListingLines((await ns.topo().run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout);
+    const incExec = createExec(ns.inc().ns);
+    const scratchExec = createExec(ns.scratch().ns);
+    const ports = [
+      { service: 'demo/t4', ip: '10.96.5.1', protocol: 'TCP' },
+      { service: 'demo/u4', ip: '10.96.5.2', protocol: 'UDP' },
+      { service: 'demo/s4', ip: '10.96.5.3', protocol: 'SCTP' },
+      { service: 'demo/t6', ip: 'fd00:96::5:1', protocol: 'TCP' },
+      { service: 'demo/u6', ip: 'fd00:96::5:2', protocol: 'UDP' },
+      { service: 'demo/s6', ip: 'fd00:96::5:3', protocol: 'SCTP' },
+    ] as const;
+    let refillsOnly = 0;
+    try {
+      for (const seed of [21, 22]) {
+        const r = rng(seed);
+        const eps = (f: 4 | 6, n: number) => Array.from({ length: n }, (_, i) => ep(f === 4 ? `10.1.0.${1 + Math.floor(r() * 12)}` : `fd00:a::${1 + Math.floor(r() * 12)}`, 8000 + i));
+        let targets = ports.map((p) => target(p.service, p.ip, 80, eps(p.ip.includes(':') ? 6 : 4, 1 + Math.floor(r() * 4)), { protocol: p.protocol, ...(p.service === 'demo/u4' ? { affinityTimeoutSeconds: 60 } : {}) }));
+        const cache = new RenderCache();
+        const be = createNftBackend(incExec);
+        let prev: NftRuleset | undefined;
+        for (let i = 0; i < 40; i++) {
+          targets = targets.map((t) => {
+            if (r() < 0.6) return t;
+            const roll = r();
+            const n = roll < 0.08 ? 0 : 1 + Math.floor(r() * 4);
+            const affinity = roll > 0.95 ? (t.affinityTimeoutSeconds === undefined ? { affinityTimeoutSeconds: 30 } : { affinityTimeoutSeconds: undefined }) : {};
+            return { ...t, endpoints: eps(t.family, n), ...affinity };
+          });
+          const state = { interfaces: [CLIENT_BLUE], targets };
+          const next = be.rules(render(state, cache)) as NftRuleset;
+          const plan = be.plan(next, prev, prev === undefined ? await be.read(undefined) : undefined, prev === undefined);
+          await be.write(plan, next);
+          if (plan.onlyReplacements) refillsOnly += 1;
+          prev = next;
+          const fresh = createNftBackend(scratchExec);
+          const want = fresh.rules(render(state));
+          await fresh.write(fresh.plan(want, undefined, await fresh.read(undefined), true), want);
+          assert.deepEqual(await listing(ns.inc()), await listing(ns.scratch()), `seed ${seed}, step ${i}: ${plan.text}`);
+        }
+      }
+    } finally {
+      incExec.close();
+      scratchExec.close();
+    }
+    assert.ok(refillsOnly >= 20, `most steps should be endpoint-map refills only (${refillsOnly} were)`);
+  });
+});

@@ -39,8 +39,40 @@ const SHAPES: Record<string, DesiredState> = {
   'shape-terminating-only': SHAPE_STATES['shape-terminating-only'],
   'shape-networks': SHAPE_STATES['shape-networks'],
   'shape-load-balancer': SHAPE_STATES['shape-load-balancer'],
+  'shape-endpoint-maps': endpointMapsState(),
   empty: { interfaces: [CLIENT_BLUE], targets: [] },
 };
+
+/** Every family and protocol with an endpoint map (no affinity), 1 to 3 endpoints. */
+function endpointMapsState(): DesiredState {
+  const v6 = (n: number, port: number) => [ep('fd00:101::3', port), ep('fd00:101::4', port), ep('fd00:101::5', port)].slice(0, n);
+  return {
+    interfaces: [CLIENT_BLUE],
+    targets: [
+      target('demo/m4t', '10.96.3.1', 80, eps(8080)),
+      target('demo/m4u', '10.96.3.2', 53, eps(5353).slice(0, 2), { protocol: 'UDP' }),
+      target('demo/m4s', '10.96.3.3', 9999, eps(9999).slice(0, 1), { protocol: 'SCTP' }),
+      target('demo/m6t', 'fd00:10:96::3:1', 80, v6(1, 8080)),
+      target('demo/m6u', 'fd00:10:96::3:2', 53, v6(3, 5353), { protocol: 'UDP' }),
+      target('demo/m6s', 'fd00:10:96::3:3', 9999, v6(2, 9999), { protocol: 'SCTP' }),
+    ],
+  };
+}
+
+/** The same Services with other endpoints (N >= 1 before and after): an endpoint-only change of each. */
+function endpointMapsMoved(): DesiredState {
+  const s = endpointMapsState();
+  return withTargets(
+    s,
+    s.targets.map((t, i) => {
+      const added = ep(t.family === 4 ? '192.168.101.9' : 'fd00:101::9', t.endpoints[0]?.port ?? 1);
+      return { ...t, endpoints: i % 2 === 0 ? [...t.endpoints.slice(1), added] : t.endpoints.length > 1 ? t.endpoints.slice(0, 1) : [added] };
+    }),
+  );
+}
+
+/** The `map MPX-EPS-...` blocks of a text or listing, as text (nft wraps long element lines: unwrapped). */
+const endpointMapBlocks = (text: string): string[] => [...text.matchAll(/^\tmap MPX-EPS-.*?^\t\}$/gms)].map((m) => m[0].replace(/,\n\s+/g, ', ')).sort();
 
 /** The partial sync of the iptables golden of the same name: a Service added, one removed, one endpoint added, one Service lost its last endpoint, one gained affinity. */
 function partialCase(): { before: DesiredState; after: DesiredState } {
@@ -71,24 +103,44 @@ void describe('nftables render: golden files per rule shape', () => {
     golden('shape-partial-sync.nft', plan.text);
     golden('shape-partial-sync-back.nft', partialText(nft(before), nft(after)).text);
   });
-  void test('one endpoint leaves one Service: one chain flushed and written whole as a block, nothing else named', () => {
+  void test('one endpoint leaves one Service: its endpoint map refilled (flush + add element), no chain written, nothing else named', () => {
     const s = sampleState();
     const changed = withTargets(
       s,
       s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.filter((e) => e.ip !== '192.168.101.5') } : t)),
     );
-    const text = partialText(nft(changed), nft(s)).text;
+    const plan = partialText(nft(changed), nft(s));
+    const text = plan.text;
     golden('sample-endpoint-removed.nft', text);
-    // The one Service chain flushed and written whole (a block: two rules for the two remaining
-    // endpoints); no `add rule` or element command, which would make nft fetch every chain and set.
-    const commands = text.split('\n').filter((l) => l !== '' && !l.startsWith('\t') && l !== '}');
+    // The one Service's endpoint map flushed and refilled with two halves; no rule, so the kernel
+    // has nothing to validate at commit (docs/decisions.md, "nftables change cost").
+    const commands = text.split('\n').filter((l) => l !== '');
     assert.deepEqual(
       commands.map((l) => l.split(' ').slice(0, 2).join(' ')),
-      ['flush chain', 'add chain'],
+      ['flush map', 'add element'],
       text,
     );
     assert.equal(new Set(commands.map((l) => l.split(' ')[4])).size, 1, text);
-    assert.equal(text.split('\n').filter((l) => l.startsWith('\t')).length, 2, text);
+    assert.match(text, / \{ 0-2147483646 : 192\.168\.101\.3 \. 8080, 2147483647-4294967294 : 192\.168\.101\.4 \. 8080 \}\n$/);
+    assert.equal(plan.onlyReplacements, true);
+    assert.deepEqual(plan.replacedMaps.map((m) => [m.family, m.ranges.map((r) => `${r.ip}:${r.port}`)]), [[4, ['192.168.101.3:8080', '192.168.101.4:8080']]]);
+  });
+  void test('endpoint-only changes of every family and protocol: only map refills, one golden', () => {
+    const plan = partialText(nft(endpointMapsMoved()), nft(endpointMapsState()));
+    golden('shape-endpoint-maps-moved.nft', plan.text);
+    assert.equal(plan.onlyReplacements, true, plan.text);
+    assert.equal(plan.replacedMaps.length, 6);
+    assert.doesNotMatch(plan.text, /chain|rule/);
+  });
+  void test('an endpoint map beside other changes: the plan is not only replacements', () => {
+    const s = endpointMapsState();
+    const moved = endpointMapsMoved();
+    const plan = partialText(nft(withTargets(moved, [...moved.targets, target('demo/new', '10.96.3.9', 80, eps(80))])), nft(s));
+    assert.equal(plan.onlyReplacements, false);
+    assert.equal(plan.replacedMaps.length, 7, 'the new Service\'s map is filled too');
+    const down = partialText(nft(withTargets(s, s.targets.map((t, i) => (i === 0 ? { ...t, endpoints: [] } : t)))), nft(s));
+    assert.equal(down.onlyReplacements, false, 'losing the last endpoint rewrites the chain');
+    assert.match(down.text, /^flush chain .*\n[^]*^delete map /m);
   });
   void test('nothing changed: no text; order of input does not matter', () => {
     const s = sampleState();
@@ -99,7 +151,7 @@ void describe('nftables render: golden files per rule shape', () => {
   void test('a cluster IP, protocol and port twice: the first keeps the map element', () => {
     const r = nft({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', '10.96.2.1', 80, [ep('192.168.101.3', 80)]), target('demo/b', '10.96.2.1', 80, [ep('192.168.101.4', 80)])] });
     assert.equal(r.targets.size, 1);
-    assert.match(fullText(r), /dnat ip to 192\.168\.101\.3:80/);
+    assert.match(fullText(r), /elements = \{ 0-4294967294 : 192\.168\.101\.3 \. 80 \}/);
   });
 });
 
@@ -155,7 +207,7 @@ void describe('nftables render: the real nft loads every golden text', () => {
   });
   void test('the start-up probe table (every rule shape) passes nft -c here and changes nothing; a refused text is reported in nft\'s words', async () => {
     const text = probeText();
-    for (const shape of ['numgen random mod 2', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output']) assert.ok(text.includes(shape), `probe text lacks ${shape}`);
+    for (const shape of ['numgen random mod 2', 'map @MPX-EPS-', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output']) assert.ok(text.includes(shape), `probe text lacks ${shape}`);
     const exec = createExec(podOf().ns);
     // The ruleset as listed, without the affinity entries' ticking expiry.
     const ruleset = async (): Promise<string> => (await topoOf().run(podOf(), ['nft', 'list', 'ruleset'])).stdout.replace(/ expires \S+/g, '');
@@ -165,6 +217,39 @@ void describe('nftables render: the real nft loads every golden text', () => {
     const bad = await probeNftables(exec, 'table inet multus_proxy {\n\tchain c {\n\t\ttype nat hook output priority -100;\n\t\tmeta l4proto tcp dnat ip to 10.0.0.1:99999\n\t}\n}\n');
     assert.match(bad ?? '', /nft -c -f of the probe table failed \(exit 1\): .*Error/);
     exec.close();
+  });
+  void test('nft lists every endpoint map back exactly as rendered (IPv4, IPv6; TCP, UDP, SCTP)', async () => {
+    const r = nft(endpointMapsState());
+    const text = fullText(r);
+    await load(text);
+    const listed = endpointMapBlocks(await listing());
+    assert.equal(listed.length, 6);
+    assert.deepEqual(listed, endpointMapBlocks(text));
+  });
+  void test('endpoint-only changes load as refills, and the table then equals the new state\'s full text', async () => {
+    const b = nft(endpointMapsState());
+    const a = nft(endpointMapsMoved());
+    await load(fullText(b));
+    await load(partialText(a, b).text);
+    assert.equal(compareTable(a, await listing()), undefined);
+    const afterPartial = await listing();
+    await load(fullText(a));
+    assert.deepEqual(normalise(afterPartial), normalise(await listing()));
+  });
+  void test('drift: an endpoint map that lost an element, was flushed, or is missing is reported', async () => {
+    const r = nft(endpointMapsState());
+    const [name, m] = [...[...r.targets.values()].flatMap((t) => [...t.maps])].find(([, x]) => x.ranges.length === 3) ?? [];
+    assert.ok(name !== undefined && m !== undefined);
+    await load(fullText(r));
+    const first = m.ranges[0];
+    assert.ok(first !== undefined);
+    await load(`delete element inet multus_proxy ${name} { ${first.from}-${first.to} }\n`);
+    assert.equal(compareTable(r, await listing()), `nftables ${name}: 2 elements, 3 written`);
+    await load(`flush map inet multus_proxy ${name}\n`);
+    assert.equal(compareTable(r, await listing()), `nftables ${name}: 0 elements, 3 written`);
+    const chain = [...r.targets.values()].find((t) => t.maps.has(name))?.chain ?? '';
+    await load(`flush chain inet multus_proxy ${chain}\ndelete map inet multus_proxy ${name}\n`);
+    assert.match(compareTable(r, await listing()) ?? '', new RegExp(`${chain}: 0 rules, 1 written|${name}: missing`));
   });
   void test('cleanup removes the table, and works when there is none', async () => {
     await load(cleanupText());

@@ -59,14 +59,15 @@ void describe('sidecar program with the nftables back end: real apiserver, real 
     const start = s.logs().find((l) => l['msg'] === 'multus-proxy sidecar starting');
     assert.equal(start?.['backend'], 'nftables', JSON.stringify(start));
     const t = await table();
-    for (const b of ['b1', 'b2']) assert.ok(t.includes(`dnat ip to ${ip(b)}:80`), t);
+    for (const b of ['b1', 'b2']) assert.ok(t.includes(` : ${ip(b)} . 80`), t);
+    assert.match(t, /dnat ip to numgen random mod 4294967295 map @MPX-EPS-/);
     assert.ok(t.includes(`${clusterIP} . tcp . 80 : goto MPX-SVC-`), t);
     assert.deepEqual(ownedLines(await rulesOf(topo, env.client)), [], 'no iptables rules of ours');
     assert.deepEqual(await names(20), ['b1', 'b2']);
 
     const path = apiPath('discovery.k8s.io', 'v1', 'endpointslices', env.ns, 'web-v4');
     await env.cp.client.replace(path, { ...slice(false), metadata: (await env.cp.client.get<V1EndpointSlice>(path)).metadata });
-    await waitFor('b2 out of the table', async () => !(await table()).includes(`dnat ip to ${ip('b2')}:80`), 15_000, () => s.stderr());
+    await waitFor('b2 out of the table', async () => !(await table()).includes(` : ${ip('b2')} . 80`), 15_000, () => s.stderr());
     assert.deepEqual(await names(10), ['b1']);
   });
 });

@@ -9,7 +9,7 @@ import type { BackendCleanup, FamilySync, RuleBackend } from '../backend.js';
 import { lineContext, summarize, type Exec } from '../iptables.js';
 import type { Rendered } from '../model.js';
 import { NftStage } from './stage.js';
-import { cleanupText, countNftRules, NFT_FAMILY, NFT_TABLE, planNft, type NftPlan, type NftRuleset } from './render.js';
+import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, NFT_FAMILY, NFT_TABLE, planNft, type NftPlan, type NftRuleset } from './render.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
@@ -69,6 +69,14 @@ export function countElements(listing: string): number {
   return m[1].split(',').filter((e) => e.trim() !== '').length;
 }
 
+/** Elements per map of a whole-table listing (`map <name> { ... }` blocks). */
+export function parseNftMaps(listing: string): Map<string, number> {
+  const out = new Map<string, number>();
+  // A map block ends at the first line that is only `}` (element lists close on their own line's `}`).
+  for (const m of listing.matchAll(/^\s*map (\S+) \{\n(.*?)^\s*\}$/gms)) if (m[1] !== undefined) out.set(m[1], countElements(m[2] ?? ''));
+  return out;
+}
+
 /** A chain's rule count as `nft list` shows it: a hook chain's `type ...` line is not a rule. */
 const ruleCount = (rules: readonly string[]): number => rules.filter((l) => !l.startsWith('type ')).length;
 
@@ -98,6 +106,17 @@ export function compareTable(applied: NftRuleset, listing: string): string | und
     if (got !== n) return `nftables ${chain}: ${got} rules, ${n} written`;
   }
   for (const chain of have.keys()) if (!expectedChains(applied).has(chain)) return `nftables ${chain}: a chain of ours that was not written`;
+  // Endpoint maps, by element count (as the fixed maps and sets; one element per endpoint's range).
+  const maps = parseNftMaps(listing);
+  const want = new Set<string>();
+  for (const t of applied.targets.values())
+    for (const [name, m] of t.maps) {
+      want.add(name);
+      const got = maps.get(name);
+      if (got === undefined) return `nftables ${name}: missing`;
+      if (got !== m.ranges.length) return `nftables ${name}: ${got} elements, ${m.ranges.length} written`;
+    }
+  for (const name of maps.keys()) if (name.startsWith(ENDPOINT_MAP_PREFIX) && !want.has(name)) return `nftables ${name}: a map of ours that was not written`;
   return undefined;
 }
 

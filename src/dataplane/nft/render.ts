@@ -12,10 +12,12 @@
  *       ip  daddr . meta l4proto . th dport vmap @services-v4      one lookup, whatever the number of Services
  *       ip6 daddr . meta l4proto . th dport vmap @services-v6
  *   map services-v4/-v6  (cluster IP . protocol . port) : goto <Service-port chain>
- *   chain MPX-SVC-<hash> one rule per endpoint: `numgen random mod (N-i) 0 dnat ... to <endpoint i>`, the
- *                        last unconditional (equal shares, as iptables's statistic rules; no anonymous sets);
+ *   chain MPX-SVC-<hash> without affinity, one static rule: `dnat ip to numgen random mod M map @MPX-EPS-<hash>`;
  *                        with sessionAffinity ClientIP: `ip saddr @<set of endpoint i> goto <endpoint chain>`
- *                        per endpoint, then the same picks as `goto <endpoint chain>`
+ *                        per endpoint, then one rule per endpoint `numgen random mod (N-i) 0 goto <endpoint chain>`,
+ *                        the last unconditional (equal shares, as iptables's statistic rules)
+ *   map MPX-EPS-<hash>   (no affinity, N >= 1) numgen value range : endpoint address . port, N equal ranges of
+ *                        [0, M) (pick-ranges.ts): an endpoint change rewrites these elements and no rule
  *   chain MPX-SEP-<hash> (affinity only) `update @<set> { ip saddr }`, then the DNAT
  *   set MPX-AFF-<hash>   (affinity only) client addresses, `flags dynamic,timeout`, the Service's timeout
  *   chain filter-output  type filter hook output priority 0
@@ -32,6 +34,7 @@ import { flat } from '../flat.js';
 import { changedEntries, Snapshot } from '../engine.js';
 import { hashName } from '../names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../model.js';
+import { endpointRanges, PICK_MODULUS, type EndpointRange } from './pick-ranges.js';
 
 export const NFT_FAMILY = 'inet';
 /** The sidecar's table name. */
@@ -58,8 +61,17 @@ export interface NftTarget {
   readonly ownedChains: ReadonlyMap<string, readonly string[]>;
   /** Affinity sets: name -> timeout in seconds. */
   readonly sets: ReadonlyMap<string, number>;
+  /** Endpoint maps (one, for a Service port without affinity that has endpoints): name -> its elements. */
+  readonly maps: ReadonlyMap<string, NftEndpointMap>;
   /** What it puts into the fixed maps and sets; the first one is its dispatch (and names its key). */
   readonly elements: readonly NftElement[];
+}
+
+/** A Service port's endpoint map: numgen range -> endpoint address and port (pick-ranges.ts). */
+export interface NftEndpointMap {
+  /** The declaration's `typeof ...` line (as `nft list` prints it back). */
+  readonly type: string;
+  readonly ranges: readonly EndpointRange[];
 }
 
 export interface NftChain {
@@ -122,10 +134,11 @@ function dnat(f: IpFamily, proto: string, ep: ChosenEndpoint): string {
 }
 
 /**
- * Rule i of n takes 1/(n-i) of what reaches it (a fresh `numgen` per rule), the last takes the
- * rest: equal shares, as the iptables back end's `statistic` probabilities. No anonymous sets (a
- * `numgen ... map { }` per Service would be one): at 10,000 Services they made a whole-table load
- * 20x slower and every change slower, since nft fetches every set before a transaction (docs/decisions.md).
+ * Affinity picks: rule i of n takes 1/(n-i) of what reaches it (a fresh `numgen` per rule), the
+ * last takes the rest: equal shares, as the iptables back end's `statistic` probabilities. No
+ * anonymous sets (a `numgen ... map { }` per Service would be one): at 10,000 Services they made a
+ * whole-table load 20x slower and every change slower (docs/decisions.md). Affinity Services keep
+ * these rules: their picks go to endpoint chains (verdicts), which a data map cannot hold.
  */
 function pick(n: number, i: number): string {
   return i < n - 1 ? `numgen random mod ${n - i} 0 ` : '';
@@ -141,6 +154,23 @@ export function affinitySetName(chain: string, ep: ChosenEndpoint, seconds: numb
   return hashName('MPX-AFF-', chain, ep.ip, ep.port, seconds);
 }
 
+/** The endpoint map of a Service port: a pure function of its chain, so an endpoint change keeps the name. */
+export const endpointMapName = (chain: string): string => hashName(ENDPOINT_MAP_PREFIX, chain);
+export const ENDPOINT_MAP_PREFIX = 'MPX-EPS-';
+
+/** The map's key and data, as nft 1.0.6 accepts and lists back (`th dport` would do too; the protocol's own reads better). */
+export function endpointMapType(f: IpFamily, proto: string): string {
+  const k = `${f} ${proto}`;
+  let t = mapTypes.get(k);
+  if (t === undefined) mapTypes.set(k, (t = flat(`typeof numgen random mod ${PICK_MODULUS} : ${ipKw(f)} daddr . ${proto} dport`)));
+  return t;
+}
+/** One string per family and protocol, shared by every map (B5: strings kept per target cost heap). */
+const mapTypes = new Map<string, string>();
+
+/** An endpoint map's element as nft lists it: `from-to : address . port`. */
+export const rangeText = (r: EndpointRange): string => `${r.from}-${r.to} : ${r.ip} . ${r.port}`;
+
 /** What rendering one Service port reads of its resolved target. */
 export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & { readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'> };
 
@@ -148,17 +178,21 @@ export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpo
 export const targetKey = (r: NftTargetInput): string => `${r.clusterIP} . ${r.target.protocol.toLowerCase()} . ${r.target.port}`;
 
 /** A Service port's chain, endpoint chains and affinity sets, without elements. Pure. */
-export function renderPicks(r: NftTargetInput, first: readonly string[] = []): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets'> {
+export function renderPicks(r: NftTargetInput, first: readonly string[] = []): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets' | 'maps'> {
   const f = r.target.family;
   const proto = r.target.protocol.toLowerCase();
   const eps = r.endpoints;
   const ownedChains = new Map<string, readonly string[]>();
   const sets = new Map<string, number>();
+  const maps = new Map<string, NftEndpointMap>();
   let rules: string[];
   // No endpoints: an empty chain (the refusal is an element of the program's reject set).
   if (eps.length === 0) rules = [];
-  else if (r.affinitySeconds === undefined) rules = [...first, ...eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`)];
-  else {
+  else if (r.affinitySeconds === undefined) {
+    const name = endpointMapName(r.chain);
+    maps.set(name, { type: endpointMapType(f, proto), ranges: endpointRanges(eps) });
+    rules = [...first, `meta l4proto ${proto} dnat ${ipKw(f)} to numgen random mod ${PICK_MODULUS} map @${name}`];
+  } else {
     const picks: string[] = [];
     rules = [...first];
     for (const [i, ep] of eps.entries()) {
@@ -171,7 +205,7 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = []): P
     }
     rules.push(...picks);
   }
-  return { rules: rules.map(flat), ownedChains, sets };
+  return { rules: rules.map(flat), ownedChains, sets, maps };
 }
 
 /** One sidecar Service port's part of the table. Pure; the result depends only on the resolved target. */
@@ -250,6 +284,22 @@ function chainBlock(name: string, lines: readonly string[], indent = '\t', head 
   return [`${indent}${head} {`, ...lines.map((l) => `${indent}\t${l}`), `${indent}}`];
 }
 
+/** An endpoint map in the table block, as `nft list` prints it (which also wraps long element lines). */
+function mapBlock(name: string, m: NftEndpointMap): string[] {
+  return [`\tmap ${name} {`, `\t\t${m.type}`, '\t\tflags interval', `\t\telements = { ${m.ranges.map(rangeText).join(', ')} }`, '\t}'];
+}
+
+/** An endpoint map declared by a command (no elements: an existing map keeps its own). */
+const mapDecl = (T: string, name: string, m: NftEndpointMap): string => `add map ${T} ${name} { ${m.type}; flags interval; }`;
+
+/** The commands replacing an endpoint map's contents: flush, then the new elements (one transaction with the rest). */
+const mapFill = (T: string, name: string, m: NftEndpointMap, exists: boolean): string[] => [...(exists ? [`flush map ${T} ${name}`] : []), `add element ${T} ${name} { ${m.ranges.map(rangeText).join(', ')} }`];
+
+const sameRanges = (a: readonly EndpointRange[], b: readonly EndpointRange[]): boolean =>
+  a === b || (a.length === b.length && a.every((r, i) => { const o = b[i] as EndpointRange; return r.from === o.from && r.to === o.to && r.ip === o.ip && r.port === o.port; }));
+
+const sameMap = (a: NftEndpointMap | undefined, b: NftEndpointMap | undefined): boolean => a !== undefined && b !== undefined && a.type === b.type && sameRanges(a.ranges, b.ranges);
+
 const elementText = (e: NftElement): string => (e.value === undefined ? e.key : `${e.key} : ${e.value}`);
 
 /**
@@ -261,6 +311,7 @@ export function fullText(next: NftRuleset): string {
   const out: string[] = [`add table ${T}`, `delete table ${T}`, `table ${T} {`];
   const all = [...next.targets.values()];
   for (const t of all) for (const [name, timeout] of t.sets) out.push(`\t${setDecl(name, t.family, timeout)}`);
+  for (const t of all) for (const [name, m] of t.maps) out.push(...mapBlock(name, m));
   for (const t of all) for (const [name, lines] of t.ownedChains) out.push(...chainBlock(name, lines));
   for (const t of all) out.push(...chainBlock(t.chain, t.rules));
   const members = new Map<string, string[]>();
@@ -282,6 +333,8 @@ function sameTarget(a: NftTarget, b: NftTarget): boolean {
   if (!same(a.rules, b.rules) || a.sets.size !== b.sets.size || a.ownedChains.size !== b.ownedChains.size || !same(a.elements.map(elementText), b.elements.map(elementText))) return false;
   if (!same(a.elements.map((e) => e.set), b.elements.map((e) => e.set))) return false;
   for (const [n, s] of a.sets) if (b.sets.get(n) !== s) return false;
+  if (a.maps.size !== b.maps.size) return false;
+  for (const [n, m] of a.maps) if (!sameMap(m, b.maps.get(n))) return false;
   for (const [n, l] of a.ownedChains) {
     const o = b.ownedChains.get(n);
     if (o === undefined || !same(l, o)) return false;
@@ -293,8 +346,20 @@ export interface NftPlan {
   /** `nft -f` input; '' when nothing changed. */
   readonly text: string;
   readonly full: boolean;
+  /** The Service ports (by chain) whose part changed, and the fixed chains rewritten. */
   readonly changedChains: readonly string[];
   readonly deletedChains: readonly string[];
+  /** Endpoint maps whose contents the text replaces (`flush map` + `add element`), in text order. */
+  readonly replacedMaps: readonly NftMapReplacement[];
+  /** The text is those replacements and nothing else (an endpoint-only change): a writer of elements may send them instead. */
+  readonly onlyReplacements: boolean;
+}
+
+/** An endpoint map's new contents. */
+export interface NftMapReplacement {
+  readonly map: string;
+  readonly family: IpFamily;
+  readonly ranges: readonly EndpointRange[];
 }
 
 /**
@@ -312,14 +377,19 @@ function refill(T: string, name: string, rules: readonly string[], exists: boole
 
 /**
  * The change from `prev` (what this process wrote last) to `next`, touching only the Service
- * ports that differ: their sets declared and owned chains written first, then each changed
- * Service chain written whole, then elements removed and added, then what is no longer used
- * deleted (a chain must be empty and unreferenced to go). A fixed chain whose rules changed (the
- * node's networks) is written whole too. One `nft -f` is one transaction: all or nothing.
+ * ports that differ: their sets and maps declared and owned chains written first, then endpoint
+ * maps whose contents changed refilled, then each Service chain whose rules changed written whole,
+ * then elements removed and added, then what is no longer used deleted (a chain must be empty and
+ * unreferenced to go). A fixed chain whose rules changed (the node's networks) is written whole
+ * too. One `nft -f` is one transaction: all or nothing. An endpoint change of a Service port
+ * without affinity (N >= 1 before and after) is only its map's refill: no rule, so the kernel
+ * validates nothing at commit.
  */
 export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   const T = tableRef(next);
   const adds: string[] = [];
+  const refills: string[] = [];
+  const replacedMaps: NftMapReplacement[] = [];
   const fills: string[] = [];
   const elemAdd: string[] = [];
   const elemDel: string[] = [];
@@ -336,6 +406,7 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
         deletedChains.push(name);
       }
     for (const name of t.sets.keys()) if (keep?.sets.has(name) !== true) deletes.push(`delete set ${T} ${name}`);
+    for (const name of t.maps.keys()) if (keep?.maps.has(name) !== true) deletes.push(`delete map ${T} ${name}`);
   };
   // Only the Service ports that differ (../engine.ts: two versions of one table cost the change, not the table).
   for (const [chain, { before: old, after: t }] of changedEntries(prev.targets, next.targets, sameTarget)) {
@@ -352,10 +423,23 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     // Every set the chains name is declared again, kept or new: a chain block can name only sets
     // nft has in its cache, and this transaction fetches no set (re-adding an existing set keeps its elements).
     for (const [name, timeout] of t.sets) adds.push(`add ${setDecl(name, t.family, timeout).replace(/^set /, `set ${T} `)}`);
+    const rewrite = old === undefined || !same(old.rules, t.rules);
+    for (const [name, m] of t.maps) {
+      const was = old?.maps.get(name);
+      // Declared when new, or when the chain naming it is written (as the sets above).
+      if (was === undefined || rewrite) adds.push(mapDecl(T, name, m));
+      if (!sameMap(was, m)) {
+        refills.push(...mapFill(T, name, m, was !== undefined));
+        replacedMaps.push({ map: name, family: t.family, ranges: m.ranges });
+      }
+    }
     // A new chain is declared first: an owned chain may send to it (a node frontend's source ranges).
     if (old === undefined && t.ownedChains.size > 0) adds.push(`add chain ${T} ${chain}`);
-    for (const [name, lines] of t.ownedChains) adds.push(...refill(T, name, lines, old?.ownedChains.has(name) === true));
-    fills.push(...refill(T, chain, t.rules, old !== undefined));
+    for (const [name, lines] of t.ownedChains) {
+      const was = old?.ownedChains.get(name);
+      if (was === undefined || !same(was, lines)) adds.push(...refill(T, name, lines, was !== undefined));
+    }
+    if (rewrite) fills.push(...refill(T, chain, t.rules, old !== undefined));
     changedChains.push(chain);
     // Elements by difference; one whose value changed is deleted and added again (a map's value cannot change in place).
     const had = new Map((old?.elements ?? []).map((e) => [elemKey(e), elementText(e)]));
@@ -373,16 +457,17 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
       changedChains.push(c.name);
     }
   }
-  // Chains are deleted before sets: a rule in an owned chain may still name a set until its chain goes.
+  // Chains are deleted before sets and maps: a rule may still name one until its chain goes.
   const ordered = [...deletes.filter((l) => l.startsWith('delete chain')), ...deletes.filter((l) => !l.startsWith('delete chain'))];
-  const lines = [...adds, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
-  return { text: lines.length === 0 ? '' : `${lines.join('\n')}\n`, full: false, changedChains, deletedChains };
+  const others = [...adds, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
+  const lines = [...adds, ...refills, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
+  return { text: lines.length === 0 ? '' : `${lines.join('\n')}\n`, full: false, changedChains, deletedChains, replacedMaps, onlyReplacements: others.length === 0 && refills.length > 0 };
 }
 
 /** Full or partial, as the iptables planner decides: full without a previous state of ours (or another table's). */
 export function planNft(next: NftRuleset, prev: NftRuleset | undefined, full: boolean): NftPlan {
   if (full || prev === undefined || prev.table.name !== next.table.name || !same(prev.table.sets.map((s) => s.name), next.table.sets.map((s) => s.name)))
-    return { text: fullText(next), full: true, changedChains: [...next.targets.keys()], deletedChains: [] };
+    return { text: fullText(next), full: true, changedChains: [...next.targets.keys()], deletedChains: [], replacedMaps: [], onlyReplacements: false };
   return partialText(next, prev);
 }
 
