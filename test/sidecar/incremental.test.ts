@@ -394,7 +394,7 @@ void describe('nftables: endpoint changes in the kernel equal a from-scratch syn
             return { ...t, endpoints: eps(t.family, n), ...affinity };
           });
           const state = { interfaces: [CLIENT_BLUE], targets };
-          const next = be.rules(render(state, cache)) as NftRuleset;
+          const next = be.rules(render(state, cache));
           const plan = be.plan(next, prev, prev === undefined ? await be.read(undefined) : undefined, prev === undefined);
           await be.write(plan, next);
           if (plan.onlyReplacements) refillsOnly += 1;
