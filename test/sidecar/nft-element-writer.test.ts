@@ -19,7 +19,7 @@ import fc from 'fast-check';
 import { binDir } from '../harness/controlplane.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { createElementWriter, type ElementWriterHandle } from '../../src/dataplane/nft/element-writer.js';
-import { MAX_KEY, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
+import { MAX_KEY, encodeIntervalMapWrites, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
 import { createExec, spareWorthy } from '../../src/dataplane/iptables.js';
 
 const BINARY = join(binDir(), 'nfnl-batch');
@@ -136,6 +136,14 @@ void describe('nftables element writer: the real kernel', () => {
     ]);
     assert.match(await listing(byWriter), /10\.1\.0\.4 \. 53/, 'the map the batch did not name kept its elements');
     assert.deepEqual(warnings, []);
+  });
+
+  void test('a map of 4,000 IPv6 ranges: a batch larger than the default socket buffer, its element list split over messages', async () => {
+    const big = [write('MPX-EPS-V6SCTP', shares(Array.from({ length: 4000 }, (_, i): [string, number] => [`fd00:101::1:${i.toString(16)}`, 9000 + (i % 7)])))];
+    assert.ok(encodeIntervalMapWrites(big, 1).length > 212_992, 'larger than net.core.wmem_default');
+    await bothWays(big);
+    const got = listedRanges((await topo.run(byWriter, ['nft', '-j', 'list', 'map', 'inet', T, 'MPX-EPS-V6SCTP'])).stdout);
+    assert.equal(got.length, 4000);
   });
 
   void test('random range sets list back exactly as written (property)', async () => {

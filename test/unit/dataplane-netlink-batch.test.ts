@@ -9,6 +9,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { golden } from '../harness/golden.js';
+import { writeFailure } from '../../src/dataplane/nft/element-writer.js';
 import { MAX_KEY, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
 
 /** A netlink attribute as the kernel parses it (NLA_F_NESTED: a list of attributes). */
@@ -288,5 +289,19 @@ void describe('nfnetlink interval-map batch: bad input', () => {
   void test('a bad sequence number is refused', () => {
     assert.throws(() => encodeIntervalMapWrites([], 2 ** 32), /sequence number 4294967296 is not an integer from 0 to 4294967295/);
     assert.throws(() => encodeIntervalMapWrites([], -1), /sequence number -1/);
+  });
+});
+
+void describe('a failed batch, named by its messages (element-writer.ts)', () => {
+  const b = encodeIntervalMapBatch(SAMPLE, 10);
+  void test('each "message seq N" of nfnl-batch becomes what that message did', () => {
+    const e = writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 13: No such file or directory\nmessage seq 14: No such file or directory\n' });
+    assert.equal(e.message, 'nfnl-batch failed, nothing of the batch applied: flushing map inet multus_proxy MPX-EPS-V6: No such file or directory; adding elements to map inet multus_proxy MPX-EPS-V6: No such file or directory');
+    assert.match(writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 10: Operation not permitted\n' }).message, /the batch \(the kernel refused it or its commit\): Operation not permitted/);
+    assert.match(writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 99: Invalid argument\n' }).message, /message seq 99 \(not one of this batch's\): Invalid argument/);
+  });
+  void test('a failure that names no message does not claim the batch was not applied', () => {
+    const e = writeFailure(SAMPLE, b.messages, { code: 1, stderr: "answers lost (receive buffer overrun, 3 of 5 read): the batch's outcome is unknown\n" });
+    assert.equal(e.message, "nfnl-batch failed (exit 1): answers lost (receive buffer overrun, 3 of 5 read): the batch's outcome is unknown");
   });
 });

@@ -39,7 +39,7 @@ export interface ElementWriterOptions {
   readonly logger?: { warn(message: string): void };
 }
 
-/** A write the kernel (or the sender) refused; nothing of the batch was applied. */
+/** A write that failed: the kernel refused it (then nothing of the batch was applied), or the sender did. */
 export class ElementWriteError extends Error {
   constructor(
     message: string,
@@ -56,8 +56,10 @@ const FAILED = /^message seq (\d+): (.*)$/gm;
 /** The error for a failed run, each failed message named by what it did. Pure. */
 export function writeFailure(writes: readonly IntervalMapWrite[], messages: Parameters<typeof describeMessage>[1], r: { code: number; stderr: string }): ElementWriteError {
   const named = [...r.stderr.matchAll(FAILED)].map((m) => `${describeMessage(writes, messages, Number(m[1]))}: ${m[2] ?? ''}`);
-  const why = named.length > 0 ? named.join('; ') : `exit ${r.code}: ${summarize(r.stderr)}`;
-  return new ElementWriteError(`nfnl-batch failed, nothing of the batch applied: ${why}`, r.stderr);
+  // The kernel refused a message: the transaction was aborted whole. Otherwise (not sent, answers
+  // lost) the stderr line says what is known.
+  if (named.length > 0) return new ElementWriteError(`nfnl-batch failed, nothing of the batch applied: ${named.join('; ')}`, r.stderr);
+  return new ElementWriteError(`nfnl-batch failed (exit ${r.code}): ${summarize(r.stderr)}`, r.stderr);
 }
 
 /** A table no one has: the probe's flush must fail with ENOENT on its own message. */
