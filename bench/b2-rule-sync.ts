@@ -5,6 +5,11 @@
  * interleaved. Then, at the largest size, one endpoint changed (a partial sync) against a raw
  * restore of the same partial text. Both rule back ends in the same run: iptables (against raw
  * `iptables-restore`) and nftables (against a raw `nft -f` of the same text).
+ *
+ * B2_ONLY=nft-change (with --no-write: its figures are not the full B2 section) runs only the nftables one-endpoint change at 10,000 Services, two ways
+ * side by side: through the element writer (nfnl-batch from $MULTUS_PROXY_BIN_DIR) and through
+ * `nft -f` (the writer off), each after its own full sync (the load alone is minutes of CPU for
+ * the iptables rows, which this leaves out).
  */
 import { createDataplane } from '../src/dataplane/apply.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
@@ -14,11 +19,13 @@ import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, clientInterface,
 import { createClientNetns } from './lib/netns.js';
 import { requireTool } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
-import type { TargetCheck } from './lib/report.js';
+import type { BenchResult, RunContext, TargetCheck } from './lib/report.js';
 import { fullText, renderNft } from '../src/dataplane/nft/render.js';
 import { fullSyncVsRaw, NFT_TOOL, fmtPairs, partialRow, partialVsRaw, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
+import os from 'node:os';
+import path from 'node:path';
 
 const ENDPOINTS = 10;
 
@@ -37,6 +44,24 @@ const SIDECAR_NFT: SyncSubject<DesiredState> = {
   plan: (state) => fullText(renderNft(render(state).resolution.targets)),
   ...NFT_TOOL,
 };
+
+/** nfnl-batch as scripts/build-native.sh leaves it (the image has it at the sidecar's default path). */
+const NFNL_BATCH = path.join(process.env['MULTUS_PROXY_BIN_DIR'] ?? path.join(os.homedir(), '.cache', 'multus-proxy', 'bin'), 'nfnl-batch');
+
+/** The nftables sidecar with its endpoint changes through the element writer, or (false) through nft -f. */
+const sidecarNft = (writer: boolean): SyncSubject<DesiredState> => ({
+  ...SIDECAR_NFT,
+  dataplane: (netns) => {
+    const dp = createDataplane({ netns, rules: 'nftables', elementWriter: writer ? NFNL_BATCH : false, spareRestore: true });
+    // Each partial sync that wrote went the way this row says (a writer that is off or failed would fall back silently).
+    const sync: typeof dp.sync = async (state, opts) => {
+      const r = await dp.sync(state, opts);
+      if (!r.full && r.changed && (r.families[0]?.elementWriter === true) !== writer) throw new Error(`expected the change ${writer ? 'through the element writer' : 'through nft -f'}: ${JSON.stringify(r.families[0])}`);
+      return r;
+    };
+    return { ...dp, sync };
+  },
+});
 
 /**
  * The sidecar's state after change g at n Services: as its runtime builds it, the informers'
@@ -57,6 +82,7 @@ function sidecarStates(n: number): (g: number) => DesiredState {
 const SIZES = { quick: { small: 3, large: 1, changes: 5 }, full: { small: 7, large: 3, changes: 20 } };
 
 export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + apply) vs raw iptables-restore', SIZES, async (ctx, { small, large, changes }) => {
+  if (process.env['B2_ONLY'] === 'nft-change') return nftChangeOnly(ctx, changes);
   const runsFor = (n: number): number => (n >= 5000 ? large : small);
   await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
   const sizes = [100, 1000, 5000, 10000];
@@ -116,5 +142,34 @@ export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + appl
     notes,
   };
 });
+
+/** B2_ONLY=nft-change: the nftables one-endpoint change at 10,000 Services, element writer and nft -f side by side. */
+async function nftChangeOnly(ctx: RunContext, changes: number): Promise<BenchResult> {
+  // B2_SERVICES: a smaller table for a quick try of this mode.
+  const n = Number(process.env['B2_SERVICES'] ?? 10000);
+  const nsCost: number[] = [];
+  const rows: string[][] = [];
+  const partial: [string, PartialResult][] = [];
+  for (const [label, writer] of [['nftables, element writer', true], ['nftables, nft -f (writer off)', false]] as const) {
+    let p: PartialResult | undefined;
+    const q = await fullSyncVsRaw(ctx, sidecarNft(writer), n, 1, `${label}: ${n.toLocaleString('en')} × ${ENDPOINTS}`, nsCost, async (dp, ns) => void (p = await partialVsRaw(ctx, dp, ns, changes, sidecarStates(n), NFT_TOOL.raw)));
+    rows.push(q.row);
+    if (p === undefined) throw new Error('the partial-sync measurement did not run');
+    partial.push([label, p]);
+  }
+  const w = partial[0]?.[1];
+  return {
+    tables: [
+      { caption: `Full sync into a fresh namespace, ${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints (one run each):`, columns: RULE_SYNC_COLUMNS, rows },
+      {
+        caption: `One endpoint of one Service changed, ${n.toLocaleString('en')} Services loaded (partial sync; ${changes} changes; "of which iptables-restore" is the write, by the writer or nft -f; raw is \`nft -f\` of the same refill text):`,
+        columns: ['back end', ...PARTIAL_COLUMNS],
+        rows: partial.map(([label, p]) => [label, ...partialRow(p)]),
+      },
+    ],
+    targets: w === undefined ? [] : [{ target: `nftables: one-endpoint change at ${n.toLocaleString('en')} Services p50 ≤ 5 ms, max (≥ p99) ≤ 10 ms (element writer)`, measured: `${fmt(w.ours.median)} ms (median; max ${fmt(w.ours.max)} ms)`, met: w.ours.median <= 5 && w.ours.max <= 10 }],
+    notes: ['B2_ONLY=nft-change: only the nftables change rows (see the file header). The change replaces one EndpointSlice (one endpoint address moves); with the endpoint-map layout that is a refill of one map, no rule.'],
+  };
+}
 
 if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);

@@ -27,6 +27,7 @@ import { conntrackStep, render, RenderCache } from './incremental.js';
 import { createExec, spareWorthy, type Backend, type SpareExec } from './iptables.js';
 import type { BackendName, FamilySync, RuleBackend, RuleBackendKind } from './backend.js';
 import { createNftBackend } from './nft/backend.js';
+import { createElementWriter } from './nft/element-writer.js';
 import { createIptablesBackend } from './iptables-backend.js';
 import { applyRoutes, diffRoutes, readRoutes, type RoutePlan } from './routes.js';
 import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
@@ -58,6 +59,12 @@ export interface DataplaneOptions {
    * close() lets the spares go.
    */
   readonly spareRestore?: boolean;
+  /**
+   * nftables: endpoint-only changes (endpoint-map refills) go through nfnl-batch at this path
+   * (default DEFAULT_NFNL_BATCH, where the image puts it) when its start-up probe passes, else,
+   * logged once, through `nft -f` as every other change. false: always `nft -f`.
+   */
+  readonly elementWriter?: string | false;
 }
 
 export function kernelHasIPv6(): boolean {
@@ -140,7 +147,10 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const kind: RuleBackendKind = opts.rules === 'nftables' ? 'nftables' : 'iptables';
   const iptables = (flavor: Backend | 'auto'): ReturnType<typeof createIptablesBackend> => createIptablesBackend(exec, { flavor, families, layout });
   const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
-  if (kind === 'nftables') return applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable), others: [iptables('nft'), iptables('legacy')] }, renderState);
+  if (kind === 'nftables') {
+    const elementWriter = opts.elementWriter === false ? undefined : createElementWriter({ binary: opts.elementWriter, netns: opts.netns, logger: opts.logger }).catch(() => undefined);
+    return applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable, { elementWriter, logger: opts.logger }), others: [iptables('nft'), iptables('legacy')] }, renderState);
+  }
   return applyLoop({ ...parts, rules: iptables(opts.backend ?? 'auto'), others: [createNftBackend(exec, layout.nftTable)] }, renderState);
 }
 

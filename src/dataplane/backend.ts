@@ -28,6 +28,8 @@ export interface FamilySync {
   readonly deletedChains: readonly string[];
   readonly restoreMs: number;
   readonly rules: number;
+  /** nftables: the change (endpoint-map refills only) went through the element writer, not `nft -f` (restoreText is its nft equivalent). */
+  readonly elementWriter?: boolean;
 }
 
 export interface BackendCleanup {

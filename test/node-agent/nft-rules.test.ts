@@ -45,7 +45,7 @@ void describe('node agent nftables table: golden files per rule shape', () => {
     // demo/web's cluster-IP access and its Cluster NodePort: two map refills, no rule, nothing else.
     assert.equal(gone.onlyReplacements, true, gone.text);
     assert.equal(gone.replacedMaps.length, 2, gone.text);
-    assert.deepEqual([...new Set(gone.text.split('\n').filter((l) => l !== '').map((l) => l.split(' ').slice(0, 2).join(' ')))], ['flush map', 'add element'], gone.text);
+    assert.deepEqual([...new Set(gone.text.split('\n').filter((l) => l !== '').map((l) => l.split(' ').slice(0, 2).join(' ')))], ['flush map', 'add map'], gone.text);
     const iface = partialText(nft(renamed), nft(SAMPLE));
     golden('sample-renamed.nft', iface.text);
     assert.deepEqual(iface.changedChains, ['filter-forward']);

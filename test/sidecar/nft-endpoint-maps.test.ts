@@ -4,10 +4,17 @@
  * endpoint through `numgen random mod M map @MPX-EPS-<hash>`. Checked here: the split over N = 3
  * is equal (300 connections, chi-square), and endpoints changed under a client loop (each change
  * a map refill, no rule written) lose no connection and send none to a removed endpoint once the
- * sync has returned.
+ * sync has returned. Then the same refills through the element writer (nfnl-batch from $BIN_DIR,
+ * scripts/build-native.sh): used only when the change is nothing but refills, and a writer that
+ * fails (before or after applying its batch) leaves the change to `nft -f`, with the same table.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { binDir } from '../harness/controlplane.js';
 import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
@@ -31,6 +38,12 @@ const one = () => new Promise((resolve) => {
 });
 (async () => { const out = []; while (!stop) out.push(await one()); console.log(JSON.stringify(out)); })();
 `;
+
+/** Each of the table's endpoint maps as listed (name -> its element text), from `nft list table`. */
+async function endpointMaps(env: Env): Promise<Map<string, string>> {
+  const listing = (await env.topo.run(env.client, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
+  return new Map([...listing.matchAll(/map (MPX-EPS-\S+) \{[^]*?elements = \{([^}]*)\}/g)].map((m) => [m[1] ?? '', (m[2] ?? '').replace(/\s+/g, ' ').trim()]));
+}
 
 interface Hit {
   readonly t0: number;
@@ -80,7 +93,7 @@ void describe('nftables endpoint maps: real traffic', () => {
       const done = Date.now();
       assert.equal(res.full, false);
       const text = res.families[0]?.restoreText ?? '';
-      assert.match(text, /^flush map inet multus_proxy MPX-EPS-\S+\nadd element inet multus_proxy MPX-EPS-\S+ \{ [^\n]+ \}\n$/, text);
+      assert.match(text, /^flush map inet multus_proxy MPX-EPS-\S+\nadd map inet multus_proxy MPX-EPS-\S+ \{ [^\n]+; elements = \{ [^\n]+ \}; \}\n$/, text);
       steps.push({ pods, began, done });
       await pause(400);
     }
@@ -97,5 +110,97 @@ void describe('nftables endpoint maps: real traffic', () => {
       assert.deepEqual(inStep.filter((h) => !allowed.has(h.name ?? '')), [], `step ${i} (${[...allowed].join(',')})`);
       assert.ok(inStep.length > 0, `step ${i} saw connections`);
     }
+  });
+});
+
+/**
+ * nfnl-batch behind a switch: with `<dir>/mode` absent it is the real sender; `fail` answers as a
+ * refused message without touching the kernel; `apply-then-fail` sends the batch, then reports a
+ * failure anyway. The input is read whole before the mode is looked at, so a spare started
+ * earlier obeys the mode of its write.
+ */
+function switchableSender(real: string): { binary: string; mode: (m: 'real' | 'fail' | 'apply-then-fail') => void; remove: () => void } {
+  const dir = mkdtempSync(join(tmpdir(), 'nfnl-switch-'));
+  const binary = join(dir, 'nfnl-batch');
+  writeFileSync(
+    binary,
+    `#!/bin/sh
+in=$(mktemp); cat > "$in"
+mode=$(cat ${dir}/mode 2>/dev/null)
+if [ "$mode" = fail ]; then rm -f "$in"; echo 'message seq 2: Operation not permitted' >&2; exit 1; fi
+if [ "$mode" = apply-then-fail ]; then ${real} < "$in" > /dev/null; rm -f "$in"; echo 'message seq 2: Device or resource busy' >&2; exit 1; fi
+exec ${real} < "$in"
+`,
+  );
+  chmodSync(binary, 0o755);
+  return {
+    binary,
+    mode: (m) => (m === 'real' ? rmSync(join(dir, 'mode'), { force: true }) : writeFileSync(join(dir, 'mode'), m)),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+void describe('nftables endpoint maps: through the element writer', () => {
+  const real = join(binDir(), 'nfnl-batch');
+  let env: Env;
+  let dp: Dataplane;
+  let sender: ReturnType<typeof switchableSender>;
+  const warnings: string[] = [];
+  before(async () => {
+    assert.ok(existsSync(real), `${real} not found: run scripts/build-native.sh (scripts/setup.sh runs it)`);
+    sender = switchableSender(real);
+    env = await createEnv(3);
+    const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables', elementWriter: sender.binary, logger });
+  });
+  after(async () => {
+    dp.close();
+    await env.topo.teardown();
+    sender.remove();
+  });
+
+  /** The table after a sync equals what a full sync of the same state writes (maps by their elements), and serves it. */
+  async function sameAsFull(pods: readonly Pod[]): Promise<void> {
+    const maps = await endpointMaps(env);
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    const counts = tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 30));
+    assert.deepEqual([...counts.keys()].sort(), pods.map((p) => p.name).sort());
+    await dp.sync(state(env, [webTarget(endpoints(pods, 4, HTTP_PORT))]), { full: true });
+    assert.deepEqual(await endpointMaps(env), maps, 'a full sync of the same state writes the same maps');
+  }
+
+  void test('an endpoint-only change goes through the writer; a change with more than refills through nft -f', async () => {
+    const [b1, b2, b3] = env.backends;
+    assert.ok(b1 && b2 && b3);
+    await dp.sync(state(env, [webTarget(endpoints([b1, b2], 4, HTTP_PORT))]), { full: true });
+    const res = await dp.sync(state(env, [webTarget(endpoints([b2, b3], 4, HTTP_PORT))]), { full: false });
+    assert.equal(res.families[0]?.elementWriter, true, JSON.stringify(res.families));
+    await sameAsFull([b2, b3]);
+    // A second Service appears beside an endpoint change: not only refills, so nft -f.
+    const other = { ...webTarget(endpoints([b1], 4, HTTP_PORT)), service: 'demo/other', clusterIP: '10.96.0.77' };
+    const mixed = await dp.sync(state(env, [webTarget(endpoints([b3], 4, HTTP_PORT)), other]), { full: false });
+    assert.equal(mixed.families[0]?.elementWriter, undefined);
+    assert.deepEqual(warnings, []);
+  });
+
+  void test('a writer that fails, or fails after applying, leaves the change to nft -f: the same table, served', async () => {
+    const [b1, b2, b3] = env.backends;
+    assert.ok(b1 && b2 && b3);
+    await dp.sync(state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]), { full: true });
+    for (const [mode, pods] of [['fail', [b1]], ['apply-then-fail', [b2, b3]]] as const) {
+      sender.mode(mode);
+      warnings.length = 0;
+      const res = await dp.sync(state(env, [webTarget(endpoints(pods, 4, HTTP_PORT))]), { full: false });
+      sender.mode('real');
+      assert.equal(res.families[0]?.elementWriter, undefined, `${mode}: reported as nft -f`);
+      assert.match(res.families[0]?.restoreText ?? '', /^flush map .*\nadd map /);
+      assert.equal(warnings.length, 1, warnings.join('\n'));
+      assert.match(warnings[0] ?? '', /nftables element writer failed, writing the same change with nft -f: nfnl-batch failed/);
+      await sameAsFull(pods);
+    }
+    // And the writer is used again once it works.
+    const res = await dp.sync(state(env, [webTarget(endpoints([b1, b3], 4, HTTP_PORT))]), { full: false });
+    assert.equal(res.families[0]?.elementWriter, true);
+    await sameAsFull([b1, b3]);
   });
 });

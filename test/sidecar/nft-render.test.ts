@@ -102,8 +102,12 @@ void describe('nftables render: golden files per rule shape', () => {
     assert.equal(plan.full, false);
     golden('shape-partial-sync.nft', plan.text);
     golden('shape-partial-sync-back.nft', partialText(nft(before), nft(after)).text);
+    // No element command (nft would fetch every interval map's elements first): additions inside
+    // `add map|set { elements }`, a map that loses an element flushed and written whole.
+    for (const text of [plan.text, partialText(nft(before), nft(after)).text]) assert.doesNotMatch(text, /^(add|delete) element /m, text);
+    assert.match(plan.text, /^flush map inet multus_proxy services-v4\nadd map inet multus_proxy services-v4 \{ type ipv4_addr \. inet_proto \. inet_service : verdict; elements = \{ /m);
   });
-  void test('one endpoint leaves one Service: its endpoint map refilled (flush + add element), no chain written, nothing else named', () => {
+  void test('one endpoint leaves one Service: its endpoint map refilled (flush + add map with elements), no chain written, no element command', () => {
     const s = sampleState();
     const changed = withTargets(
       s,
@@ -117,11 +121,11 @@ void describe('nftables render: golden files per rule shape', () => {
     const commands = text.split('\n').filter((l) => l !== '');
     assert.deepEqual(
       commands.map((l) => l.split(' ').slice(0, 2).join(' ')),
-      ['flush map', 'add element'],
+      ['flush map', 'add map'],
       text,
     );
     assert.equal(new Set(commands.map((l) => l.split(' ')[4])).size, 1, text);
-    assert.match(text, / \{ 0-2147483646 : 192\.168\.101\.3 \. 8080, 2147483647-4294967294 : 192\.168\.101\.4 \. 8080 \}\n$/);
+    assert.match(text, /; flags interval; elements = \{ 0-2147483646 : 192\.168\.101\.3 \. 8080, 2147483647-4294967294 : 192\.168\.101\.4 \. 8080 \}; \}\n$/);
     assert.equal(plan.onlyReplacements, true);
     assert.deepEqual(plan.replacedMaps.map((m) => [m.family, m.ranges.map((r) => `${r.ip}:${r.port}`)]), [[4, ['192.168.101.3:8080', '192.168.101.4:8080']]]);
   });

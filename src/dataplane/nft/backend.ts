@@ -2,12 +2,17 @@
  * The nftables back end behind the seam (../backend.ts): its own table `inet multus_proxy`
  * (render.ts), written with one `nft -f -` per change, which the kernel commits as one
  * transaction. A full sync replaces the table whole; a partial one names only the Service ports
- * that changed (map elements, their chains), so it never reads or lists the table. IO only; every
- * decision is in render.ts.
+ * that changed (map elements, their chains), so it never reads or lists the table. A change that
+ * is only endpoint-map refills goes through the element writer (element-writer.ts: one netlink
+ * batch, no nft) when there is one; if it has none or the write fails, through `nft -f` as any
+ * other change (the text replaces those maps' contents whole, so it is right whatever the failed
+ * write left). IO only; every decision is in render.ts.
  */
 import type { BackendCleanup, FamilySync, RuleBackend } from '../backend.js';
 import { lineContext, summarize, type Exec } from '../iptables.js';
 import type { Rendered } from '../model.js';
+import type { Logger } from '../../log.js';
+import type { ElementWriterHandle } from './element-writer.js';
 import { NftStage } from './stage.js';
 import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, NFT_FAMILY, NFT_TABLE, planNft, type NftPlan, type NftRuleset } from './render.js';
 
@@ -124,7 +129,13 @@ export function compareTable(applied: NftRuleset, listing: string): string | und
  * The back end for one table of ours: the sidecar's (`rules` renders it from the resolved targets)
  * or another program's, whose renderer hands its ruleset over in `Rendered.nft` (the node agent).
  */
-export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBackend {
+export interface NftBackendOptions {
+  /** The element writer being started (createElementWriter), undefined when it cannot be used. */
+  readonly elementWriter?: Promise<ElementWriterHandle | undefined>;
+  readonly logger?: Pick<Logger, 'warn'>;
+}
+
+export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: NftBackendOptions = {}): NftBackend {
   // The engine's nftables stage: a render's delta edits the last table (stage.ts).
   const stage = new NftStage();
   const T = `${NFT_FAMILY} ${table}`;
@@ -148,9 +159,19 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBack
     plan: (next, prev, _existing, full) => planNft(next, prev, full),
     async write(plan, next): Promise<FamilySync[]> {
       const t0 = process.hrtime.bigint();
-      await nftApply(exec, plan.text);
+      const writer = plan.onlyReplacements ? await opts.elementWriter : undefined;
+      let written = false;
+      if (writer !== undefined) {
+        try {
+          await writer.write(plan.replacedMaps.map((m) => ({ table, map: m.map, family: m.family, ranges: m.ranges })));
+          written = true;
+        } catch (e) {
+          opts.logger?.warn(`nftables element writer failed, writing the same change with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+      if (!written) await nftApply(exec, plan.text);
       // One transaction for both families: reported as one unit (family 4 by convention).
-      return [{ family: 4, restoreText: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next) }];
+      return [{ family: 4, restoreText: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { elementWriter: true } : {}) }];
     },
     async drift(applied, deep) {
       // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
@@ -180,6 +201,6 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE): NftBack
         return { restoreText: { v4: text, v6: '' }, failures: [e instanceof Error ? e.message : String(e)] };
       }
     },
-    close: () => undefined,
+    close: () => void opts.elementWriter?.then((w) => w?.close()),
   };
 }

@@ -289,11 +289,20 @@ function mapBlock(name: string, m: NftEndpointMap): string[] {
   return [`\tmap ${name} {`, `\t\t${m.type}`, '\t\tflags interval', `\t\telements = { ${m.ranges.map(rangeText).join(', ')} }`, '\t}'];
 }
 
-/** An endpoint map declared by a command (no elements: an existing map keeps its own). */
-const mapDecl = (T: string, name: string, m: NftEndpointMap): string => `add map ${T} ${name} { ${m.type}; flags interval; }`;
+/**
+ * An endpoint map declared by a command, with elements or without (an existing map keeps its
+ * own). Why `add map { elements }` and never `add element`: before an element command nft 1.0.6
+ * fetches the elements of every interval set of the table, one dump per set; at 10,000 endpoint
+ * maps a one-map `flush map` + `add element` took 6-7 s, the same with `add map ... { elements }`
+ * 80-110 ms (docs/decisions.md, "nftables endpoint maps").
+ */
+const mapDecl = (T: string, name: string, m: NftEndpointMap, elements = false): string =>
+  `add map ${T} ${name} { ${m.type}; flags interval;${elements ? ` elements = { ${m.ranges.map(rangeText).join(', ')} };` : ''} }`;
 
 /** The commands replacing an endpoint map's contents: flush, then the new elements (one transaction with the rest). */
-const mapFill = (T: string, name: string, m: NftEndpointMap, exists: boolean): string[] => [...(exists ? [`flush map ${T} ${name}`] : []), `add element ${T} ${name} { ${m.ranges.map(rangeText).join(', ')} }`];
+const mapFill = (T: string, name: string, m: NftEndpointMap): string[] => [`flush map ${T} ${name}`, mapDecl(T, name, m, true)];
+
+const setKind = (s: NftSetDecl): 'map' | 'set' => (s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set');
 
 const sameRanges = (a: readonly EndpointRange[], b: readonly EndpointRange[]): boolean =>
   a === b || (a.length === b.length && a.every((r, i) => { const o = b[i] as EndpointRange; return r.from === o.from && r.to === o.to && r.ip === o.ip && r.port === o.port; }));
@@ -318,8 +327,7 @@ export function fullText(next: NftRuleset): string {
   for (const t of all) for (const e of t.elements) (members.get(e.set) ?? members.set(e.set, []).get(e.set))?.push(elementText(e));
   for (const s of next.table.sets) {
     const elems = members.get(s.name) ?? [];
-    const kind = s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
-    out.push(`\t${kind} ${s.name} {`, ...s.decl.map((l) => `\t\t${l}`), ...(elems.length > 0 ? [`\t\telements = { ${elems.join(',\n\t\t\t     ')} }`] : []), '\t}');
+    out.push(`\t${setKind(s)} ${s.name} {`, ...s.decl.map((l) => `\t\t${l}`), ...(elems.length > 0 ? [`\t\telements = { ${elems.join(',\n\t\t\t     ')} }`] : []), '\t}');
   }
   for (const c of next.table.chains) out.push(...chainBlock(c.name, c.rules));
   out.push('}');
@@ -391,8 +399,10 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   const refills: string[] = [];
   const replacedMaps: NftMapReplacement[] = [];
   const fills: string[] = [];
-  const elemAdd: string[] = [];
-  const elemDel: string[] = [];
+  // Per fixed map or set: the elements added, and whether one goes (then it is written whole).
+  const elemAdd = new Map<string, string[]>();
+  const elemDel = new Set<string>();
+  const added = (set: string, text: string): void => void (elemAdd.get(set) ?? elemAdd.set(set, []).get(set))?.push(text);
   const flushes: string[] = [];
   const deletes: string[] = [];
   const changedChains: string[] = [];
@@ -412,7 +422,7 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   for (const [chain, { before: old, after: t }] of changedEntries(prev.targets, next.targets, sameTarget)) {
     if (t === undefined) {
       if (old === undefined) continue;
-      for (const e of old.elements) elemDel.push(`delete element ${T} ${elemKey(e)}`);
+      for (const e of old.elements) elemDel.add(e.set);
       flushes.push(`flush chain ${T} ${chain}`);
       // The Service chain goes before its owned chains: it is what refers to them.
       deletes.unshift(`delete chain ${T} ${chain}`);
@@ -426,11 +436,14 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     const rewrite = old === undefined || !same(old.rules, t.rules);
     for (const [name, m] of t.maps) {
       const was = old?.maps.get(name);
-      // Declared when new, or when the chain naming it is written (as the sets above).
-      if (was === undefined || rewrite) adds.push(mapDecl(T, name, m));
-      if (!sameMap(was, m)) {
-        refills.push(...mapFill(T, name, m, was !== undefined));
-        replacedMaps.push({ map: name, family: t.family, ranges: m.ranges });
+      const changed = !sameMap(was, m);
+      if (changed) replacedMaps.push({ map: name, family: t.family, ranges: m.ranges });
+      // A new map is declared with its elements; a kept one again when the chain naming it is
+      // written (as the sets above), and refilled when its elements changed.
+      if (was === undefined) adds.push(mapDecl(T, name, m, true));
+      else {
+        if (rewrite) adds.push(mapDecl(T, name, m));
+        if (changed) refills.push(...mapFill(T, name, m));
       }
     }
     // A new chain is declared first: an owned chain may send to it (a node frontend's source ranges).
@@ -444,8 +457,8 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     // Elements by difference; one whose value changed is deleted and added again (a map's value cannot change in place).
     const had = new Map((old?.elements ?? []).map((e) => [elemKey(e), elementText(e)]));
     const has = new Map(t.elements.map((e) => [elemKey(e), elementText(e)]));
-    for (const e of old?.elements ?? []) if (has.get(elemKey(e)) !== elementText(e)) elemDel.push(`delete element ${T} ${elemKey(e)}`);
-    for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) elemAdd.push(`add element ${T} ${e.set} { ${elementText(e)} }`);
+    for (const e of old?.elements ?? []) if (has.get(elemKey(e)) !== elementText(e)) elemDel.add(e.set);
+    for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) added(e.set, elementText(e));
     if (old !== undefined) removeParts(old, t);
   }
   const fixed: string[] = [];
@@ -459,9 +472,32 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   }
   // Chains are deleted before sets and maps: a rule may still name one until its chain goes.
   const ordered = [...deletes.filter((l) => l.startsWith('delete chain')), ...deletes.filter((l) => !l.startsWith('delete chain'))];
-  const others = [...adds, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
-  const lines = [...adds, ...refills, ...fills, ...elemDel, ...elemAdd, ...fixed, ...flushes, ...ordered];
+  const elems = fixedElements(T, next, elemAdd, elemDel);
+  const others = [...adds, ...fills, ...elems, ...fixed, ...flushes, ...ordered];
+  const lines = [...adds, ...refills, ...fills, ...elems, ...fixed, ...flushes, ...ordered];
   return { text: lines.length === 0 ? '' : `${lines.join('\n')}\n`, full: false, changedChains, deletedChains, replacedMaps, onlyReplacements: others.length === 0 && refills.length > 0 };
+}
+
+/**
+ * The element changes of the fixed maps and sets, without element commands (see mapDecl for why):
+ * added elements as `add map|set <name> { <decl>; elements = { ... } }`; a map or set that loses
+ * an element is flushed and written whole (O(its elements), 190 ms for 10,000 verdict elements
+ * where one `delete element` took 3.5-5 s). One transaction: no packet sees it half-written.
+ */
+function fixedElements(T: string, next: NftRuleset, adds: ReadonlyMap<string, readonly string[]>, dels: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const s of next.table.sets) {
+    const kind = setKind(s);
+    let elems = adds.get(s.name);
+    if (dels.has(s.name)) {
+      out.push(`flush ${kind} ${T} ${s.name}`);
+      const all: string[] = [];
+      for (const t of next.targets.values()) for (const e of t.elements) if (e.set === s.name) all.push(elementText(e));
+      elems = all;
+    }
+    if (elems !== undefined && elems.length > 0) out.push(`add ${kind} ${T} ${s.name} { ${s.decl.join('; ')}; elements = { ${elems.join(', ')} }; }`);
+  }
+  return out;
 }
 
 /** Full or partial, as the iptables planner decides: full without a previous state of ours (or another table's). */
