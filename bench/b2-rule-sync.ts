@@ -14,6 +14,8 @@
 import { createDataplane } from '../src/dataplane/apply.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
 import { render, StateMemo } from '../src/dataplane/incremental.js';
+import { iptablesRules } from '../src/dataplane/iptables-stage.js';
+import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
 import type { DesiredState } from '../src/dataplane/model.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
 import { createClientNetns } from './lib/netns.js';
@@ -34,7 +36,7 @@ const SIDECAR: SyncSubject<DesiredState> = {
   dataplane: (netns) => createDataplane({ netns, backend: 'auto' }),
   state: (n) => desiredState(n, ENDPOINTS),
   // The exact text ours applies to a fresh namespace.
-  plan: (state) => planRestore(render(state).v4, undefined, NOTHING_EXISTING, true).text,
+  plan: (state) => planRestore(iptablesRules(render(state).resolution.targets, SIDECAR_LAYOUT).v4, undefined, NOTHING_EXISTING, true).text,
 };
 
 /** The same sidecar with the nftables back end: its whole-table text, applied raw with `nft -f`. */

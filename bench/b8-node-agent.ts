@@ -42,7 +42,11 @@ const NODE: SyncSubject<NodeState> = {
   freshNetns: (cleanup) => createClientNetns('b8', cleanup, hostInterfaceName(NETWORK), NODE_ADDRESS, ENDPOINT_PREFIX_LEN, 'mpxbench'),
   dataplane: (netns) => createNodeDataplane({ netns, backend: 'auto', rules: 'iptables' }),
   state: (n) => nodeState(nodeInput(n, ENDPOINTS)),
-  plan: (state) => planRestore(renderNode(state).v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text,
+  plan: (state) => {
+    const rules = renderNode(state).iptables;
+    if (rules === undefined) throw new Error('b8: an iptables render of the node carries its rulesets');
+    return planRestore(rules.v4, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text;
+  },
 };
 
 /** The same agent with the nftables back end: its whole table, applied raw with `nft -f`. */

@@ -6,9 +6,9 @@
  *                                                                      the last render when only the
  *                                                                      endpoints of a few targets changed)
  *     A cached render has a version; a patched one carries its delta: the served targets, by chain,
- *     that changed since the render it patched. The iptables rulesets it holds are engine Snapshots,
- *     edited in O(changes). Each back end's stage steps on that delta (the iptables back end plans from
- *     the Snapshots' difference, restore.ts; the nftables back end's table, nft/stage.ts).
+ *     that changed since the render it patched. It holds no back end's rules: each back end's stage
+ *     steps on that delta (the iptables rulesets, iptables-stage.ts; the nftables table, nft/stage.ts),
+ *     so a program builds only the rules of the back end it runs.
  *  3. conntrack conntrackStep(render, applied) = conntrackScope(applied, render)  (the delta's pairs)
  *
  * Every incremental path returns exactly what its from-scratch form on the right would return for
@@ -25,13 +25,13 @@
 import { compareText } from '../order.js';
 import { networkKey } from '../annotations/service-network.js';
 import type { V1EndpointSlice, V1Service } from '../kube/types.js';
-import { chains, renderRuleset, planRoutes } from './rules.js';
-import { Snapshot, type Change } from './engine.js';
+import { planRoutes } from './rules.js';
+import type { Change } from './engine.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { flat } from './flat.js';
 import { resolveTargets, sameNetwork, targetWork, type TargetWork, type WorkMemo } from './resolve.js';
 import { byKey, serviceTargets, sliceInfo, slicesByNetwork, type Keyed, type SliceInfo, type StateInput, type StateOutput } from './state.js';
-import type { Chains, DesiredState, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget } from './model.js';
+import type { DesiredState, PodInterface, Rendered, ResolvedTarget, ServicePortTarget } from './model.js';
 
 /** Up to this many changed units per step, a step edits its last result; more: from scratch. */
 export const CHANGE_LIMIT = 64;
@@ -351,7 +351,11 @@ function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
   }
   return true;
 }
-/** The rules of a state, under `layout` (a cache's own layout when given one: the sidecar's by default). */
+/**
+ * The shared render of a state, under `layout` (a cache's own layout when given one: the sidecar's
+ * by default): its served targets (each with its rule lines) and routes. The rulesets and tables
+ * are the back ends' stages' (iptables-stage.ts, nft/stage.ts).
+ */
 export function render(state: DesiredState, cache?: RenderCache, layout: Layout = cache?.layout ?? SIDECAR_LAYOUT): Rendered {
   if (cache !== undefined && cache.layout !== layout) throw new Error(`render: the cache is for layout ${cache.layout.prefix}, not ${layout.prefix}`);
   const patched = cache === undefined ? undefined : patchRender(state, cache);
@@ -359,8 +363,6 @@ export function render(state: DesiredState, cache?: RenderCache, layout: Layout 
   const resolution = resolveTargets(state, cache, layout);
   const rendered: Rendered = {
     resolution,
-    v4: renderRuleset(resolution.targets, 4, layout),
-    v6: renderRuleset(resolution.targets, 6, layout),
     routes: planRoutes(resolution.targets),
     ...(cache !== undefined ? { version: nextVersion() } : {}),
   };
@@ -390,9 +392,9 @@ function endpointsOnly(a: ServicePortTarget, b: ServicePortTarget): boolean {
  * render's input only in the endpoints of a few targets (by identity: the runtime hands over the
  * same object for an unchanged Service port, state.ts StateMemo): the common partial sync,
  * one Service's endpoints changed. Then the order, the skip decisions, the dispatch rules and the
- * routes are all the same as last time, and only the changed targets' chains (and the reject
- * chain, if one of them gained its first or lost its last endpoint) are redone; at 5,000 Services
- * that is well under a millisecond against a full render's ~10. Undefined: render in full. The
+ * routes are all the same as last time, and only the changed targets are redone (the back ends'
+ * stages then redo only their chains, from the delta); at 5,000 Services that is well under a
+ * millisecond against a full render's ~10. Undefined: render in full. The
  * result equals a full render's (a property test holds it to that).
  */
 function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefined {
@@ -426,7 +428,7 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
   }
   const index = last.index;
   const targets = [...prev.resolution.targets];
-  const touched: Record<IpFamily, { old: ResolvedTarget; next: ResolvedTarget }[]> = { 4: [], 6: [] };
+  const touched: { old: ResolvedTarget; next: ResolvedTarget }[] = [];
   for (const { from, to, work } of changes) {
     const pos = index.get(from);
     index.delete(from);
@@ -446,20 +448,10 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     work.resolved = next;
     targets[pos] = next;
     index.set(to, pos);
-    touched[to.family].push({ old, next });
+    touched.push({ old, next });
   }
-  const ruleset = (family: IpFamily, was: Ruleset): Ruleset => {
-    const edits = touched[family];
-    if (edits.length === 0) return was;
-    // The next version of the chains (engine.ts): a replaced chain keeps its place, as in a full render.
-    const nat = edit(was.nat, edits.map(({ next }) => [next.chain, next.rules] as const));
-    const rejectChanged = edits.some(({ old, next }) => (old.endpoints.length === 0) !== (next.endpoints.length === 0));
-    return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, cache.layout).filter : was.filter };
-  };
   const rendered: Rendered = {
     resolution: { targets, skipped: prev.resolution.skipped, warnings: prev.resolution.warnings },
-    v4: ruleset(4, prev.v4),
-    v6: ruleset(6, prev.v6),
     routes: prev.routes,
     version: nextVersion(),
     ...(prev.version !== undefined ? { delta: { from: prev.version, targets: inOrder(touched, index) } } : {}),
@@ -468,18 +460,10 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
   return rendered;
 }
 
-/** The changes of both families in the order of the targets (as conntrackScope would list them). */
-function inOrder(touched: Record<IpFamily, { old: ResolvedTarget; next: ResolvedTarget }[]>, index: Map<ServicePortTarget, number>): Change<ResolvedTarget>[] {
-  const all = [...touched[4], ...touched[6]].map(({ old, next }) => ({ pos: index.get(next.target) ?? 0, change: { before: old, after: next } }));
+/** The changes in the order of the targets (as conntrackScope would list them). */
+function inOrder(touched: readonly { old: ResolvedTarget; next: ResolvedTarget }[], index: Map<ServicePortTarget, number>): Change<ResolvedTarget>[] {
+  const all = touched.map(({ old, next }) => ({ pos: index.get(next.target) ?? 0, change: { before: old, after: next } }));
   return all.sort((a, b) => a.pos - b.pos).map((c) => c.change);
-}
-
-/** The next version of a table's chains: O(changes) on the engine's snapshot, a copy of any other map. */
-function edit(was: Chains, changes: readonly (readonly [string, readonly string[]])[]): Chains {
-  if (was instanceof Snapshot) return was.with(changes);
-  const next = new Map(was);
-  for (const [k, v] of changes) next.set(k, v);
-  return chains(next);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,15 +7,13 @@
 import type { BackendCleanup, FamilySync, RuleBackend } from './backend.js';
 import { compareProbe, compareSave, quickProbes } from './drift.js';
 import { detectBackend, readExisting, readOutputChains, restore, save, type Backend, type Exec } from './iptables.js';
-import type { IpFamily, Rendered, Ruleset } from './model.js';
-import type { Layout } from './names.js';
+import type { IpFamily, IptablesRules, Rendered, Ruleset } from './model.js';
+import { IptablesStage } from './iptables-stage.js';
+import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing, type RestorePlan } from './restore.js';
 import { countRules } from './rules.js';
 
-export interface IptablesRules {
-  readonly v4: Ruleset;
-  readonly v6: Ruleset;
-}
+export type { IptablesRules } from './model.js';
 export type IptablesExisting = Readonly<Record<IpFamily, Existing>>;
 export type IptablesPlan = readonly { readonly family: IpFamily; readonly plan: RestorePlan }[];
 
@@ -40,6 +38,8 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
     return choice;
   };
   const of = (r: IptablesRules, f: IpFamily): Ruleset => (f === 4 ? r.v4 : r.v6);
+  // The engine's iptables stage: a render's delta edits the last rulesets (iptables-stage.ts).
+  const stage = new IptablesStage(layout);
 
   const readAll = async (be: Backend, prev: IptablesRules | undefined): Promise<IptablesExisting> => {
     // Without a previous state of ours (start-up, after a failure) read everything back; with
@@ -52,7 +52,12 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
 
   return {
     flavor,
-    rules: (rendered: Rendered) => ({ v4: rendered.v4, v6: rendered.v6 }),
+    rules: (rendered: Rendered) => {
+      if (rendered.iptables !== undefined) return rendered.iptables;
+      // Another layout's rules (the node agent's) have more than the shared render's targets: its program renders them.
+      if (layout !== SIDECAR_LAYOUT) throw new Error(`the iptables rules of layout ${layout.prefix} are rendered by its program, and this render carries none`);
+      return stage.step(rendered);
+    },
     read: (prev) => (known !== undefined ? readAll(known, prev) : flavor().then((be) => readAll(be, prev))),
     holdsOurs: (existing) => existing !== undefined && [existing[4], existing[6]].some((e) => e.nat.chains.length > 0 || e.filter.chains.length > 0),
     plan: (next, prev, existing, full) =>

@@ -133,11 +133,21 @@ export interface Ruleset {
   readonly nat: Chains;
 }
 
-export interface Rendered {
-  readonly resolution: Resolution;
+/** The iptables back end's rules of one render: a ruleset per family. */
+export interface IptablesRules {
   readonly v4: Ruleset;
   readonly v6: Ruleset;
+}
+
+/**
+ * The shared render: what every back end's stage starts from. It holds no back end's rules (each
+ * back end's own stage makes them: iptables-stage.ts, nft/stage.ts), except a program's own.
+ */
+export interface Rendered {
+  readonly resolution: Resolution;
   readonly routes: readonly Route[];
+  /** The iptables rulesets, when the program renders its own (the node agent); the sidecar's are made by iptables-stage.ts from `resolution`. */
+  readonly iptables?: IptablesRules;
   /** The nftables table, when the program renders its own (the node agent); the sidecar's is rendered from `resolution`. */
   readonly nft?: NftRuleset;
   /** Set by a render with a cache (incremental.ts): this render's version, unique in the process. */

@@ -30,8 +30,9 @@ import { networkKey, type NetworkRef } from '../annotations/service-network.js';
 import { chooseEndpoints, normalizeAddress, validPort } from '../dataplane/endpoints.js';
 import { hashName, type Layout } from '../dataplane/names.js';
 import { render, RenderCache } from '../dataplane/incremental.js';
+import { IptablesStage } from '../dataplane/iptables-stage.js';
 import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../dataplane/rules.js';
-import type { BackendEndpoint, IpFamily, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../dataplane/model.js';
+import type { BackendEndpoint, IpFamily, IptablesRules, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../dataplane/model.js';
 import { newNodeNftMemo, NODE_NFT_TABLE, renderNodeNft } from './nft-rules.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';
@@ -370,6 +371,9 @@ export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache,
 const frontendKey = (f: Frontend): string =>
   JSON.stringify(f.kind === 'nodePort' ? [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.port, f.policy] : [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.address, f.port, f.policy, f.sourceRanges]);
 
+/** The node's iptables rules, both families. */
+const nodeIptables = (cluster: IptablesRules, frontends: readonly FrontendRules[], state: NodeState): IptablesRules => ({ v4: ruleset(cluster.v4, frontends, 4, state), v6: ruleset(cluster.v6, frontends, 6, state) });
+
 /** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names (`base`), plus the frontends. */
 function ruleset(base: Ruleset, frontends: readonly FrontendRules[], family: IpFamily, state: NodeState): Ruleset {
   const nat = new Map(base.nat);
@@ -407,6 +411,8 @@ export class NodeRenderCache {
   readonly nodePorts = new NodePortMemo();
   readonly loadBalancers = new FrontendMemo<LoadBalancerTarget>();
   readonly nft = newNodeNftMemo();
+  /** Only stepped when the iptables back end runs (then the cluster part's rulesets are kept here). */
+  readonly iptables = new IptablesStage(NODE_LAYOUT);
   /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
   interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
 }
@@ -415,14 +421,11 @@ export class NodeRenderCache {
 export const asPodInterfaces = (networks: readonly NodeNetwork[]): PodInterface[] =>
   networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
 
-/** No rules of a family: what an nftables render carries in the iptables back end's place. */
-const noRules = (family: IpFamily): Ruleset => ({ family, nat: new Map(), filter: new Map() });
-
 /**
  * Pure: the node's rules and routes. The cluster-IP part is the sidecar's render with the node's
  * interfaces in the pod's place and the node layout; NodePorts are added beside it. With a cache
  * only what changed is redone; the result is the same. Only the running back end's rules are
- * built: with `nft` the nftables table and empty iptables rulesets (copying every chain per family
+ * built: with `nft` the nftables table and no iptables rulesets (copying every chain per family
  * each sync was wasted work there), without it the iptables rulesets and no table.
  */
 export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { readonly nft?: boolean } = {}): Rendered {
@@ -437,10 +440,9 @@ export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { re
   const { resolution } = cluster;
   return {
     resolution: { targets: [...resolution.targets, ...fe.frontends.map((f) => f.resolved)], skipped: [...resolution.skipped, ...fe.skipped], warnings: [...resolution.warnings, ...fe.warnings] },
-    v4: opts.nft === true ? noRules(4) : ruleset(cluster.v4, fe.frontends, 4, state),
-    v6: opts.nft === true ? noRules(6) : ruleset(cluster.v6, fe.frontends, 6, state),
     routes: cluster.routes,
-    // The nftables back end's table from the same decisions (nft-rules.ts).
-    ...(opts.nft === true ? { nft: renderNodeNft(resolution.targets, fe.frontends, state.networks, state.masqueradeMark, cache?.nft) } : {}),
+    // The running back end's rules from the same decisions: the nftables table (nft-rules.ts), or
+    // the cluster-IP rulesets of the iptables stage (iptables-stage.ts) with the NodePorts added.
+    ...(opts.nft === true ? { nft: renderNodeNft(resolution.targets, fe.frontends, state.networks, state.masqueradeMark, cache?.nft) } : { iptables: nodeIptables((cache?.iptables ?? new IptablesStage(NODE_LAYOUT)).step(cluster), fe.frontends, state) }),
   };
 }

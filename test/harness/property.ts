@@ -1,5 +1,7 @@
 /** Helpers of the property tests that hold an incremental path to its from-scratch form. */
-import type { Rendered } from '../../src/dataplane/model.js';
+import type { IptablesRules, Rendered } from '../../src/dataplane/model.js';
+import { iptablesRules } from '../../src/dataplane/iptables-stage.js';
+import { SIDECAR_LAYOUT } from '../../src/dataplane/names.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import type { EndpointSpec, PortSpec } from '../sidecar/state-fixtures.js';
 
@@ -21,10 +23,17 @@ export function comparable(r: Rendered): unknown {
     targets: r.resolution.targets,
     skipped: r.resolution.skipped,
     warnings: r.resolution.warnings,
-    v4: [[...r.v4.filter.entries()], [...r.v4.nat.entries()]],
-    v6: [[...r.v6.filter.entries()], [...r.v6.nat.entries()]],
+    iptables: r.iptables === undefined ? undefined : [r.iptables.v4, r.iptables.v6].map((f) => [[...f.filter.entries()], [...f.nat.entries()]]),
     routes: r.routes,
   };
+}
+
+/**
+ * A render with the iptables rulesets beside it, for tests of the rule text: the ones a program's
+ * render carries (the node agent's), else the sidecar's from scratch (iptables-stage.ts).
+ */
+export function withIptables(r: Rendered): Rendered & IptablesRules {
+  return { ...r, ...(r.iptables ?? iptablesRules(r.resolution.targets, SIDECAR_LAYOUT)) };
 }
 
 /**

@@ -25,7 +25,8 @@ void describe('node agent rules: the real iptables loads every golden shape', ()
 
   for (const [name, state] of [['SAMPLE', SAMPLE], ['LB_SAMPLE', LB_SAMPLE]] as const satisfies readonly (readonly [string, NodeState])[]) {
     void test(`${name}: both families load, twice, and every chain is there`, async () => {
-      const r = renderNode(state);
+      const r = renderNode(state).iptables;
+      assert.ok(r !== undefined, 'an iptables render carries its rulesets');
       for (const [family, rules, restore, save] of [
         ['v4', r.v4, 'iptables-nft-restore', 'iptables-nft-save'],
         ['v6', r.v6, 'ip6tables-nft-restore', 'ip6tables-nft-save'],

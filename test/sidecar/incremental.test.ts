@@ -206,6 +206,8 @@ interface Subject {
   content(rules: unknown): unknown;
   count(rules: unknown): number;
   text(plan: unknown): string;
+  /** Whether `rules` was made by editing `prev` (the stage's O(changes) step), not from scratch. */
+  edited?(rules: unknown, prev: unknown): boolean;
 }
 const noExec: Exec = () => Promise.reject(new Error('the property test runs no command'));
 const SUBJECTS: readonly Subject[] = [
@@ -218,6 +220,12 @@ const SUBJECTS: readonly Subject[] = [
     },
     count: (r) => countRules((r as IptablesRules).v4) + countRules((r as IptablesRules).v6),
     text: (p) => (p as IptablesPlan).map((f) => f.plan.text).join('\n'),
+    // An edit keeps a family's ruleset, or makes its nat chains the next version of the last ones (sharing their base, engine.ts); scratch makes new ones.
+    edited: (r, p) =>
+      (['v4', 'v6'] as const).every((f) => {
+        const [now, was] = [(r as IptablesRules)[f], (p as IptablesRules)[f]];
+        return now === was || (now.nat instanceof Snapshot && was.nat instanceof Snapshot && now.nat.touchedSince(was.nat) !== undefined);
+      }),
   },
   {
     name: 'nftables',
@@ -235,6 +243,7 @@ for (const subject of SUBJECTS) {
       let stepped = 0;
       let flushes = 0;
       let refills = 0;
+      let edits = 0;
       for (const seed of BACKEND_SEEDS) {
         const world = new World(rng(seed * 7919));
         const memo = new StateMemo();
@@ -248,8 +257,10 @@ for (const subject of SUBJECTS) {
           const input = world.input();
           const where = `${subject.name}, seed ${seed}, step ${i} (${what})`;
           const rendered = render(memo.update(input).state, cache);
-          if (prev !== undefined && rendered.delta?.from === prev.rendered.version) stepped += 1;
+          const delta = prev !== undefined && rendered.delta?.from === prev.rendered.version;
+          if (delta) stepped += 1;
           const rules = be.rules(rendered);
+          if (delta && subject.edited?.(rules, prev?.rules) === true) edits += 1;
           // From scratch: state, render and a new back end, every step.
           const fresh = render(buildDesiredState(input).state);
           const want = subject.make().rules(fresh);
@@ -271,6 +282,7 @@ for (const subject of SUBJECTS) {
       }
       assert.ok(stepped > BACKEND_SEEDS.length * 4, `endpoint-only changes should reach the back end as a delta (${stepped} did)`);
       assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
+      if (subject.edited !== undefined) assert.ok(edits > stepped / 2, `a render's delta should edit the last rules, not render them again (${edits} of ${stepped} did)`);
       if (subject.name === 'nftables') assert.ok(refills > BACKEND_SEEDS.length, `endpoint-only changes should refill endpoint maps (${refills} did)`);
     });
   });

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
 import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
 import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/restore.js';
-import { RenderCache, render } from '../../src/dataplane/incremental.js';
+import { RenderCache, render as renderShared } from '../../src/dataplane/incremental.js';
+import { withIptables } from '../harness/property.js';
 import { chooseEndpoints } from '../../src/dataplane/endpoints.js';
 import { probability } from '../../src/dataplane/rules.js';
 import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/routes.js';
@@ -18,6 +19,9 @@ import { BLUE, CLIENT_BLUE, RED, SHAPE_STATES, ep, sampleState, target } from '.
 
 /** The sidecar's golden files live in test/golden/sidecar. */
 const golden = (name: string, actual: string): void => sharedGolden('sidecar', name, actual);
+
+/** The shared render with the iptables back end's rulesets beside it (this file tests their text). */
+const render = (state: DesiredState, cache?: RenderCache): ReturnType<typeof withIptables> => withIptables(renderShared(state, cache));
 
 function withTargets(state: DesiredState, targets: DesiredState['targets']): DesiredState {
   return { ...state, targets };

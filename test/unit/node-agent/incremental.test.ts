@@ -153,9 +153,10 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
         assert.equal(fullText(nft.cached.nft), fullText(nft.fresh.nft), `${where}: nftables table`);
         if (prevNft?.cached.nft !== undefined && prevNft.fresh.nft !== undefined) assert.equal(partialText(nft.cached.nft, prevNft.cached.nft).text, partialText(nft.fresh.nft, prevNft.fresh.nft).text, `${where}: nftables change`);
         prevNft = nft;
-        if (lastPatch !== undefined && cache.cluster.last?.index === lastPatch.index && cached.v4 !== prevCached?.v4) patched += 1;
+        assert.ok(cached.iptables !== undefined && fresh.iptables !== undefined, `${where}: an iptables render carries its rulesets`);
+        if (lastPatch !== undefined && cache.cluster.last?.index === lastPatch.index && cached.iptables.v4 !== prevCached?.iptables?.v4) patched += 1;
         for (const f of ['v4', 'v6'] as const) {
-          assert.equal(planRestore(cached[f], prevCached?.[f], undefined, false, NODE_LAYOUT).text, planRestore(fresh[f], prevFresh?.[f], undefined, false, NODE_LAYOUT).text, `${where}: IPv${f.slice(1)} restore plan`);
+          assert.equal(planRestore(cached.iptables[f], prevCached?.iptables?.[f], undefined, false, NODE_LAYOUT).text, planRestore(fresh.iptables[f], prevFresh?.iptables?.[f], undefined, false, NODE_LAYOUT).text, `${where}: IPv${f.slice(1)} restore plan`);
         }
         const prevTargets = prevCached?.resolution.targets;
         assert.deepEqual(planConntrack(...conntrackScope(prevTargets, cached.resolution.targets)), planConntrack(prevTargets, cached.resolution.targets), `${where}: conntrack`);

@@ -10,11 +10,14 @@ import { routeBatch } from '../../../src/dataplane/routes.js';
 import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.js';
 import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
 import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
-import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode } from '../../../src/node-agent/rules.js';
+import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode as renderNodeRules, type NodeState } from '../../../src/node-agent/rules.js';
+import { withIptables } from '../../harness/property.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 import { ep, LB_SAMPLE, lbt, NET, SAMPLE } from './node-fixtures.js';
 
 const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);
+/** The iptables back end's render, its rulesets spread beside the rest (this file tests their text). */
+const renderNode = (state: NodeState): ReturnType<typeof withIptables> => withIptables(renderNodeRules(state));
 void describe('node rules', () => {
   const r = renderNode(SAMPLE);
   void test('golden: a fresh node (restore text per family, routes)', () => {
@@ -23,9 +26,9 @@ void describe('node rules', () => {
     golden('sample.routes', routeBatch(r.routes, 'replace', NODE_LAYOUT.routeProto));
   });
   void test('only the running back end\'s rules are rendered: nftables gives its table and no iptables chain, iptables no table', () => {
-    const n = renderNode(SAMPLE, undefined, { nft: true });
+    const n = renderNodeRules(SAMPLE, undefined, { nft: true });
     assert.ok(n.nft !== undefined && n.nft.targets.size > 0, 'the nftables table');
-    for (const rs of [n.v4, n.v6]) assert.equal(rs.nat.size + rs.filter.size, 0, `IPv${rs.family}: no iptables chain in an nftables render`);
+    assert.equal(n.iptables, undefined, 'no iptables ruleset in an nftables render');
     // The same Service ports resolved and routed either way.
     assert.deepEqual(n.resolution, r.resolution);
     assert.deepEqual(n.routes, r.routes);
