@@ -270,6 +270,8 @@ for (const subject of SUBJECTS) {
           const planFresh = subject.make().plan(want, prevFresh?.rules, undefined, prevFresh === undefined);
           assert.equal(subject.text(plan), subject.text(planFresh), `${where}: plan`);
           if (/^flush map /m.test(subject.text(plan))) refills += 1;
+          // nftables: no element command ever (nft 1.0.6 would dump every interval map's elements first).
+          if (subject.name === 'nftables') assert.doesNotMatch(subject.text(plan), /^(add|delete) element /m, `${where}: an element command`);
           if (prev !== undefined && prevFresh !== undefined) {
             const got = planConntrack(...conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets));
             assert.deepEqual(got, planConntrack(prevFresh.rendered.resolution.targets, fresh.resolution.targets), `${where}: conntrack`);
