@@ -13,7 +13,10 @@
  *   conntrack the flushes the change calls for
  *   count     the rules-count metric the sync reports
  *
- *   node --import tsx bench/change-cpu.ts [services=10000] [rounds=60]
+ *   node --import tsx bench/change-cpu.ts [services=10000] [rounds=60] [back ends=iptables,nftables]
+ *
+ * The third argument names the back ends run (e.g. `nftables` alone, for a before/after of one
+ * back end: run this file in both source trees, one after the other).
  */
 import { createIptablesBackend } from '../src/dataplane/iptables-backend.js';
 import { createNftBackend } from '../src/dataplane/nft/backend.js';
@@ -66,19 +69,23 @@ function nftSubject(): Subject {
   };
 }
 
-function run(subject: Subject, n: number, rounds: number): Record<Stage, number[]> {
+/** The stages' samples of the counted rounds, and round 0's (the full first sync) render and rules CPU. */
+function run(subject: Subject, n: number, rounds: number): { samples: Record<Stage, number[]>; full: number } {
   const memo = new StateMemo();
   const cache = new RenderCache();
   const services = Array.from({ length: n }, (_, i) => service(i));
   const slices = Array.from({ length: n }, (_, i) => endpointSlice(i, ENDPOINTS));
   const samples = Object.fromEntries(STAGES.map((s) => [s, [] as number[]])) as Record<Stage, number[]>;
   let recording = false;
+  let first = true;
+  let full = 0;
   const time = (s: Stage, fn: () => unknown): unknown => {
     // CPU time, not wall time: the machine is shared, and a descheduled stage would look slow.
     const t0 = process.cpuUsage();
     const out = fn();
     const d = process.cpuUsage(t0);
     if (recording) samples[s].push((d.user + d.system) / 1e3);
+    else if (first && (s === 'render' || s === 'rules')) full += (d.user + d.system) / 1e3;
     return out;
   };
   let prevRules: unknown;
@@ -97,20 +104,27 @@ function run(subject: Subject, n: number, rounds: number): Record<Stage, number[
     // As apply.ts: the engine's conntrack step against the render applied last.
     time('conntrack', () => (before === undefined ? [] : planConntrack(...conntrackStep(rendered, before.version, before.resolution.targets))));
     prevRendered = rendered;
+    first = false;
   }
-  return samples;
+  return { samples, full };
 }
 
 const n = Number(process.argv[2] ?? 10000);
 const rounds = Number(process.argv[3] ?? 60);
 process.stdout.write(`one-endpoint change at ${n.toLocaleString('en')} Services × ${ENDPOINTS}, ${rounds} rounds per back end, CPU ms of this process (p50 / p90 / max)\n`);
-process.stdout.write(`| back end | ${STAGES.join(' | ')} | total p50 | total p90 |\n|---|${STAGES.map(() => '---|').join('')}---|---|\n`);
-// Interleaved twice so both back ends see the same machine moments.
-const subjects = [iptablesSubject, nftSubject, iptablesSubject, nftSubject];
+process.stdout.write(`| back end | ${STAGES.join(' | ')} | total min | total p50 | total p90 |\n|---|${STAGES.map(() => '---|').join('')}---|---|---|\n`);
+const chosen = (process.argv[4] ?? 'iptables,nftables').split(',');
+const unknown = chosen.filter((b) => b !== 'iptables' && b !== 'nftables');
+if (unknown.length > 0) throw new Error(`change-cpu: unknown back end ${unknown.join(', ')} in argument 3: give iptables, nftables or both, comma-separated`);
+const makers = [iptablesSubject, nftSubject].filter((_, i) => chosen.includes(i === 0 ? 'iptables' : 'nftables'));
+// Interleaved twice so the back ends see the same machine moments.
+const subjects = [...makers, ...makers];
 const merged = new Map<string, Record<Stage, number[]>>();
+const fulls = new Map<string, number[]>();
 for (const make of subjects) {
   const s = make();
-  const r = run(s, n, Math.ceil(rounds / 2));
+  const { samples: r, full } = run(s, n, Math.ceil(rounds / 2));
+  fulls.set(s.name, [...(fulls.get(s.name) ?? []), full]);
   const m = merged.get(s.name);
   if (m === undefined) merged.set(s.name, r);
   else for (const st of STAGES) m[st].push(...r[st]);
@@ -122,6 +136,7 @@ for (const [name, r] of merged) {
     return `${fmt(s.median)} / ${fmt(s.p90)} / ${fmt(s.max)}`;
   };
   const t = summarize(totals);
-  process.stdout.write(`| ${name} | ${STAGES.map((st) => cell(r[st])).join(' | ')} | ${fmt(t.median)} | ${fmt(t.p90)} |\n`);
+  process.stdout.write(`| ${name} | ${STAGES.map((st) => cell(r[st])).join(' | ')} | ${fmt(t.min)} | ${fmt(t.median)} | ${fmt(t.p90)} |\n`);
 }
+for (const [name, f] of fulls) process.stdout.write(`${name}: the full first sync's render + rules, CPU ms, per run: ${f.map(fmt).join(', ')}\n`);
 process.stdout.write(`node ${process.version}, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);

@@ -1,0 +1,77 @@
+/**
+ * B5's one figure, before and after a change: the sidecar's private memory at N Services × 10
+ * endpoints (default 1,000) with one rule back end, for two source trees in the same run. Each
+ * tree's sidecar is bundled by its own scripts/build.mjs and run as B5 runs it (the injected node
+ * flags and malloc settings, the machine's node), one after the other against the same apiserver
+ * and Services, in alternating order when run more than once; memory is B5's (smaps_rollup
+ * Anonymous of the sidecar and its children, once a second over the window). Not a numbered
+ * benchmark: figures go in docs/benchmarks.md by hand.
+ *
+ *   node --import tsx bench/b5-ab.ts <before tree> <after tree> [services=1000] [backend=nftables] [runs=1]
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createServices, createSlices } from './lib/cluster.js';
+import { startSidecar, startSidecarEnv, type SidecarCommand } from './lib/sidecar-env.js';
+import { run, sleep, smaps, treeSum, withCleanup, type Cleanup } from './lib/proc.js';
+import { fmt, summarize } from './lib/stats.js';
+import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../webhook/options.js';
+
+const ENDPOINTS = 10;
+const SETTLE_S = 5;
+const WINDOW_S = 20;
+const MIB = 2 ** 20;
+
+const [before, after] = [process.argv[2], process.argv[3]];
+if (before === undefined || after === undefined) throw new Error('b5-ab: give two source trees: node --import tsx bench/b5-ab.ts <before tree> <after tree> [services] [backend] [runs]');
+const n = Number(process.argv[4] ?? 1000);
+const backend = process.argv[5] ?? 'nftables';
+const runs = Number(process.argv[6] ?? 1);
+
+/** The sidecar of one source tree, bundled by that tree's own build script. */
+async function bundled(cleanup: Cleanup, tree: string): Promise<SidecarCommand> {
+  const out = mkdtempSync(path.join(os.tmpdir(), 'mp-b5ab-'));
+  cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
+  const r = await run('node', [path.join(tree, 'scripts', 'build.mjs'), '--outdir', out, '--only', 'sidecar'], { env: process.env });
+  if (r.code !== 0) throw new Error(`b5-ab: building ${tree} failed: ${r.stderr}`);
+  return { argv: [...SIDECAR_NODE_FLAGS, path.join(out, 'sidecar.js')], env: { ...SIDECAR_MALLOC_ENV, DATAPLANE_BACKEND: backend }, how: `${tree} bundled` };
+}
+
+await withCleanup(
+  (m) => process.stderr.write(`${m}\n`),
+  async (cleanup) => {
+    const trees = [before, after];
+    const cmds = await Promise.all(trees.map((t) => bundled(cleanup, t)));
+    const env = await startSidecarEnv(cleanup);
+    await createServices(env.cp.client, n);
+    await createSlices(env.cp.client, n, ENDPOINTS);
+    const got = new Map<string, number[]>(trees.map((t) => [t, []]));
+    for (let r = 0; r < runs; r++) {
+      for (const i of r % 2 === 0 ? [0, 1] : [1, 0]) {
+        const tree = trees[i] as string;
+        const sidecar = startSidecar(env, cleanup, 'info', cmds[i] as SidecarCommand);
+        const starting = sidecar.waitFor((l) => l.msg === 'multus-proxy sidecar starting', 300_000, 'start-up line');
+        await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
+        const ran = String((await starting)['backend']);
+        if (ran !== backend) throw new Error(`b5-ab: ${tree}'s sidecar ran back end ${ran}, not ${backend}`);
+        await sleep(SETTLE_S * 1000);
+        const pid = sidecar.child.pid ?? 0;
+        const samples: number[] = [];
+        for (let s = 0; s < WINDOW_S; s++) {
+          await sleep(1000);
+          samples.push(treeSum(pid, (q) => smaps(q).anonymous) / MIB);
+        }
+        got.get(tree)?.push(...samples);
+        const st = summarize(samples);
+        process.stdout.write(`${tree} run ${r + 1} (back end ${ran}): private min ${fmt(st.min)} / median ${fmt(st.median)} / max ${fmt(st.max)} MiB over ${WINDOW_S} s\n`);
+        await sidecar.stop();
+      }
+    }
+    for (const [tree, xs] of got) {
+      const st = summarize(xs);
+      process.stdout.write(`${tree}: private MiB at ${n.toLocaleString('en')} Services (${backend}), ${xs.length} samples: min ${fmt(st.min)}, median ${fmt(st.median)}\n`);
+    }
+    process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+  },
+);
