@@ -24,8 +24,11 @@
 import { compareText } from '../order.js';
 import { hashName } from '../dataplane/names.js';
 import type { IpFamily, ResolvedTarget } from '../dataplane/model.js';
-import { collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type NftRuleset, type NftTable, type NftTarget } from '../dataplane/nft/render.js';
+import { collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../dataplane/nft/render.js';
 import type { FrontendRules, NodeNetwork } from './rules.js';
+
+/** The node agent picks with one DNAT rule per endpoint, not interval maps: it shares the host's namespace (render.ts, PickLayout). */
+const NODE_PICKS: PickLayout = 'rules';
 
 export const NODE_NFT_TABLE = 'multus_proxy_node';
 export const frontendsMap = (f: IpFamily): string => `frontends-v${f}`;
@@ -73,7 +76,7 @@ export function frontendTarget(fr: FrontendRules, masqueradeMark: number): NftTa
   const r = fr.resolved;
   const f = r.target.family;
   const key = targetKey(r);
-  const picks = renderPicks(r, fr.facts.masquerade ? [`meta mark set meta mark | ${hex(masqueradeMark)}`] : []);
+  const picks = renderPicks(r, fr.facts.masquerade ? [`meta mark set meta mark | ${hex(masqueradeMark)}`] : [], NODE_PICKS);
   const owned = new Map(picks.ownedChains);
   const elements: NftElement[] = [];
   const ranges = fr.facts.sourceRanges;
@@ -110,7 +113,7 @@ export function renderNodeNft(clusterTargets: readonly ResolvedTarget[], fronten
   function* parts(): Generator<NftTarget> {
     for (const r of clusterTargets) {
       let t = memo.cluster.get(r);
-      if (t === undefined) memo.cluster.set(r, (t = renderTarget(r)));
+      if (t === undefined) memo.cluster.set(r, (t = renderTarget(r, NODE_PICKS)));
       yield t;
     }
     for (const fr of frontends) {

@@ -177,8 +177,17 @@ export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpo
 /** The key of a target's address, protocol and port. */
 export const targetKey = (r: NftTargetInput): string => `${r.clusterIP} . ${r.target.protocol.toLowerCase()} . ${r.target.port}`;
 
+/**
+ * How a Service port without affinity picks its endpoint: through its own interval map (`map`,
+ * the sidecar's: an endpoint change is a map refill, which the kernel does not validate), or one
+ * `numgen` DNAT rule per endpoint (`rules`, the node agent's: it shares the host's namespace with
+ * other nftables users, and nft 1.0.6 reads every interval set of a namespace before any element
+ * command, so our maps would slow kube-proxy's or firewalld's; docs/decisions.md).
+ */
+export type PickLayout = 'map' | 'rules';
+
 /** A Service port's chain, endpoint chains and affinity sets, without elements. Pure. */
-export function renderPicks(r: NftTargetInput, first: readonly string[] = []): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets' | 'maps'> {
+export function renderPicks(r: NftTargetInput, first: readonly string[] = [], layout: PickLayout = 'map'): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets' | 'maps'> {
   const f = r.target.family;
   const proto = r.target.protocol.toLowerCase();
   const eps = r.endpoints;
@@ -188,6 +197,7 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = []): P
   let rules: string[];
   // No endpoints: an empty chain (the refusal is an element of the program's reject set).
   if (eps.length === 0) rules = [];
+  else if (r.affinitySeconds === undefined && layout === 'rules') rules = [...first, ...eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`)];
   else if (r.affinitySeconds === undefined) {
     const name = endpointMapName(r.chain);
     maps.set(name, { type: endpointMapType(f, proto), ranges: endpointRanges(eps) });
@@ -209,12 +219,12 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = []): P
 }
 
 /** One sidecar Service port's part of the table. Pure; the result depends only on the resolved target. */
-export function renderTarget(r: NftTargetInput): NftTarget {
+export function renderTarget(r: NftTargetInput, layout: PickLayout = 'map'): NftTarget {
   const f = r.target.family;
   const key = targetKey(r);
   const elements: NftElement[] = [{ set: servicesMap(f), key, value: `goto ${r.chain}` }];
   if (r.endpoints.length === 0) elements.push({ set: noEndpointsSet(f), key });
-  return { family: f, key, chain: r.chain, ...renderPicks(r), elements };
+  return { family: f, key, chain: r.chain, ...renderPicks(r, [], layout), elements };
 }
 
 /**
