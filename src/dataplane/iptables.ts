@@ -152,6 +152,12 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
     }
     return r;
   };
+  const startSpare = (key: string, argv: readonly string[]): void => {
+    if (closed || spares.has(key)) return;
+    const next = launch(argv);
+    setRef(next, false);
+    spares.set(key, next);
+  };
   const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
     const argv = inNetns(netns, [cmd, ...args]);
     if (closed || !keepSpare(cmd, args)) return run(argv, stdin ?? '');
@@ -174,11 +180,9 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
     // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare.
     const n = (calls.get(key) ?? 0) + 1;
     calls.set(key, n);
-    if (!closed && !spares.has(key) && n >= 2) {
-      const next = launch(argv);
-      setRef(next, false);
-      spares.set(key, next);
-    }
+    // The next spare starts after this call's caller has run: spawn() is synchronous, ~4 ms p50
+    // (72 ms max) from a process of ~80 MiB here, and it is no part of this change's latency.
+    if (!closed && n >= 2) setImmediate(() => startSpare(key, argv));
     return { code: r.code, stdout: r.stdout, stderr: r.stderr };
   };
   return Object.assign(exec, {

@@ -112,7 +112,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
   let spare: Launched | undefined;
   let closed = false;
   const startSpare = (): void => {
-    if (closed) return;
+    if (closed || spare !== undefined) return;
     spare = launch(argv);
     setRef(spare, false);
   };
@@ -130,7 +130,8 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
     // Killed from outside before or while it ran: once more from scratch (the batch replaces the
     // maps' contents whole, so applying it again is harmless).
     if (r.signal !== undefined) r = await run(b.bytes);
-    startSpare();
+    // After the caller has seen the write done: spawn() is synchronous (~4 ms p50 here), no part of the change.
+    setImmediate(startSpare);
     if (r.code !== 0) throw writeFailure(writes, b.messages, r);
   };
   return {
