@@ -5,6 +5,7 @@
  * interleaved; then one-endpoint changes on the loaded namespace (partial syncs) against a raw
  * restore of the same partial text.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
 import { deleteNetns } from './netns.js';
@@ -165,6 +166,9 @@ export function partialRow(p: PartialResult): string[] {
  * of the same partial text. `stateAfter(g)` is the state after change g; g = 0 is the loaded state,
  * restored after each change so every change is one endpoint against the same namespace.
  */
+/** How long each measured change waits after the previous write (see partialVsRaw). */
+export const SETTLE_MS = 100;
+
 export async function partialVsRaw<S>(
   ctx: RunContext,
   dp: Dataplane<S>,
@@ -181,6 +185,11 @@ export async function partialVsRaw<S>(
   // Equal to the state the full sync applied: nothing to restore, but any memo is primed.
   await dp.sync(stateAfter(0), { full: false });
   for (let g = 1; g <= changes; g++) {
+    // Each change finds the sidecar idle, as a slice event does between changes: its spare
+    // processes (nft -f, iptables-nft-restore, nfnl-batch) started after the previous write are
+    // ready. Back to back, a change would also time the start of the process the revert just used
+    // (~10 ms under `ip netns exec`); the sync loop coalesces changes that close anyway.
+    await delay(SETTLE_MS);
     const t0 = performance.now();
     const state = stateAfter(g);
     stateMs.push(performance.now() - t0);
