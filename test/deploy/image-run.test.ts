@@ -28,6 +28,7 @@ import { RUN_DIR, sidecarContainer } from '../../webhook/mutate.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 import { render } from '../../src/dataplane/incremental.js';
 import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
+import { encodeIntervalMapWrites } from '../../src/dataplane/nft/netlink-batch.js';
 import { SHAPE_STATES, CLIENT_BLUE, ep, target } from '../sidecar/render-fixtures.js';
 
 /**
@@ -46,6 +47,19 @@ const NFT_TABLE = fullText(
     }).resolution.targets,
   ),
 );
+
+/**
+ * A refill of one IPv4 endpoint map of that table, as the sidecar's element writer sends it: the
+ * image's nfnl-batch must apply it under the same security context (netlink with NET_ADMIN only).
+ */
+const WRITER_MAP = /map (MPX-EPS-[A-Z0-9]+) \{\s*typeof [^\n]* : ip daddr/.exec(NFT_TABLE)?.[1] ?? '';
+const WRITER_ADDRESSES = ['10.251.0.1', '10.251.0.2', '10.251.0.3'];
+const WRITER_BATCH = Buffer.from(
+  encodeIntervalMapWrites(
+    [{ table: 'multus_proxy', map: WRITER_MAP, family: 4, ranges: WRITER_ADDRESSES.map((ip, i) => ({ from: Math.floor((i * 4294967295) / 3), to: Math.floor(((i + 1) * 4294967295) / 3) - 1, ip, port: 8080 })) }],
+    1,
+  ),
+).toString('base64');
 
 const run = promisify(execFile);
 const CACHE = dirname(binDir());
@@ -324,7 +338,10 @@ for (const [tool, dst, to] of [['iptables', '10.96.0.99/32', '10.251.0.9:80'], [
 const nftLoad = cp.spawnSync('nft', ['-f', '-'], { input: NFT_TABLE_TEXT, encoding: 'utf8' });
 const nftList = cp.spawnSync('nft', ['list', 'table', 'inet', 'multus_proxy'], { encoding: 'utf8' });
 const nft = { load: nftLoad.status, error: (nftLoad.stderr || '') + (nftLoad.error ? String(nftLoad.error) : ''), listed: /numgen random mod 2 0 goto MPX-SEP-/.test(nftList.stdout || '') && / to numgen random mod 4294967295 map @MPX-EPS-/.test(nftList.stdout || '') && /update @MPX-AFF-/.test(nftList.stdout || '') };
-console.log(JSON.stringify({ nft, uid: process.getuid(), capEff: field('CapEff'), capPrm: field('CapPrm'), capBnd: field('CapBnd'), capAmb: field('CapAmb'), noNewPrivs: field('NoNewPrivs'), seccomp: field('Seccomp'), rootfs, iptables }));
+const w = cp.spawnSync('/usr/local/bin/nfnl-batch', [], { input: Buffer.from(WRITER.batch, 'base64'), encoding: 'utf8' });
+const wList = cp.spawnSync('nft', ['list', 'map', 'inet', 'multus_proxy', WRITER.map], { encoding: 'utf8' });
+const writer = { code: w.status, out: (w.stdout || '').trim(), error: (w.stderr || '') + (w.error ? String(w.error) : ''), listed: WRITER.addresses.every((a) => (wList.stdout || '').includes(a + ' . 8080')), list: wList.stdout || wList.stderr };
+console.log(JSON.stringify({ nft, writer, uid: process.getuid(), capEff: field('CapEff'), capPrm: field('CapPrm'), capBnd: field('CapBnd'), capAmb: field('CapAmb'), noNewPrivs: field('NoNewPrivs'), seccomp: field('Seccomp'), rootfs, iptables }));
 `;
 
 void describe('the built image under containerd (CRI, as the kubelet runs it)', () => {
@@ -412,8 +429,8 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
     assert.match(r.out, /no Kubernetes configuration found/, r.out);
   });
 
-  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends, and nft loads the nftables back end\'s table', async (t) => {
-    const r = await cd?.runContainer('sidecar-probe', asInjected(['node', '-e', `const NFT_TABLE_TEXT = ${JSON.stringify(NFT_TABLE)};\n${PROBE}`]));
+  void test('as injected: uid 0, exactly NET_ADMIN + NET_RAW, no new privileges, read-only root fs, both iptables back ends, nft loads the nftables back end\'s table, and nfnl-batch refills an endpoint map', async (t) => {
+    const r = await cd?.runContainer('sidecar-probe', asInjected(['node', '-e', `const NFT_TABLE_TEXT = ${JSON.stringify(NFT_TABLE)};\nconst WRITER = ${JSON.stringify({ batch: WRITER_BATCH, map: WRITER_MAP, addresses: WRITER_ADDRESSES })};\n${PROBE}`]));
     assert.ok(r);
     assert.equal(r.code, 0, r.out);
     const line = r.out.split('\n').find((l) => l.startsWith('{'));
@@ -430,10 +447,15 @@ void describe('the built image under containerd (CRI, as the kubelet runs it)', 
       rootfs: string;
       iptables: Record<string, { restore: number; error: string; saved: boolean }>;
       nft: { load: number; error: string; listed: boolean };
+      writer: { code: number; out: string; error: string; listed: boolean; list: string };
     };
     // The nftables back end's whole table, loaded by the image's nft with only NET_ADMIN/NET_RAW and RuntimeDefault seccomp.
     assert.equal(p.nft.load, 0, `nft -f: ${p.nft.error}`);
     assert.ok(p.nft.listed, 'nft list table does not show the affinity picks, the endpoint-map DNAT and the affinity update');
+    // The element writer (nfnl-batch) refills an endpoint map over netlink under the same context.
+    assert.notEqual(WRITER_MAP, '', 'the table has an IPv4 endpoint map');
+    assert.deepEqual([p.writer.code, p.writer.out], [0, 'ok'], `nfnl-batch: ${p.writer.error}`);
+    assert.ok(p.writer.listed, `the refilled map does not list the three addresses:\n${p.writer.list}`);
     assert.equal(p.uid, 0);
     assert.equal(p.capEff, NET_ADMIN_RAW, 'CapEff');
     assert.equal(p.capPrm, NET_ADMIN_RAW, 'CapPrm');
