@@ -50,11 +50,14 @@ await withCleanup(
     for (let r = 0; r < runs; r++) {
       for (const i of r % 2 === 0 ? [0, 1] : [1, 0]) {
         const tree = trees[i] as string;
-        const sidecar = startSidecar(env, cleanup, 'info', cmds[i] as SidecarCommand);
+        const cmd = cmds[i] as SidecarCommand;
+        // Forced, as the webhook's ConfigMap would: auto picks nftables wherever it loads.
+        const sidecar = startSidecar(env, cleanup, 'info', { ...cmd, env: { ...cmd.env, DATAPLANE_BACKEND: backend } });
         const starting = sidecar.waitFor((l) => l.msg === 'multus-proxy sidecar starting', 300_000, 'start-up line');
         await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
+        // The start-up line names nftables, or the iptables back end by its flavor (nft or legacy).
         const ran = String((await starting)['backend']);
-        if (ran !== backend) throw new Error(`b5-ab: ${tree}'s sidecar ran back end ${ran}, not ${backend}`);
+        if ((ran === 'nftables') !== (backend === 'nftables')) throw new Error(`b5-ab: ${tree}'s sidecar ran back end ${ran}, not ${backend}`);
         await sleep(SETTLE_S * 1000);
         const pid = sidecar.child.pid ?? 0;
         const samples: number[] = [];
