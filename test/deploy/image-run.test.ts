@@ -29,6 +29,7 @@ import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 import { render } from '../../src/dataplane/incremental.js';
 import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
 import { encodeIntervalMapWrites } from '../../src/dataplane/nft/netlink-batch.js';
+import { equalRanges } from '../../src/dataplane/nft/pick-ranges.js';
 import { SHAPE_STATES, CLIENT_BLUE, ep, target } from '../sidecar/render-fixtures.js';
 
 /**
@@ -56,7 +57,7 @@ const WRITER_MAP = /map (MPX-EPS-[A-Z0-9]+) \{\s*typeof [^\n]* : ip daddr/.exec(
 const WRITER_ADDRESSES = ['10.251.0.1', '10.251.0.2', '10.251.0.3'];
 const WRITER_BATCH = Buffer.from(
   encodeIntervalMapWrites(
-    [{ table: 'multus_proxy', map: WRITER_MAP, family: 4, ranges: WRITER_ADDRESSES.map((ip, i) => ({ from: Math.floor((i * 4294967295) / 3), to: Math.floor(((i + 1) * 4294967295) / 3) - 1, ip, port: 8080 })) }],
+    [{ table: 'multus_proxy', map: WRITER_MAP, family: 4, ranges: equalRanges(WRITER_ADDRESSES.length).map((r, i) => ({ ...r, ip: WRITER_ADDRESSES[i] ?? '', port: 8080 })) }],
     1,
   ),
 ).toString('base64');

@@ -21,20 +21,20 @@ import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { createElementWriter, type ElementWriterHandle } from '../../src/dataplane/nft/element-writer.js';
 import { MAX_KEY, encodeIntervalMapWrites, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
 import { createExec, spareWorthy } from '../../src/dataplane/iptables.js';
+import { equalRanges, PICK_MODULUS } from '../../src/dataplane/nft/pick-ranges.js';
 
 const BINARY = join(binDir(), 'nfnl-batch');
 const T = 'mpxw';
-const M = 4294967295;
+const M = PICK_MODULUS;
 
 function nfnlBatch(): string {
   assert.ok(existsSync(BINARY), `${BINARY} not found: run scripts/build-native.sh (scripts/setup.sh runs it; MULTUS_PROXY_BIN_DIR selects another folder)`);
   return BINARY;
 }
 
-/** The plan's equal shares: N endpoints -> [floor(i*M/N), floor((i+1)*M/N) - 1]. */
+/** The render's equal shares (pick-ranges.ts), for endpoints given as [address, port]. */
 function shares(endpoints: readonly (readonly [string, number])[]): MapRange[] {
-  const n = endpoints.length;
-  return endpoints.map(([ip, port], i) => ({ from: Math.floor((i * M) / n), to: Math.floor(((i + 1) * M) / n) - 1, ip, port }));
+  return equalRanges(endpoints.length, M).map((r, i) => ({ ...r, ip: endpoints[i]?.[0] ?? '', port: endpoints[i]?.[1] ?? 0 }));
 }
 
 /** The maps of the test table: name -> its data type (address . port) and family. */
