@@ -367,7 +367,7 @@ export interface NftPlan {
   /** The Service ports (by chain) whose part changed, and the fixed chains rewritten. */
   readonly changedChains: readonly string[];
   readonly deletedChains: readonly string[];
-  /** Endpoint maps whose contents the text replaces (`flush map` + `add element`), in text order. */
+  /** Endpoint maps whose contents the text replaces (`flush map` + `add map ... { elements }`), in text order. */
   readonly replacedMaps: readonly NftMapReplacement[];
   /** The text is those replacements and nothing else (an endpoint-only change): a writer of elements may send them instead. */
   readonly onlyReplacements: boolean;
