@@ -13,7 +13,8 @@ export function createNodeDataplane(opts: Omit<DataplaneOptions, 'layout'>): Dat
   // Per-target work kept between syncs: a one-endpoint change re-renders one Service port.
   const cache = new NodeRenderCache();
   const nft = opts.rules === 'nftables';
-  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT }, (state) => renderNode(state, cache, { nft }));
+  // No element writer: the node's table has no endpoint maps (nft-rules.ts, NODE_PICKS), so it would only probe and idle.
+  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT, elementWriter: false }, (state) => renderNode(state, cache, { nft }));
 }
 
 export async function readLinks(exec: Exec): Promise<ExistingLink[]> {
