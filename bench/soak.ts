@@ -11,17 +11,17 @@ import { join } from 'node:path';
 import { imagesDir, startNode } from '../test/harness/node.js';
 import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
 import { INSTALL_NAMESPACE } from '../src/keys.js';
-import { PATHS, PLAIN_SERVICE, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK, tearDown, type Path, type SoakOptions, type SoakRecord } from '../test/node/soak.js';
+import { PATHS, PLAIN_SERVICE, WITNESS, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK, tearDown, type Path, type SoakOptions, type SoakRecord } from '../test/node/soak.js';
 import type { ChurnKind } from '../test/node/soak-analysis.js';
 import { curlCause, histogramShare } from '../test/node/soak-analysis.js';
+import { judgeMemory, MEMORY_LIMITS_MIB, MEMORY_RULE, type Verdict } from '../test/node/soak-memory.js';
 import { fmt, summarize } from './lib/stats.js';
 import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from './lib/deletion-stages.js';
 import { defineBenchmark } from './lib/define.js';
 import { ROOT, type BenchResult } from './lib/report.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
-/** A slope is judged only over at least this long after the warm-up (a few minutes' slope says nothing per hour). */
-const TARGET = { deletionP99Ms: 50, slopeMiBPerHour: 1, slopeSpanMinutes: 30 };
+const TARGET = { deletionP99Ms: 50 };
 const RECORDS = join(ROOT, 'bench', 'records');
 
 /** Which build of the project's image ran. */
@@ -130,10 +130,10 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
   const lostPreStop = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop).length;
   const reqPreStop = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
   const ours = summarize(r.deletion['multus-proxy'].ms);
-  const judged = (component: string): typeof r.slopes => r.slopes.filter((s) => s.component === component && s.spanMinutes >= TARGET.slopeSpanMinutes);
-  const worstSlope = (component: string): number => Math.max(...judged(component).map((s) => s.mibPerHour), -Infinity);
-  const longest = (component: string): number => Math.max(...r.slopes.filter((s) => s.component === component).map((s) => s.spanMinutes), 0);
-  const components = [...new Set(r.slopes.map((s) => s.component))];
+  const rule = { ...MEMORY_RULE, warmupMinutes: o.warmupMinutes };
+  const verdicts = r.memoryVerdicts ?? judgeMemory(r.memory, MEMORY_LIMITS_MIB, rule);
+  const met: Record<Verdict, boolean | undefined> = { flat: true, settles: true, grows: false, 'not judged': undefined };
+  const ceilingRows = verdicts.map((v) => [v.component, String(v.instances), v.ceiling ? fmt(v.ceiling.spanMinutes) : '', v.ceiling ? fmt(v.ceiling.firstThirdMaxMiB) : '', v.ceiling ? fmt(v.ceiling.lastThirdMaxMiB) : '', v.ceiling ? fmt(v.ceiling.marginMiB) : '', v.ceiling ? fmt(v.ceiling.maxMiB) : '', v.limitMiB !== undefined ? String(v.limitMiB) : '', v.verdict]);
   const loads = r.loadAverages.map((l) => l.load[0] ?? 0);
   const minutes = (Date.parse(r.endedAt) - Date.parse(r.startedAt)) / 60_000;
   return {
@@ -141,6 +141,11 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
       { caption: `Requests by name from the client, ${fmt(minutes)} min of churn; a failure counts against the latest churn event issued before it:`, columns: ['phase', 'path (Service)', 'requests', 'failed', 'failed after a scale-down'], rows },
       { caption: 'Failed requests per kind of event (the latest event before each failure); the cause is curl’s exit code:', columns: ['phase', 'event', 'events', 'multus-proxy failed', 'kube-proxy failed'], rows: byKind },
       { caption: `Private memory (smaps_rollup Anonymous over the container's processes, as B5), MiB, sampled every ${o.sampleEveryMs / 1000} s; per container instance, after a ${o.warmupMinutes}-minute warm-up from its first sample; slope by least squares:`, columns: ['component', 'pod (container)', 'samples', 'first', 'last', 'max', 'MiB per hour'], rows: mem },
+      {
+        caption: `Each component's samples after its instances' warm-up, pooled over instances (every leader term, every webhook pod), split by time into thirds (test/node/soak-memory.ts): settles when the last third's max ≤ the first third's max + ${rule.slopeMiBPerHour} MiB/h × the time between the thirds' middles, and the ceiling ≤ ${rule.ceilingShareOfLimit * 100} % of the container's limit; flat (judged first) when every instance followed ≥ ${rule.spanMinutes} min after warm-up grows ≤ ${rule.slopeMiBPerHour} MiB/h. MiB:`,
+        columns: ['component', 'instances', 'minutes judged', 'first third max', 'last third max', 'allowed rise', 'ceiling', 'limit', 'verdict'],
+        rows: ceilingRows,
+      },
       { caption: "The injected sidecars' starts during the soak (the backends' and the client's after its stop), ms: containerd's startedAt, the sidecar's own log times, the app container's startedAt:", columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: startRows },
       { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in a watcher process that does nothing else (nice -5), as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'], rows: del },
       { caption: `Ours, ${STAGE_CAPTION}; only the controller pods alive at the end have logs:`, columns: STAGE_COLUMNS, rows: [stageCells(r.deletionStages ?? [])] },
@@ -154,16 +159,16 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
       { target: `multus-proxy path, preStop sleep ${o.preStopSeconds} s: 0 lost requests`, measured: `${lostPreStop} of ${reqPreStop}`, met: reqPreStop > 0 && lostPreStop === 0 },
       { target: `pod deletion → terminating in our slice p99 ≤ ${TARGET.deletionP99Ms} ms`, measured: `${fmt(ours.p99)} ms (n=${ours.n}, p50 ${fmt(ours.median)})`, met: ours.n > 0 && ours.p99 <= TARGET.deletionP99Ms },
       { target: "0 Unhealthy events from the project's containers", measured: String(unhealthy), met: unhealthy === 0 },
-      ...components.map((c) => ({
-        target: `${c}: private memory slope after warm-up ≤ ${TARGET.slopeMiBPerHour} MiB per hour (worst instance followed ≥ ${TARGET.slopeSpanMinutes} min after its warm-up)`,
-        measured: Number.isFinite(worstSlope(c)) ? `${fmt(worstSlope(c))} MiB/h` : `no instance followed that long (longest ${fmt(longest(c))} min)`,
-        met: Number.isFinite(worstSlope(c)) ? worstSlope(c) <= TARGET.slopeMiBPerHour : undefined,
+      ...verdicts.map((v) => ({
+        target: `${v.component}: private memory flat after warm-up (≤ ${rule.slopeMiBPerHour} MiB/h, instances followed ≥ ${rule.spanMinutes} min) or settles at a ceiling ≤ ${rule.ceilingShareOfLimit * 100} % of its limit (thirds rule)`,
+        measured: `${v.verdict}: ${v.why}`,
+        met: met[v.verdict],
       })),
     ],
     notes: [
       `Method: the real node of test/harness/node.ts (Kubernetes v1.34.4, kube-proxy in iptables mode), up in ${fmt(startMs / 1000)} s; multus-proxy installed with \`${INSTALL_BOOTSTRAP}\` from the project's image (${image}). ` +
         `Namespace ${SOAK_NS}, injection enabled (the backends get the sidecar, as in the blog): the blog's NAD, Service, ConfigMap + Deployment and client pod unchanged, plus Service ${PLAIN_SERVICE} with the same selector on the primary network (kube-proxy)${o.agent ? ', and the node agent serving the network' : ''}. ` +
-        `Churn: every ${o.scaleEveryMs / 1000} s the Deployment alternates 4 and 2 replicas; every ${o.disruptEveryMs / 1000} s (half a step after a scale) one of: rollout restart, the controller leader's pod deleted, a webhook pod deleted, the client's sidecar stopped (crictl stop), in turn. ` +
+        `Churn: every ${o.scaleEveryMs / 1000} s the Deployment alternates 4 and 2 replicas; every ${o.disruptEveryMs / 1000} s (half a step after a scale) one of: rollout restart, the controller leader's pod deleted, a webhook pod deleted, the client's sidecar stopped (crictl stop), in turn${o.witness ? `; a second client pod (${WITNESS}, the blog's pod.yml renamed) is never disrupted, so one sidecar is followed for the whole run` : ''}. ` +
         `The first ${o.noPreStopMinutes} min run nginx as the blog has it (no preStop); then the README's \`preStop: sleep ${o.preStopSeconds} s\` is added (a rollout of its own). ` +
         `Load: two curl loops in the client container, one per Service, by name through CoreDNS, \`curl -sf -m 2\`, ${o.pauseS} s apart (requests: multus-proxy ${r.totals['multus-proxy'].ok + r.totals['multus-proxy'].failed}, kube-proxy ${r.totals['kube-proxy'].ok + r.totals['kube-proxy'].failed}). ` +
         `Load average (1 min) over the run: median ${fmt(summarize(loads).median)}, max ${fmt(summarize(loads).max)}. The whole record, every sample and failure, is ${file.replace(`${ROOT}/`, '')}.`,

@@ -13,15 +13,16 @@
  * rollout). Two curl loops in the client, one per Service, by name.
  *
  * Recorded: every failed request (curl's exit code, time) with the churn event it followed;
- * requests per phase; per component (client's sidecar, controller leader, webhook pods, node
- * agent) the container's private memory (smaps_rollup Anonymous over its process tree, as B5)
- * every `sampleEveryMs`; pod deletion seen → endpoint terminating seen in our slice and in kube's
+ * requests per phase; per component (client's sidecar, the witness's sidecar when `witness`: a
+ * second client pod nothing disrupts, controller leader, webhook pods, node agent) the container's
+ * private memory (smaps_rollup Anonymous over its process tree, as B5) every `sampleEveryMs`,
+ * judged by test/node/soak-memory.ts; pod deletion seen → endpoint terminating seen in our slice and in kube's
  * (the watcher process of B9), ours split at the controller's boundaries; every Event on a container of the project (probe failures above all).
  */
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
-import { dump } from 'js-yaml';
+import { dump, load } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { createInformer } from '../../src/kube/informer.js';
@@ -35,7 +36,10 @@ import { blogFile, CLIENT, createNamespace, pods, SERVICE } from './cluster.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR, uninstallAgent } from './nodeport.js';
 import { installAgent } from './tenant.js';
 import { watchSidecarStarts, type SidecarStart } from './sidecar-starts.js';
-import { attribute, parseLoop, probeFailure, requestsBetween, slope, type Attributed, type ChurnEvent, type ChurnKind, type LoopOutput } from './soak-analysis.js';
+import { judgeMemory, MEMORY_LIMITS_MIB, MEMORY_RULE, slopes, type ComponentMemory, type InstanceSlope, type MemorySample } from './soak-memory.js';
+
+export type { InstanceSlope, MemorySample };
+import { attribute, parseLoop, probeFailure, requestsBetween, type Attributed, type ChurnEvent, type ChurnKind, type LoopOutput } from './soak-analysis.js';
 
 export const SOAK_NS = 'soak';
 export const PLAIN_SERVICE = 'plain-nginx';
@@ -59,9 +63,15 @@ export interface SoakOptions {
   readonly agent: boolean;
   /** Pause between requests in each loop (s). */
   readonly pauseS: number;
+  /**
+   * A second client pod (`${CLIENT}-witness`) that nothing disrupts, so one sidecar is followed
+   * for the whole run (the client's own is stopped every 20 min). Off in the quick soak: 5 minutes
+   * judge no slope, and the real-node suite's soak stays as it was.
+   */
+  readonly witness?: boolean;
 }
 
-export const SOAK_FULL: SoakOptions = { minutes: 120, noPreStopMinutes: 15, preStopSeconds: 5, scaleEveryMs: 10_000, disruptEveryMs: 300_000, sampleEveryMs: 60_000, warmupMinutes: 15, agent: true, pauseS: 0.1 };
+export const SOAK_FULL: SoakOptions = { minutes: 120, noPreStopMinutes: 15, preStopSeconds: 5, scaleEveryMs: 10_000, disruptEveryMs: 300_000, sampleEveryMs: 60_000, warmupMinutes: 15, agent: true, pauseS: 0.1, witness: true };
 export const SOAK_QUICK: SoakOptions = { minutes: 5, noPreStopMinutes: 1.5, preStopSeconds: 5, scaleEveryMs: 10_000, disruptEveryMs: 50_000, sampleEveryMs: 20_000, warmupMinutes: 1, agent: false, pauseS: 0.1 };
 
 export type Path = 'multus-proxy' | 'kube-proxy';
@@ -72,34 +82,6 @@ export interface Phase {
   readonly preStop: boolean;
   readonly from: number;
   readonly to: number;
-}
-
-export interface MemorySample {
-  readonly at: number;
-  /** Minutes since the churn started. */
-  readonly minute: number;
-  readonly load1: number;
-  readonly component: 'sidecar (client)' | 'controller leader' | 'webhook' | 'node agent';
-  readonly pod: string;
-  /** The container's id (12 characters): a restart is a new instance. */
-  readonly instance: string;
-  readonly privateMiB: number;
-  readonly rssMiB: number;
-}
-
-export interface InstanceSlope {
-  readonly component: string;
-  readonly instance: string;
-  readonly pod: string;
-  /** Samples after the warm-up. */
-  readonly n: number;
-  readonly firstMiB: number;
-  readonly lastMiB: number;
-  readonly maxMiB: number;
-  /** MiB per hour over the samples after the warm-up (NaN with fewer than two). */
-  readonly mibPerHour: number;
-  /** Minutes from the first to the last sample after the warm-up. */
-  readonly spanMinutes: number;
 }
 
 export interface ProjectEvent {
@@ -137,6 +119,8 @@ export interface SoakRecord {
   readonly failures: (Attributed & { phase: string })[];
   readonly memory: MemorySample[];
   readonly slopes: InstanceSlope[];
+  /** Per component: flat, settles at a ceiling, grows, or not judged (test/node/soak-memory.ts). */
+  readonly memoryVerdicts?: ComponentMemory[];
   /** Pod deletion seen → endpoint terminating seen, ms, per slice manager. */
   readonly deletion: Record<Path, DeletionLatencies>;
   /** Ours split at the controller's boundaries, for the victims its pods' logs at the end could be joined to (deletion-breakdown.ts). */
@@ -191,12 +175,23 @@ interface Target {
   readonly id: string;
 }
 
+export const WITNESS = `${CLIENT}-witness`;
+
+/** The blog's client pod under the witness's name. */
+function witnessPod(): string {
+  const pod = load(blogFile('pod.yml')) as V1Pod;
+  return dump({ ...pod, metadata: { ...pod.metadata, name: WITNESS } });
+}
+
 /** The containers whose memory the soak follows, as they are now (a restart or a new leader gives a new id). */
-async function targets(node: RealNode, agent: boolean): Promise<Target[]> {
+async function targets(node: RealNode, o: Pick<SoakOptions, 'agent' | 'witness'>): Promise<Target[]> {
   const out: Target[] = [];
-  const client = await node.client.get<V1Pod>(apiPath('', 'v1', 'pods', SOAK_NS, CLIENT));
-  const sc = (client.status?.initContainerStatuses ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME);
-  if (sc?.state?.running) out.push({ component: 'sidecar (client)', pod: CLIENT, id: containerId(sc.containerID) });
+  const clients: [MemorySample['component'], string][] = [['sidecar (client)', CLIENT], ...(o.witness ? [['sidecar (witness)', WITNESS] as [MemorySample['component'], string]] : [])];
+  for (const [component, name] of clients) {
+    const pod = await node.client.get<V1Pod>(apiPath('', 'v1', 'pods', SOAK_NS, name));
+    const sc = (pod.status?.initContainerStatuses ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME);
+    if (sc?.state?.running) out.push({ component, pod: name, id: containerId(sc.containerID) });
+  }
   const lease = await node.client.get<V1Lease>(apiPath('coordination.k8s.io', 'v1', 'leases', INSTALL_NAMESPACE, CONTROLLER_LEASE)).catch(() => undefined);
   const holder = lease?.spec?.holderIdentity;
   const first = (p: V1Pod): string => containerId((p.status?.containerStatuses ?? []).find((c) => c.state?.running)?.containerID);
@@ -207,16 +202,16 @@ async function targets(node: RealNode, agent: boolean): Promise<Target[]> {
     if (component === 'controller' && name === holder) out.push({ component: 'controller leader', pod: name, id: first(p) });
     if (component === 'webhook') out.push({ component: 'webhook', pod: name, id: first(p) });
   }
-  if (agent) for (const p of await pods(node, AGENT_NAMESPACE, AGENT_SELECTOR)) if (first(p) !== '') out.push({ component: 'node agent', pod: p.metadata?.name ?? '', id: first(p) });
+  if (o.agent) for (const p of await pods(node, AGENT_NAMESPACE, AGENT_SELECTOR)) if (first(p) !== '') out.push({ component: 'node agent', pod: p.metadata?.name ?? '', id: first(p) });
   return out;
 }
 
 /** Private memory (B5's measure: smaps_rollup Anonymous over the process tree) of each target. */
-async function sampleMemory(node: RealNode, agent: boolean, t0: number): Promise<MemorySample[]> {
+async function sampleMemory(node: RealNode, o: Pick<SoakOptions, 'agent' | 'witness'>, t0: number): Promise<MemorySample[]> {
   const at = Date.now();
   const load1 = os.loadavg()[0] ?? 0;
   const out: MemorySample[] = [];
-  for (const t of await targets(node, agent)) {
+  for (const t of await targets(node, o)) {
     // A container that stopped since the list (a disruption) is skipped this round.
     const pid = await containerPid(node, t.id).catch(() => undefined);
     if (pid === undefined) continue;
@@ -232,29 +227,6 @@ async function sampleMemory(node: RealNode, agent: boolean, t0: number): Promise
     });
   }
   return out;
-}
-
-export function slopes(samples: readonly MemorySample[], warmupMinutes: number): InstanceSlope[] {
-  const by = new Map<string, MemorySample[]>();
-  for (const s of samples) by.set(`${s.component}|${s.instance}`, [...(by.get(`${s.component}|${s.instance}`) ?? []), s]);
-  return [...by.values()].map((all) => {
-    const first = all[0];
-    // The warm-up counts from the instance's own first sample (a restarted sidecar warms up again).
-    const start = first?.minute ?? 0;
-    const after = all.filter((s) => s.minute - start >= warmupMinutes);
-    const ys = after.map((s) => s.privateMiB);
-    return {
-      component: first?.component ?? '',
-      instance: first?.instance ?? '',
-      pod: first?.pod ?? '',
-      n: after.length,
-      firstMiB: ys[0] ?? NaN,
-      lastMiB: ys[ys.length - 1] ?? NaN,
-      maxMiB: ys.length > 0 ? Math.max(...ys) : NaN,
-      mibPerHour: slope(after.map((s) => ({ x: s.minute / 60, y: s.privateMiB }))),
-      spanMinutes: after.length > 0 ? (after[after.length - 1]?.minute ?? 0) - (after[0]?.minute ?? 0) : 0,
-    };
-  });
 }
 
 /** Every Event whose object is a container of the project: the sidecar in any pod, the install's and the agent's pods. */
@@ -323,8 +295,10 @@ async function setUp(node: RealNode, o: SoakOptions, log: Log): Promise<void> {
   await node.apply(plainService(), SOAK_NS);
   await node.apply(deployment(), SOAK_NS);
   await node.apply(blogFile('pod.yml'), SOAK_NS);
+  if (o.witness) await node.apply(witnessPod(), SOAK_NS);
   await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: SOAK_NS, timeoutMs: 180_000 });
   await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: SOAK_NS, timeoutMs: 180_000 });
+  if (o.witness) await node.wait(`pod/${WITNESS}`, 'condition=Ready', { namespace: SOAK_NS, timeoutMs: 180_000 });
   if (o.agent) log(`node agent on ${await installAgent(node, `${SOAK_NS}/macvlan1`)}`);
   // Both paths answer before the churn starts.
   for (const [path, url] of Object.entries(PATHS)) {
@@ -500,7 +474,7 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     for (let next = t0; next < end; next += o.sampleEveryMs) {
       await delay(Math.max(0, next - Date.now()));
       loadAverages.push({ at: Date.now(), load: os.loadavg() });
-      await guard('memory sample', sampleMemory(node, o.agent, t0).then((s) => memory.push(...s)));
+      await guard('memory sample', sampleMemory(node, o, t0).then((s) => memory.push(...s)));
       const line = memory.filter((s) => s.at >= Date.now() - o.sampleEveryMs).map((s) => `${s.component} ${s.privateMiB.toFixed(1)}`).join(', ');
       log(`minute ${((Date.now() - t0) / 60_000).toFixed(1)}: load ${(os.loadavg()[0] ?? 0).toFixed(2)}; private MiB ${line}`);
     }
@@ -560,6 +534,7 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     failures,
     memory,
     slopes: slopes(memory, o.warmupMinutes),
+    memoryVerdicts: judgeMemory(memory, MEMORY_LIMITS_MIB, { ...MEMORY_RULE, warmupMinutes: o.warmupMinutes }),
     deletion,
     deletionStages,
     events,
