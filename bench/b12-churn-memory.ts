@@ -19,7 +19,7 @@
  * the end, count what is retained, by constructor: what grows is named, apart from garbage a lazy
  * collector has not swept yet.
  */
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,7 +36,7 @@ import { benchNad, benchNode } from './lib/node.js';
 import { buildBundle, logged, startSidecar, type SidecarProcess } from './lib/sidecar-env.js';
 import { imageSidecarCommand } from './lib/image-runtime.js';
 import { startScaleChurn, type ScaleChurn } from './lib/deployment-churn.js';
-import { groupSnapshot, growth, totalBytes, type HeapGroup } from './lib/heap-snapshot.js';
+import { growth, signalSnapshot, totalBytes, type HeapGroup } from './lib/heap-snapshot.js';
 import { gcSeconds, parseHeapMetrics, type HeapFigures } from './lib/v8-heap.js';
 import { cpuWithChildrenMs, run, sleep, smaps, startProcess, treeSum } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
@@ -131,31 +131,6 @@ interface Sample {
 /** Private memory not in V8's reserved heap: malloc, thread stacks, code ranges (MiB). */
 const offHeap = (s: Sample | undefined): number => (s === undefined ? NaN : s.privateMiB - s.heapTotalMiB);
 
-
-/** Sends SIGUSR2 and waits for the snapshot file the process writes into its diagnostic dir; returns its groups and deletes it. */
-async function snapshot(c: Component): Promise<Map<string, HeapGroup>> {
-  const before = new Set(readdirSync(c.snapshots));
-  process.kill(c.pid, 'SIGUSR2');
-  const deadline = Date.now() + 120_000;
-  for (let last = -1; Date.now() < deadline; ) {
-    await sleep(1000);
-    const file = readdirSync(c.snapshots).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
-    if (file === undefined) continue;
-    const full = path.join(c.snapshots, file);
-    const size = statSync(full).size;
-    if (size > 0 && size === last) {
-      try {
-        return groupSnapshot(JSON.parse(readFileSync(full, 'utf8')) as Parameters<typeof groupSnapshot>[0]);
-      } catch {
-        // still being written (a pause longer than a second): wait for more
-      } finally {
-        if (existsSync(full)) rmSync(full, { force: true });
-      }
-    }
-    last = size;
-  }
-  throw new Error(`B12: no heap snapshot from ${c.name} (${c.runtime.name}) within 120 s`);
-}
 
 const metricsOver = async (netns: string | undefined, port: number): Promise<string> => (await run('curl', ['-sf', `http://127.0.0.1:${port}/metrics`], netns !== undefined ? { netns } : {})).stdout;
 
@@ -305,12 +280,12 @@ export const benchmark = defineBenchmark('b12', 'memory under churn: sidecar, co
   };
   await churnUntil(windowEndS);
   const first = new Map<Component, Map<string, HeapGroup>>();
-  for (const c of components) first.set(c, await snapshot(c));
+  for (const c of components) first.set(c, await signalSnapshot(c.pid, c.snapshots, `${c.name} (${c.runtime.name})`));
   const firstAt = elapsed();
   ctx.log(`window over at ${fmt(firstAt)} s: first heap snapshots taken`);
   await churnUntil(windowEndS + size.snapshotMinutes * 60);
   const last = new Map<Component, Map<string, HeapGroup>>();
-  for (const c of components) last.set(c, await snapshot(c));
+  for (const c of components) last.set(c, await signalSnapshot(c.pid, c.snapshots, `${c.name} (${c.runtime.name})`));
   const snapshotGapMin = (elapsed() - firstAt) / 60;
   const steps = churns.map((c) => c.steps());
   for (const c of churns) await c.stop();

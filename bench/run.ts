@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b12, b3real, b11ns, soak]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b12, b3real, b11ns, webhook-memory, soak]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other) and writes each one's section of
  * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
  */
@@ -24,6 +24,7 @@ const SCRIPTS: Record<string, string> = {
   b11ns: './b11-netns.js',
   soak: './soak.js',
   b12: './b12-churn-memory.js',
+  'webhook-memory': './webhook-memory.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

@@ -4,6 +4,8 @@
  * minutes apart show what grows: a snapshot is taken after a full GC, so it counts only what is
  * retained, never garbage a lazy collector has not swept yet.
  */
+import { existsSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 
 /** Objects of one group: a constructor's name for objects, `(type)` for the rest (strings, code, …). */
 export interface HeapGroup {
@@ -61,4 +63,32 @@ export function totalBytes(groups: ReadonlyMap<string, HeapGroup>): number {
   let n = 0;
   for (const g of groups.values()) n += g.bytes;
   return n;
+}
+
+/**
+ * Sends SIGUSR2 to a process started with `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=<dir>`
+ * and waits for the snapshot it writes there; returns its groups and deletes the file.
+ */
+export async function signalSnapshot(pid: number, dir: string, what: string, timeoutMs = 120_000): Promise<Map<string, HeapGroup>> {
+  const before = new Set(readdirSync(dir));
+  process.kill(pid, 'SIGUSR2');
+  const deadline = Date.now() + timeoutMs;
+  for (let last = -1; Date.now() < deadline; ) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const file = readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
+    if (file === undefined) continue;
+    const full = join(dir, file);
+    const size = statSync(full).size;
+    if (size > 0 && size === last) {
+      try {
+        return groupSnapshot(JSON.parse(readFileSync(full, 'utf8')) as SnapshotJson);
+      } catch {
+        // still being written (a pause longer than a second): wait for more
+      } finally {
+        if (existsSync(full)) rmSync(full, { force: true });
+      }
+    }
+    last = size;
+  }
+  throw new Error(`no heap snapshot from ${what} (pid ${pid}) in ${dir} within ${timeoutMs / 1000} s`);
 }
