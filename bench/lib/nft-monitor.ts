@@ -1,6 +1,7 @@
 /**
  * `nft -a monitor` in one network namespace (the host's, or a pod's through `nsenter -t <pid> -n`),
- * feeding the table model of nft-model.ts. Each committed transaction ends with a `# new
+ * feeding the table model of nft-model.ts for one table (kube-proxy's `ip nat`, the sidecar's
+ * `inet multus_proxy` or, with its iptables back end, `ip nat`). Each committed transaction ends with a `# new
  * generation` line; its receipt time (performance.now()) is when the rules of that transaction
  * are in place. Every change of the set of DNAT targets in place is remembered with that time, so a
  * caller learns when an endpoint's rule appeared or went, even when it happened before the caller
@@ -14,9 +15,10 @@ import { run, sleep } from './proc.js';
 export interface NatMonitor {
   /**
    * Resolves with the time (performance.now()) at which `target` ("address:port") last became in
-   * place (`present` true) or not in place (false), waiting for it if it is not so yet.
+   * place (`present` true) or not in place (false), waiting for it if it is not so yet, and the
+   * process that committed that transaction as nft names it (`nft`, `nfnl-batch`, `iptables-restor`).
    */
-  when(target: string, present: boolean, timeoutMs: number): Promise<number>;
+  when(target: string, present: boolean, timeoutMs: number): Promise<TargetChange>;
   /** Whether `target` is in place in the model now. */
   has(target: string): boolean;
   /** Committed transactions seen so far. */
@@ -24,10 +26,13 @@ export interface NatMonitor {
   stop(): void;
 }
 
-const TABLE = 'ip nat';
+export interface TargetChange {
+  readonly t: number;
+  readonly by: string | undefined;
+}
 
-/** `prefix`: e.g. ['nsenter', '-t', '<pid>', '-n'] for a pod's namespace, [] for the host. */
-export async function startNatMonitor(prefix: readonly string[], what: string): Promise<NatMonitor> {
+/** `prefix`: e.g. ['nsenter', '-t', '<pid>', '-n'] for a pod's namespace, [] for the host; `table`: "<family> <name>". */
+export async function startNatMonitor(prefix: readonly string[], what: string, table: string): Promise<NatMonitor> {
   const argv = [...prefix, 'nft', '-a', 'monitor'];
   const child = spawn(argv[0] ?? 'nft', argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
@@ -36,16 +41,17 @@ export async function startNatMonitor(prefix: readonly string[], what: string): 
   child.on('exit', (code, sig) => (exited = `nft monitor (${what}) exited (${code ?? sig}): ${stderr.trim()}`));
   child.on('error', (e) => (exited = `cannot run ${argv.join(' ')}: ${e.message}; nftables must be installed`));
 
-  const table = new NftTable();
+  const model = new NftTable();
   let current = new Set<string>();
-  /** target -> [time it last became present, time it last went away]. */
-  const changed = new Map<string, [number, number]>();
+  /** target -> [when it last became present, when it last went away]. */
+  const never: TargetChange = { t: -Infinity, by: undefined };
+  const changed = new Map<string, [TargetChange, TargetChange]>();
   let gens = 0;
   const waiters = new Set<() => void>();
-  const evaluate = (t: number): void => {
-    const next = table.inPlaceTargets();
-    for (const x of next) if (!current.has(x)) changed.set(x, [t, changed.get(x)?.[1] ?? -Infinity]);
-    for (const x of current) if (!next.has(x)) changed.set(x, [changed.get(x)?.[0] ?? -Infinity, t]);
+  const evaluate = (t: number, by: string | undefined): void => {
+    const next = model.inPlaceTargets();
+    for (const x of next) if (!current.has(x)) changed.set(x, [{ t, by }, changed.get(x)?.[1] ?? never]);
+    for (const x of current) if (!next.has(x)) changed.set(x, [changed.get(x)?.[0] ?? never, { t, by }]);
     current = next;
     for (const w of [...waiters]) w();
   };
@@ -55,11 +61,11 @@ export async function startNatMonitor(prefix: readonly string[], what: string): 
     const lines = (partial + b.toString()).split('\n');
     partial = lines.pop() ?? '';
     for (const line of lines) {
-      const l = parseMonitorLine(line, TABLE);
+      const l = parseMonitorLine(line, table);
       if (l.kind === 'generation') {
         gens += 1;
-        evaluate(t);
-      } else table.apply(l);
+        evaluate(t, l.by);
+      } else model.apply(l);
     }
   });
 
@@ -67,11 +73,11 @@ export async function startNatMonitor(prefix: readonly string[], what: string): 
   // already holds is harmless (adds by handle, deletes of absent handles), so overlap is fine.
   await sleep(500);
   if (exited !== undefined) throw new Error(exited);
-  const [cmd = 'nft', ...args] = [...prefix, 'nft', '-a', 'list', 'table', 'ip', 'nat'];
+  const [cmd = 'nft', ...args] = [...prefix, 'nft', '-a', 'list', 'table', ...table.split(' ')];
   const listing = await run(cmd, args);
-  table.load(listing.stdout);
-  evaluate(performance.now());
-  if (table.size() === 0) throw new Error(`nft -a list table ip nat (${what}) listed no rule: is this the right namespace?`);
+  model.load(listing.stdout);
+  evaluate(performance.now(), undefined);
+  if (model.size() === 0) throw new Error(`nft -a list table ${table} (${what}) listed no rule: is this the right namespace?`);
 
   return {
     when(target, present, timeoutMs) {
@@ -80,7 +86,7 @@ export async function startNatMonitor(prefix: readonly string[], what: string): 
           if (current.has(target) === present) {
             waiters.delete(check);
             clearTimeout(timer);
-            resolve(changed.get(target)?.[present ? 0 : 1] ?? -Infinity);
+            resolve(changed.get(target)?.[present ? 0 : 1] ?? never);
           } else if (exited !== undefined) {
             waiters.delete(check);
             clearTimeout(timer);

@@ -57,16 +57,18 @@ export interface AppliedSync {
   readonly end: number;
   readonly ms: number;
   readonly full: boolean;
+  /** The rule back end that wrote it (`iptables`, `nftables`), when the line names one. */
+  readonly backend?: string;
 }
 
-/** The sidecar's `rules applied` lines (pino JSON: time, ms, full). Other lines are ignored. */
+/** The sidecar's `rules applied` lines (pino JSON: time, ms, full, backend). Other lines are ignored. */
 export function appliedSyncs(log: string): AppliedSync[] {
   const out: AppliedSync[] = [];
   for (const line of log.split('\n')) {
     if (!line.includes('"rules applied"')) continue;
     try {
-      const o = JSON.parse(line) as { msg?: string; ms?: unknown; full?: unknown; time?: unknown };
-      if (o.msg === 'rules applied' && typeof o.ms === 'number' && typeof o.time === 'number') out.push({ end: o.time, ms: o.ms, full: o.full === true });
+      const o = JSON.parse(line) as { msg?: string; ms?: unknown; full?: unknown; time?: unknown; backend?: unknown };
+      if (o.msg === 'rules applied' && typeof o.ms === 'number' && typeof o.time === 'number') out.push({ end: o.time, ms: o.ms, full: o.full === true, ...(typeof o.backend === 'string' ? { backend: o.backend } : {}) });
     } catch {
       // not a JSON line
     }

@@ -1,7 +1,8 @@
 /**
  * The B3-real method's pure parts: the nft table model (listing + monitor lines, judged at
- * transaction ends) and the slice tracker. The lines are real output of nft 1.0.6 for rules that
- * iptables-nft 1.8.9 wrote (kube-proxy's layout and the sidecar's).
+ * transaction ends), the slice tracker and the pod Ready tracker. The lines here are real output of
+ * nft 1.0.6 for rules that iptables-nft 1.8.9 wrote (kube-proxy's layout and the sidecar's iptables
+ * one); nft-model-inet.test.ts has the sidecar's nftables table.
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +10,8 @@ import fc from 'fast-check';
 import { NftTable, parseMonitorLine, saveHasDnat } from '../../../bench/lib/nft-model.js';
 import { appliedSyncs, breakdown, SliceTracker } from '../../../bench/lib/slice-events.js';
 import { order } from '../../../bench/lib/report.js';
-import type { V1EndpointSlice } from '../../../src/kube/types.js';
+import { PodReadyTracker, podIsReady, readyTransitionMs } from '../../../bench/lib/pod-ready.js';
+import type { V1EndpointSlice, V1Pod } from '../../../src/kube/types.js';
 
 const LISTING = `table ip nat { # handle 1
 	chain MPX-SVC-X { # handle 1
@@ -64,7 +66,7 @@ void describe('nft table model', () => {
   });
 
   void test('parseMonitorLine', () => {
-    assert.deepEqual(parseMonitorLine('# new generation 12 by process 9248 (iptables-restor)', 'ip nat'), { kind: 'generation', generation: 12 });
+    assert.deepEqual(parseMonitorLine('# new generation 12 by process 9248 (iptables-restor)', 'ip nat'), { kind: 'generation', generation: 12, by: 'iptables-restor' });
     assert.deepEqual(parseMonitorLine('add rule ip nat MPX-SVC-X meta l4proto tcp counter packets 0 bytes 0 dnat to 10.1.1.7:80 # handle 9', 'ip nat'), {
       kind: 'add-rule',
       chain: 'MPX-SVC-X',
@@ -127,18 +129,44 @@ void describe("the sidecar's log, lined up with the bench's times", () => {
   const log = [
     '{"level":30,"time":1000,"msg":"rules applied","full":true,"ms":300}',
     'not json "rules applied"',
-    '{"level":30,"time":2020,"msg":"rules applied","full":false,"ms":18}',
+    '{"level":30,"time":2020,"msg":"rules applied","full":false,"ms":18,"backend":"nftables"}',
     '{"level":20,"time":2030,"msg":"rules synced","ms":30}',
   ].join('\n');
   void test('appliedSyncs reads the end time, duration and kind of each sync', () => {
     assert.deepEqual(appliedSyncs(log), [
       { end: 1000, ms: 300, full: true },
-      { end: 2020, ms: 18, full: false },
+      { end: 2020, ms: 18, full: false, backend: 'nftables' },
     ]);
   });
   void test('breakdown splits event → rule at the start of the sync whose span holds the rule time', () => {
     const syncs = appliedSyncs(log);
     assert.deepEqual(breakdown(1995, 2006, syncs), { waiting: 7, toRule: 4, afterRule: 14 });
     assert.equal(breakdown(1995, 2500, syncs), undefined, 'no sync spans the rule time');
+  });
+});
+
+const podAt = (name: string, ready: boolean | undefined, at = '2026-11-27T02:00:05Z'): V1Pod => ({
+  metadata: { name, namespace: 'n' },
+  status: { conditions: ready === undefined ? [] : [{ type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: at as unknown as Date }] },
+});
+
+void describe('pod Ready transitions (the SLI start)', () => {
+  void test('reported once, in the event where Ready becomes True, with the condition time', () => {
+    const t = new PodReadyTracker();
+    assert.equal(t.event('ADDED', podAt('a', undefined)), undefined, 'no condition yet');
+    assert.equal(t.event('MODIFIED', podAt('a', false)), undefined);
+    assert.deepEqual(t.event('MODIFIED', podAt('a', true)), { pod: 'n/a', transitionMs: Date.parse('2026-11-27T02:00:05Z') });
+    assert.equal(t.event('MODIFIED', podAt('a', true)), undefined, 'still Ready: not a transition');
+    assert.equal(t.event('MODIFIED', podAt('a', false, 'x')), undefined);
+    assert.deepEqual(t.event('MODIFIED', podAt('a', true, 'not a time')), { pod: 'n/a', transitionMs: undefined });
+    t.event('DELETED', podAt('a', true));
+    assert.equal(t.event('BOOKMARK', podAt('a', true)), undefined);
+    assert.equal(t.event('ADDED', podAt('a', true))?.pod, 'n/a', 'a pod seen again after its deletion starts over');
+  });
+  void test('readyTransitionMs and podIsReady', () => {
+    assert.equal(readyTransitionMs(podAt('a', true, '2026-11-27T02:00:05Z')), Date.parse('2026-11-27T02:00:05Z'));
+    assert.equal(readyTransitionMs(podAt('a', undefined)), undefined);
+    assert.equal(podIsReady(podAt('a', false)), false);
+    assert.equal(podIsReady(podAt('a', true)), true);
   });
 });
