@@ -13,11 +13,13 @@
  */
 import { createDataplane } from '../src/dataplane/apply.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
-import { render, StateMemo } from '../src/dataplane/incremental.js';
+import { render } from '../src/dataplane/incremental.js';
+import { StateFeed } from '../sidecar/state-feed.js';
+import type { V1EndpointSlice } from '../src/kube/types.js';
 import { iptablesRules } from '../src/dataplane/iptables-stage.js';
 import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
 import type { DesiredState } from '../src/dataplane/model.js';
-import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
+import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, NETWORK, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
 import { createClientNetns } from './lib/netns.js';
 import { requireTool } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
@@ -67,16 +69,28 @@ const sidecarNft = (writer: boolean): SyncSubject<DesiredState> => ({
 
 /**
  * The sidecar's state after change g at n Services: as its runtime builds it, the informers'
- * objects through StateMemo (src/dataplane/incremental.ts), which redoes only the changed Service.
+ * events through its state feed (sidecar/state-feed.ts, StateMemo.step), which redoes only the
+ * changed Service. Change g replaces one slice; g = 0 puts the loaded one back.
  */
 function sidecarStates(n: number): (g: number) => DesiredState {
-  const memo = new StateMemo();
+  const feed = new StateFeed(n);
   const services = Array.from({ length: n }, (_, i) => service(i));
   const loaded = Array.from({ length: n }, (_, i) => endpointSlice(i, ENDPOINTS));
+  const current = [...loaded];
+  const input = { served: [NETWORK], interfaces: [clientInterface], services: () => services, slices: () => current };
+  let changed: number | undefined;
+  const put = (i: number, next: V1EndpointSlice): void => {
+    feed.slice(current[i], next);
+    current[i] = next;
+  };
   return (g) => {
-    const svc = (g * 997) % n;
-    const slices = g === 0 ? loaded : loaded.map((s, i) => (i === svc ? endpointSlice(svc, ENDPOINTS, g) : s));
-    return memo.update({ interfaces: [clientInterface], services, slices }).state;
+    if (changed !== undefined) put(changed, loaded[changed] as V1EndpointSlice);
+    changed = undefined;
+    if (g > 0) {
+      changed = (g * 997) % n;
+      put(changed, endpointSlice(changed, ENDPOINTS, g));
+    }
+    return feed.compute(input).state;
   };
 }
 
@@ -124,7 +138,7 @@ export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + appl
       '"raw" is `iptables-restore --noflush` of the very text ours applies, alone. Both run every command under `ip netns exec` ' +
       `(that costs ${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`). Runs alternate which of the two goes first. ` +
       'The render column is the pure part (render + restore plan) timed in-process just before the run; "other commands" is the rest of ours: back-end detection, the two `iptables-save`, the two route reads and the route batch. Spread is min–max over the runs. ' +
-      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer objects (src/dataplane/incremental.ts StateMemo, which redoes only the changed Service) plus `sync(state, {full: false})`. ' +
+      'The partial sync replaces one EndpointSlice object and times what the sidecar does then: its state from the informer events (sidecar/state-feed.ts, StateMemo.step, which redoes only the changed Service) plus `sync(state, {full: false})`. ' +
       'nftables rows: the same sidecar with `rules: nftables` (src/dataplane/nft/); "of which iptables-restore" is its one `nft -f -`, "raw" is `nft -f -` of the very text it applied (the whole table; for a change, the changed chain). Its "other commands" include removing the other back end\'s rules on its first sync (iptables-save of both flavours and families).',
   );
   return {

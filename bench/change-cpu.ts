@@ -6,7 +6,7 @@
  * the stages a sync runs in-process, through the back ends' own `rules` and `plan` (the seam
  * apply.ts calls), with a warm engine, one changed EndpointSlice per round:
  *
- *   state     StateMemo.update of the informers' lists (one slice object replaced)
+ *   state     the sidecar's state feed (sidecar/state-feed.ts) after one slice event
  *   render    the shared render (resolution, routes) with its cache
  *   rules     the back end's rules of that render
  *   plan      the back end's partial plan against the previous rules
@@ -20,14 +20,15 @@
  */
 import { createIptablesBackend } from '../src/dataplane/iptables-backend.js';
 import { createNftBackend } from '../src/dataplane/nft/backend.js';
-import { conntrackStep, render, RenderCache, StateMemo } from '../src/dataplane/incremental.js';
+import { conntrackStep, render, RenderCache } from '../src/dataplane/incremental.js';
+import { StateFeed } from '../sidecar/state-feed.js';
 import { planConntrack } from '../src/dataplane/conntrack.js';
 import { countRules } from '../src/dataplane/rules.js';
 import { countNftRules, type NftRuleset } from '../src/dataplane/nft/render.js';
 import type { Exec } from '../src/dataplane/iptables.js';
 import type { Rendered } from '../src/dataplane/model.js';
 import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
-import { clientInterface, endpointSlice, service } from './lib/services.js';
+import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { fmt, summarize } from './lib/stats.js';
 
 const ENDPOINTS = 10;
@@ -71,7 +72,7 @@ function nftSubject(): Subject {
 
 /** The stages' samples of the counted rounds, and round 0's (the full first sync) render and rules CPU. */
 function run(subject: Subject, n: number, rounds: number): { samples: Record<Stage, number[]>; full: number } {
-  const memo = new StateMemo();
+  const feed = new StateFeed(n);
   const cache = new RenderCache();
   const services = Array.from({ length: n }, (_, i) => service(i));
   const slices = Array.from({ length: n }, (_, i) => endpointSlice(i, ENDPOINTS));
@@ -95,9 +96,12 @@ function run(subject: Subject, n: number, rounds: number): { samples: Record<Sta
     recording = g > 5;
     if (g > 0) {
       const i = (g * 997) % n;
-      slices[i] = endpointSlice(i, ENDPOINTS, g);
+      const next = endpointSlice(i, ENDPOINTS, g);
+      feed.slice(slices[i], next);
+      slices[i] = next;
     }
-    const state = (time('state', () => memo.update({ interfaces: [clientInterface], services, slices })) as ReturnType<StateMemo['update']>).state;
+    const input = { served: [NETWORK], interfaces: [clientInterface], services: () => services, slices: () => slices };
+    const state = (time('state', () => feed.compute(input)) as ReturnType<StateFeed['compute']>).state;
     const rendered = time('render', () => render(state, cache)) as Rendered;
     prevRules = subject.step(rendered, prevRules, time);
     const before = prevRendered;

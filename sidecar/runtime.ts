@@ -1,8 +1,9 @@
 /**
  * The sidecar's IO shell: three informers (its own pod, the opted-in Services, the slices of its
  * networks) feed caches; every change only marks the state dirty, and the sync loop turns the
- * caches into a DesiredState (src/dataplane/state.ts: pure, memoized per Service by object identity, so
- * a sync costs what changed) and hands it to the dataplane.
+ * informers' events into a DesiredState (sidecar/state-feed.ts: the events since the last sync
+ * stepped through src/dataplane/incremental.ts StateMemo, so a sync costs what changed, not the
+ * number of Services) and hands it to the dataplane.
  *
  * What it watches, always with server-side selectors, so a sidecar receives only what concerns it:
  * - its pod's annotations (service-network and network-status may change while it runs: dynamic
@@ -27,13 +28,13 @@ import type { NetworkStatusEntry } from '../src/annotations/network-status.js';
 import type { Dataplane, SyncResult } from '../src/dataplane/apply.js';
 import type { SidecarMetrics } from './metrics.js';
 import { networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from '../src/dataplane/state.js';
-import { StateMemo } from '../src/dataplane/incremental.js';
 import { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions } from '../src/dataplane/sync-loop.js';
 import { sameState, stateSize } from '../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
-import { ServiceCap, type CapResult } from './service-cap.js';
+import type { CapResult } from './service-cap.js';
+import { StateFeed } from './state-feed.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK, REASON_SERVICE_CAP_REACHED } from '../src/sidecar-contract.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
@@ -181,9 +182,8 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     return { rules: r.families.reduce((n, f) => n + f.rules, 0), changed: r.changed };
   }
 
-  // Remembers the last state's per-Service work: a sync redoes only the Services whose objects changed.
-  const memo = new StateMemo();
-  const cap = new ServiceCap(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
+  // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
   let overText = '';
   let overNets: string[] = [];
   /** Says once per change which Services the cap leaves out (logged by name, an Event, the metric). */
@@ -193,27 +193,26 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     overText = text;
     for (const net of overNets) if (!over.some((o) => o.network === net)) {
       deps.metrics.servicesDropped(net, 0);
-      log.info({ network: net, cap: cap.cap }, 'Services on the network are within the cap again; all are served');
+      log.info({ network: net, cap: feed.maxServicesPerNetwork }, 'Services on the network are within the cap again; all are served');
     }
     overNets = over.map((o) => o.network);
     for (const o of over) {
       deps.metrics.servicesDropped(o.network, o.dropped.length);
-      log.warn({ network: o.network, cap: cap.cap, total: o.total, dropped: o.dropped }, 'more Services than the cap on this network; the last in namespace/name order are not served');
+      log.warn({ network: o.network, cap: feed.maxServicesPerNetwork, total: o.total, dropped: o.dropped }, 'more Services than the cap on this network; the last in namespace/name order are not served');
       const first = o.dropped.slice(0, 5).join(', ');
       say([
         {
           type: 'Warning',
           reason: REASON_SERVICE_CAP_REACHED,
-          message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${cap.cap}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
+          message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${feed.maxServicesPerNetwork}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
         },
       ]);
     }
   }
   const loop = createSyncLoop(options, {
     compute: () => {
-      const capped = cap.apply(services.list(), served);
-      noteCap(capped.over);
-      const out = memo.update({ interfaces: podInterfaces(served, status), services: capped.services, slices: slices?.list() ?? [] });
+      const out = feed.compute({ served, interfaces: podInterfaces(served, status), services: () => services.list(), slices: () => slices?.list() ?? [] });
+      if (out.over !== undefined) noteCap(out.over);
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },
@@ -226,8 +225,10 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     onOutcome: (error, failures) => say(problems.sync(error, failures, Date.now())),
   });
 
-  function onSliceChange(informer: Informer<V1EndpointSlice>, slice: V1EndpointSlice): void {
+  function onSliceChange(informer: Informer<V1EndpointSlice>, slice: V1EndpointSlice, before: V1EndpointSlice | undefined, after: V1EndpointSlice | undefined): void {
     if (informer !== slices && informer !== pendingSlices) return;
+    // A pending informer's objects reach the state as its list, once it replaces the current one.
+    if (informer === slices) feed.slice(before, after);
     // Only changes after start-up measure programming latency; the initial list measures start-up.
     if (informersSynced || informer.hasSynced()) {
       const trigger = sliceTriggerMs(slice);
@@ -247,6 +248,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     if (values.length === 0) {
       slices?.stop();
       slices = undefined;
+      feed.slicesReplaced();
       log.info('pod serves no networks; not watching EndpointSlices');
       loop.markDirty();
       return;
@@ -254,8 +256,11 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     const labelSelector = sliceSelector(values);
     const next = createInformer<V1EndpointSlice>(client, { ...informerOpts('endpointslices'), path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'), labelSelector, transform: slimEndpointSlice });
     pendingSlices = next;
-    const changed = (s: V1EndpointSlice): void => onSliceChange(next, s);
-    next.on({ add: changed, update: changed, delete: changed });
+    next.on({
+      add: (s) => onSliceChange(next, s, undefined, s),
+      update: (s, old) => onSliceChange(next, s, old, s),
+      delete: (s, stored) => onSliceChange(next, s, stored, undefined),
+    });
     log.info({ labelSelector }, 'watching EndpointSlices');
     next.start();
     void next.synced.then(() => {
@@ -263,6 +268,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       const old = slices;
       slices = next;
       pendingSlices = undefined;
+      feed.slicesReplaced();
       old?.stop();
       loop.markDirty();
     });
@@ -294,8 +300,11 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     loop.markDirty();
   }
 
-  const dirty = (): void => loop.markDirty();
-  services.on({ add: dirty, update: dirty, delete: dirty });
+  const serviceChange = (before: V1Service | undefined, after: V1Service | undefined): void => {
+    feed.service(before, after);
+    loop.markDirty();
+  };
+  services.on({ add: (s) => serviceChange(undefined, s), update: (s, old) => serviceChange(old, s), delete: (_s, stored) => serviceChange(stored, undefined) });
 
   /**
    * Waits until the current slice informer has synced. The one awaited may be replaced while it

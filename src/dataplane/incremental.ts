@@ -1,7 +1,9 @@
 /**
  * The shared stages of the incremental engine (engine.ts states the one invariant they keep):
  *
- *  1. state     StateMemo.update(input)  = buildDesiredState(input)   (redoes only changed Services)
+ *  1. state     StateMemo.update(input)  = buildDesiredState(input)   (redoes only changed Services;
+ *               StateMemo.step(events)                                 step takes the informers' events:
+ *                                                                      no pass over the inputs at all)
  *  2. render    render(state, cache)     = render(state)              (reuses per-target work; patches
  *                                                                      the last render when only the
  *                                                                      endpoints of a few targets changed)
@@ -58,9 +60,11 @@ interface ServiceEntry {
  * lookups over the input lists (each object seen is stamped with the update's number; the stamps
  * are searched for a missing object only when fewer were seen than last time) plus the work for
  * what changed: a changed name finds its Service objects and slices in an index, its old targets
- * by binary search, and the problems are kept per object. At 10,000 Services about 1.7 ms of CPU
- * (bench/change-cpu.ts), where a pass building new maps took 5-7. The lists themselves are the
- * rest: taking the informers' events instead would make it the change alone.
+ * by binary search, and the problems are kept per object. `step(events)` skips the pass: the
+ * informers' events say which objects came and went (the sidecar's feed, sidecar/state-feed.ts),
+ * so a one-slice change at 10,000 Services costs ~0.15 ms of CPU where update's pass over the
+ * lists cost ~4 (bench/state-stage.ts). What stays O(Services) per step is a pointer copy of the
+ * sorted target array (the previous state keeps its own) and the splices into it.
  */
 export class StateMemo {
   /** Each update's number: an input object seen in this update carries it (no new Map per update). */
@@ -82,20 +86,55 @@ export class StateMemo {
   private ifaceByNet = new Map<string, PodInterface>();
   private interfaces: readonly PodInterface[] = [];
 
+  /**
+   * What the passes did, for tests and probes: `visited` counts input objects looked at by a pass
+   * over a list (update's stamps), `recomputed` the Service names whose targets were redone. A step
+   * of a one-slice change visits nothing and recomputes one name, whatever the Service count
+   * (test/sidecar/state-events.test.ts holds it to that).
+   */
+  readonly work = { visited: 0, recomputed: 0 };
+
+  /** The state of whole input lists: one pass of pointer lookups over them, then the changed names. */
   update(input: StateInput): StateOutput {
     const gen = (this.gen += 1);
+    const u = this.begin(input.interfaces);
+    this.work.visited += input.slices.length + input.services.length;
+    stamp(input.slices, this.sliceSeen, gen, sliceInfo, u.slice);
+    stamp(input.services, this.serviceSeen, gen, serviceName, u.service);
+    return this.finish(u, input.services);
+  }
+
+  /**
+   * The state after `changes`, the informers' events since the last update or step, in the order
+   * they came (each `before` is the object this memo last saw under that key, as an informer's
+   * update and delete give it): O(changes), no pass over the inputs. Equals buildDesiredState of
+   * the lists those events leave (incremental.test.ts). Two Service objects of one name (never
+   * from an informer) resolve in the order they were added. Undefined, and nothing changed, when
+   * a `before` is not an object this memo holds (events missed or out of order): then the caller
+   * hands over the whole lists (update).
+   */
+  step(changes: StateChanges): StateOutput | undefined {
+    for (const c of changes.slices) if (c.before !== undefined && !this.sliceSeen.has(c.before)) return undefined;
+    for (const c of changes.services) if (c.before !== undefined && !this.serviceSeen.has(c.before)) return undefined;
+    const gen = (this.gen += 1);
+    const u = this.begin(changes.interfaces);
+    for (const c of changes.slices) move(c, this.sliceSeen, gen, sliceInfo, u.slice);
+    for (const c of changes.services) move(c, this.serviceSeen, gen, serviceName, u.service);
+    return this.finish(u, undefined);
+  }
+
+  /** A step's bookkeeping: the names to redo, and the index updates as objects come and go. */
+  private begin(interfaces: readonly PodInterface[]): Pending {
     let all = false;
-    const interfacesText = JSON.stringify(input.interfaces);
+    const interfacesText = JSON.stringify(interfaces);
     if (interfacesText !== this.interfacesText) {
       // Which network each Service is served on depends on the interfaces: recompute everything.
       all = true;
       this.interfacesText = interfacesText;
-      this.ifaceByNet = new Map(input.interfaces.map((i) => [networkKey(i.network), i]));
-      this.interfaces = [...input.interfaces].sort((a, b) => compareText(networkKey(a.network), networkKey(b.network)));
+      this.ifaceByNet = new Map(interfaces.map((i) => [networkKey(i.network), i]));
+      this.interfaces = [...interfaces].sort((a, b) => compareText(networkKey(a.network), networkKey(b.network)));
     }
     const dirty = new Set<string>();
-    // A slice with a problem belongs to no Service: only the problems list changes.
-    let problemsChanged = false;
     const group = <T>(index: Map<string, Set<T>>, key: string, item: T, add: boolean): void => {
       dirty.add(key);
       const set = index.get(key);
@@ -107,17 +146,25 @@ export class StateMemo {
         if (set.size === 0) index.delete(key);
       }
     };
+    const u: Pending = {
+      all,
+      dirty,
+      // A slice with a problem belongs to no Service: only the problems list changes.
+      problemsChanged: false,
+      slice: (s, info, added) => {
+        if (info.problem !== undefined) {
+          if (added) this.sliceProblems.set(s, info.problem);
+          else this.sliceProblems.delete(s);
+          u.problemsChanged = true;
+        }
+        if (info.group !== undefined) group(this.slicesByGroup, info.group, s, added);
+      },
+      service: (svc, key, added) => group(this.servicesByKey, key, svc, added),
+    };
+    return u;
+  }
 
-    stamp(input.slices, this.sliceSeen, gen, sliceInfo, (s, info, added) => {
-      if (info.problem !== undefined) {
-        if (added) this.sliceProblems.set(s, info.problem);
-        else this.sliceProblems.delete(s);
-        problemsChanged = true;
-      }
-      if (info.group !== undefined) group(this.slicesByGroup, info.group, s, added);
-    });
-    stamp(input.services, this.serviceSeen, gen, (svc) => flat(`${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`), (svc, key, added) => group(this.servicesByKey, key, svc, added));
-
+  private finish({ all, dirty, problemsChanged }: Pending, inputServices: readonly V1Service[] | undefined): StateOutput {
     const changed = all ? new Set([...this.entries.keys(), ...this.servicesByKey.keys()]) : dirty;
     if (!all && changed.size === 0 && this.output !== undefined) {
       if (problemsChanged) this.output = { state: this.output.state, problems: this.problems() };
@@ -129,7 +176,8 @@ export class StateMemo {
       const old = this.entries.get(key);
       const targets: Keyed[] = [];
       const entryProblems: string[] = [];
-      const services = this.servicesOf(key, input.services);
+      this.work.recomputed += 1;
+      const services = this.servicesOf(key, inputServices);
       const byNet = services.length > 0 ? slicesByNetwork(this.slicesOf(key)) : undefined;
       for (const svc of services) {
         const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets);
@@ -177,12 +225,12 @@ export class StateMemo {
     return problems.sort(compareText);
   }
 
-  /** The Service objects named `key`, in input order (so duplicates resolve as they always did). */
-  private servicesOf(key: string, services: readonly V1Service[]): V1Service[] {
+  /** The Service objects named `key`, in input order (so duplicates resolve as they always did); a step's: as added. */
+  private servicesOf(key: string, services: readonly V1Service[] | undefined): V1Service[] {
     const set = this.servicesByKey.get(key);
     if (set === undefined) return [];
     // Two objects of one name (never from an informer): their order is the input's, found by a pass.
-    return set.size === 1 ? [...set] : services.filter((s) => set.has(s));
+    return set.size === 1 || services === undefined ? [...set] : services.filter((s) => set.has(s));
   }
 
   private slicesOf(key: string): { slice: V1EndpointSlice; net: string }[] {
@@ -220,6 +268,41 @@ function stamp<T, I>(list: readonly T[], seen: Map<T, Seen<I>>, gen: number, rea
       seen.delete(item);
       moved(item, was.info, false);
     }
+}
+
+/** One event of a step: `before` leaves (if this memo saw it), `after` comes. */
+function move<T, I>(c: Change<T>, seen: Map<T, Seen<I>>, gen: number, read: (item: T) => I, moved: (item: T, info: I, added: boolean) => void): void {
+  if (c.before === c.after) return;
+  if (c.before !== undefined) {
+    const was = seen.get(c.before);
+    if (was !== undefined) {
+      seen.delete(c.before);
+      moved(c.before, was.info, false);
+    }
+  }
+  if (c.after !== undefined && !seen.has(c.after)) {
+    const info = read(c.after);
+    seen.set(c.after, { info, gen });
+    moved(c.after, info, true);
+  }
+}
+
+const serviceName = (svc: V1Service): string => flat(`${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`);
+
+/** What a step of the state stage is made of (StateMemo.begin / finish). */
+interface Pending {
+  readonly all: boolean;
+  readonly dirty: Set<string>;
+  problemsChanged: boolean;
+  readonly slice: (s: V1EndpointSlice, info: SliceInfo, added: boolean) => void;
+  readonly service: (svc: V1Service, key: string, added: boolean) => void;
+}
+
+/** The informers' events since the state stage's last step, one per object key: the input of StateMemo.step. */
+export interface StateChanges {
+  readonly interfaces: readonly PodInterface[];
+  readonly services: readonly Change<V1Service>[];
+  readonly slices: readonly Change<V1EndpointSlice>[];
 }
 
 interface Seen<I> {

@@ -52,7 +52,8 @@ export interface InformerOptions<T extends KubeObject = KubeObject> {
 export interface InformerHandlers<T> {
   add?(obj: T): void;
   update?(obj: T, old: T): void;
-  delete?(obj: T): void;
+  /** `stored` is the object the informer held (and last handed to add or update); `obj` the delete's own. */
+  delete?(obj: T, stored: T): void;
 }
 
 export interface Informer<T extends KubeObject> {
@@ -92,7 +93,12 @@ const MIN_WATCH_TIMEOUT_S = 300;
 
 const QUICK_WATCH_END_MS = 1_000;
 
-export type Change<T> = { type: 'add'; obj: T } | { type: 'update'; obj: T; old: T } | { type: 'delete'; obj: T };
+/**
+ * One change of the store. The stored object changes identity only with an add or update: an
+ * update's `old` and a delete's `stored` are the very object last handed out, so a handler may
+ * keep objects by identity (sidecar/state-feed.ts does).
+ */
+export type Change<T> = { type: 'add'; obj: T } | { type: 'update'; obj: T; old: T } | { type: 'delete'; obj: T; stored: T };
 
 function rvOf(obj: KubeObject): string | undefined {
   return obj.metadata?.resourceVersion;
@@ -111,8 +117,10 @@ export function diffStore<T extends KubeObject>(store: ReadonlyMap<string, T>, f
     const old = store.get(key);
     if (old === undefined) changes.push({ type: 'add', obj });
     else if (rvOf(old) !== rvOf(obj)) changes.push({ type: 'update', obj, old });
+    // Unchanged: keep the object handlers were given (no event says it was replaced).
+    else next.set(key, old);
   }
-  for (const [key, old] of store) if (!next.has(key)) changes.push({ type: 'delete', obj: old });
+  for (const [key, old] of store) if (!next.has(key)) changes.push({ type: 'delete', obj: old, stored: old });
   return { changes, next };
 }
 
@@ -127,11 +135,12 @@ export function applyEvent<T extends KubeObject>(store: Map<string, T>, ev: Watc
   if (ev.type === 'DELETED') {
     if (old === undefined) return undefined;
     store.delete(key);
-    return { type: 'delete', obj: ev.object };
+    return { type: 'delete', obj: ev.object, stored: old };
   }
+  // Unchanged: keep the object handlers were given (no event says it was replaced).
+  if (old !== undefined && rvOf(old) === rvOf(ev.object)) return undefined;
   store.set(key, ev.object);
   if (old === undefined) return { type: 'add', obj: ev.object };
-  if (rvOf(old) === rvOf(ev.object)) return undefined;
   return { type: 'update', obj: ev.object, old };
 }
 
@@ -251,7 +260,7 @@ class InformerImpl<T extends KubeObject> implements Informer<T> {
     try {
       if (c.type === 'add') h.add?.(c.obj);
       else if (c.type === 'update') h.update?.(c.obj, c.old);
-      else h.delete?.(c.obj);
+      else h.delete?.(c.obj, c.stored);
     } catch (e) {
       // A buggy handler must not stop the informer or starve the other handlers.
       this.log.error({ err: e, informer: this.name, change: c.type, key: objectKey(c.obj) }, 'informer handler threw');

@@ -47,6 +47,25 @@ void describe('diffStore (relist)', () => {
 });
 
 void describe('applyEvent (watch)', () => {
+  void test('the stored object changes identity only with an add or update; a delete hands over the stored one', () => {
+    const store = new Map<string, KubeObject>();
+    const first = obj('x', '1');
+    applyEvent(store, { type: 'ADDED', object: first });
+    // The same resourceVersion again (a watch restarted): nothing said, so nothing replaced.
+    assert.equal(applyEvent(store, { type: 'MODIFIED', object: obj('x', '1') }), undefined);
+    assert.equal(store.get('a/x'), first);
+    const second = obj('x', '2');
+    const up = applyEvent(store, { type: 'MODIFIED', object: second });
+    assert.equal(up?.type === 'update' ? up.old : undefined, first);
+    const del = applyEvent(store, { type: 'DELETED', object: obj('x', '3') });
+    assert.equal(del?.type === 'delete' ? del.stored : undefined, second);
+    // A relist keeps the objects whose resourceVersion did not move.
+    const kept = obj('k', '1');
+    const { next, changes } = diffStore(new Map([['a/k', kept], ['a/g', obj('g', '1')]]), [obj('k', '1')]);
+    assert.equal(next.get('a/k'), kept);
+    assert.deepEqual(changes.map((c) => (c.type === 'delete' ? c.stored.metadata?.name : c.type)), ['g']);
+  });
+
   void test('ADDED for a known key is an update, identical is nothing, DELETED of unknown is nothing', () => {
     const store = new Map<string, KubeObject>();
     assert.equal(applyEvent(store, { type: 'ADDED', object: obj('x', '1') })?.type, 'add');

@@ -12,7 +12,8 @@ import assert from 'node:assert/strict';
 import { sameState, stateFingerprint } from '../../src/dataplane/state.js';
 import { countNftRules, fullText, type NftPlan, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { buildDesiredState, conntrackScope, conntrackStep, render, RenderCache, StateMemo } from '../../src/dataplane/incremental.js';
-import { changedEntries, Snapshot } from '../../src/dataplane/engine.js';
+import { changedEntries, Snapshot, type Change } from '../../src/dataplane/engine.js';
+import type { StateOutput } from '../../src/dataplane/state.js';
 import { createIptablesBackend, type IptablesPlan, type IptablesRules } from '../../src/dataplane/iptables-backend.js';
 import { createNftBackend } from '../../src/dataplane/nft/backend.js';
 import { createExec, type Exec } from '../../src/dataplane/iptables.js';
@@ -101,6 +102,27 @@ class World extends ServiceWorld {
   }
 }
 
+/**
+ * The world's changes since the last call as the informers report them (one change per key whose
+ * object is not the same), stepped into `memo` (StateMemo.step, as sidecar/state-feed.ts does).
+ */
+function eventStepper(world: World): (memo: StateMemo) => StateOutput {
+  let services = new Map<string, V1Service>();
+  let slices = new Map<string, V1EndpointSlice>();
+  const changes = <T>(was: ReadonlyMap<string, T>, now: ReadonlyMap<string, T>): Change<T>[] => {
+    const out: Change<T>[] = [];
+    for (const [k, a] of now) if (was.get(k) !== a) out.push({ before: was.get(k), after: a });
+    for (const [k, b] of was) if (!now.has(k)) out.push({ before: b, after: undefined });
+    return out;
+  };
+  return (memo) => {
+    const out = memo.step({ interfaces: world.interfaces, services: changes(services, world.services), slices: changes(slices, world.slices) });
+    services = new Map(world.services);
+    slices = new Map(world.slices);
+    return out ?? assert.fail('StateMemo.step refused the events of the objects it was given');
+  };
+}
+
 const SEEDS = [1, 2, 3, 4, 5, 6, 7, 8];
 /** The state stage is cheap to check: more sequences. */
 const STATE_SEEDS = Array.from({ length: 32 }, (_, i) => i + 1);
@@ -132,6 +154,40 @@ void describe('incremental state and render equal from-scratch ones', () => {
     }
     assert.ok(reused > STATE_SEEDS.length * STEPS, `unchanged targets should be reused by identity (reused ${reused})`);
     assert.ok(ingressSteps > (STATE_SEEDS.length * STEPS) / 10, `a good share of the steps should have an ingress-IP target (${ingressSteps} did)`);
+  });
+
+  void test("StateMemo.step on the informers' events equals buildDesiredState after every random event", () => {
+    let reused = 0;
+    for (const seed of STATE_SEEDS) {
+      const world = new World(rng(seed));
+      const memo = new StateMemo();
+      const stepped = eventStepper(world);
+      let before = stepped(memo);
+      for (let i = 0; i < STEPS; i++) {
+        const what = world.step();
+        const input = world.input();
+        const visited = memo.work.visited;
+        const got = stepped(memo);
+        assert.equal(memo.work.visited, visited, `seed ${seed}, step ${i}: a step passes over no list`);
+        const want = buildDesiredState(input);
+        assert.deepEqual({ state: got.state, problems: got.problems }, want, `seed ${seed}, step ${i} (${what})`);
+        const old = new Set(before.state.targets);
+        for (const t of got.state.targets) if (old.has(t)) reused += 1;
+        before = got;
+      }
+    }
+    assert.ok(reused > STATE_SEEDS.length * STEPS, `unchanged targets should be reused by identity (reused ${reused})`);
+  });
+
+  void test('StateMemo.step refuses an event whose before it does not hold, and changes nothing', () => {
+    const svc = serviceObject('app', 'a', { networks: 'net/a', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }] });
+    const memo = new StateMemo();
+    const first = memo.step({ interfaces: [IFACE_A], services: [{ before: undefined, after: svc }], slices: [] });
+    assert.equal(first?.state.targets.length, 1);
+    const stranger = structuredClone(svc);
+    assert.equal(memo.step({ interfaces: [IFACE_A], services: [{ before: stranger, after: undefined }], slices: [] }), undefined);
+    // The lists still agree with what it held: the refused step left nothing behind.
+    assert.deepEqual(memo.update({ interfaces: [IFACE_A], services: [svc], slices: [] }), first);
   });
 
   void test('sameState is false when one endpoint differs', () => {
@@ -247,6 +303,8 @@ for (const subject of SUBJECTS) {
       for (const seed of BACKEND_SEEDS) {
         const world = new World(rng(seed * 7919));
         const memo = new StateMemo();
+        // Odd seeds take the sidecar's path (the informers' events), even ones the lists.
+        const byEvents = seed % 2 === 1 ? eventStepper(world) : undefined;
         const cache = new RenderCache();
         // Incremental: one back end and one render cache for the whole sequence, as a running sidecar.
         const be = subject.make();
@@ -256,7 +314,7 @@ for (const subject of SUBJECTS) {
           const what = world.step();
           const input = world.input();
           const where = `${subject.name}, seed ${seed}, step ${i} (${what})`;
-          const rendered = render(memo.update(input).state, cache);
+          const rendered = render((byEvents?.(memo) ?? memo.update(input)).state, cache);
           const delta = prev !== undefined && rendered.delta?.from === prev.rendered.version;
           if (delta) stepped += 1;
           const rules = be.rules(rendered);
