@@ -2,7 +2,7 @@
 # One image for the programs of multus-proxy:
 #   controller  node /app/dist/controller.js   (non-root, the image's default user)
 #   webhook     node /app/dist/webhook.js      (non-root)
-#   sidecar     node /app/dist/sidecar.js      (uid 0 + NET_ADMIN/NET_RAW; the webhook sets that)
+#   sidecar     health-listen node /app/dist/sidecar.js  (uid 0 + NET_ADMIN/NET_RAW; the webhook sets that)
 #   certs CLI   node /app/dist/certs.js        (bootstrap Job of deploy/overlays/bootstrap)
 #   node agent  node /app/dist/node-agent.js   (optional DaemonSet, deploy/components/node-agent: hostNetwork, uid 0 + NET_ADMIN/NET_RAW)
 # Build: docker build -t <registry>/multus-proxy:<tag> .   (see docs/install.md)
@@ -28,14 +28,17 @@ COPY sidecar ./sidecar
 COPY certs ./certs
 RUN npm run build
 
-# ---- native: the nftables element writer's batch sender (native/nfnl-batch.c), static -------------
-# The same flags as scripts/build-native.sh. Static, so the runtime stage needs no compiler or libs.
+# ---- native: the helpers in native/, static ------------------------------------------------------
+# nfnl-batch: the nftables element writer's batch sender; health-listen: the injected sidecar's
+# launcher, which opens its health port before Node.js starts. The same flags as
+# scripts/build-native.sh. Static, so the runtime stage needs no compiler or libs.
 FROM node:24-bookworm-slim AS native
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
-COPY native/nfnl-batch.c /src/
+COPY native/nfnl-batch.c native/health-listen.c /src/
 RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/nfnl-batch /src/nfnl-batch.c
+RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/health-listen /src/health-listen.c
 
 # ---- runtime ------------------------------------------------------------------------------------
 FROM node:24-bookworm-slim AS runtime
@@ -57,6 +60,8 @@ WORKDIR /app
 COPY --from=build /src/dist/ /app/dist/
 # The sidecar's element writer (src/dataplane/nft/element-writer.ts looks here by default).
 COPY --from=native /src/nfnl-batch /usr/local/bin/nfnl-batch
+# The injected sidecar's command starts with it (webhook/options.ts DEFAULT_SIDECAR_COMMAND).
+COPY --from=native /src/health-listen /usr/local/bin/health-listen
 ENV NODE_ENV=production
 # iptables-legacy takes a lock file, /run/xtables.lock by default, and refuses to restore when it
 # cannot create it, which is always the case under readOnlyRootFilesystem. /dev/shm is a

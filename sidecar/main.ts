@@ -14,7 +14,7 @@
  */
 import { createLogger, type Logger } from '../src/log.js';
 import { helpText, wantsHelp } from '../src/cli.js';
-import { startHealthServer, type Readiness } from '../src/health.js';
+import { HEALTH_FD_ENV, inheritedHealthFd, startHealthServer, type Readiness } from '../src/health.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
@@ -97,8 +97,12 @@ async function main(): Promise<void> {
     if (r.ready) state.readyServed = true;
     return r;
   };
-  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready }, metrics.registry, opts.healthPort, opts.healthHost);
-  log.info({ healthPort: health.port }, HEALTH_LISTENING);
+  // Injected, the sidecar runs under health-listen (native/health-listen.c), which listened on the
+  // port before Node.js started; without it (dev, demo, tests) the sidecar binds the port itself.
+  const inheritedFd = inheritedHealthFd(process.env);
+  delete process.env[HEALTH_FD_ENV]; // not for the processes the sidecar runs
+  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready }, metrics.registry, opts.healthPort, opts.healthHost, undefined, inheritedFd);
+  log.info({ healthPort: health.port, inherited: inheritedFd !== undefined }, HEALTH_LISTENING);
 
   // The stop handlers next, before anything slow (the nftables probe runs a process): a pod deleted
   // while its sidecar starts must not lose the health port to SIGTERM's default exit, or the

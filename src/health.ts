@@ -43,6 +43,40 @@ export async function listenDualStack(server: Server, port: number, host: string
   }
 }
 
+/**
+ * Set by the launcher native/health-listen.c, which opens the health port before it execs Node.js
+ * and passes the listening socket as this file descriptor: the kubelet's first probe then finds the
+ * port listening however slowly Node.js starts (its request waits in the socket's backlog).
+ */
+export const HEALTH_FD_ENV = 'MULTUS_PROXY_HEALTH_FD';
+
+/** The inherited listening socket's descriptor named in `env`; undefined without one (no launcher: dev, demo, tests). */
+export function inheritedHealthFd(env: NodeJS.ProcessEnv): number | undefined {
+  const v = env[HEALTH_FD_ENV];
+  if (v === undefined || v === '') return undefined;
+  if (!/^\d+$/.test(v) || Number(v) < 3) {
+    throw new Error(`${HEALTH_FD_ENV}=${JSON.stringify(v)} is not an inherited file descriptor (an integer >= 3, set by health-listen); unset it to let the program bind its health port itself`);
+  }
+  return Number(v);
+}
+
+/** Serves on an inherited listening socket, which must be on `port` (0: any). */
+async function listenInherited(server: Server, fd: number, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const onError = (e: Error): void => reject(new Error(`${HEALTH_FD_ENV}=${fd}: cannot serve on the inherited socket: ${e.message}; unset it to let the program bind its health port itself`));
+    server.once('error', onError);
+    server.listen({ fd }, () => {
+      server.removeListener('error', onError);
+      resolve();
+    });
+  });
+  const got = (server.address() as AddressInfo | null)?.port;
+  if (port !== 0 && got !== port) {
+    server.close();
+    throw new Error(`${HEALTH_FD_ENV}=${fd}: the inherited socket listens on port ${got}, not on the health port ${port}; give health-listen and the program the same HEALTH_PORT`);
+  }
+}
+
 /** The longest `/readyz?wait=` honoured, in seconds: a probe's timeout is well under this. */
 export const MAX_READY_WAIT_S = 60;
 const READY_POLL_MS = 20;
@@ -95,6 +129,8 @@ export async function startHealthServer(
   port: number,
   host = ANY_HOST,
   extra?: ExtraRoute,
+  /** An inherited listening socket (inheritedHealthFd) to serve on instead of binding `host`:`port`. */
+  inheritedFd?: number,
 ): Promise<HealthServer> {
   const server = http.createServer((req, res) => {
     const [path = '/', query = ''] = (req.url ?? '/').split('?');
@@ -117,7 +153,8 @@ export async function startHealthServer(
   });
   // Probes must not hang on a half-open client.
   server.requestTimeout = 5000;
-  await listenDualStack(server, port, host);
+  if (inheritedFd !== undefined) await listenInherited(server, inheritedFd, port);
+  else await listenDualStack(server, port, host);
   return {
     port: (server.address() as AddressInfo).port,
     close: () =>

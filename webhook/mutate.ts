@@ -57,23 +57,37 @@ export function tokenVolume(name: string, expirationSeconds: number): Volume {
 }
 
 /**
- * The sidecar's one probe, measured on the real node (docs/benchmarks.md, soak; docs/decisions.md):
+ * The sidecar's one probe, measured on the real node (docs/benchmarks.md, soak and probe cycle;
+ * docs/decisions.md):
  * - a startup probe on `/readyz?wait=…`, which the sidecar holds until its first sync is done, so
  *   it succeeds the moment the sidecar is ready (and the app containers start then) instead of
  *   answering 503 (an Unhealthy Event each) every second before;
- * - its first try `initialDelaySeconds` after the container started, when the health port listens;
- * - `timeoutSeconds` above the wait; `failureThreshold` × (wait + period) ≈ 5 minutes for a start
- *   that cannot sync (the apiserver unreachable), as the 300 × 1 s before.
+ * - tried from the container's start (`initialDelaySeconds` 0): the injected command starts with
+ *   health-listen (native/health-listen.c), which listens on the health port before Node.js
+ *   starts, so the probe's connection is never refused; its request waits in the socket's backlog
+ *   until Node.js serves (up to 2.3 s measured on a busy node), then the wait begins;
+ * - `timeoutSeconds` above that start plus the wait; `failureThreshold` × (wait + period) ≈ 5
+ *   minutes for a start that cannot sync (the apiserver unreachable), as the 300 × 1 s before.
  * No readiness probe: readiness never falls back once ready (docs/sidecar.md), so without one the
  * kubelet counts the sidecar ready when started, the same answer without probing. No liveness
  * probe: the kubelet v1.34 keeps probing a native sidecar's liveness through the pod's termination,
  * after the sidecar exited (refused or reset, an Event each time); the sidecar ends itself instead
  * when a sync is stuck (its watchdog), and the kubelet restarts it as after a failed probe.
  */
-export const STARTUP_PROBE = { initialDelaySeconds: 2, periodSeconds: 1, waitSeconds: 9, timeoutSeconds: 10, failureThreshold: 30 } as const;
+export const STARTUP_PROBE = { initialDelaySeconds: 0, periodSeconds: 1, waitSeconds: 9, timeoutSeconds: 12, failureThreshold: 30 } as const;
+/**
+ * A `sidecar.command` of the operator's own without health-listen: Node.js binds the port itself,
+ * so the first try waits 2 s (the old timing: refused at most rarely, on a busy node).
+ */
+export const STARTUP_PROBE_WITHOUT_LAUNCHER = { ...STARTUP_PROBE, initialDelaySeconds: 2 } as const;
 
-function startupProbe(port: number): Probe {
-  const { waitSeconds, ...timing } = STARTUP_PROBE;
+/** Whether the sidecar command runs under health-listen, which listens before Node.js starts. */
+export function launchedByHealthListen(command: readonly string[]): boolean {
+  return /(^|\/)health-listen$/.test(command[0] ?? '');
+}
+
+function startupProbe(port: number, command: readonly string[]): Probe {
+  const { waitSeconds, ...timing } = launchedByHealthListen(command) ? STARTUP_PROBE : STARTUP_PROBE_WITHOUT_LAUNCHER;
   return { httpGet: { path: `/readyz?wait=${waitSeconds}`, port }, ...timing };
 }
 
@@ -126,7 +140,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
     },
     // Ready means the first complete rule sync is done. As a native sidecar the startup probe
     // also holds back the app containers until then, so their first connection already works.
-    startupProbe: startupProbe(cfg.healthPort),
+    startupProbe: startupProbe(cfg.healthPort, cfg.command),
     volumeMounts: [
       { name: tokenVolumeName, mountPath: SERVICE_ACCOUNT_DIR, readOnly: true },
       { name: runVolumeName, mountPath: RUN_DIR },

@@ -19,7 +19,7 @@
  *     maxServicesPerNetwork: 2000
  *     logLevel: info
  *     backend: auto                         # iptables | nftables | auto (nftables where the probe table loads, else iptables)
- *     command: [node, /app/dist/sidecar.js]
+ *     command: [/usr/local/bin/health-listen, node, /app/dist/sidecar.js]
  *     args: []
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
  */
@@ -109,8 +109,13 @@ export const SIDECAR_IMAGE_FILE = 'sidecarImage';
 export const SIDECAR_NODE_FLAGS: readonly string[] = NODE_MEMORY_FLAGS;
 /** glibc malloc settings in the sidecar container's environment (src/memory-settings.ts). */
 export const SIDECAR_MALLOC_ENV: Readonly<Record<string, string>> = MALLOC_ENV;
+/**
+ * The image's launcher (native/health-listen.c): it listens on the sidecar's health port, then execs
+ * Node.js with the socket, so the kubelet's startup probe is never refused while Node.js starts.
+ */
+export const HEALTH_LISTEN = '/usr/local/bin/health-listen';
 /** The image's entry point runs the webhook; the same image runs the sidecar with this command. */
-export const DEFAULT_SIDECAR_COMMAND = ['node', ...SIDECAR_NODE_FLAGS, '/app/dist/sidecar.js'];
+export const DEFAULT_SIDECAR_COMMAND = [HEALTH_LISTEN, 'node', ...SIDECAR_NODE_FLAGS, '/app/dist/sidecar.js'];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const MODES: readonly SidecarMode[] = ['native', 'regular', 'auto'];

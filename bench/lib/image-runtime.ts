@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { load } from 'js-yaml';
 import { parseOptions } from '../../webhook/options.js';
-import { sidecarContainer } from '../../webhook/mutate.js';
+import { launchedByHealthListen, sidecarContainer } from '../../webhook/mutate.js';
 import { OPTION_SOURCES } from '../../src/sidecar-contract.js';
 import { run } from './proc.js';
 import { ROOT } from './report.js';
@@ -51,8 +51,10 @@ export function injectedOnHost(
   imageEnv: readonly string[],
   root: string,
 ): { binary: string; argv: string[]; env: Record<string, string> } {
-  const [node, ...args] = container.command ?? [];
-  if (node !== 'node') throw new Error(`the injected command starts with ${String(node)}, not node`);
+  // health-listen only opens the health port before exec'ing node; B5 measures node's memory.
+  const command = container.command ?? [];
+  const [node, ...args] = launchedByHealthListen(command) ? command.slice(1) : command;
+  if (node !== 'node') throw new Error(`the injected command starts with ${String(node)}, not node (nor health-listen node)`);
   const argv = args.map((a) => (a.startsWith(`${IMAGE_APP}/`) ? path.join(root, 'dist', a.slice(IMAGE_APP.length + 1)) : a));
   const skip = new Set(['PATH', 'XTABLES_LOCKFILE', OPTION_SOURCES.annotationsFile.env, OPTION_SOURCES.healthPort.env, 'LOG_LEVEL']);
   const env: Record<string, string> = {};

@@ -8,8 +8,9 @@
  * - Every COPY source of the build context exists and is not excluded by .dockerignore.
  * - The build stage's `npm run build` is replayed in a folder holding only what its COPY lines
  *   bring in (node_modules linked in for `npm ci`): a file it forgot to copy breaks that build.
- * - The native stage compiles native/nfnl-batch.c with scripts/build-native.sh's flags; replayed
- *   here, it gives a static executable, which the runtime copies where the element writer looks.
+ * - The native stage compiles every native/*.c with scripts/build-native.sh's flags; replayed
+ *   here, each gives a static executable, which the runtime copies where its user looks (the
+ *   element writer; the injected sidecar's command).
  * - Every bundle that something runs (the image's CMD, each Deployment, Job and CronJob command,
  *   the webhook's injected sidecar command) is among the build's outputs, and each bundle starts
  *   from a folder without node_modules, as in the runtime stage, which copies only dist/.
@@ -21,7 +22,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
-import { DEFAULT_SIDECAR_COMMAND } from '../../webhook/options.js';
+import { DEFAULT_SIDECAR_COMMAND, HEALTH_LISTEN } from '../../webhook/options.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
 import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
@@ -259,12 +260,12 @@ void describe('Dockerfile structure', () => {
     assert.ok(ignored(dockerignore, 'node_modules') && ignored(dockerignore, 'test/deploy/image.test.ts') && !ignored(dockerignore, 'src/keys.ts'));
   });
 
-  void test('the runtime copies only the bundles and nfnl-batch, from where the build and native stages write them', () => {
+  void test('the runtime copies only the bundles, nfnl-batch and health-listen, from where the build and native stages write them', () => {
     const fromStages = copies(runtime ?? { from: '', name: '', instructions: [] }).filter((c) => c.from !== undefined);
     assert.deepEqual(
       fromStages.map((c) => c.from),
-      [build?.name, native?.name],
-      'one COPY --from each',
+      [build?.name, native?.name, native?.name],
+      'one COPY --from the build stage, one per native helper',
     );
     const fromBuild = fromStages.filter((c) => c.from === build?.name);
     const [c] = fromBuild;
@@ -272,47 +273,60 @@ void describe('Dockerfile structure', () => {
     const buildInstr = build?.instructions.find((i) => i.op === 'RUN' && /npm run build/.test(i.args));
     assert.equal(c?.sources[0]?.replace(/\/$/, ''), posix.join(workdir(build ?? { from: '', name: '', instructions: [] }, buildInstr?.line ?? 0), 'dist'));
     assert.equal(c?.dest.replace(/\/$/, ''), '/app/dist');
-    const n = fromStages.find((x) => x.from === native?.name);
-    assert.equal(n?.dest, DEFAULT_NFNL_BATCH, 'nfnl-batch where the element writer looks by default');
-    assert.deepEqual(n?.sources, [nativeOutput()]);
+    const dests = new Map(fromStages.filter((x) => x.from === native?.name).map((x) => [x.sources.join(' '), x.dest]));
+    const outputs = new Map(nativeCompiles().map((n) => [posix.basename(n.source, '.c'), n.output]));
+    assert.equal(dests.get(outputs.get('nfnl-batch') ?? ''), DEFAULT_NFNL_BATCH, 'nfnl-batch where the element writer looks by default');
+    assert.equal(dests.get(outputs.get('health-listen') ?? ''), HEALTH_LISTEN, 'health-listen where the injected sidecar command runs it');
+    assert.equal(DEFAULT_SIDECAR_COMMAND[0], HEALTH_LISTEN, 'the injected sidecar starts under health-listen');
   });
 });
 
-/** The native stage's compile line: `gcc <flags> -o <output> <source>`. */
-function nativeCompile(): { flags: string[]; output: string; source: string } {
-  const run = native?.instructions.find((i) => i.op === 'RUN' && /^gcc\s/.test(i.args));
-  assert.ok(run, 'the native stage runs gcc');
-  const m = /^gcc\s+(.*?)\s+-o\s+(\S+)\s+(\S+)$/.exec(run.args);
-  assert.ok(m, `line ${run.line}: expected "gcc <flags> -o <output> <source>", got ${run.args}`);
-  return { flags: (m[1] ?? '').split(/\s+/), output: m[2] ?? '', source: m[3] ?? '' };
+/** The native stage's compile lines: `gcc <flags> -o <output> <source>`, one per helper. */
+function nativeCompiles(): { flags: string[]; output: string; source: string }[] {
+  const runs = native?.instructions.filter((i) => i.op === 'RUN' && /^gcc\s/.test(i.args)) ?? [];
+  assert.ok(runs.length > 0, 'the native stage runs gcc');
+  return runs.map((run) => {
+    const m = /^gcc\s+(.*?)\s+-o\s+(\S+)\s+(\S+)$/.exec(run.args);
+    assert.ok(m, `line ${run.line}: expected "gcc <flags> -o <output> <source>", got ${run.args}`);
+    return { flags: (m[1] ?? '').split(/\s+/), output: m[2] ?? '', source: m[3] ?? '' };
+  });
 }
-const nativeOutput = (): string => nativeCompile().output;
 
 void describe('the native stage, replayed without Docker', () => {
-  void test('compiles native/nfnl-batch.c with build-native.sh\'s flags into a static executable that exits 0 on empty input', async () => {
-    const { flags, output, source } = nativeCompile();
+  void test("compiles every native/*.c with build-native.sh's flags into static executables: nfnl-batch exits 0 on empty input, health-listen execs its command", async () => {
+    const compiles = nativeCompiles();
     const script = readFileSync(join(REPO, 'scripts', 'build-native.sh'), 'utf8');
     const cflags = /^CFLAGS=\((.*)\)$/m.exec(script)?.[1]?.split(/\s+/);
-    assert.deepEqual(flags, cflags, 'the image and scripts/build-native.sh compile alike');
-    assert.ok(flags.includes('-static'), 'static: the runtime stage has no compiler and no libc headers to match');
+    const sources = readdirSync(join(REPO, 'native')).filter((f) => f.endsWith('.c')).sort();
+    assert.deepEqual(compiles.map((n) => posix.basename(n.source)).sort(), sources, 'every native source is compiled');
+    assert.deepEqual(/^for name in (.*); do$/m.exec(script)?.[1]?.split(' ').sort(), sources.map((f) => f.replace(/\.c$/, '')), 'scripts/build-native.sh builds the same helpers');
     const copied = copies(native ?? { from: '', name: '', instructions: [] });
     assert.deepEqual(
-      copied.map((c) => [c.sources, c.dest]),
-      [[['native/nfnl-batch.c'], posix.dirname(source) + '/']],
-      'the one source, where gcc reads it',
+      copied.map((c) => [[...c.sources].sort(), c.dest]),
+      [[sources.map((f) => `native/${f}`), posix.dirname(compiles[0]?.source ?? '') + '/']],
+      'the sources, where gcc reads them',
     );
     const dir = mkdtempSync(join(tmpdir(), 'multus-proxy-native-'));
     try {
-      const out = join(dir, posix.basename(output));
-      await promisify(execFile)('gcc', [...flags, '-o', out, join(REPO, 'native', 'nfnl-batch.c')]).catch((e: Error & { code?: string; stderr?: string }) => {
-        throw new Error(e.code === 'ENOENT' ? 'gcc not found: apt-get install gcc libc6-dev (scripts/setup.sh does)' : `gcc failed: ${e.stderr ?? e.message}`, { cause: e });
-      });
-      // A static executable has no program interpreter (PT_INTERP): ldd says so.
-      const ldd = await promisify(execFile)('ldd', [out]).then((r) => r.stdout + r.stderr, (e: Error & { stdout?: string; stderr?: string }) => (e.stdout ?? '') + (e.stderr ?? ''));
-      assert.match(ldd, /not a dynamic executable|statically linked/, ldd);
-      const r = spawnSync(out, [], { input: '', timeout: 5000, encoding: 'utf8' });
-      assert.equal(r.status, 0, r.stderr);
-      assert.equal(r.stdout + r.stderr, '', 'empty input: nothing sent, nothing said');
+      for (const { flags, output, source } of compiles) {
+        assert.deepEqual(flags, cflags, 'the image and scripts/build-native.sh compile alike');
+        assert.ok(flags.includes('-static'), 'static: the runtime stage has no compiler and no libc headers to match');
+        assert.equal(posix.dirname(source), posix.dirname(compiles[0]?.source ?? ''));
+        const out = join(dir, posix.basename(output));
+        await promisify(execFile)('gcc', [...flags, '-o', out, join(REPO, 'native', posix.basename(source))]).catch((e: Error & { code?: string; stderr?: string }) => {
+          throw new Error(e.code === 'ENOENT' ? 'gcc not found: apt-get install gcc libc6-dev (scripts/setup.sh does)' : `gcc failed: ${e.stderr ?? e.message}`, { cause: e });
+        });
+        // A static executable has no program interpreter (PT_INTERP): ldd says so.
+        const ldd = await promisify(execFile)('ldd', [out]).then((r) => r.stdout + r.stderr, (e: Error & { stdout?: string; stderr?: string }) => (e.stdout ?? '') + (e.stderr ?? ''));
+        assert.match(ldd, /not a dynamic executable|statically linked/, ldd);
+      }
+      const batch = spawnSync(join(dir, 'nfnl-batch'), [], { input: '', timeout: 5000, encoding: 'utf8' });
+      assert.equal(batch.status, 0, batch.stderr);
+      assert.equal(batch.stdout + batch.stderr, '', 'empty input: nothing sent, nothing said');
+      // Port 0: any free port, so the check needs no fixed port; the command sees the socket as fd 3.
+      const listen = spawnSync(join(dir, 'health-listen'), ['sh', '-c', 'echo "$MULTUS_PROXY_HEALTH_FD"; readlink /proc/self/fd/3'], { env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: '0', HEALTH_HOST: '127.0.0.1' }, timeout: 5000, encoding: 'utf8' });
+      assert.equal(listen.status, 0, listen.stderr);
+      assert.match(listen.stdout, /^3\nsocket:\[\d+\]\n$/, listen.stderr);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

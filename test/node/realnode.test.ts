@@ -15,6 +15,8 @@ import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
 import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
+import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
+import type { SidecarStart } from './sidecar-starts.js';
 import { quantileSorted } from '../../bench/lib/stats.js';
 import { STAGE_COLUMNS, stageCells } from '../../bench/lib/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
@@ -103,6 +105,30 @@ void describe('real node', { concurrency: 1 }, () => {
     });
     const probed = JSON.parse(out) as { metadata: { labels?: Record<string, string> } };
     assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
+  });
+
+  void test('issue 25: no spurious probe failure: injected pods scaled 0 → 6 → 0 twice with both cores busy, 0 Unhealthy Events from the sidecars', { timeout: 900_000 }, async () => {
+    let r: ProbeCycleRecord;
+    try {
+      r = await runProbeCycle(node, PROBE_CYCLE, log);
+    } finally {
+      await tearDownProbeCycle(node);
+    }
+    const ms = (pick: (s: SidecarStart) => number | undefined): string => {
+      const xs = r.starts.map(pick).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+      return `n ${xs.length}, p50 ${quantileSorted(xs, 0.5)}, p99 ${quantileSorted(xs, 0.99)}, max ${xs[xs.length - 1]} ms`;
+    };
+    log(`probe cycle in ${r.ms} ms, ${r.options.busyLoops} busy loops, load ${r.load.map((x) => x.toFixed(1)).join(' ')}`);
+    log(`  sidecar start -> Node.js serves the health port: ${ms((s) => s.listenMs)}`);
+    log(`  sidecar start -> first sync: ${ms((s) => s.readyMs)}`);
+    log(`  sidecar start -> app container start: ${ms((s) => s.appMs)}`);
+    for (const e of r.unhealthy) log(`  Unhealthy ${e.pod} ${e.container} x${e.count}: ${e.message}`);
+    assert.ok(r.starts.filter((s) => s.readyMs !== undefined).length >= PROBE_CYCLE.replicas * PROBE_CYCLE.cycles, `sidecars started: ${r.starts.length}`);
+    assert.deepEqual(r.unhealthy.map((e) => `${e.pod} ${e.container} x${e.count}: ${e.message}`), [], 'Unhealthy Events');
+    // A launcher that broke the start (the port refused to Node.js) would show as restarts instead.
+    const perPod = new Map<string, number>();
+    for (const s of r.starts) perPod.set(s.pod, (perPod.get(s.pod) ?? 0) + 1);
+    assert.deepEqual([...perPod].filter(([, n]) => n > 1), [], 'each sidecar started once');
   });
 
   // The quick soak (issue 25; test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.

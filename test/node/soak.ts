@@ -239,14 +239,14 @@ function projectContainer(e: CoreV1Event): string | undefined {
   return undefined;
 }
 
-interface EventWatch {
+export interface EventWatch {
   /** Counts as they are now, as the baseline the soak's counts grow from. */
   baseline(): void;
   events(state: (pod: string, at: number) => ProjectEvent['podState']): ProjectEvent[];
   stop(): void;
 }
 
-async function watchEvents(node: RealNode): Promise<EventWatch> {
+export async function watchEvents(node: RealNode): Promise<EventWatch> {
   const latest = new Map<string, CoreV1Event>();
   const base = new Map<string, number>();
   const count = (e: CoreV1Event): number => e.series?.count ?? e.count ?? 1;

@@ -2,7 +2,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { decideInjection, describePod, parseInjectAnnotation, type PodDecision } from '../../src/injection-policy.js';
-import { injectSidecar, sidecarContainer, uniqueName } from '../../webhook/mutate.js';
+import { injectSidecar, launchedByHealthListen, sidecarContainer, uniqueName } from '../../webhook/mutate.js';
 import { podHandler } from '../../webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
@@ -124,6 +124,17 @@ void describe('webhook/mutate', () => {
     const priv = sidecarContainer({ ...SIDECAR, privileged: true }, 'tok', true).securityContext;
     assert.equal(priv?.privileged, true);
     assert.equal(priv?.allowPrivilegeEscalation, undefined);
+  });
+
+  void test('the startup probe tries at once under health-listen, 2 s after the start with a command of the operator\'s own (Node.js binds the port itself)', () => {
+    const probe = (command: readonly string[]): unknown => sidecarContainer({ ...SIDECAR, command }, 'tok', true).startupProbe;
+    assert.equal(SIDECAR.command[0], '/usr/local/bin/health-listen');
+    assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=9', port: 9180 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 12, failureThreshold: 30 });
+    assert.equal((probe(['health-listen', 'node', 'x.js']) as { initialDelaySeconds: number }).initialDelaySeconds, 0);
+    for (const own of [['node', '/app/dist/sidecar.js'], ['/opt/health-listener', 'node'], []]) {
+      assert.equal((probe(own) as { initialDelaySeconds: number }).initialDelaySeconds, 2, own.join(' '));
+    }
+    assert.equal(launchedByHealthListen(['/usr/local/bin/health-listen']), true);
   });
 
   void test('the input pod is not modified; the token and the pod annotations are mounted into the sidecar only', () => {

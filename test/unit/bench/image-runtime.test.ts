@@ -28,8 +28,9 @@ void describe('B5 image runtime', () => {
     assert.deepEqual(missingLibraries(`${ok}\tlibatomic.so.1 => not found\n\tlibfoo.so.2 => not found\n`), ['libatomic.so.1', 'libfoo.so.2']);
   });
 
-  void test('injectedOnHost: the injected command on the copied node and bundle, with the image and container environment', () => {
+  void test('injectedOnHost: the injected command on the copied node and bundle (without health-listen), with the image and container environment', () => {
     const container = sidecarContainer(SIDECAR, 'token', true);
+    assert.equal(container.command?.[0], '/usr/local/bin/health-listen');
     const imageEnv = ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'NODE_ENV=production', 'XTABLES_LOCKFILE=/dev/shm/xtables.lock'];
     const got = injectedOnHost(container, imageEnv, '/cache/image-runtime/0ea8018b98b0');
     assert.equal(got.binary, '/cache/image-runtime/0ea8018b98b0/node');
@@ -41,5 +42,6 @@ void describe('B5 image runtime', () => {
   void test('injectedOnHost: a command that is not node is refused', () => {
     assert.throws(() => injectedOnHost({ command: ['/bin/sh', '-c', 'x'] }, [], '/r'), /not node/);
     assert.throws(() => injectedOnHost({}, [], '/r'), /not node/);
+    assert.throws(() => injectedOnHost({ command: ['/usr/local/bin/health-listen', 'sh'] }, [], '/r'), /starts with sh, not node/);
   });
 });
