@@ -465,7 +465,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   const split: string[][] = parts.length === 0 ? [] : [
     row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
     row(`sync start → rule in place (render, ${writing} up to its commit)`, summarize(parts.map((b) => b.toRule))),
-    row(`rule in place → sync end (${writing} reporting back, the rest of the sync)`, summarize(parts.map((b) => b.afterRule))),
+    row(`rule in place → sync end (${writing} reporting back, the rest of the sync; negative when nft monitor's report was read after the sync's end)`, summarize(parts.map((b) => b.afterRule))),
   ];
   return {
     tables: [

@@ -85,11 +85,14 @@ export interface Breakdown {
 
 /**
  * Splits event → rule (both ms since the epoch) at the start of the sync that put the rule in
- * place: the one whose span holds the rule time (`slackMs` either side for clock rounding: pino
- * logs whole milliseconds, the sync's own ms is rounded).
+ * place: the last one started by the rule time (`slackMs` for clock rounding: pino logs whole
+ * milliseconds, the sync's own ms is rounded) that ended no earlier than `lagMs` before it. Why
+ * the lag: the rule time is when the bench read nft monitor's line, and a writer that answers at
+ * its commit (nfnl-batch's "ok") lets the sync end before the monitor's report is read, by
+ * milliseconds on a loaded machine; then `afterRule` is negative.
  */
-export function breakdown(eventAt: number, ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2): Breakdown | undefined {
-  const s = syncs.find((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + slackMs);
+export function breakdown(eventAt: number, ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2, lagMs = 50): Breakdown | undefined {
+  const s = syncs.findLast((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + Math.max(slackMs, lagMs));
   if (s === undefined) return undefined;
   const start = s.end - s.ms;
   return { waiting: start - eventAt, toRule: ruleAt - start, afterRule: s.end - ruleAt };

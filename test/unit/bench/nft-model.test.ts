@@ -141,7 +141,10 @@ void describe("the sidecar's log, lined up with the bench's times", () => {
   void test('breakdown splits event → rule at the start of the sync whose span holds the rule time', () => {
     const syncs = appliedSyncs(log);
     assert.deepEqual(breakdown(1995, 2006, syncs), { waiting: 7, toRule: 4, afterRule: 14 });
-    assert.equal(breakdown(1995, 2500, syncs), undefined, 'no sync spans the rule time');
+    assert.equal(breakdown(1995, 2500, syncs), undefined, 'the rule came too long after any sync');
+    assert.deepEqual(breakdown(1995, 2030, syncs), { waiting: 7, toRule: 28, afterRule: -10 }, "within the monitor's lag after the sync's end");
+    assert.equal(breakdown(1995, 2030, syncs, 2, 5), undefined);
+    assert.deepEqual(breakdown(1995, 2006, [...syncs, { end: 2100, ms: 50, full: false }]), { waiting: 7, toRule: 4, afterRule: 14 }, 'a later sync started after the rule is not it');
   });
 });
 
