@@ -65,6 +65,8 @@ export interface DataplaneOptions {
    * logged once, through `nft -f` as every other change. false: always `nft -f`.
    */
   readonly elementWriter?: string | false;
+  /** nftables: the Service ports up to which the sidecar's table picks through endpoint maps (default MAX_ENDPOINT_MAPS). */
+  readonly maxEndpointMaps?: number;
 }
 
 export function kernelHasIPv6(): boolean {
@@ -149,7 +151,7 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
   if (kind === 'nftables') {
     const elementWriter = opts.elementWriter === false ? undefined : createElementWriter({ binary: opts.elementWriter, netns: opts.netns, logger: opts.logger }).catch(() => undefined);
-    return applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable, { elementWriter, logger: opts.logger }), others: [iptables('nft'), iptables('legacy')] }, renderState);
+    return applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable, { elementWriter, logger: opts.logger, maxEndpointMaps: opts.maxEndpointMaps }), others: [iptables('nft'), iptables('legacy')] }, renderState);
   }
   return applyLoop({ ...parts, rules: iptables(opts.backend ?? 'auto'), others: [createNftBackend(exec, layout.nftTable)] }, renderState);
 }

@@ -265,6 +265,19 @@ interface Subject {
   /** Whether `rules` was made by editing `prev` (the stage's O(changes) step), not from scratch. */
   edited?(rules: unknown, prev: unknown): boolean;
 }
+/**
+ * How a table's Service ports without affinity pick, read from its text: through endpoint maps, or
+ * one DNAT rule per endpoint (a DNAT line not in an affinity endpoint chain, whose DNAT follows its
+ * `update @set`); undefined when it has no such port.
+ */
+function pickLayoutOf(text: string): 'map' | 'rules' | undefined {
+  const lines = text.split('\n').map((l) => l.trim());
+  if (lines.some((l) => / dnat ip6? to numgen random mod \d+ map @/.test(l))) return 'map';
+  return lines.some((l, i) => / dnat ip6? to /.test(l) && !(lines[i - 1] ?? '').startsWith('update @')) ? 'rules' : undefined;
+}
+
+/** A bound the property's worlds cross both ways (they serve 0 to ~8 Service ports). */
+const SMALL_MAP_BOUND = 3;
 const noExec: Exec = () => Promise.reject(new Error('the property test runs no command'));
 const SUBJECTS: readonly Subject[] = [
   {
@@ -290,6 +303,14 @@ const SUBJECTS: readonly Subject[] = [
     count: (r) => countNftRules(r as NftRuleset),
     text: (p) => (p as NftPlan).text,
   },
+  // The same with the endpoint-map bound low enough that the random worlds cross it both ways (render.ts MAX_ENDPOINT_MAPS).
+  {
+    name: `nftables, endpoint maps up to ${SMALL_MAP_BOUND} Service ports`,
+    make: () => createNftBackend(noExec, undefined, { maxEndpointMaps: SMALL_MAP_BOUND }),
+    content: (r) => fullText(r as NftRuleset),
+    count: (r) => countNftRules(r as NftRuleset),
+    text: (p) => (p as NftPlan).text,
+  },
 ];
 const BACKEND_SEEDS = Array.from({ length: 16 }, (_, i) => 101 + i);
 
@@ -300,6 +321,8 @@ for (const subject of SUBJECTS) {
       let flushes = 0;
       let refills = 0;
       let edits = 0;
+      /** Steps whose table picked through endpoint maps / through one rule per endpoint, and steps that switched between them. */
+      const layouts = { map: 0, rules: 0, switched: 0 };
       for (const seed of BACKEND_SEEDS) {
         const world = new World(rng(seed * 7919));
         const memo = new StateMemo();
@@ -329,7 +352,12 @@ for (const subject of SUBJECTS) {
           assert.equal(subject.text(plan), subject.text(planFresh), `${where}: plan`);
           if (/^flush map /m.test(subject.text(plan))) refills += 1;
           // nftables: no element command ever (nft 1.0.6 would dump every interval map's elements first).
-          if (subject.name === 'nftables') assert.doesNotMatch(subject.text(plan), /^(add|delete) element /m, `${where}: an element command`);
+          if (subject.name.startsWith('nftables')) {
+            assert.doesNotMatch(subject.text(plan), /^(add|delete) element /m, `${where}: an element command`);
+            const picks = pickLayoutOf(subject.content(rules) as string);
+            if (picks !== undefined) layouts[picks] += 1;
+            if (prev !== undefined && picks !== undefined && pickLayoutOf(subject.content(prev.rules) as string) === (picks === 'map' ? 'rules' : 'map')) layouts.switched += 1;
+          }
           if (prev !== undefined && prevFresh !== undefined) {
             const got = planConntrack(...conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets));
             assert.deepEqual(got, planConntrack(prevFresh.rendered.resolution.targets, fresh.resolution.targets), `${where}: conntrack`);
@@ -343,7 +371,8 @@ for (const subject of SUBJECTS) {
       assert.ok(stepped > BACKEND_SEEDS.length * 4, `endpoint-only changes should reach the back end as a delta (${stepped} did)`);
       assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
       if (subject.edited !== undefined) assert.ok(edits > stepped / 2, `a render's delta should edit the last rules, not render them again (${edits} of ${stepped} did)`);
-      if (subject.name === 'nftables') assert.ok(refills > BACKEND_SEEDS.length, `endpoint-only changes should refill endpoint maps (${refills} did)`);
+      if (subject.name === 'nftables') assert.ok(refills > BACKEND_SEEDS.length && layouts.rules === 0, `endpoint-only changes should refill endpoint maps (${refills} did), and the table never leave them (${layouts.rules} steps did)`);
+      if (subject.name.includes('up to')) assert.ok(layouts.map > 10 && layouts.rules > 10 && layouts.switched > 2, `the bound should be crossed both ways (${JSON.stringify(layouts)})`);
     });
   });
 }
@@ -363,6 +392,11 @@ const KERNEL: readonly { name: string; make: (exec: Exec) => RuleBackend<unknown
     listing: [['iptables-save'], ['ip6tables-save']],
   },
   { name: 'nftables', make: (exec) => createNftBackend(exec), listing: [['nft', 'list', 'table', 'inet', 'multus_proxy']] },
+  {
+    name: `nftables, endpoint maps up to ${SMALL_MAP_BOUND} Service ports`,
+    make: (exec) => createNftBackend(exec, undefined, { maxEndpointMaps: SMALL_MAP_BOUND }),
+    listing: [['nft', 'list', 'table', 'inet', 'multus_proxy']],
+  },
 ];
 
 /** Two namespaces for a describe block (made before its tests, removed after): one written incrementally, one from scratch. */

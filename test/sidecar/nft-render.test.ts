@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
 import { useNftNamespace } from '../harness/nft-namespace.js';
 import { render } from '../../src/dataplane/incremental.js';
-import { cleanupText, fullText, partialText, planNft, renderNft, type NftRuleset } from '../../src/dataplane/nft/render.js';
+import { cleanupText, fullText, MAX_ENDPOINT_MAPS, partialText, planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
 import { probeNftables, probeText } from '../../src/dataplane/nft/probe.js';
 import { createExec } from '../../src/dataplane/iptables.js';
@@ -151,6 +151,20 @@ void describe('nftables render: golden files per rule shape', () => {
     assert.equal(partialText(nft(s), nft(s)).text, '');
     const shuffled = withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() })));
     assert.equal(partialText(nft(shuffled), nft(s)).text, '');
+  });
+  void test(`endpoint maps up to ${MAX_ENDPOINT_MAPS.toLocaleString('en')} Service ports, one DNAT rule per endpoint beyond (the kernel loads N named maps in O(N²))`, () => {
+    assert.deepEqual([0, 1, MAX_ENDPOINT_MAPS, MAX_ENDPOINT_MAPS + 1].map((n) => sidecarPickLayout(n)), ['map', 'map', 'map', 'rules']);
+    const ports = (n: number): DesiredState => ({
+      interfaces: [CLIENT_BLUE],
+      targets: Array.from({ length: n }, (_, i) => target(`demo/s${i}`, `10.${96 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)])),
+    });
+    const at = nft(ports(MAX_ENDPOINT_MAPS));
+    const over = nft(ports(MAX_ENDPOINT_MAPS + 1));
+    assert.equal(at.targets.size, MAX_ENDPOINT_MAPS);
+    assert.equal([...at.targets.values()].filter((t) => t.maps.size === 1).length, MAX_ENDPOINT_MAPS, 'every port at the bound picks through its map');
+    assert.equal([...over.targets.values()].filter((t) => t.maps.size > 0).length, 0, 'no map past the bound');
+    const last = [...over.targets.values()].at(-1);
+    assert.deepEqual(last?.rules, ['numgen random mod 2 0 meta l4proto tcp dnat ip to 192.168.101.3:8080', 'meta l4proto tcp dnat ip to 192.168.101.4:8080']);
   });
   void test('a cluster IP, protocol and port twice: the first keeps the map element', () => {
     const r = nft({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', '10.96.2.1', 80, [ep('192.168.101.3', 80)]), target('demo/b', '10.96.2.1', 80, [ep('192.168.101.4', 80)])] });

@@ -133,11 +133,13 @@ export interface NftBackendOptions {
   /** The element writer being started (createElementWriter), undefined when it cannot be used. */
   readonly elementWriter?: Promise<ElementWriterHandle | undefined>;
   readonly logger?: Pick<Logger, 'warn'>;
+  /** The sidecar's table: endpoint maps up to this many Service ports (render.ts MAX_ENDPOINT_MAPS). */
+  readonly maxEndpointMaps?: number;
 }
 
 export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: NftBackendOptions = {}): NftBackend {
   // The engine's nftables stage: a render's delta edits the last table (stage.ts).
-  const stage = new NftStage();
+  const stage = new NftStage(opts.maxEndpointMaps);
   const T = `${NFT_FAMILY} ${table}`;
   const list = async (what: string): Promise<string | undefined> => {
     const r = await exec('nft', ['list', ...what.split(' ')]);

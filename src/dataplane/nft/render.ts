@@ -186,6 +186,18 @@ export const targetKey = (r: NftTargetInput): string => `${r.clusterIP} . ${r.ta
  */
 export type PickLayout = 'map' | 'rules';
 
+/**
+ * The sidecar's tables hold endpoint maps while they serve at most this many Service ports, and
+ * one DNAT rule per endpoint beyond. Why: the kernel finds a set by name in a list, so loading N
+ * named maps costs O(N²): 1,000 load in 0.29 s, 10,000 in 7.4 s and 30,000 in 201 s (B10,
+ * 2026-11-27), past the startup probe's ~32 s. The rules layout loads 30,000 in ~4 s and pays the
+ * kernel's table validation per change instead (docs/decisions.md, "Endpoint maps up to 10,000").
+ */
+export const MAX_ENDPOINT_MAPS = 10_000;
+
+/** The sidecar's layout for a table of `ports` Service ports. Pure, so a from-scratch render and the engine's edits agree. */
+export const sidecarPickLayout = (ports: number, max: number = MAX_ENDPOINT_MAPS): PickLayout => (ports > max ? 'rules' : 'map');
+
 /** A Service port's chain, endpoint chains and affinity sets, without elements. Pure. */
 export function renderPicks(r: NftTargetInput, first: readonly string[] = [], layout: PickLayout = 'map'): Pick<NftTarget, 'rules' | 'ownedChains' | 'sets' | 'maps'> {
   const f = r.target.family;
@@ -266,16 +278,16 @@ function dispatchOf(t: NftTarget): string {
 }
 
 /**
- * The sidecar's table for these targets. `memo` keeps each resolved target's part: the render
- * caches (incremental.ts) hand back the same object for an unchanged target, so a sync renders
- * only what changed.
+ * The sidecar's table for these targets. `memo` keeps each resolved target's part (for one
+ * layout): the render caches (incremental.ts) hand back the same object for an unchanged target,
+ * so a sync renders only what changed.
  */
-export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>): NftRuleset {
+export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>, layout: PickLayout = sidecarPickLayout(targets.length)): NftRuleset {
   const parts: NftTarget[] = new Array<NftTarget>(targets.length);
   for (const [i, r] of targets.entries()) {
     let t = memo?.get(r);
     if (t === undefined) {
-      t = renderTarget(r);
+      t = renderTarget(r, layout);
       memo?.set(r, t);
     }
     parts[i] = t;

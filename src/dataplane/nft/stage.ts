@@ -7,18 +7,22 @@
  */
 import { Snapshot } from '../engine.js';
 import type { Rendered, ResolvedTarget } from '../model.js';
-import { renderNft, renderTarget, targetKey, type NftRuleset, type NftTarget } from './render.js';
+import { MAX_ENDPOINT_MAPS, renderNft, renderTarget, sidecarPickLayout, targetKey, type NftRuleset, type NftTarget, type PickLayout } from './render.js';
 
 export class NftStage {
-  /** Each resolved target's part, kept while the render cache keeps the target (the same object when unchanged). */
-  private readonly memo = new WeakMap<ResolvedTarget, NftTarget>();
-  private last: { readonly version: number; readonly ruleset: NftRuleset } | undefined;
+  /** Each resolved target's part per layout, kept while the render cache keeps the target (the same object when unchanged). */
+  private readonly memos: Record<PickLayout, WeakMap<ResolvedTarget, NftTarget>> = { map: new WeakMap(), rules: new WeakMap() };
+  private last: { readonly version: number; readonly layout: PickLayout; readonly ruleset: NftRuleset } | undefined;
 
-  private part(r: ResolvedTarget): NftTarget {
-    let t = this.memo.get(r);
+  /** `maxEndpointMaps`: the Service ports up to which the table picks through endpoint maps (render.ts sidecarPickLayout). */
+  constructor(private readonly maxEndpointMaps: number = MAX_ENDPOINT_MAPS) {}
+
+  private part(r: ResolvedTarget, layout: PickLayout): NftTarget {
+    const memo = this.memos[layout];
+    let t = memo.get(r);
     if (t === undefined) {
-      t = renderTarget(r);
-      this.memo.set(r, t);
+      t = renderTarget(r, layout);
+      memo.set(r, t);
     }
     return t;
   }
@@ -27,9 +31,13 @@ export class NftStage {
     const { version, delta } = rendered;
     const last = this.last;
     if (last !== undefined && version === last.version) return last.ruleset;
-    const edited = last !== undefined && delta?.from === last.version ? this.edit(last.ruleset, delta.targets) : undefined;
-    const ruleset = edited ?? renderNft(rendered.resolution.targets, this.memo);
-    this.last = version === undefined ? undefined : { version, ruleset };
+    const targets = rendered.resolution.targets;
+    // Crossing the bound changes every Service port's part; it also adds or removes one, which
+    // edit() leaves to a from-scratch render anyway.
+    const layout = sidecarPickLayout(targets.length, this.maxEndpointMaps);
+    const edited = last !== undefined && last.layout === layout && delta?.from === last.version ? this.edit(last.ruleset, delta.targets, layout) : undefined;
+    const ruleset = edited ?? renderNft(targets, this.memos[layout], layout);
+    this.last = version === undefined ? undefined : { version, layout, ruleset };
     return ruleset;
   }
 
@@ -38,13 +46,13 @@ export class NftStage {
    * replacement in place (a chain or key that moved, a target the table did not hold: the
    * from-scratch collection decides those, first come first served).
    */
-  private edit(last: NftRuleset, changes: NonNullable<Rendered['delta']>['targets']): NftRuleset | undefined {
+  private edit(last: NftRuleset, changes: NonNullable<Rendered['delta']>['targets'], layout: PickLayout): NftRuleset | undefined {
     if (!(last.targets instanceof Snapshot)) return undefined;
     const edits: [string, NftTarget][] = [];
     for (const { before, after } of changes) {
       if (before === undefined || after === undefined || before.chain !== after.chain || targetKey(before) !== targetKey(after)) return undefined;
-      if (last.targets.get(before.chain) !== this.memo.get(before)) return undefined;
-      edits.push([after.chain, this.part(after)]);
+      if (last.targets.get(before.chain) !== this.memos[layout].get(before)) return undefined;
+      edits.push([after.chain, this.part(after, layout)]);
     }
     return { table: last.table, targets: last.targets.with(edits) };
   }
