@@ -17,16 +17,19 @@ import type { RunContext } from './report.js';
 export interface SyncSubject<S> {
   /** A fresh namespace as the program finds it (registered with the cleanup). */
   freshNetns(cleanup: Cleanup): Promise<string>;
-  dataplane(netns: string): Dataplane<S>;
+  /** undefined: the namespace this process runs in (a worker inside it, rule-sync-inside.ts). */
+  dataplane(netns: string | undefined): Dataplane<S>;
   /** The state with `services` loaded. */
   state(services: number): S;
   /** The pure part, render + restore plan for a fresh namespace: the IPv4 text ours applies there. */
   plan(state: S): string;
   /** The rule tool's own run of a text (default: `iptables-restore --noflush`), in ms. */
-  readonly raw?: (ns: string, text: string) => Promise<number>;
+  readonly raw?: (ns: string | undefined, text: string) => Promise<number>;
   /** DNAT rules in a namespace, and in a text (default: iptables's): proof that what was timed landed. */
-  readonly countLanded?: (ns: string) => Promise<number>;
+  readonly countLanded?: (ns: string | undefined) => Promise<number>;
   readonly countText?: (text: string) => number;
+  /** The state after change g at `services` (g = 0: the loaded one), for partial syncs run inside the namespace. */
+  readonly changes?: (services: number) => (g: number) => S;
 }
 
 /** The nftables back end's raw tool and counts, for a subject that syncs with it into table `inet <table>`. */
@@ -61,14 +64,14 @@ export function v4Restore(r: SyncResult): { text: string; ms: number } {
   return { text: f.restoreText, ms: f.restoreMs };
 }
 
-export async function rawRestore(ns: string, text: string): Promise<number> {
+export async function rawRestore(ns: string | undefined, text: string): Promise<number> {
   return (await run('iptables-restore', ['--noflush'], { netns: ns, input: text })).ms;
 }
 
 const dnatLines = (text: string): number => text.split('\n').filter((l) => l.includes('-j DNAT')).length;
 
 /** Counts DNAT rules in a namespace: proof that what was timed really landed. */
-export async function countDnat(ns: string): Promise<number> {
+export async function countDnat(ns: string | undefined): Promise<number> {
   return dnatLines((await run('iptables-save', ['-t', 'nat'], { netns: ns })).stdout);
 }
 
@@ -90,50 +93,71 @@ export async function fullSyncVsRaw<S>(
 ): Promise<SizeResult> {
   const state = subject.state(services);
   const rawText = subject.plan(state);
-  const expected = (subject.countText ?? dnatLines)(rawText);
-  const rawRun = subject.raw ?? rawRestore;
   const out: FullRun[] = [];
   for (let i = 0; i < runs; i++) {
-    const t0 = performance.now();
-    subject.plan(state);
-    const render = performance.now() - t0;
     const cleanup = new Cleanup();
     try {
-      let ours = NaN;
-      let oursRestore = NaN;
+      let ours: Omit<FullRun, 'raw'> = { ours: NaN, oursRestore: NaN, render: NaN };
       let raw = NaN;
       for (const which of i % 2 === 0 ? ['ours', 'raw'] : ['raw', 'ours']) {
         const ns = await subject.freshNetns(cleanup);
         if (which === 'ours') {
           const dp = subject.dataplane(ns);
-          const s0 = performance.now();
-          const r = await dp.sync(state, { full: true });
-          ours = performance.now() - s0;
-          const v4 = v4Restore(r);
-          oursRestore = v4.ms;
-          if (!r.full || v4.text === '') throw new Error(`expected a full sync with rules, got full=${r.full}`);
-          const dnat = await (subject.countLanded ?? countDnat)(ns);
-          if (dnat !== expected) throw new Error(`ours: expected ${expected} DNAT rules, found ${dnat}`);
+          ours = await timeFullSync(subject, dp, state, ns, rawText);
           if (i === runs - 1 && onLoaded) await onLoaded(dp, ns);
         } else {
           nsCost.push((await run('true', [], { netns: ns })).ms);
-          raw = await rawRun(ns, rawText);
+          raw = await timeRaw(subject, ns, rawText);
         }
         await deleteNetns(ns);
       }
-      out.push({ ours, oursRestore, raw, render });
-      ctx.log(`${services} Services run ${i + 1}: ours ${fmt(ours)} ms (restore ${fmt(oursRestore)} ms), raw ${fmt(raw)} ms`);
+      out.push({ ...ours, raw });
+      logRun(ctx, services, i, out[out.length - 1]);
     } finally {
       await cleanup.run(ctx.log);
     }
   }
+  return sizeResult(label, out);
+}
+
+/** Ours: one full sync into a fresh namespace (`ns`; undefined: this process's), checked to have landed the DNAT rules of `text` (the raw text, or made when asked). */
+export async function timeFullSync<S>(subject: SyncSubject<S>, dp: Dataplane<S>, state: S, ns: string | undefined, text: string | (() => string)): Promise<Omit<FullRun, 'raw'>> {
+  const s0 = performance.now();
+  const r = await dp.sync(state, { full: true });
+  const ours = performance.now() - s0;
+  const v4 = v4Restore(r);
+  if (!r.full || v4.text === '') throw new Error(`expected a full sync with rules, got full=${r.full}`);
+  await checkLanded(subject, ns, typeof text === 'string' ? text : text(), 'ours');
+  // Render + plan as the sync timed them (its first render runs cold, as a starting program's does).
+  return { ours, oursRestore: v4.ms, render: r.phases.renderMs };
+}
+
+/** Raw: the rule tool alone on `text`, checked to have landed. */
+export async function timeRaw<S>(subject: SyncSubject<S>, ns: string | undefined, text: string): Promise<number> {
+  const ms = await (subject.raw ?? rawRestore)(ns, text);
+  await checkLanded(subject, ns, text, 'raw');
+  return ms;
+}
+
+async function checkLanded<S>(subject: SyncSubject<S>, ns: string | undefined, text: string, who: string): Promise<void> {
+  const expected = (subject.countText ?? dnatLines)(text);
+  const dnat = await (subject.countLanded ?? countDnat)(ns);
+  if (dnat !== expected) throw new Error(`${who}: expected ${expected} DNAT rules, found ${dnat}`);
+}
+
+export function logRun(ctx: RunContext, services: number, i: number, r: FullRun | undefined): void {
+  if (r !== undefined) ctx.log(`${services} Services run ${i + 1}: ours ${fmt(r.ours)} ms (restore ${fmt(r.oursRestore)} ms), raw ${fmt(r.raw)} ms`);
+}
+
+/** The table row and per-run ratios of one size. */
+export function sizeResult(label: string, out: readonly FullRun[]): SizeResult {
   const pairs = summarize(out.map((r) => r.ours / r.raw));
   const row = [
     label,
     fmtSummary(summarize(out.map((r) => r.ours)), 'ms'),
     fmtSummary(summarize(out.map((r) => r.oursRestore)), 'ms'),
     fmtSummary(summarize(out.map((r) => r.render)), 'ms'),
-    // Everything else ours runs: back-end detection, iptables-save ×2, route reads, the route batch.
+    // Everything else ours runs: back-end detection, reading the namespace, routes, removing the other back end's rules.
     fmtSummary(summarize(out.map((r) => r.ours - r.oursRestore - r.render)), 'ms'),
     fmtSummary(summarize(out.map((r) => r.raw)), 'ms'),
     fmtPairs(pairs),
@@ -172,10 +196,10 @@ export const SETTLE_MS = 100;
 export async function partialVsRaw<S>(
   ctx: RunContext,
   dp: Dataplane<S>,
-  ns: string,
+  ns: string | undefined,
   changes: number,
   stateAfter: (generation: number) => S,
-  rawRun: (ns: string, text: string) => Promise<number> = rawRestore,
+  rawRun: (ns: string | undefined, text: string) => Promise<number> = rawRestore,
 ): Promise<PartialResult> {
   const ours: number[] = [];
   const stateMs: number[] = [];

@@ -29,6 +29,7 @@ import type { BackendName, FamilySync, RuleBackend, RuleBackendKind } from './ba
 import { createNftBackend } from './nft/backend.js';
 import { createElementWriter } from './nft/element-writer.js';
 import { createIptablesBackend } from './iptables-backend.js';
+import { fileReader } from './tables-present.js';
 import { applyRoutes, diffRoutes, readRoutes, type RoutePlan } from './routes.js';
 import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
 
@@ -147,7 +148,9 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
   const layout = opts.layout ?? SIDECAR_LAYOUT;
   const families: readonly IpFamily[] = (opts.ipv6 ?? kernelHasIPv6()) ? [4, 6] : [4];
   const kind: RuleBackendKind = opts.rules === 'nftables' ? 'nftables' : 'iptables';
-  const iptables = (flavor: Backend | 'auto'): ReturnType<typeof createIptablesBackend> => createIptablesBackend(exec, { flavor, families, layout });
+  // The sidecar reads its namespace's /proc/net files itself; the test hook's namespace through `cat`.
+  const readFile = fileReader(opts.netns === undefined ? undefined : exec);
+  const iptables = (flavor: Backend | 'auto'): ReturnType<typeof createIptablesBackend> => createIptablesBackend(exec, { flavor, families, layout, readFile });
   const parts = { exec, families, routeProto: layout.routeProto, logger: opts.logger };
   if (kind === 'nftables') {
     const elementWriter = opts.elementWriter === false ? undefined : createElementWriter({ binary: opts.elementWriter, netns: opts.netns, logger: opts.logger }).catch(() => undefined);
@@ -160,7 +163,7 @@ interface LoopParts<R, X, P> {
   readonly exec: SpareExec;
   readonly rules: RuleBackend<R, X, P>;
   /** The other back ends: whatever they left is removed after this process's first successful write. */
-  readonly others: readonly Pick<RuleBackend<unknown, unknown, unknown>, 'cleanup'>[];
+  readonly others: readonly Pick<RuleBackend<unknown, unknown, unknown>, 'cleanup' | 'present'>[];
   readonly families: readonly IpFamily[];
   readonly routeProto: number;
   readonly logger?: Logger;
@@ -229,17 +232,24 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
     const choosing = be.flavor();
     const reading = isFull ? Promise.all([be.read(prev?.rules), readRoutes(exec, proto)]) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
+    // Which other back ends left anything, asked now beside rendering (one `nft list tables`, two
+    // /proc reads: tables-present.ts), so a pod that never ran them pays no save after the write.
+    // Only this program writes rules of ours, so none appear before the write.
+    const othersPresent = othersDue ? Promise.all(parts.others.map((o) => o.present().catch(() => true))) : undefined;
     const rendered = renderState(state);
     const next = be.rules(rendered);
     const flavor = await choosing;
-    const renderMs = ms(start);
+    const renderedMs = ms(start);
     const tRead = process.hrtime.bigint();
     let existing: X | undefined;
     let currentRoutes: readonly Route[] = prev?.routes ?? [];
     if (reading !== undefined) [existing, currentRoutes] = await reading;
     const readMs = ms(tRead);
+    const tPlan = process.hrtime.bigint();
     const plan = be.plan(next, prev?.rules, existing, isFull);
     const routePlan = planRoutes(rendered, prev, isFull, currentRoutes);
+    // The pure part: rendering (with the read-back processes' start before it) and the plan.
+    const renderMs = renderedMs + ms(tPlan);
 
     // New routes go in before the rules that need them, so no connection to a new cluster IP
     // picks eth0's source address. Only when the namespace holds nothing of ours (a first start)
@@ -265,7 +275,9 @@ function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S
     const switchProblems: string[] = [];
     if (othersDue) {
       othersDue = false;
-      for (const other of parts.others) {
+      const present = await othersPresent;
+      for (const [i, other] of parts.others.entries()) {
+        if (present?.[i] === false) continue;
         const { failures } = await other.cleanup();
         switchProblems.push(...failures.filter((f) => !MISSING_TOOL.test(f)).map((f) => `the other back end's rules not removed: ${f}`));
       }

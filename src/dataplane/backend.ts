@@ -60,6 +60,11 @@ export interface RuleBackend<R, X, P> {
   drift(applied: R, deep: boolean): Promise<string | undefined>;
   /** Removes every rule of ours, trying every step. */
   cleanup(): Promise<BackendCleanup>;
+  /**
+   * Whether the namespace may hold rules of this back end, asked cheaply (no full read; true when
+   * unsure): a program that switched back ends skips cleanup() of one that never ran here.
+   */
+  present(): Promise<boolean>;
   /** Lets spare processes go. */
   close(): void;
 }

@@ -12,6 +12,7 @@ import { IptablesStage } from './iptables-stage.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing, type RestorePlan } from './restore.js';
 import { countRules } from './rules.js';
+import { familiesWithTables, fileReader, type ReadNetnsFile } from './tables-present.js';
 
 export type { IptablesRules } from './model.js';
 export type IptablesExisting = Readonly<Record<IpFamily, Existing>>;
@@ -22,6 +23,8 @@ export interface IptablesBackendOptions {
   readonly flavor: Backend | 'auto';
   readonly families: readonly IpFamily[];
   readonly layout: Layout;
+  /** Reads the namespace's /proc/net files (tables-present.ts; default: `cat` through the exec). */
+  readonly readFile?: ReadNetnsFile;
 }
 
 export type IptablesBackend = RuleBackend<IptablesRules, IptablesExisting, IptablesPlan>;
@@ -33,8 +36,13 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
   // Known synchronously once decided, so a sync can start its read-back processes before rendering.
   let known: Backend | undefined = opts.flavor === 'auto' ? undefined : opts.flavor;
   let choice: Promise<Backend> | undefined;
+  const readFile = opts.readFile ?? fileReader(exec);
+  /** The families in which this flavour may hold rules of ours (no save where it has no table). */
+  const withTables = (be: Backend): Promise<IpFamily[]> => familiesWithTables(exec, readFile, be, families);
+  // No legacy table at all: nft, without the two legacy saves detectBackend would run.
+  const detect = async (): Promise<Backend> => ((await withTables('legacy')).length === 0 ? 'nft' : detectBackend(exec));
   const flavor = (): Promise<Backend> => {
-    choice ??= known !== undefined ? Promise.resolve(known) : detectBackend(exec).then((b) => (known = b));
+    choice ??= known !== undefined ? Promise.resolve(known) : detect().then((b) => (known = b));
     return choice;
   };
   const of = (r: IptablesRules, f: IpFamily): Ruleset => (f === 4 ? r.v4 : r.v6);
@@ -98,11 +106,13 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       }
       return undefined;
     },
+    // Started at once when the flavour is known (a fixed one), so its command runs beside rendering.
+    present: () => (known !== undefined ? withTables(known) : flavor().then(withTables)).then((f) => f.length > 0),
     async cleanup(): Promise<BackendCleanup> {
       const be = await flavor();
       const text = { v4: '', v6: '' };
       const failures: string[] = [];
-      for (const family of families) {
+      for (const family of await withTables(be)) {
         try {
           const t = planCleanup(await readExisting(exec, be, family, layout));
           text[family === 4 ? 'v4' : 'v6'] = t;

@@ -75,6 +75,9 @@ interface IpRouteJson {
   dst?: string;
   dev?: string;
   prefsrc?: string;
+  pref?: string;
+  /** Printed for any table but main. */
+  table?: string;
 }
 
 /** The rows of an `ip -j` listing; malformed or empty output gives []. */
@@ -87,30 +90,40 @@ export function ipJsonRows(json: string): unknown[] {
   }
 }
 
-/** Parses `ip -j route show proto 241`; pure. */
-export function parseRoutes(json: string, family: IpFamily): Route[] {
+/** A row's family in a listing of both: its destination's, or for `default`, IPv6 when it has a `pref` (every IPv6 route does). */
+function rowFamily(row: IpRouteJson & { dst: string }): IpFamily {
+  if (row.dst !== 'default') return row.dst.includes(':') ? 6 : 4;
+  return row.pref !== undefined ? 6 : 4;
+}
+
+/**
+ * Parses `ip -j route show table all proto 241` (both families, every table; `family` for a
+ * listing of one); only the main table's routes are ours. Pure.
+ */
+export function parseRoutes(json: string, family?: IpFamily): Route[] {
   const rows = ipJsonRows(json);
   const out: Route[] = [];
   for (const row of rows as IpRouteJson[]) {
-    if (typeof row.dst !== 'string' || typeof row.dev !== 'string') continue;
+    if (typeof row.dst !== 'string' || typeof row.dev !== 'string' || row.table !== undefined) continue;
+    const f = family ?? rowFamily({ ...row, dst: row.dst });
     // Ours are host routes; anything else carrying our protocol number (never written by us) keeps
     // its prefix, so the diff deletes it as read instead of turning it into `<net>/<len>/32`.
-    const host = family === 4 ? '/32' : '/128';
+    const host = f === 4 ? '/32' : '/128';
     const dst = row.dst.endsWith(host) ? row.dst.slice(0, -host.length) : row.dst;
-    out.push({ family, dst, dev: row.dev, src: row.prefsrc ?? '' });
+    out.push({ family: f, dst, dev: row.dev, src: row.prefsrc ?? '' });
   }
   return out;
 }
 
-/** Our routes (`proto`: the layout's routing protocol number, 241 for the sidecar). */
+/**
+ * Our routes (`proto`: the layout's routing protocol number, 241 for the sidecar), both families
+ * in one command: `table all` lifts ip's default of IPv4 only (a first sync starts this before
+ * rendering, and a second read would start only when rendering ends: its event loop is busy).
+ */
 export async function readRoutes(exec: Exec, proto: number = ROUTE_PROTO): Promise<Route[]> {
-  const out: Route[] = [];
-  for (const family of [4, 6] as const) {
-    const r = await exec('ip', [`-${family}`, '-j', 'route', 'show', 'proto', String(proto)]);
-    if (r.code !== 0) throw new Error(`ip -${family} route show proto ${proto} failed: ${r.stderr.trim()}`);
-    out.push(...parseRoutes(r.stdout, family));
-  }
-  return out;
+  const r = await exec('ip', ['-j', 'route', 'show', 'table', 'all', 'proto', String(proto)]);
+  if (r.code !== 0) throw new Error(`ip route show table all proto ${proto} failed: ${r.stderr.trim()}`);
+  return parseRoutes(r.stdout);
 }
 
 /** Applies one batch; `-force` so one bad line (e.g. an address that just vanished) does not stop the rest. */

@@ -6,7 +6,10 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createDataplane } from '../../src/dataplane/apply.js';
-import { httpRequests } from '../harness/netns.js';
+import { createExec } from '../../src/dataplane/iptables.js';
+import { familiesWithTables, fileReader } from '../../src/dataplane/tables-present.js';
+import type { DesiredState } from '../../src/dataplane/model.js';
+import { httpRequests, type Pod } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 void describe('sidecar dataplane: switching back ends', () => {
@@ -42,6 +45,44 @@ void describe('sidecar dataplane: switching back ends', () => {
     assert.doesNotMatch(await nftTables(), /multus_proxy/, 'our nftables table left after iptables took over');
     assert.match(await saveText(env), /^:MPX-SERVICES/m);
     await served();
+  });
+
+  /** The client's state, in another pod of the topology (its own net1 address for the routes). */
+  const stateIn = (pod: Pod): DesiredState => {
+    const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
+    return { ...want, interfaces: [{ ...env.iface, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }] };
+  };
+  const ours = async (pod: Pod, bin: string): Promise<string[]> => (await env.topo.run(pod, [bin])).stdout.split('\n').filter((l) => l.includes('MPX-'));
+
+  void test('the check before removing the other back end (tables-present.ts) sees each flavour and family on its own', async () => {
+    const pod = await env.topo.addPod('present');
+    const exec = createExec(pod.ns);
+    const has = (flavour: 'nft' | 'legacy'): Promise<number[]> => familiesWithTables(exec, fileReader(exec), flavour, [4, 6]);
+    assert.deepEqual([await has('nft'), await has('legacy')], [[], []], 'a fresh namespace has no iptables table');
+    await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-N', 'MPX-LEFT']);
+    assert.deepEqual([await has('nft'), await has('legacy')], [[6], []]);
+    await env.topo.run(pod, ['iptables-legacy', '-t', 'filter', '-N', 'MPX-LEFT']);
+    assert.deepEqual([await has('nft'), await has('legacy')], [[6], [4]]);
+    await env.topo.run(pod, ['iptables-nft', '-t', 'filter', '-N', 'MPX-LEFT']);
+    await env.topo.run(pod, ['ip6tables-legacy', '-t', 'nat', '-N', 'MPX-LEFT']);
+    assert.deepEqual([await has('nft'), await has('legacy')], [[4, 6], [4, 6]]);
+  });
+
+  void test('nftables after iptables left rules in one flavour and family only (legacy IPv4, nft IPv6): none is left', async () => {
+    const pod = await env.topo.addPod('leftover');
+    const want = stateIn(pod);
+    // Legacy rules of ours as the iptables back end writes them (both families' chains, IPv4 DNAT).
+    await createDataplane({ netns: pod.ns, rules: 'iptables', backend: 'legacy' }).sync(want, { full: true });
+    assert.ok((await ours(pod, 'iptables-legacy-save')).some((l) => l.includes('DNAT')), 'the legacy back end wrote its rules');
+    assert.deepEqual(await ours(pod, 'iptables-nft-save'), [], 'no nft-flavour rules of ours yet');
+    // And a chain of ours in ip6tables-nft alone, with its jump: the only ip6 nftables-flavour table.
+    await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-N', 'MPX-SERVICES']);
+    await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-A', 'OUTPUT', '-j', 'MPX-SERVICES']);
+
+    const r = await createDataplane({ netns: pod.ns, rules: 'nftables' }).sync(want, { full: true });
+    assert.deepEqual(r.warnings, []);
+    for (const bin of ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']) assert.deepEqual(await ours(pod, bin), [], `${bin}: rules of ours left after nftables took over`);
+    assert.match((await env.topo.run(pod, ['nft', 'list', 'tables'])).stdout, /table inet multus_proxy/);
   });
 
   void test('nftables drift: a removed map element or hook rule is found by the quick check, a flushed Service chain by the deep one; the next sync repairs', async () => {

@@ -408,6 +408,22 @@ void describe('sidecar routes, conntrack and error mapping', () => {
     assert.deepEqual(parseRoutes('[{"dst":"fd00:10:96::1","dev":"net1","prefsrc":"fd00:101::2","metric":1024}]', 6), [cur[2]]);
     assert.deepEqual(parseRoutes('not json', 4), []);
   });
+  void test('routes: one listing of both families (`table all`) gives each row its family and keeps only the main table', () => {
+    // As `ip -j route show table all proto 241` prints them (iproute2 6.1): IPv6 rows carry `pref`, other tables `table`.
+    const listing = JSON.stringify([
+      { dst: '10.96.0.11', dev: 'net1', table: '100', scope: 'link', flags: [] },
+      { dst: '10.96.0.10', dev: 'net1', scope: 'link', prefsrc: '192.168.101.2', flags: [] },
+      { dst: 'fd00:10:96::1', dev: 'net1', prefsrc: 'fd00:101::2', metric: 1024, flags: [], pref: 'medium' },
+      { dst: 'default', dev: 'net1', metric: 1024, flags: [], pref: 'medium' },
+      { dst: 'default', dev: 'net1', scope: 'link', flags: [] },
+    ]);
+    assert.deepEqual(parseRoutes(listing), [
+      { family: 4, dst: '10.96.0.10', dev: 'net1', src: '192.168.101.2' },
+      { family: 6, dst: 'fd00:10:96::1', dev: 'net1', src: 'fd00:101::2' },
+      { family: 6, dst: 'default', dev: 'net1', src: '' },
+      { family: 4, dst: 'default', dev: 'net1', src: '' },
+    ]);
+  });
   void test('routes: a foreign route with our protocol keeps its prefix and is deleted as read; a value that would split a batch line throws', () => {
     const read = parseRoutes('[{"dst":"203.0.113.0/24","dev":"lo","protocol":"241"},{"dst":"default","dev":"lo"},{"dst":"10.96.0.1","dev":"net1","prefsrc":"192.168.101.2"}]', 4);
     assert.deepEqual(read.map((r) => r.dst), ['203.0.113.0/24', 'default', '10.96.0.1']);

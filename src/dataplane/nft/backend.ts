@@ -145,6 +145,11 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     const r = await exec('nft', ['list', ...what.split(' ')]);
     return r.code === 0 ? r.stdout : undefined;
   };
+  const read = async (): Promise<NftExisting> => {
+    const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);
+    if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
+    return { table: r.stdout.split('\n').some((l) => l.trim() === `table ${T}`) };
+  };
   return {
     flavor: () => Promise.resolve('nftables'),
     rules: (rendered: Rendered) => {
@@ -152,11 +157,9 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       if (table !== NFT_TABLE) throw new Error(`the nftables table ${table} is rendered by its program, and this render carries none`);
       return stage.step(rendered);
     },
-    async read() {
-      const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);
-      if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
-      return { table: r.stdout.split('\n').some((l) => l.trim() === `table ${T}`) };
-    },
+    read,
+    // Unsure (nft missing or failing) is present: cleanup() then runs and says why it failed.
+    present: () => read().then((e) => e.table, () => true),
     holdsOurs: (existing) => existing?.table === true,
     plan: (next, prev, _existing, full) => planNft(next, prev, full),
     async write(plan, next): Promise<FamilySync[]> {
