@@ -42,7 +42,7 @@ const HEALTH_LISTENING = 'health port listening';
  * the kubelet restarts the sidecar as it would after a failed probe.
  */
 const WATCHDOG_MS = 10_000;
-/** How long a stopping sidecar that never answered ready waits for the startup probe (1 s period, first try 2 s after the start). */
+/** How long a stopping sidecar that never answered ready waits for the startup probe (1 s period, first try at once under health-listen, 2 s after the start without). */
 const UNSTARTED_STOP_WAIT_MS = 3_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
@@ -84,8 +84,9 @@ async function main(): Promise<void> {
   const opts = parsed.value;
   if (opts.cleanup) process.exit(await cleanupMode(opts, log));
   const metrics = createSidecarMetrics();
-  // The health port first: the injected startup probe's first try comes 2 s after the start
-  // (webhook/mutate.ts) and must find it listening; it holds that request until ready.
+  // The health port first: the injected startup probe tries from the container's start (2 s after
+  // it without health-listen; webhook/mutate.ts) and must find it listening; it holds that
+  // request until ready.
   const box: { runtime?: SidecarRuntime; dataplane?: Dataplane } = {};
   const state = { stopping: false, readyServed: false };
   const ready = (): Readiness => {

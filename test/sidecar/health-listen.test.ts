@@ -3,7 +3,8 @@
  * accepts a connection before Node.js serves, the request is answered once it does, and without
  * the launcher the same early connection is refused (the startup probe's Unhealthy Event). Built
  * with scripts/build-native.sh into a temporary folder; real processes, sockets and, for the
- * IPv4-only pod, a network namespace of the test's own with IPv6 disabled.
+ * IPv4-only pod, a network namespace of the test's own with IPv6 disabled; for a kernel without
+ * IPv6, no-ipv6.c (a seccomp filter refusing AF_INET6 sockets).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -24,6 +25,7 @@ before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'multus-proxy-health-listen-'));
   await promisify(execFile)('bash', [join(REPO, 'scripts', 'build-native.sh')], { env: { ...process.env, MULTUS_PROXY_BIN_DIR: dir } });
   launcher = join(dir, 'health-listen');
+  await promisify(execFile)('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', join(dir, 'no-ipv6'), join(import.meta.dirname, 'no-ipv6.c')]);
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -193,4 +195,21 @@ void test('in an IPv4-only pod (IPv6 disabled in its network namespace) "::" sti
   ].join('\n');
   const r = await promisify(execFile)('unshare', ['-n', 'sh', '-c', script], { cwd: REPO, timeout: 30_000 });
   assert.equal(r.stdout.trim(), 'HTTP/1.1 200 OK', r.stderr);
+});
+
+void test('on a kernel without IPv6 (AF_INET6 sockets refused) health-listen listens on 0.0.0.0 and Node.js serves on it', async () => {
+  const port = await freePort();
+  const p = spawn(join(dir, 'no-ipv6'), [launcher, process.execPath, '--import', 'tsx', PROC], { cwd: REPO, env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  try {
+    const first = await probeSoon(port);
+    assert.ok(!('error' in first) && first.status === 200, `IPv4: ${JSON.stringify(first)}\n${out}`);
+    assert.match(out, /^serving \d+ listener=socket:\[\d+\]/m, 'served on the inherited socket, not one Node.js bound after a fallback');
+    assert.doesNotMatch(out, /health-listen: not listening/);
+    assert.equal(await connect('::1', port), 'ECONNREFUSED', 'IPv4 only: nothing listens on ::1');
+  } finally {
+    p.kill('SIGKILL');
+  }
 });
