@@ -11,7 +11,14 @@
  *   exit 1  stderr says which message failed, one line each: "message seq N: <strerror>"
  *           (plus the kernel's extended ACK text in parentheses when it gives one), or why the
  *           batch could not be read or sent
- *   empty stdin: exit 0 without opening a socket (how a spare process started ahead is let go)
+ *   empty stdin: exit 0 without sending anything (how a spare process started ahead is let go)
+ *
+ * The batch ends at its NFNL_MSG_BATCH_END: the sender stops reading there, without waiting for
+ * the end of its input, so a write wakes it once (the data), not twice (data, then EOF) when it
+ * runs between the two. The socket is opened and bound before the input is read, so what runs
+ * after the wake-up is the send and the answers. With `--times` it prints, after "ok", one line on
+ * stderr: CLOCK_MONOTONIC nanoseconds when the first input arrived, the batch was complete, the
+ * send returned and the last answer was read (bench/element-write.ts).
  *
  * No library beyond libc and the kernel's headers: the process is started ahead and waits on
  * stdin (element-writer.ts), and built static (scripts/setup.sh, Dockerfile) so it runs in any
@@ -28,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SOL_NETLINK
@@ -44,7 +52,27 @@ static int fail(const char *what, int err) {
 	return 1;
 }
 
-static unsigned char *read_all(size_t *len) {
+/* Whether buf[0..n) holds whole messages up to and including an NFNL_MSG_BATCH_END. */
+static int batch_complete(const unsigned char *buf, size_t n) {
+	size_t off = 0;
+	while (n - off >= sizeof(struct nlmsghdr)) {
+		const struct nlmsghdr *h = (const struct nlmsghdr *)(buf + off);
+		if (h->nlmsg_len < sizeof(*h) || h->nlmsg_len > n - off) return 0;
+		if (h->nlmsg_type == NFNL_MSG_BATCH_END) return 1;
+		off += NLMSG_ALIGN(h->nlmsg_len);
+		if (off > n) return 0;
+	}
+	return 0;
+}
+
+static uint64_t now_ns(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* The batch from stdin: up to its BATCH_END, or what came before EOF. `first` gets when input first arrived. */
+static unsigned char *read_batch(size_t *len, uint64_t *first) {
 	size_t cap = 65536, n = 0;
 	unsigned char *buf = malloc(cap);
 	if (buf == NULL) return NULL;
@@ -59,7 +87,9 @@ static unsigned char *read_all(size_t *len) {
 		if (r < 0 && errno == EINTR) continue;
 		if (r < 0) { free(buf); return NULL; }
 		if (r == 0) break;
+		if (n == 0) *first = now_ns();
 		n += (size_t)r;
+		if (batch_complete(buf, n)) break;
 	}
 	*len = n;
 	return buf;
@@ -114,11 +144,24 @@ static void take(struct answers *a, unsigned char *buf, ssize_t r) {
 	}
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+	int times = argc > 1 && strcmp(argv[1], "--times") == 0;
+	/* Ready before the input comes: after the wake-up only the send and the answers remain. */
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (fd < 0) return fail("socket(AF_NETLINK, NETLINK_NETFILTER)", errno);
+	int one = 1;
+	/* Answers without a copy of the request (an error's would repeat a whole element list). */
+	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+	setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+	struct sockaddr_nl local = {.nl_family = AF_NETLINK};
+	if (bind(fd, (struct sockaddr *)&local, sizeof(local)) < 0) return fail("bind(AF_NETLINK)", errno);
+
 	size_t len = 0;
-	unsigned char *batch = read_all(&len);
+	uint64_t t_first = 0;
+	unsigned char *batch = read_batch(&len, &t_first);
 	if (batch == NULL) return fail("reading the batch from stdin", errno ? errno : ENOMEM);
 	if (len == 0) return 0;
+	uint64_t t_read = now_ns();
 
 	/* Walk the batch: whole messages only; note the sequence numbers that ask for an ACK. */
 	size_t count = 0, off = 0;
@@ -146,19 +189,11 @@ int main(void) {
 		if (h->nlmsg_flags & NLM_F_ACK) want[k++] = h->nlmsg_seq;
 	}
 
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
-	if (fd < 0) return fail("socket(AF_NETLINK, NETLINK_NETFILTER)", errno);
-	int one = 1;
-	/* Answers without a copy of the request (an error's would repeat a whole element list). */
-	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-	setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
 	/* One datagram must fit the send buffer; every answer the receive buffer. Forced (CAP_NET_ADMIN,
 	 * which writing nftables needs anyway) or else as large as the limits allow. */
 	int snd = (int)(len + 65536), rcv = (int)(count * ANSWER_ROOM + 65536);
 	if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &snd, sizeof(snd)) < 0) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &snd, sizeof(snd));
 	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcv, sizeof(rcv)) < 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcv, sizeof(rcv));
-	struct sockaddr_nl local = {.nl_family = AF_NETLINK};
-	if (bind(fd, (struct sockaddr *)&local, sizeof(local)) < 0) return fail("bind(AF_NETLINK)", errno);
 
 	struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
 	ssize_t sent;
@@ -168,6 +203,7 @@ int main(void) {
 		fprintf(stderr, "sending the batch (%zu bytes, seq %u..): %s\n", len, first->nlmsg_seq, strerror(errno));
 		return 1;
 	}
+	uint64_t t_sent = now_ns();
 
 	static unsigned char buf[1 << 16];
 	struct answers a = {.want = want, .got = got, .count = count};
@@ -200,7 +236,9 @@ int main(void) {
 			}
 		return 1;
 	}
+	uint64_t t_answered = now_ns();
 	fputs("ok\n", stdout);
 	fflush(stdout);
+	if (times) fprintf(stderr, "times %llu %llu %llu %llu\n", (unsigned long long)t_first, (unsigned long long)t_read, (unsigned long long)t_sent, (unsigned long long)t_answered);
 	return 0;
 }
