@@ -9,14 +9,11 @@
  *
  *   node --import tsx bench/b5-ab.ts <before tree> <after tree> [services=1000] [backend=nftables] [runs=1]
  */
-import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { createServices, createSlices } from './lib/cluster.js';
-import { startSidecar, startSidecarEnv, type SidecarCommand } from './lib/sidecar-env.js';
-import { run, sleep, smaps, treeSum, withCleanup, type Cleanup } from './lib/proc.js';
+import { startSidecar, startSidecarEnv, treeSidecarCommand, type SidecarCommand } from './lib/sidecar-env.js';
+import { sleep, smaps, treeSum, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
-import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../webhook/options.js';
 
 const ENDPOINTS = 10;
 const SETTLE_S = 5;
@@ -29,20 +26,11 @@ const n = Number(process.argv[4] ?? 1000);
 const backend = process.argv[5] ?? 'nftables';
 const runs = Number(process.argv[6] ?? 1);
 
-/** The sidecar of one source tree, bundled by that tree's own build script. */
-async function bundled(cleanup: Cleanup, tree: string): Promise<SidecarCommand> {
-  const out = mkdtempSync(path.join(os.tmpdir(), 'mp-b5ab-'));
-  cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
-  const r = await run('node', [path.join(tree, 'scripts', 'build.mjs'), '--outdir', out, '--only', 'sidecar'], { env: process.env });
-  if (r.code !== 0) throw new Error(`b5-ab: building ${tree} failed: ${r.stderr}`);
-  return { argv: [...SIDECAR_NODE_FLAGS, path.join(out, 'sidecar.js')], env: { ...SIDECAR_MALLOC_ENV, DATAPLANE_BACKEND: backend }, how: `${tree} bundled` };
-}
-
 await withCleanup(
   (m) => process.stderr.write(`${m}\n`),
   async (cleanup) => {
     const trees = [before, after];
-    const cmds = await Promise.all(trees.map((t) => bundled(cleanup, t)));
+    const cmds = await Promise.all(trees.map((t) => treeSidecarCommand(cleanup, t, backend)));
     const env = await startSidecarEnv(cleanup);
     await createServices(env.cp.client, n);
     await createSlices(env.cp.client, n, ENDPOINTS);

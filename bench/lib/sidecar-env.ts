@@ -104,6 +104,19 @@ export async function buildBundle(cleanup: Cleanup, program: string): Promise<st
   return path.join(out, `${program}.js`);
 }
 
+/**
+ * The sidecar of another source tree (a worktree of another commit), bundled by that tree's own
+ * build script and run as injected with one rule back end forced (DATAPLANE_BACKEND, as the
+ * webhook's ConfigMap would: `auto` picks nftables wherever it loads); `flags` go before the script.
+ */
+export async function treeSidecarCommand(cleanup: Cleanup, tree: string, backend: string, flags: readonly string[] = []): Promise<SidecarCommand> {
+  const out = mkdtempSync(path.join(os.tmpdir(), 'mp-tree-bundle-'));
+  cleanup.add('bundle dir', () => rmSync(out, { recursive: true, force: true }));
+  const r = await run('node', [path.join(tree, 'scripts', 'build.mjs'), '--outdir', out, '--only', 'sidecar'], { env: process.env });
+  if (r.code !== 0) throw new Error(`building ${tree}'s sidecar failed: ${r.stderr}`);
+  return { argv: [...SIDECAR_NODE_FLAGS, ...flags, path.join(out, 'sidecar.js')], env: { ...SIDECAR_MALLOC_ENV, DATAPLANE_BACKEND: backend }, how: `${tree} bundled` };
+}
+
 const mallocText = Object.entries(SIDECAR_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
 
 export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> {

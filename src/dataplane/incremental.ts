@@ -527,7 +527,7 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     }
     cache.set(to, work);
     const old = targets[pos] as ResolvedTarget;
-    const next: ResolvedTarget = { ...old, target: to, endpoints: work.endpoints, choice: work.choice, rules: work.rules };
+    const next: ResolvedTarget = { ...old, target: to, endpoints: work.endpoints, choice: work.choice };
     work.resolved = next;
     targets[pos] = next;
     index.set(to, pos);

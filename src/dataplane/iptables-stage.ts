@@ -9,16 +9,20 @@
 import { Snapshot } from './engine.js';
 import type { Chains, IpFamily, IptablesRules, Rendered, ResolvedTarget, Ruleset } from './model.js';
 import type { Layout } from './names.js';
-import { chains, renderRuleset } from './rules.js';
+import { chains, renderRuleset, targetLines, type TargetLines } from './rules.js';
 
-/** Pure: both families' rulesets of a render's served targets, from scratch. */
-export function iptablesRules(targets: readonly ResolvedTarget[], layout: Layout): IptablesRules {
-  return { v4: renderRuleset(targets, 4, layout), v6: renderRuleset(targets, 6, layout) };
+/** Pure: both families' rulesets of a render's served targets, from scratch (`lines`: a memo of each target's lines). */
+export function iptablesRules(targets: readonly ResolvedTarget[], layout: Layout, lines: (r: ResolvedTarget) => TargetLines = targetLines(layout)): IptablesRules {
+  return { v4: renderRuleset(targets, 4, layout, lines), v6: renderRuleset(targets, 6, layout, lines) };
 }
 
 export class IptablesStage {
   private last: { readonly version: number; readonly rules: IptablesRules } | undefined;
-  constructor(readonly layout: Layout) {}
+  /** Each resolved target's rule lines, kept while the render keeps the target (the same object when unchanged). */
+  private readonly lines: (r: ResolvedTarget) => TargetLines;
+  constructor(readonly layout: Layout) {
+    this.lines = targetLines(layout);
+  }
 
   step(rendered: Rendered): IptablesRules {
     const { version, delta } = rendered;
@@ -26,7 +30,7 @@ export class IptablesStage {
     if (last !== undefined && version === last.version) return last.rules;
     const targets = rendered.resolution.targets;
     const edited = last !== undefined && delta?.from === last.version ? this.edit(last.rules, delta.targets, targets) : undefined;
-    const rules = edited ?? iptablesRules(targets, this.layout);
+    const rules = edited ?? iptablesRules(targets, this.layout, this.lines);
     this.last = version === undefined ? undefined : { version, rules };
     return rules;
   }
@@ -39,16 +43,18 @@ export class IptablesStage {
   private edit(last: IptablesRules, changes: NonNullable<Rendered['delta']>['targets'], targets: readonly ResolvedTarget[]): IptablesRules | undefined {
     const touched: Record<IpFamily, { old: ResolvedTarget; next: ResolvedTarget }[]> = { 4: [], 6: [] };
     for (const { before: old, after: next } of changes) {
-      if (old === undefined || next === undefined || old.chain !== next.chain || old.dispatch !== next.dispatch || old.reject !== next.reject || old.target.family !== next.target.family) return undefined;
+      if (old === undefined || next === undefined || old.chain !== next.chain || old.target.family !== next.target.family) return undefined;
+      const [was, now] = [this.lines(old), this.lines(next)];
+      if (was.dispatch !== now.dispatch || was.reject !== now.reject) return undefined;
       touched[next.target.family].push({ old, next });
     }
     const ruleset = (family: IpFamily, was: Ruleset): Ruleset => {
       const edits = touched[family];
       if (edits.length === 0) return was;
-      const nat = edit(was.nat, edits.map(({ next }) => [next.chain, next.rules] as const));
+      const nat = edit(was.nat, edits.map(({ next }) => [next.chain, this.lines(next).rules] as const));
       // The reject chain lists the ports without endpoints: redone only when one gained its first or lost its last.
       const rejectChanged = edits.some(({ old, next }) => (old.endpoints.length === 0) !== (next.endpoints.length === 0));
-      return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, this.layout).filter : was.filter };
+      return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, this.layout, this.lines).filter : was.filter };
     };
     return { v4: ruleset(4, last.v4), v6: ruleset(6, last.v6) };
   }

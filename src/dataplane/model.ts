@@ -90,10 +90,6 @@ export interface ResolvedTarget {
   /** Which rule picked them, for logs and metrics. */
   readonly choice: 'ready' | 'terminating' | 'none';
   readonly affinitySeconds?: number;
-  /** The Service chain's DNAT rules, its dispatch rule and its reject rule (used when it has no endpoints). */
-  readonly rules: readonly string[];
-  readonly dispatch: string;
-  readonly reject: string;
   /** Its cluster IP's route (the first target of a cluster IP decides). */
   readonly route: Route;
 }

@@ -1,6 +1,8 @@
 /**
  * Resolution: for every target of a desired state, whether the pod serves it, through which
- * interface and from which source address, to which endpoints, with which rule lines. Pure. The
+ * interface and from which source address, to which endpoints. Pure. No back end's rule text: the
+ * iptables lines are the iptables stage's (rules.ts targetLines), so the nftables back end never
+ * holds them (B5: ~1.8 MiB of strings at 1,000 Services × 10). The
  * per-target part (targetWork) depends on the target's own fields only, so incremental.ts can
  * keep it from one sync to the next.
  */
@@ -9,13 +11,12 @@ import { compareText } from '../order.js';
 import { chooseEndpoints, normalizeAddress, validPort } from './endpoints.js';
 import { serviceChainName, SIDECAR_LAYOUT, type Layout } from './names.js';
 import { flat } from './flat.js';
-import { targetRules } from './rules.js';
 import type { ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Resolution, ResolvedTarget, ServicePortTarget, SkippedTarget } from './model.js';
 
 const PROTOCOLS: readonly Protocol[] = ['TCP', 'UDP', 'SCTP'];
 const MAX_AFFINITY_SECONDS = 86400;
 
-/** Per-target work that depends only on the target's own fields: validation, chain, endpoints, rules. */
+/** Per-target work that depends only on the target's own fields: validation, chain, endpoints. */
 export type TargetWork =
   | { readonly ok: false; readonly reason: string }
   | {
@@ -27,9 +28,6 @@ export type TargetWork =
       readonly endpoints: readonly ChosenEndpoint[];
       readonly choice: ResolvedTarget['choice'];
       readonly warnings: readonly string[];
-      readonly rules: readonly string[];
-      readonly dispatch: string;
-      readonly reject: string;
       /** What it resolved to last time (memo; valid while interface and source stay the same). */
       resolved?: ResolvedTarget;
     };
@@ -92,7 +90,6 @@ export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT
     endpoints: chosen.endpoints,
     choice: chosen.choice,
     warnings,
-    ...targetRules(t, clusterIP, chain, chosen.endpoints, layout),
   };
 }
 
@@ -183,9 +180,6 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, la
       source,
       endpoints: work.endpoints,
       choice: work.choice,
-      rules: work.rules,
-      dispatch: work.dispatch,
-      reject: work.reject,
       route: { family: t.family, dst: clusterIP, dev: found.iface.interface, src: source },
     };
     const resolved = t.affinityTimeoutSeconds === undefined ? base : { ...base, affinitySeconds: t.affinityTimeoutSeconds };

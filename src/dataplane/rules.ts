@@ -85,16 +85,17 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
 }
 
 /** The ruleset of one family. Service chains exist even when empty, so the dispatch rules never change with endpoints. */
-export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT): Ruleset {
+export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT, lines: (r: ResolvedTarget) => TargetLines = targetLines(layout)): Ruleset {
   const dispatch: string[] = [];
   const reject: string[] = [];
   const nat = new Map<string, readonly string[]>();
   nat.set(layout.dispatchChain, dispatch);
   for (const r of targets) {
     if (r.target.family !== family) continue;
-    dispatch.push(r.dispatch);
-    if (r.endpoints.length === 0) reject.push(r.reject);
-    nat.set(r.chain, r.rules);
+    const l = lines(r);
+    dispatch.push(l.dispatch);
+    if (r.endpoints.length === 0) reject.push(l.reject);
+    nat.set(r.chain, l.rules);
   }
   return { family, filter: chains(new Map([[layout.rejectChain, reject]])), nat: chains(nat) };
 }
@@ -112,7 +113,31 @@ export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
 }
 
 /** A Service port's rule lines: its chain's DNAT rules, its dispatch rule, and its reject rule (used while it has no endpoints). */
-export function targetRules(t: ServicePortTarget, clusterIP: string, chain: string, endpoints: readonly ChosenEndpoint[], layout: Layout = SIDECAR_LAYOUT): { rules: string[]; dispatch: string; reject: string } {
+export interface TargetLines {
+  readonly rules: readonly string[];
+  readonly dispatch: string;
+  readonly reject: string;
+}
+
+/**
+ * Each resolved target's lines under `layout`, made the first time they are asked for and kept
+ * while the target object lives (the render hands back the same object while a target is
+ * unchanged, so a sync makes the lines of what changed only). Only the iptables back end asks:
+ * the resolved targets carry no rule text (resolve.ts).
+ */
+export function targetLines(layout: Layout): (r: ResolvedTarget) => TargetLines {
+  const memo = new WeakMap<ResolvedTarget, TargetLines>();
+  return (r) => {
+    let l = memo.get(r);
+    if (l === undefined) {
+      l = targetRules(r.target, r.clusterIP, r.chain, r.endpoints, layout);
+      memo.set(r, l);
+    }
+    return l;
+  };
+}
+
+export function targetRules(t: ServicePortTarget, clusterIP: string, chain: string, endpoints: readonly ChosenEndpoint[], layout: Layout = SIDECAR_LAYOUT): TargetLines {
   const match = matchPort(clusterIP, t);
   return {
     rules: serviceChainRules(chain, t, endpoints),

@@ -179,6 +179,8 @@ export interface FrontendFacts {
 export interface FrontendRules {
   readonly resolved: ResolvedTarget;
   readonly facts: FrontendFacts;
+  /** Its nat chain's rules (mark, then the DNAT rules; none without endpoints). */
+  readonly natRules: readonly string[];
   /** nat MPXN-NODEPORTS lines (one per source range when the Service has ranges). */
   readonly dispatch: readonly string[];
   /** filter MPXN-REJECT lines: the port's refusal (no endpoints), or the jump to its firewall chain. */
@@ -310,12 +312,10 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
         endpoints: chosen.endpoints,
         choice: chosen.choice,
         ...(f.base.affinityTimeoutSeconds !== undefined ? { affinitySeconds: f.base.affinityTimeoutSeconds } : {}),
-        // No endpoints: no mark either (nothing is forwarded), only the reject rule.
-        rules: empty ? [] : [...mark, ...serviceChainRules(chain, frontend, chosen.endpoints)],
-        dispatch: dispatch[0] ?? '',
-        reject: refuse[0] ?? '',
         route: { family: fam, dst: address, dev: net.interface, src: nodeAddress },
       },
+      // No endpoints: no mark either (nothing is forwarded), only the reject rule.
+      natRules: empty ? [] : [...mark, ...serviceChainRules(chain, frontend, chosen.endpoints)],
       dispatch,
       refuse,
       ...(firewall !== undefined ? { firewall } : {}),
@@ -385,7 +385,7 @@ function ruleset(base: Ruleset, frontends: readonly FrontendRules[], family: IpF
     if (r.target.family !== family) continue;
     dispatch.push(...f.dispatch);
     reject.push(...f.refuse);
-    nat.set(r.chain, r.rules);
+    nat.set(r.chain, f.natRules);
     if (f.firewall !== undefined) filter.set(f.firewall.chain, f.firewall.rules);
   }
   nat.set(NODEPORTS_CHAIN, dispatch);

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
 import { useNftNamespace } from '../harness/nft-namespace.js';
 import { render } from '../../src/dataplane/incremental.js';
-import { cleanupText, fullText, MAX_ENDPOINT_MAPS, partialText, planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../src/dataplane/nft/render.js';
+import { cleanupText, fullText, mapRanges, MAX_ENDPOINT_MAPS, partialText, planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../src/dataplane/nft/render.js';
 import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
 import { probeNftables, probeText } from '../../src/dataplane/nft/probe.js';
 import { createExec } from '../../src/dataplane/iptables.js';
@@ -256,10 +256,10 @@ void describe('nftables render: the real nft loads every golden text', () => {
   });
   void test('drift: an endpoint map that lost an element, was flushed, or is missing is reported', async () => {
     const r = nft(endpointMapsState());
-    const [name, m] = [...[...r.targets.values()].flatMap((t) => [...t.maps])].find(([, x]) => x.ranges.length === 3) ?? [];
+    const [name, m] = [...[...r.targets.values()].flatMap((t) => [...t.maps])].find(([, x]) => x.endpoints.length === 3) ?? [];
     assert.ok(name !== undefined && m !== undefined);
     await load(fullText(r));
-    const first = m.ranges[0];
+    const first = mapRanges(m)[0];
     assert.ok(first !== undefined);
     await load(`delete element inet multus_proxy ${name} { ${first.from}-${first.to} }\n`);
     assert.equal(compareTable(r, await listing()), `nftables ${name}: 2 elements, 3 written`);

@@ -5,7 +5,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
-import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
+import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, SIDECAR_LAYOUT, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
 import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/restore.js';
 import { RenderCache, render as renderShared } from '../../src/dataplane/incremental.js';
 import { withIptables } from '../harness/property.js';
@@ -14,7 +14,8 @@ import { probability } from '../../src/dataplane/rules.js';
 import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/routes.js';
 import { conntrackArgs, planConntrack } from '../../src/dataplane/conntrack.js';
 import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState, IptablesRules } from '../../src/dataplane/model.js';
+import { IptablesStage } from '../../src/dataplane/iptables-stage.js';
 import { BLUE, CLIENT_BLUE, RED, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
 
 /** The sidecar's golden files live in test/golden/sidecar. */
@@ -123,13 +124,16 @@ void describe('sidecar render: golden files per rule shape', () => {
 void describe('sidecar render: cache', () => {
   void test('a cached render equals an uncached one, reuses unchanged chains and redoes changed ones', () => {
     const cache = new RenderCache();
+    // The iptables back end's stage, as it runs: its memo of each resolved target's lines.
+    const stage = new IptablesStage(SIDECAR_LAYOUT);
+    const renderCached = (state: DesiredState): IptablesRules => stage.step(renderShared(state, cache));
     const s = sampleState();
-    const first = render(s, cache);
+    const first = renderCached(s);
     const changed = withTargets(
       s,
       s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.map((e) => ({ ...e, ready: !e.ready })) } : { ...t })),
     );
-    const second = render(changed, cache);
+    const second = renderCached(changed);
     const fresh = render(changed);
     assert.deepEqual([...second.v4.nat.entries()], [...fresh.v4.nat.entries()]);
     assert.deepEqual([...second.v6.nat.entries()], [...fresh.v6.nat.entries()]);

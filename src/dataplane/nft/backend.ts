@@ -119,7 +119,7 @@ export function compareTable(applied: NftRuleset, listing: string): string | und
       want.add(name);
       const got = maps.get(name);
       if (got === undefined) return `nftables ${name}: missing`;
-      if (got !== m.ranges.length) return `nftables ${name}: ${got} elements, ${m.ranges.length} written`;
+      if (got !== m.endpoints.length) return `nftables ${name}: ${got} elements, ${m.endpoints.length} written`;
     }
   for (const name of maps.keys()) if (name.startsWith(ENDPOINT_MAP_PREFIX) && !want.has(name)) return `nftables ${name}: a map of ours that was not written`;
   return undefined;

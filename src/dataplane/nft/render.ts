@@ -67,12 +67,20 @@ export interface NftTarget {
   readonly elements: readonly NftElement[];
 }
 
-/** A Service port's endpoint map: numgen range -> endpoint address and port (pick-ranges.ts). */
+/**
+ * A Service port's endpoint map: numgen range -> endpoint address and port. It keeps the resolved
+ * target's own endpoint list and no ranges: the ranges are a function of the count
+ * (pick-ranges.ts), made when text or a write needs them (B5: 10 range objects and 20 heap
+ * numbers per Service were ~0.9 MiB of heap at 1,000 Services × 10).
+ */
 export interface NftEndpointMap {
   /** The declaration's `typeof ...` line (as `nft list` prints it back). */
   readonly type: string;
-  readonly ranges: readonly EndpointRange[];
+  readonly endpoints: readonly ChosenEndpoint[];
 }
+
+/** The map's elements: its endpoints' equal shares of the numgen values, in order. */
+export const mapRanges = (m: NftEndpointMap): EndpointRange[] => endpointRanges(m.endpoints);
 
 export interface NftChain {
   readonly name: string;
@@ -175,7 +183,7 @@ export const rangeText = (r: EndpointRange): string => `${r.from}-${r.to} : ${r.
 export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & { readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'> };
 
 /** The key of a target's address, protocol and port. */
-export const targetKey = (r: NftTargetInput): string => `${r.clusterIP} . ${r.target.protocol.toLowerCase()} . ${r.target.port}`;
+export const targetKey = (r: NftTargetInput): string => flat(`${r.clusterIP} . ${r.target.protocol.toLowerCase()} . ${r.target.port}`);
 
 /**
  * How a Service port without affinity picks its endpoint: through its own interval map (`map`,
@@ -212,7 +220,7 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = [], la
   else if (r.affinitySeconds === undefined && layout === 'rules') rules = [...first, ...eps.map((ep, i) => `${pick(eps.length, i)}${dnat(f, proto, ep)}`)];
   else if (r.affinitySeconds === undefined) {
     const name = endpointMapName(r.chain);
-    maps.set(name, { type: endpointMapType(f, proto), ranges: endpointRanges(eps) });
+    maps.set(name, { type: endpointMapType(f, proto), endpoints: eps });
     rules = [...first, `meta l4proto ${proto} dnat ${ipKw(f)} to numgen random mod ${PICK_MODULUS} map @${name}`];
   } else {
     const picks: string[] = [];
@@ -227,14 +235,21 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = [], la
     }
     rules.push(...picks);
   }
-  return { rules: rules.map(flat), ownedChains, sets, maps };
+  return { rules: rules.map(flat), ownedChains: orNone(ownedChains), sets: orNone(sets), maps };
 }
+
+/**
+ * One shared empty map for the parts most targets do not have (owned chains and affinity sets
+ * exist only with affinity): an empty Map still costs ~180 bytes of heap (B5: two per Service).
+ */
+const NONE: ReadonlyMap<never, never> = new Map<never, never>();
+const orNone = <K, V>(m: ReadonlyMap<K, V>): ReadonlyMap<K, V> => (m.size === 0 ? NONE : m);
 
 /** One sidecar Service port's part of the table. Pure; the result depends only on the resolved target. */
 export function renderTarget(r: NftTargetInput, layout: PickLayout = 'map'): NftTarget {
   const f = r.target.family;
   const key = targetKey(r);
-  const elements: NftElement[] = [{ set: servicesMap(f), key, value: `goto ${r.chain}` }];
+  const elements: NftElement[] = [{ set: servicesMap(f), key, value: flat(`goto ${r.chain}`) }];
   if (r.endpoints.length === 0) elements.push({ set: noEndpointsSet(f), key });
   return { family: f, key, chain: r.chain, ...renderPicks(r, [], layout), elements };
 }
@@ -308,7 +323,7 @@ function chainBlock(name: string, lines: readonly string[], indent = '\t', head 
 
 /** An endpoint map in the table block, as `nft list` prints it (which also wraps long element lines). */
 function mapBlock(name: string, m: NftEndpointMap): string[] {
-  return [`\tmap ${name} {`, `\t\t${m.type}`, '\t\tflags interval', `\t\telements = { ${m.ranges.map(rangeText).join(', ')} }`, '\t}'];
+  return [`\tmap ${name} {`, `\t\t${m.type}`, '\t\tflags interval', `\t\telements = { ${mapRanges(m).map(rangeText).join(', ')} }`, '\t}'];
 }
 
 /**
@@ -319,17 +334,18 @@ function mapBlock(name: string, m: NftEndpointMap): string[] {
  * 80-110 ms (docs/decisions.md, "nftables endpoint maps").
  */
 const mapDecl = (T: string, name: string, m: NftEndpointMap, elements = false): string =>
-  `add map ${T} ${name} { ${m.type}; flags interval;${elements ? ` elements = { ${m.ranges.map(rangeText).join(', ')} };` : ''} }`;
+  `add map ${T} ${name} { ${m.type}; flags interval;${elements ? ` elements = { ${mapRanges(m).map(rangeText).join(', ')} };` : ''} }`;
 
 /** The commands replacing an endpoint map's contents: flush, then the new elements (one transaction with the rest). */
 const mapFill = (T: string, name: string, m: NftEndpointMap): string[] => [`flush map ${T} ${name}`, mapDecl(T, name, m, true)];
 
 const setKind = (s: NftSetDecl): 'map' | 'set' => (s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set');
 
-const sameRanges = (a: readonly EndpointRange[], b: readonly EndpointRange[]): boolean =>
-  a === b || (a.length === b.length && a.every((r, i) => { const o = b[i] as EndpointRange; return r.from === o.from && r.to === o.to && r.ip === o.ip && r.port === o.port; }));
+/** The same endpoints in the same order: then the ranges are the same too (a function of the count). */
+const sameEndpoints = (a: readonly ChosenEndpoint[], b: readonly ChosenEndpoint[]): boolean =>
+  a === b || (a.length === b.length && a.every((e, i) => { const o = b[i] as ChosenEndpoint; return e.ip === o.ip && e.port === o.port; }));
 
-const sameMap = (a: NftEndpointMap | undefined, b: NftEndpointMap | undefined): boolean => a !== undefined && b !== undefined && a.type === b.type && sameRanges(a.ranges, b.ranges);
+const sameMap = (a: NftEndpointMap | undefined, b: NftEndpointMap | undefined): boolean => a !== undefined && b !== undefined && a.type === b.type && sameEndpoints(a.endpoints, b.endpoints);
 
 const elementText = (e: NftElement): string => (e.value === undefined ? e.key : `${e.key} : ${e.value}`);
 
@@ -459,7 +475,7 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     for (const [name, m] of t.maps) {
       const was = old?.maps.get(name);
       const changed = !sameMap(was, m);
-      if (changed) replacedMaps.push({ map: name, family: t.family, ranges: m.ranges });
+      if (changed) replacedMaps.push({ map: name, family: t.family, ranges: mapRanges(m) });
       // A new map is declared with its elements; a kept one again when the chain naming it is
       // written (as the sets above), and refilled when its elements changed.
       if (was === undefined) adds.push(mapDecl(T, name, m, true));

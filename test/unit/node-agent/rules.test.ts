@@ -48,18 +48,20 @@ void describe('node rules', () => {
   void test('Cluster: masquerade mark first, then the same DNAT rules the sidecar chooses (all endpoints, equal shares)', () => {
     const web = r.resolution.targets.find((t) => t.target.service === 'demo/web' && t.target.port === 30080 && t.target.family === 4);
     assert.ok(web !== undefined);
-    assert.match(web.rules[0] ?? '', /-j MARK --or-mark 0x2000$/);
+    const rules = r.v4.nat.get(web.chain) ?? [];
+    assert.match(rules[0] ?? '', /-j MARK --or-mark 0x2000$/);
     const want = chooseEndpoints(SAMPLE.nodePorts[0]?.base.endpoints ?? [], 4, () => undefined, '').endpoints;
     assert.deepEqual(web.endpoints, want);
-    assert.equal(web.rules.length, 1 + want.length);
-    assert.match(web.rules[1] ?? '', /--probability 0\.3333333333 -j DNAT --to-destination 192\.168\.101\.3:8080$/);
-    assert.match(web.dispatch, /^-A MPXN-NODEPORTS -d 192\.168\.101\.250\/32 -p tcp -m tcp --dport 30080 /);
+    assert.equal(rules.length, 1 + want.length);
+    assert.match(rules[1] ?? '', /--probability 0\.3333333333 -j DNAT --to-destination 192\.168\.101\.3:8080$/);
+    assert.ok(r.v4.nat.get(NODEPORTS_CHAIN)?.some((l) => l.startsWith('-A MPXN-NODEPORTS -d 192.168.101.250/32 -p tcp -m tcp --dport 30080 ') && l.endsWith(`-j ${web.chain}`)));
     assert.ok(r.v4.nat.get('MPXN-POSTROUTING')?.[0]?.includes('-m mark --mark 0x2000/0x2000'));
   });
   void test('Local: only local endpoints, no mark (source kept); none on this node: rejected', () => {
     const local = r.resolution.targets.find((t) => t.target.service === 'demo/local');
     assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
-    assert.ok(!(local?.rules ?? []).some((l) => l.includes('MARK')));
+    assert.ok(local !== undefined);
+    assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
     const none = r.resolution.targets.find((t) => t.target.service === 'demo/nolocal');
     assert.deepEqual(none?.endpoints, []);
     assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30082') && l.includes('has no endpoints on this node') && l.endsWith('--reject-with tcp-reset')));
@@ -118,14 +120,15 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
     const web = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.240');
     assert.ok(web !== undefined);
     assert.match(web.chain, /^MPXN-LB-/);
-    assert.match(web.rules[0] ?? '', /-j MARK --or-mark 0x2000$/);
+    assert.match(r.v4.nat.get(web.chain)?.[0] ?? '', /-j MARK --or-mark 0x2000$/);
     assert.equal(web.endpoints.length, 3);
     assert.ok(r.v4.nat.get(NODEPORTS_CHAIN)?.some((l) => l.startsWith('-A MPXN-NODEPORTS -d 192.168.101.240/32 -p tcp -m tcp --dport 80 ') && l.endsWith(`-j ${web.chain}`)));
   });
   void test('Local: local endpoints only, no mark; none here but some elsewhere: dropped; none at all: refused', () => {
     const local = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.241');
     assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
-    assert.ok(!(local?.rules ?? []).some((l) => l.includes('MARK')));
+    assert.ok(local !== undefined);
+    assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
     // Endpoints elsewhere only: dropped, as kube-proxy drops external traffic with no local endpoint.
     assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.242/32') && l.includes('has no endpoints on this node') && l.endsWith('-j DROP')));
     // No endpoints anywhere: refused.
