@@ -10,9 +10,9 @@
  *   every `reconnectEveryS` (the apiserver closes idle ones; a restarted apiserver opens new ones);
  * - the kubelet's probes, /healthz and /readyz?wait=4, each on a new TLS connection as the kubelet
  *   makes them.
- * Side by side in one run: the machine's node and the image's Node.js 24 as deployed (plain
- * `node /app/dist/webhook.js`, what the soak ran), and the image's with the memory settings of the
- * other Deployments (src/memory-settings.ts). Sampled every few seconds: private (Anonymous) from
+ * Side by side in one run, all on the image's Node.js 24: as deployed before (plain
+ * `node /app/dist/webhook.js`, what the soak ran), with the malloc settings of the other
+ * Deployments, with their V8 flags, and with both (src/memory-settings.ts). Sampled every few seconds: private (Anonymous) from
  * smaps_rollup, the V8 heap and its spaces from /metrics; two heap snapshots (after the window and
  * a few minutes later) say what the retained heap holds more of.
  */
@@ -34,7 +34,7 @@ import { admissionReview, realisticPod } from './lib/pods.js';
 import { buildBundle } from './lib/sidecar-env.js';
 import { imageSidecarCommand } from './lib/image-runtime.js';
 import { growth, signalSnapshot, totalBytes, type HeapGroup } from './lib/heap-snapshot.js';
-import { gcSeconds, parseHeapMetrics } from './lib/v8-heap.js';
+import { gcSeconds, heapSpaces, parseHeapMetrics } from './lib/v8-heap.js';
 import { cpuMs, sleep, smaps, startProcess, stopProcess, waitForLine } from './lib/proc.js';
 import { fmt } from './lib/stats.js';
 import { slope as slopeOf } from '../test/node/soak-analysis.js';
@@ -65,8 +65,11 @@ interface Settings {
 }
 /** What deploy/base/webhook-deployment.yaml runs: `node /app/dist/webhook.js`, no flags, the image's environment. */
 const DEPLOYED: Settings = { label: 'as deployed (plain node)', flags: [], env: {} };
-/** The controller's and node agent's settings (src/memory-settings.ts). */
-const SETTINGS: Settings = { label: `node ${NODE_MEMORY_FLAGS.join(' ')}, ${Object.entries(DEPLOYMENT_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ')}`, flags: NODE_MEMORY_FLAGS, env: DEPLOYMENT_MALLOC_ENV };
+const mallocText = Object.entries(DEPLOYMENT_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
+/** The node agent's settings (src/memory-settings.ts), and each half alone: which one does what. */
+const SETTINGS: Settings = { label: `node ${NODE_MEMORY_FLAGS.join(' ')}, ${mallocText}`, flags: NODE_MEMORY_FLAGS, env: DEPLOYMENT_MALLOC_ENV };
+const MALLOC_ONLY: Settings = { label: `malloc only: ${mallocText}`, flags: [], env: DEPLOYMENT_MALLOC_ENV };
+const FLAGS_ONLY: Settings = { label: `V8 flags only: node ${NODE_MEMORY_FLAGS.join(' ')}`, flags: NODE_MEMORY_FLAGS, env: {} };
 
 interface Sample {
   readonly s: number;
@@ -86,13 +89,6 @@ interface Webhook {
   readonly dir: string;
   readonly samples: Sample[];
   exited(): string | undefined;
-}
-
-/** `<prefix>_nodejs_heap_space_size_used_bytes{space="…"}` per space, MiB. */
-export function heapSpaces(text: string, prefix: string): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const m of text.matchAll(new RegExp(`^${prefix}_nodejs_heap_space_size_used_bytes\\{space="([^"]+)"\\} (\\S+)$`, 'gm'))) out[m[1] ?? ''] = Number(m[2]) / MIB;
-  return out;
 }
 
 /** The config.yaml of the shipped ConfigMap, as the Deployment mounts it. */
@@ -165,8 +161,9 @@ function startLoad(w: Webhook, ca: string, size: Size): Load {
     every(1 / size.reconnectEveryS, async () => {
       const old = agent;
       agent = newAgent();
-      // Idle keep-alive sockets close now; busy ones once their answer is in.
-      old.destroy();
+      // New requests go to new connections; the old ones close once their answers are in (as the
+      // apiserver drops idle connections), not under a request in flight.
+      setTimeout(() => old.destroy(), 5_000);
       state.reconnects += 1;
     }),
   );
@@ -208,15 +205,9 @@ export const benchmark = defineBenchmark('webhook-memory', 'the webhook’s priv
   writeFileSync(path.join(dir, 'config', 'config.yaml'), shippedConfig());
   writeFileSync(path.join(dir, 'config', 'sidecarImage'), 'docker.io/library/multus-proxy:bench');
   const imageEnv = Object.fromEntries((JSON.parse(readFileSync(path.join(path.dirname(image.binary ?? ''), 'env.json'), 'utf8')) as string[]).map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]));
-  const runtimes = [
-    { name: `node ${process.version} (machine)`, binary: process.execPath, env: { NODE_ENV: 'production' } },
-    { name: `node ${image.nodeVersion} (image ${image.imageId})`, binary: image.binary ?? 'node', env: imageEnv },
-  ];
-  const variants = [
-    { runtime: runtimes[0], settings: DEPLOYED },
-    { runtime: runtimes[1], settings: DEPLOYED },
-    { runtime: runtimes[1], settings: SETTINGS },
-  ].flatMap((v) => (v.runtime ? [{ runtime: v.runtime, settings: v.settings }] : []));
+  // The image's runtime only: it is what the pods run (the machine's Node 20 is not shipped).
+  const runtime = { name: `node ${image.nodeVersion} (image ${image.imageId})`, binary: image.binary ?? 'node', env: imageEnv };
+  const variants = [DEPLOYED, MALLOC_ONLY, FLAGS_ONLY, SETTINGS].map((settings) => ({ runtime, settings }));
 
   const webhooks: Webhook[] = [];
   for (const [i, v] of variants.entries()) {

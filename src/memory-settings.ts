@@ -2,13 +2,14 @@
  * How the project's long-running Node.js programs are started so their private memory settles low
  * (issue 25; measured in docs/benchmarks.md, B5 and B12; why in docs/decisions.md, "Memory
  * settings"). The webhook injects them into the sidecar (webhook/options.ts); the controller's
- * Deployment and the node agent's DaemonSet carry them in their manifests (deploy/ and the Helm
- * chart), which test/deploy/render.test.ts checks against these values.
+ * and webhook's Deployments and the node agent's DaemonSet carry them in their manifests (deploy/
+ * and the Helm chart), which test/deploy/render.test.ts checks against these values.
  */
 
 /**
- * V8 flags. A 1 MiB young generation: V8 otherwise grows each semi-space up to 16 MiB under
- * allocation bursts (a list, a relist after a watch breaks) and keeps the pages, which showed as
+ * V8 flags (the sidecar's, the node agent's, the webhook's). A 1 MiB young generation: V8 otherwise
+ * grows each semi-space up to 16 MiB under allocation bursts (a list, a relist after a watch breaks,
+ * admissions of ~20 KB pods) and keeps the pages, which showed as
  * reserved heap rising over hours of churn while the retained heap stayed flat.
  * `--optimize-for-size`: Node 24's V8 lets the old generation fill much further with garbage
  * before a major GC; with the flag it grows the heap less eagerly and collects sooner.
@@ -34,7 +35,7 @@ export const CONTROLLER_NODE_FLAGS: readonly string[] = ['--optimize-for-size'];
 export const MALLOC_ENV: Readonly<Record<string, string>> = { MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '65536' };
 
 /**
- * The controller's and the node agent's: the same, and at most two arenas. glibc otherwise makes
+ * The controller's, the webhook's and the node agent's: the same, and at most two arenas. glibc otherwise makes
  * one per thread that allocates (up to 8 per core: V8's GC and compiler threads, libuv's pool), each
  * keeping freed memory of its own; under churn on Node 24 the node agent's memory outside the V8
  * heap was twice the sidecar's (B12). The sidecar showed no difference with it (B5, B12).

@@ -21,6 +21,13 @@ export function parseHeapMetrics(text: string, prefix: string): HeapFigures {
   return { used: read('heap_size_used_bytes'), total: read('heap_size_total_bytes') };
 }
 
+/** MiB in use per V8 heap space (`<prefix>_nodejs_heap_space_size_used_bytes{space="…"}`: new, old, code, …). */
+export function heapSpaces(text: string, prefix: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(new RegExp(`^${prefix}_nodejs_heap_space_size_used_bytes\\{space="([^"]+)"\\} (\\S+)$`, 'gm'))) out[m[1] ?? ''] = Number(m[2]) / MIB;
+  return out;
+}
+
 /**
  * Seconds spent in GC so far: the sum of `<prefix>_nodejs_gc_duration_seconds_sum` over its kinds
  * (prom-client's GC observer; wall time of each pause). NaN when absent (the sidecar's lean metrics).

@@ -13,7 +13,7 @@ import { INSTALL_NAMESPACE, INJECT_ANNOTATION, INJECTION_LABEL, INJECTION_ENABLE
 import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../certs/cli.js';
 import { parseOptions as parseControllerOptions } from '../../src/controller/options.js';
 import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
-import { CONTROLLER_NODE_FLAGS, DEPLOYMENT_MALLOC_ENV } from '../../src/memory-settings.js';
+import { CONTROLLER_NODE_FLAGS, DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
 import { DEFAULT_SIDECAR_COMMAND, parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../webhook/options.js';
 import { DEPLOY, KUSTOMIZATIONS, REPO, at, containerArgs, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
@@ -218,14 +218,21 @@ void describe('pods', () => {
     });
   }
 
-  void test('controller: node runs it with its own memory flag and the malloc settings of src/memory-settings.ts', () => {
-    for (const dir of ['deploy/overlays/cert-manager', 'deploy/overlays/bootstrap']) {
-      const [c] = containers(find(get(dir), 'Deployment', 'multus-proxy-controller'));
-      assert.deepEqual(c?.command, ['node', ...CONTROLLER_NODE_FLAGS, '/app/dist/controller.js'], `${dir}: controller command`);
-      const env = new Map(((c?.['env'] ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value]));
-      for (const [k, v] of Object.entries(DEPLOYMENT_MALLOC_ENV)) assert.equal(env.get(k), v, `${dir}: controller env ${k}`);
-    }
-  });
+  // The controller without the young-generation cap (its cold-start list); the webhook with the node
+  // agent's flags (issue 25: plain, it grew under admissions). Both with the malloc settings.
+  for (const [name, program, flags] of [
+    ['multus-proxy-controller', 'controller', CONTROLLER_NODE_FLAGS],
+    ['multus-proxy-webhook', 'webhook', NODE_MEMORY_FLAGS],
+  ] as const) {
+    void test(`${program}: node runs it with its memory flags (${flags.join(' ')}) and the malloc settings of src/memory-settings.ts`, () => {
+      for (const dir of ['deploy/overlays/cert-manager', 'deploy/overlays/bootstrap']) {
+        const [c] = containers(find(get(dir), 'Deployment', name));
+        assert.deepEqual(c?.command, ['node', ...flags, `/app/dist/${program}.js`], `${dir}: ${program} command`);
+        const env = new Map(((c?.['env'] ?? []) as { name: string; value?: string }[]).map((e) => [e.name, e.value]));
+        for (const [k, v] of Object.entries(DEPLOYMENT_MALLOC_ENV)) assert.equal(env.get(k), v, `${dir}: ${program} env ${k}`);
+      }
+    });
+  }
 
   void test('controller and webhook: 2 replicas, spread across nodes, probes on their own ports', () => {
     const objs = get('deploy');

@@ -1,7 +1,7 @@
 /** B5's reading of the sidecar's V8 heap from prom-client's default metrics (prom-client's exposition text). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gcPauseMs, gcSeconds, parseHeapMetrics } from '../../../bench/lib/v8-heap.js';
+import { gcPauseMs, gcSeconds, heapSpaces, parseHeapMetrics } from '../../../bench/lib/v8-heap.js';
 
 const TEXT = `# HELP multus_proxy_sidecar_nodejs_heap_size_total_bytes Process heap size from Node.js in bytes.
 # TYPE multus_proxy_sidecar_nodejs_heap_size_total_bytes gauge
@@ -21,6 +21,11 @@ void test('parseHeapMetrics: used and reserved in MiB, only under the prefix', (
   assert.equal(h.used, 9);
   const none = parseHeapMetrics('', 'multus_proxy_sidecar');
   assert.ok(Number.isNaN(none.used) && Number.isNaN(none.total));
+});
+
+void test('heapSpaces: MiB in use per space, only the used figures under the prefix', () => {
+  assert.deepEqual(heapSpaces(TEXT, 'multus_proxy_sidecar'), { old: 7000000 / 2 ** 20 });
+  assert.deepEqual(heapSpaces(TEXT, 'other'), {});
 });
 
 void test('gcSeconds: GC pause seconds summed over the kinds, only under the prefix; NaN without the metric', () => {
