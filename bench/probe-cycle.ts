@@ -17,6 +17,8 @@ import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord }
 import type { SidecarStart } from '../test/node/sidecar-starts.js';
 import { INSTALL_NAMESPACE } from '../src/keys.js';
 import { quantileSorted } from './lib/stats.js';
+import { setTimeout as delay } from 'node:timers/promises';
+import { pods } from '../test/node/cluster.js';
 
 const WEBHOOK_CONFIG = 'multus-proxy-webhook';
 const LAUNCHER = '/usr/local/bin/health-listen, ';
@@ -30,6 +32,13 @@ async function useLauncher(node: RealNode, on: boolean): Promise<void> {
   await node.kubectl(['patch', 'configmap', '-n', INSTALL_NAMESPACE, WEBHOOK_CONFIG, '--type', 'merge', '-p', JSON.stringify({ data: { 'config.yaml': next } })]);
   await node.kubectl(['rollout', 'restart', '-n', INSTALL_NAMESPACE, 'deployment/multus-proxy-webhook']);
   await node.kubectl(['rollout', 'status', '-n', INSTALL_NAMESPACE, 'deployment/multus-proxy-webhook', '--timeout=300s'], { timeoutMs: 310_000 });
+  // The old webhook pods answer admissions through their drain (5 s) until they leave the
+  // Service's endpoints: wait until they are gone, or pods get the previous command.
+  for (const until = Date.now() + 120_000; ; await delay(500)) {
+    const left = await pods(node, INSTALL_NAMESPACE, 'app.kubernetes.io/component=webhook');
+    if (left.every((p) => !p.metadata?.deletionTimestamp)) break;
+    if (Date.now() > until) throw new Error('probe-cycle: old webhook pods still terminating after 120 s');
+  }
 }
 
 const stat = (r: ProbeCycleRecord, pick: (s: SidecarStart) => number | undefined): string => {
@@ -56,7 +65,8 @@ try {
       }
       const events = r.unhealthy.reduce((n, e) => n + e.count, 0);
       const causes = [...new Set(r.unhealthy.map((e) => e.cause ?? e.message))].join(', ');
-      rows.push(`| ${launcher ? 'health-listen' : 'node binds the port'} | ${busyLoops} | ${load0.toFixed(1)}–${Math.max(...r.load).toFixed(1)} | ${r.starts.length} | **${events}**${causes ? ` (${causes})` : ''} | ${stat(r, (s) => s.listenMs)} | ${stat(r, (s) => s.readyMs)} | ${stat(r, (s) => s.appMs)} |`);
+      const got = Object.entries(r.launchers).map(([k, n]) => `${n} ${k.split('/').pop()}`).join(', ');
+      rows.push(`| ${launcher ? 'health-listen' : 'node binds the port'} (pods: ${got}) | ${busyLoops} | ${load0.toFixed(1)}–${Math.max(...r.load).toFixed(1)} | ${r.starts.length} | **${events}**${causes ? ` (${causes})` : ''} | ${stat(r, (s) => s.listenMs)} | ${stat(r, (s) => s.readyMs)} | ${stat(r, (s) => s.appMs)} |`);
       log(rows[rows.length - 1] ?? '');
     }
   }

@@ -17,6 +17,7 @@ import type { RealNode } from '../harness/node.js';
 import { blogFile, createNamespace, pods, SERVICE } from './cluster.js';
 import { watchEvents, type ProjectEvent } from './soak.js';
 import { watchSidecarStarts, type SidecarStart } from './sidecar-starts.js';
+import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 
 export const PROBES_NS = 'probe-cycle';
 
@@ -35,14 +36,24 @@ export interface ProbeCycleRecord {
   /** Every Unhealthy Event of a project container in the namespace during the cycles, with its count. */
   readonly unhealthy: ProjectEvent[];
   readonly starts: SidecarStart[];
+  /** How many of the scaled-up pods got each injected sidecar command's program (its first word). */
+  readonly launchers: Record<string, number>;
   /** 1-minute load average sampled at each step. */
   readonly load: number[];
   readonly ms: number;
 }
 
-function busy(n: number): ChildProcess[] {
-  // `sh` loops: no Node.js start cost, and each one takes a whole core while it runs.
-  return Array.from({ length: n }, () => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
+/** Busy `sh` loops (no Node.js start cost; each takes a whole core while it runs), stopped by stop() or at this process's exit should a test time out first. */
+function busy(n: number): { stop(): void } {
+  const loops: ChildProcess[] = Array.from({ length: n }, () => spawn('sh', ['-c', 'while :; do :; done'], { stdio: 'ignore' }));
+  const kill = (): void => loops.forEach((p) => p.kill('SIGKILL'));
+  process.once('exit', kill);
+  return {
+    stop() {
+      kill();
+      process.removeListener('exit', kill);
+    },
+  };
 }
 
 async function replicasGone(node: RealNode, deadlineMs: number): Promise<void> {
@@ -60,12 +71,17 @@ export async function runProbeCycle(node: RealNode, o: ProbeCycleOptions, log: (
   events.baseline();
   const starts = watchSidecarStarts(node, PROBES_NS, 1000);
   const load: number[] = [];
+  const launchers: Record<string, number> = {};
   const t0 = Date.now();
   const loops = busy(o.busyLoops);
   try {
     for (let c = 0; c < o.cycles; c++) {
       await node.kubectl(['scale', '-n', PROBES_NS, `deployment/${SERVICE}`, `--replicas=${o.replicas}`]);
       await node.kubectl(['rollout', 'status', '-n', PROBES_NS, `deployment/${SERVICE}`, '--timeout=300s'], { timeoutMs: 310_000 });
+      for (const p of await pods(node, PROBES_NS, `app=${SERVICE}`)) {
+        const first = (p.spec?.initContainers ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME)?.command?.[0] ?? '(none)';
+        launchers[first] = (launchers[first] ?? 0) + 1;
+      }
       load.push(os.loadavg()[0] ?? 0);
       log(`cycle ${c + 1}: ${o.replicas} ready at ${Date.now() - t0} ms, load ${load[load.length - 1]?.toFixed(1)}`);
       // Let the scan read the last logs before the pods go.
@@ -76,7 +92,7 @@ export async function runProbeCycle(node: RealNode, o: ProbeCycleOptions, log: (
       log(`cycle ${c + 1}: 0 at ${Date.now() - t0} ms, load ${load[load.length - 1]?.toFixed(1)}`);
     }
   } finally {
-    for (const p of loops) p.kill('SIGKILL');
+    loops.stop();
   }
   // Events are written asynchronously by the kubelet (and deduplicated into counts): a moment to land.
   await delay(3000);
@@ -84,7 +100,7 @@ export async function runProbeCycle(node: RealNode, o: ProbeCycleOptions, log: (
   const unhealthy = events.events(() => 'unknown').filter((e) => e.reason === 'Unhealthy' && e.namespace === PROBES_NS);
   events.stop();
   // Only this run's: containers of an earlier run's pods in a namespace of the same name can linger until the kubelet collects them.
-  return { options: o, unhealthy, starts: starts.starts().filter((s) => s.startedAt >= t0), load, ms: Date.now() - t0 };
+  return { options: o, unhealthy, starts: starts.starts().filter((s) => s.startedAt >= t0), launchers, load, ms: Date.now() - t0 };
 }
 
 export async function tearDownProbeCycle(node: RealNode): Promise<void> {

@@ -17,6 +17,7 @@ import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
 import type { SidecarStart } from './sidecar-starts.js';
+import { HEALTH_LISTEN } from '../../webhook/options.js';
 import { quantileSorted } from '../../bench/lib/stats.js';
 import { STAGE_COLUMNS, stageCells } from '../../bench/lib/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
@@ -124,6 +125,7 @@ void describe('real node', { concurrency: 1 }, () => {
     log(`  sidecar start -> app container start: ${ms((s) => s.appMs)}`);
     for (const e of r.unhealthy) log(`  Unhealthy ${e.pod} ${e.container} x${e.count}: ${e.message}`);
     assert.ok(r.starts.filter((s) => s.readyMs !== undefined).length >= PROBE_CYCLE.replicas * PROBE_CYCLE.cycles, `sidecars started: ${r.starts.length}`);
+    assert.deepEqual(r.launchers, { [HEALTH_LISTEN]: PROBE_CYCLE.replicas * PROBE_CYCLE.cycles }, 'every pod got the injected command under health-listen');
     assert.deepEqual(r.unhealthy.map((e) => `${e.pod} ${e.container} x${e.count}: ${e.message}`), [], 'Unhealthy Events');
     // A launcher that broke the start (the port refused to Node.js) would show as restarts instead.
     const perPod = new Map<string, number>();
