@@ -27,8 +27,12 @@ export function chooseEndpoints(
   family: IpFamily,
   warn: (msg: string) => void,
   what: string,
-): { endpoints: ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
+): { endpoints: readonly ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
   const all = isClean(endpoints, family) ? endpoints : mergeEndpoints(endpoints, family, warn, what);
+  // Every one ready (the usual case): the list itself, no copy. Its entries carry their
+  // conditions too, which nothing past here reads (B5: a copy was 10,000 objects, ~0.55 MiB of
+  // heap at 1,000 Services × 10).
+  if (all.length > 0 && all.every((e) => e.ready)) return { endpoints: all, choice: 'ready' };
   const pick = (keep: (e: BackendEndpoint) => boolean): ChosenEndpoint[] => {
     const out: ChosenEndpoint[] = [];
     for (const e of all) if (keep(e)) out.push({ ip: e.ip, port: e.port });

@@ -192,9 +192,16 @@ void describe('sidecar render: endpoint choice and load balancing', () => {
   void test('duplicates merge, bad and wrong-family endpoints are dropped with a message', () => {
     const warnings: string[] = [];
     const got = chooseEndpoints([ep('10.0.0.1', 80, 'unready'), ep('10.0.0.1', 80), ep('fd00::1', 80), ep('10.0.0.300', 80), ep('10.0.0.2', 0)], 4, (m) => warnings.push(m), 'demo/web:80/TCP');
-    assert.deepEqual(got.endpoints, [{ ip: '10.0.0.1', port: 80 }]);
+    // Merged to one ready entry: the merged list itself is chosen (conditions and all).
+    assert.deepEqual(got.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '10.0.0.1', port: 80 }]);
     assert.equal(warnings.length, 3);
     assert.match(warnings[0] ?? '', /demo\/web:80\/TCP: endpoint "fd00::1" port 80 dropped: not an IPv4 address/);
+  });
+  void test('every endpoint ready and clean: the chosen list is the input list itself (no copy per target)', () => {
+    const input = [ep('10.0.0.1', 80), ep('10.0.0.2', 80)];
+    assert.equal(chooseEndpoints(input, 4, () => undefined, 'x').endpoints, input);
+    const one = [ep('10.0.0.1', 80), ep('10.0.0.2', 80, 'unready')];
+    assert.deepEqual(chooseEndpoints(one, 4, () => undefined, 'x').endpoints, [{ ip: '10.0.0.1', port: 80 }], 'some unready: a list of the chosen');
   });
   void test('probabilities 1/(n-i) give every endpoint an equal share, printed with 10 digits', () => {
     for (const n of [2, 3, 7, 10]) {

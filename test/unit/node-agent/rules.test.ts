@@ -59,7 +59,7 @@ void describe('node rules', () => {
   });
   void test('Local: only local endpoints, no mark (source kept); none on this node: rejected', () => {
     const local = r.resolution.targets.find((t) => t.target.service === 'demo/local');
-    assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.deepEqual(local?.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '192.168.101.3', port: 8080 }]);
     assert.ok(local !== undefined);
     assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
     const none = r.resolution.targets.find((t) => t.target.service === 'demo/nolocal');
@@ -126,7 +126,7 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
   });
   void test('Local: local endpoints only, no mark; none here but some elsewhere: dropped; none at all: refused', () => {
     const local = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.241');
-    assert.deepEqual(local?.endpoints, [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.deepEqual(local?.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '192.168.101.3', port: 8080 }]);
     assert.ok(local !== undefined);
     assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
     // Endpoints elsewhere only: dropped, as kube-proxy drops external traffic with no local endpoint.
