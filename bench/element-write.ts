@@ -22,7 +22,8 @@
  * of 10 ranges (the sidecar's table at n Services), declared before the one written.
  */
 import os from 'node:os';
-import { inNetns, launch, type Launched } from '../src/dataplane/iptables.js';
+import { inNetns } from '../src/dataplane/iptables.js';
+import { launch, type Launched } from '../src/dataplane/spare-process.js';
 import { encodeIntervalMapBatch, type IntervalMapWrite } from '../src/dataplane/nft/netlink-batch.js';
 import { equalRanges, PICK_MODULUS } from '../src/dataplane/nft/pick-ranges.js';
 import { createNetns } from './lib/netns.js';

@@ -46,7 +46,8 @@ const WATCHDOG_MS = 10_000;
 const UNSTARTED_STOP_WAIT_MS = 3_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
-  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log });
+  // Removing writes no elements: no writer process.
+  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log, elementWriter: false });
   try {
     const done = await dataplane.cleanup();
     log.info({ backend: await dataplane.backend(), routesRemoved: done.routesRemoved }, 'cleanup: our rules and routes removed');
@@ -136,7 +137,7 @@ async function main(): Promise<void> {
   if (state.stopping) return; // stopped while probing: shutdown() exits without a runtime
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   // Spare restore processes: a change skips a process start on its way to the kernel.
-  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true });
+  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true, elementWriter: opts.elementWriter });
   box.dataplane = dataplane;
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
   const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });

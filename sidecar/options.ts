@@ -7,6 +7,7 @@
 import { parseFlags, type Flag, type Program } from '../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../src/result.js';
 import { ANY_HOST } from '../src/health.js';
+import { DEFAULT_NFNL_BATCH } from '../src/dataplane/nft/element-writer.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../src/sidecar-contract.js';
 
 type Key = keyof SidecarOptions;
@@ -25,7 +26,7 @@ export interface ParsedOptions extends SidecarOptions {
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
-const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile'>, { def: number; min: number; max: number }> = {
+const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter'>, { def: number; min: number; max: number }> = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
   minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
   driftCheckIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
@@ -56,10 +57,11 @@ const HELP: Record<Key, { value: string; help: string }> = {
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
   maxServicesPerNetwork: { value: 'N', help: 'serve at most this many Services per network (the first in namespace/name order); an Event and a metric say when more exist' },
   backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other\'s rules' },
+  elementWriter: { value: 'PATH', help: `nfnl-batch, the nftables back end's netlink sender for endpoint changes; off: write them as nft text (default ${DEFAULT_NFNL_BATCH}, where the image has it)` },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
 };
 
-const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto' };
+const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto', elementWriter: DEFAULT_NFNL_BATCH };
 
 /** The sidecar's flags and variables, for parsing and for --help. */
 export const SIDECAR_PROGRAM: Program = {
@@ -118,6 +120,13 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   if (backend === undefined) {
     problems.push(formatInputError(OBJECT, inputError(describe('backend'), ruleRaw, 'is not a known rule back end', `write one of ${RULE_BACKENDS.join(', ')}`)));
   }
+  // A path (checked by the writer's own probe at start, which logs one line and falls back to nft
+  // text when it is not nfnl-batch), or off.
+  const writerRaw = raw('elementWriter');
+  let elementWriter: string | false | undefined;
+  if (writerRaw === 'off') elementWriter = false;
+  else if (writerRaw === undefined || writerRaw.startsWith('/')) elementWriter = writerRaw;
+  else problems.push(formatInputError(OBJECT, inputError(describe('elementWriter'), writerRaw, 'is neither an absolute path nor off', `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`)));
   const options: ParsedOptions = {
     podName,
     podNamespace,
@@ -133,6 +142,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     backend: backend ?? 'auto',
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
+    elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH,
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {

@@ -42,6 +42,12 @@ export interface SidecarOptions {
    * memory whatever a tenant creates on a shared network.
    */
   readonly maxServicesPerNetwork: number;
+  /**
+   * The nftables element writer's sender, nfnl-batch (src/dataplane/nft/element-writer.ts): its
+   * path (default where the image puts it), or false (`off`): endpoint changes go through nft text.
+   * Development runs point it at what scripts/build-native.sh builds.
+   */
+  readonly elementWriter: string | false;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -60,6 +66,7 @@ export const OPTION_SOURCES = {
   backend: { env: 'DATAPLANE_BACKEND', flag: 'backend' },
   annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
   maxServicesPerNetwork: { env: 'MAX_SERVICES_PER_NETWORK', flag: 'max-services-per-network' },
+  elementWriter: { env: 'ELEMENT_WRITER', flag: 'element-writer' },
 } as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
 
 /** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */

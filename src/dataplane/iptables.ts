@@ -5,7 +5,7 @@
  * Commands run in the current network namespace (the sidecar lives inside the pod). The one test
  * hook is `netns`: when set, each command is prefixed with `ip netns exec <netns>`.
  *
- * Spare processes: for the commands `keepSpare` names (the nft back end's restore binaries), the
+ * Spare processes (spare-process.ts): for the commands `keepSpare` names (the nft back end's restore binaries), the
  * exec keeps one process per argv started ahead, blocked reading its input, so the next call only
  * writes to it. A change then costs no fork, exec and dynamic linking on its way to the kernel
  * (write → commit 5.8 → 1.6 ms median, 20 → 5 ms max, probed in a network namespace on the loaded
@@ -20,8 +20,7 @@
  * waiting one is as fresh as a new one. It gets no sentinel (nft parses the whole input before
  * sending: a bad line would abort the transaction), so its sync waits for it to exit.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import type { Socket } from 'node:net';
+import { launch, SpareProcess, type LaunchResult, type Launched } from './spare-process.js';
 import type { IpFamily } from './model.js';
 import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import { parseExisting, type Existing } from './restore.js';
@@ -39,36 +38,6 @@ export interface SpareExec extends Exec {
   close(): void;
   /** Spare processes waiting now (tests, metrics). */
   spares(): number;
-}
-
-/** A started process (also element-writer.ts's spare): its result, and its stderr as it comes. */
-export interface Launched {
-  readonly child: ChildProcess;
-  readonly result: Promise<ExecResult & { readonly signal?: string }>;
-  /** Called with all stderr so far, on each chunk. */
-  onStderr(f: (all: string) => void): void;
-}
-
-export function launch(argv: readonly string[]): Launched {
-  const cmd = argv[0] ?? '';
-  const child = spawn(cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
-  const out: Buffer[] = [];
-  const errs: Buffer[] = [];
-  let watch: ((all: string) => void) | undefined;
-  child.stdout?.on('data', (b: Buffer) => out.push(b));
-  child.stderr?.on('data', (b: Buffer) => {
-    errs.push(b);
-    watch?.(Buffer.concat(errs).toString());
-  });
-  child.stdin?.on('error', () => undefined);
-  const result = new Promise<ExecResult & { signal?: string }>((resolve) => {
-    // A missing binary is reported like a failed command (code 127), never as a crash.
-    child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: `${cmd}: ${e.message}` }));
-    child.on('close', (code, signal) =>
-      resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(errs).toString() + (signal ? `killed by ${signal}` : ''), ...(signal ? { signal } : {}) }),
-    );
-  });
-  return { child, result, onStderr: (f) => (watch = f) };
 }
 
 /**
@@ -111,35 +80,22 @@ function acked(l: Launched, text: string): Promise<ExecResult & { signal?: strin
   });
 }
 
-/** A waiting spare must not keep this process alive; one in use must. */
-export function setRef(l: Launched, ref: boolean): void {
-  const c = l.child;
-  if (ref) c.ref();
-  else c.unref();
-  for (const s of [c.stdin, c.stdout, c.stderr] as unknown as (Socket | null)[]) {
-    if (ref) s?.ref();
-    else s?.unref();
-  }
-}
-
-export const alive = (l: Launched): boolean => l.child.exitCode === null && l.child.signalCode === null;
-
 /** The argv that runs `argv` where the dataplane runs: here, or (test hook) in the named netns. */
 export function inNetns(netns: string | undefined, argv: readonly string[]): string[] {
   return netns === undefined ? [...argv] : ['ip', 'netns', 'exec', netns, ...argv];
 }
 
 export function createExec(netns?: string, keepSpare: (cmd: string, args: readonly string[]) => boolean = () => false): SpareExec {
-  const spares = new Map<string, Launched>();
+  const spares = new Map<string, SpareProcess>();
   const calls = new Map<string, number>();
   let closed = false;
   // The sentinel is used until a run shows this binary does not report it (then never again).
   let sentinel: 'unknown' | 'seen' | 'off' = 'unknown';
-  const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<ExecResult & { signal?: string }> => {
+  const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<LaunchResult> => {
     l.child.stdin?.end(stdin);
     return l.result;
   };
-  const runSpare = async (argv: readonly string[], stdin: string, l?: Launched): Promise<ExecResult & { signal?: string }> => {
+  const runSpare = async (argv: readonly string[], stdin: string, l?: Launched): Promise<LaunchResult> => {
     if (sentinel === 'off') return run(argv, stdin, l);
     const r = await acked(l ?? launch(argv), stdin);
     if (r.code === 0) sentinel = 'seen';
@@ -152,47 +108,29 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
     }
     return r;
   };
-  const startSpare = (key: string, argv: readonly string[]): void => {
-    if (closed || spares.has(key)) return;
-    const next = launch(argv);
-    setRef(next, false);
-    spares.set(key, next);
-  };
   const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
     const argv = inNetns(netns, [cmd, ...args]);
     if (closed || !keepSpare(cmd, args)) return run(argv, stdin ?? '');
     const key = argv.join('\0');
     const use = nftRestoreBinary(cmd) ? runSpare : run;
-    const spare = spares.get(key);
-    spares.delete(key);
-    let r: ExecResult & { signal?: string };
-    if (spare !== undefined && alive(spare)) {
-      setRef(spare, true);
-      r = await use(argv, stdin ?? '', spare);
-      // Killed from outside before or while it read the input: run it once more from scratch (a
-      // restore is one transaction per table, so a killed one applied its table fully or not at all).
-      if (r.signal !== undefined) r = await use(argv, stdin ?? '');
-    } else {
-      spare?.child.kill();
-      r = await use(argv, stdin ?? '');
-    }
+    let spare = spares.get(key);
+    if (spare === undefined) spares.set(key, (spare = new SpareProcess(argv)));
     // Only for a command run more than once: a family whose rules never change after the first
-    // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare.
+    // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare. A killed run is run once
+    // more (a restore is one transaction per table: applied fully or not at all).
     const n = (calls.get(key) ?? 0) + 1;
     calls.set(key, n);
-    // The next spare starts after this call's caller has run: spawn() is synchronous, ~4 ms p50
-    // (72 ms max) from a process of ~80 MiB here, and it is no part of this change's latency.
-    if (!closed && n >= 2) setImmediate(() => startSpare(key, argv));
+    const r = await spare.run((l) => use(argv, stdin ?? '', l), n >= 2);
     return { code: r.code, stdout: r.stdout, stderr: r.stderr };
   };
   return Object.assign(exec, {
     close() {
       closed = true;
       // EOF on its input: iptables-restore exits 0 without touching anything.
-      for (const l of spares.values()) l.child.stdin?.end();
+      for (const s of spares.values()) s.close();
       spares.clear();
     },
-    spares: () => [...spares.values()].filter(alive).length,
+    spares: () => [...spares.values()].filter((s) => s.ready()).length,
   });
 }
 

@@ -14,13 +14,13 @@
  * one module, so the demo cannot drift from what is tested.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadAll } from 'js-yaml';
-import { startControlPlane, freePort, type ControlPlane } from '../harness/controlplane.js';
+import { binDir, startControlPlane, freePort, type ControlPlane } from '../harness/controlplane.js';
 import { createTopology, type Pod as NetPod, type Topology } from '../harness/netns.js';
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { apiPath } from '../../src/kube/paths.js';
@@ -303,7 +303,10 @@ class Scenario {
     writeFileSync(join(podInfo, 'annotations'), formatDownwardMap(running.metadata?.annotations ?? {}));
     if (env['POD_ANNOTATIONS_FILE'] !== undefined) env['POD_ANNOTATIONS_FILE'] = join(podInfo, 'annotations');
     const sidecarPort = Number(env['HEALTH_PORT'] ?? '9180');
-    const sidecar = startProgram(this.res, 'sidecar', 'sidecar/main.ts', [], { ...env, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
+    // The element writer as scripts/build-native.sh builds it (the image has it at the sidecar's default path).
+    const nfnlBatch = join(binDir(), 'nfnl-batch');
+    const writer = existsSync(nfnlBatch) ? { ELEMENT_WRITER: nfnlBatch } : {};
+    const sidecar = startProgram(this.res, 'sidecar', 'sidecar/main.ts', [], { ...env, ...writer, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
       ['ip', 'netns', 'exec', clientNs.ns, 'setpriv', '--inh-caps=-all,+net_admin,+net_raw', '--ambient-caps=-all,+net_admin,+net_raw', '--bounding-set=-all,+net_admin,+net_raw', '--']);
     await this.waitReadyInNetns(sidecar, clientNs, sidecarPort);
     r.info(`sidecar ready (first sync done); env from the stored pod: POD_NAME=${env['POD_NAME'] ?? ''} POD_NAMESPACE=${env['POD_NAMESPACE'] ?? ''}`);

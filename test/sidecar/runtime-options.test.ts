@@ -23,6 +23,7 @@ void test('defaults: pod from the downward API variables, documented intervals',
     backend: 'auto',
     annotationsFile: undefined,
     maxServicesPerNetwork: 2000,
+    elementWriter: '/usr/local/bin/nfnl-batch',
     cleanup: false,
   });
 });
@@ -32,6 +33,16 @@ void test('the annotations file comes from POD_ANNOTATIONS_FILE (what the webhoo
   assert.ok(env.ok && env.value.annotationsFile === '/etc/multus-proxy/podinfo/annotations');
   const flag = parseOptions(POD, ['--pod-annotations-file', '/tmp/a']);
   assert.ok(flag.ok && flag.value.annotationsFile === '/tmp/a');
+});
+
+void test('the element writer: ELEMENT_WRITER or the flag names nfnl-batch by absolute path, or off; anything else is refused', () => {
+  const env = parseOptions({ ...POD, ELEMENT_WRITER: '/root/.cache/multus-proxy/bin/nfnl-batch' }, []);
+  assert.ok(env.ok && env.value.elementWriter === '/root/.cache/multus-proxy/bin/nfnl-batch');
+  const off = parseOptions(POD, ['--element-writer', 'off']);
+  assert.ok(off.ok && off.value.elementWriter === false);
+  const bad = parseOptions({ ...POD, ELEMENT_WRITER: 'nfnl-batch' }, []);
+  assert.equal(bad.ok, false);
+  if (!bad.ok) assert.match(bad.error, /^sidecar options: ELEMENT_WRITER \(--element-writer\) "nfnl-batch": is neither an absolute path nor off; write the absolute path of nfnl-batch .*, or off$/);
 });
 
 void test('--cleanup needs no pod name (it only removes our rules and routes)', () => {

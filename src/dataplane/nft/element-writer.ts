@@ -15,7 +15,8 @@
  */
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { alive, inNetns, launch, setRef, summarize, type Launched } from '../iptables.js';
+import { inNetns, summarize } from '../iptables.js';
+import { launch, setRef, SpareProcess, type Launched, type LaunchResult } from '../spare-process.js';
 import { describeMessage, encodeIntervalMapBatch, type IntervalMapWrite } from './netlink-batch.js';
 
 export interface ElementWriter {
@@ -86,7 +87,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
   };
   // Success is the "ok" line: the process's exit can lag ~10 ms behind it (nfnl-batch.c), and
   // the next write has its own process. A failure waits for the exit, so stderr is complete.
-  const run = async (bytes: Uint8Array, l: Launched = launch(argv)): Promise<{ code: number; stdout: string; stderr: string; signal?: string }> => {
+  const run = async (bytes: Uint8Array, l: Launched = launch(argv)): Promise<LaunchResult> => {
     setRef(l, true);
     const ok = new Promise<{ code: number; stdout: string; stderr: string }>((resolve) => {
       let out = '';
@@ -109,29 +110,17 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
     return off(`${argv.join(' ')}: its probe (a flush in a missing table) gave exit ${p.code}${p.stderr.trim() === '' ? '' : `: ${summarize(p.stderr)}`}, not "${expected}"`);
   }
 
-  let spare: Launched | undefined;
-  let closed = false;
-  const startSpare = (): void => {
-    if (closed || spare !== undefined) return;
-    spare = launch(argv);
-    setRef(spare, false);
-  };
-  startSpare();
+  const spare = new SpareProcess(argv);
+  spare.start();
   // One batch at a time, in call order: the kernel applies each as one transaction anyway.
   let queue: Promise<unknown> = Promise.resolve();
   const writeNow = async (writes: readonly IntervalMapWrite[]): Promise<void> => {
     if (writes.length === 0) return;
     // Encoding throws on bad input before any process is touched.
     const b = batch(writes);
-    const l = spare !== undefined && alive(spare) ? spare : undefined;
-    if (l === undefined) spare?.child.kill();
-    spare = undefined;
-    let r = await run(b.bytes, l);
-    // Killed from outside before or while it ran: once more from scratch (the batch replaces the
-    // maps' contents whole, so applying it again is harmless).
-    if (r.signal !== undefined) r = await run(b.bytes);
-    // After the caller has seen the write done: spawn() is synchronous (~4 ms p50 here), no part of the change.
-    setImmediate(startSpare);
+    // A run killed from outside is run again (the batch replaces the maps' contents whole), and
+    // the next spare starts after the caller has seen the write done.
+    const r = await spare.run((l) => run(b.bytes, l));
     if (r.code !== 0) throw writeFailure(writes, b.messages, r);
   };
   return {
@@ -141,9 +130,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
       return next;
     },
     close() {
-      closed = true;
-      spare?.child.stdin?.end();
-      spare = undefined;
+      spare.close();
     },
   };
 }
