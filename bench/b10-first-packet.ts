@@ -6,6 +6,11 @@
  * 1,000, 10,000 and 30,000 Services, for both rule back ends in the same run. Only a connection's
  * first packet traverses nat, so what grows with N here is the dispatch: one verdict-map lookup
  * (nftables) or N rules (iptables).
+ *
+ * B10_ONLY=shards (with --no-write) measures instead the price of nftables shard tables
+ * (src/dataplane/nft/shards.ts) at 1,000 Services: the same table over 1, 16 and 64 tables (each
+ * its own nat-output hook, so a new connection that matches no Service does S lookups), cells
+ * round-robin as above.
  */
 import { createDataplane } from '../src/dataplane/apply.js';
 import type { RuleBackendKind } from '../src/dataplane/backend.js';
@@ -24,10 +29,14 @@ const SIZES_N = [1000, 10000, 30000];
 const CONNECTIONS = 16;
 const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 5 } };
 const BACKENDS: readonly RuleBackendKind[] = ['nftables', 'iptables'];
+/** B10_ONLY=shards: the table counts compared (1 = the layout before shards). */
+const SHARD_CELLS = [1, 16, 64];
 
 interface Cell {
   readonly n: number;
   readonly rules: RuleBackendKind;
+  /** B10_ONLY=shards: the number of tables the Services are spread over. */
+  readonly shards?: number;
   readonly via: readonly WrkResult[];
   readonly direct: readonly WrkResult[];
   readonly syncMs: number;
@@ -40,16 +49,23 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
   // (every cell in every round: the same machine moments). The measured Service of each size is its
   // last one, its endpoints addresses of that cell's backend namespace.
   const cells: (Cell & { readonly client: string; readonly via: WrkResult[]; readonly direct: WrkResult[] })[] = [];
-  for (const n of SIZES_N) {
-    for (const rules of BACKENDS) {
-      const { client } = await createTrafficPair(`b10${rules[0] ?? ''}${n}`, cleanup, Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS)));
-      const dp = createDataplane({ netns: client, rules });
-      const sync = await dp.sync(desiredState(n, ENDPOINTS), { full: true });
-      dp.close();
-      if (sync.backend !== (rules === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the ${rules} back end, got ${sync.backend}`);
-      ctx.log(`${rules}: programmed ${n} Services in ${fmt(sync.durationMs)} ms`);
-      cells.push({ n, rules, client, via: [], direct: [], syncMs: sync.durationMs });
+  const shardsOnly = process.env['B10_ONLY'] === 'shards';
+  const plan: { n: number; rules: RuleBackendKind; shards?: number }[] = shardsOnly
+    ? SHARD_CELLS.map((shards) => ({ n: 1000, rules: 'nftables', shards }))
+    : SIZES_N.flatMap((n) => BACKENDS.map((rules) => ({ n, rules })));
+  for (const { n, rules, shards } of plan) {
+    const { client } = await createTrafficPair(`b10${rules[0] ?? ''}${n}${shards ?? ''}`, cleanup, Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS)));
+    // S tables of ceil(n / S) Service ports each (shards.ts rounds up to a power of two).
+    const dp = createDataplane({ netns: client, rules, ...(shards === undefined ? {} : { nftPortsPerShard: shards === 1 ? Infinity : Math.ceil(n / shards) }) });
+    const sync = await dp.sync(desiredState(n, ENDPOINTS), { full: true });
+    dp.close();
+    if (sync.backend !== (rules === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the ${rules} back end, got ${sync.backend}`);
+    if (shards !== undefined) {
+      const tables = (await run('nft', ['list', 'tables', 'inet'], { netns: client })).stdout.split('\n').filter((l) => l.startsWith('table inet multus_proxy')).length;
+      if (tables !== shards) throw new Error(`expected ${shards} tables, found ${tables}`);
     }
+    ctx.log(`${rules}${shards === undefined ? '' : ` over ${shards} tables`}: programmed ${n} Services in ${fmt(sync.durationMs)} ms`);
+    cells.push({ n, rules, ...(shards === undefined ? {} : { shards }), client, via: [], direct: [], syncMs: sync.durationMs });
   }
   const urls = (n: number): { via: string; direct: string } => ({ via: `http://${clusterIP(n - 1)}:${SERVICE_PORT}/`, direct: `http://${endpointIP(n - 1, 0, ENDPOINTS)}:${TARGET_PORT}/` });
   for (const c of cells) await wrk(c.client, urls(c.n).via, 1, CONNECTIONS, true); // warm-up: ARP, the servers' JIT
@@ -76,18 +92,18 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
   const rows = cells.map((c) => {
     const first = cellOf(c.rules, SIZES_N[0] ?? 0);
     return [
-      c.rules,
+      c.shards === undefined ? c.rules : `${c.rules}, ${c.shards} table${c.shards > 1 ? 's' : ''}`,
       c.n.toLocaleString('en'),
       spread(c.via),
       spread(c.direct),
       fmtRatio(perPair(c)),
-      first === undefined ? '' : fmtRatio(median(c.via) / median(first.via)),
+      first === undefined ? '' : `${fmtRatio(median(c.via) / median(first.via))}${shardsOnly ? `; direct ${fmtRatio(median(c.direct) / median(first.direct))}` : ''}`,
       `${fmt(summarize(c.via.map((r) => r.p50ms)).median)} / ${fmt(summarize(c.via.map((r) => r.p99ms)).median)} ms`,
       `${fmt(c.syncMs / 1000)} s`,
     ];
   });
   const targets: TargetCheck[] = [];
-  for (const rules of BACKENDS) {
+  for (const rules of shardsOnly ? [] : BACKENDS) {
     const small = cellOf(rules, SIZES_N[0] ?? 0);
     const large = cellOf(rules, SIZES_N[SIZES_N.length - 1] ?? 0);
     if (small === undefined || large === undefined) continue;
@@ -103,7 +119,7 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
     tables: [
       {
         caption: `${runs} interleaved pairs of ${seconds} s wrk runs per cell (1 thread, ${CONNECTIONS} connections, \`Connection: close\`: one TCP connection per request), ${ENDPOINTS} endpoints per Service; median (min–max):`,
-        columns: ['back end', 'Services', 'via cluster IP, conn/s', 'direct, conn/s', 'cluster IP / direct (per pair)', 'cluster-IP rate / its rate at 1,000', 'cluster IP p50 / p99', 'full sync'],
+        columns: ['back end', 'Services', 'via cluster IP, conn/s', 'direct, conn/s', 'cluster IP / direct (per pair)', shardsOnly ? 'rate / the one-table cell\'s' : 'cluster-IP rate / its rate at 1,000', 'cluster IP p50 / p99', 'full sync'],
         rows,
       },
     ],

@@ -28,7 +28,7 @@ import { dump } from 'js-yaml';
 import { imagesDir, startNode, type RealNode } from '../test/harness/node.js';
 import { blogFile, createNamespace, pod, pods, net1Addresses } from '../test/node/cluster.js';
 import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
-import { metricValues, sidecarHealthPort } from '../test/node/tenant.js';
+import { metricValues, setWebhookConfig, sidecarHealthPort, webhookConfig } from '../test/node/tenant.js';
 import { sliceTriggerMs } from '../src/annotations/trigger-time.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
@@ -36,10 +36,11 @@ import { INJECT_ANNOTATION, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION
 import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
 import { NftTable, saveHasDnat, sidecarMonitorTable } from './lib/nft-model.js';
 import { PodReadyTracker } from './lib/pod-ready.js';
-import { appliedSyncs, breakdown, SliceTracker, type Breakdown, type SliceChange } from './lib/slice-events.js';
+import { appliedSyncs, breakdown, ruleBound, SliceTracker, type Breakdown, type SliceChange } from './lib/slice-events.js';
 import { requireTool, run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
+import { parseCount } from './lib/env-count.js';
 import { isMain, runStandalone } from './lib/runner.js';
 
 const NS = 'b3-real';
@@ -49,6 +50,13 @@ const PORT = 80;
 const KUBE_MANAGER = 'endpointslice-controller.k8s.io';
 const SIZES = { quick: { cycles: 5 }, full: { cycles: 20 } };
 const STEP_TIMEOUT_MS = 120_000;
+/** B3_SIDECAR_CPU: the injected sidecar's CPU request for this run (the shipped config's 10m when unset). */
+const SIDECAR_CPU = process.env['B3_SIDECAR_CPU'];
+/**
+ * B3_CYCLES: cycles for this run instead of the size's (5 quick, 20 full). With 20 samples a case's
+ * p99 is its maximum; with ~100 it is a percentile rather than one outlier.
+ */
+const CYCLES = process.env['B3_CYCLES'];
 /** kube-proxy's own selector for its EndpointSlice list and watch. */
 const KUBE_PROXY_SELECTOR = '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless';
 /** Issue 24's targets: the sidecar's slice event → rule p99, and the network-programming SLI's p99 (pod Ready → rule, scale-ups). */
@@ -246,7 +254,8 @@ const count = (xs: readonly string[]): string => {
 
 const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
 
-export const benchmark = defineBenchmark('b3real', 'programming latency on the real node: EndpointSlice event to rule, sidecar vs kube-proxy', SIZES, async (ctx, { cycles }, cleanup) => {
+export const benchmark = defineBenchmark('b3real', 'programming latency on the real node: EndpointSlice event to rule, sidecar vs kube-proxy', SIZES, async (ctx, size, cleanup) => {
+  const cycles = parseCount('B3_CYCLES', CYCLES, size.cycles, 1000);
   await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
   await requireTool('nsenter', ['--version'], 'install util-linux');
   const t0 = Date.now();
@@ -259,6 +268,13 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   ctx.log(`real node up in ${node.startMs} ms`);
   await installBootstrap(node);
   ctx.log(`installed (${INSTALL_BOOTSTRAP}) after ${Date.now() - t0} ms`);
+  if (SIDECAR_CPU !== undefined) {
+    const config = await webhookConfig(node);
+    const set = config.replace(/^(\s+requests:\n\s+cpu: )\S+$/m, `$1${SIDECAR_CPU}`);
+    if (set === config) throw new Error(`B3_SIDECAR_CPU: no sidecar CPU request line in the webhook's config:\n${config}`);
+    await setWebhookConfig(node, set);
+    ctx.log(`the webhook injects the sidecar with a CPU request of ${SIDECAR_CPU}`);
+  }
 
   await createNamespace(node, NS, true);
   await node.apply(blogFile('net-attach.yml'), NS);
@@ -421,13 +437,25 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   const s = (side: Side, kase: 'added' | 'removed'): Summary => summarize(samples.filter((x) => x.side === side && x.kase === kase).map((x) => x.ms));
   const rows: string[][] = [];
   const targets = [];
+  // The sidecar's rule time bounded by its own log too (ruleBound): the earlier of two upper bounds of the commit.
+  const bounds = samples
+    .filter((x) => x.side === 'sidecar')
+    .map((x) => {
+      const b = ruleBound(x.ruleAt, syncs);
+      return { kase: x.kase, ms: b.at - x.eventAt, by: b.by };
+    });
   for (const kase of ['added', 'removed'] as const) {
     const ours = s('sidecar', kase);
+    const bound = summarize(bounds.filter((x) => x.kase === kase).map((x) => x.ms));
     const kp = s('kube-proxy', kase);
     const label = kase === 'added' ? '(a) endpoint added (scale-up)' : '(b) endpoint removed right after (a) (scale-down)';
-    rows.push(row(`${label}: sidecar, in the client pod`, ours), row(`${label}: kube-proxy, on the host`, kp));
+    rows.push(
+      row(`${label}: sidecar, in the client pod`, ours),
+      row(`${label}: sidecar, the rule's time the earlier of nft monitor's report and its sync's logged end (${count(bounds.filter((x) => x.kase === kase).map((x) => x.by))})`, bound),
+      row(`${label}: kube-proxy, on the host`, kp),
+    );
     targets.push(
-      { target: `${label}: sidecar slice event → rule p99 ≤ ${EVENT_TARGET_MS} ms`, measured: `${fmt(ours.p99)} ms (p50 ${fmt(ours.median)} ms)`, met: ours.p99 <= EVENT_TARGET_MS },
+      { target: `${label}: sidecar slice event → rule p99 ≤ ${EVENT_TARGET_MS} ms (rule: the earlier bound)`, measured: `${fmt(bound.p99)} ms (p50 ${fmt(bound.median)} ms); nft monitor's report alone p99 ${fmt(ours.p99)} (p50 ${fmt(ours.median)})`, met: bound.p99 <= EVENT_TARGET_MS },
       { target: `${label}: sidecar ahead of kube-proxy (p50 and p99)`, measured: `p50 ${fmt(ours.median)} vs ${fmt(kp.median)} ms, p99 ${fmt(ours.p99)} vs ${fmt(kp.p99)} ms`, met: ours.median < kp.median && ours.p99 < kp.p99 },
     );
   }
@@ -494,14 +522,14 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
         `a live model of the proxy's table (rules by handle, map and set elements; bench/lib/nft-model.ts) is judged at the end of each transaction (\`# new generation\`): table ip nat on the host, and in the pod the sidecar's ${tables.sidecar} ` +
         `(its \`rules applied\` lines name back end ${backends}). The rule is in place when a chain that another chain jumps or goes to, or that a verdict-map element a rule looks up goes to (the sidecar's \`services-v4\` → \`MPX-SVC-…\`), holds \`dnat to <address>:80\` ` +
         `or a \`dnat … map @MPX-EPS-…\` whose endpoint map has an element \`… : <address> . 80\` (an endpoint-map refill, by nft -f or by nfnl-batch, prints as one \`delete element\` / \`add element\` line per element). ` +
-        `The receipt time of that transaction's last line is the "rule in place" time; no polling. The transactions that put the sidecar's measured changes in place were committed by: ${writers} (the process nft monitor names). ` +
+        `The receipt time of that transaction's last line is the "rule in place" time; no polling. For the sidecar the targets also take its own log: the end of the sync that wrote the rule (its \`rules applied\` line, logged after the kernel acknowledged the commit, +1 ms for pino's whole milliseconds) is a second upper bound of the commit, and the earlier of the two judges; the monitor's alone is shown beside it (the bench reads the monitor through a pipe, and that read lags on a contended machine; the sync's end does not depend on it). The transactions that put the sidecar's measured changes in place were committed by: ${writers} (the process nft monitor names). ` +
         `The method was checked once per side and case against a listing: \`iptables-save -t nat\` on the host, ${tables.sidecar === 'ip nat' ? '`iptables-save -t nat`' : `\`nft -a list table ${tables.sidecar}\` read into a fresh model`} in the pod. ` +
         `The SLI of (a) starts at the bench's own pod watch receiving the event in which the new pod's Ready condition becomes True (the condition's lastTransitionTime, second precision, is shown beside it), so it includes the slice's writer: our controller for net-web, kube's endpointslice-controller for plain-web. ` +
         `(b) scales down as soon as (a)'s rule is in place, so the removal follows the previous sync closely: kube-proxy then waits for its 1 s minimum sync period (minSyncPeriod), the sidecar for its own minimum interval. ` +
         `Between cycles both Deployments settle and 1.5 s pass, so every (a) is a lone change for both proxies. ` +
         `A warm-up cycle before the counted ones is left out of the figures: ${warmup.map((x) => `${x.side} ${x.kase} ${fmt(x.ms)} ms`).join(', ')}.`,
       `trigger_to_rules_seconds buckets (cumulative, from the client's sidecar at the end of the run): ${Object.entries(trig.buckets).map(([k, v]) => `${k} ${v}`).join(', ')}. It counts every slice change the sidecar applied that carried a trigger time newer than its start (the new pod's not-ready appearance too), so its count exceeds the bench's changes; both measure from the same annotation, so their difference is the span from the sidecar's sync end to the rule seen by nft monitor plus which changes are counted.`,
-      `The sidecar's three slowest changes: ${slowest.join('; ')}. Its container's CPU weight is cpu.shares ${shares ?? 'unknown'} (from its 10m CPU request; kube-proxy runs as a host process with the default 1024), which is what it gets when the 2 cores are contended.`,
+      `The sidecar's three slowest changes: ${slowest.join('; ')}. Its container's CPU weight is cpu.shares ${shares ?? 'unknown'} (from its ${SIDECAR_CPU ?? '10m'} CPU request; kube-proxy runs as a host process with the default 1024), which is what it gets when the 2 cores are contended.`,
     ],
   };
 });

@@ -4,7 +4,7 @@
  * room for passes over every target). Not a numbered benchmark: an in-process probe, run by hand,
  * whose figures are in docs/benchmarks.md ("Sidecar CPU per change"). No namespace, no process:
  * the stages a sync runs in-process, through the back ends' own `rules` and `plan` (the seam
- * apply.ts calls), with a warm engine, one changed EndpointSlice per round:
+ * apply-loop.ts calls), with a warm engine, one changed EndpointSlice per round:
  *
  *   state     the sidecar's state feed (sidecar/state-feed.ts) after one slice event
  *   render    the shared render (resolution, routes) with its cache
@@ -105,7 +105,7 @@ function run(subject: Subject, n: number, rounds: number): { samples: Record<Sta
     const rendered = time('render', () => render(state, cache)) as Rendered;
     prevRules = subject.step(rendered, prevRules, time);
     const before = prevRendered;
-    // As apply.ts: the engine's conntrack step against the render applied last.
+    // As the apply loop (apply-loop.ts): the engine's conntrack step against the render applied last.
     time('conntrack', () => (before === undefined ? [] : planConntrack(...conntrackStep(rendered, before.version, before.resolution.targets))));
     prevRendered = rendered;
     first = false;

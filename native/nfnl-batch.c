@@ -13,6 +13,12 @@
  *           batch could not be read or sent
  *   empty stdin: exit 0 without sending anything (how a spare process started ahead is let go)
  *
+ * With `--serve` it goes on: after "ok" it reads the next batch on the same socket, until EOF
+ * (exit 0) or the first failure (exit 1, as above). The caller writes one batch at a time and the
+ * next only after the "ok" (element-writer.ts), so a change costs two wake-ups and no process
+ * start: a process started per change cost the sidecar ~2.3 ms of its main thread's CPU (the
+ * spawn) and a SIGCHLD wake-up besides (bench/change-small.ts, docs/decisions.md).
+ *
  * The batch ends at its NFNL_MSG_BATCH_END: the sender stops reading there, without waiting for
  * the end of its input, so a write wakes it once (the data), not twice (data, then EOF) when it
  * runs between the two. The socket is opened and bound before the input is read, so what runs
@@ -144,23 +150,14 @@ static void take(struct answers *a, unsigned char *buf, ssize_t r) {
 	}
 }
 
-int main(int argc, char **argv) {
-	int times = argc > 1 && strcmp(argv[1], "--times") == 0;
-	/* Ready before the input comes: after the wake-up only the send and the answers remain. */
-	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
-	if (fd < 0) return fail("socket(AF_NETLINK, NETLINK_NETFILTER)", errno);
-	int one = 1;
-	/* Answers without a copy of the request (an error's would repeat a whole element list). */
-	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
-	setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
-	struct sockaddr_nl local = {.nl_family = AF_NETLINK};
-	if (bind(fd, (struct sockaddr *)&local, sizeof(local)) < 0) return fail("bind(AF_NETLINK)", errno);
-
+/* One batch from stdin through `fd`: 0 when every ACK came ("ok" printed), 1 on failure (stderr
+ * says why), 2 at EOF before any byte (nothing sent). */
+static int one_batch(int fd, int times) {
 	size_t len = 0;
 	uint64_t t_first = 0;
 	unsigned char *batch = read_batch(&len, &t_first);
 	if (batch == NULL) return fail("reading the batch from stdin", errno ? errno : ENOMEM);
-	if (len == 0) return 0;
+	if (len == 0) { free(batch); return 2; }
 	uint64_t t_read = now_ns();
 
 	/* Walk the batch: whole messages only; note the sequence numbers that ask for an ACK. */
@@ -240,5 +237,33 @@ int main(int argc, char **argv) {
 	fputs("ok\n", stdout);
 	fflush(stdout);
 	if (times) fprintf(stderr, "times %llu %llu %llu %llu\n", (unsigned long long)t_first, (unsigned long long)t_read, (unsigned long long)t_sent, (unsigned long long)t_answered);
+	free(batch);
+	free(want);
+	free(got);
 	return 0;
+}
+
+int main(int argc, char **argv) {
+	int times = 0, serve = 0;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--times") == 0) times = 1;
+		else if (strcmp(argv[i], "--serve") == 0) serve = 1;
+	}
+	/* Ready before the input comes: after the wake-up only the send and the answers remain. */
+	int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);
+	if (fd < 0) return fail("socket(AF_NETLINK, NETLINK_NETFILTER)", errno);
+	int one = 1;
+	/* Answers without a copy of the request (an error's would repeat a whole element list). */
+	setsockopt(fd, SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
+	setsockopt(fd, SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+	struct sockaddr_nl local = {.nl_family = AF_NETLINK};
+	if (bind(fd, (struct sockaddr *)&local, sizeof(local)) < 0) return fail("bind(AF_NETLINK)", errno);
+
+	/* --serve: batch after batch on the same socket until EOF; the first failure ends the process
+	 * (exit 1, stderr complete at exit, as for a single batch). */
+	for (;;) {
+		int r = one_batch(fd, times);
+		if (r == 2) return 0;
+		if (r != 0 || !serve) return r;
+	}
 }

@@ -19,10 +19,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConnection } from '../src/kube/config.js';
 import { createKubeClient } from '../src/kube/client.js';
 import { createDataplane, type Dataplane } from '../src/dataplane/apply.js';
-import { chooseRuleBackend, type BackendChoice } from '../src/dataplane/backend-choice.js';
-import { createExec } from '../src/dataplane/iptables.js';
-import { probeNftables } from '../src/dataplane/nft/probe.js';
+import { chooseBackendAtStart } from '../src/dataplane/backend-start.js';
 import { createSidecarMetrics } from './metrics.js';
+import { sidecarDataplaneOptions } from './dataplane-options.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
 import { podEventWriter } from './problems.js';
@@ -46,8 +45,8 @@ const WATCHDOG_MS = 10_000;
 const UNSTARTED_STOP_WAIT_MS = 3_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
-  // Removing writes no elements: no writer process.
-  const dataplane = createDataplane({ rules: opts.backend, backend: opts.iptablesBackend, logger: log, elementWriter: false });
+  // Removing writes no elements and reads nothing ahead (dataplane-options.ts).
+  const dataplane = createDataplane(sidecarDataplaneOptions(opts, opts.backend, log));
   try {
     const done = await dataplane.cleanup();
     log.info({ backend: await dataplane.backend(), routesRemoved: done.routesRemoved }, 'cleanup: our rules and routes removed');
@@ -55,19 +54,6 @@ async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
   } catch (e) {
     log.error({ err: e }, 'cleanup failed; some rules may remain (run it again)');
     return 1;
-  }
-}
-
-/** The rule back end, probed in this pod's namespace when the choice depends on it; a forced one that cannot work stops the start (exit 2). */
-async function chooseBackend(opts: ParsedOptions, log: Logger): Promise<BackendChoice> {
-  const exec = createExec();
-  try {
-    return await chooseRuleBackend(opts.backend, () => probeNftables(exec), 'DATAPLANE_BACKEND (--backend)');
-  } catch (e) {
-    log.fatal({ err: e }, e instanceof Error ? e.message : String(e));
-    process.exit(2);
-  } finally {
-    exec.close();
   }
 }
 
@@ -133,11 +119,12 @@ async function main(): Promise<void> {
   };
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
 
-  const choice = await chooseBackend(opts, log);
+  const choice = await chooseBackendAtStart(opts.backend, log);
   if (state.stopping) return; // stopped while probing: shutdown() exits without a runtime
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
-  // Spare restore processes: a change skips a process start on its way to the kernel.
-  const dataplane = createDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log, spareRestore: true, elementWriter: opts.elementWriter });
+  // Spare restore processes (a change skips a process start on its way to the kernel), and the
+  // first sync's reads started while the informers list (dataplane-options.ts).
+  const dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
   box.dataplane = dataplane;
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
   const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });

@@ -1,7 +1,8 @@
 /**
  * The runner behind `npm test`. Node 20 does not expand `*.test.ts` globs, so this finds the files
  * and runs `node --import tsx --test --test-concurrency=1 <files>` with inherited stdio, so that
- * node's closing summary (`# pass N`, `# fail N`) is printed, and exits with its code.
+ * node's closing summary (`# pass N`, `# fail N`) is printed, then a block naming each failed test
+ * (reporterArgs), and exits with its code.
  *
  *   npm test                 every test under test/
  *   npm test -- --unit       only test/unit (no control plane)
@@ -19,12 +20,27 @@
  * that need it fail with it (nothing is skipped).
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { transformSync } from 'esbuild';
 import { SHARED_ENV, startControlPlane, type ControlPlane } from './harness/controlplane.js';
 
 const root = resolve(import.meta.dirname, '..');
+
+/**
+ * TAP as before, and after it the failed tests' names and errors (test/harness/failure-summary.ts):
+ * CI keeps the output's head and tail, and a failure in the middle of ~8,000 lines was lost.
+ * node:test loads reporters before `--import tsx` applies, so the reporter is transpiled to a
+ * plain module in a temporary folder first (esbuild, already a dependency; it imports nothing).
+ */
+export function reporterArgs(dir: string): string[] {
+  const src = readFileSync(join(root, 'test', 'harness', 'failure-summary.ts'), 'utf8');
+  const out = join(dir, 'failure-summary.mjs');
+  writeFileSync(out, transformSync(src, { loader: 'ts', format: 'esm', target: 'node20' }).code);
+  return ['--test-reporter=tap', '--test-reporter-destination=stdout', `--test-reporter=${pathToFileURL(out).href}`, '--test-reporter-destination=stdout'];
+}
 
 export function findTests(dir: string): string[] {
   const out: string[] = [];
@@ -68,8 +84,9 @@ async function main(): Promise<number> {
       env[SHARED_ENV] = join(root, '.no-shared-control-plane');
     }
   }
+  const reporterDir = mkdtempSync(join(tmpdir(), 'multus-proxy-reporter-'));
   const code = await new Promise<number>((done) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...files], { cwd: root, env, stdio: 'inherit' });
+    const child = spawn(process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...reporterArgs(reporterDir), ...files], { cwd: root, env, stdio: 'inherit' });
     const forward = (sig: NodeJS.Signals): void => {
       child.kill(sig);
     };
@@ -77,6 +94,7 @@ async function main(): Promise<number> {
     process.on('SIGTERM', forward);
     child.on('exit', (c, sig) => done(c ?? (sig ? 1 : 0)));
   });
+  rmSync(reporterDir, { recursive: true, force: true });
   await cp?.stop();
   return code;
 }

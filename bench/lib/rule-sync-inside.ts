@@ -15,6 +15,7 @@ import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
 import { logRun, sizeResult, type FullRun, type PartialResult, type SizeResult, type SyncSubject } from './rule-sync.js';
 import type { RunContext } from './report.js';
+import { NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
 
 /** Where the worker finds a subject: a module exporting `SYNC_SUBJECTS`, and the key in it. */
 export interface SubjectRef {
@@ -38,10 +39,19 @@ const WORKER = path.join(path.dirname(fileURLToPath(import.meta.url)), 'rule-syn
 /** The worker's result line on stdout. */
 export const REPORT = 'RESULT ';
 
-/** Runs one task in a worker inside `ns`; its progress lines go to ctx.log. */
+/**
+ * Extra node flags for the workers, from B2_NODE_FLAGS (space-separated; the word `sidecar` stands
+ * for the flags the sidecar ships with, src/memory-settings.ts), e.g. `B2_NODE_FLAGS='sidecar --trace-gc'`.
+ */
+export function workerNodeFlags(env: string | undefined = process.env['B2_NODE_FLAGS']): string[] {
+  return (env ?? '').split(/\s+/).filter((f) => f !== '').flatMap((f) => (f === 'sidecar' ? [...NODE_MEMORY_FLAGS] : [f]));
+}
+
+/** Runs one task in a worker inside `ns`; its progress lines (and any other stdout, e.g. --trace-gc's) go to ctx.log. */
 async function inWorker<R>(ctx: RunContext, ns: string, task: Task): Promise<R> {
-  const r = await run(process.execPath, ['--import', 'tsx', WORKER, JSON.stringify(task)], { netns: ns, check: false });
+  const r = await run(process.execPath, [...workerNodeFlags(), '--import', 'tsx', WORKER, JSON.stringify(task)], { netns: ns, check: false });
   for (const line of r.stderr.split('\n')) if (line.trim() !== '') ctx.log(`  [worker ${task.mode}] ${line}`);
+  for (const line of r.stdout.split('\n')) if (line.trim() !== '' && !line.startsWith(REPORT)) ctx.log(`  [worker ${task.mode} stdout] ${line}`);
   const result = r.stdout.split('\n').find((l) => l.startsWith(REPORT));
   if (r.code !== 0 || result === undefined) throw new Error(`the ${task.mode} worker in ${ns} failed (exit ${r.code}): ${r.stderr.slice(-2000)}`);
   return JSON.parse(result.slice(REPORT.length)) as R;

@@ -8,6 +8,10 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { partialVsRaw, rawRestore, timeFullSync, timeRaw, type SyncSubject } from './rule-sync.js';
 import { REPORT, type OursReport, type RawReport, type Task } from './rule-sync-inside.js';
 import type { RunContext } from './report.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** The stand-in for the sidecar's informers' list before its first sync (ms; a list of 1,000 Services and their slices from an apiserver takes longer). */
+const INFORMERS_LIST_MS = 50;
 
 /** The worker: one task in the namespace it was started in; the result is one `RESULT {json}` line on stdout. */
 async function worker(task: Task): Promise<OursReport | RawReport> {
@@ -23,6 +27,10 @@ async function worker(task: Task): Promise<OursReport | RawReport> {
   // starts its element writer meanwhile), then the first sync.
   const dp = subject.dataplane(undefined);
   try {
+    // The informers' list (network-bound; in the sidecar the process is idle meanwhile, and an
+    // nftables dataplane reads ahead and warms its render then: read-ahead.ts, nft/warm-up.ts).
+    // A fixed stand-in, untimed, so the first sync starts as it would after a real list.
+    await sleep(INFORMERS_LIST_MS);
     const state = subject.state(task.services);
     // The expected text is rendered after the sync (only to check what landed), so the sync's own
     // render is this process's first, as a starting sidecar's is.

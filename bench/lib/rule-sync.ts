@@ -12,6 +12,9 @@ import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
 import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './stats.js';
 import type { RunContext } from './report.js';
+import { splitTables } from '../../src/dataplane/nft/backend.js';
+import { isShardTable } from '../../src/dataplane/nft/shards.js';
+import { gcOverlap, watchGc, windowGc, type GcOverlapSummary } from './gc-overlap.js';
 
 /** What is synced and how: the same for the sidecar and the node agent. */
 export interface SyncSubject<S> {
@@ -36,7 +39,11 @@ export interface SyncSubject<S> {
 export function nftTool(table: string): Pick<SyncSubject<unknown>, 'raw' | 'countLanded' | 'countText'> {
   return {
     raw: async (ns, text) => (await run('nft', ['-f', '-'], { netns: ns, input: text })).ms,
-    countLanded: async (ns) => (await run('nft', ['list', 'table', 'inet', table], { netns: ns })).stdout.split('\n').filter((l) => l.includes(' dnat ')).length,
+    // The table and its shards (src/dataplane/nft/shards.ts), if any.
+    countLanded: async (ns) => {
+      const tables = [...splitTables((await run('nft', ['list', 'ruleset', 'inet'], { netns: ns })).stdout)].filter(([name]) => isShardTable(table, name));
+      return tables.reduce((n, [, text]) => n + text.split('\n').filter((l) => l.includes(' dnat ')).length, 0);
+    },
     countText: (text) => text.split('\n').filter((l) => l.includes(' dnat ')).length,
   };
 }
@@ -176,7 +183,25 @@ export interface PartialResult {
   readonly restore: Summary;
   readonly raw: Summary;
   readonly ratio: Summary;
+  /** GC pauses against the changes' windows (a PerformanceObserver in the timing process). */
+  readonly gc?: GcOverlapSummary;
+  /** The slowest changes, each with its stages and the GC pause time inside it (ms). */
+  readonly slowest?: readonly SlowChange[];
 }
+
+export interface SlowChange {
+  readonly g: number;
+  readonly ours: number;
+  readonly state: number;
+  readonly render: number;
+  readonly restore: number;
+  readonly gcMajor: number;
+  readonly gcMinor: number;
+  readonly gcOther: number;
+}
+
+/** A change over this is counted as slow (the one-endpoint change's p99 target). */
+export const SLOW_CHANGE_MS = 10;
 
 export const PARTIAL_COLUMNS = ['change', 'ours: partial sync', 'of which state from the objects', 'of which render + plan', 'of which iptables-restore', 'raw restore of the same text', 'ours / raw per change'];
 
@@ -206,8 +231,10 @@ export async function partialVsRaw<S>(
   const renderMs: number[] = [];
   const restoreMs: number[] = [];
   const raw: number[] = [];
+  const windows: { start: number; end: number }[] = [];
   // Equal to the state the full sync applied: nothing to restore, but any memo is primed.
   await dp.sync(stateAfter(0), { full: false });
+  const gcWatch = watchGc();
   for (let g = 1; g <= changes; g++) {
     // Each change finds the sidecar idle, as a slice event does between changes: its spare
     // processes (nft -f, iptables-nft-restore, nfnl-batch) started after the previous write are
@@ -218,7 +245,9 @@ export async function partialVsRaw<S>(
     const state = stateAfter(g);
     stateMs.push(performance.now() - t0);
     const r = await dp.sync(state, { full: false });
-    ours.push(performance.now() - t0);
+    const t1 = performance.now();
+    ours.push(t1 - t0);
+    windows.push({ start: t0, end: t1 });
     renderMs.push(r.phases.renderMs);
     const v4 = v4Restore(r);
     restoreMs.push(v4.ms);
@@ -226,7 +255,17 @@ export async function partialVsRaw<S>(
     raw.push(await rawRun(ns, v4.text));
     await dp.sync(stateAfter(0), { full: false });
   }
-  const result = { ours: summarize(ours), state: summarize(stateMs), render: summarize(renderMs), restore: summarize(restoreMs), raw: summarize(raw), ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))) };
+  const pauses = await gcWatch.stop();
+  const gc = gcOverlap(windows, pauses, SLOW_CHANGE_MS);
+  const perChange = windowGc(windows, pauses);
+  const slowest = ours
+    .map((o, i): SlowChange => ({ g: i + 1, ours: o, state: stateMs[i] ?? NaN, render: renderMs[i] ?? NaN, restore: restoreMs[i] ?? NaN, gcMajor: perChange[i]?.major ?? 0, gcMinor: perChange[i]?.minor ?? 0, gcOther: perChange[i]?.other ?? 0 }))
+    .sort((a, b) => b.ours - a.ours)
+    .slice(0, Math.max(10, Math.ceil(changes / 100)));
+  const result = { ours: summarize(ours), state: summarize(stateMs), render: summarize(renderMs), restore: summarize(restoreMs), raw: summarize(raw), ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))), gc, slowest };
   ctx.log(`partial: ours ${fmt(result.ours.median)} ms, raw ${fmt(result.raw.median)} ms`);
+  ctx.log(`partial: ${gc.slow.count} changes > ${SLOW_CHANGE_MS} ms (${gc.slow.withMajor} overlap a major GC); slowest 1 % (${gc.slowest1pct.count}): ${gc.slowest1pct.withMajor} overlap a major GC, ${gc.slowest1pct.withMinorOnly} a minor only; ${gc.windowsWithMajor} changes overlap a major GC`);
+  for (const [k, v] of Object.entries(gc.pauses)) if (v.count > 0) ctx.log(`partial: GC ${k}: ${v.count} pauses, ${fmt(v.totalMs)} ms in all, max ${fmt(v.maxMs)} ms`);
+  for (const c of slowest) ctx.log(`partial: slow change ${c.g}: ${fmt(c.ours)} ms (state ${fmt(c.state)}, render + plan ${fmt(c.render)}, write ${fmt(c.restore)}; GC inside: major ${fmt(c.gcMajor)}, minor ${fmt(c.gcMinor)}, other ${fmt(c.gcOther)})`);
   return result;
 }

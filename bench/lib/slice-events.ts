@@ -92,8 +92,25 @@ export interface Breakdown {
  * milliseconds on a loaded machine; then `afterRule` is negative.
  */
 export function breakdown(eventAt: number, ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2, lagMs = 50): Breakdown | undefined {
-  const s = syncs.findLast((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + Math.max(slackMs, lagMs));
+  const s = syncOfRule(ruleAt, syncs, slackMs, lagMs);
   if (s === undefined) return undefined;
   const start = s.end - s.ms;
   return { waiting: start - eventAt, toRule: ruleAt - start, afterRule: s.end - ruleAt };
+}
+
+/** The sync that put a rule seen at `ruleAt` in place (see `breakdown`), if the log has it. */
+function syncOfRule(ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2, lagMs = 50): AppliedSync | undefined {
+  return syncs.findLast((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + Math.max(slackMs, lagMs));
+}
+
+/**
+ * The earliest moment a rule is known to be in place, from two upper bounds of its commit: when
+ * the bench read nft monitor's report (`ruleAt`), and the end of the matched sync as the sidecar
+ * logged it, which comes after the kernel acknowledged the commit (+1 ms: pino logs whole
+ * milliseconds, rounded down). The matched sync is the committing one or a later one (syncs run
+ * one at a time), so its end is never before the commit.
+ */
+export function ruleBound(ruleAt: number, syncs: readonly AppliedSync[]): { readonly at: number; readonly by: 'nft monitor' | 'sync end' } {
+  const s = syncOfRule(ruleAt, syncs);
+  return s !== undefined && s.end + 1 < ruleAt ? { at: s.end + 1, by: 'sync end' } : { at: ruleAt, by: 'nft monitor' };
 }

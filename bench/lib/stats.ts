@@ -37,6 +37,14 @@ export function summarize(samples: readonly number[]): Summary {
   };
 }
 
+/**
+ * The figure that judges a p99 target: p99 itself once there are 100 samples (one or more above
+ * it), else the max, which is ≥ p99 and the only honest bound from fewer samples.
+ */
+export function p99Bound(s: Summary): { readonly value: number; readonly name: 'p99' | 'max (≥ p99)' } {
+  return s.n >= 100 ? { value: s.p99, name: 'p99' } : { value: s.max, name: 'max (≥ p99)' };
+}
+
 /** A number with about three significant figures, so tables stay readable. */
 export function fmt(x: number): string {
   if (!Number.isFinite(x)) return String(x);

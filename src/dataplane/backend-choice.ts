@@ -6,7 +6,7 @@
  * - `auto` takes AUTO_PREFERS where it works: nftables where the probe table loads (one verdict-map
  *   lookup per new connection whatever the number of Services, B10), iptables elsewhere, with the
  *   reason in the start-up log (docs/decisions.md, "auto is nftables").
- * Whichever runs, its first sync removes the other's rules (apply.ts).
+ * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
  */
 import type { RuleBackendKind } from './backend.js';
 

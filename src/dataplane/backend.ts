@@ -1,12 +1,12 @@
 /**
- * The seam between the apply loop (apply.ts) and a rule back end. apply.ts owns what every back
+ * The seam between the apply loop (apply-loop.ts) and a rule back end. The loop owns what every back
  * end shares: one operation at a time, what was applied last (forgotten on any failure), routes
  * (in before the rules that need them, out after), conntrack, timings and the result. A back end
  * owns its rules: how it reads the namespace back, plans a change, writes it in as few
  * transactions as its tool allows, checks drift and removes everything of its own.
  *
  * Today's back end is iptables (iptables-backend.ts: rules.ts renders, restore.ts plans and parses,
- * iptables.ts runs the binaries). A back end is generic in three types of its own, which apply.ts
+ * iptables.ts runs the binaries). A back end is generic in three types of its own, which the loop
  * never looks inside: `R` the rules of one render as it writes them (what "applied last" keeps),
  * `X` what it read back from the namespace, `P` a planned change.
  */

@@ -123,7 +123,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       }
       return { restoreText: text, failures };
     },
-    // The exec (and its spare restore processes) belongs to apply.ts, which closes it.
+    // The exec (and its spare restore processes) belongs to the apply loop (apply-loop.ts), which closes it.
     close: () => undefined,
   };
 }

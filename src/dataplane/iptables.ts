@@ -20,7 +20,7 @@
  * waiting one is as fresh as a new one. It gets no sentinel (nft parses the whole input before
  * sending: a bad line would abort the transaction), so its sync waits for it to exit.
  */
-import { launch, SpareProcess, type LaunchResult, type Launched } from './spare-process.js';
+import { launch, SpareProcess, writeInput, type LaunchResult, type Launched } from './spare-process.js';
 import type { IpFamily } from './model.js';
 import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from './names.js';
 import { parseExisting, type Existing } from './restore.js';
@@ -38,6 +38,12 @@ export interface SpareExec extends Exec {
   close(): void;
   /** Spare processes waiting now (tests, metrics). */
   spares(): number;
+  /**
+   * Starts a spare for a command that will run (if `keepSpare` takes it): its first run then starts
+   * no process. `once`: started even if `keepSpare` does not take the command; its next run uses
+   * it, and no spare follows (a command only the first sync needs started ahead).
+   */
+  startSpare(cmd: string, args: readonly string[], once?: boolean): void;
 }
 
 /**
@@ -91,8 +97,8 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
   let closed = false;
   // The sentinel is used until a run shows this binary does not report it (then never again).
   let sentinel: 'unknown' | 'seen' | 'off' = 'unknown';
-  const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv)): Promise<LaunchResult> => {
-    l.child.stdin?.end(stdin);
+  const run = async (argv: readonly string[], stdin: string, l: Launched = launch(argv), wholeFirst = false): Promise<LaunchResult> => {
+    writeInput(l, stdin, wholeFirst);
     return l.result;
   };
   const runSpare = async (argv: readonly string[], stdin: string, l?: Launched): Promise<LaunchResult> => {
@@ -108,19 +114,27 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
     }
     return r;
   };
-  const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
-    const argv = inNetns(netns, [cmd, ...args]);
-    if (closed || !keepSpare(cmd, args)) return run(argv, stdin ?? '');
+  const spareOf = (argv: readonly string[]): SpareProcess => {
     const key = argv.join('\0');
-    const use = nftRestoreBinary(cmd) ? runSpare : run;
     let spare = spares.get(key);
     if (spare === undefined) spares.set(key, (spare = new SpareProcess(argv)));
+    return spare;
+  };
+  const exec = async (cmd: string, args: readonly string[], stdin?: string): Promise<ExecResult> => {
+    const argv = inNetns(netns, [cmd, ...args]);
+    const key = argv.join('\0');
+    const keep = keepSpare(cmd, args);
+    const wholeFirst = readsWholeInputFirst(cmd, args);
+    // A spare started `once` (startSpare) serves this run even where keepSpare does not take the command.
+    if (closed || (!keep && spares.get(key)?.ready() !== true)) return run(argv, stdin ?? '', undefined, wholeFirst);
+    const use = nftRestoreBinary(cmd) ? runSpare : (a: readonly string[], input: string, l?: Launched) => run(a, input, l, wholeFirst);
+    const spare = spareOf(argv);
     // Only for a command run more than once: a family whose rules never change after the first
     // (full) sync, e.g. IPv6 in an IPv4-only cluster, keeps no spare. A killed run is run once
     // more (a restore is one transaction per table: applied fully or not at all).
     const n = (calls.get(key) ?? 0) + 1;
     calls.set(key, n);
-    const r = await spare.run((l) => use(argv, stdin ?? '', l), n >= 2);
+    const r = await spare.run((l) => use(argv, stdin ?? '', l), keep && n >= 2);
     return { code: r.code, stdout: r.stdout, stderr: r.stderr };
   };
   return Object.assign(exec, {
@@ -131,6 +145,9 @@ export function createExec(netns?: string, keepSpare: (cmd: string, args: readon
       spares.clear();
     },
     spares: () => [...spares.values()].filter((s) => s.ready()).length,
+    startSpare(cmd: string, args: readonly string[], once = false) {
+      if (!closed && (once || keepSpare(cmd, args))) spareOf(inNetns(netns, [cmd, ...args])).start();
+    },
   });
 }
 
@@ -139,9 +156,14 @@ export function nftRestoreBinary(cmd: string): boolean {
   return /^ip6?tables-nft-restore$/.test(cmd);
 }
 
+/** `nft -f -`: reads and parses its whole input before it fetches anything from the kernel (spare-process.ts writeInput). */
+export function readsWholeInputFirst(cmd: string, args: readonly string[]): boolean {
+  return cmd === 'nft' && args.length === 2 && args[0] === '-f' && args[1] === '-';
+}
+
 /** The commands worth a spare process: those restore binaries, and `nft -f -` (see the module comment). */
 export function spareWorthy(cmd: string, args: readonly string[]): boolean {
-  return nftRestoreBinary(cmd) || (cmd === 'nft' && args.length === 2 && args[0] === '-f' && args[1] === '-');
+  return nftRestoreBinary(cmd) || readsWholeInputFirst(cmd, args);
 }
 
 export type Backend = 'nft' | 'legacy';

@@ -68,8 +68,11 @@ function targetOrder(a: ServicePortTarget, b: ServicePortTarget): number {
     a.port - b.port
   );
 }
+/** A target that is not served, and why. */
+const bad = (reason: string): TargetWork => ({ ok: false, reason });
+
 export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT): TargetWork {
-  const bad = (reason: string): TargetWork => ({ ok: false, reason });
+  // No closures here (a first sync calls it per target; a named one costs a defineProperty per call in the bundle, keepNames).
   if (t.family !== 4 && t.family !== 6) return bad(`family ${JSON.stringify(t.family)} is not 4 or 6`);
   const clusterIP = normalizeAddress(t.clusterIP, t.family);
   if (clusterIP === undefined) return bad(`cluster IP ${JSON.stringify(t.clusterIP)} is not an IPv${t.family} address; the Service's spec.clusterIPs must hold plain addresses`);
@@ -80,8 +83,9 @@ export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT
     return bad(`sessionAffinityConfig.clientIP.timeoutSeconds ${JSON.stringify(aff)} is not a whole number from 1 to ${MAX_AFFINITY_SECONDS}`);
   }
   const warnings: string[] = [];
-  const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), describe(t));
-  const chain = serviceChainName({ ...t, clusterIP }, layout.serviceChainPrefix);
+  // The target's description only when an endpoint is dropped (it names the target in the message).
+  const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), () => describe(t));
+  const chain = serviceChainName(t, layout.serviceChainPrefix, clusterIP);
   return {
     ok: true,
     clusterIP,
@@ -129,7 +133,9 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, la
   const positions = new Map<ServicePortTarget, number>();
   memo.positions = positions;
   // No closures in this loop: at 5,000 targets per sync, allocation is what costs.
-  for (const t of [...state.targets].sort(targetOrder)) {
+  const sorted = [...state.targets].sort(targetOrder);
+  for (let i = 0; i < sorted.length; i += 1) {
+    const t = sorted[i] as ServicePortTarget;
     let work = memo.get(t);
     if (work === undefined) {
       work = targetWork(t, layout);

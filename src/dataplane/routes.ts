@@ -54,22 +54,32 @@ const DESTINATION = /^(?:[0-9A-Fa-f:.]+(?:\/\d{1,3})?|default)$/;
  * become words or lines of its own, and `ip -batch` runs as root. Values are checked where they
  * enter (network-status); this is the last line of defence, and it throws rather than writes.
  */
-function checkRoute(r: Route, op: 'replace' | 'remove'): void {
+function checkRoute(r: Route, op: 'replace' | 'remove', devChecked: Set<string>): void {
   if (!DESTINATION.test(r.dst)) throw new Error(`refusing route to ${JSON.stringify(r.dst)}: not an address`);
   if (op === 'remove') return;
-  const devWhy = checkInterfaceName(r.dev);
-  if (devWhy !== undefined) throw new Error(`refusing route to ${r.dst}: the device ${JSON.stringify(r.dev)} ${devWhy}`);
+  // Every route of a batch names one of a few devices: each is checked once.
+  if (!devChecked.has(r.dev)) {
+    const devWhy = checkInterfaceName(r.dev);
+    if (devWhy !== undefined) throw new Error(`refusing route to ${r.dst}: the device ${JSON.stringify(r.dev)} ${devWhy}`);
+    devChecked.add(r.dev);
+  }
   if (!ADDRESS.test(r.src)) throw new Error(`refusing route to ${r.dst}: the source ${JSON.stringify(r.src)} is not an address`);
 }
 
 /** `ip -batch` lines; the family follows from the address, so one batch serves both. */
 export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove', proto: number = ROUTE_PROTO): string {
-  for (const r of routes) checkRoute(r, op);
-  return routes
-    .map((r) => (op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${proto}` : `route del ${prefix(r)} proto ${proto}`))
-    .map((l) => `${l}\n`)
-    .join('');
+  const devChecked = new Set<string>();
+  // One string grown line by line (10,000 routes at a first start: no array per step).
+  let text = '';
+  for (const r of routes) {
+    checkRoute(r, op, devChecked);
+    text += op === 'replace' ? `route replace ${prefix(r)} dev ${r.dev} src ${r.src} proto ${proto}\n` : `route del ${prefix(r)} proto ${proto}\n`;
+  }
+  return text;
 }
+
+/** The route batch's command line (one process per batch, or a spare started ahead: apply.ts). */
+export const ROUTE_BATCH_ARGS = ['-force', '-batch', '-'] as const;
 
 interface IpRouteJson {
   dst?: string;
@@ -120,8 +130,11 @@ export function parseRoutes(json: string, family?: IpFamily): Route[] {
  * in one command: `table all` lifts ip's default of IPv4 only (a first sync starts this before
  * rendering, and a second read would start only when rendering ends: its event loop is busy).
  */
+/** The `ip` arguments that list our routes (read-ahead.ts starts them ahead of a first sync). */
+export const routesReadArgs = (proto: number = ROUTE_PROTO): string[] => ['-j', 'route', 'show', 'table', 'all', 'proto', String(proto)];
+
 export async function readRoutes(exec: Exec, proto: number = ROUTE_PROTO): Promise<Route[]> {
-  const r = await exec('ip', ['-j', 'route', 'show', 'table', 'all', 'proto', String(proto)]);
+  const r = await exec('ip', routesReadArgs(proto));
   if (r.code !== 0) throw new Error(`ip route show table all proto ${proto} failed: ${r.stderr.trim()}`);
   return parseRoutes(r.stdout);
 }
@@ -129,6 +142,6 @@ export async function readRoutes(exec: Exec, proto: number = ROUTE_PROTO): Promi
 /** Applies one batch; `-force` so one bad line (e.g. an address that just vanished) does not stop the rest. */
 export async function applyRoutes(exec: Exec, routes: readonly Route[], op: 'replace' | 'remove', proto: number = ROUTE_PROTO): Promise<void> {
   if (routes.length === 0) return;
-  const r = await exec('ip', ['-force', '-batch', '-'], routeBatch(routes, op, proto));
+  const r = await exec('ip', ROUTE_BATCH_ARGS, routeBatch(routes, op, proto));
   if (r.code !== 0) throw new Error(`ip route ${op} failed: ${r.stderr.trim()}`);
 }

@@ -29,13 +29,17 @@ export interface Launched {
   onStderr(f: (all: string) => void): void;
 }
 
-export function launch(argv: readonly string[]): Launched {
+/**
+ * `keepStdout` false: the result's stdout stays empty, for a process that serves many inputs (its
+ * user reads each answer from the stream; kept, they would pile up for the process's life).
+ */
+export function launch(argv: readonly string[], keepStdout = true): Launched {
   const cmd = argv[0] ?? '';
   const child = spawn(cmd, argv.slice(1), { stdio: ['pipe', 'pipe', 'pipe'] });
   const out: Buffer[] = [];
   const errs: Buffer[] = [];
   let watch: ((all: string) => void) | undefined;
-  child.stdout?.on('data', (b: Buffer) => out.push(b));
+  if (keepStdout) child.stdout?.on('data', (b: Buffer) => out.push(b));
   child.stderr?.on('data', (b: Buffer) => {
     errs.push(b);
     watch?.(Buffer.concat(errs).toString());
@@ -49,6 +53,24 @@ export function launch(argv: readonly string[]): Launched {
     );
   });
   return { child, result, onStderr: (f) => (watch = f) };
+}
+
+/** Inputs from this size on are written blocking to a command that reads its whole input first (writeInput). */
+export const BLOCKING_INPUT_MIN = 64 * 1024;
+
+/**
+ * Ends a process's input with `text`. `readsWholeFirst`: the command reads all of its input before
+ * it does anything else (`nft -f -`: strace, docs/decisions.md), so it cannot start before the
+ * last byte arrives; a large input is then written with the pipe in blocking mode, in one write
+ * that returns when the command has read it all (~6 ms for 760 KB), instead of a socket buffer's
+ * worth per turn of the event loop, where the GC and whatever else this process runs next
+ * (a first sync: a route batch, a major GC after the render) delayed the rest (B2 at 10,000
+ * Services: 76-162 ms; decisions.md). Node sets its own stdout pipes blocking the same way.
+ */
+export function writeInput(l: Launched, text: string, readsWholeFirst = false): void {
+  const stdin = l.child.stdin;
+  if (readsWholeFirst && text.length >= BLOCKING_INPUT_MIN) (stdin as unknown as { _handle?: { setBlocking?: (on: boolean) => number } } | null)?._handle?.setBlocking?.(true);
+  stdin?.end(text);
 }
 
 /** A waiting process must not keep this process alive; one in use must. */
@@ -69,12 +91,23 @@ export class SpareProcess {
   private waiting: Launched | undefined;
   private closed = false;
 
-  constructor(readonly argv: readonly string[]) {}
+  /**
+   * `serves`: the command answers input after input (nfnl-batch --serve): a run whose result
+   * `serves` says so hands the same process back as the waiting one, and no new one starts.
+   */
+  constructor(
+    readonly argv: readonly string[],
+    private readonly serves?: (r: LaunchResult) => boolean,
+  ) {}
+
+  private launch(): Launched {
+    return launch(this.argv, this.serves === undefined);
+  }
 
   /** Starts one now, unless one is waiting or this was closed. */
   start(): void {
     if (this.closed || this.waiting !== undefined) return;
-    const l = launch(this.argv);
+    const l = this.launch();
     setRef(l, false);
     this.waiting = l;
   }
@@ -85,7 +118,7 @@ export class SpareProcess {
    * With `next` (default), the next one starts after the caller has run: spawn() is synchronous
    * (~4 ms p50 from a process of ~80 MiB here) and no part of this change's latency.
    */
-  async run<R extends { readonly signal?: string }>(use: (l: Launched) => Promise<R>, next = true): Promise<R> {
+  async run<R extends LaunchResult>(use: (l: Launched) => Promise<R>, next = true): Promise<R> {
     const w = this.waiting;
     this.waiting = undefined;
     let l: Launched;
@@ -94,10 +127,17 @@ export class SpareProcess {
       l = w;
     } else {
       w?.child.kill();
-      l = launch(this.argv);
+      l = this.launch();
     }
     let r = await use(l);
-    if (r.signal !== undefined) r = await use(launch(this.argv));
+    if (r.signal !== undefined) r = await use((l = this.launch()));
+    if (this.serves?.(r) === true && alive(l)) {
+      // Still serving: it waits for the next input (or, once closed, gets its EOF).
+      setRef(l, false);
+      if (this.closed || this.waiting !== undefined) l.child.stdin?.end();
+      else this.waiting = l;
+      return r;
+    }
     if (next && !this.closed) setImmediate(() => this.start());
     return r;
   }

@@ -121,6 +121,20 @@ export function backoffMs(failures: number, min: number, max: number): number {
   return Math.min(max, min * 2 ** Math.min(30, Math.max(0, failures - 1)));
 }
 
+/**
+ * Runs `f` after `delayMs`; with no wait due, in this turn's check phase (setImmediate) rather
+ * than by a 0 ms timer, which Node clamps to 1 ms: that millisecond was on every change's path.
+ * Changes delivered in the same poll phase still share one sync. Returns the cancel.
+ */
+export function startSoon(f: () => void, delayMs: number): () => void {
+  if (delayMs <= 0) {
+    const i = setImmediate(f);
+    return () => clearImmediate(i);
+  }
+  const t = setTimeout(f, delayMs);
+  return () => clearTimeout(t);
+}
+
 export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>): SyncLoop {
   const now = deps.now ?? Date.now;
   let started = false;
@@ -131,7 +145,8 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
   let runStartedMs = 0;
   const burst = Math.max(1, opts.syncBurst ?? SYNC_BURST);
   let budget = fullBudget(burst);
-  let timer: NodeJS.Timeout | undefined;
+  /** Cancels the sync that is armed to start (a timer, or an immediate when no wait is due). */
+  let timer: (() => void) | undefined;
   let checkTimer: NodeJS.Timeout | undefined;
   let resyncTimer: NodeJS.Timeout | undefined;
   let failures = 0;
@@ -150,7 +165,7 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
       checkDue = false;
       // A full sync about to run (or retrying) rewrites everything; it re-arms the check on success.
       if (fullPending) return schedule();
-      clearTimeout(timer);
+      timer?.();
       timer = undefined;
       checks += 1;
       const deep = checks % DEEP_CHECK_EVERY === 0;
@@ -169,7 +184,7 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
     if (!dirty && !fullPending) return;
     const t = now();
     const delay = Math.max(budgetDelayMs(budget, t, opts.minSyncIntervalMs, burst), failures > 0 ? retryAtMs - t : 0);
-    timer = setTimeout(() => {
+    timer = startSoon(() => {
       timer = undefined;
       running = runOnce().finally(() => {
         running = undefined;
@@ -303,10 +318,11 @@ export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>):
     live: () => running === undefined || now() - runStartedMs <= opts.stuckAfterMs,
     async stop() {
       stopped = true;
-      clearTimeout(timer);
+      timer?.();
       clearTimeout(checkTimer);
       clearTimeout(resyncTimer);
-      timer = checkTimer = resyncTimer = undefined;
+      timer = undefined;
+      checkTimer = resyncTimer = undefined;
       await running;
     },
   };

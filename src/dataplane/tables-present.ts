@@ -42,6 +42,9 @@ export function fileReader(exec?: Exec): ReadNetnsFile {
   };
 }
 
+/** `nft list tables` (every family): the one listing that tells iptables-nft's tables and the nftables back end's own (read-ahead.ts shares it). */
+export const TABLES_LISTING: readonly string[] = ['list', 'tables'];
+
 const NFT_FAMILY: Readonly<Record<IpFamily, string>> = { 4: 'ip', 6: 'ip6' };
 const LEGACY_NAMES: Readonly<Record<IpFamily, string>> = { 4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names' };
 
@@ -63,7 +66,7 @@ export function legacyNamesHoldOurs(names: string | undefined): boolean {
 export async function familiesWithTables(exec: Exec, read: ReadNetnsFile, flavour: Backend, families: readonly IpFamily[]): Promise<IpFamily[]> {
   try {
     if (flavour === 'nft') {
-      const r = await exec('nft', ['list', 'tables']);
+      const r = await exec('nft', TABLES_LISTING);
       return r.code === 0 ? nftFlavourFamilies(r.stdout, families) : [...families];
     }
     const names = await Promise.all(families.map((f) => read(LEGACY_NAMES[f])));

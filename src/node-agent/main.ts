@@ -5,32 +5,17 @@
  * exits. A normal stop (SIGTERM/SIGINT) leaves rules and interfaces in place, like kube-proxy, so a
  * rolling update drops no connection; the next start adopts them and reconciles.
  */
-import { createLogger, type Logger } from '../log.js';
+import { createLogger } from '../log.js';
 import { startHealthServer } from '../health.js';
 import { createRegistry } from '../metrics.js';
 import { loadKubeConnection } from '../kube/config.js';
 import { createKubeClient } from '../kube/client.js';
 import { createHostInterfaces, createNodeDataplane } from './dataplane.js';
 import { createHealthCheckServers } from './health-check.js';
-import { HELP, parseNodeAgentOptions, type NodeAgentOptions } from './options.js';
-import { chooseRuleBackend, type BackendChoice } from '../dataplane/backend-choice.js';
-import { createExec } from '../dataplane/iptables.js';
-import { probeNftables } from '../dataplane/nft/probe.js';
+import { HELP, parseNodeAgentOptions } from './options.js';
+import { chooseBackendAtStart } from '../dataplane/backend-start.js';
 import { nodeProbeText } from './nft-probe.js';
 import { createNodeRuntime } from './runtime.js';
-
-/** The rule back end, probed in the node's namespace when the choice depends on it; a forced one that cannot work stops the start (exit 2). */
-async function chooseBackend(requested: NodeAgentOptions['backend'], log: Logger): Promise<BackendChoice> {
-  const exec = createExec();
-  try {
-    return await chooseRuleBackend(requested, () => probeNftables(exec, nodeProbeText()), 'DATAPLANE_BACKEND (--backend)');
-  } catch (e) {
-    log.fatal({ err: e }, e instanceof Error ? e.message : String(e));
-    process.exit(2);
-  } finally {
-    exec.close();
-  }
-}
 
 async function main(): Promise<void> {
   const log = createLogger('node-agent');
@@ -44,7 +29,7 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
-  const choice = opts.mode === 'cleanup' ? { kind: opts.backend === 'nftables' ? ('nftables' as const) : ('iptables' as const), why: 'cleanup' } : await chooseBackend(opts.backend, log);
+  const choice = opts.mode === 'cleanup' ? { kind: opts.backend === 'nftables' ? ('nftables' as const) : ('iptables' as const), why: 'cleanup' } : await chooseBackendAtStart(opts.backend, log, nodeProbeText());
   const dataplane = createNodeDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log });
   const interfaces = createHostInterfaces();
   if (opts.mode === 'cleanup') {

@@ -23,7 +23,7 @@ import { dump } from 'js-yaml';
 import type { ExecResult, RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
 import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
-import { URL } from './blog.js';
+import { URL, waitFor } from './blog.js';
 import {
   INJECTION_ENABLED,
   INJECTION_LABEL,
@@ -179,20 +179,8 @@ export function startTraffic(node: RealNode, pauseS = 0.2): Traffic {
 
 // --- other namespaces' slices keep following their pods --------------------------------------
 
-export async function until<T>(what: string, timeoutMs: number, f: () => Promise<T | undefined>): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await f();
-      if (v !== undefined) return v;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${(last as Error).message})` : ''}`);
-    await delay(250);
-  }
-}
+/** Polls until f returns a value (blog.ts's waitFor, under the name these tests use). */
+export const until = waitFor;
 
 const isReady = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
@@ -828,7 +816,13 @@ export interface ServiceFlood {
 const FLOOD = 5;
 const WEBHOOK_NS = 'multus-proxy-system';
 
-async function setSidecarCap(node: RealNode, config: string): Promise<void> {
+/** The webhook's config.yaml as installed. */
+export async function webhookConfig(node: RealNode): Promise<string> {
+  return node.kubectl(['get', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '-o', 'jsonpath={.data.config\\.yaml}']);
+}
+
+/** Replaces the webhook's config.yaml and restarts the webhook, which reads it at start. */
+export async function setWebhookConfig(node: RealNode, config: string): Promise<void> {
   await node.kubectl(['patch', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '--type=merge', '-p', JSON.stringify({ data: { 'config.yaml': config } })]);
   // The webhook reads its config at start.
   await node.kubectl(['rollout', 'restart', '-n', WEBHOOK_NS, 'deployment/multus-proxy-webhook']);
@@ -880,14 +874,14 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
   };
   return {
     async attack() {
-      original = await node.kubectl(['get', 'configmap', '-n', WEBHOOK_NS, 'multus-proxy-webhook', '-o', 'jsonpath={.data.config\\.yaml}']);
+      original = await webhookConfig(node);
       if (!/^sidecar:\n/m.test(original)) throw new Error(`the webhook config has no sidecar section: ${original}`);
       // The shipped config already sets the cap (2000): change that line; a second key would be a
       // duplicate the webhook refuses to start with (found in a full run: the new pod crash-looped).
       const capped = /^ {2}maxServicesPerNetwork: \d+$/m.test(original)
         ? original.replace(/^ {2}maxServicesPerNetwork: \d+$/m, `  maxServicesPerNetwork: ${out.cap}`)
         : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`);
-      await setSidecarCap(node, capped);
+      await setWebhookConfig(node, capped);
       await recreateClient(String(out.cap));
       for (let i = 0; i < FLOOD; i++) {
         const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
@@ -909,7 +903,7 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         const d = await dropped();
         return d[`{network="${net}"}`] === 0 ? d : undefined;
       }).catch(() => dropped());
-      await setSidecarCap(node, original);
+      await setWebhookConfig(node, original);
       await recreateClient(/^ {2}maxServicesPerNetwork: (\d+)$/m.exec(original)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK));
     },
   };

@@ -142,6 +142,13 @@ async function waitAnnounced(node: RealNode, lb: TwoNodeLb, service: string, vip
   return { ...last, ms: ok ? Date.now() - t0 : -1 };
 }
 
+/** Polls until no speaker reports the Service (no ServiceL2Status); ms until then, -1: never. */
+async function waitWithdrawn(node: RealNode, service: string, timeoutMs: number): Promise<number> {
+  const t0 = Date.now();
+  const ok = await until(`${service} withdrawn by every speaker`, timeoutMs, async () => ((await l2Announcers(node, NS, service)).length === 0 ? true : undefined)).catch(() => false);
+  return ok ? Date.now() - t0 : -1;
+}
+
 /** MetalLB's Events on a Service ("<reason>: <message>"), oldest first. */
 async function serviceEvents(node: RealNode, service: string): Promise<string[]> {
   const out = await node.kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.kind=Service,involvedObject.name=${service}`, '--sort-by=.lastTimestamp', '-o', 'jsonpath={range .items[*]}{.reason}: {.message}{"\\n"}{end}']);
@@ -172,6 +179,8 @@ export interface LocalAnnounce {
   /** A Local Service whose spec.selector matches only a Ready pod without net1 on the second node. */
   primaryOnly: { vip: string; slices: SliceView[]; announcement: Announcement; curls: string[] };
   events: string[];
+  /** ms from deselecting the first node's backend to no ServiceL2Status left; -1: never in 60 s. */
+  withdrawn: number[];
 }
 
 /** The blog's image, for a plain pod without the NAD annotation. */
@@ -188,14 +197,21 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
   const vip = await vipOf(node, svc);
   await lb.probe.onLink(vip);
   const steps: LocalStep[] = [];
+  const withdrawn: number[] = [];
   for (const [i, target] of [NODE.name, NODE2.name].entries()) {
     const backend = lb.backends[target] ?? { pod: '', net1: '' };
-    const t0 = Date.now();
     if (i > 0) {
-      // Move the one backend: the other replica selected, this one no longer.
-      await node.kubectl(['label', 'pod', '-n', NS, backend.pod, `${LOCAL_LABEL}=yes`, '--overwrite']);
+      // Move the one backend: this one deselected and its node's announcement withdrawn first,
+      // then the other replica selected. With both selected at once, two speakers announce and
+      // MetalLB v0.15.2's status reconciler lets the second adopt the first's ServiceL2Status; the
+      // first can then write it back after it withdraws, and it stays there (docs/decisions.md,
+      // "The two-node Local test moves the backend in two steps").
       await node.kubectl(['label', 'pod', '-n', NS, lb.backends[NODE.name]?.pod ?? '', `${LOCAL_LABEL}-`]);
+      withdrawn.push(await waitWithdrawn(node, svc, 60_000));
+      log(`Local ${svc}: its backend deselected on ${NODE.name}, no ServiceL2Status left after ${withdrawn.at(-1)} ms`);
     }
+    const t0 = Date.now();
+    if (i > 0) await node.kubectl(['label', 'pod', '-n', NS, backend.pod, `${LOCAL_LABEL}=yes`, '--overwrite']);
     const a = await waitAnnounced(node, lb, svc, vip, target, 60_000);
     const ms = a.ms < 0 ? -1 : Date.now() - t0;
     const slices = await slicesOf(node, svc);
@@ -225,7 +241,7 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
   log(`MetalLB's Events on ${svc}: ${events.join(' | ')}`);
   await node.kubectl(['delete', 'service', '-n', NS, LB2_SERVICES.primary, LB2_SERVICES.local, '--wait=true']);
   await node.kubectl(['delete', 'pod', '-n', NS, PRIMARY_POD, '--grace-period=1', '--wait=false']);
-  return { vip, steps, primaryOnly, events };
+  return { vip, steps, withdrawn, primaryOnly, events };
 }
 
 // --- the announcing node's speaker or agent stopped under load ------------------------------------

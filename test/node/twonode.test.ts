@@ -132,6 +132,7 @@ void describe('two real nodes', { concurrency: 1 }, () => {
       const set = await setupTwoNodeLb(node, log);
       lb = set;
       const o = await runLocalAnnounce(node, set, log);
+      assert.ok(o.withdrawn.every((ms) => ms >= 0), `with no local endpoint left, the announcement is withdrawn (${o.withdrawn.join(', ')} ms)`);
       for (const s of o.steps) {
         const backend = set.backends[s.node]?.pod ?? '';
         assert.deepEqual(s.announcement, { announcers: [s.node], arpNode: s.node }, `with its backend on ${s.node} only, ${s.node} alone announces (${s.ms} ms)`);

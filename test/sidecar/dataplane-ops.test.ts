@@ -113,7 +113,7 @@ void describe('sidecar dataplane: operations', () => {
     assert.equal(partial.changed, false, 'a partial sync with nothing changed does nothing');
     await dp.sync(fullState(env), { full: true });
     assert.equal(await jumps(), 1);
-    assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).size, 2);
+    assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
   });
 
   void test('a full sync repairs rules someone else removed', async () => {

@@ -13,7 +13,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { binDir } from '../harness/controlplane.js';
@@ -198,6 +198,32 @@ void describe('nftables element writer: the real kernel', () => {
     await assert.rejects(writer.write([{ ...write('MPX-EPS-V4TCP', []), family: 6, ranges: shares([['fd00::1', 1]]) }]), /adding elements to map inet mpxw MPX-EPS-V4TCP: Invalid argument/);
     // Still usable after failures (the spare was replaced).
     await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.7', 80], ['10.1.0.8', 80]]))]);
+  });
+
+  void test('one process serves write after write (nfnl-batch --serve); a failure ends it and the next write starts another', async () => {
+    // `ip netns exec` execs the sender in place: this process's nfnl-batch children are the senders.
+    const senders = (): number[] =>
+      readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
+        .split(' ')
+        .filter((x) => x !== '')
+        .map(Number)
+        .filter((pid) => {
+          try {
+            return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'nfnl-batch';
+          } catch {
+            return false;
+          }
+        });
+    await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.1', 80]]))]);
+    const first = senders();
+    assert.equal(first.length, 1, `one sender waits: ${first.join(',')}`);
+    for (let i = 2; i <= 4; i++) await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.1', 80], ['10.1.0.2', 80 + i]]))]);
+    assert.deepEqual(senders(), first, 'the same process wrote all four batches and waits for the next');
+    await assert.rejects(writer.write([{ table: 'nosuchtable', map: 'M', family: 4, ranges: [] }]), /No such file or directory/);
+    await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.3', 80]]))]);
+    const after = senders();
+    assert.equal(after.length, 1);
+    assert.notDeepEqual(after, first, 'a new sender after the failure');
   });
 
   void test('the factory returns undefined with one log line when the binary is missing or is not nfnl-batch', async () => {

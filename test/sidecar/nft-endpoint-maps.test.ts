@@ -17,6 +17,7 @@ import pino from 'pino';
 import { binDir } from '../harness/controlplane.js';
 import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
+import { shardTablesIn } from '../../src/dataplane/nft/shards.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 /** chi-square with 2 degrees of freedom at p = 0.001: a fair split fails this 1 run in 1,000. */
@@ -116,20 +117,38 @@ void describe('nftables endpoint maps: real traffic', () => {
 /**
  * nfnl-batch behind a switch: with `<dir>/mode` absent it is the real sender; `fail` answers as a
  * refused message without touching the kernel; `apply-then-fail` sends the batch, then reports a
- * failure anyway. The input is read whole before the mode is looked at, so a spare started
- * earlier obeys the mode of its write.
+ * failure anyway. The mode is looked at per batch, once the batch is complete, so a spare started
+ * earlier obeys the mode of its write. As the real one, with `--serve` it answers batch after
+ * batch (each through a one-batch run of the real sender) until EOF or its first failure.
  */
 function switchableSender(real: string): { binary: string; mode: (m: 'real' | 'fail' | 'apply-then-fail') => void; remove: () => void } {
   const dir = mkdtempSync(join(tmpdir(), 'nfnl-switch-'));
   const binary = join(dir, 'nfnl-batch');
   writeFileSync(
     binary,
-    `#!/bin/sh
-in=$(mktemp); cat > "$in"
-mode=$(cat ${dir}/mode 2>/dev/null)
-if [ "$mode" = fail ]; then rm -f "$in"; echo 'message seq 2: Operation not permitted' >&2; exit 1; fi
-if [ "$mode" = apply-then-fail ]; then ${real} < "$in" > /dev/null; rm -f "$in"; echo 'message seq 2: Device or resource busy' >&2; exit 1; fi
-exec ${real} < "$in"
+    `#!${process.execPath}
+const { spawnSync } = require('node:child_process');
+const { readFileSync } = require('node:fs');
+const serve = process.argv.includes('--serve');
+const mode = () => { try { return readFileSync(${JSON.stringify(join(dir, 'mode'))}, 'utf8'); } catch { return 'real'; } };
+// The batch's end: the byte after its NFNL_MSG_BATCH_END (0x11) message, or -1.
+const end = (b) => { for (let off = 0; off + 16 <= b.length; ) { const len = b.readUInt32LE(off); if (len < 16 || off + len > b.length) return -1; if (b.readUInt16LE(off + 4) === 0x11) return off + len; off += (len + 3) & ~3; } return -1; };
+let buf = Buffer.alloc(0);
+process.stdin.on('data', (chunk) => {
+  buf = Buffer.concat([buf, chunk]);
+  const e = end(buf);
+  if (e < 0) return;
+  const batch = buf.subarray(0, e);
+  buf = buf.subarray(e);
+  const m = mode();
+  if (m === 'fail') { process.stderr.write('message seq 2: Operation not permitted\\n'); process.exit(1); }
+  const r = spawnSync(${JSON.stringify(real)}, [], { input: batch });
+  if (m === 'apply-then-fail') { process.stderr.write('message seq 2: Device or resource busy\\n'); process.exit(1); }
+  if (r.status !== 0) { process.stderr.write(r.stderr); process.exit(r.status ?? 1); }
+  process.stdout.write(r.stdout);
+  if (!serve) process.exit(0);
+});
+process.stdin.on('end', () => process.exit(0));
 `,
   );
   chmodSync(binary, 0o755);
@@ -202,5 +221,61 @@ void describe('nftables endpoint maps: through the element writer', () => {
     const res = await dp.sync(state(env, [webTarget(endpoints([b1, b3], 4, HTTP_PORT))]), { full: false });
     assert.equal(res.families[0]?.elementWriter, true);
     await sameAsFull([b1, b3]);
+  });
+});
+
+/**
+ * Shard tables (src/dataplane/nft/shards.ts) with real traffic: one Service port per table, so
+ * seven Services take 8 tables, each with its own nat-output hook. Every Service reaches only its
+ * endpoints whichever table holds it (the first table's DNAT ends the nat hooks for that
+ * connection), a Service without endpoints is refused by the root's reject part, an endpoint
+ * change goes through the element writer into its shard's table, and shrinking to one Service
+ * removes all but two tables (shrinking keeps headroom).
+ */
+void describe('nftables shard tables: real traffic', () => {
+  const real = join(binDir(), 'nfnl-batch');
+  let env: Env;
+  let dp: Dataplane;
+  before(async () => {
+    assert.ok(existsSync(real), `${real} not found: run scripts/build-native.sh (scripts/setup.sh runs it)`);
+    env = await createEnv(3);
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables', elementWriter: real, nftPortsPerShard: 1 });
+  });
+  after(async () => {
+    dp.close();
+    await env.topo.teardown();
+  });
+  const ours = async (): Promise<string[]> => shardTablesIn((await env.topo.run(env.client, ['nft', 'list', 'tables'])).stdout, 'inet', 'multus_proxy');
+  /** Service i: cluster IP 10.96.7.<i+1>, endpoints the backends given. */
+  const svc = (i: number, pods: readonly Pod[]) => ({ ...webTarget(endpoints(pods, 4, HTTP_PORT)), service: `demo/shard${i}`, clusterIP: `10.96.7.${i + 1}` });
+  // 24 requests: a two-endpoint Service answered by one endpoint only has odds 2^-23 (with 6, as
+  // before, 1 in 32 per Service; CI of 3836511 failed on it).
+  const names = async (i: number, n = 24): Promise<string[]> => [...tally(await httpRequests(env.topo, env.client, `http://10.96.7.${i + 1}:80/`, n)).keys()].sort();
+
+  void test('seven Services over 8 tables each reach only their endpoints; none-left is refused; a change goes through the writer into its shard; shrinking removes the tables but two', async () => {
+    const [b1, b2, b3] = env.backends;
+    assert.ok(b1 && b2 && b3);
+    const pick = (i: number): Pod[] => [[b1], [b2], [b3], [b1, b2], [b2, b3], [b1, b3]][i] ?? [];
+    const six = Array.from({ length: 6 }, (_, i) => svc(i, pick(i)));
+    await dp.sync(state(env, [...six, svc(6, [])]), { full: true });
+    assert.equal((await ours()).length, 8);
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    for (let i = 0; i < 6; i++) assert.deepEqual(await names(i), pick(i).map((p) => p.name).sort(), `Service ${i}`);
+    const refused = await httpRequests(env.topo, env.client, 'http://10.96.7.7:80/', 2);
+    assert.deepEqual(refused.map((r) => r.error), ['ECONNREFUSED', 'ECONNREFUSED']);
+    // An endpoint-only change: one map refill, through the writer, in whatever table holds it.
+    const changed = six.map((t, i) => (i === 4 ? svc(4, [b1]) : t));
+    const res = await dp.sync(state(env, [...changed, svc(6, [])]), { full: false });
+    assert.equal(res.families[0]?.elementWriter, true, JSON.stringify(res.families));
+    assert.deepEqual(await names(4), [b1.name]);
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    // One Service left: two tables (hysteresis, shards.ts shardsAfter: one port is more than 75 %
+    // of one table of one), the other six gone in the same transaction; it still serves.
+    await dp.sync(state(env, [svc(2, [b3])]), { full: false });
+    assert.deepEqual(await ours(), ['multus_proxy', 'multus_proxy-s1']);
+    assert.deepEqual(await names(2), [b3.name]);
+    assert.equal(await dp.checkDrift({ deep: true }), undefined);
+    await dp.cleanup();
+    assert.deepEqual(await ours(), []);
   });
 });

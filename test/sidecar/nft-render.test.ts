@@ -10,8 +10,9 @@ import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
 import { useNftNamespace } from '../harness/nft-namespace.js';
 import { render } from '../../src/dataplane/incremental.js';
-import { cleanupText, fullText, mapRanges, MAX_ENDPOINT_MAPS, partialText, planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../src/dataplane/nft/render.js';
-import { compareTable, countElements, nftFailedLine, parseNftChains } from '../../src/dataplane/nft/backend.js';
+import { cleanupText, fullText, mapRanges, MAX_ENDPOINT_MAPS, partialText, planNft, renderNft, sidecarPickLayout, tableParts, type NftRuleset } from '../../src/dataplane/nft/render.js';
+import { compareTable, countElements, createNftBackend, nftFailedLine, parseNftChains, splitTables } from '../../src/dataplane/nft/backend.js';
+import { PORTS_PER_SHARD, shardCount, shardOf, shardTablesIn } from '../../src/dataplane/nft/shards.js';
 import { probeNftables, probeText } from '../../src/dataplane/nft/probe.js';
 import { createExec } from '../../src/dataplane/iptables.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
@@ -19,6 +20,10 @@ import { CLIENT_BLUE, SHAPE_STATES, ep, nftListingLines as normalise, sampleStat
 
 const golden = (name: string, actual: string): void => sharedGolden('nft', name, actual);
 const nft = (state: DesiredState): NftRuleset => renderNft(render(state).resolution.targets);
+/** The same over `shards` tables (shards.ts; the default keeps one below PORTS_PER_SHARD Service ports). */
+const sharded = (state: DesiredState, shards: number): NftRuleset => renderNft(render(state).resolution.targets, undefined, 'map', shards);
+/** The sample over 4 tables: 3, 3, 1 and 0 Service ports (the last shard empty). */
+const SHARDS = 4;
 const withTargets = (s: DesiredState, targets: DesiredState['targets']): DesiredState => ({ ...s, targets });
 
 const eps = (port: number) => [ep('192.168.101.3', port), ep('192.168.101.4', port), ep('192.168.101.5', port)];
@@ -166,6 +171,46 @@ void describe('nftables render: golden files per rule shape', () => {
     const last = [...over.targets.values()].at(-1);
     assert.deepEqual(last?.rules, ['numgen random mod 2 0 meta l4proto tcp dnat ip to 192.168.101.3:8080', 'meta l4proto tcp dnat ip to 192.168.101.4:8080']);
   });
+  void test(`shard tables: ${SHARDS} for the sample, each with its nat-output hook and dispatch maps; the reject part only in the root`, () => {
+    const r = sharded(sampleState(), SHARDS);
+    const text = fullText(r);
+    golden('shape-shards.nft', text);
+    assert.deepEqual([...text.matchAll(/^table inet (\S+) \{$/gm)].map((m) => m[1]), ['multus_proxy', 'multus_proxy-s1', 'multus_proxy-s2', 'multus_proxy-s3']);
+    assert.equal(text.match(/type nat hook output priority -100;/g)?.length, SHARDS, 'one nat hook per table');
+    assert.equal(text.match(/type filter hook output/g)?.length, 1, 'one filter hook, in the root');
+    assert.deepEqual(tableParts(r).map((p) => p.targets.length), [3, 3, 1, 0]);
+    // Each Service port's chain, map and dispatch element live in its shard's table.
+    for (const [i, part] of tableParts(r).entries()) for (const t of part.targets) assert.equal(shardOf(t.chain, SHARDS), i);
+    // A partial change names each Service port's own table; a Service that loses its last endpoint
+    // puts its no-endpoints element into the root's set whatever its shard.
+    const { before, after } = partialCase();
+    const plan = planNft(sharded(after, SHARDS), sharded(before, SHARDS), false);
+    assert.equal(plan.full, false);
+    golden('shape-shards-partial.nft', plan.text);
+    assert.match(plan.text, /^add set inet multus_proxy no-endpoints-v4 \{/m);
+    // Fewer shards: a full text that also removes the tables no longer used (and prev's).
+    const fewer = planNft(sharded(sampleState(), 2), r, false);
+    assert.equal(fewer.full, true);
+    golden('shape-shards-fewer.nft', fewer.text);
+    assert.match(fewer.text, /^add table inet multus_proxy-s2\ndelete table inet multus_proxy-s2\nadd table inet multus_proxy-s3\ndelete table inet multus_proxy-s3\n/);
+    assert.doesNotMatch(fewer.text, /^table inet multus_proxy-s[23] \{/m);
+    // Tables a restarted sidecar found (read back) go too.
+    assert.match(planNft(r, undefined, true, ['multus_proxy', 'multus_proxy-s9']).text, /^add table inet multus_proxy-s9\ndelete table inet multus_proxy-s9\n/);
+  });
+  void test(`the shard count: one table up to ${PORTS_PER_SHARD.toLocaleString('en')} Service ports, then powers of two of at most that many on average`, () => {
+    assert.deepEqual([0, 1, 1000, 1001, 2000, 2001, 4000, 8001, 10000, 30000].map((n) => shardCount(n)), [1, 1, 1, 2, 2, 4, 4, 16, 16, 32]);
+    assert.deepEqual([1, 2, 3, 5].map((n) => shardCount(n, 1)), [1, 2, 4, 8]);
+    assert.equal(shardCount(1e6, Infinity), 1, 'Infinity keeps one table');
+    // Spread: 10,000 chain names over 16 tables, each within 25 % of the mean.
+    const counts = new Array<number>(16).fill(0);
+    for (let i = 0; i < 10000; i++) {
+      const k = shardOf(`MPX-SVC-${i.toString(36).toUpperCase().padStart(16, 'A')}`, 16);
+      counts[k] = (counts[k] ?? 0) + 1;
+    }
+    for (const c of counts) assert.ok(Math.abs(c - 625) < 625 * 0.25, `${counts.join(' ')}`);
+    // Only the root and its shards are ours, not the node agent's table.
+    assert.deepEqual(shardTablesIn('table inet multus_proxy\ntable inet multus_proxy_node\ntable inet multus_proxy-s3\ntable ip multus_proxy-s4\ntable inet multus_proxy-sx\n', 'inet', 'multus_proxy'), ['multus_proxy', 'multus_proxy-s3']);
+  });
   void test('a cluster IP, protocol and port twice: the first keeps the map element', () => {
     const r = nft({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', '10.96.2.1', 80, [ep('192.168.101.3', 80)]), target('demo/b', '10.96.2.1', 80, [ep('192.168.101.4', 80)])] });
     assert.equal(r.targets.size, 1);
@@ -268,6 +313,42 @@ void describe('nftables render: the real nft loads every golden text', () => {
     const chain = [...r.targets.values()].find((t) => t.maps.has(name))?.chain ?? '';
     await load(`flush chain inet multus_proxy ${chain}\ndelete map inet multus_proxy ${name}\n`);
     assert.match(compareTable(r, await listing()) ?? '', new RegExp(`${chain}: 0 rules, 1 written|${name}: missing`));
+  });
+  void test('shard tables load, change partially to what a full text gives, and shrink; the back end finds drift in a shard and removes every table', async () => {
+    const ruleset = async (): Promise<string> => (await topoOf().run(podOf(), ['nft', 'list', 'ruleset'])).stdout;
+    /** Each table's normalised lines under its name (sorted lines alone would not see a chain in the wrong table). */
+    const byTable = (l: string): string[] => [...splitTables(l)].flatMap(([name, text]) => normalise(text).map((x) => `${name}: ${x}`)).sort();
+    const tables = async (): Promise<string[]> => shardTablesIn((await topoOf().run(podOf(), ['nft', 'list', 'tables'])).stdout, 'inet', 'multus_proxy').sort();
+    const { before: b, after: a } = partialCase();
+    await load(fullText(sharded(b, SHARDS)));
+    await load(fullText(sharded(b, SHARDS)));
+    assert.equal(compareTable(sharded(b, SHARDS), await ruleset()), undefined);
+    await load(partialText(sharded(a, SHARDS), sharded(b, SHARDS)).text);
+    assert.equal(compareTable(sharded(a, SHARDS), await ruleset()), undefined);
+    const afterPartial = byTable(await ruleset());
+    await load(fullText(sharded(a, SHARDS)));
+    assert.deepEqual(afterPartial, byTable(await ruleset()), 'partial and full give the same tables');
+    await load(planNft(sharded(a, 2), sharded(a, SHARDS), false).text);
+    assert.deepEqual(await tables(), ['multus_proxy', 'multus_proxy-s1']);
+    assert.equal(compareTable(sharded(a, 2), await ruleset()), undefined);
+    // The back end over shard tables of 2 Service ports: the sample's 7 ports take 4 tables.
+    const exec = createExec(podOf().ns);
+    try {
+      const be = createNftBackend(exec, undefined, { portsPerShard: 2 });
+      const r = be.rules(render(sampleState()));
+      await be.write(be.plan(r, undefined, await be.read(undefined), true), r);
+      assert.deepEqual(await tables(), ['multus_proxy', 'multus_proxy-s1', 'multus_proxy-s2', 'multus_proxy-s3']);
+      assert.equal(await be.drift(r, true), undefined);
+      // A table of ours that was not written (as more shards would leave), then a flushed shard hook.
+      await load('table inet multus_proxy-s7 {\n}\n');
+      assert.equal(await be.drift(r, true), 'nftables: table multus_proxy-s7 of ours was not written');
+      await load('delete table inet multus_proxy-s7\nflush chain inet multus_proxy-s2 nat-output\n');
+      assert.equal(await be.drift(r, false), 'nftables nat-output (multus_proxy-s2): 0 rules, 2 written');
+      assert.equal((await be.cleanup()).failures.length, 0);
+      assert.deepEqual(await tables(), [], 'every table of ours removed');
+    } finally {
+      exec.close();
+    }
   });
   void test('cleanup removes the table, and works when there is none', async () => {
     await load(cleanupText());

@@ -203,6 +203,22 @@ void describe('sidecar render: endpoint choice and load balancing', () => {
     const one = [ep('10.0.0.1', 80), ep('10.0.0.2', 80, 'unready')];
     assert.deepEqual(chooseEndpoints(one, 4, () => undefined, 'x').endpoints, [{ ip: '10.0.0.1', port: 80 }], 'some unready: a list of the chosen');
   });
+  void test('clean but out of text order: the same endpoint objects, sorted; a repeat still merges; the description is made only for a message', () => {
+    // Numeric order is not text order ("10.0.0.10" < "10.0.0.9"), as bench/lib/services.ts builds them.
+    const input = [ep('10.0.0.9', 80), ep('10.0.0.10', 81), ep('10.0.0.10', 80)];
+    let described = 0;
+    const what = (): string => ((described += 1), 'demo/web:80/TCP');
+    const got = chooseEndpoints(input, 4, () => undefined, what).endpoints;
+    assert.deepEqual(got.map(({ ip, port }) => `${ip}:${port}`), ['10.0.0.10:80', '10.0.0.10:81', '10.0.0.9:80']);
+    assert.deepEqual(got, [input[2], input[1], input[0]]);
+    assert.ok(got.every((e, i) => e === input[2 - i]), 'no copy of an endpoint');
+    assert.equal(described, 0);
+    const warnings: string[] = [];
+    const repeated = chooseEndpoints([ep('10.0.0.9', 80, 'unready'), ep('10.0.0.10', 80), ep('10.0.0.9', 80), ep('bad', 80)], 4, (m) => warnings.push(m), what);
+    assert.deepEqual(repeated.endpoints.map(({ ip, port }) => `${ip}:${port}`), ['10.0.0.10:80', '10.0.0.9:80']);
+    assert.equal(described, 1);
+    assert.match(warnings[0] ?? '', /^demo\/web:80\/TCP: endpoint "bad" port 80 dropped/);
+  });
   void test('probabilities 1/(n-i) give every endpoint an equal share, printed with 10 digits', () => {
     for (const n of [2, 3, 7, 10]) {
       let remaining = 1;

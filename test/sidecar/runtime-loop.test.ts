@@ -5,8 +5,9 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { stat } from 'node:fs';
 import fc from 'fast-check';
-import { createSyncLoop, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
+import { createSyncLoop, startSoon, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
 import { createSidecarMetrics } from '../../sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
@@ -390,5 +391,27 @@ void describe('sync loop', () => {
         return true;
       }),
     );
+  });
+});
+
+void describe('sync loop: starting a sync with no wait due', () => {
+  void test('runs in the same turn (setImmediate), ahead of a 0 ms timer armed first, which Node clamps to 1 ms; a cancelled start never runs', async () => {
+    const order: string[] = [];
+    await new Promise<void>((resolve) => {
+      // Inside an I/O callback the check phase (setImmediate) always comes before the next timers phase.
+      stat('.', () => {
+        setTimeout(() => {
+          order.push('timer armed first');
+          resolve();
+        }, 0);
+        startSoon(() => order.push('sync'), 0);
+        const cancel = startSoon(() => order.push('cancelled'), 0);
+        cancel();
+        const later = startSoon(() => order.push('cancelled timer'), 5);
+        later();
+      });
+    });
+    await sleep(20);
+    assert.deepEqual(order, ['sync', 'timer armed first']);
   });
 });

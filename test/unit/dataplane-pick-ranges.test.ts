@@ -1,11 +1,13 @@
 /**
  * The nftables back end's endpoint ranges (src/dataplane/nft/pick-ranges.ts), property-tested:
- * N ranges cover 0..M-1 exactly (in order, no gap, no overlap) and their sizes differ by at most 1.
+ * N ranges cover 0..M-1 exactly (in order, no gap, no overlap) and their sizes differ by at most 1;
+ * the element text made from the shared range heads equals the ranges' own.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { endpointRanges, equalRanges, PICK_MODULUS } from '../../src/dataplane/nft/pick-ranges.js';
+import { endpointRanges, equalRanges, PICK_MODULUS, rangeHeads } from '../../src/dataplane/nft/pick-ranges.js';
+import { mapElementsText, mapRanges, rangeText } from '../../src/dataplane/nft/render.js';
 
 function checkCover(n: number, m: number): void {
   const r = equalRanges(n, m);
@@ -50,4 +52,14 @@ void test('endpoint ranges keep the endpoints in order', () => {
     { from: 0, to: 2147483646, ip: '10.0.0.1', port: 80 },
     { from: 2147483647, to: 4294967294, ip: '10.0.0.2', port: 81 },
   ]);
+});
+
+void test('a map\'s element text from the shared range heads is each range\'s own text, joined (any count, kept or not)', () => {
+  for (const n of [1, 2, 3, 10, 1024, 1025, 3000]) {
+    const m = { type: 'typeof numgen random mod 4294967295 : ip daddr . tcp dport', endpoints: Array.from({ length: n }, (_, i) => ({ ip: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, port: 8000 + (i % 7) })) };
+    assert.equal(mapElementsText(m), mapRanges(m).map(rangeText).join(', '), `n=${n}`);
+  }
+  assert.equal(rangeHeads(10), rangeHeads(10), 'one array per count, shared');
+  assert.notEqual(rangeHeads(2000), rangeHeads(2000), 'a count past the kept ones is made each time');
+  assert.deepEqual(rangeHeads(2), ['0-2147483646 : ', '2147483647-4294967294 : ']);
 });

@@ -6,7 +6,10 @@
  * is only endpoint-map refills goes through the element writer (element-writer.ts: one netlink
  * batch, no nft) when there is one; if it has none or the write fails, through `nft -f` as any
  * other change (the text replaces those maps' contents whole, so it is right whatever the failed
- * write left). IO only; every decision is in render.ts.
+ * write left). Past PORTS_PER_SHARD Service ports the table is spread over shard tables
+ * (shards.ts): each write, listing and drift check names the table that holds the part, and a
+ * full sync and cleanup remove every table of ours they do not keep. IO only; every decision is
+ * in render.ts.
  */
 import type { BackendCleanup, FamilySync, RuleBackend } from '../backend.js';
 import { lineContext, summarize, type Exec } from '../iptables.js';
@@ -14,11 +17,15 @@ import type { Rendered } from '../model.js';
 import type { Logger } from '../../log.js';
 import type { ElementWriterHandle } from './element-writer.js';
 import { NftStage } from './stage.js';
-import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, NFT_FAMILY, NFT_TABLE, planNft, type NftPlan, type NftRuleset } from './render.js';
+import { TABLES_LISTING } from '../tables-present.js';
+import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, NFT_FAMILY, NFT_TABLE, planNft, tableParts, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
+import { shardTablesIn } from './shards.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
   readonly table: boolean;
+  /** Our tables present: the root and its shards (shards.ts); a full sync removes those it no longer has. */
+  readonly tables: readonly string[];
 }
 
 export type NftBackend = RuleBackend<NftRuleset, NftExisting, NftPlan>;
@@ -85,36 +92,48 @@ export function parseNftMaps(listing: string): Map<string, number> {
 /** A chain's rule count as `nft list` shows it: a hook chain's `type ...` line is not a rule. */
 const ruleCount = (rules: readonly string[]): number => rules.filter((l) => !l.startsWith('type ')).length;
 
-/** What the table should hold, chain by chain, after writing `r` (the fixed chains included). */
-export function expectedChains(r: NftRuleset): Map<string, number> {
-  const want = new Map<string, number>(r.table.chains.map((c) => [c.name, ruleCount(c.rules)]));
-  for (const t of r.targets.values()) {
+/** What one table should hold, chain by chain, after writing it (the fixed chains included). */
+export function expectedChains(part: NftTablePart): Map<string, number> {
+  const want = new Map<string, number>(part.table.chains.map((c) => [c.name, ruleCount(c.rules)]));
+  for (const t of part.targets) {
     want.set(t.chain, t.rules.length);
     for (const [name, lines] of t.ownedChains) want.set(name, lines.length);
   }
   return want;
 }
 
-/** Elements per map or set of the fixed part after writing `r`. */
-export function expectedElements(r: NftRuleset): Map<string, number> {
-  const want = new Map<string, number>(r.table.sets.map((s) => [s.name, 0]));
-  for (const t of r.targets.values()) for (const e of t.elements) want.set(e.set, (want.get(e.set) ?? 0) + 1);
-  return want;
+/** `nft list` output of one or more tables, by table name (a block from `table <family> <name> {` to the `}` closing it). */
+export function splitTables(listing: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of listing.matchAll(/^table \S+ (\S+) \{.*?^\}$/gms)) if (m[1] !== undefined) out.set(m[1], m[0]);
+  return out;
 }
 
-/** Drift in a whole-table listing compared with what was written; undefined when it matches. Pure. */
+/** Drift in a listing of our tables (`nft list table` of each, together) compared with what was written; undefined when it matches. Pure. */
 export function compareTable(applied: NftRuleset, listing: string): string | undefined {
+  const tables = splitTables(listing);
+  for (const part of tableParts(applied)) {
+    const l = tables.get(part.table.name);
+    const drift = l === undefined ? `nftables: table ${part.table.name} missing` : comparePart(part, l);
+    if (drift !== undefined) return drift;
+  }
+  return undefined;
+}
+
+/** Drift in one table's listing. */
+function comparePart(part: NftTablePart, listing: string): string | undefined {
   const have = parseNftChains(listing);
-  for (const [chain, n] of expectedChains(applied)) {
+  const chains = expectedChains(part);
+  for (const [chain, n] of chains) {
     const got = have.get(chain);
     if (got === undefined) return `nftables ${chain}: missing`;
     if (got !== n) return `nftables ${chain}: ${got} rules, ${n} written`;
   }
-  for (const chain of have.keys()) if (!expectedChains(applied).has(chain)) return `nftables ${chain}: a chain of ours that was not written`;
+  for (const chain of have.keys()) if (!chains.has(chain)) return `nftables ${chain}: a chain of ours that was not written`;
   // Endpoint maps, by element count (as the fixed maps and sets; one element per endpoint's range).
   const maps = parseNftMaps(listing);
   const want = new Set<string>();
-  for (const t of applied.targets.values())
+  for (const t of part.targets)
     for (const [name, m] of t.maps) {
       want.add(name);
       const got = maps.get(name);
@@ -135,20 +154,25 @@ export interface NftBackendOptions {
   readonly logger?: Pick<Logger, 'warn'>;
   /** The sidecar's table: endpoint maps up to this many Service ports (render.ts MAX_ENDPOINT_MAPS). */
   readonly maxEndpointMaps?: number;
+  /** The sidecar's table: Service ports per table before they spread over shard tables (shards.ts PORTS_PER_SHARD; Infinity: one table). */
+  readonly portsPerShard?: number;
+  /** The sidecar's table: the shard count it was last written with, which the next count follows (shards.ts shardsAfter; unset: none). */
+  readonly shardsBefore?: number;
 }
 
 export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: NftBackendOptions = {}): NftBackend {
   // The engine's nftables stage: a render's delta edits the last table (stage.ts).
-  const stage = new NftStage(opts.maxEndpointMaps);
-  const T = `${NFT_FAMILY} ${table}`;
+  const stage = new NftStage(opts.maxEndpointMaps, opts.portsPerShard, opts.shardsBefore);
   const list = async (what: string): Promise<string | undefined> => {
     const r = await exec('nft', ['list', ...what.split(' ')]);
     return r.code === 0 ? r.stdout : undefined;
   };
   const read = async (): Promise<NftExisting> => {
-    const r = await exec('nft', ['list', 'tables', NFT_FAMILY]);
+    // Every family's tables: the same listing tables-present.ts asks for, run once (read-ahead.ts).
+    const r = await exec('nft', TABLES_LISTING);
     if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
-    return { table: r.stdout.split('\n').some((l) => l.trim() === `table ${T}`) };
+    const tables = shardTablesIn(r.stdout, NFT_FAMILY, table);
+    return { table: tables.length > 0, tables };
   };
   return {
     flavor: () => Promise.resolve('nftables'),
@@ -161,14 +185,14 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     // Unsure (nft missing or failing) is present: cleanup() then runs and says why it failed.
     present: () => read().then((e) => e.table, () => true),
     holdsOurs: (existing) => existing?.table === true,
-    plan: (next, prev, _existing, full) => planNft(next, prev, full),
+    plan: (next, prev, existing, full) => planNft(next, prev, full, existing?.tables),
     async write(plan, next): Promise<FamilySync[]> {
       const t0 = process.hrtime.bigint();
       const writer = plan.onlyReplacements ? await opts.elementWriter : undefined;
       let written = false;
       if (writer !== undefined) {
         try {
-          await writer.write(plan.replacedMaps.map((m) => ({ table, map: m.map, family: m.family, ranges: m.ranges })));
+          await writer.write(plan.replacedMaps);
           written = true;
         } catch (e) {
           opts.logger?.warn(`nftables element writer failed, writing the same change with nft -f: ${e instanceof Error ? e.message : String(e)}`);
@@ -179,26 +203,43 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       return [{ family: 4, restoreText: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { elementWriter: true } : {}) }];
     },
     async drift(applied, deep) {
-      // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
-      for (const chain of applied.table.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
-        const l = await list(`chain ${T} ${chain.name}`);
-        if (l === undefined) return `nftables ${chain.name}: cannot be listed (chain or table missing)`;
-        const n = parseNftChains(l).get(chain.name) ?? 0;
-        if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}: ${n} rules, ${ruleCount(chain.rules)} written`;
-      }
-      // And the element counts of the maps and sets (a Service's element removed or added).
-      for (const set of applied.table.sets) {
-        const want = expectedElements(applied).get(set.name) ?? 0;
-        const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
-        const m = await list(`${kind} ${T} ${set.name}`);
-        if (m === undefined || countElements(m) !== want) return `nftables ${set.name}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
+      const parts = tableParts(applied);
+      for (const { table: fixed, elements } of parts) {
+        const T = `${NFT_FAMILY} ${fixed.name}`;
+        // One table's name in the message when there are shards.
+        const at = parts.length > 1 ? ` (${fixed.name})` : '';
+        // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
+        for (const chain of fixed.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
+          const l = await list(`chain ${T} ${chain.name}`);
+          if (l === undefined) return `nftables ${chain.name}${at}: cannot be listed (chain or table missing)`;
+          const n = parseNftChains(l).get(chain.name) ?? 0;
+          if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}${at}: ${n} rules, ${ruleCount(chain.rules)} written`;
+        }
+        // And the element counts of the maps and sets (a Service's element removed or added).
+        for (const set of fixed.sets) {
+          const want = elements.get(set.name)?.length ?? 0;
+          const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
+          const m = await list(`${kind} ${T} ${set.name}`);
+          if (m === undefined || countElements(m) !== want) return `nftables ${set.name}${at}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
+        }
       }
       if (!deep) return undefined;
-      const listing = await list(`table ${T}`);
-      return listing === undefined ? 'nftables: our table is missing' : compareTable(applied, listing);
+      // No table of ours beyond those written (one left by more shards would still hook and DNAT).
+      const written = new Set(parts.map((p) => p.table.name));
+      const extra = (await read()).tables.find((t) => !written.has(t));
+      if (extra !== undefined) return `nftables: table ${extra} of ours was not written`;
+      const listings: string[] = [];
+      for (const { table: fixed } of parts) {
+        const l = await list(`table ${NFT_FAMILY} ${fixed.name}`);
+        if (l === undefined) return parts.length > 1 ? `nftables: our table ${fixed.name} is missing` : 'nftables: our table is missing';
+        listings.push(l);
+      }
+      return compareTable(applied, listings.join('\n'));
     },
     async cleanup(): Promise<BackendCleanup> {
-      const text = cleanupText(table);
+      // Every table of ours: the root and whatever shards the namespace holds (unknown after a restart).
+      const shards = await read().then((e) => e.tables, () => []);
+      const text = cleanupText(table, shards);
       try {
         await nftApply(exec, text);
         return { restoreText: { v4: text, v6: '' }, failures: [] };

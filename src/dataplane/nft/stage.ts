@@ -8,14 +8,28 @@
 import { Snapshot } from '../engine.js';
 import type { Rendered, ResolvedTarget } from '../model.js';
 import { MAX_ENDPOINT_MAPS, renderNft, renderTarget, sidecarPickLayout, targetKey, type NftRuleset, type NftTarget, type PickLayout } from './render.js';
+import { PORTS_PER_SHARD, shardsAfter } from './shards.js';
 
 export class NftStage {
   /** Each resolved target's part per layout, kept while the render cache keeps the target (the same object when unchanged). */
   private readonly memos: Record<PickLayout, WeakMap<ResolvedTarget, NftTarget>> = { map: new WeakMap(), rules: new WeakMap() };
-  private last: { readonly version: number; readonly layout: PickLayout; readonly ruleset: NftRuleset } | undefined;
+  private last: { readonly version: number; readonly layout: PickLayout; readonly shards: number; readonly ruleset: NftRuleset } | undefined;
+  /** The shard count of the last table, kept when `last` is not (its next count depends on it: shardsAfter). */
+  private shards: number | undefined;
 
-  /** `maxEndpointMaps`: the Service ports up to which the table picks through endpoint maps (render.ts sidecarPickLayout). */
-  constructor(private readonly maxEndpointMaps: number = MAX_ENDPOINT_MAPS) {}
+  /**
+   * `maxEndpointMaps`: the Service ports up to which the table picks through endpoint maps
+   * (render.ts sidecarPickLayout); `portsPerShard`: how many a table holds before they spread
+   * over more tables (shards.ts); `shardsBefore`: the shard count of a table written before this
+   * stage (undefined: none), which the first table's count follows (shardsAfter).
+   */
+  constructor(
+    private readonly maxEndpointMaps: number = MAX_ENDPOINT_MAPS,
+    private readonly portsPerShard: number = PORTS_PER_SHARD,
+    shardsBefore?: number,
+  ) {
+    this.shards = shardsBefore;
+  }
 
   private part(r: ResolvedTarget, layout: PickLayout): NftTarget {
     const memo = this.memos[layout];
@@ -35,9 +49,13 @@ export class NftStage {
     // Crossing the bound changes every Service port's part; it also adds or removes one, which
     // edit() leaves to a from-scratch render anyway.
     const layout = sidecarPickLayout(targets.length, this.maxEndpointMaps);
-    const edited = last !== undefined && last.layout === layout && delta?.from === last.version ? this.edit(last.ruleset, delta.targets, layout) : undefined;
-    const ruleset = edited ?? renderNft(targets, this.memos[layout], layout);
-    this.last = version === undefined ? undefined : { version, layout, ruleset };
+    // The shard count too (a target's part does not depend on it, only which table holds it),
+    // from the last one: it changes only well past a boundary (shards.ts, hysteresis).
+    const shards = shardsAfter(targets.length, this.shards, this.portsPerShard);
+    this.shards = shards;
+    const edited = last !== undefined && last.layout === layout && last.shards === shards && delta?.from === last.version ? this.edit(last.ruleset, delta.targets, layout) : undefined;
+    const ruleset = edited ?? renderNft(targets, this.memos[layout], layout, shards);
+    this.last = version === undefined ? undefined : { version, layout, shards, ruleset };
     return ruleset;
   }
 
@@ -54,6 +72,6 @@ export class NftStage {
       if (last.targets.get(before.chain) !== this.memos[layout].get(before)) return undefined;
       edits.push([after.chain, this.part(after, layout)]);
     }
-    return { table: last.table, targets: last.targets.with(edits) };
+    return { ...last, targets: last.targets.with(edits) };
   }
 }
