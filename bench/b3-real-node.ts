@@ -36,7 +36,7 @@ import { INJECT_ANNOTATION, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION
 import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
 import { NftTable, saveHasDnat, sidecarMonitorTable } from './lib/nft-model.js';
 import { PodReadyTracker } from './lib/pod-ready.js';
-import { appliedSyncs, breakdown, ruleBound, SliceTracker, type Breakdown, type SliceChange } from './lib/slice-events.js';
+import { appliedSyncs, breakdown, ruleBound, SliceTracker, syncOfRule, type Breakdown, type SliceChange } from './lib/slice-events.js';
 import { requireTool, run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from './lib/stats.js';
 import { defineBenchmark } from './lib/define.js';
@@ -424,7 +424,9 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     .slice(0, 3)
     .map((x) => {
       const b = breakdown(x.eventAt, x.ruleAt, syncs);
-      return `${x.kase} ${fmt(x.ms)} ms${b ? ` (event → sync start ${fmt(b.waiting)}, sync start → rule ${fmt(b.toRule)})` : ''}`;
+      const w = syncOfRule(x.ruleAt, syncs);
+      const waited = w?.cpuWaitMs === undefined ? '' : `, run-queue wait ${fmt(w.cpuWaitBeforeMs ?? 0)} before the sync and ${fmt(w.cpuWaitMs)} in it`;
+      return `${x.kase} ${fmt(x.ms)} ms${b ? ` (event → sync start ${fmt(b.waiting)}, sync start → rule ${fmt(b.toRule)}${waited})` : ''}`;
     });
   abort.abort();
   for (const m of Object.values(monitors)) m.stop();
@@ -490,10 +492,25 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   targets.push({ target: "kube-proxy's selector lists none of our slices", measured: `${kpOurs.length} of ours, ${kpKube} of kube's (the control)`, met: kpOurs.length === 0 && kpKube > 0 });
   targets.push({ target: 'an old-style slice is relabelled in place (same name and uid, no endpoint dropped)', measured: `in ${upgradeMs} ms, same names ${String(upgrade.sameNames)}, endpoints ${upgrade.addresses} kept, ${removedDuring.length} removed`, met: upgrade.sameNames && upgrade.sameEndpoints && removedDuring.length === 0 });
   if (apply.n > 0) rows.push(row("the sidecar's partial syncs, start to end (its log, `rules applied` ms; every sync of the run)", apply));
+  // The sidecar's run-queue wait in each change (its log: src/cpu-wait.ts). The wait before the sync
+  // is its main thread's since the sync before, an upper bound of the part after the event, so the
+  // time less the wait is a lower bound of the sidecar's own time (clamped at 0).
+  const waited = samples
+    .filter((x) => x.side === 'sidecar')
+    .map((x) => {
+      const w = syncOfRule(x.ruleAt, syncs);
+      return w?.cpuWaitMs === undefined ? undefined : { kase: x.kase, wait: w.cpuWaitMs + (w.cpuWaitBeforeMs ?? 0), ms: ruleBound(x.ruleAt, syncs).at - x.eventAt };
+    })
+    .filter((w): w is { kase: 'added' | 'removed'; wait: number; ms: number } => w !== undefined);
+  const waitRows: string[][] = waited.length === 0 ? [] : [
+    row("the sidecar's run-queue wait per change: its main thread's since the sync before, plus the main thread's and its child processes' during the sync", summarize(waited.map((w) => w.wait))),
+    ...(['added', 'removed'] as const).map((kase) => row(`${kase}: slice event → rule (the earlier bound) less that wait (a lower bound of the sidecar's own time, ≥ 0)`, summarize(waited.filter((w) => w.kase === kase).map((w) => Math.max(0, w.ms - w.wait))))),
+  ];
   const split: string[][] = parts.length === 0 ? [] : [
     row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
     row(`sync start → rule in place (render, ${writing} up to its commit)`, summarize(parts.map((b) => b.toRule))),
     row(`rule in place → sync end (${writing} reporting back, the rest of the sync; negative when nft monitor's report was read after the sync's end)`, summarize(parts.map((b) => b.afterRule))),
+    ...waitRows,
   ];
   return {
     tables: [

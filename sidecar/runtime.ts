@@ -35,6 +35,7 @@ import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
 import type { CapResult } from './service-cap.js';
 import { StateFeed } from './state-feed.js';
+import { snapshotWait, waitBetween } from '../src/cpu-wait.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK, REASON_SERVICE_CAP_REACHED } from '../src/sidecar-contract.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
@@ -169,13 +170,25 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   };
   let informersSynced = false;
 
-  function report(r: SyncResult): ApplyReport {
+  /** Run-queue wait taken at the end of the last sync (src/cpu-wait.ts). */
+  let lastWait = snapshotWait();
+  /** The sync with the run-queue wait before it (since the last sync ended) and during it, logged with it. */
+  async function syncAndWait(state: Parameters<Dataplane['sync']>[0], opts: { full: boolean }): Promise<ApplyReport> {
+    const start = snapshotWait();
+    const r = await deps.dataplane.sync(state, opts);
+    const end = snapshotWait();
+    const waits = start.size > 0 ? { cpuWaitBeforeMs: waitBetween(lastWait, start), cpuWaitMs: waitBetween(start, end) } : {};
+    lastWait = end;
+    return report(r, waits);
+  }
+
+  function report(r: SyncResult, waits: { cpuWaitBeforeMs?: number; cpuWaitMs?: number } = {}): ApplyReport {
     logOnce('skipped', r.skipped.map((t) => ({ level: t.level, msg: `${t.target}: ${t.reason}` })));
     logOnce('warnings', r.warnings.map((w) => ({ level: 'warn', msg: w })));
     if (r.changed) {
       const restored = r.families.filter((f) => f.restoreText !== '');
       log.info(
-        { full: r.full, backend: r.backend, ms: Math.round(r.durationMs), chains: restored.flatMap((f) => f.changedChains).length, routesReplaced: r.routesReplaced, routesRemoved: r.routesRemoved, conntrackFlushes: r.conntrackFlushes, served: r.served },
+        { full: r.full, backend: r.backend, ms: Math.round(r.durationMs), chains: restored.flatMap((f) => f.changedChains).length, routesReplaced: r.routesReplaced, routesRemoved: r.routesRemoved, conntrackFlushes: r.conntrackFlushes, served: r.served, ...waits },
         'rules applied',
       );
     }
@@ -216,7 +229,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },
-    apply: async (state, opts) => report(await deps.dataplane.sync(state, opts)),
+    apply: syncAndWait,
     same: sameState,
     size: stateSize,
     checkDrift: (o) => deps.dataplane.checkDrift(o),

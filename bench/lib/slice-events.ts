@@ -59,6 +59,9 @@ export interface AppliedSync {
   readonly full: boolean;
   /** The rule back end that wrote it (`iptables`, `nftables`), when the line names one. */
   readonly backend?: string;
+  /** Run-queue wait of the sidecar (main thread and child processes) during the sync, and of its main thread since the sync before (src/cpu-wait.ts), when logged. */
+  readonly cpuWaitMs?: number;
+  readonly cpuWaitBeforeMs?: number;
 }
 
 /** The sidecar's `rules applied` lines (pino JSON: time, ms, full, backend). Other lines are ignored. */
@@ -67,8 +70,16 @@ export function appliedSyncs(log: string): AppliedSync[] {
   for (const line of log.split('\n')) {
     if (!line.includes('"rules applied"')) continue;
     try {
-      const o = JSON.parse(line) as { msg?: string; ms?: unknown; full?: unknown; time?: unknown; backend?: unknown };
-      if (o.msg === 'rules applied' && typeof o.ms === 'number' && typeof o.time === 'number') out.push({ end: o.time, ms: o.ms, full: o.full === true, ...(typeof o.backend === 'string' ? { backend: o.backend } : {}) });
+      const o = JSON.parse(line) as { msg?: string; ms?: unknown; full?: unknown; time?: unknown; backend?: unknown; cpuWaitMs?: unknown; cpuWaitBeforeMs?: unknown };
+      if (o.msg === 'rules applied' && typeof o.ms === 'number' && typeof o.time === 'number')
+        out.push({
+          end: o.time,
+          ms: o.ms,
+          full: o.full === true,
+          ...(typeof o.backend === 'string' ? { backend: o.backend } : {}),
+          ...(typeof o.cpuWaitMs === 'number' ? { cpuWaitMs: o.cpuWaitMs } : {}),
+          ...(typeof o.cpuWaitBeforeMs === 'number' ? { cpuWaitBeforeMs: o.cpuWaitBeforeMs } : {}),
+        });
     } catch {
       // not a JSON line
     }
@@ -99,7 +110,7 @@ export function breakdown(eventAt: number, ruleAt: number, syncs: readonly Appli
 }
 
 /** The sync that put a rule seen at `ruleAt` in place (see `breakdown`), if the log has it. */
-function syncOfRule(ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2, lagMs = 50): AppliedSync | undefined {
+export function syncOfRule(ruleAt: number, syncs: readonly AppliedSync[], slackMs = 2, lagMs = 50): AppliedSync | undefined {
   return syncs.findLast((x) => x.end - x.ms - slackMs <= ruleAt && ruleAt <= x.end + Math.max(slackMs, lagMs));
 }
 

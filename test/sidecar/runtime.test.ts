@@ -264,6 +264,7 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       await startSidecar();
       const first = await waitForLog(env.sidecar!, 'the first sync', /^rules applied$/);
       assert.equal(first['full'], true, 'the first sync of a process is a full one');
+      for (const k of ['cpuWaitMs', 'cpuWaitBeforeMs']) assert.ok(typeof first[k] === 'number' && first[k] >= 0, `the line carries the run-queue wait ${k} (src/cpu-wait.ts): ${JSON.stringify(first)}`);
       // Let the loop run against the freshly synced rules before the next stop.
       await new Promise((r) => setTimeout(r, 500));
       if (round === 1) {

@@ -130,12 +130,14 @@ void describe("the sidecar's log, lined up with the bench's times", () => {
     '{"level":30,"time":1000,"msg":"rules applied","full":true,"ms":300}',
     'not json "rules applied"',
     '{"level":30,"time":2020,"msg":"rules applied","full":false,"ms":18,"backend":"nftables"}',
+    '{"level":30,"time":3000,"msg":"rules applied","full":false,"ms":9,"backend":"nftables","cpuWaitBeforeMs":1.25,"cpuWaitMs":"x"}',
     '{"level":20,"time":2030,"msg":"rules synced","ms":30}',
   ].join('\n');
   void test('appliedSyncs reads the end time, duration and kind of each sync', () => {
     assert.deepEqual(appliedSyncs(log), [
       { end: 1000, ms: 300, full: true },
       { end: 2020, ms: 18, full: false, backend: 'nftables' },
+      { end: 3000, ms: 9, full: false, backend: 'nftables', cpuWaitBeforeMs: 1.25 },
     ]);
   });
   void test('breakdown splits event → rule at the start of the sync whose span holds the rule time', () => {
