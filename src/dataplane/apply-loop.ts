@@ -93,8 +93,6 @@ export interface LoopParts<R, X, P> {
   readonly families: readonly IpFamily[];
   readonly routeProto: number;
   readonly logger?: Logger;
-  /** Called once, when the first sync has settled (whether it succeeded or not). */
-  readonly afterFirstSync?: () => void;
 }
 
 /** The apply loop around one rule back end: routes, conntrack and the serial order are the same for every back end. */
@@ -282,13 +280,8 @@ export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (s
   // then start reading the namespace back before it renders.
   void be.flavor();
 
-  let synced = false;
   return {
-    sync: (state, o) =>
-      serial(() => doSync(state, o.full)).finally(() => {
-        if (!synced) parts.afterFirstSync?.();
-        synced = true;
-      }),
+    sync: (state, o) => serial(() => doSync(state, o.full)),
     checkDrift: (o) => serial(() => doCheckDrift(o.deep)),
     cleanup: () => serial(doCleanup),
     backend: () => be.flavor(),

@@ -111,18 +111,13 @@ export function createDataplaneFor<S>(opts: DataplaneOptions, renderState: (stat
     // start one line per cluster IP beside the write, whose spawn (10-40 ms from a process holding
     // 10,000 Services' render) blocked this process while nft still waited for its input.
     if (opts.readAhead === true && opts.spareRestore === true) exec.startSpare('ip', ROUTE_BATCH_ARGS, true);
-    // The element writer starts after the first sync: that sync writes the whole table with nft -f
-    // and never uses it, and its probe and spare process (two spawns that block this process, and
-    // a process beside nft) would otherwise start in the middle of it.
-    let startWriter = (): void => undefined;
+    // The element writer starts now, while the informers list: a first sync into an empty
+    // namespace sends its elements through it (nft/first-fill.ts), so its probe and spare process
+    // (two spawns) must be done before that sync, not in the middle of it.
     const binary = opts.elementWriter;
-    const elementWriter =
-      binary === false
-        ? undefined
-        : new Promise<ElementWriterHandle | undefined>((resolve) => {
-            startWriter = () => resolve(createElementWriter({ binary, netns: opts.netns, logger: opts.logger }).catch(() => undefined));
-          });
-    const loop = applyLoop({ ...parts, afterFirstSync: () => startWriter(), rules: createNftBackend(exec, layout.nftTable, { elementWriter, logger: opts.logger, maxEndpointMaps: opts.maxEndpointMaps, portsPerShard: opts.nftPortsPerShard }), others: [iptables('nft'), iptables('legacy')] }, renderState);
+    const elementWriter: Promise<ElementWriterHandle | undefined> | undefined =
+      binary === false ? undefined : createElementWriter({ binary, netns: opts.netns, logger: opts.logger }).catch(() => undefined);
+    const loop = applyLoop({ ...parts, rules: createNftBackend(exec, layout.nftTable, { elementWriter, logger: opts.logger, maxEndpointMaps: opts.maxEndpointMaps, portsPerShard: opts.nftPortsPerShard }), others: [iptables('nft'), iptables('legacy')] }, renderState);
     if (!warmUpDue({ asked: opts.warmUp === true, rules: kind })) return loop;
     const warm = (): void => {
       warmUpRender({ maxEndpointMaps: opts.maxEndpointMaps, portsPerShard: opts.nftPortsPerShard });

@@ -30,6 +30,8 @@ export interface FamilySync {
   readonly rules: number;
   /** nftables: the change (endpoint-map refills only) went through the element writer, not `nft -f` (restoreText is its nft equivalent). */
   readonly elementWriter?: boolean;
+  /** nftables: a first sync into an empty namespace, as the skeleton (restoreText) and then every element through the element writer (nft/first-fill.ts). */
+  readonly firstFill?: boolean;
 }
 
 export interface BackendCleanup {

@@ -2,7 +2,9 @@
  * A first nftables sync's commands (real nft, real ip, real nfnl-batch in namespaces this test
  * creates; no traffic): the sidecar's reads are started when its dataplane is made (read-ahead.ts),
  * one `nft list tables` serves both the back end and the check for iptables-nft tables, its `nft -f -`
- * is started ahead too (and its route batch, `ip -force -batch -`), and the element writer starts only after the first sync. The node agent's
+ * is started ahead too (and its route batch, `ip -force -batch -`), and so is the element writer
+ * (its probe and its serving process), through which a first sync into an empty namespace sends
+ * every element after the skeleton (nft/first-fill.ts). The node agent's
  * dataplane and the sidecar's `--cleanup` one start no read. The run-mode dataplane's render
  * warm-up (nft/warm-up.ts) runs no command; the other two do not warm up. Seen through shims on PATH that log
  * each command before running the real one.
@@ -39,7 +41,7 @@ function shims(realWriter: string): { dir: string; log: string; lines: () => str
   return { dir, log, lines: () => readFileSync(log, 'utf8').split('\n').filter((l) => l !== '') };
 }
 
-void describe('nftables first sync: reads ahead, one tables listing, element writer after', () => {
+void describe('nftables first sync: reads ahead, one tables listing, the elements through the writer started ahead', () => {
   const realWriter = join(binDir(), 'nfnl-batch');
   let topo: Topology;
   let pod: Pod;
@@ -71,7 +73,7 @@ void describe('nftables first sync: reads ahead, one tables listing, element wri
     }
   };
 
-  void test('reads and nft -f start when the dataplane is made; the first sync lists tables once; the writer starts after it', async () => {
+  void test('reads, nft -f and the element writer start when the dataplane is made; the first sync lists tables once and fills through the writer', async () => {
     // Spawns look PATH up when they run: every command of this dataplane goes through the shims.
     process.env['PATH'] = `${sh.dir}:${path ?? ''}`;
     // As sidecar/main.ts makes it, in the test's namespace, with the writer's shim.
@@ -81,12 +83,14 @@ void describe('nftables first sync: reads ahead, one tables listing, element wri
     await waitFor(() => count('nft list tables') === 1 && count('ip -j route show') === 1, 'the first sync\'s reads did not start when the dataplane was made');
     await waitFor(() => count('nft -f -') === 1, 'no nft -f - was started ahead of the first sync');
     await waitFor(() => count('ip -force -batch -') === 1, 'no route batch was started ahead of the first sync');
-    assert.equal(count('nfnl-batch'), 0, 'the element writer started before the first sync');
+    // The writer's probe (one batch, no argument), then its serving process.
+    await waitFor(() => count('nfnl-batch --serve') === 1, 'the element writer did not start ahead of the first sync');
+    assert.equal(count('nfnl-batch'), 2, `the element writer's probe and serving process, and nothing else: ${sh.lines().join(' | ')}`);
     // The render warm-up ran (it is scheduled with setImmediate, long past by now) and ran no
     // command: before the first sync, only the reads ahead and the spare `nft -f -` ran.
     await sleep(200);
     assert.equal(warmUps, 1, 'the run-mode dataplane did not warm its render up (once)');
-    assert.deepEqual([...sh.lines()].sort(), ['ip -force -batch -', 'ip -j route show table all proto 241', 'nft -f -', 'nft list tables'], 'a command ran while the dataplane warmed up');
+    assert.deepEqual([...sh.lines()].sort(), ['ip -force -batch -', 'ip -j route show table all proto 241', 'nfnl-batch ', 'nfnl-batch --serve', 'nft -f -', 'nft list tables'], 'a command ran while the dataplane warmed up');
 
     const r = await dp.sync(want(), { full: true });
     assert.equal(r.backend, 'nftables');
@@ -97,16 +101,18 @@ void describe('nftables first sync: reads ahead, one tables listing, element wri
     assert.equal(count('nft -f -'), 1, 'the first sync wrote into the process started ahead');
     assert.equal(count('ip -force -batch -'), 1, 'the first sync added its route through the batch started ahead');
     assert.match((await topo.run(pod, ['ip', 'route', 'show', '10.96.0.10'])).stdout, /dev net1/, 'the route went in through the batch started ahead');
-    assert.ok(!lines.some((l) => l.startsWith('nfnl-batch')), `the element writer ran before the first sync had settled: ${lines.join(' | ')}`);
+    assert.equal(r.families[0]?.firstFill, true, 'the first sync into an empty namespace did not fill through the writer');
+    assert.equal(count('nfnl-batch'), 2, `the elements went through the serving process started ahead, no new spawn: ${lines.join(' | ')}`);
+    assert.doesNotMatch(r.families[0]?.restoreText ?? '', /elements = \{ 0-/, "nft -f wrote the skeleton, without the endpoint maps' elements");
     // The rules landed.
     const table = (await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
     assert.match(table, /10\.96\.0\.10 \. tcp \. 80 : goto /);
     assert.match(table, /192\.168\.101\.201 \. 8080/);
-    // After the first sync: the writer's probe runs (then it waits with a spare process).
-    await waitFor(() => count('nfnl-batch') >= 1, 'the element writer did not start after the first sync');
 
-    // What was read before that sync's write is forgotten: a later full sync lists again.
-    await dp.sync(want(), { full: true });
+    // What was read before that sync's write is forgotten: a later full sync lists again, finds
+    // the table, and replaces it whole with nft -f (one transaction, no fill).
+    const again = await dp.sync(want(), { full: true });
+    assert.equal(again.families[0]?.firstFill, undefined, 'a full sync over our existing table filled through the writer');
     assert.equal(count('nft list tables'), 2);
     assert.equal(count('ip -j route show'), 2);
     // The route batch's spare was for the first sync only: none waits after it.

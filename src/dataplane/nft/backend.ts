@@ -6,7 +6,8 @@
  * is only endpoint-map refills goes through the element writer (element-writer.ts: one netlink
  * batch, no nft) when there is one; if it has none or the write fails, through `nft -f` as any
  * other change (the text replaces those maps' contents whole, so it is right whatever the failed
- * write left). Past PORTS_PER_SHARD Service ports the table is spread over shard tables
+ * write left). A first sync into a namespace without our tables goes as a skeleton by `nft -f`
+ * and every element in one element-writer batch (first-fill.ts). Past PORTS_PER_SHARD Service ports the table is spread over shard tables
  * (shards.ts): each write, listing and drift check names the table that holds the part, and a
  * full sync and cleanup remove every table of ours they do not keep. IO only; every decision is
  * in render.ts.
@@ -18,7 +19,8 @@ import type { Logger } from '../../log.js';
 import type { ElementWriterHandle } from './element-writer.js';
 import { NftStage } from './stage.js';
 import { TABLES_LISTING } from '../tables-present.js';
-import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, NFT_FAMILY, NFT_TABLE, planNft, tableParts, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
+import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, fullText, NFT_FAMILY, NFT_TABLE, planNft, tableParts, wholeTableDue, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
+import { planFirstFill } from './first-fill.js';
 import { shardTablesIn } from './shards.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
@@ -174,6 +176,25 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     const tables = shardTablesIn(r.stdout, NFT_FAMILY, table);
     return { table: tables.length > 0, tables };
   };
+  /**
+   * The skeleton, then the elements (first-fill.ts); whether the writer wrote them. Without a
+   * writer (its probe failed) or when its batch fails, the whole text goes as one `nft -f`, which
+   * replaces the skeleton's tables whole.
+   */
+  const firstFill = async (plan: NftPlan, fill: NonNullable<NftPlan['fill']>, next: NftRuleset): Promise<boolean> => {
+    const writer = await opts.elementWriter;
+    if (writer !== undefined) {
+      await nftApply(exec, plan.text);
+      try {
+        await writer.write(fill);
+        return true;
+      } catch (e) {
+        opts.logger?.warn(`nftables element writer failed on the first sync's elements, writing the whole table with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    await nftApply(exec, fullText(next));
+    return false;
+  };
   return {
     flavor: () => Promise.resolve('nftables'),
     rules: (rendered: Rendered) => {
@@ -185,9 +206,17 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     // Unsure (nft missing or failing) is present: cleanup() then runs and says why it failed.
     present: () => read().then((e) => e.table, () => true),
     holdsOurs: (existing) => existing?.table === true,
-    plan: (next, prev, existing, full) => planNft(next, prev, full, existing?.tables),
+    plan: (next, prev, existing, full) => {
+      // Nothing of ours in the namespace (read back, not assumed) and a writer to send elements.
+      const fill = opts.elementWriter !== undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
+      return fill ?? planNft(next, prev, full, existing?.tables);
+    },
     async write(plan, next): Promise<FamilySync[]> {
       const t0 = process.hrtime.bigint();
+      if (plan.fill !== undefined) {
+        const filled = await firstFill(plan, plan.fill, next);
+        return [{ family: 4, restoreText: filled ? plan.text : fullText(next), changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(filled ? { firstFill: true } : {}) }];
+      }
       const writer = plan.onlyReplacements ? await opts.elementWriter : undefined;
       let written = false;
       if (writer !== undefined) {

@@ -19,10 +19,10 @@ import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
 import { inNetns, summarize } from '../iptables.js';
 import { launch, setRef, SpareProcess, type Launched, type LaunchResult } from '../spare-process.js';
-import { describeMessage, encodeIntervalMapBatch, type IntervalMapWrite } from './netlink-batch.js';
+import { describeMessage, encodeIntervalMapBatch, type ElementWrite, type IntervalMapWrite } from './netlink-batch.js';
 
 export interface ElementWriter {
-  write(writes: readonly IntervalMapWrite[]): Promise<void>;
+  write(writes: readonly ElementWrite[]): Promise<void>;
 }
 
 /** The writer as the factory hands it out: close() lets its spare process go. */
@@ -57,7 +57,7 @@ export class ElementWriteError extends Error {
 const FAILED = /^message seq (\d+): (.*)$/gm;
 
 /** The error for a failed run, each failed message named by what it did. Pure. */
-export function writeFailure(writes: readonly IntervalMapWrite[], messages: Parameters<typeof describeMessage>[1], r: { code: number; stderr: string }): ElementWriteError {
+export function writeFailure(writes: readonly ElementWrite[], messages: Parameters<typeof describeMessage>[1], r: { code: number; stderr: string }): ElementWriteError {
   const named = [...r.stderr.matchAll(FAILED)].map((m) => `${describeMessage(writes, messages, Number(m[1]))}: ${m[2] ?? ''}`);
   // The kernel refused a message: the transaction was aborted whole. Otherwise (not sent, answers
   // lost) the stderr line says what is known.
@@ -82,7 +82,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
   }
   // Sequence numbers only need to tell this process's messages apart; wrap at 2^32.
   let seq = 1;
-  const batch = (writes: readonly IntervalMapWrite[]): ReturnType<typeof encodeIntervalMapBatch> => {
+  const batch = (writes: readonly ElementWrite[]): ReturnType<typeof encodeIntervalMapBatch> => {
     const b = encodeIntervalMapBatch(writes, seq);
     seq = (seq + b.messages.length) % 0x100000000;
     return b;
@@ -130,7 +130,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
   spare.start();
   // One batch at a time, in call order: the kernel applies each as one transaction anyway.
   let queue: Promise<unknown> = Promise.resolve();
-  const writeNow = async (writes: readonly IntervalMapWrite[]): Promise<void> => {
+  const writeNow = async (writes: readonly ElementWrite[]): Promise<void> => {
     if (writes.length === 0) return;
     // Encoding throws on bad input before any process is touched.
     const b = batch(writes);

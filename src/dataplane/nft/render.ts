@@ -42,6 +42,7 @@ import { hashName, SERVICE_CHAIN_PREFIX } from '../names.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../model.js';
 import { endpointRanges, PICK_MODULUS, rangeHeads, type EndpointRange } from './pick-ranges.js';
 import { shardCount, shardOf, shardTableName } from './shards.js';
+import type { ElementWrite } from './netlink-batch.js';
 
 export const NFT_FAMILY = 'inet';
 /** The sidecar's table name. */
@@ -135,6 +136,8 @@ export const FAMILIES: readonly IpFamily[] = [4, 6];
 
 /** A verdict map keyed by destination. */
 export const verdictMap = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${KEY_TYPE[f]} : verdict`] });
+/** The family of a dispatch map (verdictMap's declaration), else undefined: what a first fill writes as goto elements (first-fill.ts). */
+export const dispatchFamily = (s: NftSetDecl): IpFamily | undefined => FAMILIES.find((f) => s.decl.length === 1 && s.decl[0] === `type ${KEY_TYPE[f]} : verdict`);
 /** A set of destinations. */
 export const keySet = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${KEY_TYPE[f]}`] });
 /** TCP reset, else ICMP(v6) port unreachable: ECONNREFUSED at once, as the iptables back end's REJECT. */
@@ -438,8 +441,9 @@ function chainBlock(name: string, lines: readonly string[], indent = '\t', head 
   return [`${indent}${head} {`, ...lines.map((l) => `${indent}\t${l}`), `${indent}}`];
 }
 
-/** An endpoint map in the table block, as `nft list` prints it (which also wraps long element lines): one flat string (fullText). */
-function mapBlock(name: string, m: NftEndpointMap): string {
+/** An endpoint map in the table block, as `nft list` prints it (which also wraps long element lines): one flat string (fullText). Empty for a skeleton. */
+function mapBlock(name: string, m: NftEndpointMap, skeleton: boolean): string {
+  if (skeleton) return `\tmap ${name} {\n\t\t${m.type}\n\t\tflags interval\n\t}\n`;
   const pieces: (string | number)[] = ['\tmap ', name, ' {\n\t\t', m.type, '\n\t\tflags interval\n\t\telements = { '];
   mapElementsInto(pieces, m);
   pieces.push(' }\n\t}\n');
@@ -485,17 +489,26 @@ const elementText = (e: NftElement): string => (e.value === undefined ? e.key : 
  * and not a line string and its tree per line; and the join walks ~30,000 strings at 10,000
  * Service ports, not ~100,000 lines (or ~1,000,000 pieces). Measured in a cold process at
  * 10,000 Services: the text ~40 % less CPU than line by line (docs/decisions.md).
+ *
+ * `skeleton`: the same tables without the endpoint maps' and dispatch maps' elements (first-fill.ts
+ * writes those in the next transaction). Nothing dispatches to a Service chain until then, so the
+ * tables are inert in between.
  */
-export function fullText(next: NftRuleset, stale: readonly string[] = []): string {
+export function fullText(next: NftRuleset, stale: readonly string[] = [], skeleton = false): string {
+  return partsText(tableParts(next), stale, skeleton);
+}
+
+/** fullText of a ruleset already split by table. */
+export function partsText(parts: readonly NftTablePart[], stale: readonly string[] = [], skeleton = false): string {
   const out: string[] = [];
   // Tables of ours the new layout does not have (fewer shards): removed in the same transaction.
   for (const name of stale) out.push(`add table ${tableRef(name)}\ndelete table ${tableRef(name)}\n`);
-  for (const part of tableParts(next)) tableBlock(out, part);
+  for (const part of parts) tableBlock(out, part, skeleton);
   return out.join('');
 }
 
 /** One table whole, onto `out` (a string per block, each ending in a newline): created if missing, so deleting it cannot fail, then written by its block. */
-function tableBlock(out: string[], { table, targets: all, elements: members }: NftTablePart): void {
+function tableBlock(out: string[], { table, targets: all, elements: members }: NftTablePart, skeleton: boolean): void {
   const T = tableRef(table.name);
   out.push(`add table ${T}\ndelete table ${T}\ntable ${T} {\n`);
   // Most Service ports have no sets or owned chains (affinity only): no iterator for those.
@@ -506,7 +519,7 @@ function tableBlock(out: string[], { table, targets: all, elements: members }: N
   }
   for (let i = 0; i < all.length; i += 1) {
     const t = all[i] as NftTarget;
-    if (t.maps.size > 0) for (const [name, m] of t.maps) out.push(mapBlock(name, m));
+    if (t.maps.size > 0) for (const [name, m] of t.maps) out.push(mapBlock(name, m, skeleton));
   }
   for (let i = 0; i < all.length; i += 1) {
     const t = all[i] as NftTarget;
@@ -520,7 +533,7 @@ function tableBlock(out: string[], { table, targets: all, elements: members }: N
     let block = `\t${setKind(s)} ${s.name} {\n`;
     for (const l of s.decl) block += `\t\t${l}\n`;
     out.push(block);
-    const elems = members.get(s.name) ?? [];
+    const elems = skeleton && dispatchFamily(s) !== undefined ? [] : (members.get(s.name) ?? []);
     if (elems.length > 0) {
       out.push('\t\telements = { ');
       for (let i = 0; i < elems.length; i += 1) {
@@ -564,6 +577,8 @@ export interface NftPlan {
   readonly replacedMaps: readonly NftMapReplacement[];
   /** The text is those replacements and nothing else (an endpoint-only change): a writer of elements may send them instead. */
   readonly onlyReplacements: boolean;
+  /** A first fill (first-fill.ts): the text is the tables' skeleton, and these elements follow in one element-writer batch. */
+  readonly fill?: readonly ElementWrite[];
 }
 
 /** An endpoint map's new contents. */
@@ -724,12 +739,17 @@ function fixedElements(tables: readonly string[], next: NftRuleset, adds: Readon
  * removes those, and prev's, that `next` does not have.
  */
 export function planNft(next: NftRuleset, prev: NftRuleset | undefined, full: boolean, existing: readonly string[] = []): NftPlan {
-  if (full || prev === undefined || prev.table.name !== next.table.name || shardsOf(prev) !== shardsOf(next) || !same(prev.table.sets.map((s) => s.name), next.table.sets.map((s) => s.name))) {
+  if (prev === undefined || wholeTableDue(next, prev, full)) {
     const keep = new Set(tableNames(next));
     const stale = [...new Set([...existing, ...(prev === undefined ? [] : tableNames(prev))])].filter((t) => !keep.has(t));
     return { text: fullText(next, stale), full: true, changedChains: [...next.targets.keys()], deletedChains: [], replacedMaps: [], onlyReplacements: false };
   }
   return partialText(next, prev);
+}
+
+/** Whether the next plan writes the tables whole (planNft): asked, nothing before, or another layout. */
+export function wholeTableDue(next: NftRuleset, prev: NftRuleset | undefined, full: boolean): boolean {
+  return full || prev === undefined || prev.table.name !== next.table.name || shardsOf(prev) !== shardsOf(next) || !same(prev.table.sets.map((s) => s.name), next.table.sets.map((s) => s.name));
 }
 
 /** The text removing tables of ours (nothing else of ours exists in nftables): the root and any shards. */
