@@ -17,6 +17,8 @@ import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } f
 import { render, RenderCache } from '../incremental.js';
 import { NftStage } from './stage.js';
 import { planNft } from './render.js';
+import { planFirstFill } from './first-fill.js';
+import { encodeIntervalMapBatch } from './netlink-batch.js';
 
 /** A new dataplane: whether its program asks for the warm-up (DataplaneOptions.warmUp), its rule back end. */
 export interface WarmUpFor {
@@ -78,9 +80,15 @@ export interface WarmUpShape {
   readonly portsPerShard?: number;
 }
 
-/** One render + nftables stage step + full plan of the synthetic state, with caches of its own; returns the text's length (kept live, so nothing is optimised away). */
+/**
+ * One render + nftables stage step + full plan of the synthetic state, with caches of its own, and
+ * the first fill's plan and batch (first-fill.ts: what a first sync into an empty namespace
+ * sends); returns the texts' and the batch's lengths (kept live, so nothing is optimised away).
+ */
 export function warmUpRender(shape: WarmUpShape = {}, state: DesiredState = warmUpState()): number {
   const rendered = render(state, new RenderCache());
   const next = new NftStage(shape.maxEndpointMaps, shape.portsPerShard).step(rendered);
-  return planNft(next, undefined, true, []).text.length;
+  const fill = planFirstFill(next);
+  const batch = fill?.fill === undefined ? 0 : encodeIntervalMapBatch(fill.fill, 1).bytes.length;
+  return planNft(next, undefined, true, []).text.length + (fill?.text.length ?? 0) + batch;
 }
