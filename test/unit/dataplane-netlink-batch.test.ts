@@ -10,7 +10,8 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { golden } from '../harness/golden.js';
 import { writeFailure } from '../../src/dataplane/nft/element-writer.js';
-import { MAX_KEY, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
+import { isIPv4 } from 'node:net';
+import { MAX_KEY, dottedQuad, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type GotoElement, type IntervalMapWrite, type MapRange, type VerdictMapWrite } from '../../src/dataplane/nft/netlink-batch.js';
 
 /** A netlink attribute as the kernel parses it (NLA_F_NESTED: a list of attributes). */
 interface Attr {
@@ -303,5 +304,80 @@ void describe('a failed batch, named by its messages (element-writer.ts)', () =>
   void test('a failure that names no message does not claim the batch was not applied', () => {
     const e = writeFailure(SAMPLE, b.messages, { code: 1, stderr: "answers lost (receive buffer overrun, 3 of 5 read): the batch's outcome is unknown\n" });
     assert.equal(e.message, "nfnl-batch failed (exit 1): answers lost (receive buffer overrun, 3 of 5 read): the batch's outcome is unknown");
+  });
+});
+
+/** Goto elements read back from NEWSETELEM messages of a verdict map (first-fill.ts's dispatch writes). */
+function gotosOf(msgs: readonly Msg[]): { table: string; map: string; gotos: GotoElement[] }[] {
+  const names: Record<number, GotoElement['protocol']> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
+  const out: { table: string; map: string; gotos: GotoElement[] }[] = [];
+  for (const m of msgs.slice(1, -1)) {
+    assert.equal(m.type, (10 << 8) | 12, 'NFT_MSG_NEWSETELEM only: a fresh map is not flushed');
+    const table = text(one(m.attrs, 1));
+    const map = text(one(m.attrs, 2));
+    let w = out[out.length - 1];
+    if (w === undefined || w.table !== table || w.map !== map) out.push((w = { table, map, gotos: [] }));
+    for (const el of one(m.attrs, 3).children ?? []) {
+      const parts = el.children ?? [];
+      assert.equal(parts.length, 2, 'a goto element: key and data');
+      const key = value(one(parts, 1));
+      assert.ok(key.length === 12 || key.length === 24, 'address . protocol . port, each in a 4-byte register');
+      const alen = key.length - 8;
+      assert.deepEqual([...key.subarray(alen + 1, alen + 4), ...key.subarray(alen + 6)], [0, 0, 0, 0, 0], 'registers padded with zeros');
+      const verdict = one(one(parts, 2).children ?? [], 2).children ?? [];
+      assert.equal(be32(one(verdict, 1)), 0xfffffffc, 'NFT_GOTO');
+      w.gotos.push({ ip: addressText(key.subarray(0, alen)), protocol: names[key[alen] ?? 0] ?? 'tcp', port: Buffer.from(key).readUInt16BE(alen + 4), chain: text(one(verdict, 2)) });
+    }
+  }
+  return out;
+}
+
+void describe('nfnetlink batch: a first fill (fresh interval maps, goto elements)', () => {
+  const gotoArb = (family: 4 | 6) =>
+    fc.record({ ip: family === 4 ? fc.ipV4() : fc.ipV6(), protocol: fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const), port: fc.integer({ min: 1, max: 65535 }), chain: fc.stringMatching(/^MPX-SVC-[A-Z0-9]{1,60}$/) });
+  void test('random goto elements decode back as given, chunked within 16-bit lengths (property)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(4 as const, 6 as const).chain((family) => fc.tuple(fc.constant(family), fc.uniqueArray(gotoArb(family), { maxLength: 2000, selector: (g) => `${g.ip} ${g.protocol} ${g.port}` }))), ([family, gotos]) => {
+        const write: VerdictMapWrite = { table: 'multus_proxy-s3', map: `services-v${family}`, family, gotos };
+        const msgs = decode(encodeIntervalMapWrites([write], 1));
+        const got = gotosOf(msgs);
+        if (gotos.length === 0) return assert.equal(msgs.length, 2, 'no element: begin and end only');
+        assert.equal(got.length, 1);
+        assert.deepEqual(got[0]?.gotos, gotos.map((g) => ({ ...g, ip: family === 6 ? canonical6(g.ip) : g.ip })));
+      }),
+      { numRuns: 60 },
+    );
+  });
+
+  void test('3,000 goto elements span several messages, each list within 16 bits, and read back whole', () => {
+    const gotos: GotoElement[] = Array.from({ length: 3000 }, (_, i) => ({ ip: `10.96.${i >> 8}.${i & 255}`, protocol: 'tcp', port: 80, chain: `MPX-SVC-${'X'.repeat(i % 40)}${i}` }));
+    const msgs = decode(encodeIntervalMapWrites([{ table: 't', map: 'services-v4', family: 4, gotos }], 1));
+    assert.ok(msgs.length > 4, `${msgs.length - 2} element messages`);
+    assert.deepEqual(gotosOf(msgs)[0]?.gotos, gotos);
+  });
+
+  void test('a fresh interval map gets no flush', () => {
+    const msgs = decode(encodeIntervalMapWrites([{ ...(SAMPLE[0] as IntervalMapWrite), fresh: true }], 1));
+    assert.deepEqual(msgs.map((m) => m.type), [0x10, (10 << 8) | 12, 0x11]);
+  });
+
+  void test('bad goto elements are refused, naming the write, the element and the fix', () => {
+    const g = (patch: Partial<GotoElement>): VerdictMapWrite[] => [{ table: 't', map: 'services-v4', family: 4, gotos: [{ ip: '10.96.0.1', protocol: 'tcp', port: 80, chain: 'C', ...patch }] }];
+    const cases: [string, VerdictMapWrite[], RegExp][] = [
+      ['IPv6 in an IPv4 map', g({ ip: 'fd00::1' }), /verdict map write 0 \(inet t services-v4\) element 0: "fd00::1" is not an IPv4 address/],
+      ['leading zero', g({ ip: '10.96.0.01' }), /"10.96.0.01" is not an IPv4 address/],
+      ['protocol', g({ protocol: 'icmp' as 'tcp' }), /protocol "icmp" is not one of tcp, udp, sctp/],
+      ['port', g({ port: 0 }), /port 0 is not an integer from 1 to 65535/],
+      ['empty chain', g({ chain: '' }), /the chain name is empty/],
+      ['chain too long', g({ chain: 'c'.repeat(256) }), /the chain name is 256 bytes long/],
+    ];
+    for (const [name, writes, message] of cases) assert.throws(() => encodeIntervalMapWrites(writes, 1), message, name);
+    const twice = g({});
+    assert.throws(() => encodeIntervalMapWrites([{ ...(twice[0] as VerdictMapWrite), gotos: [...(twice[0] as VerdictMapWrite).gotos, ...(twice[0] as VerdictMapWrite).gotos] }], 1), /element 1: 10.96.0.1 . tcp . 80 is already an element of this write/);
+  });
+
+  void test('dottedQuad is net.isIPv4 (property)', () => {
+    const quadish = fc.array(fc.constantFrom('0', '1', '2', '5', '9', '.', '25', '255', '256', '00', '01', 'a', ' '), { maxLength: 12 }).map((xs) => xs.join(''));
+    fc.assert(fc.property(fc.oneof(fc.ipV4(), fc.ipV4Extended(), quadish, fc.string()), (s) => assert.equal(dottedQuad(s), isIPv4(s), JSON.stringify(s))), { numRuns: 5000 });
   });
 });
