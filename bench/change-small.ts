@@ -19,6 +19,7 @@
  * Needs root (netns) and nfnl-batch in $MULTUS_PROXY_BIN_DIR or ~/.cache/multus-proxy/bin.
  */
 import { readFileSync } from 'node:fs';
+import { mainThreadCpuMs } from '../src/cpu-wait.js';
 import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -36,11 +37,15 @@ const STAGES = ['state', 'sync', 'after'] as const;
 type Stage = (typeof STAGES)[number];
 
 /**
- * This thread's CPU in ms (its schedstat, in ns). The kernel brings it up to date when the thread
- * is switched out (or at a tick), so a stage that starts right after another without sleeping may
- * get part of the previous one's time; each round ends asleep, so the round's total is exact.
+ * This thread's CPU in ms (src/cpu-wait.ts). The kernel brings it up to date when the thread is
+ * switched out (or at a tick), so a stage that starts right after another without sleeping may get
+ * part of the previous one's time; each round ends asleep, so the round's total is exact.
  */
-const threadMs = (): number => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+const threadMs = (): number => {
+  const ms = mainThreadCpuMs();
+  if (ms === undefined) throw new Error('change-small: no /proc/self/task/<pid>/schedstat (Linux with schedstats)');
+  return ms;
+};
 
 const TICK_MS = 10; // USER_HZ 100: /proc/<pid>/stat counts CPU in 10 ms ticks
 /** utime + stime (+ the reaped children's) of a /proc/<pid>/stat, in ms; 0 if it is gone. */

@@ -13,7 +13,7 @@
  *   node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/nft-render-cost.ts 10000 0
  */
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mainThreadCpuMs } from '../src/cpu-wait.js';
 import { RenderCache, render } from '../src/dataplane/incremental.js';
 import { NftStage } from '../src/dataplane/nft/stage.js';
 import { planNft } from '../src/dataplane/nft/render.js';
@@ -29,13 +29,7 @@ const state = desiredState(services, 10);
  * counts V8's GC helper threads, which made it vary by ±20 % between identical runs at 10,000
  * Services; the main thread's alone is what a sync waits for (docs/decisions.md, fullsync3).
  */
-function mainThreadMs(): number | undefined {
-  try {
-    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
-  } catch {
-    return undefined;
-  }
-}
+const mainThreadMs = (): number | undefined => mainThreadCpuMs();
 
 function once(): { ms: number[]; cpu: number; main: number | undefined; text: string } {
   const c0 = process.cpuUsage();

@@ -11,13 +11,17 @@ import { readFileSync } from 'node:fs';
 /** Run-queue wait in ns, by pid: the main thread (`self`) and the child processes alive when taken. */
 export type WaitSnapshot = ReadonlyMap<string, number>;
 
-/** `/proc/<pid>/schedstat`: "<ns on CPU> <ns waiting on a run queue> <timeslices>"; the wait, or undefined. */
-export function parseRunDelay(text: string): number | undefined {
+/** `/proc/<pid>/schedstat`: "<ns on CPU> <ns waiting on a run queue> <timeslices>", or undefined. */
+export function parseSchedstat(text: string): { readonly cpuNs: number; readonly waitNs: number } | undefined {
   const f = text.trim().split(/\s+/);
   if (f.length !== 3) return undefined;
-  const wait = Number(f[1]);
-  return Number.isSafeInteger(wait) && wait >= 0 ? wait : undefined;
+  const cpuNs = Number(f[0]);
+  const waitNs = Number(f[1]);
+  return Number.isSafeInteger(cpuNs) && cpuNs >= 0 && Number.isSafeInteger(waitNs) && waitNs >= 0 ? { cpuNs, waitNs } : undefined;
 }
+
+/** The run-queue wait of a schedstat text, or undefined. */
+export const parseRunDelay = (text: string): number | undefined => parseSchedstat(text)?.waitNs;
 
 /** Child pids from `/proc/<pid>/task/<tid>/children` ("12 34 "). */
 export function parseChildren(text: string): string[] {
@@ -57,4 +61,14 @@ export function snapshotWait(proc = '/proc'): WaitSnapshot {
     if (w !== undefined) out.set(pid, w);
   }
   return out;
+}
+
+/**
+ * This process's main thread's own CPU in ms (its schedstat; V8's helper threads left out), or
+ * undefined where there is none. The kernel brings it up to date when the thread is switched out
+ * or at a tick. For benchmarks.
+ */
+export function mainThreadCpuMs(proc = '/proc'): number | undefined {
+  const s = parseSchedstat(readOr(`${proc}/self/task/${process.pid}/schedstat`) ?? '');
+  return s === undefined ? undefined : s.cpuNs / 1e6;
 }

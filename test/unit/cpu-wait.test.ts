@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import fc from 'fast-check';
-import { parseChildren, parseRunDelay, snapshotWait, waitBetween } from '../../src/cpu-wait.js';
+import { mainThreadCpuMs, parseChildren, parseRunDelay, parseSchedstat, snapshotWait, waitBetween } from '../../src/cpu-wait.js';
 
 void describe('cpu-wait', () => {
   void test('parseRunDelay takes the second of exactly three numbers, and nothing else', () => {
@@ -21,6 +21,19 @@ void describe('cpu-wait', () => {
       }),
     );
     fc.assert(fc.property(fc.nat(), fc.nat(), fc.nat(), (a, b, c) => parseRunDelay(`${a} ${b} ${c}\n`) === b));
+  });
+
+  void test('parseSchedstat takes CPU and wait; the main thread\'s CPU grows with work done', () => {
+    assert.deepEqual(parseSchedstat('942449 409590 2\n'), { cpuNs: 942449, waitNs: 409590 });
+    for (const bad of ['', '1 2', '-1 2 3', 'x 2 3', `${'9'.repeat(30)} 2 3`]) assert.equal(parseSchedstat(bad), undefined, bad);
+    fc.assert(fc.property(fc.nat(), fc.nat(), fc.nat(), (a, b, c) => assert.deepEqual(parseSchedstat(`${a} ${b} ${c}`), { cpuNs: a, waitNs: b })));
+    const before = mainThreadCpuMs();
+    assert.ok(before !== undefined && before > 0, 'this Linux host has schedstat for the main thread');
+    const until = Date.now() + 60;
+    while (Date.now() < until); // busy: CPU time of this thread
+    const after = mainThreadCpuMs() ?? 0;
+    assert.ok(after - before >= 20, `60 ms busy counted ${after - before} ms of CPU`);
+    assert.equal(mainThreadCpuMs('/nonexistent'), undefined);
   });
 
   void test('parseChildren keeps pids only', () => {
