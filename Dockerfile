@@ -23,9 +23,7 @@ RUN --mount=type=secret,id=npmrc,target=/root/.npmrc,required=false \
 COPY tsconfig.json ./
 COPY scripts/build.mjs ./scripts/build.mjs
 COPY src ./src
-COPY webhook ./webhook
-COPY sidecar ./sidecar
-COPY certs ./certs
+COPY cmd ./cmd
 RUN npm run build
 
 # ---- native: the helpers in native/, static ------------------------------------------------------
@@ -60,7 +58,7 @@ WORKDIR /app
 COPY --from=build /src/dist/ /app/dist/
 # The sidecar's element writer (src/dataplane/nft/element-writer.ts looks here by default).
 COPY --from=native /src/nfnl-batch /usr/local/bin/nfnl-batch
-# The injected sidecar's command starts with it (webhook/options.ts DEFAULT_SIDECAR_COMMAND).
+# The injected sidecar's command starts with it (cmd/webhook/options.ts DEFAULT_SIDECAR_COMMAND).
 COPY --from=native /src/health-listen /usr/local/bin/health-listen
 ENV NODE_ENV=production
 # iptables-legacy takes a lock file, /run/xtables.lock by default, and refuses to restore when it

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { createCA, createServingCert } from '../certs/pki.js';
+import { createCA, createServingCert } from '../cmd/certs/pki.js';
 import { admissionReview, podOfSize } from './lib/pods.js';
 import { fixedRate, keepAliveAgent, maxThroughput, timedRequest, type LoadResult, type Target } from './lib/loadgen.js';
 import { cpuMs, type Cleanup, treeSum, startProcess, stopProcess, waitForLine } from './lib/proc.js';
@@ -164,7 +164,7 @@ export const benchmark = defineBenchmark('b1', 'admission: pod injection over HT
     targets,
     notes: [
       `Method: ours is ${WEBHOOK_SERVER.description}; the no-op is bench/servers/noop-admission.ts (express.json, answers allowed: true). Each runs as its own node process on 127.0.0.1, both with LOG_LEVEL=warn (the webhook's one info line per injection is not counted), ` +
-        'with the same certificate (certs/pki.ts); answers are checked (ours must carry a patch, the no-op allowed: true); any failed request fails the benchmark. ' +
+        'with the same certificate (cmd/certs/pki.ts); answers are checked (ours must carry a patch, the no-op allowed: true); any failed request fails the benchmark. ' +
         'The load generator (bench/lib/loadgen.ts, node:https keep-alive, up to 32 connections) runs in the benchmark process: fixed rates are open-loop ' +
         '(latency counted from when each request was due, so queueing is charged); "max" keeps 16 requests in flight. The machine has 2 cores shared by the load generator, ' +
         'the server and everything else running, so p99 at high rates mostly measures scheduling; server CPU per request is the steadier figure.',

@@ -19,7 +19,7 @@
 import { createDataplane } from '../src/dataplane/apply.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
 import { render } from '../src/dataplane/incremental.js';
-import { StateFeed } from '../sidecar/state-feed.js';
+import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { iptablesRules } from '../src/dataplane/iptables-stage.js';
 import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
@@ -44,7 +44,7 @@ const ENDPOINTS = 10;
 /** nfnl-batch as scripts/build-native.sh leaves it (the image has it at the sidecar's default path). */
 const NFNL_BATCH = path.join(process.env['MULTUS_PROXY_BIN_DIR'] ?? path.join(os.homedir(), '.cache', 'multus-proxy', 'bin'), 'nfnl-batch');
 
-/** The sidecar with the iptables back end, as sidecar/main.ts makes it (spare restore processes). */
+/** The sidecar with the iptables back end, as cmd/sidecar/main.ts makes it (spare restore processes). */
 const SIDECAR: SyncSubject<DesiredState> = {
   freshNetns: (cleanup) => createClientNetns('b2', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN),
   dataplane: (netns) => createDataplane({ netns, backend: 'auto', spareRestore: true, readAhead: true, warmUp: true }),
@@ -55,7 +55,7 @@ const SIDECAR: SyncSubject<DesiredState> = {
 };
 
 /**
- * The nftables sidecar, as sidecar/main.ts makes it: spare `nft -f -`, endpoint changes through
+ * The nftables sidecar, as cmd/sidecar/main.ts makes it: spare `nft -f -`, endpoint changes through
  * the element writer (nfnl-batch), or (writer false) through `nft -f`. Its whole-table text is
  * applied raw with `nft -f`.
  */
@@ -99,7 +99,7 @@ async function netnsExecCost(cleanup: Cleanup): Promise<number> {
 
 /**
  * The sidecar's state after change g at n Services: as its runtime builds it, the informers'
- * events through its state feed (sidecar/state-feed.ts, StateMemo.step), which redoes only the
+ * events through its state feed (cmd/sidecar/state-feed.ts, StateMemo.step), which redoes only the
  * changed Service. Change g replaces one slice; g = 0 puts the loaded one back.
  */
 function sidecarStates(n: number): (g: number) => DesiredState {
@@ -171,14 +171,14 @@ export const benchmark = defineBenchmark('b2', 'sidecar rule sync (render + appl
       '(bench/lib/rule-sync-inside.ts: `ip netns exec <ns> node --import tsx bench/lib/rule-sync-worker.ts`), which builds the state and then times one side; its own start is not timed. ' +
       'So, as in a pod, no command of either side pays an `ip netns exec` ' +
       `(${fmt(nsCost)} ms per command here, measured with \`true\`; until 2026-11-27 B2 ran every command of ours and raw's one command under it). ` +
-      '"ours" is the sidecar\'s dataplane as sidecar/main.ts makes it (`createDataplane` from src/dataplane/apply.ts with no netns option and spare restore processes; nftables with the element writer, nfnl-batch), ' +
+      '"ours" is the sidecar\'s dataplane as cmd/sidecar/main.ts makes it (`createDataplane` from src/dataplane/apply.ts with no netns option and spare restore processes; nftables with the element writer, nfnl-batch), ' +
       'made before the state is built (as the sidecar makes it before its informers list), then `sync(state, {full: true})` timed from the call to its return. ' +
       'That sync is the process\'s first render (cold, as a starting sidecar\'s). ' +
       '"raw" is the rule tool alone on the very text ours applies, spawned by its own worker in its own fresh namespace: `nft -f -` (the whole table) or `iptables-restore --noflush` (IPv4). Runs alternate which of the two goes first; each side is checked to have landed every DNAT rule. ' +
       'Columns: "of which iptables-restore" is ours\'s own write (its `nft -f -`, or its IPv4 `iptables-restore`); "render + plan" is the pure part as the sync timed it (its phases: render with the start of the read-back commands before it, and the plan); ' +
       '"other commands" is the rest of ours: reading the namespace back (nftables: `nft list tables`; iptables: `iptables-save` of both families), one `ip route show table all` for both families, the `ip -batch` of the per-cluster-IP routes (beside the write), ' +
       'and on a first sync removing the other back end\'s rules, which since 2026-11-27 first asks whether it has any table here (one `nft list tables`, the /proc/net/ip*_tables_names files: src/dataplane/tables-present.ts) and runs no `iptables-save` in a namespace that never had iptables. Spread is min–max over the runs. ' +
-      'The partial sync (on the last run\'s loaded namespace, in its worker) replaces one EndpointSlice object and times what the sidecar does then: its state from the informer events (sidecar/state-feed.ts, StateMemo.step, which redoes only the changed Service) plus `sync(state, {full: false})`; ' +
+      'The partial sync (on the last run\'s loaded namespace, in its worker) replaces one EndpointSlice object and times what the sidecar does then: its state from the informer events (cmd/sidecar/state-feed.ts, StateMemo.step, which redoes only the changed Service) plus `sync(state, {full: false})`; ' +
       'for nftables the write goes through the element writer, "raw" is `nft -f -` of the same refill text.',
   );
   return {

@@ -45,7 +45,7 @@ const BARE = ['-e', 'setInterval(() => {}, 1 << 30)'];
 const FLAG_VARIANTS: readonly (readonly string[])[] = [['--single-threaded'], ['--jitless'], ['--max-old-space-size=24']];
 /** Environment added to the injected command's: the controller's and node agent's arena cap (src/memory-settings.ts), not injected. */
 const ENV_VARIANTS: readonly Readonly<Record<string, string>>[] = [{ MALLOC_ARENA_MAX: DEPLOYMENT_MALLOC_ENV['MALLOC_ARENA_MAX'] ?? '2' }];
-/** Adopted for Node 24 (webhook/options.ts SIDECAR_NODE_FLAGS); toggled so its saving stays visible. */
+/** Adopted for Node 24 (cmd/webhook/options.ts SIDECAR_NODE_FLAGS); toggled so its saving stays visible. */
 const SIZE_FLAG = '--optimize-for-size';
 const VARIANTS_AT = 1000;
 /** From this size on, each phase is also run with the cap lifted, to show what the cap saves. */

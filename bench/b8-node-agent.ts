@@ -13,16 +13,16 @@ import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
 import { apiPath } from '../src/kube/paths.js';
-import { createNodeDataplane } from '../src/node-agent/dataplane.js';
-import { hostInterfaceName } from '../src/node-agent/host-interface.js';
-import { NODE_LAYOUT, renderNode, type NodeState } from '../src/node-agent/rules.js';
-import { NODE_NFT_TABLE } from '../src/node-agent/nft-rules.js';
+import { createNodeDataplane } from '../cmd/node-agent/dataplane.js';
+import { hostInterfaceName } from '../cmd/node-agent/host-interface.js';
+import { NODE_LAYOUT, renderNode, type NodeState } from '../cmd/node-agent/rules.js';
+import { NODE_NFT_TABLE } from '../cmd/node-agent/nft-rules.js';
 import { fullText } from '../src/dataplane/nft/render.js';
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { BENCH_NAMESPACE, ENDPOINT_PREFIX_LEN, NETWORK, changedEndpointIP } from './lib/services.js';
 import { NODE_ADDRESS, NODE_NAME, benchNad, benchNode, checkedState, nodeInput, nodePortService, nodeSlice, nodeState } from './lib/node.js';
-import { NodePlanner } from '../src/node-agent/state.js';
+import { NodePlanner } from '../cmd/node-agent/state.js';
 import { replaceSlice, benchControlPlane, createServices, createSlices } from './lib/cluster.js';
 import { buildBundle, logged, timeToLine, type LogLine } from './lib/sidecar-env.js';
 import { createClientNetns } from './lib/netns.js';
@@ -65,7 +65,7 @@ type RuleKind = 'iptables' | 'nftables';
 
 /**
  * The state after change g, as the agent's runtime builds it: its NodePlanner over its informers'
- * objects, where only the changed slice is a new object (src/node-agent/state.ts).
+ * objects, where only the changed slice is a new object (cmd/node-agent/state.ts).
  */
 function nodeStates(n: number): (g: number) => NodeState {
   const loaded = nodeInput(n, ENDPOINTS);
@@ -102,8 +102,8 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup, rules
   ctx.log(`loaded ${SERVICES} NodePort Services × ${ENDPOINTS} endpoints`);
 
   const bundle = await buildBundle(cleanup, 'node-agent');
-  const argv = bundle !== undefined ? [bundle] : ['--import', 'tsx', path.join(ROOT, 'src', 'node-agent', 'main.ts')];
-  const how = bundle !== undefined ? 'a bundle of the current source (scripts/build.mjs --only node-agent)' : 'tsx (src/node-agent/main.ts)';
+  const argv = bundle !== undefined ? [bundle] : ['--import', 'tsx', path.join(ROOT, 'cmd', 'node-agent', 'main.ts')];
+  const how = bundle !== undefined ? 'a bundle of the current source (scripts/build.mjs --only node-agent)' : 'tsx (cmd/node-agent/main.ts)';
   const env = { ...process.env, NODE_NAME, KUBECONFIG: cp.kubeconfigPath, HEALTH_PORT: '19191', LOG_LEVEL: 'info', DATAPLANE_BACKEND: rules };
   const child = startProcess('setpriv', ['--bounding-set=-all,+net_admin,+net_raw', '--', process.execPath, ...argv], { netns: node.ns, cwd: ROOT, env });
   const agent = logged(child, how, 'node agent', cleanup);
@@ -174,13 +174,13 @@ export const benchmark = defineBenchmark('b8', 'node agent: NodePort rule sync v
     ],
     targets,
     notes: [
-      `Rules: the agent's own planner (src/node-agent/state.ts planNode) over ${SERVICES.toLocaleString('en')} opted-in NodePort Services (node ports 30000+, every fourth \`externalTrafficPolicy: Local\`), ` +
+      `Rules: the agent's own planner (cmd/node-agent/state.ts planNode) over ${SERVICES.toLocaleString('en')} opted-in NodePort Services (node ports 30000+, every fourth \`externalTrafficPolicy: Local\`), ` +
         `their slices (every other endpoint on this node), a macvlan NAD and the Node with its address ${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the network; the rules are NodePort frontends in nat PREROUTING plus the node's cluster-IP access in nat OUTPUT, the masquerade and filter hooks. ` +
         `Each measurement gets a fresh namespace with loopback and a veth named as the agent's interface (${hostInterfaceName(NETWORK)}) carrying the node address. ` +
         '"ours" is `createNodeDataplane().sync(state, {full: true})` (the shared apply loop, src/dataplane/apply.ts, with the node layout), timed from the call to its return; ' +
         `"raw" is \`iptables-restore --noflush\` of the very text ours applies, alone. Both run under \`ip netns exec\` (${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`); runs alternate which goes first. ` +
-        'nftables rows: the same agent with `rules: nftables` (src/node-agent/nft-rules.ts); "raw" is `nft -f -` of the very text it applies. ' +
-        "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (src/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
+        'nftables rows: the same agent with `rules: nftables` (cmd/node-agent/nft-rules.ts); "raw" is `nft -f -` of the very text it applies. ' +
+        "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (cmd/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
       `Latency: a private kube-apiserver + etcd; the agent runs in a node namespace of the test harness's topology (reaching the apiserver through the harness's relay) as ${lat.how}, under \`setpriv --bounding-set=-all,+net_admin,+net_raw\`, ` +
         `with its defaults (minimum sync interval 100 ms) and DATAPLANE_BACKEND set to each back end in turn, LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
         "Each change replaces endpoint 0 of a random Service's slice with a new address; the latency runs from just before the replace call to the timestamp of the first such line after it " +

@@ -104,7 +104,7 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
     ],
     notes: [
       'Method: a private kube-apiserver + etcd (test/harness/controlplane.ts; etcd without fsync, so a write costs less than on a real node). One controller child process per run ' +
-        '(`node --import tsx src/controller/main.ts`, leader election on, `--namespace` its own), started fresh for each run. Churn (test/controller/deletion-churn.ts): a Service `web` whose pods ' +
+        '(`node --import tsx cmd/controller/main.ts`, leader election on, `--namespace` its own), started fresh for each run. Churn (test/controller/deletion-churn.ts): a Service `web` whose pods ' +
         'alternate between 4 and 2 replicas every 400 ms; a scale-down deletes the surplus two at once without options (the pods are scheduled, so the apiserver keeps them with ' +
         'deletionTimestamp and their 30 s grace period, as for a Deployment); 1 s later the script, standing in for the kubelet, writes Ready=False and deletes the pod with grace 0. ' +
         'Both watches (pods, EndpointSlices) run in a watcher process of their own that does nothing else (test/controller/deletion-watch-proc.ts, nice -5); times are taken there on receipt. "busy": other Services whose only pod gets a new ' +

@@ -6,7 +6,7 @@
  * the stages a sync runs in-process, through the back ends' own `rules` and `plan` (the seam
  * apply-loop.ts calls), with a warm engine, one changed EndpointSlice per round:
  *
- *   state     the sidecar's state feed (sidecar/state-feed.ts) after one slice event
+ *   state     the sidecar's state feed (cmd/sidecar/state-feed.ts) after one slice event
  *   render    the shared render (resolution, routes) with its cache
  *   rules     the back end's rules of that render
  *   plan      the back end's partial plan against the previous rules
@@ -21,7 +21,7 @@
 import { createIptablesBackend } from '../src/dataplane/iptables-backend.js';
 import { createNftBackend } from '../src/dataplane/nft/backend.js';
 import { conntrackStep, render, RenderCache } from '../src/dataplane/incremental.js';
-import { StateFeed } from '../sidecar/state-feed.js';
+import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import { planConntrack } from '../src/dataplane/conntrack.js';
 import { countRules } from '../src/dataplane/rules.js';
 import { countNftRules, type NftRuleset } from '../src/dataplane/nft/render.js';

@@ -6,7 +6,7 @@
  * a probe run by hand, figures in docs/benchmarks.md ("Sidecar CPU per change").
  *
  * Per change, this thread's own CPU (schedstat: V8's helper threads left out) and wall time:
- *   state   the sidecar's state feed (sidecar/state-feed.ts) after the slice event
+ *   state   the sidecar's state feed (cmd/sidecar/state-feed.ts) after the slice event
  *   sync    Dataplane.sync({ full: false }) to its resolve: the write done
  *   after   the idle gap after it (IDLE_MS): what the sync left for later (the next spare's spawn)
  * and, per change, the mean CPU of the whole process tree (every thread of this process, the
@@ -29,7 +29,7 @@ import { fmt, summarize } from './lib/stats.js';
 import { clientInterface, CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, endpointSlice, NETWORK, service } from './lib/services.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import type * as Apply from '../src/dataplane/apply.js';
-import type * as Feed from '../sidecar/state-feed.js';
+import type * as Feed from '../cmd/sidecar/state-feed.js';
 
 const SERVICES = 2;
 const IDLE_MS = 40;
@@ -87,7 +87,7 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
   const subjects: Subject[] = [];
   for (const root of roots) {
     const apply = (await import(pathToFileURL(path.join(root, 'src/dataplane/apply.ts')).href)) as typeof Apply;
-    const feedMod = (await import(pathToFileURL(path.join(root, 'sidecar/state-feed.ts')).href)) as typeof Feed;
+    const feedMod = (await import(pathToFileURL(path.join(root, 'cmd/sidecar/state-feed.ts')).href)) as typeof Feed;
     const ns = await createClientNetns('chsmall', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN);
     const dp = apply.createDataplane({ rules: 'nftables', netns: ns, spareRestore: true, elementWriter: binary, ipv6: false });
     cleanup.add(`dataplane ${root}`, () => dp.close());

@@ -31,7 +31,7 @@ import { run, sleep, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
 import { render, RenderCache } from '../src/dataplane/incremental.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
-import { StateFeed } from '../sidecar/state-feed.js';
+import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 
 /** EW_BALLAST: a sidecar's heap at n Services, and one change's work per call. */

@@ -3,7 +3,7 @@
  * one process, alternated round by round (issue 24; not a numbered benchmark: an in-process probe
  * run by hand, figures in docs/benchmarks.md "Sidecar CPU per change"):
  *
- *   lists   what sidecar/runtime.ts did before sidecar/state-feed.ts: the informers' `list()` copies,
+ *   lists   what cmd/sidecar/runtime.ts did before cmd/sidecar/state-feed.ts: the informers' `list()` copies,
  *           ServiceCap.apply over every Service, StateMemo.update of the lists
  *   events  StateFeed.compute after the one slice event (StateMemo.step)
  *
@@ -15,8 +15,8 @@
 import os from 'node:os';
 import { StateMemo } from '../src/dataplane/incremental.js';
 import { objectKey, type V1EndpointSlice, type V1Service } from '../src/kube/types.js';
-import { ServiceCap } from '../sidecar/service-cap.js';
-import { StateFeed } from '../sidecar/state-feed.js';
+import { ServiceCap } from '../cmd/sidecar/service-cap.js';
+import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { fmt, summarize } from './lib/stats.js';
 

@@ -22,12 +22,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { loadAll } from 'js-yaml';
-import { createCA, createServingCert } from '../certs/pki.js';
+import { createCA, createServingCert } from '../cmd/certs/pki.js';
 import { apiPath } from '../src/kube/paths.js';
 import { INJECTION_ENABLED, INJECTION_LABEL } from '../src/keys.js';
 import { DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
-import { PATHS } from '../webhook/server.js';
-import { METRIC_PREFIX } from '../webhook/metrics.js';
+import { PATHS } from '../cmd/webhook/server.js';
+import { METRIC_PREFIX } from '../cmd/webhook/metrics.js';
 import { freePort } from '../test/harness/controlplane.js';
 import { benchControlPlane } from './lib/cluster.js';
 import { admissionReview, realisticPod } from './lib/pods.js';
@@ -300,7 +300,7 @@ export const benchmark = defineBenchmark('webhook-memory', 'the webhook’s priv
     targets,
     notes: [
       ...notes,
-      `Method: a private kube-apiserver + etcd; namespace ${NAMESPACE} labelled ${INJECTION_LABEL}=${INJECTION_ENABLED} with NAD ${NAD}; the webhook is a fresh bundle of webhook/main.ts with the Deployment's arguments, the ConfigMap's config.yaml and POD_NAMESPACE, reading the apiserver as admin. Per webhook: ${size.admitPerS} pod CREATE AdmissionReviews/s (bench/lib/pods.ts realisticPod, ~20 KB, new uid and name each; every answer checked for its patch) open-loop over ${size.connections} keep-alive connections, all dropped and reopened every ${size.reconnectEveryS} s; ${size.probesPerS} probes/s (/readyz?wait=4 and /healthz, 2:1) each on a new TLS connection. The soak gave each webhook ~0.05–0.1 admissions/s and 0.3 probes/s. Heap snapshots (--heapsnapshot-signal, after a full GC) after the window and ${fmt(gapMin)} min later. Load average (1 min) over the window: median ${fmt([...loadAvg].sort((a, b) => a - b)[Math.floor(loadAvg.length / 2)] ?? NaN)}, max ${fmt(Math.max(...loadAvg))}.`,
+      `Method: a private kube-apiserver + etcd; namespace ${NAMESPACE} labelled ${INJECTION_LABEL}=${INJECTION_ENABLED} with NAD ${NAD}; the webhook is a fresh bundle of cmd/webhook/main.ts with the Deployment's arguments, the ConfigMap's config.yaml and POD_NAMESPACE, reading the apiserver as admin. Per webhook: ${size.admitPerS} pod CREATE AdmissionReviews/s (bench/lib/pods.ts realisticPod, ~20 KB, new uid and name each; every answer checked for its patch) open-loop over ${size.connections} keep-alive connections, all dropped and reopened every ${size.reconnectEveryS} s; ${size.probesPerS} probes/s (/readyz?wait=4 and /healthz, 2:1) each on a new TLS connection. The soak gave each webhook ~0.05–0.1 admissions/s and 0.3 probes/s. Heap snapshots (--heapsnapshot-signal, after a full GC) after the window and ${fmt(gapMin)} min later. Load average (1 min) over the window: median ${fmt([...loadAvg].sort((a, b) => a - b)[Math.floor(loadAvg.length / 2)] ?? NaN)}, max ${fmt(Math.max(...loadAvg))}.`,
     ],
   };
 });

@@ -14,11 +14,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 /** Program name -> entry point; dist/<name>.js is what the image and the manifests run. */
 const PROGRAMS = {
-  sidecar: 'sidecar/main.ts',
-  controller: 'src/controller/main.ts',
-  webhook: 'webhook/main.ts',
-  certs: 'certs/cli.ts',
-  'node-agent': 'src/node-agent/main.ts',
+  sidecar: 'cmd/sidecar/main.ts',
+  controller: 'cmd/controller/main.ts',
+  webhook: 'cmd/webhook/main.ts',
+  certs: 'cmd/certs/cli.ts',
+  'node-agent': 'cmd/node-agent/main.ts',
 };
 
 /** Packages a program must not contain, with why. */

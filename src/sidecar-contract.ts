@@ -1,7 +1,7 @@
 /**
  * The sidecar's environment contract: the settings, the environment variable (and flag) of each,
  * and the health port. Two programs hold to it: the webhook writes these variables into the
- * container it injects, the sidecar reads them (sidecar/options.ts). Keeping it here, not in
+ * container it injects, the sidecar reads them (cmd/sidecar/options.ts). Keeping it here, not in
  * either program, is what lets neither import the other.
  */
 
@@ -38,7 +38,7 @@ export interface SidecarOptions {
   readonly annotationsFile: string | undefined;
   /**
    * At most this many Services are served per network; past it, the first ones in namespace/name
-   * order are kept (sidecar/service-cap.ts), with an Event and a metric. Bounds the sidecar's
+   * order are kept (cmd/sidecar/service-cap.ts), with an Event and a metric. Bounds the sidecar's
    * memory whatever a tenant creates on a shared network.
    */
   readonly maxServicesPerNetwork: number;
@@ -80,7 +80,7 @@ export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;
 export const DEFAULT_HEALTH_PORT = 9180;
 
 /**
- * The Events the sidecar writes on its own pod (sidecar/problems.ts, sidecar/runtime.ts); the
+ * The Events the sidecar writes on its own pod (cmd/sidecar/problems.ts, cmd/sidecar/runtime.ts); the
  * controller's `diagnose` command reads them to say whether a sidecar is synced.
  */
 export const EVENT_COMPONENT = 'multus-proxy-sidecar';

@@ -2,7 +2,7 @@
  * The sidecar as the project's image runs it, for B5: the image's Node.js binary and /app/dist
  * bundle (built by scripts/setup.sh → scripts/build-images.sh into buildah's private storage),
  * copied out once into a cache folder keyed by the image id, and the command and environment the
- * webhook injects (webhook/mutate.ts sidecarContainer with the shipped deploy/base configuration). The binary is
+ * webhook injects (cmd/webhook/mutate.ts sidecarContainer with the shipped deploy/base configuration). The binary is
  * run on the host, in the bench pod's network namespace: it is linked against Debian bookworm's
  * libraries, which match the host (checked with ldd before use).
  */
@@ -10,8 +10,8 @@ import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync 
 import os from 'node:os';
 import path from 'node:path';
 import { load } from 'js-yaml';
-import { parseOptions } from '../../webhook/options.js';
-import { launchedByHealthListen, sidecarContainer } from '../../webhook/mutate.js';
+import { parseOptions } from '../../cmd/webhook/options.js';
+import { launchedByHealthListen, sidecarContainer } from '../../cmd/webhook/mutate.js';
 import { OPTION_SOURCES } from '../../src/sidecar-contract.js';
 import { run } from './proc.js';
 import { ROOT } from './report.js';

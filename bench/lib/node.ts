@@ -2,13 +2,13 @@
  * The synthetic cluster of services.ts as the node agent sees it: the same Services as NodePort
  * (node ports 30000 + i; every fourth `externalTrafficPolicy: Local`), their slices with every
  * other endpoint on this node, a macvlan NAD and this node's Node object with its address on the
- * network. The agent's own planner (src/node-agent/state.ts) turns them into its NodeState.
+ * network. The agent's own planner (cmd/node-agent/state.ts) turns them into its NodeState.
  */
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../src/kube/types.js';
-import { planNode, type NodeInput, type NodePlan } from '../../src/node-agent/state.js';
-import { DEFAULT_MASQUERADE_MARK, type NodeState } from '../../src/node-agent/rules.js';
+import { planNode, type NodeInput, type NodePlan } from '../../cmd/node-agent/state.js';
+import { DEFAULT_MASQUERADE_MARK, type NodeState } from '../../cmd/node-agent/rules.js';
 import { ENDPOINT_PREFIX_LEN, NETWORK, endpointSlice, service } from './services.js';
 
 export const NODE_NAME = 'bench-node';

@@ -16,7 +16,7 @@ import { BENCH_NAMESPACE, clientPod } from './services.js';
 import { benchControlPlane, createPod } from './cluster.js';
 import { run, startProcess, stopProcess, type Cleanup } from './proc.js';
 import { ROOT } from './report.js';
-import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../../webhook/options.js';
+import { SIDECAR_MALLOC_ENV, SIDECAR_NODE_FLAGS } from '../../cmd/webhook/options.js';
 
 export const CLIENT_POD = 'client';
 export const SIDECAR_BUNDLE = path.join(ROOT, 'dist', 'sidecar.js');
@@ -50,7 +50,7 @@ export interface LogLine {
 
 export interface SidecarProcess {
   readonly child: ChildProcess & { output(): string };
-  /** `bundle (dist/sidecar.js)` or `tsx (sidecar/main.ts)`. */
+  /** `bundle (dist/sidecar.js)` or `tsx (cmd/sidecar/main.ts)`. */
   readonly how: string;
   /** Called with every log line from now on; returns a function that stops the calls. */
   onLine(fn: (l: LogLine) => void): () => void;
@@ -127,7 +127,7 @@ export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> 
   if (existsSync(SIDECAR_BUNDLE)) {
     return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], env: SIDECAR_MALLOC_ENV, how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z), with ${mallocText}` };
   }
-  return { argv: ['--import', 'tsx', path.join(ROOT, 'sidecar', 'main.ts')], env: SIDECAR_MALLOC_ENV, how: 'tsx (sidecar/main.ts; no bundle could be built)' };
+  return { argv: ['--import', 'tsx', path.join(ROOT, 'cmd', 'sidecar', 'main.ts')], env: SIDECAR_MALLOC_ENV, how: 'tsx (cmd/sidecar/main.ts; no bundle could be built)' };
 }
 
 export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string, cmd: SidecarCommand): SidecarProcess {

@@ -18,7 +18,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LAB
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { KubeObject, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
 import { createLogger } from '../../src/log.js';
-import { slimEndpointSlice, slimPod, slimService } from '../../sidecar/slim.js';
+import { slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
 import { BENCH_NAMESPACE, NETWORK } from '../lib/services.js';
 import { PROBE_SLICE, ZERO_COUNTS, type WatcherCounts } from '../lib/watchers-ipc.js';
 

@@ -1,6 +1,6 @@
 /**
- * B1's subject: the real webhook app (webhook/server.ts createApp + startWebhookServer, the pod
- * handler, metrics and certificate loading, wired as webhook/main.ts wires them) on 127.0.0.1.
+ * B1's subject: the real webhook app (cmd/webhook/server.ts createApp + startWebhookServer, the pod
+ * handler, metrics and certificate loading, wired as cmd/webhook/main.ts wires them) on 127.0.0.1.
  * Only the cluster lookups are replaced by answers that need no apiserver (namespace enabled,
  * native sidecars supported, NAD present), as a warm namespace cache gives in a cluster: B1
  * measures the webhook's own work, not the apiserver's.
@@ -8,12 +8,12 @@
  */
 import { INJECTION_ENABLED, INJECTION_LABEL } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
-import type { ClusterLookups } from '../../webhook/cluster.js';
-import { podHandler } from '../../webhook/handlers.js';
-import { createWebhookMetrics } from '../../webhook/metrics.js';
-import { parseOptions } from '../../webhook/options.js';
-import { createApp, PATHS, startWebhookServer } from '../../webhook/server.js';
-import { watchCertificateFiles } from '../../webhook/tls.js';
+import type { ClusterLookups } from '../../cmd/webhook/cluster.js';
+import { podHandler } from '../../cmd/webhook/handlers.js';
+import { createWebhookMetrics } from '../../cmd/webhook/metrics.js';
+import { parseOptions } from '../../cmd/webhook/options.js';
+import { createApp, PATHS, startWebhookServer } from '../../cmd/webhook/server.js';
+import { watchCertificateFiles } from '../../cmd/webhook/tls.js';
 
 /** How B1 starts this server and what it checks in each answer (an injection is a JSONPatch). */
 export const WEBHOOK_SERVER = {
@@ -21,7 +21,7 @@ export const WEBHOOK_SERVER = {
   script: 'bench/servers/webhook-admission.ts',
   path: PATHS.mutatePods,
   expect: '"patch":',
-  description: 'bench/servers/webhook-admission.ts: the real webhook app and pod handler (webhook/server.ts, webhook/handlers.ts) with in-memory cluster lookups',
+  description: 'bench/servers/webhook-admission.ts: the real webhook app and pod handler (cmd/webhook/server.ts, cmd/webhook/handlers.ts) with in-memory cluster lookups',
 };
 
 const warmCluster: ClusterLookups = {

@@ -61,7 +61,7 @@ interface ServiceEntry {
  * are searched for a missing object only when fewer were seen than last time) plus the work for
  * what changed: a changed name finds its Service objects and slices in an index, its old targets
  * by binary search, and the problems are kept per object. `step(events)` skips the pass: the
- * informers' events say which objects came and went (the sidecar's feed, sidecar/state-feed.ts),
+ * informers' events say which objects came and went (the sidecar's feed, cmd/sidecar/state-feed.ts),
  * so a one-slice change at 10,000 Services costs ~0.15 ms of CPU where update's pass over the
  * lists cost ~4 (bench/state-stage.ts). What stays O(Services) per step is a pointer copy of the
  * sorted target array (the previous state keeps its own) and the splices into it.

@@ -4,7 +4,7 @@
  *
  * - Shared: one `nft list tables` answers both the nftables back end (is our table there?) and
  *   tables-present.ts (has iptables-nft a table of ours?); a first nftables sync ran two listings.
- * - Ahead: the sidecar makes its dataplane while its informers list (sidecar/main.ts), so an
+ * - Ahead: the sidecar makes its dataplane while its informers list (cmd/sidecar/main.ts), so an
  *   nftables one starts the reads its first sync needs then (the namespace's tables, our routes;
  *   firstSyncReads), and that sync finds them done instead of starting processes beside its
  *   render (each spawn blocks this process 4–20 ms, more with a large heap on a loaded machine).

@@ -96,7 +96,7 @@ const QUICK_WATCH_END_MS = 1_000;
 /**
  * One change of the store. The stored object changes identity only with an add or update: an
  * update's `old` and a delete's `stored` are the very object last handed out, so a handler may
- * keep objects by identity (sidecar/state-feed.ts does).
+ * keep objects by identity (cmd/sidecar/state-feed.ts does).
  */
 export type Change<T> = { type: 'add'; obj: T } | { type: 'update'; obj: T; old: T } | { type: 'delete'; obj: T; stored: T };
 

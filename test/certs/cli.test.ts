@@ -4,12 +4,12 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULTS, parseCli, parseDuration } from '../../certs/cli.js';
+import { DEFAULTS, parseCli, parseDuration } from '../../cmd/certs/cli.js';
 import { useControlPlane, uniqueName } from '../harness/controlplane.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Secret } from '../../src/kube/types.js';
 
-const CLI = join(import.meta.dirname, '..', '..', 'certs', 'cli.ts');
+const CLI = join(import.meta.dirname, '..', '..', 'cmd', 'certs', 'cli.ts');
 
 function runCli(args: string[]): { status: number | null; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, ['--import', 'tsx', CLI, ...args], { encoding: 'utf8', cwd: join(import.meta.dirname, '..', '..') });

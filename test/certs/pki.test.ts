@@ -6,8 +6,8 @@ import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fetchOverTls } from './tls-client.js';
-import { createCA, createServingCert, serviceDnsNames } from '../../certs/pki.js';
-import { inspectCert, isIssuedBy, keyMatchesCert, splitPemBundle } from '../../src/certs.js';
+import { createCA, createServingCert, serviceDnsNames } from '../../cmd/certs/pki.js';
+import { inspectCert, isIssuedBy, keyMatchesCert, splitPemBundle } from '../../src/cert-info.js';
 
 function openssl(args: string[]): string {
   try {

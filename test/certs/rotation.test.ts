@@ -1,8 +1,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { createCA, createServingCert } from '../../certs/pki.js';
-import { inspectCert, isIssuedBy, splitPemBundle } from '../../src/certs.js';
-import { normalizeIp, planCertificates, type CaStore, type RotationOptions, type ServingStore } from '../../certs/rotation.js';
+import { createCA, createServingCert } from '../../cmd/certs/pki.js';
+import { inspectCert, isIssuedBy, splitPemBundle } from '../../src/cert-info.js';
+import { normalizeIp, planCertificates, type CaStore, type RotationOptions, type ServingStore } from '../../cmd/certs/rotation.js';
 import { fetchOverTls } from './tls-client.js';
 
 const DAY = 86_400_000;

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import type { RunningController } from '../../src/controller/run.js';
+import type { RunningController } from '../../cmd/controller/run.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';

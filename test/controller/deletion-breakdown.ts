@@ -1,7 +1,7 @@
 /**
  * Where a deletion's time goes: the watcher's two sightings (deletion seen, terminating endpoint
  * seen; deletion-watch.ts) joined with the controller's own "EndpointSlices written" log line for
- * the write that published it (src/controller/reconcile.ts: when it saw the change, how long the
+ * the write that published it (cmd/controller/reconcile.ts: when it saw the change, how long the
  * key queued and waited for its previous write's echo, planning, the apiserver's answer). All on
  * one machine, so the watcher's and the controller's clocks are the same clock. Pure.
  */

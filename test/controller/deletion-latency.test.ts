@@ -27,8 +27,8 @@ import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, podPath, slicePath } from './helpers.js';
 import { leaseHolder, startControllerProc, tail, type Proc } from './procs.js';
 import { interpose } from '../harness/interpose.js';
-import { parseOptions } from '../../src/controller/options.js';
-import { startController, type RunningController } from '../../src/controller/run.js';
+import { parseOptions } from '../../cmd/controller/options.js';
+import { startController, type RunningController } from '../../cmd/controller/run.js';
 import { runDeletionChurn } from './deletion-churn.js';
 
 const DELETIONS = 20;

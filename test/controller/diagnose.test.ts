@@ -16,8 +16,8 @@ import { dump, load } from 'js-yaml';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectEvent } from '../../src/kube/events.js';
 import type { V1Pod } from '../../src/kube/types.js';
-import type { RunningController } from '../../src/controller/run.js';
-import type { PodReport, Report, ServiceReport } from '../../src/controller/diagnose/report.js';
+import type { RunningController } from '../../cmd/controller/run.js';
+import type { PodReport, Report, ServiceReport } from '../../cmd/controller/diagnose/report.js';
 import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { EVENT_COMPONENT, REASON_SYNC_FAILED } from '../../src/sidecar-contract.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
@@ -48,7 +48,7 @@ void describe('controller diagnose against a real apiserver', () => {
     new Promise((done) => {
       const env = { ...process.env };
       delete env['KUBECONFIG'];
-      execFile(process.execPath, ['--import', 'tsx', 'src/controller/main.ts', 'diagnose', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => {
+      execFile(process.execPath, ['--import', 'tsx', 'cmd/controller/main.ts', 'diagnose', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => {
         const code = e === null ? 0 : typeof (e as { code?: unknown }).code === 'number' ? ((e as { code: number }).code) : -1;
         done({ code, stdout, stderr });
       });
@@ -262,7 +262,7 @@ void describe('controller diagnose against a real apiserver', () => {
       for (const c of config.contexts) c.context['namespace'] = ns;
       const file = join(dir, 'config');
       writeFileSync(file, dump(config));
-      const r = spawnSync(process.execPath, ['--import', 'tsx', 'src/controller/main.ts', 'diagnose', 'svc', 'web', '-o', 'json', '--kubeconfig', file], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/controller/main.ts', 'diagnose', 'svc', 'web', '-o', 'json', '--kubeconfig', file], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
       assert.equal(r.status, 0, r.stderr);
       assert.equal((JSON.parse(r.stdout) as ServiceReport).namespace, ns);
     } finally {

@@ -4,8 +4,8 @@
  */
 import { createKubeClient, type KubeClient } from '../../src/kube/client.js';
 import { createLogger } from '../../src/log.js';
-import { parseOptions } from '../../src/controller/options.js';
-import { startController, type RunningController } from '../../src/controller/run.js';
+import { parseOptions } from '../../cmd/controller/options.js';
+import { startController, type RunningController } from '../../cmd/controller/run.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';

@@ -1,5 +1,5 @@
 /**
- * Leader election with two real controller processes (`node --import tsx src/controller/main.ts`)
+ * Leader election with two real controller processes (`node --import tsx cmd/controller/main.ts`)
  * on one Lease: only the leader writes, the standby is ready too, takes over after `kill -9` of the
  * leader, and a leader that sees its lease taken exits at once.
  */
@@ -13,7 +13,7 @@ import { waitFor } from '../harness/wait.js';
 import { networkStatus } from '../unit/controller/fixtures.js';
 import { createPod, createService, ourSlices, sliceAddresses } from './helpers.js';
 import { leaseHolder, readyz, startControllerProc, tail, type Proc } from './procs.js';
-import { fenceWrites, LeaderElector, microTime } from '../../src/controller/leader.js';
+import { fenceWrites, LeaderElector, microTime } from '../../cmd/controller/leader.js';
 import { interpose } from '../harness/interpose.js';
 import { createLogger } from '../../src/log.js';
 

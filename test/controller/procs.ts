@@ -1,5 +1,5 @@
 /**
- * Controller processes for tests (`node --import tsx src/controller/main.ts`) with leader
+ * Controller processes for tests (`node --import tsx cmd/controller/main.ts`) with leader
  * election on, their logs collected, their health port read from the "controller started" line.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -36,7 +36,7 @@ export function startControllerProc(o: ProcOptions): Proc {
   const args = [
     '--import',
     'tsx',
-    'src/controller/main.ts',
+    'cmd/controller/main.ts',
     '--kubeconfig',
     o.kubeconfig,
     '--namespace',

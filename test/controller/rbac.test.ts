@@ -8,9 +8,9 @@ import { createKubeClient, KubeApiError, type KubeClient } from '../../src/kube/
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1ClusterRoleBinding, V1RoleBinding } from '../../src/kube/types.js';
 import { createLogger } from '../../src/log.js';
-import { parseOptions } from '../../src/controller/options.js';
-import { startController, type RunningController } from '../../src/controller/run.js';
-import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
+import { parseOptions } from '../../cmd/controller/options.js';
+import { startController, type RunningController } from '../../cmd/controller/run.js';
+import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../cmd/controller/sidecar-rbac.js';
 import { INJECTION_LABEL } from '../../src/keys.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';

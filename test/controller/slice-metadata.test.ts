@@ -21,7 +21,7 @@ import {
   SERVICE_NAME_LABEL,
   SERVICE_NETWORK_ANNOTATION,
 } from '../../src/keys.js';
-import type { RunningController } from '../../src/controller/run.js';
+import type { RunningController } from '../../cmd/controller/run.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { networkStatus, service as serviceFixture } from '../unit/controller/fixtures.js';

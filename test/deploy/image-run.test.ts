@@ -6,7 +6,7 @@
  * its own (a bridge with no address and no route on the host: nothing leaves it).
  *
  * - Each of the four bundles starts in the image (its help, or its own configuration message).
- * - The sidecar, with the securityContext the webhook injects (webhook/mutate.ts, translated to
+ * - The sidecar, with the securityContext the webhook injects (cmd/webhook/mutate.ts, translated to
  *   CRI as the kubelet does): uid 0, CapEff/CapPrm/CapBnd exactly NET_ADMIN + NET_RAW (0x3000),
  *   NoNewPrivs, a read-only root file system; iptables-nft and iptables-legacy (v4 and v6) restore
  *   and save a nat chain in the pod's network namespace; run as injected, it fails only for want
@@ -23,8 +23,8 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import type { V1Container } from '@kubernetes/client-node';
 import { binDir } from '../harness/controlplane.js';
-import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../webhook/options.js';
-import { RUN_DIR, sidecarContainer } from '../../webhook/mutate.js';
+import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../cmd/webhook/options.js';
+import { RUN_DIR, sidecarContainer } from '../../cmd/webhook/mutate.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 import { render } from '../../src/dataplane/incremental.js';
 import { fullText, renderNft } from '../../src/dataplane/nft/render.js';

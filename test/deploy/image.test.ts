@@ -22,7 +22,7 @@ import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, sta
 import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
-import { DEFAULT_SIDECAR_COMMAND, HEALTH_LISTEN } from '../../webhook/options.js';
+import { DEFAULT_SIDECAR_COMMAND, HEALTH_LISTEN } from '../../cmd/webhook/options.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
 import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';

@@ -115,10 +115,10 @@ function firstContainer(o: Rendered): ContainerLike {
   return c;
 }
 
-/** The source entry point for a bundle the manifests name (`/app/dist/controller.js` -> src/controller/main.ts). */
+/** The source entry point for a bundle the manifests name (`/app/dist/controller.js` -> cmd/controller/main.ts). */
 function entryPoint(c: ContainerLike): string {
   const bundle = /\/app\/dist\/([a-z]+)\.js$/.exec(c.command?.at(-1) ?? '')?.[1];
-  const entries: Record<string, string> = { controller: 'src/controller/main.ts', webhook: 'webhook/main.ts', certs: 'certs/cli.ts', sidecar: 'sidecar/main.ts' };
+  const entries: Record<string, string> = { controller: 'cmd/controller/main.ts', webhook: 'cmd/webhook/main.ts', certs: 'cmd/certs/cli.ts', sidecar: 'cmd/sidecar/main.ts' };
   const entry = bundle === undefined ? undefined : entries[bundle];
   if (entry === undefined) throw new Error(`unknown program ${JSON.stringify(c.command)}`);
   return entry;
@@ -412,7 +412,7 @@ void describe('webhook with its own ServiceAccount', () => {
     });
     // Serving certificate for 127.0.0.1 from the project's own certs CLI.
     const tlsDir = join(dir, 'webhook-tls');
-    const gen = new Program('certs generate', ['certs/cli.ts', 'generate', `--out=${tlsDir}`, '--ip=127.0.0.1'], {});
+    const gen = new Program('certs generate', ['cmd/certs/cli.ts', 'generate', `--out=${tlsDir}`, '--ip=127.0.0.1'], {});
     assert.equal(await gen.exit(), 0, gen.tail());
     ca = readFileSync(join(tlsDir, 'ca.crt'), 'utf8');
     // The ConfigMap, as the kubelet would mount it: one file per key.
@@ -573,7 +573,7 @@ void describe('certs bootstrap (overlays/bootstrap) with its own ServiceAccount'
 });
 
 void describe('sidecar permissions, as bound by the controller above: enough and no more', () => {
-  // What sidecar/runtime.ts issues, as the ServiceAccount of a client pod in an enabled namespace.
+  // What cmd/sidecar/runtime.ts issues, as the ServiceAccount of a client pod in an enabled namespace.
   interface Access {
     verb: string;
     group: string;

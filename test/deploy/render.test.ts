@@ -10,11 +10,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { INSTALL_NAMESPACE, INJECT_ANNOTATION, INJECTION_LABEL, INJECTION_ENABLED, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../certs/cli.js';
-import { parseOptions as parseControllerOptions } from '../../src/controller/options.js';
-import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../src/controller/sidecar-rbac.js';
+import { DEFAULTS as CERT_DEFAULTS, parseCli } from '../../cmd/certs/cli.js';
+import { parseOptions as parseControllerOptions } from '../../cmd/controller/options.js';
+import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../cmd/controller/sidecar-rbac.js';
 import { CONTROLLER_NODE_FLAGS, DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
-import { DEFAULT_SIDECAR_COMMAND, parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../webhook/options.js';
+import { DEFAULT_SIDECAR_COMMAND, parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../cmd/webhook/options.js';
 import { DEPLOY, KUSTOMIZATIONS, REPO, at, containerArgs, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
 const rendered = new Map<string, Rendered[]>();

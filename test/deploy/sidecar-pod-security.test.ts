@@ -17,7 +17,7 @@ import { KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Container, V1Pod } from '../../src/kube/types.js';
 import { INJECTION_ENABLED, INJECTION_LABEL } from '../../src/keys.js';
-import { injectSidecar } from '../../webhook/mutate.js';
+import { injectSidecar } from '../../cmd/webhook/mutate.js';
 import { SIDECAR } from '../webhook/fixtures.js';
 import { DEPLOY, render } from './kustomize.js';
 

@@ -224,10 +224,10 @@ class Scenario {
 
     r.step('Creating the webhook certificate with the project\'s certs CLI and starting the webhook');
     const certDir = join(this.res.dir, 'tls');
-    await this.runCli('certs', 'certs/cli.ts', ['generate', '--out', certDir, '--ca-dir', join(this.res.dir, 'ca'), '--ip', '127.0.0.1', '--dns', 'localhost']);
+    await this.runCli('certs', 'cmd/certs/cli.ts', ['generate', '--out', certDir, '--ca-dir', join(this.res.dir, 'ca'), '--ip', '127.0.0.1', '--dns', 'localhost']);
     const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
     const webhookPort = await freePort();
-    const webhook = startProgram(this.res, 'webhook', 'webhook/main.ts', [
+    const webhook = startProgram(this.res, 'webhook', 'cmd/webhook/main.ts', [
       '--host', '127.0.0.1', '--port', String(webhookPort),
       '--tls-cert-file', join(certDir, 'tls.crt'), '--tls-key-file', join(certDir, 'tls.key'),
       '--kubeconfig', cp.kubeconfigPath, '--sidecar-image', 'multus-proxy:demo',
@@ -242,7 +242,7 @@ class Scenario {
 
     r.step('Starting the controller');
     const healthPort = await freePort();
-    const controller = startProgram(this.res, 'controller', 'src/controller/main.ts', [
+    const controller = startProgram(this.res, 'controller', 'cmd/controller/main.ts', [
       '--kubeconfig', cp.kubeconfigPath, '--leader-elect', 'false', '--health-port', String(healthPort), '--health-host', '127.0.0.1',
     ], { ...process.env, LOG_LEVEL: 'info' });
     await waitReady(controller, `http://127.0.0.1:${healthPort}/readyz`);
@@ -306,7 +306,7 @@ class Scenario {
     // The element writer as scripts/build-native.sh builds it (the image has it at the sidecar's default path).
     const nfnlBatch = join(binDir(), 'nfnl-batch');
     const writer = existsSync(nfnlBatch) ? { ELEMENT_WRITER: nfnlBatch } : {};
-    const sidecar = startProgram(this.res, 'sidecar', 'sidecar/main.ts', [], { ...env, ...writer, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
+    const sidecar = startProgram(this.res, 'sidecar', 'cmd/sidecar/main.ts', [], { ...env, ...writer, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
       ['ip', 'netns', 'exec', clientNs.ns, 'setpriv', '--inh-caps=-all,+net_admin,+net_raw', '--ambient-caps=-all,+net_admin,+net_raw', '--bounding-set=-all,+net_admin,+net_raw', '--']);
     await this.waitReadyInNetns(sidecar, clientNs, sidecarPort);
     r.info(`sidecar ready (first sync done); env from the stored pod: POD_NAME=${env['POD_NAME'] ?? ''} POD_NAMESPACE=${env['POD_NAMESPACE'] ?? ''}`);

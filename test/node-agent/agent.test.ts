@@ -1,5 +1,5 @@
 /**
- * The node agent program itself (src/node-agent/main.ts, run with only NET_ADMIN and NET_RAW and
+ * The node agent program itself (cmd/node-agent/main.ts, run with only NET_ADMIN and NET_RAW and
  * a token of its own ServiceAccount under the install component's RBAC)
  * inside a "node" namespace of the two-node topology, against a real kube-apiserver: it reads the
  * Service, EndpointSlices, NADs and its Node, makes its interface, serves the NodePort and the
@@ -27,10 +27,10 @@ import { apiPath } from '../../src/kube/paths.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
-import { hostInterfaceName } from '../../src/node-agent/host-interface.js';
+import { hostInterfaceName } from '../../cmd/node-agent/host-interface.js';
 import { render } from '../deploy/kustomize.js';
 
-const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'node-agent', 'main.ts');
+const AGENT_MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'cmd', 'node-agent', 'main.ts');
 const HEALTH_PORT = 19190;
 const NODE_V4 = '192.168.101.250';
 const NET_B_V4 = '192.168.102.250';

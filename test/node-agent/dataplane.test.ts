@@ -20,14 +20,14 @@ import type { BackendEndpoint, ServicePortTarget } from '../../src/dataplane/mod
 import type { Dataplane } from '../../src/dataplane/apply.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import { planNode, type HealthCheck } from '../../src/node-agent/state.js';
-import { hostInterfaceFor } from '../../src/node-agent/host-interface.js';
-import { createHostInterfaces, createNodeDataplane, type HostInterfaces } from '../../src/node-agent/dataplane.js';
-import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../src/node-agent/rules.js';
+import { planNode, type HealthCheck } from '../../cmd/node-agent/state.js';
+import { hostInterfaceFor } from '../../cmd/node-agent/host-interface.js';
+import { createHostInterfaces, createNodeDataplane, type HostInterfaces } from '../../cmd/node-agent/dataplane.js';
+import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../cmd/node-agent/rules.js';
 
 const NET = { namespace: 'demo', name: 'net-a' };
 
-/** The agent's Local health-check server (src/node-agent/health-check.ts), run inside a node's namespace. */
+/** The agent's Local health-check server (cmd/node-agent/health-check.ts), run inside a node's namespace. */
 const HEALTH_SERVER_JS = `
 import { createHealthCheckServers } from ${JSON.stringify(new URL('../../src/node-agent/health-check.ts', import.meta.url).href)};
 const log = { warn: (o, m) => console.error(m, o), info() {}, error() {}, debug() {}, fatal() {}, child() { return log; } };

@@ -1,5 +1,5 @@
 /**
- * The node agent's nftables table (src/node-agent/nft-rules.ts): golden files for every rule shape
+ * The node agent's nftables table (cmd/node-agent/nft-rules.ts): golden files for every rule shape
  * (test/golden/nft-node: NodePort Cluster and Local, a node without local endpoints, no endpoints,
  * UDP with affinity, IPv6, the node's cluster-IP access, and every LoadBalancer shape: Cluster,
  * Local, endpoints only elsewhere, source ranges with and without endpoints, none admitted), a
@@ -15,8 +15,8 @@ import { fullText, partialText, type NftRuleset } from '../../src/dataplane/nft/
 import { compareTable } from '../../src/dataplane/nft/backend.js';
 import { probeNftables } from '../../src/dataplane/nft/probe.js';
 import { createExec } from '../../src/dataplane/iptables.js';
-import { renderNode, type NodeState } from '../../src/node-agent/rules.js';
-import { nodeProbeText } from '../../src/node-agent/nft-probe.js';
+import { renderNode, type NodeState } from '../../cmd/node-agent/rules.js';
+import { nodeProbeText } from '../../cmd/node-agent/nft-probe.js';
 import { LB_SAMPLE, SAMPLE } from '../unit/node-agent/node-fixtures.js';
 import { nftListingLines as normalise } from '../sidecar/render-fixtures.js';
 

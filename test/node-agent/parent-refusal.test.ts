@@ -8,8 +8,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTopology, type Node, type Topology } from '../harness/netns.js';
-import { createHostInterfaces } from '../../src/node-agent/dataplane.js';
-import { hostInterfaceFor, type HostInterface } from '../../src/node-agent/host-interface.js';
+import { createHostInterfaces } from '../../cmd/node-agent/dataplane.js';
+import { hostInterfaceFor, type HostInterface } from '../../cmd/node-agent/host-interface.js';
 
 const NET = { namespace: 'demo', name: 'macvlan1' };
 const INTERNAL_IP = '10.244.0.1';

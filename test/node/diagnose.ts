@@ -13,7 +13,7 @@ import { execFile } from 'node:child_process';
 import type { RealNode } from '../harness/node.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
-import type { PodReport, Report, ServiceReport } from '../../src/controller/diagnose/report.js';
+import type { PodReport, Report, ServiceReport } from '../../cmd/controller/diagnose/report.js';
 import { INSTALL_NAMESPACE, NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { CLIENT, ROOT, SERVICE, pods, sliceAddresses } from './cluster.js';
 import { until } from './tenant.js';

@@ -24,7 +24,7 @@ import { arrivals, burstArrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses
 import { buildOverlay } from './netservice.js';
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
 import { NFT_FAMILY } from '../../src/dataplane/nft/render.js';
-import { NODE_NFT_TABLE } from '../../src/node-agent/nft-rules.js';
+import { NODE_NFT_TABLE } from '../../cmd/node-agent/nft-rules.js';
 
 const run = promisify(execFile);
 

@@ -17,7 +17,7 @@ import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
 import type { SidecarStart } from './sidecar-starts.js';
-import { HEALTH_LISTEN } from '../../webhook/options.js';
+import { HEALTH_LISTEN } from '../../cmd/webhook/options.js';
 import { quantileSorted } from '../../bench/lib/stats.js';
 import { STAGE_COLUMNS, stageCells } from '../../bench/lib/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
@@ -35,7 +35,7 @@ import { runMetalLB } from './metallb.js';
 import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
 import { checkLoadBalancerV6, runLoadBalancerV6 } from './loadbalancer6.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
-import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
+import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;

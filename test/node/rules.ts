@@ -5,7 +5,7 @@
  * chain prefix), so they hold for both back ends.
  */
 import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nft/render.js';
-import { NODE_NFT_TABLE } from '../../src/node-agent/nft-rules.js';
+import { NODE_NFT_TABLE } from '../../cmd/node-agent/nft-rules.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import type { RealNode } from '../harness/node.js';
 

@@ -43,7 +43,7 @@ export function logTime(criLog: string, msg: string): number | undefined {
   return undefined;
 }
 
-/** sidecar/main.ts's HEALTH_LISTENING (main.ts runs the sidecar when imported). */
+/** cmd/sidecar/main.ts's HEALTH_LISTENING (main.ts runs the sidecar when imported). */
 const LISTENING = 'health port listening';
 const READY = 'first sync done; ready';
 

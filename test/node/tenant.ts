@@ -42,9 +42,9 @@ import {
 import { AGENT_NAMESPACE, AGENT_SELECTOR, agentOverlay } from './nodeport.js';
 import { buildOverlay } from './netservice.js';
 import { sidecarRules } from './rules.js';
-import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
+import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
-import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../src/controller/sidecar-rbac.js';
+import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../cmd/controller/sidecar-rbac.js';
 
 const run = promisify(execFile);
 

@@ -45,7 +45,7 @@ void describe('sidecar start with nftables forced', () => {
     // A PATH holding only node: nft (and everything else) is missing, as in an image without it.
     const bin = mkdtempSync(join(tmpdir(), 'mpx-nonft-'));
     symlinkSync(process.execPath, join(bin, 'node'));
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'sidecar/main.ts', '--backend', 'nftables'], {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/sidecar/main.ts', '--backend', 'nftables'], {
       env: { PATH: bin, POD_NAME: 'client', POD_NAMESPACE: 'demo', HOME: tmpdir() },
       encoding: 'utf8',
       timeout: 60_000,
@@ -63,7 +63,7 @@ void describe('sidecar stopped while its nftables probe runs', () => {
     writeFileSync(join(bin, 'nft'), '#!/bin/sh\nexec /bin/sleep 30\n');
     chmodSync(join(bin, 'nft'), 0o755);
     const port = await freePort();
-    const child = spawn(process.execPath, ['--import', 'tsx', 'sidecar/main.ts'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'cmd/sidecar/main.ts'], {
       env: { PATH: bin, POD_NAME: 'client', POD_NAMESPACE: 'demo', HOME: tmpdir(), HEALTH_PORT: String(port), HEALTH_HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });

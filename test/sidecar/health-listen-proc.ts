@@ -1,5 +1,5 @@
 /**
- * The sidecar's health server as sidecar/main.ts starts it (src/health.ts), for
+ * The sidecar's health server as cmd/sidecar/main.ts starts it (src/health.ts), for
  * health-listen.test.ts: waits DELAY_MS first (a slow Node.js start), serves on the socket
  * health-listen passed (or binds HEALTH_PORT itself), is ready READY_MS after serving, prints
  * "serving <port> listener=<the inherited socket> children=<the sockets a child process holds>", and on SIGTERM closes the

@@ -105,7 +105,7 @@ class World extends ServiceWorld {
 
 /**
  * The world's changes since the last call as the informers report them (one change per key whose
- * object is not the same), stepped into `memo` (StateMemo.step, as sidecar/state-feed.ts does).
+ * object is not the same), stepped into `memo` (StateMemo.step, as cmd/sidecar/state-feed.ts does).
  */
 function eventStepper(world: World): (memo: StateMemo) => StateOutput {
   let services = new Map<string, V1Service>();

@@ -18,7 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binDir } from '../harness/controlplane.js';
 import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
-import { sidecarDataplaneOptions } from '../../sidecar/dataplane-options.js';
+import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { CLIENT_BLUE, ep, nftListingLines, sampleState, target } from './render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/model.js';

@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { binDir } from '../harness/controlplane.js';
 import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
-import { createNodeDataplane } from '../../src/node-agent/dataplane.js';
-import { sidecarDataplaneOptions } from '../../sidecar/dataplane-options.js';
+import { createNodeDataplane } from '../../cmd/node-agent/dataplane.js';
+import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { BLUE, ep, target } from './render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/model.js';
@@ -76,7 +76,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
   void test('reads, nft -f and the element writer start when the dataplane is made; the first sync lists tables once and fills through the writer', async () => {
     // Spawns look PATH up when they run: every command of this dataplane goes through the shims.
     process.env['PATH'] = `${sh.dir}:${path ?? ''}`;
-    // As sidecar/main.ts makes it, in the test's namespace, with the writer's shim.
+    // As cmd/sidecar/main.ts makes it, in the test's namespace, with the writer's shim.
     let warmUps = 0;
     dp = createDataplane({ ...sidecarDataplaneOptions({ cleanup: false, iptablesBackend: 'auto', elementWriter: join(sh.dir, 'nfnl-batch') }, 'nftables'), netns: pod.ns, onWarmedUp: () => (warmUps += 1) });
     // Before any sync: the tables listing and the route listing ran, and the first sync's `nft -f -` waits for its input.

@@ -1,6 +1,6 @@
 /** A dataplane for in-process runtime tests: it records the states it is given and reports success. */
 import type { DesiredState } from '../../src/dataplane/model.js';
-import type { DataplaneSync } from '../../sidecar/runtime.js';
+import type { DataplaneSync } from '../../cmd/sidecar/runtime.js';
 
 export function recordingDataplane(states: DesiredState[]): DataplaneSync {
   return {

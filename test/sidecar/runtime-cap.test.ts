@@ -17,9 +17,9 @@ import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
 import { prom } from '../../src/metrics.js';
-import { createSidecarMetrics } from '../../sidecar/metrics.js';
-import { createSidecarRuntime, type SidecarRuntime } from '../../sidecar/runtime.js';
-import type { Say } from '../../sidecar/problems.js';
+import { createSidecarMetrics } from '../../cmd/sidecar/metrics.js';
+import { createSidecarRuntime, type SidecarRuntime } from '../../cmd/sidecar/runtime.js';
+import type { Say } from '../../cmd/sidecar/problems.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';
 import { recordingDataplane } from './recording-dataplane.js';
 

@@ -19,7 +19,7 @@ import { apiPath } from '../../src/kube/paths.js';
 import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../src/dataplane/names.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const SIDECAR_MAIN = join(ROOT, 'sidecar', 'main.ts');
+export const SIDECAR_MAIN = join(ROOT, 'cmd', 'sidecar', 'main.ts');
 
 function need(binary: string, pkg: string): void {
   try {

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { stat } from 'node:fs';
 import fc from 'fast-check';
 import { createSyncLoop, startSoon, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
-import { createSidecarMetrics } from '../../sidecar/metrics.js';
+import { createSidecarMetrics } from '../../cmd/sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
 import type { DesiredState } from '../../src/dataplane/model.js';

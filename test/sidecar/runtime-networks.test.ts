@@ -1,5 +1,5 @@
 /**
- * The sidecar runtime (sidecar/runtime.ts, in this process) against the real kube-apiserver, when
+ * The sidecar runtime (cmd/sidecar/runtime.ts, in this process) against the real kube-apiserver, when
  * the pod's networks change while the first EndpointSlice list is still out: readiness must follow
  * the informer that replaced it, not wait for the stopped one (whose `synced` never resolves).
  * The first list of the old selector is held back by a gate on the client; everything else is the
@@ -19,8 +19,8 @@ import { networkLabelValue } from '../../src/annotations/network-label.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
 import { prom } from '../../src/metrics.js';
-import { createSidecarMetrics } from '../../sidecar/metrics.js';
-import { createSidecarRuntime, type SidecarRuntime } from '../../sidecar/runtime.js';
+import { createSidecarMetrics } from '../../cmd/sidecar/metrics.js';
+import { createSidecarRuntime, type SidecarRuntime } from '../../cmd/sidecar/runtime.js';
 import { recordingDataplane } from './recording-dataplane.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 

@@ -1,5 +1,5 @@
 /**
- * The real sidecar program with DATAPLANE_BACKEND=nftables (sidecar/main.ts: the start-up probe,
+ * The real sidecar program with DATAPLANE_BACKEND=nftables (cmd/sidecar/main.ts: the start-up probe,
  * then the nftables back end), in a client namespace with only NET_ADMIN and NET_RAW, against a
  * real kube-apiserver: ready after its first sync with its table written and no iptables rules of
  * ours, connections to the cluster IP reach both backends, and an endpoint that stops being ready

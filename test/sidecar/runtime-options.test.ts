@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseOptions } from '../../sidecar/options.js';
+import { parseOptions } from '../../cmd/sidecar/options.js';
 import { DEFAULT_HEALTH_PORT } from '../../src/sidecar-contract.js';
 
 const POD = { POD_NAME: 'client-7f9', POD_NAMESPACE: 'app' };

@@ -1,5 +1,5 @@
 /**
- * The sidecar reads its own pod's annotations from the downwardAPI file (sidecar/pod-file.ts), as
+ * The sidecar reads its own pod's annotations from the downwardAPI file (cmd/sidecar/pod-file.ts), as
  * the webhook mounts it, and never asks the apiserver for pods: the client here refuses every pod
  * request, as the sidecar's RBAC now does. The file is written the way the kubelet's atomic writer
  * does it (a timestamped directory, the `..data` symlink swapped by rename), so a change is seen by
@@ -20,9 +20,9 @@ import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
 import { prom } from '../../src/metrics.js';
-import { createSidecarMetrics } from '../../sidecar/metrics.js';
-import { createSidecarRuntime, type SidecarRuntime } from '../../sidecar/runtime.js';
-import { watchAnnotationsFile } from '../../sidecar/pod-file.js';
+import { createSidecarMetrics } from '../../cmd/sidecar/metrics.js';
+import { createSidecarRuntime, type SidecarRuntime } from '../../cmd/sidecar/runtime.js';
+import { watchAnnotationsFile } from '../../cmd/sidecar/pod-file.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';
 import { recordingDataplane } from './recording-dataplane.js';
 

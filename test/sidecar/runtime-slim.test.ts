@@ -1,5 +1,5 @@
 /**
- * The informer transforms of the sidecar (sidecar/slim.ts): what they drop, what they keep, and
+ * The informer transforms of the sidecar (cmd/sidecar/slim.ts): what they drop, what they keep, and
  * that the desired state built from slimmed objects is the one built from the objects as the
  * apiserver sends them.
  */
@@ -7,7 +7,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/state.js';
 import { buildDesiredState } from '../../src/dataplane/incremental.js';
-import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from '../../sidecar/slim.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';

@@ -1,5 +1,5 @@
 /**
- * The real sidecar program (sidecar/main.ts) in a client "pod" network namespace, with only
+ * The real sidecar program (cmd/sidecar/main.ts) in a client "pod" network namespace, with only
  * NET_ADMIN and NET_RAW, against a real kube-apiserver, with the real dataplane and real traffic:
  * - /readyz answers 503 until the first complete sync, then 200, with the rules already in place;
  * - a dual-stack Service's slices become DNAT rules for both cluster IPs, and connections to the
@@ -21,7 +21,7 @@ import { httpRequests, type Pod, type Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
-import { REASON_INVALID_ANNOTATION } from '../../sidecar/problems.js';
+import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject, type StatusEntry } from './state-fixtures.js';
 import { endpointsOf, metricsText, ownedLines, probe, rulesOf, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv } from './runtime-harness.js';

@@ -1,12 +1,12 @@
 /**
- * The sidecar's state feed (sidecar/state-feed.ts): a one-endpoint change at 10,000 Services is a
+ * The sidecar's state feed (cmd/sidecar/state-feed.ts): a one-endpoint change at 10,000 Services is a
  * step of the events, with no pass over the Services. Counted, not timed: StateMemo's `work`
  * counters (objects visited by a pass over a list, Service names recomputed) and the reads of the
  * informers' lists, so the test fails if the change path becomes O(Services) again on any machine.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { StateFeed, type FeedInput } from '../../sidecar/state-feed.js';
+import { StateFeed, type FeedInput } from '../../cmd/sidecar/state-feed.js';
 import { buildDesiredState } from '../../src/dataplane/incremental.js';
 import type { PodInterface } from '../../src/dataplane/model.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';

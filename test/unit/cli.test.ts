@@ -8,12 +8,12 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { NODE_AGENT_PROGRAM } from '../../src/node-agent/options.js';
+import { NODE_AGENT_PROGRAM } from '../../cmd/node-agent/options.js';
 import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
-import { CONTROLLER_PROGRAM } from '../../src/controller/options.js';
-import { WEBHOOK_PROGRAM } from '../../webhook/options.js';
-import { SIDECAR_PROGRAM } from '../../sidecar/options.js';
-import { CERTS_PROGRAM } from '../../certs/cli.js';
+import { CONTROLLER_PROGRAM } from '../../cmd/controller/options.js';
+import { WEBHOOK_PROGRAM } from '../../cmd/webhook/options.js';
+import { SIDECAR_PROGRAM } from '../../cmd/sidecar/options.js';
+import { CERTS_PROGRAM } from '../../cmd/certs/cli.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
 
@@ -58,11 +58,11 @@ void describe('src/cli.ts', () => {
 });
 
 const PROGRAMS: [string, string, Program][] = [
-  ['controller', 'src/controller/main.ts', CONTROLLER_PROGRAM],
-  ['webhook', 'webhook/main.ts', WEBHOOK_PROGRAM],
-  ['sidecar', 'sidecar/main.ts', SIDECAR_PROGRAM],
-  ['certs', 'certs/cli.ts', CERTS_PROGRAM],
-  ['node-agent', 'src/node-agent/main.ts', NODE_AGENT_PROGRAM],
+  ['controller', 'cmd/controller/main.ts', CONTROLLER_PROGRAM],
+  ['webhook', 'cmd/webhook/main.ts', WEBHOOK_PROGRAM],
+  ['sidecar', 'cmd/sidecar/main.ts', SIDECAR_PROGRAM],
+  ['certs', 'cmd/certs/cli.ts', CERTS_PROGRAM],
+  ['node-agent', 'cmd/node-agent/main.ts', NODE_AGENT_PROGRAM],
 ];
 
 void describe('every program answers --help and exits 0', () => {
@@ -85,10 +85,10 @@ void describe('every program answers --help and exits 0', () => {
     for (const [name, entry] of PROGRAMS) assert.equal(pkg.scripts[name], `node --import tsx ${entry}`, `package.json has no script "${name}" running ${entry}`);
   });
   void test('the defaults shown are the ones parsed', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', 'webhook/main.ts', '--help'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/webhook/main.ts', '--help'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
     assert.match(r.stdout, /--port N .*default 8443\)/);
     assert.match(r.stdout, /--sidecar-health-port N .*default 9180\)/);
-    const s = spawnSync(process.execPath, ['--import', 'tsx', 'sidecar/main.ts', '-h'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
+    const s = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/sidecar/main.ts', '-h'], { cwd: root, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } });
     assert.match(s.stdout, /--drift-check-interval-ms MS .*default 60000\)/);
   });
 });

@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { firstSyncReads, readAheadExec, sharedRead } from '../../src/dataplane/read-ahead.js';
-import { sidecarDataplaneOptions } from '../../sidecar/dataplane-options.js';
+import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import type { ExecResult, SpareExec } from '../../src/dataplane/iptables.js';
 import { routesReadArgs } from '../../src/dataplane/routes.js';
 import { TABLES_LISTING } from '../../src/dataplane/tables-present.js';

@@ -11,7 +11,7 @@ import { render, RenderCache } from '../../src/dataplane/incremental.js';
 import { NftStage } from '../../src/dataplane/nft/stage.js';
 import { planNft } from '../../src/dataplane/nft/render.js';
 import { warmUpDue, warmUpRender, warmUpState, WARM_UP_SERVICES } from '../../src/dataplane/nft/warm-up.js';
-import { sidecarDataplaneOptions } from '../../sidecar/dataplane-options.js';
+import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
 import { withWarmUp } from '../../src/dataplane/with-warm-up.js';
 import { sampleState, SHAPE_STATES } from '../sidecar/render-fixtures.js';

@@ -13,14 +13,11 @@ import { compareText } from '../../src/order.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
 
-/** Program folders (relative to the repository), each built into its own bundle or binary. */
-const PROGRAMS = ['webhook', 'sidecar', 'certs', join('src', 'controller'), join('src', 'node-agent'), 'agent', 'node-agent'].filter((p) => {
-  try {
-    return statSync(join(root, p)).isDirectory();
-  } catch {
-    return false;
-  }
-});
+/** The programs, one folder each under cmd/ (each built into its own bundle). */
+const EXPECTED_PROGRAMS = ['certs', 'controller', 'node-agent', 'sidecar', 'webhook'];
+const PROGRAMS = readdirSync(join(root, 'cmd'), { withFileTypes: true })
+  .filter((e) => e.isDirectory())
+  .map((e) => join('cmd', e.name));
 
 function tsFiles(dir: string): string[] {
   const out: string[] = [];
@@ -50,7 +47,7 @@ export function importsOf(text: string): string[] {
 /** `from → to` for every import that leaves its own program for another program's folder. */
 function crossProgramImports(): string[] {
   const bad: string[] = [];
-  for (const top of ['src', ...PROGRAMS.filter((p) => !p.startsWith('src'))]) {
+  for (const top of ['src', ...PROGRAMS]) {
     for (const file of tsFiles(join(root, top))) {
       const rel = relative(root, file);
       const from = owner(rel);
@@ -76,8 +73,17 @@ void describe('layout', () => {
     ].join('\n');
     assert.deepEqual(importsOf(text), ['../sidecar/options.js', '../../certs/pki.js', './c.js', '../webhook/main.js', '../side-effect.js']);
   });
-  void test('the program folders are found (the scan is not vacuous)', () => {
-    for (const p of ['webhook', 'sidecar', 'certs', join('src', 'controller'), join('src', 'node-agent')]) assert.ok(PROGRAMS.includes(p), `${p} is missing from the program folders`);
+  void test('each program has one home, cmd/<program>/, with a main (the scan is not vacuous)', () => {
+    assert.deepEqual(PROGRAMS.map((p) => p.slice('cmd/'.length)).sort(compareText), EXPECTED_PROGRAMS);
+    for (const p of PROGRAMS) assert.ok(readdirSync(join(root, p)).some((f) => f === 'main.ts' || f === 'cli.ts'), `${p} has no main.ts or cli.ts`);
+    const strays = ['sidecar', 'webhook', 'certs', 'controller', 'node-agent'].flatMap((n) => [n, join('src', n)]).filter((p) => {
+      try {
+        return statSync(join(root, p)).isDirectory();
+      } catch {
+        return false;
+      }
+    });
+    assert.deepEqual(strays, [], 'a program lives in cmd/<program>/ only');
   });
   void test('no program folder imports another program folder, and src/ imports none', () => {
     assert.deepEqual(crossProgramImports(), [], 'move what two programs share into src/');

@@ -1,15 +1,15 @@
 /** Shared test fixtures for the webhook: a sidecar configuration, fake cluster lookups, requests, patch application. */
 import jsonpatch from 'fast-json-patch';
 import type { Operation as JsonPatchOperation } from 'fast-json-patch';
-import type { ClusterLookups, NadState } from '../../webhook/cluster.js';
-import type { NodeAgentPresence } from '../../webhook/service.js';
-import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../webhook/options.js';
-import type { AdmissionRequest, AdmissionResponse, Operation } from '../../webhook/responses.js';
+import type { ClusterLookups, NadState } from '../../cmd/webhook/cluster.js';
+import type { NodeAgentPresence } from '../../cmd/webhook/service.js';
+import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../cmd/webhook/options.js';
+import type { AdmissionRequest, AdmissionResponse, Operation } from '../../cmd/webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createCA, createServingCert } from '../../certs/pki.js';
+import { createCA, createServingCert } from '../../cmd/certs/pki.js';
 
 export const SIDECAR: SidecarConfig = {
   image: 'registry.example/multus-proxy:test',

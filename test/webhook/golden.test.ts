@@ -16,7 +16,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { podHandler } from '../../webhook/handlers.js';
+import { podHandler } from '../../cmd/webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
 

@@ -1,5 +1,5 @@
 /**
- * The webhook as a process (webhook/main.ts), configured as the Deployment configures it:
+ * The webhook as a process (cmd/webhook/main.ts), configured as the Deployment configures it:
  * --config with a sibling sidecarImage file, --tls-cert-file/--tls-key-file, --port, and a
  * kubeconfig for the apiserver. Start-up errors exit with a message; SIGTERM drains, then exits.
  */
@@ -10,12 +10,12 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { freePort, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import type { AdmissionReview } from '../../webhook/responses.js';
+import type { AdmissionReview } from '../../cmd/webhook/responses.js';
 import { httpsRequest, type Reply } from '../certs/tls-client.js';
 import { admissionRequest, applyResponse, servingPairFolder, WEBHOOK_DNS_NAME } from './fixtures.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const MAIN = join(ROOT, 'webhook', 'main.ts');
+const MAIN = join(ROOT, 'cmd', 'webhook', 'main.ts');
 
 function call(port: number, ca: string, method: string, path: string, body?: string): Promise<Reply> {
   return httpsRequest(port, WEBHOOK_DNS_NAME, ca, method, path, body);

@@ -1,10 +1,10 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseOptions, DEFAULT_MAX_BODY_BYTES, type WebhookOptions } from '../../webhook/options.js';
-import { createClusterLookups, parseServerVersion, supportsNativeSidecars } from '../../webhook/cluster.js';
+import { parseOptions, DEFAULT_MAX_BODY_BYTES, type WebhookOptions } from '../../cmd/webhook/options.js';
+import { createClusterLookups, parseServerVersion, supportsNativeSidecars } from '../../cmd/webhook/cluster.js';
 import { KubeApiError } from '../../src/kube/client.js';
 import { SIDECAR } from './fixtures.js';
-import { sidecarContainer } from '../../webhook/mutate.js';
+import { sidecarContainer } from '../../cmd/webhook/mutate.js';
 
 const CONFIG = `
 port: 9443

@@ -2,9 +2,9 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import jsonpatch from 'fast-json-patch';
-import { createPatch, escapePointerToken, jsonEqual } from '../../webhook/patch.js';
-import type { PatchOperation } from '../../webhook/responses.js';
-import { injectSidecar } from '../../webhook/mutate.js';
+import { createPatch, escapePointerToken, jsonEqual } from '../../cmd/webhook/patch.js';
+import type { PatchOperation } from '../../cmd/webhook/responses.js';
+import { injectSidecar } from '../../cmd/webhook/mutate.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import { SIDECAR } from './fixtures.js';
 

@@ -2,8 +2,8 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { decideInjection, describePod, parseInjectAnnotation, type PodDecision } from '../../src/injection-policy.js';
-import { injectSidecar, launchedByHealthListen, sidecarContainer, uniqueName } from '../../webhook/mutate.js';
-import { podHandler } from '../../webhook/handlers.js';
+import { injectSidecar, launchedByHealthListen, sidecarContainer, uniqueName } from '../../cmd/webhook/mutate.js';
+import { podHandler } from '../../cmd/webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
 

@@ -1,10 +1,10 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { defaultService, validateService } from '../../webhook/service.js';
-import { serviceDefaultingHandler, serviceValidationHandler } from '../../webhook/handlers.js';
+import { defaultService, validateService } from '../../cmd/webhook/service.js';
+import { serviceDefaultingHandler, serviceValidationHandler } from '../../cmd/webhook/handlers.js';
 import type { V1Service } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, fakeCluster } from './fixtures.js';
-import { EVENT_INTERVAL_MS, serviceEventWriter } from '../../webhook/cluster.js';
+import { EVENT_INTERVAL_MS, serviceEventWriter } from '../../cmd/webhook/cluster.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const SEL = 'k8s.v1.cni.cncf.io/service-selector';

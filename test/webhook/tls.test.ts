@@ -11,9 +11,9 @@ import { mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { createCA, createServingCert, type CertKeyPair } from '../../certs/pki.js';
-import { createApp, startWebhookServer, type WebhookServer } from '../../webhook/server.js';
-import { loadCertificatePair, watchCertificateFiles, type CertificateSource } from '../../webhook/tls.js';
+import { createCA, createServingCert, type CertKeyPair } from '../../cmd/certs/pki.js';
+import { createApp, startWebhookServer, type WebhookServer } from '../../cmd/webhook/server.js';
+import { loadCertificatePair, watchCertificateFiles, type CertificateSource } from '../../cmd/webhook/tls.js';
 import { httpsGet, loopbackLookup } from '../certs/tls-client.js';
 
 const NAME = 'multus-proxy-webhook.multus-proxy-system.svc';

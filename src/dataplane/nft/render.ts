@@ -30,7 +30,7 @@
  * name only a set of its own table); no-endpoints sets, filter-output and reject-chain stay in the
  * root. Which shard holds a Service port is a pure function of its chain name and S.
  *
- * The node agent's table is src/node-agent/nft-rules.ts, from the same parts (never sharded).
+ * The node agent's table is cmd/node-agent/nft-rules.ts, from the same parts (never sharded).
  *
  * Affinity refreshes its timeout on every new connection that uses it (kube-proxy's nftables
  * behaviour); the iptables back end's `recent --rcheck` counts from the last new choice instead.

@@ -5,7 +5,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { injectedOnHost, missingLibraries, parseImageList } from '../../../bench/lib/image-runtime.js';
-import { sidecarContainer } from '../../../webhook/mutate.js';
+import { sidecarContainer } from '../../../cmd/webhook/mutate.js';
 import { SIDECAR } from '../../webhook/fixtures.js';
 
 void describe('B5 image runtime', () => {

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { OPEN_POLICY, refusedAddress } from '../../../src/controller/address-policy.js';
+import { OPEN_POLICY, refusedAddress } from '../../../cmd/controller/address-policy.js';
 import { parseIp } from '../../../src/annotations/ip.js';
 import { parseNadIpam } from '../../../src/annotations/nad-ipam.js';
 

@@ -6,13 +6,13 @@
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { diagnosePod, type PodFacts } from '../../../src/controller/diagnose/pod.js';
-import { diagnoseService, type NadFact, type ServiceFacts } from '../../../src/controller/diagnose/service.js';
-import { renderReport } from '../../../src/controller/diagnose/render.js';
-import { parseDiagnoseArgs } from '../../../src/controller/diagnose/command.js';
-import type { Finding, Report } from '../../../src/controller/diagnose/report.js';
-import { planSlices } from '../../../src/controller/plan.js';
-import { readServiceSpec } from '../../../src/controller/service-spec.js';
+import { diagnosePod, type PodFacts } from '../../../cmd/controller/diagnose/pod.js';
+import { diagnoseService, type NadFact, type ServiceFacts } from '../../../cmd/controller/diagnose/service.js';
+import { renderReport } from '../../../cmd/controller/diagnose/render.js';
+import { parseDiagnoseArgs } from '../../../cmd/controller/diagnose/command.js';
+import type { Finding, Report } from '../../../cmd/controller/diagnose/report.js';
+import { planSlices } from '../../../cmd/controller/plan.js';
+import { readServiceSpec } from '../../../cmd/controller/service-spec.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../../src/kube/types.js';
 import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../../src/keys.js';
 import { DEFAULT_HEALTH_PORT, REASON_SERVICE_CAP_REACHED, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../../src/sidecar-contract.js';

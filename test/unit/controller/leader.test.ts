@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { abortAt, fenceWrites, leaseDecision, leaseSpec, mayWriteAt, microTime, observe, type WriteFence } from '../../../src/controller/leader.js';
+import { abortAt, fenceWrites, leaseDecision, leaseSpec, mayWriteAt, microTime, observe, type WriteFence } from '../../../cmd/controller/leader.js';
 import type { KubeClient } from '../../../src/kube/client.js';
 import type { V1Lease } from '../../../src/kube/types.js';
 

@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { legacySliceServiceKey, legacySlicesToRemove, removalMessage } from '../../../src/controller/migration.js';
+import { legacySliceServiceKey, legacySlicesToRemove, removalMessage } from '../../../cmd/controller/migration.js';
 import type { V1EndpointSlice, V1Service } from '../../../src/kube/types.js';
 import { service } from './fixtures.js';
 

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { nextConditions, planNetService, readNetServiceSpec, readyCondition, resolveNetAttachDef, type NetService } from '../../../src/controller/netservice.js';
+import { nextConditions, planNetService, readNetServiceSpec, readyCondition, resolveNetAttachDef, type NetService } from '../../../cmd/controller/netservice.js';
 import { networkKey } from '../../../src/annotations/service-network.js';
 import type { V1Service } from '../../../src/kube/types.js';
 import { assertWellFormed, RUNS } from '../annotations/arbitraries.js';

@@ -1,8 +1,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { planSlices, isEmptyDiff, type SliceDiff, type PlanInput } from '../../../src/controller/plan.js';
-import { readServiceSpec } from '../../../src/controller/service-spec.js';
+import { planSlices, isEmptyDiff, type SliceDiff, type PlanInput } from '../../../cmd/controller/plan.js';
+import { readServiceSpec } from '../../../cmd/controller/service-spec.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import { networkStatus, pod, service } from './fixtures.js';

@@ -2,7 +2,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { matchesSelector, parseLabelSelector, type LabelSelector, type Operator, type Requirement } from '../../../src/annotations/label-selector.js';
-import { PodIndex, SelectorIndex } from '../../../src/controller/pod-index.js';
+import { PodIndex, SelectorIndex } from '../../../cmd/controller/pod-index.js';
 import { formatInputError } from '../../../src/result.js';
 import type { V1Pod } from '../../../src/kube/types.js';
 import { pod } from './fixtures.js';

@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { WorkQueue } from '../../../src/controller/queue.js';
+import { WorkQueue } from '../../../cmd/controller/queue.js';
 
 void describe('WorkQueue', () => {
   void test('a key added many times while waiting is processed once, in first-added order', async () => {

@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { namespaceChangeMatters, podChangeMatters } from '../../../src/controller/rbac-controller.js';
+import { namespaceChangeMatters, podChangeMatters } from '../../../cmd/controller/rbac-controller.js';
 import { INJECTION_LABEL } from '../../../src/keys.js';
 import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
 

@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { desiredSidecarRbac, injectedAccounts, planRbac, rbacFailureMessage, SIDECAR_POD_ROLE, SIDECAR_ROLE, type RbacActual } from '../../../src/controller/sidecar-rbac.js';
+import { desiredSidecarRbac, injectedAccounts, planRbac, rbacFailureMessage, SIDECAR_POD_ROLE, SIDECAR_ROLE, type RbacActual } from '../../../cmd/controller/sidecar-rbac.js';
 import { KubeApiError } from '../../../src/kube/client.js';
 import type { V1ClusterRoleBinding, V1Namespace, V1Pod, V1RoleBinding } from '../../../src/kube/types.js';
 

@@ -1,8 +1,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { HEADLESS_LABEL, podTriggerMs, sliceLabels, triggerTimeMs } from '../../../src/controller/slice-metadata.js';
-import { planSlices } from '../../../src/controller/plan.js';
+import { HEADLESS_LABEL, podTriggerMs, sliceLabels, triggerTimeMs } from '../../../cmd/controller/slice-metadata.js';
+import { planSlices } from '../../../cmd/controller/plan.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, SERVICE_NAME_LABEL } from '../../../src/keys.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../../src/kube/types.js';
 import { networkStatus, pod, service } from './fixtures.js';

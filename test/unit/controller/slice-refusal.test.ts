@@ -6,9 +6,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { describeSlice, isolateEndpoints, namedEndpoints, refusalMessage } from '../../../src/controller/slice-refusal.js';
-import { Reconciler, RetryableWriteError } from '../../../src/controller/reconcile.js';
-import { createControllerMetrics } from '../../../src/controller/metrics.js';
+import { describeSlice, isolateEndpoints, namedEndpoints, refusalMessage } from '../../../cmd/controller/slice-refusal.js';
+import { Reconciler, RetryableWriteError } from '../../../cmd/controller/reconcile.js';
+import { createControllerMetrics } from '../../../cmd/controller/metrics.js';
 import { KubeApiError, type KubeClient } from '../../../src/kube/client.js';
 import type { V1Endpoint, V1EndpointSlice, V1Service } from '../../../src/kube/types.js';
 import { createLogger } from '../../../src/log.js';

@@ -1,10 +1,10 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { podEndpoints } from '../../../src/controller/pod-endpoints.js';
-import { podChangeMatters } from '../../../src/controller/reconcile.js';
-import { nadChanged, slimNad, slimNamespace, slimNode, slimPod } from '../../../src/controller/slim.js';
-import { isInjectionEnabled } from '../../../src/controller/sidecar-rbac.js';
+import { podEndpoints } from '../../../cmd/controller/pod-endpoints.js';
+import { podChangeMatters } from '../../../cmd/controller/reconcile.js';
+import { nadChanged, slimNad, slimNamespace, slimNode, slimPod } from '../../../cmd/controller/slim.js';
+import { isInjectionEnabled } from '../../../cmd/controller/sidecar-rbac.js';
 import { INJECTION_ENABLED, INJECTION_LABEL, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
 import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
 import { networkStatus, pod, service } from './fixtures.js';

@@ -1,8 +1,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { readServiceSpec } from '../../../src/controller/service-spec.js';
-import { parseDuration, parseOptions } from '../../../src/controller/options.js';
-import { podChangeMatters } from '../../../src/controller/reconcile.js';
+import { readServiceSpec } from '../../../cmd/controller/service-spec.js';
+import { parseDuration, parseOptions } from '../../../cmd/controller/options.js';
+import { podChangeMatters } from '../../../cmd/controller/reconcile.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import { networkStatus, pod, service } from './fixtures.js';
 

@@ -1,7 +1,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { SliceTracker } from '../../../src/controller/tracker.js';
-import { RateLimiter, warningEvent } from '../../../src/controller/events.js';
+import { SliceTracker } from '../../../cmd/controller/tracker.js';
+import { RateLimiter, warningEvent } from '../../../cmd/controller/events.js';
 import type { V1EndpointSlice } from '../../../src/kube/types.js';
 import { service } from './fixtures.js';
 

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { addressFromRange, nodeAddressesFor, parseAddressRanges, parseNodeAddresses } from '../../../src/node-agent/addresses.js';
+import { addressFromRange, nodeAddressesFor, parseAddressRanges, parseNodeAddresses } from '../../../cmd/node-agent/addresses.js';
 import { bigIntToIp, ipToBigInt } from '../../../src/annotations/ip.js';
 import { formatInputError } from '../../../src/result.js';
 import { assertWellFormed, expectErr, expectOk, mutated, pathological, RUNS } from '../annotations/arbitraries.js';

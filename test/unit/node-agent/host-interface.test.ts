@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { aliasFor, bridgePortName, hostInterfaceFor, hostInterfaceName, isOurs, parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface } from '../../../src/node-agent/host-interface.js';
+import { aliasFor, bridgePortName, hostInterfaceFor, hostInterfaceName, isOurs, parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface } from '../../../cmd/node-agent/host-interface.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 
 const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);

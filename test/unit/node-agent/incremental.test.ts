@@ -1,5 +1,5 @@
 /**
- * Property tests for the node agent's incremental paths: NodePlanner.update (src/node-agent/state.ts)
+ * Property tests for the node agent's incremental paths: NodePlanner.update (cmd/node-agent/state.ts)
  * must return what a from-scratch planNode returns for the same objects, and renderNode with a
  * NodeRenderCache what an uncached renderNode returns (its nftables table and change included; and so every restore plan and conntrack
  * flush), over random sequences of the informer events an agent sees: Services (ClusterIP and
@@ -16,8 +16,8 @@ import { planRestore } from '../../../src/dataplane/restore.js';
 import { planConntrack } from '../../../src/dataplane/conntrack.js';
 import { conntrackScope } from '../../../src/dataplane/incremental.js';
 import type { Rendered } from '../../../src/dataplane/model.js';
-import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../src/node-agent/state.js';
-import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../src/node-agent/rules.js';
+import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../cmd/node-agent/state.js';
+import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../cmd/node-agent/rules.js';
 import { serviceObject, sliceObject, type EndpointSpec } from '../../sidecar/state-fixtures.js';
 import { comparable, rng, ServiceWorld } from '../../harness/property.js';
 import { fullText, partialText } from '../../../src/dataplane/nft/render.js';

@@ -3,7 +3,7 @@
  * ends (rules.test.ts for iptables, test/node-agent/nft-rules.test.ts for nftables).
  */
 import type { BackendEndpoint, ServicePortTarget } from '../../../src/dataplane/model.js';
-import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../../src/node-agent/rules.js';
+import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../../cmd/node-agent/rules.js';
 
 export const NET = { namespace: 'demo', name: 'net-a' };
 export const ep = (ip: string, port = 8080, over: Partial<BackendEndpoint> = {}): BackendEndpoint => ({ ip, port, ready: true, serving: true, terminating: false, ...over });

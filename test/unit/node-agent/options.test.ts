@@ -1,6 +1,6 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { HELP, parseNodeAgentOptions } from '../../../src/node-agent/options.js';
+import { HELP, parseNodeAgentOptions } from '../../../cmd/node-agent/options.js';
 
 void describe('node agent options', () => {
   void test('defaults, with NODE_NAME from the downward API', () => {

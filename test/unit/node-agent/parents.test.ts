@@ -8,7 +8,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fc from 'fast-check';
-import { annotateParentCommand, chooseParent, parentNotConfiguredMessage, parseNodeParents } from '../../../src/node-agent/parents.js';
+import { annotateParentCommand, chooseParent, parentNotConfiguredMessage, parseNodeParents } from '../../../cmd/node-agent/parents.js';
 import { checkInterfaceName } from '../../../src/annotations/names.js';
 import { NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
 import { formatInputError } from '../../../src/result.js';

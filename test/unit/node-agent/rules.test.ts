@@ -10,7 +10,7 @@ import { routeBatch } from '../../../src/dataplane/routes.js';
 import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.js';
 import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
 import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
-import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode as renderNodeRules, type NodeState } from '../../../src/node-agent/rules.js';
+import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode as renderNodeRules, type NodeState } from '../../../cmd/node-agent/rules.js';
 import { withIptables } from '../../harness/property.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 import { ep, LB_SAMPLE, lbt, NET, SAMPLE } from './node-fixtures.js';

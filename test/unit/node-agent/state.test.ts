@@ -7,9 +7,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
-import { planNode, type NodeInput } from '../../../src/node-agent/state.js';
-import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../src/node-agent/host-interface.js';
-import { DEFAULT_MASQUERADE_MARK } from '../../../src/node-agent/rules.js';
+import { planNode, type NodeInput } from '../../../cmd/node-agent/state.js';
+import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../cmd/node-agent/host-interface.js';
+import { DEFAULT_MASQUERADE_MARK } from '../../../cmd/node-agent/rules.js';
 
 const nad = (name: string, config: unknown, annotations: Record<string, string> = {}): NetworkAttachmentDefinition => ({
   metadata: { name, namespace: 'demo', annotations },

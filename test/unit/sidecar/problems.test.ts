@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { ProblemState, REASON_INVALID_ANNOTATION, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../../sidecar/problems.js';
+import { ProblemState, REASON_INVALID_ANNOTATION, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../../cmd/sidecar/problems.js';
 
 void test('a bad annotation value is told once per distinct value, and again after it was fixed and broke again', () => {
   const p = new ProblemState(60_000);

@@ -1,7 +1,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { ServiceCap } from '../../../sidecar/service-cap.js';
+import { ServiceCap } from '../../../cmd/sidecar/service-cap.js';
 import { serviceObject } from '../../sidecar/state-fixtures.js';
 import type { V1Service } from '../../../src/kube/types.js';
 

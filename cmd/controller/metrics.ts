@@ -1,0 +1,65 @@
+/**
+ * The controller's Prometheus metrics, on the process registry from src/metrics.ts.
+ */
+import { FINE_SECONDS_BUCKETS, prom, type Registry } from '../../src/metrics.js';
+
+export interface ControllerMetrics {
+  /** Reconciles by result: `unchanged` (no write), `written`, `invalid` (bad Service input), `stale` (cache behind our writes), `error`. */
+  readonly reconciles: prom.Counter<'result'>;
+  /** Errors by where they happened (`reconcile`, `rbac`, `event`, `leader`). */
+  readonly errors: prom.Counter<'stage'>;
+  readonly queueDepth: prom.Gauge;
+  readonly reconcileDuration: prom.Histogram;
+  /** From the informer event that changed a pod or Service to the slice write it caused. */
+  readonly changeToWrite: prom.Histogram;
+  /** Slice writes by verb (create, update, delete). */
+  readonly sliceWrites: prom.Counter<'verb'>;
+  /** Slice writes the apiserver refused as invalid (422), by verb (create, update); each is also a Warning `SliceRefused`. */
+  readonly sliceWritesRefused: prom.Counter<'verb'>;
+  /** Pods left out of slices by reason (counted when reported, with the same rate limit as the Event). */
+  readonly podsSkipped: prom.Counter<'reason'>;
+  readonly leader: prom.Gauge;
+}
+
+export function createControllerMetrics(registry: Registry): ControllerMetrics {
+  const p = 'multus_proxy_controller';
+  return {
+    reconciles: new prom.Counter({ name: `${p}_reconciles_total`, help: 'Service reconciles by result', labelNames: ['result'], registers: [registry] }),
+    errors: new prom.Counter({ name: `${p}_errors_total`, help: 'Errors by stage', labelNames: ['stage'], registers: [registry] }),
+    queueDepth: new prom.Gauge({ name: `${p}_queue_depth`, help: 'Service keys waiting in the work queue', registers: [registry] }),
+    reconcileDuration: new prom.Histogram({
+      name: `${p}_reconcile_duration_seconds`,
+      help: 'Time to reconcile one Service, writes included',
+      buckets: FINE_SECONDS_BUCKETS,
+      registers: [registry],
+    }),
+    changeToWrite: new prom.Histogram({
+      name: `${p}_change_to_slice_write_seconds`,
+      help: 'Latency from a pod or Service change seen by the informer to the EndpointSlice write it caused',
+      buckets: FINE_SECONDS_BUCKETS,
+      registers: [registry],
+    }),
+    sliceWrites: new prom.Counter({ name: `${p}_slice_writes_total`, help: 'EndpointSlice writes by verb', labelNames: ['verb'], registers: [registry] }),
+    sliceWritesRefused: new prom.Counter({ name: `${p}_slice_writes_refused_total`, help: 'EndpointSlice writes the apiserver refused as invalid (422), by verb', labelNames: ['verb'], registers: [registry] }),
+    podsSkipped: new prom.Counter({ name: `${p}_pods_skipped_total`, help: 'Pods left out of slices, by reason', labelNames: ['reason'], registers: [registry] }),
+    leader: new prom.Gauge({ name: `${p}_leader`, help: '1 while this replica holds the leader lease', registers: [registry] }),
+  };
+}
+
+/**
+ * Requests this replica sent to the apiserver, by verb (get, list, watch, create, update, patch,
+ * delete), read from the client at scrape time: shows apiserver load, and lets a test count the
+ * writes a cut-off leader attempts.
+ */
+export function registerKubeRequests(registry: Registry, requestCount: () => { [verb: string]: number }): void {
+  new prom.Counter({
+    name: 'multus_proxy_controller_kube_requests_total',
+    help: 'Requests sent to the apiserver, by verb',
+    labelNames: ['verb'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [verb, n] of Object.entries(requestCount())) this.inc({ verb }, n);
+    },
+  });
+}

@@ -1,0 +1,105 @@
+/**
+ * Informer transforms for the controller's pod, node and namespace caches (like cmd/sidecar/slim.ts
+ * for the sidecar): keep only what the controller reads, so a cluster's pods do not sit in its
+ * heap with managedFields, env, volumes and the like. `podChangeMatters` (reconcile.ts) lists
+ * everything read from a pod; anything added there must be kept here too
+ * (test/unit/controller/slim.test.ts compares planner inputs from full and slim pods).
+ *
+ * Kept:
+ * - Pod: name, namespace, uid, resourceVersion, labels, deletionTimestamp and
+ *   deletionGracePeriodSeconds, the network-status annotation; spec nodeName, hostname, subdomain,
+ *   containers' and initContainers' name, restartPolicy and ports; status phase and conditions'
+ *   type and status (readiness), the Ready condition's lastTransitionTime (trigger time).
+ * - Node: name, resourceVersion, labels (the zone label).
+ * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
+ * - NAD: name, namespace, resourceVersion, the service-namespaces annotation, and its spec.config's
+ *   IPAM range, parsed once here (the config itself is dropped).
+ */
+import { NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../../src/keys.js';
+import { parseIp } from '../../src/annotations/ip.js';
+import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
+import type { InputError, Result } from '../../src/result.js';
+import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../../src/kube/types.js';
+
+type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
+
+function meta(m: V1ObjectMeta | undefined, annotation?: string): V1ObjectMeta {
+  const value = annotation === undefined ? undefined : m?.annotations?.[annotation];
+  return {
+    name: m?.name,
+    namespace: m?.namespace,
+    uid: m?.uid,
+    resourceVersion: m?.resourceVersion,
+    labels: m?.labels,
+    annotations: value === undefined || annotation === undefined ? undefined : { [annotation]: value },
+    deletionTimestamp: m?.deletionTimestamp,
+    // With the timestamp, when the deletion was asked for (the slices' trigger time).
+    deletionGracePeriodSeconds: m?.deletionGracePeriodSeconds,
+  };
+}
+
+function container(c: Container): Container {
+  return { name: c.name, restartPolicy: c.restartPolicy, ports: c.ports?.map((p) => ({ name: p.name, containerPort: p.containerPort, protocol: p.protocol })) };
+}
+
+export function slimPod(p: V1Pod): V1Pod {
+  return {
+    metadata: meta(p.metadata, NETWORK_STATUS_ANNOTATION),
+    spec: {
+      nodeName: p.spec?.nodeName,
+      // The sidecar RBAC binds the ServiceAccounts of injected pods (cmd/controller/sidecar-rbac.ts).
+      serviceAccountName: p.spec?.serviceAccountName,
+      hostname: p.spec?.hostname,
+      subdomain: p.spec?.subdomain,
+      containers: (p.spec?.containers ?? []).map(container),
+      initContainers: p.spec?.initContainers?.map(container),
+    },
+    status: {
+      phase: p.status?.phase,
+      // The Ready condition's lastTransitionTime is the pod's trigger time for our slices.
+      conditions: p.status?.conditions?.map((c) => (c.type === 'Ready' ? { type: c.type, status: c.status, lastTransitionTime: c.lastTransitionTime } : { type: c.type, status: c.status })),
+    },
+  };
+}
+
+/** A NAD as the controller reads it: who it is shared with, and the range its IPAM hands out. */
+export interface SlimNad extends KubeObject {
+  readonly ipam: Result<NadIpam, InputError>;
+}
+
+/** Its name, its service-namespaces annotation and its parsed IPAM range. */
+export function slimNad(n: KubeObject): SlimNad {
+  const config = (n as { spec?: { config?: unknown } }).spec?.config;
+  return { metadata: meta(n.metadata, SERVICE_NAMESPACES_ANNOTATION), ipam: parseNadIpam(config) };
+}
+
+/** Whether a NAD changed in what the controller reads (sharing or IPAM range): every Service is planned again. */
+export function nadChanged(n: SlimNad, old: SlimNad): boolean {
+  return n.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] !== old.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] || JSON.stringify(n.ipam) !== JSON.stringify(old.ipam);
+}
+
+/** Labels (the zone) and status.addresses (pods may not claim them). */
+export function slimNode(n: KubeObject): KubeObject {
+  const addresses = nodeAddressList(n);
+  const out: KubeObject & { status?: { addresses: { address: string }[] } } = { metadata: meta(n.metadata) };
+  if (addresses.length > 0) out.status = { addresses: addresses.map((address) => ({ address })) };
+  return out;
+}
+
+/** A Node's status.addresses that are IPs, normalised as network-status addresses are (host names dropped). */
+export function nodeAddressList(n: KubeObject): string[] {
+  const raw = (n as { status?: { addresses?: unknown } }).status?.addresses;
+  if (!Array.isArray(raw)) return [];
+  const out: string[] = [];
+  for (const a of raw as unknown[]) {
+    const text = typeof a === 'object' && a !== null ? (a as { address?: unknown }).address : undefined;
+    if (typeof text !== 'string') continue;
+    const ip = parseIp(text);
+    if (ip.ok && ip.value.prefix === undefined && !out.includes(ip.value.address)) out.push(ip.value.address);
+  }
+  return out.sort();
+}
+
+export function slimNamespace(n: V1Namespace): V1Namespace {
+  return { metadata: meta(n.metadata), status: { phase: n.status?.phase } };
+}

@@ -1,0 +1,126 @@
+/**
+ * The three admission endpoints, each: request -> (lookups) -> pure decision -> pure mutation ->
+ * patch -> response, plus an outcome and reason for metrics and logs. No HTTP here (server.ts).
+ */
+import { NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { networkKey } from '../../src/annotations/service-network.js';
+import { nadSharedWith } from '../../src/annotations/nad-sharing.js';
+import type { V1Pod, V1Service } from '../../src/kube/types.js';
+import type { Logger } from '../../src/log.js';
+import type { ClusterLookups } from './cluster.js';
+import type { Outcome } from './metrics.js';
+import { injectSidecar } from './mutate.js';
+import type { PodSecurityLevel, SidecarConfig } from './options.js';
+import { createPatch } from './patch.js';
+import { decideInjection, describePod, type PodDecision } from '../../src/injection-policy.js';
+import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
+import { defaultService, describeService, nodeAgentProblem, validateService } from './service.js';
+
+export interface Handled {
+  readonly response: AdmissionResponse;
+  readonly outcome: Outcome;
+  readonly reason: string;
+}
+
+export type Handler = (req: AdmissionRequest) => Promise<Handled>;
+
+/** Writes a Warning Event about a Service (the webhook's only write; unset: warnings only). */
+export type ServiceEventWriter = (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void>;
+
+/** Event reason on a LoadBalancer or NodePort Service the node agent cannot serve (no agent, or none ready). */
+export const REASON_NODE_AGENT_MISSING = 'NodeAgentMissing';
+
+export interface HandlerDeps {
+  readonly cluster: ClusterLookups;
+  readonly events?: ServiceEventWriter;
+  readonly sidecar: SidecarConfig;
+  /** The cluster's Pod Security level for namespaces without the enforce label (unset: privileged). */
+  readonly podSecurityDefault?: PodSecurityLevel;
+  readonly logger?: Logger;
+}
+
+function requestNamespace(req: AdmissionRequest, obj: { metadata?: { namespace?: string } }): string {
+  return req.namespace ?? obj.metadata?.namespace ?? '';
+}
+
+export function podHandler(deps: HandlerDeps): Handler {
+  return async (req) => {
+    const pod = req.object as V1Pod;
+    const namespace = requestNamespace(req, pod);
+    // The namespace is only read for its PodSecurity level, so only for a pod that may get the
+    // sidecar. Its injection label is not checked: the namespaceSelector sent only enabled ones.
+    const annotations = pod.metadata?.annotations ?? {};
+    const candidate = req.operation === 'CREATE' && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
+    const labels = candidate ? await deps.cluster.namespaceLabels(namespace) : undefined;
+    const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort, ...(deps.podSecurityDefault !== undefined ? { podSecurityDefault: deps.podSecurityDefault } : {}) });
+    const object = describePod(pod, namespace);
+    switch (decision.action) {
+      case 'skip':
+        // An inherited pod left without its sidecar is worth an info line; routine skips are not.
+        if (decision.warnings.length > 0) deps.logger?.info({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod admitted without the sidecar');
+        else deps.logger?.debug({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod not injected');
+        return { response: allowed(req.uid, decision.warnings), outcome: 'skipped', reason: decision.reason };
+      case 'deny':
+        deps.logger?.info({ object, reason: decision.reason, message: decision.message, uid: req.uid }, 'pod denied');
+        return { response: denied(req.uid, decision.code, decision.message), outcome: 'denied', reason: decision.reason };
+      case 'inject': {
+        const mode = deps.sidecar.mode;
+        const native = mode === 'native' || (mode === 'auto' && (await deps.cluster.nativeSidecarsSupported()));
+        const ops = createPatch(pod, injectSidecar(pod, deps.sidecar, native));
+        deps.logger?.info({ object, native, networks: decision.networks.map(networkKey), uid: req.uid, dryRun: req.dryRun === true }, 'sidecar injected');
+        return { response: patched(req.uid, ops), outcome: 'injected', reason: native ? 'native' : 'regular' };
+      }
+    }
+  };
+}
+
+export function serviceDefaultingHandler(deps: Partial<HandlerDeps> = {}): Handler {
+  return async (req) => {
+    const svc = req.object as V1Service;
+    const { service, labelAdded } = defaultService(svc);
+    if (!labelAdded) return { response: allowed(req.uid), outcome: 'allowed', reason: 'unchanged' };
+    deps.logger?.debug({ object: describeService(svc, requestNamespace(req, svc)), uid: req.uid }, 'proxy-name label added');
+    return { response: patched(req.uid, createPatch(svc, service)), outcome: 'patched', reason: 'label-added' };
+  };
+}
+
+export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger' | 'events'>): Handler {
+  return async (req) => {
+    const svc = req.object as V1Service;
+    const namespace = requestNamespace(req, svc);
+    const verdict = validateService(svc, namespace);
+    if (!verdict.allowed) {
+      deps.logger?.info({ object: describeService(svc, namespace), reason: verdict.reason, message: verdict.message, uid: req.uid }, 'service denied');
+      return { response: denied(req.uid, verdict.code, verdict.message), outcome: 'denied', reason: verdict.reason };
+    }
+    const lookups = await Promise.all(verdict.networks.map(async (ref) => ({ ref, nad: await deps.cluster.nadExists(ref) })));
+    // Another namespace's NAD is used only where its owner shared it (docs/security.md): deny when
+    // it exists and is not shared; when it cannot be read yet, the controller holds the line.
+    for (const { ref, nad } of lookups) {
+      if (nad.state !== 'exists') continue;
+      const sharing = nadSharedWith(ref, namespace, nad.annotations, true);
+      if (!sharing.allowed) {
+        const message = `${describeService(svc, namespace)}: annotation ${SERVICE_NETWORK_ANNOTATION}: ${sharing.message}`;
+        deps.logger?.info({ object: describeService(svc, namespace), reason: 'network-not-shared', uid: req.uid }, 'service denied');
+        return { response: denied(req.uid, 403, message), outcome: 'denied', reason: 'network-not-shared' };
+      }
+    }
+    // A NetworkAttachmentDefinition may legitimately come later (GitOps apply order): warn, never deny.
+    const warnings = [...verdict.warnings];
+    for (const { ref, nad } of lookups) {
+      if (nad.state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created${ref.namespace !== namespace ? ' and its owner shares it with this namespace' : ''}`);
+      if (nad.state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
+    }
+    // NodePort and LoadBalancer are the node agent's: say so at once when it is not there, and
+    // leave an Event on the Service for whoever looks later (not for a dry run).
+    const type = svc.spec?.type;
+    if (verdict.reason === 'valid' && (type === 'LoadBalancer' || type === 'NodePort')) {
+      const problem = nodeAgentProblem(describeService(svc, namespace), type, await deps.cluster.nodeAgent());
+      if (problem !== undefined) {
+        warnings.push(problem);
+        if (req.dryRun !== true && deps.events !== undefined) await deps.events(svc, namespace, REASON_NODE_AGENT_MISSING, problem);
+      }
+    }
+    return { response: allowed(req.uid, warnings), outcome: 'allowed', reason: warnings.length > 0 ? 'with-warnings' : verdict.reason };
+  };
+}
