@@ -1,5 +1,5 @@
 /**
- * The curated page's charts, each drawn from one benchmark's latest full result (its tables as
+ * The curated page's charts, each drawn from one benchmark's latest result (its tables as
  * bench/results/<id>.json keeps them): B2 sync against Services, B3 and B3-real latency CDFs,
  * B5 memory against Services, B10 first-packet rate. Pure: results in, SVG text out.
  */
@@ -156,11 +156,14 @@ export const CHARTS: readonly ChartSpec[] = [
   },
 ];
 
-/** The chart's SVG, or undefined when its benchmark has no full result or the table is not there. */
+/**
+ * The chart's SVG from its benchmark's full result, or from its quick one while there is no full
+ * result (a checkout where only `npm run bench -- --quick` ran); undefined when neither has the table.
+ */
 export function renderChart(spec: ChartSpec, results: ReadonlyMap<string, ResultRecord>): string | undefined {
-  const r = results.get(spec.key);
+  const r = results.get(spec.key) ?? results.get(`${spec.key}-quick`);
   if (!r) return undefined;
   const c = spec.build(r);
   if (!c) return undefined;
-  return renderLineChart({ ...c, subtitle: `${r.date.slice(0, 10)}, commit ${r.commit}` });
+  return renderLineChart({ ...c, subtitle: `${r.date.slice(0, 10)}, commit ${r.commit}${r.quick ? ', quick mode' : ''}` });
 }

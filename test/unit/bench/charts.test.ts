@@ -78,6 +78,20 @@ void test('figures are read from the tables as the benches write them', () => {
   assert.equal(services('idle (no Services)'), 0);
 });
 
+void test('a chart is drawn from the full result, from the quick one only while there is no full one, and says so', () => {
+  const results = readResults();
+  const b10 = results.get('b10');
+  assert.ok(b10, 'bench/results/b10.json');
+  const spec = CHARTS.find((c) => c.key === 'b10');
+  assert.ok(spec);
+  const quick = { ...b10, key: 'b10-quick', quick: true, commit: 'q1' };
+  const both = renderChart(spec, new Map([['b10', b10], ['b10-quick', quick]]));
+  assert.match(both ?? '', new RegExp(`commit ${b10.commit}<`));
+  const onlyQuick = renderChart(spec, new Map([['b10-quick', quick]]));
+  assert.match(onlyQuick ?? '', /commit q1, quick mode</);
+  assert.equal(renderChart(spec, new Map()), undefined, 'no result, no chart');
+});
+
 void test('the kept results draw every chart, each with its series, and the files in docs/benchmarks/ are what they draw now', () => {
   const results = readResults();
   const expected: Record<string, number> = { 'b2-sync.svg': 4, 'b3-latency-cdf.svg': 2, 'b3real-latency-cdf.svg': 4, 'b5-memory.svg': 2, 'b10-first-packet.svg': 4 };
