@@ -45,7 +45,10 @@ function cdf(t: Table, row: readonly string[]): [number, number][] {
   return at.map(([c, q]): [number, number] => [figure(row[col(t, c)]), q]);
 }
 
-function percentileSeries(t: Table, pick: readonly { readonly row: RegExp; readonly name: string; readonly dashed?: boolean }[]): Series[] {
+/** A row of a percentile table to draw, by its label. */
+type Pick = { readonly row: RegExp; readonly name: string; readonly dashed?: boolean };
+
+function percentileSeries(t: Table, pick: readonly Pick[]): Series[] {
   return pick.flatMap((p) => {
     const row = t.rows.find((r) => p.row.test(r[0] ?? ''));
     return row ? [{ name: p.name, points: cdf(t, row), ...(p.dashed ? { dashed: true } : {}) }] : [];
@@ -53,6 +56,18 @@ function percentileSeries(t: Table, pick: readonly { readonly row: RegExp; reado
 }
 
 const CDF_Y = { label: 'fraction of changes', min: 0, max: 1 } as const;
+
+/** A latency CDF from the first percentile table (its first column unnamed): one line per picked row. */
+function cdfChart(file: string, key: string, title: string, picks: readonly Pick[]): ChartSpec {
+  return {
+    file,
+    key,
+    build: (r) => {
+      const t = findTable(r, /^$/);
+      return t ? { title, x: { label: 'ms', log: true }, y: CDF_Y, series: percentileSeries(t, picks) } : undefined;
+    },
+  };
+}
 
 export const CHARTS: readonly ChartSpec[] = [
   {
@@ -78,42 +93,16 @@ export const CHARTS: readonly ChartSpec[] = [
       };
     },
   },
-  {
-    file: 'b3-latency-cdf.svg',
-    key: 'b3',
-    build: (r) => {
-      const t = findTable(r, /^$/);
-      if (!t) return undefined;
-      return {
-        title: 'B3: EndpointSlice write to rules in the pod (1,000 Services)',
-        x: { label: 'ms', log: true },
-        y: CDF_Y,
-        series: percentileSeries(t, [
-          { row: /^ours: write/, name: 'ours: write → rules in the pod' },
-          { row: /^baseline/, name: 'baseline: write → event at a plain watch', dashed: true },
-        ]),
-      };
-    },
-  },
-  {
-    file: 'b3real-latency-cdf.svg',
-    key: 'b3real',
-    build: (r) => {
-      const t = findTable(r, /^$/);
-      if (!t) return undefined;
-      return {
-        title: 'B3-real: EndpointSlice event to rule, sidecar vs kube-proxy (real node)',
-        x: { label: 'ms', log: true },
-        y: CDF_Y,
-        series: percentileSeries(t, [
-          { row: /^\(a\).*sidecar, in the client pod/, name: 'sidecar, endpoint added' },
-          { row: /^\(b\).*sidecar, in the client pod/, name: 'sidecar, endpoint removed' },
-          { row: /^\(a\).*kube-proxy/, name: 'kube-proxy, endpoint added', dashed: true },
-          { row: /^\(b\).*kube-proxy/, name: 'kube-proxy, endpoint removed', dashed: true },
-        ]),
-      };
-    },
-  },
+  cdfChart('b3-latency-cdf.svg', 'b3', 'B3: EndpointSlice write to rules in the pod (1,000 Services)', [
+    { row: /^ours: write/, name: 'ours: write → rules in the pod' },
+    { row: /^baseline/, name: 'baseline: write → event at a plain watch', dashed: true },
+  ]),
+  cdfChart('b3real-latency-cdf.svg', 'b3real', 'B3-real: EndpointSlice event to rule, sidecar vs kube-proxy (real node)', [
+    { row: /^\(a\).*sidecar, in the client pod/, name: 'sidecar, endpoint added' },
+    { row: /^\(b\).*sidecar, in the client pod/, name: 'sidecar, endpoint removed' },
+    { row: /^\(a\).*kube-proxy/, name: 'kube-proxy, endpoint added', dashed: true },
+    { row: /^\(b\).*kube-proxy/, name: 'kube-proxy, endpoint removed', dashed: true },
+  ]),
   {
     file: 'b5-memory.svg',
     key: 'b5',
