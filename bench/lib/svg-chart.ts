@@ -31,7 +31,7 @@ export interface LineChart {
 
 const W = 720;
 const H = 420;
-const M = { left: 72, right: 16, top: 52, bottom: 56 } as const;
+const M = { left: 72, right: 28, top: 52, bottom: 56 } as const;
 const LEGEND_ROW = 18;
 const COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#17becf'] as const;
 
