@@ -8,7 +8,7 @@
  * write → rules latency, and the CPU they cost; then private memory again `AFTER_WAIT_MS` later.
  * Every variant runs with `--trace-gc` added: the GC pauses it prints are summed over the idle
  * window and over the changes (GC time, the CPU price of a memory setting).
- * What chose SIDECAR_NODE_FLAGS for Node 24 (docs/decisions.md); B5 itself runs one of each.
+ * What chose SIDECAR_NODE_FLAGS for Node 24 (docs/decisions/0030-memory-settings.md); B5 itself runs one of each.
  *
  *   VARIANTS='[{"label":"lite","flags":["--lite-mode"]},{"label":"uv1","flags":[],"env":{"UV_THREADPOOL_SIZE":"1"}},{"label":"no ofs","flags":[],"without":["--optimize-for-size"]}]' \
  *   N=1000 ROUNDS=2 node --import tsx bench/b5-flags.ts

@@ -1,7 +1,7 @@
 /**
  * Which shape of nftables change can meet issue 24's target (one-endpoint change at 10,000
  * Services: p50 ≤ 5 ms, p99 ≤ 10 ms)? Not a numbered benchmark: a probe, run by hand, whose
- * figures are in docs/decisions.md ("nftables change cost"). Side by side in one run, round-robin
+ * figures are in docs/decisions/0024-nft-endpoint-maps.md. Side by side in one run, round-robin
  * (each round does every shape once), in throw-away network namespaces:
  *
  *   A  today's partial text before this probe: `flush chain` + one `add rule` per endpoint, `nft -f -`

@@ -27,7 +27,7 @@ const state = desiredState(services, 10);
 /**
  * This thread's CPU in ms (Linux: its schedstat, in ns), undefined elsewhere. Process CPU also
  * counts V8's GC helper threads, which made it vary by ±20 % between identical runs at 10,000
- * Services; the main thread's alone is what a sync waits for (docs/decisions.md, fullsync3).
+ * Services; the main thread's alone is what a sync waits for (docs/decisions/0026-first-sync-fills-maps-over-netlink.md).
  */
 const mainThreadMs = (): number | undefined => mainThreadCpuMs();
 

@@ -1,7 +1,9 @@
 /**
  * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b12, b3real, b11ns, webhook-memory, soak]]`: runs the benchmarks one after the other
- * (never in parallel: they would measure each other) and writes each one's section of
- * docs/benchmarks.md. A failed benchmark keeps its old section and makes the exit code 1.
+ * (never in parallel: they would measure each other). Each one's result goes to
+ * bench/results/<id>.json, from which the results block of docs/benchmarks.md and its charts
+ * (docs/benchmarks/*.svg) are redrawn. A failed benchmark keeps its last result and makes the
+ * exit code 1.
  */
 import { fileURLToPath } from 'node:url';
 import { commandLine, parseRunArgs, runOne } from './lib/runner.js';

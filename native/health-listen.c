@@ -7,8 +7,8 @@
  * program listens, and Node.js takes 0.3 s to 2.3 s on a busy node to get there (the sidecar's CPU
  * request is 10m). This process listens within a millisecond of the container's start; from then on
  * the kernel completes every probe's TCP handshake and holds its HTTP request in the backlog until
- * Node.js accepts it, well inside the probe's timeout (docs/decisions.md, "The health port listens
- * before Node.js starts").
+ * Node.js accepts it, well inside the probe's timeout
+ * (docs/decisions/0037-probes-and-health-port.md).
  *
  *   HEALTH_PORT  the port (the sidecar's own variable, which the webhook always sets); 9180 if unset
  *   HEALTH_HOST  the address, as the sidecar reads it; unset or "::" is every IPv6 and IPv4 address,

@@ -17,7 +17,7 @@
  * (exit 0) or the first failure (exit 1, as above). The caller writes one batch at a time and the
  * next only after the "ok" (element-writer.ts), so a change costs two wake-ups and no process
  * start: a process started per change cost the sidecar ~2.3 ms of its main thread's CPU (the
- * spawn) and a SIGCHLD wake-up besides (bench/change-small.ts, docs/decisions.md).
+ * spawn) and a SIGCHLD wake-up besides (bench/change-small.ts, docs/decisions/0024-nft-endpoint-maps.md).
  *
  * The batch ends at its NFNL_MSG_BATCH_END: the sender stops reading there, without waiting for
  * the end of its input, so a write wakes it once (the data), not twice (data, then EOF) when it

@@ -198,7 +198,7 @@ fi
 # `go install mod@version` does not work for these: the module proxy refuses some version lists
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
-# -mod=mod. Versions: see docs/node-harness.md and docs/decisions.md.
+# -mod=mod. Versions: see docs/node-harness.md and docs/decisions/0042-image-and-build.md.
 step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm and MetalLB"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
@@ -207,7 +207,7 @@ COREDNS_MOD=github.com/coredns/coredns@v1.13.1
 CERT_MANAGER_MOD=github.com/cert-manager/cert-manager@v1.11.5
 HELM_MOD=helm.sh/helm/v3@v3.22.0
 # v0.16.2 does not build here: the module proxy refuses its dependency github.com/metallb/frr-k8s
-# v0.0.27 (403 "not available"); v0.15.2 (frr-k8s v0.0.20) does (docs/decisions.md).
+# v0.0.27 (403 "not available"); v0.15.2 (frr-k8s v0.0.20) does (docs/decisions/0042-image-and-build.md).
 METALLB_MOD=go.universe.tf/metallb@v0.15.2
 
 module_src() { # module@version [VAR=value ...]: prints a fresh writable copy of the module's source

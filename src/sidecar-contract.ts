@@ -7,7 +7,7 @@
 
 export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 
-/** Which rule back end the sidecar writes with; auto is nftables where the probe table loads, else iptables (docs/decisions.md). */
+/** Which rule back end the sidecar writes with; auto is nftables where the probe table loads, else iptables (docs/decisions/0022-auto-prefers-nftables.md). */
 export type RuleBackendChoice = 'auto' | 'iptables' | 'nftables';
 export const RULE_BACKENDS: readonly RuleBackendChoice[] = ['auto', 'iptables', 'nftables'];
 

@@ -1,11 +1,13 @@
 /**
- * Runs benchmarks, prints their figures and writes their sections of docs/benchmarks.md. Shared
+ * Runs benchmarks, prints their figures and keeps their results (bench/results/, which make the
+ * results block of docs/benchmarks.md and its charts). Shared
  * by bench/run.ts (several) and by each bench/bN-*.ts when run alone.
  */
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { machineInfo } from './machine.js';
-import { renderSection, sectionKey, writeSection, ROOT, type Benchmark } from './report.js';
+import { renderSection, resultRecord, ROOT, type Benchmark } from './report.js';
+import { saveResult } from './results.js';
 
 export interface RunArgs {
   readonly quick: boolean;
@@ -41,7 +43,7 @@ export function commandLine(script: string, argv: readonly string[]): string {
   return `node --import tsx ${path.relative(ROOT, script)}${args}`;
 }
 
-/** Runs one benchmark; returns false when it failed (its section is then left as it was). */
+/** Runs one benchmark; returns false when it failed (its last result is then left as it was). */
 export async function runOne(b: Benchmark, args: RunArgs, command: string): Promise<boolean> {
   const log = (msg: string): void => {
     process.stderr.write(`[${b.id} ${new Date().toISOString().slice(11, 19)}] ${msg}\n`);
@@ -53,7 +55,7 @@ export async function runOne(b: Benchmark, args: RunArgs, command: string): Prom
     const result = await b.run({ quick: args.quick, log, ...(args.minutes !== undefined ? { minutes: args.minutes } : {}) });
     const section = renderSection(b, args.quick, command, machine, result);
     process.stdout.write(`\n${section}\n\n`);
-    if (!args.noWrite) writeSection(sectionKey(b, args.quick), section);
+    if (!args.noWrite) saveResult(resultRecord(b, args.quick, command, machine, result));
     log(`done in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
     return true;
   } catch (e) {

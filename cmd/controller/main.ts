@@ -4,7 +4,7 @@
  * from clean state.
  *
  * `controller diagnose pod|service NAME` is a one-shot subcommand of the same binary
- * (cmd/controller/diagnose/; docs/decisions.md, "diagnose"): it reads, explains and exits.
+ * (cmd/controller/diagnose/; docs/decisions/0016-diagnose-subcommand.md): it reads, explains and exits.
  */
 import { loadKubeConnection } from '../../src/kube/config.js';
 import { createKubeClient } from '../../src/kube/client.js';

@@ -228,7 +228,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     if (opts.resyncMs > 0) timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync()), opts.resyncMs));
     for (let i = 0; i < opts.workers; i++) void worker(() => queue.get());
     // The reserve worker takes only a pod's deletion or Ready flip: it starts at once even while
-    // every other worker waits for a write of another Service (docs/decisions.md).
+    // every other worker waits for a write of another Service (docs/decisions/0036-urgent-queue.md).
     if (opts.urgentPodChanges) void worker(() => queue.getUrgent());
     logger.info({ workers: opts.workers, reserve: opts.urgentPodChanges ? 1 : 0 }, 'reconciling');
   };

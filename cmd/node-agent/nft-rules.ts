@@ -19,7 +19,7 @@
  *                           Local: the picks over this node's endpoints
  *
  * The forward accepts are the iptables layout's, but in nftables an accept ends only this table's
- * chain: another table's drop (a FORWARD policy of DROP) still drops the packet (docs/decisions.md).
+ * chain: another table's drop (a FORWARD policy of DROP) still drops the packet (docs/decisions/0033-node-agent-dataplane.md).
  */
 import { compareText } from '../../src/order.js';
 import { hashName } from '../../src/dataplane/names.js';

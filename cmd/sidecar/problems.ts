@@ -1,7 +1,7 @@
 /**
  * What the sidecar says about itself while it cannot use its input or cannot sync (issue 19): a
  * Warning Event on its own pod and a metric, so the pod's owner sees why its rules are behind.
- * The pod stays Ready (docs/decisions.md, "Tenant suite"): the last good rules stay in place.
+ * The pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md): the last good rules stay in place.
  *
  * ProblemState is pure (time passed in): it turns what happened into the Events to write, once per
  * distinct bad value, a failing sync at its first failure and then at most once per `repeatMs`,

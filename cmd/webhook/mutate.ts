@@ -58,7 +58,7 @@ export function tokenVolume(name: string, expirationSeconds: number): Volume {
 
 /**
  * The sidecar's one probe, measured on the real node (docs/benchmarks.md, soak and probe cycle;
- * docs/decisions.md):
+ * docs/decisions/0037-probes-and-health-port.md):
  * - a startup probe on `/readyz?wait=…`, which the sidecar holds until its first sync is done, so
  *   it succeeds the moment the sidecar is ready (and the app containers start then) instead of
  *   answering 503 (an Unhealthy Event each) every second before;

@@ -104,7 +104,7 @@ export const SIDECAR_IMAGE_FILE = 'sidecarImage';
  * private memory idle 20.0 -> 18.5 MiB, at 1,000 Services 34-40 -> 29-30, at 2,000 49-57 -> 39,
  * sync time per change unchanged (medians 26-45 vs 24-49 ms at 2,000), where `--lite-mode` saves a
  * little more but makes each sync at 2,000 Services four times slower (docs/benchmarks.md, B5 on
- * Node 24; docs/decisions.md).
+ * Node 24; docs/decisions/0030-memory-settings.md).
  */
 export const SIDECAR_NODE_FLAGS: readonly string[] = NODE_MEMORY_FLAGS;
 /** glibc malloc settings in the sidecar container's environment (src/memory-settings.ts). */

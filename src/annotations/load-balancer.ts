@@ -12,7 +12,7 @@
  * - a source range must be a CIDR (host bits are masked, as kube-proxy's parser does), at most
  *   MAX_SOURCE_RANGES. A Service that lists ranges keeps them even when some are bad: a bad entry
  *   is dropped, never widened to "every source" (fail closed), and a family with no valid range
- *   admits no source at all (docs/decisions.md, "LoadBalancer").
+ *   admits no source at all (docs/decisions/0034-loadbalancer-serving.md).
  * Pure; every problem names the field, the value and the fix.
  */
 import type { V1Service } from '../kube/types.js';

@@ -5,7 +5,7 @@
  *   of failing every sync later.
  * - `auto` takes AUTO_PREFERS where it works: nftables where the probe table loads (one verdict-map
  *   lookup per new connection whatever the number of Services, B10), iptables elsewhere, with the
- *   reason in the start-up log (docs/decisions.md, "auto is nftables").
+ *   reason in the start-up log (docs/decisions/0022-auto-prefers-nftables.md).
  * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
  */
 import type { RuleBackendKind } from './backend.js';

@@ -109,7 +109,7 @@ const hexDigit = (c: number): number => (c <= 57 ? c - 48 : c - 87);
 /**
  * One-shot `crypto.hash` where Node has it (20.12+, the image's 24): no Hash object per call, ~27 %
  * less CPU per name (a first sync at 5,000 Services names 10,000 chains and maps; 13 % of its
- * render went to hashing, docs/decisions.md). Hex text, not a Buffer: no ArrayBuffer per name,
+ * render went to hashing, docs/decisions/0021-dataplane-backend-seam.md). Hex text, not a Buffer: no ArrayBuffer per name,
  * half the CPU again (20,000 names at 10,000 Services). The same digest either way.
  */
 const sha256Hex: (text: string) => string =

@@ -60,12 +60,12 @@ export const BLOCKING_INPUT_MIN = 64 * 1024;
 
 /**
  * Ends a process's input with `text`. `readsWholeFirst`: the command reads all of its input before
- * it does anything else (`nft -f -`: strace, docs/decisions.md), so it cannot start before the
+ * it does anything else (`nft -f -`: strace, docs/decisions/0026-first-sync-fills-maps-over-netlink.md), so it cannot start before the
  * last byte arrives; a large input is then written with the pipe in blocking mode, in one write
  * that returns when the command has read it all (~6 ms for 760 KB), instead of a socket buffer's
  * worth per turn of the event loop, where the GC and whatever else this process runs next
  * (a first sync: a route batch, a major GC after the render) delayed the rest (B2 at 10,000
- * Services: 76-162 ms; decisions.md). Node sets its own stdout pipes blocking the same way.
+ * Services: 76-162 ms; docs/decisions/0026-first-sync-fills-maps-over-netlink.md). Node sets its own stdout pipes blocking the same way.
  */
 export function writeInput(l: Launched, text: string, readsWholeFirst = false): void {
   const stdin = l.child.stdin;

@@ -1,6 +1,6 @@
 /**
- * A dataplane whose first sync's code is warmed up while the program's informers list (docs/
- * decisions.md, "A first nftables sync's render is warmed up while the informers list"): apply.ts
+ * A dataplane whose first sync's code is warmed up while the program's informers list
+ * (docs/decisions/0026-first-sync-fills-maps-over-netlink.md): apply.ts
  * wraps the nftables dataplane in it where DataplaneOptions.warmUp asks.
  */
 import type { Logger } from '../log.js';

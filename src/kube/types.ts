@@ -2,7 +2,7 @@
  * Kubernetes object types. They come from @kubernetes/client-node as *type-only* imports: the
  * types cost nothing at run time, while importing client-node's runtime costs ~78 MB of RSS
  * (measured: bare node 41 MB, with client-node 120 MB), too much for a sidecar in every pod.
- * See docs/decisions.md.
+ * See docs/decisions/0002-lean-kubernetes-client.md.
  */
 export type {
   CoreV1Event,

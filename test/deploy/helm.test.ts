@@ -1,7 +1,7 @@
 /**
  * The Helm chart: `helm lint`, golden renders of representative values, clear failures for bad
  * values, and parity with kustomize: for equal settings the chart renders exactly the kustomize
- * install's objects (Helm's own labels aside), so the two cannot drift (docs/decisions.md).
+ * install's objects (Helm's own labels aside), so the two cannot drift (docs/decisions/0015-install-manifests-and-image.md).
  * UPDATE_GOLDEN=1 rewrites the golden files.
  */
 import { test, describe } from 'node:test';

@@ -64,7 +64,7 @@ export const NODE1_SPEC: NodeSpec = {
  * The second node (startNode({ nodes: 2 })): its own network namespace `netns`, joined to the host
  * by a veth pair (`uplink` on the host, `eth0` inside) on the point-to-point subnet `linkCidr`;
  * its own mount namespace and cgroup root. Its `ens4` is one end of a veth whose other end is a
- * port of the segment bridge, beside the first node's ens4 peer (docs/decisions.md, "Two real nodes").
+ * port of the segment bridge, beside the first node's ens4 peer (docs/decisions/0040-test-harness.md).
  */
 export const NODE2 = {
   name: 'realnode2',

@@ -2,7 +2,7 @@
  * The second real node of `startNode({ nodes: 2 })`: a real containerd, kubelet and kube-proxy with
  * the Multus thin plugin, whereabouts and its own CNI configuration, joined to the first node's
  * control plane. kind runs each node as a container; without a container engine here, the same
- * isolation is built from its parts (docs/decisions.md, "Two real nodes"):
+ * isolation is built from its parts (docs/decisions/0040-test-harness.md):
  *
  * - network: its own namespace (NODE2.netns) joined to the host by a veth pair on a /30; the host
  *   routes node 2's pod CIDR to it and node 2's default route is the host, so it reaches the

@@ -14,17 +14,17 @@ export const INSTALL_DEFAULT = 'kubectl apply -k deploy/';
 const REPO = resolve(import.meta.dirname, '..', '..');
 
 /**
- * The uninstall commands exactly as docs/install.md ("Uninstall", linked from the README) gives
+ * The uninstall commands exactly as docs/operate.md ("Uninstall", linked from the README) gives
  * them, read from its sh block so the test and the document cannot drift. For the bootstrap
  * install, the commented alternative line replaces `kubectl delete ... -k deploy/`.
  */
 export function uninstallCommands(install: 'bootstrap' | 'default' | { deleteInstall: string }): string[] {
-  const doc = readFileSync(join(REPO, 'docs', 'install.md'), 'utf8');
+  const doc = readFileSync(join(REPO, 'docs', 'operate.md'), 'utf8');
   const block = /## Uninstall\n\n```sh\n([\s\S]*?)```/.exec(doc)?.[1];
-  if (!block) throw new Error('docs/install.md has no "## Uninstall" sh block');
+  if (!block) throw new Error('docs/operate.md has no "## Uninstall" sh block');
   const lines = block.split('\n').map((l) => l.trim());
   const bootstrap = lines.find((l) => /^#\s+kustomize build deploy\/overlays\/bootstrap \| kubectl delete/.test(l))?.replace(/^#\s+/, '');
-  if (!bootstrap) throw new Error('docs/install.md: no bootstrap alternative in the Uninstall block');
+  if (!bootstrap) throw new Error('docs/operate.md: no bootstrap alternative in the Uninstall block');
   return lines
     .filter((l) => l !== '' && !l.startsWith('#'))
     .map((l) => (/ -k deploy\/?$/.test(l) && install !== 'default' ? (install === 'bootstrap' ? bootstrap : install.deleteInstall) : l));

@@ -8,7 +8,7 @@
  * 2001:db8:100::30, off the network's subnet as the IPv4 test's client, so Local's replies must go
  * back through the node. The primary network is IPv4 only, so the pods have no IPv6 default route:
  * the NAD's IPAM gives them a route to the client's subnet via the node's address on the network,
- * the path their IPv4 replies take through eth0 (docs/decisions.md, "LoadBalancer over IPv6").
+ * the path their IPv4 replies take through eth0 (docs/decisions/0034-loadbalancer-serving.md).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';

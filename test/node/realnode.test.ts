@@ -164,7 +164,7 @@ void describe('real node', { concurrency: 1 }, () => {
 
   // The issue's target is p99 ≤ 50 ms; on this 2-core machine the quick soak measures 181 ms at
   // best (docs/benchmarks.md, soak), so the test asserts the regression bound it can hold (1 s)
-  // and logs the target's status beside kube's own endpointslice controller (docs/decisions.md).
+  // and logs the target's status beside kube's own endpointslice controller (docs/decisions/0039-soak.md).
   void test("issue 25: in the quick soak, every listed backend is seen terminating in our slice, deletion → terminating p99 ≤ 1 s or kube's own controller's p99 for the same pods (the 50 ms target is logged, not met yet)", () => {
     assert.ok(soak, 'after the quick soak');
     const d = soak.deletion['multus-proxy'];
@@ -175,7 +175,7 @@ void describe('real node', { concurrency: 1 }, () => {
     const kube = [...soak.deletion['kube-proxy'].ms].sort((a, b) => a - b);
     log(`  target p99 ≤ 50 ms: ${p99 <= 50 ? 'met' : 'not met'}; kube's endpointslice controller for the same pods: p99 ${kube.length > 0 ? quantileSorted(kube, 0.99).toFixed(1) : '?'} ms over ${kube.length}`);
     // The bound: 1 s, or kube's endpointslice controller's p99 for the same deletions when the
-    // apiserver made that slower (both write through it; docs/decisions.md).
+    // apiserver made that slower (both write through it; docs/decisions/0039-soak.md).
     const bound = Math.max(1000, kube.length > 0 ? quantileSorted(kube, 0.99) : 0);
     const stages = stageCells(soak.deletionStages);
     log(`  where ours went (p50 / p90 / p99 ms): ${STAGE_COLUMNS.map((c, i) => `${c}: ${stages[i] ?? ''}`).join('; ')}`);
@@ -307,7 +307,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(o.events.some((e) => e.includes('network-status')), `a ${REASON_INVALID_ANNOTATION} Event names network-status: ${o.events.join(' | ')}`);
     assert.deepEqual(o.invalidWhileBad, { '{annotation="service-network"}': 1, '{annotation="network-status"}': 1 });
     assert.deepEqual(o.curlsWhileBad, Array(10).fill('ok'), 'the last good values keep serving the Service');
-    assert.ok(o.readyWhileBad, 'the pod stays Ready (docs/decisions.md)');
+    assert.ok(o.readyWhileBad, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
     assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
     assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
     guarded('malformed annotations', r);
@@ -337,7 +337,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.smuggled, [], `${SMUGGLED_ROUTE} appeared in the pod`);
     assert.ok(o.events.some((e) => /interface/.test(e)), `an Event says the interface name is bad: ${o.events.join(' | ')}`);
     assert.ok(o.metrics.includes('multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1'), o.metrics.join('\n'));
-    assert.ok(o.ready, 'the pod stays Ready (docs/decisions.md)');
+    assert.ok(o.ready, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
     assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
     guarded('smuggled interface', r);
   });

@@ -147,7 +147,7 @@ export interface ProbeEventView {
 /**
  * Unhealthy Events that are the kubelet probing a container of a pod the soak itself deleted,
  * after that container exited: "connection refused" once its listener is gone, before the kubelet
- * has noticed the exit (it keeps probing terminating pods; docs/decisions.md). Every other
+ * has noticed the exit (it keeps probing terminating pods; docs/decisions/0039-soak.md). Every other
  * Unhealthy Event counts against the soak. At most one such Event per deleted pod is excused, so a
  * pod that fails its probes while it still serves is still caught.
  */

@@ -204,8 +204,8 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
       // Move the one backend: this one deselected and its node's announcement withdrawn first,
       // then the other replica selected. With both selected at once, two speakers announce and
       // MetalLB v0.15.2's status reconciler lets the second adopt the first's ServiceL2Status; the
-      // first can then write it back after it withdraws, and it stays there (docs/decisions.md,
-      // "The two-node Local test moves the backend in two steps").
+      // first can then write it back after it withdraws, and it stays there
+      // (docs/decisions/0040-test-harness.md).
       await node.kubectl(['label', 'pod', '-n', NS, lb.backends[NODE.name]?.pod ?? '', `${LOCAL_LABEL}-`]);
       withdrawn.push(await waitWithdrawn(node, svc, 60_000));
       log(`Local ${svc}: its backend deselected on ${NODE.name}, no ServiceL2Status left after ${withdrawn.at(-1)} ms`);

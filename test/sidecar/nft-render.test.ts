@@ -122,7 +122,7 @@ void describe('nftables render: golden files per rule shape', () => {
     const text = plan.text;
     golden('sample-endpoint-removed.nft', text);
     // The one Service's endpoint map flushed and refilled with two halves; no rule, so the kernel
-    // has nothing to validate at commit (docs/decisions.md, "nftables change cost").
+    // has nothing to validate at commit (docs/decisions/0024-nft-endpoint-maps.md).
     const commands = text.split('\n').filter((l) => l !== '');
     assert.deepEqual(
       commands.map((l) => l.split(' ').slice(0, 2).join(' ')),

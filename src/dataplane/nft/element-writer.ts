@@ -124,7 +124,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
   }
 
   // One process serves batch after batch (nfnl-batch --serve): a change costs two wake-ups and no
-  // spawn (~2.3 ms of this process's main thread per change, docs/decisions.md). It exits at its
+  // spawn (~2.3 ms of this process's main thread per change, docs/decisions/0024-nft-endpoint-maps.md). It exits at its
   // first failure, and the next write starts a new one.
   const spare = new SpareProcess(inNetns(opts.netns, [binary, '--serve']), (r) => r.code === 0);
   spare.start();

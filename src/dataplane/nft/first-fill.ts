@@ -7,8 +7,8 @@
  *
  * Why: nft parses the elements' text and, for a map created in the same transaction, the kernel
  * finds it by walking the transaction; the skeleton and the batch together cost well under the
- * whole text's one `nft -f` at 1,000-10,000 Services (docs/decisions.md, "A first sync fills its
- * maps over netlink"). The result is the same tables, element for element (a netns test lists
+ * whole text's one `nft -f` at 1,000-10,000 Services
+ * (docs/decisions/0026-first-sync-fills-maps-over-netlink.md). The result is the same tables, element for element (a netns test lists
  * both).
  *
  * Nothing is half-on in between: until the batch commits, the dispatch maps are empty, so no

@@ -6,7 +6,7 @@
  * Why bytes and not `nft` text: an element write on a map whose data are not verdicts is not
  * validated against the whole table by the kernel, and this batch needs no cache of the table
  * (nft fetches every chain and set first), so its cost does not grow with the table
- * (docs/decisions.md, "Element writes over raw netlink").
+ * (docs/decisions/0024-nft-endpoint-maps.md).
  *
  * Per write, one transaction in the batch holds:
  *   NFT_MSG_DELSETELEM  table, set, no element list        = flush the map (not for a `fresh`

@@ -3,7 +3,7 @@
  * static rule `dnat to numgen random mod M map @<its endpoint map>`, where the map gives each of
  * the N endpoints an equal range of [0, M). An endpoint change then rewrites only the map's
  * elements, which the kernel does not validate (a rule change makes it validate the whole table:
- * docs/decisions.md, "nftables change cost"). Pure.
+ * docs/decisions/0024-nft-endpoint-maps.md). Pure.
  */
 import type { ChosenEndpoint } from '../model.js';
 

@@ -219,7 +219,7 @@ function dnat(f: IpFamily, proto: string, ep: ChosenEndpoint): string {
  * Affinity picks: rule i of n takes 1/(n-i) of what reaches it (a fresh `numgen` per rule), the
  * last takes the rest: equal shares, as the iptables back end's `statistic` probabilities. No
  * anonymous sets (a `numgen ... map { }` per Service would be one): at 10,000 Services they made a
- * whole-table load 20x slower and every change slower (docs/decisions.md). Affinity Services keep
+ * whole-table load 20x slower and every change slower (docs/decisions/0024-nft-endpoint-maps.md). Affinity Services keep
  * these rules: their picks go to endpoint chains (verdicts), which a data map cannot hold.
  */
 function pick(n: number, i: number): string {
@@ -307,7 +307,7 @@ export const targetKey = (r: NftTargetInput): string => flat(`${r.clusterIP} . $
  * the sidecar's: an endpoint change is a map refill, which the kernel does not validate), or one
  * `numgen` DNAT rule per endpoint (`rules`, the node agent's: it shares the host's namespace with
  * other nftables users, and nft 1.0.6 reads every interval set of a namespace before any element
- * command, so our maps would slow kube-proxy's or firewalld's; docs/decisions.md).
+ * command, so our maps would slow kube-proxy's or firewalld's; docs/decisions/0024-nft-endpoint-maps.md).
  */
 export type PickLayout = 'map' | 'rules';
 
@@ -317,8 +317,8 @@ export type PickLayout = 'map' | 'rules';
  * loading N named maps in one table costs O(N²) (30,000 in 201 s, B10 2026-11-27). Shard tables
  * (shards.ts) took that away (30,000 over 32 tables: 4.1 s); what keeps the bound is kernel
  * memory, ~17 KB per map charged to the sidecar's cgroup (30,000: +523 MiB against its 128 Mi
- * limit). Past it, changes pay the kernel's table validation (docs/decisions.md, "Endpoint maps
- * up to 10,000" and "nftables shard tables").
+ * limit). Past it, changes pay the kernel's table validation (docs/decisions/0024-nft-endpoint-maps.md
+ * and docs/decisions/0025-nft-shard-tables.md).
  */
 export const MAX_ENDPOINT_MAPS = 10_000;
 
@@ -462,7 +462,7 @@ function chainText(name: string, lines: readonly string[]): string {
  * own). Why `add map { elements }` and never `add element`: before an element command nft 1.0.6
  * fetches the elements of every interval set of the table, one dump per set; at 10,000 endpoint
  * maps a one-map `flush map` + `add element` took 6-7 s, the same with `add map ... { elements }`
- * 80-110 ms (docs/decisions.md, "nftables endpoint maps").
+ * 80-110 ms (docs/decisions/0024-nft-endpoint-maps.md).
  */
 const mapDecl = (T: string, name: string, m: NftEndpointMap, elements = false): string =>
   `add map ${T} ${name} { ${m.type}; flags interval;${elements ? ` elements = { ${mapElementsText(m)} };` : ''} }`;
@@ -488,7 +488,7 @@ const elementText = (e: NftElement): string => (e.value === undefined ? e.key : 
  * tree dies as soon as it is flattened, so the young-generation GC copies one string per block
  * and not a line string and its tree per line; and the join walks ~30,000 strings at 10,000
  * Service ports, not ~100,000 lines (or ~1,000,000 pieces). Measured in a cold process at
- * 10,000 Services: the text ~40 % less CPU than line by line (docs/decisions.md).
+ * 10,000 Services: the text ~40 % less CPU than line by line (docs/decisions/0026-first-sync-fills-maps-over-netlink.md).
  *
  * `skeleton`: the same tables without the endpoint maps' and dispatch maps' elements (first-fill.ts
  * writes those in the next transaction). Nothing dispatches to a Service chain until then, so the
@@ -595,7 +595,7 @@ export interface NftMapReplacement {
  * not `add rule` lines: nft 1.0.6 fetches every chain, set, object and flowtable of the namespace
  * before a transaction holding `add rule` or an element command, and only the tables for `flush
  * chain` and `add chain` with a block: at 10,000 Services a one-endpoint change is half the cost
- * (docs/decisions.md, "nftables change cost").
+ * (docs/decisions/0024-nft-endpoint-maps.md).
  */
 function refill(T: string, name: string, rules: readonly string[], exists: boolean): string[] {
   const flush = exists ? [`flush chain ${T} ${name}`] : [];

@@ -5,7 +5,7 @@
  * Why shards: the kernel finds a set by name in its table's list of sets, for every element
  * message (nf_tables_delsetelem) and for every rule that names one. With one endpoint map per
  * Service port in one table, a one-map write at 10,000 ports spent ~3 ms walking that list (p50,
- * ~0.3 ms per 1,000 sets; docs/decisions.md "An element write's time"), and a full load was
+ * ~0.3 ms per 1,000 sets; docs/decisions/0025-nft-shard-tables.md), and a full load was
  * O(N²). A rule can name only a set of its own table, so a shard is a whole dispatch: its own
  * nat-output hook chain, services-v4/-v6 verdict maps, and the Service-port chains and maps they
  * send to. The first shard is the root table itself, which also keeps the parts that get only

@@ -3,7 +3,7 @@
  *
  * Why: a first nftables full sync renders every Service port once, in a process that has run none
  * of that code, so it runs in the interpreter and the baseline tier with a small young generation
- * (docs/decisions.md, "A first sync's render runs cold"). The informers' list is network-bound and
+ * (docs/decisions/0026-first-sync-fills-maps-over-netlink.md). The informers' list is network-bound and
  * leaves this process idle, so rendering a small synthetic state then (render, nftables stage,
  * full plan: the functions the real sync calls) compiles that code before the real state arrives:
  * ~300 Services cost 25–34 ms CPU and the next 1,000-Service render took 26–38 ms instead of 45–69.
