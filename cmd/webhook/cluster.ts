@@ -15,7 +15,7 @@ import type { V1Namespace, V1Service } from '../../src/kube/types.js';
 import { objectEvent } from '../../src/kube/events.js';
 import { RateLimiter } from '../../src/kube/rate-limiter.js';
 import { hostname } from 'node:os';
-import type { NetworkRef } from '../../src/annotations/service-network.js';
+import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
 import type { Logger } from '../../src/log.js';
 
 export type NadState = 'exists' | 'missing' | 'unknown';
@@ -156,6 +156,39 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
       }
     },
   };
+}
+
+/** NAD GETs one admission runs at once: a few round trips for the most names an annotation may hold. */
+export const NAD_LOOKUP_CONCURRENCY = 8;
+
+/**
+ * Looks the NADs of one admission up: each distinct NAD once, at most `concurrency` at a time, all
+ * within one `timeoutMs` (a slow apiserver cannot stretch the admission past its own timeout). A
+ * NAD not answered by then is `unknown`, which the caller treats as "cannot tell" (a
+ * cross-namespace reference is then denied). Results are in the order of `refs`.
+ */
+export async function lookupNads(cluster: Pick<ClusterLookups, 'nadExists'>, refs: readonly NetworkRef[], timeoutMs: number, concurrency: number = NAD_LOOKUP_CONCURRENCY): Promise<NadLookup[]> {
+  const keys = [...new Set(refs.map(networkKey))];
+  const byKey = new Map<string, NetworkRef>(refs.map((r) => [networkKey(r), r]));
+  const found = new Map<string, NadLookup>();
+  let next = 0;
+  let expired = false;
+  const worker = async (): Promise<void> => {
+    while (!expired && next < keys.length) {
+      const key = keys[next++] as string;
+      const answer = await cluster.nadExists(byKey.get(key) as NetworkRef);
+      if (!expired) found.set(key, answer);
+    }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  try {
+    await Promise.race([Promise.all(Array.from({ length: Math.min(concurrency, keys.length) }, worker)), deadline]);
+  } finally {
+    expired = true;
+    clearTimeout(timer);
+  }
+  return refs.map((r) => found.get(networkKey(r)) ?? { state: 'unknown' });
 }
 
 export const EVENT_COMPONENT = 'multus-proxy-webhook';
