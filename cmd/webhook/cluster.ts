@@ -14,6 +14,7 @@ import { apiPath } from '../../src/kube/paths.js';
 import type { V1Namespace, V1Service } from '../../src/kube/types.js';
 import { objectEvent } from '../../src/kube/events.js';
 import { RateLimiter } from '../../src/kube/rate-limiter.js';
+import { createEventQueue } from '../../src/kube/event-queue.js';
 import { hostname } from 'node:os';
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
 import type { Logger } from '../../src/log.js';
@@ -203,13 +204,18 @@ export const EVENT_INTERVAL_MS = 10 * 60_000;
  */
 export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger, now: () => number = Date.now): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
   const limiter = new RateLimiter(EVENT_INTERVAL_MS);
+  const queue = createEventQueue({
+    write: (body) => client.create(apiPath('', 'v1', 'events', body.metadata.namespace), body),
+    onError: (e, body) => logger?.warn({ err: e, reason: body.reason }, 'could not write Event'),
+    now,
+  });
   return (svc, namespace, reason, message) => {
     const name = svc.metadata?.name ?? '';
     if (name === '') return Promise.resolve(); // generateName: no name to attach it to yet
     if (!limiter.allow(`${namespace}/${name}/${reason}`, now())) return Promise.resolve();
     const subject = { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' };
     const body = objectEvent(subject, 'Warning', reason, message, new Date(), { component: EVENT_COMPONENT, instance: hostname() });
-    client.create(apiPath('', 'v1', 'events', namespace), body).catch((e: unknown) => logger?.warn({ err: e, reason }, 'could not write Event'));
+    queue.submit(body);
     return Promise.resolve();
   };
 }
