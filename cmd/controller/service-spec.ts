@@ -36,7 +36,7 @@ export function readServiceSpec(svc: V1Service): ServiceSpec {
   if (networkValue === undefined || networkValue.trim() === '') {
     return { kind: 'withdraw', reason: `no ${SERVICE_NETWORK_ANNOTATION} annotation` };
   }
-  const over = overBudget(svc, networkValue);
+  const over = serviceOverBudget(svc);
   if (over !== undefined) return { kind: 'refuse', budget: over.budget, message: over.message };
   const networks = parseServiceNetwork(networkValue, namespace, SERVICE_NETWORK_ANNOTATION);
   if (!networks.ok) return { kind: 'invalid', message: formatInputError(serviceName(svc), networks.error) };
@@ -63,8 +63,9 @@ export function readServiceSpec(svc: V1Service): ServiceSpec {
 }
 
 /** The budget the Service is over, if any: as its cache marked it (bytes), networks named, ports. */
-function overBudget(svc: V1Service & BudgetedService, networkValue: string): OverBudget | undefined {
+export function serviceOverBudget(svc: V1Service & BudgetedService): OverBudget | undefined {
   if (svc.overBudget !== undefined) return svc.overBudget;
+  const networkValue = svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
   const named = typeof networkValue === 'string' ? splitCommaList(networkValue).length : 0;
   if (named > MAX_NETWORKS_PER_ANNOTATION) {
     return { budget: 'networks', message: `${serviceName(svc)}: ${SERVICE_NETWORK_ANNOTATION} names ${named} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one Service may name; name at most ${MAX_NETWORKS_PER_ANNOTATION} (split the Service into several)` };

@@ -22,6 +22,7 @@
  */
 import { NETSERVICE_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { keptBytesOverBudget, type BudgetedService } from '../../src/object-budgets.js';
+import { serviceOverBudget } from './service-spec.js';
 import { parseIp } from '../../src/annotations/ip.js';
 import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
 import type { InputError, Result } from '../../src/result.js';
@@ -137,7 +138,8 @@ export function slimService(svc: V1Service): V1Service & BudgetedService {
       publishNotReadyAddresses: svc.spec?.publishNotReadyAddresses,
     },
   };
-  const over = keptBytesOverBudget(`Service ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length);
+  // The most specific budget first (networks, ports), then the bytes of everything kept.
+  const over = serviceOverBudget(slim) ?? keptBytesOverBudget(`Service ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length);
   if (over === undefined) return slim;
   return { metadata: { ...identity, labels: pick(m?.labels, [PROXY_NAME_LABEL, NETSERVICE_LABEL]), annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION]) === undefined ? undefined : { [SERVICE_NETWORK_ANNOTATION]: '(over budget)' } }, overBudget: over };
 }
