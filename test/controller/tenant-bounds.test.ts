@@ -86,10 +86,9 @@ void describe('controller: a tenant object costs a bounded amount and is never s
     await createPod(cp.client, ns, 'many-a', { labels: { app: 'many' }, status: networkStatus([{ name: `${ns}/own`, ips: ['10.9.1.3'] }]) });
     const names = ['own', ...Array.from({ length: 29_999 }, (_, i) => `v/${i.toString(36)}`)].join(',');
     await createService(cp.client, ns, svc, { network: names, selector: { app: 'many' } });
-    let events: CoreV1Event[] = [];
-    await waitFor('OverBudget Event', async () => (events = await serviceEvents(cp.client, ns, svc)).some((e) => e.reason === 'OverBudget'));
+    await waitFor('OverBudget Event', async () => (await serviceEvents(cp.client, ns, svc)).some((e) => e.reason === 'OverBudget'));
     await sleep(1500);
-    events = await serviceEvents(cp.client, ns, svc);
+    const events: CoreV1Event[] = await serviceEvents(cp.client, ns, svc);
     assert.equal(events.length, 1, `one Event, got ${events.map((e) => e.reason).join(', ')}`);
     assert.match(events[0]?.message ?? '', /names 30000 networks, more than the 32 one Service may name; name at most 32/);
     assert.deepEqual(await ourSlices(cp.client, ns, svc), [], 'not even its own network is served: never half');

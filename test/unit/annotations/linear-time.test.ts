@@ -32,7 +32,10 @@ function assertLinear(name: string, input: (n: number) => string, parse: (s: str
   const large = input(n * SCALE);
   // Warm up (compiled code, not the interpreter, is measured); sizes are kept small enough that
   // the garbage collector's steps do not dominate.
-  for (let i = 0; i < 5; i++) (parse(small), parse(large));
+  for (let i = 0; i < 5; i++) {
+    parse(small);
+    parse(large);
+  }
   const ratio = fastest(() => parse(large)) / Math.max(fastest(() => parse(small)), 0.05);
   assert.ok(ratio < MAX_RATIO, `${name}: ${SCALE}x the input took ${ratio.toFixed(1)}x the time`);
 }
