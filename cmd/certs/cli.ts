@@ -19,6 +19,7 @@ import { err, formatInputError, inputError, ok, type Result } from '../../src/re
 import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { bootstrapCertificates, CA_CERT, PREVIOUS_CA, TLS_CERT, TLS_KEY } from './bootstrap.js';
 import { planCertificates, type RotationOptions } from './rotation.js';
+import { escapeTerminal } from '../../src/terminal-text.js';
 
 /** Names the manifests use; flags override each. */
 export const DEFAULTS = {
@@ -255,7 +256,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   main(process.argv.slice(2)).then(
     (code) => process.exit(code),
     (e: unknown) => {
-      process.stderr.write(`certs: ${e instanceof Error ? e.message : String(e)}\n`);
+      process.stderr.write(`certs: ${escapeTerminal(e instanceof Error ? e.message : String(e))}\n`);
       process.exit(1);
     },
   );

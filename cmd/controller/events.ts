@@ -1,13 +1,16 @@
 /**
  * Events on Services and NetServices (Warnings, and Normal for a migration step), rate-limited so a pod stuck with a bad annotation does not produce
  * an Event per reconcile. The limiter is pure (time passed in); the recorder writes through the
- * client and never throws: an Event that cannot be written is logged and counted, nothing more.
+ * process's one bounded Event queue (src/kube/event-queue.ts: aggregation, spam filter, a bounded
+ * number pending and in flight) and never throws: an Event that cannot be written is logged and
+ * counted, nothing more.
  */
 import type { KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
 import type { Logger } from '../../src/log.js';
 import { objectEvent as kubeObjectEvent, type EventSubject, type EventType } from '../../src/kube/events.js';
+import { createEventQueue, type EventDrop, type EventQueue } from '../../src/kube/event-queue.js';
 
 // The limiter is shared with the webhook's Events (src/kube/rate-limiter.ts).
 import { RateLimiter } from '../../src/kube/rate-limiter.js';
@@ -38,23 +41,29 @@ export interface EventRecorder {
 }
 
 export function createEventRecorder(
-  client: KubeClient,
-  opts: { intervalMs: number; instance: string; logger: Logger; onError?: () => void },
-): EventRecorder {
+  client: Pick<KubeClient, 'create'>,
+  opts: { intervalMs: number; instance: string; logger: Logger; onError?: () => void; onDrop?: (why: EventDrop) => void },
+): EventRecorder & { readonly queue: EventQueue } {
   const limiter = new RateLimiter(opts.intervalMs);
+  const queue = createEventQueue({
+    write: (ev) => client.create(apiPath('', 'v1', 'events', ev.metadata.namespace), ev),
+    onError: (e, ev) => {
+      opts.onError?.();
+      opts.logger.warn({ err: e instanceof Error ? e.message : String(e), reason: ev.reason }, 'could not record Event');
+    },
+    ...(opts.onDrop !== undefined ? { onDrop: opts.onDrop } : {}),
+  });
   const record = (about: EventSubject, type: EventType, subject: string, reason: string, message: string): boolean => {
     const object = `${about.namespace}/${about.name}`;
     const key = `${about.kind}|${object}|${subject}|${reason}`;
     if (!limiter.allow(key, Date.now())) return false;
-    opts.logger[type === 'Warning' ? 'warn' : 'info']({ [about.kind === 'Service' ? 'service' : about.kind.toLowerCase()]: object, subject, reason }, message);
     const ev = objectEvent(about, type, reason, message, new Date(), opts.instance);
-    client.create(apiPath('', 'v1', 'events', ev.metadata.namespace), ev).catch((e: unknown) => {
-      opts.onError?.();
-      opts.logger.warn({ err: e instanceof Error ? e.message : String(e), reason }, 'could not record Event');
-    });
+    if (!queue.submit(ev)) return false;
+    opts.logger[type === 'Warning' ? 'warn' : 'info']({ [about.kind === 'Service' ? 'service' : about.kind.toLowerCase()]: object, subject, reason }, message);
     return true;
   };
   return {
+    queue,
     record,
     warn: (svc, subject, reason, message) => record(serviceSubject(svc), 'Warning', subject, reason, message),
   };

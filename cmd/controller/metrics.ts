@@ -19,6 +19,10 @@ export interface ControllerMetrics {
   /** Pods left out of slices by reason (counted when reported, with the same rate limit as the Event). */
   readonly podsSkipped: prom.Counter<'reason'>;
   readonly leader: prom.Gauge;
+  /** Services refused whole for exceeding a per-object budget, by budget (networks, ports, bytes); each also gets a Warning `OverBudget`. */
+  readonly objectsRefused: prom.Counter<'budget'>;
+  /** Events not written, by why (duplicate, spam, full: src/kube/event-queue.ts). */
+  readonly eventsDropped: prom.Counter<'why'>;
 }
 
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
@@ -43,6 +47,8 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
     sliceWritesRefused: new prom.Counter({ name: `${p}_slice_writes_refused_total`, help: 'EndpointSlice writes the apiserver refused as invalid (422), by verb', labelNames: ['verb'], registers: [registry] }),
     podsSkipped: new prom.Counter({ name: `${p}_pods_skipped_total`, help: 'Pods left out of slices, by reason', labelNames: ['reason'], registers: [registry] }),
     leader: new prom.Gauge({ name: `${p}_leader`, help: '1 while this replica holds the leader lease', registers: [registry] }),
+    objectsRefused: new prom.Counter({ name: `${p}_objects_refused_total`, help: 'Services refused whole for exceeding a per-object budget, by budget', labelNames: ['budget'], registers: [registry] }),
+    eventsDropped: new prom.Counter({ name: `${p}_events_dropped_total`, help: 'Events not written, by why (duplicate, spam, full)', labelNames: ['why'], registers: [registry] }),
   };
 }
 

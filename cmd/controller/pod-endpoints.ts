@@ -51,17 +51,31 @@ export interface PodResult {
 }
 
 const statusCache = new WeakMap<V1Pod, Result<NetworkStatusEntry[]>>();
+/**
+ * Parses by annotation text too: an informer replaces the pod object on every update (a status
+ * write, a Ready flip) while its network-status rarely changes, so each text is parsed once, not
+ * once per pod object. Bounded by the characters of the texts it keeps.
+ */
+const byText = new Map<string, Result<NetworkStatusEntry[]>>();
+let byTextChars = 0;
+const MAX_CACHED_STATUS_CHARS = 4 * 1024 * 1024;
 
 /**
- * Parses the pod's network-status once per pod object. Informers replace the object on every
- * update, so an object-keyed cache can never return a stale parse.
+ * The pod's network-status, parsed once per distinct text. Called only for a pod a Service's
+ * reconcile reaches, so a pod no Service selects is never parsed.
  */
 function podNetworkStatus(pod: V1Pod, value: string): Result<NetworkStatusEntry[]> {
-  let parsed = statusCache.get(pod);
+  let parsed = statusCache.get(pod) ?? byText.get(value);
   if (parsed === undefined) {
     parsed = parseNetworkStatus(value);
-    statusCache.set(pod, parsed);
+    if (byTextChars + value.length > MAX_CACHED_STATUS_CHARS) {
+      byText.clear();
+      byTextChars = 0;
+    }
+    byText.set(value, parsed);
+    byTextChars += value.length;
   }
+  statusCache.set(pod, parsed);
   return parsed;
 }
 

@@ -327,12 +327,19 @@ export class Reconciler {
     if (svc === undefined) return planDeleteAll(existing);
     const spec = this.specOf(svc);
     if (spec.kind === 'withdraw') return planDeleteAll(existing);
-    if (spec.kind === 'invalid') {
-      // Keep what is published: a typo must not take a working Service down.
-      this.d.events.warn(svc, spec.message, 'InvalidServiceAnnotation', `${spec.message}. Existing EndpointSlices are kept unchanged until this is fixed.`);
-      return 'invalid';
-    }
     const ns = svc.metadata?.namespace ?? '';
+    if (spec.kind === 'refuse') {
+      // Over a per-object budget: not served at all, never half.
+      if (this.d.events.warn(svc, `budget|${spec.budget}`, 'OverBudget', `${spec.message}. No EndpointSlices are written for it until then.`)) this.d.metrics.objectsRefused.inc({ budget: spec.budget });
+      return planDeleteAll(existing);
+    }
+    if (spec.kind === 'invalid') {
+      // Keep what is published: a typo must not take a working Service down. But not on a network
+      // that is no longer shared with the namespace: sharing is the NAD owner's, not the Service's.
+      this.d.events.warn(svc, spec.message, 'InvalidServiceAnnotation', `${spec.message}. Existing EndpointSlices are kept unchanged until this is fixed.`);
+      const unshared = existing.filter((s) => !this.sliceNetworkShared(s, ns));
+      return unshared.length === 0 ? 'invalid' : { create: [], update: [], delete: unshared };
+    }
     // Another namespace's NAD only where its owner shared it: no slice on it otherwise (and the
     // sidecars serve a cross-namespace network only where a slice of ours exists).
     const networks = spec.networks.filter((ref) => {
@@ -352,6 +359,15 @@ export class Reconciler {
     });
     this.report(svc, plan.skips);
     return plan.diff;
+  }
+
+  /** Whether the network a slice of ours is on (its service-network annotation) may be used by `ns`. */
+  private sliceNetworkShared(slice: V1EndpointSlice, ns: string): boolean {
+    const value = slice.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '';
+    const slash = value.indexOf('/');
+    if (slash < 0) return false;
+    const ref = { namespace: value.slice(0, slash), name: value.slice(slash + 1) };
+    return (this.d.nadSharing?.(ref, ns) ?? nadSharedWith(ref, ns, undefined, false)).allowed;
   }
 
   /**

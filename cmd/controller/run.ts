@@ -28,7 +28,7 @@ import { createRbacController } from './rbac-controller.js';
 import { injectedAccounts } from './sidecar-rbac.js';
 import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
-import { nadChanged, nodeAddressList, slimNad, slimNamespace, slimNode, slimPod, type SlimNad } from './slim.js';
+import { nadChanged, nodeAddressList, slimNad, slimNamespace, slimNode, slimPod, slimService, type SlimNad } from './slim.js';
 import { nadSharedWith } from '../../src/annotations/nad-sharing.js';
 
 export interface RunningController {
@@ -98,6 +98,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     name: 'services',
     path: informerPath('services', '', 'v1', opts.namespace),
     labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`,
+    transform: slimService,
   });
   const pods = createInformer<V1Pod>(client, { ...informerOpts, name: 'pods', path: informerPath('pods', '', 'v1', opts.namespace), transform: slimPod });
   const slices = createInformer<V1EndpointSlice>(client, {
@@ -125,6 +126,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
     instance: opts.identity,
     logger,
     onError: () => metrics.errors.inc({ stage: 'event' }),
+    onDrop: (why) => metrics.eventsDropped.inc({ why }),
   });
   const enqueue = (key: string): void => {
     queue.add(key);

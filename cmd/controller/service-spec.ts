@@ -7,9 +7,13 @@
  * - `withdraw`: the Service no longer asks for anything (annotation or selector gone), so our
  *   slices for it are deleted;
  * - `invalid`: the Service asks for something we cannot read. Existing slices are kept exactly as
- *   they are (a typo must not take a working Service down) and a Warning Event says what to fix.
+ *   they are (a typo must not take a working Service down) and a Warning Event says what to fix;
+ * - `refuse`: the Service is over a per-object budget (src/object-budgets.ts: networks, ports,
+ *   bytes). It is not served at all, never half: its slices are deleted and a Warning says which
+ *   budget and the fix.
  */
-import { parseServiceNetwork, type NetworkRef } from '../../src/annotations/service-network.js';
+import { MAX_NETWORKS_PER_ANNOTATION, parseServiceNetwork, splitCommaList, type NetworkRef } from '../../src/annotations/service-network.js';
+import { servicePortsOverBudget, type BudgetedService, type OverBudget } from '../../src/object-budgets.js';
 import { parseLabelSelector, selectorFromMap, type LabelSelector } from '../../src/annotations/label-selector.js';
 import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { formatInputError } from '../../src/result.js';
@@ -18,7 +22,8 @@ import type { V1Service } from '../../src/kube/types.js';
 export type ServiceSpec =
   | { readonly kind: 'serve'; readonly networks: readonly NetworkRef[]; readonly selector: LabelSelector }
   | { readonly kind: 'withdraw'; readonly reason: string }
-  | { readonly kind: 'invalid'; readonly message: string };
+  | { readonly kind: 'invalid'; readonly message: string }
+  | { readonly kind: 'refuse'; readonly budget: OverBudget['budget']; readonly message: string };
 
 export function serviceName(svc: V1Service): string {
   return `Service ${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
@@ -31,6 +36,8 @@ export function readServiceSpec(svc: V1Service): ServiceSpec {
   if (networkValue === undefined || networkValue.trim() === '') {
     return { kind: 'withdraw', reason: `no ${SERVICE_NETWORK_ANNOTATION} annotation` };
   }
+  const over = serviceOverBudget(svc);
+  if (over !== undefined) return { kind: 'refuse', budget: over.budget, message: over.message };
   const networks = parseServiceNetwork(networkValue, namespace, SERVICE_NETWORK_ANNOTATION);
   if (!networks.ok) return { kind: 'invalid', message: formatInputError(serviceName(svc), networks.error) };
 
@@ -53,4 +60,15 @@ export function readServiceSpec(svc: V1Service): ServiceSpec {
     };
   }
   return { kind: 'serve', networks: networks.value, selector: selector.value };
+}
+
+/** The budget the Service is over, if any: as its cache marked it (bytes), networks named, ports. */
+export function serviceOverBudget(svc: V1Service & BudgetedService): OverBudget | undefined {
+  if (svc.overBudget !== undefined) return svc.overBudget;
+  const networkValue = svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
+  const named = typeof networkValue === 'string' ? splitCommaList(networkValue).length : 0;
+  if (named > MAX_NETWORKS_PER_ANNOTATION) {
+    return { budget: 'networks', message: `${serviceName(svc)}: ${SERVICE_NETWORK_ANNOTATION} names ${named} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one Service may name; name at most ${MAX_NETWORKS_PER_ANNOTATION} (split the Service into several)` };
+  }
+  return servicePortsOverBudget(serviceName(svc), svc.spec?.ports?.length ?? 0);
 }

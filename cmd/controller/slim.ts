@@ -14,12 +14,19 @@
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  * - NAD: name, namespace, resourceVersion, the service-namespaces annotation, and its spec.config's
  *   IPAM range, parsed once here (the config itself is dropped).
+ * - Service: name, namespace, uid, resourceVersion, creation and deletion timestamps, labels (they
+ *   are copied to its slices), the service-network and service-selector annotations; spec
+ *   clusterIP, ports, selector and publishNotReadyAddresses. When that is over the byte budget
+ *   (src/object-budgets.ts), only its identity and the two labels other parts read are kept, with
+ *   the budget it is over: the reconciler refuses it whole.
  */
-import { NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../../src/keys.js';
+import { NETSERVICE_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+import { keptBytesOverBudget, type BudgetedService } from '../../src/object-budgets.js';
+import { serviceOverBudget } from './service-spec.js';
 import { parseIp } from '../../src/annotations/ip.js';
 import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
 import type { InputError, Result } from '../../src/result.js';
-import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod } from '../../src/kube/types.js';
+import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 
 type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
 
@@ -102,4 +109,37 @@ export function nodeAddressList(n: KubeObject): string[] {
 
 export function slimNamespace(n: V1Namespace): V1Namespace {
   return { metadata: meta(n.metadata), status: { phase: n.status?.phase } };
+}
+
+/** Only the keys listed, of those present (undefined when none is). */
+function pick(m: Readonly<Record<string, string>> | undefined, keys: readonly string[]): Record<string, string> | undefined {
+  if (m === undefined) return undefined;
+  const out: Record<string, string> = {};
+  for (const k of keys) if (m[k] !== undefined) out[k] = m[k];
+  return Object.keys(out).length === 0 ? undefined : out;
+}
+
+export function slimService(svc: V1Service): V1Service & BudgetedService {
+  const m = svc.metadata;
+  const identity: V1ObjectMeta = {
+    name: m?.name,
+    namespace: m?.namespace,
+    uid: m?.uid,
+    resourceVersion: m?.resourceVersion,
+    creationTimestamp: m?.creationTimestamp,
+    deletionTimestamp: m?.deletionTimestamp,
+  };
+  const slim: V1Service = {
+    metadata: { ...identity, labels: m?.labels, annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION]) },
+    spec: {
+      clusterIP: svc.spec?.clusterIP,
+      ports: svc.spec?.ports?.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol, appProtocol: p.appProtocol })),
+      selector: svc.spec?.selector,
+      publishNotReadyAddresses: svc.spec?.publishNotReadyAddresses,
+    },
+  };
+  // The most specific budget first (networks, ports), then the bytes of everything kept.
+  const over = serviceOverBudget(slim) ?? keptBytesOverBudget(`Service ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length);
+  if (over === undefined) return slim;
+  return { metadata: { ...identity, labels: pick(m?.labels, [PROXY_NAME_LABEL, NETSERVICE_LABEL]), annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION]) === undefined ? undefined : { [SERVICE_NETWORK_ANNOTATION]: '(over budget)' } }, overBudget: over };
 }

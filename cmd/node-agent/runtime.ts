@@ -14,6 +14,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../.
 import type { Logger } from '../../src/log.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import { createInformer, type Informer } from '../../src/kube/informer.js';
+import { createEventQueue } from '../../src/kube/event-queue.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectKey, type CoreV1Event, type KubeObject, type NetworkAttachmentDefinition, type V1EndpointSlice, type V1Node, type V1Service } from '../../src/kube/types.js';
 import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
@@ -81,6 +82,8 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     });
 
   const reported = new Set<string>();
+  // Every Event of this process goes through one bounded queue (aggregation, spam filter).
+  const eventQueue = createEventQueue({ write: (body) => client.create(apiPath('', 'v1', 'events', body.metadata.namespace), body), onError: (e) => log.warn({ err: e }, 'could not write Event') });
   // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
   const planner = new NodePlanner();
   // The interfaces last brought to the plan: a partial sync with the same plan leaves them (no
@@ -105,11 +108,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
       lastTimestamp: now as unknown as Date,
       count: 1,
     };
-    try {
-      await client.create(apiPath('', 'v1', 'events', namespace), body);
-    } catch (e) {
-      log.warn({ err: e }, 'could not write Event');
-    }
+    eventQueue.submit(body);
   }
 
   function report(r: SyncResult): ApplyReport {

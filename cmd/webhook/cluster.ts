@@ -14,8 +14,9 @@ import { apiPath } from '../../src/kube/paths.js';
 import type { V1Namespace, V1Service } from '../../src/kube/types.js';
 import { objectEvent } from '../../src/kube/events.js';
 import { RateLimiter } from '../../src/kube/rate-limiter.js';
+import { createEventQueue } from '../../src/kube/event-queue.js';
 import { hostname } from 'node:os';
-import type { NetworkRef } from '../../src/annotations/service-network.js';
+import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
 import type { Logger } from '../../src/log.js';
 
 export type NadState = 'exists' | 'missing' | 'unknown';
@@ -158,6 +159,39 @@ export function createClusterLookups(client: Pick<KubeClient, 'get'>, opts: Look
   };
 }
 
+/** NAD GETs one admission runs at once: a few round trips for the most names an annotation may hold. */
+export const NAD_LOOKUP_CONCURRENCY = 8;
+
+/**
+ * Looks the NADs of one admission up: each distinct NAD once, at most `concurrency` at a time, all
+ * within one `timeoutMs` (a slow apiserver cannot stretch the admission past its own timeout). A
+ * NAD not answered by then is `unknown`, which the caller treats as "cannot tell" (a
+ * cross-namespace reference is then denied). Results are in the order of `refs`.
+ */
+export async function lookupNads(cluster: Pick<ClusterLookups, 'nadExists'>, refs: readonly NetworkRef[], timeoutMs: number, concurrency: number = NAD_LOOKUP_CONCURRENCY): Promise<NadLookup[]> {
+  const keys = [...new Set(refs.map(networkKey))];
+  const byKey = new Map<string, NetworkRef>(refs.map((r) => [networkKey(r), r]));
+  const found = new Map<string, NadLookup>();
+  let next = 0;
+  let expired = false;
+  const worker = async (): Promise<void> => {
+    while (!expired && next < keys.length) {
+      const key = keys[next++] as string;
+      const answer = await cluster.nadExists(byKey.get(key) as NetworkRef);
+      if (!expired) found.set(key, answer);
+    }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+  try {
+    await Promise.race([Promise.all(Array.from({ length: Math.min(concurrency, keys.length) }, worker)), deadline]);
+  } finally {
+    expired = true;
+    clearTimeout(timer);
+  }
+  return refs.map((r) => found.get(networkKey(r)) ?? { state: 'unknown' });
+}
+
 export const EVENT_COMPONENT = 'multus-proxy-webhook';
 
 /** One Event per Service and reason at most this often (a Service re-applied in a loop). */
@@ -170,13 +204,18 @@ export const EVENT_INTERVAL_MS = 10 * 60_000;
  */
 export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger, now: () => number = Date.now): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
   const limiter = new RateLimiter(EVENT_INTERVAL_MS);
+  const queue = createEventQueue({
+    write: (body) => client.create(apiPath('', 'v1', 'events', body.metadata.namespace), body),
+    onError: (e, body) => logger?.warn({ err: e, reason: body.reason }, 'could not write Event'),
+    now,
+  });
   return (svc, namespace, reason, message) => {
     const name = svc.metadata?.name ?? '';
     if (name === '') return Promise.resolve(); // generateName: no name to attach it to yet
     if (!limiter.allow(`${namespace}/${name}/${reason}`, now())) return Promise.resolve();
     const subject = { apiVersion: 'v1', kind: 'Service', name, namespace, uid: svc.metadata?.uid ?? '' };
     const body = objectEvent(subject, 'Warning', reason, message, new Date(), { component: EVENT_COMPONENT, instance: hostname() });
-    client.create(apiPath('', 'v1', 'events', namespace), body).catch((e: unknown) => logger?.warn({ err: e, reason }, 'could not write Event'));
+    queue.submit(body);
     return Promise.resolve();
   };
 }

@@ -7,7 +7,7 @@ import { networkKey } from '../../src/annotations/service-network.js';
 import { nadSharedWith } from '../../src/annotations/nad-sharing.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
 import type { Logger } from '../../src/log.js';
-import type { ClusterLookups } from './cluster.js';
+import { lookupNads, type ClusterLookups } from './cluster.js';
 import type { Outcome } from './metrics.js';
 import { injectSidecar } from './mutate.js';
 import type { PodSecurityLevel, SidecarConfig } from './options.js';
@@ -37,7 +37,11 @@ export interface HandlerDeps {
   /** The cluster's Pod Security level for namespaces without the enforce label (unset: privileged). */
   readonly podSecurityDefault?: PodSecurityLevel;
   readonly logger?: Logger;
+  /** How long one Service admission waits for all its NAD lookups (ms; default 2 s). */
+  readonly nadLookupTimeoutMs?: number;
 }
+
+const DEFAULT_NAD_LOOKUP_TIMEOUT_MS = 2_000;
 
 function requestNamespace(req: AdmissionRequest, obj: { metadata?: { namespace?: string } }): string {
   return req.namespace ?? obj.metadata?.namespace ?? '';
@@ -84,19 +88,28 @@ export function serviceDefaultingHandler(deps: Partial<HandlerDeps> = {}): Handl
   };
 }
 
-export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger' | 'events'>): Handler {
+export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger' | 'events' | 'nadLookupTimeoutMs'>): Handler {
   return async (req) => {
     const svc = req.object as V1Service;
     const namespace = requestNamespace(req, svc);
-    const verdict = validateService(svc, namespace);
+    const old = req.operation === 'UPDATE' && typeof req.oldObject === 'object' && req.oldObject !== null ? (req.oldObject as V1Service) : undefined;
+    const verdict = validateService(svc, namespace, old);
     if (!verdict.allowed) {
       deps.logger?.info({ object: describeService(svc, namespace), reason: verdict.reason, message: verdict.message, uid: req.uid }, 'service denied');
       return { response: denied(req.uid, verdict.code, verdict.message), outcome: 'denied', reason: verdict.reason };
     }
-    const lookups = await Promise.all(verdict.networks.map(async (ref) => ({ ref, nad: await deps.cluster.nadExists(ref) })));
+    const answers = await lookupNads(deps.cluster, verdict.networks, deps.nadLookupTimeoutMs ?? DEFAULT_NAD_LOOKUP_TIMEOUT_MS);
+    const lookups = verdict.networks.map((ref, i) => ({ ref, nad: answers[i] ?? { state: 'unknown' as const } }));
     // Another namespace's NAD is used only where its owner shared it (docs/security.md): deny when
-    // it exists and is not shared; when it cannot be read yet, the controller holds the line.
+    // it exists and is not shared, and when it cannot be read now (fail closed: a slow or failing
+    // lookup must not skip the check). One that does not exist yet is left to the controller,
+    // which writes no slice on it until it exists and is shared.
     for (const { ref, nad } of lookups) {
+      if (nad.state === 'unknown' && ref.namespace !== namespace) {
+        const message = `${describeService(svc, namespace)}: annotation ${SERVICE_NETWORK_ANNOTATION}: NetworkAttachmentDefinition ${networkKey(ref)} of another namespace could not be read just now, so whether it is shared with namespace ${namespace} cannot be checked; try again, and if this persists check the webhook's logs and its access to NetworkAttachmentDefinitions`;
+        deps.logger?.info({ object: describeService(svc, namespace), reason: 'network-unverified', network: networkKey(ref), uid: req.uid }, 'service denied');
+        return { response: denied(req.uid, 403, message), outcome: 'denied', reason: 'network-unverified' };
+      }
       if (nad.state !== 'exists') continue;
       const sharing = nadSharedWith(ref, namespace, nad.annotations, true);
       if (!sharing.allowed) {

@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   });
   const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, nodeAgentNamespace: opts.nodeAgentNamespace, logger });
-  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger) };
+  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger), nadLookupTimeoutMs: opts.nadLookupTimeoutMs };
   const app = createApp({
     endpoints: {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },

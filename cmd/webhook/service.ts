@@ -13,8 +13,9 @@ import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../../
 import type { V1Service } from '../../src/kube/types.js';
 import { formatInputError, inputError, type InputError } from '../../src/result.js';
 import { MAX_SOURCE_RANGES, parseSourceRange, SOURCE_RANGES_KEY } from '../../src/annotations/load-balancer.js';
+import { servicePortsOverBudget } from '../../src/object-budgets.js';
 
-export type ServiceDenyReason = 'invalid-annotation' | 'unsupported-type' | 'headless-with-selector' | 'proxy-name-conflict' | 'invalid-field';
+export type ServiceDenyReason = 'invalid-annotation' | 'unsupported-type' | 'headless-with-selector' | 'proxy-name-conflict' | 'invalid-field' | 'over-budget';
 
 /** The cloud providers' annotation for source ranges; kube-proxy, and so multus-proxy, reads only the spec field. */
 export const SOURCE_RANGES_ANNOTATION = 'service.beta.kubernetes.io/load-balancer-source-ranges';
@@ -89,7 +90,36 @@ export function nodeAgentProblem(object: string, type: string, presence: NodeAge
 /** Whether the node agent's DaemonSet is there and has a ready pod (cmd/webhook/cluster.ts looks it up). */
 export type NodeAgentPresence = 'ready' | 'not-ready' | 'absent' | 'unknown';
 
-export function validateService(svc: V1Service, namespace: string): ServiceVerdict {
+/**
+ * Everything validateService and the NAD-sharing check read: two Services with the same view get
+ * the same verdict.
+ */
+export function checkedView(svc: V1Service | undefined): string {
+  const annotations = svc?.metadata?.annotations ?? {};
+  return JSON.stringify([
+    annotations[SERVICE_NETWORK_ANNOTATION] ?? null,
+    annotations[SERVICE_SELECTOR_ANNOTATION] ?? null,
+    annotations[SOURCE_RANGES_ANNOTATION] ?? null,
+    svc?.metadata?.labels?.[PROXY_NAME_LABEL] ?? null,
+    svc?.spec?.type ?? null,
+    svc?.spec?.clusterIP ?? null,
+    svc?.spec?.selector ?? null,
+    svc?.spec?.loadBalancerSourceRanges ?? null,
+    svc?.spec?.ports?.length ?? 0,
+  ]);
+}
+
+function beingDeleted(svc: V1Service | undefined): boolean {
+  return svc?.metadata?.deletionTimestamp !== undefined && svc.metadata.deletionTimestamp !== null;
+}
+
+/**
+ * `old` is the stored object on UPDATE. A Service being deleted whose update leaves every checked
+ * field as it was (a finalizer removed, say) passes unchecked, so its cleanup is never blocked;
+ * any other update of it is checked as a live Service's: a finalizer of the tenant's own keeps it
+ * alive, and it is served while it lives.
+ */
+export function validateService(svc: V1Service, namespace: string, old?: V1Service): ServiceVerdict {
   const object = describeService(svc, namespace);
   const deny = (reason: ServiceDenyReason, code: 400 | 403, e: InputError): ServiceVerdict => ({ allowed: false, reason, code, message: formatInputError(object, e) });
   const annotations = svc.metadata?.annotations ?? {};
@@ -102,8 +132,7 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
         : [];
     return { allowed: true, networks: [], warnings, reason: 'not-opted-in' };
   }
-  // A Service being deleted only loses finalizers (e.g. a load balancer's cleanup): never block that.
-  if (svc.metadata?.deletionTimestamp !== undefined && svc.metadata.deletionTimestamp !== null) return { allowed: true, networks: [], warnings: [], reason: 'being-deleted' };
+  if ((beingDeleted(svc) || beingDeleted(old)) && old !== undefined && checkedView(svc) === checkedView(old)) return { allowed: true, networks: [], warnings: [], reason: 'being-deleted' };
 
   const refs = parseServiceNetwork(value, namespace);
   if (!refs.ok) return deny('invalid-annotation', 400, refs.error);
@@ -152,6 +181,9 @@ export function validateService(svc: V1Service, namespace: string): ServiceVerdi
       ),
     );
   }
+
+  const overPorts = servicePortsOverBudget(object, svc.spec?.ports?.length ?? 0);
+  if (overPorts !== undefined) return { allowed: false, reason: 'over-budget', code: 400, message: overPorts.message };
 
   const warnings: string[] = type === 'NodePort' ? [nodePortWarning(object, refs.value)] : type === 'LoadBalancer' ? [loadBalancerWarning(object, refs.value)] : [];
   if (type === 'LoadBalancer') {

@@ -10,7 +10,9 @@
  * valid Linux interface name: it is tenant input that reaches `ip` and netfilter in the sidecar.
  *
  * An empty value means nothing is attached yet (an empty list). Any bad entry makes the whole value
- * an error naming that entry: half-read status could publish a wrong set of endpoints.
+ * an error naming that entry: half-read status could publish a wrong set of endpoints. So does a
+ * value over the budget below (its bytes, entries or addresses): a pod's owner writes it, and every
+ * reader holds and parses it.
  */
 import { NETWORK_STATUS_ANNOTATION } from '../keys.js';
 import { err, inputError, ok, showValue, type Result } from '../result.js';
@@ -40,6 +42,15 @@ const EXAMPLE = 'e.g. [{"name":"ns/net-a","interface":"net1","ips":["10.1.1.5"],
 const FIX_ENTRY = `each entry must be an object with a string "name", optional string "interface" and "mac", a list of IP strings "ips" and a boolean "default" (Multus writes it so; ${EXAMPLE})`;
 
 type EntryResult = Result<NetworkStatusEntry, string>;
+
+/**
+ * The budget of one network-status. Multus writes an entry per attachment, with a few addresses
+ * and some device info: a few KiB. These are far above that and keep one pod's cost small.
+ */
+export const MAX_NETWORK_STATUS_BYTES = 64 * 1024;
+export const MAX_NETWORK_STATUS_ENTRIES = 64;
+export const MAX_NETWORK_STATUS_ADDRESSES = 256;
+const BUDGET_FIX = `a pod lists at most ${MAX_NETWORK_STATUS_ENTRIES} attachments and ${MAX_NETWORK_STATUS_ADDRESSES} addresses in at most ${MAX_NETWORK_STATUS_BYTES} bytes; check what wrote it (Multus writes it)`;
 
 function splitName(name: string): Result<{ namespace?: string; nad?: string }, string> {
   const slash = name.indexOf('/');
@@ -80,11 +91,14 @@ function parseEntry(entry: JsonObject): EntryResult {
   if (split.value.nad !== undefined) out.nad = split.value.nad;
   if (ifname.value !== undefined) out.interface = ifname.value;
   if (mac.value !== undefined) out.mac = mac.value;
+  // A Set, not includes(): linear in the addresses, whatever their number.
+  const seen = new Set<string>();
   for (const text of ips.value ?? []) {
     const ip = parseIp(text);
     if (!ip.ok) return err(`the IP ${showValue(text)} ${ip.error}`);
-    const list = ip.value.family === 4 ? out.ipv4 : out.ipv6;
-    if (!list.includes(ip.value.address)) list.push(ip.value.address);
+    if (seen.has(ip.value.address)) continue;
+    seen.add(ip.value.address);
+    (ip.value.family === 4 ? out.ipv4 : out.ipv6).push(ip.value.address);
   }
   return ok(out);
 }
@@ -94,18 +108,23 @@ export function parseNetworkStatus(value: string): Result<NetworkStatusEntry[]> 
     return err(notAStringError(KEY, value, `it must hold a JSON list, ${EXAMPLE}`));
   }
   if (value.trim().length === 0) return ok([]);
+  if (value.length > MAX_NETWORK_STATUS_BYTES) return err(inputError(KEY, value, `is ${value.length} characters long, more than the ${MAX_NETWORK_STATUS_BYTES} multus-proxy reads`, BUDGET_FIX));
   const parsed = parseJson(value);
   if (!parsed.ok) return err(inputError(KEY, value, parsed.error, `it must hold a JSON list, ${EXAMPLE}; check what wrote it`));
   if (!Array.isArray(parsed.value)) {
     return err(inputError(KEY, value, `is ${jsonKind(parsed.value)}, expected a JSON list`, `wrap the entries in [ ], ${EXAMPLE}`));
   }
+  if (parsed.value.length > MAX_NETWORK_STATUS_ENTRIES) return err(inputError(KEY, value, `lists ${parsed.value.length} entries, more than ${MAX_NETWORK_STATUS_ENTRIES}`, BUDGET_FIX));
   const out: NetworkStatusEntry[] = [];
+  let addresses = 0;
   for (const [i, entry] of (parsed.value as unknown[]).entries()) {
     const entryName = isJsonObject(entry) ? ownField(entry, 'name') : undefined;
     const what = `entry ${i + 1}${typeof entryName === 'string' ? ` (name ${showValue(entryName)})` : ''}`;
     if (!isJsonObject(entry)) return err(inputError(KEY, value, `${what} is ${jsonKind(entry)}, expected an object`, FIX_ENTRY));
     const e = parseEntry(entry);
     if (!e.ok) return err(inputError(KEY, value, `${what}: ${e.error}`, FIX_ENTRY));
+    addresses += e.value.ipv4.length + e.value.ipv6.length;
+    if (addresses > MAX_NETWORK_STATUS_ADDRESSES) return err(inputError(KEY, value, `lists more than ${MAX_NETWORK_STATUS_ADDRESSES} addresses (at ${what})`, BUDGET_FIX));
     out.push(e.value);
   }
   return ok(out);

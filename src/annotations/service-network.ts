@@ -24,6 +24,13 @@ export function networkKey(ref: NetworkRef): string {
 const EXAMPLE = 'e.g. "my-net" or "other-namespace/my-net,my-net2"';
 
 /**
+ * The most networks one annotation may name. Every name costs a NAD lookup in the webhook, a
+ * sharing check, and possibly an Event and a slice in the controller; a pod rarely has more than a
+ * handful of secondary networks, so 32 leaves room and keeps one object's cost small.
+ */
+export const MAX_NETWORKS_PER_ANNOTATION = 32;
+
+/**
  * Checks one `[namespace/]name` item and resolves a bare name to `defaultNamespace`. Also used by
  * the short form of the networks annotation, which shares this syntax before its `@ifname`.
  * `what` describes the item for messages, e.g. `item 2 ("a/B")`.
@@ -69,6 +76,11 @@ export function parseServiceNetwork(value: string, defaultNamespace: string, key
     return err(inputError(key, value, 'is empty', `name at least one NetworkAttachmentDefinition, ${EXAMPLE}, or remove the annotation`));
   }
   const items = splitCommaList(value);
+  if (items.length > MAX_NETWORKS_PER_ANNOTATION) {
+    return err(
+      inputError(key, value, `names ${items.length} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one object may name`, `name at most ${MAX_NETWORKS_PER_ANNOTATION} NetworkAttachmentDefinitions (split the Service into several, one per group of networks)`),
+    );
+  }
   const refs: NetworkRef[] = [];
   const seen = new Set<string>();
   for (const [i, item] of items.entries()) {

@@ -307,6 +307,9 @@ class H2Request extends EventEmitter {
   }
 }
 
+/** Connections one client opens to the apiserver at most (watches included). */
+export const MAX_SOCKETS = 64;
+
 type Outgoing = Pick<http.ClientRequest, 'setTimeout' | 'end' | 'destroy' | 'on'>;
 
 class Client implements KubeClient {
@@ -330,15 +333,19 @@ class Client implements KubeClient {
     this.base = new URL(conn.server);
     const secure = this.base.protocol === 'https:';
     this.mod = secure ? https : http;
+    // Sockets are bounded: a burst of writes (Events, lookups) queues in the agent instead of
+    // opening a TLS connection each. Each watch holds one socket for its life, so the bound is
+    // well above the informers a program runs.
     this.agent = secure
       ? new https.Agent({
           keepAlive: true,
+          maxSockets: MAX_SOCKETS,
           ...(conn.ca ? { ca: conn.ca } : {}),
           ...(conn.cert ? { cert: conn.cert } : {}),
           ...(conn.key ? { key: conn.key } : {}),
           rejectUnauthorized: !conn.insecureSkipTLSVerify,
         })
-      : new http.Agent({ keepAlive: true });
+      : new http.Agent({ keepAlive: true, maxSockets: MAX_SOCKETS });
     this.token = conn.token;
     this.exec = conn.exec ? new ExecCredentialSource(conn.exec) : undefined;
     this.useH2 = http2Wanted && secure;

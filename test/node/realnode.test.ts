@@ -30,6 +30,7 @@ import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
 import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
 import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
+import { deletedServiceReannotated, forgedEvent, manyNames, type DeletedReannotated, type ForgedEvent, type ManyNames } from './tenant-bounds.js';
 import { uninstallAgent } from './nodeport.js';
 import { runMetalLB } from './metallb.js';
 import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
@@ -387,6 +388,38 @@ void describe('real node', { concurrency: 1 }, () => {
     const said = o.created?.code !== 0 ? (o.created?.stderr ?? '') : o.events.join(' | ');
     assert.match(said, /default\/macvlan1/, `a denial or an Event names the NAD it may not use: ${said}`);
     guarded('borrowed network', r);
+  });
+
+  void test("tenant: a Service being deleted, kept by the tenant's own finalizer, cannot be re-annotated to the blog's NAD; the blog's client gets no rule", { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: DeletedReannotated = { patched: undefined, stored: '', clientRules: [] };
+    const r = await guard(node, log, deletedServiceReannotated(node, tenant, o));
+    log(`  re-annotation: ${o.patched?.code} ${o.patched?.stderr.trim()}; stored ${o.stored}; blog client rules: ${o.clientRules.join(' | ')}`);
+    assert.notEqual(o.patched?.code, 0, 'the re-annotation was admitted');
+    assert.match(o.patched?.stderr ?? '', /NetworkAttachmentDefinition default\/macvlan1 belongs to another namespace and is not shared/);
+    assert.equal(o.stored, 'macvlan1');
+    assert.deepEqual(o.clientRules, []);
+    guarded('deleted Service re-annotated', r);
+  });
+
+  void test('tenant: 3,000 names in one annotation are denied at once with the fix (server-side dry run)', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: ManyNames = { dryRun: undefined };
+    const r = await guard(node, log, manyNames(tenant, o));
+    log(`  dry run: ${o.dryRun?.code} ${o.dryRun?.stderr.slice(-300).trim()}`);
+    assert.notEqual(o.dryRun?.code, 0);
+    assert.match(o.dryRun?.stderr ?? '', /names 3000 networks, more than the 32 one object may name; name at most 32/);
+    guarded('3,000 names', r);
+  });
+
+  void test("tenant: an Event forged with escape sequences and a verdict line is printed escaped by the admin's diagnose", { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    const o: ForgedEvent = { text: '' };
+    const r = await guard(node, log, forgedEvent(node, tenant, 'multus-nginx-macvlan', o));
+    assert.ok(!o.text.includes('\x1b'), 'an ESC byte reached the terminal');
+    assert.equal(o.text.split('\n').filter((l) => l.startsWith('verdict:')).length, 1, o.text);
+    assert.match(o.text, /\\x1b\]0;owned\\x07/);
+    guarded('forged Event', r);
   });
 
   void test('tenant: Services beyond the per-network cap are not served, with an Event and a metric; all are served again once they go', { timeout: 600_000 }, async () => {

@@ -76,6 +76,12 @@ void describe('webhook behind a real kube-apiserver', () => {
   const REGULAR_PATH = '/mutate-pods-regular';
   const configName = uniqueName('multus-proxy-webhook-test');
   const roleName = uniqueName('multus-proxy-webhook-test');
+  // A namespace whose Service admissions go to the same handler over a client whose NAD lookups
+  // cannot complete (nothing listens at its server): the fail-closed path.
+  const broken = uniqueName('wh-broken');
+  const brokenLabel = { 'multus-proxy-webhook-test-broken': uniqueName('run') };
+  const BROKEN_PATH = '/validate-services-broken';
+  let webhookClient: ReturnType<typeof createKubeClient>;
 
   const pods = (ns: string) => apiPath('', 'v1', 'pods', ns);
   const services = (ns: string) => apiPath('', 'v1', 'services', ns);
@@ -97,6 +103,7 @@ void describe('webhook behind a real kube-apiserver', () => {
     await cp.createNamespace(on, { ...testLabel, 'multus-proxy-injection': 'enabled' });
     await cp.createNamespace(off, testLabel);
     await cp.createNamespace(reg, { ...testLabel, 'multus-proxy-injection': 'enabled', 'multus-proxy-test-mode': 'regular' });
+    await cp.createNamespace(broken, brokenLabel);
     await cp.createNamespace(psa, { ...testLabel, 'multus-proxy-injection': 'enabled', 'pod-security.kubernetes.io/enforce': 'restricted' });
     await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', on), {
       apiVersion: 'k8s.cni.cncf.io/v1',
@@ -118,7 +125,8 @@ void describe('webhook behind a real kube-apiserver', () => {
       subjects: [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace: off }],
     });
     const token = await cp.tokenFor(off, 'multus-proxy-webhook');
-    const webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
+    webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
+    const unreachable = createKubeClient({ server: 'https://127.0.0.1:1', ca: Buffer.from(cp.caPem), token });
 
     const pair = servingPairFolder('webhook-api-', ['127.0.0.1']);
     dir = pair.dir;
@@ -131,6 +139,7 @@ void describe('webhook behind a real kube-apiserver', () => {
         [REGULAR_PATH]: { kind: 'Pod', handler: podHandler({ ...deps, sidecar: { ...SIDECAR, mode: 'regular' } }) },
         [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
         [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
+        [BROKEN_PATH]: { kind: 'Service', handler: serviceValidationHandler({ cluster: createClusterLookups(unreachable, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 }) }) },
       },
       maxBodyBytes: 8 * 1024 * 1024,
     });
@@ -175,7 +184,10 @@ void describe('webhook behind a real kube-apiserver', () => {
       apiVersion: `${ADMISSION}/v1`,
       kind: 'ValidatingWebhookConfiguration',
       metadata: { name: configName },
-      webhooks: [hook('services.multus-proxy.test', PATHS.validateServices, 'services', ['CREATE', 'UPDATE'])],
+      webhooks: [
+        hook('services.multus-proxy.test', PATHS.validateServices, 'services', ['CREATE', 'UPDATE']),
+        { ...hook('broken-services.multus-proxy.test', BROKEN_PATH, 'services', ['CREATE', 'UPDATE']), namespaceSelector: { matchLabels: brokenLabel } },
+      ],
     });
 
     // The apiserver picks up new configurations asynchronously: wait until both are in effect.
@@ -186,7 +198,11 @@ void describe('webhook behind a real kube-apiserver', () => {
         () => false,
         () => true,
       );
-      if (probe.metadata?.labels?.[PROXY_LABEL] === 'multus-proxy' && denied) break;
+      const brokenDenied = await cp.client.create(services(broken), service(uniqueName('probe'), { [SN]: `${on}/net-a` }, { selector: { app: 'x' } }), { dryRun: true }).then(
+        () => false,
+        () => true,
+      );
+      if (probe.metadata?.labels?.[PROXY_LABEL] === 'multus-proxy' && denied && brokenDenied) break;
       if (Date.now() > deadline) throw new Error('the webhook configurations did not take effect within 30 s');
       await delay(200);
     }
@@ -311,5 +327,49 @@ void describe('webhook behind a real kube-apiserver', () => {
     // UPDATE is validated too: switching the stored Service to ExternalName is refused.
     const current = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'web'));
     assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { type: 'ExternalName', externalName: 'x.example.com' } })), /spec\.type "ExternalName"/);
+  });
+
+  void test('a Service being deleted, kept by its own finalizer, cannot be re-annotated to an unshared NAD; its finalizer can still be removed', async () => {
+    await cp.client.create(apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions', off), {
+      apiVersion: 'k8s.cni.cncf.io/v1',
+      kind: 'NetworkAttachmentDefinition',
+      metadata: { name: 'victim-net', namespace: off },
+      spec: { config: '{"cniVersion":"0.4.0","type":"macvlan","name":"victim-net"}' },
+    });
+    const path = apiPath('', 'v1', 'services', on, 'kept');
+    const kept = service('kept', { [SN]: 'net-a' }, { clusterIP: 'None' });
+    kept.metadata = { ...kept.metadata, finalizers: ['example.com/keep'], annotations: { ...kept.metadata?.annotations, 'k8s.v1.cni.cncf.io/service-selector': 'app=x' } };
+    await cp.client.create(services(on), kept);
+    // A live Service naming it is denied, as before.
+    assert.match(await createError(cp.client.create(services(on), service('direct', { [SN]: `${off}/victim-net` }, { selector: { app: 'x' } }))), /not shared with namespace wh-on-\w+/);
+    await cp.client.delete(path);
+    const deleting = await cp.client.get<V1Service>(path);
+    assert.ok(deleting.metadata?.deletionTimestamp, 'the finalizer keeps it, being deleted');
+    const message = await createError(cp.client.patch(path, { metadata: { annotations: { [SN]: `${off}/victim-net` } } }, 'merge'));
+    assert.match(message, /denied the request: Service wh-on-\w+\/kept: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net belongs to another namespace and is not shared/);
+    assert.equal((await cp.client.get<V1Service>(path)).metadata?.annotations?.[SN], 'net-a', 'the stored annotation is unchanged');
+    // Its cleanup is never blocked: the update that only removes the finalizer passes, and it is gone.
+    await cp.client.patch(path, { metadata: { finalizers: null } }, 'merge');
+    const gone = await cp.client.get(path).then(
+      () => false,
+      (e: unknown) => e instanceof KubeApiError && e.status === 404,
+    );
+    assert.ok(gone, 'the Service is gone once its finalizer is removed');
+  });
+
+  void test('3,000 names in one annotation are denied with the fix, before any NAD lookup', async () => {
+    const before = webhookClient.requestCount()['get'] ?? 0;
+    const names = Array.from({ length: 3000 }, (_, i) => `${off}/n${i}`).join(',');
+    const message = await createError(cp.client.create(services(on), service('many', { [SN]: names }, { selector: { app: 'x' } }), { dryRun: true }));
+    assert.match(message, /denied the request: Service wh-on-\w+\/many: k8s\.v1\.cni\.cncf\.io\/service-network ".*…\(\d+ chars\)": names 3000 networks, more than the 32 one object may name; name at most 32 NetworkAttachmentDefinitions/);
+    assert.equal(webhookClient.requestCount()['get'] ?? 0, before, 'no NAD was looked up');
+  });
+
+  void test("a cross-namespace reference whose NAD lookup cannot complete is denied (fail closed); one of the Service's own namespace is only a warning", async () => {
+    const message = await createError(cp.client.create(services(broken), service('cross', { [SN]: `${off}/victim-net` }, { selector: { app: 'x' } })));
+    assert.match(message, /denied the request: Service wh-broken-\w+\/cross: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net of another namespace could not be read just now/);
+    const own = await createWarnings(cp, services(broken), service('own', { [SN]: 'net-b' }, { selector: { app: 'x' } }));
+    assert.equal(own.status, 201);
+    assert.deepEqual(own.warnings, [`NetworkAttachmentDefinition ${broken}/net-b could not be checked; make sure it exists`]);
   });
 });

@@ -4,7 +4,7 @@ import { defaultService, validateService } from '../../cmd/webhook/service.js';
 import { serviceDefaultingHandler, serviceValidationHandler } from '../../cmd/webhook/handlers.js';
 import type { V1Service } from '../../src/kube/types.js';
 import { admissionRequest, applyResponse, fakeCluster } from './fixtures.js';
-import { EVENT_INTERVAL_MS, serviceEventWriter } from '../../cmd/webhook/cluster.js';
+import { EVENT_INTERVAL_MS, lookupNads, serviceEventWriter } from '../../cmd/webhook/cluster.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const SEL = 'k8s.v1.cni.cncf.io/service-selector';
@@ -140,21 +140,70 @@ void describe('webhook/service validation', () => {
     assert.match((labelOnly as { warnings: string[] }).warnings.join(), /without the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
   });
 
-  void test('a Service being deleted is never blocked (finalizer removal)', () => {
-    const s = svc({ [SN]: 'a' }, { type: 'LoadBalancer' });
-    s.metadata = { ...s.metadata, deletionTimestamp: new Date() };
-    assert.equal(validateService(s, 'ns').allowed, true);
+  void test('a Service being deleted: an update that leaves the checked fields passes (finalizer removal); one that changes them is checked', async () => {
+    const old = svc({ [SN]: 'a' }, { type: 'ExternalName', selector: { app: 'web' } });
+    old.metadata = { ...old.metadata, deletionTimestamp: new Date(), finalizers: ['example.com/keep'] };
+    const unfinalized: V1Service = { ...old, metadata: { ...old.metadata, finalizers: [] } };
+    // Invalid as it stands (ExternalName), yet its finalizer can go: its cleanup is never blocked.
+    assert.deepEqual(validateService(unfinalized, 'ns', old), { allowed: true, networks: [], warnings: [], reason: 'being-deleted' });
+    const reannotated: V1Service = { ...old, metadata: { ...old.metadata, annotations: { [SN]: 'b' } } };
+    assert.equal(validateService(reannotated, 'ns', old).allowed, false, 'a changed annotation is checked as on a live Service');
+    // The attack: a Service of the tenant's own NAD, kept by its own finalizer, re-annotated to an unshared NAD.
+    const own = svc({ [SN]: 'own' });
+    own.metadata = { ...own.metadata, deletionTimestamp: new Date(), finalizers: ['example.com/keep'] };
+    const moved: V1Service = { ...own, metadata: { ...own.metadata, annotations: { [SN]: 'default/macvlan1' } } };
+    const cluster = fakeCluster({ nadAnnotations: { 'default/macvlan1': {} } });
+    const req = { ...admissionRequest(moved, 'ns', 'UPDATE', 'Service'), oldObject: own };
+    const r = await serviceValidationHandler({ cluster })(req);
+    assert.equal(r.response.allowed, false);
+    assert.equal(r.reason, 'network-not-shared');
+    const unchanged = await serviceValidationHandler({ cluster })({ ...admissionRequest({ ...own, metadata: { ...own.metadata, finalizers: [] } }, 'ns', 'UPDATE', 'Service'), oldObject: own });
+    assert.equal(unchanged.response.allowed, true);
+    assert.deepEqual(cluster.calls, ['nad:default/macvlan1'], 'the unchanged update looks nothing up');
   });
 
-  void test('a missing or unknown NetworkAttachmentDefinition is a warning naming it, not a denial', async () => {
-    const cluster = fakeCluster({ nads: { 'ns/gone': 'missing', 'x/slow': 'unknown' } });
-    const r = await serviceValidationHandler({ cluster })(admissionRequest(svc({ [SN]: 'net-a,gone,x/slow' }), 'ns', 'CREATE', 'Service'));
+  void test('a missing NetworkAttachmentDefinition, or an unknown one of its own namespace, is a warning naming it, not a denial', async () => {
+    const cluster = fakeCluster({ nads: { 'ns/gone': 'missing', 'ns/slow': 'unknown', 'x/later': 'missing' } });
+    const r = await serviceValidationHandler({ cluster })(admissionRequest(svc({ [SN]: 'net-a,gone,slow,x/later' }), 'ns', 'CREATE', 'Service'));
     assert.equal(r.response.allowed, true);
     assert.deepEqual(r.response.warnings, [
       'NetworkAttachmentDefinition ns/gone does not exist (yet): the Service has no endpoints on it until it is created',
-      'NetworkAttachmentDefinition x/slow could not be checked; make sure it exists',
+      'NetworkAttachmentDefinition ns/slow could not be checked; make sure it exists',
+      'NetworkAttachmentDefinition x/later does not exist (yet): the Service has no endpoints on it until it is created and its owner shares it with this namespace',
     ]);
-    assert.deepEqual(cluster.calls, ['nad:ns/net-a', 'nad:ns/gone', 'nad:x/slow']);
+    assert.deepEqual(cluster.calls, ['nad:ns/net-a', 'nad:ns/gone', 'nad:ns/slow', 'nad:x/later']);
+  });
+
+  void test("another namespace's NAD that cannot be looked up (error or timeout) is denied: the sharing check is never skipped", async () => {
+    const cluster = fakeCluster({ nads: { 'victim/net': 'unknown' } });
+    const r = await serviceValidationHandler({ cluster })(admissionRequest(svc({ [SN]: 'own,victim/net' }), 'ns', 'CREATE', 'Service'));
+    assert.equal(r.response.allowed, false);
+    assert.equal(r.response.status?.code, 403);
+    assert.equal(r.reason, 'network-unverified');
+    assert.match(r.response.status?.message ?? '', /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition victim\/net of another namespace could not be read just now, .*try again/);
+    // A lookup that never answers: denied once the admission's lookup time is up.
+    const hung = { ...fakeCluster(), nadExists: () => new Promise<never>(() => undefined) };
+    const slow = await serviceValidationHandler({ cluster: hung, nadLookupTimeoutMs: 20 })(admissionRequest(svc({ [SN]: 'victim/net' }), 'ns', 'CREATE', 'Service'));
+    assert.equal(slow.reason, 'network-unverified');
+  });
+
+  void test('more names than the bound are denied before any lookup, with the fix', async () => {
+    const names = Array.from({ length: 3000 }, (_, i) => `victim/n${i}`).join(',');
+    const cluster = fakeCluster();
+    const r = await serviceValidationHandler({ cluster })(admissionRequest(svc({ [SN]: names }), 'ns', 'CREATE', 'Service'));
+    assert.equal(r.response.allowed, false);
+    assert.match(r.response.status?.message ?? '', /names 3000 networks, more than the 32 one object may name; name at most 32 NetworkAttachmentDefinitions/);
+    assert.ok((r.response.status?.message ?? '').length < 1000, 'the message quotes the value cut short');
+    assert.deepEqual(cluster.calls, []);
+    const at = Array.from({ length: 32 }, (_, i) => `n${i}`).join(',');
+    assert.equal(validateService(svc({ [SN]: at }), 'ns').allowed, true);
+  });
+
+  void test('more ports than the budget are denied with the fix', () => {
+    const ports = Array.from({ length: 257 }, (_, i) => ({ port: 1000 + i, name: `p${i}` }));
+    const d = denial(svc({ [SN]: 'a' }, { selector: { app: 'web' }, ports }));
+    assert.equal(d.reason, 'over-budget');
+    assert.match(d.message, /spec\.ports lists 257 ports, more than the 256 .*split it into several Services/);
   });
 
   void test("another namespace's NAD: denied unless its owner shared it with this namespace (issue 19); shared by name or '*' is allowed", async () => {
@@ -191,5 +240,32 @@ void describe('webhook Events about Services', () => {
       ['/api/v1/namespaces/other/events', 'Warning', 'NodeAgentMissing', 'Service', 'other', 'web', 'm2'],
       ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm4'],
     ]);
+  });
+});
+
+void describe('NAD lookups of one admission', () => {
+  void test('each NAD once, at most the concurrency at a time, in the order of the names; unanswered ones are unknown at the deadline', async () => {
+    let running = 0;
+    let peak = 0;
+    const asked: string[] = [];
+    const cluster = {
+      async nadExists(ref: { namespace: string; name: string }) {
+        asked.push(`${ref.namespace}/${ref.name}`);
+        running++;
+        peak = Math.max(peak, running);
+        await new Promise((r) => setTimeout(r, 2));
+        running--;
+        return { state: ref.name === 'gone' ? ('missing' as const) : ('exists' as const) };
+      },
+    };
+    const refs = [...Array.from({ length: 30 }, (_, i) => ({ namespace: 'a', name: `n${i}` })), { namespace: 'a', name: 'n3' }, { namespace: 'a', name: 'gone' }];
+    const out = await lookupNads(cluster, refs, 5_000, 8);
+    assert.equal(peak, 8);
+    assert.equal(asked.length, 31, 'the repeated name is asked once');
+    assert.equal(out.length, refs.length);
+    assert.equal(out[31]?.state, 'missing');
+    assert.ok(out.slice(0, 31).every((o) => o.state === 'exists'));
+    const never = { nadExists: () => new Promise<never>(() => undefined) };
+    assert.deepEqual(await lookupNads(never, [{ namespace: 'a', name: 'x' }], 10), [{ state: 'unknown' }]);
   });
 });

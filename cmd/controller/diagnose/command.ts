@@ -14,6 +14,7 @@ import { diagnosePod } from './pod.js';
 import { diagnoseService } from './service.js';
 import { renderReport, type OutputFormat } from './render.js';
 import type { Report } from './report.js';
+import { escapeTerminal } from '../../../src/terminal-text.js';
 
 export const DIAGNOSE_PROGRAM: Program = {
   name: 'multus-proxy controller diagnose',
@@ -114,7 +115,7 @@ export async function runDiagnose(argv: readonly string[], stdout: Output, stder
     stdout.write(renderReport(report, req.output));
     return report.verdict === 'ok' ? 0 : 1;
   } catch (e) {
-    stderr.write(`diagnose: ${e instanceof DiagnoseError || e instanceof Error ? e.message : String(e)}\n`);
+    stderr.write(`diagnose: ${escapeTerminal(e instanceof DiagnoseError || e instanceof Error ? e.message : String(e))}\n`);
     return 2;
   }
 }

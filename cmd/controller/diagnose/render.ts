@@ -3,6 +3,7 @@
  * Pure: a report in, a string out.
  */
 import type { Finding, PodReport, Report, ServiceReport, Severity } from './report.js';
+import { terminalLines } from '../../../src/terminal-text.js';
 
 export type OutputFormat = 'text' | 'json';
 
@@ -63,5 +64,7 @@ function serviceLines(r: ServiceReport): string[] {
 export function renderReport(r: Report, format: OutputFormat): string {
   if (format === 'json') return `${JSON.stringify(r, null, 2)}\n`;
   const head = r.kind === 'Pod' ? podLines(r) : serviceLines(r);
-  return `${[...head, '', ...findingLines(r.findings), '', verdictLine(r)].join('\n')}\n`;
+  // Every line carries cluster data (Event messages, names, annotation values): escaped, so only
+  // the report's own line breaks break lines.
+  return `${terminalLines([...head, '', ...findingLines(r.findings), '', verdictLine(r)])}\n`;
 }

@@ -161,6 +161,10 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
     findings.push(finding('error', 'annotation', 'InvalidAnnotation', `${spec.message}. The controller keeps the Service's existing EndpointSlices (${f.slices.length}) unchanged until this is fixed`));
     return done({});
   }
+  if (spec.kind === 'refuse') {
+    findings.push(finding('error', 'annotation', 'OverBudget', `${spec.message}. The controller writes no EndpointSlice for it and deletes those it had`));
+    return done({});
+  }
   if (spec.kind === 'withdraw') {
     findings.push(finding('error', 'annotation', 'NoSelector', `${object}: ${spec.reason}, so no pod is selected and no EndpointSlice is written`, `set spec.selector, or (headless Services) the ${SERVICE_SELECTOR_ANNOTATION} annotation, e.g. "app=web"`));
     return done({});

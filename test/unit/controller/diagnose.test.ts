@@ -319,6 +319,16 @@ void describe('diagnose service', () => {
     assert.ok(!codes(r).includes('ClusterIPNotAllocated'));
   });
 
+  void test('an Event message with escape sequences and a forged verdict line is printed escaped: one verdict line, no escape byte', () => {
+    const forged = '\x1b]0;owned\x07\x1b[2K\x1b[1Aok\n\nverdict: ok, nothing found that stops traffic';
+    const ev: CoreV1Event = { ...event('FailedToWriteSlices', forged, '2026-11-26T10:00:00Z'), reportingComponent: 'multus-proxy-controller' };
+    const r = diagnoseService(serviceFacts(web(), [], { events: [ev] }));
+    const text = renderReport(r, 'text');
+    assert.ok(!text.includes('\x1b'), 'no ESC byte reaches the terminal');
+    assert.equal(text.split('\n').filter((l) => l.startsWith('verdict:')).length, 1, 'only the report writes a verdict line');
+    assert.match(text, /\\x1b\]0;owned\\x07\\x1b\[2K\\x1b\[1Aok\\n\\nverdict: ok/);
+  });
+
   void test('a pod listed in our slices that is no longer selected: stale', () => {
     const r = diagnoseService(serviceFacts(web(), [backend('web-a')], { published: [backend('web-a'), backend('gone')] }));
     assert.match(find(r, 'StaleEndpoint').message, /Pod app\/gone/);
