@@ -16,7 +16,7 @@ import { installBootstrap } from '../test/node/install.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from '../test/node/probes.js';
 import type { SidecarStart } from '../test/node/sidecar-starts.js';
 import { INSTALL_NAMESPACE } from '../src/keys.js';
-import { quantileSorted } from './lib/stats.js';
+import { quantileSorted } from '../test/harness/stats.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pods } from '../test/node/cluster.js';
 

@@ -3,7 +3,8 @@
  * sorts them into tiers and runs each tier as one `node --import tsx --test` child:
  *
  *   npm test                        every tier (what CI and the README run)
- *   npm test -- --tier unit         test/unit: no root, no apiserver, files run in parallel
+ *   npm test -- --tier unit         test/unit and bench's own tests (bench/test): no root, no
+ *                                   apiserver, files run in parallel
  *   npm test -- --tier cluster      the real kube-apiserver and network namespaces: everything but
  *                                   the node tier and test/unit
  *   npm test -- --tier node         real nodes, Helm and the soak (test/node), and the tests that
@@ -59,7 +60,7 @@ export const NODE_TIER_FILES: readonly string[] = ['test/deploy/image-run.test.t
 /** The tier of a test file, by its path relative to the repository. */
 export function tierOf(file: string): Tier {
   const f = file.split(sep).join('/');
-  if (f.startsWith('test/unit/')) return 'unit';
+  if (f.startsWith('test/unit/') || f.startsWith('bench/')) return 'unit';
   if (f.startsWith('test/node/') || NODE_TIER_FILES.includes(f)) return 'node';
   return 'cluster';
 }
@@ -231,7 +232,7 @@ async function main(): Promise<number> {
     console.error((e as Error).message);
     return 2;
   }
-  const roots = parsed.targets.length > 0 ? parsed.targets.map((t) => resolve(t)) : [join(root, 'test')];
+  const roots = parsed.targets.length > 0 ? parsed.targets.map((t) => resolve(t)) : [join(root, 'test'), join(root, 'bench')];
   const files = roots.flatMap(findTests).map((f) => relative(root, f));
   const plan = planTiers(files, parsed.tiers, availableParallelism());
   if (plan.length === 0) {

@@ -18,8 +18,9 @@ void test('findTests: every *.test.ts below a folder, sorted; helpers, node_modu
   assert.deepEqual(findTests(join(dir, 'missing')), []);
 });
 
-void test('tierOf: test/unit is unit, test/node and the files sharing its host state are node, the rest cluster', () => {
+void test('tierOf: test/unit and bench are unit, test/node and the files sharing its host state are node, the rest cluster', () => {
   assert.equal(tierOf('test/unit/cli.test.ts'), 'unit');
+  assert.equal(tierOf('bench/test/stats.test.ts'), 'unit');
   assert.equal(tierOf('test/node/realnode.test.ts'), 'node');
   assert.equal(tierOf('test/deploy/image-run.test.ts'), 'node');
   assert.equal(tierOf('test/deploy/helm.test.ts'), 'cluster');

@@ -1,7 +1,7 @@
 /** docs/benchmarks.md's sections (bench/lib/report.ts): one section replaced, everything else kept. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { upsertSection } from '../../../bench/lib/report.js';
+import { upsertSection } from '../lib/report.js';
 
 const PAGE = ['# Benchmarks', '', 'intro', '', '<!-- bench:b1 begin -->', 'one', '<!-- bench:b1 end -->', '', 'written by hand after b1', '', '<!-- bench:b3 begin -->', 'three', '<!-- bench:b3 end -->', ''].join('\n');
 
