@@ -42,15 +42,12 @@ const table = (head: readonly string[], rows: readonly (readonly string[])[]): s
 
 const PROGRAMS: readonly Program[] = [CONTROLLER_PROGRAM, DIAGNOSE_PROGRAM, WEBHOOK_PROGRAM, SIDECAR_PROGRAM, NODE_AGENT_PROGRAM, CERTS_PROGRAM];
 
-function tsFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) out.push(...tsFiles(p));
-    else if (e.isFile() && e.name.endsWith('.ts')) out.push(p);
-  }
-  return out.sort(compareText);
-}
+/** Every .ts file below a folder, sorted. */
+const tsFiles = (dir: string): string[] =>
+  readdirSync(dir, { recursive: true, encoding: 'utf8' })
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => join(dir, f))
+    .sort(compareText);
 
 const sources = (): { file: string; text: string }[] => ['cmd', 'src'].flatMap((d) => tsFiles(join(ROOT, d))).map((f) => ({ file: relative(ROOT, f), text: readFileSync(f, 'utf8') }));
 
