@@ -178,6 +178,6 @@ void describe('webhook hangs: accepts connections, never answers', () => {
     // Pods that did not ask still never wait for it.
     const t0 = Date.now();
     assert.equal(await create('pods', pod(ENABLED_NS, 'quick', false), ENABLED_NS), 'created');
-    assert.ok(Date.now() - t0 < 2000, `a pod that did not ask waited ${Date.now() - t0} ms`);
+    assert.ok(Date.now() - t0 < timeout * 1000, `a pod that did not ask waited ${Date.now() - t0} ms, as long as the hanging webhook's timeout`);
   });
 });
