@@ -2,8 +2,6 @@
  * The project's layout rules, checked on the source itself:
  *  - a program folder never imports another program's folder; code two programs share lives in
  *    src/ (and src/ itself imports no program folder);
- *  - bench/ may import test/ (the harness, the real-node helpers), test/ never imports bench/: what
- *    both use lives in test/harness or src/, and bench's own tests live in bench/test;
  *  - strings are ordered by code point (src/order.ts), never with localeCompare, whose result
  *    depends on the machine's locale data.
  */
@@ -103,6 +101,8 @@ void describe('layout', () => {
   });
 });
 
+// bench/ may import test/ (the harness, the real-node helpers); test/ never imports bench/: what
+// both use lives in test/harness or src/, and bench's own tests live in bench/test.
 void test('test/ and bench/ share code in one direction: bench/ may import test/, test/ never imports bench/', () => {
   const bad: string[] = [];
   let benchToTest = 0;
