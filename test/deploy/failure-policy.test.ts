@@ -168,7 +168,8 @@ void describe('webhook hangs: accepts connections, never answers', () => {
       const seconds = (Date.now() - t0) / 1000;
       assert.notEqual(r, 'created');
       if (held.size > 0 || seconds >= timeout - 0.5) {
-        assert.ok(seconds >= timeout - 0.5 && seconds < timeout + 3, `refused after ${seconds.toFixed(1)} s (timeoutSeconds ${timeout}): ${r}`);
+        // Refused by the webhook's timeout: not before it, and with the deadline as the cause.
+        assert.ok(seconds >= timeout - 0.5, `refused after ${seconds.toFixed(1)} s (timeoutSeconds ${timeout}): ${r}`);
         assert.match(r, /context deadline exceeded|timeout|Timeout/, r);
         break;
       }
