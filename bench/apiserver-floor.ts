@@ -26,7 +26,7 @@ import { apiPath } from '../src/kube/paths.js';
 import type { V1Pod } from '../src/kube/types.js';
 import { createLogger } from '../src/log.js';
 import { histogram, shareUnder } from './lib/prom-histogram.js';
-import { summarize, type Summary } from './lib/stats.js';
+import { summarize, type Summary } from '../test/harness/stats.js';
 
 interface Slice {
   apiVersion: 'discovery.k8s.io/v1';

@@ -11,7 +11,7 @@ import { createCA, createServingCert } from '../cmd/certs/pki.js';
 import { admissionReview, podOfSize } from './lib/pods.js';
 import { fixedRate, keepAliveAgent, maxThroughput, timedRequest, type LoadResult, type Target } from './lib/loadgen.js';
 import { cpuMs, type Cleanup, treeSum, startProcess, stopProcess, waitForLine } from './lib/proc.js';
-import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './lib/stats.js';
+import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from '../test/harness/stats.js';
 import type { TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';

@@ -17,7 +17,7 @@ import type { RuleBackendKind } from '../src/dataplane/backend.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';
-import { fmt, fmtRatio, summarize } from './lib/stats.js';
+import { fmt, fmtRatio, summarize } from '../test/harness/stats.js';
 import { wrk, type WrkResult } from './lib/wrk.js';
 import type { TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';

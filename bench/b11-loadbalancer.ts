@@ -19,7 +19,7 @@ import { ingressIps, installMetalLB, POOL_ANNOTATION, SegmentProbe } from '../te
 import { installAgent, until } from '../test/node/tenant.js';
 import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../src/keys.js';
 import { requireTool, run } from './lib/proc.js';
-import { fmt } from './lib/stats.js';
+import { fmt } from '../test/harness/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
 import { tuneForShortConnections } from './lib/traffic-pair.js';
 import { REQUEST_TIME_MODES, requestTimeRounds, requestTimeTable } from './lib/request-time.js';

@@ -29,7 +29,7 @@ import type { V1EndpointSlice, V1Service } from '../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import { requireTool, run } from './lib/proc.js';
 import { startHttpBackend, tuneForShortConnections } from './lib/traffic-pair.js';
-import { fmt, fmtRatio, summarize } from './lib/stats.js';
+import { fmt, fmtRatio, summarize } from '../test/harness/stats.js';
 import { wrk, type WrkResult } from './lib/wrk.js';
 import { addedUs, REQUEST_TIME_MODES, requestTimeRounds, requestTimeTable, rotated } from './lib/request-time.js';
 import type { Table, TargetCheck } from './lib/report.js';

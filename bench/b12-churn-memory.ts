@@ -39,7 +39,7 @@ import { startScaleChurn, type ScaleChurn } from './lib/deployment-churn.js';
 import { growth, signalSnapshot, totalBytes, type HeapGroup } from './lib/heap-snapshot.js';
 import { gcSeconds, parseHeapMetrics, type HeapFigures } from './lib/v8-heap.js';
 import { cpuWithChildrenMs, run, sleep, smaps, startProcess, treeSum } from './lib/proc.js';
-import { fmt } from './lib/stats.js';
+import { fmt } from '../test/harness/stats.js';
 import { slope as slopeOf } from '../test/node/soak-analysis.js';
 import { ROOT, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';

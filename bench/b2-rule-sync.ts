@@ -27,7 +27,7 @@ import type { DesiredState } from '../src/dataplane/model.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, NETWORK, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
 import { createClientNetns, createNetns } from './lib/netns.js';
 import { requireTool, run, type Cleanup } from './lib/proc.js';
-import { fmt, p99Bound, summarize } from './lib/stats.js';
+import { fmt, p99Bound, summarize } from '../test/harness/stats.js';
 import type { BenchResult, RunContext, TargetCheck } from './lib/report.js';
 import { fullText, renderNft } from '../src/dataplane/nft/render.js';
 import { shardCount } from '../src/dataplane/nft/shards.js';

@@ -15,7 +15,7 @@ import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceNa
 import { SLICES_PATH, replaceSlice, createServices, createSlices } from './lib/cluster.js';
 import { sidecarCommand, startSidecar, startSidecarEnv, timeToLine, toggleFlag, TRADE_FLAG, type LogLine, type SidecarCommand } from './lib/sidecar-env.js';
 import { run, sleep } from './lib/proc.js';
-import { fmt, summarize, type Summary } from './lib/stats.js';
+import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 

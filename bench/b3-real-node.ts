@@ -38,7 +38,7 @@ import { NftTable, saveHasDnat, sidecarMonitorTable } from './lib/nft-model.js';
 import { PodReadyTracker } from './lib/pod-ready.js';
 import { appliedSyncs, breakdown, ruleBound, SliceTracker, syncOfRule, type Breakdown, type SliceChange } from './lib/slice-events.js';
 import { requireTool, run, sleep } from './lib/proc.js';
-import { fmt, summarize, type Summary } from './lib/stats.js';
+import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { parseCount } from './lib/env-count.js';
 import { isMain, runStandalone } from './lib/runner.js';

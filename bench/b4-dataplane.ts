@@ -9,7 +9,7 @@ import { createDataplane } from '../src/dataplane/apply.js';
 import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';
-import { fmt } from './lib/stats.js';
+import { fmt } from '../test/harness/stats.js';
 import { interleavedPairs, pairsTable, wrk } from './lib/wrk.js';
 import type { TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';

@@ -13,7 +13,7 @@ import os from 'node:os';
 import { createServices, createSlices } from './lib/cluster.js';
 import { startSidecar, startSidecarEnv, treeSidecarCommand, type SidecarCommand } from './lib/sidecar-env.js';
 import { sleep, smaps, treeSum, withCleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 
 const ENDPOINTS = 10;
 const SETTLE_S = 5;

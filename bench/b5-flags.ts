@@ -22,7 +22,7 @@ import { startSidecar, startSidecarEnv, type LogLine, type SidecarCommand } from
 import { imageSidecarCommand } from './lib/image-runtime.js';
 import { endpointSlice } from './lib/services.js';
 import { cpuWithChildrenMs, run, sleep, smaps, treeSum, withCleanup } from './lib/proc.js';
-import { summarize } from './lib/stats.js';
+import { summarize } from '../test/harness/stats.js';
 import { gcPauseMs, parseHeapMetrics } from './lib/v8-heap.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 

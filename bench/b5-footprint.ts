@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { createServices, createSlices } from './lib/cluster.js';
 import { sidecarCommand, startSidecar, startSidecarEnv, toggleFlag, TRADE_FLAG, withoutMallocEnv, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
 import { cpuWithChildrenMs, run, sleep, smaps, treeSum, startProcess, stopProcess, type Cleanup } from './lib/proc.js';
-import { fmt, summarize, type Summary } from './lib/stats.js';
+import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import type { RunContext, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../src/sidecar-contract.js';

@@ -15,7 +15,7 @@ import { startController } from '../cmd/controller/run.js';
 import { backendPod } from './lib/services.js';
 import { benchControlPlane, createServices, inParallel, PODS_PATH, SERVICES_PATH, SLICES_PATH, WRITE_CONCURRENCY } from './lib/cluster.js';
 import { sleep } from './lib/proc.js';
-import { fmt, fmtRatio, fmtSummary, ratio, summarize } from './lib/stats.js';
+import { fmt, fmtRatio, fmtSummary, ratio, summarize } from '../test/harness/stats.js';
 import type { RunContext } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';

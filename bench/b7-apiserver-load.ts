@@ -21,7 +21,7 @@ import type { ControlPlane } from '../test/harness/controlplane.js';
 import { benchControlPlane, createServices, createSlices, SLICES_PATH } from './lib/cluster.js';
 import { endpointSlice } from './lib/services.js';
 import { cpuMs, sleep, type Cleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 import { ROOT, type RunContext, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';

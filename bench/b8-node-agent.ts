@@ -27,7 +27,7 @@ import { replaceSlice, benchControlPlane, createServices, createSlices } from '.
 import { buildBundle, logged, timeToLine, type LogLine } from './lib/sidecar-env.js';
 import { createClientNetns } from './lib/netns.js';
 import { requireTool, run, sleep, startProcess, type Cleanup } from './lib/proc.js';
-import { fmt, summarize, type Summary } from './lib/stats.js';
+import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { fullSyncVsRaw, nftTool, partialRow, partialVsRaw, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
 import { ROOT, type RunContext, type Table, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';

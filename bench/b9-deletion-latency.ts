@@ -10,11 +10,11 @@ import os from 'node:os';
 import { startControllerProc, leaseHolder, tail } from '../test/controller/procs.js';
 import { CHURN_SERVICE, runDeletionChurn, type ChurnOptions, type ChurnResult } from '../test/controller/deletion-churn.js';
 import { breakdown, writeLines, type Breakdown } from '../test/controller/deletion-breakdown.js';
-import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from './lib/deletion-stages.js';
+import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from '../test/controller/deletion-stages.js';
 import { uniqueName } from '../test/harness/controlplane.js';
 import { waitFor } from '../test/harness/wait.js';
 import { benchControlPlane } from './lib/cluster.js';
-import { fmt, summarize, type Summary } from './lib/stats.js';
+import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
 

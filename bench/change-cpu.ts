@@ -29,7 +29,7 @@ import type { Exec } from '../src/dataplane/iptables.js';
 import type { Rendered } from '../src/dataplane/model.js';
 import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 
 const ENDPOINTS = 10;
 const STAGES = ['state', 'render', 'rules', 'plan', 'conntrack', 'count'] as const;

@@ -25,7 +25,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { createClientNetns } from './lib/netns.js';
 import { sleep, withCleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 import { clientInterface, CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, endpointSlice, NETWORK, service } from './lib/services.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import type * as Apply from '../src/dataplane/apply.js';

@@ -28,7 +28,7 @@ import { encodeIntervalMapBatch, type IntervalMapWrite } from '../src/dataplane/
 import { equalRanges, PICK_MODULUS } from '../src/dataplane/nft/pick-ranges.js';
 import { createNetns } from './lib/netns.js';
 import { run, sleep, withCleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 import { render, RenderCache } from '../src/dataplane/incremental.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';

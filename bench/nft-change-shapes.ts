@@ -19,7 +19,7 @@ import { fullText, renderNft, type NftTarget } from '../src/dataplane/nft/render
 import { desiredState } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { run, withCleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 import { NftInteractive } from './lib/nft-interactive.js';
 
 const SHARDS = 8;

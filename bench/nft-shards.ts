@@ -25,7 +25,7 @@ import { fullText, renderNft, type NftTarget } from '../src/dataplane/nft/render
 import { CLIENT_INTERFACE, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { run, withCleanup, type Cleanup } from './lib/proc.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 import { NftInteractive } from './lib/nft-interactive.js';
 import { createTrafficPair } from './lib/traffic-pair.js';
 import { wrk } from './lib/wrk.js';

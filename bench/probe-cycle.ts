@@ -7,7 +7,9 @@
  *   health-listen        the default: the port listens before Node.js starts, first try at once
  * Needs an image with health-listen (MULTUS_PROXY_BIN_DIR naming a cache whose images/ has one).
  * Prints a markdown table: Unhealthy Events, sidecar start → Node.js serving / first sync / app
- * container start, load average.
+ * container start, load average. The time from the sidecar's start to its first accepted probe is
+ * measured here; test/sidecar/health-listen.test.ts asserts only the order (accepted before
+ * Node.js serves).
  *   node --import tsx bench/probe-cycle.ts [--busy 0,4]
  */
 import os from 'node:os';
@@ -16,7 +18,7 @@ import { installBootstrap } from '../test/node/install.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from '../test/node/probes.js';
 import type { SidecarStart } from '../test/node/sidecar-starts.js';
 import { INSTALL_NAMESPACE } from '../src/keys.js';
-import { quantileSorted } from './lib/stats.js';
+import { quantileSorted } from '../test/harness/stats.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { pods } from '../test/node/cluster.js';
 

@@ -15,8 +15,8 @@ import { PATHS, PLAIN_SERVICE, WITNESS, runSoak, SOAK_FULL, SOAK_NS, SOAK_QUICK,
 import type { ChurnKind } from '../test/node/soak-analysis.js';
 import { curlCause, histogramShare } from '../test/node/soak-analysis.js';
 import { judgeMemory, MEMORY_LIMITS_MIB, MEMORY_RULE, type Verdict } from '../test/node/soak-memory.js';
-import { fmt, summarize } from './lib/stats.js';
-import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from './lib/deletion-stages.js';
+import { fmt, summarize } from '../test/harness/stats.js';
+import { STAGE_CAPTION, STAGE_COLUMNS, stageCells } from '../test/controller/deletion-stages.js';
 import { defineBenchmark } from './lib/define.js';
 import { ROOT, type BenchResult } from './lib/report.js';
 import { isMain, runStandalone } from './lib/runner.js';

@@ -18,7 +18,7 @@ import { objectKey, type V1EndpointSlice, type V1Service } from '../src/kube/typ
 import { ServiceCap } from '../cmd/sidecar/service-cap.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
-import { fmt, summarize } from './lib/stats.js';
+import { fmt, summarize } from '../test/harness/stats.js';
 
 const ENDPOINTS = 10;
 const n = Number(process.argv[2] ?? 10000);

@@ -36,7 +36,7 @@ import { imageSidecarCommand } from './lib/image-runtime.js';
 import { growth, signalSnapshot, totalBytes, type HeapGroup } from './lib/heap-snapshot.js';
 import { gcSeconds, heapSpaces, parseHeapMetrics } from './lib/v8-heap.js';
 import { cpuMs, sleep, smaps, startProcess, stopProcess, waitForLine } from './lib/proc.js';
-import { fmt } from './lib/stats.js';
+import { fmt } from '../test/harness/stats.js';
 import { slope as slopeOf } from '../test/node/soak-analysis.js';
 import { ROOT, type TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';

@@ -7,7 +7,7 @@
  */
 import https from 'node:https';
 import { performance } from 'node:perf_hooks';
-import { summarize, type Summary } from './stats.js';
+import { summarize, type Summary } from '../../test/harness/stats.js';
 
 export interface Target {
   readonly port: number;

@@ -1,11 +1,13 @@
 /**
  * Process helpers for benchmarks: run a command (optionally inside a network namespace) and
- * time it, read a process's RSS and CPU time from /proc, and undo everything a benchmark set up
+ * time it, and undo everything a benchmark set up
  * even when it fails half-way.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+
+// What a process costs, read from /proc: shared with the real-node tests (the soak).
+export { cpuMs, cpuWithChildrenMs, descendants, rssBytes, smaps, treeSum, type Smaps } from '../../test/harness/proc-stats.js';
 
 export interface RunResult {
   readonly code: number | null;
@@ -81,66 +83,6 @@ export async function stopProcess(child: ChildProcess, graceMs = 3000): Promise<
   clearTimeout(timer);
 }
 
-/** Resident set size of a process in bytes (VmRSS). */
-export function rssBytes(pid: number): number {
-  const m = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m?.[1]) throw new Error(`no VmRSS for pid ${pid}`);
-  return Number(m[1]) * 1024;
-}
-
-/** User + system CPU time of a process in milliseconds (from /proc/<pid>/stat, clock ticks of 10 ms). */
-export function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // The command name (field 2) may contain spaces; fields after its closing paren are fixed.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  const utime = Number(fields[11]);
-  const stime = Number(fields[12]);
-  return (utime + stime) * 10;
-}
-
-/**
- * User + system CPU time in ms of a process plus its children that have exited and been waited
- * for (cutime + cstime): what a process costs including the short-lived commands it runs.
- */
-export function cpuWithChildrenMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
-  return ((f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)) * 10;
-}
-
-/** Memory of a process from /proc/<pid>/smaps_rollup, in bytes. */
-export interface Smaps {
-  readonly rss: number;
-  /** Anonymous pages: private to the process (heap, V8, stacks); what each extra process costs. */
-  readonly anonymous: number;
-  /** Rss − Anonymous: file-backed pages (the node binary, libraries), shared through the page cache. */
-  readonly fileBacked: number;
-}
-
-export function smaps(pid: number): Smaps {
-  const text = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
-  const kb = (field: string): number => {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB$`, 'm').exec(text);
-    if (!m?.[1]) throw new Error(`no ${field} in /proc/${pid}/smaps_rollup`);
-    return Number(m[1]) * 1024;
-  };
-  const rss = kb('Rss');
-  const anonymous = kb('Anonymous');
-  return { rss, anonymous, fileBacked: rss - anonymous };
-}
-
-/** The pids of a process and all its descendants (e.g. `ip netns exec` → node). */
-export function descendants(pid: number): number[] {
-  const out = [pid];
-  try {
-    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
-    for (const k of kids) out.push(...descendants(k));
-  } catch {
-    // gone already
-  }
-  return out;
-}
-
 /** Undo steps run in reverse order; each one's failure is logged, never thrown over the others. */
 export class Cleanup {
   private readonly steps: { what: string; fn: () => Promise<void> | void }[] = [];
@@ -198,15 +140,4 @@ export async function withCleanup<T>(log: (msg: string) => void, fn: (cleanup: C
   } finally {
     await cleanup.run(log);
   }
-}
-
-/** Sums `read` (e.g. rssBytes, cpuMs) over a process and its descendants, skipping any that just exited. */
-export function treeSum(pid: number, read: (pid: number) => number): number {
-  return descendants(pid).reduce((sum, p) => {
-    try {
-      return sum + read(p);
-    } catch {
-      return sum;
-    }
-  }, 0);
 }

@@ -4,7 +4,7 @@
  * each path's low end and what it adds over the others, per round. The low end (p1, min) is the
  * path's own work, which on the shared machine holds where saturated req/s does not.
  */
-import { fmt, summarize } from './stats.js';
+import { fmt, summarize } from '../../test/harness/stats.js';
 import { wrkLatency, type WrkLatency } from './wrk.js';
 import type { Table } from './report.js';
 

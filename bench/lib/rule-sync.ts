@@ -10,7 +10,7 @@ import { performance } from 'node:perf_hooks';
 import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
 import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
-import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './stats.js';
+import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from '../../test/harness/stats.js';
 import type { RunContext } from './report.js';
 import { splitTables } from '../../src/dataplane/nft/backend.js';
 import { isShardTable } from '../../src/dataplane/nft/shards.js';

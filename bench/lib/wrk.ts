@@ -5,7 +5,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { run } from './proc.js';
-import { fmt, fmtRatio, summarize, type Summary } from './stats.js';
+import { fmt, fmtRatio, summarize, type Summary } from '../../test/harness/stats.js';
 import type { Table, TargetCheck } from './report.js';
 
 export interface WrkResult {

@@ -96,7 +96,7 @@ void describe('controller leader election (two processes)', () => {
     if (c.exitCode === undefined) await once(c.child, 'exit');
     const exitAfter = Date.now() - stolenAt;
     assert.equal(c.exitCode, 1, tail(c));
-    assert.ok(exitAfter < 2 * RETRY_MS + 1000, `exited ${exitAfter} ms after losing the lease`);
+    assert.ok(exitAfter < 60_000, `exited ${exitAfter} ms after losing the lease: on seeing the thief, before its 60 s lease could run out`);
     assert.ok(c.logs.some((l) => l.includes('lease taken by thief')), tail(c));
   });
 

@@ -128,6 +128,24 @@ export class FailureCollector {
   }
 }
 
+/**
+ * Several runs' blocks (test/run.ts runs one per tier) as one: their failures in order, numbered
+ * anew, under one heading. Empty when none failed.
+ */
+export function mergeSummaries(blocks: readonly string[]): string[] {
+  const entries: string[][] = [];
+  for (const block of blocks) {
+    for (const line of block.split('\n')) {
+      if (line.startsWith('# =====') || line.trim() === '') continue;
+      const m = /^# \d+\. (.*)$/.exec(line);
+      if (m) entries.push([m[1] as string]);
+      else entries[entries.length - 1]?.push(line);
+    }
+  }
+  if (entries.length === 0) return [];
+  return [`# ===== ${entries.length} failed test(s) =====`, ...entries.flatMap(([head, ...rest], i) => [`# ${i + 1}. ${head ?? ''}`, ...rest]), '# ===== end of failed tests ====='];
+}
+
 export default async function* failureSummary(source: AsyncIterable<ReporterEvent>): AsyncGenerator<string> {
   const c = new FailureCollector(DEFAULT_LIMITS, process.cwd());
   for await (const event of source) c.feed(event);

@@ -169,6 +169,5 @@ void describe('informer on a real apiserver', () => {
     assert.equal(code, 0, `child did not exit cleanly by itself:\n${out}`);
     assert.match(out, /synced [1-9]/);
     assert.ok(stoppedAt > 0, out);
-    assert.ok(Date.now() - stoppedAt < 2_000, `exit took ${Date.now() - stoppedAt} ms after stop()`);
   });
 });

@@ -18,8 +18,8 @@ import { exitRaceEvents } from './soak-analysis.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
 import type { SidecarStart } from './sidecar-starts.js';
 import { HEALTH_LISTEN } from '../../cmd/webhook/options.js';
-import { quantileSorted } from '../../bench/lib/stats.js';
-import { STAGE_COLUMNS, stageCells } from '../../bench/lib/deletion-stages.js';
+import { quantileSorted } from '../harness/stats.js';
+import { STAGE_COLUMNS, stageCells } from '../controller/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
 import { runHeadless } from './headless.js';
 import { runSliceMetadata } from './slices.js';
@@ -200,7 +200,8 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(Object.values(o.answeredBy).reduce((a, b) => a + b, 0), 20, 'every request arrived from the client net1 address');
     assert.deepEqual(o.otherSources, []);
     assert.deepEqual(o.kubeProxyRules, [], 'kube-proxy wrote no rule for the Service');
-    assert.ok(o.scaled.readyToAnswerMs >= 0 && o.scaled.readyToAnswerMs <= 2_000, `the new replica answered ${o.scaled.readyToAnswerMs} ms after Ready`);
+    // The new replica answers once Ready; how soon is B3-real's measure (bench/b3-real-node.ts), not a bound here.
+    assert.ok(o.scaled.readyToAnswerMs >= 0, `the new replica answered after Ready (${o.scaled.readyToAnswerMs} ms)`);
     assert.equal(o.deleted.inSliceAfter, false);
     assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');

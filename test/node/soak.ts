@@ -29,7 +29,7 @@ import { createInformer } from '../../src/kube/informer.js';
 import type { CoreV1Event, V1Lease, V1Pod } from '../../src/kube/types.js';
 import { INSTALL_NAMESPACE, MANAGED_BY, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';
-import { smaps, treeSum } from '../../bench/lib/proc.js';
+import { smaps, treeSum } from '../harness/proc-stats.js';
 import { watchDeletions, type DeletionLatencies, type DeletionWatch } from '../controller/deletion-watch.js';
 import { breakdown, writeLines, type Breakdown, type WriteLine } from '../controller/deletion-breakdown.js';
 import { blogFile, CLIENT, createNamespace, pods, SERVICE } from './cluster.js';

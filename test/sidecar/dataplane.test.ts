@@ -58,10 +58,8 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar da
 
     await dp.sync(state(env, [webTarget([])]), { full: false });
     const refused = await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 5, 3000);
-    for (const r of refused) {
-      assert.equal(r.error, 'ECONNREFUSED');
-      assert.ok(r.ms < 1000, `refusal took ${r.ms} ms`);
-    }
+    // Refused (a reset), not dropped: a drop would end in the 3 s request timeout instead.
+    for (const r of refused) assert.equal(r.error, 'ECONNREFUSED', `after ${r.ms} ms`);
 
     // Only terminating-but-serving endpoints: they are used (kube-proxy's fallback).
     await dp.sync(state(env, [webTarget(endpoints([b2], 4, HTTP_PORT, () => 'terminating'))]), { full: false });

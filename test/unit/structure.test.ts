@@ -100,3 +100,21 @@ void describe('layout', () => {
     assert.equal(compareText('x', 'x'), 0);
   });
 });
+
+// bench/ may import test/ (the harness, the real-node helpers); test/ never imports bench/: what
+// both use lives in test/harness or src/, and bench's own tests live in bench/test.
+void test('test/ and bench/ share code in one direction: bench/ may import test/, test/ never imports bench/', () => {
+  const bad: string[] = [];
+  let benchToTest = 0;
+  for (const file of tsFiles(join(root, 'test'))) {
+    for (const spec of importsOf(readFileSync(file, 'utf8'))) {
+      const to = relative(root, resolve(dirname(file), spec));
+      if (to === 'bench' || to.startsWith('bench' + sep)) bad.push(`${relative(root, file)} imports ${spec}`);
+    }
+  }
+  for (const file of tsFiles(join(root, 'bench'))) {
+    for (const spec of importsOf(readFileSync(file, 'utf8'))) if (relative(root, resolve(dirname(file), spec)).startsWith('test' + sep)) benchToTest++;
+  }
+  assert.ok(benchToTest > 0, 'the scan sees bench/ importing test/ (it is not vacuous)');
+  assert.deepEqual(bad, [], 'move what tests need from bench/ into test/harness or src/; tests of bench code go in bench/test');
+});

@@ -86,8 +86,7 @@ void describe('webhook/tls certificate reload', () => {
     assert.equal(await httpsGet(server.port, NAME, caA.certPem, '/healthz'), 'ok\n');
     const port = server.port;
     secretVolumeWrite(dir, leafB, 2);
-    const took = await until('the new certificate to be served', async () => (await servedFingerprint(port, bothCAs)) === fp(leafB));
-    assert.ok(took < 5000);
+    await until('the new certificate to be served', async () => (await servedFingerprint(port, bothCAs)) === fp(leafB));
     assert.equal(server.port, port);
     // A client that trusts only the new CA now connects; one that trusts only the old CA no longer does.
     assert.equal(await httpsGet(port, NAME, caB.certPem, '/healthz'), 'ok\n');

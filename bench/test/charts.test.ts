@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { renderLineChart, ticks } from '../../../bench/lib/svg-chart.js';
-import { CHARTS, figure, millis, renderChart, services } from '../../../bench/lib/charts.js';
-import { readResults } from '../../../bench/lib/results.js';
+import { renderLineChart, ticks } from '../lib/svg-chart.js';
+import { CHARTS, figure, millis, renderChart, services } from '../lib/charts.js';
+import { readResults } from '../lib/results.js';
 
-const ROOT = join(import.meta.dirname, '..', '..', '..');
+const ROOT = join(import.meta.dirname, '..', '..');
 
 /** Well-formed XML, as far as these documents go: every tag closed in order, attributes quoted, no bare & or <. Returns the element names in order. */
 function wellFormed(svg: string): string[] {

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { histogram, shareUnder } from '../../../bench/lib/prom-histogram.js';
+import { histogram, shareUnder } from '../lib/prom-histogram.js';
 
 const text = (put: [string, number][], post: number): string =>
   [

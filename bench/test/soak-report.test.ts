@@ -3,10 +3,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { report } from '../../../bench/soak.js';
-import type { SoakRecord } from '../../node/soak.js';
+import { report } from '../soak.js';
+import type { SoakRecord } from '../../test/node/soak.js';
 
-const ROOT = join(import.meta.dirname, '..', '..', '..');
+const ROOT = join(import.meta.dirname, '..', '..');
 const FILE = join(ROOT, 'bench', 'records', 'soak-2026-11-26T22-57-08Z.json');
 
 void test('soak report of the 2026-11-26 record: every component judged (none "not judged"), the webhook settles, the node agent is flat, and the thirds table lists all four', () => {

@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { breakdown, ruleBound, type AppliedSync } from '../../../bench/lib/slice-events.js';
+import { breakdown, ruleBound, type AppliedSync } from '../lib/slice-events.js';
 
 const sync = (end: number, ms: number): AppliedSync => ({ end, ms, full: false });
 

@@ -10,7 +10,7 @@
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { NftTable, parseElements, parseMonitorLine, sidecarMonitorTable, targetName, type MonitorLine } from '../../../bench/lib/nft-model.js';
+import { NftTable, parseElements, parseMonitorLine, sidecarMonitorTable, targetName, type MonitorLine } from '../lib/nft-model.js';
 
 const T = 'inet multus_proxy';
 

@@ -1,6 +1,6 @@
 /** The "where the time goes" table of a deletion (test/controller/deletion-breakdown.ts), shared by B9 and the soak. */
-import type { Breakdown } from '../../test/controller/deletion-breakdown.js';
-import { fmt, summarize } from './stats.js';
+import type { Breakdown } from './deletion-breakdown.js';
+import { fmt, summarize } from '../harness/stats.js';
 
 export const STAGE_COLUMNS = [
   'n',

@@ -1,7 +1,7 @@
 /** B5's reading of the sidecar's V8 heap from prom-client's default metrics (prom-client's exposition text). */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gcPauseMs, gcSeconds, heapSpaces, parseHeapMetrics } from '../../../bench/lib/v8-heap.js';
+import { gcPauseMs, gcSeconds, heapSpaces, parseHeapMetrics } from '../lib/v8-heap.js';
 
 const TEXT = `# HELP multus_proxy_sidecar_nodejs_heap_size_total_bytes Process heap size from Node.js in bytes.
 # TYPE multus_proxy_sidecar_nodejs_heap_size_total_bytes gauge

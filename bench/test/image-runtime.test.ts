@@ -4,9 +4,9 @@
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { injectedOnHost, missingLibraries, parseImageList } from '../../../bench/lib/image-runtime.js';
-import { sidecarContainer } from '../../../cmd/webhook/mutate.js';
-import { SIDECAR } from '../../webhook/fixtures.js';
+import { injectedOnHost, missingLibraries, parseImageList } from '../lib/image-runtime.js';
+import { sidecarContainer } from '../../cmd/webhook/mutate.js';
+import { SIDECAR } from '../../test/webhook/fixtures.js';
 
 void describe('B5 image runtime', () => {
   void test('parseImageList: ids by name:tag, sha256: prefix dropped, untagged layers left out', () => {

@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { p99Bound, summarize } from '../../../bench/lib/stats.js';
+import { p99Bound, summarize } from '../../harness/stats.js';
 
 void describe('bench stats: the figure that judges a p99 target', () => {
   void test('under 100 samples the max judges (the only bound ≥ p99); from 100 on, p99 itself', () => {

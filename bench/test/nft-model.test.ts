@@ -7,11 +7,11 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { NftTable, parseMonitorLine, saveHasDnat } from '../../../bench/lib/nft-model.js';
-import { appliedSyncs, breakdown, SliceTracker } from '../../../bench/lib/slice-events.js';
-import { order } from '../../../bench/lib/report.js';
-import { PodReadyTracker, podIsReady, readyTransitionMs } from '../../../bench/lib/pod-ready.js';
-import type { V1EndpointSlice, V1Pod } from '../../../src/kube/types.js';
+import { NftTable, parseMonitorLine, saveHasDnat } from '../lib/nft-model.js';
+import { appliedSyncs, breakdown, SliceTracker } from '../lib/slice-events.js';
+import { order } from '../lib/report.js';
+import { PodReadyTracker, podIsReady, readyTransitionMs } from '../lib/pod-ready.js';
+import type { V1EndpointSlice, V1Pod } from '../../src/kube/types.js';
 
 const LISTING = `table ip nat { # handle 1
 	chain MPX-SVC-X { # handle 1

@@ -1,6 +1,6 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { groupSnapshot, growth, totalBytes } from '../../../bench/lib/heap-snapshot.js';
+import { groupSnapshot, growth, totalBytes } from '../lib/heap-snapshot.js';
 
 /** A snapshot in V8's layout: node_fields, the type names, then flat node rows and a string table. */
 function snap(rows: readonly [type: number, name: number, size: number][]): Parameters<typeof groupSnapshot>[0] {

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { gcOverlap, windowGc, type GcPause } from '../../../bench/lib/gc-overlap.js';
+import { gcOverlap, windowGc, type GcPause } from '../lib/gc-overlap.js';
 
 const windows = [
   { start: 0, end: 2 },

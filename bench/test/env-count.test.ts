@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { parseCount } from '../../../bench/lib/env-count.js';
+import { parseCount } from '../lib/env-count.js';
 
 void test('parseCount: unset or blank is the default; a whole number in range is taken; anything else names the variable, the value and the fix', () => {
   assert.equal(parseCount('B3_CYCLES', undefined, 20, 1000), 20);
