@@ -48,6 +48,18 @@ export interface SidecarOptions {
    * Development runs point it at what scripts/build-native.sh builds.
    */
   readonly elementWriter: string | false;
+  /**
+   * The node this pod runs on (downward API `spec.nodeName`), for internalTrafficPolicy Local and
+   * same-node hints; '' when unknown (then no endpoint counts as local).
+   */
+  readonly nodeName: string;
+  /**
+   * The zone of that node, for zone hints; '' when unknown (then zone hints are not used, as
+   * kube-proxy on a node without the zone label). The webhook fills it from the pod's
+   * `topology.kubernetes.io/zone` label (set by the PodTopologyLabels admission plugin where the
+   * cluster enables it); docs/decisions/0161-sidecar-node-and-zone.md.
+   */
+  readonly nodeZone: string;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -67,7 +79,12 @@ export const OPTION_SOURCES = {
   annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
   maxServicesPerNetwork: { env: 'MAX_SERVICES_PER_NETWORK', flag: 'max-services-per-network' },
   elementWriter: { env: 'ELEMENT_WRITER', flag: 'element-writer' },
+  nodeName: { env: 'NODE_NAME', flag: 'node-name' },
+  nodeZone: { env: 'NODE_ZONE', flag: 'node-zone' },
 } as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
+
+/** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
 /** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */
 export const POD_INFO_DIR = '/etc/multus-proxy/podinfo';
