@@ -5,7 +5,6 @@
  * zones, Ready with allocatable CPU; they are deleted afterwards.
  */
 import { test, describe, before, after } from 'node:test';
-import assert from 'node:assert/strict';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import type { RunningController } from '../../cmd/controller/run.js';

@@ -17,26 +17,26 @@ function policy(cidrs: string[] | undefined): ExternalIPPolicy {
 }
 const OBJ = 'Service app/web';
 
-describe('externalIPsVerdict', () => {
-  test('no external IPs: nothing to say', () => {
+void describe('externalIPsVerdict', () => {
+  void test('no external IPs: nothing to say', () => {
     assert.deepEqual(externalIPsVerdict(svc([]), undefined, EXTERNAL_IPS_NOT_CONFIGURED, OBJ), {});
   });
-  test('no list configured: admitted with a warning that names the addresses, the risk and the setting', () => {
+  void test('no list configured: admitted with a warning that names the addresses, the risk and the setting', () => {
     const v = externalIPsVerdict(svc(['192.0.2.10']), undefined, EXTERNAL_IPS_NOT_CONFIGURED, OBJ);
     assert.equal(v.deny, undefined);
     assert.match(v.warning ?? '', /Service app\/web: spec\.externalIPs \(192\.0\.2\.10\) are not served.*CVE-2020-8554.*externalIPs\.allowedCIDRs/);
   });
-  test('configured: inside an allowed CIDR is admitted silently', () => {
+  void test('configured: inside an allowed CIDR is admitted silently', () => {
     assert.deepEqual(externalIPsVerdict(svc(['192.0.2.10', '2001:db8::5']), undefined, policy(['192.0.2.0/24', '2001:db8::/64']), OBJ), {});
   });
-  test('configured: a new address outside every CIDR is denied, naming it, the list and the fix', () => {
+  void test('configured: a new address outside every CIDR is denied, naming it, the list and the fix', () => {
     const v = externalIPsVerdict(svc(['192.0.2.10', '198.51.100.7']), undefined, policy(['192.0.2.0/24']), OBJ);
     assert.match(v.deny ?? '', /Service app\/web: spec\.externalIPs "198\.51\.100\.7": is outside the CIDRs .*\(192\.0\.2\.0\/24\).*CVE-2020-8554.*externalIPs\.allowedCIDRs/);
   });
-  test('configured empty: every new external IP is denied', () => {
+  void test('configured empty: every new external IP is denied', () => {
     assert.match(externalIPsVerdict(svc(['192.0.2.10']), undefined, policy([]), OBJ).deny ?? '', /none \(every external IP is denied\)/);
   });
-  test('update: an address the Service already had is kept (with a warning), a new one outside is denied', () => {
+  void test('update: an address the Service already had is kept (with a warning), a new one outside is denied', () => {
     const old = svc(['198.51.100.7']);
     const kept = externalIPsVerdict(svc(['198.51.100.7']), old, policy(['192.0.2.0/24']), OBJ);
     assert.equal(kept.deny, undefined);
@@ -45,13 +45,13 @@ describe('externalIPsVerdict', () => {
   });
 });
 
-describe('the admin list', () => {
-  test('a bad CIDR names the entry and the fix', () => {
+void describe('the admin list', () => {
+  void test('a bad CIDR names the entry and the fix', () => {
     const p = parseExternalIPPolicy(['192.0.2.0/24', '192.0.2.1'], 'externalIPs.allowedCIDRs');
     assert.ok(!p.ok);
     assert.match(p.error, /externalIPs\.allowedCIDRs\[1\].*192\.0\.2\.1.*has no prefix length.*write a CIDR/);
   });
-  test('externalIPAllowed: never without a list; host bits and families handled', () => {
+  void test('externalIPAllowed: never without a list; host bits and families handled', () => {
     assert.equal(externalIPAllowed(EXTERNAL_IPS_NOT_CONFIGURED, '192.0.2.1'), false);
     const p = policy(['192.0.2.128/25', '2001:db8::/32']);
     assert.equal(externalIPAllowed(p, '192.0.2.200'), true);
@@ -60,7 +60,7 @@ describe('the admin list', () => {
     assert.equal(externalIPAllowed(p, '::ffff:192.0.2.200'), false, 'an IPv4-mapped IPv6 address is IPv6');
     assert.equal(externalIPAllowed(p, 'not-an-ip'), false);
   });
-  test('property: with a configured list, every admitted new address is inside it', () => {
+  void test('property: with a configured list, every admitted new address is inside it', () => {
     const p = policy(['10.0.0.0/8', '192.0.2.0/24']);
     fc.assert(
       fc.property(fc.array(fc.ipV4(), { maxLength: 5 }), (ips) => {

@@ -43,7 +43,7 @@ function svcWith(o: { annotations?: Record<string, string>; trafficDistribution?
 const node = (name: string, zone: string | undefined, cpuMilli: number, o: Partial<NodeTopology> = {}): NodeTopology => ({ name, zone, cpuMilli, ready: true, controlPlane: false, ...o });
 const capacity = (ratios: Record<string, number>): ZoneCapacity => ({ ok: true, ratios: new Map(Object.entries(ratios)) });
 
-describe('hintMode: which hints a Service asks for', () => {
+void describe('hintMode: which hints a Service asks for', () => {
   const cases: [string, V1Service, ReturnType<typeof hintMode>][] = [
     ['no field, no annotation: none (hints removed)', svcWith({}), { kind: 'none' }],
     ['PreferClose: same zone', svcWith({ trafficDistribution: 'PreferClose' }), { kind: 'close', sameNode: false }],
@@ -60,45 +60,45 @@ describe('hintMode: which hints a Service asks for', () => {
       { kind: 'close', sameNode: false },
     ],
   ];
-  for (const [name, svc, want] of cases) test(name, () => assert.deepEqual(hintMode(svc), want));
+  for (const [name, svc, want] of cases) void test(name, () => assert.deepEqual(hintMode(svc), want));
 });
 
-describe('trafficDistribution hints', () => {
-  test('PreferClose: each ready endpoint hinted for its own zone; not-ready and zoneless ones get none', () => {
+void describe('trafficDistribution hints', () => {
+  void test('PreferClose: each ready endpoint hinted for its own zone; not-ready and zoneless ones get none', () => {
     const eps = [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', 'a', { ready: false, hints: { forZones: [{ name: 'a' }] } }), ep('10.0.0.4', undefined)];
     const r = planHints({ kind: 'close', sameNode: false }, eps, { ok: false, reason: 'unused' }, 'IPv4');
     assert.deepEqual(zonesOf(r.endpoints), [['a'], ['b'], undefined, undefined]);
     assert.equal(r.event, undefined, 'no Event for trafficDistribution, as upstream');
   });
-  test('PreferSameNode: also hinted for its own node', () => {
+  void test('PreferSameNode: also hinted for its own node', () => {
     const eps = [ep('10.0.0.1', 'a', { node: 'n1' }), ep('10.0.0.2', undefined, { node: 'n2' })];
     const r = planHints({ kind: 'close', sameNode: true }, eps, { ok: false, reason: 'unused' }, 'IPv4');
     assert.deepEqual(zonesOf(r.endpoints), [['a'], undefined]);
     assert.deepEqual(nodesOf(r.endpoints), [['n1'], ['n2']]);
   });
-  test('no mode: every hint removed, nothing else changed', () => {
+  void test('no mode: every hint removed, nothing else changed', () => {
     const eps = [ep('10.0.0.1', 'a', { hints: { forZones: [{ name: 'b' }] } })];
     const r = planHints({ kind: 'none' }, eps, { ok: false, reason: 'unused' }, 'IPv4');
     assert.deepEqual(r.endpoints, [ep('10.0.0.1', 'a')]);
   });
 });
 
-describe('zoneCapacity: zone CPU shares from Nodes', () => {
-  test('shares by allocatable CPU; control-plane and not-ready nodes left out', () => {
+void describe('zoneCapacity: zone CPU shares from Nodes', () => {
+  void test('shares by allocatable CPU; control-plane and not-ready nodes left out', () => {
     const c = zoneCapacity([node('n1', 'a', 3000), node('n2', 'b', 1000), node('cp', 'c', 8000, { controlPlane: true }), node('down', 'c', 8000, { ready: false })]);
     assert.ok(c.ok);
     assert.deepEqual([...c.ratios], [['a', 0.75], ['b', 0.25]]);
   });
-  test('a ready node without a zone: insufficient node information', () => {
+  void test('a ready node without a zone: insufficient node information', () => {
     assert.deepEqual(zoneCapacity([node('n1', 'a', 1000), node('n2', undefined, 1000)]), { ok: false, reason: INSUFFICIENT_NODE_INFO });
   });
-  test('a ready node without CPU: insufficient node information', () => {
+  void test('a ready node without CPU: insufficient node information', () => {
     assert.deepEqual(zoneCapacity([node('n1', 'a', 1000), node('n2', 'b', 0)]), { ok: false, reason: INSUFFICIENT_NODE_INFO });
   });
-  test('one zone only: no hints', () => {
+  void test('one zone only: no hints', () => {
     assert.deepEqual(zoneCapacity([node('n1', 'a', 1000), node('n2', 'a', 1000)]), { ok: false, reason: ONE_ZONE_ONLY });
   });
-  test('nodeTopology reads labels, allocatable CPU and the Ready condition', () => {
+  void test('nodeTopology reads labels, allocatable CPU and the Ready condition', () => {
     const n = nodeTopology({
       metadata: { name: 'n1', labels: { 'topology.kubernetes.io/zone': 'a', 'node-role.kubernetes.io/control-plane': '' } },
       status: { allocatable: { cpu: '3800m' }, conditions: [{ type: 'Ready', status: 'True' }] },
@@ -106,7 +106,7 @@ describe('zoneCapacity: zone CPU shares from Nodes', () => {
     assert.deepEqual(n, { name: 'n1', zone: 'a', cpuMilli: 3800, ready: true, controlPlane: true });
     assert.deepEqual(nodeTopology({ metadata: { name: 'n2' }, status: { allocatable: { cpu: 'lots' } } }), { name: 'n2', zone: undefined, cpuMilli: 0, ready: false, controlPlane: false });
   });
-  test('the slimmed Node (the informer cache) keeps what nodeTopology reads', () => {
+  void test('the slimmed Node (the informer cache) keeps what nodeTopology reads', () => {
     const full = {
       metadata: { name: 'n1', resourceVersion: '7', labels: { 'topology.kubernetes.io/zone': 'a', 'node-role.kubernetes.io/master': '' }, managedFields: [{}] },
       status: {
@@ -118,7 +118,7 @@ describe('zoneCapacity: zone CPU shares from Nodes', () => {
     assert.deepEqual(nodeTopology(slimNode(full)), nodeTopology(full));
     assert.deepEqual(nodeTopology(full), { name: 'n1', zone: 'a', cpuMilli: 2000, ready: true, controlPlane: true });
   });
-  test('cpuMillis reads quantities', () => {
+  void test('cpuMillis reads quantities', () => {
     assert.equal(cpuMillis('4'), 4000);
     assert.equal(cpuMillis('3800m'), 3800);
     assert.equal(cpuMillis('0.5'), 500);
@@ -126,7 +126,7 @@ describe('zoneCapacity: zone CPU shares from Nodes', () => {
     assert.ok(Number.isNaN(cpuMillis('4 cores')));
     assert.ok(Number.isNaN(cpuMillis(undefined)));
   });
-  test('NodeCapacity reports a change only when the shares change', () => {
+  void test('NodeCapacity reports a change only when the shares change', () => {
     const nc = new NodeCapacity();
     assert.equal(nc.set('n1', node('n1', 'a', 1000)), true, 'no CPU at all, then one zone: the reason changed');
     assert.equal(nc.set('n1b', node('n1b', 'a', 1000)), false, 'still one zone');
@@ -136,15 +136,15 @@ describe('zoneCapacity: zone CPU shares from Nodes', () => {
   });
 });
 
-describe('topology-mode Auto', () => {
+void describe('topology-mode Auto', () => {
   const AUTO = { kind: 'auto' } as const;
-  test('balanced: every ready endpoint hinted for its own zone, Enabled Event', () => {
+  void test('balanced: every ready endpoint hinted for its own zone, Enabled Event', () => {
     const eps = [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', 'a'), ep('10.0.0.4', 'b')];
     const r = planHints(AUTO, eps, capacity({ a: 0.5, b: 0.5 }), 'IPv4');
     assert.deepEqual(zonesOf(r.endpoints), [['a'], ['b'], ['a'], ['b']]);
     assert.deepEqual(r.event, { type: 'Normal', reason: 'TopologyAwareHintsEnabled', message: 'Topology Aware Hints has been enabled, addressType: IPv4' });
   });
-  test('unbalanced: a zone above its CPU share gives endpoints to the zone below it', () => {
+  void test('unbalanced: a zone above its CPU share gives endpoints to the zone below it', () => {
     const eps = [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'a'), ep('10.0.0.3', 'a'), ep('10.0.0.4', 'a'), ep('10.0.0.5', 'a'), ep('10.0.0.6', 'b')];
     const r = planHints(AUTO, eps, capacity({ a: 0.5, b: 0.5 }), 'IPv4');
     const counts = new Map<string, number>();
@@ -152,7 +152,7 @@ describe('topology-mode Auto', () => {
     assert.deepEqual([...counts].sort(), [['a', 3], ['b', 3]]);
     assert.deepEqual(zonesOf(r.endpoints), [['b'], ['b'], ['a'], ['a'], ['a'], ['b']], 'given away in endpoint order');
   });
-  test('not-ready endpoints get no hint and do not count', () => {
+  void test('not-ready endpoints get no hint and do not count', () => {
     const eps = [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', 'a', { ready: false })];
     const r = planHints(AUTO, eps, capacity({ a: 0.5, b: 0.5 }), 'IPv4');
     assert.deepEqual(zonesOf(r.endpoints), [['a'], ['b'], undefined]);
@@ -169,7 +169,7 @@ describe('topology-mode Auto', () => {
     ['a ready endpoint without a zone', [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', undefined), ep('10.0.0.4', 'b')], capacity({ a: 0.5, b: 0.5 }), 'One or more endpoints do not have a zone specified, addressType: IPv4'],
   ];
   for (const [name, eps, cap, message] of disabledCases) {
-    test(`safeguard: ${name}: no hints at all, Disabled Event`, () => {
+    void test(`safeguard: ${name}: no hints at all, Disabled Event`, () => {
       const withOld = eps.map((e) => ({ ...e, hints: { forZones: [{ name: 'a' }] } }));
       const r = planHints(AUTO, withOld, cap, 'IPv4');
       assert.ok(r.endpoints.every((e) => e.hints === undefined), 'old hints removed');
@@ -177,7 +177,7 @@ describe('topology-mode Auto', () => {
     });
   }
 
-  test('property: only hints change; when enabled every ready endpoint has exactly one zone hint, a zone with capacity', () => {
+  void test('property: only hints change; when enabled every ready endpoint has exactly one zone hint, a zone with capacity', () => {
     fc.assert(
       fc.property(
         fc.array(fc.record({ zone: fc.constantFrom('a', 'b', 'c'), ready: fc.boolean() }), { maxLength: 30 }),
@@ -205,7 +205,7 @@ describe('topology-mode Auto', () => {
   });
 });
 
-describe('the slice plan carries hints', () => {
+void describe('the slice plan carries hints', () => {
   const MACVLAN = 'default/macvlan1';
   const zoneOf = (n: string): string | undefined => ({ n1: 'a', n2: 'b' })[n];
   const pods = [
@@ -226,7 +226,7 @@ describe('the slice plan carries hints', () => {
     return spec.kind === 'serve' ? spec.networks : [];
   };
 
-  test('PreferSameNode: zone and node hints written; the same plan again is empty; dropping the field removes them', () => {
+  void test('PreferSameNode: zone and node hints written; the same plan again is empty; dropping the field removes them', () => {
     const s = svc({ trafficDistribution: 'PreferSameNode' });
     const first = planSlices({ service: s, networks: networks(s), pods, existing: [], zoneOf });
     const created = first.diff.create[0];
@@ -241,7 +241,7 @@ describe('the slice plan carries hints', () => {
     assert.ok(again.diff.update[0]?.endpoints.every((e) => e.hints === undefined));
   });
 
-  test('Auto: hints with zone capacity and an Enabled Event; without Node information, none and a Disabled Event', () => {
+  void test('Auto: hints with zone capacity and an Enabled Event; without Node information, none and a Disabled Event', () => {
     const s = svc({ annotations: { [TOPOLOGY_MODE_ANNOTATION]: 'Auto' } });
     const on = planSlices({ service: s, networks: networks(s), pods, existing: [], zoneOf, zoneCapacity: capacity({ a: 0.5, b: 0.5 }) });
     assert.deepEqual(zonesOf(on.diff.create[0]?.endpoints ?? []), [['a'], ['b']]);
