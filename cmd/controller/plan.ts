@@ -273,6 +273,8 @@ const NO_CAPACITY: ZoneCapacity = { ok: false, reason: 'Insufficient Node inform
  */
 function addHints(input: PlanInput, groups: Map<string, Group>): Plan['hintEvents'] {
   const mode = hintMode(input.service);
+  // The planned endpoints are built fresh, without hints: nothing to do (the common case).
+  if (mode.kind === 'none') return [];
   const byFamily = new Map<string, Group[]>();
   for (const key of [...groups.keys()].sort()) {
     const g = groups.get(key);

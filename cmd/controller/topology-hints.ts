@@ -105,6 +105,7 @@ function ready(e: V1Endpoint): boolean {
 }
 
 function withHints(e: V1Endpoint, hints: V1EndpointHints | undefined): V1Endpoint {
+  if (hints === undefined && e.hints === undefined) return e;
   const { hints: _old, ...rest } = e;
   return hints === undefined ? rest : { ...rest, hints };
 }
