@@ -5,6 +5,8 @@
  * either program, is what lets neither import the other.
  */
 
+import type { ExternalIPPolicy } from './external-ips.js';
+
 export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 
 /** Which rule back end the sidecar writes with; auto is nftables where the probe table loads, else iptables (docs/decisions.md). */
@@ -60,6 +62,11 @@ export interface SidecarOptions {
    * cluster enables it); docs/decisions/0161-sidecar-node-and-zone.md.
    */
   readonly nodeZone: string;
+  /**
+   * The CIDRs the cluster admin allows external IPs from (src/external-ips.ts), which the sidecar
+   * re-checks before serving one; not configured (no variable): none is served.
+   */
+  readonly externalIPs: ExternalIPPolicy;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -81,7 +88,8 @@ export const OPTION_SOURCES = {
   elementWriter: { env: 'ELEMENT_WRITER', flag: 'element-writer' },
   nodeName: { env: 'NODE_NAME', flag: 'node-name' },
   nodeZone: { env: 'NODE_ZONE', flag: 'node-zone' },
-} as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
+  externalIPsAllowedCIDRs: { env: 'EXTERNAL_IPS_ALLOWED_CIDRS', flag: 'external-ips-allowed-cidrs' },
+} as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
 
 /** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';

@@ -126,6 +126,7 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
       { name: OPTION_SOURCES.annotationsFile.env, value: POD_ANNOTATIONS_FILE },
       { name: OPTION_SOURCES.maxServicesPerNetwork.env, value: String(cfg.maxServicesPerNetwork) },
       ...(cfg.backend !== 'auto' ? [{ name: OPTION_SOURCES.backend.env, value: cfg.backend }] : []),
+      ...(cfg.externalIPsAllowedCIDRs !== undefined ? [{ name: OPTION_SOURCES.externalIPsAllowedCIDRs.env, value: cfg.externalIPsAllowedCIDRs.join(',') }] : []),
       ...Object.entries(SIDECAR_MALLOC_ENV).map(([name, value]) => ({ name, value })),
     ],
     resources: structuredClone(cfg.resources),

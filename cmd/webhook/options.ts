@@ -62,6 +62,11 @@ export interface SidecarConfig {
   readonly tokenExpirationSeconds: number;
   /** The sidecar's MAX_SERVICES_PER_NETWORK: Services served per network at most. */
   readonly maxServicesPerNetwork: number;
+  /**
+   * The admin's external-IP CIDRs (externalIPs.allowedCIDRs), passed to the sidecar so it re-checks
+   * them (its EXTERNAL_IPS_ALLOWED_CIDRS); absent when not configured (no variable: none served).
+   */
+  readonly externalIPsAllowedCIDRs?: readonly string[];
 }
 
 export interface WebhookOptions {
@@ -393,6 +398,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       resources: get('sidecar.resources', { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } }),
       tokenExpirationSeconds: get('sidecar.tokenExpirationSeconds', 3607),
       maxServicesPerNetwork: get('sidecar.maxServicesPerNetwork', DEFAULT_MAX_SERVICES_PER_NETWORK),
+      ...(externalIPs.value.configured ? { externalIPsAllowedCIDRs: externalIPs.value.allowed.map((r) => r.cidr) } : {}),
     },
     externalIPs: externalIPs.value,
   });
