@@ -5,6 +5,8 @@
  * either program, is what lets neither import the other.
  */
 
+import type { ExternalIPPolicy } from './external-ips.js';
+
 export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 
 /** Which rule back end the sidecar writes with; auto is nftables where the probe table loads, else iptables (docs/decisions/0022-auto-prefers-nftables.md). */
@@ -48,6 +50,23 @@ export interface SidecarOptions {
    * Development runs point it at what scripts/build-native.sh builds.
    */
   readonly elementWriter: string | false;
+  /**
+   * The node this pod runs on (downward API `spec.nodeName`), for internalTrafficPolicy Local and
+   * same-node hints; '' when unknown (then no endpoint counts as local).
+   */
+  readonly nodeName: string;
+  /**
+   * The zone of that node, for zone hints; '' when unknown (then zone hints are not used, as
+   * kube-proxy on a node without the zone label). The webhook fills it from the pod's
+   * `topology.kubernetes.io/zone` label (set by the PodTopologyLabels admission plugin where the
+   * cluster enables it); docs/decisions/0161-sidecar-node-and-zone.md.
+   */
+  readonly nodeZone: string;
+  /**
+   * The CIDRs the cluster admin allows external IPs from (src/external-ips.ts), which the sidecar
+   * re-checks before serving one; not configured (no variable): none is served.
+   */
+  readonly externalIPs: ExternalIPPolicy;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -67,7 +86,13 @@ export const OPTION_SOURCES = {
   annotationsFile: { env: 'POD_ANNOTATIONS_FILE', flag: 'pod-annotations-file' },
   maxServicesPerNetwork: { env: 'MAX_SERVICES_PER_NETWORK', flag: 'max-services-per-network' },
   elementWriter: { env: 'ELEMENT_WRITER', flag: 'element-writer' },
-} as const satisfies Record<keyof SidecarOptions, { env: string; flag: string }>;
+  nodeName: { env: 'NODE_NAME', flag: 'node-name' },
+  nodeZone: { env: 'NODE_ZONE', flag: 'node-zone' },
+  externalIPsAllowedCIDRs: { env: 'EXTERNAL_IPS_ALLOWED_CIDRS', flag: 'external-ips-allowed-cidrs' },
+} as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
+
+/** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
+export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 
 /** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */
 export const POD_INFO_DIR = '/etc/multus-proxy/podinfo';

@@ -32,6 +32,7 @@ import type { V1Endpoint, V1EndpointSlice, V1OwnerReference, V1Pod, V1Service } 
 import type { AddressPolicy } from './address-policy.js';
 import { podEndpoints, type AddressType, type EndpointPort, type PodEndpoint, type PodSkip } from './pod-endpoints.js';
 import { sameLabels, sliceLabels, triggerTimeMs } from './slice-metadata.js';
+import { hintMode, planHints, type HintEvent, type ZoneCapacity } from './topology-hints.js';
 
 export { sliceLabels };
 
@@ -46,6 +47,8 @@ export interface PlanInput {
   /** What may be published (the nodes' own addresses); special addresses are always refused. */
   readonly addressPolicy?: AddressPolicy;
   readonly maxPerSlice?: number;
+  /** Zone CPU shares for `topology-mode: Auto` (topology-hints.ts); without it, Auto writes no hints. */
+  readonly zoneCapacity?: ZoneCapacity;
 }
 
 export interface SliceDiff {
@@ -60,6 +63,8 @@ export interface Plan {
   readonly skips: PodSkip[];
   /** Endpoints across all desired slices (pods × networks × families). */
   readonly endpoints: number;
+  /** `topology-mode: Auto` only: per network and family, whether hints are on or why not. */
+  readonly hintEvents: { readonly network: string; readonly event: HintEvent }[];
 }
 
 export function isEmptyDiff(d: SliceDiff): boolean {
@@ -94,7 +99,7 @@ function endpointKey(e: V1Endpoint): string {
   return e.targetRef?.name ?? e.addresses[0] ?? '';
 }
 
-/** The fields of an endpoint that carry meaning for us; server defaults and hints ignored. */
+/** The fields of an endpoint that carry meaning for us (topology hints included); server defaults ignored. */
 function canonicalEndpoint(e: V1Endpoint): string {
   return JSON.stringify([
     e.addresses,
@@ -108,6 +113,8 @@ function canonicalEndpoint(e: V1Endpoint): string {
     e.targetRef?.namespace ?? null,
     e.targetRef?.name ?? null,
     e.targetRef?.uid ?? null,
+    (e.hints?.forZones ?? []).map((z) => z.name),
+    (e.hints?.forNodes ?? []).map((n) => n.name),
   ]);
 }
 
@@ -258,6 +265,39 @@ function buildGroups(input: PlanInput): { groups: Map<string, Group>; skips: Pod
   return { groups, skips };
 }
 
+const NO_CAPACITY: ZoneCapacity = { ok: false, reason: 'Insufficient Node information: the controller does not read Nodes (--watch-nodes=false)' };
+
+/**
+ * Sets each endpoint's topology hints (topology-hints.ts), per network and address family across
+ * port groups, as upstream does per address family.
+ */
+function addHints(input: PlanInput, groups: Map<string, Group>): Plan['hintEvents'] {
+  const mode = hintMode(input.service);
+  // The planned endpoints are built fresh, without hints: nothing to do (the common case).
+  if (mode.kind === 'none') return [];
+  const byFamily = new Map<string, Group[]>();
+  for (const key of [...groups.keys()].sort()) {
+    const g = groups.get(key);
+    if (g === undefined) continue;
+    const fk = `${networkKey(g.network)}|${g.addressType}`;
+    byFamily.set(fk, [...(byFamily.get(fk) ?? []), g]);
+  }
+  const events: Plan['hintEvents'][number][] = [];
+  for (const list of byFamily.values()) {
+    const first = list[0];
+    if (first === undefined) continue;
+    const entries = list.flatMap((g) => [...g.endpoints].map(([k, e]) => ({ g, k, e })));
+    entries.sort((a, b) => compareText(a.k, b.k));
+    const r = planHints(mode, entries.map((x) => x.e), input.zoneCapacity ?? NO_CAPACITY, first.addressType);
+    r.endpoints.forEach((e, i) => {
+      const x = entries[i];
+      if (x !== undefined) x.g.endpoints.set(x.k, e);
+    });
+    if (r.event !== undefined) events.push({ network: networkKey(first.network), event: r.event });
+  }
+  return events;
+}
+
 function byName(a: V1EndpointSlice, b: V1EndpointSlice): number {
   return compareText(a.metadata?.name ?? '', b.metadata?.name ?? '');
 }
@@ -310,6 +350,7 @@ export function planSlices(input: PlanInput): Plan {
   const max = Math.max(1, input.maxPerSlice ?? MAX_ENDPOINTS_PER_SLICE);
   const svc = input.service;
   const { groups, skips } = buildGroups(input);
+  const hintEvents = addHints(input, groups);
 
   const byGroup = new Map<string, V1EndpointSlice[]>();
   const orphans: V1EndpointSlice[] = [];
@@ -342,5 +383,5 @@ export function planSlices(input: PlanInput): Plan {
     }
   }
   diff.delete.push(...orphans);
-  return { diff, skips, endpoints };
+  return { diff, skips, endpoints, hintEvents };
 }

@@ -30,6 +30,7 @@ import { PodIndex, SelectorIndex } from './pod-index.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
 import { SliceTracker } from './tracker.js';
+import { hintMode, reportHints, type ZoneCapacity } from './topology-hints.js';
 import { describeSlice, isolateEndpoints, namedEndpoints, refusalMessage, type RefusalOutcome } from './slice-refusal.js';
 
 export const ZONE_LABEL = 'topology.kubernetes.io/zone';
@@ -90,6 +91,8 @@ export interface ReconcilerDeps {
   readonly nadSharing?: (ref: NetworkRef, namespace: string) => Sharing;
   /** The NAD's parsed IPAM range (src/annotations/nad-ipam.ts); undefined when the NAD is not known. */
   readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
+  /** Zone CPU shares for topology-mode Auto (topology-hints.ts); absent: Auto writes no hints. */
+  readonly zoneCapacity?: () => ZoneCapacity;
 }
 
 export class Reconciler {
@@ -262,6 +265,15 @@ export class Reconciler {
     }
   }
 
+  /** The zones' CPU shares changed (rare): the Services with topology-mode Auto are planned again. */
+  onZoneCapacityChange(): void {
+    if (!this.enqueueing) return;
+    for (const key of this.allKeys()) {
+      const svc = this.d.getService(key);
+      if (svc !== undefined && hintMode(svc).kind === 'auto') this.mark(key);
+    }
+  }
+
   /** Every key that may need work: all our Services and the owners of all our slices (orphans included). */
   allKeys(): string[] {
     const keys = new Set([...this.servicesByNs.values()].flatMap((m) => [...m.values()].map((s) => objectKey(s))));
@@ -356,8 +368,10 @@ export class Reconciler {
       zoneOf: (node) => this.zones.get(node),
       addressPolicy: { ...this.addressPolicy, ipam: this.ipamRanges(svc, networks) },
       maxPerSlice: this.d.maxEndpointsPerSlice,
+      ...(this.d.zoneCapacity !== undefined ? { zoneCapacity: this.d.zoneCapacity() } : {}),
     });
     this.report(svc, plan.skips);
+    reportHints(this.d.events, svc, plan.hintEvents, !isEmptyDiff(plan.diff));
     return plan.diff;
   }
 

@@ -30,6 +30,7 @@ import { createMigration } from './migration.js';
 import { createNetServiceController, netServiceApiServed, type NetServiceController } from './netservice-controller.js';
 import { nadChanged, nodeAddressList, slimNad, slimNamespace, slimNode, slimPod, slimService, type SlimNad } from './slim.js';
 import { nadSharedWith } from '../../src/annotations/nad-sharing.js';
+import { NodeCapacity, nodeTopology } from './topology-hints.js';
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -132,6 +133,8 @@ export async function startController(client: KubeClient, opts: ControllerOption
     queue.add(key);
     metrics.queueDepth.set(queue.length());
   };
+  // Zone CPU shares for topology-mode Auto, from the same Node informer.
+  const zoneCapacity = new NodeCapacity();
   const reconciler = new Reconciler({
     client: writer,
     logger,
@@ -149,6 +152,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
       return nadSharedWith(ref, namespace, nad?.metadata?.annotations, nad !== undefined);
     },
     nadIpam: (ref) => nads?.get(`${ref.namespace}/${ref.name}`)?.ipam,
+    zoneCapacity: () => zoneCapacity.capacity(),
   });
   nads?.on({ add: () => reconciler.onNadChange(), update: (n, old) => (nadChanged(n, old) ? reconciler.onNadChange() : undefined), delete: () => reconciler.onNadChange() });
 
@@ -177,6 +181,7 @@ export async function startController(client: KubeClient, opts: ControllerOption
   pods.on({ add: (p) => reconciler.onPod(p, undefined), update: (p, old) => reconciler.onPod(p, old), delete: (p) => reconciler.onPod(undefined, p) });
   slices.on({ add: (s) => reconciler.onSlice(s, false), update: (s, old) => reconciler.onSliceUpdate(s, old), delete: (s) => reconciler.onSlice(s, true) });
   const onNode = (n: KubeObject, gone: boolean): void => {
+    if (zoneCapacity.set(objectKey(n), gone ? undefined : nodeTopology(n))) reconciler.onZoneCapacityChange();
     reconciler.onNode(objectKey(n), gone ? undefined : n.metadata?.labels?.[ZONE_LABEL]);
     reconciler.onNodeAddresses(objectKey(n), gone ? [] : nodeAddressList(n));
   };

@@ -10,7 +10,7 @@
  *   deletionGracePeriodSeconds, the network-status annotation; spec nodeName, hostname, subdomain,
  *   containers' and initContainers' name, restartPolicy and ports; status phase and conditions'
  *   type and status (readiness), the Ready condition's lastTransitionTime (trigger time).
- * - Node: name, resourceVersion, labels (the zone label).
+ * - Node: name, resourceVersion, labels (the zone label), addresses, allocatable CPU, Ready status.
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  * - NAD: name, namespace, resourceVersion, the service-namespaces annotation, and its spec.config's
  *   IPAM range, parsed once here (the config itself is dropped).
@@ -85,11 +85,21 @@ export function nadChanged(n: SlimNad, old: SlimNad): boolean {
   return n.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] !== old.metadata?.annotations?.[SERVICE_NAMESPACES_ANNOTATION] || JSON.stringify(n.ipam) !== JSON.stringify(old.ipam);
 }
 
-/** Labels (the zone) and status.addresses (pods may not claim them). */
+/**
+ * Labels (the zone), status.addresses (pods may not claim them), and for topology-mode Auto's
+ * zone CPU shares (topology-hints.ts) the allocatable CPU and the Ready condition's status.
+ */
 export function slimNode(n: KubeObject): KubeObject {
   const addresses = nodeAddressList(n);
-  const out: KubeObject & { status?: { addresses: { address: string }[] } } = { metadata: meta(n.metadata) };
-  if (addresses.length > 0) out.status = { addresses: addresses.map((address) => ({ address })) };
+  const raw = (n as { status?: { allocatable?: { cpu?: unknown }; conditions?: unknown } }).status;
+  const cpu = raw?.allocatable?.cpu;
+  const ready = Array.isArray(raw?.conditions) ? (raw.conditions as { type?: unknown; status?: unknown }[]).find((c) => c.type === 'Ready') : undefined;
+  const status: { addresses?: { address: string }[]; allocatable?: { cpu: string }; conditions?: { type: string; status: string }[] } = {};
+  if (addresses.length > 0) status.addresses = addresses.map((address) => ({ address }));
+  if (typeof cpu === 'string') status.allocatable = { cpu };
+  if (typeof ready?.status === 'string') status.conditions = [{ type: 'Ready', status: ready.status }];
+  const out: KubeObject & { status?: typeof status } = { metadata: meta(n.metadata) };
+  if (Object.keys(status).length > 0) out.status = status;
   return out;
 }
 

@@ -8,9 +8,11 @@ import { parseFlags, type Flag, type Program } from '../../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
 import { ANY_HOST } from '../../src/health.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy } from '../../src/external-ips.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
 
-type Key = keyof SidecarOptions;
+/** The settings that come from a variable or a flag (the external-IP policy is parsed from its CIDR list). */
+type Key = keyof typeof OPTION_SOURCES;
 
 /** The one boolean flag: a mode, not a setting, so it has no environment variable. */
 export const CLEANUP_FLAG = 'cleanup';
@@ -26,7 +28,7 @@ export interface ParsedOptions extends SidecarOptions {
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
-const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter'>, { def: number; min: number; max: number }> = {
+const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter' | 'nodeName' | 'nodeZone' | 'externalIPsAllowedCIDRs'>, { def: number; min: number; max: number }> = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
   minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
   driftCheckIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
@@ -37,6 +39,11 @@ const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | '
 };
 
 const OBJECT = 'sidecar options';
+
+/** A Node's name: a DNS subdomain (at most 253 characters). */
+const DNS_SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+/** A label value (the zone label's), non-empty here. */
+const LABEL_VALUE = /^(?=.{1,63}$)[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 
 function describe(key: Key): string {
   return `${OPTION_SOURCES[key].env} (--${OPTION_SOURCES[key].flag})`;
@@ -59,6 +66,9 @@ const HELP: Record<Key, { value: string; help: string }> = {
   backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other\'s rules' },
   elementWriter: { value: 'PATH', help: `nfnl-batch, the nftables back end's netlink sender for endpoint changes; off: write them as nft text (default ${DEFAULT_NFNL_BATCH}, where the image has it)` },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
+  nodeName: { value: 'NAME', help: "this pod's node (downward API spec.nodeName), for internalTrafficPolicy Local and same-node hints; unset: no endpoint is local" },
+  nodeZone: { value: 'ZONE', help: "this node's zone (the pod's topology.kubernetes.io/zone label), for zone hints; unset: zone hints are not used" },
+  externalIPsAllowedCIDRs: { value: 'CIDRS', help: 'comma list of the CIDRs the cluster admin allows external IPs from (the webhook sets it from externalIPs.allowedCIDRs); unset: no external IP is served' },
 };
 
 const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto', elementWriter: DEFAULT_NFNL_BATCH };
@@ -127,6 +137,17 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   if (writerRaw === 'off') elementWriter = false;
   else if (writerRaw === undefined || writerRaw.startsWith('/')) elementWriter = writerRaw;
   else problems.push(formatInputError(OBJECT, inputError(describe('elementWriter'), writerRaw, 'is neither an absolute path nor off', `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`)));
+  const nodeName = raw('nodeName') ?? '';
+  if (nodeName !== '' && !DNS_SUBDOMAIN.test(nodeName)) {
+    problems.push(formatInputError(OBJECT, inputError(describe('nodeName'), nodeName, 'is not a node name (a DNS subdomain)', 'set it from the downward API (fieldRef spec.nodeName), or leave it unset')));
+  }
+  const nodeZone = raw('nodeZone') ?? '';
+  if (nodeZone !== '' && !LABEL_VALUE.test(nodeZone)) {
+    problems.push(formatInputError(OBJECT, inputError(describe('nodeZone'), nodeZone, 'is not a label value', "set it from the pod's topology.kubernetes.io/zone label (fieldRef metadata.labels), or leave it unset")));
+  }
+  const cidrsRaw = raw('externalIPsAllowedCIDRs');
+  const externalIPs = parseExternalIPPolicy(cidrsRaw?.split(',').map((x) => x.trim()).filter((x) => x !== ''), describe('externalIPsAllowedCIDRs'));
+  if (!externalIPs.ok) problems.push(externalIPs.error);
   const options: ParsedOptions = {
     podName,
     podNamespace,
@@ -143,6 +164,9 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
     elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH,
+    nodeName,
+    nodeZone,
+    externalIPs: externalIPs.ok ? externalIPs.value : EXTERNAL_IPS_NOT_CONFIGURED,
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {

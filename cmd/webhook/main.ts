@@ -7,6 +7,7 @@ import { createKubeClient } from '../../src/kube/client.js';
 import { loadKubeConnection } from '../../src/kube/config.js';
 import { createLogger } from '../../src/log.js';
 import { createClusterLookups, serviceEventWriter } from './cluster.js';
+import { withExternalIPs } from './external-ips.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
 import { createWebhookMetrics } from './metrics.js';
 import { parseOptions, webhookHelp } from './options.js';
@@ -47,7 +48,7 @@ async function main(): Promise<void> {
     endpoints: {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
       [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
-      [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
+      [PATHS.validateServices]: { kind: 'Service', handler: withExternalIPs(serviceValidationHandler(deps), opts.externalIPs, deps.events) },
     },
     maxBodyBytes: opts.maxBodyBytes,
     metrics,

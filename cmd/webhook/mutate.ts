@@ -5,7 +5,7 @@
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../../src/kube/config.js';
 import type { V1Container, V1Pod } from '../../src/kube/types.js';
-import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR } from '../../src/sidecar-contract.js';
+import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR, ZONE_LABEL } from '../../src/sidecar-contract.js';
 import { SIDECAR_MALLOC_ENV, type SidecarConfig } from './options.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;
@@ -116,12 +116,17 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
     env: [
       fieldEnv(OPTION_SOURCES.podName.env, 'metadata.name'),
       fieldEnv(OPTION_SOURCES.podNamespace.env, 'metadata.namespace'),
+      // Where the pod runs, for internalTrafficPolicy Local and topology hints; the zone is empty
+      // unless the cluster copies the node's zone label onto pods (docs/decisions/0161-sidecar-node-and-zone.md).
+      fieldEnv(OPTION_SOURCES.nodeName.env, 'spec.nodeName'),
+      fieldEnv(OPTION_SOURCES.nodeZone.env, `metadata.labels['${ZONE_LABEL}']`),
       { name: OPTION_SOURCES.healthPort.env, value: String(cfg.healthPort) },
       { name: 'LOG_LEVEL', value: cfg.logLevel },
       { name: 'XTABLES_LOCKFILE', value: `${RUN_DIR}/xtables.lock` },
       { name: OPTION_SOURCES.annotationsFile.env, value: POD_ANNOTATIONS_FILE },
       { name: OPTION_SOURCES.maxServicesPerNetwork.env, value: String(cfg.maxServicesPerNetwork) },
       ...(cfg.backend !== 'auto' ? [{ name: OPTION_SOURCES.backend.env, value: cfg.backend }] : []),
+      ...(cfg.externalIPsAllowedCIDRs !== undefined ? [{ name: OPTION_SOURCES.externalIPsAllowedCIDRs.env, value: cfg.externalIPsAllowedCIDRs.join(',') }] : []),
       ...Object.entries(SIDECAR_MALLOC_ENV).map(([name, value]) => ({ name, value })),
     ],
     resources: structuredClone(cfg.resources),

@@ -22,6 +22,8 @@
  *     command: [/usr/local/bin/health-listen, node, /app/dist/sidecar.js]
  *     args: []
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
+ *   externalIPs:
+ *     allowedCIDRs: [192.0.2.0/24]          # unset: external IPs admitted with a warning, never served
  */
 import { ANY_HOST } from '../../src/health.js';
 import { dirname, join } from 'node:path';
@@ -31,6 +33,7 @@ import { err, formatInputError, inputError, ok, showValue, type Result } from '.
 import { helpText, parseFlags, type Program } from '../../src/cli.js';
 import { NODE_AGENT_NAMESPACE } from '../../src/keys.js';
 import { MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
+import { parseExternalIPPolicy, type ExternalIPPolicy } from '../../src/external-ips.js';
 
 export type SidecarMode = 'native' | 'regular' | 'auto';
 export type PullPolicy = 'Always' | 'IfNotPresent' | 'Never';
@@ -59,6 +62,11 @@ export interface SidecarConfig {
   readonly tokenExpirationSeconds: number;
   /** The sidecar's MAX_SERVICES_PER_NETWORK: Services served per network at most. */
   readonly maxServicesPerNetwork: number;
+  /**
+   * The admin's external-IP CIDRs (externalIPs.allowedCIDRs), passed to the sidecar so it re-checks
+   * them (its EXTERNAL_IPS_ALLOWED_CIDRS); absent when not configured (no variable: none served).
+   */
+  readonly externalIPsAllowedCIDRs?: readonly string[];
 }
 
 export interface WebhookOptions {
@@ -87,6 +95,8 @@ export interface WebhookOptions {
    */
   readonly podSecurityDefault: PodSecurityLevel;
   readonly sidecar: SidecarConfig;
+  /** Which CIDRs spec.externalIPs may come from (src/external-ips.ts); not configured: warn only. */
+  readonly externalIPs: ExternalIPPolicy;
 }
 
 export type PodSecurityLevel = 'privileged' | 'baseline' | 'restricted';
@@ -180,6 +190,13 @@ export const SETTINGS = {
   'sidecar.args': { file: ['sidecar', 'args'], kind: { type: 'strings' } },
   'sidecar.resources': { file: ['sidecar', 'resources'], kind: { type: 'resources' } },
   'sidecar.tokenExpirationSeconds': { file: ['sidecar', 'tokenExpirationSeconds'], kind: { type: 'int', min: 600, max: 86_400 } },
+  'externalIPs.allowedCIDRs': {
+    file: ['externalIPs', 'allowedCIDRs'],
+    env: 'EXTERNAL_IPS_ALLOWED_CIDRS',
+    flag: 'external-ips-allowed-cidrs',
+    help: "CIDRs a Service on a secondary network may take spec.externalIPs from (comma list; empty: none); a new address outside them is denied. Unset: admitted with a warning, not served (CVE-2020-8554)",
+    kind: { type: 'strings' },
+  },
 } as const satisfies Record<string, Setting>;
 
 type Name = keyof typeof SETTINGS;
@@ -216,6 +233,8 @@ function convert(kind: Kind, raw: unknown, fromText: boolean): Result<Value, { r
       return ok(b);
     }
     case 'strings':
+      // From a variable or a flag: a comma list ('' is the empty list).
+      if (fromText && typeof raw === 'string') return ok(raw.split(',').map((x) => x.trim()).filter((x) => x !== ''));
       if (!Array.isArray(raw) || !raw.every((x) => typeof x === 'string')) return err({ reason: 'is not a list of strings', fix: 'write a YAML list such as [node, /app/dist/sidecar.js]' });
       return ok(raw);
     case 'resources': {
@@ -252,8 +271,8 @@ function unknownKeys(doc: Record<string, unknown>): string[] {
   const known = new Set(Object.values(SETTINGS).map((s) => s.file.join('.')));
   const out: string[] = [];
   for (const [k, v] of Object.entries(doc)) {
-    if (k === 'sidecar' && typeof v === 'object' && v !== null && !Array.isArray(v)) {
-      for (const sk of Object.keys(v)) if (!known.has(`sidecar.${sk}`)) out.push(`sidecar.${sk}`);
+    if ((k === 'sidecar' || k === 'externalIPs') && typeof v === 'object' && v !== null && !Array.isArray(v)) {
+      for (const sk of Object.keys(v)) if (!known.has(`${k}.${sk}`)) out.push(`${k}.${sk}`);
     } else if (!known.has(k)) out.push(k);
   }
   return out;
@@ -346,7 +365,9 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       ),
     );
   }
-  if (problems.length > 0) return err(problems.join('\n'));
+  const externalIPs = parseExternalIPPolicy(values.get('externalIPs.allowedCIDRs') as string[] | undefined, 'externalIPs.allowedCIDRs');
+  if (!externalIPs.ok) problems.push(externalIPs.error);
+  if (problems.length > 0 || !externalIPs.ok) return err(problems.join('\n'));
 
   const get = <T extends Value>(name: Name, def: T): T => (values.get(name) as T | undefined) ?? def;
   const logLevel = get('logLevel', 'info');
@@ -377,6 +398,8 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       resources: get('sidecar.resources', { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } }),
       tokenExpirationSeconds: get('sidecar.tokenExpirationSeconds', 3607),
       maxServicesPerNetwork: get('sidecar.maxServicesPerNetwork', DEFAULT_MAX_SERVICES_PER_NETWORK),
+      ...(externalIPs.value.configured ? { externalIPsAllowedCIDRs: externalIPs.value.allowed.map((r) => r.cidr) } : {}),
     },
+    externalIPs: externalIPs.value,
   });
 }

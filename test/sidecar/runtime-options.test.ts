@@ -24,8 +24,35 @@ void test('defaults: pod from the downward API variables, documented intervals',
     annotationsFile: undefined,
     maxServicesPerNetwork: 2000,
     elementWriter: '/usr/local/bin/nfnl-batch',
+    nodeName: '',
+    nodeZone: '',
+    externalIPs: { configured: false },
     cleanup: false,
   });
+});
+
+void test('external IPs: EXTERNAL_IPS_ALLOWED_CIDRS (what the webhook sets from externalIPs.allowedCIDRs) is the policy the sidecar re-checks', () => {
+  const r = parseOptions({ ...POD, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24,2001:db8::/64' }, []);
+  assert.ok(r.ok, r.ok ? '' : r.error);
+  assert.ok(r.value.externalIPs.configured);
+  assert.deepEqual(r.value.externalIPs.allowed.map((c) => c.cidr), ['192.0.2.0/24', '2001:db8::/64']);
+  const bad = parseOptions({ ...POD, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.1' }, []);
+  assert.ok(!bad.ok);
+  assert.match(bad.error, /EXTERNAL_IPS_ALLOWED_CIDRS \(--external-ips-allowed-cidrs\)\[0\].*192\.0\.2\.1.*write a CIDR/);
+});
+
+void test('node and zone: NODE_NAME and NODE_ZONE (what the webhook sets), empty when unknown; bad ones name the fix', () => {
+  const r = parseOptions({ ...POD, NODE_NAME: 'worker-1.example', NODE_ZONE: 'eu-west-1a' }, []);
+  assert.ok(r.ok, r.ok ? '' : r.error);
+  assert.equal(r.value.nodeName, 'worker-1.example');
+  assert.equal(r.value.nodeZone, 'eu-west-1a');
+  const empty = parseOptions({ ...POD, NODE_NAME: '', NODE_ZONE: '' }, []);
+  assert.ok(empty.ok);
+  assert.deepEqual([empty.value.nodeName, empty.value.nodeZone], ['', '']);
+  const bad = parseOptions({ ...POD, NODE_NAME: 'Worker_1', NODE_ZONE: 'zone a' }, []);
+  assert.ok(!bad.ok);
+  assert.match(bad.error, /NODE_NAME \(--node-name\).*Worker_1.*spec\.nodeName/);
+  assert.match(bad.error, /NODE_ZONE \(--node-zone\).*zone a.*topology\.kubernetes\.io\/zone/);
 });
 
 void test('the annotations file comes from POD_ANNOTATIONS_FILE (what the webhook sets) or the flag', () => {

@@ -19,11 +19,14 @@ import { join } from 'node:path';
 import https from 'node:https';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadAll } from 'js-yaml';
-import { createClusterLookups } from '../../cmd/webhook/cluster.js';
+import { createClusterLookups, serviceEventWriter } from '../../cmd/webhook/cluster.js';
+import { REASON_EXTERNAL_IPS_NOT_SERVED, withExternalIPs } from '../../cmd/webhook/external-ips.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy, type ExternalIPPolicy } from '../../src/external-ips.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from '../../cmd/webhook/handlers.js';
 import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../cmd/webhook/server.js';
 import { watchCertificateFiles, type CertificateSource } from '../../cmd/webhook/tls.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
+import { waitFor } from '../harness/wait.js';
 import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
@@ -74,6 +77,7 @@ void describe('webhook behind a real kube-apiserver', () => {
   const psa = uniqueName('wh-psa');
   const reg = uniqueName('wh-reg');
   const REGULAR_PATH = '/mutate-pods-regular';
+  let externalIPs: ExternalIPPolicy = EXTERNAL_IPS_NOT_CONFIGURED;
   const configName = uniqueName('multus-proxy-webhook-test');
   const roleName = uniqueName('multus-proxy-webhook-test');
   // A namespace whose Service admissions go to the same handler over a client whose NAD lookups
@@ -138,8 +142,9 @@ void describe('webhook behind a real kube-apiserver', () => {
         // The same webhook configured for regular containers, for the `reg` namespace only.
         [REGULAR_PATH]: { kind: 'Pod', handler: podHandler({ ...deps, sidecar: { ...SIDECAR, mode: 'regular' } }) },
         [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
-        [PATHS.validateServices]: { kind: 'Service', handler: serviceValidationHandler(deps) },
         [BROKEN_PATH]: { kind: 'Service', handler: serviceValidationHandler({ cluster: createClusterLookups(unreachable, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 }) }) },
+        // External IPs under the policy the test sets (src/external-ips.ts), Events written as the webhook's identity.
+        [PATHS.validateServices]: { kind: 'Service', handler: (req) => withExternalIPs(serviceValidationHandler(deps), externalIPs, serviceEventWriter(webhookClient))(req) },
       },
       maxBodyBytes: 8 * 1024 * 1024,
     });
@@ -371,5 +376,40 @@ void describe('webhook behind a real kube-apiserver', () => {
     const own = await createWarnings(cp, services(broken), service('own', { [SN]: 'net-b' }, { selector: { app: 'x' } }));
     assert.equal(own.status, 201);
     assert.deepEqual(own.warnings, [`NetworkAttachmentDefinition ${broken}/net-b could not be checked; make sure it exists`]);
+  });
+
+  void test('external IPs: by default admitted with a warning and an Event, not served; with allowed CIDRs, a new address outside them is denied and one the Service had is kept', async () => {
+    externalIPs = EXTERNAL_IPS_NOT_CONFIGURED;
+    const body = (name: string, ips: string[]): V1Service => service(name, { [SN]: 'net-a' }, { selector: { app: 'x' }, externalIPs: ips });
+    const warned = await createWarnings(cp, services(on), body('ext-dry', ['198.51.100.7']));
+    assert.equal(warned.status, 201);
+    assert.match(warned.warnings.join('\n'), /Service wh-on-\w+\/ext-dry: spec\.externalIPs \(198\.51\.100\.7\) are not served on the secondary network.*CVE-2020-8554.*externalIPs\.allowedCIDRs/);
+    await cp.client.create(services(on), body('ext-old', ['198.51.100.7']));
+    await waitFor('ExternalIPsNotServed Event', async () => {
+      const list = await cp.client.list<{ reason?: string; type?: string; message?: string }>(apiPath('', 'v1', 'events', on), { fieldSelector: 'involvedObject.kind=Service,involvedObject.name=ext-old' });
+      return list.items.some((e) => e.reason === REASON_EXTERNAL_IPS_NOT_SERVED && e.type === 'Warning' && (e.message ?? '').includes('198.51.100.7'));
+    });
+    // A Service not on a network is none of our business.
+    const plain = await createWarnings(cp, services(on), service('ext-plain', {}, { selector: { app: 'x' }, externalIPs: ['198.51.100.7'] }));
+    assert.deepEqual([plain.status, plain.warnings], [201, []]);
+
+    const p = parseExternalIPPolicy(['192.0.2.0/24'], 'externalIPs.allowedCIDRs');
+    assert.ok(p.ok);
+    externalIPs = p.value;
+    try {
+      const inside = await createWarnings(cp, services(on), body('ext-in', ['192.0.2.10']));
+      assert.deepEqual([inside.status, inside.warnings], [201, []]);
+      assert.match(
+        await createError(cp.client.create(services(on), body('ext-out', ['192.0.2.10', '203.0.113.9']))),
+        /denied the request: Service wh-on-\w+\/ext-out: spec\.externalIPs "203\.0\.113\.9": is outside the CIDRs the cluster admin allows .*\(192\.0\.2\.0\/24\)/,
+      );
+      // The Service admitted before the list keeps its address through an update, with a warning; adding another outside is denied.
+      const old = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'ext-old'));
+      await cp.client.replace(apiPath('', 'v1', 'services', on, 'ext-old'), { ...old, metadata: { ...old.metadata, labels: { ...old.metadata?.labels, touched: 'yes' } } });
+      const again = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'ext-old'));
+      assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'ext-old'), { ...again, spec: { ...again.spec, externalIPs: ['198.51.100.7', '198.51.100.8'] } })), /spec\.externalIPs "198\.51\.100\.8": is outside/);
+    } finally {
+      externalIPs = EXTERNAL_IPS_NOT_CONFIGURED;
+    }
   });
 });

@@ -168,3 +168,30 @@ void describe('webhook/cluster', () => {
     assert.equal((await c.nadExists({ namespace: 'a', name: 'slow' })).state, 'unknown');
   });
 });
+
+void describe('externalIPs.allowedCIDRs', () => {
+  const IMAGE = { SIDECAR_IMAGE: 'img' };
+  void test('unset: not configured (external IPs warned about, not served)', () => {
+    assert.deepEqual(parse(IMAGE, []).externalIPs, { configured: false });
+  });
+  void test('from the config file, the variable (comma list) or the flag; an empty list denies all', () => {
+    const fromFile = parse(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowedCIDRs: [192.0.2.0/24]\n' }).externalIPs;
+    assert.ok(fromFile.configured);
+    assert.deepEqual(fromFile.allowed.map((r) => r.cidr), ['192.0.2.0/24']);
+    const fromEnv = parse({ ...IMAGE, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24, 2001:db8::/64' }, []).externalIPs;
+    assert.ok(fromEnv.configured);
+    assert.deepEqual(fromEnv.allowed.map((r) => r.cidr), ['192.0.2.0/24', '2001:db8::/64']);
+    const none = parse(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowedCIDRs: []\n' }).externalIPs;
+    assert.deepEqual(none, { configured: true, allowed: [] });
+  });
+  void test('the injected sidecar gets the list (EXTERNAL_IPS_ALLOWED_CIDRS) only when one is configured', () => {
+    const envOf = (o: WebhookOptions): string | undefined => sidecarContainer(o.sidecar, 'tok', true).env?.find((e) => e.name === 'EXTERNAL_IPS_ALLOWED_CIDRS')?.value;
+    assert.equal(envOf(parse(IMAGE, [])), undefined);
+    assert.equal(envOf(parse({ ...IMAGE, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.7/24' }, [])), '192.0.2.0/24');
+    assert.equal(envOf(parse(IMAGE, ['--external-ips-allowed-cidrs', ''])), '');
+  });
+  void test('a bad CIDR or an unknown key under externalIPs is refused with the fix', () => {
+    assert.match(parseError({ ...IMAGE, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.1' }, []), /externalIPs\.allowedCIDRs\[0\].*192\.0\.2\.1.*write a CIDR/);
+    assert.match(parseError(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowed: [192.0.2.0/24]\n' }), /externalIPs\.allowed .*is not a known setting/);
+  });
+});
