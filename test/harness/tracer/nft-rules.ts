@@ -100,7 +100,7 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
   let i = i0;
   for (;;) {
     const s = selector(w, i);
-    if (s === undefined) throw new Error(`expected a packet field at "${w[i] ?? 'end'}"`);
+    if (s === undefined) throw new Error(`"${w.slice(i, i + 2).join(' ') || 'end'}" is not modelled: no packet field or statement the fake knows starts there`);
     sels.push(s[0]);
     i = s[1];
     if (w[i] !== '.') break;
