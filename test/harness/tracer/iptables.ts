@@ -72,7 +72,7 @@ export class FakeIptables {
           this.command(table, work, line);
         }
       } catch (e) {
-        throw new RestoreError(`iptables-restore (IPv${this.family}): ${at}: ${(e as Error).message}`);
+        throw new RestoreError(`iptables-restore (IPv${this.family}): ${at}: ${(e as Error).message}`, { cause: e });
       }
     });
     if (table !== undefined) throw new RestoreError(`iptables-restore (IPv${this.family}): COMMIT expected at the end (table ${table})`);

@@ -213,7 +213,7 @@ function statement(w: readonly string[], i: number, c: Compiled): number | undef
 }
 
 function dnat(w: readonly string[], i: number, c: Compiled): number {
-  const fam: Family = w[i + 1] === 'ip' ? 4 : w[i + 1] === 'ip6' ? 6 : (fail(`dnat ${w[i + 1] ?? ''}: name the family (ip or ip6)`) as never);
+  const fam: Family = w[i + 1] === 'ip' ? 4 : w[i + 1] === 'ip6' ? 6 : fail(`dnat ${w[i + 1] ?? ''}: name the family (ip or ip6)`);
   if (w[i + 2] !== 'to') throw new Error('dnat needs "to"');
   const to = (b: Branch, ip: string, port: number): Branch => ({ ...b, dnat: { ip, port }, pkt: { ...b.pkt, dst: ip, dport: port } });
   if (w[i + 3] === 'numgen') {

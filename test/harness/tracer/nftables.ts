@@ -8,9 +8,10 @@
  * Only the statements the project writes are understood (nft-rules.ts); anything else fails
  * loudly with its line.
  */
+import { canonical } from './addr.js';
 import { statements, tokenize, type Stmt } from './nft-syntax.js';
 import { compileRule, type NftRule } from './nft-rules.js';
-import { runHooks, type BaseChain, type Effect, type Family, type Outcome, type Packet } from './walk.js';
+import { runHooks, type BaseChain, type Family, type Outcome, type Packet } from './walk.js';
 
 /** A text the fake refuses, as `nft -f` would. */
 export class NftError extends Error {}
@@ -54,20 +55,20 @@ export class FakeNft {
     try {
       stmts = statements(tokenize(text));
     } catch (e) {
-      throw new NftError(`nft -f: ${(e as Error).message}`);
+      throw new NftError(`nft -f: ${(e as Error).message}`, { cause: e });
     }
     for (const s of stmts) {
       try {
         command(work, s);
       } catch (e) {
-        throw new NftError(`nft -f: line ${s.line}: ${JSON.stringify(s.words.join(' '))}: ${(e as Error).message}`);
+        throw new NftError(`nft -f: line ${s.line}: ${JSON.stringify(s.words.join(' '))}: ${(e as Error).message}`, { cause: e });
       }
     }
     try {
       for (const t of work.values()) for (const c of t.chains.values()) for (const r of c.rules) r.check(t);
       for (const t of work.values()) for (const s of t.sets.values()) if (s.data[0] === 'verdict') for (const d of s.elements.values()) verdictChain(t, d);
     } catch (e) {
-      throw new NftError(`nft -f: ${(e as Error).message}`);
+      throw new NftError(`nft -f: ${(e as Error).message}`, { cause: e });
     }
     this.tables = work;
   }
@@ -103,7 +104,7 @@ export class FakeNft {
 
   /** Makes the connection of one outcome: its effects (affinity) stay for the next trace. */
   connect(o: Outcome): void {
-    for (const e of o.effects as readonly Effect[]) (this.dynamic.get(e.list) ?? this.dynamic.set(e.list, new Set()).get(e.list))?.add(e.key);
+    for (const e of o.effects) (this.dynamic.get(e.list) ?? this.dynamic.set(e.list, new Set()).get(e.list))?.add(e.key);
   }
 }
 
@@ -218,7 +219,7 @@ function chainBlock(t: NftTableState, name: string, block: readonly Stmt[]): voi
     try {
       c.rules.push(compileRule(r.words));
     } catch (e) {
-      throw new Error(`line ${r.line}: ${JSON.stringify(r.words.join(' '))}: ${(e as Error).message}`);
+      throw new Error(`line ${r.line}: ${JSON.stringify(r.words.join(' '))}: ${(e as Error).message}`, { cause: e });
     }
   }
 }
@@ -302,7 +303,7 @@ function elementKey(set: NftSet, words: readonly string[]): string {
   return parts.map((p, i) => valueText(set.key[i], p, set.name, set.interval)).join(' . ');
 }
 
-/** A value of a key or data type, canonical (keys.ts's lookups build the same text). */
+/** A value of a key or data type, canonical: the rules' lookups (nft-rules.ts) build the same text from a packet. */
 export function valueText(type: string | undefined, v: string, set: string, interval = false): string {
   const bad = (): never => fail(`${set}: ${JSON.stringify(v)} is not a ${type ?? '?'}`);
   switch (type) {
@@ -323,7 +324,6 @@ export function valueText(type: string | undefined, v: string, set: string, inte
   }
 }
 
-import { canonical } from './addr.js';
 function canonicalOr(v: string, f: Family): string | undefined {
   try {
     return canonical(v, f);
