@@ -9,7 +9,7 @@
  * rule shape is added here on purpose rather than guessed at.
  */
 import { canonical, inPrefix, parseHostPort, parsePrefix, type Prefix } from './addr.js';
-import { portion, runHooks, when, type Action, type BaseChain, type Chains, type Cond, type Effect, type Family, type Outcome, type Packet, type RejectKind, type Rule, type Step } from './walk.js';
+import { isLocal, outInterface, portion, runHooks, when, type Action, type BaseChain, type Chains, type Cond, type Effect, type Family, type Outcome, type Packet, type Path, type RejectKind, type Rule, type Step } from './walk.js';
 
 type TableName = 'filter' | 'nat';
 const BUILTIN: Readonly<Record<TableName, readonly string[]>> = { filter: ['INPUT', 'FORWARD', 'OUTPUT'], nat: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'] };
@@ -168,6 +168,12 @@ export class FakeIptables {
           i = this.match(spec, i, mod, proto, conds);
           break;
         }
+        case '-i':
+        case '-o': {
+          const name = arg();
+          conds.push(not(when((b) => (opt === '-i' ? (b.pkt.iif ?? fail('trace: a rule matches the input interface; give the packet an iif')) : outInterface(this.path, b)) === name)));
+          break;
+        }
         case '--dport': {
           if (proto === undefined) throw new Error('--dport needs -p tcp, udp or sctp');
           const port = portNumber(arg());
@@ -226,9 +232,9 @@ export class FakeIptables {
       case 'conntrack': {
         only('--ctstate');
         const states = String(opts.get('--ctstate') ?? '').split(',');
-        if (!states.every((s) => ['NEW', 'ESTABLISHED', 'RELATED', 'INVALID'].includes(s))) throw new Error(`--ctstate ${states.join(',')}: unknown state`);
-        // Traced packets open a connection.
-        conds.push(when(() => states.includes('NEW')));
+        if (!states.every((s) => ['NEW', 'ESTABLISHED', 'RELATED', 'INVALID', 'DNAT', 'SNAT'].includes(s))) throw new Error(`--ctstate ${states.join(',')}: unknown state`);
+        // A traced packet opens its connection (NEW); DNAT: its destination was translated.
+        conds.push(when((b) => states.includes('NEW') || (states.includes('DNAT') && b.dnat !== undefined)));
         break;
       }
       case 'statistic': {
@@ -241,6 +247,15 @@ export class FakeIptables {
       case 'recent':
         conds.push(this.recentMatch(opts));
         break;
+      case 'mark': {
+        only('--mark');
+        const [v = '', m] = String(opts.get('--mark') ?? '').split('/');
+        const value = Number(v);
+        const mask = m === undefined ? 0xffffffff : Number(m);
+        if (!Number.isInteger(value) || !Number.isInteger(mask)) throw new Error(`--mark ${String(opts.get('--mark'))}: not value[/mask]`);
+        conds.push(when((b) => ((b.mark & mask) >>> 0) === value));
+        break;
+      }
       default:
         throw new Error(`match module ${mod} is not modelled`);
     }
@@ -273,7 +288,7 @@ export class FakeIptables {
       if (table !== want) throw new Error(`${name} target: only valid in the ${want} table, not ${table}`);
     };
     const step = (s: Step): Action => (b) => [[b, s]];
-    if (opt === '-g' || !['DNAT', 'REJECT', 'ACCEPT', 'DROP', 'RETURN', 'MASQUERADE'].includes(name)) {
+    if (opt === '-g' || !['DNAT', 'REJECT', 'ACCEPT', 'DROP', 'RETURN', 'MASQUERADE', 'MARK'].includes(name)) {
       if (!t.chains.has(name) || BUILTIN[table].includes(name)) throw new Error(`Couldn't load target \`${name}': no such chain in ${table}`);
       only();
       return { action: step({ k: opt === '-g' ? 'goto' : 'jump', chain: name }), target: name };
@@ -284,6 +299,12 @@ export class FakeIptables {
         only('--to-destination');
         const to = parseHostPort(opts.get('--to-destination') ?? '', fam);
         return { action: (b) => [[{ ...b, dnat: to, pkt: { ...b.pkt, dst: to.ip, dport: to.port } }, { k: 'accept' }]] };
+      }
+      case 'MARK': {
+        only('--or-mark');
+        const bits = Number(opts.get('--or-mark'));
+        if (!Number.isInteger(bits)) throw new Error('MARK: only --or-mark <bits> is modelled');
+        return { action: (b) => [[{ ...b, mark: (b.mark | bits) >>> 0 }, { k: 'next' }]] };
       }
       case 'MASQUERADE':
         inTable('nat');
@@ -321,16 +342,26 @@ export class FakeIptables {
     return new Map([...this.tables[table].chains].map(([c, rs]) => [c, rs.map((r) => r.spec)]));
   }
 
+  /** The path of the trace running now (rules matching the output interface ask it). */
+  private path: Path | undefined;
+
   /**
    * Every way a new connection's first packet can end. `output`: sent by a process in this
    * namespace (nat OUTPUT, filter OUTPUT, nat POSTROUTING); `prerouting`: arriving from outside
-   * and forwarded (nat PREROUTING, filter FORWARD, nat POSTROUTING).
+   * (nat PREROUTING; then, by the destination after DNAT, filter INPUT or filter FORWARD and nat POSTROUTING).
    */
-  trace(pkt: Packet, hook: 'output' | 'prerouting' = 'output'): Outcome[] {
+  trace(pkt: Packet, path: Path = { hook: 'output' }): Outcome[] {
     if (pkt.family !== this.family) throw new Error(`trace: an IPv${pkt.family} packet through IPv${this.family} tables`);
     const base = (table: TableName, name: string, priority: number): BaseChain => ({ name, chains: this.chainsOf(table), priority, nat: table === 'nat', policy: 'accept' });
-    const first = hook === 'output' ? [base('nat', 'OUTPUT', -100), base('filter', 'OUTPUT', 0)] : [base('nat', 'PREROUTING', -100), base('filter', 'FORWARD', 0)];
-    return runHooks([...first, base('nat', 'POSTROUTING', 100)], pkt);
+    const post = [base('nat', 'POSTROUTING', 100)];
+    this.path = path;
+    try {
+      if (path.hook === 'output') return runHooks([[base('nat', 'OUTPUT', -100), base('filter', 'OUTPUT', 0)], post], pkt);
+      const canon = (ip: string): string => canonical(ip, this.family);
+      return runHooks([[base('nat', 'PREROUTING', -100)], (b) => (isLocal(path, b, canon) ? [base('filter', 'INPUT', 0), base('nat', 'INPUT', 100)] : [base('filter', 'FORWARD', 0), ...post])], pkt);
+    } finally {
+      this.path = undefined;
+    }
   }
 
   /** Makes the connection of one outcome: its effects (affinity) stay for the next trace. */
@@ -343,6 +374,10 @@ export class FakeIptables {
 export function remembered(lists: ReadonlyMap<string, ReadonlySet<string>>, effects: readonly Effect[], list: string, key: string): boolean {
   return lists.get(list)?.has(key) === true || effects.some((e) => e.list === list && e.key === key);
 }
+
+const fail = (msg: string): never => {
+  throw new Error(msg);
+};
 
 function emptyTable(name: TableName): Table {
   return { chains: new Map(BUILTIN[name].map((c) => [c, []])) };

@@ -6,9 +6,9 @@
  * <addr:port>` or `to numgen random mod M map @m`, `masquerade`, `reject [with ...]`, `update @s {
  * ip saddr }`, `accept`, `drop`, `return`, `jump`, `goto`, `counter`. Anything else throws.
  */
-import { canonical, parseHostPort } from './addr.js';
+import { canonical, inPrefix, parseHostPort, parsePrefix } from './addr.js';
 import type { NftSet, NftTableState } from './nftables.js';
-import { portion, type Action, type Branch, type Cond, type Effect, type Family, type RejectKind, type Rule, type Step } from './walk.js';
+import { outInterface, portion, type Action, type Branch, type Cond, type Effect, type Family, type Path, type RejectKind, type Rule, type Step } from './walk.js';
 
 /** A compiled rule: what it names (checked when a transaction ends), and its walk form in a table. */
 export interface NftRule {
@@ -16,19 +16,20 @@ export interface NftRule {
   readonly sets: readonly string[];
   readonly chains: readonly string[];
   check(t: NftTableState): void;
-  bind(t: NftTableState, dynamic: ReadonlyMap<string, ReadonlySet<string>>, family: Family): Rule;
+  bind(t: NftTableState, dynamic: ReadonlyMap<string, ReadonlySet<string>>, path: Path): Rule;
 }
 
 interface Ctx {
   readonly t: NftTableState;
   readonly dynamic: ReadonlyMap<string, ReadonlySet<string>>;
+  readonly path: Path;
 }
 
 /** A packet field: its type (as a set declares it) and its value text, or undefined when the packet has none (an IPv4 field of an IPv6 packet). */
 interface Selector {
   readonly text: string;
   readonly type: string;
-  readonly value: (b: Branch) => string | undefined;
+  readonly value: (b: Branch, ctx: Ctx) => string | undefined;
   /** numgen: the modulus and offset. */
   readonly numgen?: { readonly mod: number; readonly offset: number };
 }
@@ -53,6 +54,9 @@ function selector(w: readonly string[], i: number): [Selector, number] | undefin
   if (a === 'meta' && b === 'l4proto') return [{ text: 'meta l4proto', type: 'inet_proto', value: (x) => x.pkt.protocol }, i + 2];
   if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport') return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (a === 'th' || x.pkt.protocol === a ? String(x.pkt.dport) : undefined) }, i + 2];
   if (a === 'ct' && b === 'state') return [{ text: 'ct state', type: 'ct_state', value: () => 'new' }, i + 2];
+  if (a === 'ct' && b === 'status') return [{ text: 'ct status', type: 'ct_status', value: (x) => (x.dnat !== undefined ? 'dnat' : 'none') }, i + 2];
+  if (a === 'iifname') return [{ text: a, type: 'ifname', value: (x) => x.pkt.iif ?? fail('trace: a rule matches the input interface; give the packet an iif') }, i + 1];
+  if (a === 'oifname') return [{ text: a, type: 'ifname', value: (x, ctx) => outInterface(ctx.path, x) }, i + 1];
   if (a === 'numgen') {
     if (b !== 'random' || w[i + 2] !== 'mod') throw new Error('only "numgen random mod N" is modelled');
     const mod = Number(w[i + 3]);
@@ -68,8 +72,8 @@ function selector(w: readonly string[], i: number): [Selector, number] | undefin
   return undefined;
 }
 
-const keyOf = (sels: readonly Selector[], b: Branch): string | undefined => {
-  const vals = sels.map((s) => s.value(b));
+const keyOf = (sels: readonly Selector[], b: Branch, ctx: Ctx): string | undefined => {
+  const vals = sels.map((s) => s.value(b, ctx));
   return vals.some((v) => v === undefined) ? undefined : vals.join(' . ');
 };
 
@@ -114,7 +118,7 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
     c.sets.push({ name, want: wantKey(sels, 'map', ['verdict']) });
     c.parts.push((ctx) => ({
       action: (b) => {
-        const key = keyOf(sels, b);
+        const key = keyOf(sels, b, ctx);
         const d = key === undefined ? undefined : ctx.t.sets.get(name)?.elements.get(key);
         return [[b, d === undefined ? 'nomatch' : verdictStep(d)]];
       },
@@ -124,7 +128,7 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
   if (next.startsWith('@')) {
     const name = next.slice(1);
     c.sets.push({ name, want: wantKey(sels, 'set') });
-    c.parts.push((ctx) => ({ cond: (b) => [[b, ((k) => k !== undefined && has(ctx, name, k, b.effects))(keyOf(sels, b))]] }));
+    c.parts.push((ctx) => ({ cond: (b) => [[b, ((k) => k !== undefined && has(ctx, name, k, b.effects))(keyOf(sels, b, ctx))]] }));
     return i + 1;
   }
   const neg = next === '!=';
@@ -138,9 +142,14 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
     const hit = v >= ng.offset && v < ng.offset + ng.mod ? 1 / ng.mod : 0;
     const p = neg ? 1 - hit : hit;
     c.parts.push(() => ({ cond: (b) => [[portion(b, p), true], [portion(b, 1 - p), false]] }));
+  } else if ((sel.type === 'ipv4_addr' || sel.type === 'ipv6_addr') && raw.includes('/')) {
+    const p = parsePrefix(raw);
+    const fam: Family = sel.type === 'ipv4_addr' ? 4 : 6;
+    if (p.family !== fam) throw new Error(`${sel.text} compared with ${raw}, of the other family`);
+    c.parts.push((ctx) => ({ cond: (b) => [[b, ((v) => v !== undefined && inPrefix(p, v, fam) !== neg)(sel.value(b, ctx))]] }));
   } else {
     const want = literal(sel, raw);
-    c.parts.push(() => ({ cond: (b) => [[b, ((v) => v !== undefined && (v === want) !== neg)(sel.value(b))]] }));
+    c.parts.push((ctx) => ({ cond: (b) => [[b, ((v) => v !== undefined && (v === want) !== neg)(sel.value(b, ctx))]] }));
   }
   return i + (neg ? 2 : 1);
 }
@@ -150,6 +159,8 @@ function literal(sel: Selector, raw: string): string {
   if (sel.type === 'inet_proto' && ['tcp', 'udp', 'sctp'].includes(raw)) return raw;
   if (sel.type === 'inet_service' && /^\d+$/.test(raw)) return String(Number(raw));
   if (sel.type === 'ct_state' && raw === 'new') return raw;
+  if (sel.type === 'ct_status' && raw === 'dnat') return raw;
+  if (sel.type === 'ifname' && /^[A-Za-z0-9_.-]{1,15}$/.test(raw)) return raw;
   throw new Error(`${sel.text} compared with ${JSON.stringify(raw)} is not modelled`);
 }
 
@@ -180,6 +191,8 @@ function statement(w: readonly string[], i: number, c: Compiled): number | undef
     }
     case 'counter':
       return i + 1;
+    case 'meta':
+      return w[i + 1] === 'mark' ? metaMark(w, i, c) : undefined;
     case 'masquerade':
       c.parts.push(() => ({ action: (b) => [[{ ...b, masquerade: true }, { k: 'accept' }]] }));
       return i + 1;
@@ -199,7 +212,7 @@ function statement(w: readonly string[], i: number, c: Compiled): number | undef
       c.sets.push({ name, want: (s) => (s.dynamic ? wantKey([sel], 'set')(s) : `${name} is not a dynamic set`) });
       c.parts.push((ctx) => ({
         cond: (b) => {
-          const key = sel.value(b);
+          const key = sel.value(b, ctx);
           return key === undefined ? [[b, false]] : [[{ ...b, effects: [...b.effects, { list: `${ctx.t.family} ${ctx.t.name} ${name}`, key }] }, true]];
         },
       }));
@@ -210,6 +223,23 @@ function statement(w: readonly string[], i: number, c: Compiled): number | undef
     default:
       return undefined;
   }
+}
+
+/** `meta mark set meta mark | BITS` (sets bits), or `meta mark & MASK ==|!= VALUE` (a condition). */
+function metaMark(w: readonly string[], i: number, c: Compiled): number {
+  const num = (x: string | undefined): number => (x !== undefined && /^(0x[0-9a-f]+|\d+)$/i.test(x) ? Number(x) : fail(`meta mark: ${x ?? 'nothing'} is not a number`));
+  if (w[i + 2] === 'set') {
+    if (w[i + 3] !== 'meta' || w[i + 4] !== 'mark' || w[i + 5] !== '|') throw new Error('only "meta mark set meta mark | BITS" is modelled');
+    const bits = num(w[i + 6]);
+    c.parts.push(() => ({ cond: (b) => [[{ ...b, mark: (b.mark | bits) >>> 0 }, true]] }));
+    return i + 7;
+  }
+  if (w[i + 2] !== '&' || (w[i + 4] !== '==' && w[i + 4] !== '!=')) throw new Error('only "meta mark & MASK ==|!= VALUE" is modelled');
+  const mask = num(w[i + 3]);
+  const value = num(w[i + 5]);
+  const eq = w[i + 4] === '==';
+  c.parts.push(() => ({ cond: (b) => [[b, (((b.mark & mask) >>> 0) === value) === eq]] }));
+  return i + 6;
 }
 
 function dnat(w: readonly string[], i: number, c: Compiled): number {
@@ -266,7 +296,7 @@ export function compileRule(words: readonly string[]): NftRule {
     const before = c.parts.length;
     const after = statement(words, i, c) ?? relation(words, i, c);
     // A part that ends the chain's walk (a verdict, dnat, masquerade) must come last.
-    terminal = c.parts.length > before && ['accept', 'drop', 'return', 'jump', 'goto', 'reject', 'dnat', 'masquerade', 'vmap'].some((v) => words.slice(i, after).includes(v));
+    terminal = c.parts.length > before && (['accept', 'drop', 'return', 'jump', 'goto', 'reject', 'dnat', 'masquerade'].includes(words[i] ?? '') || words.slice(i, after).includes('vmap'));
     i = after;
   }
   const text = words.join(' ');
@@ -283,8 +313,8 @@ export function compileRule(words: readonly string[]): NftRule {
       }
       for (const ch of c.chains) if (!t.chains.has(ch)) throw new Error(`No such file or directory: chain ${ch} (in rule ${JSON.stringify(text)} of table ${t.name})`);
     },
-    bind(t, dynamic) {
-      const ctx: Ctx = { t, dynamic };
+    bind(t, dynamic, path) {
+      const ctx: Ctx = { t, dynamic, path };
       const built = c.parts.map((p) => p(ctx));
       const last = built[built.length - 1];
       const action: Action = last?.action ?? ((b) => [[b, { k: 'next' }]]);

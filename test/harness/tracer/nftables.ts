@@ -11,7 +11,7 @@
 import { canonical } from './addr.js';
 import { statements, tokenize, type Stmt } from './nft-syntax.js';
 import { compileRule, type NftRule } from './nft-rules.js';
-import { runHooks, type BaseChain, type Family, type Outcome, type Packet } from './walk.js';
+import { isLocal, runHooks, type BaseChain, type Family, type Outcome, type Packet, type Path } from './walk.js';
 
 /** A text the fake refuses, as `nft -f` would. */
 export class NftError extends Error {}
@@ -77,26 +77,34 @@ export class FakeNft {
     return this.tables.get(`${family} ${name}`);
   }
 
-  /** Every way a new connection's first packet can end, through the base chains of `hook` in all tables, by priority (nat before filter at equal priority). */
-  trace(pkt: Packet, hook: 'output' | 'prerouting' = 'output'): Outcome[] {
-    const hooks = hook === 'output' ? ['output', 'postrouting'] : ['prerouting', 'forward', 'postrouting'];
-    const bases: (BaseChain & { order: number })[] = [];
-    for (const t of this.tables.values()) {
-      if ((t.family === 'ip' && pkt.family === 6) || (t.family === 'ip6' && pkt.family === 4)) continue;
-      for (const c of t.chains.values()) {
-        if (c.hook === undefined || !hooks.includes(c.hook.hook)) continue;
-        bases.push({
-          name: c.name,
-          order: hooks.indexOf(c.hook.hook),
-          priority: c.hook.priority,
-          nat: c.hook.type === 'nat',
-          policy: c.hook.policy,
-          chains: { rules: (name) => (t.chains.get(name) ?? fail(`trace: no chain ${name} in ${t.name}`)).rules.map((r) => r.bind(t, this.dynamic, pkt.family)) },
-        });
+  /**
+   * Every way a new connection's first packet can end, through the base chains of every table
+   * on its path, by priority (output: output, postrouting; prerouting: prerouting, then input or
+   * forward and postrouting by the destination after DNAT).
+   */
+  trace(pkt: Packet, path: Path = { hook: 'output' }): Outcome[] {
+    const bases = (hooks: readonly string[]): BaseChain[] => {
+      const out: (BaseChain & { order: number })[] = [];
+      for (const t of this.tables.values()) {
+        if ((t.family === 'ip' && pkt.family === 6) || (t.family === 'ip6' && pkt.family === 4)) continue;
+        for (const c of t.chains.values()) {
+          if (c.hook === undefined || !hooks.includes(c.hook.hook)) continue;
+          out.push({
+            name: c.name,
+            order: hooks.indexOf(c.hook.hook),
+            priority: c.hook.priority,
+            nat: c.hook.type === 'nat',
+            policy: c.hook.policy,
+            chains: { rules: (name) => (t.chains.get(name) ?? fail(`trace: no chain ${name} in ${t.name}`)).rules.map((r) => r.bind(t, this.dynamic, path)) },
+          });
+        }
       }
-    }
-    bases.sort((a, b) => a.order - b.order || a.priority - b.priority);
-    return runHooks(bases, pkt);
+      return out.sort((a, b) => a.order - b.order || a.priority - b.priority);
+    };
+    if (path.hook === 'output') return runHooks([bases(['output', 'postrouting'])], pkt);
+    const input = bases(['input']);
+    const forward = bases(['forward', 'postrouting']);
+    return runHooks([bases(['prerouting']), (b) => (isLocal(path, b, (ip) => canonical(ip, pkt.family)) ? input : forward)], pkt);
   }
 
   /** Dynamic set contents added by connections (update @set), by `<table> <set>`. */

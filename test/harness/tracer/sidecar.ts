@@ -1,20 +1,20 @@
 /**
  * The sidecar's rules on the fakes: a desired state goes through the project's own renderers and
  * planners (the text `iptables-restore --noflush` and `nft -f` get in a pod), full for the first
- * sync and partial after it, into a fake back end that traces packets. This file is the only one
- * of the tracer that imports the dataplane, so its imports are what to re-point when the
- * dataplane's modules move.
+ * sync and partial after it, into a fake back end that traces packets. This file and node.ts
+ * (the node agent's renderer) are the only ones of the tracer that import the programs' code,
+ * so their imports are what to re-point when the dataplane's modules move.
  */
 import { render } from '../../../src/dataplane/incremental.js';
 import { iptablesRules } from '../../../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT } from '../../../src/dataplane/names.js';
+import { SIDECAR_LAYOUT, type Layout } from '../../../src/dataplane/names.js';
 import { planRestore } from '../../../src/dataplane/restore.js';
 import { planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../../src/dataplane/nft/render.js';
 import { shardsAfter } from '../../../src/dataplane/nft/shards.js';
 import type { DesiredState, IptablesRules } from '../../../src/dataplane/model.js';
 import { FakeIptables } from './iptables.js';
 import { FakeNft } from './nftables.js';
-import type { Outcome, Packet } from './walk.js';
+import type { Outcome, Packet, Path } from './walk.js';
 
 export type { DesiredState, ServicePortTarget } from '../../../src/dataplane/model.js';
 export { buildDesiredState } from '../../../src/dataplane/incremental.js';
@@ -29,42 +29,45 @@ export interface FakeSidecarOptions {
   readonly maxEndpointMaps?: number;
 }
 
-/** A pod's namespace with the sidecar's rules of one back end, in memory. */
-export class FakeSidecar {
+/** One sync's rules of one back end, as a program's renderer makes them. */
+export type RenderedRules = { readonly iptables: IptablesRules } | { readonly nft: NftRuleset };
+
+/**
+ * A namespace with a program's rules of one back end, in memory: each sync renders the state with
+ * the program's renderer and applies the planner's text (whole the first time or when `full`,
+ * the change from the last sync after) to the fake.
+ */
+export class FakeDataplane<S> {
   private readonly ipt = { 4: new FakeIptables(4), 6: new FakeIptables(6) } as const;
   private readonly nft = new FakeNft();
-  private prevIpt: IptablesRules | undefined;
-  private prevNft: NftRuleset | undefined;
+  private prev: RenderedRules | undefined;
   /** The texts the last sync fed the fake (one per family for iptables). */
   texts: string[] = [];
 
   constructor(
     readonly kind: BackendKind,
-    private readonly opts: FakeSidecarOptions = {},
+    private readonly rules: (state: S, prev: RenderedRules | undefined) => RenderedRules,
+    private readonly layout: Layout,
   ) {}
 
-  /** Renders `state` and applies it: the whole rules the first time (or when `full`), the change from the last sync after. */
-  sync(state: DesiredState, full = false): void {
-    const targets = render(state).resolution.targets;
-    if (this.kind === 'iptables') {
-      const next = iptablesRules(targets, SIDECAR_LAYOUT);
-      const prev = full ? undefined : this.prevIpt;
-      this.texts = ([4, 6] as const).map((f) => planRestore(f === 4 ? next.v4 : next.v6, f === 4 ? prev?.v4 : prev?.v6, undefined, full).text);
+  sync(state: S, full = false): void {
+    const next = this.rules(state, this.prev);
+    const prev = full ? undefined : this.prev;
+    if ('iptables' in next) {
+      const was = prev !== undefined && 'iptables' in prev ? prev.iptables : undefined;
+      this.texts = ([4, 6] as const).map((f) => planRestore(f === 4 ? next.iptables.v4 : next.iptables.v6, f === 4 ? was?.v4 : was?.v6, undefined, was === undefined, this.layout).text);
       this.texts.forEach((text, i) => text !== '' && this.ipt[i === 0 ? 4 : 6].restore(text));
-      this.prevIpt = next;
-      return;
+    } else {
+      const plan = planNft(next.nft, prev !== undefined && 'nft' in prev ? prev.nft : undefined, full);
+      this.texts = [plan.text];
+      if (plan.text !== '') this.nft.apply(plan.text);
     }
-    const shards = shardsAfter(targets.length, this.prevNft === undefined ? undefined : (this.prevNft.shards ?? 1), this.opts.portsPerShard);
-    const next = renderNft(targets, undefined, sidecarPickLayout(targets.length, this.opts.maxEndpointMaps), shards);
-    const plan = planNft(next, full ? undefined : this.prevNft, full);
-    this.texts = [plan.text];
-    if (plan.text !== '') this.nft.apply(plan.text);
-    this.prevNft = next;
+    this.prev = next;
   }
 
-  /** Every way a new connection from this pod can end. */
-  trace(pkt: Packet): Outcome[] {
-    return this.kind === 'iptables' ? this.ipt[pkt.family].trace(pkt, 'output') : this.nft.trace(pkt, 'output');
+  /** Every way a new connection on `path` (default: from a process in the namespace) can end. */
+  trace(pkt: Packet, path?: Path): Outcome[] {
+    return this.kind === 'iptables' ? this.ipt[pkt.family].trace(pkt, path) : this.nft.trace(pkt, path);
   }
 
   /** Makes one outcome's connection: what it leaves (affinity) holds for the next trace. */
@@ -72,4 +75,19 @@ export class FakeSidecar {
     if (this.kind === 'iptables') this.ipt[pkt.family].connect(o);
     else this.nft.connect(o);
   }
+}
+
+/** A pod's namespace with the sidecar's rules of one back end, in memory. */
+export class FakeSidecar extends FakeDataplane<DesiredState> {
+  constructor(kind: BackendKind, opts: FakeSidecarOptions = {}) {
+    super(kind, (state, prev) => sidecarRules(kind, state, prev, opts), SIDECAR_LAYOUT);
+  }
+}
+
+function sidecarRules(kind: BackendKind, state: DesiredState, prev: RenderedRules | undefined, opts: FakeSidecarOptions): RenderedRules {
+  const targets = render(state).resolution.targets;
+  if (kind === 'iptables') return { iptables: iptablesRules(targets, SIDECAR_LAYOUT) };
+  const was = prev !== undefined && 'nft' in prev ? prev.nft : undefined;
+  const shards = shardsAfter(targets.length, was === undefined ? undefined : (was.shards ?? 1), opts.portsPerShard);
+  return { nft: renderNft(targets, undefined, sidecarPickLayout(targets.length, opts.maxEndpointMaps), shards) };
 }

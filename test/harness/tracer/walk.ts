@@ -17,6 +17,18 @@ export interface Packet {
   readonly src: string;
   readonly dst: string;
   readonly dport: number;
+  /** The interface it came in on (the prerouting path; rules matching it need it). */
+  readonly iif?: string;
+}
+
+/** Where a traced packet starts, and what routing would decide for it (which the fakes do not model). */
+export interface Path {
+  /** `output`: sent by a process in the namespace; `prerouting`: arriving from outside. */
+  readonly hook: 'output' | 'prerouting';
+  /** The namespace's own addresses: after prerouting, a packet to one is delivered (input), any other forwarded. */
+  readonly local?: readonly string[];
+  /** The interface a destination is routed out of (rules matching the output interface need it). */
+  readonly route?: (dst: string) => string;
 }
 
 /** How a refused packet is answered: a TCP reset, or ICMP(v6) port unreachable. */
@@ -52,6 +64,8 @@ export interface Branch {
   readonly trail: readonly string[];
   readonly dnat?: { readonly ip: string; readonly port: number };
   readonly masquerade: boolean;
+  /** The packet mark (meta mark, -j MARK). */
+  readonly mark: number;
 }
 
 /** What a rule does when it matches: go on, or end the chain in some way. */
@@ -159,23 +173,47 @@ export interface BaseChain {
   readonly policy: 'accept' | 'drop';
 }
 
-/** Runs base chains in order (already sorted by the caller) and turns each branch's end into a verdict. */
-export function runHooks(bases: readonly BaseChain[], pkt: Packet, seed: readonly Effect[] = []): Outcome[] {
-  let live: Branch[] = [{ pkt, share: 1, effects: seed, trail: [], masquerade: false }];
+/**
+ * Runs the hooks' base chains in order and turns each branch's end into a verdict. A phase is base
+ * chains already in order, or a function choosing them for a branch (after prerouting: input or
+ * forward, by the branch's destination after DNAT).
+ */
+export function runHooks(phases: readonly (readonly BaseChain[] | ((b: Branch) => readonly BaseChain[]))[], pkt: Packet, seed: readonly Effect[] = []): Outcome[] {
+  let live: Branch[] = [{ pkt, share: 1, effects: seed, trail: [], masquerade: false, mark: 0 }];
   const done: Outcome[] = [];
-  for (const base of bases) {
+  for (const phase of phases) {
     const next: Branch[] = [];
-    for (const b of live)
-      for (const [after, end] of runChain(base.chains, base.name, b)) {
-        const e = end === 'continue' ? base.policy : end;
-        if (e === 'accept') next.push(after);
-        else done.push(finish(after, e === 'drop' ? { kind: 'drop' } : { kind: 'reject', with: e.reject }, seed.length));
+    for (const start of live) {
+      let here: Branch[] = [start];
+      for (const base of typeof phase === 'function' ? phase(start) : phase) {
+        const after: Branch[] = [];
+        for (const b of here)
+          for (const [out, end] of runChain(base.chains, base.name, b)) {
+            const e = end === 'continue' ? base.policy : end;
+            if (e === 'accept') after.push(out);
+            else done.push(finish(out, e === 'drop' ? { kind: 'drop' } : { kind: 'reject', with: e.reject }, seed.length));
+          }
+        here = after;
       }
+      next.push(...here);
+    }
     live = next;
   }
   for (const b of live)
     done.push(finish(b, b.dnat !== undefined ? { kind: 'dnat', ip: b.dnat.ip, port: b.dnat.port, masquerade: b.masquerade } : { kind: 'accept', masquerade: b.masquerade }, seed.length));
   return done;
+}
+
+/** Whether a branch's packet (after any DNAT) is for the namespace itself. */
+export function isLocal(path: Path, b: Branch, canon: (ip: string) => string): boolean {
+  // Only addresses of the packet's family can be its destination.
+  return (path.local ?? []).some((a) => a.includes(':') === (b.pkt.family === 6) && canon(a) === canon(b.pkt.dst));
+}
+
+/** The interface routing would send a branch's packet out of: the caller's answer, or an error (never a guess). */
+export function outInterface(path: Path | undefined, b: Branch): string {
+  if (path?.route === undefined) throw new Error('trace: a rule matches the output interface; give the trace a route');
+  return path.route(b.pkt.dst);
 }
 
 function finish(b: Branch, verdict: Verdict, seeded: number): Outcome {
