@@ -1,118 +1,30 @@
 /**
- * The node agent's Service cases on the packet tracer, both back ends, no root: the state and
- * the expectations of the node agent's netns test (test/node-agent/dataplane.test.ts: two nodes,
- * backend a on node1 and b on node2, an external client inside the ranged Service's source
- * ranges and an outsider outside them), traced through the agent's own rules. NodePort and
- * LoadBalancer, Cluster (masqueraded) and Local (the client address kept, local endpoints only;
- * none: refused for a node port, dropped for an ingress IP), source ranges, UDP, IPv6, and a
- * host-network process reaching a cluster IP.
+ * The node agent's Service cases (test/harness/tracer/node-cases.ts) on the packet tracer, both
+ * back ends, no root: NodePort and LoadBalancer, Cluster (masqueraded) and Local (the client
+ * address kept, local endpoints only; none: refused for a node port, dropped for an ingress IP),
+ * source ranges, UDP, IPv6, and a host-network process reaching a cluster IP; each in equal
+ * shares and with the refusal the row names.
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_MASQUERADE_MARK, FakeNode, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../harness/tracer/node.js';
-import { BACKENDS, type ServicePortTarget } from '../../harness/tracer/sidecar.js';
-import { summarize, type L4, type Packet, type Path, type RejectKind } from '../../harness/tracer/walk.js';
-
-const NET = { namespace: 'demo', name: 'net-a' };
-const IFACE = 'mpxhtest';
-/** Addresses as the netns harness gives that test's pods (a, b, client, outsider) and nodes. */
-const POD = { a: { ipv4: '192.168.101.2', ipv6: 'fd00:101::2' }, b: { ipv4: '192.168.101.3', ipv6: 'fd00:101::3' } } as const;
-const CLIENT = { ipv4: '192.168.101.4', ipv6: 'fd00:101::4' };
-const OUTSIDER = '192.168.101.5';
-const NODES = { n1: { ipv4: '192.168.101.250', ipv6: 'fd00:101::fa', local: 'a' }, n2: { ipv4: '192.168.101.251', ipv6: 'fd00:101::fb', local: 'b' } } as const;
-type PodName = keyof typeof POD;
-type NodeName = keyof typeof NODES;
-const HTTP = 80;
-const UDP = 5353;
-
-const ep = (ip: string, port: number) => ({ ip, port, ready: true, serving: true, terminating: false });
-
-/** The node state of that test, for one node. */
-function state(me: NodeName): NodeState {
-  const all = (family: 4 | 6, port: number, pods: readonly PodName[] = ['a', 'b']) => pods.map((p) => ep(family === 4 ? POD[p].ipv4 : POD[p].ipv6, port));
-  const local = NODES[me].local;
-  const base = (service: string, family: 4 | 6, over: Partial<ServicePortTarget> = {}): ServicePortTarget => ({ service, portName: '', protocol: 'TCP', clusterIP: family === 4 ? '10.96.0.10' : 'fd00:10:96::a', port: 80, family, network: NET, endpoints: all(family, HTTP), ...over });
-  const localOf = (t: ServicePortTarget) => t.endpoints.filter((e) => e.ip === POD[local].ipv4 || e.ip === POD[local].ipv6);
-  const np = (t: ServicePortTarget, nodePort: number, policy: 'Cluster' | 'Local'): NodePortTarget => ({ base: t, nodePort, policy, localEndpoints: localOf(t) });
-  const lb = (t: ServicePortTarget, ingressIP: string, policy: 'Cluster' | 'Local', sourceRanges?: readonly string[]): LoadBalancerTarget => ({ base: t, ingressIP, policy, localEndpoints: localOf(t), ...(sourceRanges !== undefined ? { sourceRanges } : {}) });
-  const onlyA = base('demo/only-a', 4, { endpoints: all(4, HTTP, ['a']) });
-  return {
-    networks: [{ network: NET, interface: IFACE, ipv4: NODES[me].ipv4, ipv6: NODES[me].ipv6 }],
-    masqueradeMark: DEFAULT_MASQUERADE_MARK,
-    clusterTargets: [base('demo/web', 4), base('demo/web', 6)],
-    nodePorts: [np(base('demo/web', 4), 30080, 'Cluster'), np(base('demo/web', 6), 30080, 'Cluster'), np(base('demo/local', 4), 30081, 'Local'), np(onlyA, 30082, 'Local'), np(base('demo/dns', 4, { protocol: 'UDP', port: 53, endpoints: all(4, UDP) }), 30053, 'Cluster')],
-    loadBalancers: [
-      lb(base('demo/web', 4), '192.168.101.240', 'Cluster'),
-      lb(base('demo/web', 6), 'fd00:101::f0', 'Cluster'),
-      lb(base('demo/local', 4), '192.168.101.241', 'Local'),
-      lb(onlyA, '192.168.101.242', 'Local'),
-      lb(base('demo/ranged', 4), '192.168.101.243', 'Cluster', [`${CLIENT.ipv4}/32`]),
-      lb(base('demo/ranged-empty', 4, { endpoints: [] }), '192.168.101.244', 'Cluster', [`${CLIENT.ipv4}/32`]),
-      lb(base('demo/sig', 4, { protocol: 'SCTP', port: 3868, endpoints: all(4, 3868) }), '192.168.101.244', 'Cluster'),
-    ],
-  };
-}
-
-type Expect = { readonly reach: readonly PodName[]; readonly masquerade: boolean } | { readonly refused: RejectKind } | { readonly dropped: true };
-interface Row {
-  readonly name: string;
-  readonly node: NodeName;
-  /** `node`: a host-network process on the node itself. */
-  readonly from: 'client' | 'outsider' | 'node';
-  readonly protocol: L4;
-  readonly dst: string | ((n: (typeof NODES)[NodeName]) => string);
-  readonly port: number;
-  readonly expect: Expect;
-}
-
-const cluster = (...pods: PodName[]): Expect => ({ reach: pods, masquerade: true });
-const kept = (...pods: PodName[]): Expect => ({ reach: pods, masquerade: false });
-const ROWS: readonly Row[] = [
-  { name: 'NodePort Cluster on node1: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30080, expect: cluster('a', 'b') },
-  { name: 'NodePort Cluster on node2: both backends, masqueraded', node: 'n2', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30080, expect: cluster('a', 'b') },
-  { name: 'IPv6 NodePort', node: 'n1', from: 'client', protocol: 'tcp', dst: (n) => n.ipv6, port: 30080, expect: cluster('a', 'b') },
-  { name: 'NodePort Local on node1: its local endpoint, the client address kept', node: 'n1', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30081, expect: kept('a') },
-  { name: 'NodePort Local on node2: its local endpoint', node: 'n2', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30081, expect: kept('b') },
-  { name: 'NodePort Local, endpoints only on node1: node1 serves', node: 'n1', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30082, expect: kept('a') },
-  { name: 'NodePort Local, endpoints only on node1: node2 refuses at once', node: 'n2', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30082, expect: { refused: 'tcp-reset' } },
-  { name: 'a host-network process reaches the cluster IP (IPv4)', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.10', port: 80, expect: kept('a', 'b') },
-  { name: 'a host-network process reaches the cluster IP (IPv6)', node: 'n1', from: 'node', protocol: 'tcp', dst: 'fd00:10:96::a', port: 80, expect: kept('a', 'b') },
-  { name: 'UDP NodePort: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'udp', dst: (n) => n.ipv4, port: 30053, expect: cluster('a', 'b') },
-  { name: 'LoadBalancer Cluster: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },
-  { name: 'LoadBalancer Cluster, the other node announcing', node: 'n2', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },
-  { name: 'LoadBalancer IPv6 ingress IP', node: 'n1', from: 'client', protocol: 'tcp', dst: 'fd00:101::f0', port: 80, expect: cluster('a', 'b') },
-  { name: 'LoadBalancer Local on node1: its local endpoint, the client address kept', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.241', port: 80, expect: kept('a') },
-  { name: 'LoadBalancer Local on node2: its local endpoint', node: 'n2', from: 'client', protocol: 'tcp', dst: '192.168.101.241', port: 80, expect: kept('b') },
-  { name: 'LoadBalancer Local, endpoints only elsewhere: dropped, as kube-proxy', node: 'n2', from: 'client', protocol: 'tcp', dst: '192.168.101.242', port: 80, expect: { dropped: true } },
-  { name: 'LoadBalancer Local, endpoints only on node1: node1 serves', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.242', port: 80, expect: kept('a') },
-  { name: 'loadBalancerSourceRanges: the client inside is served', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.243', port: 80, expect: cluster('a', 'b') },
-  { name: 'loadBalancerSourceRanges: the outsider is dropped', node: 'n1', from: 'outsider', protocol: 'tcp', dst: '192.168.101.243', port: 80, expect: { dropped: true } },
-  { name: 'loadBalancerSourceRanges without endpoints: the client inside is refused', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.244', port: 80, expect: { refused: 'tcp-reset' } },
-  { name: 'loadBalancerSourceRanges without endpoints: the outsider is dropped', node: 'n1', from: 'outsider', protocol: 'tcp', dst: '192.168.101.244', port: 80, expect: { dropped: true } },
-];
-
-function packetOf(row: Row): { pkt: Packet; path: Path } {
-  const n = NODES[row.node];
-  const dst = typeof row.dst === 'string' ? row.dst : row.dst(n);
-  const family = dst.includes(':') ? 6 : 4;
-  const src = row.from === 'node' ? (family === 4 ? n.ipv4 : n.ipv6) : row.from === 'outsider' ? OUTSIDER : family === 4 ? CLIENT.ipv4 : CLIENT.ipv6;
-  const base = { family, protocol: row.protocol, src, dst, dport: row.port } as const;
-  if (row.from === 'node') return { pkt: base, path: { hook: 'output', route: () => IFACE } };
-  return { pkt: { ...base, iif: IFACE }, path: { hook: 'prerouting', local: [n.ipv4, n.ipv6], route: () => IFACE } };
-}
-
-const podAt = (ip: string): string => (Object.entries(POD).find(([, a]) => a.ipv4 === ip || a.ipv6 === ip)?.[0] ?? ip);
+import { FakeNode } from '../../harness/tracer/node.js';
+import { HTTP, NODE_CASES, POD, UDP, nodeExpected, nodeObservation, nodePacket, nodeState, podAt } from '../../harness/tracer/node-cases.js';
+import { BACKENDS } from '../../harness/tracer/sidecar.js';
+import { summarize } from '../../harness/tracer/walk.js';
 
 for (const kind of BACKENDS)
   void describe(`packet tracer (${kind}): the node agent's Service cases`, () => {
     const nodes = { n1: new FakeNode(kind), n2: new FakeNode(kind) };
-    nodes.n1.sync(state('n1'), true);
-    nodes.n2.sync(state('n2'), true);
-    for (const row of ROWS)
+    nodes.n1.sync(nodeState('n1'), true);
+    nodes.n2.sync(nodeState('n2'), true);
+    for (const row of NODE_CASES)
       void test(row.name, () => {
-        const { pkt, path } = packetOf(row);
-        const got = summarize(nodes[row.node].trace(pkt, path));
+        const { pkt, path } = nodePacket(row);
+        const outcomes = nodes[row.node].trace(pkt, path);
+        const got = summarize(outcomes);
         const e = row.expect;
+        // The words the kernel test compares with.
+        assert.equal(nodeObservation(outcomes), nodeExpected(e));
         if ('reach' in e) {
           const port = row.protocol === 'udp' ? UDP : HTTP;
           assert.deepEqual(
