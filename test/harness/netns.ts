@@ -353,28 +353,34 @@ export async function httpRequests(topo: Topology, pod: Place, url: string, coun
 }
 
 /**
- * `count` UDP datagrams, one after another, each waiting for its echo. With `localPort` every
- * datagram has the same 5-tuple (one conntrack entry, one backend), across calls too.
+ * `count` UDP datagrams, one after another, each waiting for its echo, from one socket (one
+ * conntrack entry, so one backend) unless `socketEach` (a new socket, so a new flow, per datagram).
+ * With `localPort` every datagram has the same 5-tuple, across calls too.
  */
 const UDP_CLIENT_JS = `
 const dgram = require('node:dgram');
-const [host, port, count, timeoutMs, localPort] = process.argv.slice(1);
-const s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+const [host, port, count, timeoutMs, localPort, socketEach] = process.argv.slice(1);
+let s;
 const out = [];
 let i = 0; let timer;
+const open = (then) => {
+  s = dgram.createSocket(host.includes(':') ? 'udp6' : 'udp4');
+  // Connected, so ICMP errors (port unreachable) come back as ECONNREFUSED instead of silence.
+  s.on('error', (e) => { clearTimeout(timer); out.push({ error: e.code || e.message, ms: 0 }); s.removeAllListeners('message'); step(); });
+  s.bind(Number(localPort) || 0, () => s.connect(Number(port), host, then));
+};
+const step = () => { if (socketEach === '1' && i > 0 && i < Number(count)) { s.close(); open(next); } else next(); };
 const next = () => {
   if (i++ >= Number(count)) { s.close(); console.log(JSON.stringify(out)); return; }
   const t0 = Date.now();
-  timer = setTimeout(() => { out.push({ error: 'ETIMEDOUT', ms: Date.now() - t0 }); s.removeAllListeners('message'); next(); }, Number(timeoutMs));
-  s.once('message', (m) => { clearTimeout(timer); const j = JSON.parse(m.toString()); out.push({ name: j.name, peer: j.peer, ms: Date.now() - t0 }); next(); });
+  timer = setTimeout(() => { out.push({ error: 'ETIMEDOUT', ms: Date.now() - t0 }); s.removeAllListeners('message'); step(); }, Number(timeoutMs));
+  s.once('message', (m) => { clearTimeout(timer); const j = JSON.parse(m.toString()); out.push({ name: j.name, peer: j.peer, ms: Date.now() - t0 }); step(); });
   s.send('ping');
 };
-// Connected, so ICMP errors (port unreachable) come back as ECONNREFUSED instead of silence.
-s.on('error', (e) => { clearTimeout(timer); out.push({ error: e.code || e.message, ms: 0 }); s.removeAllListeners('message'); next(); });
-s.bind(Number(localPort) || 0, () => s.connect(Number(port), host, next));
+open(next);
 `;
 
-export async function udpRequests(topo: Topology, pod: Place, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number } = {}): Promise<Reply[]> {
-  const r = await topo.run(pod, [process.execPath, '-e', UDP_CLIENT_JS, host, String(port), String(count), String(opts.timeoutMs ?? 1000), String(opts.localPort ?? 0)]);
+export async function udpRequests(topo: Topology, pod: Place, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number; socketEach?: boolean } = {}): Promise<Reply[]> {
+  const r = await topo.run(pod, [process.execPath, '-e', UDP_CLIENT_JS, host, String(port), String(count), String(opts.timeoutMs ?? 1000), String(opts.localPort ?? 0), opts.socketEach === true ? '1' : '0']);
   return JSON.parse(r.stdout) as Reply[];
 }
