@@ -12,8 +12,8 @@
  * its own nat-output hook, so a new connection that matches no Service does S lookups), cells
  * round-robin as above.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
-import type { RuleBackendKind } from '../src/dataplane/backend.js';
+import { createDataplane } from '../src/dataplane/create.js';
+import type { RuleBackendKind } from '../src/dataplane/core/seam.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';

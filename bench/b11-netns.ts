@@ -24,7 +24,7 @@ import { createTopology, type Pod } from '../test/harness/netns.js';
 import { DEFAULT_MASQUERADE_MARK } from '../cmd/node-agent/rules.js';
 import { planNode, type NodePlan } from '../cmd/node-agent/state.js';
 import { createHostInterfaces, createNodeDataplane } from '../cmd/node-agent/dataplane.js';
-import type { RuleBackendKind } from '../src/dataplane/backend.js';
+import type { RuleBackendKind } from '../src/dataplane/core/seam.js';
 import type { V1EndpointSlice, V1Service } from '../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import { requireTool, run } from './lib/proc.js';

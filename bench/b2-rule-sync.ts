@@ -16,21 +16,21 @@
  * B2_ONLY=nft-full (with --no-write) runs only the nftables full-sync row at B2_SERVICES (default
  * 1,000), B2_RUNS runs (default the size's): a focused look at one size's ours / raw.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
-import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
-import { render } from '../src/dataplane/incremental.js';
+import { createDataplane } from '../src/dataplane/create.js';
+import { NOTHING_EXISTING, planRestore } from '../src/dataplane/iptables/restore.js';
+import { render } from '../src/dataplane/core/incremental.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
-import { iptablesRules } from '../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
-import type { DesiredState } from '../src/dataplane/model.js';
+import { iptablesRules } from '../src/dataplane/iptables/stage.js';
+import { SIDECAR_LAYOUT } from '../src/dataplane/core/names.js';
+import type { DesiredState } from '../src/dataplane/core/model.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, NETWORK, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
 import { createClientNetns, createNetns } from './lib/netns.js';
 import { requireTool, run, type Cleanup } from './lib/proc.js';
 import { fmt, p99Bound, summarize } from './lib/stats.js';
 import type { BenchResult, RunContext, TargetCheck } from './lib/report.js';
-import { fullText, renderNft } from '../src/dataplane/nft/render.js';
-import { shardCount } from '../src/dataplane/nft/shards.js';
+import { fullText, renderNft } from '../src/dataplane/nftables/render.js';
+import { shardCount } from '../src/dataplane/nftables/tuning/shards.js';
 import { NFT_TOOL, fmtPairs, partialRow, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
 import { fullSyncInside, workerNodeFlags, type SubjectRef } from './lib/rule-sync-inside.js';
 import { NODE_MEMORY_FLAGS } from '../src/memory-settings.js';

@@ -5,7 +5,7 @@
  * load sent to one backend address directly, keep-alive and one connection per request,
  * interleaved. wrk (C) generates the load inside the client namespace.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
+import { createDataplane } from '../src/dataplane/create.js';
 import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';

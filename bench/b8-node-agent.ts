@@ -11,13 +11,13 @@
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
+import { NOTHING_EXISTING, planRestore } from '../src/dataplane/iptables/restore.js';
 import { apiPath } from '../src/kube/paths.js';
 import { createNodeDataplane } from '../cmd/node-agent/dataplane.js';
 import { hostInterfaceName } from '../cmd/node-agent/host-interface.js';
 import { NODE_LAYOUT, renderNode, type NodeState } from '../cmd/node-agent/rules.js';
 import { NODE_NFT_TABLE } from '../cmd/node-agent/nft-rules.js';
-import { fullText } from '../src/dataplane/nft/render.js';
+import { fullText } from '../src/dataplane/nftables/render.js';
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { BENCH_NAMESPACE, ENDPOINT_PREFIX_LEN, NETWORK, changedEndpointIP } from './lib/services.js';

@@ -28,7 +28,7 @@ import { sleep, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from './lib/stats.js';
 import { clientInterface, CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, endpointSlice, NETWORK, service } from './lib/services.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
-import type * as Apply from '../src/dataplane/apply.js';
+import type * as Apply from '../src/dataplane/create.js';
 import type * as Feed from '../cmd/sidecar/state-feed.js';
 
 const SERVICES = 2;

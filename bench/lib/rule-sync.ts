@@ -7,13 +7,13 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/create.js';
 import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
 import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './stats.js';
 import type { RunContext } from './report.js';
-import { splitTables } from '../../src/dataplane/nft/backend.js';
-import { isShardTable } from '../../src/dataplane/nft/shards.js';
+import { splitTables } from '../../src/dataplane/nftables/backend.js';
+import { isShardTable } from '../../src/dataplane/nftables/tuning/shards.js';
 import { gcOverlap, watchGc, windowGc, type GcOverlapSummary } from './gc-overlap.js';
 
 /** What is synced and how: the same for the sidecar and the node agent. */

@@ -3,9 +3,9 @@
  * rules (the shared dataplane, src/dataplane/apply.ts and apply-loop.ts, with the node layout and
  * renderer). Thin: every decision is in host-interface.ts and rules.ts.
  */
-import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
-import { createExec, type Exec } from '../../src/dataplane/iptables.js';
-import { ipJsonRows } from '../../src/dataplane/routes.js';
+import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../../src/dataplane/create.js';
+import { createExec, type Exec } from '../../src/dataplane/iptables/io.js';
+import { ipJsonRows } from '../../src/dataplane/core/routes.js';
 import { parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface, type HostInterfacePlan } from './host-interface.js';
 import { NODE_LAYOUT, NodeRenderCache, renderNode, type NodeState } from './rules.js';
 

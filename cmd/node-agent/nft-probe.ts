@@ -4,8 +4,8 @@
  * checks the hooks (prerouting, postrouting, input, forward), marks, masquerade and source ranges
  * the agent will write, besides the sidecar's shapes. Documentation addresses; check mode creates nothing.
  */
-import type { BackendEndpoint, IpFamily, Protocol, ServicePortTarget } from '../../src/dataplane/model.js';
-import { fullText } from '../../src/dataplane/nft/render.js';
+import type { BackendEndpoint, IpFamily, Protocol, ServicePortTarget } from '../../src/dataplane/core/model.js';
+import { fullText } from '../../src/dataplane/nftables/render.js';
 import { DEFAULT_MASQUERADE_MARK, renderNode, type LoadBalancerTarget, type NodePortTarget, type NodeState } from './rules.js';
 
 const NET = { namespace: 'probe', name: 'probe' };

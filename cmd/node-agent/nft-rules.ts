@@ -22,9 +22,9 @@
  * chain: another table's drop (a FORWARD policy of DROP) still drops the packet (docs/decisions.md).
  */
 import { compareText } from '../../src/order.js';
-import { hashName } from '../../src/dataplane/names.js';
-import type { IpFamily, ResolvedTarget } from '../../src/dataplane/model.js';
-import { collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../../src/dataplane/nft/render.js';
+import { hashName } from '../../src/dataplane/core/names.js';
+import type { IpFamily, ResolvedTarget } from '../../src/dataplane/core/model.js';
+import { collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../../src/dataplane/nftables/render.js';
 import type { FrontendRules, NodeNetwork } from './rules.js';
 
 /** The node agent picks with one DNAT rule per endpoint, not interval maps: it shares the host's namespace (render.ts, PickLayout). */

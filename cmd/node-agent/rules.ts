@@ -27,12 +27,12 @@
  */
 import { compareText } from '../../src/order.js';
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
-import { chooseEndpoints, normalizeAddress, validPort } from '../../src/dataplane/endpoints.js';
-import { hashName, type Layout } from '../../src/dataplane/names.js';
-import { render, RenderCache } from '../../src/dataplane/incremental.js';
-import { IptablesStage } from '../../src/dataplane/iptables-stage.js';
-import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../../src/dataplane/rules.js';
-import type { BackendEndpoint, IpFamily, IptablesRules, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../../src/dataplane/model.js';
+import { chooseEndpoints, normalizeAddress, validPort } from '../../src/dataplane/core/endpoints.js';
+import { hashName, type Layout } from '../../src/dataplane/core/names.js';
+import { render, RenderCache } from '../../src/dataplane/core/incremental.js';
+import { IptablesStage } from '../../src/dataplane/iptables/stage.js';
+import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../../src/dataplane/iptables/render.js';
+import type { BackendEndpoint, IpFamily, IptablesRules, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../../src/dataplane/core/model.js';
 import { newNodeNftMemo, NODE_NFT_TABLE, renderNodeNft } from './nft-rules.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';

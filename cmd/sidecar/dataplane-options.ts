@@ -5,7 +5,7 @@
  * `--cleanup` removes everything and exits: one operation, so no spares, no writer, nothing read
  * ahead and no warm-up. Pure.
  */
-import type { DataplaneOptions } from '../../src/dataplane/apply.js';
+import type { DataplaneOptions } from '../../src/dataplane/create.js';
 import type { Logger } from '../../src/log.js';
 import type { ParsedOptions } from './options.js';
 

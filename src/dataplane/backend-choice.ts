@@ -8,7 +8,7 @@
  *   reason in the start-up log (docs/decisions.md, "auto is nftables").
  * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
  */
-import type { RuleBackendKind } from './backend.js';
+import type { RuleBackendKind } from './core/seam.js';
 
 export const AUTO_PREFERS: RuleBackendKind = 'nftables';
 

@@ -6,9 +6,9 @@
  */
 import type { Logger } from '../log.js';
 import { chooseRuleBackend, type BackendChoice } from './backend-choice.js';
-import type { RuleBackendKind } from './backend.js';
-import { createExec } from './iptables.js';
-import { probeNftables } from './nft/probe.js';
+import type { RuleBackendKind } from './core/seam.js';
+import { createExec } from './iptables/io.js';
+import { probeNftables } from './nftables/probe.js';
 
 /** `probeText` is the table the program will write, in small (nft/probe.ts's default is the sidecar's). */
 export async function chooseBackendAtStart(requested: RuleBackendKind | 'auto', log: Logger, probeText?: string): Promise<BackendChoice> {

@@ -1,7 +1,7 @@
 /** Helpers of the property tests that hold an incremental path to its from-scratch form. */
-import type { IptablesRules, Rendered } from '../../src/dataplane/model.js';
-import { iptablesRules } from '../../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT } from '../../src/dataplane/names.js';
+import type { IptablesRules, Rendered } from '../../src/dataplane/core/model.js';
+import { iptablesRules } from '../../src/dataplane/iptables/stage.js';
+import { SIDECAR_LAYOUT } from '../../src/dataplane/core/names.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import type { EndpointSpec, PortSpec } from '../sidecar/state-fixtures.js';
 

@@ -10,7 +10,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTopology, type Node, type Topology } from '../harness/netns.js';
-import { NOTHING_EXISTING, parseExisting, planRestore } from '../../src/dataplane/restore.js';
+import { NOTHING_EXISTING, parseExisting, planRestore } from '../../src/dataplane/iptables/restore.js';
 import { NODE_LAYOUT, renderNode, type NodeState } from '../../cmd/node-agent/rules.js';
 import { LB_SAMPLE, SAMPLE } from '../unit/node-agent/node-fixtures.js';
 

@@ -5,10 +5,10 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane } from '../../src/dataplane/apply.js';
-import { createExec } from '../../src/dataplane/iptables.js';
-import { familiesWithTables, fileReader } from '../../src/dataplane/tables-present.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import { createDataplane } from '../../src/dataplane/create.js';
+import { createExec } from '../../src/dataplane/iptables/io.js';
+import { familiesWithTables, fileReader } from '../../src/dataplane/iptables/tables-present.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 

@@ -8,13 +8,13 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { createDataplane } from '../../src/dataplane/apply.js';
-import { RestoreError } from '../../src/dataplane/iptables.js';
-import { JUMP_SPEC, serviceChainName } from '../../src/dataplane/names.js';
+import { createDataplane } from '../../src/dataplane/create.js';
+import { RestoreError } from '../../src/dataplane/iptables/io.js';
+import { JUMP_SPEC, serviceChainName } from '../../src/dataplane/core/names.js';
 import { httpRequests } from '../harness/netns.js';
 import { BLUE, CLIENT_BLUE, sampleState, target } from './render-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 const WEB_CHAIN = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: WEB_V4 });
 
@@ -225,7 +225,7 @@ void describe('sidecar dataplane: operations', () => {
   }
 
   void test('the apply runs with only NET_ADMIN and NET_RAW, and cleanup removes everything of ours and nothing else', async () => {
-    const dataplane = fileURLToPath(new URL('../../src/dataplane/apply.ts', import.meta.url));
+    const dataplane = fileURLToPath(new URL('../../src/dataplane/create.ts', import.meta.url));
     const script = `
       import { readFileSync } from 'node:fs';
       import { createDataplane } from ${JSON.stringify(dataplane)};

@@ -15,9 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/create.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
-import { shardTablesIn } from '../../src/dataplane/nft/shards.js';
+import { shardTablesIn } from '../../src/dataplane/nftables/tuning/shards.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 /** chi-square with 2 degrees of freedom at p = 0.001: a fair split fails this 1 run in 1,000. */

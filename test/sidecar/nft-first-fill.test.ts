@@ -17,14 +17,14 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/create.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { CLIENT_BLUE, ep, nftListingLines, sampleState, target } from './render-fixtures.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
-import { render } from '../../src/dataplane/incremental.js';
-import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
-import { gotoElement, planFirstFill } from '../../src/dataplane/nft/first-fill.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
+import { render } from '../../src/dataplane/core/incremental.js';
+import { fullText, renderNft } from '../../src/dataplane/nftables/render.js';
+import { gotoElement, planFirstFill } from '../../src/dataplane/nftables/tuning/first-fill.js';
 
 const WRITER = join(binDir(), 'nfnl-batch');
 

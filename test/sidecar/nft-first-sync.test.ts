@@ -17,12 +17,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/create.js';
 import { createNodeDataplane } from '../../cmd/node-agent/dataplane.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { BLUE, ep, target } from './render-fixtures.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 /** A directory with `nft`, `ip` and `nfnl-batch` shims that append their argv to `log` and exec the real binary. */
 function shims(realWriter: string): { dir: string; log: string; lines: () => string[] } {

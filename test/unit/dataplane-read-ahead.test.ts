@@ -5,15 +5,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { firstSyncReads, readAheadExec, sharedRead } from '../../src/dataplane/read-ahead.js';
+import { firstSyncReads, readAheadExec, sharedRead } from '../../src/dataplane/tuning/read-ahead.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
-import type { ExecResult, SpareExec } from '../../src/dataplane/iptables.js';
-import { routesReadArgs } from '../../src/dataplane/routes.js';
-import { TABLES_LISTING } from '../../src/dataplane/tables-present.js';
-import { applyLoop } from '../../src/dataplane/apply-loop.js';
-import type { FamilySync, RuleBackend } from '../../src/dataplane/backend.js';
-import { render } from '../../src/dataplane/incremental.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { ExecResult, SpareExec } from '../../src/dataplane/iptables/io.js';
+import { routesReadArgs } from '../../src/dataplane/core/routes.js';
+import { TABLES_LISTING } from '../../src/dataplane/iptables/tables-present.js';
+import { applyLoop } from '../../src/dataplane/core/pipeline.js';
+import type { FamilySync, RuleBackend } from '../../src/dataplane/core/seam.js';
+import { render } from '../../src/dataplane/core/incremental.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 /** An exec that records each run (with ` <input` when given input) and answers from `answer`. */
 function recorder(answer: (argv: string) => ExecResult = () => ({ code: 0, stdout: 'table inet multus_proxy\n', stderr: '' })): SpareExec & { runs: string[] } {

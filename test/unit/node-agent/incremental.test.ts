@@ -12,15 +12,15 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
-import { planRestore } from '../../../src/dataplane/restore.js';
-import { planConntrack } from '../../../src/dataplane/conntrack.js';
-import { conntrackScope } from '../../../src/dataplane/incremental.js';
-import type { Rendered } from '../../../src/dataplane/model.js';
+import { planRestore } from '../../../src/dataplane/iptables/restore.js';
+import { planConntrack } from '../../../src/dataplane/core/conntrack.js';
+import { conntrackScope } from '../../../src/dataplane/core/incremental.js';
+import type { Rendered } from '../../../src/dataplane/core/model.js';
 import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../cmd/node-agent/state.js';
 import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../cmd/node-agent/rules.js';
 import { serviceObject, sliceObject, type EndpointSpec } from '../../sidecar/state-fixtures.js';
 import { comparable, rng, ServiceWorld } from '../../harness/property.js';
-import { fullText, partialText } from '../../../src/dataplane/nft/render.js';
+import { fullText, partialText } from '../../../src/dataplane/nftables/render.js';
 
 const NODE = 'w1';
 

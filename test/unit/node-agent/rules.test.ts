@@ -5,11 +5,11 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NOTHING_EXISTING, planRestore, parseExisting, planCleanup } from '../../../src/dataplane/restore.js';
-import { routeBatch } from '../../../src/dataplane/routes.js';
-import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.js';
-import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
-import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
+import { NOTHING_EXISTING, planRestore, parseExisting, planCleanup } from '../../../src/dataplane/iptables/restore.js';
+import { routeBatch } from '../../../src/dataplane/core/routes.js';
+import { planConntrack, conntrackArgs } from '../../../src/dataplane/core/conntrack.js';
+import { chooseEndpoints } from '../../../src/dataplane/core/endpoints.js';
+import { MAX_CHAIN_NAME } from '../../../src/dataplane/core/names.js';
 import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode as renderNodeRules, type NodeState } from '../../../cmd/node-agent/rules.js';
 import { withIptables } from '../../harness/property.js';
 import { golden as goldenIn } from '../../harness/golden.js';
