@@ -16,7 +16,7 @@
  * B2_ONLY=nft-full (with --no-write) runs only the nftables full-sync row at B2_SERVICES (default
  * 1,000), B2_RUNS runs (default the size's): a focused look at one size's ours / raw.
  */
-import { createDataplane } from '../src/dataplane/create.js';
+import { createDataplane } from '../src/dataplane/index.js';
 import { NOTHING_EXISTING, planRestore } from '../src/dataplane/iptables/restore.js';
 import { render } from '../src/dataplane/core/incremental.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
@@ -47,7 +47,7 @@ const NFNL_BATCH = path.join(process.env['MULTUS_PROXY_BIN_DIR'] ?? path.join(os
 /** The sidecar with the iptables back end, as cmd/sidecar/main.ts makes it (spare restore processes). */
 const SIDECAR: SyncSubject<DesiredState> = {
   freshNetns: (cleanup) => createClientNetns('b2', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN),
-  dataplane: (netns) => createDataplane({ netns, backend: 'auto', spareRestore: true, readAhead: true, warmUp: true }),
+  dataplane: (netns) => createDataplane({ netns, iptablesFlavor: 'auto', spareRestore: true, readAhead: true, warmUp: true }),
   state: (n) => desiredState(n, ENDPOINTS),
   // The exact text ours applies to a fresh namespace.
   plan: (state) => planRestore(iptablesRules(render(state).resolution.targets, SIDECAR_LAYOUT).v4, undefined, NOTHING_EXISTING, true).text,
@@ -67,11 +67,11 @@ const sidecarNft = (writer: boolean, nftPortsPerShard?: number): SyncSubject<Des
   },
   ...NFT_TOOL,
   dataplane: (netns) => {
-    const dp = createDataplane({ netns, rules: 'nftables', elementWriter: writer ? NFNL_BATCH : false, spareRestore: true, readAhead: true, warmUp: true, ...(nftPortsPerShard === undefined ? {} : { nftPortsPerShard }) });
+    const dp = createDataplane({ netns, backendKind: 'nftables', elementWriter: writer ? NFNL_BATCH : false, spareRestore: true, readAhead: true, warmUp: true, ...(nftPortsPerShard === undefined ? {} : { nftPortsPerShard }) });
     // Each partial sync that wrote went the way this row says (a writer that is off or failed would fall back silently).
     const sync: typeof dp.sync = async (state, opts) => {
       const r = await dp.sync(state, opts);
-      if (!r.full && r.changed && (r.families[0]?.elementWriter === true) !== writer) throw new Error(`expected the change ${writer ? 'through the element writer' : 'through nft -f'}: ${JSON.stringify(r.families[0])}`);
+      if (!r.full && r.changed && (r.families[0]?.via === 'element-writer') !== writer) throw new Error(`expected the change ${writer ? 'through the element writer' : 'through nft -f'}: ${JSON.stringify(r.families[0])}`);
       return r;
     };
     return { ...dp, sync };

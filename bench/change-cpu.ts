@@ -25,7 +25,7 @@ import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import { planConntrack } from '../src/dataplane/core/conntrack.js';
 import { countRules } from '../src/dataplane/iptables/render.js';
 import { countNftRules, type NftRuleset } from '../src/dataplane/nftables/render.js';
-import type { Exec } from '../src/dataplane/iptables/io.js';
+import type { Exec } from '../src/dataplane/core/exec.js';
 import type { Rendered } from '../src/dataplane/core/model.js';
 import { SIDECAR_LAYOUT } from '../src/dataplane/core/names.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';

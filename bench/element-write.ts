@@ -22,7 +22,7 @@
  * of 10 ranges (the sidecar's table at n Services), declared before the one written.
  */
 import os from 'node:os';
-import { inNetns } from '../src/dataplane/iptables/io.js';
+import { inNetns } from '../src/dataplane/core/exec.js';
 import { launch, type Launched } from '../src/dataplane/tuning/spare-process.js';
 import { encodeIntervalMapBatch, type IntervalMapWrite } from '../src/dataplane/nftables/netlink-batch.js';
 import { equalRanges, PICK_MODULUS } from '../src/dataplane/nftables/pick-ranges.js';

@@ -7,7 +7,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import type { Dataplane, SyncResult } from '../../src/dataplane/create.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
 import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
 import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from './stats.js';
@@ -68,7 +68,7 @@ export interface SizeResult {
 export function v4Restore(r: SyncResult): { text: string; ms: number } {
   const f = r.families.find((x) => x.family === 4);
   if (!f) throw new Error('sync result has no IPv4 family');
-  return { text: f.restoreText, ms: f.restoreMs };
+  return { text: f.text, ms: f.writeMs };
 }
 
 export async function rawRestore(ns: string | undefined, text: string): Promise<number> {

@@ -5,12 +5,12 @@
  * `--cleanup` removes everything and exits: one operation, so no spares, no writer, nothing read
  * ahead and no warm-up. Pure.
  */
-import type { DataplaneOptions } from '../../src/dataplane/create.js';
+import type { DataplaneOptions } from '../../src/dataplane/index.js';
 import type { Logger } from '../../src/log.js';
 import type { ParsedOptions } from './options.js';
 
-export function sidecarDataplaneOptions(opts: Pick<ParsedOptions, 'cleanup' | 'iptablesBackend' | 'elementWriter'>, rules: DataplaneOptions['rules'], logger?: Logger): DataplaneOptions {
-  const common: DataplaneOptions = { rules, backend: opts.iptablesBackend, logger };
+export function sidecarDataplaneOptions(opts: Pick<ParsedOptions, 'cleanup' | 'iptablesBackend' | 'elementWriter'>, backendKind: DataplaneOptions['backendKind'], logger?: Logger): DataplaneOptions {
+  const common: DataplaneOptions = { backendKind, iptablesFlavor: opts.iptablesBackend, logger };
   if (opts.cleanup) return { ...common, elementWriter: false };
   return { ...common, spareRestore: true, elementWriter: opts.elementWriter, readAhead: true, warmUp: true };
 }

@@ -8,12 +8,12 @@
  *   reason in the start-up log (docs/decisions.md, "auto is nftables").
  * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
  */
-import type { RuleBackendKind } from './core/seam.js';
+import type { BackendKind } from './core/seam.js';
 
-export const AUTO_PREFERS: RuleBackendKind = 'nftables';
+export const AUTO_PREFERS: BackendKind = 'nftables';
 
 export interface BackendChoice {
-  readonly kind: RuleBackendKind;
+  readonly kind: BackendKind;
   /** Why, for the start-up log line. */
   readonly why: string;
 }
@@ -33,7 +33,7 @@ export class NftablesUnsupportedError extends Error {
  * The choice. `probe` resolves to undefined when nftables works here, else why not; it runs only
  * when the answer depends on it. `setting` names the option in the error (e.g. `DATAPLANE_BACKEND (--backend)`).
  */
-export async function chooseRuleBackend(requested: RuleBackendKind | 'auto', probe: () => Promise<string | undefined>, setting: string, prefers: RuleBackendKind = AUTO_PREFERS): Promise<BackendChoice> {
+export async function chooseRuleBackend(requested: BackendKind | 'auto', probe: () => Promise<string | undefined>, setting: string, prefers: BackendKind = AUTO_PREFERS): Promise<BackendChoice> {
   if (requested === 'iptables') return { kind: 'iptables', why: `${setting} is iptables` };
   if (requested === 'nftables') {
     const why = await probe();

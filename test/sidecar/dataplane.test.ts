@@ -4,7 +4,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane } from '../../src/dataplane/create.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { httpRequests, udpRequests } from '../harness/netns.js';
 import { ep, target } from './render-fixtures.js';
 import { serviceChainName } from '../../src/dataplane/core/names.js';
@@ -20,7 +20,7 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar da
   before(async () => {
     env = await createEnv(3);
     // As the sidecar runs it: restores through spare processes started ahead.
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: rules });
   });
   after(async () => {
     dp.close();

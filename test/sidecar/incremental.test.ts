@@ -15,9 +15,11 @@ import { countNftRules, fullText, shardsOf, type NftPlan, type NftRuleset } from
 import { buildDesiredState, conntrackScope, conntrackStep, render, RenderCache, StateMemo } from '../../src/dataplane/core/incremental.js';
 import { changedEntries, Snapshot, type Change } from '../../src/dataplane/core/engine.js';
 import type { StateOutput } from '../../src/dataplane/core/state.js';
-import { createIptablesBackend, type IptablesPlan, type IptablesRules } from '../../src/dataplane/iptables/backend.js';
+import { createIptablesBackend, type IptablesPlan } from '../../src/dataplane/iptables/backend.js';
+import { type IptablesRules } from '../../src/dataplane/iptables/rulesets.js';
 import { createNftBackend } from '../../src/dataplane/nftables/backend.js';
-import { createExec, type Exec } from '../../src/dataplane/iptables/io.js';
+import { createExec } from '../../src/dataplane/tuning/spare-exec.js';
+import { type Exec } from '../../src/dataplane/core/exec.js';
 import type { RuleBackend } from '../../src/dataplane/core/seam.js';
 import { countRules } from '../../src/dataplane/iptables/render.js';
 import { SIDECAR_LAYOUT } from '../../src/dataplane/core/names.js';
@@ -506,7 +508,7 @@ for (const k of KERNEL) {
             const next = be.rules(render(memo.update(input).state, cache));
             const existing = prev === undefined ? await be.read(undefined) : undefined;
             const written = await be.write(be.plan(next, prev, existing, prev === undefined), next);
-            if (prev !== undefined && written.some((f) => f.restoreText !== '')) partials += 1;
+            if (prev !== undefined && written.some((f) => f.text !== '')) partials += 1;
             prev = next;
             const fresh = k.make(scratchExec, freshShards);
             const want = fresh.rules(render(buildDesiredState(input).state));

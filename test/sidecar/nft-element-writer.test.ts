@@ -20,7 +20,7 @@ import { binDir } from '../harness/controlplane.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { createElementWriter, type ElementWriterHandle } from '../../src/dataplane/nftables/tuning/element-writer.js';
 import { MAX_KEY, encodeIntervalMapWrites, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nftables/netlink-batch.js';
-import { createExec, spareWorthy } from '../../src/dataplane/iptables/io.js';
+import { createExec, spareWorthy } from '../../src/dataplane/tuning/spare-exec.js';
 import { equalRanges, PICK_MODULUS } from '../../src/dataplane/nftables/pick-ranges.js';
 
 const BINARY = join(binDir(), 'nfnl-batch');

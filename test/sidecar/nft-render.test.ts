@@ -14,7 +14,7 @@ import { cleanupText, fullText, mapRanges, MAX_ENDPOINT_MAPS, partialText, planN
 import { compareTable, countElements, createNftBackend, nftFailedLine, parseNftChains, splitTables } from '../../src/dataplane/nftables/backend.js';
 import { PORTS_PER_SHARD, shardCount, shardOf, shardTablesIn } from '../../src/dataplane/nftables/tuning/shards.js';
 import { probeNftables, probeText } from '../../src/dataplane/nftables/probe.js';
-import { createExec } from '../../src/dataplane/iptables/io.js';
+import { createExec } from '../../src/dataplane/tuning/spare-exec.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { CLIENT_BLUE, SHAPE_STATES, ep, nftListingLines as normalise, sampleState, target } from './render-fixtures.js';
 

@@ -13,8 +13,10 @@ import { chooseEndpoints } from '../../src/dataplane/core/endpoints.js';
 import { probability } from '../../src/dataplane/iptables/render.js';
 import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/core/routes.js';
 import { conntrackArgs, planConntrack } from '../../src/dataplane/core/conntrack.js';
-import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables/io.js';
-import type { DesiredState, IptablesRules } from '../../src/dataplane/core/model.js';
+import { failedLine } from '../../src/dataplane/tuning/spare-exec.js';
+import { lineContext, summarize } from '../../src/dataplane/core/exec.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
+import type { IptablesRules } from '../../src/dataplane/iptables/rulesets.js';
 import { IptablesStage } from '../../src/dataplane/iptables/stage.js';
 import { BLUE, CLIENT_BLUE, RED, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
 

@@ -12,7 +12,7 @@ import { NftStage } from '../../src/dataplane/nftables/stage.js';
 import { planNft } from '../../src/dataplane/nftables/render.js';
 import { warmUpDue, warmUpRender, warmUpState, WARM_UP_SERVICES } from '../../src/dataplane/nftables/tuning/warm-up.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
-import type { Dataplane, SyncResult } from '../../src/dataplane/create.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
 import { withWarmUp } from '../../src/dataplane/tuning/with-warm-up.js';
 import { sampleState, SHAPE_STATES } from '../sidecar/render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';

@@ -19,7 +19,7 @@
  */
 import { normalizeIPv6 } from '../../annotations/ip.js';
 import type { IpFamily, Protocol, ResolvedTarget } from './model.js';
-import type { Exec } from '../iptables/io.js';
+import type { Exec } from './exec.js';
 
 export interface ConntrackFlush {
   readonly family: IpFamily;

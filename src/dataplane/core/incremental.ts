@@ -27,7 +27,7 @@
 import { compareText } from '../../order.js';
 import { networkKey } from '../../annotations/service-network.js';
 import type { V1EndpointSlice, V1Service } from '../../kube/types.js';
-import { planRoutes } from '../iptables/render.js';
+import { planRoutes } from './routes.js';
 import type { Change } from './engine.js';
 import { SIDECAR_LAYOUT, type Layout } from './names.js';
 import { flat } from './flat.js';

@@ -1,12 +1,11 @@
 /**
  * The dataplane's model, shared by every program that programs a pod's network namespace (the
  * sidecar, the node agent): the desired state (what state.ts builds from Kubernetes objects), the
- * resolved targets (what resolve.ts decides) and the rendered rulesets (what rules.ts writes and
- * restore.ts plans). Nothing here knows about Kubernetes objects or processes, so rendering can be
- * tested against golden files.
+ * resolved targets (what resolve.ts decides) and the shared render every back end's stage starts
+ * from. Nothing here knows about Kubernetes objects, processes or any back end's rules, so rendering
+ * can be tested against golden files.
  */
 import type { NetworkRef } from '../../annotations/service-network.js';
-import type { NftRuleset } from '../nftables/render.js';
 import type { Change } from './engine.js';
 
 export type IpFamily = 4 | 6;
@@ -120,32 +119,14 @@ export interface Resolution {
 // ---------------------------------------------------------------------------------------------
 // Rendered: what the rules of one sync are
 
-/** Chains of one table: name -> its rule lines (`-A NAME ...`), in output order. */
-export type Chains = ReadonlyMap<string, readonly string[]>;
-
-export interface Ruleset {
-  readonly family: IpFamily;
-  readonly filter: Chains;
-  readonly nat: Chains;
-}
-
-/** The iptables back end's rules of one render: a ruleset per family. */
-export interface IptablesRules {
-  readonly v4: Ruleset;
-  readonly v6: Ruleset;
-}
-
 /**
- * The shared render: what every back end's stage starts from. It holds no back end's rules (each
- * back end's own stage makes them: iptables-stage.ts, nft/stage.ts), except a program's own.
+ * The shared render: what every back end's stage (seam.ts Stage) starts from. It holds no back
+ * end's rules: each back end's stage makes them (../iptables/stage.ts, ../nftables/stage.ts, or a
+ * program's own).
  */
 export interface Rendered {
   readonly resolution: Resolution;
   readonly routes: readonly Route[];
-  /** The iptables rulesets, when the program renders its own (the node agent); the sidecar's are made by iptables-stage.ts from `resolution`. */
-  readonly iptables?: IptablesRules;
-  /** The nftables table, when the program renders its own (the node agent); the sidecar's is rendered from `resolution`. */
-  readonly nft?: NftRuleset;
   /** Set by a render with a cache (incremental.ts): this render's version, unique in the process. */
   readonly version?: number;
   /**

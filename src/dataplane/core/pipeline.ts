@@ -23,8 +23,8 @@
 import type { Logger } from '../../log.js';
 import type { DesiredState, IpFamily, Rendered, ResolvedTarget, Route } from './model.js';
 import { conntrackStep } from './incremental.js';
-import type { BackendName, FamilySync, RuleBackend } from './seam.js';
-import type { ReadAheadExec } from '../tuning/read-ahead.js';
+import type { BackendFlavor, WriteReport, RuleBackend } from './seam.js';
+import type { DataplaneExec } from './exec.js';
 import { applyRoutes, diffRoutes, readRoutes, type RoutePlan } from './routes.js';
 import { conntrackServices, flushConntrack, goneTargets, listConntrack, planConntrack, reconcileConntrack, type ConntrackFlush } from './conntrack.js';
 
@@ -32,8 +32,8 @@ export interface SyncResult {
   readonly full: boolean;
   /** False when nothing had to change (no restore, no route, no flush ran). */
   readonly changed: boolean;
-  readonly backend: BackendName;
-  readonly families: readonly FamilySync[];
+  readonly backend: BackendFlavor;
+  readonly families: readonly WriteReport[];
   readonly routesReplaced: number;
   readonly routesRemoved: number;
   readonly conntrackFlushes: number;
@@ -51,7 +51,7 @@ export interface SyncResult {
 }
 
 export interface CleanupResult {
-  readonly restoreText: Readonly<Record<'v4' | 'v6', string>>;
+  readonly text: Readonly<Record<'v4' | 'v6', string>>;
   readonly routesRemoved: number;
 }
 
@@ -64,7 +64,7 @@ export interface Dataplane<S = DesiredState> {
    */
   checkDrift(opts: { deep: boolean }): Promise<string | undefined>;
   cleanup(): Promise<CleanupResult>;
-  backend(): Promise<BackendName>;
+  backend(): Promise<BackendFlavor>;
   /** Lets spare processes go (spareRestore); the dataplane still works after it, without spares. */
   close(): void;
 }
@@ -85,8 +85,8 @@ function ms(start: bigint): number {
   return Number(process.hrtime.bigint() - start) / 1e6;
 }
 
-export interface LoopParts<R, X, P> {
-  readonly exec: ReadAheadExec;
+export interface PipelineParts<R, X, P> {
+  readonly exec: DataplaneExec;
   readonly rules: RuleBackend<R, X, P>;
   /** The other back ends: whatever they left is removed after this process's first successful write. */
   readonly others: readonly Pick<RuleBackend<unknown, unknown, unknown>, 'cleanup' | 'present'>[];
@@ -96,7 +96,7 @@ export interface LoopParts<R, X, P> {
 }
 
 /** The apply loop around one rule back end: routes, conntrack and the serial order are the same for every back end. */
-export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (state: S) => Rendered): Dataplane<S> {
+export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, renderState: (state: S) => Rendered): Dataplane<S> {
   const { exec, rules: be, families: FAMILIES, routeProto: proto, logger } = parts;
   /** The other back ends' rules are still to be removed (until one first sync removed them). */
   let othersDue = parts.others.length > 0;
@@ -200,7 +200,7 @@ export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (s
         throw r.reason;
       }
     }
-    const families: readonly FamilySync[] = written.status === 'fulfilled' ? written.value : [];
+    const families: readonly WriteReport[] = written.status === 'fulfilled' ? written.value : [];
     // Switching back ends: ours are in now, so the other back end's rules (which would also DNAT
     // the same cluster IPs, or reject them) can go. A tool that is missing or fails is a warning and
     // is tried again at the next start; it never fails the sync.
@@ -227,7 +227,7 @@ export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (s
     for (const r of rendered.resolution.targets) served[r.choice] += 1;
     return {
       full: isFull,
-      changed: families.some((f) => f.restoreText !== '') || routePlan.replace.length + routePlan.remove.length + conntrack.flushes > 0,
+      changed: families.some((f) => f.text !== '') || routePlan.replace.length + routePlan.remove.length + conntrack.flushes > 0,
       backend: flavor,
       families,
       routesReplaced: routePlan.replace.length,
@@ -245,7 +245,7 @@ export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (s
   /** Removes everything of ours. Every step is tried even when an earlier one fails (SIGTERM gets one chance). */
   async function doCleanup(): Promise<CleanupResult> {
     applied = undefined;
-    const { restoreText, failures: ruleFailures } = await be.cleanup();
+    const { text, failures: ruleFailures } = await be.cleanup();
     const failures = [...ruleFailures];
     // The other back end's rules too (a missing tool means it never ran here).
     for (const other of parts.others) failures.push(...(await other.cleanup()).failures.filter((f) => !MISSING_TOOL.test(f)));
@@ -258,7 +258,7 @@ export function applyLoop<S, R, X, P>(parts: LoopParts<R, X, P>, renderState: (s
       failures.push(e instanceof Error ? e.message : String(e));
     }
     if (failures.length > 0) throw new Error(`cleanup incomplete: ${failures.join('; ')}`);
-    return { restoreText, routesRemoved };
+    return { text, routesRemoved };
   }
 
   async function doCheckDrift(deep: boolean): Promise<string | undefined> {

@@ -10,8 +10,8 @@
  * Ours are marked with a dedicated routing protocol number, so leftovers of an earlier run are found
  * (and only ours are touched) by `ip route show proto 241`.
  */
-import type { IpFamily, Route } from './model.js';
-import type { Exec } from '../iptables/io.js';
+import type { IpFamily, ResolvedTarget, Route } from './model.js';
+import type { Exec } from './exec.js';
 import { SIDECAR_LAYOUT } from './names.js';
 import { checkInterfaceName } from '../../annotations/names.js';
 
@@ -144,4 +144,13 @@ export async function applyRoutes(exec: Exec, routes: readonly Route[], op: 'rep
   if (routes.length === 0) return;
   const r = await exec('ip', ROUTE_BATCH_ARGS, routeBatch(routes, op, proto));
   if (r.code !== 0) throw new Error(`ip route ${op} failed: ${r.stderr.trim()}`);
+}
+
+/** One route per served cluster IP: out of the Service's network interface, from the pod's address there. */
+export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
+  const routes = new Map<string, Route>();
+  for (const r of targets) {
+    if (!routes.has(r.clusterIP)) routes.set(r.clusterIP, r.route);
+  }
+  return [...routes.values()];
 }

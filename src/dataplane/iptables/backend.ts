@@ -4,28 +4,40 @@
  * iptables-save or `-S` of the hooked chains, drift by drift.ts. The behaviour is the one apply.ts
  * had before the seam; this module only arranges those calls.
  */
-import type { BackendCleanup, FamilySync, RuleBackend } from '../core/seam.js';
+import type { BackendCleanup, RuleBackend, Stage, WriteReport } from '../core/seam.js';
 import { compareProbe, compareSave, quickProbes } from './drift.js';
-import { detectBackend, readExisting, readOutputChains, restore, save, type Backend, type Exec } from './io.js';
-import type { IpFamily, IptablesRules, Rendered, Ruleset } from '../core/model.js';
+import { detectFlavor, readExisting, readOutputChains, restore, save, type IptablesFlavor } from './io.js';
+import { type Exec } from '../core/exec.js';
+import type { IpFamily, Rendered } from '../core/model.js';
+import type { IptablesRules, Ruleset } from './rulesets.js';
 import { IptablesStage } from './stage.js';
 import { SIDECAR_LAYOUT, type Layout } from '../core/names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing, type RestorePlan } from './restore.js';
 import { countRules } from './render.js';
-import { familiesWithTables, fileReader, type ReadNetnsFile } from './tables-present.js';
+import { familiesWithTables } from './tables-present.js';
+import { fileReader, type ReadNetnsFile } from '../core/exec.js';
 
-export type { IptablesRules } from '../core/model.js';
+export type { IptablesRules } from './rulesets.js';
 export type IptablesExisting = Readonly<Record<IpFamily, Existing>>;
 export type IptablesPlan = readonly { readonly family: IpFamily; readonly plan: RestorePlan }[];
 
 export interface IptablesBackendOptions {
   /** 'auto': legacy only if the namespace already has legacy rules, else nft. */
-  readonly flavor: Backend | 'auto';
+  readonly flavor: IptablesFlavor | 'auto';
   readonly families: readonly IpFamily[];
   readonly layout: Layout;
   /** Reads the namespace's /proc/net files (tables-present.ts; default: `cat` through the exec). */
   readonly readFile?: ReadNetnsFile;
+  /** The program's own stage (the node agent's rules); default: the sidecar's (stage.ts). */
+  readonly stage?: Stage<IptablesRules>;
 }
+
+/** A layout whose rules only its program's stage can make: a clear failure if none was given. */
+const missingStage = (prefix: string): Stage<IptablesRules> => ({
+  step: () => {
+    throw new Error(`the iptables rules of layout ${prefix} are rendered by its program, and it passed no stage`);
+  },
+});
 
 export type IptablesBackend = RuleBackend<IptablesRules, IptablesExisting, IptablesPlan>;
 
@@ -34,22 +46,23 @@ const ms = (start: bigint): number => Number(process.hrtime.bigint() - start) / 
 export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions): IptablesBackend {
   const { families, layout } = opts;
   // Known synchronously once decided, so a sync can start its read-back processes before rendering.
-  let known: Backend | undefined = opts.flavor === 'auto' ? undefined : opts.flavor;
-  let choice: Promise<Backend> | undefined;
+  let known: IptablesFlavor | undefined = opts.flavor === 'auto' ? undefined : opts.flavor;
+  let choice: Promise<IptablesFlavor> | undefined;
   const readFile = opts.readFile ?? fileReader(exec);
   /** The families in which this flavour may hold rules of ours (no save where it has no table). */
-  const withTables = (be: Backend): Promise<IpFamily[]> => familiesWithTables(exec, readFile, be, families);
-  // No legacy table at all: nft, without the two legacy saves detectBackend would run.
-  const detect = async (): Promise<Backend> => ((await withTables('legacy')).length === 0 ? 'nft' : detectBackend(exec));
-  const flavor = (): Promise<Backend> => {
+  const withTables = (be: IptablesFlavor): Promise<IpFamily[]> => familiesWithTables(exec, readFile, be, families);
+  // No legacy table at all: nft, without the two legacy saves detectFlavor would run.
+  const detect = async (): Promise<IptablesFlavor> => ((await withTables('legacy')).length === 0 ? 'nft' : detectFlavor(exec));
+  const flavor = (): Promise<IptablesFlavor> => {
     choice ??= known !== undefined ? Promise.resolve(known) : detect().then((b) => (known = b));
     return choice;
   };
   const of = (r: IptablesRules, f: IpFamily): Ruleset => (f === 4 ? r.v4 : r.v6);
-  // The engine's iptables stage: a render's delta edits the last rulesets (iptables-stage.ts).
-  const stage = new IptablesStage(layout);
+  // The engine's iptables stage: a render's delta edits the last rulesets (stage.ts); another
+  // layout's rules (the node agent's) hold more than the shared render's targets: its program's stage.
+  const stage: Stage<IptablesRules> = opts.stage ?? (layout === SIDECAR_LAYOUT ? new IptablesStage(layout) : missingStage(layout.prefix));
 
-  const readAll = async (be: Backend, prev: IptablesRules | undefined): Promise<IptablesExisting> => {
+  const readAll = async (be: IptablesFlavor, prev: IptablesRules | undefined): Promise<IptablesExisting> => {
     // Without a previous state of ours (start-up, after a failure) read everything back; with
     // one, only the hooked chains (a full sync asked for while our state is known must not pay a whole save).
     const read = (f: IpFamily): Promise<Existing> =>
@@ -60,12 +73,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
 
   return {
     flavor,
-    rules: (rendered: Rendered) => {
-      if (rendered.iptables !== undefined) return rendered.iptables;
-      // Another layout's rules (the node agent's) have more than the shared render's targets: its program renders them.
-      if (layout !== SIDECAR_LAYOUT) throw new Error(`the iptables rules of layout ${layout.prefix} are rendered by its program, and this render carries none`);
-      return stage.step(rendered);
-    },
+    rules: (rendered: Rendered) => stage.step(rendered),
     read: (prev) => (known !== undefined ? readAll(known, prev) : flavor().then((be) => readAll(be, prev))),
     holdsOurs: (existing) => existing !== undefined && [existing[4], existing[6]].some((e) => e.nat.chains.length > 0 || e.filter.chains.length > 0),
     plan: (next, prev, existing, full) =>
@@ -75,13 +83,13 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       // The two families are independent (separate tables, separate binaries): apply them side by
       // side, and wait for both before reporting, so no restore still runs when the next sync starts.
       const settled = await Promise.allSettled(
-        plan.map(async ({ family, plan: p }): Promise<FamilySync> => {
+        plan.map(async ({ family, plan: p }): Promise<WriteReport> => {
           const t0 = process.hrtime.bigint();
           await restore(exec, be, family, p.text);
-          return { family, restoreText: p.text, changedChains: p.changedChains, deletedChains: p.deletedChains, restoreMs: ms(t0), rules: countRules(of(next, family)) };
+          return { family, text: p.text, changedChains: p.changedChains, deletedChains: p.deletedChains, writeMs: ms(t0), rules: countRules(of(next, family)) };
         }),
       );
-      const out: FamilySync[] = [];
+      const out: WriteReport[] = [];
       for (const r of settled) {
         if (r.status === 'rejected') throw r.reason;
         out.push(r.value);
@@ -121,7 +129,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
           failures.push(e instanceof Error ? e.message : String(e));
         }
       }
-      return { restoreText: text, failures };
+      return { text, failures };
     },
     // The exec (and its spare restore processes) belongs to the apply loop (apply-loop.ts), which closes it.
     close: () => undefined,

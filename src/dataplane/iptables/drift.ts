@@ -16,7 +16,7 @@
  *   `recent` defaults), so only the set chains, which it prints as we write them, are compared as
  *   text.
  */
-import type { Ruleset } from '../core/model.js';
+import type { Ruleset } from './rulesets.js';
 import { TABLES, type Layout, type TableName } from '../core/names.js';
 
 /** One chain the quick check lists (`-t <table> -S <chain>`). */

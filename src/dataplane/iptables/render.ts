@@ -28,7 +28,8 @@
 import { flat } from '../core/flat.js';
 import { Snapshot } from '../core/engine.js';
 import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from '../core/names.js';
-import type { ChosenEndpoint, IpFamily, ResolvedTarget, Route, Ruleset, ServicePortTarget } from '../core/model.js';
+import type { ChosenEndpoint, IpFamily, ResolvedTarget, ServicePortTarget } from '../core/model.js';
+import type { Ruleset } from './rulesets.js';
 
 /** How a port without endpoints refuses: a TCP reset, else ICMP port unreachable (the client gets ECONNREFUSED at once). */
 export function rejectWith(t: Pick<ServicePortTarget, 'protocol' | 'family'>): string {
@@ -102,15 +103,6 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
 
 /** A table's chains as the engine's snapshot (engine.ts): the next render edits it in O(changes), counted by rule lines. */
 export const chains = (m: Map<string, readonly string[]>): Snapshot<string, readonly string[]> => Snapshot.of(m, (lines) => lines.length);
-
-/** One route per served cluster IP: out of the Service's network interface, from the pod's address there. */
-export function planRoutes(targets: readonly ResolvedTarget[]): Route[] {
-  const routes = new Map<string, Route>();
-  for (const r of targets) {
-    if (!routes.has(r.clusterIP)) routes.set(r.clusterIP, r.route);
-  }
-  return [...routes.values()];
-}
 
 /** A Service port's rule lines: its chain's DNAT rules, its dispatch rule, and its reject rule (used while it has no endpoints). */
 export interface TargetLines {

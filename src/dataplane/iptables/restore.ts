@@ -8,7 +8,7 @@
  * old and new is safe).
  */
 import { SIDECAR_LAYOUT, TABLES, type Layout, type TableName } from '../core/names.js';
-import type { Ruleset } from '../core/model.js';
+import type { Ruleset } from './rulesets.js';
 import { changedEntries } from '../core/engine.js';
 
 /** Ours as found in a namespace (from iptables-save), per table. */

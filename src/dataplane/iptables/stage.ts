@@ -7,7 +7,8 @@
  * exactly what iptablesRules of the render's targets holds (test/sidecar/incremental.test.ts).
  */
 import { Snapshot } from '../core/engine.js';
-import type { Chains, IpFamily, IptablesRules, Rendered, ResolvedTarget, Ruleset } from '../core/model.js';
+import type { Chains, IptablesRules, Ruleset } from './rulesets.js';
+import type { IpFamily, Rendered, ResolvedTarget } from '../core/model.js';
 import type { Layout } from '../core/names.js';
 import { chains, renderRuleset, targetLines, type TargetLines } from './render.js';
 

@@ -12,38 +12,10 @@
  * Each answer is true when unsure (a tool missing or failing): then the caller saves as before. A
  * table that exists without rules of ours still says true; the save then finds nothing to remove.
  */
-import { readFile } from 'node:fs/promises';
-import type { Backend, Exec } from './io.js';
+import { TABLES_LISTING, type Exec, type ReadNetnsFile } from '../core/exec.js';
+import type { IptablesFlavor } from './io.js';
 import type { IpFamily } from '../core/model.js';
 import { TABLES } from '../core/names.js';
-
-/** A file of the namespace: its text, or undefined when it does not exist; throws when it cannot be read. */
-export type ReadNetnsFile = (path: string) => Promise<string | undefined>;
-
-/**
- * Reads where the commands run: with `exec`, by `cat` through it (right for the test hook's `ip
- * netns exec` too); without, in this process (the sidecar lives in its pod's namespace).
- */
-export function fileReader(exec?: Exec): ReadNetnsFile {
-  if (exec === undefined)
-    return async (path) => {
-      try {
-        return await readFile(path, 'utf8');
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-        throw e;
-      }
-    };
-  return async (path) => {
-    const r = await exec('cat', [path]);
-    if (r.code === 0) return r.stdout;
-    if (/No such file/.test(r.stderr)) return undefined;
-    throw new Error(`cat ${path} failed (exit ${r.code}): ${r.stderr.trim()}`);
-  };
-}
-
-/** `nft list tables` (every family): the one listing that tells iptables-nft's tables and the nftables back end's own (read-ahead.ts shares it). */
-export const TABLES_LISTING: readonly string[] = ['list', 'tables'];
 
 const NFT_FAMILY: Readonly<Record<IpFamily, string>> = { 4: 'ip', 6: 'ip6' };
 const LEGACY_NAMES: Readonly<Record<IpFamily, string>> = { 4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names' };
@@ -63,7 +35,7 @@ export function legacyNamesHoldOurs(names: string | undefined): boolean {
  * The families (of `families`) in which the flavour may hold rules of ours: those with a table of
  * ours, or all of them when that cannot be told.
  */
-export async function familiesWithTables(exec: Exec, read: ReadNetnsFile, flavour: Backend, families: readonly IpFamily[]): Promise<IpFamily[]> {
+export async function familiesWithTables(exec: Exec, read: ReadNetnsFile, flavour: IptablesFlavor, families: readonly IpFamily[]): Promise<IpFamily[]> {
   try {
     if (flavour === 'nft') {
       const r = await exec('nft', TABLES_LISTING);

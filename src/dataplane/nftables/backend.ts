@@ -12,13 +12,13 @@
  * full sync and cleanup remove every table of ours they do not keep. IO only; every decision is
  * in render.ts.
  */
-import type { BackendCleanup, FamilySync, RuleBackend } from '../core/seam.js';
-import { lineContext, summarize, type Exec } from '../iptables/io.js';
+import type { BackendCleanup, RuleBackend, Stage, WriteReport } from '../core/seam.js';
+import { lineContext, summarize, type Exec } from '../core/exec.js';
 import type { Rendered } from '../core/model.js';
 import type { Logger } from '../../log.js';
 import type { ElementWriterHandle } from './tuning/element-writer.js';
 import { NftStage } from './stage.js';
-import { TABLES_LISTING } from '../iptables/tables-present.js';
+import { TABLES_LISTING } from '../core/exec.js';
 import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, fullText, NFT_FAMILY, NFT_TABLE, planNft, tableParts, wholeTableDue, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
 import { planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
@@ -147,8 +147,8 @@ function comparePart(part: NftTablePart, listing: string): string | undefined {
 }
 
 /**
- * The back end for one table of ours: the sidecar's (`rules` renders it from the resolved targets)
- * or another program's, whose renderer hands its ruleset over in `Rendered.nft` (the node agent).
+ * The back end for one table of ours: the sidecar's (its stage renders it from the resolved
+ * targets) or another program's, whose own stage makes it (the node agent).
  */
 export interface NftBackendOptions {
   /** The element writer being started (createElementWriter), undefined when it cannot be used. */
@@ -160,11 +160,21 @@ export interface NftBackendOptions {
   readonly portsPerShard?: number;
   /** The sidecar's table: the shard count it was last written with, which the next count follows (shards.ts shardsAfter; unset: none). */
   readonly shardsBefore?: number;
+  /** The program's own stage (the node agent's table); default: the sidecar's (stage.ts). */
+  readonly stage?: Stage<NftRuleset>;
 }
 
+/** A table only its program's stage can make: a clear failure if none was given. */
+const missingStage = (table: string): Stage<NftRuleset> => ({
+  step: () => {
+    throw new Error(`the nftables table ${table} is rendered by its program, and it passed no stage`);
+  },
+});
+
 export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: NftBackendOptions = {}): NftBackend {
-  // The engine's nftables stage: a render's delta edits the last table (stage.ts).
-  const stage = new NftStage(opts.maxEndpointMaps, opts.portsPerShard, opts.shardsBefore);
+  // The engine's nftables stage: a render's delta edits the last table (stage.ts); another
+  // program's table (the node agent's) comes from that program's stage.
+  const stage: Stage<NftRuleset> = opts.stage ?? (table === NFT_TABLE ? new NftStage(opts.maxEndpointMaps, opts.portsPerShard, opts.shardsBefore) : missingStage(table));
   const list = async (what: string): Promise<string | undefined> => {
     const r = await exec('nft', ['list', ...what.split(' ')]);
     return r.code === 0 ? r.stdout : undefined;
@@ -197,11 +207,7 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
   };
   return {
     flavor: () => Promise.resolve('nftables'),
-    rules: (rendered: Rendered) => {
-      if (rendered.nft !== undefined) return rendered.nft;
-      if (table !== NFT_TABLE) throw new Error(`the nftables table ${table} is rendered by its program, and this render carries none`);
-      return stage.step(rendered);
-    },
+    rules: (rendered: Rendered) => stage.step(rendered),
     read,
     // Unsure (nft missing or failing) is present: cleanup() then runs and says why it failed.
     present: () => read().then((e) => e.table, () => true),
@@ -211,11 +217,11 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       const fill = opts.elementWriter !== undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
       return fill ?? planNft(next, prev, full, existing?.tables);
     },
-    async write(plan, next): Promise<FamilySync[]> {
+    async write(plan, next): Promise<WriteReport[]> {
       const t0 = process.hrtime.bigint();
       if (plan.fill !== undefined) {
         const filled = await firstFill(plan, plan.fill, next);
-        return [{ family: 4, restoreText: filled ? plan.text : fullText(next), changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(filled ? { firstFill: true } : {}) }];
+        return [{ family: 4, text: filled ? plan.text : fullText(next), changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(filled ? { via: 'first-fill' } : {}) }];
       }
       const writer = plan.onlyReplacements ? await opts.elementWriter : undefined;
       let written = false;
@@ -229,7 +235,7 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       }
       if (!written) await nftApply(exec, plan.text);
       // One transaction for both families: reported as one unit (family 4 by convention).
-      return [{ family: 4, restoreText: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, restoreMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { elementWriter: true } : {}) }];
+      return [{ family: 4, text: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { via: 'element-writer' } : {}) }];
     },
     async drift(applied, deep) {
       const parts = tableParts(applied);
@@ -271,9 +277,9 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       const text = cleanupText(table, shards);
       try {
         await nftApply(exec, text);
-        return { restoreText: { v4: text, v6: '' }, failures: [] };
+        return { text: { v4: text, v6: '' }, failures: [] };
       } catch (e) {
-        return { restoreText: { v4: text, v6: '' }, failures: [e instanceof Error ? e.message : String(e)] };
+        return { text: { v4: text, v6: '' }, failures: [e instanceof Error ? e.message : String(e)] };
       }
     },
     close: () => void opts.elementWriter?.then((w) => w?.close()),

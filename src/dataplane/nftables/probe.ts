@@ -6,7 +6,7 @@
  * with timeouts, endpoint chains), no endpoints (the reject set), and the hooks. The text is the
  * renderer's own (render.ts), so the probe checks what the back end will write.
  */
-import { summarize as firstLine, type Exec } from '../iptables/io.js';
+import { summarize as firstLine, type Exec } from '../core/exec.js';
 import type { ChosenEndpoint, IpFamily, Protocol } from '../core/model.js';
 import { fullText, renderNft, type NftTargetInput } from './render.js';
 

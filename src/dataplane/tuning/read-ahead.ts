@@ -20,10 +20,10 @@
  * `inet` tables, and the other way round) and cleanup's route read after rule writes. IO, but for
  * the pure `sharedRead` (which reads are shared) and `firstSyncReads` (which start ahead).
  */
-import type { RuleBackendKind } from '../core/seam.js';
-import type { Exec, ExecResult, SpareExec } from '../iptables/io.js';
+import type { BackendKind } from '../core/seam.js';
+import type { Exec, ExecResult, SpareExec } from '../core/exec.js';
 import { routesReadArgs } from '../core/routes.js';
-import { TABLES_LISTING } from '../iptables/tables-present.js';
+import { TABLES_LISTING } from '../core/exec.js';
 
 /** A command and its arguments. */
 export type Read = readonly [string, readonly string[]];
@@ -31,7 +31,7 @@ export type Read = readonly [string, readonly string[]];
 /** A new dataplane: whether its program asks for reads ahead (DataplaneOptions.readAhead), its rule back end, its routes' protocol. */
 export interface ReadAheadFor {
   readonly asked: boolean;
-  readonly rules: RuleBackendKind;
+  readonly rules: BackendKind;
   readonly routeProto: number;
 }
 

@@ -17,7 +17,7 @@
  */
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
-import { inNetns, summarize } from '../../iptables/io.js';
+import { inNetns, summarize } from '../../core/exec.js';
 import { launch, setRef, SpareProcess, type Launched, type LaunchResult } from '../../tuning/spare-process.js';
 import { describeMessage, encodeIntervalMapBatch, type ElementWrite, type IntervalMapWrite } from '../netlink-batch.js';
 

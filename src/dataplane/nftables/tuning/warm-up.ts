@@ -12,7 +12,7 @@
  * (apply.ts) schedules it with setImmediate and skips it if the first real sync started first, so
  * it never delays one. `warmUpDue` and `warmUpState` are pure; `warmUpRender` is CPU only.
  */
-import type { RuleBackendKind } from '../../core/seam.js';
+import type { BackendKind } from '../../core/seam.js';
 import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } from '../../core/model.js';
 import { render, RenderCache } from '../../core/incremental.js';
 import { NftStage } from '../stage.js';
@@ -23,7 +23,7 @@ import { encodeIntervalMapBatch } from '../netlink-batch.js';
 /** A new dataplane: whether its program asks for the warm-up (DataplaneOptions.warmUp), its rule back end. */
 export interface WarmUpFor {
   readonly asked: boolean;
-  readonly rules: RuleBackendKind;
+  readonly rules: BackendKind;
 }
 
 /**
