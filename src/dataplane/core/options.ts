@@ -4,7 +4,13 @@
  */
 import type { Logger } from '../../log.js';
 import type { Layout } from './names.js';
-import type { BackendFlavor, BackendKind } from './seam.js';
+import type { RuleBackendChoice } from '../../sidecar-contract.js';
+
+/** Which rule back end a dataplane writes with: a key of the registry (both programs' `--backend`). */
+export type BackendKind = Exclude<RuleBackendChoice, 'auto'>;
+
+/** The tool a dataplane reports writing with (metrics, logs): iptables' flavour ('nft' | 'legacy'), or 'nftables'. */
+export type BackendFlavor = 'nft' | 'legacy' | 'nftables';
 
 export interface DataplaneOptions {
   /**

@@ -1,6 +1,6 @@
 /**
- * The apply loop: the one object a program's runtime calls (`sync(state, {full})`, `checkDrift`,
- * `cleanup()`), around one rule back end (backend.ts) that apply.ts chose and made.
+ * The pipeline: the one object a program's runtime calls (`sync(state, {full})`, `checkDrift`,
+ * `cleanup()`), around one rule back end (seam.ts) that the registry made (../create.ts).
  *
  * Per sync: render (pure, memoized per target) -> the rule back end's plan (backend.ts; for
  * iptables, per family: partial against what this object applied last; full against iptables-save
@@ -95,29 +95,77 @@ export interface PipelineParts<R, X, P> {
   readonly logger?: Logger;
 }
 
-/** The apply loop around one rule back end: routes, conntrack and the serial order are the same for every back end. */
-export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, renderState: (state: S) => Rendered): Dataplane<S> {
-  const { exec, rules: be, families: FAMILIES, routeProto: proto, logger } = parts;
+/** What one sync has when its render and plan are done, before anything is written. */
+interface Planned<R, P> {
+  readonly start: bigint;
+  readonly prev: Applied<R> | undefined;
+  readonly isFull: boolean;
+  readonly rendered: Rendered;
+  readonly next: R;
+  readonly plan: P;
+  readonly routePlan: RoutePlan;
+  readonly routesFirst: boolean;
+  readonly flavor: BackendFlavor;
+  readonly othersPresent: Promise<boolean[]> | undefined;
+  readonly renderMs: number;
+  readonly readMs: number;
+}
+
+/** The pipeline around one rule back end: routes, conntrack and the serial order are the same for every back end. */
+export class Pipeline<S, R, X, P> implements Dataplane<S> {
+  private readonly be: RuleBackend<R, X, P>;
   /** The other back ends' rules are still to be removed (until one first sync removed them). */
-  let othersDue = parts.others.length > 0;
-  let applied: Applied<R> | undefined;
+  private othersDue: boolean;
+  private applied: Applied<R> | undefined;
   /** The targets of the last successful sync; unlike `applied`, kept across failures (conntrack). */
-  let lastTargets: readonly ResolvedTarget[] | undefined;
+  private lastTargets: readonly ResolvedTarget[] | undefined;
   /** A conntrack listing or flush failed: the next sync reconciles conntrack from the kernel. */
-  let reconcileDue = false;
-  let running: Promise<unknown> = Promise.resolve();
+  private reconcileDue = false;
+  private running: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly parts: PipelineParts<R, X, P>,
+    private readonly renderState: (state: S) => Rendered,
+  ) {
+    this.be = parts.rules;
+    this.othersDue = parts.others.length > 0;
+    // Decide the back end now, while the runtime's informers are still listing: the first sync can
+    // then start reading the namespace back before it renders.
+    void this.be.flavor();
+  }
+
+  sync(state: S, o: { full: boolean }): Promise<SyncResult> {
+    return this.serial(() => this.doSync(state, o.full));
+  }
+
+  checkDrift(o: { deep: boolean }): Promise<string | undefined> {
+    return this.serial(() => this.doCheckDrift(o.deep));
+  }
+
+  cleanup(): Promise<CleanupResult> {
+    return this.serial(() => this.doCleanup());
+  }
+
+  backend(): Promise<BackendFlavor> {
+    return this.be.flavor();
+  }
+
+  close(): void {
+    this.be.close();
+    this.parts.exec.close();
+  }
 
   /** One operation at a time: two interleaved restores could each see a stale "applied". */
-  function serial<T>(fn: () => Promise<T>): Promise<T> {
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
     // Kept reads (read-ahead.ts) live for one operation and are dropped here, once, when it
     // settles: between operations anyone may have changed the namespace (a drift check must see
     // it). Inside one, the reads after its write are the other back ends' table listings, which
     // look for tables that write never adds or removes (read-ahead.ts).
-    const op = (): Promise<T> => fn().finally(() => exec.drop());
-    const next = running.then(op, op);
+    const op = (): Promise<T> => fn().finally(() => this.parts.exec.drop());
+    const next = this.running.then(op, op);
     // Settle to undefined, not to the result: a resolved `running` would keep the last SyncResult
     // (its restore text: 1.4 MiB at 1,000 Services) alive until the next operation.
-    running = next.then(
+    this.running = next.then(
       () => undefined,
       () => undefined,
     );
@@ -125,21 +173,22 @@ export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, render
   }
 
   /** Routes of ours to add, then to remove after the rules changed. */
-  function planRoutes(rendered: Rendered, prev: Applied<R> | undefined, isFull: boolean, current: readonly Route[]): RoutePlan {
+  private planRoutes(rendered: Rendered, prev: Applied<R> | undefined, isFull: boolean, current: readonly Route[]): RoutePlan {
     // A patched render (incremental.ts) hands back the very routes array when no route changed.
     return !isFull && rendered.routes === prev?.routes ? { replace: [], remove: [] } : diffRoutes(current, rendered.routes);
   }
 
   /** Conntrack after the rules changed: flush by difference, or reconcile from the kernel. */
-  async function settleConntrack(rendered: Rendered, prev: Applied<R> | undefined): Promise<{ flushes: number; problems: string[] }> {
+  private async settleConntrack(rendered: Rendered, prev: Applied<R> | undefined): Promise<{ flushes: number; problems: string[] }> {
     // Without the previous sync's targets (or after a flush failed), conntrack is reconciled
     // from the kernel after the rules changed; otherwise the difference says what to flush.
+    const { exec, families } = this.parts;
     const targets = rendered.resolution.targets;
     const problems: string[] = [];
     let flushes: readonly ConntrackFlush[] = [];
-    if (prev === undefined || reconcileDue) {
+    if (prev === undefined || this.reconcileDue) {
       // Listed after the restores: an entry made before them may be stale, one made after is right.
-      const services = conntrackServices(targets, goneTargets(lastTargets, targets)).filter((c) => FAMILIES.includes(c.family));
+      const services = conntrackServices(targets, goneTargets(this.lastTargets, targets)).filter((c) => families.includes(c.family));
       try {
         flushes = reconcileConntrack(await listConntrack(exec, services), services);
       } catch (e) {
@@ -149,26 +198,28 @@ export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, render
       flushes = planConntrack(...conntrackStep(rendered, prev.version, prev.targets));
     }
     problems.push(...(await flushConntrack(exec, flushes)));
-    reconcileDue = problems.length > 0;
+    this.reconcileDue = problems.length > 0;
     return { flushes: flushes.length, problems };
   }
 
-  async function doSync(state: S, full: boolean): Promise<SyncResult> {
+  /** The pure part of a sync (render and plan), with the read-back processes started before it so they run beside it. */
+  private async renderAndPlan(state: S, full: boolean): Promise<Planned<R, P>> {
+    const { exec, routeProto: proto } = this.parts;
     const start = process.hrtime.bigint();
-    const prev = applied;
+    const prev = this.applied;
     const isFull = full || prev === undefined;
     // Forget what was applied until this sync succeeds: any failure below forces a full sync next.
-    applied = undefined;
+    this.applied = undefined;
     // Back-end choice and read-back run in child processes while rendering uses this one's CPU.
-    const choosing = be.flavor();
-    const reading = isFull ? Promise.all([be.read(prev?.rules), readRoutes(exec, proto)]) : undefined;
+    const choosing = this.be.flavor();
+    const reading = isFull ? Promise.all([this.be.read(prev?.rules), readRoutes(exec, proto)]) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
     // Which other back ends left anything, asked now beside rendering (one `nft list tables`, two
     // /proc reads: tables-present.ts), so a pod that never ran them pays no save after the write.
     // Only this program writes rules of ours, so none appear before the write.
-    const othersPresent = othersDue ? Promise.all(parts.others.map((o) => o.present().catch(() => true))) : undefined;
-    const rendered = renderState(state);
-    const next = be.rules(rendered);
+    const othersPresent = this.othersDue ? Promise.all(this.parts.others.map((o) => o.present().catch(() => true))) : undefined;
+    const rendered = this.renderState(state);
+    const next = this.be.rules(rendered);
     const flavor = await choosing;
     const renderedMs = ms(start);
     const tRead = process.hrtime.bigint();
@@ -177,78 +228,80 @@ export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, render
     if (reading !== undefined) [existing, currentRoutes] = await reading;
     const readMs = ms(tRead);
     const tPlan = process.hrtime.bigint();
-    const plan = be.plan(next, prev?.rules, existing, isFull);
-    const routePlan = planRoutes(rendered, prev, isFull, currentRoutes);
-    // The pure part: rendering (with the read-back processes' start before it) and the plan.
-    const renderMs = renderedMs + ms(tPlan);
-
+    const plan = this.be.plan(next, prev?.rules, existing, isFull);
+    const routePlan = this.planRoutes(rendered, prev, isFull, currentRoutes);
     // New routes go in before the rules that need them, so no connection to a new cluster IP
     // picks eth0's source address. Only when the namespace holds nothing of ours (a first start)
     // is nobody served yet, and then they go in side by side with the rules. A restarted
     // sidecar finds its rules (it leaves them in place on exit) and adopts them: routes first.
-    const tRoutes = process.hrtime.bigint();
-    const routesFirst = prev !== undefined || be.holdsOurs(existing);
-    if (routesFirst) await applyRoutes(exec, routePlan.replace, 'replace', proto);
-    let routesMs = ms(tRoutes);
-    const tRestore = process.hrtime.bigint();
+    const routesFirst = prev !== undefined || this.be.holdsOurs(existing);
+    // The pure part: rendering (with the read-back processes' start before it) and the plan.
+    return { start, prev, isFull, rendered, next, plan, routePlan, routesFirst, flavor, othersPresent, renderMs: renderedMs + ms(tPlan), readMs };
+  }
+
+  /** The rules, and beside them the new routes unless those went first; throws the first failure once both settled. */
+  private async write(p: Planned<R, P>): Promise<WriteReport[]> {
+    const { exec, routeProto: proto, logger } = this.parts;
     // Wait for both before reporting, so nothing still runs when the next sync starts.
     // The write first: its process (nft -f, the longest) starts before the route batch's spawn.
-    const [written, routed] = await Promise.allSettled([be.write(plan, next), routesFirst ? Promise.resolve() : applyRoutes(exec, routePlan.replace, 'replace', proto)]);
+    const [written, routed] = await Promise.allSettled([this.be.write(p.plan, p.next), p.routesFirst ? Promise.resolve() : applyRoutes(exec, p.routePlan.replace, 'replace', proto)]);
     for (const r of [routed, written]) {
       if (r.status === 'rejected') {
-        logger?.error({ err: r.reason as unknown, full: isFull }, 'dataplane sync failed; the next sync will be a full one');
+        logger?.error({ err: r.reason as unknown, full: p.isFull }, 'dataplane sync failed; the next sync will be a full one');
         throw r.reason;
       }
     }
-    const families: readonly WriteReport[] = written.status === 'fulfilled' ? written.value : [];
-    // Switching back ends: ours are in now, so the other back end's rules (which would also DNAT
-    // the same cluster IPs, or reject them) can go. A tool that is missing or fails is a warning and
-    // is tried again at the next start; it never fails the sync.
-    const switchProblems: string[] = [];
-    if (othersDue) {
-      othersDue = false;
-      const present = await othersPresent;
-      for (const [i, other] of parts.others.entries()) {
-        if (present?.[i] === false) continue;
-        const { failures } = await other.cleanup();
-        switchProblems.push(...failures.filter((f) => !MISSING_TOOL.test(f)).map((f) => `the other back end's rules not removed: ${f}`));
-      }
+    return written.status === 'fulfilled' ? written.value : [];
+  }
+
+  /**
+   * Switching back ends: ours are in now, so the other back end's rules (which would also DNAT
+   * the same cluster IPs, or reject them) can go. A tool that is missing or fails is a warning and
+   * is tried again at the next start; it never fails the sync.
+   */
+  private async removeOthers(othersPresent: Promise<boolean[]> | undefined): Promise<string[]> {
+    const problems: string[] = [];
+    if (!this.othersDue) return problems;
+    this.othersDue = false;
+    const present = await othersPresent;
+    for (const [i, other] of this.parts.others.entries()) {
+      if (present?.[i] === false) continue;
+      const { failures } = await other.cleanup();
+      problems.push(...failures.filter((f) => !MISSING_TOOL.test(f)).map((f) => `the other back end's rules not removed: ${f}`));
     }
+    return problems;
+  }
+
+  private async doSync(state: S, full: boolean): Promise<SyncResult> {
+    const p = await this.renderAndPlan(state, full);
+    const { exec, routeProto: proto } = this.parts;
+    const tRoutes = process.hrtime.bigint();
+    if (p.routesFirst) await applyRoutes(exec, p.routePlan.replace, 'replace', proto);
+    const routesFirstMs = ms(tRoutes);
+    const tRestore = process.hrtime.bigint();
+    const families = await this.write(p);
+    const switchProblems = await this.removeOthers(p.othersPresent);
     const restoreMs = ms(tRestore);
     const tRemove = process.hrtime.bigint();
-    await applyRoutes(exec, routePlan.remove, 'remove', proto);
-    routesMs += ms(tRemove);
+    await applyRoutes(exec, p.routePlan.remove, 'remove', proto);
+    const routesMs = routesFirstMs + ms(tRemove);
     const tConntrack = process.hrtime.bigint();
-    const conntrack = await settleConntrack(rendered, prev);
+    const conntrack = await this.settleConntrack(p.rendered, p.prev);
     const conntrackMs = ms(tConntrack);
-    applied = { rules: next, routes: rendered.routes, targets: rendered.resolution.targets, version: rendered.version };
-    lastTargets = rendered.resolution.targets;
-    const served = { ready: 0, terminating: 0, none: 0 };
-    for (const r of rendered.resolution.targets) served[r.choice] += 1;
-    return {
-      full: isFull,
-      changed: families.some((f) => f.text !== '') || routePlan.replace.length + routePlan.remove.length + conntrack.flushes > 0,
-      backend: flavor,
-      families,
-      routesReplaced: routePlan.replace.length,
-      routesRemoved: routePlan.remove.length,
-      conntrackFlushes: conntrack.flushes,
-      skipped: rendered.resolution.skipped,
-      warnings: [...rendered.resolution.warnings, ...switchProblems, ...conntrack.problems],
-      durationMs: ms(start),
-      phases: { renderMs, readMs, routesMs, restoreMs, conntrackMs },
-      rules: families.reduce((n, f) => n + f.rules, 0),
-      served,
-    };
+    const { rendered } = p;
+    this.applied = { rules: p.next, routes: rendered.routes, targets: rendered.resolution.targets, version: rendered.version };
+    this.lastTargets = rendered.resolution.targets;
+    return syncResult(p, families, { switchProblems, conntrack, routesMs, restoreMs, conntrackMs });
   }
 
   /** Removes everything of ours. Every step is tried even when an earlier one fails (SIGTERM gets one chance). */
-  async function doCleanup(): Promise<CleanupResult> {
-    applied = undefined;
-    const { text, failures: ruleFailures } = await be.cleanup();
+  private async doCleanup(): Promise<CleanupResult> {
+    const { exec, routeProto: proto } = this.parts;
+    this.applied = undefined;
+    const { text, failures: ruleFailures } = await this.be.cleanup();
     const failures = [...ruleFailures];
     // The other back end's rules too (a missing tool means it never ran here).
-    for (const other of parts.others) failures.push(...(await other.cleanup()).failures.filter((f) => !MISSING_TOOL.test(f)));
+    for (const other of this.parts.others) failures.push(...(await other.cleanup()).failures.filter((f) => !MISSING_TOOL.test(f)));
     let routesRemoved = 0;
     try {
       const routes = await readRoutes(exec, proto);
@@ -261,33 +314,47 @@ export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, render
     return { text, routesRemoved };
   }
 
-  async function doCheckDrift(deep: boolean): Promise<string | undefined> {
-    const prev = applied;
+  private async doCheckDrift(deep: boolean): Promise<string | undefined> {
+    const prev = this.applied;
     if (prev === undefined) return undefined;
-    const found = async (): Promise<string | undefined> => {
-      const routes = await readRoutes(exec, proto);
-      const routeDiff = diffRoutes(routes, prev.routes);
-      if (routeDiff.replace.length + routeDiff.remove.length > 0) return `routes: ${routeDiff.replace.length} missing or changed, ${routeDiff.remove.length} not ours to keep`;
-      return be.drift(prev.rules, deep);
-    };
-    const why = await found();
+    const routes = await readRoutes(this.parts.exec, this.parts.routeProto);
+    const routeDiff = diffRoutes(routes, prev.routes);
+    const why =
+      routeDiff.replace.length + routeDiff.remove.length > 0 ? `routes: ${routeDiff.replace.length} missing or changed, ${routeDiff.remove.length} not ours to keep` : await this.be.drift(prev.rules, deep);
     // Forget what was applied: the next sync reads the namespace back and rewrites all of ours.
-    if (why !== undefined && applied === prev) applied = undefined;
+    if (why !== undefined && this.applied === prev) this.applied = undefined;
     return why;
   }
+}
 
-  // Decide the back end now, while the runtime's informers are still listing: the first sync can
-  // then start reading the namespace back before it renders.
-  void be.flavor();
-
+/** A sync's report from its plan, what it wrote and the times of its steps. Pure. */
+function syncResult<R, P>(
+  p: Planned<R, P>,
+  families: readonly WriteReport[],
+  after: { switchProblems: readonly string[]; conntrack: { flushes: number; problems: readonly string[] }; routesMs: number; restoreMs: number; conntrackMs: number },
+): SyncResult {
+  const { rendered, routePlan } = p;
+  const served = { ready: 0, terminating: 0, none: 0 };
+  for (const r of rendered.resolution.targets) served[r.choice] += 1;
   return {
-    sync: (state, o) => serial(() => doSync(state, o.full)),
-    checkDrift: (o) => serial(() => doCheckDrift(o.deep)),
-    cleanup: () => serial(doCleanup),
-    backend: () => be.flavor(),
-    close: () => {
-      be.close();
-      exec.close();
-    },
+    full: p.isFull,
+    changed: families.some((f) => f.text !== '') || routePlan.replace.length + routePlan.remove.length + after.conntrack.flushes > 0,
+    backend: p.flavor,
+    families,
+    routesReplaced: routePlan.replace.length,
+    routesRemoved: routePlan.remove.length,
+    conntrackFlushes: after.conntrack.flushes,
+    skipped: rendered.resolution.skipped,
+    warnings: [...rendered.resolution.warnings, ...after.switchProblems, ...after.conntrack.problems],
+    durationMs: ms(p.start),
+    phases: { renderMs: p.renderMs, readMs: p.readMs, routesMs: after.routesMs, restoreMs: after.restoreMs, conntrackMs: after.conntrackMs },
+    rules: families.reduce((n, f) => n + f.rules, 0),
+    served,
   };
+}
+
+/** The pipeline as a plain object, so wrappers may spread it (tuning/with-warm-up.ts, benches). */
+export function createPipeline<S, R, X, P>(parts: PipelineParts<R, X, P>, renderState: (state: S) => Rendered): Dataplane<S> {
+  const p = new Pipeline(parts, renderState);
+  return { sync: (state, o) => p.sync(state, o), checkDrift: (o) => p.checkDrift(o), cleanup: () => p.cleanup(), backend: () => p.backend(), close: () => p.close() };
 }

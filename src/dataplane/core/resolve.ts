@@ -104,6 +104,35 @@ export function sameNetwork(a: PodInterface['network'], b: PodInterface['network
 function skippedTarget(t: ServicePortTarget, reason: string, level: SkippedTarget['level']): SkippedTarget {
   return { target: describe(t), reason, level };
 }
+/** One pod interface on a served network, with its source address per family. */
+interface PodSource {
+  readonly key: string;
+  readonly iface: PodInterface;
+  readonly source: Partial<Record<IpFamily, string>>;
+}
+
+/** The pod's interfaces, the first per network, each with its first valid address per family. The pod has a handful: found by comparing fields, no key string per target. */
+function podSources(interfaces: readonly PodInterface[]): PodSource[] {
+  const out: PodSource[] = [];
+  for (const i of interfaces) {
+    if (out.some((x) => sameNetwork(x.iface.network, i.network))) continue;
+    const source: Partial<Record<IpFamily, string>> = {};
+    for (const family of [4, 6] as const) {
+      const found = (family === 4 ? i.ipv4 : i.ipv6).map((a) => normalizeAddress(a, family)).find((a) => a !== undefined);
+      if (found !== undefined) source[family] = found;
+    }
+    out.push({ key: networkKey(i.network), iface: i, source });
+  }
+  return out;
+}
+
+/** A served target through `iface` from `source`, with the work decided for it. */
+function resolvedTarget(t: ServicePortTarget, work: Extract<TargetWork, { ok: true }>, iface: string, source: string): ResolvedTarget {
+  const { clusterIP, chain } = work;
+  const base: ResolvedTarget = { target: t, clusterIP, chain, interface: iface, source, endpoints: work.endpoints, choice: work.choice, route: { family: t.family, dst: clusterIP, dev: iface, src: source } };
+  return t.affinityTimeoutSeconds === undefined ? base : { ...base, affinitySeconds: t.affinityTimeoutSeconds };
+}
+
 /**
  * Decides, for every target, whether the pod serves it and how. A cluster IP is routed through
  * one interface only (the route carries one source address), so when one cluster IP appears on two
@@ -114,18 +143,8 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, la
   memo.rotate();
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
-  // The pod has a handful of interfaces: found by comparing fields, no key string per target.
-  const ifaces: { key: string; iface: PodInterface; source: Partial<Record<IpFamily, string>> }[] = [];
-  for (const i of state.interfaces) {
-    if (ifaces.some((x) => sameNetwork(x.iface.network, i.network))) continue;
-    const source: Partial<Record<IpFamily, string>> = {};
-    for (const family of [4, 6] as const) {
-      const found = (family === 4 ? i.ipv4 : i.ipv6).map((a) => normalizeAddress(a, family)).find((a) => a !== undefined);
-      if (found !== undefined) source[family] = found;
-    }
-    ifaces.push({ key: networkKey(i.network), iface: i, source });
-  }
-  const ipOwner = new Map<string, (typeof ifaces)[number]>(); // cluster IP -> the interface it leaves through
+  const ifaces = podSources(state.interfaces);
+  const ipOwner = new Map<string, PodSource>(); // cluster IP -> the interface it leaves through
   const portOwner = new Set<string>(); // cluster IP|proto|port
   const chainOwner = new Set<string>();
   const out: ResolvedTarget[] = [];
@@ -145,7 +164,7 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, la
       skipped.push(skippedTarget(t, work.reason, 'warn'));
       continue;
     }
-    let found: (typeof ifaces)[number] | undefined;
+    let found: PodSource | undefined;
     for (const x of ifaces) if (sameNetwork(x.iface.network, t.network)) found = x;
     if (found === undefined) {
       skipped.push(skippedTarget(t, `the pod has no interface on network ${networkKey(t.network)}`, 'info'));
@@ -178,17 +197,7 @@ export function resolveTargets(state: DesiredState, memo: WorkMemo = NO_MEMO, la
       out.push(last);
       continue;
     }
-    const base: ResolvedTarget = {
-      target: t,
-      clusterIP,
-      chain,
-      interface: found.iface.interface,
-      source,
-      endpoints: work.endpoints,
-      choice: work.choice,
-      route: { family: t.family, dst: clusterIP, dev: found.iface.interface, src: source },
-    };
-    const resolved = t.affinityTimeoutSeconds === undefined ? base : { ...base, affinitySeconds: t.affinityTimeoutSeconds };
+    const resolved = resolvedTarget(t, work, found.iface.interface, source);
     work.resolved = resolved;
     out.push(resolved);
   }

@@ -135,195 +135,238 @@ export function startSoon(f: () => void, delayMs: number): () => void {
   return () => clearTimeout(t);
 }
 
-export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>): SyncLoop {
-  const now = deps.now ?? Date.now;
-  let started = false;
-  let stopped = false;
-  let dirty = false;
-  let fullPending = true;
-  let running: Promise<void> | undefined;
-  let runStartedMs = 0;
-  const burst = Math.max(1, opts.syncBurst ?? SYNC_BURST);
-  let budget = fullBudget(burst);
+/** The scheduler's state and steps: when a sync or a drift check runs, and what follows its outcome. */
+class SyncScheduler<S> {
+  private readonly now: () => number;
+  private readonly burst: number;
+  private started = false;
+  private stopped = false;
+  private dirty = false;
+  private fullPending = true;
+  private running: Promise<void> | undefined;
+  private runStartedMs = 0;
+  private budget: SyncBudget;
   /** Cancels the sync that is armed to start (a timer, or an immediate when no wait is due). */
-  let timer: (() => void) | undefined;
-  let checkTimer: NodeJS.Timeout | undefined;
-  let resyncTimer: NodeJS.Timeout | undefined;
-  let failures = 0;
-  let retryAtMs = 0;
-  let lastApplied: S | undefined;
-  let everSynced = false;
-  // Slice changes not yet reflected in applied rules; the first observation of each slice counts.
-  let pending = new Map<string, PendingChange>();
-  let resolveFirst: () => void = () => {};
-  const firstSync = new Promise<void>((resolve) => (resolveFirst = resolve));
+  private timer: (() => void) | undefined;
+  private checkTimer: NodeJS.Timeout | undefined;
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private retryAtMs = 0;
+  private lastApplied: S | undefined;
+  private everSynced = false;
+  private checks = 0;
+  /** The drift check fell due and has not run yet (it runs as soon as nothing else does). */
+  private checkDue = false;
+  /** Slice changes not yet reflected in applied rules; the first observation of each slice counts. */
+  private pending = new Map<string, PendingChange>();
+  private resolveFirst: () => void = () => {};
+  readonly firstSync = new Promise<void>((resolve) => (this.resolveFirst = resolve));
 
-  /** What runs when nothing is running: a due drift check first, then a sync. */
-  function next(): void {
-    if (running !== undefined || stopped) return;
-    if (checkDue) {
-      checkDue = false;
-      // A full sync about to run (or retrying) rewrites everything; it re-arms the check on success.
-      if (fullPending) return schedule();
-      timer?.();
-      timer = undefined;
-      checks += 1;
-      const deep = checks % DEEP_CHECK_EVERY === 0;
-      running = runCheck(deep).finally(() => {
-        running = undefined;
-        armCheck();
-        next();
-      });
-      return;
-    }
-    schedule();
+  constructor(
+    private readonly opts: SyncLoopOptions,
+    private readonly deps: SyncLoopDeps<S>,
+  ) {
+    this.now = deps.now ?? Date.now;
+    this.burst = Math.max(1, opts.syncBurst ?? SYNC_BURST);
+    this.budget = fullBudget(this.burst);
   }
 
-  function schedule(): void {
-    if (!started || stopped || running !== undefined || timer !== undefined) return;
-    if (!dirty && !fullPending) return;
-    const t = now();
-    const delay = Math.max(budgetDelayMs(budget, t, opts.minSyncIntervalMs, burst), failures > 0 ? retryAtMs - t : 0);
-    timer = startSoon(() => {
-      timer = undefined;
-      running = runOnce().finally(() => {
-        running = undefined;
-        next();
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.schedule();
+  }
+
+  markDirty(): void {
+    this.dirty = true;
+    this.schedule();
+  }
+
+  noteSliceChange(key: string, observedMs: number, triggerMs?: number): void {
+    if (!this.pending.has(key)) this.pending.set(key, { observedMs, triggerMs });
+  }
+
+  synced(): boolean {
+    return this.everSynced;
+  }
+
+  live(): boolean {
+    return this.running === undefined || this.now() - this.runStartedMs <= this.opts.stuckAfterMs;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.timer?.();
+    clearTimeout(this.checkTimer);
+    clearTimeout(this.resyncTimer);
+    this.timer = undefined;
+    this.checkTimer = this.resyncTimer = undefined;
+    await this.running;
+  }
+
+  /** What runs when nothing is running: a due drift check first, then a sync. */
+  private next(): void {
+    if (this.running !== undefined || this.stopped) return;
+    if (!this.checkDue) return this.schedule();
+    this.checkDue = false;
+    // A full sync about to run (or retrying) rewrites everything; it re-arms the check on success.
+    if (this.fullPending) return this.schedule();
+    this.timer?.();
+    this.timer = undefined;
+    this.checks += 1;
+    const deep = this.checks % DEEP_CHECK_EVERY === 0;
+    this.running = this.runCheck(deep).finally(() => {
+      this.running = undefined;
+      this.armCheck();
+      this.next();
+    });
+  }
+
+  private schedule(): void {
+    if (!this.started || this.stopped || this.running !== undefined || this.timer !== undefined) return;
+    if (!this.dirty && !this.fullPending) return;
+    const t = this.now();
+    const delay = Math.max(budgetDelayMs(this.budget, t, this.opts.minSyncIntervalMs, this.burst), this.failures > 0 ? this.retryAtMs - t : 0);
+    this.timer = startSoon(() => {
+      this.timer = undefined;
+      this.running = this.runOnce().finally(() => {
+        this.running = undefined;
+        this.next();
       });
     }, delay);
   }
 
-  let checks = 0;
-  /** The drift check fell due and has not run yet (it runs as soon as nothing else does). */
-  let checkDue = false;
-  function armCheck(): void {
-    clearTimeout(checkTimer);
-    checkTimer = undefined;
-    checkDue = false;
-    if (deps.checkDrift === undefined || opts.driftCheckIntervalMs === undefined || stopped) return;
-    checkTimer = setTimeout(() => {
-      checkTimer = undefined;
+  private armCheck(): void {
+    clearTimeout(this.checkTimer);
+    this.checkTimer = undefined;
+    this.checkDue = false;
+    if (this.deps.checkDrift === undefined || this.opts.driftCheckIntervalMs === undefined || this.stopped) return;
+    this.checkTimer = setTimeout(() => {
+      this.checkTimer = undefined;
       // Due now. A partial sync does not cover it (it writes only what changed), so a running
       // sync only defers it to its end, and a sync waiting for its budget waits behind it.
-      checkDue = true;
-      next();
-    }, opts.driftCheckIntervalMs);
+      this.checkDue = true;
+      this.next();
+    }, this.opts.driftCheckIntervalMs);
     // The check alone must not keep a process alive (the health server and informers do).
-    checkTimer.unref();
+    this.checkTimer.unref();
   }
 
-  function armResync(): void {
-    clearTimeout(resyncTimer);
-    const interval = opts.fullResyncIntervalMs;
-    if (interval === undefined || stopped) return;
-    resyncTimer = setTimeout(() => {
-      resyncTimer = undefined;
-      fullPending = true;
-      schedule();
+  private armResync(): void {
+    clearTimeout(this.resyncTimer);
+    const interval = this.opts.fullResyncIntervalMs;
+    if (interval === undefined || this.stopped) return;
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = undefined;
+      this.fullPending = true;
+      this.schedule();
     }, interval);
-    resyncTimer.unref();
+    this.resyncTimer.unref();
   }
 
-  async function runCheck(deep: boolean): Promise<void> {
-    runStartedMs = now();
+  private async runCheck(deep: boolean): Promise<void> {
+    const { deps } = this;
+    this.runStartedMs = this.now();
     try {
       const why = await deps.checkDrift?.({ deep });
       deps.metrics.driftCheck(deep, why !== undefined);
       if (why !== undefined) {
         deps.log.warn({ drift: why, deep }, 'our rules were changed from outside; rewriting them all');
-        fullPending = true;
+        this.fullPending = true;
       }
     } catch (e) {
       deps.metrics.driftCheck(deep, true);
       deps.log.warn({ err: e, deep }, 'drift check failed; rewriting the rules to be sure');
-      fullPending = true;
+      this.fullPending = true;
     }
   }
 
-  function observeLatencies(changes: Map<string, PendingChange>): void {
-    const t = now();
+  private observeLatencies(changes: Map<string, PendingChange>): void {
+    const t = this.now();
     for (const c of changes.values()) {
-      deps.metrics.sliceToRules(Math.max(0, t - c.observedMs) / 1000);
-      if (c.triggerMs !== undefined) deps.metrics.triggerToRules(Math.max(0, t - c.triggerMs) / 1000);
+      this.deps.metrics.sliceToRules(Math.max(0, t - c.observedMs) / 1000);
+      if (c.triggerMs !== undefined) this.deps.metrics.triggerToRules(Math.max(0, t - c.triggerMs) / 1000);
     }
   }
 
-  async function runOnce(): Promise<void> {
-    const full = fullPending;
-    fullPending = false;
-    dirty = false;
-    const changes = pending;
-    pending = new Map();
-    runStartedMs = now();
-    budget = spendBudget(budget, runStartedMs, opts.minSyncIntervalMs, burst);
-    let kind: SyncKind = full ? 'full' : 'partial';
+  private async runOnce(): Promise<void> {
+    const full = this.fullPending;
+    this.fullPending = false;
+    this.dirty = false;
+    const changes = this.pending;
+    this.pending = new Map();
+    this.runStartedMs = this.now();
+    this.budget = spendBudget(this.budget, this.runStartedMs, this.opts.minSyncIntervalMs, this.burst);
+    const kind: { value: SyncKind } = { value: full ? 'full' : 'partial' };
     try {
-      const state = deps.compute();
-      if (!full && lastApplied !== undefined && deps.same?.(state, lastApplied) === true) {
-        kind = 'skipped';
-      } else {
-        // Forget the last state first: if apply fails half-way, nothing may be skipped as "unchanged".
-        lastApplied = undefined;
-        const report = await deps.apply(state, { full });
-        lastApplied = state;
-        if (!full && report?.changed === false) kind = 'skipped';
-        const { targets, endpoints } = deps.size(state);
-        deps.metrics.programmed(targets, endpoints, report?.rules);
-        deps.log.debug({ kind, targets, endpoints, ms: now() - runStartedMs }, 'rules synced');
-      }
-      deps.metrics.sync(kind, 'success', (now() - runStartedMs) / 1000);
-      observeLatencies(changes);
-      const failedBefore = failures;
-      failures = 0;
-      deps.metrics.failing(0);
-      if (failedBefore > 0) deps.onOutcome?.(undefined, 0);
-      if (full) {
-        armCheck();
-        armResync();
-      }
-      if (!everSynced) {
-        everSynced = true;
-        resolveFirst();
-      }
+      await this.applyOnce(full, kind);
+      this.succeeded(full, kind.value, changes);
     } catch (e) {
-      failures += 1;
-      const waitMs = backoffMs(failures, opts.retryMinMs, opts.retryMaxMs);
-      retryAtMs = now() + waitMs;
-      fullPending = true;
-      // Keep the unapplied changes (earliest observation wins) for the latency of the retry.
-      for (const [k, c] of changes) if (!pending.has(k)) pending.set(k, c);
-      deps.metrics.sync(kind, 'error', (now() - runStartedMs) / 1000);
-      deps.metrics.restoreFailure();
-      deps.metrics.failing(failures);
-      deps.onOutcome?.(e, failures);
-      deps.log.error({ err: e, kind, failures, retryInMs: waitMs }, 'rule sync failed; retrying with a full sync');
+      this.failed(e, kind.value, changes);
     }
   }
 
+  /** Computes the state and applies it, unless a partial sync finds it unchanged (then `kind` becomes skipped). */
+  private async applyOnce(full: boolean, kind: { value: SyncKind }): Promise<void> {
+    const { deps } = this;
+    const state = deps.compute();
+    if (!full && this.lastApplied !== undefined && deps.same?.(state, this.lastApplied) === true) {
+      kind.value = 'skipped';
+      return;
+    }
+    // Forget the last state first: if apply fails half-way, nothing may be skipped as "unchanged".
+    this.lastApplied = undefined;
+    const report = await deps.apply(state, { full });
+    this.lastApplied = state;
+    if (!full && report?.changed === false) kind.value = 'skipped';
+    const { targets, endpoints } = deps.size(state);
+    deps.metrics.programmed(targets, endpoints, report?.rules);
+    deps.log.debug({ kind: kind.value, targets, endpoints, ms: this.now() - this.runStartedMs }, 'rules synced');
+  }
+
+  private succeeded(full: boolean, kind: SyncKind, changes: Map<string, PendingChange>): void {
+    const { deps } = this;
+    deps.metrics.sync(kind, 'success', (this.now() - this.runStartedMs) / 1000);
+    this.observeLatencies(changes);
+    const failedBefore = this.failures;
+    this.failures = 0;
+    deps.metrics.failing(0);
+    if (failedBefore > 0) deps.onOutcome?.(undefined, 0);
+    if (full) {
+      this.armCheck();
+      this.armResync();
+    }
+    if (!this.everSynced) {
+      this.everSynced = true;
+      this.resolveFirst();
+    }
+  }
+
+  private failed(e: unknown, kind: SyncKind, changes: Map<string, PendingChange>): void {
+    const { deps } = this;
+    this.failures += 1;
+    const waitMs = backoffMs(this.failures, this.opts.retryMinMs, this.opts.retryMaxMs);
+    this.retryAtMs = this.now() + waitMs;
+    this.fullPending = true;
+    // Keep the unapplied changes (earliest observation wins) for the latency of the retry.
+    for (const [k, c] of changes) if (!this.pending.has(k)) this.pending.set(k, c);
+    deps.metrics.sync(kind, 'error', (this.now() - this.runStartedMs) / 1000);
+    deps.metrics.restoreFailure();
+    deps.metrics.failing(this.failures);
+    deps.onOutcome?.(e, this.failures);
+    deps.log.error({ err: e, kind, failures: this.failures, retryInMs: waitMs }, 'rule sync failed; retrying with a full sync');
+  }
+}
+
+export function createSyncLoop<S>(opts: SyncLoopOptions, deps: SyncLoopDeps<S>): SyncLoop {
+  const s = new SyncScheduler(opts, deps);
   return {
-    start() {
-      if (started) return;
-      started = true;
-      schedule();
-    },
-    markDirty() {
-      dirty = true;
-      schedule();
-    },
-    noteSliceChange(key, observedMs, triggerMs) {
-      if (!pending.has(key)) pending.set(key, { observedMs, triggerMs });
-    },
-    synced: () => everSynced,
-    firstSync,
-    live: () => running === undefined || now() - runStartedMs <= opts.stuckAfterMs,
-    async stop() {
-      stopped = true;
-      timer?.();
-      clearTimeout(checkTimer);
-      clearTimeout(resyncTimer);
-      timer = undefined;
-      checkTimer = resyncTimer = undefined;
-      await running;
-    },
+    start: () => s.start(),
+    markDirty: () => s.markDirty(),
+    noteSliceChange: (key, observedMs, triggerMs) => s.noteSliceChange(key, observedMs, triggerMs),
+    synced: () => s.synced(),
+    firstSync: s.firstSync,
+    live: () => s.live(),
+    stop: () => s.stop(),
   };
 }

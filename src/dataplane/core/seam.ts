@@ -12,17 +12,12 @@
  * the namespace, `P` a planned change. Nothing here names a back end's types.
  */
 import type { Logger } from '../../log.js';
-import type { RuleBackendChoice } from '../../sidecar-contract.js';
 import type { DataplaneExec, ReadNetnsFile } from './exec.js';
 import type { IpFamily, Rendered } from './model.js';
 import type { Layout } from './names.js';
-import type { DataplaneOptions } from './options.js';
+import type { BackendFlavor, DataplaneOptions } from './options.js';
 
-/** Which rule back end a dataplane writes with: a key of the registry (both programs' `--backend`). */
-export type BackendKind = Exclude<RuleBackendChoice, 'auto'>;
-
-/** The tool a dataplane reports writing with (metrics, logs): iptables' flavour ('nft' | 'legacy'), or 'nftables'. */
-export type BackendFlavor = 'nft' | 'legacy' | 'nftables';
+export type { BackendFlavor, BackendKind } from './options.js';
 
 /**
  * A back end's stage of the engine: one render in, this back end's rules of it out. Each back end

@@ -96,24 +96,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       }
       return out;
     },
-    async drift(applied, deep) {
-      const be = await flavor();
-      for (const family of families) {
-        const rules = of(applied, family);
-        const bin = `${family === 4 ? 'iptables' : 'ip6tables'}-${be}`;
-        const probes = quickProbes(rules, layout);
-        const listings = await Promise.all(probes.map((p) => exec(bin, ['--wait', '5', '-t', p.table, '-S', p.chain]).then((r) => (r.code === 0 ? r.stdout : undefined))));
-        for (const [i, probe] of probes.entries()) {
-          const why = compareProbe(probe, listings[i], layout);
-          if (why !== undefined) return `IPv${family} ${why}`;
-        }
-        if (deep) {
-          const why = compareSave(rules, await save(exec, be, family), layout);
-          if (why !== undefined) return `IPv${family} ${why}`;
-        }
-      }
-      return undefined;
-    },
+    drift: async (applied, deep) => iptablesDrift(exec, await flavor(), families, layout, (f) => of(applied, f), deep),
     // Started at once when the flavour is known (a fixed one), so its command runs beside rendering.
     present: () => (known !== undefined ? withTables(known) : flavor().then(withTables)).then((f) => f.length > 0),
     async cleanup(): Promise<BackendCleanup> {
@@ -134,4 +117,23 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
     // The exec (and its spare restore processes) belongs to the apply loop (apply-loop.ts), which closes it.
     close: () => undefined,
   };
+}
+
+/** Why our rules are no longer `rules` of each family: quick probes of our chains, `deep` also a whole save. */
+async function iptablesDrift(exec: Exec, be: IptablesFlavor, families: readonly IpFamily[], layout: Layout, rulesOf: (f: IpFamily) => Ruleset, deep: boolean): Promise<string | undefined> {
+  for (const family of families) {
+    const rules = rulesOf(family);
+    const bin = `${family === 4 ? 'iptables' : 'ip6tables'}-${be}`;
+    const probes = quickProbes(rules, layout);
+    const listings = await Promise.all(probes.map((p) => exec(bin, ['--wait', '5', '-t', p.table, '-S', p.chain]).then((r) => (r.code === 0 ? r.stdout : undefined))));
+    for (const [i, probe] of probes.entries()) {
+      const why = compareProbe(probe, listings[i], layout);
+      if (why !== undefined) return `IPv${family} ${why}`;
+    }
+    if (deep) {
+      const why = compareSave(rules, await save(exec, be, family), layout);
+      if (why !== undefined) return `IPv${family} ${why}`;
+    }
+  }
+  return undefined;
 }

@@ -223,54 +223,12 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
         const filled = await firstFill(plan, plan.fill, next);
         return [{ family: 4, text: filled ? plan.text : fullText(next), changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(filled ? { via: 'first-fill' } : {}) }];
       }
-      const writer = plan.onlyReplacements ? await opts.elementWriter : undefined;
-      let written = false;
-      if (writer !== undefined) {
-        try {
-          await writer.write(plan.replacedMaps);
-          written = true;
-        } catch (e) {
-          opts.logger?.warn(`nftables element writer failed, writing the same change with nft -f: ${e instanceof Error ? e.message : String(e)}`);
-        }
-      }
+      const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
       if (!written) await nftApply(exec, plan.text);
       // One transaction for both families: reported as one unit (family 4 by convention).
       return [{ family: 4, text: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { via: 'element-writer' } : {}) }];
     },
-    async drift(applied, deep) {
-      const parts = tableParts(applied);
-      for (const { table: fixed, elements } of parts) {
-        const T = `${NFT_FAMILY} ${fixed.name}`;
-        // One table's name in the message when there are shards.
-        const at = parts.length > 1 ? ` (${fixed.name})` : '';
-        // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
-        for (const chain of fixed.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
-          const l = await list(`chain ${T} ${chain.name}`);
-          if (l === undefined) return `nftables ${chain.name}${at}: cannot be listed (chain or table missing)`;
-          const n = parseNftChains(l).get(chain.name) ?? 0;
-          if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}${at}: ${n} rules, ${ruleCount(chain.rules)} written`;
-        }
-        // And the element counts of the maps and sets (a Service's element removed or added).
-        for (const set of fixed.sets) {
-          const want = elements.get(set.name)?.length ?? 0;
-          const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
-          const m = await list(`${kind} ${T} ${set.name}`);
-          if (m === undefined || countElements(m) !== want) return `nftables ${set.name}${at}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
-        }
-      }
-      if (!deep) return undefined;
-      // No table of ours beyond those written (one left by more shards would still hook and DNAT).
-      const written = new Set(parts.map((p) => p.table.name));
-      const extra = (await read()).tables.find((t) => !written.has(t));
-      if (extra !== undefined) return `nftables: table ${extra} of ours was not written`;
-      const listings: string[] = [];
-      for (const { table: fixed } of parts) {
-        const l = await list(`table ${NFT_FAMILY} ${fixed.name}`);
-        if (l === undefined) return parts.length > 1 ? `nftables: our table ${fixed.name} is missing` : 'nftables: our table is missing';
-        listings.push(l);
-      }
-      return compareTable(applied, listings.join('\n'));
-    },
+    drift: (applied, deep) => nftDrift(applied, deep, list, read),
     async cleanup(): Promise<BackendCleanup> {
       // Every table of ours: the root and whatever shards the namespace holds (unknown after a restart).
       const shards = await read().then((e) => e.tables, () => []);
@@ -284,4 +242,55 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     },
     close: () => void opts.elementWriter?.then((w) => w?.close()),
   };
+}
+
+/**
+ * Why our tables are no longer `applied`: quick, the hook chains' rule counts and the maps' and
+ * sets' element counts; `deep`, also no table of ours beyond those written and every rule.
+ */
+async function nftDrift(applied: NftRuleset, deep: boolean, list: (what: string) => Promise<string | undefined>, read: () => Promise<NftExisting>): Promise<string | undefined> {
+    const parts = tableParts(applied);
+    for (const { table: fixed, elements } of parts) {
+      const T = `${NFT_FAMILY} ${fixed.name}`;
+      // One table's name in the message when there are shards.
+      const at = parts.length > 1 ? ` (${fixed.name})` : '';
+      // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
+      for (const chain of fixed.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
+        const l = await list(`chain ${T} ${chain.name}`);
+        if (l === undefined) return `nftables ${chain.name}${at}: cannot be listed (chain or table missing)`;
+        const n = parseNftChains(l).get(chain.name) ?? 0;
+        if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}${at}: ${n} rules, ${ruleCount(chain.rules)} written`;
+      }
+      // And the element counts of the maps and sets (a Service's element removed or added).
+      for (const set of fixed.sets) {
+        const want = elements.get(set.name)?.length ?? 0;
+        const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
+        const m = await list(`${kind} ${T} ${set.name}`);
+        if (m === undefined || countElements(m) !== want) return `nftables ${set.name}${at}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
+      }
+    }
+    if (!deep) return undefined;
+    // No table of ours beyond those written (one left by more shards would still hook and DNAT).
+    const written = new Set(parts.map((p) => p.table.name));
+    const extra = (await read()).tables.find((t) => !written.has(t));
+    if (extra !== undefined) return `nftables: table ${extra} of ours was not written`;
+    const listings: string[] = [];
+    for (const { table: fixed } of parts) {
+      const l = await list(`table ${NFT_FAMILY} ${fixed.name}`);
+      if (l === undefined) return parts.length > 1 ? `nftables: our table ${fixed.name} is missing` : 'nftables: our table is missing';
+      listings.push(l);
+    }
+    return compareTable(applied, listings.join('\n'));
+}
+
+/** Endpoint-map refills through the element writer, when there is one; whether it wrote them (else the caller writes the same change with nft -f). */
+async function throughWriter(writer: ElementWriterHandle | undefined, maps: NonNullable<NftPlan['replacedMaps']>, logger: Pick<Logger, 'warn'> | undefined): Promise<boolean> {
+  if (writer === undefined) return false;
+  try {
+    await writer.write(maps);
+    return true;
+  } catch (e) {
+    logger?.warn(`nftables element writer failed, writing the same change with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+    return false;
+  }
 }

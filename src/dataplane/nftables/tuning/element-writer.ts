@@ -65,6 +65,34 @@ export function writeFailure(writes: readonly ElementWrite[], messages: Paramete
   return new ElementWriteError(`nfnl-batch failed (exit ${r.code}): ${summarize(r.stderr)}`, r.stderr);
 }
 
+/**
+ * One batch into a launched nfnl-batch. Success is the "ok" line: a one-batch process's exit can lag
+ * ~10 ms behind it (nfnl-batch.c), and a serving one stays. A failure waits for the exit (a serving
+ * one exits at its first failure too), so stderr is complete. `serve`: the batch is written without EOF.
+ */
+async function runBatch(bytes: Uint8Array, l: Launched, serve: boolean): Promise<LaunchResult> {
+  setRef(l, true);
+  let onData: ((b: Buffer) => void) | undefined;
+  const ok = new Promise<LaunchResult>((resolve) => {
+    let out = '';
+    onData = (b: Buffer) => {
+      out += b.toString();
+      if (out === 'ok\n') resolve({ code: 0, stdout: out, stderr: '' });
+    };
+    l.child.stdout?.on('data', onData);
+  });
+  if (serve) l.child.stdin?.write(bytes);
+  else l.child.stdin?.end(bytes);
+  try {
+    const r = await Promise.race([ok, l.result]);
+    // A serving process that exits 0 without "ok" ('data' comes before 'close') got EOF first:
+    // the batch was never answered (the probe, a one-batch run, reports its own exit code).
+    return serve && r.code === 0 && r.stdout !== 'ok\n' ? { ...r, code: 1, stderr: `${r.stderr}exited without answering the batch` } : r;
+  } finally {
+    if (onData !== undefined) l.child.stdout?.off('data', onData);
+  }
+}
+
 /** A table no one has: the probe's flush must fail with ENOENT on its own message. */
 const PROBE_TABLE = 'multus_proxy_element_writer_probe';
 
@@ -87,36 +115,11 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
     seq = (seq + b.messages.length) % 0x100000000;
     return b;
   };
-  // Success is the "ok" line: a one-batch process's exit can lag ~10 ms behind it (nfnl-batch.c),
-  // and a serving one stays. A failure waits for the exit (a serving one exits at its first
-  // failure too), so stderr is complete. `serve`: the batch is written without EOF.
-  const run = async (bytes: Uint8Array, l: Launched, serve: boolean): Promise<LaunchResult> => {
-    setRef(l, true);
-    let onData: ((b: Buffer) => void) | undefined;
-    const ok = new Promise<LaunchResult>((resolve) => {
-      let out = '';
-      onData = (b: Buffer) => {
-        out += b.toString();
-        if (out === 'ok\n') resolve({ code: 0, stdout: out, stderr: '' });
-      };
-      l.child.stdout?.on('data', onData);
-    });
-    if (serve) l.child.stdin?.write(bytes);
-    else l.child.stdin?.end(bytes);
-    try {
-      const r = await Promise.race([ok, l.result]);
-      // A serving process that exits 0 without "ok" ('data' comes before 'close') got EOF first:
-      // the batch was never answered (the probe, a one-batch run, reports its own exit code).
-      return serve && r.code === 0 && r.stdout !== 'ok\n' ? { ...r, code: 1, stderr: `${r.stderr}exited without answering the batch` } : r;
-    } finally {
-      if (onData !== undefined) l.child.stdout?.off('data', onData);
-    }
-  };
 
   const probeWrites: IntervalMapWrite[] = [{ table: PROBE_TABLE, map: 'absent', family: 4, ranges: [] }];
   const probe = batch(probeWrites);
   const flushSeq = probe.messages.find((m) => m.kind === 'flush')?.seq;
-  const p = await run(probe.bytes, launch(argv), false);
+  const p = await runBatch(probe.bytes, launch(argv), false);
   const expected = `message seq ${String(flushSeq)}: No such file or directory`;
   // Exactly that answer: exit 0 would mean the batch never reached the kernel's checks (or a stand-in binary).
   if (p.code !== 1 || p.stderr.trim() !== expected) {
@@ -136,7 +139,7 @@ export async function createElementWriter(opts: ElementWriterOptions = {}): Prom
     const b = batch(writes);
     // A run killed from outside is run again (the batch replaces the maps' contents whole), and
     // the next spare starts after the caller has seen the write done.
-    const r = await spare.run((l) => run(b.bytes, l, true));
+    const r = await spare.run((l) => runBatch(b.bytes, l, true));
     if (r.code !== 0) throw writeFailure(writes, b.messages, r);
   };
   return {
