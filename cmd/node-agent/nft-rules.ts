@@ -1,7 +1,7 @@
 /**
  * The node agent's rules for the nftables back end: the same decisions as rules.ts (its
  * FrontendRules and the cluster-IP ResolvedTargets), written as one table of our own, `inet
- * multus_proxy_node`, from the shared parts (src/dataplane/nft/render.ts). Pure; golden files in
+ * multus_proxy_node`, from the shared parts (src/dataplane/nftables/render.ts). Pure; golden files in
  * test/golden/nft-node.
  *
  *   map services-v4/-v6     cluster IP . proto . port : goto <Service-port chain>   (the node's own access)

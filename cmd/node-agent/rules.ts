@@ -1,7 +1,7 @@
 /**
  * The node agent's rules, in the node's own network namespace. Pure: a NodeState in, the same
  * `Rendered` shape the sidecar's renderer produces out (rulesets per family, routes, resolved
- * targets), so the shared apply loop (src/dataplane/apply-loop.ts) plans, restores, routes and flushes
+ * targets), so the shared apply loop (src/dataplane/core/pipeline.ts) plans, restores, routes and flushes
  * conntrack for it unchanged. Endpoint choice, DNAT rules, affinity and reject rules are the
  * sidecar's own functions (src/dataplane/); only the hooks and the NodePort frontends are new.
  *

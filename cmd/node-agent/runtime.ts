@@ -1,7 +1,7 @@
 /**
  * The node agent's IO shell: four informers (opted-in Services, our EndpointSlices, the NADs, its
  * own Node) feed caches; a change marks the state dirty; the shared sync loop
- * (src/dataplane/sync-loop.ts: coalescing with a burst allowance, retries with backoff and a full
+ * (src/dataplane/core/scheduler.ts: coalescing with a burst allowance, retries with backoff and a full
  * sync after a failure, a periodic full resync, liveness) plans (state.ts NodePlanner: pure,
  * memoised per Service), brings the host-side interfaces to the plan, applies the rules through
  * the shared apply loop, updates the healthCheckNodePort listeners, and reports problems once

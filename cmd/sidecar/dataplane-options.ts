@@ -1,7 +1,7 @@
 /**
  * The sidecar's dataplane options, by mode. Running, it keeps spare restore processes, writes
  * endpoint changes through the element writer, and starts its first sync's reads and warms its
- * render up while its informers list (read-ahead.ts, nft/warm-up.ts; both with nftables only).
+ * render up while its informers list (read-ahead.ts, nftables/tuning/warm-up.ts; both with nftables only).
  * `--cleanup` removes everything and exits: one operation, so no spares, no writer, nothing read
  * ahead and no warm-up. Pure.
  */

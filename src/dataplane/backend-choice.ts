@@ -1,12 +1,12 @@
 /**
  * Which rule back end a program runs, decided once at start (both programs' `--backend`):
- * - `iptables` or `nftables` forces it. Forced nftables is probed first (nft/probe.ts), and a
+ * - `iptables` or `nftables` forces it. Forced nftables is probed first (nftables/probe.ts), and a
  *   namespace that cannot hold the table stops the start with what nft said and the fix, instead
  *   of failing every sync later.
  * - `auto` takes AUTO_PREFERS where it works: nftables where the probe table loads (one verdict-map
  *   lookup per new connection whatever the number of Services, B10), iptables elsewhere, with the
  *   reason in the start-up log (docs/decisions.md, "auto is nftables").
- * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
+ * Whichever runs, its first sync removes the other's rules (core/pipeline.ts).
  */
 import type { BackendKind } from './core/seam.js';
 

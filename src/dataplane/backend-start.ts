@@ -10,7 +10,7 @@ import type { BackendKind } from './core/seam.js';
 import { createExec } from './tuning/spare-exec.js';
 import { probeNftables } from './nftables/probe.js';
 
-/** `probeText` is the table the program will write, in small (nft/probe.ts's default is the sidecar's). */
+/** `probeText` is the table the program will write, in small (nftables/probe.ts's default is the sidecar's). */
 export async function chooseBackendAtStart(requested: BackendKind | 'auto', log: Logger, probeText?: string): Promise<BackendChoice> {
   const exec = createExec();
   try {

@@ -9,7 +9,7 @@
  *                                                                      endpoints of a few targets changed)
  *     A cached render has a version; a patched one carries its delta: the served targets, by chain,
  *     that changed since the render it patched. It holds no back end's rules: each back end's stage
- *     steps on that delta (the iptables rulesets, iptables-stage.ts; the nftables table, nft/stage.ts),
+ *     steps on that delta (the iptables rulesets, iptables/stage.ts; the nftables table, nftables/stage.ts),
  *     so a program builds only the rules of the back end it runs.
  *  3. conntrack conntrackStep(render, applied) = conntrackScope(applied, render)  (the delta's pairs)
  *
@@ -440,7 +440,7 @@ function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
 /**
  * The shared render of a state, under `layout` (a cache's own layout when given one: the sidecar's
  * by default): its served targets (each with its rule lines) and routes. The rulesets and tables
- * are the back ends' stages' (iptables-stage.ts, nft/stage.ts).
+ * are the back ends' stages' (iptables/stage.ts, nftables/stage.ts).
  */
 export function render(state: DesiredState, cache?: RenderCache, layout: Layout = cache?.layout ?? SIDECAR_LAYOUT): Rendered {
   if (cache !== undefined && cache.layout !== layout) throw new Error(`render: the cache is for layout ${cache.layout.prefix}, not ${layout.prefix}`);

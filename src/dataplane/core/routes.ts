@@ -78,7 +78,7 @@ export function routeBatch(routes: readonly Route[], op: 'replace' | 'remove', p
   return text;
 }
 
-/** The route batch's command line (one process per batch, or a spare started ahead: apply.ts). */
+/** The route batch's command line (one process per batch, or a spare started ahead: create.ts). */
 export const ROUTE_BATCH_ARGS = ['-force', '-batch', '-'] as const;
 
 interface IpRouteJson {

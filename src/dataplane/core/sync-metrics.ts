@@ -1,5 +1,5 @@
 /**
- * The metrics of a rule sync loop (sync-loop.ts), for any program that runs one: syncs by kind
+ * The metrics of a rule sync loop (scheduler.ts), for any program that runs one: syncs by kind
  * and result, their duration, failures, what is programmed, slice-change latencies, drift checks.
  * Each program registers them under its own prefix (`multus_proxy_sidecar_`, `multus_proxy_node_`).
  * The loop records through this small interface so its tests can read the numbers back.

@@ -1,7 +1,7 @@
 /**
- * The iptables back end behind the seam (backend.ts): one `iptables-restore --noflush` per family
+ * The iptables back end behind the seam (core/seam.ts): one `iptables-restore --noflush` per family
  * (nft or legacy flavour), planned by restore.ts from rules.ts's rulesets, read back with
- * iptables-save or `-S` of the hooked chains, drift by drift.ts. The behaviour is the one apply.ts
+ * iptables-save or `-S` of the hooked chains, drift by drift.ts. The behaviour is the one create.ts
  * had before the seam; this module only arranges those calls.
  */
 import type { BackendCleanup, RuleBackend, Stage, WriteReport } from '../core/seam.js';
@@ -114,7 +114,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       }
       return { text, failures };
     },
-    // The exec (and its spare restore processes) belongs to the apply loop (apply-loop.ts), which closes it.
+    // The exec (and its spare restore processes) belongs to the apply loop (core/pipeline.ts), which closes it.
     close: () => undefined,
   };
 }

@@ -1,6 +1,6 @@
 /**
  * Drift detection: has anyone else changed our rules since we wrote them? Pure comparisons of what
- * iptables lists now with what this process applied last; the IO is in apply-loop.ts.
+ * iptables lists now with what this process applied last; the IO is in core/pipeline.ts.
  *
  * Instead of rewriting everything periodically (0.3 s of CPU at 1,000 Services, 2.5 s at 5,000, in
  * every pod), as kube-proxy does with its canary chains, a cheap check runs periodically and a full

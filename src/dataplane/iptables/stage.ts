@@ -1,6 +1,6 @@
 /**
  * The iptables back end's stage of the engine (engine.ts): the shared render's served targets ->
- * the per-family rulesets (rules.ts), one step per render, as nft/stage.ts is for nftables. It
+ * the per-family rulesets (rules.ts), one step per render, as nftables/stage.ts is for nftables. It
  * lives with the iptables back end, so a program running nftables never builds these rulesets.
  * A render that says what changed since the one this stage saw last (its delta) edits the last
  * rulesets in O(changes); any other is rendered from scratch. Either way the rulesets hold

@@ -1,5 +1,5 @@
 /**
- * The nftables back end behind the seam (../backend.ts): its own table `inet multus_proxy`
+ * The nftables back end behind the seam (../core/seam.ts): its own table `inet multus_proxy`
  * (render.ts), written with one `nft -f -` per change, which the kernel commits as one
  * transaction. A full sync replaces the table whole; a partial one names only the Service ports
  * that changed (map elements, their chains), so it never reads or lists the table. A change that

@@ -2,7 +2,7 @@
  * Processes started ahead. A command that reads its whole input before it touches the kernel
  * (iptables-nft-restore, `nft -f -`, nfnl-batch) can be started before it is needed and left
  * blocked on its input: a change then costs a write to it, not a fork, exec and dynamic linking
- * (iptables.ts and nft/element-writer.ts say what each gains). A waiting process costs its
+ * (iptables.ts and nftables/tuning/element-writer.ts say what each gains). A waiting process costs its
  * memory and no CPU; it does not keep this process alive, and EOF on its input (close(), or this
  * process exiting) lets it exit without doing anything.
  *

@@ -1,13 +1,13 @@
 /**
  * A dataplane whose first sync's code is warmed up while the program's informers list (docs/
- * decisions.md, "A first nftables sync's render is warmed up while the informers list"): apply.ts
+ * decisions.md, "A first nftables sync's render is warmed up while the informers list"): create.ts
  * wraps the nftables dataplane in it where DataplaneOptions.warmUp asks.
  */
 import type { Logger } from '../../log.js';
 import type { Dataplane } from '../core/pipeline.js';
 
 /**
- * Runs `warm` (nft/warm-up.ts: CPU only, no command) on the next turn of the event loop, while the
+ * Runs `warm` (nftables/tuning/warm-up.ts: CPU only, no command) on the next turn of the event loop, while the
  * program's informers list, unless a sync has started by then: a warm-up never delays a real sync.
  */
 export function withWarmUp<S>(dp: Dataplane<S>, warm: () => unknown, logger?: Logger): Dataplane<S> {

@@ -9,7 +9,7 @@
  * ~300 Services cost 25–34 ms CPU and the next 1,000-Service render took 26–38 ms instead of 45–69.
  *
  * Nothing of it is kept: its own RenderCache and NftStage, no command, no kernel. The dataplane
- * (apply.ts) schedules it with setImmediate and skips it if the first real sync started first, so
+ * (create.ts) schedules it with setImmediate and skips it if the first real sync started first, so
  * it never delays one. `warmUpDue` and `warmUpState` are pure; `warmUpRender` is CPU only.
  */
 import type { BackendKind } from '../../core/seam.js';
