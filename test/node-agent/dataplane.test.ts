@@ -29,7 +29,7 @@ const NET = { namespace: 'demo', name: 'net-a' };
 
 /** The agent's Local health-check server (cmd/node-agent/health-check.ts), run inside a node's namespace. */
 const HEALTH_SERVER_JS = `
-import { createHealthCheckServers } from ${JSON.stringify(new URL('../../src/node-agent/health-check.ts', import.meta.url).href)};
+import { createHealthCheckServers } from ${JSON.stringify(new URL('../../cmd/node-agent/health-check.ts', import.meta.url).href)};
 const log = { warn: (o, m) => console.error(m, o), info() {}, error() {}, debug() {}, fatal() {}, child() { return log; } };
 const servers = createHealthCheckServers(log, '::', () => true);
 await servers.update(JSON.parse(process.argv[1]));
