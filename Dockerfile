@@ -56,7 +56,7 @@ RUN apt-get update \
 WORKDIR /app
 # Only the bundles (each has its dependencies inlined; no node_modules at run time).
 COPY --from=build /src/dist/ /app/dist/
-# The sidecar's element writer (src/dataplane/nft/element-writer.ts looks here by default).
+# The sidecar's element writer (src/dataplane/nftables/tuning/element-writer.ts looks here by default).
 COPY --from=native /src/nfnl-batch /usr/local/bin/nfnl-batch
 # The injected sidecar's command starts with it (cmd/webhook/options.ts DEFAULT_SIDECAR_COMMAND).
 COPY --from=native /src/health-listen /usr/local/bin/health-listen

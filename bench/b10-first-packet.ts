@@ -12,8 +12,8 @@
  * its own nat-output hook, so a new connection that matches no Service does S lookups), cells
  * round-robin as above.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
-import type { RuleBackendKind } from '../src/dataplane/backend.js';
+import { createDataplane } from '../src/dataplane/index.js';
+import type { BackendKind } from '../src/dataplane/core/seam.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';
@@ -28,13 +28,13 @@ const ENDPOINTS = 2;
 const SIZES_N = [1000, 10000, 30000];
 const CONNECTIONS = 16;
 const SIZES = { quick: { seconds: 2, runs: 3 }, full: { seconds: 5, runs: 5 } };
-const BACKENDS: readonly RuleBackendKind[] = ['nftables', 'iptables'];
+const BACKENDS: readonly BackendKind[] = ['nftables', 'iptables'];
 /** B10_ONLY=shards: the table counts compared (1 = the layout before shards). */
 const SHARD_CELLS = [1, 16, 64];
 
 interface Cell {
   readonly n: number;
-  readonly rules: RuleBackendKind;
+  readonly rules: BackendKind;
   /** B10_ONLY=shards: the number of tables the Services are spread over. */
   readonly shards?: number;
   readonly via: readonly WrkResult[];
@@ -50,13 +50,13 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
   // last one, its endpoints addresses of that cell's backend namespace.
   const cells: (Cell & { readonly client: string; readonly via: WrkResult[]; readonly direct: WrkResult[] })[] = [];
   const shardsOnly = process.env['B10_ONLY'] === 'shards';
-  const plan: { n: number; rules: RuleBackendKind; shards?: number }[] = shardsOnly
+  const plan: { n: number; rules: BackendKind; shards?: number }[] = shardsOnly
     ? SHARD_CELLS.map((shards) => ({ n: 1000, rules: 'nftables', shards }))
     : SIZES_N.flatMap((n) => BACKENDS.map((rules) => ({ n, rules })));
   for (const { n, rules, shards } of plan) {
     const { client } = await createTrafficPair(`b10${rules[0] ?? ''}${n}${shards ?? ''}`, cleanup, Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(n - 1, j, ENDPOINTS)));
     // S tables of ceil(n / S) Service ports each (shards.ts rounds up to a power of two).
-    const dp = createDataplane({ netns: client, rules, ...(shards === undefined ? {} : { nftPortsPerShard: shards === 1 ? Infinity : Math.ceil(n / shards) }) });
+    const dp = createDataplane({ netns: client, backendKind: rules, ...(shards === undefined ? {} : { nftPortsPerShard: shards === 1 ? Infinity : Math.ceil(n / shards) }) });
     const sync = await dp.sync(desiredState(n, ENDPOINTS), { full: true });
     dp.close();
     if (sync.backend !== (rules === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the ${rules} back end, got ${sync.backend}`);
@@ -88,7 +88,7 @@ export const benchmark = defineBenchmark('b10', 'first-packet cost: new connecti
     const s = summarize(rs.map((r) => r.rps));
     return `${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)})`;
   };
-  const cellOf = (rules: RuleBackendKind, n: number): Cell | undefined => cells.find((c) => c.rules === rules && c.n === n);
+  const cellOf = (rules: BackendKind, n: number): Cell | undefined => cells.find((c) => c.rules === rules && c.n === n);
   const rows = cells.map((c) => {
     const first = cellOf(c.rules, SIZES_N[0] ?? 0);
     return [

@@ -24,7 +24,7 @@ import { createTopology, type Pod } from '../test/harness/netns.js';
 import { DEFAULT_MASQUERADE_MARK } from '../cmd/node-agent/rules.js';
 import { planNode, type NodePlan } from '../cmd/node-agent/state.js';
 import { createHostInterfaces, createNodeDataplane } from '../cmd/node-agent/dataplane.js';
-import type { RuleBackendKind } from '../src/dataplane/backend.js';
+import type { BackendKind } from '../src/dataplane/core/seam.js';
 import type { V1EndpointSlice, V1Service } from '../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../src/keys.js';
 import { requireTool, run } from './lib/proc.js';
@@ -57,7 +57,7 @@ const TARGET_PORT = 8080;
 /** Our own table for the minimal variant (the node namespace is the benchmark's). */
 const MINIMAL_TABLE = 'b11_minimal';
 
-type VariantName = 'direct' | 'minimal' | 'forward' | RuleBackendKind;
+type VariantName = 'direct' | 'minimal' | 'forward' | BackendKind;
 /** The saturated runs' paths. */
 const VARIANTS: readonly VariantName[] = ['direct', 'minimal', 'iptables', 'nftables'];
 /** The request-time paths: also the minimal DNAT with an empty filter chain on the forward hook, what any forward rule costs before its first rule (the agent needs one for its refusals, as kube-proxy does). */
@@ -140,7 +140,7 @@ export const benchmark = defineBenchmark('b11ns', 'LoadBalancer hop in namespace
     if (variant === 'minimal' || variant === 'forward') await run('nft', ['-f', '-'], { netns: node.ns, input: minimalRuleset(VIP, SERVICE_PORT, backend.net1.ipv4, TARGET_PORT, variant === 'forward') });
     else if (variant !== 'direct') {
       // A new dataplane each time: its full sync reads back the (empty) namespace and writes everything.
-      const dp = createNodeDataplane({ netns: node.ns, rules: variant, ipv6: false });
+      const dp = createNodeDataplane({ netns: node.ns, backendKind: variant, ipv6: false });
       const s = await dp.sync(plan.state, { full: true });
       dp.close();
       if (s.backend !== (variant === 'iptables' ? 'nft' : 'nftables')) throw new Error(`expected the agent's ${variant} back end, got ${s.backend}`);

@@ -16,21 +16,21 @@
  * B2_ONLY=nft-full (with --no-write) runs only the nftables full-sync row at B2_SERVICES (default
  * 1,000), B2_RUNS runs (default the size's): a focused look at one size's ours / raw.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
-import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
-import { render } from '../src/dataplane/incremental.js';
+import { createDataplane } from '../src/dataplane/index.js';
+import { NOTHING_EXISTING, planRestore } from '../src/dataplane/iptables/restore.js';
+import { render } from '../src/dataplane/core/incremental.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
-import { iptablesRules } from '../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
-import type { DesiredState } from '../src/dataplane/model.js';
+import { iptablesRules } from '../src/dataplane/iptables/stage.js';
+import { SIDECAR_LAYOUT } from '../src/dataplane/core/names.js';
+import type { DesiredState } from '../src/dataplane/core/model.js';
 import { CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, NETWORK, clientInterface, desiredState, endpointSlice, service } from './lib/services.js';
 import { createClientNetns, createNetns } from './lib/netns.js';
 import { requireTool, run, type Cleanup } from './lib/proc.js';
 import { fmt, p99Bound, summarize } from '../test/harness/stats.js';
 import type { BenchResult, RunContext, TargetCheck } from './lib/report.js';
-import { fullText, renderNft } from '../src/dataplane/nft/render.js';
-import { shardCount } from '../src/dataplane/nft/shards.js';
+import { fullText, renderNft } from '../src/dataplane/nftables/render.js';
+import { shardCount } from '../src/dataplane/nftables/tuning/shards.js';
 import { NFT_TOOL, fmtPairs, partialRow, PARTIAL_COLUMNS, RULE_SYNC_COLUMNS, type PartialResult, type SyncSubject } from './lib/rule-sync.js';
 import { fullSyncInside, workerNodeFlags, type SubjectRef } from './lib/rule-sync-inside.js';
 import { NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
@@ -47,7 +47,7 @@ const NFNL_BATCH = path.join(process.env['MULTUS_PROXY_BIN_DIR'] ?? path.join(os
 /** The sidecar with the iptables back end, as cmd/sidecar/main.ts makes it (spare restore processes). */
 const SIDECAR: SyncSubject<DesiredState> = {
   freshNetns: (cleanup) => createClientNetns('b2', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN),
-  dataplane: (netns) => createDataplane({ netns, backend: 'auto', spareRestore: true, readAhead: true, warmUp: true }),
+  dataplane: (netns) => createDataplane({ netns, iptablesFlavor: 'auto', spareRestore: true, readAhead: true, warmUp: true }),
   state: (n) => desiredState(n, ENDPOINTS),
   // The exact text ours applies to a fresh namespace.
   plan: (state) => planRestore(iptablesRules(render(state).resolution.targets, SIDECAR_LAYOUT).v4, undefined, NOTHING_EXISTING, true).text,
@@ -67,11 +67,11 @@ const sidecarNft = (writer: boolean, nftPortsPerShard?: number): SyncSubject<Des
   },
   ...NFT_TOOL,
   dataplane: (netns) => {
-    const dp = createDataplane({ netns, rules: 'nftables', elementWriter: writer ? NFNL_BATCH : false, spareRestore: true, readAhead: true, warmUp: true, ...(nftPortsPerShard === undefined ? {} : { nftPortsPerShard }) });
+    const dp = createDataplane({ netns, backendKind: 'nftables', elementWriter: writer ? NFNL_BATCH : false, spareRestore: true, readAhead: true, warmUp: true, ...(nftPortsPerShard === undefined ? {} : { nftPortsPerShard }) });
     // Each partial sync that wrote went the way this row says (a writer that is off or failed would fall back silently).
     const sync: typeof dp.sync = async (state, opts) => {
       const r = await dp.sync(state, opts);
-      if (!r.full && r.changed && (r.families[0]?.elementWriter === true) !== writer) throw new Error(`expected the change ${writer ? 'through the element writer' : 'through nft -f'}: ${JSON.stringify(r.families[0])}`);
+      if (!r.full && r.changed && (r.families[0]?.via === 'element-writer') !== writer) throw new Error(`expected the change ${writer ? 'through the element writer' : 'through nft -f'}: ${JSON.stringify(r.families[0])}`);
       return r;
     };
     return { ...dp, sync };

@@ -9,7 +9,7 @@
  * price of the V8 flag that buys private memory (B5), measured in the same run.
  */
 import { performance } from 'node:perf_hooks';
-import { serviceChainName } from '../src/dataplane/names.js';
+import { serviceChainName } from '../src/dataplane/core/names.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
 import { BENCH_NAMESPACE, changedEndpointIP, clusterIP, endpointSlice, serviceName } from './lib/services.js';
 import { SLICES_PATH, replaceSlice, createServices, createSlices } from './lib/cluster.js';

@@ -5,7 +5,7 @@
  * load sent to one backend address directly, keep-alive and one connection per request,
  * interleaved. wrk (C) generates the load inside the client namespace.
  */
-import { createDataplane } from '../src/dataplane/apply.js';
+import { createDataplane } from '../src/dataplane/index.js';
 import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { requireTool, run } from './lib/proc.js';
 import { createTrafficPair } from './lib/traffic-pair.js';
@@ -29,7 +29,7 @@ export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the clus
   const backendIPs = Array.from({ length: ENDPOINTS }, (_, j) => endpointIP(MEASURED, j, ENDPOINTS));
   const { client } = await createTrafficPair('b4', cleanup, backendIPs);
 
-  const dp = createDataplane({ netns: client, backend: 'auto' });
+  const dp = createDataplane({ netns: client, iptablesFlavor: 'auto' });
   const sync = await dp.sync(desiredState(SERVICES, ENDPOINTS), { full: true });
   ctx.log(`programmed ${SERVICES} Services in ${fmt(sync.durationMs)} ms`);
 

@@ -11,13 +11,14 @@
  */
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { NOTHING_EXISTING, planRestore } from '../src/dataplane/restore.js';
+import { NOTHING_EXISTING, planRestore } from '../src/dataplane/iptables/restore.js';
 import { apiPath } from '../src/kube/paths.js';
 import { createNodeDataplane } from '../cmd/node-agent/dataplane.js';
 import { hostInterfaceName } from '../cmd/node-agent/host-interface.js';
-import { NODE_LAYOUT, renderNode, type NodeState } from '../cmd/node-agent/rules.js';
+import { NODE_LAYOUT, type NodeState } from '../cmd/node-agent/rules.js';
+import { renderNode } from '../cmd/node-agent/stages.js';
 import { NODE_NFT_TABLE } from '../cmd/node-agent/nft-rules.js';
-import { fullText } from '../src/dataplane/nft/render.js';
+import { fullText } from '../src/dataplane/nftables/render.js';
 import { createTopology } from '../test/harness/netns.js';
 import { startApiserverRelay } from '../test/harness/apiserver-relay.js';
 import { BENCH_NAMESPACE, ENDPOINT_PREFIX_LEN, NETWORK, changedEndpointIP } from './lib/services.js';
@@ -40,7 +41,7 @@ const SIZES = { quick: { runs: 3, changes: 5, samples: 50 }, full: { runs: 7, ch
 const NODE: SyncSubject<NodeState> = {
   // The node as the agent finds it after creating its interface: a link of that name with the node's address.
   freshNetns: (cleanup) => createClientNetns('b8', cleanup, hostInterfaceName(NETWORK), NODE_ADDRESS, ENDPOINT_PREFIX_LEN, 'mpxbench'),
-  dataplane: (netns) => createNodeDataplane({ netns, backend: 'auto', rules: 'iptables' }),
+  dataplane: (netns) => createNodeDataplane({ netns, iptablesFlavor: 'auto', backendKind: 'iptables' }),
   state: (n) => nodeState(nodeInput(n, ENDPOINTS)),
   plan: (state) => {
     const rules = renderNode(state).iptables;
@@ -52,7 +53,7 @@ const NODE: SyncSubject<NodeState> = {
 /** The same agent with the nftables back end: its whole table, applied raw with `nft -f`. */
 const NODE_NFT: SyncSubject<NodeState> = {
   ...NODE,
-  dataplane: (netns) => createNodeDataplane({ netns, rules: 'nftables' }),
+  dataplane: (netns) => createNodeDataplane({ netns, backendKind: 'nftables' }),
   plan: (state) => {
     const t = renderNode(state, undefined, { nft: true }).nft;
     if (t === undefined) throw new Error('renderNode gave no nftables table');

@@ -18,16 +18,16 @@
  * The third argument names the back ends run (e.g. `nftables` alone, for a before/after of one
  * back end: run this file in both source trees, one after the other).
  */
-import { createIptablesBackend } from '../src/dataplane/iptables-backend.js';
-import { createNftBackend } from '../src/dataplane/nft/backend.js';
-import { conntrackStep, render, RenderCache } from '../src/dataplane/incremental.js';
+import { createIptablesBackend } from '../src/dataplane/iptables/backend.js';
+import { createNftBackend } from '../src/dataplane/nftables/backend.js';
+import { conntrackStep, render, RenderCache } from '../src/dataplane/core/incremental.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
-import { planConntrack } from '../src/dataplane/conntrack.js';
-import { countRules } from '../src/dataplane/rules.js';
-import { countNftRules, type NftRuleset } from '../src/dataplane/nft/render.js';
-import type { Exec } from '../src/dataplane/iptables.js';
-import type { Rendered } from '../src/dataplane/model.js';
-import { SIDECAR_LAYOUT } from '../src/dataplane/names.js';
+import { planConntrack } from '../src/dataplane/core/conntrack.js';
+import { countRules } from '../src/dataplane/iptables/render.js';
+import { countNftRules, type NftRuleset } from '../src/dataplane/nftables/render.js';
+import type { Exec } from '../src/dataplane/core/exec.js';
+import type { Rendered } from '../src/dataplane/core/model.js';
+import { SIDECAR_LAYOUT } from '../src/dataplane/core/names.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 

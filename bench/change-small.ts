@@ -28,7 +28,7 @@ import { sleep, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 import { clientInterface, CLIENT_ADDRESS, CLIENT_INTERFACE, ENDPOINT_PREFIX_LEN, endpointSlice, NETWORK, service } from './lib/services.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';
-import type * as Apply from '../src/dataplane/apply.js';
+import type * as Apply from '../src/dataplane/index.js';
 import type * as Feed from '../cmd/sidecar/state-feed.js';
 
 const SERVICES = 2;
@@ -89,7 +89,7 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
     const apply = (await import(pathToFileURL(path.join(root, 'src/dataplane/apply.ts')).href)) as typeof Apply;
     const feedMod = (await import(pathToFileURL(path.join(root, 'cmd/sidecar/state-feed.ts')).href)) as typeof Feed;
     const ns = await createClientNetns('chsmall', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN);
-    const dp = apply.createDataplane({ rules: 'nftables', netns: ns, spareRestore: true, elementWriter: binary, ipv6: false });
+    const dp = apply.createDataplane({ backendKind: 'nftables', netns: ns, spareRestore: true, elementWriter: binary, ipv6: false });
     cleanup.add(`dataplane ${root}`, () => dp.close());
     const feed = new feedMod.StateFeed(SERVICES);
     const slices = Array.from({ length: SERVICES }, (_, i) => endpointSlice(i, 2));
@@ -121,7 +121,7 @@ await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
       w = process.hrtime.bigint();
       const r = await s.dp.sync(state, { full: false });
       t('sync', c, w);
-      if (r.full || !r.changed || r.families[0]?.elementWriter !== true) throw new Error(`change-small: round ${g} of ${s.root} was ${r.full ? 'a full sync' : !r.changed ? 'no change' : 'written by nft -f'}; expected a partial sync through the element writer`);
+      if (r.full || !r.changed || r.families[0]?.via !== 'element-writer') throw new Error(`change-small: round ${g} of ${s.root} was ${r.full ? 'a full sync' : !r.changed ? 'no change' : 'written by nft -f'}; expected a partial sync through the element writer`);
       c = threadMs();
       w = process.hrtime.bigint();
       await sleep(IDLE_MS);

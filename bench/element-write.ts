@@ -22,14 +22,14 @@
  * of 10 ranges (the sidecar's table at n Services), declared before the one written.
  */
 import os from 'node:os';
-import { inNetns } from '../src/dataplane/iptables.js';
-import { launch, type Launched } from '../src/dataplane/spare-process.js';
-import { encodeIntervalMapBatch, type IntervalMapWrite } from '../src/dataplane/nft/netlink-batch.js';
-import { equalRanges, PICK_MODULUS } from '../src/dataplane/nft/pick-ranges.js';
+import { inNetns } from '../src/dataplane/core/exec.js';
+import { launch, type Launched } from '../src/dataplane/tuning/spare-process.js';
+import { encodeIntervalMapBatch, type IntervalMapWrite } from '../src/dataplane/nftables/netlink-batch.js';
+import { equalRanges, PICK_MODULUS } from '../src/dataplane/nftables/pick-ranges.js';
 import { createNetns } from './lib/netns.js';
 import { run, sleep, withCleanup } from './lib/proc.js';
 import { fmt, summarize } from '../test/harness/stats.js';
-import { render, RenderCache } from '../src/dataplane/incremental.js';
+import { render, RenderCache } from '../src/dataplane/core/incremental.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import type { V1EndpointSlice } from '../src/kube/types.js';

@@ -14,8 +14,8 @@
  *
  *   node --import tsx bench/nft-change-shapes.ts [services=10000] [rounds=30]
  */
-import { render } from '../src/dataplane/incremental.js';
-import { fullText, renderNft, type NftTarget } from '../src/dataplane/nft/render.js';
+import { render } from '../src/dataplane/core/incremental.js';
+import { fullText, renderNft, type NftTarget } from '../src/dataplane/nftables/render.js';
 import { desiredState } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { run, withCleanup } from './lib/proc.js';

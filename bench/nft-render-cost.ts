@@ -14,11 +14,11 @@
  */
 import { createHash } from 'node:crypto';
 import { mainThreadCpuMs } from '../src/cpu-wait.js';
-import { RenderCache, render } from '../src/dataplane/incremental.js';
-import { NftStage } from '../src/dataplane/nft/stage.js';
-import { planNft } from '../src/dataplane/nft/render.js';
+import { RenderCache, render } from '../src/dataplane/core/incremental.js';
+import { NftStage } from '../src/dataplane/nftables/stage.js';
+import { planNft } from '../src/dataplane/nftables/render.js';
 import { desiredState } from './lib/services.js';
-import { warmUpRender } from '../src/dataplane/nft/warm-up.js';
+import { warmUpRender } from '../src/dataplane/nftables/tuning/warm-up.js';
 
 const services = Number(process.argv[2] ?? 1000);
 const warm = Number(process.argv[3] ?? 5);

@@ -20,8 +20,8 @@
  *   node --import tsx bench/nft-shards.ts [services=10000] [rounds=40] [--first-packet]
  */
 import { spawn } from 'node:child_process';
-import { render } from '../src/dataplane/incremental.js';
-import { fullText, renderNft, type NftTarget } from '../src/dataplane/nft/render.js';
+import { render } from '../src/dataplane/core/incremental.js';
+import { fullText, renderNft, type NftTarget } from '../src/dataplane/nftables/render.js';
 import { CLIENT_INTERFACE, SERVICE_PORT, TARGET_PORT, clusterIP, desiredState, endpointIP } from './lib/services.js';
 import { createNetns } from './lib/netns.js';
 import { run, withCleanup, type Cleanup } from './lib/proc.js';

@@ -13,7 +13,7 @@
  *   node --import tsx bench/state-stage.ts [services=10000] [rounds=200]
  */
 import os from 'node:os';
-import { StateMemo } from '../src/dataplane/incremental.js';
+import { StateMemo } from '../src/dataplane/core/incremental.js';
 import { objectKey, type V1EndpointSlice, type V1Service } from '../src/kube/types.js';
 import { ServiceCap } from '../cmd/sidecar/service-cap.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';

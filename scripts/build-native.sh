@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the project's native helpers, static, into $BIN_DIR:
 #   nfnl-batch     native/nfnl-batch.c, the nftables element writer's batch sender
-#                  (src/dataplane/nft/element-writer.ts)
+#                  (src/dataplane/nftables/tuning/element-writer.ts)
 #   health-listen  native/health-listen.c, the injected sidecar's launcher: it opens the health port
 #                  before Node.js starts (src/health.ts HEALTH_FD_ENV)
 # Run by scripts/setup.sh; runs alone too. Each is cached behind a stamp of its source, the

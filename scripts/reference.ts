@@ -18,7 +18,7 @@ import { load } from 'js-yaml';
 import type { Flag, Program } from '../src/cli.js';
 import * as keys from '../src/keys.js';
 import { createRegistry, type Registry } from '../src/metrics.js';
-import { createSyncMetrics } from '../src/dataplane/sync-metrics.js';
+import { createSyncMetrics } from '../src/dataplane/core/sync-metrics.js';
 import { CERTS_PROGRAM } from '../cmd/certs/cli.js';
 import { CONTROLLER_PROGRAM } from '../cmd/controller/options.js';
 import { DIAGNOSE_PROGRAM } from '../cmd/controller/diagnose/command.js';

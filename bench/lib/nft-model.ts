@@ -19,7 +19,7 @@
  * transaction ends (the `# new generation` line nft prints after each committed batch).
  */
 
-import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nft/render.js';
+import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nftables/render.js';
 
 export interface Rule {
   readonly chain: string;

@@ -7,13 +7,13 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
 import { deleteNetns } from './netns.js';
 import { Cleanup, run } from './proc.js';
 import { fmt, fmtRatio, fmtSummary, summarize, type Summary } from '../../test/harness/stats.js';
 import type { RunContext } from './report.js';
-import { splitTables } from '../../src/dataplane/nft/backend.js';
-import { isShardTable } from '../../src/dataplane/nft/shards.js';
+import { splitTables } from '../../src/dataplane/nftables/backend.js';
+import { isShardTable } from '../../src/dataplane/nftables/tuning/shards.js';
 import { gcOverlap, watchGc, windowGc, type GcOverlapSummary } from './gc-overlap.js';
 
 /** What is synced and how: the same for the sidecar and the node agent. */
@@ -68,7 +68,7 @@ export interface SizeResult {
 export function v4Restore(r: SyncResult): { text: string; ms: number } {
   const f = r.families.find((x) => x.family === 4);
   if (!f) throw new Error('sync result has no IPv4 family');
-  return { text: f.restoreText, ms: f.restoreMs };
+  return { text: f.text, ms: f.writeMs };
 }
 
 export async function rawRestore(ns: string | undefined, text: string): Promise<number> {

@@ -8,7 +8,7 @@ import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION, NETWO
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
-import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
+import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } from '../../src/dataplane/core/model.js';
 
 export const BENCH_NAMESPACE = 'bench';
 export const NETWORK: NetworkRef = { namespace: BENCH_NAMESPACE, name: 'net-a' };

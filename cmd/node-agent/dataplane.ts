@@ -1,22 +1,21 @@
 /**
  * The node agent's IO: its host-side interfaces (`ip -batch` from host-interface.ts's plan) and its
- * rules (the shared dataplane, src/dataplane/apply.ts and apply-loop.ts, with the node layout and
- * renderer). Thin: every decision is in host-interface.ts and rules.ts.
+ * rules (the shared dataplane, src/dataplane/index.ts, with the node layout, renderer and stages). Thin: every decision is in host-interface.ts and rules.ts.
  */
-import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
-import { createExec, type Exec } from '../../src/dataplane/iptables.js';
-import { ipJsonRows } from '../../src/dataplane/routes.js';
+import { createDataplaneFor, type Dataplane, type DataplaneOptions } from '../../src/dataplane/index.js';
+import { createExec, type Exec, ipJsonRows } from '../../src/dataplane/node.js';
 import { parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface, type HostInterfacePlan } from './host-interface.js';
-import { NODE_LAYOUT, NodeRenderCache, renderNode, type NodeState } from './rules.js';
+import { NODE_LAYOUT, NodeRenderCache, renderNodeState, type NodeRendered, type NodeState } from './rules.js';
+import { nodeStages } from './stages.js';
 
 export function createNodeDataplane(opts: Omit<DataplaneOptions, 'layout' | 'readAhead' | 'warmUp'>): Dataplane<NodeState> {
   // Per-target work kept between syncs: a one-endpoint change re-renders one Service port.
   const cache = new NodeRenderCache();
-  const nft = opts.rules === 'nftables';
   // No element writer: the node's table has no endpoint maps (nft-rules.ts, NODE_PICKS), so it would only probe and idle.
   // No reads ahead: in the host's namespace other programs make tables while the agent starts (read-ahead.ts).
-  // No warm-up: it renders the sidecar's table (nft/warm-up.ts), not the node's.
-  return createDataplaneFor<NodeState>({ ...opts, layout: NODE_LAYOUT, elementWriter: false, readAhead: false, warmUp: false }, (state) => renderNode(state, cache, { nft }));
+  // No warm-up: it renders the sidecar's table (nftables/tuning/warm-up.ts), not the node's.
+  // The node's rules come from its own stages (stages.ts): the registry steps the running back end's.
+  return createDataplaneFor<NodeState, NodeRendered>({ ...opts, layout: NODE_LAYOUT, elementWriter: false, readAhead: false, warmUp: false }, (state) => renderNodeState(state, cache), nodeStages());
 }
 
 export async function readLinks(exec: Exec): Promise<ExistingLink[]> {

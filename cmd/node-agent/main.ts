@@ -13,7 +13,7 @@ import { createKubeClient } from '../../src/kube/client.js';
 import { createHostInterfaces, createNodeDataplane } from './dataplane.js';
 import { createHealthCheckServers } from './health-check.js';
 import { HELP, parseNodeAgentOptions } from './options.js';
-import { chooseBackendAtStart } from '../../src/dataplane/backend-start.js';
+import { chooseBackendAtStart } from '../../src/dataplane/index.js';
 import { nodeProbeText } from './nft-probe.js';
 import { createNodeRuntime } from './runtime.js';
 
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
     return;
   }
   const choice = opts.mode === 'cleanup' ? { kind: opts.backend === 'nftables' ? ('nftables' as const) : ('iptables' as const), why: 'cleanup' } : await chooseBackendAtStart(opts.backend, log, nodeProbeText());
-  const dataplane = createNodeDataplane({ rules: choice.kind, backend: opts.iptablesBackend, logger: log });
+  const dataplane = createNodeDataplane({ backendKind: choice.kind, iptablesFlavor: opts.iptablesBackend, logger: log });
   const interfaces = createHostInterfaces();
   if (opts.mode === 'cleanup') {
     let code = 0;

@@ -4,9 +4,10 @@
  * checks the hooks (prerouting, postrouting, input, forward), marks, masquerade and source ranges
  * the agent will write, besides the sidecar's shapes. Documentation addresses; check mode creates nothing.
  */
-import type { BackendEndpoint, IpFamily, Protocol, ServicePortTarget } from '../../src/dataplane/model.js';
-import { fullText } from '../../src/dataplane/nft/render.js';
-import { DEFAULT_MASQUERADE_MARK, renderNode, type LoadBalancerTarget, type NodePortTarget, type NodeState } from './rules.js';
+import type { BackendEndpoint, IpFamily, Protocol, ServicePortTarget } from '../../src/dataplane/index.js';
+import { fullText } from '../../src/dataplane/node.js';
+import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from './rules.js';
+import { renderNode } from './stages.js';
 
 const NET = { namespace: 'probe', name: 'probe' };
 const ep = (ip: string): BackendEndpoint => ({ ip, port: 8080, ready: true, serving: true, terminating: false });

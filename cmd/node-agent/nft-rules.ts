@@ -1,7 +1,7 @@
 /**
  * The node agent's rules for the nftables back end: the same decisions as rules.ts (its
  * FrontendRules and the cluster-IP ResolvedTargets), written as one table of our own, `inet
- * multus_proxy_node`, from the shared parts (src/dataplane/nft/render.ts). Pure; golden files in
+ * multus_proxy_node`, from the shared parts (src/dataplane/nftables/render.ts). Pure; golden files in
  * test/golden/nft-node.
  *
  *   map services-v4/-v6     cluster IP . proto . port : goto <Service-port chain>   (the node's own access)
@@ -22,15 +22,15 @@
  * chain: another table's drop (a FORWARD policy of DROP) still drops the packet (docs/decisions/0033-node-agent-dataplane.md).
  */
 import { compareText } from '../../src/order.js';
-import { hashName } from '../../src/dataplane/names.js';
-import type { IpFamily, ResolvedTarget } from '../../src/dataplane/model.js';
-import { collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../../src/dataplane/nft/render.js';
-import type { FrontendRules, NodeNetwork } from './rules.js';
+import type { IpFamily, ResolvedTarget, Stage } from '../../src/dataplane/index.js';
+import { hashName, collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../../src/dataplane/node.js';
+import { NODE_NFT_TABLE, type FrontendRules, type NodeNetwork, type NodeRendered } from './rules.js';
+
+export { NODE_NFT_TABLE } from './rules.js';
 
 /** The node agent picks with one DNAT rule per endpoint, not interval maps: it shares the host's namespace (render.ts, PickLayout). */
 const NODE_PICKS: PickLayout = 'rules';
 
-export const NODE_NFT_TABLE = 'multus_proxy_node';
 export const frontendsMap = (f: IpFamily): string => `frontends-v${f}`;
 export const dropSet = (f: IpFamily): string => `drop-v${f}`;
 export const firewallMap = (f: IpFamily): string => `firewall-v${f}`;
@@ -123,4 +123,12 @@ export function renderNodeNft(clusterTargets: readonly ResolvedTarget[], fronten
     }
   }
   return collectTargets(nodeTable(networks, masqueradeMark), parts());
+}
+
+/** The nftables back end's stage for the node: its table from the node's render, each part kept while its object lives. */
+export class NodeNftStage implements Stage<NftRuleset, NodeRendered> {
+  private readonly memo = newNodeNftMemo();
+  step(r: NodeRendered): NftRuleset {
+    return renderNodeNft(r.cluster.resolution.targets, r.frontends, r.state.networks, r.state.masqueradeMark, this.memo);
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * The node agent's rules, in the node's own network namespace. Pure: a NodeState in, the same
  * `Rendered` shape the sidecar's renderer produces out (rulesets per family, routes, resolved
- * targets), so the shared apply loop (src/dataplane/apply-loop.ts) plans, restores, routes and flushes
+ * targets), so the shared apply loop (src/dataplane/core/pipeline.ts) plans, restores, routes and flushes
  * conntrack for it unchanged. Endpoint choice, DNAT rules, affinity and reject rules are the
  * sidecar's own functions (src/dataplane/); only the hooks and the NodePort frontends are new.
  *
@@ -27,15 +27,12 @@
  */
 import { compareText } from '../../src/order.js';
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
-import { chooseEndpoints, normalizeAddress, validPort } from '../../src/dataplane/endpoints.js';
-import { hashName, type Layout } from '../../src/dataplane/names.js';
-import { render, RenderCache } from '../../src/dataplane/incremental.js';
-import { IptablesStage } from '../../src/dataplane/iptables-stage.js';
-import { comment, matchPort, portLabel, rejectWith, serviceChainRules } from '../../src/dataplane/rules.js';
-import type { BackendEndpoint, IpFamily, IptablesRules, PodInterface, Rendered, ResolvedTarget, Ruleset, ServicePortTarget, SkippedTarget } from '../../src/dataplane/model.js';
-import { newNodeNftMemo, NODE_NFT_TABLE, renderNodeNft } from './nft-rules.js';
+import { render, RenderCache, type BackendEndpoint, type IpFamily, type PodInterface, type Rendered, type ResolvedTarget, type ServicePortTarget, type SkippedTarget, type Stage } from '../../src/dataplane/index.js';
+import { chooseEndpoints, normalizeAddress, validPort, hashName, type Layout, IptablesStage, comment, matchPort, portLabel, rejectWith, serviceChainRules, type IptablesRules, type Ruleset } from '../../src/dataplane/node.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';
+/** The node's nftables table (nft-rules.ts renders it). */
+export const NODE_NFT_TABLE = 'multus_proxy_node';
 export const NODEPORTS_CHAIN = 'MPXN-NODEPORTS';
 export const NODE_SERVICES_CHAIN = 'MPXN-SERVICES';
 export const NODE_REJECT_CHAIN = 'MPXN-REJECT';
@@ -402,17 +399,14 @@ function ruleset(base: Ruleset, frontends: readonly FrontendRules[], family: IpF
 }
 
 /**
- * What renderNode keeps between renders: the sidecar's render cache for the cluster-IP part
+ * What renderNodeState keeps between renders: the sidecar's render cache for the cluster-IP part
  * (per-target work, and the patch of the last render when only endpoints changed) and the NodePort
- * memo. renderNode(state, cache) equals renderNode(state) (test/unit/node-agent/incremental.test.ts).
+ * memo. renderNodeState(state, cache) equals renderNodeState(state) (test/unit/node-agent/incremental.test.ts).
  */
 export class NodeRenderCache {
   readonly cluster = new RenderCache(NODE_LAYOUT);
   readonly nodePorts = new NodePortMemo();
   readonly loadBalancers = new FrontendMemo<LoadBalancerTarget>();
-  readonly nft = newNodeNftMemo();
-  /** Only stepped when the iptables back end runs (then the cluster part's rulesets are kept here). */
-  readonly iptables = new IptablesStage(NODE_LAYOUT);
   /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
   interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
 }
@@ -422,13 +416,23 @@ export const asPodInterfaces = (networks: readonly NodeNetwork[]): PodInterface[
   networks.map((n) => ({ network: n.network, interface: n.interface, ipv4: n.ipv4 !== undefined ? [n.ipv4] : [], ipv6: n.ipv6 !== undefined ? [n.ipv6] : [] }));
 
 /**
- * Pure: the node's rules and routes. The cluster-IP part is the sidecar's render with the node's
- * interfaces in the pod's place and the node layout; NodePorts are added beside it. With a cache
- * only what changed is redone; the result is the same. Only the running back end's rules are
- * built: with `nft` the nftables table and no iptables rulesets (copying every chain per family
- * each sync was wasted work there), without it the iptables rulesets and no table.
+ * The node's render: the shared one (every served target, the cluster-IP routes) and what the
+ * node's stages (NodeIptablesStage here, NodeNftStage in nft-rules.ts) build its rules from.
  */
-export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { readonly nft?: boolean } = {}): Rendered {
+export interface NodeRendered extends Rendered {
+  /** The cluster-IP part as the sidecar's render makes it, with the node's interfaces and layout. */
+  readonly cluster: Rendered;
+  readonly frontends: readonly FrontendRules[];
+  readonly state: NodeState;
+}
+
+/**
+ * Pure: the node's render. The cluster-IP part is the sidecar's render with the node's interfaces
+ * in the pod's place and the node layout; NodePorts and LoadBalancer frontends are resolved beside
+ * it. With a cache only what changed is redone; the result is the same. No back end's rules: the
+ * running back end's stage makes them (only that one, so no work is wasted on the other).
+ */
+export function renderNodeState(state: NodeState, cache?: NodeRenderCache): NodeRendered {
   let interfaces: readonly PodInterface[];
   if (cache?.interfaces !== undefined && cache.interfaces.networks === state.networks) interfaces = cache.interfaces.value;
   else {
@@ -441,8 +445,16 @@ export function renderNode(state: NodeState, cache?: NodeRenderCache, opts: { re
   return {
     resolution: { targets: [...resolution.targets, ...fe.frontends.map((f) => f.resolved)], skipped: [...resolution.skipped, ...fe.skipped], warnings: [...resolution.warnings, ...fe.warnings] },
     routes: cluster.routes,
-    // The running back end's rules from the same decisions: the nftables table (nft-rules.ts), or
-    // the cluster-IP rulesets of the iptables stage (iptables-stage.ts) with the NodePorts added.
-    ...(opts.nft === true ? { nft: renderNodeNft(resolution.targets, fe.frontends, state.networks, state.masqueradeMark, cache?.nft) } : { iptables: nodeIptables((cache?.iptables ?? new IptablesStage(NODE_LAYOUT)).step(cluster), fe.frontends, state) }),
+    cluster,
+    frontends: fe.frontends,
+    state,
   };
+}
+
+/** The iptables back end's stage for the node: the cluster-IP rulesets of the sidecar's stage under the node layout, with the frontends added. */
+export class NodeIptablesStage implements Stage<IptablesRules, NodeRendered> {
+  private readonly cluster = new IptablesStage(NODE_LAYOUT);
+  step(r: NodeRendered): IptablesRules {
+    return nodeIptables(this.cluster.step(r.cluster), r.frontends, r.state);
+  }
 }

@@ -1,7 +1,7 @@
 /**
  * The node agent's IO shell: four informers (opted-in Services, our EndpointSlices, the NADs, its
  * own Node) feed caches; a change marks the state dirty; the shared sync loop
- * (src/dataplane/sync-loop.ts: coalescing with a burst allowance, retries with backoff and a full
+ * (src/dataplane/core/scheduler.ts: coalescing with a burst allowance, retries with backoff and a full
  * sync after a failure, a periodic full resync, liveness) plans (state.ts NodePlanner: pure,
  * memoised per Service), brings the host-side interfaces to the plan, applies the rules through
  * the shared apply loop, updates the healthCheckNodePort listeners, and reports problems once
@@ -17,9 +17,8 @@ import { createInformer, type Informer } from '../../src/kube/informer.js';
 import { createEventQueue } from '../../src/kube/event-queue.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectKey, type CoreV1Event, type KubeObject, type NetworkAttachmentDefinition, type V1EndpointSlice, type V1Node, type V1Service } from '../../src/kube/types.js';
-import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
-import { createSyncLoop, sliceTriggerMs, type ApplyReport } from '../../src/dataplane/sync-loop.js';
-import { createSyncMetrics } from '../../src/dataplane/sync-metrics.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
+import { createSyncLoop, sliceTriggerMs, type ApplyReport, createSyncMetrics } from '../../src/dataplane/index.js';
 import { prom, type Registry } from '../../src/metrics.js';
 import type { HostInterfaces } from './dataplane.js';
 import type { HealthCheckServers } from './health-check.js';

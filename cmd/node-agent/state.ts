@@ -20,8 +20,7 @@ import { networkKey, parseServiceNetwork, type NetworkRef } from '../../src/anno
 import { parseNetworkConfig, NAD_CONFIG_KEY } from '../../src/annotations/nad-config.js';
 import { parseIp } from '../../src/annotations/ip.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../src/kube/types.js';
-import { StateMemo } from '../../src/dataplane/incremental.js';
-import type { ServicePortTarget } from '../../src/dataplane/model.js';
+import { StateMemo, type ServicePortTarget } from '../../src/dataplane/index.js';
 import { nodeAddressesFor } from './addresses.js';
 import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, parseNodeParents } from './parents.js';
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';

@@ -18,8 +18,8 @@ import { HEALTH_FD_ENV, inheritedHealthFd, startHealthServer, type Readiness } f
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConnection } from '../../src/kube/config.js';
 import { createKubeClient } from '../../src/kube/client.js';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
-import { chooseBackendAtStart } from '../../src/dataplane/backend-start.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
+import { chooseBackendAtStart } from '../../src/dataplane/index.js';
 import { createSidecarMetrics } from './metrics.js';
 import { sidecarDataplaneOptions } from './dataplane-options.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';

@@ -4,7 +4,7 @@
  * included.
  */
 import { createRegistry, prom, type Registry } from '../../src/metrics.js';
-import { createSyncMetrics, type SyncMetrics } from '../../src/dataplane/sync-metrics.js';
+import { createSyncMetrics, type SyncMetrics } from '../../src/dataplane/index.js';
 
 export const METRIC_PREFIX = 'multus_proxy_sidecar';
 

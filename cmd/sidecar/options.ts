@@ -7,7 +7,7 @@
 import { parseFlags, type Flag, type Program } from '../../src/cli.js';
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
 import { ANY_HOST } from '../../src/health.js';
-import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
+import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/index.js';
 import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy } from '../../src/external-ips.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
 

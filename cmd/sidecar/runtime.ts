@@ -25,11 +25,9 @@ import { apiPath } from '../../src/kube/paths.js';
 import { objectKey, type V1EndpointSlice, type V1Pod, type V1Service } from '../../src/kube/types.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../../src/annotations/network-status.js';
-import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
 import type { SidecarMetrics } from './metrics.js';
-import { networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/state.js';
-import { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
-import { sameState, stateSize } from '../../src/dataplane/state.js';
+import { networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoopOptions, sameState, stateSize } from '../../src/dataplane/index.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
@@ -186,7 +184,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     logOnce('skipped', r.skipped.map((t) => ({ level: t.level, msg: `${t.target}: ${t.reason}` })));
     logOnce('warnings', r.warnings.map((w) => ({ level: 'warn', msg: w })));
     if (r.changed) {
-      const restored = r.families.filter((f) => f.restoreText !== '');
+      const restored = r.families.filter((f) => f.text !== '');
       log.info(
         { full: r.full, backend: r.backend, ms: Math.round(r.durationMs), chains: restored.flatMap((f) => f.changedChains).length, routesReplaced: r.routesReplaced, routesRemoved: r.routesRemoved, conntrackFlushes: r.conntrackFlushes, served: r.served, ...waits },
         'rules applied',

@@ -15,10 +15,7 @@
  * A Service change otherwise costs one cap pass (ServiceCap.apply counts every Service), not a
  * state pass; a slice change costs neither.
  */
-import type { Change } from '../../src/dataplane/engine.js';
-import { StateMemo } from '../../src/dataplane/incremental.js';
-import type { PodInterface } from '../../src/dataplane/model.js';
-import type { StateOutput } from '../../src/dataplane/state.js';
+import { type Change, StateMemo, type PodInterface, type StateOutput } from '../../src/dataplane/index.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
 import { ServiceCap, type CapResult } from './service-cap.js';

@@ -1,19 +1,19 @@
 /**
  * Which rule back end a program runs, decided once at start (both programs' `--backend`):
- * - `iptables` or `nftables` forces it. Forced nftables is probed first (nft/probe.ts), and a
+ * - `iptables` or `nftables` forces it. Forced nftables is probed first (nftables/probe.ts), and a
  *   namespace that cannot hold the table stops the start with what nft said and the fix, instead
  *   of failing every sync later.
  * - `auto` takes AUTO_PREFERS where it works: nftables where the probe table loads (one verdict-map
  *   lookup per new connection whatever the number of Services, B10), iptables elsewhere, with the
  *   reason in the start-up log (docs/decisions/0022-auto-prefers-nftables.md).
- * Whichever runs, its first sync removes the other's rules (apply-loop.ts).
+ * Whichever runs, its first sync removes the other's rules (core/pipeline.ts).
  */
-import type { RuleBackendKind } from './backend.js';
+import type { BackendKind } from './core/seam.js';
 
-export const AUTO_PREFERS: RuleBackendKind = 'nftables';
+export const AUTO_PREFERS: BackendKind = 'nftables';
 
 export interface BackendChoice {
-  readonly kind: RuleBackendKind;
+  readonly kind: BackendKind;
   /** Why, for the start-up log line. */
   readonly why: string;
 }
@@ -33,7 +33,7 @@ export class NftablesUnsupportedError extends Error {
  * The choice. `probe` resolves to undefined when nftables works here, else why not; it runs only
  * when the answer depends on it. `setting` names the option in the error (e.g. `DATAPLANE_BACKEND (--backend)`).
  */
-export async function chooseRuleBackend(requested: RuleBackendKind | 'auto', probe: () => Promise<string | undefined>, setting: string, prefers: RuleBackendKind = AUTO_PREFERS): Promise<BackendChoice> {
+export async function chooseRuleBackend(requested: BackendKind | 'auto', probe: () => Promise<string | undefined>, setting: string, prefers: BackendKind = AUTO_PREFERS): Promise<BackendChoice> {
   if (requested === 'iptables') return { kind: 'iptables', why: `${setting} is iptables` };
   if (requested === 'nftables') {
     const why = await probe();

@@ -6,12 +6,12 @@
  */
 import type { Logger } from '../log.js';
 import { chooseRuleBackend, type BackendChoice } from './backend-choice.js';
-import type { RuleBackendKind } from './backend.js';
-import { createExec } from './iptables.js';
-import { probeNftables } from './nft/probe.js';
+import type { BackendKind } from './core/seam.js';
+import { createExec } from './tuning/spare-exec.js';
+import { probeNftables } from './nftables/probe.js';
 
-/** `probeText` is the table the program will write, in small (nft/probe.ts's default is the sidecar's). */
-export async function chooseBackendAtStart(requested: RuleBackendKind | 'auto', log: Logger, probeText?: string): Promise<BackendChoice> {
+/** `probeText` is the table the program will write, in small (nftables/probe.ts's default is the sidecar's). */
+export async function chooseBackendAtStart(requested: BackendKind | 'auto', log: Logger, probeText?: string): Promise<BackendChoice> {
   const exec = createExec();
   try {
     return await chooseRuleBackend(requested, () => probeNftables(exec, probeText), 'DATAPLANE_BACKEND (--backend)');

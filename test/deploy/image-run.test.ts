@@ -26,10 +26,10 @@ import { binDir } from '../harness/controlplane.js';
 import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../cmd/webhook/options.js';
 import { RUN_DIR, sidecarContainer } from '../../cmd/webhook/mutate.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
-import { render } from '../../src/dataplane/incremental.js';
-import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
-import { encodeIntervalMapWrites } from '../../src/dataplane/nft/netlink-batch.js';
-import { equalRanges } from '../../src/dataplane/nft/pick-ranges.js';
+import { render } from '../../src/dataplane/core/incremental.js';
+import { fullText, renderNft } from '../../src/dataplane/nftables/render.js';
+import { encodeIntervalMapWrites } from '../../src/dataplane/nftables/netlink-batch.js';
+import { equalRanges } from '../../src/dataplane/nftables/pick-ranges.js';
 import { SHAPE_STATES, CLIENT_BLUE, ep, target } from '../sidecar/render-fixtures.js';
 
 /**

@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { DEFAULT_SIDECAR_COMMAND, HEALTH_LISTEN } from '../../cmd/webhook/options.js';
-import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nft/element-writer.js';
+import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nftables/tuning/element-writer.js';
 import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 

@@ -25,7 +25,7 @@ import { createTopology, type Pod as NetPod, type Topology } from '../harness/ne
 import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-relay.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { formatDownwardMap } from '../../src/annotations/downward-api.js';
-import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nft/render.js';
+import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nftables/render.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Container, V1Pod, V1Service, V1EndpointSlice, KubeObject } from '../../src/kube/types.js';
 import {

@@ -1,7 +1,8 @@
 /** Helpers of the property tests that hold an incremental path to its from-scratch form. */
-import type { IptablesRules, Rendered } from '../../src/dataplane/model.js';
-import { iptablesRules } from '../../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT } from '../../src/dataplane/names.js';
+import type { IptablesRules } from '../../src/dataplane/iptables/rulesets.js';
+import type { Rendered } from '../../src/dataplane/core/model.js';
+import { iptablesRules } from '../../src/dataplane/iptables/stage.js';
+import { SIDECAR_LAYOUT } from '../../src/dataplane/core/names.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import type { EndpointSpec, PortSpec } from '../sidecar/state-fixtures.js';
 
@@ -18,7 +19,7 @@ export function rng(seed: number): () => number {
 }
 
 /** A render as plain data (its Maps as entry lists, in order), for deepEqual against another. */
-export function comparable(r: Rendered): unknown {
+export function comparable(r: Rendered & { readonly iptables?: IptablesRules }): unknown {
   return {
     targets: r.resolution.targets,
     skipped: r.resolution.skipped,
@@ -32,7 +33,7 @@ export function comparable(r: Rendered): unknown {
  * A render with the iptables rulesets beside it, for tests of the rule text: the ones a program's
  * render carries (the node agent's), else the sidecar's from scratch (iptables-stage.ts).
  */
-export function withIptables(r: Rendered): Rendered & IptablesRules {
+export function withIptables<T extends Rendered & { readonly iptables?: IptablesRules }>(r: T): T & IptablesRules {
   return { ...r, ...(r.iptables ?? iptablesRules(r.resolution.targets, SIDECAR_LAYOUT)) };
 }
 

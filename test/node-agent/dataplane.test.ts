@@ -16,8 +16,8 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createTopology, httpRequests, startBackend, udpRequests, type Node, type Pod, type Reply, type Topology } from '../harness/netns.js';
-import type { BackendEndpoint, ServicePortTarget } from '../../src/dataplane/model.js';
-import type { Dataplane } from '../../src/dataplane/apply.js';
+import type { BackendEndpoint, ServicePortTarget } from '../../src/dataplane/core/model.js';
+import type { Dataplane } from '../../src/dataplane/index.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { planNode, type HealthCheck } from '../../cmd/node-agent/state.js';
@@ -29,7 +29,7 @@ const NET = { namespace: 'demo', name: 'net-a' };
 
 /** The agent's Local health-check server (cmd/node-agent/health-check.ts), run inside a node's namespace. */
 const HEALTH_SERVER_JS = `
-import { createHealthCheckServers } from ${JSON.stringify(new URL('../../src/node-agent/health-check.ts', import.meta.url).href)};
+import { createHealthCheckServers } from ${JSON.stringify(new URL('../../cmd/node-agent/health-check.ts', import.meta.url).href)};
 const log = { warn: (o, m) => console.error(m, o), info() {}, error() {}, debug() {}, fatal() {}, child() { return log; } };
 const servers = createHealthCheckServers(log, '::', () => true);
 await servers.update(JSON.parse(process.argv[1]));
@@ -152,7 +152,7 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`node agent
       ]);
       const plan = await ifaces.sync([want]);
       assert.deepEqual(plan.created, [want.name]);
-      return { node, v4, v6, ifaces, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, backend: 'nft', ipv6: true, rules }) };
+      return { node, v4, v6, ifaces, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, iptablesFlavor: 'nft', ipv6: true, backendKind: rules }) };
     };
     n1 = await make(node1, '192.168.101.250', 'fd00:101::fa');
     n2 = await make(node2, '192.168.101.251', 'fd00:101::fb');

@@ -10,8 +10,9 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTopology, type Node, type Topology } from '../harness/netns.js';
-import { NOTHING_EXISTING, parseExisting, planRestore } from '../../src/dataplane/restore.js';
-import { NODE_LAYOUT, renderNode, type NodeState } from '../../cmd/node-agent/rules.js';
+import { NOTHING_EXISTING, parseExisting, planRestore } from '../../src/dataplane/iptables/restore.js';
+import { NODE_LAYOUT, type NodeState } from '../../cmd/node-agent/rules.js';
+import { renderNode } from '../../cmd/node-agent/stages.js';
 import { LB_SAMPLE, SAMPLE } from '../unit/node-agent/node-fixtures.js';
 
 void describe('node agent rules: the real iptables loads every golden shape', () => {

@@ -10,7 +10,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createTopology, httpRequests, startBackend, udpRequests, type Node, type Pod, type Reply, type Topology } from '../harness/netns.js';
-import type { Dataplane } from '../../src/dataplane/apply.js';
+import type { Dataplane } from '../../src/dataplane/index.js';
 import { hostInterfaceFor } from '../../cmd/node-agent/host-interface.js';
 import { createHostInterfaces, createNodeDataplane } from '../../cmd/node-agent/dataplane.js';
 import { FakeNode, type NodeState } from '../harness/tracer/node.js';
@@ -43,7 +43,7 @@ for (const rules of ['iptables', 'nftables'] as const)
           { family: 6, address: NODES[name].ipv6, prefix: 64 },
         ]);
         await createHostInterfaces({ netns: node.ns }).sync([want]);
-        sides[name] = { node, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, backend: 'nft', ipv6: true, rules }), fake: new FakeNode(rules) };
+        sides[name] = { node, iface: want.name, dataplane: createNodeDataplane({ netns: node.ns, iptablesFlavor: 'nft', ipv6: true, backendKind: rules }), fake: new FakeNode(rules) };
       }
       // Local keeps the client's address: the pods answer it through their own node.
       await topo.run(a, ['ip', 'route', 'add', `${pods.client.net1.ipv4}/32`, 'via', NODES.n1.ipv4]);

@@ -23,7 +23,7 @@ import { NODE } from '../harness/node-config.js';
 import { arrivals, burstArrivals, curlBurst, pods, ROOT, SERVICE, sliceAddresses, type Burst } from './cluster.js';
 import { buildOverlay } from './netservice.js';
 import { NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../src/keys.js';
-import { NFT_FAMILY } from '../../src/dataplane/nft/render.js';
+import { NFT_FAMILY } from '../../src/dataplane/nftables/render.js';
 import { NODE_NFT_TABLE } from '../../cmd/node-agent/nft-rules.js';
 
 const run = promisify(execFile);

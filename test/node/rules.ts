@@ -4,7 +4,7 @@
  * followed by our own nftables table's listing. Tests look for what a rule names (an address, a
  * chain prefix), so they hold for both back ends.
  */
-import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nft/render.js';
+import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nftables/render.js';
 import { NODE_NFT_TABLE } from '../../cmd/node-agent/nft-rules.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import type { RealNode } from '../harness/node.js';

@@ -5,10 +5,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane } from '../../src/dataplane/apply.js';
-import { createExec } from '../../src/dataplane/iptables.js';
-import { familiesWithTables, fileReader } from '../../src/dataplane/tables-present.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import { createDataplane } from '../../src/dataplane/index.js';
+import { createExec } from '../../src/dataplane/tuning/spare-exec.js';
+import { familiesWithTables } from '../../src/dataplane/iptables/tables-present.js';
+import { fileReader } from '../../src/dataplane/core/exec.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 
@@ -26,12 +27,12 @@ void describe('sidecar dataplane: switching back ends', () => {
 
   void test('iptables -> nftables -> iptables: each start removes the other back end\'s rules, traffic served throughout', async () => {
     const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
-    const ipt = createDataplane({ netns: env.client.ns, rules: 'iptables' });
+    const ipt = createDataplane({ netns: env.client.ns, backendKind: 'iptables' });
     await ipt.sync(want, { full: true });
     assert.match(await saveText(env), /^:MPX-SERVICES/m);
     await served();
 
-    const nft = createDataplane({ netns: env.client.ns, rules: 'nftables' });
+    const nft = createDataplane({ netns: env.client.ns, backendKind: 'nftables' });
     const r1 = await nft.sync(want, { full: true });
     assert.equal(r1.backend, 'nftables');
     assert.deepEqual(r1.warnings, []);
@@ -72,14 +73,14 @@ void describe('sidecar dataplane: switching back ends', () => {
     const pod = await env.topo.addPod('leftover');
     const want = stateIn(pod);
     // Legacy rules of ours as the iptables back end writes them (both families' chains, IPv4 DNAT).
-    await createDataplane({ netns: pod.ns, rules: 'iptables', backend: 'legacy' }).sync(want, { full: true });
+    await createDataplane({ netns: pod.ns, backendKind: 'iptables', iptablesFlavor: 'legacy' }).sync(want, { full: true });
     assert.ok((await ours(pod, 'iptables-legacy-save')).some((l) => l.includes('DNAT')), 'the legacy back end wrote its rules');
     assert.deepEqual(await ours(pod, 'iptables-nft-save'), [], 'no nft-flavour rules of ours yet');
     // And a chain of ours in ip6tables-nft alone, with its jump: the only ip6 nftables-flavour table.
     await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-N', 'MPX-SERVICES']);
     await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-A', 'OUTPUT', '-j', 'MPX-SERVICES']);
 
-    const r = await createDataplane({ netns: pod.ns, rules: 'nftables' }).sync(want, { full: true });
+    const r = await createDataplane({ netns: pod.ns, backendKind: 'nftables' }).sync(want, { full: true });
     assert.deepEqual(r.warnings, []);
     for (const bin of ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']) assert.deepEqual(await ours(pod, bin), [], `${bin}: rules of ours left after nftables took over`);
     assert.match((await env.topo.run(pod, ['nft', 'list', 'tables'])).stdout, /table inet multus_proxy/);
@@ -87,7 +88,7 @@ void describe('sidecar dataplane: switching back ends', () => {
 
   void test('nftables drift: a removed map element or hook rule is found by the quick check, a flushed Service chain by the deep one; the next sync repairs', async () => {
     const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
-    const dp = createDataplane({ netns: env.client.ns, rules: 'nftables' });
+    const dp = createDataplane({ netns: env.client.ns, backendKind: 'nftables' });
     await dp.sync(want, { full: true });
     assert.equal(await dp.checkDrift({ deep: false }), undefined);
     assert.equal(await dp.checkDrift({ deep: true }), undefined);

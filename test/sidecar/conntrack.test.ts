@@ -6,11 +6,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane, type SyncResult } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane, type SyncResult } from '../../src/dataplane/index.js';
 import { udpRequests, type Pod } from '../harness/netns.js';
 import { RED, target } from './render-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, createEnv, endpoints, webTarget, type Env } from './dataplane-env.js';
-import type { DesiredState, ServicePortTarget } from '../../src/dataplane/model.js';
+import type { DesiredState, ServicePortTarget } from '../../src/dataplane/core/model.js';
 
 const dns = (pods: readonly Pod[]): ServicePortTarget => target('demo/dns', DNS_V4, 53, endpoints(pods, 4, UDP_PORT), { protocol: 'UDP', portName: 'dns' });
 
@@ -18,7 +18,7 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar da
   let env: Env;
   const dps: Dataplane[] = [];
   const dataplane = (): Dataplane => {
-    const dp = createDataplane({ netns: env.client.ns, rules });
+    const dp = createDataplane({ netns: env.client.ns, backendKind: rules });
     dps.push(dp);
     return dp;
   };

@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { createTopology, startBackend, type Pod, type Topology } from '../harness/netns.js';
-import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
+import type { BackendEndpoint, DesiredState, PodInterface, ServicePortTarget } from '../../src/dataplane/core/model.js';
 import { BLUE, target } from './render-fixtures.js';
 
 export const HTTP_PORT = 8080;

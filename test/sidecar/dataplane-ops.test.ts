@@ -8,13 +8,13 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { createDataplane } from '../../src/dataplane/apply.js';
-import { RestoreError } from '../../src/dataplane/iptables.js';
-import { JUMP_SPEC, serviceChainName } from '../../src/dataplane/names.js';
+import { createDataplane } from '../../src/dataplane/index.js';
+import { RestoreError } from '../../src/dataplane/iptables/io.js';
+import { JUMP_SPEC, serviceChainName } from '../../src/dataplane/core/names.js';
 import { httpRequests } from '../harness/netns.js';
 import { BLUE, CLIENT_BLUE, sampleState, target } from './render-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 const WEB_CHAIN = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: WEB_V4 });
 
@@ -141,7 +141,7 @@ void describe('sidecar dataplane: operations', () => {
       assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0), [], 'no spare after a restore run once (both families)');
       const res = await dp.sync(fullState(env, [b1]), { full: false });
       assert.deepEqual(res.families[0]?.changedChains, [`nat/${WEB_CHAIN}`]);
-      assert.equal(res.families[1]?.restoreText, '', 'IPv6 unchanged: it keeps no spare');
+      assert.equal(res.families[1]?.text, '', 'IPv6 unchanged: it keeps no spare');
       await reaches('b1');
       const first = await restoreProcessesSettled(env.client.ns, 1);
       assert.equal(first.length, 1, 'the second IPv4 restore leaves a spare');
@@ -186,7 +186,7 @@ void describe('sidecar dataplane: operations', () => {
     assert.ok(b1);
     const res = await dp.sync(fullState(env, [b1]), { full: false });
     assert.deepEqual(res.families[0]?.changedChains, [`nat/${WEB_CHAIN}`]);
-    assert.equal(res.families[1]?.restoreText, '');
+    assert.equal(res.families[1]?.text, '');
     const after4 = (await saveText(env, 4)).split('\n');
     const removed = before4.filter((l) => !after4.includes(l));
     const added = after4.filter((l) => !before4.includes(l));
@@ -225,7 +225,7 @@ void describe('sidecar dataplane: operations', () => {
   }
 
   void test('the apply runs with only NET_ADMIN and NET_RAW, and cleanup removes everything of ours and nothing else', async () => {
-    const dataplane = fileURLToPath(new URL('../../src/dataplane/apply.ts', import.meta.url));
+    const dataplane = fileURLToPath(new URL('../../src/dataplane/index.ts', import.meta.url));
     const script = `
       import { readFileSync } from 'node:fs';
       import { createDataplane } from ${JSON.stringify(dataplane)};
@@ -284,7 +284,7 @@ void describe('sidecar dataplane: operations', () => {
 
   void test('nftables: a spare `nft -f -` waits once a change ran twice; each change goes through one; one killed from outside is replaced and the change still lands; close() lets it go', async () => {
     const NFT = /^nft\n?$/;
-    const dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables' });
+    const dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: 'nftables' });
     const [b1, b2] = env.backends;
     assert.ok(b1 && b2);
     const reaches = async (name: string): Promise<void> => assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], [name]);
@@ -309,7 +309,7 @@ void describe('sidecar dataplane: operations', () => {
     }
     assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0, NFT), [], 'close(): the spare reads EOF and exits');
     await reaches('b1');
-    await createDataplane({ netns: env.client.ns, rules: 'nftables' }).cleanup();
+    await createDataplane({ netns: env.client.ns, backendKind: 'nftables' }).cleanup();
     await foreignPresent();
   });
 });
@@ -343,10 +343,10 @@ void describe('sidecar dataplane: legacy back end', () => {
     const extra = target('demo/extra', '10.96.0.88', 80, endpoints(env.backends, 4, HTTP_PORT), { portName: 'http' });
     const added = await auto.sync(state(env, [...fullState(env).targets, extra]), { full: false });
     assert.equal(added.full, false);
-    assert.match(added.families[0]?.restoreText ?? '', /^-A MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
+    assert.match(added.families[0]?.text ?? '', /^-A MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
     assert.equal(tally(await httpRequests(env.topo, env.client, 'http://10.96.0.88:80/', 20)).size, 2);
     const removed = await auto.sync(fullState(env), { full: false });
-    assert.match(removed.families[0]?.restoreText ?? '', /^-D MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
+    assert.match(removed.families[0]?.text ?? '', /^-D MPX-SERVICES -d 10\.96\.0\.88\/32 /m);
     assert.doesNotMatch(await saveText(env, 4, 'legacy'), /10\.96\.0\.88/);
     await auto.cleanup();
     const legacy = await saveText(env, 4, 'legacy');
@@ -359,13 +359,13 @@ void describe('sidecar dataplane: legacy back end', () => {
       const pod = await env.topo.addPod(`sample${backend}`);
       const sample = sampleState();
       const st = { ...sample, interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }] };
-      const dp = createDataplane({ netns: pod.ns, backend });
+      const dp = createDataplane({ netns: pod.ns, iptablesFlavor: backend });
       const res = await dp.sync(st, { full: true });
       assert.equal(res.backend, backend);
       const save4 = await env.topo.run(pod, [`iptables-${backend}-save`]);
       const save6 = await env.topo.run(pod, [`ip6tables-${backend}-save`]);
       // Every rule we rendered is there (iptables-save prints some options in its own words, so count).
-      const rendered4 = res.families[0]?.restoreText.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).length ?? 0;
+      const rendered4 = res.families[0]?.text.split('\n').filter((l) => l.startsWith('-A ') || l.startsWith('-I ')).length ?? 0;
       assert.equal(save4.stdout.split('\n').filter((l) => l.startsWith('-A ') && l.includes('MPX-')).length, rendered4);
       assert.match(save4.stdout, /-p sctp -m sctp --dport 9999/);
       assert.match(save4.stdout, /--rcheck --seconds 10800 --reap/);
@@ -385,7 +385,7 @@ void describe('sidecar dataplane: legacy back end', () => {
   void test('an empty namespace is nft; the back end can be forced', async () => {
     const other = await env.topo.addPod('fresh');
     assert.equal(await createDataplane({ netns: other.ns }).backend(), 'nft');
-    assert.equal(await createDataplane({ netns: other.ns, backend: 'legacy' }).backend(), 'legacy');
+    assert.equal(await createDataplane({ netns: other.ns, iptablesFlavor: 'legacy' }).backend(), 'legacy');
     assert.equal(BLUE.name, 'blue');
   });
 });

@@ -4,11 +4,11 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { httpRequests, udpRequests } from '../harness/netns.js';
 import { ep, target } from './render-fixtures.js';
-import { serviceChainName } from '../../src/dataplane/names.js';
-import { buildDesiredState } from '../../src/dataplane/incremental.js';
+import { serviceChainName } from '../../src/dataplane/core/names.js';
+import { buildDesiredState } from '../../src/dataplane/core/incremental.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';
 import { DNS_V4, HTTP_PORT, UDP_PORT, WEB_V4, WEB_V6, createEnv, endpoints, saveText, state, tally, webTarget, type Env } from './dataplane-env.js';
 
@@ -20,7 +20,7 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar da
   before(async () => {
     env = await createEnv(3);
     // As the sidecar runs it: restores through spare processes started ahead.
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: rules });
   });
   after(async () => {
     dp.close();

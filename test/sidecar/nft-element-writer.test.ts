@@ -18,10 +18,10 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { binDir } from '../harness/controlplane.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
-import { createElementWriter, type ElementWriterHandle } from '../../src/dataplane/nft/element-writer.js';
-import { MAX_KEY, encodeIntervalMapWrites, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nft/netlink-batch.js';
-import { createExec, spareWorthy } from '../../src/dataplane/iptables.js';
-import { equalRanges, PICK_MODULUS } from '../../src/dataplane/nft/pick-ranges.js';
+import { createElementWriter, type ElementWriterHandle } from '../../src/dataplane/nftables/tuning/element-writer.js';
+import { MAX_KEY, encodeIntervalMapWrites, type IntervalMapWrite, type MapRange } from '../../src/dataplane/nftables/netlink-batch.js';
+import { createExec, spareWorthy } from '../../src/dataplane/tuning/spare-exec.js';
+import { equalRanges, PICK_MODULUS } from '../../src/dataplane/nftables/pick-ranges.js';
 
 const BINARY = join(binDir(), 'nfnl-batch');
 const T = 'mpxw';

@@ -15,9 +15,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { httpRequests, type Pod } from '../harness/netns.js';
-import { shardTablesIn } from '../../src/dataplane/nft/shards.js';
+import { shardTablesIn } from '../../src/dataplane/nftables/tuning/shards.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
 
 /** chi-square with 2 degrees of freedom at p = 0.001: a fair split fails this 1 run in 1,000. */
@@ -57,7 +57,7 @@ void describe('nftables endpoint maps: real traffic', () => {
   let dp: Dataplane;
   before(async () => {
     env = await createEnv(3);
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables' });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: 'nftables' });
   });
   after(async () => {
     dp.close();
@@ -93,7 +93,7 @@ void describe('nftables endpoint maps: real traffic', () => {
       const res = await dp.sync(state(env, [webTarget(endpoints(pods, 4, HTTP_PORT))]), { full: false });
       const done = Date.now();
       assert.equal(res.full, false);
-      const text = res.families[0]?.restoreText ?? '';
+      const text = res.families[0]?.text ?? '';
       assert.match(text, /^flush map inet multus_proxy MPX-EPS-\S+\nadd map inet multus_proxy MPX-EPS-\S+ \{ [^\n]+; elements = \{ [^\n]+ \}; \}\n$/, text);
       steps.push({ pods, began, done });
       await pause(400);
@@ -170,7 +170,7 @@ void describe('nftables endpoint maps: through the element writer', () => {
     sender = switchableSender(real);
     env = await createEnv(3);
     const logger = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(line) });
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables', elementWriter: sender.binary, logger });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: 'nftables', elementWriter: sender.binary, logger });
   });
   after(async () => {
     dp.close();
@@ -193,12 +193,12 @@ void describe('nftables endpoint maps: through the element writer', () => {
     assert.ok(b1 && b2 && b3);
     await dp.sync(state(env, [webTarget(endpoints([b1, b2], 4, HTTP_PORT))]), { full: true });
     const res = await dp.sync(state(env, [webTarget(endpoints([b2, b3], 4, HTTP_PORT))]), { full: false });
-    assert.equal(res.families[0]?.elementWriter, true, JSON.stringify(res.families));
+    assert.equal(res.families[0]?.via, 'element-writer', JSON.stringify(res.families));
     await sameAsFull([b2, b3]);
     // A second Service appears beside an endpoint change: not only refills, so nft -f.
     const other = { ...webTarget(endpoints([b1], 4, HTTP_PORT)), service: 'demo/other', clusterIP: '10.96.0.77' };
     const mixed = await dp.sync(state(env, [webTarget(endpoints([b3], 4, HTTP_PORT)), other]), { full: false });
-    assert.equal(mixed.families[0]?.elementWriter, undefined);
+    assert.equal(mixed.families[0]?.via, undefined);
     assert.deepEqual(warnings, []);
   });
 
@@ -211,15 +211,15 @@ void describe('nftables endpoint maps: through the element writer', () => {
       warnings.length = 0;
       const res = await dp.sync(state(env, [webTarget(endpoints(pods, 4, HTTP_PORT))]), { full: false });
       sender.mode('real');
-      assert.equal(res.families[0]?.elementWriter, undefined, `${mode}: reported as nft -f`);
-      assert.match(res.families[0]?.restoreText ?? '', /^flush map .*\nadd map /);
+      assert.equal(res.families[0]?.via, undefined, `${mode}: reported as nft -f`);
+      assert.match(res.families[0]?.text ?? '', /^flush map .*\nadd map /);
       assert.equal(warnings.length, 1, warnings.join('\n'));
       assert.match(warnings[0] ?? '', /nftables element writer failed, writing the same change with nft -f: nfnl-batch failed/);
       await sameAsFull(pods);
     }
     // And the writer is used again once it works.
     const res = await dp.sync(state(env, [webTarget(endpoints([b1, b3], 4, HTTP_PORT))]), { full: false });
-    assert.equal(res.families[0]?.elementWriter, true);
+    assert.equal(res.families[0]?.via, 'element-writer');
     await sameAsFull([b1, b3]);
   });
 });
@@ -239,7 +239,7 @@ void describe('nftables shard tables: real traffic', () => {
   before(async () => {
     assert.ok(existsSync(real), `${real} not found: run scripts/build-native.sh (scripts/setup.sh runs it)`);
     env = await createEnv(3);
-    dp = createDataplane({ netns: env.client.ns, spareRestore: true, rules: 'nftables', elementWriter: real, nftPortsPerShard: 1 });
+    dp = createDataplane({ netns: env.client.ns, spareRestore: true, backendKind: 'nftables', elementWriter: real, nftPortsPerShard: 1 });
   });
   after(async () => {
     dp.close();
@@ -266,7 +266,7 @@ void describe('nftables shard tables: real traffic', () => {
     // An endpoint-only change: one map refill, through the writer, in whatever table holds it.
     const changed = six.map((t, i) => (i === 4 ? svc(4, [b1]) : t));
     const res = await dp.sync(state(env, [...changed, svc(6, [])]), { full: false });
-    assert.equal(res.families[0]?.elementWriter, true, JSON.stringify(res.families));
+    assert.equal(res.families[0]?.via, 'element-writer', JSON.stringify(res.families));
     assert.deepEqual(await names(4), [b1.name]);
     assert.equal(await dp.checkDrift({ deep: true }), undefined);
     // One Service left: two tables (hysteresis, shards.ts shardsAfter: one port is more than 75 %

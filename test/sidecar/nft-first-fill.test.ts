@@ -17,14 +17,14 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/index.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { CLIENT_BLUE, ep, nftListingLines, sampleState, target } from './render-fixtures.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
-import { render } from '../../src/dataplane/incremental.js';
-import { fullText, renderNft } from '../../src/dataplane/nft/render.js';
-import { gotoElement, planFirstFill } from '../../src/dataplane/nft/first-fill.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
+import { render } from '../../src/dataplane/core/incremental.js';
+import { fullText, renderNft } from '../../src/dataplane/nftables/render.js';
+import { gotoElement, planFirstFill } from '../../src/dataplane/nftables/tuning/first-fill.js';
 
 const WRITER = join(binDir(), 'nfnl-batch');
 
@@ -71,8 +71,8 @@ void describe('nftables first fill: skeleton, then the elements in one batch', (
     const r = await make(pods.fill, WRITER).sync(state(pods.fill), { full: true });
     const w = await make(pods.whole, false).sync(state(pods.whole), { full: true });
     assert.deepEqual(r.warnings, []);
-    assert.equal(r.families[0]?.firstFill, true, 'the first sync did not fill through the writer');
-    assert.equal(w.families[0]?.firstFill, undefined, 'without a writer the first sync is one nft -f');
+    assert.equal(r.families[0]?.via, 'first-fill', 'the first sync did not fill through the writer');
+    assert.equal(w.families[0]?.via, undefined, 'without a writer the first sync is one nft -f');
     const fill = await listing(pods.fill);
     assert.ok(fill.some((l) => /^fd00:10:96::a \. tcp \. 80 : goto MPX-SVC-/.test(l)), `no IPv6 dispatch element: ${fill.join(' | ')}`);
     assert.ok(fill.some((l) => /^10\.96\.1\.1 \. sctp \. 7000 : goto MPX-SVC-/.test(l)), 'no SCTP dispatch element');
@@ -83,7 +83,7 @@ void describe('nftables first fill: skeleton, then the elements in one batch', (
   void test('shard tables: the same as the whole text, table by table', async () => {
     const r = await make(pods.sfill, WRITER, { nftPortsPerShard: 2 }).sync(state(pods.sfill), { full: true });
     await make(pods.swhole, false, { nftPortsPerShard: 2 }).sync(state(pods.swhole), { full: true });
-    assert.equal(r.families[0]?.firstFill, true);
+    assert.equal(r.families[0]?.via, 'first-fill');
     const fill = await listing(pods.sfill);
     assert.ok(fill.filter((l) => /^table inet multus_proxy-s\d+$/.test(l)).length >= 2, `fewer than two shard tables: ${fill.filter((l) => l.startsWith('table')).join(' | ')}`);
     assert.deepEqual(fill, await listing(pods.swhole));
@@ -93,8 +93,8 @@ void describe('nftables first fill: skeleton, then the elements in one batch', (
     const warnings: string[] = [];
     const logger = { debug: () => undefined, info: () => undefined, warn: (m: string) => warnings.push(m), error: () => undefined } as unknown as NonNullable<DataplaneOptions['logger']>;
     const r = await make(pods.failed, join(shimDir, 'nfnl-batch'), { logger }).sync(state(pods.failed), { full: true });
-    assert.equal(r.families[0]?.firstFill, undefined, 'reported as filled though the batch failed');
-    assert.match(r.families[0]?.restoreText ?? '', /elements = \{ 0-/, 'the text reported is not the whole text applied');
+    assert.equal(r.families[0]?.via, undefined, 'reported as filled though the batch failed');
+    assert.match(r.families[0]?.text ?? '', /elements = \{ 0-/, 'the text reported is not the whole text applied');
     const fell = warnings.filter((m) => m.includes('first sync'));
     assert.equal(fell.length, 1, `warnings: ${warnings.join(' | ')}`);
     assert.match(fell[0] ?? '', /element writer failed on the first sync's elements, writing the whole table with nft -f: .*Invalid argument/);

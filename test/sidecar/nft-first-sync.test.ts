@@ -17,12 +17,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { binDir } from '../harness/controlplane.js';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { createNodeDataplane } from '../../cmd/node-agent/dataplane.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
 import { BLUE, ep, target } from './render-fixtures.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 /** A directory with `nft`, `ip` and `nfnl-batch` shims that append their argv to `log` and exec the real binary. */
 function shims(realWriter: string): { dir: string; log: string; lines: () => string[] } {
@@ -101,9 +101,9 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     assert.equal(count('nft -f -'), 1, 'the first sync wrote into the process started ahead');
     assert.equal(count('ip -force -batch -'), 1, 'the first sync added its route through the batch started ahead');
     assert.match((await topo.run(pod, ['ip', 'route', 'show', '10.96.0.10'])).stdout, /dev net1/, 'the route went in through the batch started ahead');
-    assert.equal(r.families[0]?.firstFill, true, 'the first sync into an empty namespace did not fill through the writer');
+    assert.equal(r.families[0]?.via, 'first-fill', 'the first sync into an empty namespace did not fill through the writer');
     assert.equal(count('nfnl-batch'), 2, `the elements went through the serving process started ahead, no new spawn: ${lines.join(' | ')}`);
-    assert.doesNotMatch(r.families[0]?.restoreText ?? '', /elements = \{ 0-/, "nft -f wrote the skeleton, without the endpoint maps' elements");
+    assert.doesNotMatch(r.families[0]?.text ?? '', /elements = \{ 0-/, "nft -f wrote the skeleton, without the endpoint maps' elements");
     // The rules landed.
     const table = (await topo.run(pod, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
     assert.match(table, /10\.96\.0\.10 \. tcp \. 80 : goto /);
@@ -112,7 +112,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     // What was read before that sync's write is forgotten: a later full sync lists again, finds
     // the table, and replaces it whole with nft -f (one transaction, no fill).
     const again = await dp.sync(want(), { full: true });
-    assert.equal(again.families[0]?.firstFill, undefined, 'a full sync over our existing table filled through the writer');
+    assert.equal(again.families[0]?.via, undefined, 'a full sync over our existing table filled through the writer');
     assert.equal(count('nft list tables'), 2);
     assert.equal(count('ip -j route show'), 2);
     // The route batch's spare was for the first sync only: none waits after it.
@@ -126,7 +126,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     const options = { iptablesBackend: 'auto', elementWriter: join(sh.dir, 'nfnl-batch') } as const;
     // Warm-ups seen per dataplane, through each one's own hook.
     const warmed = { node: 0, cleanup: 0, run: 0 };
-    const node = createNodeDataplane({ netns: pod.ns, rules: 'nftables', onWarmedUp: () => (warmed.node += 1) });
+    const node = createNodeDataplane({ netns: pod.ns, backendKind: 'nftables', onWarmedUp: () => (warmed.node += 1) });
     const cleanup = createDataplane({ ...sidecarDataplaneOptions({ ...options, cleanup: true }, 'nftables'), netns: pod.ns, onWarmedUp: () => (warmed.cleanup += 1) });
     // Made after them: once its reads are logged, theirs would have been (spawned earlier, synchronously).
     const run = createDataplane({ ...sidecarDataplaneOptions({ ...options, cleanup: false }, 'nftables'), netns: pod.ns, onWarmedUp: () => (warmed.run += 1) });

@@ -1,5 +1,5 @@
 /** A dataplane for in-process runtime tests: it records the states it is given and reports success. */
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 import type { DataplaneSync } from '../../cmd/sidecar/runtime.js';
 
 export function recordingDataplane(states: DesiredState[]): DataplaneSync {

@@ -2,7 +2,7 @@
  * Sample desired states for render and dataplane tests. Cluster IPs are inside the test service
  * ranges (10.96.0.0/16, fd00:10:96::/112); they are only ever reached inside test namespaces.
  */
-import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from '../../src/dataplane/model.js';
+import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from '../../src/dataplane/core/model.js';
 
 export const BLUE = { namespace: 'demo', name: 'blue' };
 export const RED = { namespace: 'demo', name: 'red' };

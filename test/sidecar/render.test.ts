@@ -5,17 +5,19 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { golden as sharedGolden } from '../harness/golden.js';
-import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, SIDECAR_LAYOUT, base32, recentListName, serviceChainName } from '../../src/dataplane/names.js';
-import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/restore.js';
-import { RenderCache, render as renderShared } from '../../src/dataplane/incremental.js';
+import { DISPATCH_CHAIN, JUMP_SPEC, MAX_CHAIN_NAME, REJECT_CHAIN, SIDECAR_LAYOUT, base32, recentListName, serviceChainName } from '../../src/dataplane/core/names.js';
+import { NOTHING_EXISTING, editSetChain, existingFromApplied, parseExisting, planCleanup, planRestore } from '../../src/dataplane/iptables/restore.js';
+import { RenderCache, render as renderShared } from '../../src/dataplane/core/incremental.js';
 import { withIptables } from '../harness/property.js';
-import { chooseEndpoints } from '../../src/dataplane/endpoints.js';
-import { probability } from '../../src/dataplane/rules.js';
-import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/routes.js';
-import { conntrackArgs, planConntrack } from '../../src/dataplane/conntrack.js';
-import { failedLine, lineContext, summarize } from '../../src/dataplane/iptables.js';
-import type { DesiredState, IptablesRules } from '../../src/dataplane/model.js';
-import { IptablesStage } from '../../src/dataplane/iptables-stage.js';
+import { chooseEndpoints } from '../../src/dataplane/core/endpoints.js';
+import { probability } from '../../src/dataplane/iptables/render.js';
+import { diffRoutes, parseRoutes, routeBatch } from '../../src/dataplane/core/routes.js';
+import { conntrackArgs, planConntrack } from '../../src/dataplane/core/conntrack.js';
+import { failedLine } from '../../src/dataplane/tuning/spare-exec.js';
+import { lineContext, summarize } from '../../src/dataplane/core/exec.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
+import type { IptablesRules } from '../../src/dataplane/iptables/rulesets.js';
+import { IptablesStage } from '../../src/dataplane/iptables/stage.js';
 import { BLUE, CLIENT_BLUE, RED, SHAPE_STATES, ep, sampleState, target } from './render-fixtures.js';
 
 /** The sidecar's golden files live in test/golden/sidecar. */

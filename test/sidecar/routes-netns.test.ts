@@ -6,8 +6,8 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane } from '../../src/dataplane/apply.js';
-import { ROUTE_PROTO } from '../../src/dataplane/routes.js';
+import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
+import { ROUTE_PROTO } from '../../src/dataplane/core/routes.js';
 import { httpRequests } from '../harness/netns.js';
 import { HTTP_PORT, WEB_V4, createEnv, endpoints, state, tally, webTarget, type Env } from './dataplane-env.js';
 
@@ -16,7 +16,7 @@ for (const rules of ['iptables', 'nftables'] as const) void describe(`sidecar ro
   let dp: Dataplane;
   before(async () => {
     env = await createEnv(2);
-    dp = createDataplane({ netns: env.client.ns, rules });
+    dp = createDataplane({ netns: env.client.ns, backendKind: rules });
   });
   after(async () => {
     dp.close();

@@ -16,7 +16,7 @@ import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-r
 import { uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
-import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../src/dataplane/names.js';
+import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../src/dataplane/core/names.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const SIDECAR_MAIN = join(ROOT, 'cmd', 'sidecar', 'main.ts');

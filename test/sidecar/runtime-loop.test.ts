@@ -7,12 +7,12 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { stat } from 'node:fs';
 import fc from 'fast-check';
-import { createSyncLoop, startSoon, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/sync-loop.js';
+import { createSyncLoop, startSoon, backoffMs, budgetAt, budgetDelayMs, fullBudget, spendBudget, SYNC_BURST, type SyncLoopOptions } from '../../src/dataplane/core/scheduler.js';
 import { createSidecarMetrics } from '../../cmd/sidecar/metrics.js';
 import { prom } from '../../src/metrics.js';
 import { createLogger } from '../../src/log.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
-import { sameState, stateSize } from '../../src/dataplane/state.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
+import { sameState, stateSize } from '../../src/dataplane/core/state.js';
 
 const log = createLogger('test', 'silent');
 

@@ -14,7 +14,7 @@ import { interpose } from '../harness/interpose.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Pod } from '../../src/kube/types.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import { SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';

@@ -15,7 +15,7 @@ import { waitFor } from '../harness/wait.js';
 import { interpose } from '../harness/interpose.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { KubeApiError } from '../../src/kube/client.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { createLogger } from '../../src/log.js';

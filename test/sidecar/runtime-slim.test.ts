@@ -5,8 +5,8 @@
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/state.js';
-import { buildDesiredState } from '../../src/dataplane/incremental.js';
+import { podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/core/state.js';
+import { buildDesiredState } from '../../src/dataplane/core/incremental.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';

@@ -7,8 +7,8 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { StateFeed, type FeedInput } from '../../cmd/sidecar/state-feed.js';
-import { buildDesiredState } from '../../src/dataplane/incremental.js';
-import type { PodInterface } from '../../src/dataplane/model.js';
+import { buildDesiredState } from '../../src/dataplane/core/incremental.js';
+import type { PodInterface } from '../../src/dataplane/core/model.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import type { V1EndpointSlice, V1Service } from '../../src/kube/types.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';

@@ -1,8 +1,8 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
-import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/state.js';
-import { buildDesiredState } from '../../src/dataplane/incremental.js';
-import type { PodInterface, ServicePortTarget } from '../../src/dataplane/model.js';
+import { DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, stateFingerprint, type StateInput } from '../../src/dataplane/core/state.js';
+import { buildDesiredState } from '../../src/dataplane/core/incremental.js';
+import type { PodInterface, ServicePortTarget } from '../../src/dataplane/core/model.js';
 import type { V1Service } from '../../src/kube/types.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 

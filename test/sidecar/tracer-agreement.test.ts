@@ -8,7 +8,7 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/apply.js';
+import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/index.js';
 import { httpRequests, udpRequests, type Reply } from '../harness/netns.js';
 import { FakeSidecar, type FakeSidecarOptions } from '../harness/tracer/sidecar.js';
 import { BACKENDS as PODS, CLIENT, SERVICE_CASES, expected, reachText, stickyText, traceProbe, type Observation, type PodName, type Probe } from '../harness/tracer/cases.js';
@@ -21,10 +21,10 @@ interface Variant {
 }
 
 const VARIANTS: readonly Variant[] = [
-  { name: 'iptables, nft flavour', dataplane: { rules: 'iptables', backend: 'nft' }, fake: { kind: 'iptables' } },
-  { name: 'iptables, legacy flavour', dataplane: { rules: 'iptables', backend: 'legacy' }, fake: { kind: 'iptables' } },
-  { name: 'nftables', dataplane: { rules: 'nftables' }, fake: { kind: 'nftables' } },
-  { name: 'nftables over shard tables (one Service port each)', dataplane: { rules: 'nftables', nftPortsPerShard: 1 }, fake: { kind: 'nftables', opts: { portsPerShard: 1 } } },
+  { name: 'iptables, nft flavour', dataplane: { backendKind: 'iptables', iptablesFlavor: 'nft' }, fake: { kind: 'iptables' } },
+  { name: 'iptables, legacy flavour', dataplane: { backendKind: 'iptables', iptablesFlavor: 'legacy' }, fake: { kind: 'iptables' } },
+  { name: 'nftables', dataplane: { backendKind: 'nftables' }, fake: { kind: 'nftables' } },
+  { name: 'nftables over shard tables (one Service port each)', dataplane: { backendKind: 'nftables', nftPortsPerShard: 1 }, fake: { kind: 'nftables', opts: { portsPerShard: 1 } } },
 ];
 
 /** Tries per probe that gets answers: a backend of three is missed with p = 3 × (2/3)^36 ≈ 1e-6. */

@@ -16,8 +16,8 @@ import {
   reconcileConntrack,
   type ConntrackEntry,
   type ConntrackFlush,
-} from '../../src/dataplane/conntrack.js';
-import type { IpFamily, Protocol, ResolvedTarget } from '../../src/dataplane/model.js';
+} from '../../src/dataplane/core/conntrack.js';
+import type { IpFamily, Protocol, ResolvedTarget } from '../../src/dataplane/core/model.js';
 
 /** What of a ResolvedTarget conntrack reads; the rest is irrelevant here. */
 function rt(family: IpFamily, protocol: Protocol, clusterIP: string, port: number, endpoints: readonly string[], chain = `${family}|${protocol}|${clusterIP}|${port}`): ResolvedTarget {

@@ -6,8 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { base32, hashName, serviceChainName } from '../../src/dataplane/names.js';
-import { endpointMapName } from '../../src/dataplane/nft/render.js';
+import { base32, hashName, serviceChainName } from '../../src/dataplane/core/names.js';
+import { endpointMapName } from '../../src/dataplane/nftables/render.js';
 
 void test('hashName is the prefix and 16 base32 characters of the sha256 of its parts joined by NUL', () => {
   const cases: [string, (string | number)[]][] = [

@@ -9,9 +9,9 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { golden } from '../harness/golden.js';
-import { writeFailure } from '../../src/dataplane/nft/element-writer.js';
+import { writeFailure } from '../../src/dataplane/nftables/tuning/element-writer.js';
 import { isIPv4 } from 'node:net';
-import { MAX_KEY, dottedQuad, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type GotoElement, type IntervalMapWrite, type MapRange, type VerdictMapWrite } from '../../src/dataplane/nft/netlink-batch.js';
+import { MAX_KEY, dottedQuad, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type GotoElement, type IntervalMapWrite, type MapRange, type VerdictMapWrite } from '../../src/dataplane/nftables/netlink-batch.js';
 
 /** A netlink attribute as the kernel parses it (NLA_F_NESTED: a list of attributes). */
 interface Attr {

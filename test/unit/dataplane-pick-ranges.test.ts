@@ -6,8 +6,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { endpointRanges, equalRanges, PICK_MODULUS, rangeHeads } from '../../src/dataplane/nft/pick-ranges.js';
-import { mapElementsText, mapRanges, rangeText } from '../../src/dataplane/nft/render.js';
+import { endpointRanges, equalRanges, PICK_MODULUS, rangeHeads } from '../../src/dataplane/nftables/pick-ranges.js';
+import { mapElementsText, mapRanges, rangeText } from '../../src/dataplane/nftables/render.js';
 
 function checkCover(n: number, m: number): void {
   const r = equalRanges(n, m);

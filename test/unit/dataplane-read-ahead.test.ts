@@ -5,15 +5,15 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { firstSyncReads, readAheadExec, sharedRead } from '../../src/dataplane/read-ahead.js';
+import { firstSyncReads, readAheadExec, sharedRead } from '../../src/dataplane/tuning/read-ahead.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
-import type { ExecResult, SpareExec } from '../../src/dataplane/iptables.js';
-import { routesReadArgs } from '../../src/dataplane/routes.js';
-import { TABLES_LISTING } from '../../src/dataplane/tables-present.js';
-import { applyLoop } from '../../src/dataplane/apply-loop.js';
-import type { FamilySync, RuleBackend } from '../../src/dataplane/backend.js';
-import { render } from '../../src/dataplane/incremental.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { ExecResult, SpareExec } from '../../src/dataplane/core/exec.js';
+import { routesReadArgs } from '../../src/dataplane/core/routes.js';
+import { TABLES_LISTING } from '../../src/dataplane/core/exec.js';
+import { createPipeline } from '../../src/dataplane/core/pipeline.js';
+import type { WriteReport, RuleBackend } from '../../src/dataplane/core/seam.js';
+import { render } from '../../src/dataplane/core/incremental.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 /** An exec that records each run (with ` <input` when given input) and answers from `answer`. */
 function recorder(answer: (argv: string) => ExecResult = () => ({ code: 0, stdout: 'table inet multus_proxy\n', stderr: '' })): SpareExec & { runs: string[] } {
@@ -112,16 +112,16 @@ void test('the apply loop drops the kept answers once per operation, when it set
     read: listing,
     holdsOurs: (e) => e === true,
     plan: (_next, _prev, _existing, full) => (full ? 'full' : 'partial'),
-    async write(plan): Promise<FamilySync[]> {
+    async write(plan): Promise<WriteReport[]> {
       await exec('nft', ['-f', '-'], plan);
       if (failWrite) throw new Error('write failed');
-      return [{ family: 4, restoreText: plan, changedChains: [], deletedChains: [], restoreMs: 0, rules: 0 }];
+      return [{ family: 4, text: plan, changedChains: [], deletedChains: [], writeMs: 0, rules: 0 }];
     },
     drift: async () => ((await listing()) ? undefined : 'gone'),
     async cleanup() {
       await listing();
       await exec('nft', ['-f', '-'], 'cleanup');
-      return { restoreText: { v4: '', v6: '' }, failures: [] };
+      return { text: { v4: '', v6: '' }, failures: [] };
     },
     present: listing,
     close: () => undefined,
@@ -131,10 +131,10 @@ void test('the apply loop drops the kept answers once per operation, when it set
     present: listing,
     async cleanup() {
       await listing();
-      return { restoreText: { v4: '', v6: '' }, failures: [] };
+      return { text: { v4: '', v6: '' }, failures: [] };
     },
   };
-  const dp = applyLoop<DesiredState, string, boolean, string>({ exec, rules: be, others: [other], families: [4], routeProto: 241 }, (s) => render(s));
+  const dp = createPipeline<DesiredState, string, boolean, string>({ exec, rules: be, others: [other], families: [4], routeProto: 241 }, (s) => render(s));
   const state: DesiredState = { targets: [], interfaces: [] };
   const drops = (): number => inner.runs.filter((r) => r === 'drop').length;
   const ops: [string, () => Promise<unknown>][] = [

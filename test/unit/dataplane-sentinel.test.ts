@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { sentinelOnly } from '../../src/dataplane/iptables.js';
+import { sentinelOnly } from '../../src/dataplane/tuning/spare-exec.js';
 
 void test('sentinelOnly: the sentinel line alone, a complete line', () => {
   assert.equal(sentinelOnly('iptables-nft-restore: line 5 failed\n', 5), true);

@@ -8,7 +8,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { PORTS_PER_SHARD, shardCount, shardsAfter, SHRINK_FILL } from '../../src/dataplane/nft/shards.js';
+import { PORTS_PER_SHARD, shardCount, shardsAfter, SHRINK_FILL } from '../../src/dataplane/nftables/tuning/shards.js';
 
 const powerOfTwo = (n: number): boolean => Number.isInteger(n) && n >= 1 && (n & (n - 1)) === 0;
 /** Port counts up to 70,000 (past the sidecar's 30,000 measured), and a count a shard function returned. */

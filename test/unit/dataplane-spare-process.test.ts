@@ -7,8 +7,8 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { setImmediate as immediate } from 'node:timers/promises';
-import { BLOCKING_INPUT_MIN, launch, setRef, SpareProcess, writeInput, type Launched, type LaunchResult } from '../../src/dataplane/spare-process.js';
-import { readsWholeInputFirst } from '../../src/dataplane/iptables.js';
+import { BLOCKING_INPUT_MIN, launch, setRef, SpareProcess, writeInput, type Launched, type LaunchResult } from '../../src/dataplane/tuning/spare-process.js';
+import { readsWholeInputFirst } from '../../src/dataplane/tuning/spare-exec.js';
 
 /** Prints its pid, then its input back (so a run says which process ran it). */
 const ECHO = ['sh', '-c', 'echo $$; cat'];

@@ -7,15 +7,15 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { render, RenderCache } from '../../src/dataplane/incremental.js';
-import { NftStage } from '../../src/dataplane/nft/stage.js';
-import { planNft } from '../../src/dataplane/nft/render.js';
-import { warmUpDue, warmUpRender, warmUpState, WARM_UP_SERVICES } from '../../src/dataplane/nft/warm-up.js';
+import { render, RenderCache } from '../../src/dataplane/core/incremental.js';
+import { NftStage } from '../../src/dataplane/nftables/stage.js';
+import { planNft } from '../../src/dataplane/nftables/render.js';
+import { warmUpDue, warmUpRender, warmUpState, WARM_UP_SERVICES } from '../../src/dataplane/nftables/tuning/warm-up.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
-import type { Dataplane, SyncResult } from '../../src/dataplane/apply.js';
-import { withWarmUp } from '../../src/dataplane/with-warm-up.js';
+import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
+import { withWarmUp } from '../../src/dataplane/tuning/with-warm-up.js';
 import { sampleState, SHAPE_STATES } from '../sidecar/render-fixtures.js';
-import type { DesiredState } from '../../src/dataplane/model.js';
+import type { DesiredState } from '../../src/dataplane/core/model.js';
 
 void test('warmUpDue: only when asked and for nftables; the sidecar asks in its run mode, not with --cleanup', () => {
   assert.equal(warmUpDue({ asked: true, rules: 'nftables' }), true);

@@ -9,6 +9,7 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve, sep } from 'node:path';
+import ts from 'typescript';
 import { compareText } from '../../src/order.js';
 
 const root = resolve(import.meta.dirname, '..', '..');
@@ -117,4 +118,191 @@ void test('test/ and bench/ share code in one direction: bench/ may import test/
   }
   assert.ok(benchToTest > 0, 'the scan sees bench/ importing test/ (it is not vacuous)');
   assert.deepEqual(bad, [], 'move what tests need from bench/ into test/harness or src/; tests of bench code go in bench/test');
+});
+
+// ---------------------------------------------------------------------------------------------
+// The module graph and function sizes, read with the TypeScript parser (not regular expressions).
+
+interface ParsedFile {
+  /** Repository-relative paths of the static imports and re-exports (`import type` included). */
+  readonly imports: readonly string[];
+  /** Every function-like node: its name and its length in lines (nested functions count in their parent too). */
+  readonly functions: readonly { readonly name: string; readonly lines: number }[];
+}
+
+function functionName(node: ts.Node, sf: ts.SourceFile): string {
+  const line = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1;
+  const named = (n: ts.Node | undefined): string | undefined => (n !== undefined && (ts.isIdentifier(n) || ts.isStringLiteral(n) || ts.isPrivateIdentifier(n)) ? n.text : undefined);
+  let name: string | undefined;
+  if (ts.isFunctionDeclaration(node) || ts.isMethodDeclaration(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node) || ts.isFunctionExpression(node)) name = named(node.name);
+  if (ts.isConstructorDeclaration(node)) name = 'constructor';
+  if (name === undefined && (ts.isVariableDeclaration(node.parent) || ts.isPropertyAssignment(node.parent) || ts.isPropertyDeclaration(node.parent))) name = named(node.parent.name);
+  const cls = ts.findAncestor(node.parent, ts.isClassDeclaration);
+  const base = name ?? `<anonymous@${line}>`;
+  return cls?.name !== undefined && (ts.isMethodDeclaration(node) || ts.isConstructorDeclaration(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node)) ? `${cls.name.text}.${base}` : base;
+}
+
+const parsed = new Map<string, ParsedFile>();
+function parse(rel: string): ParsedFile {
+  const hit = parsed.get(rel);
+  if (hit !== undefined) return hit;
+  const text = readFileSync(join(root, rel), 'utf8');
+  const sf = ts.createSourceFile(rel, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const imports: string[] = [];
+  const functions: { name: string; lines: number }[] = [];
+  const visit = (node: ts.Node): void => {
+    if ((ts.isImportDeclaration(node) || ts.isExportDeclaration(node)) && node.moduleSpecifier !== undefined && ts.isStringLiteral(node.moduleSpecifier)) {
+      const spec = node.moduleSpecifier.text;
+      if (spec.startsWith('.')) imports.push(relative(root, resolve(dirname(join(root, rel)), spec)).replace(/\.js$/, '.ts'));
+    }
+    if (ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node) || ts.isConstructorDeclaration(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node)) {
+      if (node.body !== undefined) {
+        const first = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line;
+        const last = sf.getLineAndCharacterOfPosition(node.getEnd()).line;
+        functions.push({ name: functionName(node, sf), lines: last - first + 1 });
+      }
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  const out = { imports, functions };
+  parsed.set(rel, out);
+  return out;
+}
+
+/** Every .ts file of src/ and cmd/, repository-relative. */
+const SOURCES = ['src', 'cmd'].flatMap((d) => tsFiles(join(root, d))).map((f) => relative(root, f)).sort(compareText);
+
+/** The import circles among `files` (strongly connected components of more than one file, or a file importing itself). Tarjan's algorithm. */
+export function importCircles(files: readonly string[], importsOf: (f: string) => readonly string[]): string[][] {
+  const known = new Set(files);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const circles: string[][] = [];
+  let next = 0;
+  const connect = (v: string): void => {
+    index.set(v, next);
+    low.set(v, next);
+    next += 1;
+    stack.push(v);
+    onStack.add(v);
+    for (const w of importsOf(v).filter((x) => known.has(x))) {
+      if (!index.has(w)) {
+        connect(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    for (let w = stack.pop(); w !== undefined; w = stack.pop()) {
+      onStack.delete(w);
+      component.push(w);
+      if (w === v) break;
+    }
+    if (component.length > 1 || importsOf(v).includes(v)) circles.push(component.sort(compareText));
+  };
+  for (const f of files) if (!index.has(f)) connect(f);
+  return circles;
+}
+
+/** The dataplane's packages and what each may import inside src/dataplane/ (anything outside it, in src/, is shared). */
+const DATAPLANE = join('src', 'dataplane');
+const PACKAGE_MAY_IMPORT: Readonly<Record<string, readonly string[]>> = {
+  core: ['core'],
+  tuning: ['core', 'tuning'],
+  iptables: ['core', 'tuning', 'iptables'],
+  nftables: ['core', 'tuning', 'nftables'],
+};
+/** The package of a path in src/dataplane/ ('' for the top level: index.ts, node.ts, registry.ts, create.ts, the start-up choice), or undefined outside it. */
+function dataplanePackage(rel: string): string | undefined {
+  if (!rel.startsWith(DATAPLANE + sep)) return undefined;
+  const rest = rel.slice(DATAPLANE.length + 1).split(sep);
+  return rest.length === 1 ? '' : rest[0];
+}
+
+/** The dataplane's public entry points: the only dataplane files the node agent may import. */
+const DATAPLANE_ENTRIES = [join(DATAPLANE, 'index.ts'), join(DATAPLANE, 'node.ts')];
+
+const MAX_FUNCTION_LINES = 80;
+
+/**
+ * Functions over MAX_FUNCTION_LINES lines, with their length today. The list may only shrink: a
+ * listed function may not grow, and one that got short enough must leave the list (the test says
+ * so). In src/dataplane/ only pure renderers may stay, each with the reason.
+ */
+const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
+  // The programs' runtimes and option parsers, being split into named parts.
+  'cmd/controller/diagnose/service.ts:diagnoseService': 93,
+  'cmd/controller/netservice-controller.ts:createNetServiceController': 98,
+  'cmd/controller/run.ts:startController': 233,
+  'cmd/node-agent/runtime.ts:createNodeRuntime': 135,
+  'cmd/node-agent/state.ts:NodePlanner.update': 82,
+  'cmd/sidecar/main.ts:main': 85,
+  'cmd/sidecar/pod-file.ts:watchAnnotationsFile': 84,
+  'cmd/sidecar/runtime.ts:createSidecarRuntime': 262,
+  'cmd/webhook/options.ts:parseOptions': 85,
+  'cmd/webhook/service.ts:validateService': 93,
+  // The watch loop of the API client (its reconnect and bookmark handling in one place).
+  'src/kube/client.ts:Client.watch': 88,
+  // Pure renderers, one output format each, read top to bottom against the format they write:
+  // the netlink batch of an interval-map refill (its message layout in order) ...
+  'src/dataplane/nftables/netlink-batch.ts:encodeIntervalMapBatch': 95,
+  // ... and the nft text of a partial change (its statements in the order nft must run them).
+  'src/dataplane/nftables/render.ts:partialText': 94,
+};
+
+function longFunctions(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const rel of SOURCES) {
+    for (const f of parse(rel).functions) {
+      if (f.lines <= MAX_FUNCTION_LINES) continue;
+      const key = `${rel}:${f.name}`;
+      out.set(key, Math.max(out.get(key) ?? 0, f.lines));
+    }
+  }
+  return out;
+}
+
+void describe('the module graph', () => {
+  void test('the circle finder finds a circle and a self-import, and nothing in a chain', () => {
+    const graph: Record<string, string[]> = { a: ['b'], b: ['c'], c: ['a'], d: ['d'], e: ['a'] };
+    assert.deepEqual(importCircles(Object.keys(graph), (f) => graph[f] ?? []), [['a', 'b', 'c'], ['d']]);
+    assert.deepEqual(importCircles(['x', 'y'], (f) => (f === 'x' ? ['y'] : [])), []);
+  });
+  void test('no import circle in src/ and cmd/ (static imports and re-exports, `import type` included)', () => {
+    assert.ok(SOURCES.length > 100, 'the scan is not vacuous');
+    assert.deepEqual(importCircles(SOURCES, (f) => parse(f).imports), []);
+  });
+  void test('the back ends import the core (and tuning), never each other; the core and tuning import no back end', () => {
+    const bad: string[] = [];
+    for (const rel of SOURCES) {
+      const from = dataplanePackage(rel);
+      if (from === undefined || from === '') continue;
+      const may = PACKAGE_MAY_IMPORT[from];
+      assert.ok(may !== undefined, `${rel}: a package of src/dataplane/ this test does not know (add it to PACKAGE_MAY_IMPORT)`);
+      for (const to of parse(rel).imports) {
+        const pkg = dataplanePackage(to);
+        if (pkg !== undefined && !may.includes(pkg)) bad.push(`${rel} imports ${to}`);
+      }
+    }
+    assert.deepEqual(bad, []);
+    assert.deepEqual(Object.keys(PACKAGE_MAY_IMPORT).sort(compareText), ['core', 'iptables', 'nftables', 'tuning'], 'the packages exist');
+  });
+  void test('the node agent imports only the dataplane\'s public entry points', () => {
+    const bad = SOURCES.filter((f) => f.startsWith(join('cmd', 'node-agent') + sep)).flatMap((f) =>
+      parse(f)
+        .imports.filter((to) => to.startsWith(DATAPLANE + sep) && !DATAPLANE_ENTRIES.includes(to))
+        .map((to) => `${f} imports ${to}`),
+    );
+    assert.deepEqual(bad, []);
+  });
+  void test(`no function over ${MAX_FUNCTION_LINES} lines in src/ and cmd/ but the listed ones, and none of those grew or may leave the list`, () => {
+    const found = longFunctions();
+    const unlisted = [...found].filter(([k]) => LONG_FUNCTIONS[k] === undefined).map(([k, n]) => `${k} (${n} lines)`);
+    const grew = [...found].filter(([k, n]) => LONG_FUNCTIONS[k] !== undefined && n > (LONG_FUNCTIONS[k])).map(([k, n]) => `${k}: ${n} lines, listed at ${LONG_FUNCTIONS[k]}`);
+    const shrunk = Object.keys(LONG_FUNCTIONS).filter((k) => !found.has(k)).map((k) => `${k}: now within ${MAX_FUNCTION_LINES} lines, remove it from LONG_FUNCTIONS`);
+    assert.deepEqual([...unlisted, ...grew, ...shrunk], []);
+  });
 });

@@ -3,7 +3,8 @@
  * (cmd/node-agent/rules.ts, nft-rules.ts) and the shared planners into a fake back end. Its
  * import of the agent is the one to re-point when the agent's modules move.
  */
-import { NODE_LAYOUT, renderNode, type NodeState } from '../../../cmd/node-agent/rules.js';
+import { NODE_LAYOUT, type NodeState } from '../../../cmd/node-agent/rules.js';
+import { renderNode } from '../../../cmd/node-agent/stages.js';
 import { FakeDataplane, type BackendKind } from './sidecar.js';
 
 export type { LoadBalancerTarget, NodePortTarget, NodeState } from '../../../cmd/node-agent/rules.js';

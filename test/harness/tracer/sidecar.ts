@@ -5,19 +5,20 @@
  * (the node agent's renderer) are the only ones of the tracer that import the programs' code,
  * so their imports are what to re-point when the dataplane's modules move.
  */
-import { render } from '../../../src/dataplane/incremental.js';
-import { iptablesRules } from '../../../src/dataplane/iptables-stage.js';
-import { SIDECAR_LAYOUT, type Layout } from '../../../src/dataplane/names.js';
-import { planRestore } from '../../../src/dataplane/restore.js';
-import { planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../../src/dataplane/nft/render.js';
-import { shardsAfter } from '../../../src/dataplane/nft/shards.js';
-import type { DesiredState, IptablesRules } from '../../../src/dataplane/model.js';
+import { render } from '../../../src/dataplane/core/incremental.js';
+import { iptablesRules } from '../../../src/dataplane/iptables/stage.js';
+import { SIDECAR_LAYOUT, type Layout } from '../../../src/dataplane/core/names.js';
+import { planRestore } from '../../../src/dataplane/iptables/restore.js';
+import { planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../../src/dataplane/nftables/render.js';
+import { shardsAfter } from '../../../src/dataplane/nftables/tuning/shards.js';
+import type { DesiredState } from '../../../src/dataplane/core/model.js';
+import type { IptablesRules } from '../../../src/dataplane/iptables/rulesets.js';
 import { FakeIptables } from './iptables.js';
 import { FakeNft } from './nftables.js';
 import type { Outcome, Packet, Path } from './walk.js';
 
-export type { DesiredState, ServicePortTarget } from '../../../src/dataplane/model.js';
-export { buildDesiredState } from '../../../src/dataplane/incremental.js';
+export type { DesiredState, ServicePortTarget } from '../../../src/dataplane/core/model.js';
+export { buildDesiredState } from '../../../src/dataplane/core/incremental.js';
 
 export type BackendKind = 'iptables' | 'nftables';
 export const BACKENDS: readonly BackendKind[] = ['iptables', 'nftables'];

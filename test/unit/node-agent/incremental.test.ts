@@ -12,15 +12,17 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
-import { planRestore } from '../../../src/dataplane/restore.js';
-import { planConntrack } from '../../../src/dataplane/conntrack.js';
-import { conntrackScope } from '../../../src/dataplane/incremental.js';
-import type { Rendered } from '../../../src/dataplane/model.js';
+import { planRestore } from '../../../src/dataplane/iptables/restore.js';
+import { planConntrack } from '../../../src/dataplane/core/conntrack.js';
+import { conntrackScope } from '../../../src/dataplane/core/incremental.js';
+/** A node render with one back end's rules beside it (stages.ts renderNode). */
+type NodeRules = ReturnType<typeof renderNode>;
 import { NodePlanner, planNode, type NodeInput, type NodePlan } from '../../../cmd/node-agent/state.js';
-import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache, renderNode } from '../../../cmd/node-agent/rules.js';
+import { DEFAULT_MASQUERADE_MARK, LOADBALANCER_CHAIN_PREFIX, NODE_LAYOUT, NODEPORT_CHAIN_PREFIX, NodeRenderCache } from '../../../cmd/node-agent/rules.js';
+import { renderNode } from '../../../cmd/node-agent/stages.js';
 import { serviceObject, sliceObject, type EndpointSpec } from '../../sidecar/state-fixtures.js';
 import { comparable, rng, ServiceWorld } from '../../harness/property.js';
-import { fullText, partialText } from '../../../src/dataplane/nft/render.js';
+import { fullText, partialText } from '../../../src/dataplane/nftables/render.js';
 
 const NODE = 'w1';
 
@@ -132,9 +134,9 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
       // Each back end renders only its own rules, so each has its own cache, as an agent runs one.
       const nftCache = new NodeRenderCache();
       let before: NodePlan | undefined;
-      let prevCached: Rendered | undefined;
-      let prevFresh: Rendered | undefined;
-      let prevNft: { cached: Rendered; fresh: Rendered } | undefined;
+      let prevCached: NodeRules | undefined;
+      let prevFresh: NodeRules | undefined;
+      let prevNft: { cached: NodeRules; fresh: NodeRules } | undefined;
       for (let i = 0; i < STEPS; i++) {
         const what = world.step();
         const input = world.input();

@@ -2,7 +2,7 @@
  * Node states with one of each node-agent rule shape, shared by the golden tests of both rule back
  * ends (rules.test.ts for iptables, test/node-agent/nft-rules.test.ts for nftables).
  */
-import type { BackendEndpoint, ServicePortTarget } from '../../../src/dataplane/model.js';
+import type { BackendEndpoint, ServicePortTarget } from '../../../src/dataplane/core/model.js';
 import { DEFAULT_MASQUERADE_MARK, type LoadBalancerTarget, type NodePortTarget, type NodeState } from '../../../cmd/node-agent/rules.js';
 
 export const NET = { namespace: 'demo', name: 'net-a' };

@@ -5,19 +5,21 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NOTHING_EXISTING, planRestore, parseExisting, planCleanup } from '../../../src/dataplane/restore.js';
-import { routeBatch } from '../../../src/dataplane/routes.js';
-import { planConntrack, conntrackArgs } from '../../../src/dataplane/conntrack.js';
-import { chooseEndpoints } from '../../../src/dataplane/endpoints.js';
-import { MAX_CHAIN_NAME } from '../../../src/dataplane/names.js';
-import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, renderNode as renderNodeRules, type NodeState } from '../../../cmd/node-agent/rules.js';
+import { NOTHING_EXISTING, planRestore, parseExisting, planCleanup } from '../../../src/dataplane/iptables/restore.js';
+import { routeBatch } from '../../../src/dataplane/core/routes.js';
+import { planConntrack, conntrackArgs } from '../../../src/dataplane/core/conntrack.js';
+import { chooseEndpoints } from '../../../src/dataplane/core/endpoints.js';
+import { MAX_CHAIN_NAME } from '../../../src/dataplane/core/names.js';
+import { NODE_LAYOUT, NODEPORTS_CHAIN, NODE_REJECT_CHAIN, type NodeState } from '../../../cmd/node-agent/rules.js';
+import { renderNode as renderNodeRules } from '../../../cmd/node-agent/stages.js';
+import type { IptablesRules } from '../../../src/dataplane/iptables/rulesets.js';
 import { withIptables } from '../../harness/property.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 import { ep, LB_SAMPLE, lbt, NET, SAMPLE } from './node-fixtures.js';
 
 const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);
 /** The iptables back end's render, its rulesets spread beside the rest (this file tests their text). */
-const renderNode = (state: NodeState): ReturnType<typeof withIptables> => withIptables(renderNodeRules(state));
+const renderNode = (state: NodeState): ReturnType<typeof renderNodeRules> & IptablesRules => withIptables(renderNodeRules(state));
 void describe('node rules', () => {
   const r = renderNode(SAMPLE);
   void test('golden: a fresh node (restore text per family, routes)', () => {

@@ -1,0 +1,143 @@
+/**
+ * The dataplane's model, shared by every program that programs a pod's network namespace (the
+ * sidecar, the node agent): the desired state (what state.ts builds from Kubernetes objects), the
+ * resolved targets (what resolve.ts decides) and the shared render every back end's stage starts
+ * from. Nothing here knows about Kubernetes objects, processes or any back end's rules, so rendering
+ * can be tested against golden files.
+ */
+import type { NetworkRef } from '../../annotations/service-network.js';
+import type { Change } from './engine.js';
+
+export type IpFamily = 4 | 6;
+export type Protocol = 'TCP' | 'UDP' | 'SCTP';
+
+/** One backend address of one Service port, with the EndpointSlice conditions. */
+export interface BackendEndpoint {
+  readonly ip: string;
+  /** The port on the backend (targetPort, already resolved by the controller). */
+  readonly port: number;
+  readonly ready: boolean;
+  readonly serving: boolean;
+  readonly terminating: boolean;
+}
+
+/** One port of one Service on one network and one address family: the unit that gets a chain. */
+export interface ServicePortTarget {
+  /** `namespace/name` of the Service. */
+  readonly service: string;
+  /** The Service port's name ('' when unnamed). */
+  readonly portName: string;
+  readonly protocol: Protocol;
+  /** The Service's cluster IP of this family (one target per cluster IP). */
+  readonly clusterIP: string;
+  readonly port: number;
+  readonly family: IpFamily;
+  /** The network the endpoints are on; the pod must have an interface on it. */
+  readonly network: NetworkRef;
+  /** All endpoints the slices list for this port and family; the renderer picks ready / serving+terminating. */
+  readonly endpoints: readonly BackendEndpoint[];
+  /** sessionAffinity ClientIP timeout in seconds, or undefined when affinity is None. */
+  readonly affinityTimeoutSeconds?: number;
+  /**
+   * Set when `clusterIP` is one of a LoadBalancer Service's ingress IPs (`status.loadBalancer.ingress`,
+   * ipMode VIP) rather than a cluster IP: the client reaches it directly, as kube-proxy short-circuits
+   * in-cluster traffic to a load balancer's address. Absent for cluster IPs.
+   */
+  readonly ingress?: true;
+}
+
+/** The client pod's interface on one network, from its network-status. */
+export interface PodInterface {
+  readonly network: NetworkRef;
+  readonly interface: string;
+  readonly ipv4: readonly string[];
+  readonly ipv6: readonly string[];
+}
+
+/**
+ * Everything the renderer needs for one sync. A runtime builds it with `StateMemo`
+ * (incremental.ts), which recomputes only the Services whose objects changed and hands back the same
+ * target objects for the rest; the renderer (incremental.ts) then recognises unchanged targets by
+ * identity in O(1) and, when only endpoints of a few targets changed, edits its previous result
+ * instead of rendering everything again. A state built from scratch gives the same output, only
+ * slower (a property test checks the two agree).
+ */
+export interface DesiredState {
+  readonly targets: readonly ServicePortTarget[];
+  readonly interfaces: readonly PodInterface[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Resolution: which targets are served, through which interface, to which endpoints
+
+export interface ChosenEndpoint {
+  readonly ip: string;
+  readonly port: number;
+}
+
+/** A target the pod serves, with everything rendering needs decided. */
+export interface ResolvedTarget {
+  readonly target: ServicePortTarget;
+  /** Normalised cluster IP. */
+  readonly clusterIP: string;
+  readonly chain: string;
+  readonly interface: string;
+  /** The pod's address on that interface: the source of every connection to the cluster IP. */
+  readonly source: string;
+  /** Endpoints that get traffic (ready; else serving+terminating), sorted, deduplicated. */
+  readonly endpoints: readonly ChosenEndpoint[];
+  /** Which rule picked them, for logs and metrics. */
+  readonly choice: 'ready' | 'terminating' | 'none';
+  readonly affinitySeconds?: number;
+  /** Its cluster IP's route (the first target of a cluster IP decides). */
+  readonly route: Route;
+}
+
+export interface SkippedTarget {
+  /** `namespace/name:port/PROTO (clusterIP)` */
+  readonly target: string;
+  readonly reason: string;
+  /** 'info' for normal situations (the pod is not on that network), 'warn' for bad input. */
+  readonly level: 'info' | 'warn';
+}
+
+export interface Route {
+  readonly family: IpFamily;
+  /** Cluster IP (normalised), routed as /32 or /128. */
+  readonly dst: string;
+  readonly dev: string;
+  readonly src: string;
+}
+
+export interface Resolution {
+  readonly targets: readonly ResolvedTarget[];
+  readonly skipped: readonly SkippedTarget[];
+  /** Endpoints dropped for bad input, as messages. */
+  readonly warnings: readonly string[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendered: what the rules of one sync are
+
+/**
+ * The shared render: what every back end's stage (seam.ts Stage) starts from. It holds no back
+ * end's rules: each back end's stage makes them (../iptables/stage.ts, ../nftables/stage.ts, or a
+ * program's own).
+ */
+export interface Rendered {
+  readonly resolution: Resolution;
+  readonly routes: readonly Route[];
+  /** Set by a render with a cache (incremental.ts): this render's version, unique in the process. */
+  readonly version?: number;
+  /**
+   * The engine's step (engine.ts): the served targets, by chain, that changed since render
+   * `from` of the same cache (an unchanged one is the very object it was). Absent: this render
+   * was made from scratch, and so is every stage after it.
+   */
+  readonly delta?: RenderDelta;
+}
+
+export interface RenderDelta {
+  readonly from: number;
+  readonly targets: readonly Change<ResolvedTarget>[];
+}

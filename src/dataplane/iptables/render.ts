@@ -1,0 +1,151 @@
+/**
+ * Rule text: resolved targets -> per-family iptables rulesets (chain -> `-A` lines) and routes.
+ * Pure, tested against golden files. What moves a namespace to a ruleset is restore.ts.
+ *
+ * Layout (chosen for the nf_tables back end, where kube-proxy's chain-per-endpoint layout is
+ * quadratic — see docs/design.md):
+ *
+ *   nat    OUTPUT       -> MPX-SERVICES            (exactly one jump, ours)
+ *   nat    MPX-SERVICES -d <clusterIP> -p <proto> --dport <port> -> MPX-SVC-<hash>   (one rule per Service port)
+ *   nat    MPX-SVC-<hash>  the DNAT rules themselves, `statistic random 1/(n-i)`, last unconditional;
+ *                          with sessionAffinity ClientIP, `recent --rcheck` rules first and
+ *                          `recent --set` on each chosen rule (no per-endpoint chains).
+ *   filter OUTPUT       -> MPX-REJECT (NEW connections only)
+ *   filter MPX-REJECT   -d <clusterIP> -p <proto> --dport <port> -j REJECT   (Service ports without endpoints)
+ *
+ * Why a second jump, in filter: the nat table cannot REJECT, and a Service without usable
+ * endpoints must fail fast (ECONNREFUSED: tcp-reset for TCP, icmp(6)-port-unreachable for UDP and
+ * SCTP) rather than time out. As kube-proxy, only Service ports without endpoints get a reject
+ * rule, so every other new connection crosses an empty-ish filter chain.
+ *
+ * Two tables (restore.ts orders them), and iptables-restore commits each table separately (verified: a failing `*filter`
+ * section leaves an earlier `*nat` section applied). Every mix of old and new is still safe: nat
+ * OUTPUT runs before filter OUTPUT, so a packet that nat DNATed no longer has the cluster IP as its
+ * destination when filter sees it, and a reject rule can never break a Service that has DNAT rules;
+ * a missing reject rule turns "refused" into "timeout" until the retry (a full sync). filter goes
+ * first so a Service that loses its last endpoint rejects before its DNAT rules go.
+ */
+import { flat } from '../core/flat.js';
+import { Snapshot } from '../core/engine.js';
+import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from '../core/names.js';
+import type { ChosenEndpoint, IpFamily, ResolvedTarget, ServicePortTarget } from '../core/model.js';
+import type { Ruleset } from './rulesets.js';
+
+/** How a port without endpoints refuses: a TCP reset, else ICMP port unreachable (the client gets ECONNREFUSED at once). */
+export function rejectWith(t: Pick<ServicePortTarget, 'protocol' | 'family'>): string {
+  return t.protocol === 'TCP' ? 'tcp-reset' : t.family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable';
+}
+
+/** Comments may only carry safe characters; names from Kubernetes already are, this is belt and braces. */
+export function comment(text: string): string {
+  return `-m comment --comment "${text.replace(/[^A-Za-z0-9_./: -]/g, '_').slice(0, 200)}"`;
+}
+
+export function hostPrefix(ip: string, family: IpFamily): string {
+  return `${ip}/${family === 4 ? 32 : 128}`;
+}
+
+function endpointAddress(ep: ChosenEndpoint, family: IpFamily): string {
+  return family === 4 ? `${ep.ip}:${ep.port}` : `[${ep.ip}]:${ep.port}`;
+}
+
+/** kube-proxy prints probabilities with %0.10f; 1/(n-i) for rule i keeps shares equal. */
+export function probability(n: number, i: number): string {
+  return (1 / (n - i)).toFixed(10);
+}
+
+export function matchPort(clusterIP: string, t: Pick<ServicePortTarget, 'protocol' | 'family' | 'port'>): string {
+  const p = t.protocol.toLowerCase();
+  return `-d ${hostPrefix(clusterIP, t.family)} -p ${p} -m ${p} --dport ${t.port}`;
+}
+
+export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port' | 'ingress'>): string {
+  // An ingress IP's rules say so: in iptables-save they sit beside the cluster IP's of the same port.
+  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}${t.ingress === true ? ' loadBalancer' : ''}`;
+}
+
+/** The DNAT rules of one Service port chain. */
+export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints: readonly ChosenEndpoint[]): string[] {
+  const fam = t.family;
+  const head = `-A ${chain} -p ${t.protocol.toLowerCase()}`;
+  const n = endpoints.length;
+  const aff = t.affinityTimeoutSeconds;
+  const lines: string[] = [];
+  if (aff !== undefined) {
+    // A client seen within the timeout goes back to the endpoint it was sent to last time.
+    for (const ep of endpoints) {
+      lines.push(flat(`${head} -m recent --name ${recentListName(chain, ep)} --rcheck --seconds ${aff} --reap -j DNAT --to-destination ${endpointAddress(ep, fam)}`));
+    }
+  }
+  endpoints.forEach((ep, i) => {
+    const pick = i < n - 1 ? ` -m statistic --mode random --probability ${probability(n, i)}` : '';
+    const remember = aff !== undefined ? ` -m recent --name ${recentListName(chain, ep)} --set` : '';
+    lines.push(flat(`${head}${pick}${remember} -j DNAT --to-destination ${endpointAddress(ep, fam)}`));
+  });
+  return lines;
+}
+
+/** The ruleset of one family. Service chains exist even when empty, so the dispatch rules never change with endpoints. */
+export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT, lines: (r: ResolvedTarget) => TargetLines = targetLines(layout)): Ruleset {
+  const dispatch: string[] = [];
+  const reject: string[] = [];
+  const nat = new Map<string, readonly string[]>();
+  nat.set(layout.dispatchChain, dispatch);
+  for (const r of targets) {
+    if (r.target.family !== family) continue;
+    const l = lines(r);
+    dispatch.push(l.dispatch);
+    if (r.endpoints.length === 0) reject.push(l.reject);
+    nat.set(r.chain, l.rules);
+  }
+  return { family, filter: chains(new Map([[layout.rejectChain, reject]])), nat: chains(nat) };
+}
+
+/** A table's chains as the engine's snapshot (engine.ts): the next render edits it in O(changes), counted by rule lines. */
+export const chains = (m: Map<string, readonly string[]>): Snapshot<string, readonly string[]> => Snapshot.of(m, (lines) => lines.length);
+
+/** A Service port's rule lines: its chain's DNAT rules, its dispatch rule, and its reject rule (used while it has no endpoints). */
+export interface TargetLines {
+  readonly rules: readonly string[];
+  readonly dispatch: string;
+  readonly reject: string;
+}
+
+/**
+ * Each resolved target's lines under `layout`, made the first time they are asked for and kept
+ * while the target object lives (the render hands back the same object while a target is
+ * unchanged, so a sync makes the lines of what changed only). Only the iptables back end asks:
+ * the resolved targets carry no rule text (resolve.ts).
+ */
+export function targetLines(layout: Layout): (r: ResolvedTarget) => TargetLines {
+  const memo = new WeakMap<ResolvedTarget, TargetLines>();
+  return (r) => {
+    let l = memo.get(r);
+    if (l === undefined) {
+      l = targetRules(r.target, r.clusterIP, r.chain, r.endpoints, layout);
+      memo.set(r, l);
+    }
+    return l;
+  };
+}
+
+export function targetRules(t: ServicePortTarget, clusterIP: string, chain: string, endpoints: readonly ChosenEndpoint[], layout: Layout = SIDECAR_LAYOUT): TargetLines {
+  const match = matchPort(clusterIP, t);
+  return {
+    rules: serviceChainRules(chain, t, endpoints),
+    dispatch: flat(`-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`),
+    reject: flat(`-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`),
+  };
+}
+
+/** Number of rule lines in a ruleset, for the rules-count metric. */
+export function countRules(r: Ruleset): number {
+  let n = 0;
+  for (const table of TABLES) {
+    const c = r[table];
+    // A rendered table keeps its count as it changes; another program's own map is counted.
+    if (c instanceof Snapshot) n += c.total;
+    else for (const lines of c.values()) n += lines.length;
+  }
+  return n;
+}
