@@ -60,13 +60,13 @@ async function main(): Promise<number | undefined> {
 async function run(opts: NodeAgentOptions, choice: BackendChoice, dataplane: NodeDataplane, interfaces: HostInterfaces, log: Logger): Promise<void> {
   const registry = createRegistry('multus_proxy_node');
   // serviceProxyHealthy in the health-check answers: the runtime's liveness, once it exists.
-  let runtime: NodeRuntime | undefined;
-  const healthChecks = createHealthCheckServers(log, '::', () => runtime?.live() ?? false);
-  runtime = createNodeRuntime(
+  const live = { runtime: undefined as NodeRuntime | undefined };
+  const healthChecks = createHealthCheckServers(log, '::', () => live.runtime?.live() ?? false);
+  const rt = createNodeRuntime(
     { nodeName: opts.nodeName, masqueradeMark: 2 ** opts.masqueradeBit, parentFromNad: opts.parentFromNad, minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs },
     { client: connectKube(opts), dataplane, interfaces, healthChecks, log, registry },
   );
-  const rt = runtime;
+  live.runtime = rt;
   const program = new Program('node agent', log, { message: 'stopping; rules and interfaces stay in place', errorMessage: 'error while stopping', errorExitCode: 1 });
   const health = healthRunnable({ checks: { live: () => rt.live(), ready: () => rt.ready() }, registry, port: opts.healthPort, extra: (path) => healthChecks.route(path) });
   if (!(await program.startAll([health, { name: 'health checks', stop: () => healthChecks.close() }]))) return;

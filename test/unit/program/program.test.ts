@@ -67,7 +67,7 @@ void test('a runnable whose start fails stops the program: its name and error in
 void test('a runnable that fails while running (RunContext.fail) stops the program with exit 1', async () => {
   const h = harness();
   let fail: (e: unknown) => void = () => {};
-  await h.program.startAll([part('health', h.steps), part('watch', h.steps, { start: (ctx) => void (fail = ctx.fail) })]);
+  await h.program.startAll([part('health', h.steps), part('watch', h.steps, { start: (ctx) => void (fail = (e) => ctx.fail(e)) })]);
   fail(new Error('watch closed for good'));
   assert.equal(await h.exited, 1);
   assert.deepEqual(h.steps.slice(1), ['log fatal: watch failed: watch closed for good; stopping test-program', 'stop watch', 'stop health', 'exit 1']);
