@@ -14,12 +14,16 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION_NAME } from '../../src/keys.js';
 import { checkDns1123Label } from '../../src/annotations/names.js';
-import { createLogger } from '../../src/log.js';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { createLogger, type Logger } from '../../src/log.js';
+import type { KubeClient } from '../../src/kube/client.js';
+import { runMain, stderrStartFailure } from '../../src/program/main.js';
+import { readOptions } from '../../src/program/options.js';
+import { Program as RunningProgram, type Runnable } from '../../src/program/program.js';
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
 import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { bootstrapCertificates, CA_CERT, PREVIOUS_CA, TLS_CERT, TLS_KEY } from './bootstrap.js';
 import { planCertificates, type RotationOptions } from './rotation.js';
-import { escapeTerminal } from '../../src/terminal-text.js';
 
 /** Names the manifests use; flags override each. */
 export const DEFAULTS = {
@@ -199,65 +203,78 @@ export function generateToFolders(rotation: RotationOptions, outDir: string, caD
   return plan.reasons;
 }
 
-async function main(argv: readonly string[]): Promise<number> {
-  const parsed = parseCli(argv);
-  if (!parsed.ok) {
-    process.stderr.write(`${parsed.error}\n`);
-    return 2;
-  }
-  const cmd = parsed.value;
-  if (cmd.command === 'help') {
-    process.stdout.write(USAGE);
-    return 0;
-  }
-  if (cmd.command === 'generate') {
-    const reasons = generateToFolders(cmd.rotation, cmd.outDir, cmd.caDir);
-    process.stdout.write(reasons.length === 0 ? `certificates in ${cmd.outDir} are current; nothing changed\n` : `${reasons.join('\n')}\n`);
-    return 0;
-  }
-  const logger = createLogger('certs');
-  // Loaded lazily so `generate` works without any Kubernetes configuration.
-  const { loadKubeConnection } = await import('../../src/kube/config.js');
-  const { createKubeClient } = await import('../../src/kube/client.js');
-  const client = createKubeClient(loadKubeConnection({ ...(cmd.kubeconfig ? { kubeconfig: cmd.kubeconfig } : {}), ...(cmd.context ? { context: cmd.context } : {}) }));
-  const runOnce = async (): Promise<void> => {
-    const r = await bootstrapCertificates(client, {
-      ...cmd.rotation,
-      now: new Date(),
-      secretNamespace: cmd.secretNamespace,
-      servingSecret: cmd.servingSecret,
-      caSecret: cmd.caSecret,
-      mutatingWebhookConfigurations: cmd.mutating,
-      validatingWebhookConfigurations: cmd.validating,
-      logger,
-    });
-    logger.info(
-      { reasons: r.plan.reasons, caSecretWritten: r.caSecretWritten, servingSecretWritten: r.servingSecretWritten, patched: r.patchedConfigurations, missing: r.missingConfigurations },
-      'certificate bootstrap done',
-    );
-    for (const m of r.missingConfigurations) logger.warn({ configuration: m }, 'webhook configuration not found; its caBundle will be set on the next run');
-  };
-  if (cmd.intervalMs === 0) {
-    await runOnce();
-    return 0;
-  }
-  for (;;) {
-    try {
-      await runOnce();
-    } catch (e) {
-      // A failed round (apiserver briefly away) is retried at the next interval; renewal starts months before expiry.
-      logger.error({ err: e }, 'certificate bootstrap failed; retrying at the next interval');
-    }
-    await new Promise((r) => setTimeout(r, cmd.intervalMs));
-  }
+type BootstrapCommand = Extract<CliCommand, { command: 'bootstrap' }>;
+
+/** One bootstrap round, logged. */
+async function bootstrapOnce(client: KubeClient, cmd: BootstrapCommand, logger: Logger): Promise<void> {
+  const r = await bootstrapCertificates(client, {
+    ...cmd.rotation,
+    now: new Date(),
+    secretNamespace: cmd.secretNamespace,
+    servingSecret: cmd.servingSecret,
+    caSecret: cmd.caSecret,
+    mutatingWebhookConfigurations: cmd.mutating,
+    validatingWebhookConfigurations: cmd.validating,
+    logger,
+  });
+  logger.info(
+    { reasons: r.plan.reasons, caSecretWritten: r.caSecretWritten, servingSecretWritten: r.servingSecretWritten, patched: r.patchedConfigurations, missing: r.missingConfigurations },
+    'certificate bootstrap done',
+  );
+  for (const m of r.missingConfigurations) logger.warn({ configuration: m }, 'webhook configuration not found; its caBundle will be set on the next run');
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (e: unknown) => {
-      process.stderr.write(`certs: ${escapeTerminal(e instanceof Error ? e.message : String(e))}\n`);
-      process.exit(1);
+/** `--interval`: a round now and every interval until SIGTERM/SIGINT. */
+function bootstrapLoop(client: KubeClient, cmd: BootstrapCommand, logger: Logger): Runnable {
+  const stop = new AbortController();
+  return {
+    name: 'bootstrap loop',
+    start() {
+      void (async () => {
+        while (!stop.signal.aborted) {
+          try {
+            await bootstrapOnce(client, cmd, logger);
+          } catch (e) {
+            // A failed round (apiserver briefly away) is retried at the next interval; renewal starts months before expiry.
+            logger.error({ err: e }, 'certificate bootstrap failed; retrying at the next interval');
+          }
+          await sleep(cmd.intervalMs, undefined, { signal: stop.signal }).catch(() => undefined);
+        }
+      })();
     },
-  );
+    stop: () => stop.abort(),
+  };
 }
+
+async function bootstrapMode(cmd: BootstrapCommand): Promise<number | undefined> {
+  const logger = createLogger('certs');
+  // Loaded lazily so `generate` works without any Kubernetes configuration.
+  const { connectKube } = await import('../../src/program/kube.js');
+  const client = connectKube(cmd);
+  if (cmd.intervalMs === 0) {
+    await bootstrapOnce(client, cmd, logger);
+    return 0;
+  }
+  const program = new RunningProgram('certs', logger, { message: 'stopping', errorMessage: 'error while stopping', errorExitCode: 1 });
+  program.handleSignals();
+  await program.start(bootstrapLoop(client, cmd, logger));
+  return undefined;
+}
+
+/** The command line as readOptions takes it: the help command is `'help'`. */
+function commandToRun(r: Result<CliCommand, string>): Result<Exclude<CliCommand, { command: 'help' }> | 'help', string> {
+  if (!r.ok) return r;
+  return r.value.command === 'help' ? ok('help') : ok(r.value);
+}
+
+async function main(argv: readonly string[]): Promise<number | undefined> {
+  const options = readOptions({ argv, help: () => USAGE, parse: () => commandToRun(parseCli(argv)) });
+  if (!options.run) return options.code;
+  const cmd = options.value;
+  if (cmd.command === 'bootstrap') return bootstrapMode(cmd);
+  const reasons = generateToFolders(cmd.rotation, cmd.outDir, cmd.caDir);
+  process.stdout.write(reasons.length === 0 ? `certificates in ${cmd.outDir} are current; nothing changed\n` : `${reasons.join('\n')}\n`);
+  return 0;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) runMain(() => main(process.argv.slice(2)), stderrStartFailure('certs'));

@@ -6,56 +6,36 @@
  * `controller diagnose pod|service NAME` is a one-shot subcommand of the same binary
  * (cmd/controller/diagnose/; docs/decisions/0016-diagnose-subcommand.md): it reads, explains and exits.
  */
-import { loadKubeConnection } from '../../src/kube/config.js';
-import { createKubeClient } from '../../src/kube/client.js';
 import { createLogger } from '../../src/log.js';
+import { connectKube } from '../../src/program/kube.js';
+import { runMain, stderrStartFailure } from '../../src/program/main.js';
+import { readOptions } from '../../src/program/options.js';
+import { Program } from '../../src/program/program.js';
 import { parseOptions, USAGE } from './options.js';
 import { startController } from './run.js';
 import { runDiagnose } from './diagnose/command.js';
 
-async function main(): Promise<void> {
-  if (process.argv[2] === 'diagnose') {
-    // Explicit exit: the client's keep-alive connection must not hold the process open.
-    process.exit(await runDiagnose(process.argv.slice(3), process.stdout, process.stderr));
-  }
-  const parsed = parseOptions(process.argv.slice(2));
-  if (!parsed.ok) {
-    process.stderr.write(`${parsed.error}\n`);
-    process.exit(2);
-  }
-  if (parsed.value === 'help') {
-    process.stdout.write(USAGE);
-    return;
-  }
-  const opts = parsed.value;
+async function main(): Promise<number | undefined> {
+  // Exits explicitly: the client's keep-alive connection must not hold the process open.
+  if (process.argv[2] === 'diagnose') return runDiagnose(process.argv.slice(3), process.stdout, process.stderr);
+  const argv = process.argv.slice(2);
+  const options = readOptions({ argv, help: () => USAGE, parse: () => parseOptions(argv) });
+  if (!options.run) return options.code;
+  const opts = options.value;
   const logger = createLogger('controller');
-  const conn = loadKubeConnection({ ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}), ...(opts.context ? { context: opts.context } : {}) });
-  const client = createKubeClient(conn);
-  const running = await startController(client, opts, logger, {
+  const program = new Program('controller', logger, { message: 'shutting down', errorMessage: 'shutdown failed', errorExitCode: 1 });
+  const running = await startController(connectKube(opts), opts, logger, {
     onLostLeadership: (reason) => {
+      // At once, without stopping: not one more write, and the restart begins from clean state.
       logger.fatal({ reason }, 'leadership lost; exiting so the replica restarts clean');
-      process.exit(1);
+      program.exit(1);
     },
   });
+  // Started above (its health server is part of it); registered here so a signal stops it.
+  await program.start({ name: 'controller', stop: () => running.stop() });
   logger.info({ healthPort: running.health.port, identity: opts.identity, namespace: opts.namespace ?? '(all)' }, 'controller started');
-  let stopping = false;
-  const shutdown = (signal: string): void => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'shutting down');
-    running
-      .stop()
-      .then(() => process.exit(0))
-      .catch((e: unknown) => {
-        logger.error({ err: String(e) }, 'shutdown failed');
-        process.exit(1);
-      });
-  };
-  process.on('SIGTERM', () => shutdown('SIGTERM'));
-  process.on('SIGINT', () => shutdown('SIGINT'));
+  program.handleSignals();
+  return undefined;
 }
 
-main().catch((e: unknown) => {
-  process.stderr.write(`controller: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`);
-  process.exit(1);
-});
+runMain(main, stderrStartFailure('controller', true));

@@ -68,6 +68,42 @@ export const CLASH_RECHECK_MS = 15_000;
 
 const WARNINGS: Partial<Record<NetServiceAction['kind'], string>> = { clash: 'ServiceNameConflict', invalid: 'InvalidSpec', unresolved: 'NetAttachDefUnresolved' };
 
+/** Creates, replaces or deletes the NetService's Service as planned; false for the kinds that write no Service. */
+async function writeService(d: NetServiceDeps, key: string, action: NetServiceAction): Promise<boolean> {
+  const slash = key.indexOf('/');
+  const namespace = key.slice(0, slash);
+  const name = key.slice(slash + 1);
+  switch (action.kind) {
+    case 'create':
+      try {
+        await d.client.create(svcPath(namespace), action.service);
+      } catch (e) {
+        // Created by someone else meanwhile: the next reconcile sees whose it is.
+        if (isConflict(e) || (e as { status?: number }).status === 409) throw new RetryableWriteError(`create of Service ${key}: ${(e as Error).message}`);
+        throw e;
+      }
+      d.logger.info({ netservice: key, network: action.service.metadata?.annotations }, 'NetService Service created');
+      return true;
+    case 'update':
+      try {
+        await d.client.replace(svcPath(namespace, name), action.service);
+      } catch (e) {
+        if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of Service ${key}: ${(e as Error).message}`);
+        throw e;
+      }
+      d.logger.info({ netservice: key }, 'NetService Service updated');
+      return true;
+    case 'delete':
+      await d.client.delete(svcPath(namespace, name));
+      d.logger.info({ netservice: key }, 'NetService gone: its Service deleted');
+      return true;
+    case 'none':
+      return true;
+    default:
+      return false;
+  }
+}
+
 export function createNetServiceController(d: NetServiceDeps): NetServiceController {
   const queue = new WorkQueue({ baseDelayMs: 200, maxDelayMs: 60_000 });
   const netServices = createInformer<NetService>(d.client, { logger: d.logger, name: 'netservices', path: nsPath(d.namespace) });
@@ -108,37 +144,10 @@ export function createNetServiceController(d: NetServiceDeps): NetServiceControl
     const existing = await getIfExists<V1Service>(d.client, svcPath(namespace, name));
     const action = planNetService(ns, existing, nadRefs());
     if (!d.mayWrite()) throw new Error('not the leader any more: write refused');
-    switch (action.kind) {
-      case 'create':
-        try {
-          await d.client.create(svcPath(namespace), action.service);
-        } catch (e) {
-          // Created by someone else meanwhile: the next reconcile sees whose it is.
-          if (isConflict(e) || (e as { status?: number }).status === 409) throw new RetryableWriteError(`create of Service ${key}: ${(e as Error).message}`);
-          throw e;
-        }
-        d.logger.info({ netservice: key, network: action.service.metadata?.annotations }, 'NetService Service created');
-        break;
-      case 'update':
-        try {
-          await d.client.replace(svcPath(namespace, name), action.service);
-        } catch (e) {
-          if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`update of Service ${key}: ${(e as Error).message}`);
-          throw e;
-        }
-        d.logger.info({ netservice: key }, 'NetService Service updated');
-        break;
-      case 'delete':
-        await d.client.delete(svcPath(namespace, name));
-        d.logger.info({ netservice: key }, 'NetService gone: its Service deleted');
-        break;
-      case 'none':
-        break;
-      default: {
-        // clash, invalid, unresolved: nothing is written but the Event and the condition.
-        if (ns !== undefined) d.events.record(subject(ns), 'Warning', action.kind, WARNINGS[action.kind] ?? action.kind, action.message);
-        if (action.kind === 'clash') queue.addAfter(key, CLASH_RECHECK_MS);
-      }
+    if (!(await writeService(d, key, action)) && 'message' in action) {
+      // clash, invalid, unresolved: nothing is written but the Event and the condition.
+      if (ns !== undefined) d.events.record(subject(ns), 'Warning', action.kind, WARNINGS[action.kind] ?? action.kind, action.message);
+      if (action.kind === 'clash') queue.addAfter(key, CLASH_RECHECK_MS);
     }
     if (ns !== undefined && action.kind !== 'delete') await writeStatus(ns, action);
   }

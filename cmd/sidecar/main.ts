@@ -13,14 +13,17 @@
  * Foreign rules are never touched.
  */
 import { createLogger, type Logger } from '../../src/log.js';
-import { helpText, wantsHelp } from '../../src/cli.js';
-import { HEALTH_FD_ENV, inheritedHealthFd, startHealthServer, type Readiness } from '../../src/health.js';
+import { helpText } from '../../src/cli.js';
+import { HEALTH_FD_ENV, inheritedHealthFd, type Readiness } from '../../src/health.js';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { loadKubeConnection } from '../../src/kube/config.js';
-import { createKubeClient } from '../../src/kube/client.js';
 import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { chooseBackendAtStart } from '../../src/dataplane/index.js';
-import { createSidecarMetrics } from './metrics.js';
+import { drainAwareReadiness, healthRunnable } from '../../src/program/health.js';
+import { connectKube } from '../../src/program/kube.js';
+import { runMain } from '../../src/program/main.js';
+import { readOptions } from '../../src/program/options.js';
+import { Program, type Runnable } from '../../src/program/program.js';
+import { createSidecarMetrics, type SidecarMetrics } from './metrics.js';
 import { sidecarDataplaneOptions } from './dataplane-options.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
@@ -57,94 +60,110 @@ async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {
   }
 }
 
-async function main(): Promise<void> {
-  if (wantsHelp(process.argv.slice(2))) {
-    process.stdout.write(helpText(SIDECAR_PROGRAM));
-    return;
-  }
-  const log = createLogger('sidecar');
-  const parsed = parseOptions(process.env, process.argv.slice(2));
-  if (!parsed.ok) {
-    log.fatal({ problem: parsed.error }, parsed.error);
-    process.exit(2);
-  }
-  const opts = parsed.value;
-  if (opts.cleanup) process.exit(await cleanupMode(opts, log));
-  const metrics = createSidecarMetrics();
-  // The health port first: the injected startup probe tries from the container's start (2 s after
-  // it without health-listen; cmd/webhook/mutate.ts) and must find it listening; it holds that
-  // request until ready.
-  const box: { runtime?: SidecarRuntime; dataplane?: Dataplane } = {};
-  const state = { stopping: false, readyServed: false };
-  const ready = (): Readiness => {
-    // Stopping: ready, so that a startup probe held or still to come ends in a success. The kubelet
-    // v1.34 keeps probing a native sidecar that had not started yet through its pod's termination
-    // (cmd/webhook/mutate.ts); after one success it probes it no more, instead of failing (an Unhealthy
-    // Event) once the sidecar is gone. /readyz is the only caller, so readyServed means answered.
-    const r = state.stopping ? { ready: true } : (box.runtime?.ready() ?? { ready: false, reason: 'starting' });
-    if (r.ready) state.readyServed = true;
+/** What the stop sequence and the probes need from a start that may be cut short at any step. */
+class SidecarParts {
+  runtime: SidecarRuntime | undefined;
+  /** /readyz has answered ready at least once (it is its only caller). */
+  readyServed = false;
+
+  constructor(private readonly program: Program) {}
+
+  /**
+   * Stopping: ready, so that a startup probe held or still to come ends in a success. The kubelet
+   * v1.34 keeps probing a native sidecar that had not started yet through its pod's termination
+   * (cmd/webhook/mutate.ts); after one success it probes it no more, instead of failing (an
+   * Unhealthy Event) once the sidecar is gone.
+   */
+  readonly ready = (): Readiness => {
+    const r = drainAwareReadiness(() => this.runtime?.ready() ?? { ready: false, reason: 'starting' }, () => this.program.stopping(), 'ready')();
+    if (r.ready) this.readyServed = true;
     return r;
   };
+
+  readonly live = (): boolean => this.runtime?.live() ?? true;
+
+  /**
+   * Never answered ready (the pod deleted while the sidecar started): let the kubelet's next
+   * startup probe, at most a second or two away, pass before the port closes.
+   */
+  async lastProbe(): Promise<void> {
+    for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !this.readyServed && Date.now() < until; ) await sleep(50);
+  }
+}
+
+function sidecarProgram(log: Logger): { program: Program; parts: SidecarParts } {
+  const program: Program = new Program('sidecar', log, {
+    message: 'stopping; rules and routes stay in place for the next start to adopt',
+    drain: () => parts.lastProbe(),
+    deadline: { ms: STOP_DEADLINE_MS, message: 'a sync is still running; exiting without waiting for it' },
+    errorMessage: 'error while stopping',
+    errorExitCode: 0,
+  });
+  const parts = new SidecarParts(program);
+  return { program, parts };
+}
+
+/** Ends the process when a rule sync is stuck: the kubelet restarts the sidecar as after a failed liveness probe. */
+function watchdog(program: Program, runtime: SidecarRuntime, opts: ParsedOptions, log: Logger): Runnable {
+  let timer: NodeJS.Timeout | undefined;
+  return {
+    name: 'watchdog',
+    start() {
+      timer = setInterval(() => {
+        if (program.stopping() || runtime.live()) return;
+        log.error({ stuckAfterMs: opts.stuckAfterMs }, 'a rule sync is stuck; exiting so that the kubelet restarts the sidecar');
+        program.exit(1);
+      }, WATCHDOG_MS);
+      timer.unref();
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** The health port, then the stop handlers: before anything slow, so probes and SIGTERM are answered from the start. */
+async function listenFirst(program: Program, parts: SidecarParts, opts: ParsedOptions, metrics: SidecarMetrics, log: Logger): Promise<number | undefined> {
   // Injected, the sidecar runs under health-listen (native/health-listen.c), which listened on the
   // port before Node.js started; without it (dev, demo, tests) the sidecar binds the port itself.
   const inheritedFd = inheritedHealthFd(process.env);
   delete process.env[HEALTH_FD_ENV]; // not for the processes the sidecar runs
-  const health = await startHealthServer({ live: () => box.runtime?.live() ?? true, ready }, metrics.registry, opts.healthPort, opts.healthHost, undefined, inheritedFd);
-  log.info({ healthPort: health.port, inherited: inheritedFd !== undefined }, HEALTH_LISTENING);
-
-  // The stop handlers next, before anything slow (the nftables probe runs a process): a pod deleted
-  // while its sidecar starts must not lose the health port to SIGTERM's default exit, or the
-  // kubelet's pending startup probe is refused (an Unhealthy Event).
-  const shutdown = async (signal: string): Promise<void> => {
-    if (state.stopping) return;
-    state.stopping = true;
-    log.info({ signal }, 'stopping; rules and routes stay in place for the next start to adopt');
-    const deadline = setTimeout(() => {
-      log.warn({ afterMs: STOP_DEADLINE_MS }, 'a sync is still running; exiting without waiting for it');
-      process.exit(0);
-    }, STOP_DEADLINE_MS);
-    try {
-      // Never answered ready (the pod deleted while the sidecar started): let the kubelet's next
-      // startup probe, at most a second or two away, pass before the port closes.
-      for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !state.readyServed && Date.now() < until; ) await sleep(50);
-      await box.runtime?.stop();
-      box.dataplane?.close();
-      await health.close();
-    } catch (e) {
-      log.error({ err: e }, 'error while stopping');
-    }
-    clearTimeout(deadline);
-    // pino writes synchronously to stdout by default, so nothing is lost by exiting here.
-    process.exit(0);
-  };
-  for (const sig of ['SIGTERM', 'SIGINT'] as const) process.on(sig, (s) => void shutdown(s));
-
-  const choice = await chooseBackendAtStart(opts.backend, log);
-  if (state.stopping) return; // stopped while probing: shutdown() exits without a runtime
-  const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
-  // Spare restore processes (a change skips a process start on its way to the kernel), and the
-  // first sync's reads started while the informers list (dataplane-options.ts).
-  const dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
-  box.dataplane = dataplane;
-  const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
-  box.runtime = rt;
-  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort: health.port, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
-
-  const watchdog = setInterval(() => {
-    if (state.stopping || rt.live()) return;
-    log.error({ stuckAfterMs: opts.stuckAfterMs }, 'a rule sync is stuck; exiting so that the kubelet restarts the sidecar');
-    process.exit(1);
-  }, WATCHDOG_MS);
-  watchdog.unref();
-
-  if (state.stopping) return; // stopped meanwhile: shutdown() stops the runtime and exits
-  rt.start();
-  void rt.firstSync.then(() => log.info('first sync done; ready'));
+  // The injected startup probe tries from the container's start (2 s after it without
+  // health-listen; cmd/webhook/mutate.ts) and must find it listening; it holds that request until ready.
+  const health = healthRunnable({ checks: { live: parts.live, ready: parts.ready }, registry: metrics.registry, port: opts.healthPort, host: opts.healthHost, inheritedFd });
+  if (!(await program.start(health))) return undefined;
+  log.info({ healthPort: health.server().port, inherited: inheritedFd !== undefined }, HEALTH_LISTENING);
+  // A pod deleted while its sidecar starts must not lose the health port to SIGTERM's default
+  // exit, or the kubelet's pending startup probe is refused (an Unhealthy Event).
+  program.handleSignals();
+  return health.server().port;
 }
 
-main().catch((e: unknown) => {
-  // Only start-up can get here (bad kubeconfig, port in use): say why and exit non-zero.
-  createLogger('sidecar').fatal({ err: e }, 'sidecar failed to start');
-  process.exit(1);
-});
+async function main(): Promise<number | undefined> {
+  const argv = process.argv.slice(2);
+  const log = createLogger('sidecar');
+  const options = readOptions({ argv, help: () => helpText(SIDECAR_PROGRAM), parse: () => parseOptions(process.env, argv), refuse: (e) => log.fatal({ problem: e }, e) });
+  if (!options.run) return options.code;
+  const opts = options.value;
+  if (opts.cleanup) return cleanupMode(opts, log);
+  const metrics = createSidecarMetrics();
+  const { program, parts } = sidecarProgram(log);
+  const healthPort = await listenFirst(program, parts, opts, metrics, log);
+  if (healthPort === undefined) return undefined;
+
+  const choice = await chooseBackendAtStart(opts.backend, log);
+  if (program.stopping()) return undefined; // stopped while probing: the program exits without a runtime
+  const client = connectKube(opts);
+  // Spare restore processes (a change skips a process start on its way to the kernel), and the
+  // first sync's reads started while the informers list (dataplane-options.ts).
+  const dataplane: Dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
+  await program.start({ name: 'dataplane', stop: () => dataplane.close() });
+  const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
+  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
+  parts.runtime = rt;
+  log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
+  const started = await program.startAll([watchdog(program, rt, opts, log), { name: 'runtime', start: () => rt.start(), stop: () => rt.stop() }]);
+  if (started) void rt.firstSync.then(() => log.info('first sync done; ready'));
+  return undefined;
+}
+
+// Only start-up can get here (bad kubeconfig): say why and exit non-zero.
+runMain(main, (e) => createLogger('sidecar').fatal({ err: e }, 'sidecar failed to start'));

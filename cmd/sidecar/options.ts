@@ -85,6 +85,44 @@ export const SIDECAR_PROGRAM: Program = {
   notes: 'A flag wins over its variable. The webhook sets the variables in the container it injects.',
 };
 
+/** The rule back end, iptables' flavour and the element writer: each checked, a bad one reported in `problems`. */
+function backendOptions(raw: (key: Key) => string | undefined, problems: string[]): Pick<ParsedOptions, 'iptablesBackend' | 'backend' | 'elementWriter'> {
+  const backendRaw = raw('iptablesBackend') ?? 'auto';
+  const iptablesBackend = BACKENDS.find((b) => b === backendRaw);
+  if (iptablesBackend === undefined) {
+    problems.push(formatInputError(OBJECT, inputError(describe('iptablesBackend'), backendRaw, 'is not a known back end', `write one of ${BACKENDS.join(', ')}`)));
+  }
+  const ruleRaw = raw('backend') ?? 'auto';
+  const backend = RULE_BACKENDS.find((b) => b === ruleRaw);
+  if (backend === undefined) {
+    problems.push(formatInputError(OBJECT, inputError(describe('backend'), ruleRaw, 'is not a known rule back end', `write one of ${RULE_BACKENDS.join(', ')}`)));
+  }
+  // A path (checked by the writer's own probe at start, which logs one line and falls back to nft
+  // text when it is not nfnl-batch), or off.
+  const writerRaw = raw('elementWriter');
+  let elementWriter: string | false | undefined;
+  if (writerRaw === 'off') elementWriter = false;
+  else if (writerRaw === undefined || writerRaw.startsWith('/')) elementWriter = writerRaw;
+  else problems.push(formatInputError(OBJECT, inputError(describe('elementWriter'), writerRaw, 'is neither an absolute path nor off', `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`)));
+  return { iptablesBackend: iptablesBackend ?? 'auto', backend: backend ?? 'auto', elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH };
+}
+
+/** The client's place (node, zone) and the admin's external-IP list: each checked, a bad one reported in `problems`. */
+function placeOptions(raw: (key: Key) => string | undefined, problems: string[]): Pick<ParsedOptions, 'nodeName' | 'nodeZone' | 'externalIPs'> {
+  const nodeName = raw('nodeName') ?? '';
+  if (nodeName !== '' && !DNS_SUBDOMAIN.test(nodeName)) {
+    problems.push(formatInputError(OBJECT, inputError(describe('nodeName'), nodeName, 'is not a node name (a DNS subdomain)', 'set it from the downward API (fieldRef spec.nodeName), or leave it unset')));
+  }
+  const nodeZone = raw('nodeZone') ?? '';
+  if (nodeZone !== '' && !LABEL_VALUE.test(nodeZone)) {
+    problems.push(formatInputError(OBJECT, inputError(describe('nodeZone'), nodeZone, 'is not a label value', "set it from the pod's topology.kubernetes.io/zone label (fieldRef metadata.labels), or leave it unset")));
+  }
+  const cidrsRaw = raw('externalIPsAllowedCIDRs');
+  const externalIPs = parseExternalIPPolicy(cidrsRaw?.split(',').map((x) => x.trim()).filter((x) => x !== ''), describe('externalIPsAllowedCIDRs'));
+  if (!externalIPs.ok) problems.push(externalIPs.error);
+  return { nodeName, nodeZone, externalIPs: externalIPs.ok ? externalIPs.value : EXTERNAL_IPS_NOT_CONFIGURED };
+}
+
 export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<ParsedOptions, string> {
   const parsed = parseFlags(SIDECAR_PROGRAM, argv);
   if (!parsed.ok) return parsed;
@@ -120,34 +158,8 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
 
   const podName = required('podName');
   const podNamespace = required('podNamespace');
-  const backendRaw = raw('iptablesBackend') ?? 'auto';
-  const iptablesBackend = BACKENDS.find((b) => b === backendRaw);
-  if (iptablesBackend === undefined) {
-    problems.push(formatInputError(OBJECT, inputError(describe('iptablesBackend'), backendRaw, 'is not a known back end', `write one of ${BACKENDS.join(', ')}`)));
-  }
-  const ruleRaw = raw('backend') ?? 'auto';
-  const backend = RULE_BACKENDS.find((b) => b === ruleRaw);
-  if (backend === undefined) {
-    problems.push(formatInputError(OBJECT, inputError(describe('backend'), ruleRaw, 'is not a known rule back end', `write one of ${RULE_BACKENDS.join(', ')}`)));
-  }
-  // A path (checked by the writer's own probe at start, which logs one line and falls back to nft
-  // text when it is not nfnl-batch), or off.
-  const writerRaw = raw('elementWriter');
-  let elementWriter: string | false | undefined;
-  if (writerRaw === 'off') elementWriter = false;
-  else if (writerRaw === undefined || writerRaw.startsWith('/')) elementWriter = writerRaw;
-  else problems.push(formatInputError(OBJECT, inputError(describe('elementWriter'), writerRaw, 'is neither an absolute path nor off', `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`)));
-  const nodeName = raw('nodeName') ?? '';
-  if (nodeName !== '' && !DNS_SUBDOMAIN.test(nodeName)) {
-    problems.push(formatInputError(OBJECT, inputError(describe('nodeName'), nodeName, 'is not a node name (a DNS subdomain)', 'set it from the downward API (fieldRef spec.nodeName), or leave it unset')));
-  }
-  const nodeZone = raw('nodeZone') ?? '';
-  if (nodeZone !== '' && !LABEL_VALUE.test(nodeZone)) {
-    problems.push(formatInputError(OBJECT, inputError(describe('nodeZone'), nodeZone, 'is not a label value', "set it from the pod's topology.kubernetes.io/zone label (fieldRef metadata.labels), or leave it unset")));
-  }
-  const cidrsRaw = raw('externalIPsAllowedCIDRs');
-  const externalIPs = parseExternalIPPolicy(cidrsRaw?.split(',').map((x) => x.trim()).filter((x) => x !== ''), describe('externalIPsAllowedCIDRs'));
-  if (!externalIPs.ok) problems.push(externalIPs.error);
+  const { iptablesBackend, backend, elementWriter } = backendOptions(raw, problems);
+  const { nodeName, nodeZone, externalIPs } = placeOptions(raw, problems);
   const options: ParsedOptions = {
     podName,
     podNamespace,
@@ -159,14 +171,14 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     retryMinMs: integer('retryMinMs'),
     retryMaxMs: integer('retryMaxMs'),
     stuckAfterMs: integer('stuckAfterMs'),
-    iptablesBackend: iptablesBackend ?? 'auto',
-    backend: backend ?? 'auto',
+    iptablesBackend,
+    backend,
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
-    elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH,
+    elementWriter,
     nodeName,
     nodeZone,
-    externalIPs: externalIPs.ok ? externalIPs.value : EXTERNAL_IPS_NOT_CONFIGURED,
+    externalIPs,
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {

@@ -35,38 +35,45 @@ export interface AnnotationsFile {
   stop(): void;
 }
 
+/** What the watcher knows between reads. */
+interface FileState {
+  /** The last text read that parsed. */
+  last: string | undefined;
+  missingLogged: boolean;
+  stopped: boolean;
+}
+
+/** One read: the annotations to onChange when the text changed and every line parsed. */
+async function readOnce(o: AnnotationsFileOptions, st: FileState): Promise<void> {
+  let text: string;
+  try {
+    text = await readFile(o.file, 'utf8');
+  } catch (e) {
+    if (!st.missingLogged) o.log.warn({ file: o.file, err: e instanceof Error ? e.message : String(e) }, 'pod annotations file not readable; retrying (is the downwardAPI volume mounted?)');
+    st.missingLogged = true;
+    return;
+  }
+  st.missingLogged = false;
+  if (st.stopped || text === st.last) return;
+  const parsed = parseDownwardMap(text);
+  if (parsed.problems.length > 0) {
+    // The kubelet writes this file; a line we cannot read is kept out rather than half-used.
+    o.log.error({ file: o.file, problems: parsed.problems }, 'pod annotations file has lines that do not parse; keeping the last good annotations');
+    return;
+  }
+  st.last = text;
+  o.onChange(parsed.values);
+}
+
 export function watchAnnotationsFile(o: AnnotationsFileOptions): AnnotationsFile {
-  let last: string | undefined;
+  const st: FileState = { last: undefined, missingLogged: false, stopped: false };
   let watcher: FSWatcher | undefined;
   let poll: NodeJS.Timeout | undefined;
   let settle: NodeJS.Timeout | undefined;
-  let stopped = false;
   let reading: Promise<void> | undefined;
   let again = false;
   let markSynced: () => void = () => {};
   const synced = new Promise<void>((resolve) => (markSynced = resolve));
-  let missingLogged = false;
-
-  async function readOnce(): Promise<void> {
-    let text: string;
-    try {
-      text = await readFile(o.file, 'utf8');
-    } catch (e) {
-      if (!missingLogged) o.log.warn({ file: o.file, err: e instanceof Error ? e.message : String(e) }, 'pod annotations file not readable; retrying (is the downwardAPI volume mounted?)');
-      missingLogged = true;
-      return;
-    }
-    missingLogged = false;
-    if (stopped || text === last) return;
-    const parsed = parseDownwardMap(text);
-    if (parsed.problems.length > 0) {
-      // The kubelet writes this file; a line we cannot read is kept out rather than half-used.
-      o.log.error({ file: o.file, problems: parsed.problems }, 'pod annotations file has lines that do not parse; keeping the last good annotations');
-      return;
-    }
-    last = text;
-    o.onChange(parsed.values);
-  }
 
   /** One read at a time; a request during a read runs once after it. */
   function read(): Promise<void> {
@@ -77,15 +84,15 @@ export function watchAnnotationsFile(o: AnnotationsFileOptions): AnnotationsFile
     reading = (async () => {
       do {
         again = false;
-        await readOnce();
-      } while (again && !stopped);
+        await readOnce(o, st);
+      } while (again && !st.stopped);
       reading = undefined;
     })();
     return reading;
   }
 
   function startWatch(): void {
-    if (watcher !== undefined || stopped) return;
+    if (watcher !== undefined || st.stopped) return;
     try {
       watcher = watch(dirname(o.file), () => {
         if (settle !== undefined) clearTimeout(settle);
@@ -110,9 +117,9 @@ export function watchAnnotationsFile(o: AnnotationsFileOptions): AnnotationsFile
       }, o.pollMs ?? ANNOTATIONS_POLL_MS);
     },
     synced,
-    found: () => last !== undefined,
+    found: () => st.last !== undefined,
     stop() {
-      stopped = true;
+      st.stopped = true;
       watcher?.close();
       if (poll !== undefined) clearInterval(poll);
       if (settle !== undefined) clearTimeout(settle);

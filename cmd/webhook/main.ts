@@ -3,15 +3,17 @@
  * -> HTTPS server. Everything with logic lives in the modules it wires together.
  */
 import { readFileSync } from 'node:fs';
-import { createKubeClient } from '../../src/kube/client.js';
-import { loadKubeConnection } from '../../src/kube/config.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../src/log.js';
+import { connectKube } from '../../src/program/kube.js';
+import { runMain, stderrStartFailure } from '../../src/program/main.js';
+import { readOptions } from '../../src/program/options.js';
+import { Program } from '../../src/program/program.js';
 import { createClusterLookups, serviceEventWriter } from './cluster.js';
 import { withExternalIPs } from './external-ips.js';
 import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
 import { createWebhookMetrics } from './metrics.js';
 import { parseOptions, webhookHelp } from './options.js';
-import { wantsHelp } from '../../src/cli.js';
 import { createApp, PATHS, startWebhookServer } from './server.js';
 import { watchCertificateFiles } from './tls.js';
 
@@ -23,17 +25,11 @@ function readIfExists(path: string): string | undefined {
   }
 }
 
-async function main(): Promise<void> {
-  if (wantsHelp(process.argv.slice(2))) {
-    process.stdout.write(webhookHelp());
-    return;
-  }
-  const parsed = parseOptions(process.env, process.argv.slice(2), readIfExists);
-  if (!parsed.ok) {
-    process.stderr.write(`${parsed.error}\n`);
-    process.exit(2);
-  }
-  const opts = parsed.value;
+async function main(): Promise<number | undefined> {
+  const argv = process.argv.slice(2);
+  const options = readOptions({ argv, help: webhookHelp, parse: () => parseOptions(process.env, argv, readIfExists) });
+  if (!options.run) return options.code;
+  const opts = options.value;
   const logger = createLogger('webhook', opts.logLevel);
   const metrics = createWebhookMetrics();
   const tls = watchCertificateFiles(opts.tlsCertFile, opts.tlsKeyFile, {
@@ -41,7 +37,7 @@ async function main(): Promise<void> {
     logger,
     onLoad: (result, c) => metrics.certificate(result, c?.notAfter),
   });
-  const client = createKubeClient(loadKubeConnection(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}));
+  const client = connectKube(opts);
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, nodeAgentNamespace: opts.nodeAgentNamespace, logger });
   const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger), nadLookupTimeoutMs: opts.nadLookupTimeoutMs };
   const app = createApp({
@@ -60,19 +56,14 @@ async function main(): Promise<void> {
   // Keep answering while the endpoint removal reaches the apiserver, then stop: a webhook that
   // closes at once turns pod creations into failures for a few seconds at every rollout. Still
   // ready meanwhile: a deleted pod's endpoint is already not ready in its Service's slices, and
-  // a /readyz that failed during the drain only left an Unhealthy Event per deletion (issue 25).
-  const shutdown = (signal: string): void => {
-    logger.info({ signal, drainMs: opts.drainMs }, 'shutting down');
-    setTimeout(() => {
-      tls.close();
-      void server.close().then(() => process.exit(0));
-    }, opts.drainMs);
-  };
-  process.once('SIGTERM', () => shutdown('SIGTERM'));
-  process.once('SIGINT', () => shutdown('SIGINT'));
+  // a /readyz that failed during the drain only left an Unhealthy Event per deletion.
+  const program = new Program('webhook', logger, { message: 'shutting down', fields: { drainMs: opts.drainMs }, drain: () => sleep(opts.drainMs), errorMessage: 'shutdown failed', errorExitCode: 1 });
+  await program.startAll([
+    { name: 'webhook server', stop: () => server.close() },
+    { name: 'certificate watch', stop: () => tls.close() },
+  ]);
+  program.handleSignals();
+  return undefined;
 }
 
-main().catch((e: unknown) => {
-  process.stderr.write(`webhook: ${e instanceof Error ? e.message : String(e)}\n`);
-  process.exit(1);
-});
+runMain(main, stderrStartFailure('webhook'));

@@ -314,6 +314,29 @@ export function webhookHelp(): string {
   return helpText({ ...WEBHOOK_PROGRAM, flags: WEBHOOK_PROGRAM.flags.map((f) => (def.has(f.name) ? { ...f, def: def.get(f.name) } : f)) });
 }
 
+/** The config file (`--config`, WEBHOOK_CONFIG) as a mapping, and the sidecar image file beside it; each problem added to `problems`. */
+function readConfigFile(configFile: string | undefined, readFile: ReadFile, problems: string[]): { doc: Record<string, unknown>; imageFromFile: string | undefined } {
+  let doc: Record<string, unknown> = {};
+  if (configFile === undefined || configFile === '') return { doc, imageFromFile: undefined };
+  const text = readFile(configFile);
+  if (text === undefined) {
+    problems.push(formatInputError(OBJECT, inputError('--config (WEBHOOK_CONFIG)', configFile, 'does not exist', 'mount the ConfigMap there or fix the path')));
+    return { doc, imageFromFile: undefined };
+  }
+  try {
+    const parsed = load(text);
+    if (parsed === undefined || parsed === null) doc = {};
+    else if (typeof parsed === 'object' && !Array.isArray(parsed)) doc = parsed as Record<string, unknown>;
+    else problems.push(formatInputError(OBJECT, inputError(configFile, text, 'is not a YAML/JSON mapping', 'write keys such as `port:` and `sidecar:` at the top level')));
+  } catch (e) {
+    problems.push(formatInputError(OBJECT, inputError(configFile, text, `is not valid YAML or JSON (${(e as Error).message.split('\n')[0]})`, 'fix the syntax')));
+  }
+  for (const k of unknownKeys(doc)) {
+    problems.push(formatInputError(OBJECT, inputError(`${k} in ${configFile}`, k, 'is not a known setting', `use only ${Object.values(SETTINGS).map((s) => s.file.join('.')).join(', ')}`)));
+  }
+  return { doc, imageFromFile: readFile(join(dirname(configFile), SIDECAR_IMAGE_FILE))?.trim() };
+}
+
 export function parseOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[], readFile: ReadFile): Result<WebhookOptions, string> {
   const parsed = parseFlags(WEBHOOK_PROGRAM, argv);
   if (!parsed.ok) return parsed;
@@ -321,27 +344,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const problems: string[] = [];
 
   const configFile = typeof flags['config'] === 'string' ? flags['config'] : env['WEBHOOK_CONFIG'];
-  let doc: Record<string, unknown> = {};
-  let imageFromFile: string | undefined;
-  if (configFile !== undefined && configFile !== '') {
-    const text = readFile(configFile);
-    if (text === undefined) {
-      problems.push(formatInputError(OBJECT, inputError('--config (WEBHOOK_CONFIG)', configFile, 'does not exist', 'mount the ConfigMap there or fix the path')));
-    } else {
-      try {
-        const parsed = load(text);
-        if (parsed === undefined || parsed === null) doc = {};
-        else if (typeof parsed === 'object' && !Array.isArray(parsed)) doc = parsed as Record<string, unknown>;
-        else problems.push(formatInputError(OBJECT, inputError(configFile, text, 'is not a YAML/JSON mapping', 'write keys such as `port:` and `sidecar:` at the top level')));
-      } catch (e) {
-        problems.push(formatInputError(OBJECT, inputError(configFile, text, `is not valid YAML or JSON (${(e as Error).message.split('\n')[0]})`, 'fix the syntax')));
-      }
-      for (const k of unknownKeys(doc)) {
-        problems.push(formatInputError(OBJECT, inputError(`${k} in ${configFile}`, k, 'is not a known setting', `use only ${Object.values(SETTINGS).map((s) => s.file.join('.')).join(', ')}`)));
-      }
-      imageFromFile = readFile(join(dirname(configFile), SIDECAR_IMAGE_FILE))?.trim();
-    }
-  }
+  const { doc, imageFromFile } = readConfigFile(configFile, readFile, problems);
 
   const values = new Map<Name, Value>();
   for (const name of Object.keys(SETTINGS) as Name[]) {

@@ -187,20 +187,36 @@ export function validateService(svc: V1Service, namespace: string, old?: V1Servi
 
   const warnings: string[] = type === 'NodePort' ? [nodePortWarning(object, refs.value)] : type === 'LoadBalancer' ? [loadBalancerWarning(object, refs.value)] : [];
   if (type === 'LoadBalancer') {
-    // The ranges become firewall rules on every node: checked here, as where they enter (the
-    // apiserver checks them too; this names the entry and the fix in our words).
-    const ranges = svc.spec?.loadBalancerSourceRanges ?? [];
-    if (ranges.length > MAX_SOURCE_RANGES) {
-      return deny('invalid-field', 400, inputError(SOURCE_RANGES_KEY, `${ranges.length} entries`, `lists more than ${MAX_SOURCE_RANGES} ranges, each a rule per ingress IP and port on every node`, 'merge them into fewer, larger CIDRs'));
-    }
-    for (const [i, raw] of ranges.entries()) {
-      const r = parseSourceRange(raw);
-      if (typeof r === 'string') return deny('invalid-field', 400, inputError(`${SOURCE_RANGES_KEY}[${i}]`, raw, r, 'write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"'));
-    }
-    if (annotations[SOURCE_RANGES_ANNOTATION] !== undefined && (svc.spec?.loadBalancerSourceRanges ?? []).length === 0) {
-      warnings.push(`${object}: annotation ${SOURCE_RANGES_ANNOTATION} is not read by multus-proxy (nor by kube-proxy): every source is admitted; move the ranges to spec.loadBalancerSourceRanges`);
-    }
+    const lbDenied = checkLoadBalancer(svc, annotations, object, warnings, deny);
+    if (lbDenied !== undefined) return lbDenied;
   }
+  const selDenied = checkSelector(annotations, hasSpecSelector, object, warnings, deny);
+  if (selDenied !== undefined) return selDenied;
+  return { allowed: true, networks: refs.value, warnings, reason: 'valid' };
+}
+
+type Deny = (reason: ServiceDenyReason, code: 400 | 403, e: InputError) => ServiceVerdict;
+
+/** A LoadBalancer's source ranges (they become firewall rules on every node): checked where they enter; warnings added in place. */
+function checkLoadBalancer(svc: V1Service, annotations: Record<string, string>, object: string, warnings: string[], deny: Deny): ServiceVerdict | undefined {
+  // The ranges become firewall rules on every node: checked here, as where they enter (the
+  // apiserver checks them too; this names the entry and the fix in our words).
+  const ranges = svc.spec?.loadBalancerSourceRanges ?? [];
+  if (ranges.length > MAX_SOURCE_RANGES) {
+    return deny('invalid-field', 400, inputError(SOURCE_RANGES_KEY, `${ranges.length} entries`, `lists more than ${MAX_SOURCE_RANGES} ranges, each a rule per ingress IP and port on every node`, 'merge them into fewer, larger CIDRs'));
+  }
+  for (const [i, raw] of ranges.entries()) {
+    const r = parseSourceRange(raw);
+    if (typeof r === 'string') return deny('invalid-field', 400, inputError(`${SOURCE_RANGES_KEY}[${i}]`, raw, r, 'write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"'));
+  }
+  if (annotations[SOURCE_RANGES_ANNOTATION] !== undefined && (svc.spec?.loadBalancerSourceRanges ?? []).length === 0) {
+    warnings.push(`${object}: annotation ${SOURCE_RANGES_ANNOTATION} is not read by multus-proxy (nor by kube-proxy): every source is admitted; move the ranges to spec.loadBalancerSourceRanges`);
+  }
+  return undefined;
+}
+
+/** The service-selector annotation: parsed, non-empty, and not beside spec.selector; warnings added in place. */
+function checkSelector(annotations: Record<string, string>, hasSpecSelector: boolean, object: string, warnings: string[], deny: Deny): ServiceVerdict | undefined {
   const selectorText = annotations[SERVICE_SELECTOR_ANNOTATION];
   if (selectorText !== undefined) {
     const sel = parseLabelSelector(selectorText);
@@ -212,5 +228,5 @@ export function validateService(svc: V1Service, namespace: string, old?: V1Servi
   } else if (!hasSpecSelector) {
     warnings.push(`${object}: no spec.selector and no ${SERVICE_SELECTOR_ANNOTATION} annotation, so no pods are selected; add the annotation, e.g. "app=web"`);
   }
-  return { allowed: true, networks: refs.value, warnings, reason: 'valid' };
+  return undefined;
 }

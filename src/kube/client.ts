@@ -586,56 +586,71 @@ class Client implements KubeClient {
           res.on('error', (e) => finish(e));
           return;
         }
-        res.setEncoding('utf8'); // decodes multi-byte characters split across chunks
-        const lines = new LineSplitter();
-        /** An ERROR event: the watch has failed, but its stream is read to the end first (below). */
-        let failure: KubeApiError | undefined;
-        const deliver = (batch: string[]): boolean => {
-          for (const line of batch) {
-            let ev: WatchEvent<T>;
-            try {
-              ev = JSON.parse(line) as WatchEvent<T>;
-            } catch {
-              finish(new Error(`${what}: unparsable watch event: ${line.slice(0, 200)}`));
-              req.destroy();
-              return false;
-            }
-            if (ev.type === 'ERROR') {
-              // The apiserver ends the stream right after an ERROR (410 after a restart or a
-              // compaction). Fail only when it has ended, so its connection is free again for the
-              // relist that follows: a new one costs a TLS handshake, and after an apiserver
-              // restart every informer of every sidecar relists.
-              failure = errorFromWatchStatus(ev.object, what);
-              const cut = setTimeout(() => req.destroy(), ERROR_DRAIN_MS);
-              res.once('close', () => clearTimeout(cut));
-              return false;
-            }
-            try {
-              onEvent(ev);
-            } catch (e) {
-              finish(e);
-              req.destroy();
-              return false;
-            }
-          }
-          return true;
-        };
-        res.on('data', (chunk: string) => {
-          if (!settled && !failure) deliver(lines.push(chunk));
-        });
-        res.on('end', () => {
-          if (failure) finish(failure);
-          else if (!settled && deliver(lines.end())) finish();
-        });
-        res.on('error', (e) => finish(signal.aborted ? undefined : (failure ?? e)));
-        res.on('close', () => {
-          // A connection cut mid-stream (apiserver killed) ends without 'end'.
-          if (!settled) finish(signal.aborted ? undefined : (failure ?? new Error(`${what}: connection closed mid-stream`)));
-        });
+        readWatchStream(res, req, what, onEvent, { settled: () => settled, finish, aborted: () => signal.aborted });
       });
       req.end();
     });
   }
+}
+
+/** How a watch's stream ends: once, with an error or without. */
+interface WatchEnd {
+  settled(): boolean;
+  finish(e?: unknown): void;
+  aborted(): boolean;
+}
+
+/**
+ * A watch's 200 stream: its events delivered in order, line by line, until it ends; an ERROR event
+ * fails the watch once the stream has ended.
+ */
+function readWatchStream<T>(res: http.IncomingMessage, req: Outgoing, what: string, onEvent: (e: WatchEvent<T>) => void, w: WatchEnd): void {
+  res.setEncoding('utf8'); // decodes multi-byte characters split across chunks
+  const lines = new LineSplitter();
+  /** An ERROR event: the watch has failed, but its stream is read to the end first (below). */
+  let failure: KubeApiError | undefined;
+  const deliver = (batch: string[]): boolean => {
+    for (const line of batch) {
+      let ev: WatchEvent<T>;
+      try {
+        ev = JSON.parse(line) as WatchEvent<T>;
+      } catch {
+        w.finish(new Error(`${what}: unparsable watch event: ${line.slice(0, 200)}`));
+        req.destroy();
+        return false;
+      }
+      if (ev.type === 'ERROR') {
+        // The apiserver ends the stream right after an ERROR (410 after a restart or a
+        // compaction). Fail only when it has ended, so its connection is free again for the
+        // relist that follows: a new one costs a TLS handshake, and after an apiserver
+        // restart every informer of every sidecar relists.
+        failure = errorFromWatchStatus(ev.object, what);
+        const cut = setTimeout(() => req.destroy(), ERROR_DRAIN_MS);
+        res.once('close', () => clearTimeout(cut));
+        return false;
+      }
+      try {
+        onEvent(ev);
+      } catch (e) {
+        w.finish(e);
+        req.destroy();
+        return false;
+      }
+    }
+    return true;
+  };
+  res.on('data', (chunk: string) => {
+    if (!w.settled() && !failure) deliver(lines.push(chunk));
+  });
+  res.on('end', () => {
+    if (failure) w.finish(failure);
+    else if (!w.settled() && deliver(lines.end())) w.finish();
+  });
+  res.on('error', (e) => w.finish(w.aborted() ? undefined : (failure ?? e)));
+  res.on('close', () => {
+    // A connection cut mid-stream (apiserver killed) ends without 'end'.
+    if (!w.settled()) w.finish(w.aborted() ? undefined : (failure ?? new Error(`${what}: connection closed mid-stream`)));
+  });
 }
 
 export interface ClientOptions {

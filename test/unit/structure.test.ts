@@ -233,19 +233,8 @@ const MAX_FUNCTION_LINES = 80;
  * so). In src/dataplane/ only pure renderers may stay, each with the reason.
  */
 const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
-  // The programs' runtimes and option parsers, being split into named parts.
-  'cmd/controller/diagnose/service.ts:diagnoseService': 93,
-  'cmd/controller/netservice-controller.ts:createNetServiceController': 98,
-  'cmd/controller/run.ts:startController': 233,
-  'cmd/node-agent/runtime.ts:createNodeRuntime': 135,
+  // The node agent's planner step (its stages in order).
   'cmd/node-agent/state.ts:NodePlanner.update': 82,
-  'cmd/sidecar/main.ts:main': 85,
-  'cmd/sidecar/pod-file.ts:watchAnnotationsFile': 84,
-  'cmd/sidecar/runtime.ts:createSidecarRuntime': 262,
-  'cmd/webhook/options.ts:parseOptions': 85,
-  'cmd/webhook/service.ts:validateService': 93,
-  // The watch loop of the API client (its reconnect and bookmark handling in one place).
-  'src/kube/client.ts:Client.watch': 88,
   // Pure renderers, one output format each, read top to bottom against the format they write:
   // the netlink batch of an interval-map refill (its message layout in order) ...
   'src/dataplane/nftables/netlink-batch.ts:encodeIntervalMapBatch': 95,

@@ -8,7 +8,7 @@
  * address-policy.ts refuses them). Then it compares that with the slices really published: a pod
  * that should be there and is not means the controller is not running or behind.
  */
-import { matchesSelector, formatLabelSelector } from '../../../src/annotations/label-selector.js';
+import { matchesSelector, formatLabelSelector, type LabelSelector } from '../../../src/annotations/label-selector.js';
 import { nadSharedWith } from '../../../src/annotations/nad-sharing.js';
 import { networkKey, type NetworkRef } from '../../../src/annotations/service-network.js';
 import { INSTALL_NAMESPACE, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../../src/keys.js';
@@ -177,41 +177,14 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
 
   const { networks, allowed } = checkNetworks(f, spec.networks, ns, object, findings);
   const selector = formatLabelSelector(spec.selector);
-  const published = publishedPods(f.slices);
-  const pods: ServicePod[] = [];
-  if (f.pods !== undefined) {
-    const selected = f.pods.filter((p) => matchesSelector(spec.selector, p.metadata?.labels)).sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
-    if (selected.length === 0) {
-      findings.push(finding('error', 'endpoints', 'NoPodsMatch', `${object}: no pod in namespace ${ns} matches the selector ${selector}`, `compare with the pods' labels: kubectl get pods -n ${ns} --show-labels`));
-    }
-    const nodeAddresses = new Set(f.nodeAddresses ?? []);
-    for (const p of selected) {
-      const row = podRow(svc, allowed, p, published, nodeAddresses);
-      pods.push(row);
-      if (row.state === 'ready' && row.reasons.length === 0) continue;
-      const severity = row.state === 'ready' || row.state === 'not-eligible' ? 'info' : 'warning';
-      const prefix = `Pod ${ns}/${row.pod}: `;
-      for (const r of row.reasons) {
-        const text = r.message.startsWith(prefix) ? r.message.slice(prefix.length) : r.message;
-        findings.push(finding(severity, 'endpoints', r.code, `Pod ${ns}/${row.pod}${r.network !== '' ? ` on ${r.network}` : ''} (${row.state}): ${text}`));
-      }
-    }
-    const selectedNames = new Set(selected.map((p) => p.metadata?.name ?? ''));
-    for (const [pod, pub] of published) {
-      if (!selectedNames.has(pod)) findings.push(finding('warning', 'endpoints', 'StaleEndpoint', `${object}: our slices still list Pod ${ns}/${pod} (${pub.addresses.join(', ')}), which is gone or no longer selected: the controller is behind`, CONTROLLER_CHECK));
-    }
-  }
+  const pods = f.pods !== undefined ? podFindings(f, f.pods, svc, spec.selector, allowed, object, findings) : [];
   const readyEndpoints = readyEndpointCount(f.slices);
   if (readyEndpoints === 0) {
     findings.push(finding('error', 'endpoints', 'NoReadyEndpoints', `${object} has no ready endpoint in its EndpointSlices: client sidecars reject connections to it (connection refused); the findings above say why`));
   } else {
     findings.push(finding('ok', 'endpoints', 'ReadyEndpoints', `${object}: ${readyEndpoints} ready endpoint${readyEndpoints === 1 ? '' : 's'} in ${f.slices.length} EndpointSlice${f.slices.length === 1 ? '' : 's'}`));
   }
-  // The controller's own Warnings, newest first, beyond what is derived above (e.g. a write it could not make).
-  const derived = new Set(findings.map((x) => x.code));
-  const fromController = (e: CoreV1Event): boolean => (e.reportingComponent || e.source?.component) === CONTROLLER_COMPONENT;
-  const warnings = (f.events ?? []).filter((e) => e.type === 'Warning' && fromController(e) && !derived.has(e.reason ?? '')).sort((a, b) => eventTimeMs(b) - eventTimeMs(a));
-  for (const e of warnings.slice(0, 5)) findings.push(finding('info', 'events', e.reason ?? 'Event', `Event ${e.reason ?? ''} (x${e.count ?? 1}): ${e.message ?? ''}`));
+  controllerWarnings(f.events ?? [], findings);
   return done({ networks, selector, pods, readyEndpoints });
 }
 
@@ -240,4 +213,41 @@ function loadBalancerFindings(svc: V1Service, nodeAddresses: readonly string[] |
   }
   if (view.proxied.length > 0) out.push(finding('info', 'loadBalancer', 'LoadBalancerProxyMode', `${object}: ingress ${view.proxied.join(', ')} has ipMode Proxy: the load balancer forwards to the nodes itself, so the node agent and sidecars leave the address alone`));
   return out;
+}
+
+/** One row per selected pod, each problem a finding; and our slices' pods that are no longer selected. */
+function podFindings(f: ServiceFacts, all: readonly V1Pod[], svc: V1Service, podSelector: LabelSelector, allowed: readonly NetworkRef[], object: string, findings: Finding[]): ServicePod[] {
+  const ns = svc.metadata?.namespace ?? '';
+  const selector = formatLabelSelector(podSelector);
+  const published = publishedPods(f.slices);
+  const pods: ServicePod[] = [];
+  const selected = all.filter((p) => matchesSelector(podSelector, p.metadata?.labels)).sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
+  if (selected.length === 0) {
+    findings.push(finding('error', 'endpoints', 'NoPodsMatch', `${object}: no pod in namespace ${ns} matches the selector ${selector}`, `compare with the pods' labels: kubectl get pods -n ${ns} --show-labels`));
+  }
+  const nodeAddresses = new Set(f.nodeAddresses ?? []);
+  for (const p of selected) {
+    const row = podRow(svc, allowed, p, published, nodeAddresses);
+    pods.push(row);
+    if (row.state === 'ready' && row.reasons.length === 0) continue;
+    const severity = row.state === 'ready' || row.state === 'not-eligible' ? 'info' : 'warning';
+    const prefix = `Pod ${ns}/${row.pod}: `;
+    for (const r of row.reasons) {
+      const text = r.message.startsWith(prefix) ? r.message.slice(prefix.length) : r.message;
+      findings.push(finding(severity, 'endpoints', r.code, `Pod ${ns}/${row.pod}${r.network !== '' ? ` on ${r.network}` : ''} (${row.state}): ${text}`));
+    }
+  }
+  const selectedNames = new Set(selected.map((p) => p.metadata?.name ?? ''));
+  for (const [pod, pub] of published) {
+    if (!selectedNames.has(pod)) findings.push(finding('warning', 'endpoints', 'StaleEndpoint', `${object}: our slices still list Pod ${ns}/${pod} (${pub.addresses.join(', ')}), which is gone or no longer selected: the controller is behind`, CONTROLLER_CHECK));
+  }
+  return pods;
+}
+
+/** The controller's own Warnings, newest first, beyond what the findings already derive (e.g. a write it could not make). */
+function controllerWarnings(events: readonly CoreV1Event[], findings: Finding[]): void {
+  const derived = new Set(findings.map((x) => x.code));
+  const fromController = (e: CoreV1Event): boolean => (e.reportingComponent || e.source?.component) === CONTROLLER_COMPONENT;
+  const warnings = events.filter((e) => e.type === 'Warning' && fromController(e) && !derived.has(e.reason ?? '')).sort((a, b) => eventTimeMs(b) - eventTimeMs(a));
+  for (const e of warnings.slice(0, 5)) findings.push(finding('info', 'events', e.reason ?? 'Event', `Event ${e.reason ?? ''} (x${e.count ?? 1}): ${e.message ?? ''}`));
 }
