@@ -23,6 +23,7 @@
 import { NETSERVICE_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { keptBytesOverBudget, type BudgetedService } from '../../src/object-budgets.js';
 import { serviceOverBudget } from './service-spec.js';
+import { TOPOLOGY_AWARE_HINTS_ANNOTATION, TOPOLOGY_MODE_ANNOTATION } from './topology-hints.js';
 import { parseIp } from '../../src/annotations/ip.js';
 import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
 import type { InputError, Result } from '../../src/result.js';
@@ -140,9 +141,11 @@ export function slimService(svc: V1Service): V1Service & BudgetedService {
     deletionTimestamp: m?.deletionTimestamp,
   };
   const slim: V1Service = {
-    metadata: { ...identity, labels: m?.labels, annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION]) },
+    metadata: { ...identity, labels: m?.labels, annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION, TOPOLOGY_MODE_ANNOTATION, TOPOLOGY_AWARE_HINTS_ANNOTATION]) },
     spec: {
+      type: svc.spec?.type,
       clusterIP: svc.spec?.clusterIP,
+      trafficDistribution: svc.spec?.trafficDistribution,
       ports: svc.spec?.ports?.map((p) => ({ name: p.name, port: p.port, targetPort: p.targetPort, protocol: p.protocol, appProtocol: p.appProtocol })),
       selector: svc.spec?.selector,
       publishNotReadyAddresses: svc.spec?.publishNotReadyAddresses,

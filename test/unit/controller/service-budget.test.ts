@@ -6,6 +6,7 @@
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { slimService } from '../../../cmd/controller/slim.js';
+import { TOPOLOGY_AWARE_HINTS_ANNOTATION, TOPOLOGY_MODE_ANNOTATION } from '../../../cmd/controller/topology-hints.js';
 import { readServiceSpec } from '../../../cmd/controller/service-spec.js';
 import { Reconciler } from '../../../cmd/controller/reconcile.js';
 import { createControllerMetrics } from '../../../cmd/controller/metrics.js';
@@ -30,6 +31,17 @@ void describe('slimService', () => {
     assert.equal(slim.spec?.loadBalancerSourceRanges, undefined);
     assert.ok(slim.metadata?.deletionTimestamp, 'a Service being deleted is still seen as such');
     assert.equal(slim.overBudget, undefined);
+  });
+
+  void test('keeps the fields the topology hints read: type, trafficDistribution and the topology annotations', () => {
+    const whole = service('web', { namespace: 'ns', network: 'net-a', selector: { app: 'web' } });
+    whole.metadata = { ...whole.metadata, annotations: { ...whole.metadata?.annotations, [TOPOLOGY_MODE_ANNOTATION]: 'Auto', [TOPOLOGY_AWARE_HINTS_ANNOTATION]: 'auto' } };
+    whole.spec = { ...whole.spec, type: 'NodePort', trafficDistribution: 'PreferClose' };
+    const slim = slimService(whole);
+    assert.equal(slim.spec?.type, 'NodePort');
+    assert.equal(slim.spec?.trafficDistribution, 'PreferClose');
+    assert.equal(slim.metadata?.annotations?.[TOPOLOGY_MODE_ANNOTATION], 'Auto');
+    assert.equal(slim.metadata?.annotations?.[TOPOLOGY_AWARE_HINTS_ANNOTATION], 'auto');
   });
 
   void test('over a budget: marked with it, its big parts dropped, refused whole by the spec with the fix', () => {
