@@ -33,10 +33,10 @@ import { sameState, stateSize } from '../../src/dataplane/state.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from './slim.js';
 import { ProblemState, type InputKey, type Say } from './problems.js';
 import { watchAnnotationsFile } from './pod-file.js';
-import type { CapResult } from './service-cap.js';
+import { CapReporter } from './cap-report.js';
 import { StateFeed } from './state-feed.js';
 import { snapshotWait, waitBetween } from '../../src/cpu-wait.js';
-import { DEFAULT_MAX_SERVICES_PER_NETWORK, REASON_SERVICE_CAP_REACHED } from '../../src/sidecar-contract.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 
 /** A sync that keeps failing is told again at most this often (the first failure at once). */
 const PROBLEM_REPEAT_MS = 5 * 60_000;
@@ -196,36 +196,13 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   }
 
   // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
-  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
-  let overText = '';
-  let overNets: string[] = [];
-  /** Says once per change which Services the cap leaves out (logged by name, an Event, the metric). */
-  function noteCap(over: CapResult['over']): void {
-    const text = JSON.stringify(over);
-    if (text === overText) return;
-    overText = text;
-    for (const net of overNets) if (!over.some((o) => o.network === net)) {
-      deps.metrics.servicesDropped(net, 0);
-      log.info({ network: net, cap: feed.maxServicesPerNetwork }, 'Services on the network are within the cap again; all are served');
-    }
-    overNets = over.map((o) => o.network);
-    for (const o of over) {
-      deps.metrics.servicesDropped(o.network, o.dropped.length);
-      log.warn({ network: o.network, cap: feed.maxServicesPerNetwork, total: o.total, dropped: o.dropped }, 'more Services than the cap on this network; the last in namespace/name order are not served');
-      const first = o.dropped.slice(0, 5).join(', ');
-      say([
-        {
-          type: 'Warning',
-          reason: REASON_SERVICE_CAP_REACHED,
-          message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${feed.maxServicesPerNetwork}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
-        },
-      ]);
-    }
-  }
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace);
+  const capReport = new CapReporter(feed.maxServicesPerNetwork, { metrics: deps.metrics, log, say });
   const loop = createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served, interfaces: podInterfaces(served, status), services: () => services.list(), slices: () => slices?.list() ?? [] });
-      if (out.over !== undefined) noteCap(out.over);
+      if (out.over !== undefined) capReport.over(out.over);
+      if (out.refused !== undefined) capReport.refused(out.refused);
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },
