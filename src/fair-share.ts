@@ -1,6 +1,6 @@
 /**
  * Max-min fair division of one capacity (a network's targets in a client) between namespaces.
- * Pure; shared by the sidecar (cmd/sidecar/service-cap.ts) and the node agent.
+ * Pure; shared by the sidecar (src/service-cap.ts) and the node agent.
  *
  * Any namespace allowed on a network can add Services to it, and each Service port costs rules and
  * memory in every client there. A first-come or name order lets the namespace that sorts first

@@ -38,7 +38,7 @@ export interface SidecarOptions {
   readonly annotationsFile: string | undefined;
   /**
    * At most this many Service ports (targets) are served per network; past it, the network is
-   * shared max-min between namespaces, the pod's own first (cmd/sidecar/service-cap.ts), with an
+   * shared max-min between namespaces, the pod's own first (src/service-cap.ts), with an
    * Event naming the namespace over its share and a metric. Bounds the sidecar's memory whatever
    * a tenant creates on a shared network.
    */

@@ -24,6 +24,8 @@ import type { HostInterfaces } from './dataplane.js';
 import type { HealthCheckServers } from './health-check.js';
 import { NodePlanner, type NodePlan, type NodeProblem } from './state.js';
 import type { NodeState } from './rules.js';
+import { slimNad, slimNodeService } from './slim.js';
+import { REFUSAL_REASONS } from './admission.js';
 
 export interface NodeRuntimeOptions {
   readonly nodeName: string;
@@ -58,11 +60,12 @@ export const EVENT_COMPONENT = 'multus-proxy-node';
 
 export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDeps): NodeRuntime {
   const { client, log } = deps;
-  const informer = <T extends KubeObject>(name: string, path: string, sel: { labelSelector?: string; fieldSelector?: string } = {}): Informer<T> =>
+  const informer = <T extends KubeObject>(name: string, path: string, sel: { labelSelector?: string; fieldSelector?: string; transform?: (o: T) => T } = {}): Informer<T> =>
     createInformer<T>(client, { name, path, logger: log, ...sel });
-  const services = informer<V1Service>('services', apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}` });
+  // Tenant objects are slimmed, and refused when over budget, before they are cached (slim.ts).
+  const services = informer<V1Service>('services', apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimNodeService });
   const slices = informer<V1EndpointSlice>('endpointslices', apiPath('discovery.k8s.io', 'v1', 'endpointslices'), { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}` });
-  const nads = informer<NetworkAttachmentDefinition>('nads', apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'));
+  const nads = informer<NetworkAttachmentDefinition>('nads', apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), { transform: slimNad });
   const nodes = informer<V1Node>('node', apiPath('', 'v1', 'nodes'), { fieldSelector: `metadata.name=${opts.nodeName}` });
   const all = [services, slices, nads, nodes] as const;
 
@@ -74,6 +77,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers: [deps.registry] });
 
   const refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent does not serve on this node: ParentRefused (the parent carries the node\'s own networking), ParentNotConfigured (the admin named no parent)', labelNames: ['reason'], registers: [deps.registry] });
+  const refusedServices = new prom.Gauge({ name: 'multus_proxy_node_services_refused', help: 'Services the agent does not serve: ServiceOverBudget (over its budget per object), NetworkNotShared (names another namespace\'s network not shared with it), ServiceCapReached (its namespace is over its share of a network)', labelNames: ['reason'], registers: [deps.registry] });
   const internalIPs = (n: V1Node | undefined): string[] =>
     (n?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').flatMap((a) => {
       const p = parseIp(a.address);
@@ -132,6 +136,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
     const result = report(await deps.dataplane.sync(plan.state, { full }));
     await deps.healthChecks.update(plan.healthChecks);
     for (const p of plan.problems) void event(p);
+    for (const reason of REFUSAL_REASONS) refusedServices.set({ reason }, plan.refused.reduce((n, r) => n + (r.reason === reason ? r.services : 0), 0));
     refusals.set({ reason: 'ParentNotConfigured' }, plan.parentNotConfigured.length);
     unservable.reset();
     for (const u of plan.unservable) unservable.set({ network: u.network, type: u.type }, 1);

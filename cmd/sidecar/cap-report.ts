@@ -1,5 +1,5 @@
 /**
- * What the sidecar says when the per-network share leaves Services out (service-cap.ts) or a
+ * What the sidecar says when the per-network share leaves Services out (src/service-cap.ts) or a
  * Service is over its budget (slim.ts): each change once, as a log line per name, one Warning
  * Event on the pod that names the namespace over its share (or the refused Services), and the
  * metrics. Bounded: an Event names at most five Services, and a set that does not change is not
@@ -9,7 +9,7 @@ import type { Logger } from '../../src/log.js';
 import { REASON_SERVICE_CAP_REACHED, REASON_SERVICE_OVER_BUDGET } from '../../src/sidecar-contract.js';
 import type { SidecarMetrics } from './metrics.js';
 import type { Say } from './problems.js';
-import type { CapResult } from './service-cap.js';
+import type { CapResult } from '../../src/service-cap.js';
 import type { RefusedService } from './state-feed.js';
 
 const firstFive = (names: readonly string[]): string => `${names.slice(0, 5).join(', ')}${names.length > 5 ? ', ...' : ''}`;

@@ -54,7 +54,7 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly annotationsFile?: string | undefined;
   /** Re-read that file this often besides watching it (tests shorten it). */
   readonly annotationsPollMs?: number;
-  /** Services served per network at most (cmd/sidecar/service-cap.ts); unset: the default. */
+  /** Services served per network at most (src/service-cap.ts); unset: the default. */
   readonly maxServicesPerNetwork?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;

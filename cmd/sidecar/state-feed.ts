@@ -8,12 +8,12 @@
  * - the first compute, and after the pod's networks changed (the cap, the interfaces and the
  *   slice selector all depend on them);
  * - after the slice informer was replaced (a new selector: its objects are all new);
- * - when a Service changed while a network is or was over the cap (cmd/sidecar/service-cap.ts: which
+ * - when a Service changed while a network is or was over the cap (src/service-cap.ts: which
  *   Services are left out may change beyond the events);
  * - when the memo does not hold an event's `before` (an informer that broke its identity rule,
  *   src/kube/informer.ts Change): the lists are the truth.
  * - when a Service gained its first or lost its last slice on another namespace's network (whether
- *   it counts there, cmd/sidecar/service-cap.ts).
+ *   it counts there, src/service-cap.ts).
  * A Service change otherwise costs one cap pass (ServiceCap.apply counts every Service), not a
  * state pass, and the step leaves out the Services the cap leaves out; a slice change costs neither.
  *
@@ -28,7 +28,7 @@ import type { NetworkRef } from '../../src/annotations/service-network.js';
 import { sliceInfo } from '../../src/dataplane/state.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
 import type { Refusal } from '../../src/object-budget.js';
-import { ServiceCap, serviceName, type CapResult } from './service-cap.js';
+import { ServiceCap, serviceName, type CapResult } from '../../src/service-cap.js';
 import { refusalOf } from './slim.js';
 
 export interface FeedInput {
@@ -132,7 +132,7 @@ export class StateFeed {
     const had = [b, a].map((k) => k !== undefined && this.sliceCount.has(k));
     if (b !== undefined) this.count(b, -1);
     if (a !== undefined) this.count(a, 1);
-    // Only another namespace's network needs a slice for its Service to count (service-cap.ts).
+    // Only another namespace's network needs a slice for its Service to count (src/service-cap.ts).
     [b, a].forEach((k, i) => {
       if (k !== undefined && had[i] !== this.sliceCount.has(k) && crossNamespace(k)) this.gateChanged = true;
     });

@@ -1,9 +1,9 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { ServiceCap, serviceWeight } from '../../../cmd/sidecar/service-cap.js';
-import { serviceObject } from '../../sidecar/state-fixtures.js';
-import type { V1Service } from '../../../src/kube/types.js';
+import { ServiceCap, serviceWeight } from '../../src/service-cap.js';
+import { serviceObject } from '../sidecar/state-fixtures.js';
+import type { V1Service } from '../../src/kube/types.js';
 
 const a = { namespace: 'app', name: 'net-a' };
 const b = { namespace: 'app', name: 'net-b' };

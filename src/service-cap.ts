@@ -1,5 +1,5 @@
 /**
- * A bound on the targets (Service port × frontend IP) one sidecar programs per network: any
+ * A bound on the targets (Service port × frontend IP) a sidecar or the node agent programs per network: any
  * namespace allowed on a network can add Services to it, and each port costs memory and rules in
  * every client pod there. Past `cap` targets on a network, the network is divided max-min between
  * namespaces (src/fair-share.ts): the client's own namespace first, then every other namespace
@@ -7,8 +7,9 @@
  * being-deleted one first, then by name.
  *
  * A Service counts on a served network of its own namespace, or on another namespace's network
- * where the controller wrote a slice for it: the controller writes none where the NAD's owner has
- * not shared the network, and the sidecar may not read NADs itself. A Service that names served
+ * where `admitted` says so: in a sidecar, where the controller wrote a slice for it (the controller
+ * writes none where the NAD's owner has not shared the network, and the sidecar may not read NADs
+ * itself); the node agent reads the NADs and passes only shared Services. A Service that names served
  * networks but counts on none of them is not served at all (`unshared`), so a tenant's Services on
  * a network not shared with it cost the other namespaces nothing, however they got past the
  * webhook (being deleted, label only, written while it was down).
@@ -17,10 +18,10 @@
  * object (the informer keeps the object while it is unchanged), and sharing happens only on a
  * network over the cap. A Service is served when it is kept on every served network it counts on.
  */
-import { networkKey, parseServiceNetwork, type NetworkRef } from '../../src/annotations/service-network.js';
-import { fairShare, type ShareItem } from '../../src/fair-share.js';
-import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import type { V1Service } from '../../src/kube/types.js';
+import { networkKey, parseServiceNetwork, type NetworkRef } from './annotations/service-network.js';
+import { fairShare, type ShareItem } from './fair-share.js';
+import { PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from './keys.js';
+import type { V1Service } from './kube/types.js';
 
 export interface CapNamespace {
   readonly namespace: string;
