@@ -89,5 +89,5 @@ export const REASON_INVALID_ANNOTATION = 'SidecarInvalidAnnotation';
 export const REASON_SYNC_FAILED = 'SidecarSyncFailed';
 export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
 export const REASON_SERVICE_CAP_REACHED = 'ServiceCapReached';
-/** A Service over the sidecar's budget per object (src/object-budget.ts) is not served. */
+/** A Service over the sidecar's budget per object (src/cache-budget.ts) is not served. */
 export const REASON_SERVICE_OVER_BUDGET = 'ServiceOverBudget';

@@ -1,6 +1,6 @@
 /**
  * The node agent's informer transforms: its caches keep only the fields it reads, and an object
- * over its budget per object (src/object-budget.ts) is kept as a stub that names it and serves
+ * over its budget per object (src/cache-budget.ts) is kept as a stub that names it and serves
  * nothing, with the reason in `refusalOf` (state.ts turns it into a Warning Event and the log).
  *
  * What is kept, and who reads it:
@@ -15,7 +15,7 @@
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1ObjectMeta, V1Service } from '../../src/kube/types.js';
-import { nadOverBudget, NODE_AGENT_NAD_BUDGET, NODE_AGENT_SERVICE_BUDGET, serviceOverBudget, slimOverBudget, type Refusal } from '../../src/object-budget.js';
+import { nadOverBudget, NODE_AGENT_NAD_BUDGET, NODE_AGENT_SERVICE_BUDGET, serviceOverBudget, slimOverBudget, type Refusal } from '../../src/cache-budget.js';
 
 const pick = (from: Readonly<Record<string, string>> | undefined, keys: readonly string[]): Record<string, string> | undefined => {
   let out: Record<string, string> | undefined;

@@ -5,7 +5,7 @@
  */
 import { createRegistry, prom, type Registry } from '../../src/metrics.js';
 import { createSyncMetrics, type SyncMetrics } from '../../src/dataplane/sync-metrics.js';
-import type { Refusal } from '../../src/object-budget.js';
+import type { Refusal } from '../../src/cache-budget.js';
 
 export const METRIC_PREFIX = 'multus_proxy_sidecar';
 

@@ -18,11 +18,11 @@
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
  *
- * A Service over the sidecar's budget (src/object-budget.ts) is cached as a stub that names it and
+ * A Service over the sidecar's budget (src/cache-budget.ts) is cached as a stub that names it and
  * serves nothing; `refusalOf` says why (the runtime logs it, counts it and says it in an Event).
  */
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import { serviceOverBudget, SIDECAR_SERVICE_BUDGET, slimOverBudget, type Refusal } from '../../src/object-budget.js';
+import { serviceOverBudget, SIDECAR_SERVICE_BUDGET, slimOverBudget, type Refusal } from '../../src/cache-budget.js';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 
 // The slice's trigger time is kept for the loop's latency metric (src/dataplane/sync-loop.ts).

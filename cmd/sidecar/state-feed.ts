@@ -27,7 +27,7 @@ import type { StateOutput } from '../../src/dataplane/state.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import { sliceInfo } from '../../src/dataplane/state.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
-import type { Refusal } from '../../src/object-budget.js';
+import type { Refusal } from '../../src/cache-budget.js';
 import { ServiceCap, serviceName, type CapResult } from '../../src/service-cap.js';
 import { refusalOf } from './slim.js';
 

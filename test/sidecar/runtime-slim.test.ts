@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/state.js';
 import { buildDesiredState } from '../../src/dataplane/incremental.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, refusalOf, slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
-import { SIDECAR_SERVICE_BUDGET } from '../../src/object-budget.js';
+import { SIDECAR_SERVICE_BUDGET } from '../../src/cache-budget.js';
 import fc from 'fast-check';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
@@ -146,14 +146,14 @@ void describe('slim transforms', () => {
     assert.equal(refusalOf(slimService(withPorts(SIDECAR_SERVICE_BUDGET.maxPorts))), undefined);
     const stub = slimService(withPorts(20_000));
     assert.equal(refusalOf(stub)?.key, 'ports');
-    assert.match(refusalOf(stub)?.message ?? '', /^Service t\/big has 20000 ports \(spec\.ports\); the sidecar serves at most 100 per Service, so it serves none of this Service: split it/);
+    assert.match(refusalOf(stub)?.message ?? '', /^Service t\/big has 20000 ports \(spec\.ports\); the sidecar serves at most 256 per Service, so it serves none of this Service: split it/);
     assert.equal(stub.spec, undefined);
     assert.equal(stub.metadata?.annotations, undefined);
     assert.ok(JSON.stringify(stub).length < 300, JSON.stringify(stub));
     const lb = (n: number): V1Service => ({ ...base, spec: { ...base.spec, type: 'LoadBalancer', ports: [{ port: 80 }], loadBalancerSourceRanges: Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`) } });
     assert.equal(refusalOf(slimService(lb(90_000)))?.key, 'source-ranges');
     assert.equal(refusalOf(slimService(lb(SIDECAR_SERVICE_BUDGET.maxSourceRanges))), undefined);
-    const nets = { ...base, metadata: { ...base.metadata, annotations: { [SERVICE_NETWORK_ANNOTATION]: Array.from({ length: 65 }, (_, i) => `n${i}`).join(',') } } };
+    const nets = { ...base, metadata: { ...base.metadata, annotations: { [SERVICE_NETWORK_ANNOTATION]: Array.from({ length: 33 }, (_, i) => `n${i}`).join(',') } } };
     assert.equal(refusalOf(slimService(nets))?.key, 'networks');
     // Long port names within the count: the byte budget.
     const long: V1Service = { ...base, spec: { ...base.spec, ports: Array.from({ length: 100 }, (_, i) => ({ name: `${'p'.repeat(700)}${i}`, port: 1000 + i })) } };

@@ -5,7 +5,7 @@
  * targets, and the tenant writes on the client's network:
  * - three Services on a network not shared with it, kept alive by a finalizer after their deletion
  *   (no slice of the controller's, as it writes none there);
- * - one Service of 150 ports (over the per-object budget), with a slice;
+ * - one Service of 300 ports (over the per-object budget of 256), with a slice;
  * - three one-port Services with slices (as if the network were shared with it).
  * The client's own Service stays served and answers every request; the tenant keeps its fair share
  * (2 of its 3 shared Services) and nothing else; Events name the tenant's namespace and Service.
@@ -60,7 +60,7 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
     await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
     await service(ns, 'blog', 1, { slice: true });
     for (const n of ['u1', 'u2', 'u3']) await service(tenant, n, 1, { finalizer: true });
-    await service(tenant, 'big', 150, { slice: true });
+    await service(tenant, 'big', 300, { slice: true });
     for (const n of ['s1', 's2', 's3']) await service(tenant, n, 1, { slice: true });
     await env.relay.attach(client);
   });
@@ -106,6 +106,6 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
     const cap = all.find((e) => e.reason === REASON_SERVICE_CAP_REACHED);
     assert.match(cap?.message ?? '', new RegExp(`namespace ${tenant} asks for 3, over its fair share of 2, so 1 of its Services are not served: ${tenant}/s3; other namespaces keep theirs`));
     const budget = all.find((e) => e.reason === REASON_SERVICE_OVER_BUDGET);
-    assert.match(budget?.message ?? '', new RegExp(`Service ${tenant}/big has 150 ports \\(spec\\.ports\\); the sidecar serves at most 100`));
+    assert.match(budget?.message ?? '', new RegExp(`Service ${tenant}/big has 300 ports \\(spec\\.ports\\); the sidecar serves at most 256`));
   });
 });

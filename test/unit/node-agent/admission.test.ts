@@ -58,10 +58,10 @@ void describe('node agent: tenant Services are re-checked', () => {
   });
 
   void test('over budget: refused whole with ServiceOverBudget; the others are served', () => {
-    const big = svc('aaa', 'big', 'demo/good', 150);
+    const big = svc('aaa', 'big', 'demo/good', 300);
     const p = planNode(input([svc('demo', 'blog', 'good'), big], [nad({ [SERVICE_NAMESPACES_ANNOTATION]: '*' })]));
     assert.deepEqual(served(p), ['demo/blog']);
-    assert.match(p.problems.find((x) => x.reason === 'ServiceOverBudget')?.message ?? '', /^Service aaa\/big has 150 ports \(spec\.ports\); the node agent serves at most 100/);
+    assert.match(p.problems.find((x) => x.reason === 'ServiceOverBudget')?.message ?? '', /^Service aaa\/big has 300 ports \(spec\.ports\); the node agent serves at most 256/);
   });
 
   void test("the per-network cap is shared max-min: 'aaa' over its share loses its own Services only, and one Event names the namespace", () => {

@@ -1,21 +1,21 @@
 /**
- * What one tenant object may cost a component that caches it. Every Service and NAD is tenant
- * input, and some reach the consumers without the webhook (being deleted, label-only, written while
- * it was down), so each consumer checks its budget where the object enters: in its informer's
+ * What one tenant object may cost the sidecar's and the node agent's caches. Every Service and NAD
+ * is tenant input, and some reach these consumers without the webhook (being deleted, label only,
+ * written while it was down), so each checks its budget where the object enters: in its informer's
  * transform, before the object is cached. An object over budget is refused whole (cached as a
  * stub: its name and why), never half-served, with a log line, an Event and a metric.
  *
- * The bounds, and why they are where they are:
- * - ports: 100, the EndpointSlice API's own limit on ports per slice: a Service with more cannot
- *   have its endpoints published in one slice per network and family anyway;
- * - loadBalancerSourceRanges: 1,000, and LoadBalancer ingress IPs: 100;
- * - networks named in the service-network annotation: 64;
- * - bytes: 64 KiB of the slimmed object as JSON (what the cache holds, roughly 2-3 times that in
- *   the heap), so the counts above cannot be combined with long values into a large object.
- * The per-network share (src/fair-share.ts) then bounds how many targets all of them make.
+ * The project's budgets per Service are in src/object-budgets.ts (ports, kept bytes; the webhook
+ * denies past them up front); these consumers add what only they read:
+ * - loadBalancerSourceRanges: 1,000, and LoadBalancer ingress IPs: 100 (each range is parsed and
+ *   checked per client; a real LoadBalancer has a handful);
+ * - networks named in the service-network annotation: 32, the annotation's own bound;
+ * - a NAD's spec.config: 64 KiB (a CNI config is a few hundred bytes).
+ * The per-network share (src/service-cap.ts) then bounds how many targets all of them make.
  */
 import { SERVICE_NETWORK_ANNOTATION } from './keys.js';
 import type { NetworkAttachmentDefinition, V1Service } from './kube/types.js';
+import { MAX_SERVICE_KEPT_BYTES, MAX_SERVICE_PORTS } from './object-budgets.js';
 
 export interface ServiceBudget {
   readonly component: string;
@@ -32,11 +32,10 @@ export interface NadBudget {
   readonly maxConfigBytes: number;
 }
 
-const SERVICE_LIMITS = { maxBytes: 64 * 1024, maxPorts: 100, maxSourceRanges: 1_000, maxIngress: 100, maxNetworks: 64 } as const;
+const SERVICE_LIMITS = { maxBytes: MAX_SERVICE_KEPT_BYTES, maxPorts: MAX_SERVICE_PORTS, maxSourceRanges: 1_000, maxIngress: 100, maxNetworks: 32 } as const;
 
 export const SIDECAR_SERVICE_BUDGET: ServiceBudget = { component: 'sidecar', ...SERVICE_LIMITS };
 export const NODE_AGENT_SERVICE_BUDGET: ServiceBudget = { component: 'node agent', ...SERVICE_LIMITS };
-/** A CNI config is a few hundred bytes; 64 KiB leaves room for any real one. */
 export const NODE_AGENT_NAD_BUDGET: NadBudget = { component: 'node agent', maxConfigBytes: 64 * 1024 };
 
 /** Why an object was refused: its budget key (the metric's label) and the message. */
