@@ -94,7 +94,9 @@ void describe('sidecar memory at the budget, child and rules included', () => {
           for (const c of children(pid)) childPeak = Math.max(childPeak, privateBytes(c));
         }, 5);
         try {
-          await waitFor('/readyz 200', async () => (await probe(topo, env.client, port, '/readyz')) === 200, 120_000, () => s.stderr().slice(-2000));
+          const why = (): string =>
+            `exited ${String(s.exited())}, limit hits ${readFileSync(`${cg}/memory.failcnt`, 'utf8').trim()}, usage ${MiB(Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8')))} MiB; ${s.stderr().slice(-1000)} ${JSON.stringify(s.logs().slice(-5))}`;
+          await waitFor('/readyz 200', async () => (await probe(topo, env.client, port, '/readyz')) === 200, 240_000, why);
           await waitFor('every target programmed', async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS), 30_000, () => 'targets metric');
         } finally {
           clearInterval(sample);
