@@ -15,30 +15,8 @@
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1ObjectMeta, V1Service } from '../../src/kube/types.js';
+import { slimMeta } from '../../src/kube/slim-meta.js';
 import { nadOverBudget, NODE_AGENT_NAD_BUDGET, NODE_AGENT_SERVICE_BUDGET, serviceOverBudget, slimOverBudget, type Refusal } from '../../src/cache-budget.js';
-
-const pick = (from: Readonly<Record<string, string>> | undefined, keys: readonly string[]): Record<string, string> | undefined => {
-  let out: Record<string, string> | undefined;
-  for (const k of keys) {
-    const v = from?.[k];
-    if (v === undefined) continue;
-    out ??= {};
-    out[k] = v;
-  }
-  return out;
-};
-
-function slimMeta(meta: V1ObjectMeta | undefined, labels: readonly string[], annotations: readonly string[]): V1ObjectMeta {
-  return {
-    name: meta?.name,
-    namespace: meta?.namespace,
-    uid: meta?.uid,
-    resourceVersion: meta?.resourceVersion,
-    deletionTimestamp: meta?.deletionTimestamp,
-    labels: pick(meta?.labels, labels),
-    annotations: pick(meta?.annotations, annotations),
-  };
-}
 
 const refusals = new WeakMap<object, Refusal>();
 /** Why the agent refused an object it cached (a stub); undefined: it is served. */
