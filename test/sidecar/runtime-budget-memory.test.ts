@@ -13,12 +13,16 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync, readdirSync, rmdirSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { useControlPlane } from '../harness/controlplane.js';
 import type { Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { MALLOC_ENV } from '../../src/memory-settings.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
 import { metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
 
@@ -51,8 +55,13 @@ function children(pid: number): number[] {
 void describe('sidecar memory at the budget, child and rules included', () => {
   let env: SidecarEnv;
   let topo: Topology;
+  let distDir = '';
 
   before(async () => {
+    // The program as the image runs it (one bundle), not the TypeScript sources through tsx, whose
+    // compiler would be charged to the cgroup too.
+    distDir = mkdtempSync(join(tmpdir(), 'mpx-dist-'));
+    execFileSync(process.execPath, ['scripts/build.mjs', '--only', 'sidecar', '--outdir', distDir], { stdio: 'pipe' });
     env = await startSidecarEnv({ controlPlane: useControlPlane, nsPrefix: 'mem', backends: [] });
     topo = env.topo;
     const { cp, ns, client } = env;
@@ -71,7 +80,10 @@ void describe('sidecar memory at the budget, child and rules included', () => {
     }
     await env.relay.attach(client);
   });
-  after(() => env?.close());
+  after(async () => {
+    await env?.close();
+    if (distDir !== '') rmSync(distDir, { recursive: true, force: true });
+  });
 
   for (const [backend, port] of [['nftables', 19184], ['iptables', 19185]] as const) {
     void test(`${backend}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, async () => {
@@ -83,7 +95,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
         if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
         // The rules of the previous back end are the new one's to remove; start from none.
         await topo.run(env.client, ['nft', 'flush', 'ruleset'], { allowFail: true });
-        env.sidecar = spawnSidecar(topo, env.client, { podName: 'client', podNamespace: env.ns, kubeconfig: env.cp.kubeconfigPath, healthPort: port, env: { DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' } });
+        env.sidecar = spawnSidecar(topo, env.client, { podName: 'client', podNamespace: env.ns, kubeconfig: env.cp.kubeconfigPath, healthPort: port, bundle: join(distDir, 'sidecar.js'), env: { ...MALLOC_ENV, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' } });
         const s = env.sidecar;
         const pid = s.process.pid as number;
         writeFileSync(`${cg}/cgroup.procs`, String(pid));
