@@ -30,28 +30,24 @@ function stub<T extends { metadata?: V1ObjectMeta }>(o: T, refusal: Refusal, lab
 
 const SERVICE_LABELS = [PROXY_NAME_LABEL];
 
+type Spec = NonNullable<V1Service['spec']>;
+/** The spec fields read here, besides the ports; set in this order on every object (one shape). */
+const SPEC_KEYS = ['type', 'clusterIP', 'clusterIPs', 'ipFamilies', 'ipFamilyPolicy', 'sessionAffinity', 'sessionAffinityConfig', 'externalTrafficPolicy', 'healthCheckNodePort', 'loadBalancerSourceRanges'] as const satisfies readonly (keyof Spec)[];
+
+function keptSpec(spec: Spec): Spec {
+  const out: Record<string, unknown> = {};
+  for (const k of SPEC_KEYS) out[k] = spec[k];
+  out['ports'] = spec.ports?.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: p.targetPort, nodePort: p.nodePort }));
+  return out;
+}
+
 export function slimNodeService(svc: V1Service): V1Service {
   const over = serviceOverBudget(svc, NODE_AGENT_SERVICE_BUDGET);
   if (over !== undefined) return stub(svc, over, SERVICE_LABELS);
   const spec = svc.spec;
   const slim: V1Service = {
     metadata: slimMeta(svc.metadata, SERVICE_LABELS, [SERVICE_NETWORK_ANNOTATION]),
-    spec:
-      spec === undefined
-        ? undefined
-        : {
-            type: spec.type,
-            clusterIP: spec.clusterIP,
-            clusterIPs: spec.clusterIPs,
-            ipFamilies: spec.ipFamilies,
-            ipFamilyPolicy: spec.ipFamilyPolicy,
-            sessionAffinity: spec.sessionAffinity,
-            sessionAffinityConfig: spec.sessionAffinityConfig,
-            externalTrafficPolicy: spec.externalTrafficPolicy,
-            healthCheckNodePort: spec.healthCheckNodePort,
-            loadBalancerSourceRanges: spec.loadBalancerSourceRanges,
-            ports: spec.ports?.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port, targetPort: p.targetPort, nodePort: p.nodePort })),
-          },
+    spec: spec === undefined ? undefined : keptSpec(spec),
     status: { loadBalancer: { ingress: svc.status?.loadBalancer?.ingress?.map((i) => ({ ip: i.ip, ipMode: i.ipMode })) } },
   };
   const big = slimOverBudget('Service', slim, NODE_AGENT_SERVICE_BUDGET.maxBytes, NODE_AGENT_SERVICE_BUDGET.component);

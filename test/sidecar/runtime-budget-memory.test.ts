@@ -24,8 +24,8 @@ import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { MALLOC_ENV } from '../../src/memory-settings.js';
-import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
-import { metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
+import { serviceObject, sliceObject } from './state-fixtures.js';
+import { createClientPod, metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
 
 const LIMIT = 128 * 1024 * 1024;
 const CGROUP_ROOT = '/sys/fs/cgroup/memory';
@@ -66,11 +66,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
     env = await startSidecarEnv({ controlPlane: useControlPlane, nsPrefix: 'mem', backends: [] });
     topo = env.topo;
     const { cp, ns, client } = env;
-    const status = [
-      { name: 'kindnet', interface: 'eth0', ips: [client.eth0.ipv4], default: true },
-      { name: `${ns}/net-a`, interface: 'net1', ips: [`${client.net1.ipv4}/24`] },
-    ];
-    await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
+    await createClientPod(env);
     const ports = Array.from({ length: PORTS }, (_, i) => ({ name: `p${i}`, port: 1000 + i }));
     for (let s = 0; s < SERVICES; s += 1) {
       await cp.client.create(apiPath('', 'v1', 'services', ns), serviceObject(ns, `s${s}`, { networks: 'net-a', ports }));

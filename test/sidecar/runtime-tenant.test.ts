@@ -18,8 +18,8 @@ import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1Service } from '../../src/kube/types.js';
 import { REASON_SERVICE_CAP_REACHED, REASON_SERVICE_OVER_BUDGET } from '../../src/sidecar-contract.js';
-import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
-import { metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
+import { serviceObject, sliceObject } from './state-fixtures.js';
+import { createClientPod, metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
 
 const HEALTH_PORT = 19183;
 const FINALIZER = 'example.com/keep';
@@ -53,11 +53,7 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
     const { cp, ns, client } = env;
     tenant = uniqueName('aaa');
     await cp.createNamespace(tenant);
-    const status = [
-      { name: 'kindnet', interface: 'eth0', ips: [client.eth0.ipv4], default: true },
-      { name: `${ns}/net-a`, interface: 'net1', ips: [`${client.net1.ipv4}/24`] },
-    ];
-    await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
+    await createClientPod(env);
     await service(ns, 'blog', 1, { slice: true });
     for (const n of ['u1', 'u2', 'u3']) await service(tenant, n, 1, { finalizer: true });
     await service(tenant, 'big', 300, { slice: true });
