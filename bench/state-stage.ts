@@ -15,7 +15,7 @@
 import os from 'node:os';
 import { StateMemo } from '../src/dataplane/core/incremental.js';
 import { objectKey, type V1EndpointSlice, type V1Service } from '../src/kube/types.js';
-import { ServiceCap } from '../cmd/sidecar/service-cap.js';
+import { ServiceCap } from '../src/service-cap.js';
 import { StateFeed } from '../cmd/sidecar/state-feed.js';
 import { clientInterface, endpointSlice, NETWORK, service } from './lib/services.js';
 import { fmt, summarize } from '../test/harness/stats.js';

@@ -39,9 +39,10 @@ export interface SidecarOptions {
    */
   readonly annotationsFile: string | undefined;
   /**
-   * At most this many Services are served per network; past it, the first ones in namespace/name
-   * order are kept (cmd/sidecar/service-cap.ts), with an Event and a metric. Bounds the sidecar's
-   * memory whatever a tenant creates on a shared network.
+   * At most this many Service ports (targets) are served per network; past it, the network is
+   * shared max-min between namespaces, the pod's own first (src/service-cap.ts), with an
+   * Event naming the namespace over its share and a metric. Bounds the sidecar's memory whatever
+   * a tenant creates on a shared network.
    */
   readonly maxServicesPerNetwork: number;
   /**
@@ -113,3 +114,5 @@ export const REASON_INVALID_ANNOTATION = 'SidecarInvalidAnnotation';
 export const REASON_SYNC_FAILED = 'SidecarSyncFailed';
 export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
 export const REASON_SERVICE_CAP_REACHED = 'ServiceCapReached';
+/** A Service over the sidecar's budget per object (src/cache-budget.ts) is not served. */
+export const REASON_SERVICE_OVER_BUDGET = 'ServiceOverBudget';

@@ -25,6 +25,8 @@ import type { HealthCheckServers } from './health-check.js';
 import { NodePlanner, type NodePlan, type NodeProblem } from './state.js';
 import type { NodeState } from './rules.js';
 import { InformerSet } from '../../src/program/informers.js';
+import { slimNad, slimNodeService } from './slim.js';
+import { REFUSAL_REASONS } from './admission.js';
 
 export interface NodeRuntimeOptions {
   readonly nodeName: string;
@@ -105,6 +107,7 @@ class NodeGauges {
   private readonly networksServed: prom.Gauge;
   private readonly unservable: prom.Gauge<'network' | 'type'>;
   readonly refusals: prom.Gauge<'reason'>;
+  private readonly refusedServices: prom.Gauge<'reason'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -113,11 +116,13 @@ class NodeGauges {
     this.networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers });
     this.unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers });
     this.refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent does not serve on this node: ParentRefused (the parent carries the node\'s own networking), ParentNotConfigured (the admin named no parent)', labelNames: ['reason'], registers });
+    this.refusedServices = new prom.Gauge({ name: 'multus_proxy_node_services_refused', help: 'Services the agent does not serve: ServiceOverBudget (over its budget per object), NetworkNotShared (names another namespace\'s network not shared with it), ServiceCapReached (its namespace is over its share of a network)', labelNames: ['reason'], registers });
   }
 
   /** After a sync: what the plan serves and what it cannot. */
   planned(plan: NodePlan): void {
     this.refusals.set({ reason: 'ParentNotConfigured' }, plan.parentNotConfigured.length);
+    for (const reason of REFUSAL_REASONS) this.refusedServices.set({ reason }, plan.refused.reduce((n, r) => n + (r.reason === reason ? r.services : 0), 0));
     this.unservable.reset();
     for (const u of plan.unservable) this.unservable.set({ network: u.network, type: u.type }, 1);
     this.nodePorts.set(plan.state.nodePorts.length);
@@ -178,12 +183,13 @@ class PlanApplier {
 }
 
 function nodeInformers(client: KubeClient, log: Logger, nodeName: string): { services: Informer<V1Service>; slices: Informer<V1EndpointSlice>; nads: Informer<NetworkAttachmentDefinition>; nodes: Informer<V1Node> } {
-  const informer = <T extends KubeObject>(name: string, path: string, sel: { labelSelector?: string; fieldSelector?: string } = {}): Informer<T> =>
+  const informer = <T extends KubeObject>(name: string, path: string, sel: { labelSelector?: string; fieldSelector?: string; transform?: (o: T) => T } = {}): Informer<T> =>
     createInformer<T>(client, { name, path, logger: log, ...sel });
   return {
-    services: informer<V1Service>('services', apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}` }),
+    // Tenant objects are slimmed, and refused when over budget, before they are cached (slim.ts).
+    services: informer<V1Service>('services', apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimNodeService }),
     slices: informer<V1EndpointSlice>('endpointslices', apiPath('discovery.k8s.io', 'v1', 'endpointslices'), { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY}` }),
-    nads: informer<NetworkAttachmentDefinition>('nads', apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions')),
+    nads: informer<NetworkAttachmentDefinition>('nads', apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), { transform: slimNad }),
     nodes: informer<V1Node>('node', apiPath('', 'v1', 'nodes'), { fieldSelector: `metadata.name=${nodeName}` }),
   };
 }

@@ -11,7 +11,8 @@
  * macvlan, ipvlan l2 or bridge, and the admin's Node annotations give the node an address and a
  * parent on it (parents.ts; the NAD's master only under --parent-from-nad). Anything else is
  * a problem (a message for the log and a Warning Event) or an unservable NAD (Event and metric),
- * and the other networks are served regardless.
+ * and the other networks are served regardless. Services over budget, on a network not shared with
+ * them, or past their namespace's share of a network are left out first (admission.ts).
  */
 import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { formatInputError } from '../../src/result.js';
@@ -26,6 +27,10 @@ import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, pars
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
 import { asPodInterfaces, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 import { rangesOfFamily, readLoadBalancer } from '../../src/annotations/load-balancer.js';
+import { ServiceCap } from '../../src/service-cap.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { admitServices, type ServiceRefusal } from './admission.js';
+import { refusalOf } from './slim.js';
 
 export interface NodeInput {
   readonly nodeName: string;
@@ -74,6 +79,8 @@ export interface NodePlan {
   readonly unservable: readonly UnservableNad[];
   /** Networks not served because the admin named no parent for them (`ns/nad`), for the metric. */
   readonly parentNotConfigured: readonly string[];
+  /** Services left out before planning (admission.ts), also among `problems`; for the metric. */
+  readonly refused: readonly ServiceRefusal[];
 }
 
 const opted = (s: V1Service): boolean => s.metadata?.labels?.[PROXY_NAME_LABEL] === PROXY_NAME && s.metadata.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
@@ -121,6 +128,11 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
     const nadProblem = (reason: string, message: string): void => {
       problems.push({ kind: 'NetworkAttachmentDefinition', namespace: ref.namespace, name: ref.name, reason, message });
     };
+    const overBudget = refusalOf(nad);
+    if (overBudget !== undefined) {
+      nadProblem('NadOverBudget', overBudget.message);
+      continue;
+    }
     const config = parseNetworkConfig(nad.spec?.config);
     if (!config.ok) {
       nadProblem('InvalidNetworkConfig', `${formatInputError(`NetworkAttachmentDefinition ${key}`, config.error)} (the node agent serves nothing on this network until it is fixed)`);
@@ -208,15 +220,32 @@ const sameItems = <T>(a: readonly T[], b: readonly T[]): boolean => a.length ===
 export class NodePlanner {
   private readonly clusterState = new StateMemo();
   private nodeName: string | undefined;
-  private networksOf = new Map<V1Service, readonly NetworkRef[]>();
+  /** Each Service object's networks as its annotation names them, parsed once per object. */
+  private parsed = new WeakMap<V1Service, readonly NetworkRef[]>();
   private slices = new Map<V1EndpointSlice, SliceLocal>();
   private localByGroup = new Map<string, ReadonlySet<string>>();
   private entries = new Map<V1Service, NodePortEntry>();
   private networks: { readonly text: string; readonly value: readonly NodeNetwork[] } | undefined;
   private nodePorts: readonly NodePortTarget[] = [];
   private loadBalancers: readonly LoadBalancerTarget[] = [];
+  private readonly cap: ServiceCap;
 
-  update(input: NodeInput): NodePlan {
+  /** `maxTargetsPerNetwork`: the sidecars' budget per network, shared between namespaces (admission.ts). */
+  constructor(maxTargetsPerNetwork = DEFAULT_MAX_SERVICES_PER_NETWORK) {
+    this.cap = new ServiceCap(maxTargetsPerNetwork);
+  }
+
+  update(full: NodeInput): NodePlan {
+    const parsed = (s: V1Service): readonly NetworkRef[] => {
+      let refs = this.parsed.get(s);
+      if (refs === undefined) {
+        refs = serviceNetworks(s);
+        this.parsed.set(s, refs);
+      }
+      return refs;
+    };
+    const admission = admitServices(full.services, full.slices, full.nads, parsed, this.cap);
+    const input: NodeInput = { ...full, services: admission.services, slices: admission.slices };
     if (input.nodeName !== this.nodeName) {
       // Which endpoints are local depends on it: forget everything.
       this.nodeName = input.nodeName;
@@ -224,13 +253,8 @@ export class NodePlanner {
       this.localByGroup = new Map();
       this.entries = new Map();
     }
-    const networksOf = new Map<V1Service, readonly NetworkRef[]>();
-    const refs = servedNetworks(input.services, (s) => {
-      const refs = this.networksOf.get(s) ?? serviceNetworks(s);
-      networksOf.set(s, refs);
-      return refs;
-    });
-    this.networksOf = networksOf;
+    // The networks each admitted Service may use (admission.ts: shared ones only).
+    const refs = servedNetworks(input.services, (s) => admission.networksOf.get(s) ?? []);
     const plan = planNetworks(refs, input);
     const text = JSON.stringify(plan.networks);
     if (this.networks?.text !== text) this.networks = { text, value: plan.networks };
@@ -258,7 +282,7 @@ export class NodePlanner {
     const nodePorts: NodePortTarget[] = [];
     const loadBalancers: LoadBalancerTarget[] = [];
     const health: HealthCheck[] = [];
-    const problems: NodeProblem[] = [...plan.problems];
+    const problems: NodeProblem[] = [...admission.refused, ...plan.problems];
     for (const svc of input.services) {
       const type = svc.spec?.type;
       if (!opted(svc) || (type !== 'NodePort' && type !== 'LoadBalancer')) continue;
@@ -296,6 +320,7 @@ export class NodePlanner {
       problems,
       unservable: plan.unservable,
       parentNotConfigured: plan.parentNotConfigured,
+      refused: admission.refused,
     };
   }
 
@@ -325,8 +350,8 @@ export class NodePlanner {
   }
 }
 
-export function planNode(input: NodeInput): NodePlan {
-  return new NodePlanner().update(input);
+export function planNode(input: NodeInput, maxTargetsPerNetwork?: number): NodePlan {
+  return new NodePlanner(maxTargetsPerNetwork).update(input);
 }
 
 const serviceName = (svc: V1Service): string => `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;

@@ -34,7 +34,8 @@ import { StateFeed } from './state-feed.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { PodInput, podSource, type PodSource } from './pod-input.js';
 import { SliceWatch } from './slice-watch.js';
-import { CapNotice, onceLogger, SyncReporter } from './sync-report.js';
+import { onceLogger, SyncReporter } from './sync-report.js';
+import { CapReporter } from './cap-report.js';
 
 export { sliceSelector } from './slice-watch.js';
 
@@ -54,7 +55,7 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly annotationsFile?: string | undefined;
   /** Re-read that file this often besides watching it (tests shorten it). */
   readonly annotationsPollMs?: number;
-  /** Services served per network at most (cmd/sidecar/service-cap.ts); unset: the default. */
+  /** Services served per network at most (src/service-cap.ts); unset: the default. */
   readonly maxServicesPerNetwork?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
@@ -93,11 +94,12 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   const logOnce = onceLogger(log);
   const reporter = new SyncReporter(deps.dataplane, log, logOnce);
   const { feed, pod } = inputs;
-  const cap = new CapNotice(() => feed.maxServicesPerNetwork, log, deps.metrics, say);
+  const cap = new CapReporter(feed.maxServicesPerNetwork, { metrics: deps.metrics, log, say });
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
-      if (out.over !== undefined) cap.note(out.over);
+      if (out.over !== undefined) cap.over(out.over);
+      if (out.refused !== undefined) cap.refused(out.refused);
       logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
       return out.state;
     },
@@ -174,7 +176,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     for (const s of list) deps.event?.(s);
   };
   // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
-  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace);
   const pod = new PodInput(log, (key, error) => {
     say(problems.input(key, error));
     deps.metrics.invalidAnnotation(key, problems.invalid(key));

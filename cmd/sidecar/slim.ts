@@ -6,8 +6,10 @@
  *
  * What is kept, and who reads it:
  * - metadata: name, namespace (objectKey, messages), uid, resourceVersion (the informer's
- *   change detection), all labels (small by convention; state.ts reads the proxy-name and
- *   service-name labels) and only the annotations in `*_ANNOTATIONS` below;
+ *   change detection), deletionTimestamp (a Service being deleted is served, as kube-proxy does,
+ *   but is the first of its namespace to give way in the per-network share), only the labels in
+ *   `*_LABELS` and the annotations in `*_ANNOTATIONS` below (a tenant can put 256 KiB of labels on
+ *   an object);
  * - Service spec: type, clusterIP(s), sessionAffinity(+Config), ports' name/protocol/port
  *   (state.ts);
  * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses and conditions
@@ -15,9 +17,14 @@
  * - Pod: the service-network, networks and network-status annotations (state.ts).
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
+ *
+ * A Service over the sidecar's budget (src/cache-budget.ts) is cached as a stub that names it and
+ * serves nothing; `refusalOf` says why (the runtime logs it, counts it and says it in an Event).
  */
-import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
-import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, NETWORK_STATUS_ANNOTATION, NETWORKS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import { serviceOverBudget, SIDECAR_SERVICE_BUDGET, slimOverBudget, type Refusal } from '../../src/cache-budget.js';
+import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
+import { slimMeta } from '../../src/kube/slim-meta.js';
 
 // The slice's trigger time is kept for the loop's latency metric (src/dataplane/sync-loop.ts).
 export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
@@ -25,6 +32,8 @@ export { LAST_CHANGE_TRIGGER_TIME_ANNOTATION };
 export const POD_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION];
 export const SERVICE_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION];
 export const SLICE_ANNOTATIONS: readonly string[] = [SERVICE_NETWORK_ANNOTATION, LAST_CHANGE_TRIGGER_TIME_ANNOTATION];
+export const SERVICE_LABELS: readonly string[] = [PROXY_NAME_LABEL];
+export const SLICE_LABELS: readonly string[] = [SERVICE_NAME_LABEL];
 
 type Conditions = NonNullable<NonNullable<V1EndpointSlice['endpoints']>[number]['conditions']>;
 
@@ -34,17 +43,6 @@ type Conditions = NonNullable<NonNullable<V1EndpointSlice['endpoints']>[number][
  * share one hidden class. Built by spreading or by adding keys conditionally, each of 1,000
  * objects got its own (measured in a heap snapshot: 6,000 extra maps, about 1 MiB).
  */
-
-function slimMeta(meta: V1ObjectMeta | undefined, annotationKeys: readonly string[]): V1ObjectMeta {
-  let annotations: Record<string, string> | undefined;
-  for (const k of annotationKeys) {
-    const v = meta?.annotations?.[k];
-    if (v === undefined) continue;
-    annotations ??= {};
-    annotations[k] = v;
-  }
-  return { name: meta?.name, namespace: meta?.namespace, uid: meta?.uid, resourceVersion: meta?.resourceVersion, labels: meta?.labels, annotations };
-}
 
 const slimPorts = <P extends { name?: string; protocol?: string; port?: number }>(ports: readonly P[] | undefined): P[] | undefined =>
   ports?.map((p) => ({ name: p.name, protocol: p.protocol, port: p.port }) as P);
@@ -66,13 +64,32 @@ function sharedConditions(c: Conditions | undefined): Conditions | undefined {
 }
 
 export function slimPod(pod: V1Pod): V1Pod {
-  return { metadata: slimMeta(pod.metadata, POD_ANNOTATIONS) };
+  return { metadata: slimMeta(pod.metadata, [], POD_ANNOTATIONS) };
+}
+
+/** Why the sidecar refused a Service it cached (a stub from slimService); undefined: it is served. */
+const refusals = new WeakMap<V1Service, Refusal>();
+export const refusalOf = (svc: V1Service): Refusal | undefined => refusals.get(svc);
+
+/** The stub a refused Service is cached as: its identity, no networks, no ports. */
+function refusedStub(svc: V1Service, refusal: Refusal): V1Service {
+  const stub: V1Service = { metadata: slimMeta(svc.metadata, SERVICE_LABELS, []), spec: undefined };
+  refusals.set(stub, refusal);
+  return stub;
 }
 
 export function slimService(svc: V1Service): V1Service {
+  const over = serviceOverBudget(svc, SIDECAR_SERVICE_BUDGET);
+  if (over !== undefined) return refusedStub(svc, over);
+  const slim = slimServiceFields(svc);
+  const big = slimOverBudget('Service', slim, SIDECAR_SERVICE_BUDGET.maxBytes, SIDECAR_SERVICE_BUDGET.component);
+  return big === undefined ? slim : refusedStub(svc, big);
+}
+
+function slimServiceFields(svc: V1Service): V1Service {
   const spec = svc.spec;
   return {
-    metadata: slimMeta(svc.metadata, SERVICE_ANNOTATIONS),
+    metadata: slimMeta(svc.metadata, SERVICE_LABELS, SERVICE_ANNOTATIONS),
     spec:
       spec === undefined
         ? undefined
@@ -92,7 +109,7 @@ export function slimService(svc: V1Service): V1Service {
 
 export function slimEndpointSlice(slice: V1EndpointSlice): V1EndpointSlice {
   return {
-    metadata: slimMeta(slice.metadata, SLICE_ANNOTATIONS),
+    metadata: slimMeta(slice.metadata, SLICE_LABELS, SLICE_ANNOTATIONS),
     addressType: slice.addressType,
     ports: slimPorts(slice.ports),
     // Required by the API; `?? []` only for a server that sends null for an empty slice.

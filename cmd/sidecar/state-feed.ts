@@ -8,17 +8,25 @@
  * - the first compute, and after the pod's networks changed (the cap, the interfaces and the
  *   slice selector all depend on them);
  * - after the slice informer was replaced (a new selector: its objects are all new);
- * - when a Service changed while a network is or was over the cap (cmd/sidecar/service-cap.ts: which
+ * - when a Service changed while a network is or was over the cap (src/service-cap.ts: which
  *   Services are left out may change beyond the events);
  * - when the memo does not hold an event's `before` (an informer that broke its identity rule,
  *   src/kube/informer.ts Change): the lists are the truth.
+ * - when a Service gained its first or lost its last slice on another namespace's network (whether
+ *   it counts there, src/service-cap.ts).
  * A Service change otherwise costs one cap pass (ServiceCap.apply counts every Service), not a
- * state pass; a slice change costs neither.
+ * state pass, and the step leaves out the Services the cap leaves out; a slice change costs neither.
+ *
+ * It also keeps which Services the sidecar refused as over its budget (cmd/sidecar/slim.ts), for
+ * the runtime to say.
  */
 import { type Change, StateMemo, type PodInterface, type StateOutput } from '../../src/dataplane/index.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
+import { sliceInfo } from '../../src/dataplane/index.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
-import { ServiceCap, type CapResult } from './service-cap.js';
+import type { Refusal } from '../../src/cache-budget.js';
+import { ServiceCap, serviceName, type CapResult } from '../../src/service-cap.js';
+import { refusalOf } from './slim.js';
 
 export interface FeedInput {
   /** The pod's served networks; a new array means they changed (the runtime replaces it only then). */
@@ -34,6 +42,12 @@ export interface FeedOutput extends StateOutput {
   readonly over?: CapResult['over'];
   /** Whether this compute passed over the lists (tests and probes). */
   readonly whole: boolean;
+  /** The Services refused as over budget, by name, when that changed since the last compute. */
+  readonly refused?: readonly RefusedService[];
+}
+
+export interface RefusedService extends Refusal {
+  readonly service: string;
 }
 
 /** One kind's events since the last compute, one per object key: the first `before` and the last `after`. */
@@ -57,6 +71,11 @@ class Pending<T extends KubeObject> {
   }
 }
 
+const crossNamespace = (key: string): boolean => {
+  const [service = '', network = ''] = key.split('\n');
+  return service.split('/')[0] !== network.split('/')[0];
+};
+
 export class StateFeed {
   readonly memo = new StateMemo();
   private readonly cap: ServiceCap;
@@ -67,9 +86,21 @@ export class StateFeed {
   private served: readonly NetworkRef[] | undefined;
   /** Some network was over the cap at the last decision. */
   private overAny = false;
+  /** The Services the last decision left out (the memo does not hold them). */
+  private dropped: ReadonlySet<V1Service> = new Set();
+  /** Slices per `<service>\n<network>` of the slice informer in use: where a Service counts. */
+  private sliceCount = new Map<string, number>();
+  /** A Service gained its first or lost its last slice on another namespace's network. */
+  private gateChanged = false;
+  /** The slice informer was replaced (or nothing counted yet): count its list at the next compute. */
+  private recount = true;
+  private refused = new Map<string, RefusedService>();
+  private refusedChanged = false;
+  private readonly admitted = (svc: V1Service, ref: NetworkRef): boolean => this.sliceCount.has(`${serviceName(svc)}\n${ref.namespace}/${ref.name}`);
 
-  constructor(maxServicesPerNetwork: number) {
-    this.cap = new ServiceCap(maxServicesPerNetwork);
+  /** `ownNamespace`: the client's, served first in the per-network share. */
+  constructor(maxServicesPerNetwork: number, ownNamespace?: string) {
+    this.cap = new ServiceCap(maxServicesPerNetwork, ownNamespace);
   }
 
   get maxServicesPerNetwork(): number {
@@ -78,39 +109,106 @@ export class StateFeed {
 
   /** A Service event: added (before undefined), updated, or deleted (after undefined). */
   service(before: V1Service | undefined, after: V1Service | undefined): void {
+    this.noteRefusal(before, after);
     if (!this.whole) this.services.note(before, after);
+  }
+
+  private noteRefusal(before: V1Service | undefined, after: V1Service | undefined): void {
+    const was = before !== undefined && this.refused.has(serviceName(before));
+    const refusal = after === undefined ? undefined : refusalOf(after);
+    if (!was && refusal === undefined) return;
+    if (before !== undefined) this.refused.delete(serviceName(before));
+    if (after !== undefined && refusal !== undefined) this.refused.set(serviceName(after), { service: serviceName(after), ...refusal });
+    this.refusedChanged = true;
   }
 
   /** An event of the slice informer whose objects are used (not of one still listing). */
   slice(before: V1EndpointSlice | undefined, after: V1EndpointSlice | undefined): void {
+    const b = before === undefined ? undefined : this.countKey(before);
+    const a = after === undefined ? undefined : this.countKey(after);
+    const had = [b, a].map((k) => k !== undefined && this.sliceCount.has(k));
+    if (b !== undefined) this.count(b, -1);
+    if (a !== undefined) this.count(a, 1);
+    // Only another namespace's network needs a slice for its Service to count (src/service-cap.ts).
+    [b, a].forEach((k, i) => {
+      if (k !== undefined && had[i] !== this.sliceCount.has(k) && crossNamespace(k)) this.gateChanged = true;
+    });
     if (!this.whole) this.slices.note(before, after);
+  }
+
+  /** `<service>\n<network>` of a slice, if it belongs to one. */
+  private countKey(slice: V1EndpointSlice): string | undefined {
+    const info = sliceInfo(slice);
+    return info.group === undefined || info.net === undefined ? undefined : `${info.group}\n${info.net}`;
+  }
+
+  private count(key: string, by: 1 | -1): void {
+    const n = (this.sliceCount.get(key) ?? 0) + by;
+    if (n > 0) this.sliceCount.set(key, n);
+    else this.sliceCount.delete(key);
   }
 
   /** The slices' informer was replaced (or dropped): the next compute reads the new list. */
   slicesReplaced(): void {
     this.whole = true;
+    this.recount = true;
     this.services = new Pending();
     this.slices = new Pending();
+  }
+
+  /**
+   * Service events as the memo must see them: a left-out Service is absent before and after; one
+   * that is left out now and was not (or the other way), unchanged itself (its slices on another
+   * namespace's network came or went), is a delete (or an add).
+   */
+  private leftOut(changes: Change<V1Service>[], now: ReadonlySet<V1Service>): Change<V1Service>[] {
+    if (now.size === 0 && this.dropped.size === 0) return changes;
+    const out: Change<V1Service>[] = [];
+    const seen = new Set<V1Service>();
+    for (const c of changes) {
+      if (c.before !== undefined) seen.add(c.before);
+      if (c.after !== undefined) seen.add(c.after);
+      const before = c.before !== undefined && !this.dropped.has(c.before) ? c.before : undefined;
+      const after = c.after !== undefined && !now.has(c.after) ? c.after : undefined;
+      if (before !== undefined || after !== undefined) out.push({ before, after });
+    }
+    for (const s of this.dropped) if (!now.has(s) && !seen.has(s)) out.push({ before: undefined, after: s });
+    for (const s of now) if (!this.dropped.has(s) && !seen.has(s)) out.push({ before: s, after: undefined });
+    return out;
   }
 
   compute(input: FeedInput): FeedOutput {
     if (input.served !== this.served) this.whole = true;
     let capped: CapResult | undefined;
-    if (!this.whole && this.services.size > 0) {
-      capped = this.cap.apply(input.services(), input.served);
+    if (this.recount) {
+      this.sliceCount = new Map();
+      for (const s of input.slices()) {
+        const k = this.countKey(s);
+        if (k !== undefined) this.count(k, 1);
+      }
+      this.recount = false;
+    }
+    if (!this.whole && (this.services.size > 0 || this.gateChanged)) {
+      capped = this.cap.apply(input.services(), input.served, this.admitted);
       if (capped.over.length > 0 || this.overAny) this.whole = true;
     }
-    const services = this.services.take();
+    this.gateChanged = false;
+    const services = capped === undefined || this.whole ? this.services.take() : this.leftOut(this.services.take(), capped.dropped);
     const slices = this.slices.take();
     let out = this.whole ? undefined : this.memo.step({ interfaces: input.interfaces, services, slices });
     const whole = out === undefined;
     if (out === undefined) {
-      capped ??= this.cap.apply(input.services(), input.served);
+      capped ??= this.cap.apply(input.services(), input.served, this.admitted);
       out = this.memo.update({ interfaces: input.interfaces, services: capped.services, slices: input.slices() });
     }
     this.whole = false;
     this.served = input.served;
-    if (capped !== undefined) this.overAny = capped.over.length > 0;
-    return { ...out, whole, ...(capped !== undefined ? { over: capped.over } : {}) };
+    if (capped !== undefined) {
+      this.overAny = capped.over.length > 0;
+      this.dropped = capped.dropped;
+    }
+    const refused = this.refusedChanged ? [...this.refused.values()].sort((a, b) => (a.service < b.service ? -1 : a.service > b.service ? 1 : 0)) : undefined;
+    this.refusedChanged = false;
+    return { ...out, whole, ...(capped !== undefined ? { over: capped.over } : {}), ...(refused !== undefined ? { refused } : {}) };
   }
 }

@@ -11,7 +11,6 @@ import { snapshotWait, waitBetween } from '../../src/cpu-wait.js';
 import { REASON_SERVICE_CAP_REACHED } from '../../src/sidecar-contract.js';
 import type { SidecarMetrics } from './metrics.js';
 import type { Say } from './problems.js';
-import type { CapResult } from './service-cap.js';
 
 export type LogOnce = (group: string, messages: readonly { level: 'info' | 'warn'; msg: string }[]) => void;
 
@@ -63,42 +62,5 @@ export class SyncReporter {
       );
     }
     return { rules: r.families.reduce((n, f) => n + f.rules, 0), changed: r.changed };
-  }
-}
-
-/** Says once per change which Services the cap leaves out (logged by name, an Event, the metric). */
-export class CapNotice {
-  private overText = '';
-  private overNets: string[] = [];
-
-  constructor(
-    private readonly cap: () => number,
-    private readonly log: Logger,
-    private readonly metrics: Pick<SidecarMetrics, 'servicesDropped'>,
-    private readonly say: (list: Say[]) => void,
-  ) {}
-
-  note(over: CapResult['over']): void {
-    const text = JSON.stringify(over);
-    if (text === this.overText) return;
-    this.overText = text;
-    const cap = this.cap();
-    for (const net of this.overNets) if (!over.some((o) => o.network === net)) {
-      this.metrics.servicesDropped(net, 0);
-      this.log.info({ network: net, cap }, 'Services on the network are within the cap again; all are served');
-    }
-    this.overNets = over.map((o) => o.network);
-    for (const o of over) {
-      this.metrics.servicesDropped(o.network, o.dropped.length);
-      this.log.warn({ network: o.network, cap, total: o.total, dropped: o.dropped }, 'more Services than the cap on this network; the last in namespace/name order are not served');
-      const first = o.dropped.slice(0, 5).join(', ');
-      this.say([
-        {
-          type: 'Warning',
-          reason: REASON_SERVICE_CAP_REACHED,
-          message: `network ${o.network} has ${o.total} Services, more than this sidecar serves (${cap}, MAX_SERVICES_PER_NETWORK); ${o.dropped.length} not served, the last in namespace/name order: ${first}${o.dropped.length > 5 ? ', ...' : ''}; raise sidecar.maxServicesPerNetwork in the webhook's config, or remove Services from the network`,
-        },
-      ]);
-    }
   }
 }

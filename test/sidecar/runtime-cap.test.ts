@@ -1,8 +1,8 @@
 /**
- * The per-network Service cap in the running sidecar runtime (in this process, against the real
- * kube-apiserver): past the cap, the first Services in namespace/name order are served, the others
- * are named in a Warning Event and counted in the metric; once under the cap again all are served
- * and the metric is 0.
+ * The per-network cap in the running sidecar runtime (in this process, against the real
+ * kube-apiserver): past the cap (in Service ports), the namespace over its share (here the only
+ * one) keeps its first Services by name, the others are named in a Warning Event with the
+ * namespace and counted in the metric; once under the cap again all are served and the metric is 0.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -70,7 +70,7 @@ void describe('sidecar runtime: Services per network are capped', () => {
     const ev = said.find((s) => s.reason === 'ServiceCapReached');
     assert.ok(ev, JSON.stringify(said));
     assert.equal(ev.type, 'Warning');
-    assert.match(ev.message, new RegExp(`network ${ns}/net-a has 3 Services, more than this sidecar serves \\(2, MAX_SERVICES_PER_NETWORK\\); 1 not served.*: ${ns}/s-c;`));
+    assert.match(ev.message, new RegExp(`network ${ns}/net-a has 3 Service ports \\(targets\\), more than this sidecar serves \\(2, MAX_SERVICES_PER_NETWORK\\); namespace ${ns} asks for 3, over its fair share of 2, so 1 of its Services are not served: ${ns}/s-c;`));
     assert.equal(await dropped(), `multus_proxy_sidecar_services_dropped{network="${ns}/net-a"} 1`);
 
     await cp.client.delete(apiPath('', 'v1', 'services', ns, 's-a'));

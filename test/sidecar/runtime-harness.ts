@@ -16,6 +16,7 @@ import { startApiserverRelay, type ApiserverRelay } from '../harness/apiserver-r
 import { uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
+import { podObject } from './state-fixtures.js';
 import { CHAIN_PREFIX, DISPATCH_CHAIN } from '../../src/dataplane/core/names.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -231,6 +232,16 @@ export async function startSidecarEnv(o: {
     },
   };
   return env;
+}
+
+/** The client pod object of an env: on net-a of its namespace, with its addresses in network-status (as Multus writes them). */
+export async function createClientPod(env: SidecarEnv): Promise<void> {
+  const { cp, ns, client } = env;
+  const status = [
+    { name: 'kindnet', interface: 'eth0', ips: [client.eth0.ipv4], default: true },
+    { name: `${ns}/net-a`, interface: 'net1', ips: [`${client.net1.ipv4}/24`] },
+  ];
+  await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
 }
 
 /**

@@ -7,7 +7,9 @@ import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
 import { podInterfaces, readNetworkStatus, readServedNetworks } from '../../src/dataplane/core/state.js';
 import { buildDesiredState } from '../../src/dataplane/core/incremental.js';
-import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, refusalOf, slimEndpointSlice, slimPod, slimService } from '../../cmd/sidecar/slim.js';
+import { SIDECAR_SERVICE_BUDGET } from '../../src/cache-budget.js';
+import fc from 'fast-check';
 import type { V1EndpointSlice, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 import { NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { podObject, serviceObject, sliceObject } from './state-fixtures.js';
@@ -127,5 +129,49 @@ void describe('slim transforms', () => {
     assert.equal(bare.metadata?.annotations, undefined);
     assert.equal(bare.spec, undefined);
     assert.deepEqual(slimEndpointSlice({ metadata: { name: 's' }, addressType: 'IPv4', endpoints: null as unknown as [] }).endpoints, []);
+  });
+
+  void test('labels: only the ones read are kept, whatever a tenant adds; deletionTimestamp is kept', () => {
+    const svc = services[0] as V1Service;
+    const noisy = { ...svc, metadata: { ...svc.metadata, deletionTimestamp: new Date('2026-01-02T00:00:00Z'), labels: { ...svc.metadata?.labels, ...Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`x${i}`, 'y'.repeat(60)])) } } };
+    const s = slimService(noisy);
+    assert.deepEqual(s.metadata?.labels, svc.metadata?.labels);
+    assert.deepEqual(s.metadata?.deletionTimestamp, new Date('2026-01-02T00:00:00Z'));
+    assert.equal(refusalOf(s), undefined);
+  });
+
+  void test('over budget: a stub that names the Service and serves nothing, with the reason; at the budget: served', () => {
+    const base = serviceObject('t', 'big', { networks: 't/net-a', clusterIPs: ['10.96.0.50'], ports: [] });
+    const withPorts = (n: number): V1Service => ({ ...base, spec: { ...base.spec, ports: Array.from({ length: n }, (_, i) => ({ name: `p${i}`, port: 1000 + i, protocol: 'TCP' })) } });
+    assert.equal(refusalOf(slimService(withPorts(SIDECAR_SERVICE_BUDGET.maxPorts))), undefined);
+    const stub = slimService(withPorts(20_000));
+    assert.equal(refusalOf(stub)?.key, 'ports');
+    assert.match(refusalOf(stub)?.message ?? '', /^Service t\/big has 20000 ports \(spec\.ports\); the sidecar serves at most 256 per Service, so it serves none of this Service: split it/);
+    assert.equal(stub.spec, undefined);
+    assert.equal(stub.metadata?.annotations, undefined);
+    assert.ok(JSON.stringify(stub).length < 300, JSON.stringify(stub));
+    const lb = (n: number): V1Service => ({ ...base, spec: { ...base.spec, type: 'LoadBalancer', ports: [{ port: 80 }], loadBalancerSourceRanges: Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`) } });
+    assert.equal(refusalOf(slimService(lb(90_000)))?.key, 'source-ranges');
+    assert.equal(refusalOf(slimService(lb(SIDECAR_SERVICE_BUDGET.maxSourceRanges))), undefined);
+    const nets = { ...base, metadata: { ...base.metadata, annotations: { [SERVICE_NETWORK_ANNOTATION]: Array.from({ length: 33 }, (_, i) => `n${i}`).join(',') } } };
+    assert.equal(refusalOf(slimService(nets))?.key, 'networks');
+    // Long port names within the count: the byte budget.
+    const long: V1Service = { ...base, spec: { ...base.spec, ports: Array.from({ length: 100 }, (_, i) => ({ name: `${'p'.repeat(700)}${i}`, port: 1000 + i })) } };
+    assert.equal(refusalOf(slimService(long))?.key, 'bytes');
+  });
+
+  void test('property: whatever the input, the cached form is within the byte budget, and a refused one is a stub', () => {
+    fc.assert(
+      fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 1, max: 800 }), (ports, ranges, nameLen) => {
+        const svc: V1Service = {
+          metadata: { name: 'x', namespace: 'y', labels: { 'service.kubernetes.io/service-proxy-name': 'multus-proxy' }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'y/a' } },
+          spec: { type: 'LoadBalancer', clusterIPs: ['10.96.0.1'], ports: Array.from({ length: ports }, (_, i) => ({ name: `${'n'.repeat(nameLen)}${i}`, port: i + 1 })), loadBalancerSourceRanges: Array.from({ length: ranges }, () => '10.0.0.0/8') },
+        };
+        const s = slimService(svc);
+        assert.ok(JSON.stringify(s).length <= SIDECAR_SERVICE_BUDGET.maxBytes);
+        if (refusalOf(s) !== undefined) assert.equal(s.spec, undefined);
+      }),
+      { numRuns: 60 },
+    );
   });
 });

@@ -72,6 +72,9 @@ void describe('state feed: a change costs the change', () => {
     const added = svc(5_000);
     services.push(added);
     feed.service(undefined, added);
+    // On another namespace's network a Service is served only with a slice of the controller's.
+    slices.push(slice(5_000));
+    feed.slice(undefined, slices.at(-1));
     const old = services[10] as V1Service;
     services[10] = { ...old, spec: { ...old.spec, ports: [{ name: 'http', port: 81, protocol: 'TCP', targetPort: 8080 }] } };
     feed.service(old, services[10]);
@@ -104,6 +107,30 @@ void describe('state feed: a change costs the change', () => {
     const b = feed.compute(input());
     assert.equal(b.whole, true);
     assert.equal(b.over?.[0]?.total, 1_999);
+  });
+
+  void test("another namespace's network: a Service without a slice there is left out; its first slice brings it in and its last takes it out again, each a step", () => {
+    const { feed, services, slices, input } = loaded(200);
+    const lone = svc(700);
+    services.push(lone);
+    feed.service(undefined, lone);
+    const served = (o: { state: { targets: readonly { service: string }[] } }): boolean => o.state.targets.some((t) => t.service === 'app/svc-700');
+    const a = feed.compute(input());
+    assert.equal(a.whole, false);
+    assert.equal(served(a), false, 'no slice on net/a for it: not served (the controller writes none where the network is not shared)');
+    const s700 = slice(700);
+    slices.push(s700);
+    feed.slice(undefined, s700);
+    const b = feed.compute(input());
+    assert.equal(b.whole, false);
+    assert.equal(served(b), true);
+    assert.deepEqual(b.state, buildDesiredState({ interfaces: [IFACE], services, slices }).state);
+    slices.pop();
+    feed.slice(s700, undefined);
+    const c = feed.compute(input());
+    assert.equal(c.whole, false);
+    assert.equal(served(c), false);
+    assert.deepEqual(c.state, buildDesiredState({ interfaces: [IFACE], services: services.filter((x) => x !== lone), slices }).state);
   });
 
   void test('events of the objects it does not hold (missed events) fall back to the lists', () => {

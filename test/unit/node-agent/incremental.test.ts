@@ -10,7 +10,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
+import { NODE_ADDRESS_RANGE_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
 import { planRestore } from '../../../src/dataplane/iptables/restore.js';
 import { planConntrack } from '../../../src/dataplane/core/conntrack.js';
@@ -37,7 +37,7 @@ class World extends ServiceWorld {
     this.parentFromNad = this.r() < 0.3;
     for (const name of ['a', 'b', 'vf']) this.nads.set(name, this.nad(name));
     // Start with one network served (later NAD events may break it).
-    this.nads.set('a', { metadata: { name: 'a', namespace: 'net', annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16, fd00:101::200-fd00:101::21f/64' } }, spec: { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) } });
+    this.nads.set('a', { metadata: { name: 'a', namespace: 'net', annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16, fd00:101::200-fd00:101::21f/64', [SERVICE_NAMESPACES_ANNOTATION]: '*' } }, spec: { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) } });
     this.node = this.nodeObject();
   }
 
@@ -46,6 +46,8 @@ class World extends ServiceWorld {
     const config = name === 'vf' ? { type: 'sriov' } : this.pick<unknown>([{ type: 'macvlan', master }, { type: 'macvlan', master }, { type: 'ipvlan', mode: 'l2', master }, { type: 'bridge', bridge: 'br1' }, '{"type":', { type: 'macvlan' }]);
     const annotations: Record<string, string> = {};
     const third = name === 'a' ? 101 : 102;
+    // The Services are in other namespaces: shared with them mostly, and sometimes not (the agent leaves those out).
+    annotations[SERVICE_NAMESPACES_ANNOTATION] = '*';
     if (this.r() < 0.8) annotations[NODE_ADDRESS_RANGE_ANNOTATION] = this.pick([`10.${third}.0.200-10.${third}.0.231/16`, `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`, `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`, 'not-a-range']);
     return { metadata: { name, namespace: 'net', annotations }, spec: { config: typeof config === 'string' ? config : JSON.stringify(config) } };
   }

@@ -1,10 +1,11 @@
-/** The sidecar runtime's named parts, alone: the pod's last good input, and the cap notice said once per change. */
+/** The sidecar runtime's named parts, alone: the pod's last good input, and the cap report said once per change. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { PodInput } from '../../../cmd/sidecar/pod-input.js';
-import { CapNotice } from '../../../cmd/sidecar/sync-report.js';
+import { CapReporter } from '../../../cmd/sidecar/cap-report.js';
+import type { SidecarMetrics } from '../../../cmd/sidecar/metrics.js';
 import type { Say } from '../../../cmd/sidecar/problems.js';
 
 function capture(): { log: pino.Logger; lines: string[] } {
@@ -33,17 +34,18 @@ void test('PodInput keeps the last good networks through a malformed update, say
   assert.deepEqual(reads.filter(([k]) => k === 'service-network').map(([, e]) => e !== undefined), [false, true, true]);
 });
 
-void test('CapNotice says which Services are over the cap once per change, and when a network is within it again', () => {
+void test('CapReporter says which namespace is over its share once per change, and when a network is within the cap again', () => {
   const { log, lines } = capture();
   const dropped: [string, number][] = [];
   const said: Say[] = [];
-  const cap = new CapNotice(() => 2, log, { servicesDropped: (n, k) => void dropped.push([n, k]) }, (l) => said.push(...l));
-  const over = [{ network: 'ns/net-a', total: 3, dropped: ['ns/c'] }];
-  cap.note(over);
-  cap.note(over);
-  cap.note([]);
+  const metrics = { servicesDropped: (n: string, k: number) => void dropped.push([n, k]) } as unknown as SidecarMetrics;
+  const cap = new CapReporter(2, { metrics, log, say: (l) => said.push(...l) });
+  const over = [{ network: 'ns/net-a', total: 3, namespaces: [{ namespace: 'aaa', demand: 2, share: 1, dropped: ['aaa/c'] }] }];
+  cap.over(over);
+  cap.over(over);
+  cap.over([]);
   assert.deepEqual(dropped, [['ns/net-a', 1], ['ns/net-a', 0]]);
   assert.equal(said.length, 1);
-  assert.match(said[0]?.message ?? '', /network ns\/net-a has 3 Services, more than this sidecar serves \(2, MAX_SERVICES_PER_NETWORK\); 1 not served/);
-  assert.deepEqual(lines, ['more Services than the cap on this network; the last in namespace/name order are not served', 'Services on the network are within the cap again; all are served']);
+  assert.match(said[0]?.message ?? '', /network ns\/net-a has 3 Service ports \(targets\), more than this sidecar serves \(2, MAX_SERVICES_PER_NETWORK\); namespace aaa asks for 2, over its fair share of 1, so 1 of its Services are not served: aaa\/c/);
+  assert.deepEqual(lines, ['namespace over its share of the network; its own Services past the share are not served', 'targets on the network are within the cap again; all Services are served']);
 });

@@ -1,0 +1,139 @@
+/**
+ * The sidecar at its budget stays under its container limit (128 Mi), counting everything its
+ * cgroup is charged for: the real sidecar program in a network namespace, against a real
+ * kube-apiserver, in a memory cgroup (v1) of its own with the container's limit, so the `nft` or
+ * `iptables-restore` child and the kernel memory of the rules it loads count as they do in a pod.
+ *
+ * The load is the largest one tenant objects can make on one network within the budgets
+ * (src/object-budgets.ts, src/service-cap.ts): the default cap of 2,000 targets, as 20 Services
+ * of 100 ports (as many as one EndpointSlice carries), each with a slice of 10 endpoints. Asserted: the sidecar
+ * becomes ready with every target programmed, the cgroup never hit its limit, and the peak is
+ * under it. The peak, the sidecar's and its largest child's private memory are printed (the
+ * numbers in docs/decisions/0153-sidecar-memory-at-the-budget.md come from here). The cgroup is
+ * cgroup v1's memory controller, which this machine has; the test fails where it is missing.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { useControlPlane } from '../harness/controlplane.js';
+import type { Topology } from '../harness/netns.js';
+import { waitFor } from '../harness/wait.js';
+import { apiPath } from '../../src/kube/paths.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { MALLOC_ENV } from '../../src/memory-settings.js';
+import { serviceObject, sliceObject } from './state-fixtures.js';
+import { createClientPod, metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
+
+const LIMIT = 128 * 1024 * 1024;
+const CGROUP_ROOT = '/sys/fs/cgroup/memory';
+/** The EndpointSlice API's limit on ports per slice (a Service's budget, 256, is above it). */
+const PORTS = 100;
+const SERVICES = DEFAULT_MAX_SERVICES_PER_NETWORK / PORTS;
+const ENDPOINTS = 10;
+const MiB = (b: number): string => (b / 1024 / 1024).toFixed(1);
+
+/** Private (anonymous) bytes of a process, 0 once it is gone. */
+function privateBytes(pid: number): number {
+  try {
+    const m = /^Anonymous:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+    return Number(m?.[1] ?? 0) * 1024;
+  } catch {
+    return 0;
+  }
+}
+
+function children(pid: number): number[] {
+  try {
+    return readdirSync(`/proc/${pid}/task`).flatMap((t) => readFileSync(`/proc/${pid}/task/${t}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number));
+  } catch {
+    return [];
+  }
+}
+
+void describe('sidecar memory at the budget, child and rules included', () => {
+  let env: SidecarEnv;
+  let topo: Topology;
+  let distDir = '';
+
+  before(async () => {
+    // The program as the image runs it (one bundle), not the TypeScript sources through tsx, whose
+    // compiler would be charged to the cgroup too.
+    distDir = mkdtempSync(join(tmpdir(), 'mpx-dist-'));
+    execFileSync(process.execPath, ['scripts/build.mjs', '--only', 'sidecar', '--outdir', distDir], { stdio: 'pipe' });
+    env = await startSidecarEnv({ controlPlane: useControlPlane, nsPrefix: 'mem', backends: [] });
+    topo = env.topo;
+    const { cp, ns, client } = env;
+    await createClientPod(env);
+    const ports = Array.from({ length: PORTS }, (_, i) => ({ name: `p${i}`, port: 1000 + i }));
+    for (let s = 0; s < SERVICES; s += 1) {
+      await cp.client.create(apiPath('', 'v1', 'services', ns), serviceObject(ns, `s${s}`, { networks: 'net-a', ports }));
+      await cp.client.create(
+        apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns),
+        sliceObject(ns, `s${s}-v4`, { service: `s${s}`, network: `${ns}/net-a`, family: 4, ports, endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({ ip: `198.18.${s}.${e + 1}`, ready: true })) }),
+      );
+    }
+    await env.relay.attach(client);
+  });
+  after(async () => {
+    await env?.close();
+    if (distDir !== '') rmSync(distDir, { recursive: true, force: true });
+  });
+
+  /**
+   * nftables does not hold yet: its first load is one `nft -f` transaction, and at this load `nft`
+   * invoked the cgroup's OOM killer (measured: the sidecar's Node process 40.8 MiB anonymous and
+   * 43.0 MiB file-backed, 36.7 MiB of rules in the kernel when it was killed). It needs the first
+   * load split into bounded transactions (or its elements through the netlink element writer) in
+   * the nftables back end. Run and reported as a todo until then, never skipped.
+   */
+  const todo: Record<string, string | undefined> = {
+    nftables: 'the first nftables load is one transaction; at the budget nft meets the 128 Mi limit (split it in the back end)',
+    iptables: undefined,
+  };
+  for (const [backend, port] of [['nftables', 19184], ['iptables', 19185]] as const) {
+    void test(`${backend}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, { todo: todo[backend] }, async () => {
+      assert.ok(existsSync(CGROUP_ROOT), 'a cgroup v1 memory hierarchy');
+      const cg = `${CGROUP_ROOT}/mp-test-${process.pid}-${backend}`;
+      mkdirSync(cg);
+      try {
+        writeFileSync(`${cg}/memory.limit_in_bytes`, String(LIMIT));
+        if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
+        // The rules of the previous back end are the new one's to remove; start from none.
+        await topo.run(env.client, ['nft', 'flush', 'ruleset'], { allowFail: true });
+        env.sidecar = spawnSidecar(topo, env.client, { podName: 'client', podNamespace: env.ns, kubeconfig: env.cp.kubeconfigPath, healthPort: port, bundle: join(distDir, 'sidecar.js'), env: { ...MALLOC_ENV, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' } });
+        const s = env.sidecar;
+        const pid = s.process.pid as number;
+        writeFileSync(`${cg}/cgroup.procs`, String(pid));
+        let childPeak = 0;
+        let sidecarPeak = 0;
+        const sample = setInterval(() => {
+          sidecarPeak = Math.max(sidecarPeak, privateBytes(pid));
+          for (const c of children(pid)) childPeak = Math.max(childPeak, privateBytes(c));
+        }, 5);
+        try {
+          const why = (): string =>
+            `exited ${String(s.exited())}, limit hits ${readFileSync(`${cg}/memory.failcnt`, 'utf8').trim()}, usage ${MiB(Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8')))} MiB; ${s.stderr().slice(-1000)} ${JSON.stringify(s.logs().slice(-5))}`;
+          await waitFor('/readyz 200', async () => (await probe(topo, env.client, port, '/readyz')) === 200, 240_000, why);
+          await waitFor('every target programmed', async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS), 30_000, () => 'targets metric');
+        } finally {
+          clearInterval(sample);
+        }
+        const peak = Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8'));
+        const failcnt = Number(readFileSync(`${cg}/memory.failcnt`, 'utf8'));
+        const kmem = Number(readFileSync(`${cg}/memory.kmem.max_usage_in_bytes`, 'utf8'));
+        process.stdout.write(`# ${backend}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`);
+        assert.equal(s.exited(), false, 'not killed');
+        assert.equal(failcnt, 0, 'the cgroup never reached its limit');
+        assert.ok(peak < LIMIT, `peak ${MiB(peak)} MiB`);
+        await s.terminate(5000);
+      } finally {
+        // Empty before removal: the processes left are the sidecar's, already ended above.
+        for (const p of readFileSync(`${cg}/cgroup.procs`, 'utf8').trim().split('\n').filter(Boolean)) writeFileSync(`${CGROUP_ROOT}/cgroup.procs`, p);
+        rmdirSync(cg);
+      }
+    });
+  }
+});
