@@ -8,9 +8,6 @@ import type { Logger } from '../../src/log.js';
 import type { Dataplane, SyncResult } from '../../src/dataplane/index.js';
 import type { ApplyReport } from '../../src/dataplane/index.js';
 import { snapshotWait, waitBetween } from '../../src/cpu-wait.js';
-import { REASON_SERVICE_CAP_REACHED } from '../../src/sidecar-contract.js';
-import type { SidecarMetrics } from './metrics.js';
-import type { Say } from './problems.js';
 
 export type LogOnce = (group: string, messages: readonly { level: 'info' | 'warn'; msg: string }[]) => void;
 
