@@ -211,7 +211,11 @@ void describe('monitoring: alerts and dashboard', () => {
     ]);
     const file = join(tmp, 'rules-test.yaml');
     writeFileSync(file, JSON.stringify({ rule_files: [rules], evaluation_interval: '1m', tests }));
-    const result = await run(promtool, ['test', 'rules', file]).catch((e: { stdout?: string; stderr?: string }) => ({ stdout: e.stdout ?? '', stderr: e.stderr ?? String(e) }));
+    // promtool exits 1 when a case fails; its output says which.
+    const result = await run(promtool, ['test', 'rules', file]).catch((e: unknown) => {
+      const out = e as { stdout?: string; stderr?: string; message?: string };
+      return { stdout: out.stdout ?? '', stderr: out.stderr ?? out.message ?? '' };
+    });
     assert.match(result.stdout, /SUCCESS/, `promtool test rules failed:\n${result.stdout}\n${result.stderr}`);
   });
 });
