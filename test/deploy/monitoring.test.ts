@@ -66,20 +66,26 @@ const WH = { namespace: 'multus-proxy-system', pod: 'multus-proxy-webhook-0' };
 const NODE = { namespace: 'multus-proxy-node', pod: 'multus-proxy-node-a' };
 const sel = (l: Record<string, string>): string => `{${Object.entries(l).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
 
+/** Failures in a row: 3 and growing fires; failures that stop before 3 do not. */
+const syncFailing = (metric: string, who: Record<string, string>): AlertCase => ({
+  fires: { series: { [`${metric}${sel(who)}`]: '0 1 2 3+1x20' }, at: '15m', labels: { ...who, severity: 'warning' } },
+  silent: { series: { [`${metric}${sel(who)}`]: '0 1 2 0x20' }, at: '15m' },
+});
+
+/** A gauge held above 0 for 30 min fires (labels kept); held at 0, not. */
+const aboveZero = (metric: string, labels: Record<string, string>, severity: string, value = '1'): AlertCase => ({
+  fires: { series: { [`${metric}${sel(labels)}`]: `${value}x30` }, at: '20m', labels: { ...labels, severity } },
+  silent: { series: { [`${metric}${sel(labels)}`]: '0x30' }, at: '20m' },
+});
+
 /** Each alert, with series on which it must fire (and its labels) and series on which it must not. */
 const CASES: Record<string, AlertCase> = {
-  MultusProxySidecarSyncFailing: {
-    fires: { series: { [`multus_proxy_sidecar_sync_consecutive_failures${sel(APP)}`]: '0 1 2 3+1x20' }, at: '15m', labels: { ...APP, severity: 'warning' } },
-    silent: { series: { [`multus_proxy_sidecar_sync_consecutive_failures${sel(APP)}`]: '0 1 2 0x20' }, at: '15m' },
-  },
+  MultusProxySidecarSyncFailing: syncFailing('multus_proxy_sidecar_sync_consecutive_failures', APP),
   MultusProxySidecarInputUnusable: {
     fires: { series: { [`multus_proxy_sidecar_invalid_pod_annotation${sel({ ...APP, annotation: 'network-status' })}`]: '1x30' }, at: '15m', labels: { ...APP, annotation: 'network-status', severity: 'warning' } },
     silent: { series: { [`multus_proxy_sidecar_invalid_pod_annotation${sel({ ...APP, annotation: 'network-status' })}`]: '1x5 0x25' }, at: '15m' },
   },
-  MultusProxySidecarServicesDropped: {
-    fires: { series: { [`multus_proxy_sidecar_services_dropped${sel({ ...APP, network: 'app/net1' })}`]: '2x30' }, at: '20m', labels: { ...APP, network: 'app/net1', severity: 'warning' } },
-    silent: { series: { [`multus_proxy_sidecar_services_dropped${sel({ ...APP, network: 'app/net1' })}`]: '0x30' }, at: '20m' },
-  },
+  MultusProxySidecarServicesDropped: aboveZero('multus_proxy_sidecar_services_dropped', { ...APP, network: 'app/net1' }, 'warning', '2'),
   MultusProxySlicesNotWritten: {
     fires: { series: { [`multus_proxy_controller_errors_total${sel({ ...CTL, stage: 'reconcile' })}`]: '0+1x30' }, at: '20m', labels: { ...CTL, severity: 'critical' } },
     // Errors of other stages (Events, RBAC) do not stop slices.
@@ -126,18 +132,9 @@ const CASES: Record<string, AlertCase> = {
     fires: { series: { [`multus_proxy_webhook_certificate_loads_total${sel({ ...WH, result: 'failed' })}`]: '0 0 1x10' }, at: '4m', labels: { ...WH, severity: 'warning' } },
     silent: { series: { [`multus_proxy_webhook_certificate_loads_total${sel({ ...WH, result: 'loaded' })}`]: '0+1x10' }, at: '4m' },
   },
-  MultusProxyNodeAgentSyncFailing: {
-    fires: { series: { [`multus_proxy_node_sync_consecutive_failures${sel(NODE)}`]: '0 1 2 3+1x20' }, at: '15m', labels: { ...NODE, severity: 'warning' } },
-    silent: { series: { [`multus_proxy_node_sync_consecutive_failures${sel(NODE)}`]: '0 1 2 0x20' }, at: '15m' },
-  },
-  MultusProxyNodeAgentRefusedNetworks: {
-    fires: { series: { [`multus_proxy_node_refused_networks${sel({ ...NODE, reason: 'ParentRefused' })}`]: '1x30' }, at: '20m', labels: { ...NODE, reason: 'ParentRefused', severity: 'warning' } },
-    silent: { series: { [`multus_proxy_node_refused_networks${sel({ ...NODE, reason: 'ParentRefused' })}`]: '0x30' }, at: '20m' },
-  },
-  MultusProxyNodeAgentUnservableNetworks: {
-    fires: { series: { [`multus_proxy_node_unservable_networks${sel({ ...NODE, network: 'app/net1', type: 'ipvlan' })}`]: '1x30' }, at: '20m', labels: { ...NODE, network: 'app/net1', type: 'ipvlan', severity: 'info' } },
-    silent: { series: { [`multus_proxy_node_unservable_networks${sel({ ...NODE, network: 'app/net1', type: 'ipvlan' })}`]: '0x30' }, at: '20m' },
-  },
+  MultusProxyNodeAgentSyncFailing: syncFailing('multus_proxy_node_sync_consecutive_failures', NODE),
+  MultusProxyNodeAgentRefusedNetworks: aboveZero('multus_proxy_node_refused_networks', { ...NODE, reason: 'ParentRefused' }, 'warning'),
+  MultusProxyNodeAgentUnservableNetworks: aboveZero('multus_proxy_node_unservable_networks', { ...NODE, network: 'app/net1', type: 'ipvlan' }, 'info'),
 };
 
 void describe('monitoring: alerts and dashboard', () => {
