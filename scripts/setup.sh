@@ -199,7 +199,7 @@ fi
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
 # -mod=mod. Versions: see docs/node-harness.md and docs/decisions/0042-image-and-build.md.
-step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm and MetalLB"
+step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm, promtool and MetalLB"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
 CRITOOLS_MOD=sigs.k8s.io/cri-tools@v1.34.0
@@ -317,6 +317,18 @@ build_helm() {
 }
 module helm "$HELM_MOD" "$BIN_DIR/helm" -- build_helm
 "$BIN_DIR/helm" version --short
+
+# promtool: checks the chart's PrometheusRule and dashboard queries and runs each alert on
+# synthetic series (test/deploy/monitoring.test.ts). The module ships a go.work, whose workspace
+# mode refuses -mod=mod and names modules its zip does not hold: GOWORK=off builds it alone.
+PROMETHEUS_MOD=github.com/prometheus/prometheus@v0.316.0
+build_promtool() {
+  local src
+  src=$(module_src "$PROMETHEUS_MOD" GOWORK=off)
+  gobuild "$src" "$BIN_DIR/promtool" ./cmd/promtool GOWORK=off
+}
+module promtool "$PROMETHEUS_MOD" "$BIN_DIR/promtool" -- build_promtool
+"$BIN_DIR/promtool" --version | head -1
 
 # MetalLB: the load-balancer implementation beside the node agent's LoadBalancer support in the
 # real-node tests (test/node/metallb.ts). Static (CGO_ENABLED=0, as upstream's Dockerfiles) so the

@@ -15,6 +15,9 @@ import { DEPLOY, id, render, type Rendered } from './kustomize.js';
 
 const GOLDEN = join(import.meta.dirname, 'helm-golden');
 
+/** Every monitoring object on (deploy/components/monitoring). */
+const MONITORING_SET = ['monitoring.serviceMonitor.enabled=true', 'monitoring.podMonitor.enabled=true', 'monitoring.prometheusRule.enabled=true', 'monitoring.dashboard.enabled=true'];
+
 /** Representative values: each golden file is `helm template` with these `--set`s. */
 const GOLDENS: Record<string, readonly string[]> = {
   'default': [],
@@ -42,6 +45,7 @@ const GOLDENS: Record<string, readonly string[]> = {
     'controller.tolerations[0].operator=Exists',
     'controller.tolerations[0].effect=NoSchedule',
   ],
+  'monitoring': ['nodeAgent.enabled=true', ...MONITORING_SET, 'monitoring.labels.release=kube-prometheus-stack'],
   'cert-manager-issuer': ['certificates.certManager.issuerRef.kind=ClusterIssuer', 'certificates.certManager.issuerRef.name=corp-ca', 'certificates.certManager.issuerRef.group=cert-manager.io'],
 };
 
@@ -129,6 +133,7 @@ const PARITY: { kustomize: string | { components: string[]; patches?: string }; 
   { kustomize: { components: ['components/netservice'] }, set: ['netservice.enabled=true'] },
   { kustomize: { components: ['components/sidecar-pod-security'] }, set: ['admissionPolicies.sidecarPodSecurity.enabled=true'] },
   { kustomize: { components: ['components/network-status-writers'] }, set: ['admissionPolicies.networkStatus.enabled=true'] },
+  { kustomize: { components: ['components/monitoring'] }, set: MONITORING_SET },
   // The identity patch docs/install.md shows, and the chart's values for it.
   {
     kustomize: {
