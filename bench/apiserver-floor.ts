@@ -1,5 +1,5 @@
 /**
- * The apiserver's own write time beside a running soak (issue 25 item 3): the floor under any
+ * The apiserver's own write time beside a running soak: the floor under any
  * controller's "pod deletion -> slice write". Once a second (jittered) it replaces an EndpointSlice
  * of its own, the write our controller makes when it marks an endpoint terminating (PUT with the
  * last answer's resourceVersion, the same client as the controller's), and times the round trip.

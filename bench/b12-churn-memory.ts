@@ -1,5 +1,5 @@
 /**
- * B12: memory under churn (issue 25 item 2), without the real node. The issue's soak saw the
+ * B12: memory under churn, without the real node. The real-node soak saw the
  * client's sidecar grow ~2.8 MiB per 10 minutes and the controller leader 26 → 33 MiB in 19
  * minutes on the real node. Here the same programs (fresh bundles of the current source) run for
  * a stated time against a private kube-apiserver + etcd while a Deployment-like churn scales a

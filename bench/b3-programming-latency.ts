@@ -93,7 +93,7 @@ export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSli
 
   const injected = await sidecarCommand(cleanup);
   const phases = [await measure(injected)];
-  // The same changes with the V8 flag that trades CPU for memory toggled (issue 15): what it costs in latency, in this run.
+  // The same changes with the V8 flag that trades CPU for memory toggled: what it costs in latency, in this run.
   const toggled = toggleFlag(injected, TRADE_FLAG);
   phases.push(await measure(toggled));
   const [main, other] = phases as [Phase, Phase];

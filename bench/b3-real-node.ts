@@ -59,7 +59,7 @@ const SIDECAR_CPU = process.env['B3_SIDECAR_CPU'];
 const CYCLES = process.env['B3_CYCLES'];
 /** kube-proxy's own selector for its EndpointSlice list and watch. */
 const KUBE_PROXY_SELECTOR = '!service.kubernetes.io/service-proxy-name,!service.kubernetes.io/headless';
-/** Issue 24's targets: the sidecar's slice event → rule p99, and the network-programming SLI's p99 (pod Ready → rule, scale-ups). */
+/** The targets: the sidecar's slice event → rule p99, and the network-programming SLI's p99 (pod Ready → rule, scale-ups). */
 const EVENT_TARGET_MS = 10;
 const SLI_TARGET_MS = 50;
 
@@ -362,7 +362,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     await sleep(1_500);
   }
 
-  // Issue 23: the sidecar's trigger_to_rules_seconds, read from inside the client pod.
+  // The sidecar's trigger_to_rules_seconds, read from inside the client pod.
   const port = await sidecarHealthPort(node, NS, CLIENT);
   const metricsText = await node.exec(NS, CLIENT, ['curl', '-s', '-m', '3', `http://127.0.0.1:${port}/metrics`], { container: 'app' });
   const mlines = metricsText.stdout.split('\n').filter((l) => l.startsWith('multus_proxy_sidecar_trigger_to_rules_seconds'));
@@ -371,13 +371,13 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   if (!(trig.count > 0)) throw new Error(`the sidecar's trigger_to_rules_seconds has no value after ${samples.length} changes: ${mlines.join(' | ')}`);
   ctx.log(`trigger_to_rules_seconds: count ${trig.count}, sum ${trig.sum}`);
 
-  // Issue 23: kube-proxy's own selector lists none of our slices (kube's plain-web slice is the control).
+  // kube-proxy's own selector lists none of our slices (kube's plain-web slice is the control).
   const kp = await node.client.list<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS), { labelSelector: KUBE_PROXY_SELECTOR });
   const kpOurs = kp.items.filter((x) => x.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY).map((x) => x.metadata?.name ?? '');
   const kpKube = kp.items.filter((x) => x.metadata?.labels?.[MANAGED_BY_LABEL] === KUBE_MANAGER).length;
   if (kpOurs.length > 0 || kpKube === 0) throw new Error(`kube-proxy's selector lists ours ${kpOurs.join(', ') || 'none'} and ${kpKube} of kube's`);
 
-  // Issue 23, the upgrade: net-web's slice rewritten as the controller before issue 23 wrote it
+  // The upgrade: net-web's slice rewritten as an older controller wrote it
   // (its three labels, no trigger time); the running controller's next sync relabels it in place.
   const slicesPath = apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS);
   const oursNow = async (): Promise<V1EndpointSlice[]> => (await node.client.list<V1EndpointSlice>(slicesPath, { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY},${SERVICE_NAME_LABEL}=net-web` })).items;

@@ -1,5 +1,5 @@
 /**
- * B5's flag series (issue 25 item 4): the sidecar as the image runs it (its Node.js 24 and bundle,
+ * B5's flag series: the sidecar as the image runs it (its Node.js 24 and bundle,
  * the injected command and environment) with node flags or environment added, side by side in one
  * run, `ROUNDS` rounds with the order reversed every other round, at `N` Services × 10 endpoints
  * (0: idle). Per run: private memory (median and max over `WINDOW_S` (15) s, from `SETTLE_MS` after the first sync),

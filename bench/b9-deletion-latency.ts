@@ -1,5 +1,5 @@
 /**
- * B9: pod deletion → terminating endpoint in the slice (issue 25, item 3). Deployment-like churn
+ * B9: pod deletion → terminating endpoint in the slice. Deployment-like churn
  * in a real kube-apiserver with the controller as a child process: from the moment a watch sees
  * a pod's deletionTimestamp to the moment a watch sees the Service's slice with that endpoint
  * `terminating: true`. The controller with its urgent lane (`--urgent-pod-changes`, the default)

@@ -1,6 +1,6 @@
 /**
  * The sidecar's own CPU for a one-endpoint change at N Services × 10 endpoints, per stage, for
- * both rule back ends in the same run (issue 24: the change target at 10,000 Services leaves no
+ * both rule back ends in the same run (the change target at 10,000 Services leaves no
  * room for passes over every target). Not a numbered benchmark: an in-process probe, run by hand,
  * whose figures are in docs/benchmarks.md ("Sidecar CPU per change"). No namespace, no process:
  * the stages a sync runs in-process, through the back ends' own `rules` and `plan` (the seam

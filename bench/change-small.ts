@@ -1,5 +1,5 @@
 /**
- * One endpoint change at B3-real's scale (issue 24: a few Services, 2 -> 3 -> 2 endpoints), through
+ * One endpoint change at B3-real's scale (a few Services, 2 -> 3 -> 2 endpoints), through
  * the sidecar's real path in a quiet client namespace: the state feed after a slice event, then
  * the nftables dataplane's partial sync (render, plan, the element write through nfnl-batch and
  * its spare process), then this process left idle until the next change. Not a numbered benchmark:

@@ -1,5 +1,5 @@
 /**
- * Where an element write's time goes (issue 24; not a numbered benchmark: a probe run by hand,
+ * Where an element write's time goes (not a numbered benchmark: a probe run by hand,
  * figures in docs/benchmarks.md B2 notes). One endpoint map of 10 ranges is refilled in a fresh
  * namespace, the way the element writer does it (src/dataplane/nft/element-writer.ts): a sender
  * process started ahead and left idle (`SETTLE_MS`, as B2), then the batch written to its stdin and

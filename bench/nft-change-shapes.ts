@@ -1,5 +1,5 @@
 /**
- * Which shape of nftables change can meet issue 24's target (one-endpoint change at 10,000
+ * Which shape of nftables change can meet the target (one-endpoint change at 10,000
  * Services: p50 ≤ 5 ms, p99 ≤ 10 ms)? Not a numbered benchmark: a probe, run by hand, whose
  * figures are in docs/decisions/0024-nft-endpoint-maps.md. Side by side in one run, round-robin
  * (each round does every shape once), in throw-away network namespaces:

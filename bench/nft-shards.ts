@@ -1,6 +1,6 @@
 /**
  * Sharding the sidecar's nftables table: does confining the kernel's validation to one of S tables
- * bring a one-endpoint change at 10,000 Services to issue 24's target (p50 ≤ 5 ms, p99 ≤ 10 ms),
+ * bring a one-endpoint change at 10,000 Services to the target (p50 ≤ 5 ms, p99 ≤ 10 ms),
  * and what does it cost? Not a numbered benchmark: a probe, run by hand, whose figures are in
  * docs/decisions/0025-nft-shard-tables.md. Side by side in one run, round-robin, in throw-away
  * namespaces. Layout per S (Service i in shard i mod S):

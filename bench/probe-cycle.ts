@@ -1,5 +1,5 @@
 /**
- * Startup probes with and without health-listen, side by side on one real node (issue 25 item 5):
+ * Startup probes with and without health-listen, side by side on one real node:
  * the probe cycle of test/node/probes.ts (a Deployment of injected pods 0 → 6 → 0 twice) once per
  * injected command × CPU contention, the webhook's `sidecar.command` switched between them in its
  * ConfigMap (and the webhook restarted), so the image, the node and the hour are the same:

@@ -1,5 +1,5 @@
 /**
- * The soak (issue 25): hours of the blog scenario's churn on the real node, the multus-proxy
+ * The soak: hours of the blog scenario's churn on the real node, the multus-proxy
  * Service beside an ordinary Service over the same pods (kube-proxy) in the same run. The
  * scenario and its records are test/node/soak.ts's (the real-node suite runs the same module for
  * its quick soak). `npm run bench -- soak` runs 2 hours, `--quick` 5 minutes, `--minutes N` N.

@@ -1,6 +1,6 @@
 /**
  * The sidecar's state stage for a one-endpoint change at N Services × 10 endpoints, two ways in
- * one process, alternated round by round (issue 24; not a numbered benchmark: an in-process probe
+ * one process, alternated round by round (not a numbered benchmark: an in-process probe
  * run by hand, figures in docs/benchmarks.md "Sidecar CPU per change"):
  *
  *   lists   what cmd/sidecar/runtime.ts did before cmd/sidecar/state-feed.ts: the informers' `list()` copies,

@@ -1,5 +1,5 @@
 /**
- * The webhook's memory under the soak's kind of load, without the real node (issue 25 item 2).
+ * The webhook's memory under the soak's kind of load, without the real node.
  * The 2-hour soak saw the webhook pod that lived the whole run grow 30.2 → 36.5 MiB private
  * (2.37 MiB/h). Here the webhook program (a fresh bundle, scripts/build.mjs --only webhook) runs
  * with the Deployment's arguments and the ConfigMap's config.yaml (deploy/base) against a private

@@ -1,5 +1,5 @@
 /**
- * Feasibility check for issue 20 (not part of the suite): `startNode({ nodes: 2 })`, one pod pinned
+ * Feasibility check for two real nodes (not part of the suite): `startNode({ nodes: 2 })`, one pod pinned
  * to each node with net1 from macvlan + whereabouts, then the pod on the first node curls the
  * nginx on the second over net1 and pings it. Prints each step's time and what teardown left.
  *

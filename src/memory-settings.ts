@@ -1,6 +1,6 @@
 /**
  * How the project's long-running Node.js programs are started so their private memory settles low
- * (issue 25; measured in docs/benchmarks.md, B5 and B12; why in
+ * (measured in docs/benchmarks.md, B5 and B12; why in
  * docs/decisions/0030-memory-settings.md). The webhook injects them into the sidecar (cmd/webhook/options.ts); the controller's
  * and webhook's Deployments and the node agent's DaemonSet carry them in their manifests (deploy/
  * and the Helm chart), which test/deploy/render.test.ts checks against these values.

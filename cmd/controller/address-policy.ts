@@ -1,7 +1,7 @@
 /**
  * Which of a pod's claimed secondary addresses may be published. Pure.
  *
- * `network-status` is written by Multus, but a pod's owner can write it too (issue 19): an address
+ * `network-status` is written by Multus, but a pod's owner can write it too: an address
  * read there is tenant input. Published, it becomes a DNAT target in every client sidecar and, with
  * NodePort Cluster, a target the node masquerades to with its own identity. So the controller drops,
  * before planning, what is never a pod's address on a secondary network:

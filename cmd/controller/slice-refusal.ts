@@ -6,7 +6,7 @@
  * validation is the last word and can refuse what those checks let through (today: an endpoint
  * with more than 100 addresses; tomorrow: a rule of a newer apiserver). Before, one such endpoint
  * made the whole reconcile throw: the Service's other slices were not written and the slice kept
- * its old endpoints, on every retry, so a new replica never arrived (issue 19, "Why" item 3).
+ * its old endpoints, on every retry, so a new replica never arrived.
  *
  * Now the refused slice is written again without the endpoints the apiserver's answer names
  * (`endpoints[i]…` in the Status causes' fields, or in the message): the other endpoints of that

@@ -147,8 +147,8 @@ export interface HostInterfacePlan {
  */
 /**
  * What the node's own networking runs on: the links that hold one of the node's InternalIPs or
- * carry a default route. The agent never hangs an interface of its own off one of these (issue 19:
- * a NAD naming the uplink or the pod bridge put tenant-chosen addresses beside the node's own).
+ * carry a default route. The agent never hangs an interface of its own off one of these
+ * (a NAD naming the uplink or the pod bridge put tenant-chosen addresses beside the node's own).
  * The parent is the admin's now (parents.ts), or the NAD's under --parent-from-nad; the check holds
  * for both (an admin's slip on the uplink is refused too).
  */

@@ -4,7 +4,7 @@
  * annotation `multus-proxy.k8s.cni.cncf.io/node-parents`:
  *   `demo/net-a=ens4; demo/net-b=br-storage`
  * A NAD's `master`/`bridge` is its owner's (a namespace tenant's) choice and decides nothing on the
- * host (issue 19, "the node agent obeys the admin only"). For upgrades, the agent flag
+ * host. For upgrades, the agent flag
  * `--parent-from-nad` (the admin's, in the DaemonSet) takes the NAD's parent where the admin named
  * none, as earlier versions did. Either way host-interface.ts still refuses a parent that carries
  * the node's own networking.

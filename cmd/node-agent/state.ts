@@ -144,7 +144,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       continue;
     }
     // The node's address on a network is the admin's (a Node annotation). A NAD is its owner's, a
-    // tenant's: its range annotation once put any address and prefix on the host (issue 19).
+    // tenant's: its range annotation once put any address and prefix on the host.
     if (nad.metadata?.annotations?.[NODE_ADDRESS_RANGE_ANNOTATION] !== undefined) {
       nadProblem(
         'NodeAddressRangeIgnored',

@@ -1,5 +1,5 @@
 /**
- * What the sidecar says about itself while it cannot use its input or cannot sync (issue 19): a
+ * What the sidecar says about itself while it cannot use its input or cannot sync: a
  * Warning Event on its own pod and a metric, so the pod's owner sees why its rules are behind.
  * The pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md): the last good rules stay in place.
  *

@@ -1,5 +1,5 @@
 /**
- * The sidecar's state stage fed by its informers' events (issue 24: a one-endpoint change at
+ * The sidecar's state stage fed by its informers' events (a one-endpoint change at
  * 10,000 Services must not pass over 10,000 Services). The runtime hands every add, update and
  * delete of the Services and of the current slice informer here; a sync's state is then
  * StateMemo.step of those events (src/dataplane/incremental.ts), which costs the change. The

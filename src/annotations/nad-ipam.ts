@@ -1,5 +1,5 @@
 /**
- * A NAD's IPAM address range, read from its `spec.config` (issue 19): the controller refuses a pod
+ * A NAD's IPAM address range, read from its `spec.config`: the controller refuses a pod
  * address outside the range its network's IPAM hands out. Read where it can be read:
  * - whereabouts: `range` (a CIDR, or `start-end/prefix`) with optional `range_start`, `range_end`
  *   and `exclude` (CIDRs), and the same keys in each item of `ipRanges`;

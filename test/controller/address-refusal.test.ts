@@ -1,5 +1,5 @@
 /**
- * Addresses a pod claims in network-status are tenant input (issue 19): the controller refuses the
+ * Addresses a pod claims in network-status are tenant input: the controller refuses the
  * ones that are never a pod's own (loopback and the other special classes, a Node's own address),
  * each with an Event naming the pod and the address, and keeps publishing everyone else. Before
  * this, one `127.0.0.1` made the apiserver answer 422 for the whole slice and the Service's slices

@@ -1,5 +1,5 @@
 /**
- * Endpoints leave before their pod stops (issue 25, item 3): under Deployment-like churn, with
+ * Endpoints leave before their pod stops: under Deployment-like churn, with
  * other Services' churn filling the controller's queue, every gracefully deleted pod's endpoint is
  * published `terminating: true` (ready false) while the pod object still exists, and quickly.
  *

@@ -78,7 +78,7 @@ before(async () => {
   const client = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
 
   await cp.createNamespace('default'); // its ServiceAccount: no controller-manager here
-  // Another namespace's NAD: its owner shares it with the NetService's namespace (issue 19).
+  // Another namespace's NAD: its owner shares it with the NetService's namespace.
   await nad('networks', 'core', { [SERVICE_NAMESPACES_ANNOTATION]: 'default' });
   // The sample's Deployment, as its pods look once Multus attached them.
   for (const [i, ip] of ['10.10.0.11', '10.10.0.12'].entries()) {

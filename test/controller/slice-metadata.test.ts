@@ -1,6 +1,6 @@
 /**
  * What our EndpointSlices carry besides endpoints, as Kubernetes' EndpointSlice controller writes
- * them (issue 23): the last-change-trigger-time annotation (read by the sidecar's
+ * them: the last-change-trigger-time annotation (read by the sidecar's
  * trigger_to_rules_seconds), the Service's labels (its service-proxy-name among them) and the
  * headless label, so kube-proxy's slice watch never receives ours; no new slice for a Service
  * being deleted; slices written before these labels existed are updated in place. Real apiserver;
@@ -158,7 +158,7 @@ void describe('EndpointSlice labels and annotations as upstream writes them', ()
     const first = await waitSlices(svc, 'published', (l) => l.length === 1);
     const current = first[0];
     assert.ok(current);
-    // As the controller before issue 23 wrote it: its three labels and the network annotation only.
+    // As the controller an older controller wrote it: its three labels and the network annotation only.
     const oldStyle: V1EndpointSlice = {
       ...current,
       metadata: {

@@ -219,7 +219,7 @@ void describe('pods', () => {
   }
 
   // The controller without the young-generation cap (its cold-start list); the webhook with the node
-  // agent's flags (issue 25: plain, it grew under admissions). Both with the malloc settings.
+  // agent's flags (plain, it grew under admissions). Both with the malloc settings.
   for (const [name, program, flags] of [
     ['multus-proxy-controller', 'controller', CONTROLLER_NODE_FLAGS],
     ['multus-proxy-webhook', 'webhook', NODE_MEMORY_FLAGS],

@@ -95,7 +95,7 @@ void describe('kubeconfig loading', () => {
     writeFileSync(file, kubeconfig([{ name: 'u1', user: { token: 'x' } }]));
     assert.throws(() => fromKubeconfigFiles([file], 'nope'), /context "nope" not found; known: one, two/);
     assert.throws(() => fromKubeconfigFiles([file], 'two'), /names user "u2", which is not defined/);
-    // exec plugins are supported now (issue 13): a bad one is refused naming the user, key and fix.
+    // exec plugins are supported now: a bad one is refused naming the user, key and fix.
     writeFileSync(file, kubeconfig([{ name: 'u1', user: { exec: { command: 'aws' } } }]));
     assert.throws(() => fromKubeconfigFiles([file]), /kubeconfig user "u1": exec\.apiVersion is undefined; use one of client\.authentication\.k8s\.io\/v1, /);
     writeFileSync(file, kubeconfig([{ name: 'u1', user: { 'auth-provider': { name: 'gcp' } } }]));

@@ -1,5 +1,5 @@
 /**
- * The node agent never hangs an interface of its own off the node's own networking (issue 19): a
+ * The node agent never hangs an interface of its own off the node's own networking: a
  * NAD's `master` is its owner's choice, so a parent that holds the node's InternalIP or carries
  * the default route is refused, with the reason, and an interface of ours already there is
  * removed. Real links in a network namespace the test creates (a bridge holding the "InternalIP",

@@ -1,5 +1,5 @@
 /**
- * `diagnose` on the real node, beside the blog scenario (issue 22 item 3): the command as the
+ * `diagnose` on the real node, beside the blog scenario: the command as the
  * README shows it (`npm run -s diagnose -- ...` with the admin's kubeconfig), and as it runs in
  * the cluster from the project's image (`kubectl exec deploy/multus-proxy-controller -- node
  * /app/dist/controller.js diagnose ...`, with the controller's own ServiceAccount). The blog is

@@ -1,5 +1,5 @@
 /**
- * LoadBalancer Services on the blog's network with a real load balancer (issue 21 item 3): MetalLB
+ * LoadBalancer Services on the blog's network with a real load balancer: MetalLB
  * (test/node/metallb.ts) allocates and announces the addresses on ens4, the node agent serves them
  * (installed as docs/node-agent.md says, the node given its address and parent), the blog's nginx
  * pods are the backends. A client in a network namespace on ens4's segment (a macvlan on the far

@@ -1,6 +1,5 @@
 /**
- * A LoadBalancer Service over IPv6 on a secondary network (issue 21, "IPv6 or dual-stack where the
- * pool has v6"), on the real node: the blog's backends and client pod in their own namespace, whose
+ * A LoadBalancer Service over IPv6 on a secondary network, on the real node: the blog's backends and client pod in their own namespace, whose
  * NAD `macvlan1` is an IPv6 network on ens4 (whereabouts, `fd00:10:1:1::/64`); the node agent given
  * the node's IPv6 address on it; MetalLB (test/node/metallb.ts) with docs/loadbalancer.md's IPv6
  * pool, announcing by NDP on ens4; Services with `ipFamilies: [IPv6]` (the cluster's Service CIDR is

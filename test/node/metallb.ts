@@ -1,5 +1,5 @@
 /**
- * MetalLB on the real node (issue 21): the load-balancer implementation beside multus-proxy's
+ * MetalLB on the real node: the load-balancer implementation beside multus-proxy's
  * LoadBalancer support. Built from its Go module by scripts/setup.sh (v0.15.2; docs/decisions/0042-image-and-build.md
  * says why not v0.16.2) into images named as its own `config/manifests/metallb-native.yaml`
  * names them, and installed from that manifest unchanged: its CRDs, its RBAC (the controller's

@@ -1,5 +1,5 @@
 /**
- * The node agent on the real node (issue 14): the DaemonSet from the project's image, installed as
+ * The node agent on the real node: the DaemonSet from the project's image, installed as
  * docs/node-agent.md says (the bootstrap install plus the node-agent component), the Node given
  * its address and parent (ens4) on the blog's network by the documented annotations, and two NodePort Services on
  * the blog's nginx pods (Cluster and Local). A client in a network namespace the test creates,

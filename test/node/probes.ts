@@ -1,5 +1,5 @@
 /**
- * Spurious probe failures under CPU contention (issue 25 item 5): a Deployment of injected pods
+ * Spurious probe failures under CPU contention: a Deployment of injected pods
  * scaled 0 → N → 0 a few times while busy loops started here keep both cores saturated, counting
  * the Unhealthy Events of the project's containers (the sidecar's startup probe above all) and
  * measuring each sidecar's start: container start → Node.js serving its health port, → first

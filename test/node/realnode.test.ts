@@ -109,7 +109,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
   });
 
-  void test('issue 25: no spurious probe failure: injected pods scaled 0 → 6 → 0 twice with both cores busy, 0 Unhealthy Events from the sidecars', { timeout: 900_000 }, async () => {
+  void test('no spurious probe failure: injected pods scaled 0 → 6 → 0 twice with both cores busy, 0 Unhealthy Events from the sidecars', { timeout: 900_000 }, async () => {
     let r: ProbeCycleRecord;
     try {
       r = await runProbeCycle(node, PROBE_CYCLE, log);
@@ -134,9 +134,9 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.deepEqual([...perPod].filter(([, n]) => n > 1), [], 'each sidecar started once');
   });
 
-  // The quick soak (issue 25; test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
+  // The quick soak (test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
   let soak: SoakRecord | undefined;
-  void test("issue 25: quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down", { timeout: 900_000 }, async () => {
+  void test("quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down", { timeout: 900_000 }, async () => {
     const t0 = Date.now();
     try {
       soak = await runSoak(node, SOAK_QUICK, log);
@@ -166,7 +166,7 @@ void describe('real node', { concurrency: 1 }, () => {
   // The issue's target is p99 ≤ 50 ms; on this 2-core machine the quick soak measures 181 ms at
   // best (docs/benchmarks.md, soak), so the test asserts the regression bound it can hold (1 s)
   // and logs the target's status beside kube's own endpointslice controller (docs/decisions/0039-soak.md).
-  void test("issue 25: in the quick soak, every listed backend is seen terminating in our slice, deletion → terminating p99 ≤ 1 s or kube's own controller's p99 for the same pods (the 50 ms target is logged, not met yet)", () => {
+  void test("in the quick soak, every listed backend is seen terminating in our slice, deletion → terminating p99 ≤ 1 s or kube's own controller's p99 for the same pods (the 50 ms target is logged, not met yet)", () => {
     assert.ok(soak, 'after the quick soak');
     const d = soak.deletion['multus-proxy'];
     assert.deepEqual(d.missing, [], 'every deleted backend our slice listed was seen terminating');
@@ -207,7 +207,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
   });
 
-  void test("issue 23: after the blog's scale-up the sidecar's trigger_to_rules_seconds has values; kube-proxy's selector lists none of our slices; a slice written as before is relabelled in place", { timeout: 120_000 }, async () => {
+  void test("after the blog's scale-up the sidecar's trigger_to_rules_seconds has values; kube-proxy's selector lists none of our slices; a slice written as before is relabelled in place", { timeout: 120_000 }, async () => {
     const o = await runSliceMetadata(node, (m) => log(`  ${m}`));
     assert.ok(o.triggerCount > 0, `trigger_to_rules_seconds count ${o.triggerCount}`);
     assert.ok(o.triggerSum / o.triggerCount >= 0 && o.triggerSum / o.triggerCount < 30, `mean ${o.triggerSum / o.triggerCount} s`);
@@ -221,7 +221,7 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
   });
 
-  void test("issue 22: diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster", { timeout: 300_000 }, async () => {
+  void test("diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster", { timeout: 300_000 }, async () => {
     const o = await runDiagnoseOnNode(node, (m) => log(`  ${m}`));
     const n = o.before.length;
     assert.ok(n >= 2, `the blog's replicas in the slice (3 after its scale-up), so one can be broken while another serves: ${o.before.join(' ')}`);

@@ -1,6 +1,5 @@
 /**
- * How the injected sidecars of a namespace start on the real node, for the probe timing (issue 25
- * item 5): per sidecar container, from its start (containerd's startedAt) to its health port
+ * How the injected sidecars of a namespace start on the real node, for the probe timing : per sidecar container, from its start (containerd's startedAt) to its health port
  * listening and to its first sync (the times of its own log lines), and to the start of the pod's
  * app container, which the kubelet holds back until the sidecar's startup probe succeeds. Read
  * from crictl and the containers' log files on the host every `everyMs`, while the pods live.

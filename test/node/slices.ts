@@ -1,8 +1,8 @@
 /**
- * Issue 23 on the real node, beside the blog scenario (its Service, pods and client): the
+ * Slice metadata on the real node, beside the blog scenario (its Service, pods and client): the
  * client's sidecar has trigger_to_rules_seconds values after the blog's scale-up; kube-proxy's own
  * slice selector lists none of our slices; and the upgrade, simulated: the blog's slice rewritten
- * as the controller before issue 23 wrote it is relabelled in place by the running controller
+ * as an older controller wrote it is relabelled in place by the running controller
  * (same name and uid, no endpoint dropped while it happens).
  */
 import type { RealNode } from '../harness/node.js';

@@ -1,5 +1,5 @@
 /**
- * The soak's pure parts (issue 25): which churn event a failed request follows, what a kubelet
+ * The soak's pure parts: which churn event a failed request follows, what a kubelet
  * probe event says, and the slope of a memory series. test/node/soak.ts does the IO.
  */
 

@@ -1,5 +1,5 @@
 /**
- * The soak's judgement of memory (issue 25 item 2: "every component's private memory is flat after
+ * The soak's judgement of memory ("every component's private memory is flat after
  * warm-up (slope ≤ 1 MiB per hour), or settles at a stated ceiling well under its limit"). Pure:
  * test/node/soak.ts samples, bench/soak.ts reports, the unit test feeds it recorded samples.
  *

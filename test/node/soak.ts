@@ -1,5 +1,5 @@
 /**
- * The soak on the real node (issue 25): the blog scenario under churn for minutes or hours, the
+ * The soak on the real node: the blog scenario under churn for minutes or hours, the
  * multus-proxy Service and an ordinary Service with the same selector (kube-proxy, primary
  * network) loaded side by side from the one client. `npm run bench -- soak` (bench/soak.ts) and the
  * real-node suite's quick soak both run this module.

@@ -1,5 +1,5 @@
 /**
- * The tenant suite (issue 19, docs/security.md "Attacks and what stops them"): a user with the
+ * The tenant suite (docs/security.md "Attacks and what stops them"): a user with the
  * built-in `admin` ClusterRole in one namespace only, plus a Role for NetworkAttachmentDefinitions
  * there, tries each attack through kubectl with a client certificate signed by the cluster CA.
  *

@@ -1,5 +1,5 @@
 /**
- * LoadBalancer on two real nodes (issue 21, "With two nodes"): MetalLB (test/node/metallb.ts)
+ * LoadBalancer on two real nodes: MetalLB (test/node/metallb.ts)
  * announcing on each node's ens4, the node agent on both nodes and the external client namespace on
  * the shared segment (test/node/twonode.ts), the blog's two replicas (one per node) as backends.
  *

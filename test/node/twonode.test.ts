@@ -1,5 +1,5 @@
 /**
- * The two-node suite (issue 20): startNode({ nodes: 2 }) once for the file, the cross-node proofs in
+ * The two-node suite: startNode({ nodes: 2 }) once for the file, the cross-node proofs in
  * order (test/node/twonode.ts; the LoadBalancer pair in test/node/twonode-lb.ts), and teardown
  * asserting the host is as before. The node-loss test disturbs the second node, so it runs last
  * before teardown. Nothing is uninstalled before the

@@ -1,5 +1,5 @@
 /**
- * Shared set-up for the dataplane tests: the topology of issue 6 (a client with eth0 + net1,
+ * Shared set-up for the dataplane tests: the blog topology (a client with eth0 + net1,
  * three backends serving HTTP on :8080 and UDP echo on :5353 on their net1 addresses, default
  * routes on eth0) and helpers to build desired states and read the client namespace back.
  */

@@ -1,7 +1,7 @@
 /**
  * Routes in a real network namespace when a route of ours is not one we would write: a route with
  * our protocol number and a network prefix (what an `interface` value carrying a newline once
- * injected through `ip -batch`, issue 19). The sync must delete it as read and keep working, where
+ * injected through `ip -batch`). The sync must delete it as read and keep working, where
  * it used to read it back as `<net>/<len>` and fail every later sync on `<net>/<len>/32`.
  */
 import { after, before, describe, test } from 'node:test';

@@ -89,7 +89,7 @@ void describe('webhook/main as a process', () => {
     child.kill('SIGTERM');
     await delay(300);
     // Ready while draining: the deleted pod's endpoint is already not ready in the slices, and a
-    // failing /readyz only left an Unhealthy Event per deletion (issue 25).
+    // failing /readyz only left an Unhealthy Event per deletion.
     assert.equal((await call(port, ca, 'GET', '/readyz')).status, 200, 'still ready while draining');
     assert.equal((await call(port, ca, 'POST', '/mutate-pods', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(pod, ns) }))).status, 200, 'still answering while draining');
     assert.equal(await exited, 0);

@@ -206,7 +206,7 @@ void describe('webhook/service validation', () => {
     assert.match(d.message, /spec\.ports lists 257 ports, more than the 256 .*split it into several Services/);
   });
 
-  void test("another namespace's NAD: denied unless its owner shared it with this namespace (issue 19); shared by name or '*' is allowed", async () => {
+  void test("another namespace's NAD: denied unless its owner shared it with this namespace; shared by name or '*' is allowed", async () => {
     const key = 'multus-proxy.k8s.cni.cncf.io/service-namespaces';
     const cluster = fakeCluster({ nadAnnotations: { 'default/macvlan1': {}, 'team/listed': { [key]: 'a, ns' }, 'team/all': { [key]: '*' }, 'team/other': { [key]: 'a,b' } } });
     const handler = serviceValidationHandler({ cluster });

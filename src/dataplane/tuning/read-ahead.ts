@@ -38,7 +38,7 @@ export interface ReadAheadFor {
 /**
  * The reads a new dataplane starts for its first sync: the tables listing and our routes, only
  * where its program asks (the sidecar's run mode, whose first sync follows while its informers
- * list) and the first sync is an nftables one (issue 24, where they were measured; an iptables
+ * list) and the first sync is an nftables one (where they were measured; an iptables
  * first sync reads back with iptables-save, which is not shared). Pure.
  */
 export function firstSyncReads(p: ReadAheadFor): Read[] {

@@ -62,7 +62,7 @@ void describe('parseNetworkStatus: examples', () => {
     { value: '[{"name":"a/b","ips":"10.0.0.1"}]', reason: /field "ips" is a string, expected a list of strings/ },
     { value: '[{"name":"a/b","default":"true"}]', reason: /field "default" is a string, expected true or false/ },
     { value: '[{"name":"a/b","interface":1}]', reason: /field "interface" is a number/ },
-    // Tenant input that reaches `ip -batch` as root in the sidecar (issue 19): the kernel's rule applies.
+    // Tenant input that reaches `ip -batch` as root in the sidecar: the kernel's rule applies.
     { value: '[{"name":"a/b","interface":"net1\\nroute add 203.0.113.0/24 dev lo"}]', reason: /entry 1 \(name "a\/b"\): the "interface" .* is 36 bytes long/ },
     { value: '[{"name":"a/b","interface":"n1\\nflush"}]', reason: /the "interface" "n1\\nflush" contains a line feed|the "interface" .* contains/ },
     { value: '[{"name":"a/b","interface":"net1 up"}]', reason: /the "interface" "net1 up" contains/ },

@@ -27,7 +27,7 @@ void test('attribute: each failure follows the latest churn event issued before 
   );
 });
 
-void test('probeFailure: the kubelet messages of issue 25, by probe and cause; other messages are not probe failures', () => {
+void test('probeFailure: the kubelet probe-failure messages, by probe and cause; other messages are not probe failures', () => {
   const cases: [string, string | undefined][] = [
     ['Liveness probe failed: Get "http://10.244.0.12:9180/healthz": dial tcp 10.244.0.12:9180: connect: connection refused', 'Liveness/connection refused'],
     ['Liveness probe failed: Get "http://10.244.0.12:9180/healthz": read tcp 10.244.0.1:51234->10.244.0.12:9180: read: connection reset by peer', 'Liveness/connection reset'],

@@ -55,7 +55,7 @@ class World extends ServiceWorld {
   nodeObject(): V1Node {
     const annotations: Record<string, string> = {};
     const roll = this.r();
-    // The admin's annotation is the only source of node addresses (NAD ranges are ignored, issue 19).
+    // The admin's annotation is the only source of node addresses (NAD ranges are ignored).
     if (roll < 0.85) annotations[NODE_ADDRESSES_ANNOTATION] = this.pick(['net/a=10.101.0.9/16', 'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16', 'net/a=10.101.0.9/16;net/b=10.102.0.8/16', 'net/b=10.102.0.8/16', 'bad=1.2.3.4/24']);
     // The parents are the admin's too: mostly both networks, sometimes one, a malformed value or none.
     const parents = this.r();

@@ -72,7 +72,7 @@ void describe('planNode', () => {
   void test('the Node annotation is the only source; a NAD range is ignored with an Event; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
     const pinned = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.9/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' }) }));
     assert.equal(pinned.state.networks[0]?.ipv4, '192.168.101.9');
-    // A tenant's NAD range (issue 19: another namespace's backend address, or a /15) never reaches the host.
+    // A tenant's NAD range (another namespace's backend address, or a /15) never reaches the host.
     const ranged = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' }, { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.0.0.0-10.1.255.254/15' })] }));
     assert.deepEqual(ranged.interfaces, []);
     assert.deepEqual(ranged.state.networks, []);

@@ -1,5 +1,5 @@
 /**
- * A throwaway first sync's pure part, run while the sidecar's informers list (issue 24).
+ * A throwaway first sync's pure part, run while the sidecar's informers list.
  *
  * Why: a first nftables full sync renders every Service port once, in a process that has run none
  * of that code, so it runs in the interpreter and the baseline tier with a small young generation
@@ -29,7 +29,7 @@ export interface WarmUpFor {
 /**
  * Whether a new dataplane warms its first sync's render up: only where its program asks (the
  * sidecar's run mode, idle while its informers list) and that sync is an nftables one (what this
- * warms is the nftables stage and plan; issue 24 measured only that). Pure.
+ * warms is the nftables stage and plan; only that was measured). Pure.
  */
 export function warmUpDue(p: WarmUpFor): boolean {
   return p.asked && p.rules === 'nftables';
