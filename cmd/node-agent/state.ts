@@ -288,22 +288,7 @@ export class NodePlanner {
       if (!opted(svc) || (type !== 'NodePort' && type !== 'LoadBalancer')) continue;
       const name = serviceName(svc);
       const targets = bySvc.get(name) ?? NONE;
-      const local = this.localByGroup.get(name);
-      let entry = this.entries.get(svc) ?? entries.get(svc);
-      if (entry === undefined || entry.local !== local || entry.own !== ownText || !sameItems(entry.targets, targets)) {
-        const localIPs = local ?? new Set();
-        const made = serviceNodePorts(svc, targets, localIPs);
-        const lb = serviceLoadBalancers(svc, targets, localIPs, own);
-        entry = {
-          targets,
-          local,
-          own: ownText,
-          nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made,
-          loadBalancers: entry !== undefined && JSON.stringify(entry.loadBalancers) === JSON.stringify(lb.targets) ? entry.loadBalancers : lb.targets,
-          problems: lb.problems,
-          health: healthCheck(svc, targets, localIPs),
-        };
-      }
+      const entry = this.entryFor(svc, targets, this.localByGroup.get(name), own, ownText, entries.get(svc));
       entries.set(svc, entry);
       nodePorts.push(...entry.nodePorts);
       loadBalancers.push(...entry.loadBalancers);
@@ -322,6 +307,26 @@ export class NodePlanner {
       parentNotConfigured: plan.parentNotConfigured,
       refused: admission.refused,
     };
+  }
+
+  /** A NodePort or LoadBalancer Service's frontends: the last entry kept while its targets, local endpoints and the node's addresses are the same. */
+  private entryFor(svc: V1Service, targets: readonly ServicePortTarget[], local: ReadonlySet<string> | undefined, own: ReadonlySet<string>, ownText: string, earlier: NodePortEntry | undefined): NodePortEntry {
+    let entry = this.entries.get(svc) ?? earlier;
+    if (entry === undefined || entry.local !== local || entry.own !== ownText || !sameItems(entry.targets, targets)) {
+      const localIPs = local ?? new Set();
+      const made = serviceNodePorts(svc, targets, localIPs);
+      const lb = serviceLoadBalancers(svc, targets, localIPs, own);
+      entry = {
+        targets,
+        local,
+        own: ownText,
+        nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made,
+        loadBalancers: entry !== undefined && JSON.stringify(entry.loadBalancers) === JSON.stringify(lb.targets) ? entry.loadBalancers : lb.targets,
+        problems: lb.problems,
+        health: healthCheck(svc, targets, localIPs),
+      };
+    }
+    return entry;
   }
 
   /** Brings localByGroup to the slices: only the Services whose slices were added, replaced or removed are redone. */

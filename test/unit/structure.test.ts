@@ -233,8 +233,6 @@ const MAX_FUNCTION_LINES = 80;
  * so). In src/dataplane/ only pure renderers may stay, each with the reason.
  */
 const LONG_FUNCTIONS: Readonly<Record<string, number>> = {
-  // The node agent's planner step (its stages in order).
-  'cmd/node-agent/state.ts:NodePlanner.update': 82,
   // Pure renderers, one output format each, read top to bottom against the format they write:
   // the netlink batch of an interval-map refill (its message layout in order) ...
   'src/dataplane/nftables/netlink-batch.ts:encodeIntervalMapBatch': 95,
