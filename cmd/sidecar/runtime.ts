@@ -56,6 +56,9 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly maxServicesPerNetwork?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
+  /** This pod's node (NODE_NAME) and zone (NODE_ZONE): internalTrafficPolicy Local and topology hints. Unset: no endpoint is local, no zone. */
+  readonly nodeName?: string;
+  readonly nodeZone?: string;
 }
 
 export interface RuntimeDeps {
@@ -194,7 +197,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   }
 
   // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
-  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK);
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.nodeName ?? '', options.nodeZone ?? '');
   let overText = '';
   let overNets: string[] = [];
   /** Says once per change which Services the cap leaves out (logged by name, an Event, the metric). */

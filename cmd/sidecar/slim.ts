@@ -8,10 +8,10 @@
  * - metadata: name, namespace (objectKey, messages), uid, resourceVersion (the informer's
  *   change detection), all labels (small by convention; state.ts reads the proxy-name and
  *   service-name labels) and only the annotations in `*_ANNOTATIONS` below;
- * - Service spec: type, clusterIP(s), sessionAffinity(+Config), ports' name/protocol/port
- *   (state.ts);
- * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses and conditions
- *   (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
+ * - Service spec: type, clusterIP(s), sessionAffinity(+Config), internalTrafficPolicy, ports'
+ *   name/protocol/port (state.ts);
+ * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses, conditions,
+ *   nodeName, zone and hints (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
  * - Pod: the service-network, networks and network-status annotations (state.ts).
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
@@ -82,6 +82,7 @@ export function slimService(svc: V1Service): V1Service {
             clusterIPs: spec.clusterIPs,
             sessionAffinity: spec.sessionAffinity,
             sessionAffinityConfig: spec.sessionAffinityConfig,
+            internalTrafficPolicy: spec.internalTrafficPolicy,
             ports: slimPorts(spec.ports),
             // A LoadBalancer's: which ingress IPs the client reaches directly, and from where.
             ...(spec.type === 'LoadBalancer' ? { loadBalancerSourceRanges: spec.loadBalancerSourceRanges } : {}),
@@ -96,6 +97,7 @@ export function slimEndpointSlice(slice: V1EndpointSlice): V1EndpointSlice {
     addressType: slice.addressType,
     ports: slimPorts(slice.ports),
     // Required by the API; `?? []` only for a server that sends null for an empty slice.
-    endpoints: (slice.endpoints ?? []).map((ep) => ({ addresses: ep.addresses, conditions: sharedConditions(ep.conditions) })),
+    // nodeName, zone and hints: internalTrafficPolicy Local and topology (state.ts).
+    endpoints: (slice.endpoints ?? []).map((ep) => ({ addresses: ep.addresses, conditions: sharedConditions(ep.conditions), nodeName: ep.nodeName, zone: ep.zone, hints: ep.hints })),
   };
 }

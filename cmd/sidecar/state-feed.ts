@@ -17,6 +17,8 @@
  */
 import { type Change, StateMemo, type PodInterface, type StateOutput } from '../../src/dataplane/index.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
+import type { ClientPlace } from '../../src/service-semantics/endpoints.js';
+import { clientPlace } from '../../src/service-semantics/client-place.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
 import { ServiceCap, type CapResult } from './service-cap.js';
 
@@ -68,8 +70,23 @@ export class StateFeed {
   /** Some network was over the cap at the last decision. */
   private overAny = false;
 
-  constructor(maxServicesPerNetwork: number) {
+  /**
+   * The pod's node (NODE_NAME) and zone (NODE_ZONE): internalTrafficPolicy Local and topology
+   * hints; '' for unknown (no endpoint is local, zone hints unused). Without a zone setting the
+   * zone is learned from an endpoint of ours on this node and then kept (a node does not change
+   * zone); until one appears, each compute looks again (a pass over the slices, on such a pod only).
+   */
+  constructor(
+    maxServicesPerNetwork: number,
+    private readonly nodeName = '',
+    private zone = '',
+  ) {
     this.cap = new ServiceCap(maxServicesPerNetwork);
+  }
+
+  private place(slices: () => Iterable<V1EndpointSlice>): ClientPlace {
+    if (this.zone === '' && this.nodeName !== '') this.zone = clientPlace(this.nodeName, '', slices()).zone;
+    return { nodeName: this.nodeName, zone: this.zone };
   }
 
   get maxServicesPerNetwork(): number {
@@ -100,13 +117,14 @@ export class StateFeed {
       capped = this.cap.apply(input.services(), input.served);
       if (capped.over.length > 0 || this.overAny) this.whole = true;
     }
+    const place = this.place(input.slices);
     const services = this.services.take();
     const slices = this.slices.take();
-    let out = this.whole ? undefined : this.memo.step({ interfaces: input.interfaces, services, slices });
+    let out = this.whole ? undefined : this.memo.step({ interfaces: input.interfaces, services, slices, place });
     const whole = out === undefined;
     if (out === undefined) {
       capped ??= this.cap.apply(input.services(), input.served);
-      out = this.memo.update({ interfaces: input.interfaces, services: capped.services, slices: input.slices() });
+      out = this.memo.update({ interfaces: input.interfaces, services: capped.services, slices: input.slices(), place });
     }
     this.whole = false;
     this.served = input.served;
