@@ -26,6 +26,7 @@ import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, pars
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
 import { asPodInterfaces, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 import { rangesOfFamily, readLoadBalancer } from '../../src/annotations/load-balancer.js';
+import { ZONE_LABEL } from '../../src/sidecar-contract.js';
 
 export interface NodeInput {
   readonly nodeName: string;
@@ -238,7 +239,9 @@ export class NodePlanner {
 
     const own = ownAddresses(input.node, networks);
     const ownText = [...own].sort(compareText).join(',');
-    const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices });
+    // The node's own place: its cluster-IP path is internal traffic (internalTrafficPolicy Local, hints).
+    const place = { nodeName: input.nodeName, zone: input.node?.metadata?.labels?.[ZONE_LABEL] ?? '' };
+    const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices, place });
     this.updateLocal(input.slices, input.nodeName);
     // Only cluster-IP targets are bases of frontends; ingress-IP targets are the node's own access
     // to the load balancer's address (nat OUTPUT), never on an address of the node's own.
