@@ -7,7 +7,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolveTargets } from '../../src/dataplane/core/resolve.js';
 import type { BackendEndpoint, ServicePortTarget } from '../../src/dataplane/core/model.js';
+import { render, StateMemo } from '../../src/dataplane/core/incremental.js';
 import { CLIENT_BLUE, ep, target } from '../sidecar/render-fixtures.js';
+import { serviceObject, sliceObject } from '../sidecar/state-fixtures.js';
 
 const PLACE = { nodeName: 'n1', zone: 'a' };
 const LOCAL = { internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', externallyAccessible: false } as const;
@@ -69,4 +71,23 @@ void test('zone hints with the client zone unknown: all ready ones', () => {
 
 void test('a target without a place: every ready endpoint, hints and policy unread, as before', () => {
   assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })), { traffic: LOCAL })), { ips: ['10.1.0.1', '10.1.0.2', '10.1.0.3'], choice: 'ready' });
+});
+
+void test('state building: only a Service with internalTrafficPolicy Local or hinted endpoints carries the place; a new place redoes it', () => {
+  const svc = (name: string, itp?: 'Local') => {
+    const s = serviceObject('demo', name, { networks: 'demo/blue', clusterIPs: [name === 'plain' ? '10.96.0.1' : '10.96.0.2'], ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
+    if (itp !== undefined) s.spec = { ...s.spec, internalTrafficPolicy: itp };
+    return s;
+  };
+  const slice = (name: string) => sliceObject('demo', `${name}-4`, { service: name, network: 'demo/blue', family: 4, ports: [{ name: 'http', port: 80, targetPort: 8080 }], endpoints: [{ ip: '192.168.101.3', nodeName: 'n1' }, { ip: '192.168.101.4', nodeName: 'n2' }] });
+  const memo = new StateMemo();
+  const input = { interfaces: [CLIENT_BLUE], services: [svc('plain'), svc('local', 'Local')], slices: [slice('plain'), slice('local')] };
+  const first = memo.update({ ...input, place: { nodeName: 'n1', zone: '' } }).state;
+  const byName = (targets: readonly ServicePortTarget[], name: string) => targets.find((t) => t.service === `demo/${name}`);
+  assert.equal(byName(first.targets, 'plain')?.place, undefined);
+  assert.deepEqual(byName(first.targets, 'local')?.place, { nodeName: 'n1', zone: '' });
+  assert.equal(byName(first.targets, 'local')?.traffic?.internalTrafficPolicy, 'Local');
+  assert.deepEqual(render(first).resolution.targets.find((r) => r.target.service === 'demo/local')?.endpoints.map((e) => e.ip), ['192.168.101.3']);
+  const moved = memo.update({ ...input, place: { nodeName: 'n2', zone: '' } }).state;
+  assert.deepEqual(render(moved).resolution.targets.find((r) => r.target.service === 'demo/local')?.endpoints.map((e) => e.ip), ['192.168.101.4']);
 });
