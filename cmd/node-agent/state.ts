@@ -28,9 +28,10 @@ import { hostInterfaceFor, type HostInterface } from './host-interface.js';
 import { asPodInterfaces, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 import { rangesOfFamily, readLoadBalancer } from '../../src/annotations/load-balancer.js';
 import { ServiceCap } from '../../src/service-cap.js';
-import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK, ZONE_LABEL } from '../../src/sidecar-contract.js';
 import { admitServices, type ServiceRefusal } from './admission.js';
 import { refusalOf } from './slim.js';
+import type { ClientPlace } from '../../src/service-semantics/endpoints.js';
 
 export interface NodeInput {
   readonly nodeName: string;
@@ -262,7 +263,7 @@ export class NodePlanner {
 
     const own = ownAddresses(input.node, networks);
     const ownText = [...own].sort(compareText).join(',');
-    const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices });
+    const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices, place: nodePlace(input) });
     this.updateLocal(input.slices, input.nodeName);
     // Only cluster-IP targets are bases of frontends; ingress-IP targets are the node's own access
     // to the load balancer's address (nat OUTPUT), never on an address of the node's own.
@@ -360,6 +361,11 @@ export function planNode(input: NodeInput, maxTargetsPerNetwork?: number): NodeP
 }
 
 const serviceName = (svc: V1Service): string => `${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
+
+/** The node's own place (its name, its Node's zone label): its cluster-IP path is internal traffic (internalTrafficPolicy Local, hints). */
+function nodePlace(input: NodeInput): ClientPlace {
+  return { nodeName: input.nodeName, zone: input.node?.metadata?.labels?.[ZONE_LABEL] ?? '' };
+}
 
 /** The slice's Service and the addresses of its endpoints on this node (`nodeName`), normalised. */
 function sliceLocal(slice: V1EndpointSlice, nodeName: string): SliceLocal {

@@ -59,6 +59,9 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly maxServicesPerNetwork?: number;
   /** Passed to every informer (tests shorten backoffs). */
   readonly informer?: Pick<InformerOptions, 'watchdogMs' | 'minBackoffMs' | 'maxBackoffMs'>;
+  /** This pod's node (NODE_NAME) and zone (NODE_ZONE): internalTrafficPolicy Local and topology hints. Unset: no endpoint is local, no zone. */
+  readonly nodeName?: string;
+  readonly nodeZone?: string;
 }
 
 export interface RuntimeDeps {
@@ -176,7 +179,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     for (const s of list) deps.event?.(s);
   };
   // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
-  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace);
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace, options.nodeName ?? '', options.nodeZone ?? '');
   const pod = new PodInput(log, (key, error) => {
     say(problems.input(key, error));
     deps.metrics.invalidAnnotation(key, problems.invalid(key));

@@ -10,10 +10,10 @@
  *   but is the first of its namespace to give way in the per-network share), only the labels in
  *   `*_LABELS` and the annotations in `*_ANNOTATIONS` below (a tenant can put 256 KiB of labels on
  *   an object);
- * - Service spec: type, clusterIP(s), sessionAffinity(+Config), ports' name/protocol/port
+ * - Service spec: type, clusterIP(s), sessionAffinity(+Config), internalTrafficPolicy, ports' name/protocol/port
  *   (state.ts);
- * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses and conditions
- *   (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
+ * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses, conditions,
+ *   nodeName, zone and hints (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
  * - Pod: the service-network, networks and network-status annotations (state.ts).
  * Anything state.ts starts to read must be added here too; test/sidecar/runtime-slim.test.ts
  * checks that the state built from slimmed objects equals the one built from full objects.
@@ -99,6 +99,7 @@ function slimServiceFields(svc: V1Service): V1Service {
             clusterIPs: spec.clusterIPs,
             sessionAffinity: spec.sessionAffinity,
             sessionAffinityConfig: spec.sessionAffinityConfig,
+            internalTrafficPolicy: spec.internalTrafficPolicy,
             ports: slimPorts(spec.ports),
             // A LoadBalancer's: which ingress IPs the client reaches directly, and from where.
             ...(spec.type === 'LoadBalancer' ? { loadBalancerSourceRanges: spec.loadBalancerSourceRanges } : {}),
@@ -113,6 +114,7 @@ export function slimEndpointSlice(slice: V1EndpointSlice): V1EndpointSlice {
     addressType: slice.addressType,
     ports: slimPorts(slice.ports),
     // Required by the API; `?? []` only for a server that sends null for an empty slice.
-    endpoints: (slice.endpoints ?? []).map((ep) => ({ addresses: ep.addresses, conditions: sharedConditions(ep.conditions) })),
+    // nodeName, zone and hints: internalTrafficPolicy Local and topology (state.ts).
+    endpoints: (slice.endpoints ?? []).map((ep) => ({ addresses: ep.addresses, conditions: sharedConditions(ep.conditions), nodeName: ep.nodeName, zone: ep.zone, hints: ep.hints })),
   };
 }

@@ -23,6 +23,8 @@
 import { type Change, StateMemo, type PodInterface, type StateOutput } from '../../src/dataplane/index.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import { sliceInfo } from '../../src/dataplane/index.js';
+import type { ClientPlace } from '../../src/service-semantics/endpoints.js';
+import { clientPlace } from '../../src/service-semantics/client-place.js';
 import { objectKey, type KubeObject, type V1EndpointSlice, type V1Service } from '../../src/kube/types.js';
 import type { Refusal } from '../../src/cache-budget.js';
 import { ServiceCap, serviceName, type CapResult } from '../../src/service-cap.js';
@@ -98,9 +100,25 @@ export class StateFeed {
   private refusedChanged = false;
   private readonly admitted = (svc: V1Service, ref: NetworkRef): boolean => this.sliceCount.has(`${serviceName(svc)}\n${ref.namespace}/${ref.name}`);
 
-  /** `ownNamespace`: the client's, served first in the per-network share. */
-  constructor(maxServicesPerNetwork: number, ownNamespace?: string) {
+  /**
+   * `ownNamespace`: the client's, served first in the per-network share. The pod's node (NODE_NAME)
+   * and zone (NODE_ZONE): internalTrafficPolicy Local and topology hints; '' for unknown (no endpoint
+   * is local, zone hints unused). Without a zone setting the zone is learned from an endpoint of ours
+   * on this node and then kept (a node does not change zone); until one appears, each compute looks
+   * again (a pass over the slices, on such a pod only).
+   */
+  constructor(
+    maxServicesPerNetwork: number,
+    ownNamespace?: string,
+    private readonly nodeName = '',
+    private zone = '',
+  ) {
     this.cap = new ServiceCap(maxServicesPerNetwork, ownNamespace);
+  }
+
+  private place(slices: () => Iterable<V1EndpointSlice>): ClientPlace {
+    if (this.zone === '' && this.nodeName !== '') this.zone = clientPlace(this.nodeName, '', slices()).zone;
+    return { nodeName: this.nodeName, zone: this.zone };
   }
 
   get maxServicesPerNetwork(): number {
@@ -193,13 +211,14 @@ export class StateFeed {
       if (capped.over.length > 0 || this.overAny) this.whole = true;
     }
     this.gateChanged = false;
+    const place = this.place(input.slices);
     const services = capped === undefined || this.whole ? this.services.take() : this.leftOut(this.services.take(), capped.dropped);
     const slices = this.slices.take();
-    let out = this.whole ? undefined : this.memo.step({ interfaces: input.interfaces, services, slices });
+    let out = this.whole ? undefined : this.memo.step({ interfaces: input.interfaces, services, slices, place });
     const whole = out === undefined;
     if (out === undefined) {
       capped ??= this.cap.apply(input.services(), input.served, this.admitted);
-      out = this.memo.update({ interfaces: input.interfaces, services: capped.services, slices: input.slices() });
+      out = this.memo.update({ interfaces: input.interfaces, services: capped.services, slices: input.slices(), place });
     }
     this.whole = false;
     this.served = input.served;

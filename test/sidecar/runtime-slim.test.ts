@@ -94,6 +94,7 @@ void describe('slim transforms', () => {
         clusterIPs: ['10.96.0.10', 'fd00:96::10'],
         sessionAffinity: 'ClientIP',
         sessionAffinityConfig: { clientIP: { timeoutSeconds: 600 } },
+        internalTrafficPolicy: 'Cluster',
         ports: [
           { name: 'http', protocol: 'TCP', port: 80 },
           { name: 'dns', protocol: 'UDP', port: 53 },
@@ -105,9 +106,10 @@ void describe('slim transforms', () => {
     assert.equal(e.metadata?.annotations?.['kubectl.kubernetes.io/last-applied-configuration'], undefined);
     assert.equal(e.metadata?.managedFields, undefined);
     assert.deepEqual(JSON.parse(JSON.stringify(e.endpoints)), [
-      { addresses: ['10.1.0.2'], conditions: {} },
-      { addresses: ['10.1.0.3'], conditions: { ready: false, serving: true, terminating: true } },
-      { addresses: ['10.1.0.4'], conditions: { ready: true, serving: true, terminating: false } },
+      // nodeName (and zone and hints when set) stay: internalTrafficPolicy Local and topology read them; targetRef goes.
+      { addresses: ['10.1.0.2'], conditions: {}, nodeName: 'node-1' },
+      { addresses: ['10.1.0.3'], conditions: { ready: false, serving: true, terminating: true }, nodeName: 'node-1' },
+      { addresses: ['10.1.0.4'], conditions: { ready: true, serving: true, terminating: false }, nodeName: 'node-1' },
     ]);
     const p = slimPod(pod);
     assert.deepEqual(Object.keys(p.metadata?.annotations ?? {}).sort(), [NETWORK_STATUS_ANNOTATION, SERVICE_NETWORK_ANNOTATION].sort());

@@ -56,6 +56,13 @@ async function kernelProbe(env: Env, probe: Probe): Promise<Observation> {
   return reachText(names);
 }
 
+/**
+ * A dropped connection and one nobody answers look the same from the client (a SYN retransmitted
+ * until it times out): the kernel says both are unanswered, where the tracer tells our drop from an
+ * untouched packet. Either way the kernel shows it was neither refused nor sent to an endpoint.
+ */
+const asKernelSees = (o: Observation): Observation => (o === 'dropped' ? 'unanswered' : o);
+
 for (const v of VARIANTS)
   void describe(`tracer and kernel agree (${v.name})`, () => {
     let env: Env;
@@ -82,7 +89,7 @@ for (const v of VARIANTS)
           const what = `${probe.protocol} ${probe.dst}:${probe.port}`;
           const traced = traceProbe(fake, probe);
           const kernel = await kernelProbe(env, probe);
-          assert.equal(kernel, traced, `${what}: the kernel did "${kernel}", the tracer says "${traced}"`);
+          assert.equal(kernel, asKernelSees(traced), `${what}: the kernel did "${kernel}", the tracer says "${traced}"`);
           assert.equal(traced, expected(probe.expect), `${what}: the row expects "${expected(probe.expect)}"`);
         }
       }),

@@ -5,7 +5,8 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { normalizeIPv6 } from '../../annotations/ip.js';
 import { compareText } from '../../order.js';
-import type { BackendEndpoint, ChosenEndpoint, IpFamily, ResolvedTarget } from './model.js';
+import { categorizeEndpoints, endpointsFor, type SemanticEndpoint, type TrafficSettings } from '../../service-semantics/endpoints.js';
+import type { BackendEndpoint, ChosenEndpoint, IpFamily, ResolvedTarget, ServicePortTarget } from './model.js';
 
 export function validPort(p: number): boolean {
   return Number.isInteger(p) && p >= 1 && p <= 65535;
@@ -107,4 +108,35 @@ function mergeEndpoints(endpoints: readonly BackendEndpoint[], family: IpFamily,
     });
   }
   return [...merged.values()].sort(byAddress);
+}
+
+const CLUSTER_TRAFFIC: TrafficSettings = { internalTrafficPolicy: 'Cluster', externalTrafficPolicy: 'Cluster', externallyAccessible: false };
+const NO_HINTS: readonly string[] = [];
+
+interface Placed extends SemanticEndpoint {
+  readonly ep: BackendEndpoint;
+}
+
+/**
+ * kube-proxy's categorisation (src/service-semantics/endpoints.ts) for a target that carries the
+ * client's place: the internal-traffic endpoints for a cluster IP, the cluster ones for a load
+ * balancer's ingress IP (kube-proxy short-circuits in-cluster traffic to it through the cluster
+ * endpoints). Empty while endpoints exist elsewhere: 'drop'; none anywhere: 'none' (refused).
+ */
+export function placedEndpoints(
+  t: ServicePortTarget,
+  warn: (msg: string) => void,
+  what: string | (() => string),
+): { endpoints: readonly ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
+  const place = t.place;
+  if (place === undefined) return chooseEndpoints(t.endpoints, t.family, warn, what);
+  const all: Placed[] = [];
+  for (const e of inOrder(t.endpoints, t.family, warn, what)) {
+    all.push({ address: e.ip, ready: e.ready, serving: e.serving, terminating: e.terminating, nodeName: e.nodeName, zone: e.zone, zoneHints: e.zoneHints ?? NO_HINTS, nodeHints: e.nodeHints ?? NO_HINTS, ep: e });
+  }
+  const traffic = t.traffic ?? CLUSTER_TRAFFIC;
+  const c = categorizeEndpoints(all, traffic, place);
+  const list = t.ingress === true ? (c.cluster ?? []) : endpointsFor(c, traffic, 'internal');
+  if (list.length === 0) return { endpoints: [], choice: c.hasAnyEndpoints ? 'drop' : 'none' };
+  return { endpoints: list.map((x) => ({ ip: x.ep.ip, port: x.ep.port })), choice: list.every((x) => x.ready) ? 'ready' : 'terminating' };
 }

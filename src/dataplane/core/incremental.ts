@@ -34,6 +34,7 @@ import { flat } from './flat.js';
 import { resolveTargets, sameNetwork, targetWork, type TargetWork, type WorkMemo } from './resolve.js';
 import { byKey, serviceTargets, sliceInfo, slicesByNetwork, type Keyed, type SliceInfo, type StateInput, type StateOutput } from './state.js';
 import type { DesiredState, PodInterface, Rendered, ResolvedTarget, ServicePortTarget } from './model.js';
+import type { ClientPlace } from '../../service-semantics/endpoints.js';
 
 /** Up to this many changed units per step, a step edits its last result; more: from scratch. */
 export const CHANGE_LIMIT = 64;
@@ -89,6 +90,7 @@ export class StateMemo {
   private interfacesText: string | undefined;
   private ifaceByNet = new Map<string, PodInterface>();
   private interfaces: readonly PodInterface[] = [];
+  private place: ClientPlace | undefined;
 
   /**
    * What the passes did, for tests and probes: `visited` counts input objects looked at by a pass
@@ -101,7 +103,7 @@ export class StateMemo {
   /** The state of whole input lists: one pass of pointer lookups over them, then the changed names. */
   update(input: StateInput): StateOutput {
     const gen = (this.gen += 1);
-    const u = this.begin(input.interfaces);
+    const u = this.begin(input.interfaces, input.place);
     this.work.visited += input.slices.length + input.services.length;
     stamp(input.slices, this.sliceSeen, gen, sliceInfo, u.slice);
     stamp(input.services, this.serviceSeen, gen, serviceName, u.service);
@@ -121,15 +123,20 @@ export class StateMemo {
     for (const c of changes.slices) if (c.before !== undefined && !this.sliceSeen.has(c.before)) return undefined;
     for (const c of changes.services) if (c.before !== undefined && !this.serviceSeen.has(c.before)) return undefined;
     const gen = (this.gen += 1);
-    const u = this.begin(changes.interfaces);
+    const u = this.begin(changes.interfaces, changes.place);
     for (const c of changes.slices) move(c, this.sliceSeen, gen, sliceInfo, u.slice);
     for (const c of changes.services) move(c, this.serviceSeen, gen, serviceName, u.service);
     return this.finish(u, undefined);
   }
 
   /** A step's bookkeeping: the names to redo, and the index updates as objects come and go. */
-  private begin(interfaces: readonly PodInterface[]): Pending {
+  private begin(interfaces: readonly PodInterface[], place: ClientPlace | undefined): Pending {
     let all = false;
+    if (place?.nodeName !== this.place?.nodeName || place?.zone !== this.place?.zone) {
+      // The client's place decides endpoints of every Service with a traffic policy or hints.
+      all = true;
+      this.place = place;
+    }
     const interfacesText = JSON.stringify(interfaces);
     if (interfacesText !== this.interfacesText) {
       // Which network each Service is served on depends on the interfaces: recompute everything.
@@ -183,7 +190,7 @@ export class StateMemo {
       const services = this.servicesOf(key, inputServices);
       const byNet = services.length > 0 ? slicesByNetwork(this.slicesOf(key)) : undefined;
       for (const svc of services) {
-        const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets);
+        const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets, this.place);
         if (problem !== undefined) entryProblems.push(problem);
       }
       targets.sort(byKey);
@@ -304,6 +311,8 @@ interface Pending {
 /** The informers' events since the state stage's last step, one per object key: the input of StateMemo.step. */
 export interface StateChanges {
   readonly interfaces: readonly PodInterface[];
+  /** Where the client is (node, zone); absent: nowhere known, no endpoint is local. */
+  readonly place?: ClientPlace;
   readonly services: readonly Change<V1Service>[];
   readonly slices: readonly Change<V1EndpointSlice>[];
 }
@@ -426,6 +435,7 @@ function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
   if (a === b) return true;
   if (a.affinityTimeoutSeconds !== b.affinityTimeoutSeconds) return false;
+  if (!samePlace(a, b)) return false;
   if (a.endpoints === b.endpoints) return true;
   if (a.endpoints.length !== b.endpoints.length) return false;
   for (let i = 0; i < a.endpoints.length; i += 1) {
@@ -434,7 +444,25 @@ function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
     if (x === y) continue;
     if (x === undefined || y === undefined) return false;
     if (x.ip !== y.ip || x.port !== y.port || x.ready !== y.ready || x.serving !== y.serving || x.terminating !== y.terminating) return false;
+    if (x.nodeName !== y.nodeName || x.zone !== y.zone || !sameList(x.zoneHints, y.zoneHints) || !sameList(x.nodeHints, y.nodeHints)) return false;
   }
+  return true;
+}
+
+/** The client's place and the Service's traffic policies, which decide endpoints with them. */
+function samePlace(a: ServicePortTarget, b: ServicePortTarget): boolean {
+  const p = a.place;
+  const q = b.place;
+  if (p !== q && (p?.nodeName !== q?.nodeName || p?.zone !== q?.zone)) return false;
+  const x = a.traffic;
+  const y = b.traffic;
+  return x === y || (x?.internalTrafficPolicy === y?.internalTrafficPolicy && x?.externalTrafficPolicy === y?.externalTrafficPolicy && x?.externallyAccessible === y?.externallyAccessible);
+}
+
+function sameList(a: readonly string[] | undefined, b: readonly string[] | undefined): boolean {
+  if (a === b) return true;
+  if (a === undefined || b === undefined || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i += 1) if (a[i] !== b[i]) return false;
   return true;
 }
 /**

@@ -7,6 +7,7 @@
  */
 import type { NetworkRef } from '../../annotations/service-network.js';
 import type { Change } from './engine.js';
+import type { ClientPlace, TrafficSettings } from '../../service-semantics/endpoints.js';
 
 export type IpFamily = 4 | 6;
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -19,6 +20,11 @@ export interface BackendEndpoint {
   readonly ready: boolean;
   readonly serving: boolean;
   readonly terminating: boolean;
+  /** Where the endpoint runs and its hints, from the slice: set only when the slice says. */
+  readonly nodeName?: string;
+  readonly zone?: string;
+  readonly zoneHints?: readonly string[];
+  readonly nodeHints?: readonly string[];
 }
 
 /** One port of one Service on one network and one address family: the unit that gets a chain. */
@@ -44,6 +50,15 @@ export interface ServicePortTarget {
    * in-cluster traffic to a load balancer's address. Absent for cluster IPs.
    */
   readonly ingress?: true;
+  /** The Service's traffic policies; absent: Cluster for both, as a Service that sets neither. */
+  readonly traffic?: TrafficSettings;
+  /**
+   * Where the client is. Set when the choice of endpoints depends on it (internalTrafficPolicy
+   * Local, or endpoints with hints): then resolve.ts applies kube-proxy's categorisation, else
+   * every ready endpoint is used as before. On the target, not the state, so a target's work stays
+   * a function of the target alone (the render's memo is keyed by target).
+   */
+  readonly place?: ClientPlace;
 }
 
 /** The client pod's interface on one network, from its network-status. */
@@ -86,8 +101,12 @@ export interface ResolvedTarget {
   readonly source: string;
   /** Endpoints that get traffic (ready; else serving+terminating), sorted, deduplicated. */
   readonly endpoints: readonly ChosenEndpoint[];
-  /** Which rule picked them, for logs and metrics. */
-  readonly choice: 'ready' | 'terminating' | 'none';
+  /**
+   * Which rule picked them, for logs, metrics and the empty case: 'none' (no endpoint anywhere)
+   * is refused at once; 'drop' (endpoints exist, none for this client, as internalTrafficPolicy
+   * Local without a local one) is dropped, as kube-proxy does.
+   */
+  readonly choice: 'ready' | 'terminating' | 'none' | 'drop';
   readonly affinitySeconds?: number;
   /** Its cluster IP's route (the first target of a cluster IP decides). */
   readonly route: Route;

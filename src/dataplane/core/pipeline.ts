@@ -335,7 +335,8 @@ function syncResult<R, P>(
 ): SyncResult {
   const { rendered, routePlan } = p;
   const served = { ready: 0, terminating: 0, none: 0 };
-  for (const r of rendered.resolution.targets) served[r.choice] += 1;
+  // 'none' counts the ports with no endpoint for this client, refused or dropped alike.
+  for (const r of rendered.resolution.targets) served[r.choice === 'drop' ? 'none' : r.choice] += 1;
   return {
     full: p.isFull,
     changed: families.some((f) => f.text !== '') || routePlan.replace.length + routePlan.remove.length + after.conntrack.flushes > 0,

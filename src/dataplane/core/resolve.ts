@@ -8,7 +8,7 @@
  */
 import { networkKey } from '../../annotations/service-network.js';
 import { compareText } from '../../order.js';
-import { chooseEndpoints, normalizeAddress, validPort } from './endpoints.js';
+import { normalizeAddress, placedEndpoints, validPort } from './endpoints.js';
 import { serviceChainName, SIDECAR_LAYOUT, type Layout } from './names.js';
 import { flat } from './flat.js';
 import type { ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Resolution, ResolvedTarget, ServicePortTarget, SkippedTarget } from './model.js';
@@ -84,7 +84,7 @@ export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT
   }
   const warnings: string[] = [];
   // The target's description only when an endpoint is dropped (it names the target in the message).
-  const chosen = chooseEndpoints(t.endpoints, t.family, (m) => warnings.push(m), () => describe(t));
+  const chosen = placedEndpoints(t, (m) => warnings.push(m), () => describe(t));
   const chain = serviceChainName(t, layout.serviceChainPrefix, clusterIP);
   return {
     ok: true,

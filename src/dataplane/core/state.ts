@@ -12,7 +12,8 @@ import { networkKey, parseServiceNetwork, type NetworkRef } from '../../annotati
 import { servedNetworks } from '../../annotations/served-networks.js';
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../../annotations/network-status.js';
 import { networkLabelValue } from '../../annotations/network-label.js';
-import type { V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
+import type { V1Endpoint, V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
+import { trafficSettings, type ClientPlace } from '../../service-semantics/endpoints.js';
 import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
 import { flat } from './flat.js';
 
@@ -66,6 +67,8 @@ export interface StateInput {
   readonly interfaces: readonly PodInterface[];
   readonly services: readonly V1Service[];
   readonly slices: readonly V1EndpointSlice[];
+  /** Where the client is (node, zone; src/service-semantics/client-place.ts); absent: nowhere known, no endpoint is local. */
+  readonly place?: ClientPlace;
 }
 
 export interface StateOutput {
@@ -133,13 +136,11 @@ function endpointsFor(slices: readonly V1EndpointSlice[], family: IpFamily, port
       if (!ip.ok || ip.value.family !== family || ip.value.prefix !== undefined) continue;
       // Kubernetes API: nil ready and nil serving mean true, nil terminating means false.
       const ready = ep.conditions?.ready ?? true;
-      const candidate: BackendEndpoint = {
-        ip: ip.value.address,
-        port: port.port,
-        ready,
-        serving: ep.conditions?.serving ?? true,
-        terminating: ep.conditions?.terminating ?? false,
-      };
+      const serving = ep.conditions?.serving ?? true;
+      const terminating = ep.conditions?.terminating ?? false;
+      const candidate: BackendEndpoint = placed(ep)
+        ? { ip: ip.value.address, port: port.port, ready, serving, terminating, nodeName: ep.nodeName ?? '', zone: ep.zone ?? '', zoneHints: (ep.hints?.forZones ?? []).map((z) => z.name), nodeHints: (ep.hints?.forNodes ?? []).map((n) => n.name) }
+        : { ip: ip.value.address, port: port.port, ready, serving, terminating };
       const key = `${candidate.ip}|${candidate.port}`;
       const seen = byAddr.get(key);
       if (seen === undefined || rank(candidate) > rank(seen)) byAddr.set(key, candidate);
@@ -147,6 +148,14 @@ function endpointsFor(slices: readonly V1EndpointSlice[], family: IpFamily, port
   }
   return [...byAddr.values()].sort((a, b) => compareText(a.ip, b.ip) || a.port - b.port);
 }
+
+/** Whether a slice endpoint says where it runs or carries hints: only then does it carry them into the model (two object shapes, not one per combination). */
+const placed = (ep: V1Endpoint): boolean => (ep.nodeName ?? '') !== '' || (ep.zone ?? '') !== '' || ep.hints?.forZones !== undefined || ep.hints?.forNodes !== undefined;
+
+const hinted = (e: BackendEndpoint): boolean => (e.zoneHints?.length ?? 0) > 0 || (e.nodeHints?.length ?? 0) > 0;
+
+/** No node, no zone: no endpoint is local, zone hints are not used. */
+const NOWHERE: ClientPlace = { nodeName: '', zone: '' };
 
 /** The Service's cluster IPs with their families; empty for headless (`None`) or unallocated ones. */
 function clusterIPs(svc: V1Service): Frontend[] {
@@ -170,7 +179,13 @@ const targetKey = (t: ServicePortTarget): string =>
 export type Keyed = readonly [key: string, target: ServicePortTarget];
 
 /** The targets of one Service object (appended to `out`), or the problem that keeps it from having any. */
-export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined, ifaceByNet: ReadonlyMap<string, PodInterface>, out: Keyed[]): string | undefined {
+export function serviceTargets(
+  svc: V1Service,
+  byNet: ReadonlyMap<string, readonly V1EndpointSlice[]> | undefined,
+  ifaceByNet: ReadonlyMap<string, PodInterface>,
+  out: Keyed[],
+  place: ClientPlace = NOWHERE,
+): string | undefined {
   if (svc.metadata?.labels?.[PROXY_NAME_LABEL] !== PROXY_NAME) return undefined;
   // ClusterIP, NodePort's and LoadBalancer's cluster IP (node ports are the node agent's), and a
   // LoadBalancer's ingress IPs: headless Services need no rules at all, because DNS answers with
@@ -189,6 +204,9 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
   if (!nets.ok) return formatInputError(`Service ${name}`, nets.error);
   const affinityTimeoutSeconds =
     svc.spec?.sessionAffinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS) : undefined;
+  // Only a Service whose traffic policy decides anything for the client carries it; hints alone
+  // need the place too (resolve.ts applies kube-proxy's categorisation to targets with a place).
+  const traffic = svc.spec?.internalTrafficPolicy === 'Local' ? trafficSettings(svc) : undefined;
 
   for (const { ip, family, ingress, allowed } of ips) {
     // One cluster IP leaves through one interface (its route), so it is served on one network:
@@ -208,6 +226,8 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
       const protocol = PROTOCOLS.find((x) => x === (p.protocol ?? 'TCP'));
       if (protocol === undefined) continue;
       const portName = p.name ?? '';
+      const endpoints = endpointsFor(netSlices, family, portName, protocol);
+      const withPlace = traffic !== undefined || endpoints.some(hinted);
       const t: ServicePortTarget = {
         service: name,
         portName,
@@ -216,9 +236,11 @@ export function serviceTargets(svc: V1Service, byNet: ReadonlyMap<string, readon
         port: p.port,
         family,
         network: { namespace: network.namespace, name: network.name },
-        endpoints: endpointsFor(netSlices, family, portName, protocol),
+        endpoints,
         ...(affinityTimeoutSeconds !== undefined ? { affinityTimeoutSeconds } : {}),
         ...(ingress === true ? { ingress } : {}),
+        ...(traffic !== undefined ? { traffic } : {}),
+        ...(withPlace ? { place } : {}),
       };
       out.push([targetKey(t), t]);
     }

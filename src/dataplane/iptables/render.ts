@@ -95,10 +95,19 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
     if (r.target.family !== family) continue;
     const l = lines(r);
     dispatch.push(l.dispatch);
-    if (r.endpoints.length === 0) reject.push(l.reject);
+    if (r.endpoints.length === 0) reject.push(r.choice === 'drop' ? dropRule(r, layout) : l.reject);
     nat.set(r.chain, l.rules);
   }
   return { family, filter: chains(new Map([[layout.rejectChain, reject]])), nat: chains(nat) };
+}
+
+/**
+ * The reject chain's rule for a port whose endpoints are all elsewhere (internalTrafficPolicy Local
+ * without a local one): kube-proxy drops it. Made per render, only for such ports (rare), so the
+ * kept lines of every target do not carry it.
+ */
+function dropRule(r: ResolvedTarget, layout: Layout): string {
+  return flat(`-A ${layout.rejectChain} ${matchPort(r.clusterIP, r.target)} ${comment(`${portLabel(r.target)} has no endpoints for this client`)} -j DROP`);
 }
 
 /** A table's chains as the engine's snapshot (engine.ts): the next render edits it in O(changes), counted by rule lines. */

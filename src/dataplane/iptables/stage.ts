@@ -54,7 +54,7 @@ export class IptablesStage {
       if (edits.length === 0) return was;
       const nat = edit(was.nat, edits.map(({ next }) => [next.chain, this.lines(next).rules] as const));
       // The reject chain lists the ports without endpoints: redone only when one gained its first or lost its last.
-      const rejectChanged = edits.some(({ old, next }) => (old.endpoints.length === 0) !== (next.endpoints.length === 0));
+      const rejectChanged = edits.some(({ old, next }) => refusal(old) !== refusal(next));
       return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, this.layout, this.lines).filter : was.filter };
     };
     return { v4: ruleset(4, last.v4), v6: ruleset(6, last.v6) };
@@ -68,3 +68,6 @@ function edit(was: Chains, changes: readonly (readonly [string, readonly string[
   for (const [k, v] of changes) next.set(k, v);
   return chains(next);
 }
+
+/** What the reject chain holds for a target: nothing while it has endpoints, else its reject or drop rule. */
+const refusal = (r: ResolvedTarget): string => (r.endpoints.length === 0 ? (r.choice === 'drop' ? 'drop' : 'reject') : '');

@@ -297,7 +297,11 @@ function mapElementsInto(pieces: (string | number)[], m: NftEndpointMap): void {
 }
 
 /** What rendering one Service port reads of its resolved target. */
-export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & { readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'> };
+export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & {
+  readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'>;
+  /** 'drop': no endpoint for this client while others exist (internalTrafficPolicy Local): dropped, not refused. */
+  readonly choice?: ResolvedTarget['choice'];
+};
 
 /** The key of a target's address, protocol and port. */
 export const targetKey = (r: NftTargetInput): string => flat(`${r.clusterIP} . ${protoText(r.target.protocol)} . ${r.target.port}`);
@@ -330,8 +334,9 @@ export function renderPicks(r: NftTargetInput, first: readonly string[] = [], la
   const f = r.target.family;
   const proto = protoText(r.target.protocol);
   const eps = r.endpoints;
-  // No endpoints: an empty chain (the refusal is an element of the program's reject set).
-  if (eps.length === 0) return { rules: [], ownedChains: NONE, sets: NONE, maps: NONE };
+  // No endpoints: an empty chain (the refusal is an element of the program's reject set), or one
+  // that drops when endpoints exist but none is this client's (kube-proxy drops, it does not refuse).
+  if (eps.length === 0) return { rules: r.choice === 'drop' ? DROP_RULES : [], ownedChains: NONE, sets: NONE, maps: NONE };
   // The first sync renders every target: no spread or map() of arrays, no empty Maps (NONE).
   const rules: string[] = [];
   for (const l of first) rules.push(flat(l));
@@ -373,11 +378,12 @@ export function renderTarget(r: NftTargetInput, layout: PickLayout = 'map'): Nft
   const f = r.target.family;
   const key = targetKey(r);
   const dispatch: NftElement = { set: servicesMap(f), key, value: flat(`goto ${r.chain}`) };
-  const elements: NftElement[] = r.endpoints.length === 0 ? [dispatch, { set: noEndpointsSet(f), key }] : [dispatch];
+  const elements: NftElement[] = r.endpoints.length === 0 && r.choice !== 'drop' ? [dispatch, { set: noEndpointsSet(f), key }] : [dispatch];
   const p = renderPicks(r, NO_FIRST, layout);
   return { family: f, key, chain: r.chain, rules: p.rules, ownedChains: p.ownedChains, sets: p.sets, maps: p.maps, elements };
 }
 const NO_FIRST: readonly string[] = [];
+const DROP_RULES: readonly string[] = ['drop'];
 
 /**
  * Targets in order into a ruleset: a dispatch element already taken (the same address, protocol

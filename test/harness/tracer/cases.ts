@@ -33,7 +33,9 @@ export type Expect =
   /** Refused at once, answered this way. */
   | { readonly refused: RejectKind }
   /** Not ours: the packet leaves unchanged, and nobody in the topology owns its address. */
-  | { readonly unanswered: true };
+  | { readonly unanswered: true }
+  /** Dropped by our rules (kube-proxy's drop: endpoints exist, none for this client). */
+  | { readonly dropped: true };
 
 export interface Probe {
   readonly protocol: L4;
@@ -63,6 +65,34 @@ const dns = (pods: readonly PodName[]): ServicePortTarget => target('demo/dns', 
 const client = (targets: readonly ServicePortTarget[]): DesiredState => ({ interfaces: [CLIENT_BLUE], targets });
 const http = (dst: string, expect: Expect, port = 80): Probe => ({ protocol: 'tcp', dst, port, expect });
 const udp = (dst: string, expect: Expect, port = 53): Probe => ({ protocol: 'udp', dst, port, expect });
+
+/**
+ * Where the client is for the traffic-policy and topology rows: node n1 in zone a; b1 runs on n1,
+ * b2 and b3 on n2 in zone b (as the controller writes nodeName and zone on our slices).
+ */
+const PLACE = { nodeName: 'n1', zone: 'a' } as const;
+const NODE_OF: Readonly<Record<PodName, { readonly nodeName: string; readonly zone: string }>> = { b1: { nodeName: 'n1', zone: 'a' }, b2: { nodeName: 'n2', zone: 'b' }, b3: { nodeName: 'n2', zone: 'b' } };
+const LOCAL_ITP = { internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', externallyAccessible: false } as const;
+/** Endpoints with their node and zone, and hints (per pod) when given. */
+const placedEps = (family: Family, port: number, pods: readonly PodName[], state: (p: PodName) => EpState = () => 'ready', hints?: (p: PodName) => { zones?: string[]; nodes?: string[] }) =>
+  pods.map((p) => {
+    const h = hints?.(p);
+    return { ...(eps(family, port, [p], state)[0] as ServicePortTarget['endpoints'][number]), ...NODE_OF[p], zoneHints: h?.zones ?? [], nodeHints: h?.nodes ?? [] };
+  });
+const placedWeb = (pods: readonly PodName[], extra: Partial<ServicePortTarget>, state?: (p: PodName) => EpState, hints?: (p: PodName) => { zones?: string[]; nodes?: string[] }): ServicePortTarget =>
+  target('demo/web', WEB_V4, 80, placedEps(4, HTTP_PORT, pods, state, hints), { portName: 'http', place: PLACE, ...extra });
+const placedDns = (pods: readonly PodName[], extra: Partial<ServicePortTarget>): ServicePortTarget =>
+  target('demo/dns', DNS_V4, 53, placedEps(4, UDP_PORT, pods), { protocol: 'UDP', portName: 'dns', place: PLACE, ...extra });
+
+/** internalTrafficPolicy Local from Service objects and slices (state building carries the policy and the endpoints' nodes). */
+function localPolicyFromObjects(): DesiredState {
+  const svc = serviceObject('demo', 'local', { networks: 'demo/blue', clusterIPs: ['10.96.0.91'], ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }] });
+  svc.spec = { ...svc.spec, internalTrafficPolicy: 'Local' };
+  const slice = sliceObject('demo', 'local-4', { service: 'local', network: 'demo/blue', family: 4, ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }], endpoints: ALL.map((p) => ({ ip: BACKENDS[p].ipv4, nodeName: NODE_OF[p].nodeName })) });
+  const built = buildDesiredState({ interfaces: [CLIENT_BLUE], services: [svc], slices: [slice], place: PLACE });
+  if (built.problems.length > 0) throw new Error(`local policy state: ${JSON.stringify(built.problems)}`);
+  return built.state;
+}
 
 /** The sidecar's LoadBalancer states from Service objects (what decides which ingress IPs are short-circuited is state building). */
 function loadBalancers(): DesiredState {
@@ -131,6 +161,60 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     state: loadBalancers,
     probes: [http(LB_V4, { reach: ALL }), http(LB_V6, { reach: ALL }), http('10.96.0.90', { reach: ALL }), http('192.168.101.241', { unanswered: true }), http('192.168.101.242', { unanswered: true })],
   },
+  {
+    name: 'internalTrafficPolicy Local, one endpoint on the client\'s node: only it',
+    source: "kube-proxy's CategorizeEndpoints (src/service-semantics/endpoints.ts), applied in resolve.ts",
+    state: () => client([placedWeb(ALL, { traffic: LOCAL_ITP }), placedDns(ALL, { traffic: LOCAL_ITP })]),
+    probes: [http(WEB_V4, { reach: ['b1'] }), udp(DNS_V4, { reach: ['b1'] })],
+  },
+  {
+    name: 'internalTrafficPolicy Local, endpoints only on other nodes: dropped (TCP and UDP), not refused, not sent away',
+    source: "kube-proxy drops when the Service has endpoints but none local",
+    state: () => client([placedWeb(['b2', 'b3'], { traffic: LOCAL_ITP }), placedDns(['b2', 'b3'], { traffic: LOCAL_ITP })]),
+    probes: [http(WEB_V4, { dropped: true }), udp(DNS_V4, { dropped: true })],
+  },
+  {
+    name: 'internalTrafficPolicy Local, no endpoints at all: refused, as without the policy',
+    source: "kube-proxy rejects a Service without any endpoint",
+    state: () => client([placedWeb([], { traffic: LOCAL_ITP }), placedDns([], { traffic: LOCAL_ITP })]),
+    probes: [http(WEB_V4, { refused: 'tcp-reset' }), udp(DNS_V4, { refused: 'port-unreachable' })],
+  },
+  {
+    name: 'internalTrafficPolicy Local, the local endpoint terminating and serving: it, not the remote ready ones',
+    source: "kube-proxy's CategorizeEndpoints: local serving-terminating endpoints when no local one is ready",
+    state: () => client([placedWeb(ALL, { traffic: LOCAL_ITP }, (p) => (p === 'b1' ? 'terminating' : 'ready'))]),
+    probes: [http(WEB_V4, { reach: ['b1'] })],
+  },
+  {
+    name: 'internalTrafficPolicy Local from Service objects: the endpoint on the client\'s node',
+    source: 'state.ts carries the policy and the slices\' nodeName',
+    state: localPolicyFromObjects,
+    probes: [http('10.96.0.91', { reach: ['b1'] })],
+  },
+  {
+    name: 'zone hints: the endpoints hinted for the client\'s zone',
+    source: "kube-proxy's topology step (PreferSameZone / hints for the zone)",
+    state: () => client([placedWeb(ALL, {}, undefined, (p) => ({ zones: [p === 'b3' ? 'a' : 'b'] }))]),
+    probes: [http(WEB_V4, { reach: ['b3'] })],
+  },
+  {
+    name: 'zone hints, none for the client\'s zone: every ready endpoint',
+    source: 'kube-proxy falls back when no endpoint is hinted for its zone',
+    state: () => client([placedWeb(ALL, {}, undefined, () => ({ zones: ['b'] }))]),
+    probes: [http(WEB_V4, { reach: ALL })],
+  },
+  {
+    name: 'zone hints on some endpoints only: every ready endpoint',
+    source: 'kube-proxy uses hints only when every ready endpoint has them',
+    state: () => client([placedWeb(ALL, {}, undefined, (p) => (p === 'b1' ? {} : { zones: ['a'] }))]),
+    probes: [http(WEB_V4, { reach: ALL })],
+  },
+  {
+    name: 'PreferSameNode: the endpoint hinted for the client\'s node, over zone hints',
+    source: 'kube-proxy 1.34 node hints (trafficDistribution PreferSameNode)',
+    state: () => client([placedWeb(ALL, {}, undefined, (p) => ({ zones: ['a'], nodes: [p === 'b2' ? 'n1' : 'n2'] }))]),
+    probes: [http(WEB_V4, { reach: ['b2'] })],
+  },
 ];
 
 /** Rows the kernel here cannot check, with why: the tracer's alone. */
@@ -180,6 +264,7 @@ export function observe(outcomes: readonly Outcome[], protocol: L4, shares?: Map
     return reachText(names);
   }
   if (v?.kind === 'reject') return 'refused';
+  if (v?.kind === 'drop') return 'dropped';
   return 'unanswered';
 }
 
@@ -187,6 +272,7 @@ export function observe(outcomes: readonly Outcome[], protocol: L4, shares?: Map
 export function expected(e: Expect): Observation {
   if ('reach' in e) return reachText(e.reach);
   if ('sticky' in e) return stickyText(e.sticky);
+  if ('dropped' in e) return 'dropped';
   return 'refused' in e ? 'refused' : 'unanswered';
 }
 

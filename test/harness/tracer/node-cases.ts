@@ -24,6 +24,7 @@ export const HTTP = 80;
 export const UDP = 5353;
 
 const ep = (ip: string, port: number) => ({ ip, port, ready: true, serving: true, terminating: false });
+const LOCAL_ITP = { internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', externallyAccessible: false } as const;
 
 /** The node state of that test, for one node. */
 export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
@@ -34,10 +35,13 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
   const np = (t: ServicePortTarget, nodePort: number, policy: 'Cluster' | 'Local'): NodePortTarget => ({ base: t, nodePort, policy, localEndpoints: localOf(t) });
   const lb = (t: ServicePortTarget, ingressIP: string, policy: 'Cluster' | 'Local', sourceRanges?: readonly string[]): LoadBalancerTarget => ({ base: t, ingressIP, policy, localEndpoints: localOf(t), ...(sourceRanges !== undefined ? { sourceRanges } : {}) });
   const onlyA = base('demo/only-a', 4, { endpoints: all(4, HTTP, ['a']) });
+  // internalTrafficPolicy Local on the node's own cluster-IP path: a on n1, b on n2.
+  const placed = (pods: readonly PodName[]) => pods.map((p) => ({ ...ep(POD[p].ipv4, HTTP), nodeName: p === 'a' ? 'n1' : 'n2', zone: '', zoneHints: [], nodeHints: [] }));
+  const itp = (service: string, clusterIP: string, pods: readonly PodName[]) => base(service, 4, { clusterIP, endpoints: placed(pods), traffic: LOCAL_ITP, place: { nodeName: me, zone: '' } });
   return {
     networks: [{ network: NET, interface: iface, ipv4: NODES[me].ipv4, ipv6: NODES[me].ipv6 }],
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
-    clusterTargets: [base('demo/web', 4), base('demo/web', 6)],
+    clusterTargets: [base('demo/web', 4), base('demo/web', 6), itp('demo/itp', '10.96.0.11', ['a', 'b']), itp('demo/itp-a', '10.96.0.12', ['a'])],
     nodePorts: [np(base('demo/web', 4), 30080, 'Cluster'), np(base('demo/web', 6), 30080, 'Cluster'), np(base('demo/local', 4), 30081, 'Local'), np(onlyA, 30082, 'Local'), np(base('demo/dns', 4, { protocol: 'UDP', port: 53, endpoints: all(4, UDP) }), 30053, 'Cluster')],
     loadBalancers: [
       lb(base('demo/web', 4), '192.168.101.240', 'Cluster'),
@@ -76,6 +80,10 @@ export const NODE_CASES: readonly NodeRow[] = [
   { name: 'NodePort Local, endpoints only on node1: node2 refuses at once', node: 'n2', from: 'client', protocol: 'tcp', dst: (n) => n.ipv4, port: 30082, expect: { refused: 'tcp-reset' } },
   { name: 'a host-network process reaches the cluster IP (IPv4)', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.10', port: 80, expect: kept('a', 'b') },
   { name: 'a host-network process reaches the cluster IP (IPv6)', node: 'n1', from: 'node', protocol: 'tcp', dst: 'fd00:10:96::a', port: 80, expect: kept('a', 'b') },
+  { name: 'internalTrafficPolicy Local, the node itself: node1 reaches its local endpoint only', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.11', port: 80, expect: kept('a') },
+  { name: 'internalTrafficPolicy Local, the node itself: node2 reaches its local endpoint only', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.11', port: 80, expect: kept('b') },
+  { name: 'internalTrafficPolicy Local, endpoints only on node1: node1 reaches it', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: kept('a') },
+  { name: 'internalTrafficPolicy Local, endpoints only on node1: node2 drops, as kube-proxy', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: { dropped: true } },
   { name: 'UDP NodePort: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'udp', dst: (n) => n.ipv4, port: 30053, expect: cluster('a', 'b') },
   { name: 'LoadBalancer Cluster: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },
   { name: 'LoadBalancer Cluster, the other node announcing', node: 'n2', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },
