@@ -190,53 +190,72 @@ export function podEndpoints(
   if (!status.ok) return skipAll('NetworkStatusInvalid', formatInputError(object, status.error), false);
 
   const ports = podPorts(svc, pod);
-  for (const network of networks) {
-    const key = networkKey(network);
-    const entry = findNetworkStatus(status.value, network);
-    if (entry === undefined) {
-      const attached = status.value.map((e) => e.name).join(', ') || 'none';
-      result.skips.push({
-        pod: name,
-        network: key,
-        reason: 'NetworkNotAttached',
-        message: `${object}: ${NETWORK_STATUS_ANNOTATION} has no entry named "${key}" (attached: ${attached}); attach the network with the k8s.v1.cni.cncf.io/networks annotation`,
-        expected: false,
-      });
-      continue;
-    }
-    if (entry.ipv4.length === 0 && entry.ipv6.length === 0) {
-      result.skips.push({
-        pod: name,
-        network: key,
-        reason: 'NoAddresses',
-        message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" has no IP addresses; give the network IPAM an address range`,
-        expected: false,
-      });
-      continue;
-    }
-    // Tenant input: an address that is never a pod's own is dropped here, alone, with one Event per
-    // pod and network naming each, so it neither reaches a client's rules nor makes the apiserver
-    // refuse the whole slice.
-    const refused: string[] = [];
-    for (const [addressType, family, claimed] of [['IPv4', 4, entry.ipv4], ['IPv6', 6, entry.ipv6]] as const) {
-      const addresses = claimed.filter((a) => {
-        const why = refusedAddress(a, family, policy, key);
-        if (why !== undefined) refused.push(why);
-        return why === undefined;
-      });
-      if (addresses.length === 0) continue;
-      const unique = [...new Set(addresses)];
-      result.endpoints.push({ key: name, network, addressType, ports, endpoint: baseEndpoint(svc, pod, unique, zoneOf) });
-    }
-    if (refused.length > 0) {
-      result.skips.push({
-        pod: name,
-        network: key,
-        reason: 'AddressRefused',
-        message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" lists addresses that are not published (${refused.join('; ')}); the pod's other addresses are kept. List only the pod's own addresses on that network (Multus writes them)`,
-        expected: false,
-      });
-    }
-  }
+  const place = { svc, pod, name, object, ports, zoneOf, policy };
+  for (const network of networks) addNetworkEndpoints(result, place, network, status.value);
   return result;
+}
+
+/** The pod's fields that every network's endpoints are built from. */
+interface PodPlace {
+  svc: V1Service;
+  pod: V1Pod;
+  name: string;
+  object: string;
+  ports: ReturnType<typeof podPorts>;
+  zoneOf: (node: string) => string | undefined;
+  policy: AddressPolicy;
+}
+
+/** One network's endpoints (one per address family) or skip, for one pod. */
+function addNetworkEndpoints(result: PodResult, place: PodPlace, network: NetworkRef, entries: Parameters<typeof findNetworkStatus>[0]): void {
+  const { svc, pod, name, object, ports, zoneOf, policy } = place;
+  const key = networkKey(network);
+  const entry = findNetworkStatus(entries, network);
+  if (entry === undefined) {
+    const attached = entries.map((e) => e.name).join(', ') || 'none';
+    result.skips.push({
+      pod: name,
+      network: key,
+      reason: 'NetworkNotAttached',
+      message: `${object}: ${NETWORK_STATUS_ANNOTATION} has no entry named "${key}" (attached: ${attached}); attach the network with the k8s.v1.cni.cncf.io/networks annotation`,
+      expected: false,
+    });
+    return;
+  }
+  if (entry.ipv4.length === 0 && entry.ipv6.length === 0) {
+    result.skips.push({
+      pod: name,
+      network: key,
+      reason: 'NoAddresses',
+      message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" has no IP addresses; give the network IPAM an address range`,
+      expected: false,
+    });
+    return;
+  }
+  // Tenant input: an address that is never a pod's own is dropped here, alone, with one Event per
+  // pod and network naming each, so it neither reaches a client's rules nor makes the apiserver
+  // refuse the whole slice.
+  const refused: string[] = [];
+  for (const [addressType, family, claimed] of [
+    ['IPv4', 4, entry.ipv4],
+    ['IPv6', 6, entry.ipv6],
+  ] as const) {
+    const addresses = claimed.filter((a) => {
+      const why = refusedAddress(a, family, policy, key);
+      if (why !== undefined) refused.push(why);
+      return why === undefined;
+    });
+    if (addresses.length === 0) continue;
+    const unique = [...new Set(addresses)];
+    result.endpoints.push({ key: name, network, addressType, ports, endpoint: baseEndpoint(svc, pod, unique, zoneOf) });
+  }
+  if (refused.length > 0) {
+    result.skips.push({
+      pod: name,
+      network: key,
+      reason: 'AddressRefused',
+      message: `${object}: ${NETWORK_STATUS_ANNOTATION} entry "${key}" lists addresses that are not published (${refused.join('; ')}); the pod's other addresses are kept. List only the pod's own addresses on that network (Multus writes them)`,
+      expected: false,
+    });
+  }
 }

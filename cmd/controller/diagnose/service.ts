@@ -16,7 +16,7 @@ import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../../sr
 import { eventTimeMs } from '../../../src/kube/events.js';
 import { compareText } from '../../../src/order.js';
 import { isPodEligible, isPodReady, isPodTerminating, podEndpoints } from '../pod-endpoints.js';
-import { readServiceSpec } from '../service-spec.js';
+import { readServiceSpec, type ServiceSpec } from '../service-spec.js';
 import { readLoadBalancer } from '../../../src/annotations/load-balancer.js';
 import { formatInputError } from '../../../src/result.js';
 import { EVENT_COMPONENT as CONTROLLER_COMPONENT } from '../events.js';
@@ -80,7 +80,15 @@ function checkNetworks(f: ServiceFacts, refs: readonly NetworkRef[], ns: string,
     const key = networkKey(ref);
     const nad = f.nads.get(key) ?? { exists: undefined };
     if (nad.exists === false) {
-      out.push(finding('error', 'network', 'NadMissing', `${object}: NetworkAttachmentDefinition ${key} does not exist, so no pod can be attached to that network`, `create it (kubectl get network-attachment-definitions -A lists the existing ones), or fix ${SERVICE_NETWORK_ANNOTATION}`));
+      out.push(
+        finding(
+          'error',
+          'network',
+          'NadMissing',
+          `${object}: NetworkAttachmentDefinition ${key} does not exist, so no pod can be attached to that network`,
+          `create it (kubectl get network-attachment-definitions -A lists the existing ones), or fix ${SERVICE_NETWORK_ANNOTATION}`,
+        ),
+      );
     } else if (nad.exists === undefined) {
       out.push(finding('warning', 'network', 'NadUnknown', `${object}: whether NetworkAttachmentDefinition ${key} exists is unknown (it could not be read)`));
     }
@@ -105,13 +113,23 @@ function podRow(svc: V1Service, allowed: readonly NetworkRef[], pod: V1Pod, publ
   if (pub === undefined) {
     if (r.endpoints.length > 0) {
       const would = r.endpoints.flatMap((e) => e.endpoint.addresses).join(', ');
-      reasons.push({ network: '', code: 'NotPublished', message: `the controller would publish ${would}, but no EndpointSlice of ours lists the pod: the controller is not running, not leading, or behind (${CONTROLLER_CHECK})` });
+      reasons.push({
+        network: '',
+        code: 'NotPublished',
+        message: `the controller would publish ${would}, but no EndpointSlice of ours lists the pod: the controller is not running, not leading, or behind (${CONTROLLER_CHECK})`,
+      });
     }
     return { pod: name, state: 'missing', addresses: [], reasons };
   }
   if (!pub.ready) {
-    const why = isPodTerminating(pod) ? 'the pod is terminating' : `the pod's Ready condition is ${isPodReady(pod) ? 'True now (the slice is behind)' : (pod.status?.conditions ?? []).find((c) => c.type === 'Ready')?.status ?? 'missing'}`;
-    reasons.push({ network: '', code: 'NotReady', message: `published with ready=false, so clients do not use it: ${why}; check its readiness probe (kubectl describe pod -n ${pod.metadata?.namespace ?? ''} ${name})` });
+    const why = isPodTerminating(pod)
+      ? 'the pod is terminating'
+      : `the pod's Ready condition is ${isPodReady(pod) ? 'True now (the slice is behind)' : ((pod.status?.conditions ?? []).find((c) => c.type === 'Ready')?.status ?? 'missing')}`;
+    reasons.push({
+      network: '',
+      code: 'NotReady',
+      message: `published with ready=false, so clients do not use it: ${why}; check its readiness probe (kubectl describe pod -n ${pod.metadata?.namespace ?? ''} ${name})`,
+    });
     return { pod: name, state: 'not-ready', addresses: pub.addresses, reasons };
   }
   return { pod: name, state: 'ready', addresses: pub.addresses, reasons };
@@ -134,12 +152,60 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
     findings,
   });
 
+  const spec = annotationSpec(svc, f.slices.length, object, findings);
+  if (spec === undefined) return done({});
+  const annotations = svc.metadata?.annotations ?? {};
+  findings.push(
+    finding(
+      'ok',
+      'annotation',
+      'AnnotationValid',
+      `${object}: ${SERVICE_NETWORK_ANNOTATION} ${JSON.stringify(annotations[SERVICE_NETWORK_ANNOTATION])} names ${spec.networks.map(networkKey).join(', ')}`,
+    ),
+  );
+  if (svc.spec?.type === 'LoadBalancer') findings.push(...loadBalancerFindings(svc, f.nodeAddresses, object));
+  if (svc.spec?.clusterIP === 'None' && Object.keys(svc.spec.selector ?? {}).length > 0) {
+    findings.push(
+      finding(
+        'warning',
+        'annotation',
+        'HeadlessWithSelector',
+        `${object} is headless with spec.selector: Kubernetes' own EndpointSlice controller also publishes the pods' primary addresses, which DNS mixes in`,
+        `move the selector to the ${SERVICE_SELECTOR_ANNOTATION} annotation and remove spec.selector`,
+      ),
+    );
+  }
+
+  const { networks, allowed } = checkNetworks(f, spec.networks, ns, object, findings);
+  const selector = formatLabelSelector(spec.selector);
+  const pods = f.pods !== undefined ? podFindings(f, f.pods, svc, spec.selector, allowed, object, findings) : [];
+  const readyEndpoints = readyEndpointCount(f.slices);
+  findings.push(endpointsFinding(object, readyEndpoints, f.slices.length));
+  controllerWarnings(f.events ?? [], findings);
+  return done({ networks, selector, pods, readyEndpoints });
+}
+
+/** A Service spec the controller serves. */
+type ServedSpec = Extract<ServiceSpec, { kind: 'serve' }>;
+
+/** The opt-in and annotation checks: the spec to diagnose further, or undefined when the diagnosis ends here. */
+function annotationSpec(svc: V1Service, sliceCount: number, object: string, findings: Finding[]): ServedSpec | undefined {
+  const ns = svc.metadata?.namespace ?? '';
+  const name = svc.metadata?.name ?? '';
   const annotations = svc.metadata?.annotations ?? {};
   const label = svc.metadata?.labels?.[PROXY_NAME_LABEL];
   const annotate = `kubectl annotate service -n ${ns} ${name} ${SERVICE_NETWORK_ANNOTATION}=<nad or namespace/nad>`;
   if ((annotations[SERVICE_NETWORK_ANNOTATION] ?? '').trim() === '') {
-    findings.push(finding('error', 'annotation', 'NotOptedIn', `${object} has no (or an empty) ${SERVICE_NETWORK_ANNOTATION} annotation, so multus-proxy does not serve it (kube-proxy does, on the primary network${label === PROXY_NAME ? ', unless the proxy-name label stops it, as here: then nobody serves it' : ''})`, annotate));
-    return done({});
+    findings.push(
+      finding(
+        'error',
+        'annotation',
+        'NotOptedIn',
+        `${object} has no (or an empty) ${SERVICE_NETWORK_ANNOTATION} annotation, so multus-proxy does not serve it (kube-proxy does, on the primary network${label === PROXY_NAME ? ', unless the proxy-name label stops it, as here: then nobody serves it' : ''})`,
+        annotate,
+      ),
+    );
+    return undefined;
   }
   if (label !== PROXY_NAME) {
     findings.push(
@@ -153,39 +219,53 @@ export function diagnoseService(f: ServiceFacts): ServiceReport {
     );
   }
   if (svc.spec?.type === 'ExternalName') {
-    findings.push(finding('error', 'annotation', 'ExternalName', `${object} is of type ExternalName, which has no endpoints to publish`, `remove ${SERVICE_NETWORK_ANNOTATION}, or make it a ClusterIP or headless Service`));
-    return done({});
+    findings.push(
+      finding(
+        'error',
+        'annotation',
+        'ExternalName',
+        `${object} is of type ExternalName, which has no endpoints to publish`,
+        `remove ${SERVICE_NETWORK_ANNOTATION}, or make it a ClusterIP or headless Service`,
+      ),
+    );
+    return undefined;
   }
   const spec = readServiceSpec(svc);
   if (spec.kind === 'invalid') {
-    findings.push(finding('error', 'annotation', 'InvalidAnnotation', `${spec.message}. The controller keeps the Service's existing EndpointSlices (${f.slices.length}) unchanged until this is fixed`));
-    return done({});
+    findings.push(finding('error', 'annotation', 'InvalidAnnotation', `${spec.message}. The controller keeps the Service's existing EndpointSlices (${sliceCount}) unchanged until this is fixed`));
+    return undefined;
   }
   if (spec.kind === 'refuse') {
     findings.push(finding('error', 'annotation', 'OverBudget', `${spec.message}. The controller writes no EndpointSlice for it and deletes those it had`));
-    return done({});
+    return undefined;
   }
   if (spec.kind === 'withdraw') {
-    findings.push(finding('error', 'annotation', 'NoSelector', `${object}: ${spec.reason}, so no pod is selected and no EndpointSlice is written`, `set spec.selector, or (headless Services) the ${SERVICE_SELECTOR_ANNOTATION} annotation, e.g. "app=web"`));
-    return done({});
+    findings.push(
+      finding(
+        'error',
+        'annotation',
+        'NoSelector',
+        `${object}: ${spec.reason}, so no pod is selected and no EndpointSlice is written`,
+        `set spec.selector, or (headless Services) the ${SERVICE_SELECTOR_ANNOTATION} annotation, e.g. "app=web"`,
+      ),
+    );
+    return undefined;
   }
-  findings.push(finding('ok', 'annotation', 'AnnotationValid', `${object}: ${SERVICE_NETWORK_ANNOTATION} ${JSON.stringify(annotations[SERVICE_NETWORK_ANNOTATION])} names ${spec.networks.map(networkKey).join(', ')}`));
-  if (svc.spec?.type === 'LoadBalancer') findings.push(...loadBalancerFindings(svc, f.nodeAddresses, object));
-  if (svc.spec?.clusterIP === 'None' && Object.keys(svc.spec.selector ?? {}).length > 0) {
-    findings.push(finding('warning', 'annotation', 'HeadlessWithSelector', `${object} is headless with spec.selector: Kubernetes' own EndpointSlice controller also publishes the pods' primary addresses, which DNS mixes in`, `move the selector to the ${SERVICE_SELECTOR_ANNOTATION} annotation and remove spec.selector`));
-  }
+  return spec;
+}
 
-  const { networks, allowed } = checkNetworks(f, spec.networks, ns, object, findings);
-  const selector = formatLabelSelector(spec.selector);
-  const pods = f.pods !== undefined ? podFindings(f, f.pods, svc, spec.selector, allowed, object, findings) : [];
-  const readyEndpoints = readyEndpointCount(f.slices);
+/** Whether any endpoint is ready, as the clients see it. */
+function endpointsFinding(object: string, readyEndpoints: number, sliceCount: number): Finding {
   if (readyEndpoints === 0) {
-    findings.push(finding('error', 'endpoints', 'NoReadyEndpoints', `${object} has no ready endpoint in its EndpointSlices: client sidecars reject connections to it (connection refused); the findings above say why`));
+    return finding(
+      'error',
+      'endpoints',
+      'NoReadyEndpoints',
+      `${object} has no ready endpoint in its EndpointSlices: client sidecars reject connections to it (connection refused); the findings above say why`,
+    );
   } else {
-    findings.push(finding('ok', 'endpoints', 'ReadyEndpoints', `${object}: ${readyEndpoints} ready endpoint${readyEndpoints === 1 ? '' : 's'} in ${f.slices.length} EndpointSlice${f.slices.length === 1 ? '' : 's'}`));
+    return finding('ok', 'endpoints', 'ReadyEndpoints', `${object}: ${readyEndpoints} ready endpoint${readyEndpoints === 1 ? '' : 's'} in ${sliceCount} EndpointSlice${sliceCount === 1 ? '' : 's'}`);
   }
-  controllerWarnings(f.events ?? [], findings);
-  return done({ networks, selector, pods, readyEndpoints });
 }
 
 /**
@@ -209,9 +289,24 @@ function loadBalancerFindings(svc: V1Service, nodeAddresses: readonly string[] |
   }
   if (view.vips.length > 0) {
     const ranges = view.sourceRanges === undefined ? 'from every source' : `from ${view.sourceRanges.map((r) => r.cidr).join(', ') || 'no source (no valid range)'}`;
-    out.push(finding('ok', 'loadBalancer', 'LoadBalancerIngress', `${object}: ingress ${view.vips.map((v) => v.address).join(', ')} served by the node agent on every node and reached directly by sidecars, ${ranges}`));
+    out.push(
+      finding(
+        'ok',
+        'loadBalancer',
+        'LoadBalancerIngress',
+        `${object}: ingress ${view.vips.map((v) => v.address).join(', ')} served by the node agent on every node and reached directly by sidecars, ${ranges}`,
+      ),
+    );
   }
-  if (view.proxied.length > 0) out.push(finding('info', 'loadBalancer', 'LoadBalancerProxyMode', `${object}: ingress ${view.proxied.join(', ')} has ipMode Proxy: the load balancer forwards to the nodes itself, so the node agent and sidecars leave the address alone`));
+  if (view.proxied.length > 0)
+    out.push(
+      finding(
+        'info',
+        'loadBalancer',
+        'LoadBalancerProxyMode',
+        `${object}: ingress ${view.proxied.join(', ')} has ipMode Proxy: the load balancer forwards to the nodes itself, so the node agent and sidecars leave the address alone`,
+      ),
+    );
   return out;
 }
 
@@ -223,7 +318,9 @@ function podFindings(f: ServiceFacts, all: readonly V1Pod[], svc: V1Service, pod
   const pods: ServicePod[] = [];
   const selected = all.filter((p) => matchesSelector(podSelector, p.metadata?.labels)).sort((a, b) => compareText(a.metadata?.name ?? '', b.metadata?.name ?? ''));
   if (selected.length === 0) {
-    findings.push(finding('error', 'endpoints', 'NoPodsMatch', `${object}: no pod in namespace ${ns} matches the selector ${selector}`, `compare with the pods' labels: kubectl get pods -n ${ns} --show-labels`));
+    findings.push(
+      finding('error', 'endpoints', 'NoPodsMatch', `${object}: no pod in namespace ${ns} matches the selector ${selector}`, `compare with the pods' labels: kubectl get pods -n ${ns} --show-labels`),
+    );
   }
   const nodeAddresses = new Set(f.nodeAddresses ?? []);
   for (const p of selected) {
@@ -239,7 +336,16 @@ function podFindings(f: ServiceFacts, all: readonly V1Pod[], svc: V1Service, pod
   }
   const selectedNames = new Set(selected.map((p) => p.metadata?.name ?? ''));
   for (const [pod, pub] of published) {
-    if (!selectedNames.has(pod)) findings.push(finding('warning', 'endpoints', 'StaleEndpoint', `${object}: our slices still list Pod ${ns}/${pod} (${pub.addresses.join(', ')}), which is gone or no longer selected: the controller is behind`, CONTROLLER_CHECK));
+    if (!selectedNames.has(pod))
+      findings.push(
+        finding(
+          'warning',
+          'endpoints',
+          'StaleEndpoint',
+          `${object}: our slices still list Pod ${ns}/${pod} (${pub.addresses.join(', ')}), which is gone or no longer selected: the controller is behind`,
+          CONTROLLER_CHECK,
+        ),
+      );
   }
   return pods;
 }

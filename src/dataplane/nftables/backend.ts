@@ -171,6 +171,59 @@ const missingStage = (table: string): Stage<NftRuleset> => ({
   },
 });
 
+/**
+ * The skeleton, then the elements (first-fill.ts); whether the writer wrote them. Without a
+ * writer (its probe failed) or when its batch fails, the whole text goes as one `nft -f`, which
+ * replaces the skeleton's tables whole.
+ */
+async function firstFill(exec: Exec, opts: NftBackendOptions, plan: NftPlan, fill: NonNullable<NftPlan['fill']>, next: NftRuleset): Promise<boolean> {
+  const writer = await opts.elementWriter;
+  if (writer !== undefined) {
+    await nftApply(exec, plan.text);
+    try {
+      await writer.write(fill);
+      return true;
+    } catch (e) {
+      opts.logger?.warn(`nftables element writer failed on the first sync's elements, writing the whole table with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+    }
+  }
+  await nftApply(exec, fullText(next));
+  return false;
+}
+
+/** One sync's write: the first fill, the element writer for map replacements, or one `nft -f`. */
+async function writeNft(exec: Exec, opts: NftBackendOptions, plan: NftPlan, next: NftRuleset): Promise<WriteReport[]> {
+  const t0 = process.hrtime.bigint();
+  if (plan.fill !== undefined) {
+    const filled = await firstFill(exec, opts, plan, plan.fill, next);
+    return [
+      {
+        family: 4,
+        text: filled ? plan.text : fullText(next),
+        changedChains: plan.changedChains,
+        deletedChains: plan.deletedChains,
+        writeMs: Number(process.hrtime.bigint() - t0) / 1e6,
+        rules: countNftRules(next),
+        ...(filled ? { via: 'first-fill' } : {}),
+      },
+    ];
+  }
+  const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
+  if (!written) await nftApply(exec, plan.text);
+  // One transaction for both families: reported as one unit (family 4 by convention).
+  return [
+    {
+      family: 4,
+      text: plan.text,
+      changedChains: plan.changedChains,
+      deletedChains: plan.deletedChains,
+      writeMs: Number(process.hrtime.bigint() - t0) / 1e6,
+      rules: countNftRules(next),
+      ...(written ? { via: 'element-writer' } : {}),
+    },
+  ];
+}
+
 export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: NftBackendOptions = {}): NftBackend {
   // The engine's nftables stage: a render's delta edits the last table (stage.ts); another
   // program's table (the node agent's) comes from that program's stage.
@@ -186,52 +239,30 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     const tables = shardTablesIn(r.stdout, NFT_FAMILY, table);
     return { table: tables.length > 0, tables };
   };
-  /**
-   * The skeleton, then the elements (first-fill.ts); whether the writer wrote them. Without a
-   * writer (its probe failed) or when its batch fails, the whole text goes as one `nft -f`, which
-   * replaces the skeleton's tables whole.
-   */
-  const firstFill = async (plan: NftPlan, fill: NonNullable<NftPlan['fill']>, next: NftRuleset): Promise<boolean> => {
-    const writer = await opts.elementWriter;
-    if (writer !== undefined) {
-      await nftApply(exec, plan.text);
-      try {
-        await writer.write(fill);
-        return true;
-      } catch (e) {
-        opts.logger?.warn(`nftables element writer failed on the first sync's elements, writing the whole table with nft -f: ${e instanceof Error ? e.message : String(e)}`);
-      }
-    }
-    await nftApply(exec, fullText(next));
-    return false;
-  };
   return {
     flavor: () => Promise.resolve('nftables'),
     rules: (rendered: Rendered) => stage.step(rendered),
     read,
     // Unsure (nft missing or failing) is present: cleanup() then runs and says why it failed.
-    present: () => read().then((e) => e.table, () => true),
+    present: () =>
+      read().then(
+        (e) => e.table,
+        () => true,
+      ),
     holdsOurs: (existing) => existing?.table === true,
     plan: (next, prev, existing, full) => {
       // Nothing of ours in the namespace (read back, not assumed) and a writer to send elements.
       const fill = opts.elementWriter !== undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
       return fill ?? planNft(next, prev, full, existing?.tables);
     },
-    async write(plan, next): Promise<WriteReport[]> {
-      const t0 = process.hrtime.bigint();
-      if (plan.fill !== undefined) {
-        const filled = await firstFill(plan, plan.fill, next);
-        return [{ family: 4, text: filled ? plan.text : fullText(next), changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(filled ? { via: 'first-fill' } : {}) }];
-      }
-      const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
-      if (!written) await nftApply(exec, plan.text);
-      // One transaction for both families: reported as one unit (family 4 by convention).
-      return [{ family: 4, text: plan.text, changedChains: plan.changedChains, deletedChains: plan.deletedChains, writeMs: Number(process.hrtime.bigint() - t0) / 1e6, rules: countNftRules(next), ...(written ? { via: 'element-writer' } : {}) }];
-    },
+    write: (plan, next) => writeNft(exec, opts, plan, next),
     drift: (applied, deep) => nftDrift(applied, deep, list, read),
     async cleanup(): Promise<BackendCleanup> {
       // Every table of ours: the root and whatever shards the namespace holds (unknown after a restart).
-      const shards = await read().then((e) => e.tables, () => []);
+      const shards = await read().then(
+        (e) => e.tables,
+        () => [],
+      );
       const text = cleanupText(table, shards);
       try {
         await nftApply(exec, text);
@@ -249,38 +280,38 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
  * sets' element counts; `deep`, also no table of ours beyond those written and every rule.
  */
 async function nftDrift(applied: NftRuleset, deep: boolean, list: (what: string) => Promise<string | undefined>, read: () => Promise<NftExisting>): Promise<string | undefined> {
-    const parts = tableParts(applied);
-    for (const { table: fixed, elements } of parts) {
-      const T = `${NFT_FAMILY} ${fixed.name}`;
-      // One table's name in the message when there are shards.
-      const at = parts.length > 1 ? ` (${fixed.name})` : '';
-      // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
-      for (const chain of fixed.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
-        const l = await list(`chain ${T} ${chain.name}`);
-        if (l === undefined) return `nftables ${chain.name}${at}: cannot be listed (chain or table missing)`;
-        const n = parseNftChains(l).get(chain.name) ?? 0;
-        if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}${at}: ${n} rules, ${ruleCount(chain.rules)} written`;
-      }
-      // And the element counts of the maps and sets (a Service's element removed or added).
-      for (const set of fixed.sets) {
-        const want = elements.get(set.name)?.length ?? 0;
-        const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
-        const m = await list(`${kind} ${T} ${set.name}`);
-        if (m === undefined || countElements(m) !== want) return `nftables ${set.name}${at}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
-      }
+  const parts = tableParts(applied);
+  for (const { table: fixed, elements } of parts) {
+    const T = `${NFT_FAMILY} ${fixed.name}`;
+    // One table's name in the message when there are shards.
+    const at = parts.length > 1 ? ` (${fixed.name})` : '';
+    // Quick: the hook chains as written (a deleted or flushed table, a removed hook rule).
+    for (const chain of fixed.chains.filter((c) => c.rules[0]?.startsWith('type ') === true)) {
+      const l = await list(`chain ${T} ${chain.name}`);
+      if (l === undefined) return `nftables ${chain.name}${at}: cannot be listed (chain or table missing)`;
+      const n = parseNftChains(l).get(chain.name) ?? 0;
+      if (n !== ruleCount(chain.rules)) return `nftables ${chain.name}${at}: ${n} rules, ${ruleCount(chain.rules)} written`;
     }
-    if (!deep) return undefined;
-    // No table of ours beyond those written (one left by more shards would still hook and DNAT).
-    const written = new Set(parts.map((p) => p.table.name));
-    const extra = (await read()).tables.find((t) => !written.has(t));
-    if (extra !== undefined) return `nftables: table ${extra} of ours was not written`;
-    const listings: string[] = [];
-    for (const { table: fixed } of parts) {
-      const l = await list(`table ${NFT_FAMILY} ${fixed.name}`);
-      if (l === undefined) return parts.length > 1 ? `nftables: our table ${fixed.name} is missing` : 'nftables: our table is missing';
-      listings.push(l);
+    // And the element counts of the maps and sets (a Service's element removed or added).
+    for (const set of fixed.sets) {
+      const want = elements.get(set.name)?.length ?? 0;
+      const kind = set.decl.some((l) => l.includes(' : ')) ? 'map' : 'set';
+      const m = await list(`${kind} ${T} ${set.name}`);
+      if (m === undefined || countElements(m) !== want) return `nftables ${set.name}${at}: ${m === undefined ? 'missing' : countElements(m)} elements, ${want} written`;
     }
-    return compareTable(applied, listings.join('\n'));
+  }
+  if (!deep) return undefined;
+  // No table of ours beyond those written (one left by more shards would still hook and DNAT).
+  const written = new Set(parts.map((p) => p.table.name));
+  const extra = (await read()).tables.find((t) => !written.has(t));
+  if (extra !== undefined) return `nftables: table ${extra} of ours was not written`;
+  const listings: string[] = [];
+  for (const { table: fixed } of parts) {
+    const l = await list(`table ${NFT_FAMILY} ${fixed.name}`);
+    if (l === undefined) return parts.length > 1 ? `nftables: our table ${fixed.name} is missing` : 'nftables: our table is missing';
+    listings.push(l);
+  }
+  return compareTable(applied, listings.join('\n'));
 }
 
 /** Endpoint-map refills through the element writer, when there is one; whether it wrote them (else the caller writes the same change with nft -f). */
