@@ -65,11 +65,20 @@ const SERIES = [
 /** /metrics is text, which the client (JSON only) does not read: one plain HTTPS GET with the same credentials. */
 function metrics(conn: KubeConnection): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = httpsGet(`${conn.server}/metrics`, { ...(conn.ca ? { ca: conn.ca } : {}), ...(conn.cert ? { cert: conn.cert } : {}), ...(conn.key ? { key: conn.key } : {}), ...(conn.token ? { headers: { authorization: `Bearer ${conn.token}` } } : {}) }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics: HTTP ${res.statusCode}`))));
-    });
+    const req = httpsGet(
+      `${conn.server}/metrics`,
+      {
+        ...(conn.ca ? { ca: conn.ca } : {}),
+        ...(conn.cert ? { cert: conn.cert } : {}),
+        ...(conn.key ? { key: conn.key } : {}),
+        ...(conn.token ? { headers: { authorization: `Bearer ${conn.token}` } } : {}),
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => (res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`GET /metrics: HTTP ${res.statusCode}`))));
+      },
+    );
     req.on('error', reject);
   });
 }
@@ -136,7 +145,9 @@ async function main(): Promise<void> {
     if (timed.length % 300 === 0 && timed.length > 0) {
       const s = summarize(timed.slice(-300).map((x) => x.ms));
       const d = summarize(samples.filter((x) => x.trigger === 'deletion').map((x) => x.ms));
-      console.log(`${new Date().toISOString()} last 300 timed writes p50 ${s.median.toFixed(1)} p90 ${s.p90.toFixed(1)} p99 ${s.p99.toFixed(1)} max ${s.max.toFixed(1)} ms; at deletions so far (${d.n}) p50 ${d.median.toFixed(1)} p90 ${d.p90.toFixed(1)} p99 ${d.p99.toFixed(1)} max ${d.max.toFixed(1)} ms`);
+      console.log(
+        `${new Date().toISOString()} last 300 timed writes p50 ${s.median.toFixed(1)} p90 ${s.p90.toFixed(1)} p99 ${s.p99.toFixed(1)} max ${s.max.toFixed(1)} ms; at deletions so far (${d.n}) p50 ${d.median.toFixed(1)} p90 ${d.p90.toFixed(1)} p99 ${d.p99.toFixed(1)} max ${d.max.toFixed(1)} ms`,
+      );
     }
   }
   stopWatch();

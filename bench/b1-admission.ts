@@ -95,10 +95,7 @@ export const benchmark = defineBenchmark('b1', 'admission: pod injection over HT
   const podBytes = JSON.stringify(pod).length;
   const bigBytes = JSON.stringify(big).length;
 
-  const servers = [
-    await startServer(WEBHOOK_SERVER, certDir, body, bigBody, ca.certPem, cleanup),
-    await startServer(NOOP, certDir, body, bigBody, ca.certPem, cleanup),
-  ];
+  const servers = [await startServer(WEBHOOK_SERVER, certDir, body, bigBody, ca.certPem, cleanup), await startServer(NOOP, certDir, body, bigBody, ca.certPem, cleanup)];
   const [ours, noop] = servers as [Server, Server];
   for (const s of servers) await maxThroughput(s.target, ctx.quick ? 1 : 2); // warm-up (JIT, TLS sessions)
 
@@ -106,14 +103,19 @@ export const benchmark = defineBenchmark('b1', 'admission: pod injection over HT
   const push = (key: string, x: Sample): void => {
     samples.set(key, [...(samples.get(key) ?? []), x]);
   };
-  const cases = [...rates.map((r) => ({ key: `${r}`, label: `${r} req/s`, load: (t: Target) => fixedRate(t, r, seconds) })), { key: 'max', label: 'max (16 connections)', load: (t: Target) => maxThroughput(t, seconds, 16) }];
+  const cases = [
+    ...rates.map((r) => ({ key: `${r}`, label: `${r} req/s`, load: (t: Target) => fixedRate(t, r, seconds) })),
+    { key: 'max', label: 'max (16 connections)', load: (t: Target) => maxThroughput(t, seconds, 16) },
+  ];
   for (let i = 0; i < runs; i++) {
     for (const c of cases) {
       const order = i % 2 === 0 ? [ours, noop] : [noop, ours];
       for (const s of order) push(`${s.name}|${c.key}`, await measure(s, () => c.load(s.target)));
       const o = samples.get(`${ours.name}|${c.key}`)?.at(-1);
       const n = samples.get(`${noop.name}|${c.key}`)?.at(-1);
-      ctx.log(`run ${i + 1} ${c.label}: ours p50 ${fmt(o?.p50 ?? NaN)} p99 ${fmt(o?.p99 ?? NaN)} ms ${fmt(o?.rps ?? NaN)}/s; no-op p50 ${fmt(n?.p50 ?? NaN)} p99 ${fmt(n?.p99 ?? NaN)} ms ${fmt(n?.rps ?? NaN)}/s`);
+      ctx.log(
+        `run ${i + 1} ${c.label}: ours p50 ${fmt(o?.p50 ?? NaN)} p99 ${fmt(o?.p99 ?? NaN)} ms ${fmt(o?.rps ?? NaN)}/s; no-op p50 ${fmt(n?.p50 ?? NaN)} p99 ${fmt(n?.p99 ?? NaN)} ms ${fmt(n?.rps ?? NaN)}/s`,
+      );
     }
   }
 

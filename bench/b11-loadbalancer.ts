@@ -95,13 +95,24 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
   const paths = Object.keys(urls) as (keyof typeof urls)[];
   for (const mode of REQUEST_TIME_MODES) {
     const rounds = await requestTimeRounds({
-      ns: probe.ns, paths, urlOf: (k) => urls[k], before: flush, runs, seconds: Math.min(seconds, 3), close: mode.close,
+      ns: probe.ns,
+      paths,
+      urlOf: (k) => urls[k],
+      before: flush,
+      runs,
+      seconds: Math.min(seconds, 3),
+      close: mode.close,
       log: (i, round) => ctx.log(`request time (${mode.name}) round ${i + 1}: ${paths.map((k) => `${k} ${round.get(k)?.[mode.low] ?? NaN} µs`).join(', ')}`),
     });
     tables.push(
       requestTimeTable(rounds, {
-        paths, label: (k) => ({ direct: 'direct to backend net1', 'kube-proxy': 'via kube-proxy LoadBalancer address (primary network)', 'multus-proxy': 'via multus-proxy LoadBalancer address' })[k], low: mode.low,
-        over: [{ path: 'direct', name: 'direct' }, { path: 'kube-proxy', name: 'kube-proxy' }],
+        paths,
+        label: (k) => ({ direct: 'direct to backend net1', 'kube-proxy': 'via kube-proxy LoadBalancer address (primary network)', 'multus-proxy': 'via multus-proxy LoadBalancer address' })[k],
+        low: mode.low,
+        over: [
+          { path: 'direct', name: 'direct' },
+          { path: 'kube-proxy', name: 'kube-proxy' },
+        ],
         caption: `request time, ${mode.name}, one request after another (wrk, 1 connection${mode.close ? ' at a time' : ''}): ${runs} rounds of ${Math.min(seconds, 3)} s, every path once per round, the order rotating`,
       }),
     );
@@ -118,7 +129,13 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
       { name: 'one connection per request', close: true },
     ]) {
       const { target, row } = await interleavedPairs({
-        ns: probe.ns, ours: viaLb, base: vs.base, seconds, runs, connections, close: mode.close,
+        ns: probe.ns,
+        ours: viaLb,
+        base: vs.base,
+        seconds,
+        runs,
+        connections,
+        close: mode.close,
         before: flush,
         logPair: (i, o, b) => ctx.log(`${mode.name} run ${i + 1}: LoadBalancer ${fmt(o.rps)} req/s, ${vs.short} ${fmt(b.rps)} req/s`),
       });
@@ -135,11 +152,11 @@ export const benchmark = defineBenchmark('b11', 'LoadBalancer: HTTP through the 
         `one nginx replica of the blog on macvlan1; a Cluster LoadBalancer Service selecting it (service-selector annotation). The client is a network namespace with a macvlan on the far end of ens4's veth, address ${CLIENT}/24. ` +
         "Through the address: ARP answered by MetalLB with ens4's MAC, so the request enters the node on ens4, is DNATed to the pod and masqueraded to the node's address by the agent's rules, and leaves through the agent's macvlan; " +
         'the reply comes back the same way. Direct: macvlan to macvlan on the same parent, the node not involved. ' +
-        'Both paths end at the same nginx process, whose access log (the tests read it) costs the same for both. wrk, nginx, the node and the kernel share the machine\'s 2 cores with other users; the ratio per interleaved pair is what counts. ' +
+        "Both paths end at the same nginx process, whose access log (the tests read it) costs the same for both. wrk, nginx, the node and the kernel share the machine's 2 cores with other users; the ratio per interleaved pair is what counts. " +
         "The client's namespace gets conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse (as B4); before each run its conntrack table is flushed, and the node's entries for the address are deleted (the node's own settings are not touched). " +
         `The second table's baseline: a plain LoadBalancer Service (spec.selector, no annotation) on the same pod, address ${kpVip} from the same pool and announced the same way, which kube-proxy (iptables mode) serves: DNAT to the pod's primary address and masquerade, out through the node's pod bridge: the same hop through the node, kube-proxy's rules instead of the agent's. ` +
-          'No target for one connection per request (the issue sets one for keep-alive only). ' +
-          'Request time (the first tables): wrk with one connection, keep-alive or `Connection: close`, and a Lua done() hook printing min, p1, p10 and p50 in µs (bench/lib/wrk-latency.lua); a request delayed by another user\'s process lands in the upper percentiles, so the low end (p1 with keep-alive, min for new connections) is the path\'s own work; per round, what one path adds over another. B11-netns measures the same in namespaces, with a minimal DNAT as the floor of any through-node path.',
+        'No target for one connection per request (the issue sets one for keep-alive only). ' +
+        "Request time (the first tables): wrk with one connection, keep-alive or `Connection: close`, and a Lua done() hook printing min, p1, p10 and p50 in µs (bench/lib/wrk-latency.lua); a request delayed by another user's process lands in the upper percentiles, so the low end (p1 with keep-alive, min for new connections) is the path's own work; per round, what one path adds over another. B11-netns measures the same in namespaces, with a minimal DNAT as the floor of any through-node path.",
     ],
   };
 });

@@ -50,10 +50,15 @@ export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSli
   cleanup.add('watch', () => abort.abort());
   const list = await admin.list<V1EndpointSlice>(SLICES_PATH);
   void admin
-    .watch<V1EndpointSlice>(SLICES_PATH, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
-      const ip = e.object.endpoints?.[0]?.addresses[0];
-      if (e.type === 'MODIFIED' && ip !== undefined && !delivered.has(ip)) delivered.set(ip, Date.now());
-    }, abort.signal)
+    .watch<V1EndpointSlice>(
+      SLICES_PATH,
+      { resourceVersion: list.metadata?.resourceVersion ?? '' },
+      (e) => {
+        const ip = e.object.endpoints?.[0]?.addresses[0];
+        if (e.type === 'MODIFIED' && ip !== undefined && !delivered.has(ip)) delivered.set(ip, Date.now());
+      },
+      abort.signal,
+    )
     .catch((e: unknown) => ctx.log(`baseline watch ended: ${String(e)}`));
   await sleep(500);
 
@@ -88,7 +93,13 @@ export const benchmark = defineBenchmark('b3', 'programming latency: EndpointSli
       await sleep(Math.random() * 50);
     }
     await sidecar.stop();
-    return { label: cmd.label ?? 'as injected', how: sidecar.how, firstSyncMs, latency: summarize(latency), syncMs: summarize(syncs.filter((l) => l['kind'] === 'partial').map((l) => Number(l['ms']))) };
+    return {
+      label: cmd.label ?? 'as injected',
+      how: sidecar.how,
+      firstSyncMs,
+      latency: summarize(latency),
+      syncMs: summarize(syncs.filter((l) => l['kind'] === 'partial').map((l) => Number(l['ms']))),
+    };
   };
 
   const injected = await sidecarCommand(cleanup);

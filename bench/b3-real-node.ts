@@ -32,7 +32,18 @@ import { metricValues, setWebhookConfig, sidecarHealthPort, webhookConfig } from
 import { sliceTriggerMs } from '../src/annotations/trigger-time.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
-import { INJECT_ANNOTATION, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME, MANAGED_BY } from '../src/keys.js';
+import {
+  INJECT_ANNOTATION,
+  MANAGED_BY_LABEL,
+  NETWORK_LABEL,
+  NETWORKS_ANNOTATION,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+  SIDECAR_CONTAINER_NAME,
+  MANAGED_BY,
+} from '../src/keys.js';
 import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
 import { NftTable, saveHasDnat, sidecarMonitorTable } from './lib/nft-model.js';
 import { PodReadyTracker } from './lib/pod-ready.js';
@@ -138,11 +149,16 @@ async function watchSlices(node: RealNode, signal: AbortSignal, log: (m: string)
   for (const s of list.items) tracker.event('ADDED', s);
   const waiters = new Set<(c: SliceChange, t: number, s: V1EndpointSlice) => void>();
   void node.client
-    .watch<V1EndpointSlice>(path, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
-      const t = performance.now();
-      const c = tracker.event(e.type, e.object);
-      if (c) for (const w of [...waiters]) w(c, t, e.object);
-    }, signal)
+    .watch<V1EndpointSlice>(
+      path,
+      { resourceVersion: list.metadata?.resourceVersion ?? '' },
+      (e) => {
+        const t = performance.now();
+        const c = tracker.event(e.type, e.object);
+        if (c) for (const w of [...waiters]) w(c, t, e.object);
+      },
+      signal,
+    )
     .catch((e: unknown) => log(`slice watch ended: ${String(e)}`));
   return {
     next: (service, manager, kind, timeoutMs) =>
@@ -181,11 +197,16 @@ async function watchPods(node: RealNode, signal: AbortSignal, log: (m: string) =
   for (const p of list.items) tracker.event('ADDED', p);
   const records: ReadyRecord[] = [];
   void node.client
-    .watch<V1Pod>(path, { resourceVersion: list.metadata?.resourceVersion ?? '' }, (e) => {
-      const t = performance.now();
-      const r = tracker.event(e.type, e.object);
-      if (r) records.push({ pod: e.object, t, transitionMs: r.transitionMs });
-    }, signal)
+    .watch<V1Pod>(
+      path,
+      { resourceVersion: list.metadata?.resourceVersion ?? '' },
+      (e) => {
+        const t = performance.now();
+        const r = tracker.event(e.type, e.object);
+        if (r) records.push({ pod: e.object, t, transitionMs: r.transitionMs });
+      },
+      signal,
+    )
     .catch((e: unknown) => log(`pod watch ended: ${String(e)}`));
   // The latest transition of a pod of the target's Deployment with that address (net1 or eth0).
   return (t, address) => records.findLast((r) => r.pod.metadata?.labels?.app === t.deployment && t.address(r.pod) === address);
@@ -203,7 +224,10 @@ async function settle(node: RealNode, slices: SliceWatch, t: Target, replicas: n
     const ready = ps.filter((p) => p.metadata?.deletionTimestamp === undefined && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
     const addrs = ready.map((p) => t.address(p) ?? '').sort();
     if (ps.length === replicas && ready.length === replicas && !addrs.includes('') && JSON.stringify(slices.ready(t.deployment, t.manager)) === JSON.stringify(addrs)) return addrs;
-    if (Date.now() > deadline) throw new Error(`${t.deployment}: not settled at ${replicas} replicas within ${STEP_TIMEOUT_MS} ms (${ps.length} pods, ${ready.length} ready; slice ${slices.ready(t.deployment, t.manager).join(', ')})`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `${t.deployment}: not settled at ${replicas} replicas within ${STEP_TIMEOUT_MS} ms (${ps.length} pods, ${ready.length} ready; slice ${slices.ready(t.deployment, t.manager).join(', ')})`,
+      );
     await sleep(200);
   }
 }
@@ -238,8 +262,13 @@ interface Sample {
 function projectImage(): string {
   const tar = join(imagesDir(), 'multus-proxy.tar');
   try {
-    const id = readFileSync(`${tar}.id`, 'utf8').trim().replace(/^sha256:/, '').slice(0, 12);
-    return `image ${id}, built ${statSync(tar).mtime.toISOString().replace(/\.\d+Z$/, 'Z')} by scripts/build-images.sh`;
+    const id = readFileSync(`${tar}.id`, 'utf8')
+      .trim()
+      .replace(/^sha256:/, '')
+      .slice(0, 12);
+    return `image ${id}, built ${statSync(tar)
+      .mtime.toISOString()
+      .replace(/\.\d+Z$/, 'Z')} by scripts/build-images.sh`;
   } catch {
     return `image of ${tar}`;
   }
@@ -249,7 +278,12 @@ function projectImage(): string {
 const count = (xs: readonly string[]): string => {
   const m = new Map<string, number>();
   for (const x of xs) m.set(x, (m.get(x) ?? 0) + 1);
-  return [...m].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k} ${n}`).join(', ') || 'none';
+  return (
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .map(([k, n]) => `${k} ${n}`)
+      .join(', ') || 'none'
+  );
 };
 
 const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n)];
@@ -278,7 +312,12 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
 
   await createNamespace(node, NS, true);
   await node.apply(blogFile('net-attach.yml'), NS);
-  await node.apply(`${objects().map((o) => dump(o)).join('---\n')}\n`, NS);
+  await node.apply(
+    `${objects()
+      .map((o) => dump(o))
+      .join('---\n')}\n`,
+    NS,
+  );
   for (const d of ['plain-web', 'net-web']) await node.wait(`deployment/${d}`, 'condition=Available', { namespace: NS, timeoutMs: STEP_TIMEOUT_MS });
   await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: NS, timeoutMs: STEP_TIMEOUT_MS });
   const client = await pod(node, NS, CLIENT);
@@ -325,7 +364,9 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     checked.add(key);
     const listed = await listingHas(side, address);
     if (listed.has !== present || monitors[side].has(`${address}:${PORT}`) !== present) {
-      throw new Error(`${side}: nft monitor and ${listed.how} disagree on ${address}:${PORT} (expected ${present ? 'present' : 'absent'}; listing ${listed.has}, monitor ${monitors[side].has(`${address}:${PORT}`)})`);
+      throw new Error(
+        `${side}: nft monitor and ${listed.how} disagree on ${address}:${PORT} (expected ${present ? 'present' : 'absent'}; listing ${listed.has}, monitor ${monitors[side].has(`${address}:${PORT}`)})`,
+      );
     }
     ctx.log(`${side}: ${listed.how} agrees with the monitor (${address}:${PORT} ${present ? 'present' : 'absent'})`);
   };
@@ -338,7 +379,17 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     const epoch = (x: number): number => performance.timeOrigin + x;
     const ready = kase === 'added' ? readyOf(t, address) : undefined;
     if (kase === 'added' && ready === undefined) throw new Error(`${t.side}: the pod watch saw no Ready transition of a ${t.deployment} pod at ${address}`);
-    samples.push({ side: t.side, kase, ms: tr - te, address, eventAt: epoch(te), ruleAt: epoch(tr), triggerAt: triggerMs, by, ...(ready ? { readyAt: epoch(ready.t), readyTransitionAt: ready.transitionMs } : {}) });
+    samples.push({
+      side: t.side,
+      kase,
+      ms: tr - te,
+      address,
+      eventAt: epoch(te),
+      ruleAt: epoch(tr),
+      triggerAt: triggerMs,
+      by,
+      ...(ready ? { readyAt: epoch(ready.t), readyTransitionAt: ready.transitionMs } : {}),
+    });
     await crossCheck(t.side, address, kase === 'added');
   };
 
@@ -367,7 +418,11 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   const metricsText = await node.exec(NS, CLIENT, ['curl', '-s', '-m', '3', `http://127.0.0.1:${port}/metrics`], { container: 'app' });
   const mlines = metricsText.stdout.split('\n').filter((l) => l.startsWith('multus_proxy_sidecar_trigger_to_rules_seconds'));
   const one = (name: string): number => Object.values(metricValues(mlines, name))[0] ?? NaN;
-  const trig = { count: one('multus_proxy_sidecar_trigger_to_rules_seconds_count'), sum: one('multus_proxy_sidecar_trigger_to_rules_seconds_sum'), buckets: metricValues(mlines, 'multus_proxy_sidecar_trigger_to_rules_seconds_bucket') };
+  const trig = {
+    count: one('multus_proxy_sidecar_trigger_to_rules_seconds_count'),
+    sum: one('multus_proxy_sidecar_trigger_to_rules_seconds_sum'),
+    buckets: metricValues(mlines, 'multus_proxy_sidecar_trigger_to_rules_seconds_bucket'),
+  };
   if (!(trig.count > 0)) throw new Error(`the sidecar's trigger_to_rules_seconds has no value after ${samples.length} changes: ${mlines.join(' | ')}`);
   ctx.log(`trigger_to_rules_seconds: count ${trig.count}, sum ${trig.sum}`);
 
@@ -380,17 +435,29 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   // The upgrade: net-web's slice rewritten as an older controller wrote it
   // (its three labels, no trigger time); the running controller's next sync relabels it in place.
   const slicesPath = apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS);
-  const oursNow = async (): Promise<V1EndpointSlice[]> => (await node.client.list<V1EndpointSlice>(slicesPath, { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY},${SERVICE_NAME_LABEL}=net-web` })).items;
+  const oursNow = async (): Promise<V1EndpointSlice[]> =>
+    (await node.client.list<V1EndpointSlice>(slicesPath, { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY},${SERVICE_NAME_LABEL}=net-web` })).items;
   const before = await oursNow();
-  const addrsOf = (l: V1EndpointSlice[]): string => l.flatMap((x) => (x.endpoints ?? []).flatMap((e) => e.addresses)).sort().join(',');
+  const addrsOf = (l: V1EndpointSlice[]): string =>
+    l
+      .flatMap((x) => (x.endpoints ?? []).flatMap((e) => e.addresses))
+      .sort()
+      .join(',');
   const removedDuring: string[] = [];
-  const watchRemoved = slices.next('net-web', MANAGED_BY, 'removed', 30_000).then((r) => removedDuring.push(r.address), () => undefined);
+  const watchRemoved = slices.next('net-web', MANAGED_BY, 'removed', 30_000).then(
+    (r) => removedDuring.push(r.address),
+    () => undefined,
+  );
   const tUpgrade = Date.now();
   for (const x of before) {
     const { managedFields: _m, ...meta } = x.metadata ?? {};
     await node.client.replace(apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS, x.metadata?.name ?? ''), {
       ...x,
-      metadata: { ...meta, labels: { [SERVICE_NAME_LABEL]: 'net-web', [MANAGED_BY_LABEL]: MANAGED_BY, [NETWORK_LABEL]: x.metadata?.labels?.[NETWORK_LABEL] ?? '' }, annotations: { [SERVICE_NETWORK_ANNOTATION]: x.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '' } },
+      metadata: {
+        ...meta,
+        labels: { [SERVICE_NAME_LABEL]: 'net-web', [MANAGED_BY_LABEL]: MANAGED_BY, [NETWORK_LABEL]: x.metadata?.labels?.[NETWORK_LABEL] ?? '' },
+        annotations: { [SERVICE_NETWORK_ANNOTATION]: x.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '' },
+      },
     });
   }
   let after: V1EndpointSlice[];
@@ -401,23 +468,41 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     await sleep(100);
   }
   const upgradeMs = Date.now() - tUpgrade;
-  const names = (l: V1EndpointSlice[]): string => l.map((x) => `${x.metadata?.name ?? ''}/${x.metadata?.uid ?? ''}`).sort().join(' ');
+  const names = (l: V1EndpointSlice[]): string =>
+    l
+      .map((x) => `${x.metadata?.name ?? ''}/${x.metadata?.uid ?? ''}`)
+      .sort()
+      .join(' ');
   await sleep(2_000);
   void watchRemoved;
-  const upgrade = { upgradeMs, sameNames: names(before) === names(after), before: names(before), sameEndpoints: addrsOf(before) === addrsOf(after), addresses: addrsOf(after), removedDuring: [...removedDuring] };
+  const upgrade = {
+    upgradeMs,
+    sameNames: names(before) === names(after),
+    before: names(before),
+    sameEndpoints: addrsOf(before) === addrsOf(after),
+    addresses: addrsOf(after),
+    removedDuring: [...removedDuring],
+  };
   ctx.log(`upgrade: relabelled in ${upgradeMs} ms; ${JSON.stringify(upgrade)}`);
   if (!upgrade.sameNames || !upgrade.sameEndpoints || removedDuring.length > 0) throw new Error(`upgrade recreated slices or dropped endpoints: ${JSON.stringify(upgrade)} vs ${names(after)}`);
 
   // The sidecar's CPU weight under contention (cgroup v1 cpu.shares from its CPU request).
   const sidecarId = ((await pod(node, NS, CLIENT)).status?.initContainerStatuses ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME)?.containerID?.replace(/^containerd:\/\//, '') ?? '';
-  const shares = sidecarId === '' ? undefined : (JSON.parse(await node.crictl(['inspect', sidecarId])) as { info?: { runtimeSpec?: { linux?: { resources?: { cpu?: { shares?: number } } } } } }).info?.runtimeSpec?.linux?.resources?.cpu?.shares;
+  const shares =
+    sidecarId === ''
+      ? undefined
+      : (JSON.parse(await node.crictl(['inspect', sidecarId])) as { info?: { runtimeSpec?: { linux?: { resources?: { cpu?: { shares?: number } } } } } }).info?.runtimeSpec?.linux?.resources?.cpu
+          ?.shares;
   const sidecarLog = (await node.kubectlResult(['logs', '-n', NS, CLIENT, '-c', SIDECAR_CONTAINER_NAME], { allowFail: true })).stdout;
   const allSyncs = appliedSyncs(sidecarLog);
   const syncs = allSyncs.filter((x) => !x.full);
   /** The back end(s) the sidecar's syncs name, with counts (it logs `backend` on each `rules applied`). */
   const backends = count(allSyncs.map((x) => x.backend ?? 'unnamed'));
   const apply = summarize(syncs.map((x) => x.ms));
-  const parts = samples.filter((x) => x.side === 'sidecar').map((x) => breakdown(x.eventAt, x.ruleAt, syncs)).filter((b): b is Breakdown => b !== undefined);
+  const parts = samples
+    .filter((x) => x.side === 'sidecar')
+    .map((x) => breakdown(x.eventAt, x.ruleAt, syncs))
+    .filter((b): b is Breakdown => b !== undefined);
   const slowest = samples
     .filter((x) => x.side === 'sidecar')
     .sort((a, b) => b.ms - a.ms)
@@ -457,8 +542,16 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
       row(`${label}: kube-proxy, on the host`, kp),
     );
     targets.push(
-      { target: `${label}: sidecar slice event → rule p99 ≤ ${EVENT_TARGET_MS} ms (rule: the earlier bound)`, measured: `${fmt(bound.p99)} ms (p50 ${fmt(bound.median)} ms); nft monitor's report alone p99 ${fmt(ours.p99)} (p50 ${fmt(ours.median)})`, met: bound.p99 <= EVENT_TARGET_MS },
-      { target: `${label}: sidecar ahead of kube-proxy (p50 and p99)`, measured: `p50 ${fmt(ours.median)} vs ${fmt(kp.median)} ms, p99 ${fmt(ours.p99)} vs ${fmt(kp.p99)} ms`, met: ours.median < kp.median && ours.p99 < kp.p99 },
+      {
+        target: `${label}: sidecar slice event → rule p99 ≤ ${EVENT_TARGET_MS} ms (rule: the earlier bound)`,
+        measured: `${fmt(bound.p99)} ms (p50 ${fmt(bound.median)} ms); nft monitor's report alone p99 ${fmt(ours.p99)} (p50 ${fmt(ours.median)})`,
+        met: bound.p99 <= EVENT_TARGET_MS,
+      },
+      {
+        target: `${label}: sidecar ahead of kube-proxy (p50 and p99)`,
+        measured: `p50 ${fmt(ours.median)} vs ${fmt(kp.median)} ms, p99 ${fmt(ours.p99)} vs ${fmt(kp.p99)} ms`,
+        met: ours.median < kp.median && ours.p99 < kp.p99,
+      },
     );
   }
   // The network-programming SLI (scale-ups): pod Ready (receipt, and the condition's own time) → rule, and Ready → slice event (the slice's writer).
@@ -470,7 +563,14 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     sliRows.push(
       row(`${side}: pod Ready (the bench's pod watch) → rule in place`, sliOf(side)),
       row(`${side}: pod Ready → slice event (${writer})`, summarize(ups(side).map((x) => x.eventAt - (x.readyAt ?? 0)))),
-      row(`${side}: the Ready condition's lastTransitionTime → rule in place (1 s precision)`, summarize(ups(side).filter((x) => x.readyTransitionAt !== undefined).map((x) => x.ruleAt - (x.readyTransitionAt ?? 0)))),
+      row(
+        `${side}: the Ready condition's lastTransitionTime → rule in place (1 s precision)`,
+        summarize(
+          ups(side)
+            .filter((x) => x.readyTransitionAt !== undefined)
+            .map((x) => x.ruleAt - (x.readyTransitionAt ?? 0)),
+        ),
+      ),
     );
   }
   const sliOurs = sliOf('sidecar');
@@ -490,7 +590,11 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     met: trig.count > 0 && sideTrig.length > 0,
   });
   targets.push({ target: "kube-proxy's selector lists none of our slices", measured: `${kpOurs.length} of ours, ${kpKube} of kube's (the control)`, met: kpOurs.length === 0 && kpKube > 0 });
-  targets.push({ target: 'an old-style slice is relabelled in place (same name and uid, no endpoint dropped)', measured: `in ${upgradeMs} ms, same names ${String(upgrade.sameNames)}, endpoints ${upgrade.addresses} kept, ${removedDuring.length} removed`, met: upgrade.sameNames && upgrade.sameEndpoints && removedDuring.length === 0 });
+  targets.push({
+    target: 'an old-style slice is relabelled in place (same name and uid, no endpoint dropped)',
+    measured: `in ${upgradeMs} ms, same names ${String(upgrade.sameNames)}, endpoints ${upgrade.addresses} kept, ${removedDuring.length} removed`,
+    met: upgrade.sameNames && upgrade.sameEndpoints && removedDuring.length === 0,
+  });
   if (apply.n > 0) rows.push(row("the sidecar's partial syncs, start to end (its log, `rules applied` ms; every sync of the run)", apply));
   // The sidecar's run-queue wait in each change (its log: src/cpu-wait.ts). The wait before the sync
   // is its main thread's since the sync before, an upper bound of the part after the event, so the
@@ -502,16 +606,30 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
       return w?.cpuWaitMs === undefined ? undefined : { kase: x.kase, wait: w.cpuWaitMs + (w.cpuWaitBeforeMs ?? 0), ms: ruleBound(x.ruleAt, syncs).at - x.eventAt };
     })
     .filter((w): w is { kase: 'added' | 'removed'; wait: number; ms: number } => w !== undefined);
-  const waitRows: string[][] = waited.length === 0 ? [] : [
-    row("the sidecar's run-queue wait per change: its main thread's since the sync before, plus the main thread's and its child processes' during the sync", summarize(waited.map((w) => w.wait))),
-    ...(['added', 'removed'] as const).map((kase) => row(`${kase}: slice event → rule (the earlier bound) less that wait (a lower bound of the sidecar's own time, ≥ 0)`, summarize(waited.filter((w) => w.kase === kase).map((w) => Math.max(0, w.ms - w.wait))))),
-  ];
-  const split: string[][] = parts.length === 0 ? [] : [
-    row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
-    row(`sync start → rule in place (render, ${writing} up to its commit)`, summarize(parts.map((b) => b.toRule))),
-    row(`rule in place → sync end (${writing} reporting back, the rest of the sync; negative when nft monitor's report was read after the sync's end)`, summarize(parts.map((b) => b.afterRule))),
-    ...waitRows,
-  ];
+  const waitRows: string[][] =
+    waited.length === 0
+      ? []
+      : [
+          row(
+            "the sidecar's run-queue wait per change: its main thread's since the sync before, plus the main thread's and its child processes' during the sync",
+            summarize(waited.map((w) => w.wait)),
+          ),
+          ...(['added', 'removed'] as const).map((kase) =>
+            row(
+              `${kase}: slice event → rule (the earlier bound) less that wait (a lower bound of the sidecar's own time, ≥ 0)`,
+              summarize(waited.filter((w) => w.kase === kase).map((w) => Math.max(0, w.ms - w.wait))),
+            ),
+          ),
+        ];
+  const split: string[][] =
+    parts.length === 0
+      ? []
+      : [
+          row('slice event → sync start (informer delivery, sync loop)', summarize(parts.map((b) => b.waiting))),
+          row(`sync start → rule in place (render, ${writing} up to its commit)`, summarize(parts.map((b) => b.toRule))),
+          row(`rule in place → sync end (${writing} reporting back, the rest of the sync; negative when nft monitor's report was read after the sync's end)`, summarize(parts.map((b) => b.afterRule))),
+          ...waitRows,
+        ];
   return {
     tables: [
       {
@@ -525,7 +643,13 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
         rows: sliRows,
       },
       ...(split.length > 0
-        ? [{ caption: `Where the sidecar's time went, per change (both cases), split at the start of the sync that put the rule in place (its \`rules applied\` log line: end time and duration), ms; ${parts.length} of ${samples.filter((x) => x.side === 'sidecar').length} changes matched a sync:`, columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: split }]
+        ? [
+            {
+              caption: `Where the sidecar's time went, per change (both cases), split at the start of the sync that put the rule in place (its \`rules applied\` log line: end time and duration), ms; ${parts.length} of ${samples.filter((x) => x.side === 'sidecar').length} changes matched a sync:`,
+              columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
+              rows: split,
+            },
+          ]
         : []),
     ],
     targets,
@@ -545,7 +669,11 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
         `(b) scales down as soon as (a)'s rule is in place, so the removal follows the previous sync closely: kube-proxy then waits for its 1 s minimum sync period (minSyncPeriod), the sidecar for its own minimum interval. ` +
         `Between cycles both Deployments settle and 1.5 s pass, so every (a) is a lone change for both proxies. ` +
         `A warm-up cycle before the counted ones is left out of the figures: ${warmup.map((x) => `${x.side} ${x.kase} ${fmt(x.ms)} ms`).join(', ')}.`,
-      `trigger_to_rules_seconds buckets (cumulative, from the client's sidecar at the end of the run): ${Object.entries(trig.buckets).map(([k, v]) => `${k} ${v}`).join(', ')}. It counts every slice change the sidecar applied that carried a trigger time newer than its start (the new pod's not-ready appearance too), so its count exceeds the bench's changes; both measure from the same annotation, so their difference is the span from the sidecar's sync end to the rule seen by nft monitor plus which changes are counted.`,
+      `trigger_to_rules_seconds buckets (cumulative, from the client's sidecar at the end of the run): ${Object.entries(trig.buckets)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(
+          ', ',
+        )}. It counts every slice change the sidecar applied that carried a trigger time newer than its start (the new pod's not-ready appearance too), so its count exceeds the bench's changes; both measure from the same annotation, so their difference is the span from the sidecar's sync end to the rule seen by nft monitor plus which changes are counted.`,
       `The sidecar's three slowest changes: ${slowest.join('; ')}. Its container's CPU weight is cpu.shares ${shares ?? 'unknown'} (from its ${SIDECAR_CPU ?? '10m'} CPU request; kube-proxy runs as a host process with the default 1024), which is what it gets when the 2 cores are contended.`,
     ],
   };

@@ -46,7 +46,13 @@ export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the clus
     { name: 'one connection per request', close: true, target: 0.9 },
   ]) {
     const { target, row } = await interleavedPairs({
-      ns: client, ours: viaService, base: direct, seconds, runs, connections, close: mode.close,
+      ns: client,
+      ours: viaService,
+      base: direct,
+      seconds,
+      runs,
+      connections,
+      close: mode.close,
       // Each run starts from an empty connection table in the client namespace.
       before: async () => {
         await run('conntrack', ['-F'], { netns: client, check: false });
@@ -65,8 +71,8 @@ export const benchmark = defineBenchmark('b4', 'dataplane: HTTP through the clus
         `the measured Service is the last one in the dispatch chain (worst case for its linear match), and its ${ENDPOINTS} endpoints are addresses of the backend namespace, ` +
         'where one Node.js HTTP server answers on all of them. The baseline sends the same load from the same client namespace (so it crosses the same filter-table reject chain for new connections) to one backend address directly. ' +
         'Only new connections traverse nat; keep-alive requests ride conntrack, but every packet of a DNATed flow is still rewritten (address and checksum) both ways. ' +
-        'wrk, the server and the kernel share the machine\'s 2 cores and the single Node.js server is the bottleneck, so any extra kernel work per packet shows up in req/s; the ratio is what counts. ' +
-        'Both namespaces get conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse, and the client\'s conntrack table is flushed before every run: ' +
+        "wrk, the server and the kernel share the machine's 2 cores and the single Node.js server is the bottleneck, so any extra kernel work per packet shows up in req/s; the ratio is what counts. " +
+        "Both namespaces get conntrack TIME_WAIT 1 s, a wide ephemeral port range and tcp_tw_reuse, and the client's conntrack table is flushed before every run: " +
         'without that, one-connection-per-request runs collapsed to a few hundred req/s on both paths after ~100,000 connections.',
     ],
   };

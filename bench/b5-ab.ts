@@ -63,6 +63,11 @@ await withCleanup(
       const st = summarize(xs);
       process.stdout.write(`${tree}: private MiB at ${n.toLocaleString('en')} Services (${backend}), ${xs.length} samples: min ${fmt(st.min)}, median ${fmt(st.median)}\n`);
     }
-    process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+    process.stdout.write(
+      `node ${process.version}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
   },
 );

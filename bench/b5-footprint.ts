@@ -140,117 +140,171 @@ async function measureOnce(ctx: RunContext, env: SidecarEnv, cleanup: Cleanup, {
   out.sidecar.push(s);
   out.bare.push(b);
   out.heap.push(await heapMiB(env));
-  ctx.log(`${label} run ${r + 1}: sidecar private ${fmt(s.privateMiB)} MiB, shared ${fmt(s.sharedMiB)} MiB, ${fmt(s.cpuPercent)}% CPU; bare node private ${fmt(b.privateMiB)} MiB, shared ${fmt(b.sharedMiB)} MiB`);
+  ctx.log(
+    `${label} run ${r + 1}: sidecar private ${fmt(s.privateMiB)} MiB, shared ${fmt(s.sharedMiB)} MiB, ${fmt(s.cpuPercent)}% CPU; bare node private ${fmt(b.privateMiB)} MiB, shared ${fmt(b.sharedMiB)} MiB`,
+  );
   await Promise.all([sidecar.stop(), stopProcess(bare)]);
 }
 
 /** Whether the two commands run the same bundle bytes (their last argument). */
 function sameBundle(a: SidecarCommand, b: SidecarCommand): boolean {
-  const hash = (c: SidecarCommand): string => createHash('sha256').update(readFileSync(c.argv.at(-1) ?? '')).digest('hex');
+  const hash = (c: SidecarCommand): string =>
+    createHash('sha256')
+      .update(readFileSync(c.argv.at(-1) ?? ''))
+      .digest('hex');
   return hash(a) === hash(b);
 }
 
 const mib = (s: Summary): string => `${fmt(s.median)} MiB (${fmt(s.min)}–${fmt(s.max)})`;
 const pct = (s: Summary): string => `${fmt(s.median)}% (${fmt(s.min)}–${fmt(s.max)})`;
 
-export const benchmark = defineBenchmark('b5', 'sidecar footprint: private and shared memory, CPU; idle, 1,000, 5,000 and 10,000 Services (capped at the default 2,000 per network, and uncapped); vs bare node; the machine’s node and the image’s', SIZES, async (ctx, { sizes, runs, settle, window }, cleanup) => {
-  // First, so a missing image fails the run before anything starts.
-  const image = await imageSidecarCommand();
-  const env = await startSidecarEnv(cleanup);
-  const cmd = await sidecarCommand(cleanup);
-  const machine: Runtime = { name: `node ${process.version}, machine`, cmd };
-  const imaged: Runtime = { name: `node ${image.nodeVersion}, image ${image.imageId}`, cmd: image };
-  const both = [machine, imaged];
-  const phases: Phase[] = [await phase(ctx, env, cleanup, both, runs, settle, window, 'idle (no Services)')];
-  let have = 0;
-  const variants: Phase[] = [];
-  const failedVariants: string[] = [];
-  for (const n of sizes) {
-    await createServices(env.cp.client, n, have);
-    await createSlices(env.cp.client, n, ENDPOINTS, have);
-    have = n;
-    const size = `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`;
-    phases.push(await phase(ctx, env, cleanup, both, runs, settle, window, n > DEFAULT_MAX_SERVICES_PER_NETWORK ? `${size}, ${DEFAULT_MAX_SERVICES_PER_NETWORK.toLocaleString('en')} served (default cap)` : size, phases.length));
-    if (n >= UNCAPPED_FROM) {
-      // The machine's runtime only: no user runs without the cap, so the image's runtime is not repeated here (quick mode stays short).
-      const uncapped: SidecarCommand = { ...cmd, env: { ...(cmd.env ?? {}), MAX_SERVICES_PER_NETWORK: NO_CAP } };
-      phases.push(await phase(ctx, env, cleanup, [{ name: machine.name, cmd: uncapped }], runs, settle, window, `${size}, all served (MAX_SERVICES_PER_NETWORK=${NO_CAP})`));
-    }
-    if (n === VARIANTS_AT) {
-      // V8 flags on top of the injected command under the image's runtime, one run each; a variant that fails (out of memory) is reported as such.
-      const onImage = (c: SidecarCommand): SidecarCommand => ({ ...c, binary: image.binary ?? 'node' });
-      const tried: { label: string; cmd: SidecarCommand }[] = [
-        { label: `image's runtime, injected command ${withoutMallocEnv(image).label ?? ''}`, cmd: onImage({ ...withoutMallocEnv(image), env: { NODE_ENV: image.env?.['NODE_ENV'] ?? 'production' } }) },
-        { label: `image's runtime, injected command ${toggleFlag(image, TRADE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, TRADE_FLAG)) },
-        { label: `image's runtime, injected command ${toggleFlag(image, SIZE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, SIZE_FLAG)) },
-        ...FLAG_VARIANTS.map((flags) => ({ label: `image's runtime, node ${flags.join(' ')} + injected flags`, cmd: onImage({ ...image, argv: [...flags, ...image.argv] }) })),
-        ...ENV_VARIANTS.map((add) => ({ label: `image's runtime, injected command with ${Object.entries(add).map(([k, v]) => `${k}=${v}`).join(' ')} added`, cmd: onImage({ ...image, env: { ...(image.env ?? {}), ...add } }) })),
-      ];
-      for (const { label, cmd: variant } of tried) {
-        try {
-          variants.push(await phase(ctx, env, cleanup, [{ name: imaged.name, cmd: variant }], 1, settle, Math.min(window, 20), label));
-        } catch (e) {
-          ctx.log(`${label}: failed: ${(e instanceof Error ? e.message : String(e)).slice(0, 200)}`);
-          failedVariants.push(`${label}: the sidecar died (${/out of memory/i.test(String(e)) ? 'V8 out of memory' : 'see the log'})`);
+export const benchmark = defineBenchmark(
+  'b5',
+  'sidecar footprint: private and shared memory, CPU; idle, 1,000, 5,000 and 10,000 Services (capped at the default 2,000 per network, and uncapped); vs bare node; the machine’s node and the image’s',
+  SIZES,
+  async (ctx, { sizes, runs, settle, window }, cleanup) => {
+    // First, so a missing image fails the run before anything starts.
+    const image = await imageSidecarCommand();
+    const env = await startSidecarEnv(cleanup);
+    const cmd = await sidecarCommand(cleanup);
+    const machine: Runtime = { name: `node ${process.version}, machine`, cmd };
+    const imaged: Runtime = { name: `node ${image.nodeVersion}, image ${image.imageId}`, cmd: image };
+    const both = [machine, imaged];
+    const phases: Phase[] = [await phase(ctx, env, cleanup, both, runs, settle, window, 'idle (no Services)')];
+    let have = 0;
+    const variants: Phase[] = [];
+    const failedVariants: string[] = [];
+    for (const n of sizes) {
+      await createServices(env.cp.client, n, have);
+      await createSlices(env.cp.client, n, ENDPOINTS, have);
+      have = n;
+      const size = `${n.toLocaleString('en')} Services × ${ENDPOINTS} endpoints`;
+      phases.push(
+        await phase(
+          ctx,
+          env,
+          cleanup,
+          both,
+          runs,
+          settle,
+          window,
+          n > DEFAULT_MAX_SERVICES_PER_NETWORK ? `${size}, ${DEFAULT_MAX_SERVICES_PER_NETWORK.toLocaleString('en')} served (default cap)` : size,
+          phases.length,
+        ),
+      );
+      if (n >= UNCAPPED_FROM) {
+        // The machine's runtime only: no user runs without the cap, so the image's runtime is not repeated here (quick mode stays short).
+        const uncapped: SidecarCommand = { ...cmd, env: { ...(cmd.env ?? {}), MAX_SERVICES_PER_NETWORK: NO_CAP } };
+        phases.push(await phase(ctx, env, cleanup, [{ name: machine.name, cmd: uncapped }], runs, settle, window, `${size}, all served (MAX_SERVICES_PER_NETWORK=${NO_CAP})`));
+      }
+      if (n === VARIANTS_AT) {
+        // V8 flags on top of the injected command under the image's runtime, one run each; a variant that fails (out of memory) is reported as such.
+        const onImage = (c: SidecarCommand): SidecarCommand => ({ ...c, binary: image.binary ?? 'node' });
+        const tried: { label: string; cmd: SidecarCommand }[] = [
+          {
+            label: `image's runtime, injected command ${withoutMallocEnv(image).label ?? ''}`,
+            cmd: onImage({ ...withoutMallocEnv(image), env: { NODE_ENV: image.env?.['NODE_ENV'] ?? 'production' } }),
+          },
+          { label: `image's runtime, injected command ${toggleFlag(image, TRADE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, TRADE_FLAG)) },
+          { label: `image's runtime, injected command ${toggleFlag(image, SIZE_FLAG).label ?? ''}`, cmd: onImage(toggleFlag(image, SIZE_FLAG)) },
+          ...FLAG_VARIANTS.map((flags) => ({ label: `image's runtime, node ${flags.join(' ')} + injected flags`, cmd: onImage({ ...image, argv: [...flags, ...image.argv] }) })),
+          ...ENV_VARIANTS.map((add) => ({
+            label: `image's runtime, injected command with ${Object.entries(add)
+              .map(([k, v]) => `${k}=${v}`)
+              .join(' ')} added`,
+            cmd: onImage({ ...image, env: { ...(image.env ?? {}), ...add } }),
+          })),
+        ];
+        for (const { label, cmd: variant } of tried) {
+          try {
+            variants.push(await phase(ctx, env, cleanup, [{ name: imaged.name, cmd: variant }], 1, settle, Math.min(window, 20), label));
+          } catch (e) {
+            ctx.log(`${label}: failed: ${(e instanceof Error ? e.message : String(e)).slice(0, 200)}`);
+            failedVariants.push(`${label}: the sidecar died (${/out of memory/i.test(String(e)) ? 'V8 out of memory' : 'see the log'})`);
+          }
         }
       }
     }
-  }
 
-  const sum = (f: Footprint[], k: keyof Footprint): Summary => summarize(f.map((x) => x[k]));
-  const rows: string[][] = [];
-  const addRows = (label: string, runtime: string, m: Measured): void => {
-    rows.push([label, `sidecar (${runtime})`, mib(sum(m.sidecar, 'privateMiB')), mib(sum(m.sidecar, 'sharedMiB')), `${mib(summarize(m.heap.map((h) => h.used)))} of ${fmt(summarize(m.heap.map((h) => h.total)).median)}`, pct(sum(m.sidecar, 'cpuPercent')), `${fmt(summarize(m.firstSyncMs).median)} ms`]);
-    rows.push(['', `bare node (${runtime})`, mib(sum(m.bare, 'privateMiB')), mib(sum(m.bare, 'sharedMiB')), '', pct(sum(m.bare, 'cpuPercent')), '']);
-  };
-  for (const p of phases) {
-    addRows(p.label, machine.name, p);
-    for (const [name, m] of p.others) addRows('', name, m);
-  }
-  const [idle, first] = phases;
-  const idlePriv = sum(idle?.sidecar ?? [], 'privateMiB').median;
-  const at1k = phases.find((p) => p.label.startsWith('1,000'));
-  const priv1k = sum(at1k?.sidecar ?? [], 'privateMiB').median;
-  const idleCpu = sum(idle?.sidecar ?? [], 'cpuPercent').median;
-  const cpu1k = sum((at1k ?? first)?.sidecar ?? [], 'cpuPercent').median;
-  const bareIdle = sum(idle?.bare ?? [], 'privateMiB').median;
-  const targets: TargetCheck[] = [
-    { target: `private memory ≤ ${TARGET.idlePrivateMiB} MiB idle`, measured: `${fmt(idlePriv)} MiB (bare node ${fmt(bareIdle)} MiB)`, met: idlePriv <= TARGET.idlePrivateMiB },
-    { target: `private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(priv1k)} MiB`, met: priv1k <= TARGET.privateAt1kMiB },
-    { target: `idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`, measured: `${fmt(idleCpu)}% idle; ${fmt(cpu1k)}% steady at 1,000 Services (reported)`, met: idleCpu <= TARGET.idleCpuPercent },
-  ];
-  // The same targets as the image runs it (what users run).
-  const idleImage = idle?.others.get(imaged.name);
-  const at1kImage = at1k?.others.get(imaged.name);
-  const imgIdlePriv = sum(idleImage?.sidecar ?? [], 'privateMiB').median;
-  const imgPriv1k = sum(at1kImage?.sidecar ?? [], 'privateMiB').median;
-  const imgIdleCpu = sum(idleImage?.sidecar ?? [], 'cpuPercent').median;
-  targets.push(
-    { target: `image's runtime: private memory ≤ ${TARGET.idlePrivateMiB} MiB idle`, measured: `${fmt(imgIdlePriv)} MiB (bare node ${image.nodeVersion} ${fmt(sum(idleImage?.bare ?? [], 'privateMiB').median)} MiB)`, met: imgIdlePriv <= TARGET.idlePrivateMiB },
-    { target: `image's runtime: private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(imgPriv1k)} MiB`, met: imgPriv1k <= TARGET.privateAt1kMiB },
-    { target: `image's runtime: idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`, measured: `${fmt(imgIdleCpu)}% idle; ${fmt(sum(at1kImage?.sidecar ?? [], 'cpuPercent').median)}% steady at 1,000 Services (reported)`, met: imgIdleCpu <= TARGET.idleCpuPercent },
-  );
-  return {
-    tables: [
+    const sum = (f: Footprint[], k: keyof Footprint): Summary => summarize(f.map((x) => x[k]));
+    const rows: string[][] = [];
+    const addRows = (label: string, runtime: string, m: Measured): void => {
+      rows.push([
+        label,
+        `sidecar (${runtime})`,
+        mib(sum(m.sidecar, 'privateMiB')),
+        mib(sum(m.sidecar, 'sharedMiB')),
+        `${mib(summarize(m.heap.map((h) => h.used)))} of ${fmt(summarize(m.heap.map((h) => h.total)).median)}`,
+        pct(sum(m.sidecar, 'cpuPercent')),
+        `${fmt(summarize(m.firstSyncMs).median)} ms`,
+      ]);
+      rows.push(['', `bare node (${runtime})`, mib(sum(m.bare, 'privateMiB')), mib(sum(m.bare, 'sharedMiB')), '', pct(sum(m.bare, 'cpuPercent')), '']);
+    };
+    for (const p of phases) {
+      addRows(p.label, machine.name, p);
+      for (const [name, m] of p.others) addRows('', name, m);
+    }
+    const [idle, first] = phases;
+    const idlePriv = sum(idle?.sidecar ?? [], 'privateMiB').median;
+    const at1k = phases.find((p) => p.label.startsWith('1,000'));
+    const priv1k = sum(at1k?.sidecar ?? [], 'privateMiB').median;
+    const idleCpu = sum(idle?.sidecar ?? [], 'cpuPercent').median;
+    const cpu1k = sum((at1k ?? first)?.sidecar ?? [], 'cpuPercent').median;
+    const bareIdle = sum(idle?.bare ?? [], 'privateMiB').median;
+    const targets: TargetCheck[] = [
+      { target: `private memory ≤ ${TARGET.idlePrivateMiB} MiB idle`, measured: `${fmt(idlePriv)} MiB (bare node ${fmt(bareIdle)} MiB)`, met: idlePriv <= TARGET.idlePrivateMiB },
+      { target: `private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(priv1k)} MiB`, met: priv1k <= TARGET.privateAt1kMiB },
+      { target: `idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`, measured: `${fmt(idleCpu)}% idle; ${fmt(cpu1k)}% steady at 1,000 Services (reported)`, met: idleCpu <= TARGET.idleCpuPercent },
+    ];
+    // The same targets as the image runs it (what users run).
+    const idleImage = idle?.others.get(imaged.name);
+    const at1kImage = at1k?.others.get(imaged.name);
+    const imgIdlePriv = sum(idleImage?.sidecar ?? [], 'privateMiB').median;
+    const imgPriv1k = sum(at1kImage?.sidecar ?? [], 'privateMiB').median;
+    const imgIdleCpu = sum(idleImage?.sidecar ?? [], 'cpuPercent').median;
+    targets.push(
       {
-        caption: `Memory (median over a ${window} s window, sampled each second) and CPU over that window (% of one core, the process and the commands it ran), starting ${settle} s after the sidecar's first sync; median (min–max) over ${runs} run(s) per phase:`,
-        columns: ['cluster', 'process', 'private (anonymous)', 'shared (file-backed)', 'of which V8 heap: used of reserved', 'CPU', 'start → first sync done'],
-        rows,
+        target: `image's runtime: private memory ≤ ${TARGET.idlePrivateMiB} MiB idle`,
+        measured: `${fmt(imgIdlePriv)} MiB (bare node ${image.nodeVersion} ${fmt(sum(idleImage?.bare ?? [], 'privateMiB').median)} MiB)`,
+        met: imgIdlePriv <= TARGET.idlePrivateMiB,
       },
-    ],
-    targets,
-    notes: [
-      `Variants of the injected command (node ${cmd.argv.slice(0, -1).join(' ')}, ${Object.entries(cmd.env ?? {}).map(([k, v]) => `${k}=${v}`).join(' ')}) under the image's runtime (node ${image.nodeVersion}), one run each at ${VARIANTS_AT.toLocaleString('en')} Services, right after that phase: ` +
-        [...variants.map((v) => `${v.label}: private ${fmt(sum(v.sidecar, 'privateMiB').median)} MiB, shared ${fmt(sum(v.sidecar, 'sharedMiB').median)} MiB, CPU ${fmt(sum(v.sidecar, 'cpuPercent').median)}%, first sync done ${fmt(summarize(v.firstSyncMs).median)} ms after start`), ...failedVariants].join('; ') +
-        `; the injected command alone at that size under the image's runtime: private ${fmt(imgPriv1k)} MiB, first sync done ${fmt(summarize(at1kImage?.firstSyncMs ?? []).median)} ms after start.`,
-      `Method: the sidecar runs as ${cmd.how} in a client pod's network namespace (test harness topology, apiserver through the harness's relay), against a private kube-apiserver, with its default settings (drift check every 60 s) and LOG_LEVEL=info. ` +
-        'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
-        'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +
-        "CPU is utime+stime plus cutime+cstime (the iptables and ip commands it ran and waited for) from /proc. The loaded phases have the sidecar watching and programming every Service (its pod is on their network), i.e. the largest working set it can have at that size.",
-      `The image's runtime (rows \`${imaged.name}\`): ${image.how}; its node binary and bundle are copied out of buildah's storage once (cached by image id under ~/.cache/multus-proxy/image-runtime/) and run on this host in the same namespace, with the same apiserver, POD_NAME/POD_NAMESPACE, HEALTH_PORT and LOG_LEVEL as the machine's runtime; the image's bundle is ${sameBundle(cmd, image) ? 'byte-identical to' : 'not the same bytes as'} the bundle of the current source, and its bare node is the image's binary. ` +
-        "Every phase with the default cap runs both runtimes, interleaved (which goes first alternates); the uncapped phases and the variants run the machine's only. The webhook's POD_ANNOTATIONS_FILE and XTABLES_LOCKFILE name paths inside the container and are left out (both runtimes watch their pod through the API; iptables-nft takes no lock).",
-    ],
-  };
-});
+      { target: `image's runtime: private memory ≤ ${TARGET.privateAt1kMiB} MiB at 1,000 Services`, measured: `${fmt(imgPriv1k)} MiB`, met: imgPriv1k <= TARGET.privateAt1kMiB },
+      {
+        target: `image's runtime: idle CPU ≤ ${TARGET.idleCpuPercent}% of a core`,
+        measured: `${fmt(imgIdleCpu)}% idle; ${fmt(sum(at1kImage?.sidecar ?? [], 'cpuPercent').median)}% steady at 1,000 Services (reported)`,
+        met: imgIdleCpu <= TARGET.idleCpuPercent,
+      },
+    );
+    return {
+      tables: [
+        {
+          caption: `Memory (median over a ${window} s window, sampled each second) and CPU over that window (% of one core, the process and the commands it ran), starting ${settle} s after the sidecar's first sync; median (min–max) over ${runs} run(s) per phase:`,
+          columns: ['cluster', 'process', 'private (anonymous)', 'shared (file-backed)', 'of which V8 heap: used of reserved', 'CPU', 'start → first sync done'],
+          rows,
+        },
+      ],
+      targets,
+      notes: [
+        `Variants of the injected command (node ${cmd.argv.slice(0, -1).join(' ')}, ${Object.entries(cmd.env ?? {})
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')}) under the image's runtime (node ${image.nodeVersion}), one run each at ${VARIANTS_AT.toLocaleString('en')} Services, right after that phase: ` +
+          [
+            ...variants.map(
+              (v) =>
+                `${v.label}: private ${fmt(sum(v.sidecar, 'privateMiB').median)} MiB, shared ${fmt(sum(v.sidecar, 'sharedMiB').median)} MiB, CPU ${fmt(sum(v.sidecar, 'cpuPercent').median)}%, first sync done ${fmt(summarize(v.firstSyncMs).median)} ms after start`,
+            ),
+            ...failedVariants,
+          ].join('; ') +
+          `; the injected command alone at that size under the image's runtime: private ${fmt(imgPriv1k)} MiB, first sync done ${fmt(summarize(at1kImage?.firstSyncMs ?? []).median)} ms after start.`,
+        `Method: the sidecar runs as ${cmd.how} in a client pod's network namespace (test harness topology, apiserver through the harness's relay), against a private kube-apiserver, with its default settings (drift check every 60 s) and LOG_LEVEL=info. ` +
+          'Each run starts a fresh sidecar together with a bare `node -e "setInterval(() => {}, 1 << 30)"` and samples both over the same window, so the baseline sees the same machine. ' +
+          'Memory is from /proc/<pid>/smaps_rollup: private = Anonymous, shared = Rss − Anonymous (the node binary and libraries, shared by every pod through the page cache). ' +
+          'CPU is utime+stime plus cutime+cstime (the iptables and ip commands it ran and waited for) from /proc. The loaded phases have the sidecar watching and programming every Service (its pod is on their network), i.e. the largest working set it can have at that size.',
+        `The image's runtime (rows \`${imaged.name}\`): ${image.how}; its node binary and bundle are copied out of buildah's storage once (cached by image id under ~/.cache/multus-proxy/image-runtime/) and run on this host in the same namespace, with the same apiserver, POD_NAME/POD_NAMESPACE, HEALTH_PORT and LOG_LEVEL as the machine's runtime; the image's bundle is ${sameBundle(cmd, image) ? 'byte-identical to' : 'not the same bytes as'} the bundle of the current source, and its bare node is the image's binary. ` +
+          "Every phase with the default cap runs both runtimes, interleaved (which goes first alternates); the uncapped phases and the variants run the machine's only. The webhook's POD_ANNOTATIONS_FILE and XTABLES_LOCKFILE name paths inside the container and are left out (both runtimes watch their pod through the API; iptables-nft takes no lock).",
+      ],
+    };
+  },
+);
 
 if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);

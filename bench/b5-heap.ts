@@ -39,7 +39,18 @@ function anonByMapping(pid: number): Map<string, number> {
     if (head) {
       const size = (parseInt(head[2] ?? '0', 16) - parseInt(head[1] ?? '0', 16)) / KIB;
       const name = head[3] ?? '';
-      key = name !== '' ? (name.startsWith('/') ? 'file-backed (their anonymous COW pages)' : name) : size >= 65536 ? 'anon >= 64 MiB mapping' : size >= 1024 ? 'anon 1-64 MiB mapping' : size >= 256 ? 'anon 256 KiB-1 MiB mapping' : 'anon < 256 KiB mapping';
+      key =
+        name !== ''
+          ? name.startsWith('/')
+            ? 'file-backed (their anonymous COW pages)'
+            : name
+          : size >= 65536
+            ? 'anon >= 64 MiB mapping'
+            : size >= 1024
+              ? 'anon 1-64 MiB mapping'
+              : size >= 256
+                ? 'anon 256 KiB-1 MiB mapping'
+                : 'anon < 256 KiB mapping';
       continue;
     }
     const m = /^Anonymous:\s+(\d+) kB$/.exec(line);
@@ -108,16 +119,27 @@ await withCleanup(
     const [a, b] = taken as [Taken, Taken];
     for (const [i, t] of taken.entries()) {
       process.stdout.write(`\n${trees[i]} (${backendOf(i)}): private ${mib(t.anonymous)} MiB; processes (MiB): ${t.procs.join('; ')}\n`);
-      process.stdout.write(`  node process Anonymous by mapping (MiB): ${[...t.mappings].sort((x, y) => y[1] - x[1]).map(([k, v]) => `${k} ${(v / KIB).toFixed(2)}`).join('; ')}\n`);
+      process.stdout.write(
+        `  node process Anonymous by mapping (MiB): ${[...t.mappings]
+          .sort((x, y) => y[1] - x[1])
+          .map(([k, v]) => `${k} ${(v / KIB).toFixed(2)}`)
+          .join('; ')}\n`,
+      );
       process.stdout.write(`  V8 heap snapshot (retained, after GC): ${mib(totalBytes(t.heap))} MiB\n`);
     }
     const keys = new Set([...a.heap.keys(), ...b.heap.keys()]);
     const none: HeapGroup = { count: 0, bytes: 0 };
     const diffs = [...keys].map((k) => ({ k, x: a.heap.get(k) ?? none, y: b.heap.get(k) ?? none })).sort((p, q) => Math.abs(q.y.bytes - q.x.bytes) - Math.abs(p.y.bytes - p.x.bytes));
     process.stdout.write(`\nheap groups that differ most (before -> after: objects, KiB):\n`);
-    for (const d of diffs.slice(0, 30)) process.stdout.write(`  ${d.k}: ${d.x.count} -> ${d.y.count}, ${(d.x.bytes / KIB).toFixed(1)} -> ${(d.y.bytes / KIB).toFixed(1)} (${((d.y.bytes - d.x.bytes) / KIB).toFixed(1)})\n`);
+    for (const d of diffs.slice(0, 30))
+      process.stdout.write(`  ${d.k}: ${d.x.count} -> ${d.y.count}, ${(d.x.bytes / KIB).toFixed(1)} -> ${(d.y.bytes / KIB).toFixed(1)} (${((d.y.bytes - d.x.bytes) / KIB).toFixed(1)})\n`);
     process.stdout.write(`\nlargest groups after:\n`);
     for (const [k, g] of [...b.heap].sort((p, q) => q[1].bytes - p[1].bytes).slice(0, 25)) process.stdout.write(`  ${k}: ${g.count} objects, ${(g.bytes / KIB).toFixed(1)} KiB\n`);
-    process.stdout.write(`node ${process.version}, ${n} Services, back ends ${backends.join(',')}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+    process.stdout.write(
+      `node ${process.version}, ${n} Services, back ends ${backends.join(',')}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
   },
 );

@@ -98,10 +98,7 @@ export const benchmark = defineBenchmark('b6', 'controller cold start to converg
   await inParallel(pods, WRITE_CONCURRENCY, (p) => admin.create(PODS_PATH, p));
   ctx.log(`loaded ${services} Services and ${pods.length} pods in ${fmt((performance.now() - t0) / 1000)} s`);
 
-  const parsed = parseOptions(
-    ['--namespace', 'bench', '--leader-elect', 'false', '--health-port', '0', '--health-host', '127.0.0.1', '--watch-nodes', 'false', '--manage-sidecar-rbac', 'false'],
-    {},
-  );
+  const parsed = parseOptions(['--namespace', 'bench', '--leader-elect', 'false', '--health-port', '0', '--health-host', '127.0.0.1', '--watch-nodes', 'false', '--manage-sidecar-rbac', 'false'], {});
   if (!parsed.ok || parsed.value === 'help') throw new Error(`controller options: ${parsed.ok ? 'help' : parsed.error}`);
   const opts = parsed.value;
 
@@ -163,7 +160,7 @@ export const benchmark = defineBenchmark('b6', 'controller cold start to converg
       'Method: a private kube-apiserver + etcd (test/harness/controlplane.ts). Services carry a selector and the service-network annotation; each has 10 pods whose ' +
         'network-status lists their net1 address (pods are objects only: no kubelet, so they are not Ready and their endpoints are written with ready=false; the work is the same). ' +
         "The controller runs in this process via startController() with its own client (leader election, node watch and sidecar RBAC off; `--namespace bench`), so its client's request counts are its API writes. " +
-        "Timed from startController() to: caches synced, queue idle and one create per Service seen; then 1 s more is watched for stray writes. Between runs all slices are deleted (collection delete) and the deletion is awaited. " +
+        'Timed from startController() to: caches synced, queue idle and one create per Service seen; then 1 s more is watched for stray writes. Between runs all slices are deleted (collection delete) and the deletion is awaited. ' +
         "The baseline creates the controller's own slices from its first run (same labels, owner references, endpoints) with as many requests in flight as the controller has workers, so it is the floor for the writes alone: it does not list or watch anything.",
     ],
   };

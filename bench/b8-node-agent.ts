@@ -123,7 +123,7 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup, rules
     const i = Math.floor(Math.random() * SERVICES);
     const ip = changedEndpointIP(g);
     const write = (): Promise<void> => replaceSlice(cp.client, current, i, nodeSlice(i, ENDPOINTS, g));
-    const listing = rules === 'iptables' ? ['iptables-save', ['-t', 'nat']] as const : ['nft', ['list', 'table', 'inet', NODE_NFT_TABLE]] as const;
+    const listing = rules === 'iptables' ? (['iptables-save', ['-t', 'nat']] as const) : (['nft', ['list', 'table', 'inet', NODE_NFT_TABLE]] as const);
     const landed = async (): Promise<boolean> => (await run(listing[0], listing[1], { netns: node.ns })).stdout.includes(`${ip}:`);
     took.push(await timeToLine(agent, applied, 'node rules applied', write, landed, `an apply after change ${g}`));
     await sleep(Math.random() * 50);
@@ -143,52 +143,76 @@ async function latency(ctx: RunContext, samples: number, cleanup: Cleanup, rules
   };
 }
 
-export const benchmark = defineBenchmark('b8', 'node agent: NodePort rule sync vs raw iptables-restore, and EndpointSlice change to rule on the node', SIZES, async (ctx, { runs, changes, samples }, cleanup) => {
-  await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
-  await requireTool('setpriv', ['--version'], 'install util-linux (apt-get install util-linux)');
-  await requireTool('nft', ['--version'], 'install nftables (apt-get install nftables)');
-  const nsCost: number[] = [];
-  // Both back ends in the same run, nftables first at each step (the same machine moment).
-  const syncs: { rules: RuleKind; full: Awaited<ReturnType<typeof fullSyncVsRaw>>; p: PartialResult }[] = [];
-  for (const [rules, subject] of [['nftables', NODE_NFT], ['iptables', NODE]] as const) {
-    let p: PartialResult | undefined;
-    const full = await fullSyncVsRaw(ctx, subject, SERVICES, runs, `${rules}: ${SERVICES.toLocaleString('en')} × ${ENDPOINTS}`, nsCost, async (dp, ns) => void (p = await partialVsRaw(ctx, dp, ns, changes, nodeStates(SERVICES), subject.raw)));
-    if (p === undefined) throw new Error('the partial-sync measurement did not run');
-    syncs.push({ rules, full, p });
-  }
-  const lats: { rules: RuleKind; lat: Latency }[] = [];
-  for (const rules of ['nftables', 'iptables'] as const) lats.push({ rules, lat: await latency(ctx, samples, cleanup, rules) });
-  const lat = lats[lats.length - 1]?.lat;
-  if (lat === undefined) throw new Error('the latency measurement did not run');
-  const targets: TargetCheck[] = [
-    ...syncs.flatMap(({ rules, full, p }) => [
-      { target: `${rules}: full node sync ≤ 1.2× raw at 1,000 NodePort Services`, measured: `${full.row[6] ?? ''}, median of per-run ratios`, met: full.pairs.median <= 1.2 },
-      { target: `${rules}: one-endpoint change at 1,000 NodePort Services ≤ 50 ms`, measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 },
-    ]),
-    ...lats.map(({ rules, lat: l }) => ({ target: `${rules}: EndpointSlice write → rule on the node p99 ≤ 250 ms`, measured: `${fmt(l.p99)} ms (p50 ${fmt(l.median)} ms)`, met: l.p99 <= 250 })),
-  ];
-  return {
-    tables: [
-      { caption: `Node rules, full sync into a fresh namespace, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints (median, min–max):`, columns: RULE_SYNC_COLUMNS, rows: syncs.map((x) => x.full.row) },
-      { caption: `One endpoint of one Service changed, ${SERVICES.toLocaleString('en')} NodePort Services loaded (partial sync; ${changes} changes):`, columns: ['back end', ...PARTIAL_COLUMNS], rows: syncs.map((x) => [x.rules, ...partialRow(x.p)]) },
-      ...lats.map((x) => x.lat.table),
-    ],
-    targets,
-    notes: [
-      `Rules: the agent's own planner (cmd/node-agent/state.ts planNode) over ${SERVICES.toLocaleString('en')} opted-in NodePort Services (node ports 30000+, every fourth \`externalTrafficPolicy: Local\`), ` +
-        `their slices (every other endpoint on this node), a macvlan NAD and the Node with its address ${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the network; the rules are NodePort frontends in nat PREROUTING plus the node's cluster-IP access in nat OUTPUT, the masquerade and filter hooks. ` +
-        `Each measurement gets a fresh namespace with loopback and a veth named as the agent's interface (${hostInterfaceName(NETWORK)}) carrying the node address. ` +
-        '"ours" is `createNodeDataplane().sync(state, {full: true})` (the shared apply loop, src/dataplane/apply.ts, with the node layout), timed from the call to its return; ' +
-        `"raw" is \`iptables-restore --noflush\` of the very text ours applies, alone. Both run under \`ip netns exec\` (${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`); runs alternate which goes first. ` +
-        'nftables rows: the same agent with `rules: nftables` (cmd/node-agent/nft-rules.ts); "raw" is `nft -f -` of the very text it applies. ' +
-        "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (cmd/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
-      `Latency: a private kube-apiserver + etcd; the agent runs in a node namespace of the test harness's topology (reaching the apiserver through the harness's relay) as ${lat.how}, under \`setpriv --bounding-set=-all,+net_admin,+net_raw\`, ` +
-        `with its defaults (minimum sync interval 100 ms) and DATAPLANE_BACKEND set to each back end in turn, LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
-        "Each change replaces endpoint 0 of a random Service's slice with a new address; the latency runs from just before the replace call to the timestamp of the first such line after it " +
-        "whose rules contain the new address (checked with `iptables-save -t nat`, or `nft list table inet multus_proxy_node`, in the node's namespace after each line, outside the timing). Changes are 0–50 ms apart after each one lands. " +
-        `The agent's first sync of ${SERVICES.toLocaleString('en')} Services took ${fmt(lat.firstSyncMs)} ms from process start.`,
-    ],
-  };
-});
+export const benchmark = defineBenchmark(
+  'b8',
+  'node agent: NodePort rule sync vs raw iptables-restore, and EndpointSlice change to rule on the node',
+  SIZES,
+  async (ctx, { runs, changes, samples }, cleanup) => {
+    await requireTool('iptables-restore', ['--version'], 'install iptables (apt-get install iptables)');
+    await requireTool('setpriv', ['--version'], 'install util-linux (apt-get install util-linux)');
+    await requireTool('nft', ['--version'], 'install nftables (apt-get install nftables)');
+    const nsCost: number[] = [];
+    // Both back ends in the same run, nftables first at each step (the same machine moment).
+    const syncs: { rules: RuleKind; full: Awaited<ReturnType<typeof fullSyncVsRaw>>; p: PartialResult }[] = [];
+    for (const [rules, subject] of [
+      ['nftables', NODE_NFT],
+      ['iptables', NODE],
+    ] as const) {
+      let p: PartialResult | undefined;
+      const full = await fullSyncVsRaw(
+        ctx,
+        subject,
+        SERVICES,
+        runs,
+        `${rules}: ${SERVICES.toLocaleString('en')} × ${ENDPOINTS}`,
+        nsCost,
+        async (dp, ns) => void (p = await partialVsRaw(ctx, dp, ns, changes, nodeStates(SERVICES), subject.raw)),
+      );
+      if (p === undefined) throw new Error('the partial-sync measurement did not run');
+      syncs.push({ rules, full, p });
+    }
+    const lats: { rules: RuleKind; lat: Latency }[] = [];
+    for (const rules of ['nftables', 'iptables'] as const) lats.push({ rules, lat: await latency(ctx, samples, cleanup, rules) });
+    const lat = lats[lats.length - 1]?.lat;
+    if (lat === undefined) throw new Error('the latency measurement did not run');
+    const targets: TargetCheck[] = [
+      ...syncs.flatMap(({ rules, full, p }) => [
+        { target: `${rules}: full node sync ≤ 1.2× raw at 1,000 NodePort Services`, measured: `${full.row[6] ?? ''}, median of per-run ratios`, met: full.pairs.median <= 1.2 },
+        { target: `${rules}: one-endpoint change at 1,000 NodePort Services ≤ 50 ms`, measured: `${fmt(p.ours.median)} ms (median; max ${fmt(p.ours.max)} ms)`, met: p.ours.median <= 50 },
+      ]),
+      ...lats.map(({ rules, lat: l }) => ({ target: `${rules}: EndpointSlice write → rule on the node p99 ≤ 250 ms`, measured: `${fmt(l.p99)} ms (p50 ${fmt(l.median)} ms)`, met: l.p99 <= 250 })),
+    ];
+    return {
+      tables: [
+        {
+          caption: `Node rules, full sync into a fresh namespace, ${SERVICES.toLocaleString('en')} NodePort Services × ${ENDPOINTS} endpoints (median, min–max):`,
+          columns: RULE_SYNC_COLUMNS,
+          rows: syncs.map((x) => x.full.row),
+        },
+        {
+          caption: `One endpoint of one Service changed, ${SERVICES.toLocaleString('en')} NodePort Services loaded (partial sync; ${changes} changes):`,
+          columns: ['back end', ...PARTIAL_COLUMNS],
+          rows: syncs.map((x) => [x.rules, ...partialRow(x.p)]),
+        },
+        ...lats.map((x) => x.lat.table),
+      ],
+      targets,
+      notes: [
+        `Rules: the agent's own planner (cmd/node-agent/state.ts planNode) over ${SERVICES.toLocaleString('en')} opted-in NodePort Services (node ports 30000+, every fourth \`externalTrafficPolicy: Local\`), ` +
+          `their slices (every other endpoint on this node), a macvlan NAD and the Node with its address ${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN} on the network; the rules are NodePort frontends in nat PREROUTING plus the node's cluster-IP access in nat OUTPUT, the masquerade and filter hooks. ` +
+          `Each measurement gets a fresh namespace with loopback and a veth named as the agent's interface (${hostInterfaceName(NETWORK)}) carrying the node address. ` +
+          '"ours" is `createNodeDataplane().sync(state, {full: true})` (the shared apply loop, src/dataplane/apply.ts, with the node layout), timed from the call to its return; ' +
+          `"raw" is \`iptables-restore --noflush\` of the very text ours applies, alone. Both run under \`ip netns exec\` (${fmt(summarize(nsCost).median)} ms per command here, measured with \`true\`); runs alternate which goes first. ` +
+          'nftables rows: the same agent with `rules: nftables` (cmd/node-agent/nft-rules.ts); "raw" is `nft -f -` of the very text it applies. ' +
+          "The partial sync replaces one EndpointSlice object and times what the agent does then: its state from the informer objects (cmd/node-agent/state.ts NodePlanner, which redoes only the changed Service) plus `sync(state, {full: false})` (the node render cache redoes only that Service's chains).",
+        `Latency: a private kube-apiserver + etcd; the agent runs in a node namespace of the test harness's topology (reaching the apiserver through the harness's relay) as ${lat.how}, under \`setpriv --bounding-set=-all,+net_admin,+net_raw\`, ` +
+          `with its defaults (minimum sync interval 100 ms) and DATAPLANE_BACKEND set to each back end in turn, LOG_LEVEL=info, where each apply that changed something logs "node rules applied" with a timestamp. ` +
+          "Each change replaces endpoint 0 of a random Service's slice with a new address; the latency runs from just before the replace call to the timestamp of the first such line after it " +
+          "whose rules contain the new address (checked with `iptables-save -t nat`, or `nft list table inet multus_proxy_node`, in the node's namespace after each line, outside the timing). Changes are 0–50 ms apart after each one lands. " +
+          `The agent's first sync of ${SERVICES.toLocaleString('en')} Services took ${fmt(lat.firstSyncMs)} ms from process start.`,
+      ],
+    };
+  },
+);
 
 if (isMain(import.meta.url)) await runStandalone(benchmark, import.meta.url);

@@ -34,7 +34,11 @@ const SIZES = { quick: { deletions: 30, rounds: 1 }, full: { deletions: 100, rou
 const TARGET_P99_MS = 50;
 
 const cell = (s: Summary): string => (s.n === 0 ? '–' : `${fmt(s.median)} / ${fmt(s.p90)} / ${fmt(s.p99)} / ${fmt(s.max)}`);
-const load = (): string => os.loadavg().map((x) => x.toFixed(2)).join(', ');
+const load = (): string =>
+  os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(', ');
 
 export const benchmark = defineBenchmark('b9', 'pod deletion → terminating endpoint in the slice, under Deployment-like churn', SIZES, async (ctx, { deletions, rounds }, cleanup) => {
   const cp = await benchControlPlane(cleanup);
@@ -49,8 +53,23 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         const identity = `b9-${round}-${v.flag}`;
         const proc = startControllerProc({ kubeconfig: cp.kubeconfigPath, namespace: ns, identity, leaseMs: 15_000, renewMs: 10_000, retryMs: 2000, extraArgs: ['--urgent-pod-changes', v.flag] });
         cleanup.add(`controller ${identity}`, async () => void proc.child.kill('SIGTERM'));
-        await waitFor('controller leading', async () => (await leaseHolder(cp.client, ns)) === identity, 60_000, () => tail(proc));
-        const opts: ChurnOptions = { connection: cp.connection, kubeconfig: cp.kubeconfigPath, namespace: ns, deletions, high: 4, low: 2, stepMs: 400, stopAfterMs: 1000, ...(c.background ? { background: c.background } : {}) };
+        await waitFor(
+          'controller leading',
+          async () => (await leaseHolder(cp.client, ns)) === identity,
+          60_000,
+          () => tail(proc),
+        );
+        const opts: ChurnOptions = {
+          connection: cp.connection,
+          kubeconfig: cp.kubeconfigPath,
+          namespace: ns,
+          deletions,
+          high: 4,
+          low: 2,
+          stepMs: 400,
+          stopAfterMs: 1000,
+          ...(c.background ? { background: c.background } : {}),
+        };
         const r = await runDeletionChurn(opts);
         proc.child.kill('SIGTERM');
         const key = `${c.name}|${v.name}`;
@@ -108,8 +127,8 @@ export const benchmark = defineBenchmark('b9', 'pod deletion → terminating end
         'alternate between 4 and 2 replicas every 400 ms; a scale-down deletes the surplus two at once without options (the pods are scheduled, so the apiserver keeps them with ' +
         'deletionTimestamp and their 30 s grace period, as for a Deployment); 1 s later the script, standing in for the kubelet, writes Ready=False and deletes the pod with grace 0. ' +
         'Both watches (pods, EndpointSlices) run in a watcher process of their own that does nothing else (test/controller/deletion-watch-proc.ts, nice -5); times are taken there on receipt. "busy": other Services whose only pod gets a new ' +
-        'network-status address every 500 ms, all at once, written by a child process (test/controller/background-churn-proc.ts) so the watches\' receipt times do not wait for it; every round puts 40 keys with a slice write each in the controller\'s queue (2 workers). ' +
-        'The two variants are the same build: `--urgent-pod-changes=false` queues a pod\'s deletion or Ready flip at the back, as before the change; the default puts its Services at the front, has a reserve worker take them when every worker is busy, and plans them from our previous writes\' answers instead of waiting for their echo.',
+        "network-status address every 500 ms, all at once, written by a child process (test/controller/background-churn-proc.ts) so the watches' receipt times do not wait for it; every round puts 40 keys with a slice write each in the controller's queue (2 workers). " +
+        "The two variants are the same build: `--urgent-pod-changes=false` queues a pod's deletion or Ready flip at the back, as before the change; the default puts its Services at the front, has a reserve worker take them when every worker is busy, and plans them from our previous writes' answers instead of waiting for their echo.",
       'What bounds the figure: a deletion still waits for a reconcile of its own Service already running (one worker per key; the queue never preempts); ' +
         'under load, the apiserver\'s own write latency and CPU for the controller (the "where the time goes" table). Receipt order between the two watch streams can differ by a few ms (a negative sample is possible). The machine has 2 cores shared by etcd, the apiserver, the controller and the churn script.',
     ],

@@ -143,4 +143,9 @@ for (const [name, r] of merged) {
   process.stdout.write(`| ${name} | ${STAGES.map((st) => cell(r[st])).join(' | ')} | ${fmt(t.min)} | ${fmt(t.median)} | ${fmt(t.p90)} |\n`);
 }
 for (const [name, f] of fulls) process.stdout.write(`${name}: the full first sync's render + rules, CPU ms, per run: ${f.map(fmt).join(', ')}\n`);
-process.stdout.write(`node ${process.version}, load average ${(await import('node:os')).loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+process.stdout.write(
+  `node ${process.version}, load average ${(await import('node:os'))
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')}\n`,
+);

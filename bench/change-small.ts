@@ -61,7 +61,10 @@ function statMs(pid: number | 'self', reaped: boolean): number {
 }
 /** The CPU of this process (every thread), its reaped children and its live ones (a serving sender), ms. */
 function treeMs(): number {
-  const live = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8').split(' ').filter((x) => x !== '').map(Number);
+  const live = readFileSync(`/proc/${process.pid}/task/${process.pid}/children`, 'utf8')
+    .split(' ')
+    .filter((x) => x !== '')
+    .map(Number);
   return statMs('self', true) + live.reduce((sum, pid) => sum + statMs(pid, true), 0);
 }
 
@@ -83,61 +86,72 @@ interface Subject {
 const services = Array.from({ length: SERVICES }, (_, i) => service(i));
 const input = (slices: V1EndpointSlice[]): Feed.FeedInput => ({ served: [NETWORK], interfaces: [clientInterface], services: () => services, slices: () => slices });
 
-await withCleanup((m) => process.stderr.write(`${m}\n`), async (cleanup) => {
-  const subjects: Subject[] = [];
-  for (const root of roots) {
-    const apply = (await import(pathToFileURL(path.join(root, 'src/dataplane/apply.ts')).href)) as typeof Apply;
-    const feedMod = (await import(pathToFileURL(path.join(root, 'cmd/sidecar/state-feed.ts')).href)) as typeof Feed;
-    const ns = await createClientNetns('chsmall', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN);
-    const dp = apply.createDataplane({ backendKind: 'nftables', netns: ns, spareRestore: true, elementWriter: binary, ipv6: false });
-    cleanup.add(`dataplane ${root}`, () => dp.close());
-    const feed = new feedMod.StateFeed(SERVICES);
-    const slices = Array.from({ length: SERVICES }, (_, i) => endpointSlice(i, 2));
-    await dp.sync(feed.compute(input(slices)).state, { full: true });
-    const empty = (): Record<Stage, number[]> => Object.fromEntries(STAGES.map((s) => [s, [] as number[]])) as Record<Stage, number[]>;
-    subjects.push({ root, dp, feed, slices, cpu: empty(), wall: empty(), tree: 0 });
-  }
-  // The element writer starts after the first sync (apply.ts): let its probe and spare settle.
-  await sleep(500);
-  const warm = 5;
-  for (let g = 1; g <= rounds + warm; g += 1) {
-    for (const s of subjects) {
-      // B3's Deployment: 2 -> 3 -> 2 endpoints of one Service, one change per round.
-      const i = g % SERVICES;
-      const next = endpointSlice(i, (s.slices[i]?.endpoints.length ?? 2) === 2 ? 3 : 2);
-      const t = (stage: Stage, c0: number, w0: bigint): void => {
-        if (g <= warm) return;
-        s.cpu[stage].push(threadMs() - c0);
-        s.wall[stage].push(Number(process.hrtime.bigint() - w0) / 1e6);
-      };
-      const tree0 = treeMs();
-      let c = threadMs();
-      let w = process.hrtime.bigint();
-      s.feed.slice(s.slices[i], next);
-      s.slices[i] = next;
-      const state = s.feed.compute(input(s.slices)).state;
-      t('state', c, w);
-      c = threadMs();
-      w = process.hrtime.bigint();
-      const r = await s.dp.sync(state, { full: false });
-      t('sync', c, w);
-      if (r.full || !r.changed || r.families[0]?.via !== 'element-writer') throw new Error(`change-small: round ${g} of ${s.root} was ${r.full ? 'a full sync' : !r.changed ? 'no change' : 'written by nft -f'}; expected a partial sync through the element writer`);
-      c = threadMs();
-      w = process.hrtime.bigint();
-      await sleep(IDLE_MS);
-      t('after', c, w);
-      if (g > warm) s.tree += treeMs() - tree0;
+await withCleanup(
+  (m) => process.stderr.write(`${m}\n`),
+  async (cleanup) => {
+    const subjects: Subject[] = [];
+    for (const root of roots) {
+      const apply = (await import(pathToFileURL(path.join(root, 'src/dataplane/apply.ts')).href)) as typeof Apply;
+      const feedMod = (await import(pathToFileURL(path.join(root, 'cmd/sidecar/state-feed.ts')).href)) as typeof Feed;
+      const ns = await createClientNetns('chsmall', cleanup, CLIENT_INTERFACE, CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN);
+      const dp = apply.createDataplane({ backendKind: 'nftables', netns: ns, spareRestore: true, elementWriter: binary, ipv6: false });
+      cleanup.add(`dataplane ${root}`, () => dp.close());
+      const feed = new feedMod.StateFeed(SERVICES);
+      const slices = Array.from({ length: SERVICES }, (_, i) => endpointSlice(i, 2));
+      await dp.sync(feed.compute(input(slices)).state, { full: true });
+      const empty = (): Record<Stage, number[]> => Object.fromEntries(STAGES.map((s) => [s, [] as number[]])) as Record<Stage, number[]>;
+      subjects.push({ root, dp, feed, slices, cpu: empty(), wall: empty(), tree: 0 });
     }
-  }
-  process.stdout.write(`one endpoint change (${SERVICES} Services, 2 <-> 3 endpoints, nftables + nfnl-batch, netns), ${rounds} rounds, alternated; main thread CPU ms and wall ms (p50 / p90 / max)\n`);
-  process.stdout.write(`| tree | ${STAGES.map((s) => `${s} CPU`).join(' | ')} | total CPU p50 | sync wall | tree CPU mean |\n|---|${STAGES.map(() => '---|').join('')}---|---|---|\n`);
-  const cell = (xs: number[]): string => {
-    const m = summarize(xs);
-    return `${fmt(m.median)} / ${fmt(m.p90)} / ${fmt(m.max)}`;
-  };
-  for (const s of subjects) {
-    const totals = s.cpu.state.map((_, k) => STAGES.reduce((sum, st) => sum + (s.cpu[st][k] ?? 0), 0));
-    process.stdout.write(`| ${s.root} | ${STAGES.map((st) => cell(s.cpu[st])).join(' | ')} | ${fmt(summarize(totals).median)} | ${cell(s.wall.sync)} | ${fmt(s.tree / rounds)} |\n`);
-  }
-  process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
-});
+    // The element writer starts after the first sync (apply.ts): let its probe and spare settle.
+    await sleep(500);
+    const warm = 5;
+    for (let g = 1; g <= rounds + warm; g += 1) {
+      for (const s of subjects) {
+        // B3's Deployment: 2 -> 3 -> 2 endpoints of one Service, one change per round.
+        const i = g % SERVICES;
+        const next = endpointSlice(i, (s.slices[i]?.endpoints.length ?? 2) === 2 ? 3 : 2);
+        const t = (stage: Stage, c0: number, w0: bigint): void => {
+          if (g <= warm) return;
+          s.cpu[stage].push(threadMs() - c0);
+          s.wall[stage].push(Number(process.hrtime.bigint() - w0) / 1e6);
+        };
+        const tree0 = treeMs();
+        let c = threadMs();
+        let w = process.hrtime.bigint();
+        s.feed.slice(s.slices[i], next);
+        s.slices[i] = next;
+        const state = s.feed.compute(input(s.slices)).state;
+        t('state', c, w);
+        c = threadMs();
+        w = process.hrtime.bigint();
+        const r = await s.dp.sync(state, { full: false });
+        t('sync', c, w);
+        if (r.full || !r.changed || r.families[0]?.via !== 'element-writer')
+          throw new Error(`change-small: round ${g} of ${s.root} was ${r.full ? 'a full sync' : !r.changed ? 'no change' : 'written by nft -f'}; expected a partial sync through the element writer`);
+        c = threadMs();
+        w = process.hrtime.bigint();
+        await sleep(IDLE_MS);
+        t('after', c, w);
+        if (g > warm) s.tree += treeMs() - tree0;
+      }
+    }
+    process.stdout.write(
+      `one endpoint change (${SERVICES} Services, 2 <-> 3 endpoints, nftables + nfnl-batch, netns), ${rounds} rounds, alternated; main thread CPU ms and wall ms (p50 / p90 / max)\n`,
+    );
+    process.stdout.write(`| tree | ${STAGES.map((s) => `${s} CPU`).join(' | ')} | total CPU p50 | sync wall | tree CPU mean |\n|---|${STAGES.map(() => '---|').join('')}---|---|---|\n`);
+    const cell = (xs: number[]): string => {
+      const m = summarize(xs);
+      return `${fmt(m.median)} / ${fmt(m.p90)} / ${fmt(m.max)}`;
+    };
+    for (const s of subjects) {
+      const totals = s.cpu.state.map((_, k) => STAGES.reduce((sum, st) => sum + (s.cpu[st][k] ?? 0), 0));
+      process.stdout.write(`| ${s.root} | ${STAGES.map((st) => cell(s.cpu[st])).join(' | ')} | ${fmt(summarize(totals).median)} | ${cell(s.wall.sync)} | ${fmt(s.tree / rounds)} |\n`);
+    }
+    process.stdout.write(
+      `node ${process.version}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
+  },
+);

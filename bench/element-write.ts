@@ -62,9 +62,7 @@ const rounds = Number(process.argv[2] ?? 40);
 const binaries = process.argv.slice(3);
 if (binaries.length === 0) throw new Error('element-write: give one or more nfnl-batch binaries after the round count');
 
-const writeOf = (g: number): IntervalMapWrite[] => [
-  { table: TABLE, map: MAP, family: 4, ranges: equalRanges(10).map((r, i) => ({ ...r, ip: `10.100.${g % 250}.${i + 1}`, port: 8080 })) },
-];
+const writeOf = (g: number): IntervalMapWrite[] => [{ table: TABLE, map: MAP, family: 4, ranges: equalRanges(10).map((r, i) => ({ ...r, ip: `10.100.${g % 250}.${i + 1}`, port: 8080 })) }];
 
 interface Sample {
   total: number;
@@ -100,7 +98,10 @@ await withCleanup(
   (msg) => process.stderr.write(`${msg}\n`),
   async (cleanup) => {
     const netns = await createNetns('ew', cleanup);
-    const mapText = (name: string): string => `  map ${name} { typeof numgen random mod ${PICK_MODULUS} : ip daddr . tcp dport; flags interval; elements = { ${equalRanges(10).map((r, i) => `${r.from}-${r.to} : 192.0.2.${i + 1} . 9`).join(', ')} } }\n`;
+    const mapText = (name: string): string =>
+      `  map ${name} { typeof numgen random mod ${PICK_MODULUS} : ip daddr . tcp dport; flags interval; elements = { ${equalRanges(10)
+        .map((r, i) => `${r.from}-${r.to} : 192.0.2.${i + 1} . 9`)
+        .join(', ')} } }\n`;
     const others = Array.from({ length: Number(process.env['EW_MAPS'] ?? 0) }, (_, i) => mapText(`MPX-EPS-${i}`)).join('');
     const table = `table inet ${TABLE} {\n${others}${mapText(MAP)}}\n`;
     await run('nft', ['-f', '-'], { netns, input: table });
@@ -118,13 +119,20 @@ await withCleanup(
       const s = summarize(xs);
       return `${fmt(s.median)} / ${fmt(s.p90)} / ${fmt(s.max)}`;
     };
-    process.stdout.write(`EW_BALLAST=${process.env['EW_BALLAST'] ?? 0}, EW_MAPS=${process.env['EW_MAPS'] ?? 0}, heap used ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB; one endpoint map refilled (10 ranges), ${rounds} writes per binary, alternated, each to a sender idle ${SETTLE_MS} ms; ms p50 / p90 / max\n`);
+    process.stdout.write(
+      `EW_BALLAST=${process.env['EW_BALLAST'] ?? 0}, EW_MAPS=${process.env['EW_MAPS'] ?? 0}, heap used ${(process.memoryUsage().heapUsed / 2 ** 20).toFixed(0)} MiB; one endpoint map refilled (10 ranges), ${rounds} writes per binary, alternated, each to a sender idle ${SETTLE_MS} ms; ms p50 / p90 / max\n`,
+    );
     process.stdout.write('| binary | write -> ok | wake | input | kernel | answers | back |\n|---|---|---|---|---|---|---|\n');
     for (const [b, xs] of samples) {
       const st = xs.flatMap((x) => (x.stages === undefined ? [] : [x.stages]));
       const col = (k: keyof NonNullable<Sample['stages']>): string => (st.length === 0 ? '–' : cell(st.map((x) => x[k])));
       process.stdout.write(`| ${b} | ${cell(xs.map((x) => x.total))} | ${col('wake')} | ${col('input')} | ${col('kernel')} | ${col('answers')} | ${col('back')} |\n`);
     }
-    process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+    process.stdout.write(
+      `node ${process.version}, load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n`,
+    );
   },
 );

@@ -84,14 +84,18 @@ await withCleanup(
       // E leaves counters in the chain; D rewrites it with DNAT rules when its turn comes again.
       ['E as D, counters only (no kernel validation)', (g) => i1.send(blockShape(T, g, ['counter']))],
       [`F as D, Services over ${SHARDS} tables`, (g) => i8.send(blockShape(`inet mpx${changed(g).i % SHARDS}`, g))],
-      ['G delete + add a map element, nft -i', (g) => i1.send([`delete element ${T} services-v4 { ${changed(g).t.key} }`, `add element ${T} services-v4 { ${changed(g).t.key} : goto ${changed(g).t.chain} }`])],
+      [
+        'G delete + add a map element, nft -i',
+        (g) => i1.send([`delete element ${T} services-v4 { ${changed(g).t.key} }`, `add element ${T} services-v4 { ${changed(g).t.key} : goto ${changed(g).t.chain} }`]),
+      ],
     ];
     const samples = new Map<string, number[]>(shapes.map(([name]) => [name, []]));
     // Round 0 warms every process and cache up and is not counted.
-    for (let g = 0; g <= rounds; g++) for (const [name, f] of shapes) {
-      const ms = await f(g + 1);
-      if (g > 0) samples.get(name)?.push(ms);
-    }
+    for (let g = 0; g <= rounds; g++)
+      for (const [name, f] of shapes) {
+        const ms = await f(g + 1);
+        if (g > 0) samples.get(name)?.push(ms);
+      }
     const load = (await run('cat', ['/proc/loadavg'])).stdout.trim();
     process.stdout.write(`${services.toLocaleString('en')} Services × 10 endpoints, ${rounds} rounds, load average ${load}\n`);
     process.stdout.write('| shape | p50 ms | p90 ms | p99 ms | min ms |\n|---|---|---|---|---|\n');

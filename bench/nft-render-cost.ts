@@ -34,7 +34,10 @@ const mainThreadMs = (): number | undefined => mainThreadCpuMs();
 function once(): { ms: number[]; cpu: number; main: number | undefined; text: string } {
   const c0 = process.cpuUsage();
   const m0 = mainThreadMs();
-  const cpu = (): number => { const c = process.cpuUsage(c0); return (c.user + c.system) / 1000; };
+  const cpu = (): number => {
+    const c = process.cpuUsage(c0);
+    return (c.user + c.system) / 1000;
+  };
   const rendered = render(state, new RenderCache());
   const c1 = cpu();
   const next = new NftStage().step(rendered);

@@ -46,7 +46,14 @@ function shardedText(targets: readonly NftTarget[], shards: number): string {
   const out: string[] = [];
   const replace = (t: string): void => void out.push(`add table inet ${t}`, `delete table inet ${t}`);
   replace('mpxr');
-  out.push('table inet mpxr {', '\tset no-endpoints-v4 { type ipv4_addr . inet_proto . inet_service; }', '\tchain reject-chain {', '\t\tmeta l4proto tcp reject with tcp reset', '\t\treject with icmpx port-unreachable', '\t}');
+  out.push(
+    'table inet mpxr {',
+    '\tset no-endpoints-v4 { type ipv4_addr . inet_proto . inet_service; }',
+    '\tchain reject-chain {',
+    '\t\tmeta l4proto tcp reject with tcp reset',
+    '\t\treject with icmpx port-unreachable',
+    '\t}',
+  );
   out.push('\tchain filter-output {', '\t\ttype filter hook output priority 0; policy accept;', '\t\tct state new ip daddr . meta l4proto . th dport @no-endpoints-v4 goto reject-chain', '\t}', '}');
   for (let k = 0; k < shards; k++) {
     const mine = targets.filter((_, i) => i % shards === k);
@@ -80,7 +87,16 @@ function dataMapText(targets: readonly NftTarget[]): { text: string; base: numbe
     chains.push(`\tchain ${t.chain} {`, `\t\tmeta l4proto tcp dnat ip to numgen random mod ${eps.length} offset ${next} map @endpoints-v4`, '\t}');
     next += eps.length;
   }
-  const out = ['add table inet mpxd', 'delete table inet mpxd', 'table inet mpxd {', '\tmap endpoints-v4 {', '\t\ttypeof numgen random mod 1 : ip daddr . tcp dport', `\t\telements = { ${elements.join(',\n')} }`, '\t}', ...chains];
+  const out = [
+    'add table inet mpxd',
+    'delete table inet mpxd',
+    'table inet mpxd {',
+    '\tmap endpoints-v4 {',
+    '\t\ttypeof numgen random mod 1 : ip daddr . tcp dport',
+    `\t\telements = { ${elements.join(',\n')} }`,
+    '\t}',
+    ...chains,
+  ];
   out.push('\tmap services-v4 {', '\t\ttype ipv4_addr . inet_proto . inet_service : verdict', `\t\telements = { ${targets.map((t) => `${t.key} : goto ${t.chain}`).join(',\n')} }`, '\t}');
   out.push('\tchain nat-output {', '\t\ttype nat hook output priority -100; policy accept;', '\t\tip daddr . meta l4proto . th dport vmap @services-v4', '\t}', '}');
   return { text: `${out.join('\n')}\n`, base, endpoints };
@@ -136,11 +152,14 @@ async function perTableCost(cleanup: Cleanup): Promise<void> {
     await nftFile(ns, Array.from({ length: t }, (_, k) => `table inet t${k} { chain c { counter; }; }\n`).join(''));
     nss.push({ t, ns, ms: [] });
   }
-  for (let r = 0; r <= 10; r++) for (const c of nss) {
-    const ms = await nftFile(c.ns, 'flush chain inet t0 c\nadd chain inet t0 c { counter; }\n');
-    if (r > 0) c.ms.push(ms);
-  }
-  process.stdout.write(`\nnft's cost per table (no validation: a counter chain rewritten, nft -f spawned), load average ${await loadavg()}\n\n| tables in the namespace | p50 ms | min ms |\n|---|---|---|\n`);
+  for (let r = 0; r <= 10; r++)
+    for (const c of nss) {
+      const ms = await nftFile(c.ns, 'flush chain inet t0 c\nadd chain inet t0 c { counter; }\n');
+      if (r > 0) c.ms.push(ms);
+    }
+  process.stdout.write(
+    `\nnft's cost per table (no validation: a counter chain rewritten, nft -f spawned), load average ${await loadavg()}\n\n| tables in the namespace | p50 ms | min ms |\n|---|---|---|\n`,
+  );
   for (const c of nss) process.stdout.write(`| ${c.t} | ${fmt(summarize(c.ms).median)} | ${fmt(summarize(c.ms).min)} |\n`);
 }
 
@@ -152,7 +171,11 @@ interface Layout {
 async function changeCost(cleanup: Cleanup): Promise<void> {
   const ruleset = renderNft(render(desiredState(services, 10)).resolution.targets);
   const targets = [...ruleset.targets.values()];
-  const layouts: Layout[] = [{ name: 'today (one table)', shards: 'today' }, ...SHARDS.map((s) => ({ name: `S = ${s}`, shards: s })), { name: 'endpoints in one data map (one table)', shards: 'data map' }];
+  const layouts: Layout[] = [
+    { name: 'today (one table)', shards: 'today' },
+    ...SHARDS.map((s) => ({ name: `S = ${s}`, shards: s })),
+    { name: 'endpoints in one data map (one table)', shards: 'data map' },
+  ];
   const dm = dataMapText(targets);
   const textOf = (l: Layout): string => (l.shards === 'today' ? fullText(ruleset) : l.shards === 'data map' ? dm.text : shardedText(targets, l.shards));
   const tableOf = (l: Layout, i: number): string => (l.shards === 'today' ? 'inet multus_proxy' : `inet mpx${typeof l.shards === 'number' ? i % l.shards : 0}`);
@@ -218,7 +241,11 @@ async function firstPacketCost(cleanup: Cleanup): Promise<void> {
   for (const n of [1000, 30000]) {
     const targets = [...renderNft(render(desiredState(n, E)).resolution.targets).targets.values()];
     for (const s of [...FIRST_PACKET_SHARDS, 'data map'] as const) {
-      const { client } = await createTrafficPair(`fp${s === 'data map' ? 'd' : s}x${n}`, cleanup, Array.from({ length: E }, (_, j) => endpointIP(n - 1, j, E)));
+      const { client } = await createTrafficPair(
+        `fp${s === 'data map' ? 'd' : s}x${n}`,
+        cleanup,
+        Array.from({ length: E }, (_, j) => endpointIP(n - 1, j, E)),
+      );
       await run('ip', ['-n', client, 'route', 'add', '10.96.0.0/16', 'dev', CLIENT_INTERFACE]);
       await nftFile(client, s === 'data map' ? dataMapText(targets).text : shardedText(targets, s));
       cells.push({ n, s: s === 'data map' ? s : `S = ${s}`, client, via: [], direct: [] });
@@ -245,7 +272,9 @@ async function firstPacketCost(cleanup: Cleanup): Promise<void> {
   for (const c of cells) {
     const v = summarize(c.via).median;
     const perPair = summarize(c.via.map((x, i) => x / (c.direct[i] ?? NaN))).median;
-    process.stdout.write(`| ${c.n.toLocaleString('en')} | ${c.s} | ${fmt(v)} | ${fmt(summarize(c.direct).median)} | ${perPair.toFixed(3)} | ${base === undefined ? '' : (v / summarize(base.via).median).toFixed(3)} |\n`);
+    process.stdout.write(
+      `| ${c.n.toLocaleString('en')} | ${c.s} | ${fmt(v)} | ${fmt(summarize(c.direct).median)} | ${perPair.toFixed(3)} | ${base === undefined ? '' : (v / summarize(base.via).median).toFixed(3)} |\n`,
+    );
   }
 }
 

@@ -44,7 +44,10 @@ async function useLauncher(node: RealNode, on: boolean): Promise<void> {
 }
 
 const stat = (r: ProbeCycleRecord, pick: (s: SidecarStart) => number | undefined): string => {
-  const xs = r.starts.map(pick).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+  const xs = r.starts
+    .map(pick)
+    .filter((x): x is number => x !== undefined)
+    .sort((a, b) => a - b);
   return xs.length === 0 ? '–' : `${Math.round(quantileSorted(xs, 0.5))} / ${Math.round(quantileSorted(xs, 0.99))} / ${xs[xs.length - 1]}`;
 };
 
@@ -67,8 +70,12 @@ try {
       }
       const events = r.unhealthy.reduce((n, e) => n + e.count, 0);
       const causes = [...new Set(r.unhealthy.map((e) => e.cause ?? e.message))].join(', ');
-      const got = Object.entries(r.launchers).map(([k, n]) => `${n} ${k.split('/').pop()}`).join(', ');
-      rows.push(`| ${launcher ? 'health-listen' : 'node binds the port'} (pods: ${got}) | ${busyLoops} | ${load0.toFixed(1)}–${Math.max(...r.load).toFixed(1)} | ${r.starts.length} | **${events}**${causes ? ` (${causes})` : ''} | ${stat(r, (s) => s.listenMs)} | ${stat(r, (s) => s.readyMs)} | ${stat(r, (s) => s.appMs)} |`);
+      const got = Object.entries(r.launchers)
+        .map(([k, n]) => `${n} ${k.split('/').pop()}`)
+        .join(', ');
+      rows.push(
+        `| ${launcher ? 'health-listen' : 'node binds the port'} (pods: ${got}) | ${busyLoops} | ${load0.toFixed(1)}–${Math.max(...r.load).toFixed(1)} | ${r.starts.length} | **${events}**${causes ? ` (${causes})` : ''} | ${stat(r, (s) => s.listenMs)} | ${stat(r, (s) => s.readyMs)} | ${stat(r, (s) => s.appMs)} |`,
+      );
       log(rows[rows.length - 1] ?? '');
     }
   }

@@ -59,7 +59,5 @@ for (const name of names) {
   }
   if (!(await runOne(b, args, command))) failed.push(name);
 }
-process.stderr.write(
-  `bench: ${names.length - failed.length} of ${names.length} ran in ${((Date.now() - t0) / 1000).toFixed(0)} s${failed.length > 0 ? `; failed: ${failed.join(', ')}` : ''}\n`,
-);
+process.stderr.write(`bench: ${names.length - failed.length} of ${names.length} ran in ${((Date.now() - t0) / 1000).toFixed(0)} s${failed.length > 0 ? `; failed: ${failed.join(', ')}` : ''}\n`);
 process.exit(failed.length > 0 ? 1 : 0);

@@ -28,7 +28,12 @@ const RECORDS = join(ROOT, 'bench', 'records');
 function projectImage(): string {
   const tar = join(imagesDir(), 'multus-proxy.tar');
   try {
-    return `image ${readFileSync(`${tar}.id`, 'utf8').trim().replace(/^sha256:/, '').slice(0, 12)}, built ${statSync(tar).mtime.toISOString().replace(/\.\d+Z$/, 'Z')}`;
+    return `image ${readFileSync(`${tar}.id`, 'utf8')
+      .trim()
+      .replace(/^sha256:/, '')
+      .slice(0, 12)}, built ${statSync(tar)
+      .mtime.toISOString()
+      .replace(/\.\d+Z$/, 'Z')}`;
   } catch {
     return `image of ${tar}`;
   }
@@ -39,40 +44,54 @@ export function soakOptions(quick: boolean, minutes: number | undefined): SoakOp
   const base = quick ? SOAK_QUICK : SOAK_FULL;
   if (minutes === undefined) return base;
   // At least five disruptions, so a shorter run still does each kind once.
-  return { ...base, minutes, noPreStopMinutes: Math.min(base.noPreStopMinutes, minutes / 8), warmupMinutes: Math.min(base.warmupMinutes, minutes / 4), disruptEveryMs: Math.min(base.disruptEveryMs, (minutes * 60_000) / 5) };
+  return {
+    ...base,
+    minutes,
+    noPreStopMinutes: Math.min(base.noPreStopMinutes, minutes / 8),
+    warmupMinutes: Math.min(base.warmupMinutes, minutes / 4),
+    disruptEveryMs: Math.min(base.disruptEveryMs, (minutes * 60_000) / 5),
+  };
 }
 
 const KINDS: readonly ChurnKind[] = ['scale-down', 'scale-up', 'rollout restart', 'controller leader deleted', 'webhook pod deleted', "client's sidecar stopped", 'preStop added (a rollout)'];
 const PATH_NAMES: readonly Path[] = ['multus-proxy', 'kube-proxy'];
 
-export const benchmark = defineBenchmark('soak', 'hours of churn on the real node: memory per component, requests lost per event beside kube-proxy, deletion → slice write, Events of the project’s containers', { quick: true, full: false }, async (ctx, quick, cleanup) => {
-  const o = soakOptions(quick, ctx.minutes);
-  // Read before the run: another session may rebuild the image while it runs.
-  const image = projectImage();
-  const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
-  let stopped = false;
-  cleanup.add('real node', async () => {
-    if (!stopped) await node.stop();
-  });
-  await installBootstrap(node).catch(async (e: unknown) => {
-    // What the install's pods and Events say, before the teardown takes them away.
-    for (const args of [['get', 'pods', '-n', INSTALL_NAMESPACE, '-o', 'wide'], ['get', 'events', '-n', INSTALL_NAMESPACE, '--sort-by=.lastTimestamp']]) {
-      ctx.log((await node.kubectlResult(args, { allowFail: true })).stdout);
-    }
-    throw e;
-  });
-  ctx.log(`installed (${INSTALL_BOOTSTRAP}); soak of ${o.minutes} min (${o.noPreStopMinutes} without preStop)`);
-  const r: SoakRecord = await runSoak(node, o, ctx.log);
-  mkdirSync(RECORDS, { recursive: true });
-  const file = join(RECORDS, `soak-${quick ? 'quick-' : ''}${r.startedAt.replace(/[:.]/g, '-').replace(/-\d+Z$/, 'Z')}.json`);
-  writeFileSync(file, `${JSON.stringify({ image, ...r }, null, 1)}\n`);
-  ctx.log(`record: ${file}`);
-  await tearDown(node, o, ctx.log);
-  const left = await node.stop();
-  stopped = true;
-  if (left.length > 0) throw new Error(`the real node's teardown left things behind: ${left.join('; ')}`);
-  return report(r, file, node.startMs, image);
-});
+export const benchmark = defineBenchmark(
+  'soak',
+  'hours of churn on the real node: memory per component, requests lost per event beside kube-proxy, deletion → slice write, Events of the project’s containers',
+  { quick: true, full: false },
+  async (ctx, quick, cleanup) => {
+    const o = soakOptions(quick, ctx.minutes);
+    // Read before the run: another session may rebuild the image while it runs.
+    const image = projectImage();
+    const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
+    let stopped = false;
+    cleanup.add('real node', async () => {
+      if (!stopped) await node.stop();
+    });
+    await installBootstrap(node).catch(async (e: unknown) => {
+      // What the install's pods and Events say, before the teardown takes them away.
+      for (const args of [
+        ['get', 'pods', '-n', INSTALL_NAMESPACE, '-o', 'wide'],
+        ['get', 'events', '-n', INSTALL_NAMESPACE, '--sort-by=.lastTimestamp'],
+      ]) {
+        ctx.log((await node.kubectlResult(args, { allowFail: true })).stdout);
+      }
+      throw e;
+    });
+    ctx.log(`installed (${INSTALL_BOOTSTRAP}); soak of ${o.minutes} min (${o.noPreStopMinutes} without preStop)`);
+    const r: SoakRecord = await runSoak(node, o, ctx.log);
+    mkdirSync(RECORDS, { recursive: true });
+    const file = join(RECORDS, `soak-${quick ? 'quick-' : ''}${r.startedAt.replace(/[:.]/g, '-').replace(/-\d+Z$/, 'Z')}.json`);
+    writeFileSync(file, `${JSON.stringify({ image, ...r }, null, 1)}\n`);
+    ctx.log(`record: ${file}`);
+    await tearDown(node, o, ctx.log);
+    const left = await node.stop();
+    stopped = true;
+    if (left.length > 0) throw new Error(`the real node's teardown left things behind: ${left.join('; ')}`);
+    return report(r, file, node.startMs, image);
+  },
+);
 
 export function report(r: SoakRecord, file: string, startMs: number, image: string): BenchResult {
   const o = r.options;
@@ -83,7 +102,13 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
     for (const path of PATH_NAMES) {
       const req = r.requests.find((x) => x.path === path && x.phase === p.name);
       const lostDown = r.failures.filter((f) => f.path === path && f.phase === p.name && f.after === 'scale-down').length;
-      rows.push([p.name, `${path} (${PATHS[path].split('.')[0] ?? ''})`, String(req?.requests ?? 0), String(req?.failed ?? 0), `${lostDown} in ${downs} (${fmt(downs > 0 ? lostDown / downs : 0)} per scale-down)`]);
+      rows.push([
+        p.name,
+        `${path} (${PATHS[path].split('.')[0] ?? ''})`,
+        String(req?.requests ?? 0),
+        String(req?.failed ?? 0),
+        `${lostDown} in ${downs} (${fmt(downs > 0 ? lostDown / downs : 0)} per scale-down)`,
+      ]);
     }
   }
   const byKind: string[][] = [];
@@ -105,7 +130,16 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
   const del = PATH_NAMES.map((path) => {
     const d = r.deletion[path];
     const s = summarize(d.ms);
-    return [path === 'multus-proxy' ? 'ours (multus-proxy-controller)' : "kube's (endpointslice-controller.k8s.io)", fmt(s.median), fmt(s.p90), fmt(s.p99), fmt(s.max), String(s.n), String(d.missing.length), String(d.neverListed.length)];
+    return [
+      path === 'multus-proxy' ? 'ours (multus-proxy-controller)' : "kube's (endpointslice-controller.k8s.io)",
+      fmt(s.median),
+      fmt(s.p90),
+      fmt(s.p99),
+      fmt(s.max),
+      String(s.n),
+      String(d.missing.length),
+      String(d.neverListed.length),
+    ];
   });
   const startRow = (label: string, xs: number[]): string[] => {
     const q = summarize(xs);
@@ -113,10 +147,22 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
   };
   const st = r.sidecarStarts ?? [];
   const startRows = [
-    startRow('container started → health port listening', st.flatMap((x) => (x.listenMs !== undefined ? [x.listenMs] : []))),
-    startRow('container started → first sync done (ready)', st.flatMap((x) => (x.readyMs !== undefined ? [x.readyMs] : []))),
-    startRow("container started → the pod's app container started (startup probe passed)", st.flatMap((x) => (x.appMs !== undefined ? [x.appMs] : []))),
-    startRow('first sync done → app container started', st.flatMap((x) => (x.appMs !== undefined && x.readyMs !== undefined ? [x.appMs - x.readyMs] : []))),
+    startRow(
+      'container started → health port listening',
+      st.flatMap((x) => (x.listenMs !== undefined ? [x.listenMs] : [])),
+    ),
+    startRow(
+      'container started → first sync done (ready)',
+      st.flatMap((x) => (x.readyMs !== undefined ? [x.readyMs] : [])),
+    ),
+    startRow(
+      "container started → the pod's app container started (startup probe passed)",
+      st.flatMap((x) => (x.appMs !== undefined ? [x.appMs] : [])),
+    ),
+    startRow(
+      'first sync done → app container started',
+      st.flatMap((x) => (x.appMs !== undefined && x.readyMs !== undefined ? [x.appMs - x.readyMs] : [])),
+    ),
   ];
   const evRows = new Map<string, number>();
   const normal = new Map<string, number>();
@@ -133,21 +179,53 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
   const rule = { ...MEMORY_RULE, warmupMinutes: o.warmupMinutes };
   const verdicts = r.memoryVerdicts ?? judgeMemory(r.memory, MEMORY_LIMITS_MIB, rule);
   const met: Record<Verdict, boolean | undefined> = { flat: true, settles: true, grows: false, 'not judged': undefined };
-  const ceilingRows = verdicts.map((v) => [v.component, String(v.instances), v.ceiling ? fmt(v.ceiling.spanMinutes) : '', v.ceiling ? fmt(v.ceiling.firstThirdMaxMiB) : '', v.ceiling ? fmt(v.ceiling.lastThirdMaxMiB) : '', v.ceiling ? fmt(v.ceiling.marginMiB) : '', v.ceiling ? fmt(v.ceiling.maxMiB) : '', v.limitMiB !== undefined ? String(v.limitMiB) : '', v.verdict]);
+  const ceilingRows = verdicts.map((v) => [
+    v.component,
+    String(v.instances),
+    v.ceiling ? fmt(v.ceiling.spanMinutes) : '',
+    v.ceiling ? fmt(v.ceiling.firstThirdMaxMiB) : '',
+    v.ceiling ? fmt(v.ceiling.lastThirdMaxMiB) : '',
+    v.ceiling ? fmt(v.ceiling.marginMiB) : '',
+    v.ceiling ? fmt(v.ceiling.maxMiB) : '',
+    v.limitMiB !== undefined ? String(v.limitMiB) : '',
+    v.verdict,
+  ]);
   const loads = r.loadAverages.map((l) => l.load[0] ?? 0);
   const minutes = (Date.parse(r.endedAt) - Date.parse(r.startedAt)) / 60_000;
   return {
     tables: [
-      { caption: `Requests by name from the client, ${fmt(minutes)} min of churn; a failure counts against the latest churn event issued before it:`, columns: ['phase', 'path (Service)', 'requests', 'failed', 'failed after a scale-down'], rows },
-      { caption: 'Failed requests per kind of event (the latest event before each failure); the cause is curl’s exit code:', columns: ['phase', 'event', 'events', 'multus-proxy failed', 'kube-proxy failed'], rows: byKind },
-      { caption: `Private memory (smaps_rollup Anonymous over the container's processes, as B5), MiB, sampled every ${o.sampleEveryMs / 1000} s; per container instance, after a ${o.warmupMinutes}-minute warm-up from its first sample; slope by least squares:`, columns: ['component', 'pod (container)', 'samples', 'first', 'last', 'max', 'MiB per hour'], rows: mem },
+      {
+        caption: `Requests by name from the client, ${fmt(minutes)} min of churn; a failure counts against the latest churn event issued before it:`,
+        columns: ['phase', 'path (Service)', 'requests', 'failed', 'failed after a scale-down'],
+        rows,
+      },
+      {
+        caption: 'Failed requests per kind of event (the latest event before each failure); the cause is curl’s exit code:',
+        columns: ['phase', 'event', 'events', 'multus-proxy failed', 'kube-proxy failed'],
+        rows: byKind,
+      },
+      {
+        caption: `Private memory (smaps_rollup Anonymous over the container's processes, as B5), MiB, sampled every ${o.sampleEveryMs / 1000} s; per container instance, after a ${o.warmupMinutes}-minute warm-up from its first sample; slope by least squares:`,
+        columns: ['component', 'pod (container)', 'samples', 'first', 'last', 'max', 'MiB per hour'],
+        rows: mem,
+      },
       {
         caption: `Each component's samples after its instances' warm-up, pooled over instances (every leader term, every webhook pod), split by time into thirds (test/node/soak-memory.ts): settles when the last third's max ≤ the first third's max + ${rule.slopeMiBPerHour} MiB/h × the time between the thirds' middles, and the ceiling ≤ ${rule.ceilingShareOfLimit * 100} % of the container's limit; flat (judged first) when every instance followed ≥ ${rule.spanMinutes} min after warm-up grows ≤ ${rule.slopeMiBPerHour} MiB/h. MiB:`,
         columns: ['component', 'instances', 'minutes judged', 'first third max', 'last third max', 'allowed rise', 'ceiling', 'limit', 'verdict'],
         rows: ceilingRows,
       },
-      { caption: "The injected sidecars' starts during the soak (the backends' and the client's after its stop), ms: containerd's startedAt, the sidecar's own log times, the app container's startedAt:", columns: ['', 'p50', 'p90', 'p99', 'max', 'n'], rows: startRows },
-      { caption: 'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in a watcher process that does nothing else (nice -5), as B9:', columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'], rows: del },
+      {
+        caption:
+          "The injected sidecars' starts during the soak (the backends' and the client's after its stop), ms: containerd's startedAt, the sidecar's own log times, the app container's startedAt:",
+        columns: ['', 'p50', 'p90', 'p99', 'max', 'n'],
+        rows: startRows,
+      },
+      {
+        caption:
+          'Pod deletion seen (pod watch) → its endpoint terminating seen (slice watch), ms, the backends deleted by the churn; both watches in a watcher process that does nothing else (nice -5), as B9:',
+        columns: ['slices', 'p50', 'p90', 'p99', 'max', 'n', 'never terminating', 'deleted before any slice listed them'],
+        rows: del,
+      },
       { caption: `Ours, ${STAGE_CAPTION}; only the controller pods alive at the end have logs:`, columns: STAGE_COLUMNS, rows: [stageCells(r.deletionStages ?? [])] },
       {
         caption: `Warning Events on the project's containers during the soak (the sidecar in every pod, the controller, webhook and node agent pods), summed counts; pod state from the watches (1 s event precision). Normal ones: ${[...normal].map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}:`,
@@ -157,7 +235,11 @@ export function report(r: SoakRecord, file: string, startMs: number, image: stri
     ],
     targets: [
       { target: `multus-proxy path, preStop sleep ${o.preStopSeconds} s: 0 lost requests`, measured: `${lostPreStop} of ${reqPreStop}`, met: reqPreStop > 0 && lostPreStop === 0 },
-      { target: `pod deletion → terminating in our slice p99 ≤ ${TARGET.deletionP99Ms} ms`, measured: `${fmt(ours.p99)} ms (n=${ours.n}, p50 ${fmt(ours.median)})`, met: ours.n > 0 && ours.p99 <= TARGET.deletionP99Ms },
+      {
+        target: `pod deletion → terminating in our slice p99 ≤ ${TARGET.deletionP99Ms} ms`,
+        measured: `${fmt(ours.p99)} ms (n=${ours.n}, p50 ${fmt(ours.median)})`,
+        met: ours.n > 0 && ours.p99 <= TARGET.deletionP99Ms,
+      },
       { target: "0 Unhealthy events from the project's containers", measured: String(unhealthy), met: unhealthy === 0 },
       ...verdicts.map((v) => ({
         target: `${v.component}: private memory flat after warm-up (≤ ${rule.slopeMiBPerHour} MiB/h, instances followed ≥ ${rule.spanMinutes} min) or settles at a ceiling ≤ ${rule.ceilingShareOfLimit * 100} % of its limit (thirds rule)`,

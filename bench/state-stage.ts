@@ -102,11 +102,18 @@ for (let g = 1; g <= rounds + WARM; g++) {
     }
   }
 }
-process.stdout.write(`state stage, one slice replaced per round, ${n.toLocaleString('en')} Services × ${ENDPOINTS}, ${rounds} rounds each, alternated (${WARM} warm-up rounds not counted); ms p50 / p90 / p99 / max\n`);
+process.stdout.write(
+  `state stage, one slice replaced per round, ${n.toLocaleString('en')} Services × ${ENDPOINTS}, ${rounds} rounds each, alternated (${WARM} warm-up rounds not counted); ms p50 / p90 / p99 / max\n`,
+);
 process.stdout.write('| way | CPU | wall |\n|---|---|---|\n');
 const cell = (xs: number[]): string => {
   const s = summarize(xs);
   return `${fmt(s.median)} / ${fmt(s.p90)} / ${fmt(s.p99)} / ${fmt(s.max)}`;
 };
 for (const w of ways) process.stdout.write(`| ${w.name} | ${cell(cpu.get(w.name) ?? [])} | ${cell(wall.get(w.name) ?? [])} |\n`);
-process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+process.stdout.write(
+  `node ${process.version}, load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')}\n`,
+);

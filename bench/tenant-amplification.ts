@@ -29,7 +29,10 @@ function service(name: string, o: { ports: number; ranges?: number; labelBytes?:
     metadata: {
       name,
       namespace: 'tenant',
-      labels: { [PROXY_NAME_LABEL]: PROXY_NAME, ...(o.labelBytes !== undefined ? { filler: 'x', ...Object.fromEntries(Array.from({ length: Math.floor(o.labelBytes / 100) }, (_, i) => [`k${i}`, 'v'.repeat(63)])) } : {}) },
+      labels: {
+        [PROXY_NAME_LABEL]: PROXY_NAME,
+        ...(o.labelBytes !== undefined ? { filler: 'x', ...Object.fromEntries(Array.from({ length: Math.floor(o.labelBytes / 100) }, (_, i) => [`k${i}`, 'v'.repeat(63)])) } : {}),
+      },
       annotations: { [SERVICE_NETWORK_ANNOTATION]: NET },
     },
     spec: {
@@ -46,7 +49,15 @@ function service(name: string, o: { ports: number; ranges?: number; labelBytes?:
 
 const nad = (configBytes: number): NetworkAttachmentDefinition => ({
   metadata: { name: 'net-a', namespace: 'demo', annotations: { [SERVICE_NAMESPACES_ANNOTATION]: '*' } },
-  spec: { config: JSON.stringify({ cniVersion: '0.3.1', type: 'macvlan', master: 'ens4', ipam: { type: 'whereabouts', range: '192.168.101.0/24' }, ...(configBytes > 300 ? { pad: 'x'.repeat(configBytes) } : {}) }) },
+  spec: {
+    config: JSON.stringify({
+      cniVersion: '0.3.1',
+      type: 'macvlan',
+      master: 'ens4',
+      ipam: { type: 'whereabouts', range: '192.168.101.0/24' },
+      ...(configBytes > 300 ? { pad: 'x'.repeat(configBytes) } : {}),
+    }),
+  },
 });
 
 /** Heap kept per transformed copy, bytes. */
@@ -75,7 +86,12 @@ function cpuMs(f: () => unknown, rounds = 5): number {
 const served = [{ namespace: 'demo', name: 'net-a' }];
 /** The controller's slice of a Service on the network, 10 endpoints. */
 const sliceOf = (svc: V1Service): V1EndpointSlice => ({
-  metadata: { name: `${svc.metadata?.name ?? ''}-1`, namespace: svc.metadata?.namespace, labels: { [SERVICE_NAME_LABEL]: svc.metadata?.name ?? '' }, annotations: { [SERVICE_NETWORK_ANNOTATION]: NET } },
+  metadata: {
+    name: `${svc.metadata?.name ?? ''}-1`,
+    namespace: svc.metadata?.namespace,
+    labels: { [SERVICE_NAME_LABEL]: svc.metadata?.name ?? '' },
+    annotations: { [SERVICE_NETWORK_ANNOTATION]: NET },
+  },
   addressType: 'IPv4',
   ports: (svc.spec?.ports ?? []).map((p) => ({ name: p.name, port: p.port, protocol: 'TCP' })),
   endpoints: Array.from({ length: 10 }, (_, i) => ({ addresses: [`192.168.101.${10 + i}`], conditions: { ready: true } })),
@@ -94,7 +110,10 @@ function nodePlan(svc: V1Service, n: NetworkAttachmentDefinition): { ms: number;
   let targets = 0;
   const input = {
     nodeName: 'w1',
-    node: { metadata: { name: 'w1', annotations: { [NODE_ADDRESSES_ANNOTATION]: `${NET}=192.168.101.211/24`, [NODE_PARENTS_ANNOTATION]: `${NET}=ens4` } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } },
+    node: {
+      metadata: { name: 'w1', annotations: { [NODE_ADDRESSES_ANNOTATION]: `${NET}=192.168.101.211/24`, [NODE_PARENTS_ANNOTATION]: `${NET}=ens4` } },
+      status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
+    },
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
     nads: [n],
     services: [svc],
@@ -125,13 +144,27 @@ for (const { name, svc } of cases) {
   const nTransform = cpuMs(() => slimNodeService(svc));
   const nKept = keptBytes(() => slimNodeService(svc));
   const nPlan = nodePlan(slimNodeService(svc), typicalNad);
-  rows.push(`| ${name} | ${size(svc)} | ${sTransform.toFixed(2)} | ${kib(sKept)} | ${sPlan.ms.toFixed(2)} / ${sPlan.targets} | ${nTransform.toFixed(2)} | ${kib(nKept)} | ${nPlan.ms.toFixed(2)} / ${nPlan.targets} |`);
+  rows.push(
+    `| ${name} | ${size(svc)} | ${sTransform.toFixed(2)} | ${kib(sKept)} | ${sPlan.ms.toFixed(2)} / ${sPlan.targets} | ${nTransform.toFixed(2)} | ${kib(nKept)} | ${nPlan.ms.toFixed(2)} / ${nPlan.targets} |`,
+  );
 }
-for (const [name, bytes] of [['NAD, typical', 200], ['NAD, 1.4 MiB config', 1_400_000]] as const) {
+for (const [name, bytes] of [
+  ['NAD, typical', 200],
+  ['NAD, 1.4 MiB config', 1_400_000],
+] as const) {
   const n = nad(bytes);
-  rows.push(`| ${name} | ${size(n)} | - | - | - | ${cpuMs(() => slimNad(n)).toFixed(2)} | ${kib(keptBytes(() => slimNad(n)))} | ${nodePlan(slimNodeService(service('typical', { ports: 2 })), slimNad(n)).ms.toFixed(2)} / - |`);
+  rows.push(
+    `| ${name} | ${size(n)} | - | - | - | ${cpuMs(() => slimNad(n)).toFixed(2)} | ${kib(keptBytes(() => slimNad(n)))} | ${nodePlan(slimNodeService(service('typical', { ports: 2 })), slimNad(n)).ms.toFixed(2)} / - |`,
+  );
 }
 process.stdout.write(`tenant amplification: one object, ${copies} copies for the kept heap; CPU ms (median of 5)\n`);
-process.stdout.write('| object | as written | sidecar transform ms | sidecar kept | sidecar plan ms / targets | node agent transform ms | node agent kept | node agent plan ms / targets |\n|---|---|---|---|---|---|---|---|\n');
+process.stdout.write(
+  '| object | as written | sidecar transform ms | sidecar kept | sidecar plan ms / targets | node agent transform ms | node agent kept | node agent plan ms / targets |\n|---|---|---|---|---|---|---|---|\n',
+);
 for (const r of rows) process.stdout.write(`${r}\n`);
-process.stdout.write(`node ${process.version}, load average ${os.loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
+process.stdout.write(
+  `node ${process.version}, load average ${os
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(' ')}\n`,
+);

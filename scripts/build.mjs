@@ -53,9 +53,7 @@ for (const name of wanted) {
 }
 mkdirSync(outdir, { recursive: true });
 
-const entryPoints = Object.fromEntries(
-  wanted.filter((n) => existsSync(join(root, PROGRAMS[n]))).map((n) => [n, join(root, PROGRAMS[n])]),
-);
+const entryPoints = Object.fromEntries(wanted.filter((n) => existsSync(join(root, PROGRAMS[n]))).map((n) => [n, join(root, PROGRAMS[n])]));
 const missing = wanted.filter((n) => !(n in entryPoints));
 if (missing.length > 0) {
   console.error(`build: entry points missing: ${missing.map((n) => PROGRAMS[n]).join(', ')}`);

@@ -21,10 +21,14 @@ import { runTwoNodeBlog, type TwoNodeBlog } from '../test/node/twonode.js';
 
 function summary(o: BlogObservations): string[] {
   return [
-    `backends (net1):         ${Object.entries(o.backends).map(([n, a]) => `${n}=${a}`).join(' ')}`,
+    `backends (net1):         ${Object.entries(o.backends)
+      .map(([n, a]) => `${n}=${a}`)
+      .join(' ')}`,
     `slice (ready):           ${o.sliceAddresses.join(', ')}`,
     `client net1:             ${o.clientNet1}; native sidecar: ${o.clientInitContainers.some((c) => c.restartPolicy === 'Always') ? 'yes' : 'NO'}`,
-    `20 curls by name:        ${o.curls.filter((c) => c === 'ok').length} ok; answered by ${Object.entries(o.answeredBy).map(([n, c]) => `${n}=${c}`).join(' ')}`,
+    `20 curls by name:        ${o.curls.filter((c) => c === 'ok').length} ok; answered by ${Object.entries(o.answeredBy)
+      .map(([n, c]) => `${n}=${c}`)
+      .join(' ')}`,
     `kube-proxy rules for it: ${o.kubeProxyRules.length}`,
     `scale to 3:              ${o.scaled.pod} answered ${o.scaled.readyToAnswerMs} ms after Ready`,
     `deleted ${o.deleted.pod}: 20 curls ${o.deleted.curls.filter((c) => c === 'ok').length} ok`,
@@ -33,10 +37,15 @@ function summary(o: BlogObservations): string[] {
 
 function twoNodeSummary(o: TwoNodeBlog): string[] {
   return [
-    `backends (node, net1):   ${Object.entries(o.backends).map(([n, b]) => `${n} on ${b.node}=${b.net1}`).join(' ')}`,
+    `backends (node, net1):   ${Object.entries(o.backends)
+      .map(([n, b]) => `${n} on ${b.node}=${b.net1}`)
+      .join(' ')}`,
     `slice (ready):           ${o.slice.join(', ')}`,
     ...o.clients.map(
-      (c) => `client on ${c.node.padEnd(10)}    ${c.pod} (net1 ${c.net1}): 20 curls by name ${c.curls.filter((x) => x === 'ok').length} ok; answered by ${Object.entries(c.answeredBy).map(([n, k]) => `${n}=${k}`).join(' ')}`,
+      (c) =>
+        `client on ${c.node.padEnd(10)}    ${c.pod} (net1 ${c.net1}): 20 curls by name ${c.curls.filter((x) => x === 'ok').length} ok; answered by ${Object.entries(c.answeredBy)
+          .map(([n, k]) => `${n}=${k}`)
+          .join(' ')}`,
     ),
   ];
 }
@@ -77,7 +86,9 @@ async function main(): Promise<number> {
     void node?.stop().finally(() => process.exit(130));
   });
   try {
-    console.log(`\n[${++n}] start a real node (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy, Multus, whereabouts, CoreDNS, local registry)${nodes === 2 ? ', then a second one (own network and mount namespaces, cgroup root, containerd, kubelet, kube-proxy) on the same control plane' : ''}`);
+    console.log(
+      `\n[${++n}] start a real node (etcd, kube-apiserver, controller-manager, scheduler, containerd, kubelet, kube-proxy, Multus, whereabouts, CoreDNS, local registry)${nodes === 2 ? ', then a second one (own network and mount namespaces, cgroup root, containerd, kubelet, kube-proxy) on the same control plane' : ''}`,
+    );
     node = await startNode({ log: (m) => console.log(`    ${m}`), nodes });
     console.log(`\n[${++n}] install multus-proxy: kustomize build deploy/overlays/bootstrap | kubectl apply -f -`);
     await installBootstrap(node);

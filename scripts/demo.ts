@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { binDir } from '../test/harness/controlplane.js';
 import { runScenario, type Answer, type Observations } from '../test/e2e/scenario.js';
 
-
 /** What to do when the binaries the demo runs are not built yet (fail fast, naming the command). */
 function missingSetup(): string | undefined {
   const missing = ['etcd', 'kube-apiserver'].filter((b) => !existsSync(join(binDir(), b)));
@@ -21,7 +20,10 @@ function summary(o: Observations): string[] {
   const by = (as: readonly Answer[]): string => {
     const m = new Map<string, number>();
     for (const a of as) m.set(a.backend ?? 'failed', (m.get(a.backend ?? 'failed') ?? 0) + 1);
-    return [...m].sort().map(([k, v]) => `${k}=${v}`).join(' ');
+    return [...m]
+      .sort()
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
   };
   return [
     `Service clusterIP ${o.clusterIP}; ready slice addresses at the end: ${o.sliceAddresses.join(', ')}`,

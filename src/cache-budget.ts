@@ -69,7 +69,10 @@ export function serviceOverBudget(svc: V1Service, budget: ServiceBudget): Refusa
 export function slimOverBudget(kind: string, slim: { metadata?: { namespace?: string; name?: string } }, maxBytes: number, component: string): Refusal | undefined {
   const bytes = JSON.stringify(slim).length;
   if (bytes <= maxBytes) return undefined;
-  return { key: 'bytes', message: `${objectName(kind, slim)} is ${bytes} bytes in the fields the ${component} reads; it keeps at most ${maxBytes} per object, so it serves none of it: shorten its annotations, port names or ranges` };
+  return {
+    key: 'bytes',
+    message: `${objectName(kind, slim)} is ${bytes} bytes in the fields the ${component} reads; it keeps at most ${maxBytes} per object, so it serves none of it: shorten its annotations, port names or ranges`,
+  };
 }
 
 export function nadOverBudget(nad: NetworkAttachmentDefinition, budget: NadBudget): Refusal | undefined {

@@ -50,9 +50,7 @@ export function parseFlags(program: Program, argv: readonly string[], opts: { po
   try {
     const parsed = parseArgs({
       args: [...argv],
-      options: Object.fromEntries(
-        program.flags.map((f) => [f.name, f.value === undefined ? { type: 'boolean' as const } : { type: 'string' as const, multiple: f.multiple === true }]),
-      ),
+      options: Object.fromEntries(program.flags.map((f) => [f.name, f.value === undefined ? { type: 'boolean' as const } : { type: 'string' as const, multiple: f.multiple === true }])),
       strict: true,
       allowPositionals: opts.positionals === true,
     });
@@ -71,9 +69,7 @@ export function helpText(program: Program): string {
   const head = (f: Flag): string => `  --${f.name}${f.value === undefined ? '' : ` ${f.value}`}`;
   const width = Math.max(...program.flags.map((f) => head(f).length)) + 2;
   for (const f of program.flags) {
-    const extra = [f.env !== undefined ? `env ${f.env}` : '', f.def !== undefined ? `default ${f.def}` : '', f.multiple === true ? 'repeatable' : '']
-      .filter((x) => x !== '')
-      .join('; ');
+    const extra = [f.env !== undefined ? `env ${f.env}` : '', f.def !== undefined ? `default ${f.def}` : '', f.multiple === true ? 'repeatable' : ''].filter((x) => x !== '').join('; ');
     lines.push(`${head(f).padEnd(width)}${f.help}${extra === '' ? '' : ` (${extra})`}`);
   }
   lines.push(`${'  --help'.padEnd(width)}this text`);

@@ -28,7 +28,11 @@ export function parseExternalIPPolicy(cidrs: readonly string[] | undefined, wher
   const allowed: SourceRange[] = [];
   for (const [i, raw] of cidrs.entries()) {
     const r = parseSourceRange(raw);
-    if (typeof r === 'string') return { ok: false, error: formatInputError('external IP policy', inputError(`${where}[${i}]`, raw, r, 'write a CIDR such as "192.0.2.0/24" or "2001:db8::/64"; an empty list denies every external IP')) };
+    if (typeof r === 'string')
+      return {
+        ok: false,
+        error: formatInputError('external IP policy', inputError(`${where}[${i}]`, raw, r, 'write a CIDR such as "192.0.2.0/24" or "2001:db8::/64"; an empty list denies every external IP')),
+      };
     allowed.push(r);
   }
   return { ok: true, value: { configured: true, allowed } };
@@ -78,7 +82,9 @@ export function externalIPsVerdict(svc: V1Service, old: V1Service | undefined, p
     };
   }
   if (outside.length > 0) {
-    return { warning: `${object}: spec.externalIPs ${outside.join(', ')} are outside the allowed CIDRs (${list}) and are not served; they are kept only because the Service already had them: remove them` };
+    return {
+      warning: `${object}: spec.externalIPs ${outside.join(', ')} are outside the allowed CIDRs (${list}) and are not served; they are kept only because the Service already had them: remove them`,
+    };
   }
   return {};
 }

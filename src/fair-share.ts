@@ -94,7 +94,10 @@ export function fairShare<T>(items: readonly ShareItem<T>[], cap: number, own?: 
     byNs.delete(own);
   }
   const others = [...byNs];
-  const level = waterLevel(others.map(([, list]) => list.reduce((a, it) => a + it.weight, 0)), rest);
+  const level = waterLevel(
+    others.map(([, list]) => list.reduce((a, it) => a + it.weight, 0)),
+    rest,
+  );
   for (const [ns, list] of others) fill(ns, list, level);
   over.sort((a, b) => (a.namespace < b.namespace ? -1 : a.namespace > b.namespace ? 1 : 0));
   return { kept, demand, over };

@@ -55,6 +55,4 @@ function registerLeanProcessMetrics(registry: client.Registry, prefix: string): 
 }
 
 /** Latency buckets in seconds, fine below a millisecond (admission, rule sync) up to ten seconds. */
-export const FINE_SECONDS_BUCKETS = [
-  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
-];
+export const FINE_SECONDS_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

@@ -35,11 +35,17 @@ export interface BudgetedService {
 /** The Service's ports over the budget, or undefined. Pure. */
 export function servicePortsOverBudget(object: string, ports: number): OverBudget | undefined {
   if (ports <= MAX_SERVICE_PORTS) return undefined;
-  return { budget: 'ports', message: `${object}: spec.ports lists ${ports} ports, more than the ${MAX_SERVICE_PORTS} multus-proxy serves for one Service; split it into several Services of at most ${MAX_SERVICE_PORTS} ports each` };
+  return {
+    budget: 'ports',
+    message: `${object}: spec.ports lists ${ports} ports, more than the ${MAX_SERVICE_PORTS} multus-proxy serves for one Service; split it into several Services of at most ${MAX_SERVICE_PORTS} ports each`,
+  };
 }
 
 /** The kept part of an object over the byte budget, or undefined. Pure. */
 export function keptBytesOverBudget(object: string, keptBytes: number, limit: number = MAX_SERVICE_KEPT_BYTES): OverBudget | undefined {
   if (keptBytes <= limit) return undefined;
-  return { budget: 'bytes', message: `${object}: its labels, annotations, ports and selector come to ${keptBytes} bytes, more than the ${limit} multus-proxy keeps for one object; remove labels or annotations it does not need` };
+  return {
+    budget: 'bytes',
+    message: `${object}: its labels, annotations, ports and selector come to ${keptBytes} bytes, more than the ${limit} multus-proxy keeps for one object; remove labels or annotations it does not need`,
+  };
 }

@@ -126,7 +126,10 @@ export class ServiceCap {
       if (named && !counts) dropped.add(svc);
     }
     const unshared = dropped.size;
-    const overNets = [...demand].filter(([, n]) => n > this.cap).map(([k]) => k).sort();
+    const overNets = [...demand]
+      .filter(([, n]) => n > this.cap)
+      .map(([k]) => k)
+      .sort();
     if (overNets.length === 0 && unshared === 0) return { services, dropped, unshared, over: [] };
 
     const over: CapOver[] = [];

@@ -278,14 +278,25 @@ async function main(): Promise<number> {
   const [nodeResult, [unitResult, clusterResult]] = await Promise.all([node, unitThenCluster]);
   await cp?.stop();
 
-  const results = new Map<Tier, TierResult | undefined>([['unit', unitResult], ['cluster', clusterResult], ['node', nodeResult]]);
+  const results = new Map<Tier, TierResult | undefined>([
+    ['unit', unitResult],
+    ['cluster', clusterResult],
+    ['node', nodeResult],
+  ]);
   for (const run of plan) {
     const r = results.get(run.tier);
     if (r) console.log(`# tier ${run.tier}: ${(r.wallMs / 1000).toFixed(1)} s wall, ${r.totals.pass ?? 0} pass, ${r.totals.fail ?? 0} fail, exit ${r.code}`);
   }
   const done = plan.map((r) => results.get(r.tier)).filter((r): r is TierResult => r !== undefined);
-  for (const l of closingLines(done.map((r) => r.totals), Date.now() - t0)) console.log(l);
-  const blocks = plan.map((r) => join(reporterDir, `failures-${r.tier}.txt`)).filter((f) => existsSync(f)).map((f) => readFileSync(f, 'utf8'));
+  for (const l of closingLines(
+    done.map((r) => r.totals),
+    Date.now() - t0,
+  ))
+    console.log(l);
+  const blocks = plan
+    .map((r) => join(reporterDir, `failures-${r.tier}.txt`))
+    .filter((f) => existsSync(f))
+    .map((f) => readFileSync(f, 'utf8'));
   const merged = mergeSummaries(blocks);
   if (merged.length > 0) console.log(merged.join('\n'));
   rmSync(reporterDir, { recursive: true, force: true });

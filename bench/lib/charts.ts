@@ -41,7 +41,12 @@ const col = (t: Table, name: RegExp): number => t.columns.findIndex((c) => name.
 
 /** CDF points of a percentile row (p50, p90, p99, max). */
 function cdf(t: Table, row: readonly string[]): [number, number][] {
-  const at: [RegExp, number][] = [[/^p50$/, 0.5], [/^p90$/, 0.9], [/^p99$/, 0.99], [/^max$/, 1]];
+  const at: [RegExp, number][] = [
+    [/^p50$/, 0.5],
+    [/^p90$/, 0.9],
+    [/^p99$/, 0.99],
+    [/^max$/, 1],
+  ];
   return at.map(([c, q]): [number, number] => [figure(row[col(t, c)]), q]);
 }
 

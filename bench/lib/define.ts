@@ -5,11 +5,6 @@
 import type { Benchmark, BenchResult, RunContext } from './report.js';
 import { withCleanup, type Cleanup } from './proc.js';
 
-export function defineBenchmark<S>(
-  id: string,
-  title: string,
-  sizes: { readonly quick: S; readonly full: S },
-  body: (ctx: RunContext, size: S, cleanup: Cleanup) => Promise<BenchResult>,
-): Benchmark {
+export function defineBenchmark<S>(id: string, title: string, sizes: { readonly quick: S; readonly full: S }, body: (ctx: RunContext, size: S, cleanup: Cleanup) => Promise<BenchResult>): Benchmark {
   return { id, title, run: (ctx) => withCleanup(ctx.log, (cleanup) => body(ctx, ctx.quick ? sizes.quick : sizes.full, cleanup)) };
 }

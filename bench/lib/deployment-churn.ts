@@ -52,7 +52,11 @@ export async function startScaleChurn(client: KubeClient, o: ScaleChurnOptions):
   const up = async (to: number): Promise<void> => {
     const names: string[] = [];
     while (live.length + names.length < to) names.push(`${APP}-${serial++}`);
-    await Promise.all(names.map((n) => createPod(client, o.namespace, n, { labels: { app: APP }, status: networkStatus([{ name: o.networkKey, ips: [address(Number(n.slice(APP.length + 1)))] }]), nodeName: o.nodeName })));
+    await Promise.all(
+      names.map((n) =>
+        createPod(client, o.namespace, n, { labels: { app: APP }, status: networkStatus([{ name: o.networkKey, ips: [address(Number(n.slice(APP.length + 1)))] }]), nodeName: o.nodeName }),
+      ),
+    );
     live.push(...names);
   };
   const remove = (name: string): void => {

@@ -55,7 +55,7 @@ const KINDS: ReadonlyMap<number, GcKind> = new Map([
 export function watchGc(): { stop(): Promise<GcPause[]> } {
   const pauses: GcPause[] = [];
   const add = (es: readonly PerformanceEntry[]): void => {
-    for (const e of es) pauses.push({ start: e.startTime, ms: e.duration, kind: KINDS.get(((e as PerformanceEntry & { detail?: { kind?: number } }).detail)?.kind ?? -1) ?? 'other' });
+    for (const e of es) pauses.push({ start: e.startTime, ms: e.duration, kind: KINDS.get((e as PerformanceEntry & { detail?: { kind?: number } }).detail?.kind ?? -1) ?? 'other' });
   };
   const obs = new PerformanceObserver((list) => add(list.getEntries()));
   obs.observe({ entryTypes: ['gc'] });
@@ -94,10 +94,12 @@ export function gcOverlap(windows: readonly Window[], pauses: readonly GcPause[]
   const slow = order.filter((i) => (ms[i] ?? 0) > slowMs);
   const from = windows[0]?.start ?? 0;
   const to = windows[windows.length - 1]?.end ?? 0;
-  const pausesBy = Object.fromEntries((['major', 'minor', 'incremental', 'weakcb', 'other'] as const).map((k) => {
-    const of = pauses.filter((p) => p.kind === k && p.start + p.ms > from && p.start < to);
-    return [k, { count: of.length, totalMs: of.reduce((s, p) => s + p.ms, 0), maxMs: of.reduce((m, p) => Math.max(m, p.ms), 0) }];
-  })) as GcOverlapSummary['pauses'];
+  const pausesBy = Object.fromEntries(
+    (['major', 'minor', 'incremental', 'weakcb', 'other'] as const).map((k) => {
+      const of = pauses.filter((p) => p.kind === k && p.start + p.ms > from && p.start < to);
+      return [k, { count: of.length, totalMs: of.reduce((s, p) => s + p.ms, 0), maxMs: of.reduce((m, p) => Math.max(m, p.ms), 0) }];
+    }),
+  ) as GcOverlapSummary['pauses'];
   return {
     slow: { threshold: slowMs, count: slow.length, withMajor: slow.filter(major).length },
     slowest1pct: { count: top.length, withMajor: top.filter(major).length, withMinorOnly: top.filter((i) => !major(i) && (gc[i]?.minor ?? 0) > 0).length },

@@ -73,7 +73,7 @@ export async function signalSnapshot(pid: number, dir: string, what: string, tim
   const before = new Set(readdirSync(dir));
   process.kill(pid, 'SIGUSR2');
   const deadline = Date.now() + timeoutMs;
-  for (let last = -1; Date.now() < deadline; ) {
+  for (let last = -1; Date.now() < deadline;) {
     await new Promise((r) => setTimeout(r, 1000));
     const file = readdirSync(dir).find((f) => f.endsWith('.heapsnapshot') && !before.has(f));
     if (file === undefined) continue;

@@ -89,7 +89,11 @@ export async function imageSidecarCommand(): Promise<SidecarCommand & { imageId:
   const image = `docker.io/library/multus-proxy:${version}`;
   const cache = cacheDir();
   const b = ['--root', path.join(cache, 'buildah', 'root'), '--runroot', path.join(cache, 'buildah', 'runroot'), '--storage-driver', 'overlay'];
-  const listed = await run('buildah', [...b, 'images', '--noheading', '--no-trunc', '--format', '{{.Name}}:{{.Tag}} {{.ID}}'], { check: false }).catch((e: unknown) => ({ code: -1, stdout: '', stderr: String(e) }));
+  const listed = await run('buildah', [...b, 'images', '--noheading', '--no-trunc', '--format', '{{.Name}}:{{.Tag}} {{.ID}}'], { check: false }).catch((e: unknown) => ({
+    code: -1,
+    stdout: '',
+    stderr: String(e),
+  }));
   if (listed.code !== 0) throw new Error(`B5: cannot list buildah's images (${listed.stderr.trim().slice(0, 200)}): ${SETUP_HINT}`);
   const id = parseImageList(listed.stdout).get(image);
   if (!id) throw new Error(`B5: no image ${image} in ${path.join(cache, 'buildah')}: ${SETUP_HINT}`);
@@ -101,7 +105,9 @@ export async function imageSidecarCommand(): Promise<SidecarCommand & { imageId:
   const nodeVersion = (await run(path.join(root, 'node'), ['--version'])).stdout.trim();
   const imageEnv = JSON.parse(readFileSync(path.join(root, 'env.json'), 'utf8')) as string[];
   const { binary, argv, env } = injectedOnHost(injectedContainer(image), imageEnv, root);
-  const envText = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
+  const envText = Object.entries(env)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
   return {
     binary,
     argv,

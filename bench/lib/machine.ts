@@ -40,7 +40,10 @@ function cpuModel(): string {
 export function machineInfo(): MachineInfo {
   const commit = tryRun('git', ['rev-parse', '--short', 'HEAD']);
   // Which tracked folders differ from the commit: the figures measured the working tree.
-  const changed = tryRun('git', ['status', '--porcelain']).split('\n').filter(Boolean).map((l) => l.replace(/^\s*\S+\s+/, '').split('/')[0] ?? '');
+  const changed = tryRun('git', ['status', '--porcelain'])
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => l.replace(/^\s*\S+\s+/, '').split('/')[0] ?? '');
   const dirs = [...new Set(changed)].sort();
   const dirty = dirs.length > 0 ? ` + uncommitted changes in ${dirs.join(', ')}` : '';
   return {

@@ -228,10 +228,11 @@ export class NftTable {
       for (const m of r.text.matchAll(/\b(?:jump|goto) (\S+)/g)) if (m[1] !== undefined && m[1] !== r.chain) referred.add(m[1]);
       for (const m of r.text.matchAll(/\bvmap @(\S+)/g)) if (m[1] !== undefined) vmaps.add(m[1]);
     }
-    for (const name of vmaps) for (const v of this.sets.get(name)?.values() ?? []) {
-      const m = /^(?:jump|goto) (\S+)$/.exec(v);
-      if (m?.[1] !== undefined) referred.add(m[1]);
-    }
+    for (const name of vmaps)
+      for (const v of this.sets.get(name)?.values() ?? []) {
+        const m = /^(?:jump|goto) (\S+)$/.exec(v);
+        if (m?.[1] !== undefined) referred.add(m[1]);
+      }
     const out = new Set<string>();
     for (const r of this.rules.values()) {
       if (!referred.has(r.chain)) continue;

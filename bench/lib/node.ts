@@ -45,7 +45,10 @@ export function benchNode(parent = 'eth1'): V1Node {
   return {
     apiVersion: 'v1',
     kind: 'Node',
-    metadata: { name: NODE_NAME, annotations: { [NODE_ADDRESSES_ANNOTATION]: `${networkKey(NETWORK)}=${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, [NODE_PARENTS_ANNOTATION]: `${networkKey(NETWORK)}=${parent}` } },
+    metadata: {
+      name: NODE_NAME,
+      annotations: { [NODE_ADDRESSES_ANNOTATION]: `${networkKey(NETWORK)}=${NODE_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, [NODE_PARENTS_ANNOTATION]: `${networkKey(NETWORK)}=${parent}` },
+    },
     status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
   };
 }
@@ -68,6 +71,7 @@ export function nodeState(input: NodeInput): NodeState {
 
 /** The plan's state, after checking the bench's cluster is what it means to be: one network served, no problems. */
 export function checkedState(plan: NodePlan): NodeState {
-  if (plan.problems.length > 0 || plan.state.networks.length !== 1) throw new Error(`bench node plan: ${plan.state.networks.length} networks served; problems: ${plan.problems.map((p) => p.message).join('; ')}`);
+  if (plan.problems.length > 0 || plan.state.networks.length !== 1)
+    throw new Error(`bench node plan: ${plan.state.networks.length} networks served; problems: ${plan.problems.map((p) => p.message).join('; ')}`);
   return plan.state;
 }

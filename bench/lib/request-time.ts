@@ -63,7 +63,10 @@ const spread = (xs: readonly number[]): string => {
 };
 
 /** One row per path: min, p1, p10, p50 over rounds, and what it adds over each of `over` (blank for itself and the paths before it there). */
-export function requestTimeTable<K extends string>(rounds: readonly Round<K>[], o: { readonly paths: readonly K[]; readonly label: (k: K) => string; readonly low: LowEnd; readonly over: readonly { readonly path: K; readonly name: string }[]; readonly caption: string }): Table {
+export function requestTimeTable<K extends string>(
+  rounds: readonly Round<K>[],
+  o: { readonly paths: readonly K[]; readonly label: (k: K) => string; readonly low: LowEnd; readonly over: readonly { readonly path: K; readonly name: string }[]; readonly caption: string },
+): Table {
   const stat = o.low === 'p1Us' ? 'p1' : 'min';
   return {
     caption: `${o.caption}; median over rounds (min–max); added: per round, this path's ${stat} minus the other's, with the mean (wrk counts whole µs):`,

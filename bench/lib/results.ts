@@ -17,7 +17,9 @@ export const CHART_DIR = path.join(ROOT, 'docs', 'benchmarks');
 export function readResults(dir = RESULTS_DIR): Map<string, ResultRecord> {
   const out = new Map<string, ResultRecord>();
   if (!existsSync(dir)) return out;
-  for (const f of readdirSync(dir).filter((f) => f.endsWith('.json')).sort()) {
+  for (const f of readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()) {
     const r = JSON.parse(readFileSync(path.join(dir, f), 'utf8')) as ResultRecord;
     out.set(r.key, r);
   }

@@ -44,7 +44,10 @@ export const REPORT = 'RESULT ';
  * for the flags the sidecar ships with, src/memory-settings.ts), e.g. `B2_NODE_FLAGS='sidecar --trace-gc'`.
  */
 export function workerNodeFlags(env: string | undefined = process.env['B2_NODE_FLAGS']): string[] {
-  return (env ?? '').split(/\s+/).filter((f) => f !== '').flatMap((f) => (f === 'sidecar' ? [...NODE_MEMORY_FLAGS] : [f]));
+  return (env ?? '')
+    .split(/\s+/)
+    .filter((f) => f !== '')
+    .flatMap((f) => (f === 'sidecar' ? [...NODE_MEMORY_FLAGS] : [f]));
 }
 
 /** Runs one task in a worker inside `ns`; its progress lines (and any other stdout, e.g. --trace-gc's) go to ctx.log. */

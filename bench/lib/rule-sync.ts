@@ -82,7 +82,15 @@ export async function countDnat(ns: string | undefined): Promise<number> {
   return dnatLines((await run('iptables-save', ['-t', 'nat'], { netns: ns })).stdout);
 }
 
-export const RULE_SYNC_COLUMNS = ['Services × endpoints', 'ours: full sync', 'of which iptables-restore', 'of which render + plan', 'of which other commands', 'raw iptables-restore, same text', 'ours / raw, per run'];
+export const RULE_SYNC_COLUMNS = [
+  'Services × endpoints',
+  'ours: full sync',
+  'of which iptables-restore',
+  'of which render + plan',
+  'of which other commands',
+  'raw iptables-restore, same text',
+  'ours / raw, per run',
+];
 
 /**
  * `runs` interleaved full syncs of `services` (ours, then raw, alternating which goes first). After
@@ -203,7 +211,15 @@ export interface SlowChange {
 /** A change over this is counted as slow (the one-endpoint change's p99 target). */
 export const SLOW_CHANGE_MS = 10;
 
-export const PARTIAL_COLUMNS = ['change', 'ours: partial sync', 'of which state from the objects', 'of which render + plan', 'of which iptables-restore', 'raw restore of the same text', 'ours / raw per change'];
+export const PARTIAL_COLUMNS = [
+  'change',
+  'ours: partial sync',
+  'of which state from the objects',
+  'of which render + plan',
+  'of which iptables-restore',
+  'raw restore of the same text',
+  'ours / raw per change',
+];
 
 export function partialRow(p: PartialResult): string[] {
   return ['1 endpoint of 1 Service', fmtSummary(p.ours, 'ms'), fmtSummary(p.state, 'ms'), fmtSummary(p.render, 'ms'), fmtSummary(p.restore, 'ms'), fmtSummary(p.raw, 'ms'), fmtPairs(p.ratio)];
@@ -259,13 +275,36 @@ export async function partialVsRaw<S>(
   const gc = gcOverlap(windows, pauses, SLOW_CHANGE_MS);
   const perChange = windowGc(windows, pauses);
   const slowest = ours
-    .map((o, i): SlowChange => ({ g: i + 1, ours: o, state: stateMs[i] ?? NaN, render: renderMs[i] ?? NaN, restore: restoreMs[i] ?? NaN, gcMajor: perChange[i]?.major ?? 0, gcMinor: perChange[i]?.minor ?? 0, gcOther: perChange[i]?.other ?? 0 }))
+    .map((o, i): SlowChange => ({
+      g: i + 1,
+      ours: o,
+      state: stateMs[i] ?? NaN,
+      render: renderMs[i] ?? NaN,
+      restore: restoreMs[i] ?? NaN,
+      gcMajor: perChange[i]?.major ?? 0,
+      gcMinor: perChange[i]?.minor ?? 0,
+      gcOther: perChange[i]?.other ?? 0,
+    }))
     .sort((a, b) => b.ours - a.ours)
     .slice(0, Math.max(10, Math.ceil(changes / 100)));
-  const result = { ours: summarize(ours), state: summarize(stateMs), render: summarize(renderMs), restore: summarize(restoreMs), raw: summarize(raw), ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))), gc, slowest };
+  const result = {
+    ours: summarize(ours),
+    state: summarize(stateMs),
+    render: summarize(renderMs),
+    restore: summarize(restoreMs),
+    raw: summarize(raw),
+    ratio: summarize(ours.map((o, i) => o / (raw[i] ?? NaN))),
+    gc,
+    slowest,
+  };
   ctx.log(`partial: ours ${fmt(result.ours.median)} ms, raw ${fmt(result.raw.median)} ms`);
-  ctx.log(`partial: ${gc.slow.count} changes > ${SLOW_CHANGE_MS} ms (${gc.slow.withMajor} overlap a major GC); slowest 1 % (${gc.slowest1pct.count}): ${gc.slowest1pct.withMajor} overlap a major GC, ${gc.slowest1pct.withMinorOnly} a minor only; ${gc.windowsWithMajor} changes overlap a major GC`);
+  ctx.log(
+    `partial: ${gc.slow.count} changes > ${SLOW_CHANGE_MS} ms (${gc.slow.withMajor} overlap a major GC); slowest 1 % (${gc.slowest1pct.count}): ${gc.slowest1pct.withMajor} overlap a major GC, ${gc.slowest1pct.withMinorOnly} a minor only; ${gc.windowsWithMajor} changes overlap a major GC`,
+  );
   for (const [k, v] of Object.entries(gc.pauses)) if (v.count > 0) ctx.log(`partial: GC ${k}: ${v.count} pauses, ${fmt(v.totalMs)} ms in all, max ${fmt(v.maxMs)} ms`);
-  for (const c of slowest) ctx.log(`partial: slow change ${c.g}: ${fmt(c.ours)} ms (state ${fmt(c.state)}, render + plan ${fmt(c.render)}, write ${fmt(c.restore)}; GC inside: major ${fmt(c.gcMajor)}, minor ${fmt(c.gcMinor)}, other ${fmt(c.gcOther)})`);
+  for (const c of slowest)
+    ctx.log(
+      `partial: slow change ${c.g}: ${fmt(c.ours)} ms (state ${fmt(c.state)}, render + plan ${fmt(c.render)}, write ${fmt(c.restore)}; GC inside: major ${fmt(c.gcMajor)}, minor ${fmt(c.gcMinor)}, other ${fmt(c.gcOther)})`,
+    );
   return result;
 }

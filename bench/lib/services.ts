@@ -4,7 +4,17 @@
  * controller writes them. Addresses are deterministic and stay inside ranges that exist only in
  * the benchmarks' own network namespaces (cluster IPs 10.96.0.0/16, endpoints 10.100.0.0/16).
  */
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
+import {
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  NETWORK_LABEL,
+  NETWORKS_ANNOTATION,
+  NETWORK_STATUS_ANNOTATION,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+} from '../../src/keys.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
@@ -59,7 +69,13 @@ export function service(i: number, namespace = BENCH_NAMESPACE): V1Service {
       labels: { [PROXY_NAME_LABEL]: PROXY_NAME, app: serviceName(i) },
       annotations: { [SERVICE_NETWORK_ANNOTATION]: `${NETWORK.namespace}/${NETWORK.name}` },
     },
-    spec: { type: 'ClusterIP', selector: { app: serviceName(i) }, clusterIP: clusterIP(i), clusterIPs: [clusterIP(i)], ports: [{ name: 'http', port: SERVICE_PORT, targetPort: TARGET_PORT, protocol: 'TCP' }] },
+    spec: {
+      type: 'ClusterIP',
+      selector: { app: serviceName(i) },
+      clusterIP: clusterIP(i),
+      clusterIPs: [clusterIP(i)],
+      ports: [{ name: 'http', port: SERVICE_PORT, targetPort: TARGET_PORT, protocol: 'TCP' }],
+    },
   };
 }
 

@@ -117,15 +117,25 @@ export async function treeSidecarCommand(cleanup: Cleanup, tree: string, backend
   return { argv: [...SIDECAR_NODE_FLAGS, ...flags, path.join(out, 'sidecar.js')], env: { ...SIDECAR_MALLOC_ENV, DATAPLANE_BACKEND: backend }, how: `${tree} bundled` };
 }
 
-const mallocText = Object.entries(SIDECAR_MALLOC_ENV).map(([k, v]) => `${k}=${v}`).join(' ');
+const mallocText = Object.entries(SIDECAR_MALLOC_ENV)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(' ');
 
 export async function sidecarCommand(cleanup: Cleanup): Promise<SidecarCommand> {
   const bundle = await buildBundle(cleanup, 'sidecar');
   if (bundle !== undefined) {
-    return { argv: [...SIDECAR_NODE_FLAGS, bundle], env: SIDECAR_MALLOC_ENV, how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} with ${mallocText} as injected` };
+    return {
+      argv: [...SIDECAR_NODE_FLAGS, bundle],
+      env: SIDECAR_MALLOC_ENV,
+      how: `a bundle of the current source (scripts/build.mjs --only sidecar), node ${SIDECAR_NODE_FLAGS.join(' ')} with ${mallocText} as injected`,
+    };
   }
   if (existsSync(SIDECAR_BUNDLE)) {
-    return { argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE], env: SIDECAR_MALLOC_ENV, how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z), with ${mallocText}` };
+    return {
+      argv: [...SIDECAR_NODE_FLAGS, SIDECAR_BUNDLE],
+      env: SIDECAR_MALLOC_ENV,
+      how: `bundle (dist/sidecar.js, built ${statSync(SIDECAR_BUNDLE).mtime.toISOString().slice(0, 16)}Z), with ${mallocText}`,
+    };
   }
   return { argv: ['--import', 'tsx', path.join(ROOT, 'cmd', 'sidecar', 'main.ts')], env: SIDECAR_MALLOC_ENV, how: 'tsx (cmd/sidecar/main.ts; no bundle could be built)' };
 }
@@ -134,7 +144,16 @@ export function startSidecar(env: SidecarEnv, cleanup: Cleanup, logLevel: string
   const child = startProcess(cmd.binary ?? 'node', cmd.argv, {
     netns: env.pod.ns,
     cwd: ROOT,
-    env: { ...process.env, ...cmd.env, POD_NAME: env.podName ?? CLIENT_POD, POD_NAMESPACE: BENCH_NAMESPACE, KUBECONFIG: env.cp.kubeconfigPath, HEALTH_PORT: '9180', HEALTH_HOST: '127.0.0.1', LOG_LEVEL: logLevel },
+    env: {
+      ...process.env,
+      ...cmd.env,
+      POD_NAME: env.podName ?? CLIENT_POD,
+      POD_NAMESPACE: BENCH_NAMESPACE,
+      KUBECONFIG: env.cp.kubeconfigPath,
+      HEALTH_PORT: '9180',
+      HEALTH_HOST: '127.0.0.1',
+      LOG_LEVEL: logLevel,
+    },
   });
   return logged(child, cmd.how, 'sidecar', cleanup);
 }
@@ -196,7 +215,7 @@ export async function timeToLine(proc: SidecarProcess, lines: readonly LogLine[]
   const before = lines.length;
   const start = Date.now();
   await write();
-  for (let seen = before; ; ) {
+  for (let seen = before; ;) {
     const l = lines[seen] ?? (await proc.waitFor((x) => x.msg === msg, 10_000, what));
     seen = lines[seen] !== undefined ? seen + 1 : lines.length;
     if (l.time >= start && (await landed())) return l.time - start;

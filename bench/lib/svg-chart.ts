@@ -93,8 +93,14 @@ export function renderLineChart(c: LineChart): string {
   if (series.length === 0) throw new Error(`chart "${c.title}": no series has a point to draw`);
   const legendH = series.length * LEGEND_ROW + 8;
   const height = H + legendH;
-  const [x0, x1] = bounds(series.flatMap((s) => s.points.map((p) => p[0])), c.x);
-  const [y0, y1] = bounds(series.flatMap((s) => s.points.map((p) => p[1])), c.y);
+  const [x0, x1] = bounds(
+    series.flatMap((s) => s.points.map((p) => p[0])),
+    c.x,
+  );
+  const [y0, y1] = bounds(
+    series.flatMap((s) => s.points.map((p) => p[1])),
+    c.y,
+  );
   const plotBottom = H - M.bottom;
   const sx = scale(x0, x1, c.x.log ?? false, M.left, W - M.right);
   const sy = scale(y0, y1, c.y.log ?? false, plotBottom, M.top);

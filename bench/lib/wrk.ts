@@ -84,7 +84,11 @@ export async function interleavedPairs(o: PairsOptions): Promise<PairsResult> {
   const lat = (rs: WrkResult[]): string => `${fmt(summarize(rs.map((r) => r.p50ms)).median)} / ${fmt(summarize(rs.map((r) => r.p99ms)).median)} ms`;
   return {
     ratios,
-    target: (what, min) => ({ target: `${what} ≥ ${min}`, measured: `${ratios.median.toFixed(3)} (median of ${o.runs} pairs; min ${ratios.min.toFixed(3)}, max ${ratios.max.toFixed(3)})`, met: ratios.median >= min }),
+    target: (what, min) => ({
+      target: `${what} ≥ ${min}`,
+      measured: `${ratios.median.toFixed(3)} (median of ${o.runs} pairs; min ${ratios.min.toFixed(3)}, max ${ratios.max.toFixed(3)})`,
+      met: ratios.median >= min,
+    }),
     row: (mode) => [mode, rps(ours), rps(base), `${fmtRatio(ratios.median)} (${fmtRatio(ratios.min)}–${fmtRatio(ratios.max)})`, lat(ours), lat(base)],
   };
 }

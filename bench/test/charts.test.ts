@@ -37,9 +37,30 @@ void test('a line chart is a well-formed SVG document with both axes, their labe
     x: { label: 'Services', log: true },
     y: { label: 'ms' },
     series: [
-      { name: 'ours', points: [[100, 5], [1000, 12], [10000, 90]] },
-      { name: 'raw', points: [[100, 4], [1000, 11], [10000, 80]], dashed: true },
-      { name: 'only bad points', points: [[0, 1], [NaN, 2]] },
+      {
+        name: 'ours',
+        points: [
+          [100, 5],
+          [1000, 12],
+          [10000, 90],
+        ],
+      },
+      {
+        name: 'raw',
+        points: [
+          [100, 4],
+          [1000, 11],
+          [10000, 80],
+        ],
+        dashed: true,
+      },
+      {
+        name: 'only bad points',
+        points: [
+          [0, 1],
+          [NaN, 2],
+        ],
+      },
     ],
   });
   const names = wellFormed(svg);
@@ -85,7 +106,13 @@ void test('a chart is drawn from the full result, from the quick one only while 
   const spec = CHARTS.find((c) => c.key === 'b10');
   assert.ok(spec);
   const quick = { ...b10, key: 'b10-quick', quick: true, commit: 'q1' };
-  const both = renderChart(spec, new Map([['b10', b10], ['b10-quick', quick]]));
+  const both = renderChart(
+    spec,
+    new Map([
+      ['b10', b10],
+      ['b10-quick', quick],
+    ]),
+  );
   assert.match(both ?? '', new RegExp(`commit ${b10.commit}<`));
   const onlyQuick = renderChart(spec, new Map([['b10-quick', quick]]));
   assert.match(onlyQuick ?? '', /commit q1, quick mode</);

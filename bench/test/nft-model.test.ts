@@ -108,8 +108,27 @@ void describe('slice tracker', () => {
   void test('an address counts once ready (absent condition = ready), per Service and manager, across slices', () => {
     const t = new SliceTracker();
     assert.equal(t.event('ADDED', slice('a', 's', 'k', [['1.1.1.1', true]]))?.added[0], '1.1.1.1');
-    assert.equal(t.event('MODIFIED', slice('a', 's', 'k', [['1.1.1.1', true], ['1.1.1.2', false]])), undefined, 'a not-ready endpoint is no change');
-    assert.deepEqual(t.event('MODIFIED', slice('a', 's', 'k', [['1.1.1.1', true], ['1.1.1.2', undefined]])), { service: 's', manager: 'k', added: ['1.1.1.2'], removed: [] });
+    assert.equal(
+      t.event(
+        'MODIFIED',
+        slice('a', 's', 'k', [
+          ['1.1.1.1', true],
+          ['1.1.1.2', false],
+        ]),
+      ),
+      undefined,
+      'a not-ready endpoint is no change',
+    );
+    assert.deepEqual(
+      t.event(
+        'MODIFIED',
+        slice('a', 's', 'k', [
+          ['1.1.1.1', true],
+          ['1.1.1.2', undefined],
+        ]),
+      ),
+      { service: 's', manager: 'k', added: ['1.1.1.2'], removed: [] },
+    );
     assert.equal(t.event('ADDED', slice('b', 's', 'k', [['1.1.1.2', true]])), undefined, 'the same address in a second slice');
     assert.equal(t.event('ADDED', slice('c', 's', 'ours', [['1.1.1.9', true]]))?.manager, 'ours');
     assert.deepEqual(t.event('MODIFIED', slice('a', 's', 'k', [['1.1.1.1', false]])), { service: 's', manager: 'k', added: [], removed: ['1.1.1.1'] });
@@ -121,7 +140,10 @@ void describe('slice tracker', () => {
 void describe('benchmarks page', () => {
   void test('a variant section (b3real) sits after its number’s own sections and before the next number', () => {
     const keys = ['b4', 'b3real-quick', 'b3-quick', 'b3real', 'b3', 'b2-quick'];
-    assert.deepEqual([...keys].sort((a, b) => order(a) - order(b)), ['b2-quick', 'b3', 'b3-quick', 'b3real', 'b3real-quick', 'b4']);
+    assert.deepEqual(
+      [...keys].sort((a, b) => order(a) - order(b)),
+      ['b2-quick', 'b3', 'b3-quick', 'b3real', 'b3real-quick', 'b4'],
+    );
   });
 });
 

@@ -28,7 +28,13 @@ void test('replaceResults: the block between the markers is replaced, the text a
 });
 
 void test('renderResults: full runs only, in benchmark order (b2 before b10, a variant after its number), with the run, the small table and the targets', () => {
-  const results = new Map([['b10', record('b10', false)], ['b2-quick', record('b2-quick', true)], ['b3real', record('b3real', false)], ['b2', record('b2', false)], ['b3', record('b3', false)]]);
+  const results = new Map([
+    ['b10', record('b10', false)],
+    ['b2-quick', record('b2-quick', true)],
+    ['b3real', record('b3real', false)],
+    ['b2', record('b2', false)],
+    ['b3', record('b3', false)],
+  ]);
   const out = renderResults(results);
   const headings = [...out.matchAll(/^### (\S+):/gm)].map((m) => m[1]);
   assert.deepEqual(headings, ['B2', 'B3', 'B3REAL', 'B10']);

@@ -13,17 +13,23 @@ void test('soak report of the 2026-11-26 record: every component judged (none "n
   const r = JSON.parse(readFileSync(FILE, 'utf8')) as SoakRecord;
   const out = report(r, FILE, 60_000, 'image of the record');
   const memory = out.targets.filter((t) => t.target.includes('private memory'));
-  assert.deepEqual(memory.map((t) => [t.target.split(':')[0], t.measured.split(':')[0], t.met]), [
-    ['sidecar (client)', 'settles', true],
-    ['controller leader', 'settles', true],
-    ['webhook', 'settles', true],
-    ['node agent', 'flat', true],
-  ]);
+  assert.deepEqual(
+    memory.map((t) => [t.target.split(':')[0], t.measured.split(':')[0], t.met]),
+    [
+      ['sidecar (client)', 'settles', true],
+      ['controller leader', 'settles', true],
+      ['webhook', 'settles', true],
+      ['node agent', 'flat', true],
+    ],
+  );
   const thirds = out.tables.find((t) => t.columns.includes('last third max'));
-  assert.deepEqual(thirds?.rows.map((row) => [row[0], row.at(-1)]), [
-    ['sidecar (client)', 'settles'],
-    ['controller leader', 'settles'],
-    ['webhook', 'settles'],
-    ['node agent', 'flat'],
-  ]);
+  assert.deepEqual(
+    thirds?.rows.map((row) => [row[0], row.at(-1)]),
+    [
+      ['sidecar (client)', 'settles'],
+      ['controller leader', 'settles'],
+      ['webhook', 'settles'],
+      ['node agent', 'flat'],
+    ],
+  );
 });

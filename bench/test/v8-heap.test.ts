@@ -43,6 +43,11 @@ void test('gcSeconds: GC pause seconds summed over the kinds, only under the pre
 void test('gcPauseMs: the pause of a --trace-gc line, Node 20 and Node 24 formats; other lines undefined', () => {
   assert.equal(gcPauseMs('[25286:0xc407d60]       44 ms: Scavenge 3.8 (4.0) -> 3.4 (5.0) MB, 15.68 / 0.00 ms  (average mu = 1.000, current mu = 1.000) allocation failure; '), 15.68);
   assert.equal(gcPauseMs('[25269:0x1be9a000]      132 ms: Scavenge 4.7 (5.8) -> 4.3 (6.8) MB, pooled: 0 MB, 1.32 / 0.00 ms  (average mu = 1.000, current mu = 1.000) allocation failure; '), 1.32);
-  assert.equal(gcPauseMs('[25269:0x1be9a000]     5012 ms: Mark-Compact (reduce) 9.1 (12.0) -> 8.2 (10.0) MB, pooled: 0 MB, 6.50 / 0.00 ms  (+ 1.2 ms in 4 steps since start of marking, biggest step 0.6 ms, walltime since start of marking 9 ms) (average mu = 0.99, current mu = 0.98) memory reducer; GC in old space requested'), 6.5);
+  assert.equal(
+    gcPauseMs(
+      '[25269:0x1be9a000]     5012 ms: Mark-Compact (reduce) 9.1 (12.0) -> 8.2 (10.0) MB, pooled: 0 MB, 6.50 / 0.00 ms  (+ 1.2 ms in 4 steps since start of marking, biggest step 0.6 ms, walltime since start of marking 9 ms) (average mu = 0.99, current mu = 0.98) memory reducer; GC in old space requested',
+    ),
+    6.5,
+  );
   assert.equal(gcPauseMs('{"level":30,"msg":"rules applied","ms":12}'), undefined);
 });

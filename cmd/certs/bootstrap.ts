@@ -56,7 +56,6 @@ function encode(entries: Record<string, string>): Record<string, string> {
   return Object.fromEntries(Object.entries(entries).map(([k, v]) => [k, Buffer.from(v, 'utf8').toString('base64')]));
 }
 
-
 /** Creates the Secret, or replaces it at the resourceVersion that was read (a concurrent writer makes this fail with 409). */
 async function writeSecret(client: KubeClient, namespace: string, name: string, existing: V1Secret | undefined, data: Record<string, string>): Promise<void> {
   // managedFields are the apiserver's bookkeeping, not ours to send back; resourceVersion stays (optimistic concurrency).

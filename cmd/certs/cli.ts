@@ -59,7 +59,7 @@ export const CERTS_PROGRAM: Program = {
   usage: 'certs <generate|bootstrap> [flags]',
   flags: [
     { name: 'service', value: 'NAME', def: DEFAULTS.service, help: "the webhook's Service (names in the certificate)" },
-    { name: 'namespace', value: 'NS', def: DEFAULTS.namespace, help: 'its namespace, and the Secrets\' (bootstrap)' },
+    { name: 'namespace', value: 'NS', def: DEFAULTS.namespace, help: "its namespace, and the Secrets' (bootstrap)" },
     { name: 'ip', value: 'ADDR', multiple: true, help: 'an IP address SAN' },
     { name: 'dns', value: 'NAME', multiple: true, help: 'an extra DNS SAN' },
     { name: 'ca-validity-days', value: DAYS, def: '3650', help: 'lifetime of a new CA' },
@@ -94,7 +94,8 @@ function problem(flag: string, value: string, reason: string, fix: string): stri
   return formatInputError(OBJECT, inputError(`--${flag}`, value, reason, fix));
 }
 
-type StringFlag = 'service' | 'namespace' | 'out' | 'ca-dir' | 'secret' | 'ca-secret' | 'kubeconfig' | 'context' | 'interval' | 'ca-validity-days' | 'validity-days' | 'ca-renew-before-days' | 'renew-before-days';
+type StringFlag =
+  'service' | 'namespace' | 'out' | 'ca-dir' | 'secret' | 'ca-secret' | 'kubeconfig' | 'context' | 'interval' | 'ca-validity-days' | 'validity-days' | 'ca-renew-before-days' | 'renew-before-days';
 type ListFlag = 'ip' | 'dns' | 'mutating' | 'validating';
 
 export function parseCli(argv: readonly string[]): Result<CliCommand, string> {
@@ -109,7 +110,11 @@ export function parseCli(argv: readonly string[]): Result<CliCommand, string> {
   }
   const problems: string[] = [];
   const str = (f: StringFlag): string | undefined => values[f] as string | undefined;
-  const list = (f: ListFlag): string[] => ((values[f] as string[] | undefined) ?? []).flatMap((v) => v.split(',')).map((v) => v.trim()).filter((v) => v !== '');
+  const list = (f: ListFlag): string[] =>
+    ((values[f] as string[] | undefined) ?? [])
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter((v) => v !== '');
   const days = (f: StringFlag): number | undefined => {
     const v = str(f);
     if (v === undefined) return undefined;

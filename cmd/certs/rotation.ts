@@ -10,15 +10,7 @@
  */
 import { isIP } from 'node:net';
 import { inspectCert, isIssuedBy, keyMatchesCert, splitPemBundle, type CertInfo } from '../../src/cert-info.js';
-import {
-  createCA,
-  createServingCert,
-  serviceDnsNames,
-  DEFAULT_CA_VALIDITY_DAYS,
-  DEFAULT_LEAF_VALIDITY_DAYS,
-  type CertKeyPair,
-  type ServingOptions,
-} from './pki.js';
+import { createCA, createServingCert, serviceDnsNames, DEFAULT_CA_VALIDITY_DAYS, DEFAULT_LEAF_VALIDITY_DAYS, type CertKeyPair, type ServingOptions } from './pki.js';
 
 /** The CA store (a Secret or files): the signing CA and older CAs that are still trusted. */
 export interface CaStore {

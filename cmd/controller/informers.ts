@@ -34,7 +34,7 @@ export async function createControllerInformers(client: KubeClient, opts: Contro
   // NAD API, every cross-namespace reference is refused and no range is known.
   const nadApi = (await getIfExists(client, '/apis/k8s.cni.cncf.io/v1')) !== undefined;
   const nads = nadApi ? createInformer<SlimNad>(client, { logger, name: 'nads', path: apiPath('k8s.cni.cncf.io', 'v1', 'network-attachment-definitions'), transform: slimNad }) : undefined;
-  if (!nadApi) logger.warn('the NetworkAttachmentDefinition API (k8s.cni.cncf.io/v1) is not served: Services naming another namespace\'s NAD get no slices');
+  if (!nadApi) logger.warn("the NetworkAttachmentDefinition API (k8s.cni.cncf.io/v1) is not served: Services naming another namespace's NAD get no slices");
   return { services, pods, slices, namespaces, nodes, nads };
 }
 

@@ -259,9 +259,7 @@ export class LeaderElector implements WriteFence {
       }
       // Jitter keeps replicas from hitting the apiserver in lock step. A leader whose renew
       // failed retries at once-per-retry-period but never sleeps past its deadline.
-      const wait = this.leading
-        ? Math.min(this.cfg.retryPeriodMs, Math.max(0, this.lastRenew + this.cfg.renewDeadlineMs - Date.now()))
-        : this.cfg.retryPeriodMs * (1 + Math.random() * 0.2);
+      const wait = this.leading ? Math.min(this.cfg.retryPeriodMs, Math.max(0, this.lastRenew + this.cfg.renewDeadlineMs - Date.now())) : this.cfg.retryPeriodMs * (1 + Math.random() * 0.2);
       await sleep(wait, signal);
     }
     if (this.leading) await this.release();

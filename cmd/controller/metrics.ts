@@ -44,10 +44,20 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       registers: [registry],
     }),
     sliceWrites: new prom.Counter({ name: `${p}_slice_writes_total`, help: 'EndpointSlice writes by verb', labelNames: ['verb'], registers: [registry] }),
-    sliceWritesRefused: new prom.Counter({ name: `${p}_slice_writes_refused_total`, help: 'EndpointSlice writes the apiserver refused as invalid (422), by verb', labelNames: ['verb'], registers: [registry] }),
+    sliceWritesRefused: new prom.Counter({
+      name: `${p}_slice_writes_refused_total`,
+      help: 'EndpointSlice writes the apiserver refused as invalid (422), by verb',
+      labelNames: ['verb'],
+      registers: [registry],
+    }),
     podsSkipped: new prom.Counter({ name: `${p}_pods_skipped_total`, help: 'Pods left out of slices, by reason', labelNames: ['reason'], registers: [registry] }),
     leader: new prom.Gauge({ name: `${p}_leader`, help: '1 while this replica holds the leader lease', registers: [registry] }),
-    objectsRefused: new prom.Counter({ name: `${p}_objects_refused_total`, help: 'Services refused whole for exceeding a per-object budget, by budget', labelNames: ['budget'], registers: [registry] }),
+    objectsRefused: new prom.Counter({
+      name: `${p}_objects_refused_total`,
+      help: 'Services refused whole for exceeding a per-object budget, by budget',
+      labelNames: ['budget'],
+      registers: [registry],
+    }),
     eventsDropped: new prom.Counter({ name: `${p}_events_dropped_total`, help: 'Events not written, by why (duplicate, spam, full)', labelNames: ['why'], registers: [registry] }),
   };
 }

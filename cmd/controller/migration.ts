@@ -64,7 +64,11 @@ export function createMigration(d: MigrationDeps): Migration {
     path: apiPath('discovery.k8s.io', 'v1', 'endpointslices', d.namespace),
     labelSelector: LEGACY_SLICE_SELECTOR,
     // Only which Service a slice belongs to is read.
-    transform: (s) => ({ addressType: s.addressType, endpoints: [], metadata: { name: s.metadata?.name, namespace: s.metadata?.namespace, labels: s.metadata?.labels, resourceVersion: s.metadata?.resourceVersion } }),
+    transform: (s) => ({
+      addressType: s.addressType,
+      endpoints: [],
+      metadata: { name: s.metadata?.name, namespace: s.metadata?.namespace, labels: s.metadata?.labels, resourceVersion: s.metadata?.resourceVersion },
+    }),
   });
   const byService = new Map<string, Set<string>>();
   let working = false;

@@ -8,16 +8,7 @@
  * Pure: read the spec, resolve the NAD against the NADs known, render the Service, and decide
  * what to do given the Service that exists under that name. The IO is in netservice-controller.ts.
  */
-import {
-  NETSERVICE_GROUP,
-  NETSERVICE_KIND,
-  NETSERVICE_LABEL,
-  NETSERVICE_VERSION,
-  PROXY_NAME,
-  PROXY_NAME_LABEL,
-  SERVICE_NETWORK_ANNOTATION,
-  SERVICE_SELECTOR_ANNOTATION,
-} from '../../src/keys.js';
+import { NETSERVICE_GROUP, NETSERVICE_KIND, NETSERVICE_LABEL, NETSERVICE_VERSION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../../src/annotations/label-selector.js';
 import { networkKey, parseNetworkItem, type NetworkRef } from '../../src/annotations/service-network.js';
 import type { KubeObject, V1Service } from '../../src/kube/types.js';
@@ -68,7 +59,14 @@ export function readNetServiceSpec(ns: NetService): Result<NetServiceSpec> {
   const raw = ns.spec?.netAttachDef;
   if (typeof raw !== 'string' || raw.trim() === '') {
     const shown = raw === undefined ? '' : typeof raw === 'string' ? raw : shownJson(raw);
-    return err(inputError('spec.netAttachDef', shown, raw === undefined ? 'is missing' : typeof raw === 'string' ? 'is empty' : `is ${typeof raw === 'object' ? (raw === null ? 'null' : 'an object') : `a ${typeof raw}`}, not a string`, NAD_FIX));
+    return err(
+      inputError(
+        'spec.netAttachDef',
+        shown,
+        raw === undefined ? 'is missing' : typeof raw === 'string' ? 'is empty' : `is ${typeof raw === 'object' ? (raw === null ? 'null' : 'an object') : `a ${typeof raw}`}, not a string`,
+        NAD_FIX,
+      ),
+    );
   }
   const text = raw.trim();
   const item = parseNetworkItem(text, namespace, `the value ${showValue(text)}`);
@@ -120,7 +118,10 @@ export function resolveNetAttachDef(spec: NetServiceSpec, namespace: string, nad
 
 /** The message of an unresolved NAD: the NetService, the field, the value, the candidates, the fix. */
 export function unresolvedMessage(ns: NetService, spec: NetServiceSpec, r: Extract<NadResolution, { ok: false }>): string {
-  const fix = r.candidates.length > 0 ? `write one of ${r.candidates.map((c) => `"${networkKey(c)}"`).join(', ')} in spec.netAttachDef` : `create the NetworkAttachmentDefinition, or write "<namespace>/${spec.netAttachDef.name}"`;
+  const fix =
+    r.candidates.length > 0
+      ? `write one of ${r.candidates.map((c) => `"${networkKey(c)}"`).join(', ')} in spec.netAttachDef`
+      : `create the NetworkAttachmentDefinition, or write "<namespace>/${spec.netAttachDef.name}"`;
   return `${describeNetService(ns)}: spec.netAttachDef ${showValue(spec.netAttachDef.text)}: ${r.reason}; ${fix}`;
 }
 
@@ -198,7 +199,7 @@ export type NetServiceAction =
  * Service of that name, read live. Level-based: the same inputs always give the same action.
  */
 export function planNetService(ns: NetService | undefined, existing: V1Service | undefined, nads: readonly NetworkRef[]): NetServiceAction {
-  if (ns === undefined || ns.metadata?.deletionTimestamp !== undefined && ns.metadata.deletionTimestamp !== null) {
+  if (ns === undefined || (ns.metadata?.deletionTimestamp !== undefined && ns.metadata.deletionTimestamp !== null)) {
     return existing !== undefined && ownedByAnyNetService(existing) && existing.metadata?.labels?.[NETSERVICE_LABEL] !== undefined ? { kind: 'delete', service: existing } : { kind: 'none' };
   }
   const object = describeNetService(ns);

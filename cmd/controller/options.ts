@@ -93,7 +93,12 @@ export const CONTROLLER_PROGRAM: Program = {
     { name: 'workers', value: 'N', def: COUNTS.workers[0], help: 'parallel reconciles' },
     { name: 'resync', value: DUR, def: DURATIONS.resync, help: 'full re-reconcile period (0 = off)' },
     { name: 'event-interval', value: DUR, def: DURATIONS['event-interval'], help: 'repeat the same Warning Event at most this often' },
-    { name: 'watch-nodes', value: 'BOOL', def: BOOLS['watch-nodes'], help: 'read Nodes for endpoint zones, zone CPU shares (topology-mode Auto) and to refuse pods claiming a Node\'s own address (false: none of these)' },
+    {
+      name: 'watch-nodes',
+      value: 'BOOL',
+      def: BOOLS['watch-nodes'],
+      help: "read Nodes for endpoint zones, zone CPU shares (topology-mode Auto) and to refuse pods claiming a Node's own address (false: none of these)",
+    },
     { name: 'manage-sidecar-rbac', value: 'BOOL', def: BOOLS['manage-sidecar-rbac'], help: "keep the sidecars' ClusterRoleBinding and RoleBindings" },
     { name: 'max-endpoints-per-slice', value: 'N', def: COUNTS['max-endpoints-per-slice'][0], help: 'endpoints per EndpointSlice' },
     { name: 'netservices', value: 'MODE', def: 'auto', help: "auto|true|false: serve net-service-controller's NetService objects (auto: when the svcctl.metaswitch.com API is installed)" },

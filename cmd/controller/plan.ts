@@ -20,14 +20,7 @@
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
 import { compareText } from '../../src/order.js';
 import { formatTriggerTime } from '../../src/annotations/trigger-time.js';
-import {
-  LAST_CHANGE_TRIGGER_TIME_ANNOTATION,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
-  MAX_ENDPOINTS_PER_SLICE,
-  SERVICE_NAME_LABEL,
-  SERVICE_NETWORK_ANNOTATION,
-} from '../../src/keys.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, MAX_ENDPOINTS_PER_SLICE, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import type { V1Endpoint, V1EndpointSlice, V1OwnerReference, V1Pod, V1Service } from '../../src/kube/types.js';
 import type { AddressPolicy } from './address-policy.js';
 import { podEndpoints, type AddressType, type EndpointPort, type PodEndpoint, type PodSkip } from './pod-endpoints.js';
@@ -162,13 +155,7 @@ function metadataMatches(slice: V1EndpointSlice, svc: V1Service, network: Networ
   const controllers = refs.filter((r) => r.controller === true);
   const ref = controllers[0];
   return (
-    controllers.length === 1 &&
-    ref !== undefined &&
-    ref.apiVersion === want.apiVersion &&
-    ref.kind === want.kind &&
-    ref.name === want.name &&
-    ref.uid === want.uid &&
-    ref.blockOwnerDeletion === true
+    controllers.length === 1 && ref !== undefined && ref.apiVersion === want.apiVersion && ref.kind === want.kind && ref.name === want.name && ref.uid === want.uid && ref.blockOwnerDeletion === true
   );
 }
 
@@ -288,7 +275,12 @@ function addHints(input: PlanInput, groups: Map<string, Group>): Plan['hintEvent
     if (first === undefined) continue;
     const entries = list.flatMap((g) => [...g.endpoints].map(([k, e]) => ({ g, k, e })));
     entries.sort((a, b) => compareText(a.k, b.k));
-    const r = planHints(mode, entries.map((x) => x.e), input.zoneCapacity ?? NO_CAPACITY, first.addressType);
+    const r = planHints(
+      mode,
+      entries.map((x) => x.e),
+      input.zoneCapacity ?? NO_CAPACITY,
+      first.addressType,
+    );
     r.endpoints.forEach((e, i) => {
       const x = entries[i];
       if (x !== undefined) x.g.endpoints.set(x.k, e);
@@ -320,7 +312,10 @@ function planGroup(g: Group, existing: readonly V1EndpointSlice[], orphans: V1En
   }
   const remaining = [...g.endpoints.keys()].filter((k) => !assigned.has(k)).sort();
   const take = (n: number): V1Endpoint[] =>
-    remaining.splice(0, n).map((k) => g.endpoints.get(k)).filter((e): e is V1Endpoint => e !== undefined);
+    remaining
+      .splice(0, n)
+      .map((k) => g.endpoints.get(k))
+      .filter((e): e is V1Endpoint => e !== undefined);
 
   // 2a. Fill slices that are written anyway.
   for (const d of drafts) {
@@ -337,9 +332,7 @@ function planGroup(g: Group, existing: readonly V1EndpointSlice[], orphans: V1En
       }
     }
     // 3. Reuse an orphan of the same network and family (addressType is immutable).
-    const i = orphans.findIndex(
-      (o) => o.addressType === g.addressType && o.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === networkKey(g.network),
-    );
+    const i = orphans.findIndex((o) => o.addressType === g.addressType && o.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === networkKey(g.network));
     const orphan = i >= 0 ? orphans.splice(i, 1)[0] : undefined;
     drafts.push({ ...(orphan !== undefined ? { existing: orphan } : {}), group: g, endpoints: take(max) });
   }

@@ -196,12 +196,7 @@ export class WorkQueue {
  * reset), one that failed is re-added with backoff (when `retry()` says so, e.g. still leading)
  * and reported with the delay chosen.
  */
-export async function runWorker(
-  queue: WorkQueue,
-  process: (key: string) => Promise<void>,
-  failed: (key: string, e: unknown, retryInMs: number) => void,
-  retry: () => boolean,
-): Promise<void> {
+export async function runWorker(queue: WorkQueue, process: (key: string) => Promise<void>, failed: (key: string, e: unknown, retryInMs: number) => void, retry: () => boolean): Promise<void> {
   for (;;) {
     const key = await queue.get();
     if (key === undefined) return;

@@ -342,7 +342,8 @@ export class Reconciler {
     const ns = svc.metadata?.namespace ?? '';
     if (spec.kind === 'refuse') {
       // Over a per-object budget: not served at all, never half.
-      if (this.d.events.warn(svc, `budget|${spec.budget}`, 'OverBudget', `${spec.message}. No EndpointSlices are written for it until then.`)) this.d.metrics.objectsRefused.inc({ budget: spec.budget });
+      if (this.d.events.warn(svc, `budget|${spec.budget}`, 'OverBudget', `${spec.message}. No EndpointSlices are written for it until then.`))
+        this.d.metrics.objectsRefused.inc({ budget: spec.budget });
       return planDeleteAll(existing);
     }
     if (spec.kind === 'invalid') {
@@ -356,7 +357,8 @@ export class Reconciler {
     // sidecars serve a cross-namespace network only where a slice of ours exists).
     const networks = spec.networks.filter((ref) => {
       const sharing = this.d.nadSharing?.(ref, ns) ?? nadSharedWith(ref, ns, undefined, false);
-      if (!sharing.allowed) this.d.events.warn(svc, `not-shared|${networkKey(ref)}`, 'NetworkNotShared', `${serviceName(svc)}: ${sharing.message}. No EndpointSlices are written on that network until then.`);
+      if (!sharing.allowed)
+        this.d.events.warn(svc, `not-shared|${networkKey(ref)}`, 'NetworkNotShared', `${serviceName(svc)}: ${sharing.message}. No EndpointSlices are written on that network until then.`);
       return sharing.allowed;
     });
     const pods = this.pods.select(ns, spec.selector);

@@ -146,7 +146,13 @@ async function createParts(c: Context): Promise<Parts> {
   const { opts, logger, metrics, writer } = c;
   const informers = await createControllerInformers(c.client, opts, logger);
   const queue = new WorkQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
-  const events = createEventRecorder(writer, { intervalMs: opts.eventIntervalMs, instance: opts.identity, logger, onError: () => metrics.errors.inc({ stage: 'event' }), onDrop: (why) => metrics.eventsDropped.inc({ why }) });
+  const events = createEventRecorder(writer, {
+    intervalMs: opts.eventIntervalMs,
+    instance: opts.identity,
+    logger,
+    onError: () => metrics.errors.inc({ stage: 'event' }),
+    onDrop: (why) => metrics.eventsDropped.inc({ why }),
+  });
   const zoneCapacity = new NodeCapacity();
   const reconciler = createReconciler(c, informers, queue, events, zoneCapacity);
   const mayWrite = (): boolean => c.gate.mayWrite();
@@ -164,7 +170,8 @@ async function createParts(c: Context): Promise<Parts> {
     : undefined;
   // Sidecar RBAC: its own controller and queue (cmd/controller/rbac-controller.ts).
   const { namespaces, pods } = informers;
-  const rbac = namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), accounts: () => injectedAccounts(pods.list()), logger, metrics, events });
+  const rbac =
+    namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), accounts: () => injectedAccounts(pods.list()), logger, metrics, events });
   return { informers, queue, reconciler, netServices, migration, rbac, zoneCapacity };
 }
 
@@ -257,7 +264,14 @@ class ControllerState {
 
 function createElector(c: Context, state: ControllerState, hooks: ControllerHooks): LeaderElector {
   const { opts } = c;
-  const lease = { namespace: opts.leaseNamespace, name: opts.leaseName, identity: opts.identity, leaseDurationMs: opts.leaseDurationMs, renewDeadlineMs: opts.renewDeadlineMs, retryPeriodMs: opts.retryPeriodMs };
+  const lease = {
+    namespace: opts.leaseNamespace,
+    name: opts.leaseName,
+    identity: opts.identity,
+    leaseDurationMs: opts.leaseDurationMs,
+    renewDeadlineMs: opts.renewDeadlineMs,
+    retryPeriodMs: opts.retryPeriodMs,
+  };
   return new LeaderElector(
     c.client,
     lease,

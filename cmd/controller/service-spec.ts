@@ -68,7 +68,10 @@ export function serviceOverBudget(svc: V1Service & BudgetedService): OverBudget 
   const networkValue = svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
   const named = typeof networkValue === 'string' ? splitCommaList(networkValue).length : 0;
   if (named > MAX_NETWORKS_PER_ANNOTATION) {
-    return { budget: 'networks', message: `${serviceName(svc)}: ${SERVICE_NETWORK_ANNOTATION} names ${named} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one Service may name; name at most ${MAX_NETWORKS_PER_ANNOTATION} (split the Service into several)` };
+    return {
+      budget: 'networks',
+      message: `${serviceName(svc)}: ${SERVICE_NETWORK_ANNOTATION} names ${named} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one Service may name; name at most ${MAX_NETWORKS_PER_ANNOTATION} (split the Service into several)`,
+    };
   }
   return servicePortsOverBudget(serviceName(svc), svc.spec?.ports?.length ?? 0);
 }

@@ -138,9 +138,10 @@ export interface RbacWrite {
 }
 
 const canonRules = (rules: readonly Rule[] | undefined): string =>
-  JSON.stringify((rules ?? []).map((r) => [[...(r.apiGroups ?? [])].sort(), [...(r.resources ?? [])].sort(), [...r.verbs].sort(), [...(r.resourceNames ?? [])].sort(), [...(r.nonResourceURLs ?? [])].sort()]));
-const canonSubjects = (s: readonly Subject[] | undefined): string =>
-  JSON.stringify((s ?? []).map((x) => `${x.kind}|${x.apiGroup ?? ''}|${x.namespace ?? ''}|${x.name}`).sort());
+  JSON.stringify(
+    (rules ?? []).map((r) => [[...(r.apiGroups ?? [])].sort(), [...(r.resources ?? [])].sort(), [...r.verbs].sort(), [...(r.resourceNames ?? [])].sort(), [...(r.nonResourceURLs ?? [])].sort()]),
+  );
+const canonSubjects = (s: readonly Subject[] | undefined): string => JSON.stringify((s ?? []).map((x) => `${x.kind}|${x.apiGroup ?? ''}|${x.namespace ?? ''}|${x.name}`).sort());
 const labelsMatch = (have: Record<string, string> | undefined): boolean => Object.entries(LABELS).every(([k, v]) => have?.[k] === v);
 
 type Binding = V1ClusterRoleBinding | V1RoleBinding;
@@ -206,7 +207,6 @@ export function planRbac(desired: RbacObjects, actual: RbacActual): RbacPlan {
   return { writes, problems };
 }
 
-
 /** A write that failed, with what to tell the namespace's owner (or the admin, for cluster-scoped ones). */
 export interface RbacFailure {
   readonly write: RbacWrite;
@@ -270,9 +270,7 @@ export async function syncSidecarRbac(client: KubeClient, namespaces: readonly V
     if (cr !== undefined) clusterRoles.set(name, cr);
   }
   const clusterRoleBinding = await getIfExists<V1ClusterRoleBinding>(client, apiPath(RBAC_GROUP, 'v1', 'clusterrolebindings', undefined, SIDECAR_ROLE));
-  const roleBindings = (
-    await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })
-  ).items;
+  const roleBindings = (await client.list<V1RoleBinding>(apiPath(RBAC_GROUP, 'v1', 'rolebindings'), { labelSelector: `${RBAC_MANAGED_BY_LABEL}=${MANAGED_BY}` })).items;
   const plan = planRbac(desired, { clusterRoles, ...(clusterRoleBinding ? { clusterRoleBinding } : {}), roleBindings });
   return { ...plan, ...(await applyRbacWrites(client, plan.writes)) };
 }

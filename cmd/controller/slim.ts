@@ -141,7 +141,11 @@ export function slimService(svc: V1Service): V1Service & BudgetedService {
     deletionTimestamp: m?.deletionTimestamp,
   };
   const slim: V1Service = {
-    metadata: { ...identity, labels: m?.labels, annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION, TOPOLOGY_MODE_ANNOTATION, TOPOLOGY_AWARE_HINTS_ANNOTATION]) },
+    metadata: {
+      ...identity,
+      labels: m?.labels,
+      annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION, TOPOLOGY_MODE_ANNOTATION, TOPOLOGY_AWARE_HINTS_ANNOTATION]),
+    },
     spec: {
       type: svc.spec?.type,
       clusterIP: svc.spec?.clusterIP,
@@ -154,5 +158,12 @@ export function slimService(svc: V1Service): V1Service & BudgetedService {
   // The most specific budget first (networks, ports), then the bytes of everything kept.
   const over = serviceOverBudget(slim) ?? keptBytesOverBudget(`Service ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length);
   if (over === undefined) return slim;
-  return { metadata: { ...identity, labels: pick(m?.labels, [PROXY_NAME_LABEL, NETSERVICE_LABEL]), annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION]) === undefined ? undefined : { [SERVICE_NETWORK_ANNOTATION]: '(over budget)' } }, overBudget: over };
+  return {
+    metadata: {
+      ...identity,
+      labels: pick(m?.labels, [PROXY_NAME_LABEL, NETSERVICE_LABEL]),
+      annotations: pick(m?.annotations, [SERVICE_NETWORK_ANNOTATION]) === undefined ? undefined : { [SERVICE_NETWORK_ANNOTATION]: '(over budget)' },
+    },
+    overBudget: over,
+  };
 }

@@ -83,7 +83,22 @@ export function cpuMillis(q: unknown): number {
   const m = /^(\d+(?:\.\d*)?|\.\d+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q.trim());
   if (m === null) return NaN;
   // Millicores per unit of each suffix.
-  const scale: Record<string, number> = { m: 1, '': 1e3, k: 1e6, M: 1e9, G: 1e12, T: 1e15, P: 1e18, E: 1e21, Ki: 2 ** 10 * 1e3, Mi: 2 ** 20 * 1e3, Gi: 2 ** 30 * 1e3, Ti: 2 ** 40 * 1e3, Pi: 2 ** 50 * 1e3, Ei: 2 ** 60 * 1e3 };
+  const scale: Record<string, number> = {
+    m: 1,
+    '': 1e3,
+    k: 1e6,
+    M: 1e9,
+    G: 1e12,
+    T: 1e15,
+    P: 1e18,
+    E: 1e21,
+    Ki: 2 ** 10 * 1e3,
+    Mi: 2 ** 20 * 1e3,
+    Gi: 2 ** 30 * 1e3,
+    Ti: 2 ** 40 * 1e3,
+    Pi: 2 ** 50 * 1e3,
+    Ei: 2 ** 60 * 1e3,
+  };
   return Number(m[1]) * (scale[m[2] ?? ''] ?? NaN);
 }
 

@@ -82,7 +82,8 @@ export function parseNodeAddresses(value: string): Result<Map<string, HostAddres
     for (const a of text.split(',').map((s) => s.trim())) {
       const parsed = parseHostAddress(a, key, value, fix);
       if (!parsed.ok) return parsed;
-      if (addrs.some((x) => x.family === parsed.value.family)) return err(inputError(key, value, `network ${net} has two IPv${parsed.value.family} addresses`, `give one address per family, ${NODE_EXAMPLE}`));
+      if (addrs.some((x) => x.family === parsed.value.family))
+        return err(inputError(key, value, `network ${net} has two IPv${parsed.value.family} addresses`, `give one address per family, ${NODE_EXAMPLE}`));
       addrs.push(parsed.value);
     }
     out.set(net, addrs);
@@ -111,8 +112,10 @@ export function parseAddressRanges(value: string): Result<AddressRange[], InputE
     const b = ipToBigInt(last.value.address, family);
     const bits = BigInt((family === 4 ? 32 : 128) - first.value.prefix);
     if (a > b) return err(inputError(key, value, `item ${i + 1} starts after it ends`, `write the lower address first, ${RANGE_EXAMPLE}`));
-    if (a >> bits !== b >> bits) return err(inputError(key, value, `item ${i + 1}: ${firstText} and ${lastText} are not in one /${prefixText} subnet`, `keep the range inside the network's subnet, ${RANGE_EXAMPLE}`));
-    if (b - a + 1n > BigInt(MAX_RANGE_SIZE)) return err(inputError(key, value, `item ${i + 1} holds ${b - a + 1n} addresses, more than ${MAX_RANGE_SIZE}`, `a range names a few node addresses; ${RANGE_EXAMPLE}`));
+    if (a >> bits !== b >> bits)
+      return err(inputError(key, value, `item ${i + 1}: ${firstText} and ${lastText} are not in one /${prefixText} subnet`, `keep the range inside the network's subnet, ${RANGE_EXAMPLE}`));
+    if (b - a + 1n > BigInt(MAX_RANGE_SIZE))
+      return err(inputError(key, value, `item ${i + 1} holds ${b - a + 1n} addresses, more than ${MAX_RANGE_SIZE}`, `a range names a few node addresses; ${RANGE_EXAMPLE}`));
     if (out.some((r) => r.family === family)) return err(inputError(key, value, `has two IPv${family} ranges`, `give one range per family, ${RANGE_EXAMPLE}`));
     out.push({ family, first: a, last: b, prefix: first.value.prefix });
   }

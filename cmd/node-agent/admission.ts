@@ -99,12 +99,15 @@ export function admitServices(
     networksOfShared.set(svc, usable.length === refs.length ? refs : usable);
     for (const ref of usable) nets.set(networkKey(ref), ref);
   }
-  const keptSlices = sharing.size === 0 ? slices : slices.filter((sl) => {
-    const { ns, net } = sliceNet(sl);
-    if (net === undefined) return true;
-    const [nadNs = '', nadName = ''] = net.split('/');
-    return denial({ namespace: nadNs, name: nadName }, ns) === undefined;
-  });
+  const keptSlices =
+    sharing.size === 0
+      ? slices
+      : slices.filter((sl) => {
+          const { ns, net } = sliceNet(sl);
+          if (net === undefined) return true;
+          const [nadNs = '', nadName = ''] = net.split('/');
+          return denial({ namespace: nadNs, name: nadName }, ns) === undefined;
+        });
   const capped = cap.apply(shared, [...nets.values()], (svc, ref) => denial(ref, svc.metadata?.namespace ?? '') === undefined);
   for (const o of capped.over)
     for (const n of o.namespaces) {

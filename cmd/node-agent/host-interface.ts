@@ -185,13 +185,17 @@ export function planHostInterfaces(
     const why = parentRefusal(w, existing, protect);
     if (why !== undefined) {
       // Not kept: an interface of ours already there (made before this check) is deleted below.
-      refused.push(`network ${networkKey(w.network)} is not served on this node: ${why}. The node agent never adds an interface beside the node's own networking. Give the secondary network its own interface on the node and name it in the Node annotation ${NODE_PARENTS_ANNOTATION}`);
+      refused.push(
+        `network ${networkKey(w.network)} is not served on this node: ${why}. The node agent never adds an interface beside the node's own networking. Give the secondary network its own interface on the node and name it in the Node annotation ${NODE_PARENTS_ANNOTATION}`,
+      );
       continue;
     }
     const names = w.peer !== undefined ? [w.name, w.peer] : [w.name];
     const foreign = names.map((n) => byName.get(n)).find((l) => l !== undefined && !isOurs(l));
     if (foreign !== undefined) {
-      conflicts.push(`interface ${foreign.name} exists and is not the node agent's (no alias ${aliasFor(w.network)}); network ${networkKey(w.network)} is not served on this node until it is renamed or removed`);
+      conflicts.push(
+        `interface ${foreign.name} exists and is not the node agent's (no alias ${aliasFor(w.network)}); network ${networkKey(w.network)} is not served on this node until it is renamed or removed`,
+      );
       continue;
     }
     names.forEach((n) => keep.add(n));
@@ -200,7 +204,10 @@ export function planHostInterfaces(
       const want = new Set(w.addresses.map(addrKey));
       const present = have.addresses.filter((a) => !(a.family === 6 && a.address.startsWith('fe80:')));
       const presentKeys = new Set(present.map(addrKey));
-      const changes = [...present.filter((a) => !want.has(addrKey(a))).map((a) => addrLine('del', a, w.name)), ...w.addresses.filter((a) => !presentKeys.has(addrKey(a))).map((a) => addrLine('add', a, w.name))];
+      const changes = [
+        ...present.filter((a) => !want.has(addrKey(a))).map((a) => addrLine('del', a, w.name)),
+        ...w.addresses.filter((a) => !presentKeys.has(addrKey(a))).map((a) => addrLine('add', a, w.name)),
+      ];
       if (changes.length > 0) readdressed.push(w.name);
       fix.push(...changes);
       if (!have.up) fix.push(`link set dev ${w.name} up`);
@@ -235,9 +242,7 @@ export function planHostInterfaces(
 export function planRemoveAll(existing: readonly ExistingLink[]): string[] {
   const ours = existing.filter(isOurs);
   const names = new Set(ours.map((l) => l.name));
-  return ours
-    .filter((l) => !(l.name.startsWith(BRIDGE_PORT_PREFIX) && names.has(HOST_PREFIX + l.name.slice(BRIDGE_PORT_PREFIX.length))))
-    .map((l) => `link del dev ${l.name}`);
+  return ours.filter((l) => !(l.name.startsWith(BRIDGE_PORT_PREFIX) && names.has(HOST_PREFIX + l.name.slice(BRIDGE_PORT_PREFIX.length)))).map((l) => `link del dev ${l.name}`);
 }
 
 interface IpAddrJson {

@@ -48,7 +48,8 @@ async function main(): Promise<number | undefined> {
   const options = readOptions({ argv, help: () => HELP, parse: () => parseNodeAgentOptions(process.env, argv), refuse: (e) => log.fatal({ problem: e }, e) });
   if (!options.run) return options.code;
   const opts = options.value;
-  const choice = opts.mode === 'cleanup' ? { kind: opts.backend === 'nftables' ? ('nftables' as const) : ('iptables' as const), why: 'cleanup' } : await chooseBackendAtStart(opts.backend, log, nodeProbeText());
+  const choice =
+    opts.mode === 'cleanup' ? { kind: opts.backend === 'nftables' ? ('nftables' as const) : ('iptables' as const), why: 'cleanup' } : await chooseBackendAtStart(opts.backend, log, nodeProbeText());
   const dataplane = createNodeDataplane({ backendKind: choice.kind, iptablesFlavor: opts.iptablesBackend, logger: log });
   const interfaces = createHostInterfaces();
   if (opts.mode === 'cleanup') return cleanupMode(dataplane, interfaces, log);
@@ -70,7 +71,10 @@ async function run(opts: NodeAgentOptions, choice: BackendChoice, dataplane: Nod
   const program = new Program('node agent', log, { message: 'stopping; rules and interfaces stay in place', errorMessage: 'error while stopping', errorExitCode: 1 });
   const health = healthRunnable({ checks: { live: () => rt.live(), ready: () => rt.ready() }, registry, port: opts.healthPort, extra: (path) => healthChecks.route(path) });
   if (!(await program.startAll([health, { name: 'health checks', stop: () => healthChecks.close() }]))) return;
-  log.info({ node: opts.nodeName, healthPort: health.server().port, backend: await dataplane.backend(), backendChoice: choice.why, parentFromNad: opts.parentFromNad }, 'multus-proxy node agent starting');
+  log.info(
+    { node: opts.nodeName, healthPort: health.server().port, backend: await dataplane.backend(), backendChoice: choice.why, parentFromNad: opts.parentFromNad },
+    'multus-proxy node agent starting',
+  );
   program.handleSignals();
   if (await program.start({ name: 'runtime', start: () => rt.start(), stop: () => rt.stop() })) void rt.firstSync.then(() => log.info('first sync done; ready'));
 }

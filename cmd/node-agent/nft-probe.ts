@@ -13,7 +13,17 @@ const NET = { namespace: 'probe', name: 'probe' };
 const ep = (ip: string): BackendEndpoint => ({ ip, port: 8080, ready: true, serving: true, terminating: false });
 
 function target(family: IpFamily, protocol: Protocol, clusterIP: string, endpoints: readonly BackendEndpoint[], affinityTimeoutSeconds?: number): ServicePortTarget {
-  return { service: `probe/${protocol.toLowerCase()}${family}`, portName: '', protocol, clusterIP, port: 80, family, network: NET, endpoints, ...(affinityTimeoutSeconds !== undefined ? { affinityTimeoutSeconds } : {}) };
+  return {
+    service: `probe/${protocol.toLowerCase()}${family}`,
+    portName: '',
+    protocol,
+    clusterIP,
+    port: 80,
+    family,
+    network: NET,
+    endpoints,
+    ...(affinityTimeoutSeconds !== undefined ? { affinityTimeoutSeconds } : {}),
+  };
 }
 
 const V4 = [ep('192.0.2.1'), ep('192.0.2.2')];
@@ -24,7 +34,13 @@ export function nodeProbeState(): NodeState {
   const dns6 = target(6, 'UDP', '2001:db8:96::1', V6, 60);
   const sctp4 = target(4, 'SCTP', '198.51.100.2', []);
   const np = (base: ServicePortTarget, nodePort: number, policy: NodePortTarget['policy'], local: readonly BackendEndpoint[]): NodePortTarget => ({ base, nodePort, policy, localEndpoints: local });
-  const lb = (base: ServicePortTarget, ingressIP: string, policy: LoadBalancerTarget['policy'], sourceRanges?: readonly string[]): LoadBalancerTarget => ({ base, ingressIP, policy, localEndpoints: [], ...(sourceRanges !== undefined ? { sourceRanges } : {}) });
+  const lb = (base: ServicePortTarget, ingressIP: string, policy: LoadBalancerTarget['policy'], sourceRanges?: readonly string[]): LoadBalancerTarget => ({
+    base,
+    ingressIP,
+    policy,
+    localEndpoints: [],
+    ...(sourceRanges !== undefined ? { sourceRanges } : {}),
+  });
   return {
     networks: [{ network: NET, interface: 'mpxhprobe', ipv4: '192.0.2.10', ipv6: '2001:db8::10' }],
     masqueradeMark: DEFAULT_MASQUERADE_MARK,

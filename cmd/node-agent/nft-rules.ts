@@ -23,7 +23,27 @@
  */
 import { compareText } from '../../src/order.js';
 import type { IpFamily, ResolvedTarget, Stage } from '../../src/dataplane/index.js';
-import { hashName, collectTargets, FAMILIES, ipKw, keyMatch, keySet, noEndpointsSet, REJECT_CHAIN, REJECT_RULES, renderPicks, renderTarget, servicesMap, targetKey, verdictMap, type NftElement, type PickLayout, type NftRuleset, type NftTable, type NftTarget } from '../../src/dataplane/node.js';
+import {
+  hashName,
+  collectTargets,
+  FAMILIES,
+  ipKw,
+  keyMatch,
+  keySet,
+  noEndpointsSet,
+  REJECT_CHAIN,
+  REJECT_RULES,
+  renderPicks,
+  renderTarget,
+  servicesMap,
+  targetKey,
+  verdictMap,
+  type NftElement,
+  type PickLayout,
+  type NftRuleset,
+  type NftTable,
+  type NftTarget,
+} from '../../src/dataplane/node.js';
 import { NODE_NFT_TABLE, type FrontendRules, type NodeNetwork, type NodeRendered } from './rules.js';
 
 export { NODE_NFT_TABLE } from './rules.js';
@@ -109,7 +129,13 @@ export interface NodeNftMemo {
 export const newNodeNftMemo = (): NodeNftMemo => ({ cluster: new WeakMap(), frontends: new WeakMap() });
 
 /** The node's table: cluster-IP targets as the sidecar's, then the frontends. */
-export function renderNodeNft(clusterTargets: readonly ResolvedTarget[], frontends: readonly FrontendRules[], networks: readonly NodeNetwork[], masqueradeMark: number, memo: NodeNftMemo = newNodeNftMemo()): NftRuleset {
+export function renderNodeNft(
+  clusterTargets: readonly ResolvedTarget[],
+  frontends: readonly FrontendRules[],
+  networks: readonly NodeNetwork[],
+  masqueradeMark: number,
+  memo: NodeNftMemo = newNodeNftMemo(),
+): NftRuleset {
   function* parts(): Generator<NftTarget> {
     for (const r of clusterTargets) {
       let t = memo.cluster.get(r);

@@ -27,7 +27,14 @@ export const DEFAULT_NODE_HEALTH_PORT = 9190;
 
 const NUMBERS = {
   healthPort: { flag: 'health-port', env: 'HEALTH_PORT', def: DEFAULT_NODE_HEALTH_PORT, min: 0, max: 65535, help: '/healthz, /readyz, /metrics and /services/<namespace>/<name> (Local health)' },
-  masqueradeBit: { flag: 'masquerade-bit', env: 'MASQUERADE_BIT', def: Math.log2(DEFAULT_MASQUERADE_MARK), min: 0, max: 31, help: 'packet mark bit for NodePort Cluster masquerade (kube-proxy uses 14 and 15)' },
+  masqueradeBit: {
+    flag: 'masquerade-bit',
+    env: 'MASQUERADE_BIT',
+    def: Math.log2(DEFAULT_MASQUERADE_MARK),
+    min: 0,
+    max: 31,
+    help: 'packet mark bit for NodePort Cluster masquerade (kube-proxy uses 14 and 15)',
+  },
   minSyncIntervalMs: { flag: 'min-sync-interval-ms', env: 'MIN_SYNC_INTERVAL_MS', def: 100, min: 0, max: 60_000, help: 'coalescing interval' },
   fullResyncIntervalMs: { flag: 'full-resync-interval-ms', env: 'FULL_RESYNC_INTERVAL_MS', def: 60_000, min: 1_000, max: 86_400_000, help: 'periodic full rewrite' },
 } as const;
@@ -47,11 +54,17 @@ export const NODE_AGENT_PROGRAM: Program = {
       def: 'false',
       help: "where the Node annotation multus-proxy.k8s.cni.cncf.io/node-parents names no parent for a network, use the NAD's master (or bridge), which the NAD's owner chooses; for upgrades only (docs/node-agent.md)",
     },
-    { name: 'backend', value: 'B', env: 'DATAPLANE_BACKEND', def: 'auto', help: "rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other's rules" },
+    {
+      name: 'backend',
+      value: 'B',
+      env: 'DATAPLANE_BACKEND',
+      def: 'auto',
+      help: "rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other's rules",
+    },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
   notes:
-    'It keeps its own interface (mpxh...) on each served network\'s parent with the node\'s address there, and chains MPXN-...; it leaves them in place when it exits (a rolling update drops no connection) and adopts them when it starts.',
+    "It keeps its own interface (mpxh...) on each served network's parent with the node's address there, and chains MPXN-...; it leaves them in place when it exits (a rolling update drops no connection) and adopts them when it starts.",
 };
 
 export const HELP = helpText(NODE_AGENT_PROGRAM);
@@ -59,7 +72,16 @@ export const HELP = helpText(NODE_AGENT_PROGRAM);
 const OBJECT = 'node agent options';
 
 export function parseNodeAgentOptions(env: Readonly<Record<string, string | undefined>>, argv: readonly string[]): Result<NodeAgentOptions, string> {
-  const defaults = { nodeName: '', healthPort: DEFAULT_NODE_HEALTH_PORT, iptablesBackend: 'auto' as const, masqueradeBit: NUMBERS.masqueradeBit.def, minSyncIntervalMs: 100, fullResyncIntervalMs: 60_000, parentFromNad: false, backend: 'auto' as const };
+  const defaults = {
+    nodeName: '',
+    healthPort: DEFAULT_NODE_HEALTH_PORT,
+    iptablesBackend: 'auto' as const,
+    masqueradeBit: NUMBERS.masqueradeBit.def,
+    minSyncIntervalMs: 100,
+    fullResyncIntervalMs: 60_000,
+    parentFromNad: false,
+    backend: 'auto' as const,
+  };
   if (wantsHelp(argv)) return ok({ ...defaults, mode: 'help' });
   const parsed = parseFlags(NODE_AGENT_PROGRAM, argv);
   if (!parsed.ok) return parsed;
@@ -76,7 +98,9 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     const text = pick(n.flag, n.env);
     const v = text === undefined ? n.def : Number(text);
     if (!(Number.isInteger(v) && v >= n.min && v <= n.max)) {
-      problems.push(formatInputError(OBJECT, inputError(`${n.env} (--${n.flag})`, text ?? '', `is not a whole number from ${n.min} to ${n.max}`, `write e.g. ${n.def}, or leave it unset for the default`)));
+      problems.push(
+        formatInputError(OBJECT, inputError(`${n.env} (--${n.flag})`, text ?? '', `is not a whole number from ${n.min} to ${n.max}`, `write e.g. ${n.def}, or leave it unset for the default`)),
+      );
     }
     nums[key] = v;
   }

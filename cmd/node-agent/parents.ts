@@ -36,10 +36,7 @@ export function parseNodeParents(value: string): Result<Map<string, string>, Inp
 }
 
 /** Which parent one network gets on this node, and from whom; `none`: the network is not served here. */
-export type ParentChoice =
-  | { readonly from: 'node'; readonly parent: string }
-  | { readonly from: 'nad'; readonly parent: string }
-  | { readonly from: 'none' };
+export type ParentChoice = { readonly from: 'node'; readonly parent: string } | { readonly from: 'nad'; readonly parent: string } | { readonly from: 'none' };
 
 /**
  * The admin's parent when the Node names one (whatever the NAD says); else the NAD's only under

@@ -27,8 +27,33 @@
  */
 import { compareText } from '../../src/order.js';
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
-import { render, RenderCache, type BackendEndpoint, type IpFamily, type PodInterface, type Rendered, type ResolvedTarget, type ServicePortTarget, type SkippedTarget, type Stage } from '../../src/dataplane/index.js';
-import { chooseEndpoints, normalizeAddress, validPort, hashName, type Layout, IptablesStage, comment, matchPort, portLabel, rejectWith, serviceChainRules, type IptablesRules, type Ruleset } from '../../src/dataplane/node.js';
+import {
+  render,
+  RenderCache,
+  type BackendEndpoint,
+  type IpFamily,
+  type PodInterface,
+  type Rendered,
+  type ResolvedTarget,
+  type ServicePortTarget,
+  type SkippedTarget,
+  type Stage,
+} from '../../src/dataplane/index.js';
+import {
+  chooseEndpoints,
+  normalizeAddress,
+  validPort,
+  hashName,
+  type Layout,
+  IptablesStage,
+  comment,
+  matchPort,
+  portLabel,
+  rejectWith,
+  serviceChainRules,
+  type IptablesRules,
+  type Ruleset,
+} from '../../src/dataplane/node.js';
 
 export const NODE_CHAIN_PREFIX = 'MPXN-';
 /** The node's nftables table (nft-rules.ts renders it). */
@@ -141,8 +166,24 @@ interface Frontend {
   readonly sourceRanges: readonly string[] | undefined;
 }
 
-const asFrontend = (t: NodePortTarget): Frontend => ({ kind: 'nodePort', base: t.base, policy: t.policy, localEndpoints: t.localEndpoints, address: undefined, port: t.nodePort, sourceRanges: undefined });
-const lbFrontend = (t: LoadBalancerTarget): Frontend => ({ kind: 'loadBalancer', base: t.base, policy: t.policy, localEndpoints: t.localEndpoints, address: t.ingressIP, port: t.base.port, sourceRanges: t.sourceRanges });
+const asFrontend = (t: NodePortTarget): Frontend => ({
+  kind: 'nodePort',
+  base: t.base,
+  policy: t.policy,
+  localEndpoints: t.localEndpoints,
+  address: undefined,
+  port: t.nodePort,
+  sourceRanges: undefined,
+});
+const lbFrontend = (t: LoadBalancerTarget): Frontend => ({
+  kind: 'loadBalancer',
+  base: t.base,
+  policy: t.policy,
+  localEndpoints: t.localEndpoints,
+  address: t.ingressIP,
+  port: t.base.port,
+  sourceRanges: t.sourceRanges,
+});
 
 /** What differs between the two kinds of frontend, as data. */
 const KINDS = {
@@ -352,7 +393,11 @@ export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache,
       }
       if (seen.has(w.portKey)) {
         const f = toFrontend(t);
-        skipped.push({ target: describe(f), reason: `${f.base.protocol} ${KINDS[f.kind].portWord} ${f.port} on ${w.rules.resolved.clusterIP} is listed twice; the first entry is used`, level: 'warn' });
+        skipped.push({
+          target: describe(f),
+          reason: `${f.base.protocol} ${KINDS[f.kind].portWord} ${f.port} on ${w.rules.resolved.clusterIP} is listed twice; the first entry is used`,
+          level: 'warn',
+        });
         continue;
       }
       seen.add(w.portKey);
@@ -366,10 +411,17 @@ export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache,
 }
 
 const frontendKey = (f: Frontend): string =>
-  JSON.stringify(f.kind === 'nodePort' ? [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.port, f.policy] : [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.address, f.port, f.policy, f.sourceRanges]);
+  JSON.stringify(
+    f.kind === 'nodePort'
+      ? [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.port, f.policy]
+      : [f.base.service, f.base.portName, f.base.protocol, f.base.family, networkKey(f.base.network), f.address, f.port, f.policy, f.sourceRanges],
+  );
 
 /** The node's iptables rules, both families. */
-const nodeIptables = (cluster: IptablesRules, frontends: readonly FrontendRules[], state: NodeState): IptablesRules => ({ v4: ruleset(cluster.v4, frontends, 4, state), v6: ruleset(cluster.v6, frontends, 6, state) });
+const nodeIptables = (cluster: IptablesRules, frontends: readonly FrontendRules[], state: NodeState): IptablesRules => ({
+  v4: ruleset(cluster.v4, frontends, 4, state),
+  v6: ruleset(cluster.v6, frontends, 6, state),
+});
 
 /** The whole node ruleset of one family: the sidecar's cluster-IP rules under our names (`base`), plus the frontends. */
 function ruleset(base: Ruleset, frontends: readonly FrontendRules[], family: IpFamily, state: NodeState): Ruleset {

@@ -87,7 +87,12 @@ class ProblemEvents {
     const now = new Date().toISOString();
     const body: CoreV1Event = {
       metadata: { name: `${p.name}.${randomBytes(8).toString('hex')}`, namespace },
-      involvedObject: { kind: p.kind, name: p.name, ...(p.namespace !== undefined ? { namespace: p.namespace } : {}), apiVersion: p.kind === 'NetworkAttachmentDefinition' ? 'k8s.cni.cncf.io/v1' : 'v1' },
+      involvedObject: {
+        kind: p.kind,
+        name: p.name,
+        ...(p.namespace !== undefined ? { namespace: p.namespace } : {}),
+        apiVersion: p.kind === 'NetworkAttachmentDefinition' ? 'k8s.cni.cncf.io/v1' : 'v1',
+      },
       reason: p.reason,
       message: p.message.slice(0, 1000),
       type: 'Warning',
@@ -114,15 +119,34 @@ class NodeGauges {
     this.nodePorts = new prom.Gauge({ name: 'multus_proxy_node_nodeports', help: 'NodePort frontends served on this node', registers });
     this.loadBalancers = new prom.Gauge({ name: 'multus_proxy_node_loadbalancer_frontends', help: 'LoadBalancer ingress IP frontends (ingress IP, port, family) served on this node', registers });
     this.networksServed = new prom.Gauge({ name: 'multus_proxy_node_networks', help: 'Networks this node has its own interface on', registers });
-    this.unservable = new prom.Gauge({ name: 'multus_proxy_node_unservable_networks', help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type', labelNames: ['network', 'type'], registers });
-    this.refusals = new prom.Gauge({ name: 'multus_proxy_node_refused_networks', help: 'Networks the agent does not serve on this node: ParentRefused (the parent carries the node\'s own networking), ParentNotConfigured (the admin named no parent)', labelNames: ['reason'], registers });
-    this.refusedServices = new prom.Gauge({ name: 'multus_proxy_node_services_refused', help: 'Services the agent does not serve: ServiceOverBudget (over its budget per object), NetworkNotShared (names another namespace\'s network not shared with it), ServiceCapReached (its namespace is over its share of a network)', labelNames: ['reason'], registers });
+    this.unservable = new prom.Gauge({
+      name: 'multus_proxy_node_unservable_networks',
+      help: 'Networks used by opted-in Services that the agent cannot serve, by CNI type',
+      labelNames: ['network', 'type'],
+      registers,
+    });
+    this.refusals = new prom.Gauge({
+      name: 'multus_proxy_node_refused_networks',
+      help: "Networks the agent does not serve on this node: ParentRefused (the parent carries the node's own networking), ParentNotConfigured (the admin named no parent)",
+      labelNames: ['reason'],
+      registers,
+    });
+    this.refusedServices = new prom.Gauge({
+      name: 'multus_proxy_node_services_refused',
+      help: "Services the agent does not serve: ServiceOverBudget (over its budget per object), NetworkNotShared (names another namespace's network not shared with it), ServiceCapReached (its namespace is over its share of a network)",
+      labelNames: ['reason'],
+      registers,
+    });
   }
 
   /** After a sync: what the plan serves and what it cannot. */
   planned(plan: NodePlan): void {
     this.refusals.set({ reason: 'ParentNotConfigured' }, plan.parentNotConfigured.length);
-    for (const reason of REFUSAL_REASONS) this.refusedServices.set({ reason }, plan.refused.reduce((n, r) => n + (r.reason === reason ? r.services : 0), 0));
+    for (const reason of REFUSAL_REASONS)
+      this.refusedServices.set(
+        { reason },
+        plan.refused.reduce((n, r) => n + (r.reason === reason ? r.services : 0), 0),
+      );
     this.unservable.reset();
     for (const u of plan.unservable) this.unservable.set({ network: u.network, type: u.type }, 1);
     this.nodePorts.set(plan.state.nodePorts.length);
@@ -132,10 +156,12 @@ class NodeGauges {
 }
 
 const internalIPs = (n: V1Node | undefined): string[] =>
-  (n?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').flatMap((a) => {
-    const p = parseIp(a.address);
-    return p.ok ? [p.value.address] : [];
-  });
+  (n?.status?.addresses ?? [])
+    .filter((a) => a.type === 'InternalIP')
+    .flatMap((a) => {
+      const p = parseIp(a.address);
+      return p.ok ? [p.value.address] : [];
+    });
 
 /**
  * Applies a plan: the host-side interfaces, the rules, the health-check listeners, the gauges. The
@@ -182,7 +208,11 @@ class PlanApplier {
   }
 }
 
-function nodeInformers(client: KubeClient, log: Logger, nodeName: string): { services: Informer<V1Service>; slices: Informer<V1EndpointSlice>; nads: Informer<NetworkAttachmentDefinition>; nodes: Informer<V1Node> } {
+function nodeInformers(
+  client: KubeClient,
+  log: Logger,
+  nodeName: string,
+): { services: Informer<V1Service>; slices: Informer<V1EndpointSlice>; nads: Informer<NetworkAttachmentDefinition>; nodes: Informer<V1Node> } {
   const informer = <T extends KubeObject>(name: string, path: string, sel: { labelSelector?: string; fieldSelector?: string; transform?: (o: T) => T } = {}): Informer<T> =>
     createInformer<T>(client, { name, path, logger: log, ...sel });
   return {
@@ -204,9 +234,24 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
   const planner = new NodePlanner();
   const loop = createSyncLoop<NodePlan>(
-    { minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs, retryMinMs: opts.retryMinMs ?? 1_000, retryMaxMs: opts.retryMaxMs ?? 30_000, stuckAfterMs: STUCK_AFTER_MS },
     {
-      compute: () => planner.update({ nodeName: opts.nodeName, node: nodes.list()[0], services: services.list(), slices: slices.list(), nads: nads.list(), masqueradeMark: opts.masqueradeMark, parentFromNad: opts.parentFromNad === true }),
+      minSyncIntervalMs: opts.minSyncIntervalMs,
+      fullResyncIntervalMs: opts.fullResyncIntervalMs,
+      retryMinMs: opts.retryMinMs ?? 1_000,
+      retryMaxMs: opts.retryMaxMs ?? 30_000,
+      stuckAfterMs: STUCK_AFTER_MS,
+    },
+    {
+      compute: () =>
+        planner.update({
+          nodeName: opts.nodeName,
+          node: nodes.list()[0],
+          services: services.list(),
+          slices: slices.list(),
+          nads: nads.list(),
+          masqueradeMark: opts.masqueradeMark,
+          parentFromNad: opts.parentFromNad === true,
+        }),
       // A failure makes the next sync a full one, which brings the interfaces to the plan again.
       apply: applier.apply,
       size: (plan) => nodeStateSize(plan.state),

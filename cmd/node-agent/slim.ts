@@ -32,7 +32,18 @@ const SERVICE_LABELS = [PROXY_NAME_LABEL];
 
 type Spec = NonNullable<V1Service['spec']>;
 /** The spec fields read here, besides the ports; set in this order on every object (one shape). */
-const SPEC_KEYS = ['type', 'clusterIP', 'clusterIPs', 'ipFamilies', 'ipFamilyPolicy', 'sessionAffinity', 'sessionAffinityConfig', 'externalTrafficPolicy', 'healthCheckNodePort', 'loadBalancerSourceRanges'] as const satisfies readonly (keyof Spec)[];
+const SPEC_KEYS = [
+  'type',
+  'clusterIP',
+  'clusterIPs',
+  'ipFamilies',
+  'ipFamilyPolicy',
+  'sessionAffinity',
+  'sessionAffinityConfig',
+  'externalTrafficPolicy',
+  'healthCheckNodePort',
+  'loadBalancerSourceRanges',
+] as const satisfies readonly (keyof Spec)[];
 
 function keptSpec(spec: Spec): Spec {
   const out: Record<string, unknown> = {};

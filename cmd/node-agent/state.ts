@@ -86,7 +86,6 @@ export interface NodePlan {
 
 const opted = (s: V1Service): boolean => s.metadata?.labels?.[PROXY_NAME_LABEL] === PROXY_NAME && s.metadata.annotations?.[SERVICE_NETWORK_ANNOTATION] !== undefined;
 
-
 /** The networks one opted-in Service names (none when not opted in or malformed: the webhook's and the sidecar's to report). */
 function serviceNetworks(s: V1Service): readonly NetworkRef[] {
   if (!opted(s)) return [];
@@ -141,7 +140,10 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
     }
     if (!config.value.servable) {
       unservable.push({ network: key, type: config.value.type, reason: config.value.reason });
-      nadProblem('UnservableNetwork', `NetworkAttachmentDefinition ${key}: ${NAD_CONFIG_KEY} type "${config.value.type}": the node agent cannot serve NodePort or node access on it: ${config.value.reason}`);
+      nadProblem(
+        'UnservableNetwork',
+        `NetworkAttachmentDefinition ${key}: ${NAD_CONFIG_KEY} type "${config.value.type}": the node agent cannot serve NodePort or node access on it: ${config.value.reason}`,
+      );
       continue;
     }
     // The node's address on a network is the admin's (a Node annotation). A NAD is its owner's, a
@@ -163,10 +165,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       continue;
     }
     if (addrs.value.addresses.length === 0) {
-      nadProblem(
-        'NoNodeAddress',
-        `node ${input.nodeName} has no address on network ${key}: the cluster admin adds "${key}=<ip>/<prefix>" to the Node annotation ${NODE_ADDRESSES_ANNOTATION}`,
-      );
+      nadProblem('NoNodeAddress', `node ${input.nodeName} has no address on network ${key}: the cluster admin adds "${key}=<ip>/<prefix>" to the Node annotation ${NODE_ADDRESSES_ANNOTATION}`);
       continue;
     }
     if (!parents.ok) continue;
@@ -311,7 +310,14 @@ export class NodePlanner {
   }
 
   /** A NodePort or LoadBalancer Service's frontends: the last entry kept while its targets, local endpoints and the node's addresses are the same. */
-  private entryFor(svc: V1Service, targets: readonly ServicePortTarget[], local: ReadonlySet<string> | undefined, own: ReadonlySet<string>, ownText: string, earlier: NodePortEntry | undefined): NodePortEntry {
+  private entryFor(
+    svc: V1Service,
+    targets: readonly ServicePortTarget[],
+    local: ReadonlySet<string> | undefined,
+    own: ReadonlySet<string>,
+    ownText: string,
+    earlier: NodePortEntry | undefined,
+  ): NodePortEntry {
     let entry = this.entries.get(svc) ?? earlier;
     if (entry === undefined || entry.local !== local || entry.own !== ownText || !sameItems(entry.targets, targets)) {
       const localIPs = local ?? new Set();
@@ -404,7 +410,12 @@ function serviceNodePorts(svc: V1Service, targets: readonly ServicePortTarget[],
  * does). A node port is served beside it unless allocateLoadBalancerNodePorts is false (then the
  * ports have no nodePort). Bad ingress IPs and source ranges are Warning Events on the Service.
  */
-function serviceLoadBalancers(svc: V1Service, targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>, own: ReadonlySet<string>): { targets: LoadBalancerTarget[]; problems: NodeProblem[] } {
+function serviceLoadBalancers(
+  svc: V1Service,
+  targets: readonly ServicePortTarget[],
+  localIPs: ReadonlySet<string>,
+  own: ReadonlySet<string>,
+): { targets: LoadBalancerTarget[]; problems: NodeProblem[] } {
   if (svc.spec?.type !== 'LoadBalancer') return { targets: [], problems: [] };
   const view = readLoadBalancer(svc, own);
   const ns = svc.metadata?.namespace ?? '';

@@ -39,7 +39,10 @@ export class CapReporter {
       const dropped = o.namespaces.flatMap((n) => n.dropped);
       metrics.servicesDropped(o.network, dropped.length);
       for (const n of o.namespaces) {
-        log.warn({ network: o.network, cap: this.cap, total: o.total, namespace: n.namespace, demand: n.demand, share: n.share, dropped: n.dropped }, 'namespace over its share of the network; its own Services past the share are not served');
+        log.warn(
+          { network: o.network, cap: this.cap, total: o.total, namespace: n.namespace, demand: n.demand, share: n.share, dropped: n.dropped },
+          'namespace over its share of the network; its own Services past the share are not served',
+        );
         say([
           {
             type: 'Warning',

@@ -75,7 +75,11 @@ class SidecarParts {
    * Unhealthy Event) once the sidecar is gone.
    */
   readonly ready = (): Readiness => {
-    const r = drainAwareReadiness(() => this.runtime?.ready() ?? { ready: false, reason: 'starting' }, () => this.program.stopping(), 'ready')();
+    const r = drainAwareReadiness(
+      () => this.runtime?.ready() ?? { ready: false, reason: 'starting' },
+      () => this.program.stopping(),
+      'ready',
+    )();
     if (r.ready) this.readyServed = true;
     return r;
   };
@@ -87,7 +91,7 @@ class SidecarParts {
    * startup probe, at most a second or two away, pass before the port closes.
    */
   async lastProbe(): Promise<void> {
-    for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !this.readyServed && Date.now() < until; ) await sleep(50);
+    for (const until = Date.now() + UNSTARTED_STOP_WAIT_MS; !this.readyServed && Date.now() < until;) await sleep(50);
   }
 }
 

@@ -37,7 +37,7 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
   });
   const refused = new prom.Gauge({
     name: `${METRIC_PREFIX}_services_refused`,
-    help: 'Services not served because they are over the sidecar\'s budget per object (ports, source ranges, ingress IPs, networks, bytes); an Event on the pod names them.',
+    help: "Services not served because they are over the sidecar's budget per object (ports, source ranges, ingress IPs, networks, bytes); an Event on the pod names them.",
     labelNames: ['budget'],
     registers: [registry],
   });

@@ -28,7 +28,10 @@ export interface ParsedOptions extends SidecarOptions {
 const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
-const NUMBERS: Record<Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter' | 'nodeName' | 'nodeZone' | 'externalIPsAllowedCIDRs'>, { def: number; min: number; max: number }> = {
+const NUMBERS: Record<
+  Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter' | 'nodeName' | 'nodeZone' | 'externalIPsAllowedCIDRs'>,
+  { def: number; min: number; max: number }
+> = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
   minSyncIntervalMs: { def: 100, min: 0, max: 60_000 },
   driftCheckIntervalMs: { def: 60_000, min: 1_000, max: 86_400_000 },
@@ -63,12 +66,18 @@ const HELP: Record<Key, { value: string; help: string }> = {
   stuckAfterMs: { value: 'MS', help: 'liveness fails when one sync runs longer than this' },
   iptablesBackend: { value: 'NAME', help: `auto (legacy only if the namespace already has legacy rules, else nft), nft or legacy` },
   maxServicesPerNetwork: { value: 'N', help: 'serve at most this many Services per network (the first in namespace/name order); an Event and a metric say when more exist' },
-  backend: { value: 'NAME', help: 'rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other\'s rules' },
-  elementWriter: { value: 'PATH', help: `nfnl-batch, the nftables back end's netlink sender for endpoint changes; off: write them as nft text (default ${DEFAULT_NFNL_BATCH}, where the image has it)` },
+  backend: { value: 'NAME', help: "rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other's rules" },
+  elementWriter: {
+    value: 'PATH',
+    help: `nfnl-batch, the nftables back end's netlink sender for endpoint changes; off: write them as nft text (default ${DEFAULT_NFNL_BATCH}, where the image has it)`,
+  },
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
   nodeName: { value: 'NAME', help: "this pod's node (downward API spec.nodeName), for internalTrafficPolicy Local and same-node hints; unset: no endpoint is local" },
   nodeZone: { value: 'ZONE', help: "this node's zone (the pod's topology.kubernetes.io/zone label), for zone hints; unset: zone hints are not used" },
-  externalIPsAllowedCIDRs: { value: 'CIDRS', help: 'comma list of the CIDRs the cluster admin allows external IPs from (the webhook sets it from externalIPs.allowedCIDRs); unset: no external IP is served' },
+  externalIPsAllowedCIDRs: {
+    value: 'CIDRS',
+    help: 'comma list of the CIDRs the cluster admin allows external IPs from (the webhook sets it from externalIPs.allowedCIDRs); unset: no external IP is served',
+  },
 };
 
 const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto', elementWriter: DEFAULT_NFNL_BATCH };
@@ -78,10 +87,12 @@ export const SIDECAR_PROGRAM: Program = {
   name: 'multus-proxy sidecar',
   about: "programs this pod's network namespace so Services on its secondary networks work",
   usage: 'sidecar [flags]',
-  flags: (Object.keys(OPTION_SOURCES) as Key[]).map((key): Flag => {
-    const def = key in NUMBERS ? String(NUMBERS[key as keyof typeof NUMBERS].def) : DEFAULT_TEXT[key];
-    return { name: OPTION_SOURCES[key].flag, env: OPTION_SOURCES[key].env, ...HELP[key], ...(def !== undefined ? { def } : {}) };
-  }).concat([{ name: CLEANUP_FLAG, help: 'remove every chain, jump and route of ours from this network namespace, then exit (a normal run leaves them on exit)' }]),
+  flags: (Object.keys(OPTION_SOURCES) as Key[])
+    .map((key): Flag => {
+      const def = key in NUMBERS ? String(NUMBERS[key as keyof typeof NUMBERS].def) : DEFAULT_TEXT[key];
+      return { name: OPTION_SOURCES[key].flag, env: OPTION_SOURCES[key].env, ...HELP[key], ...(def !== undefined ? { def } : {}) };
+    })
+    .concat([{ name: CLEANUP_FLAG, help: 'remove every chain, jump and route of ours from this network namespace, then exit (a normal run leaves them on exit)' }]),
   notes: 'A flag wins over its variable. The webhook sets the variables in the container it injects.',
 };
 
@@ -103,7 +114,18 @@ function backendOptions(raw: (key: Key) => string | undefined, problems: string[
   let elementWriter: string | false | undefined;
   if (writerRaw === 'off') elementWriter = false;
   else if (writerRaw === undefined || writerRaw.startsWith('/')) elementWriter = writerRaw;
-  else problems.push(formatInputError(OBJECT, inputError(describe('elementWriter'), writerRaw, 'is neither an absolute path nor off', `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`)));
+  else
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError(
+          describe('elementWriter'),
+          writerRaw,
+          'is neither an absolute path nor off',
+          `write the absolute path of nfnl-batch (e.g. ${DEFAULT_NFNL_BATCH}, or what scripts/build-native.sh builds), or off`,
+        ),
+      ),
+    );
   return { iptablesBackend: iptablesBackend ?? 'auto', backend: backend ?? 'auto', elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH };
 }
 
@@ -111,14 +133,27 @@ function backendOptions(raw: (key: Key) => string | undefined, problems: string[
 function placeOptions(raw: (key: Key) => string | undefined, problems: string[]): Pick<ParsedOptions, 'nodeName' | 'nodeZone' | 'externalIPs'> {
   const nodeName = raw('nodeName') ?? '';
   if (nodeName !== '' && !DNS_SUBDOMAIN.test(nodeName)) {
-    problems.push(formatInputError(OBJECT, inputError(describe('nodeName'), nodeName, 'is not a node name (a DNS subdomain)', 'set it from the downward API (fieldRef spec.nodeName), or leave it unset')));
+    problems.push(
+      formatInputError(OBJECT, inputError(describe('nodeName'), nodeName, 'is not a node name (a DNS subdomain)', 'set it from the downward API (fieldRef spec.nodeName), or leave it unset')),
+    );
   }
   const nodeZone = raw('nodeZone') ?? '';
   if (nodeZone !== '' && !LABEL_VALUE.test(nodeZone)) {
-    problems.push(formatInputError(OBJECT, inputError(describe('nodeZone'), nodeZone, 'is not a label value', "set it from the pod's topology.kubernetes.io/zone label (fieldRef metadata.labels), or leave it unset")));
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError(describe('nodeZone'), nodeZone, 'is not a label value', "set it from the pod's topology.kubernetes.io/zone label (fieldRef metadata.labels), or leave it unset"),
+      ),
+    );
   }
   const cidrsRaw = raw('externalIPsAllowedCIDRs');
-  const externalIPs = parseExternalIPPolicy(cidrsRaw?.split(',').map((x) => x.trim()).filter((x) => x !== ''), describe('externalIPsAllowedCIDRs'));
+  const externalIPs = parseExternalIPPolicy(
+    cidrsRaw
+      ?.split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+    describe('externalIPsAllowedCIDRs'),
+  );
   if (!externalIPs.ok) problems.push(externalIPs.error);
   return { nodeName, nodeZone, externalIPs: externalIPs.ok ? externalIPs.value : EXTERNAL_IPS_NOT_CONFIGURED };
 }
@@ -138,9 +173,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const required = (key: 'podName' | 'podNamespace'): string => {
     const v = raw(key);
     if (v === undefined && !cleanup) {
-      problems.push(
-        formatInputError(OBJECT, inputError(describe(key), '', 'is not set', `set it from the downward API (fieldRef metadata.${key === 'podName' ? 'name' : 'namespace'})`)),
-      );
+      problems.push(formatInputError(OBJECT, inputError(describe(key), '', 'is not set', `set it from the downward API (fieldRef metadata.${key === 'podName' ? 'name' : 'namespace'})`)));
     }
     return v ?? '';
   };
@@ -183,10 +216,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {
     problems.push(
-      formatInputError(
-        OBJECT,
-        inputError(describe('retryMaxMs'), String(options.retryMaxMs), `is below ${describe('retryMinMs')} (${options.retryMinMs})`, 'make the maximum at least the minimum'),
-      ),
+      formatInputError(OBJECT, inputError(describe('retryMaxMs'), String(options.retryMaxMs), `is below ${describe('retryMinMs')} (${options.retryMinMs})`, 'make the maximum at least the minimum')),
     );
   }
   return problems.length > 0 ? err(problems.join('\n')) : ok(options);

@@ -65,7 +65,10 @@ export class ProblemState {
 /** Writes the Events on the pod (what they say is logged where it happens); never throws: an Event that cannot be written is logged. */
 export function podEventWriter(client: KubeClient, pod: { namespace: string; name: string }, log: Logger): (s: Say) => void {
   return (s) => {
-    const ev = objectEvent({ apiVersion: 'v1', kind: 'Pod', name: pod.name, namespace: pod.namespace, uid: '' }, s.type, s.reason, s.message, new Date(), { component: EVENT_COMPONENT, instance: pod.name });
+    const ev = objectEvent({ apiVersion: 'v1', kind: 'Pod', name: pod.name, namespace: pod.namespace, uid: '' }, s.type, s.reason, s.message, new Date(), {
+      component: EVENT_COMPONENT,
+      instance: pod.name,
+    });
     client.create(apiPath('', 'v1', 'events', pod.namespace), ev).catch((e: unknown) => log.warn({ err: e instanceof Error ? e.message : String(e), reason: s.reason }, 'could not record Event'));
   };
 }

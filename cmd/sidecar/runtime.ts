@@ -103,7 +103,10 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
       if (out.over !== undefined) cap.over(out.over);
       if (out.refused !== undefined) cap.refused(out.refused);
-      logOnce('state', out.problems.map((p) => ({ level: 'warn', msg: p })));
+      logOnce(
+        'state',
+        out.problems.map((p) => ({ level: 'warn', msg: p })),
+      );
       return out.state;
     },
     apply: reporter.syncAndWait,
@@ -142,7 +145,11 @@ class Runtime implements SidecarRuntime {
   private async startLoopWhenSynced(): Promise<void> {
     const { options, log } = this;
     await Promise.all([this.pods.synced, this.services.synced]);
-    if (!this.pods.found()) log.warn({ pod: `${options.podNamespace}/${options.podName}`, ...(options.annotationsFile !== undefined ? { file: options.annotationsFile } : {}) }, 'own pod not found; serving nothing until it appears');
+    if (!this.pods.found())
+      log.warn(
+        { pod: `${options.podNamespace}/${options.podName}`, ...(options.annotationsFile !== undefined ? { file: options.annotationsFile } : {}) },
+        'own pod not found; serving nothing until it appears',
+      );
     await this.slices.settled();
     if (this.stopped) return;
     this.informersSynced = true;

@@ -56,7 +56,12 @@ export class SliceWatch {
       return;
     }
     const labelSelector = sliceSelector(values);
-    const next = createInformer<V1EndpointSlice>(this.d.client, { ...this.d.informerOptions('endpointslices'), path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'), labelSelector, transform: slimEndpointSlice });
+    const next = createInformer<V1EndpointSlice>(this.d.client, {
+      ...this.d.informerOptions('endpointslices'),
+      path: apiPath('discovery.k8s.io', 'v1', 'endpointslices'),
+      labelSelector,
+      transform: slimEndpointSlice,
+    });
     this.pending = next;
     next.on({
       add: (s) => this.changed(next, s, undefined, s),

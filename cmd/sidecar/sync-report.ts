@@ -49,12 +49,28 @@ export class SyncReporter {
   };
 
   private report(r: SyncResult, waits: Waits): ApplyReport {
-    this.logOnce('skipped', r.skipped.map((t) => ({ level: t.level, msg: `${t.target}: ${t.reason}` })));
-    this.logOnce('warnings', r.warnings.map((w) => ({ level: 'warn', msg: w })));
+    this.logOnce(
+      'skipped',
+      r.skipped.map((t) => ({ level: t.level, msg: `${t.target}: ${t.reason}` })),
+    );
+    this.logOnce(
+      'warnings',
+      r.warnings.map((w) => ({ level: 'warn', msg: w })),
+    );
     if (r.changed) {
       const restored = r.families.filter((f) => f.text !== '');
       this.log.info(
-        { full: r.full, backend: r.backend, ms: Math.round(r.durationMs), chains: restored.flatMap((f) => f.changedChains).length, routesReplaced: r.routesReplaced, routesRemoved: r.routesRemoved, conntrackFlushes: r.conntrackFlushes, served: r.served, ...waits },
+        {
+          full: r.full,
+          backend: r.backend,
+          ms: Math.round(r.durationMs),
+          chains: restored.flatMap((f) => f.changedChains).length,
+          routesReplaced: r.routesReplaced,
+          routesRemoved: r.routesRemoved,
+          conntrackFlushes: r.conntrackFlushes,
+          served: r.served,
+          ...waits,
+        },
         'rules applied',
       );
     }

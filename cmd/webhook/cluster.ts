@@ -202,7 +202,11 @@ export const EVENT_INTERVAL_MS = 10 * 60_000;
  * background and a failure is only logged. On CREATE the Service has no uid yet; kubectl still
  * finds the Event by kind, namespace and name.
  */
-export function serviceEventWriter(client: Pick<KubeClient, 'create'>, logger?: Logger, now: () => number = Date.now): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
+export function serviceEventWriter(
+  client: Pick<KubeClient, 'create'>,
+  logger?: Logger,
+  now: () => number = Date.now,
+): (svc: V1Service, namespace: string, reason: string, message: string) => Promise<void> {
   const limiter = new RateLimiter(EVENT_INTERVAL_MS);
   const queue = createEventQueue({
     write: (body) => client.create(apiPath('', 'v1', 'events', body.metadata.namespace), body),

@@ -29,6 +29,10 @@ export function withExternalIPs(inner: Handler, policy: ExternalIPPolicy, events
     if (verdict.deny !== undefined) return { response: denied(req.uid, 403, verdict.deny, warnings), outcome: 'denied', reason: 'external-ip-not-allowed' };
     if (verdict.warning === undefined) return handled;
     if (req.dryRun !== true && events !== undefined) await events(svc, namespace, REASON_EXTERNAL_IPS_NOT_SERVED, verdict.warning);
-    return { ...handled, response: { ...allowed(req.uid, [...warnings, verdict.warning]), ...(handled.response.patch !== undefined ? { patch: handled.response.patch, patchType: handled.response.patchType } : {}) }, reason: 'with-warnings' };
+    return {
+      ...handled,
+      response: { ...allowed(req.uid, [...warnings, verdict.warning]), ...(handled.response.patch !== undefined ? { patch: handled.response.patch, patchType: handled.response.patchType } : {}) },
+      reason: 'with-warnings',
+    };
   };
 }

@@ -56,7 +56,14 @@ export function podHandler(deps: HandlerDeps): Handler {
     const annotations = pod.metadata?.annotations ?? {};
     const candidate = req.operation === 'CREATE' && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
     const labels = candidate ? await deps.cluster.namespaceLabels(namespace) : undefined;
-    const decision: PodDecision = decideInjection({ operation: req.operation, pod, namespace, namespaceLabels: labels, healthPort: deps.sidecar.healthPort, ...(deps.podSecurityDefault !== undefined ? { podSecurityDefault: deps.podSecurityDefault } : {}) });
+    const decision: PodDecision = decideInjection({
+      operation: req.operation,
+      pod,
+      namespace,
+      namespaceLabels: labels,
+      healthPort: deps.sidecar.healthPort,
+      ...(deps.podSecurityDefault !== undefined ? { podSecurityDefault: deps.podSecurityDefault } : {}),
+    });
     const object = describePod(pod, namespace);
     switch (decision.action) {
       case 'skip':
@@ -121,7 +128,10 @@ export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'lo
     // A NetworkAttachmentDefinition may legitimately come later (GitOps apply order): warn, never deny.
     const warnings = [...verdict.warnings];
     for (const { ref, nad } of lookups) {
-      if (nad.state === 'missing') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created${ref.namespace !== namespace ? ' and its owner shares it with this namespace' : ''}`);
+      if (nad.state === 'missing')
+        warnings.push(
+          `NetworkAttachmentDefinition ${networkKey(ref)} does not exist (yet): the Service has no endpoints on it until it is created${ref.namespace !== namespace ? ' and its owner shares it with this namespace' : ''}`,
+        );
       if (nad.state === 'unknown') warnings.push(`NetworkAttachmentDefinition ${networkKey(ref)} could not be checked; make sure it exists`);
     }
     // NodePort and LoadBalancer are the node agent's: say so at once when it is not there, and

@@ -133,13 +133,7 @@ const PULL_POLICIES: readonly PullPolicy[] = ['Always', 'IfNotPresent', 'Never']
 /** Kubernetes quantity syntax, e.g. 10m, 0.5, 128Mi, 1G, 1e3. */
 const QUANTITY = /^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 
-type Kind =
-  | { type: 'int'; min: number; max: number }
-  | { type: 'string' }
-  | { type: 'enum'; values: readonly string[] }
-  | { type: 'bool' }
-  | { type: 'strings' }
-  | { type: 'resources' };
+type Kind = { type: 'int'; min: number; max: number } | { type: 'string' } | { type: 'enum'; values: readonly string[] } | { type: 'bool' } | { type: 'strings' } | { type: 'resources' };
 
 interface Setting {
   /** Where it lives in the config file. */
@@ -158,12 +152,36 @@ export const SETTINGS = {
   tlsCertFile: { file: ['tlsCertFile'], env: 'TLS_CERT_FILE', flag: 'tls-cert-file', help: 'serving certificate (PEM); re-read when it changes', kind: { type: 'string' } },
   tlsKeyFile: { file: ['tlsKeyFile'], env: 'TLS_KEY_FILE', flag: 'tls-key-file', help: 'its private key (PEM)', kind: { type: 'string' } },
   certPollMs: { file: ['certPollMs'], env: 'CERT_POLL_MS', flag: 'cert-poll-ms', help: 'also re-read the certificate files this often (ms)', kind: { type: 'int', min: 100, max: 3_600_000 } },
-  maxBodyBytes: { file: ['maxBodyBytes'], env: 'MAX_BODY_BYTES', flag: 'max-body-bytes', help: 'largest AdmissionReview body accepted (bytes)', kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 } },
+  maxBodyBytes: {
+    file: ['maxBodyBytes'],
+    env: 'MAX_BODY_BYTES',
+    flag: 'max-body-bytes',
+    help: 'largest AdmissionReview body accepted (bytes)',
+    kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 },
+  },
   logLevel: { file: ['logLevel'], env: 'LOG_LEVEL', flag: 'log-level', help: 'fatal, error, warn, info, debug, trace or silent', kind: { type: 'enum', values: LOG_LEVELS } },
   kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', help: 'kubeconfig; unset: in-cluster service account', kind: { type: 'string' } },
-  namespaceCacheMs: { file: ['namespaceCacheMs'], env: 'NAMESPACE_CACHE_MS', flag: 'namespace-cache-ms', help: 'reuse a Namespace read from the apiserver this long (ms)', kind: { type: 'int', min: 0, max: 600_000 } },
-  nadLookupTimeoutMs: { file: ['nadLookupTimeoutMs'], env: 'NAD_LOOKUP_TIMEOUT_MS', flag: 'nad-lookup-timeout-ms', help: 'how long a Service admission waits for its NetworkAttachmentDefinitions (ms)', kind: { type: 'int', min: 10, max: 10_000 } },
-  nodeAgentNamespace: { file: ['nodeAgentNamespace'], env: 'NODE_AGENT_NAMESPACE', flag: 'node-agent-namespace', help: "namespace of the node agent's DaemonSet multus-proxy-node (NodePort and LoadBalancer Services are warned about when it does not run)", kind: { type: 'string' } },
+  namespaceCacheMs: {
+    file: ['namespaceCacheMs'],
+    env: 'NAMESPACE_CACHE_MS',
+    flag: 'namespace-cache-ms',
+    help: 'reuse a Namespace read from the apiserver this long (ms)',
+    kind: { type: 'int', min: 0, max: 600_000 },
+  },
+  nadLookupTimeoutMs: {
+    file: ['nadLookupTimeoutMs'],
+    env: 'NAD_LOOKUP_TIMEOUT_MS',
+    flag: 'nad-lookup-timeout-ms',
+    help: 'how long a Service admission waits for its NetworkAttachmentDefinitions (ms)',
+    kind: { type: 'int', min: 10, max: 10_000 },
+  },
+  nodeAgentNamespace: {
+    file: ['nodeAgentNamespace'],
+    env: 'NODE_AGENT_NAMESPACE',
+    flag: 'node-agent-namespace',
+    help: "namespace of the node agent's DaemonSet multus-proxy-node (NodePort and LoadBalancer Services are warned about when it does not run)",
+    kind: { type: 'string' },
+  },
   drainMs: { file: ['drainMs'], env: 'SHUTDOWN_DRAIN_MS', flag: 'shutdown-drain-ms', help: 'after SIGTERM, keep answering (not ready) this long (ms)', kind: { type: 'int', min: 0, max: 120_000 } },
   podSecurityDefault: {
     file: ['podSecurityDefault'],
@@ -172,18 +190,60 @@ export const SETTINGS = {
     help: "the Pod Security level enforced on namespaces without the pod-security.kubernetes.io/enforce label (the apiserver's AdmissionConfiguration defaults.enforce)",
     kind: { type: 'enum', values: POD_SECURITY_LEVELS },
   },
-  'sidecar.image': { file: ['sidecar', 'image'], env: 'SIDECAR_IMAGE', flag: 'sidecar-image', help: 'image of the injected sidecar; required (or the sidecarImage file next to the config file)', kind: { type: 'string' } },
-  'sidecar.imagePullPolicy': { file: ['sidecar', 'imagePullPolicy'], env: 'SIDECAR_IMAGE_PULL_POLICY', flag: 'sidecar-image-pull-policy', help: 'Always, IfNotPresent or Never', kind: { type: 'enum', values: PULL_POLICIES } },
-  'sidecar.mode': { file: ['sidecar', 'mode'], env: 'SIDECAR_MODE', flag: 'sidecar-mode', help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)', kind: { type: 'enum', values: MODES } },
-  'sidecar.privileged': { file: ['sidecar', 'privileged'], env: 'SIDECAR_PRIVILEGED', flag: 'sidecar-privileged', help: 'run the sidecar privileged (only where capabilities are not enough)', kind: { type: 'bool' } },
-  'sidecar.healthPort': { file: ['sidecar', 'healthPort'], env: 'SIDECAR_HEALTH_PORT', flag: 'sidecar-health-port', help: "the sidecar's health port (its HEALTH_PORT); the probes point here", kind: { type: 'int', min: 1, max: 65535 } },
-  'sidecar.backend': { file: ['sidecar', 'backend'], env: 'SIDECAR_BACKEND', flag: 'sidecar-backend', help: "the sidecar's rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables)", kind: { type: 'enum', values: RULE_BACKENDS } },
-  'sidecar.logLevel': { file: ['sidecar', 'logLevel'], env: 'SIDECAR_LOG_LEVEL', flag: 'sidecar-log-level', help: "the sidecar's log level (default: the webhook's)", kind: { type: 'enum', values: LOG_LEVELS } },
+  'sidecar.image': {
+    file: ['sidecar', 'image'],
+    env: 'SIDECAR_IMAGE',
+    flag: 'sidecar-image',
+    help: 'image of the injected sidecar; required (or the sidecarImage file next to the config file)',
+    kind: { type: 'string' },
+  },
+  'sidecar.imagePullPolicy': {
+    file: ['sidecar', 'imagePullPolicy'],
+    env: 'SIDECAR_IMAGE_PULL_POLICY',
+    flag: 'sidecar-image-pull-policy',
+    help: 'Always, IfNotPresent or Never',
+    kind: { type: 'enum', values: PULL_POLICIES },
+  },
+  'sidecar.mode': {
+    file: ['sidecar', 'mode'],
+    env: 'SIDECAR_MODE',
+    flag: 'sidecar-mode',
+    help: 'native (init container, restartPolicy Always), regular, or auto (native from Kubernetes 1.29)',
+    kind: { type: 'enum', values: MODES },
+  },
+  'sidecar.privileged': {
+    file: ['sidecar', 'privileged'],
+    env: 'SIDECAR_PRIVILEGED',
+    flag: 'sidecar-privileged',
+    help: 'run the sidecar privileged (only where capabilities are not enough)',
+    kind: { type: 'bool' },
+  },
+  'sidecar.healthPort': {
+    file: ['sidecar', 'healthPort'],
+    env: 'SIDECAR_HEALTH_PORT',
+    flag: 'sidecar-health-port',
+    help: "the sidecar's health port (its HEALTH_PORT); the probes point here",
+    kind: { type: 'int', min: 1, max: 65535 },
+  },
+  'sidecar.backend': {
+    file: ['sidecar', 'backend'],
+    env: 'SIDECAR_BACKEND',
+    flag: 'sidecar-backend',
+    help: "the sidecar's rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables)",
+    kind: { type: 'enum', values: RULE_BACKENDS },
+  },
+  'sidecar.logLevel': {
+    file: ['sidecar', 'logLevel'],
+    env: 'SIDECAR_LOG_LEVEL',
+    flag: 'sidecar-log-level',
+    help: "the sidecar's log level (default: the webhook's)",
+    kind: { type: 'enum', values: LOG_LEVELS },
+  },
   'sidecar.maxServicesPerNetwork': {
     file: ['sidecar', 'maxServicesPerNetwork'],
     env: 'SIDECAR_MAX_SERVICES_PER_NETWORK',
     flag: 'sidecar-max-services-per-network',
-    help: "Services a sidecar serves per network at most (its MAX_SERVICES_PER_NETWORK); the first in namespace/name order",
+    help: 'Services a sidecar serves per network at most (its MAX_SERVICES_PER_NETWORK); the first in namespace/name order',
     kind: { type: 'int', min: 1, max: 1_000_000 },
   },
   'sidecar.command': { file: ['sidecar', 'command'], kind: { type: 'strings' } },
@@ -194,7 +254,7 @@ export const SETTINGS = {
     file: ['externalIPs', 'allowedCIDRs'],
     env: 'EXTERNAL_IPS_ALLOWED_CIDRS',
     flag: 'external-ips-allowed-cidrs',
-    help: "CIDRs a Service on a secondary network may take spec.externalIPs from (comma list; empty: none); a new address outside them is denied. Unset: admitted with a warning, not served (CVE-2020-8554)",
+    help: 'CIDRs a Service on a secondary network may take spec.externalIPs from (comma list; empty: none); a new address outside them is denied. Unset: admitted with a warning, not served (CVE-2020-8554)',
     kind: { type: 'strings' },
   },
 } as const satisfies Record<string, Setting>;
@@ -234,7 +294,13 @@ function convert(kind: Kind, raw: unknown, fromText: boolean): Result<Value, { r
     }
     case 'strings':
       // From a variable or a flag: a comma list ('' is the empty list).
-      if (fromText && typeof raw === 'string') return ok(raw.split(',').map((x) => x.trim()).filter((x) => x !== ''));
+      if (fromText && typeof raw === 'string')
+        return ok(
+          raw
+            .split(',')
+            .map((x) => x.trim())
+            .filter((x) => x !== ''),
+        );
       if (!Array.isArray(raw) || !raw.every((x) => typeof x === 'string')) return err({ reason: 'is not a list of strings', fix: 'write a YAML list such as [node, /app/dist/sidecar.js]' });
       return ok(raw);
     case 'resources': {
@@ -247,7 +313,8 @@ function convert(kind: Kind, raw: unknown, fromText: boolean): Result<Value, { r
         const entries: Record<string, string> = {};
         for (const [res, q] of Object.entries(list as Record<string, unknown>)) {
           const text = typeof q === 'number' ? String(q) : q;
-          if (typeof text !== 'string' || !QUANTITY.test(text)) return err({ reason: `${section}.${res} ${showValue(String(q))} is not a quantity`, fix: 'write a Kubernetes quantity such as 10m, 0.5, 48Mi or 1Gi' });
+          if (typeof text !== 'string' || !QUANTITY.test(text))
+            return err({ reason: `${section}.${res} ${showValue(String(q))} is not a quantity`, fix: 'write a Kubernetes quantity such as 10m, 0.5, 48Mi or 1Gi' });
           entries[res] = text;
         }
         out[section] = entries;
@@ -332,7 +399,19 @@ function readConfigFile(configFile: string | undefined, readFile: ReadFile, prob
     problems.push(formatInputError(OBJECT, inputError(configFile, text, `is not valid YAML or JSON (${(e as Error).message.split('\n')[0]})`, 'fix the syntax')));
   }
   for (const k of unknownKeys(doc)) {
-    problems.push(formatInputError(OBJECT, inputError(`${k} in ${configFile}`, k, 'is not a known setting', `use only ${Object.values(SETTINGS).map((s) => s.file.join('.')).join(', ')}`)));
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError(
+          `${k} in ${configFile}`,
+          k,
+          'is not a known setting',
+          `use only ${Object.values(SETTINGS)
+            .map((s) => s.file.join('.'))
+            .join(', ')}`,
+        ),
+      ),
+    );
   }
   return { doc, imageFromFile: readFile(join(dirname(configFile), SIDECAR_IMAGE_FILE))?.trim() };
 }
@@ -362,10 +441,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const image = (values.get('sidecar.image') as string | undefined) ?? (imageFromFile !== '' ? imageFromFile : undefined);
   if (image === undefined && problems.length === 0) {
     problems.push(
-      formatInputError(
-        OBJECT,
-        inputError('sidecar.image', '', 'is not set', `set sidecar.image in the config file, the ${SIDECAR_IMAGE_FILE} key of the ConfigMap, SIDECAR_IMAGE or --sidecar-image`),
-      ),
+      formatInputError(OBJECT, inputError('sidecar.image', '', 'is not set', `set sidecar.image in the config file, the ${SIDECAR_IMAGE_FILE} key of the ConfigMap, SIDECAR_IMAGE or --sidecar-image`)),
     );
   }
   const externalIPs = parseExternalIPPolicy(values.get('externalIPs.allowedCIDRs') as string[] | undefined, 'externalIPs.allowedCIDRs');

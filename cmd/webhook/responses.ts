@@ -56,9 +56,7 @@ export interface AdmissionReview {
 }
 
 /** One RFC 6902 operation, as our patch builder emits them. */
-export type PatchOperation =
-  | { op: 'add' | 'replace' | 'test'; path: string; value: unknown }
-  | { op: 'remove'; path: string };
+export type PatchOperation = { op: 'add' | 'replace' | 'test'; path: string; value: unknown } | { op: 'remove'; path: string };
 
 /** Status reasons as metav1.StatusReason spells them, so clients can tell a bad request from a refusal. */
 const REASONS: Record<number, string> = { 400: 'BadRequest', 403: 'Forbidden', 422: 'Invalid', 500: 'InternalError' };

@@ -96,32 +96,37 @@ export function createApp(opts: AppOptions): express.Express {
 
   const json = express.json({ limit: opts.maxBodyBytes, type: ['application/json', 'application/*+json'] });
   for (const [path, endpoint] of Object.entries(opts.endpoints)) {
-    app.post(path, (req, res, next) => {
-      (req as Request & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
-      json(req, res, next);
-    }, async (req: Request & { startedAt?: bigint }, res: Response) => {
-      const start = req.startedAt ?? process.hrtime.bigint();
-      if (req.body === undefined) return badRequest(res, path, 415, `Content-Type ${JSON.stringify(req.headers['content-type'] ?? '')} is not JSON; send the AdmissionReview as application/json`, start);
-      const decoded = decodeReview(req.body);
-      if (!decoded.ok) return badRequest(res, path, 400, decoded.error, start);
-      const request = decoded.value;
-      let handled;
-      if (request.operation === 'DELETE' || request.operation === 'CONNECT') {
-        handled = { response: allowed(request.uid), outcome: 'allowed' as const, reason: 'operation-ignored' };
-      } else if (request.kind?.kind !== undefined && request.kind.kind !== endpoint.kind) {
-        const message = `${path} decides on ${endpoint.kind} objects, not ${request.kind.kind}; fix the rules of the webhook configuration that calls it`;
-        handled = { response: errored(request.uid, message), outcome: 'error' as const, reason: 'wrong-kind' };
-      } else {
-        try {
-          handled = await withTimeout(endpoint.handler(request), opts.handlerTimeoutMs ?? 4_000);
-        } catch (e) {
-          log?.error({ err: e, endpoint: path, uid: request.uid }, 'admission failed');
-          handled = { response: errored(request.uid, `multus-proxy webhook could not decide: ${(e as Error).message}`), outcome: 'error' as const, reason: 'exception' };
+    app.post(
+      path,
+      (req, res, next) => {
+        (req as Request & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
+        json(req, res, next);
+      },
+      async (req: Request & { startedAt?: bigint }, res: Response) => {
+        const start = req.startedAt ?? process.hrtime.bigint();
+        if (req.body === undefined)
+          return badRequest(res, path, 415, `Content-Type ${JSON.stringify(req.headers['content-type'] ?? '')} is not JSON; send the AdmissionReview as application/json`, start);
+        const decoded = decodeReview(req.body);
+        if (!decoded.ok) return badRequest(res, path, 400, decoded.error, start);
+        const request = decoded.value;
+        let handled;
+        if (request.operation === 'DELETE' || request.operation === 'CONNECT') {
+          handled = { response: allowed(request.uid), outcome: 'allowed' as const, reason: 'operation-ignored' };
+        } else if (request.kind?.kind !== undefined && request.kind.kind !== endpoint.kind) {
+          const message = `${path} decides on ${endpoint.kind} objects, not ${request.kind.kind}; fix the rules of the webhook configuration that calls it`;
+          handled = { response: errored(request.uid, message), outcome: 'error' as const, reason: 'wrong-kind' };
+        } else {
+          try {
+            handled = await withTimeout(endpoint.handler(request), opts.handlerTimeoutMs ?? 4_000);
+          } catch (e) {
+            log?.error({ err: e, endpoint: path, uid: request.uid }, 'admission failed');
+            handled = { response: errored(request.uid, `multus-proxy webhook could not decide: ${(e as Error).message}`), outcome: 'error' as const, reason: 'exception' };
+          }
         }
-      }
-      opts.metrics?.request(path, handled.outcome, handled.reason, seconds(start));
-      res.status(200).json(review(handled.response));
-    });
+        opts.metrics?.request(path, handled.outcome, handled.reason, seconds(start));
+        res.status(200).json(review(handled.response));
+      },
+    );
   }
 
   app.use((req: Request, res: Response) => void res.status(404).type('text/plain').send(`no such endpoint: ${req.method} ${req.path}\n`));

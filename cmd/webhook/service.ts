@@ -7,7 +7,15 @@
  * named NetworkAttachmentDefinitions exist and whether the node agent runs are looked up by the
  * caller and become warnings.
  */
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+import {
+  NODE_ADDRESS_RANGE_ANNOTATION,
+  NODE_ADDRESSES_ANNOTATION,
+  NODE_PARENTS_ANNOTATION,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+  SERVICE_SELECTOR_ANNOTATION,
+} from '../../src/keys.js';
 import { parseServiceNetwork, type NetworkRef } from '../../src/annotations/service-network.js';
 import { formatLabelSelector, parseLabelSelector, selectorFromMap } from '../../src/annotations/label-selector.js';
 import type { V1Service } from '../../src/kube/types.js';
@@ -69,7 +77,7 @@ export function loadBalancerWarning(object: string, networks: readonly NetworkRe
   return (
     `${object}: type LoadBalancer on ${nets}: its status.loadBalancer.ingress IPs are served on the secondary network by the multus-proxy-node agent on every node, ` +
     'and client pods with the sidecar reach them directly; the address itself must be allocated and announced on that network by a load-balancer implementation ' +
-    '(e.g. MetalLB with an IPAddressPool in the network\'s subnet and an L2Advertisement on the nodes\' interface there): multus-proxy does neither'
+    "(e.g. MetalLB with an IPAddressPool in the network's subnet and an L2Advertisement on the nodes' interface there): multus-proxy does neither"
   );
 }
 
@@ -128,7 +136,9 @@ export function validateService(svc: V1Service, namespace: string, old?: V1Servi
   if (value === undefined) {
     const warnings =
       labels[PROXY_NAME_LABEL] === PROXY_NAME
-        ? [`${object}: label ${PROXY_NAME_LABEL}=${PROXY_NAME} without the ${SERVICE_NETWORK_ANNOTATION} annotation: kube-proxy ignores this Service and multus-proxy serves nothing for it; add the annotation or remove the label`]
+        ? [
+            `${object}: label ${PROXY_NAME_LABEL}=${PROXY_NAME} without the ${SERVICE_NETWORK_ANNOTATION} annotation: kube-proxy ignores this Service and multus-proxy serves nothing for it; add the annotation or remove the label`,
+          ]
         : [];
     return { allowed: true, networks: [], warnings, reason: 'not-opted-in' };
   }
@@ -203,7 +213,16 @@ function checkLoadBalancer(svc: V1Service, annotations: Record<string, string>, 
   // apiserver checks them too; this names the entry and the fix in our words).
   const ranges = svc.spec?.loadBalancerSourceRanges ?? [];
   if (ranges.length > MAX_SOURCE_RANGES) {
-    return deny('invalid-field', 400, inputError(SOURCE_RANGES_KEY, `${ranges.length} entries`, `lists more than ${MAX_SOURCE_RANGES} ranges, each a rule per ingress IP and port on every node`, 'merge them into fewer, larger CIDRs'));
+    return deny(
+      'invalid-field',
+      400,
+      inputError(
+        SOURCE_RANGES_KEY,
+        `${ranges.length} entries`,
+        `lists more than ${MAX_SOURCE_RANGES} ranges, each a rule per ingress IP and port on every node`,
+        'merge them into fewer, larger CIDRs',
+      ),
+    );
   }
   for (const [i, raw] of ranges.entries()) {
     const r = parseSourceRange(raw);
@@ -222,7 +241,11 @@ function checkSelector(annotations: Record<string, string>, hasSpecSelector: boo
     const sel = parseLabelSelector(selectorText);
     if (!sel.ok) return deny('invalid-annotation', 400, sel.error);
     if (sel.value.requirements.length === 0) {
-      return deny('invalid-annotation', 400, inputError(SERVICE_SELECTOR_ANNOTATION, selectorText, 'is empty, which would select every pod in the namespace', 'write a selector such as "app=web", or remove the annotation'));
+      return deny(
+        'invalid-annotation',
+        400,
+        inputError(SERVICE_SELECTOR_ANNOTATION, selectorText, 'is empty, which would select every pod in the namespace', 'write a selector such as "app=web", or remove the annotation'),
+      );
     }
     if (hasSpecSelector) warnings.push(`${object}: ${SERVICE_SELECTOR_ANNOTATION} is ignored because spec.selector is set; keep only one of them`);
   } else if (!hasSpecSelector) {

@@ -44,7 +44,9 @@ export function loadCertificatePair(certFile: string, keyFile: string): Result<S
     cert = readFileSync(certFile);
     key = readFileSync(keyFile);
   } catch (e) {
-    return err(`serving certificate: cannot read ${(e as { path?: string }).path ?? `${certFile} or ${keyFile}`} (${(e as Error).message}); mount the webhook's TLS Secret there or pass --tls-cert-file/--tls-key-file`);
+    return err(
+      `serving certificate: cannot read ${(e as { path?: string }).path ?? `${certFile} or ${keyFile}`} (${(e as Error).message}); mount the webhook's TLS Secret there or pass --tls-cert-file/--tls-key-file`,
+    );
   }
   const info = inspectCert(cert.toString('utf8'));
   if (info === undefined) return err(`serving certificate: ${certFile} is not a PEM certificate; it must hold the webhook's serving certificate (tls.crt of a kubernetes.io/tls Secret)`);

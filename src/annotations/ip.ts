@@ -39,7 +39,7 @@ export function normalizeIPv6(text: string): string {
   // Find the longest run of zero groups (length >= 2), the first one on a tie.
   let bestStart = -1;
   let bestLen = 0;
-  for (let i = 0; i < groups.length; ) {
+  for (let i = 0; i < groups.length;) {
     if (groups[i] !== 0) {
       i += 1;
       continue;

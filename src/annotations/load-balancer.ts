@@ -80,16 +80,29 @@ export function readLoadBalancer(svc: V1Service, own: ReadonlySet<string> = new 
       return;
     }
     const p = parseIp(text);
-    const why = !p.ok ? p.error : p.value.prefix !== undefined ? 'has a prefix length; an ingress IP is one address' : (specialAddress(p.value.address, p.value.family) ?? (own.has(p.value.address) ? `is a node's or the reading pod's own address ${p.value.address}` : undefined));
+    const why = !p.ok
+      ? p.error
+      : p.value.prefix !== undefined
+        ? 'has a prefix length; an ingress IP is one address'
+        : (specialAddress(p.value.address, p.value.family) ?? (own.has(p.value.address) ? `is a node's or the reading pod's own address ${p.value.address}` : undefined));
     if (why !== undefined || !p.ok) {
-      problems.push(inputError(key, text, `${why ?? 'is not an IP address'}: it is not served`, 'the load-balancer implementation must assign a unicast address from its pool that no node or pod holds'));
+      problems.push(
+        inputError(key, text, `${why ?? 'is not an IP address'}: it is not served`, 'the load-balancer implementation must assign a unicast address from its pool that no node or pod holds'),
+      );
       return;
     }
     if (seen.has(p.value.address)) return;
     seen.add(p.value.address);
     if (families.size > 0 && !families.has(p.value.family)) {
       const has = [...families].map((f) => `IPv${f}`).join(' and ');
-      problems.push(inputError(key, text, `is an IPv${p.value.family} address but the Service has only ${has} cluster IPs (spec.ipFamilies): it is not served`, `make the Service dual-stack (spec.ipFamilyPolicy: PreferDualStack or RequireDualStack), or have the load balancer assign an ${has} address`));
+      problems.push(
+        inputError(
+          key,
+          text,
+          `is an IPv${p.value.family} address but the Service has only ${has} cluster IPs (spec.ipFamilies): it is not served`,
+          `make the Service dual-stack (spec.ipFamilyPolicy: PreferDualStack or RequireDualStack), or have the load balancer assign an ${has} address`,
+        ),
+      );
       return;
     }
     const mode = entry.ipMode ?? 'VIP';
@@ -106,11 +119,15 @@ function readSourceRanges(list: readonly string[] | undefined, problems: InputEr
   list.forEach((raw, i) => {
     const key = `${SOURCE_RANGES_KEY}[${i}]`;
     if (i >= MAX_SOURCE_RANGES) {
-      if (i === MAX_SOURCE_RANGES) problems.push(inputError(key, raw, `is past the first ${MAX_SOURCE_RANGES} source ranges; this and the later ones are ignored (those sources are refused)`, 'merge ranges into fewer, larger CIDRs'));
+      if (i === MAX_SOURCE_RANGES)
+        problems.push(
+          inputError(key, raw, `is past the first ${MAX_SOURCE_RANGES} source ranges; this and the later ones are ignored (those sources are refused)`, 'merge ranges into fewer, larger CIDRs'),
+        );
       return;
     }
     const r = parseSourceRange(raw);
-    if (typeof r === 'string') problems.push(inputError(key, raw, `${r}; this entry is ignored (its sources are refused, the other ranges still apply)`, 'write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"'));
+    if (typeof r === 'string')
+      problems.push(inputError(key, raw, `${r}; this entry is ignored (its sources are refused, the other ranges still apply)`, 'write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"'));
     else out.set(r.cidr, r);
   });
   return [...out.values()];

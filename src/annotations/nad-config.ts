@@ -48,7 +48,7 @@ export const NAD_CONFIG_KEY = 'spec.config';
 const UNSERVABLE_WHY: Readonly<Record<string, string>> = {
   sriov: 'SR-IOV hands a virtual function to the pod; the node has no interface on that network to attach to (give the node a VF of its own and a macvlan NAD on it)',
   'ib-sriov': 'InfiniBand SR-IOV hands a virtual function to the pod; there is no Ethernet interface on the node',
-  'host-device': 'host-device moves the node\'s device into the pod, so the node no longer has it',
+  'host-device': "host-device moves the node's device into the pod, so the node no longer has it",
   ovs: 'OVS ports are made by the OVS bridge; the agent does not program OVS',
   'ovn-k8s-cni-overlay': 'OVN-Kubernetes secondary networks are served by OVN itself',
   userspace: 'userspace (DPDK/vhost-user) interfaces are not kernel interfaces',
@@ -85,10 +85,20 @@ export function mainPlugin(config: unknown): Result<MainPlugin | undefined, Inpu
   const top = parsed.value;
   const plugins = ownField(top, 'plugins');
   if (plugins !== undefined && plugins !== null) {
-    if (!Array.isArray(plugins)) return err(inputError(`${NAD_CONFIG_KEY} "plugins"`, JSON.stringify(plugins) ?? '', `is ${jsonKind(plugins)}, expected a list of plugin objects`, 'write "plugins": [{"type":"macvlan","master":"eth1",...}, ...] or use a single plugin without "plugins"'));
+    if (!Array.isArray(plugins))
+      return err(
+        inputError(
+          `${NAD_CONFIG_KEY} "plugins"`,
+          JSON.stringify(plugins) ?? '',
+          `is ${jsonKind(plugins)}, expected a list of plugin objects`,
+          'write "plugins": [{"type":"macvlan","master":"eth1",...}, ...] or use a single plugin without "plugins"',
+        ),
+      );
     const first = (plugins as unknown[])[0];
-    if (first === undefined) return err(inputError(`${NAD_CONFIG_KEY} "plugins"`, '[]', 'is an empty list', 'list at least the plugin that makes the interface, e.g. {"type":"macvlan","master":"eth1"}'));
-    if (!isJsonObject(first)) return err(inputError(`${NAD_CONFIG_KEY} "plugins" item 1`, JSON.stringify(first) ?? '', `is ${jsonKind(first)}, expected a plugin object`, 'write {"type":"macvlan","master":"eth1",...}'));
+    if (first === undefined)
+      return err(inputError(`${NAD_CONFIG_KEY} "plugins"`, '[]', 'is an empty list', 'list at least the plugin that makes the interface, e.g. {"type":"macvlan","master":"eth1"}'));
+    if (!isJsonObject(first))
+      return err(inputError(`${NAD_CONFIG_KEY} "plugins" item 1`, JSON.stringify(first) ?? '', `is ${jsonKind(first)}, expected a plugin object`, 'write {"type":"macvlan","master":"eth1",...}'));
     return ok({ plugin: first, where: `${NAD_CONFIG_KEY} "plugins" item 1` });
   }
   return ok({ plugin: top, where: NAD_CONFIG_KEY });
@@ -110,7 +120,14 @@ export function parseNetworkConfig(config: unknown): Result<NetworkConfig, Input
 function plugin(obj: JsonObject, where: string): Result<NetworkConfig, InputError> {
   const type = ownField(obj, 'type');
   if (typeof type !== 'string' || type === '') {
-    return err(inputError(`${where} "type"`, type === undefined ? '(missing)' : JSON.stringify(type) ?? '', type === undefined ? 'is missing' : `is ${jsonKind(type)}, expected the CNI plugin's name`, 'name the plugin, e.g. "type": "macvlan"'));
+    return err(
+      inputError(
+        `${where} "type"`,
+        type === undefined ? '(missing)' : (JSON.stringify(type) ?? ''),
+        type === undefined ? 'is missing' : `is ${jsonKind(type)}, expected the CNI plugin's name`,
+        'name the plugin, e.g. "type": "macvlan"',
+      ),
+    );
   }
   switch (type) {
     case 'macvlan':
@@ -128,7 +145,14 @@ function plugin(obj: JsonObject, where: string): Result<NetworkConfig, InputErro
       const modes = type === 'macvlan' ? MACVLAN_MODES : IPVLAN_MODES;
       const mode = ownField(obj, 'mode');
       if (mode !== undefined && mode !== null && (typeof mode !== 'string' || !modes.includes(mode))) {
-        return err(inputError(`${where} "mode"`, typeof mode === 'string' ? mode : (JSON.stringify(mode) ?? ''), `is not a ${type} mode`, `write one of ${modes.map((m) => `"${m}"`).join(', ')}, or leave it out (${modes[0]})`));
+        return err(
+          inputError(
+            `${where} "mode"`,
+            typeof mode === 'string' ? mode : (JSON.stringify(mode) ?? ''),
+            `is not a ${type} mode`,
+            `write one of ${modes.map((m) => `"${m}"`).join(', ')}, or leave it out (${modes[0]})`,
+          ),
+        );
       }
       const chosen = typeof mode === 'string' ? mode : (modes[0] as string);
       if (type === 'macvlan' && chosen === 'passthru') {
@@ -152,7 +176,8 @@ function plugin(obj: JsonObject, where: string): Result<NetworkConfig, InputErro
 }
 
 function iface(value: unknown, key: string): Result<string, InputError> {
-  if (typeof value !== 'string') return err(inputError(key, JSON.stringify(value) ?? '', `is ${jsonKind(value)}, expected an interface name`, `write the node's interface name, ${IFNAME_RULE}, e.g. "eth1"`));
+  if (typeof value !== 'string')
+    return err(inputError(key, JSON.stringify(value) ?? '', `is ${jsonKind(value)}, expected an interface name`, `write the node's interface name, ${IFNAME_RULE}, e.g. "eth1"`));
   const why = checkInterfaceName(value);
   if (why !== undefined) return err(inputError(key, value, why, `write the node's interface name, ${IFNAME_RULE}, e.g. "eth1"`));
   return ok(value);

@@ -129,7 +129,8 @@ class Ranges {
   add(r: IpamRange, key: string): Parsed<void> {
     if (this.list.length >= MAX_IPAM_RANGES) return err(inputError(key, r.text, `is one range more than the ${MAX_IPAM_RANGES} read`, `list at most ${MAX_IPAM_RANGES} ranges, or use wider ones`));
     this.excludes += r.exclude.length;
-    if (this.excludes > MAX_IPAM_EXCLUDES) return err(inputError(key, r.text, `brings the excluded blocks to more than ${MAX_IPAM_EXCLUDES}`, `exclude at most ${MAX_IPAM_EXCLUDES} blocks, or wider ones`));
+    if (this.excludes > MAX_IPAM_EXCLUDES)
+      return err(inputError(key, r.text, `brings the excluded blocks to more than ${MAX_IPAM_EXCLUDES}`, `exclude at most ${MAX_IPAM_EXCLUDES} blocks, or wider ones`));
     this.list.push(r);
     return ok(undefined);
   }
@@ -179,7 +180,8 @@ function range(subnetText: string, key: string, bounds: { start?: [unknown, stri
   return ok({ family: s.family, start: hex(first, s.family), end: hex(last, s.family), exclude: excluded, text });
 }
 
-const WHEREABOUTS_FIX = 'write "range" as a CIDR (e.g. "10.1.1.0/24") or "first-last/prefix" (e.g. "10.1.1.10-10.1.1.99/24"), "range_start"/"range_end" as addresses inside it, "exclude" as a list of CIDRs';
+const WHEREABOUTS_FIX =
+  'write "range" as a CIDR (e.g. "10.1.1.0/24") or "first-last/prefix" (e.g. "10.1.1.10-10.1.1.99/24"), "range_start"/"range_end" as addresses inside it, "exclude" as a list of CIDRs';
 
 /** One whereabouts range object: the top-level ipam or an `ipRanges` item. */
 function whereaboutsRange(obj: JsonObject, where: string): Parsed<IpamRange | undefined> {
@@ -234,7 +236,8 @@ const HOST_LOCAL_FIX = 'write "ranges": [[{"subnet": "10.1.1.0/24", "rangeStart"
 function hostLocalRange(obj: JsonObject, where: string): Parsed<IpamRange> {
   const subnet = ownField(obj, 'subnet');
   const key = `${where} "subnet"`;
-  if (typeof subnet !== 'string') return err(inputError(key, subnet === undefined ? '(missing)' : show(subnet), subnet === undefined ? 'is missing' : `is ${jsonKind(subnet)}, expected a CIDR`, HOST_LOCAL_FIX));
+  if (typeof subnet !== 'string')
+    return err(inputError(key, subnet === undefined ? '(missing)' : show(subnet), subnet === undefined ? 'is missing' : `is ${jsonKind(subnet)}, expected a CIDR`, HOST_LOCAL_FIX));
   return range(subnet, key, { start: [ownField(obj, 'rangeStart'), `${where} "rangeStart"`], end: [ownField(obj, 'rangeEnd'), `${where} "rangeEnd"`] }, undefined, HOST_LOCAL_FIX);
 }
 
@@ -282,7 +285,15 @@ function staticIpam(ipam: JsonObject, where: string, out: Ranges): Parsed<'none'
     if (!isJsonObject(item)) return err(inputError(itemKey, show(item), `is ${jsonKind(item)}, expected {"address": "10.1.1.5/24"}`, STATIC_FIX));
     const address = ownField(item, 'address');
     const addrKey = `${itemKey} "address"`;
-    if (typeof address !== 'string') return err(inputError(addrKey, address === undefined ? '(missing)' : show(address), address === undefined ? 'is missing' : `is ${jsonKind(address)}, expected an address with its prefix length`, STATIC_FIX));
+    if (typeof address !== 'string')
+      return err(
+        inputError(
+          addrKey,
+          address === undefined ? '(missing)' : show(address),
+          address === undefined ? 'is missing' : `is ${jsonKind(address)}, expected an address with its prefix length`,
+          STATIC_FIX,
+        ),
+      );
     const r = range(address, addrKey, {}, undefined, STATIC_FIX);
     if (!r.ok) return r;
     const added = out.add(r.value, addrKey);
@@ -303,7 +314,8 @@ export function parseNadIpam(config: unknown): Result<NadIpam, InputError> {
   const ipam = ownField(plugin, 'ipam');
   const ipamWhere = `${where} ${IPAM_KEY}`;
   if (ipam === undefined || ipam === null) return ok({ readable: false, why: `${where} has no "ipam"` });
-  if (!isJsonObject(ipam)) return err(inputError(ipamWhere, show(ipam), `is ${jsonKind(ipam)}, expected an object`, 'write "ipam": {"type": "whereabouts", "range": "10.1.1.0/24"} (or host-local, static, …)'));
+  if (!isJsonObject(ipam))
+    return err(inputError(ipamWhere, show(ipam), `is ${jsonKind(ipam)}, expected an object`, 'write "ipam": {"type": "whereabouts", "range": "10.1.1.0/24"} (or host-local, static, …)'));
   const type = ownField(ipam, 'type');
   if (typeof type !== 'string') return ok({ readable: false, why: `${ipamWhere} has no "type"` });
   const out = new Ranges();

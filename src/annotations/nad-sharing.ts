@@ -17,7 +17,11 @@ export function nadSharedWith(ref: NetworkRef, serviceNamespace: string, annotat
   if (ref.namespace === serviceNamespace) return { allowed: true };
   const key = networkKey(ref);
   const fix = `its owner adds the annotation ${SERVICE_NAMESPACES_ANNOTATION}: "${serviceNamespace}" (a comma list of namespaces, or "*") to NetworkAttachmentDefinition ${key}, or the Service names a NAD of its own namespace`;
-  if (!exists) return { allowed: false, message: `NetworkAttachmentDefinition ${key} of another namespace does not exist (or cannot be read), so it cannot be shared with namespace ${serviceNamespace}; once it exists, ${fix}` };
+  if (!exists)
+    return {
+      allowed: false,
+      message: `NetworkAttachmentDefinition ${key} of another namespace does not exist (or cannot be read), so it cannot be shared with namespace ${serviceNamespace}; once it exists, ${fix}`,
+    };
   const value = annotations?.[SERVICE_NAMESPACES_ANNOTATION];
   const listed = (value ?? '').split(',').map((s) => s.trim());
   if (listed.includes('*') || listed.includes(serviceNamespace)) return { allowed: true };

@@ -27,7 +27,10 @@ const PREFIX_MAX = LABEL_VALUE_MAX - HASH_HEX_CHARS - 1;
 export function networkLabelValue(ref: NetworkRef): string {
   const readable = `${ref.namespace}.${ref.name}`;
   if (!readable.includes('_') && checkLabelValue(readable) === undefined) return readable;
-  const hash = createHash('sha256').update(JSON.stringify([ref.namespace, ref.name])).digest('hex').slice(0, HASH_HEX_CHARS);
+  const hash = createHash('sha256')
+    .update(JSON.stringify([ref.namespace, ref.name]))
+    .digest('hex')
+    .slice(0, HASH_HEX_CHARS);
   // Keep only label-value characters; a label value must start with a letter or digit, and the
   // '_' plus hex digits that follow supply a valid end.
   const prefix = readable

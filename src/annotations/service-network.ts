@@ -78,7 +78,12 @@ export function parseServiceNetwork(value: string, defaultNamespace: string, key
   const items = splitCommaList(value);
   if (items.length > MAX_NETWORKS_PER_ANNOTATION) {
     return err(
-      inputError(key, value, `names ${items.length} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one object may name`, `name at most ${MAX_NETWORKS_PER_ANNOTATION} NetworkAttachmentDefinitions (split the Service into several, one per group of networks)`),
+      inputError(
+        key,
+        value,
+        `names ${items.length} networks, more than the ${MAX_NETWORKS_PER_ANNOTATION} one object may name`,
+        `name at most ${MAX_NETWORKS_PER_ANNOTATION} NetworkAttachmentDefinitions (split the Service into several, one per group of networks)`,
+      ),
     );
   }
   const refs: NetworkRef[] = [];

@@ -24,7 +24,9 @@ export class NftablesUnsupportedError extends Error {
     readonly setting: string,
     readonly probe: string,
   ) {
-    super(`${setting} is "nftables", but this network namespace cannot hold the nftables table: ${probe}. Fix: set it to "iptables" (or "auto"), or run on a node whose kernel has nf_tables with NAT and whose image has nft 1.0 or later`);
+    super(
+      `${setting} is "nftables", but this network namespace cannot hold the nftables table: ${probe}. Fix: set it to "iptables" (or "auto"), or run on a node whose kernel has nf_tables with NAT and whose image has nft 1.0 or later`,
+    );
     this.name = 'NftablesUnsupportedError';
   }
 }

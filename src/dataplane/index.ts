@@ -13,7 +13,18 @@ export { chooseRuleBackend, NftablesUnsupportedError, type BackendChoice } from 
 export { createSyncLoop, sliceTriggerMs, type ApplyReport, type SyncLoop, type SyncLoopDeps, type SyncLoopOptions } from './core/scheduler.js';
 export { createSyncMetrics, type SyncKind, type SyncMetrics } from './core/sync-metrics.js';
 export { buildDesiredState, render, RenderCache, StateMemo } from './core/incremental.js';
-export { DEFAULT_AFFINITY_TIMEOUT_SECONDS, networkLabelValues, podInterfaces, readNetworkStatus, readServedNetworks, sameState, sliceInfo, stateSize, type StateInput, type StateOutput } from './core/state.js';
+export {
+  DEFAULT_AFFINITY_TIMEOUT_SECONDS,
+  networkLabelValues,
+  podInterfaces,
+  readNetworkStatus,
+  readServedNetworks,
+  sameState,
+  sliceInfo,
+  stateSize,
+  type StateInput,
+  type StateOutput,
+} from './core/state.js';
 export type { Change } from './core/engine.js';
 export type { BackendEndpoint, ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Rendered, Resolution, ResolvedTarget, Route, ServicePortTarget, SkippedTarget } from './core/model.js';
 export { DEFAULT_NFNL_BATCH } from './nftables/tuning/element-writer.js';

@@ -188,7 +188,10 @@ class ItemSink<T> implements BodySink {
   }
   end(): { metadata?: { resourceVersion?: string; continue?: string } } {
     this.take(this.split(() => this.splitter.push(this.decoder.end())));
-    return this.parse(this.split(() => this.splitter.end()), 'list envelope') as { metadata?: { resourceVersion?: string; continue?: string } };
+    return this.parse(
+      this.split(() => this.splitter.end()),
+      'list envelope',
+    ) as { metadata?: { resourceVersion?: string; continue?: string } };
   }
   private split<R>(fn: () => R): R {
     try {
@@ -543,7 +546,14 @@ class Client implements KubeClient {
   }
 
   async delete(path: string, opts?: DeleteOptions): Promise<void> {
-    const res = await this.request('delete', 'DELETE', path + queryString({ propagationPolicy: opts?.propagationPolicy, gracePeriodSeconds: opts?.gracePeriodSeconds }), undefined, undefined, opts?.signal);
+    const res = await this.request(
+      'delete',
+      'DELETE',
+      path + queryString({ propagationPolicy: opts?.propagationPolicy, gracePeriodSeconds: opts?.gracePeriodSeconds }),
+      undefined,
+      undefined,
+      opts?.signal,
+    );
     if (res.status === 404 || (res.status >= 200 && res.status < 300)) return;
     throw errorFromResponse(res.status, res.body.toString('utf8'), `DELETE ${path}`);
   }

@@ -52,9 +52,7 @@ export function loadKubeConnection(opts: LoadOptions = {}): KubeConnection {
   if (env['KUBERNETES_SERVICE_HOST']) return inClusterConnection(env, opts.serviceAccountDir ?? SERVICE_ACCOUNT_DIR);
   const home = resolve(homedir(), '.kube', 'config');
   if (existsSync(home)) return fromKubeconfigFiles([home], opts.context);
-  throw new Error(
-    'no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account (KUBERNETES_SERVICE_HOST unset)',
-  );
+  throw new Error('no Kubernetes configuration found: pass --kubeconfig, set KUBECONFIG, or run in a pod with a service account (KUBERNETES_SERVICE_HOST unset)');
 }
 
 /** The pod's own service account: what every in-cluster program uses. */
@@ -145,7 +143,7 @@ function collect(list: Named<Record<string, unknown>>[] | undefined, field: stri
     const name = typeof entry?.name === 'string' ? entry.name : undefined;
     const body = entry?.[field];
     if (name === undefined || into.has(name)) continue;
-    into.set(name, { body: body !== null && typeof body === 'object' ? (body) : {}, dir });
+    into.set(name, { body: body !== null && typeof body === 'object' ? body : {}, dir });
   }
 }
 

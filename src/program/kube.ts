@@ -3,7 +3,5 @@ import { createKubeClient, type KubeClient } from '../kube/client.js';
 import { loadKubeConnection } from '../kube/config.js';
 
 export function connectKube(opts: { readonly kubeconfig?: string | undefined; readonly context?: string | undefined }): KubeClient {
-  return createKubeClient(
-    loadKubeConnection({ ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}), ...(opts.context ? { context: opts.context } : {}) }),
-  );
+  return createKubeClient(loadKubeConnection({ ...(opts.kubeconfig ? { kubeconfig: opts.kubeconfig } : {}), ...(opts.context ? { context: opts.context } : {}) }));
 }

@@ -115,12 +115,7 @@ function availableForTopology(ep: SemanticEndpoint, mode: TopologyMode, client: 
 }
 
 /** kube-proxy's endpoint categorisation for one Service port and one client. */
-export function categorizeEndpoints<E extends SemanticEndpoint>(
-  endpoints: readonly E[],
-  traffic: TrafficSettings,
-  client: ClientPlace,
-  opts: CategorizeOptions = {},
-): Categorized<E> {
+export function categorizeEndpoints<E extends SemanticEndpoint>(endpoints: readonly E[], traffic: TrafficSettings, client: ClientPlace, opts: CategorizeOptions = {}): Categorized<E> {
   const useCluster = usesClusterEndpoints(traffic);
   const useLocal = usesLocalEndpoints(traffic);
   if (endpoints.length === 0) {

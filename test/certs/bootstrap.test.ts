@@ -65,7 +65,12 @@ void describe('certs/bootstrap against a real kube-apiserver', () => {
   });
 
   void test('caBundlePatch: only entries whose bundle differs, each guarded by a test of its name', () => {
-    const cfg: V1MutatingWebhookConfiguration = { webhooks: [{ name: 'a', clientConfig: { caBundle: 'X' } }, { name: 'b', clientConfig: {} }] as never };
+    const cfg: V1MutatingWebhookConfiguration = {
+      webhooks: [
+        { name: 'a', clientConfig: { caBundle: 'X' } },
+        { name: 'b', clientConfig: {} },
+      ] as never,
+    };
     assert.deepEqual(caBundlePatch(cfg, 'X'), [
       { op: 'test', path: '/webhooks/1/name', value: 'b' },
       { op: 'add', path: '/webhooks/1/clientConfig/caBundle', value: 'X' },
@@ -100,7 +105,12 @@ void describe('certs/bootstrap against a real kube-apiserver', () => {
       rules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['services'] }],
       namespaceSelector: { matchLabels: testLabel },
     };
-    await cp.client.create(apiPath(ADMISSION, 'v1', 'mutatingwebhookconfigurations'), { apiVersion: `${ADMISSION}/v1`, kind: 'MutatingWebhookConfiguration', metadata: { name: config }, webhooks: [hook] });
+    await cp.client.create(apiPath(ADMISSION, 'v1', 'mutatingwebhookconfigurations'), {
+      apiVersion: `${ADMISSION}/v1`,
+      kind: 'MutatingWebhookConfiguration',
+      metadata: { name: config },
+      webhooks: [hook],
+    });
     // A validating configuration that never matches anything, only to be patched.
     await cp.client.create(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations'), {
       apiVersion: `${ADMISSION}/v1`,
@@ -130,7 +140,12 @@ void describe('certs/bootstrap against a real kube-apiserver', () => {
       try {
         const svc = await cp.client.create<V1Service>(
           apiPath('', 'v1', 'services', ns),
-          { apiVersion: 'v1', kind: 'Service', metadata: { name: `${name}-${i}`, annotations: { 'k8s.v1.cni.cncf.io/service-network': 'net-a' } }, spec: { selector: { app: 'x' }, ports: [{ port: 80 }] } },
+          {
+            apiVersion: 'v1',
+            kind: 'Service',
+            metadata: { name: `${name}-${i}`, annotations: { 'k8s.v1.cni.cncf.io/service-network': 'net-a' } },
+            spec: { selector: { app: 'x' }, ports: [{ port: 80 }] },
+          },
           { dryRun: true },
         );
         assert.equal(svc.metadata?.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy');

@@ -22,7 +22,16 @@ void describe('certs CLI', () => {
     assert.ok(r.ok);
     assert.deepEqual(r.value, {
       command: 'bootstrap',
-      rotation: { service: DEFAULTS.service, namespace: 'multus-proxy-system', ips: [], dnsNames: [], caValidityDays: undefined, leafValidityDays: undefined, caRenewBeforeDays: undefined, leafRenewBeforeDays: undefined },
+      rotation: {
+        service: DEFAULTS.service,
+        namespace: 'multus-proxy-system',
+        ips: [],
+        dnsNames: [],
+        caValidityDays: undefined,
+        leafValidityDays: undefined,
+        caRenewBeforeDays: undefined,
+        leafRenewBeforeDays: undefined,
+      },
       secretNamespace: 'multus-proxy-system',
       servingSecret: 'multus-proxy-webhook-tls',
       caSecret: 'multus-proxy-webhook-ca',

@@ -48,4 +48,3 @@ export async function fetchOverTls(pair: { certPem: string; keyPem: string }, ca
     await new Promise((r) => server.close(r));
   }
 }
-

@@ -29,7 +29,12 @@ void describe('controller refuses addresses a pod may not claim', () => {
   const status = (ips: string[]): string => networkStatus([{ name: `${ns}/macvlan1`, ips }]);
   const waitSlices = async (svc: string, what: string, check: (s: V1EndpointSlice[]) => boolean): Promise<V1EndpointSlice[]> => {
     let last: V1EndpointSlice[] = [];
-    await waitFor(`${svc}: ${what}`, async () => check((last = await ourSlices(cp.client, ns, svc))), 15_000, () => JSON.stringify(sliceAddresses(last)));
+    await waitFor(
+      `${svc}: ${what}`,
+      async () => check((last = await ourSlices(cp.client, ns, svc))),
+      15_000,
+      () => JSON.stringify(sliceAddresses(last)),
+    );
     return last;
   };
 
@@ -41,7 +46,15 @@ void describe('controller refuses addresses a pod may not claim', () => {
     // A Node whose own address a tenant's pod will claim.
     await cp.client.create(apiPath('', 'v1', 'nodes'), { apiVersion: 'v1', kind: 'Node', metadata: { name: node } });
     const n = await cp.client.get<{ status?: unknown }>(apiPath('', 'v1', 'nodes', undefined, node));
-    await cp.client.replace(apiPath('', 'v1', 'nodes', undefined, node) + '/status', { ...n, status: { addresses: [{ type: 'InternalIP', address: '10.2.200.1' }, { type: 'Hostname', address: node }] } });
+    await cp.client.replace(apiPath('', 'v1', 'nodes', undefined, node) + '/status', {
+      ...n,
+      status: {
+        addresses: [
+          { type: 'InternalIP', address: '10.2.200.1' },
+          { type: 'Hostname', address: node },
+        ],
+      },
+    });
     ctl = await startNamespacedController(cp.connection, ns);
   });
 
@@ -62,15 +75,20 @@ void describe('controller refuses addresses a pod may not claim', () => {
   };
   const refusedText = async (svc: string, needles: string[]): Promise<string> => {
     let text = '';
-    await waitFor(`AddressRefused Events on ${svc} naming ${needles.join(', ')}`, async () => {
-      const events = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'AddressRefused');
-      text = events.map((e) => e.message ?? '').join('\n');
-      return needles.every((m) => text.includes(m));
-    }, 15_000, () => text);
+    await waitFor(
+      `AddressRefused Events on ${svc} naming ${needles.join(', ')}`,
+      async () => {
+        const events = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'AddressRefused');
+        text = events.map((e) => e.message ?? '').join('\n');
+        return needles.every((m) => text.includes(m));
+      },
+      15_000,
+      () => text,
+    );
     return text;
   };
 
-  void test('addresses outside the NAD\'s whereabouts range are left out with an Event naming pod, address, NAD and range; a range change is followed', async () => {
+  void test("addresses outside the NAD's whereabouts range are left out with an Event naming pod, address, NAD and range; a range change is followed", async () => {
     const svc = 'ranged';
     const wstatus = (ips: string[]): string => networkStatus([{ name: `${ns}/wb`, ips }]);
     await putNad('wb', { type: 'whereabouts', range: '10.2.128.0/24', range_end: '10.2.128.99', exclude: ['10.2.128.50/31'], ipRanges: [{ range: 'fd00:2::/64' }] });
@@ -85,7 +103,11 @@ void describe('controller refuses addresses a pod may not claim', () => {
 
     // The NAD's owner widens the range: the controller follows the NAD, no pod change needed.
     await putNad('wb', { type: 'whereabouts', ipRanges: [{ range: '10.2.128.0/24' }, { range: '10.9.9.0/24' }, { range: 'fd00:2::/64' }] });
-    await waitSlices(svc, 'the widened range', (s) => sliceAddresses(s, 'IPv4').join() === '10.2.128.10,10.2.128.11,10.2.128.150,10.2.128.50,10.9.9.9' && sliceAddresses(s, 'IPv6').join() === 'fd00:2::10,fd00:2::11');
+    await waitSlices(
+      svc,
+      'the widened range',
+      (s) => sliceAddresses(s, 'IPv4').join() === '10.2.128.10,10.2.128.11,10.2.128.150,10.2.128.50,10.9.9.9' && sliceAddresses(s, 'IPv6').join() === 'fd00:2::10,fd00:2::11',
+    );
   });
 
   void test('host-local and static ranges are read; a malformed or unreadable IPAM config publishes as before, the malformed one with a Warning naming NAD, key and fix', async () => {
@@ -105,10 +127,18 @@ void describe('controller refuses addresses a pod may not claim', () => {
     assert.match(await refusedText('r-hl', ['10.99.0.7 is outside']), /host-local 10\.3\.0\.0\/16 from 10\.3\.1\.0 to 10\.3\.1\.255/);
     assert.match(await refusedText('r-st', ['10.99.0.7 is outside']), /static 10\.4\.0\.5\/24/);
     let text = '';
-    await waitFor('NadIpamInvalid on r-bad', async () => {
-      text = (await serviceEvents(cp.client, ns, 'r-bad')).filter((e) => e.reason === 'NadIpamInvalid').map((e) => e.message ?? '').join('\n');
-      return text !== '';
-    }, 15_000, () => text);
+    await waitFor(
+      'NadIpamInvalid on r-bad',
+      async () => {
+        text = (await serviceEvents(cp.client, ns, 'r-bad'))
+          .filter((e) => e.reason === 'NadIpamInvalid')
+          .map((e) => e.message ?? '')
+          .join('\n');
+        return text !== '';
+      },
+      15_000,
+      () => text,
+    );
     assert.match(text, new RegExp(`NetworkAttachmentDefinition ${ns}/bad: spec.config "ipam" "range" "10.6.0.0": has no prefix length; write "range" as a CIDR`));
     assert.match(text, /published without the IPAM range check/);
     assert.equal((await serviceEvents(cp.client, ns, 'r-dh')).filter((e) => e.reason === 'AddressRefused' || e.reason === 'NadIpamInvalid').length, 0);
@@ -128,11 +158,16 @@ void describe('controller refuses addresses a pod may not claim', () => {
     for (const a of ['127.0.0.1', '169.254.1.1', 'fe80::1', '224.0.0.5', '10.2.200.1']) assert.ok(!all.includes(a), `${a} published: ${all}`);
 
     let text = '';
-    await waitFor('AddressRefused Events name the pod and each address', async () => {
-      const events = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'AddressRefused');
-      text = events.map((e) => e.message ?? '').join('\n');
-      return ['127.0.0.1 is a loopback', '10.2.200.1 is a Node'].every((m) => text.includes(m));
-    }, 15_000, () => text);
+    await waitFor(
+      'AddressRefused Events name the pod and each address',
+      async () => {
+        const events = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'AddressRefused');
+        text = events.map((e) => e.message ?? '').join('\n');
+        return ['127.0.0.1 is a loopback', '10.2.200.1 is a Node'].every((m) => text.includes(m));
+      },
+      15_000,
+      () => text,
+    );
     assert.match(text, new RegExp(`Pod ${ns}/bad: `));
     const metrics = await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text();
     assert.match(metrics, /pods_skipped_total\{reason="AddressRefused"\} [1-9]/);
@@ -140,7 +175,11 @@ void describe('controller refuses addresses a pod may not claim', () => {
   // A slice the apiserver refuses (422) does not hold back the other endpoints (before: the
   // reconcile threw at the first refused slice, so nothing of the Service was written again).
   const tooMany = Array.from({ length: 101 }, (_, i) => `10.3.1.${i + 1}`);
-  const twoNets = (one: string[], two: string[]): string => networkStatus([{ name: `${ns}/macvlan1`, ips: one }, { name: `${ns}/macvlan2`, ips: two }]);
+  const twoNets = (one: string[], two: string[]): string =>
+    networkStatus([
+      { name: `${ns}/macvlan1`, ips: one },
+      { name: `${ns}/macvlan2`, ips: two },
+    ]);
   const onNetwork = (slices: V1EndpointSlice[], nad: string): string[] => sliceAddresses(slices.filter((s) => s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === `${ns}/${nad}`));
 
   void test('101 addresses on one pod: its endpoint is left out with a SliceRefused Event naming slice, message and pod; the other pods and networks are written, a late replica arrives, the fixed pod returns', async () => {
@@ -150,13 +189,25 @@ void describe('controller refuses addresses a pod may not claim', () => {
     await createPod(cp.client, ns, 'big-c', { labels: { app: 'big' }, status: twoNets(['10.3.0.3'], ['10.4.0.3']) });
     await createService(cp.client, ns, svc, { network: 'macvlan1,macvlan2', selector: { app: 'big' } });
 
-    await waitSlices(svc, 'both networks, every endpoint but the refused one', (s) => onNetwork(s, 'macvlan1').join() === '10.3.0.1,10.3.0.3' && onNetwork(s, 'macvlan2').join() === '10.4.0.1,10.4.0.2,10.4.0.3');
+    await waitSlices(
+      svc,
+      'both networks, every endpoint but the refused one',
+      (s) => onNetwork(s, 'macvlan1').join() === '10.3.0.1,10.3.0.3' && onNetwork(s, 'macvlan2').join() === '10.4.0.1,10.4.0.2,10.4.0.3',
+    );
 
     let text = '';
-    await waitFor('a SliceRefused Event', async () => {
-      text = (await serviceEvents(cp.client, ns, svc)).filter((e) => e.reason === 'SliceRefused').map((e) => e.message ?? '').join('\n');
-      return text !== '';
-    }, 15_000, () => text);
+    await waitFor(
+      'a SliceRefused Event',
+      async () => {
+        text = (await serviceEvents(cp.client, ns, svc))
+          .filter((e) => e.reason === 'SliceRefused')
+          .map((e) => e.message ?? '')
+          .join('\n');
+        return text !== '';
+      },
+      15_000,
+      () => text,
+    );
     assert.match(text, new RegExp(`the apiserver refused the create of a new EndpointSlice ${ns}/big-… \\(network ${ns}/macvlan1, IPv4\\) as invalid: `));
     assert.match(text, /must have at most 100 items/);
     assert.match(text, new RegExp(`Left out: Pod ${ns}/big \\(10\\.3\\.1\\.1, 10\\.3\\.1\\.2, 10\\.3\\.1\\.3 … 101 addresses\\)`));

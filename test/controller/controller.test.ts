@@ -212,7 +212,10 @@ void describe('controller on a real apiserver', () => {
     // The Service comes after its pods, so the first reconcile sees all 250 and packs them full.
     await createService(cp.client, ns, svc, { network: 'macvlan1', selector: { app: 'many' }, publishNotReadyAddresses: true });
     const slices = await waitSlices(svc, '250 endpoints', (l) => sliceAddresses(l).length === 250, 60_000);
-    assert.deepEqual(slices.map((s) => s.endpoints.length).sort((a, b) => a - b), [50, 100, 100]);
+    assert.deepEqual(
+      slices.map((s) => s.endpoints.length).sort((a, b) => a - b),
+      [50, 100, 100],
+    );
     assert.deepEqual(sliceAddresses(slices), [...ips].sort());
     assert.ok(slices.every((s) => s.endpoints.every((e) => e.conditions?.ready === true)));
   });
@@ -244,7 +247,11 @@ void describe('controller on a real apiserver', () => {
     await createPod(cp.client, ns, 'typo-b', { labels: { app: 'typo' }, status: status(['10.2.136.2']) });
     await sleep(1500);
     const after = await ourSlices(cp.client, ns, svc);
-    assert.deepEqual(after.map((s) => s.metadata?.resourceVersion), before.map((s) => s.metadata?.resourceVersion), 'slices kept exactly as they were');
+    assert.deepEqual(
+      after.map((s) => s.metadata?.resourceVersion),
+      before.map((s) => s.metadata?.resourceVersion),
+      'slices kept exactly as they were',
+    );
     // Label removed: the Service is no longer ours and its slices go.
     await cp.client.patch(svcPath(ns, svc), [{ op: 'remove', path: '/metadata/labels' }], 'json');
     await waitSlices(svc, 'deleted after the label went', (l) => l.length === 0);

@@ -79,9 +79,7 @@ export async function startBackground(admin: KubeClient, ns: string, net: string
     for (let round = 1; !stopped; round++) {
       await sleep(b.everyMs);
       if (stopped) break;
-      await inParallel(names, WRITE_CONCURRENCY, (n, i) =>
-        admin.patch(podPath(ns, n), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: status(i, round) } } }, 'merge'),
-      );
+      await inParallel(names, WRITE_CONCURRENCY, (n, i) => admin.patch(podPath(ns, n), { metadata: { annotations: { [NETWORK_STATUS_ANNOTATION]: status(i, round) } } }, 'merge'));
     }
   })();
   return async () => {
@@ -157,4 +155,3 @@ export async function runDeletionChurn(o: ChurnOptions): Promise<ChurnResult> {
   const { ms: deletionToTerminating, missing } = watch.deletionToTerminating(victims);
   return { deletionToTerminating, readyToReady: watch.readyToReady(), missing, victims: victims.map((pod) => ({ pod, ...watch.times(pod) })) };
 }
-

@@ -56,7 +56,12 @@ void describe('controller: pod deletion → terminating endpoint (real apiserver
     ns = uniqueName('del');
     await cp.createNamespace(ns);
     proc = startControllerProc({ kubeconfig: cp.kubeconfigPath, namespace: ns, identity: 'del-1', leaseMs: 15_000, renewMs: 10_000, retryMs: 2000 });
-    await waitFor('controller leading', async () => (await leaseHolder(cp.client, ns)) === 'del-1', 60_000, () => tail(proc as Proc));
+    await waitFor(
+      'controller leading',
+      async () => (await leaseHolder(cp.client, ns)) === 'del-1',
+      60_000,
+      () => tail(proc as Proc),
+    );
   });
 
   after(async () => {
@@ -163,7 +168,27 @@ void describe('controller: a deletion does not wait for a free worker (real apis
       create: async (path, body, opts) => (await hold(body), cp.client.create(path, body, opts)),
       replace: async (path, body, opts) => (await hold(body), cp.client.replace(path, body, opts)),
     });
-    const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--watch-nodes', 'false', '--namespace', ns, '--workers', String(WORKERS)], {});
+    const r = parseOptions(
+      [
+        '--health-port',
+        '0',
+        '--health-host',
+        '127.0.0.1',
+        '--leader-elect',
+        'false',
+        '--resync',
+        '0',
+        '--manage-sidecar-rbac',
+        'false',
+        '--watch-nodes',
+        'false',
+        '--namespace',
+        ns,
+        '--workers',
+        String(WORKERS),
+      ],
+      {},
+    );
     if (!r.ok || r.value === 'help') throw new Error('bad test options');
     ctl = await startController(client, r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
     await waitFor('controller ready', () => ctl?.isReady() === true);
@@ -186,7 +211,11 @@ void describe('controller: a deletion does not wait for a free worker (real apis
     await createPod(cp.client, ns, 'victim', { labels: { victim: 'yes' }, status: networkStatus([{ name: net, ips: ['10.80.9.1'] }]), nodeName: 'n1' });
     let last: V1EndpointSlice['endpoints'] = [];
     const endpoint = async (svc: string): Promise<V1EndpointSlice['endpoints']> => (last = (await ourSlices(cp.client, ns, svc)).flatMap((sl) => sl.endpoints ?? []));
-    await waitFor('every Service published', async () => (await Promise.all([...Array.from({ length: WORKERS }, (_, i) => `held-${i}`), 'victims'].map(endpoint))).every((e) => (e ?? []).length === 1), 30_000);
+    await waitFor(
+      'every Service published',
+      async () => (await Promise.all([...Array.from({ length: WORKERS }, (_, i) => `held-${i}`), 'victims'].map(endpoint))).every((e) => (e ?? []).length === 1),
+      30_000,
+    );
 
     close();
     try {

@@ -49,7 +49,7 @@ void describe('controller diagnose against a real apiserver', () => {
       const env = { ...process.env };
       delete env['KUBECONFIG'];
       execFile(process.execPath, ['--import', 'tsx', 'cmd/controller/main.ts', 'diagnose', ...args, '--kubeconfig', cp.kubeconfigPath], { cwd: ROOT, env, timeout: 60_000 }, (e, stdout, stderr) => {
-        const code = e === null ? 0 : typeof (e as { code?: unknown }).code === 'number' ? ((e as { code: number }).code) : -1;
+        const code = e === null ? 0 : typeof (e as { code?: unknown }).code === 'number' ? (e as { code: number }).code : -1;
         done({ code, stdout, stderr });
       });
     });
@@ -65,7 +65,12 @@ void describe('controller diagnose against a real apiserver', () => {
     const pod: V1Pod = {
       apiVersion: 'v1',
       kind: 'Pod',
-      metadata: { name, namespace, labels: { app: 'client' }, annotations: { [NETWORKS_ANNOTATION]: 'macvlan1', [NETWORK_STATUS_ANNOTATION]: networkStatus([{ name: `${namespace}/macvlan1`, ips: ['10.1.1.50'] }]), ...(o.annotations ?? {}) } },
+      metadata: {
+        name,
+        namespace,
+        labels: { app: 'client' },
+        annotations: { [NETWORKS_ANNOTATION]: 'macvlan1', [NETWORK_STATUS_ANNOTATION]: networkStatus([{ name: `${namespace}/macvlan1`, ips: ['10.1.1.50'] }]), ...(o.annotations ?? {}) },
+      },
       spec: {
         containers: [{ name: 'client', image: 'curl' }],
         ...(o.sidecar !== undefined ? { initContainers: [{ name: SIDECAR_CONTAINER_NAME, image: 'multus-proxy:0.1.0', restartPolicy: 'Always' }] } : {}),
@@ -138,10 +143,17 @@ void describe('controller diagnose against a real apiserver', () => {
     await clientPod(ns, 'client-syncfail', { sidecar: 'ready' });
     await cp.client.create(
       apiPath('', 'v1', 'events', ns),
-      objectEvent({ apiVersion: 'v1', kind: 'Pod', name: 'client-syncfail', namespace: ns, uid: '' }, 'Warning', REASON_SYNC_FAILED, 'rule sync failed (3 in a row): iptables-restore v1.8.9: line 12 failed; the last good rules stay in place and the sync is retried with backoff', new Date(), {
-        component: EVENT_COMPONENT,
-        instance: 'client-syncfail',
-      }),
+      objectEvent(
+        { apiVersion: 'v1', kind: 'Pod', name: 'client-syncfail', namespace: ns, uid: '' },
+        'Warning',
+        REASON_SYNC_FAILED,
+        'rule sync failed (3 in a row): iptables-restore v1.8.9: line 12 failed; the last good rules stay in place and the sync is retried with backoff',
+        new Date(),
+        {
+          component: EVENT_COMPONENT,
+          instance: 'client-syncfail',
+        },
+      ),
     );
     await clientPod(ns, 'client-optout', { annotations: { [INJECT_ANNOTATION]: 'false' } });
     await clientPod(ns, 'client-hostnet', { hostNetwork: true });
@@ -175,7 +187,13 @@ void describe('controller diagnose against a real apiserver', () => {
 
     const text = await diagnose('service', 'web', '-n', ns);
     assert.equal(text.code, 0, text.stderr);
-    for (const line of [/web-loopback +missing +\(AddressRefused\)/, /web-nostatus +missing +\(NetworkStatusMissing\)/, /web-othernet +missing +\(NetworkNotAttached\)/, /web-unready +not-ready +10\.1\.1\.11 +\(NotReady\)/, /web-ok +ready +10\.1\.1\.10/]) {
+    for (const line of [
+      /web-loopback +missing +\(AddressRefused\)/,
+      /web-nostatus +missing +\(NetworkStatusMissing\)/,
+      /web-othernet +missing +\(NetworkNotAttached\)/,
+      /web-unready +not-ready +10\.1\.1\.11 +\(NotReady\)/,
+      /web-ok +ready +10\.1\.1\.10/,
+    ]) {
       assert.match(text.stdout, line);
     }
     assert.match(text.stdout, /127\.0\.0\.1 is a loopback address/);
@@ -193,7 +211,10 @@ void describe('controller diagnose against a real apiserver', () => {
     assert.deepEqual(codes(foreign?.report as Report), ['NetworkNotShared', 'NoReadyEndpoints']);
     assert.match(foreign?.report.findings.find((f) => f.code === 'NetworkNotShared')?.message ?? '', new RegExp(`not shared with namespace ${ns} \\(it lists "somebody-else"\\)`));
     assert.deepEqual(codes(unready?.report as Report), ['NoReadyEndpoints']);
-    assert.deepEqual(unready?.report.pods.map((p) => [p.pod, p.state]), [['lonely-unready', 'not-ready']]);
+    assert.deepEqual(
+      unready?.report.pods.map((p) => [p.pod, p.state]),
+      [['lonely-unready', 'not-ready']],
+    );
   });
 
   void test('a client pod that works: injected, ready, synced, serving web with its one ready endpoint', async () => {
@@ -244,12 +265,19 @@ void describe('controller diagnose against a real apiserver', () => {
       execFileSync(process.execPath, ['scripts/build.mjs', '--outdir', out, '--only', 'controller'], { cwd: ROOT, stdio: 'pipe' });
       const env = { ...process.env };
       delete env['KUBECONFIG'];
-      const r = spawnSync(process.execPath, [join(out, 'controller.js'), 'diagnose', 'service', `${ns}/web`, '-o', 'json', '--kubeconfig', cp.kubeconfigPath], { encoding: 'utf8', env, timeout: 60_000 });
+      const r = spawnSync(process.execPath, [join(out, 'controller.js'), 'diagnose', 'service', `${ns}/web`, '-o', 'json', '--kubeconfig', cp.kubeconfigPath], {
+        encoding: 'utf8',
+        env,
+        timeout: 60_000,
+      });
       assert.equal(r.status, 0, r.stderr);
       const bundled = JSON.parse(r.stdout) as ServiceReport;
       const { report } = await json<ServiceReport>('service', `${ns}/web`);
       assert.deepEqual(bundled.pods, report.pods);
-      assert.deepEqual(bundled.findings.map((f) => f.code), report.findings.map((f) => f.code));
+      assert.deepEqual(
+        bundled.findings.map((f) => f.code),
+        report.findings.map((f) => f.code),
+      );
     } finally {
       rmSync(out, { recursive: true, force: true });
     }
@@ -262,7 +290,11 @@ void describe('controller diagnose against a real apiserver', () => {
       for (const c of config.contexts) c.context['namespace'] = ns;
       const file = join(dir, 'config');
       writeFileSync(file, dump(config));
-      const r = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/controller/main.ts', 'diagnose', 'svc', 'web', '-o', 'json', '--kubeconfig', file], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync(process.execPath, ['--import', 'tsx', 'cmd/controller/main.ts', 'diagnose', 'svc', 'web', '-o', 'json', '--kubeconfig', file], {
+        cwd: ROOT,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       assert.equal(r.status, 0, r.stderr);
       assert.equal((JSON.parse(r.stdout) as ServiceReport).namespace, ns);
     } finally {

@@ -76,7 +76,10 @@ export function writeCount(client: KubeClient): number {
 
 /** The controller in process, watching only `ns`, with its own client (its requests counted apart); ready. */
 export async function startNamespacedController(connection: Parameters<typeof createKubeClient>[0], ns: string): Promise<RunningController> {
-  const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--namespace', ns, '--event-interval', '10m'], {});
+  const r = parseOptions(
+    ['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--namespace', ns, '--event-interval', '10m'],
+    {},
+  );
   if (!r.ok || r.value === 'help') throw new Error('bad test options');
   const ctl = await startController(createKubeClient(connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
   await waitFor('controller ready', () => ctl.isReady());

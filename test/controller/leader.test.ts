@@ -47,9 +47,19 @@ void describe('controller leader election (two processes)', () => {
 
   void test('only the leader writes; SIGTERM releases at once; kill -9 hands over after the lease; a leader that loses the lease exits', async () => {
     const a = startProc('ctl-a');
-    await waitFor('ctl-a leads', async () => (await holder()) === 'ctl-a', 30_000, () => tail(a));
+    await waitFor(
+      'ctl-a leads',
+      async () => (await holder()) === 'ctl-a',
+      30_000,
+      () => tail(a),
+    );
     const b = startProc('ctl-b');
-    await waitFor('ctl-b started', () => b.port !== undefined, 30_000, () => tail(b));
+    await waitFor(
+      'ctl-b started',
+      () => b.port !== undefined,
+      30_000,
+      () => tail(b),
+    );
     // Readiness is not leadership: the standby is ready once its caches have synced.
     await waitFor('both ready', async () => (await readyz(a)) === 200 && (await readyz(b)) === 200, 30_000);
     assert.equal(await holder(), 'ctl-a');
@@ -63,7 +73,12 @@ void describe('controller leader election (two processes)', () => {
     // SIGTERM: the leader releases the lease, so the standby need not wait for it to expire.
     const termAt = Date.now();
     a.child.kill('SIGTERM');
-    await waitFor('ctl-b takes over after release', async () => (await holder()) === 'ctl-b', 15_000, () => tail(b));
+    await waitFor(
+      'ctl-b takes over after release',
+      async () => (await holder()) === 'ctl-b',
+      15_000,
+      () => tail(b),
+    );
     const released = Date.now() - termAt;
     if (a.exitCode === undefined) await once(a.child, 'exit');
     assert.equal(a.exitCode, 0, tail(a));
@@ -71,14 +86,29 @@ void describe('controller leader election (two processes)', () => {
     process.stdout.write(`# takeover after SIGTERM (lease released): ${released} ms\n`);
 
     const c = startProc('ctl-c');
-    await waitFor('ctl-c ready', async () => c.port !== undefined && (await readyz(c)) === 200, 30_000, () => tail(c));
+    await waitFor(
+      'ctl-c ready',
+      async () => c.port !== undefined && (await readyz(c)) === 200,
+      30_000,
+      () => tail(c),
+    );
     await createPod(cp.client, ns, 'web-2', { labels: { app: 'web' }, status: status('10.7.0.2') });
-    await waitFor('ctl-b writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2', 15_000, () => tail(b));
+    await waitFor(
+      'ctl-b writes',
+      async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2',
+      15_000,
+      () => tail(b),
+    );
 
     // kill -9: no release, the standby must wait for the lease to expire.
     const killedAt = Date.now();
     b.child.kill('SIGKILL');
-    await waitFor('ctl-c takes over', async () => (await holder()) === 'ctl-c', 15_000, () => tail(c));
+    await waitFor(
+      'ctl-c takes over',
+      async () => (await holder()) === 'ctl-c',
+      15_000,
+      () => tail(c),
+    );
     const takeover = Date.now() - killedAt;
     // client-go semantics: expiry counts from the last change the standby observed, so the bound
     // is one lease duration plus up to two retry periods (observation lag and jittered polling).
@@ -86,7 +116,12 @@ void describe('controller leader election (two processes)', () => {
     process.stdout.write(`# takeover after kill -9: ${takeover} ms (lease ${LEASE_MS} ms, retry ${RETRY_MS} ms)\n`);
 
     await createPod(cp.client, ns, 'web-3', { labels: { app: 'web' }, status: status('10.7.0.3') });
-    await waitFor('new leader writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2,10.7.0.3', 15_000, () => tail(c));
+    await waitFor(
+      'new leader writes',
+      async () => sliceAddresses(await ourSlices(cp.client, ns, 'web')).join() === '10.7.0.1,10.7.0.2,10.7.0.3',
+      15_000,
+      () => tail(c),
+    );
 
     // Someone else takes the lease: the leader must stop at once (exit 1).
     const lease = await cp.client.get<V1Lease>(leasePath());
@@ -97,7 +132,10 @@ void describe('controller leader election (two processes)', () => {
     const exitAfter = Date.now() - stolenAt;
     assert.equal(c.exitCode, 1, tail(c));
     assert.ok(exitAfter < 60_000, `exited ${exitAfter} ms after losing the lease: on seeing the thief, before its 60 s lease could run out`);
-    assert.ok(c.logs.some((l) => l.includes('lease taken by thief')), tail(c));
+    assert.ok(
+      c.logs.some((l) => l.includes('lease taken by thief')),
+      tail(c),
+    );
   });
 
   void test('the standby stamps its observation when the GET returns, not when it was sent (client-go observedTime)', async () => {

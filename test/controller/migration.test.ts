@@ -25,7 +25,10 @@ let cp: ControlPlane;
 const running: RunningController[] = [];
 
 async function start(ns: string, extra: string[] = []): Promise<RunningController> {
-  const r = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--netservices', 'false', '--namespace', ns, ...extra], {});
+  const r = parseOptions(
+    ['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--netservices', 'false', '--namespace', ns, ...extra],
+    {},
+  );
   if (!r.ok || r.value === 'help') throw new Error('bad options');
   const ctl = await startController(createKubeClient(cp.connection), r.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
   running.push(ctl);
@@ -84,10 +87,14 @@ void describe('migration from multus-service', () => {
     assert.deepEqual(await legacyNames(ns), [...stale, plain, orphan].sort());
 
     await start(ns);
-    await waitFor('the served Service\'s legacy slices deleted', async () => (await legacyNames(ns)).join() === [plain, orphan].sort().join());
+    await waitFor("the served Service's legacy slices deleted", async () => (await legacyNames(ns)).join() === [plain, orphan].sort().join());
     await waitFor('our slice published', async () => sliceAddresses(await ourSlices(cp.client, ns, 'served')).join() === '10.2.128.10');
     const all = await cp.client.list<V1EndpointSlice>(slicePath(ns), { labelSelector: `${SERVICE_NAME_LABEL}=served` });
-    assert.deepEqual(all.items.map((s) => s.metadata?.labels?.[MANAGED_BY_LABEL]), ['multus-proxy-controller'], 'only ours remain for the Service');
+    assert.deepEqual(
+      all.items.map((s) => s.metadata?.labels?.[MANAGED_BY_LABEL]),
+      ['multus-proxy-controller'],
+      'only ours remain for the Service',
+    );
 
     let events: CoreV1Event[] = [];
     await waitFor('the migration Event', async () => (events = (await serviceEvents(cp.client, ns, 'served')).filter((e) => e.reason === 'MultusServiceSlicesRemoved')).length > 0);

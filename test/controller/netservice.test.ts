@@ -37,7 +37,12 @@ let ctl: RunningController;
 
 async function nad(ns: string, name: string, annotations?: Record<string, string>): Promise<void> {
   await cp.createNamespace(ns);
-  await cp.client.create(nadPath(ns), { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name, namespace: ns, ...(annotations ? { annotations } : {}) }, spec: { config: '{"cniVersion":"0.3.1","type":"macvlan"}' } });
+  await cp.client.create(nadPath(ns), {
+    apiVersion: 'k8s.cni.cncf.io/v1',
+    kind: 'NetworkAttachmentDefinition',
+    metadata: { name, namespace: ns, ...(annotations ? { annotations } : {}) },
+    spec: { config: '{"cniVersion":"0.3.1","type":"macvlan"}' },
+  });
 }
 
 function netService(name: string, netAttachDef: string, selector?: Record<string, string>): NetService {
@@ -100,7 +105,10 @@ before(async () => {
     await setPodStatus(cp.client, 'default', name, { ready: true });
   }
 
-  const opts = parseOptions(['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--watch-nodes', 'false', '--netservices', 'true'], {});
+  const opts = parseOptions(
+    ['--health-port', '0', '--health-host', '127.0.0.1', '--leader-elect', 'false', '--resync', '0', '--manage-sidecar-rbac', 'false', '--watch-nodes', 'false', '--netservices', 'true'],
+    {},
+  );
   if (!opts.ok || opts.value === 'help') throw new Error('bad options');
   ctl = await startController(client, opts.value, createLogger('controller', process.env['LOG_LEVEL'] ?? 'warn'));
   await waitFor('controller ready', () => ctl.isReady());
@@ -121,7 +129,10 @@ void describe('NetService served by the controller', () => {
     assert.equal(svc?.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], 'networks/core', 'bare "core" resolved to the one NAD of that name');
     assert.equal(svc?.metadata?.annotations?.[SERVICE_SELECTOR_ANNOTATION], 'app=utils');
     assert.equal(svc?.metadata?.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy');
-    assert.deepEqual(svc?.metadata?.ownerReferences?.map((o) => [o.kind, o.name, o.uid, o.controller]), [['NetService', 'corens', created.metadata?.uid, true]]);
+    assert.deepEqual(
+      svc?.metadata?.ownerReferences?.map((o) => [o.kind, o.name, o.uid, o.controller]),
+      [['NetService', 'corens', created.metadata?.uid, true]],
+    );
     await waitFor('slices with both core addresses', async () => sliceAddresses(await ourSlices(cp.client, 'default', 'corens')).join() === '10.10.0.11,10.10.0.12');
     await waitFor('Ready=True', async () => (await ready('corens'))?.status === 'True');
   });
@@ -169,7 +180,11 @@ void describe('NetService served by the controller', () => {
     assert.equal(await getIfExists(cp.client, svcPath('default', 'amb')), undefined, 'no Service while unresolved');
 
     await cp.client.create(NS_API, netService('lost', 'nowhere'));
-    await waitFor('Event for a NAD that exists nowhere', async () => (await events('lost')).some((e) => /no NetworkAttachmentDefinition named "nowhere" exists in namespace default or any other namespace; create the NetworkAttachmentDefinition/.test(e.message ?? '')));
+    await waitFor('Event for a NAD that exists nowhere', async () =>
+      (await events('lost')).some((e) =>
+        /no NetworkAttachmentDefinition named "nowhere" exists in namespace default or any other namespace; create the NetworkAttachmentDefinition/.test(e.message ?? ''),
+      ),
+    );
 
     await nad('default', 'dup');
     await waitFor('resolved to default/dup', async () => (await getIfExists<V1Service>(cp.client, svcPath('default', 'amb')))?.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] === 'default/dup');

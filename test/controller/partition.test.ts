@@ -80,14 +80,29 @@ void describe('controller leadership under a partition (two processes, TCP proxy
     writeFileSync(viaProxy, readFileSync(cp.kubeconfigPath, 'utf8').replace(cp.server, `https://127.0.0.1:${proxy.port}`), { mode: 0o600 });
 
     const a = start('ctl-a', viaProxy);
-    await waitFor('ctl-a leads', async () => (await holder()) === 'ctl-a', 30_000, () => tail(a));
+    await waitFor(
+      'ctl-a leads',
+      async () => (await holder()) === 'ctl-a',
+      30_000,
+      () => tail(a),
+    );
     const b = start('ctl-b', cp.kubeconfigPath);
-    await waitFor('both ready', async () => a.port !== undefined && b.port !== undefined && (await readyz(a)) === 200 && (await readyz(b)) === 200, 30_000, () => tail(b));
+    await waitFor(
+      'both ready',
+      async () => a.port !== undefined && b.port !== undefined && (await readyz(a)) === 200 && (await readyz(b)) === 200,
+      30_000,
+      () => tail(b),
+    );
 
     const status = (ip: string): string => networkStatus([{ name: `${ns}/macvlan1`, ips: [ip] }]);
     for (let i = 0; i < SERVICES; i++) await createService(cp.client, ns, `web${i}`, { network: 'macvlan1', selector: { app: `web${i}` } });
     await createPod(cp.client, ns, 'p0', { labels: { app: 'web0' }, status: status('10.8.0.100') });
-    await waitFor('ctl-a writes', async () => sliceAddresses(await ourSlices(cp.client, ns, 'web0')).join() === '10.8.0.100', 15_000, () => tail(a));
+    await waitFor(
+      'ctl-a writes',
+      async () => sliceAddresses(await ourSlices(cp.client, ns, 'web0')).join() === '10.8.0.100',
+      15_000,
+      () => tail(a),
+    );
 
     // Sample ctl-a's write counter until the end of the test.
     const samples: Sample[] = [];
@@ -117,7 +132,12 @@ void describe('controller leadership under a partition (two processes, TCP proxy
 
     let handover: number;
     try {
-      await waitFor('ctl-b takes over', async () => (await holder()) === 'ctl-b', 20_000, () => `${tail(a)}\n---\n${tail(b)}`);
+      await waitFor(
+        'ctl-b takes over',
+        async () => (await holder()) === 'ctl-b',
+        20_000,
+        () => `${tail(a)}\n---\n${tail(b)}`,
+      );
       handover = Date.now() - cutAt;
       // More pod changes after the hand-over, then ctl-a has had ample time to exit.
       await delay(Math.max(1500, cutAt + RENEW_MS + 3000 - Date.now()));
@@ -140,7 +160,10 @@ void describe('controller leadership under a partition (two processes, TCP proxy
     assert.notEqual(a.exitCode, undefined, `ctl-a still runs ${Date.now() - cutAt} ms after the cut: ${tail(a)}`);
     const exitAfter = (a.exitedAt ?? 0) - cutAt;
     assert.equal(a.exitCode, 1, tail(a));
-    assert.ok(a.logs.some((l) => l.includes('could not renew within the renew deadline')), tail(a));
+    assert.ok(
+      a.logs.some((l) => l.includes('could not renew within the renew deadline')),
+      tail(a),
+    );
     // Its last successful renew was sent before the cut, so its deadline is at most cut + RENEW_MS.
     assert.ok(exitAfter <= RENEW_MS + 1000, `ctl-a exited ${exitAfter} ms after the cut (renew deadline ${RENEW_MS} ms)`);
     assert.ok(handover >= LEASE_MS - RETRY_MS, `hand-over ${handover} ms is shorter than a lease duration: the standby took a live lease`);
@@ -152,10 +175,15 @@ void describe('controller leadership under a partition (two processes, TCP proxy
         .filter((_, k) => k % SERVICES === i)
         .sort()
         .join();
-    await waitFor('ctl-b converges', async () => {
-      for (let i = 0; i < SERVICES; i++) if (sliceAddresses(await ourSlices(cp.client, ns, `web${i}`)).join() !== want(i)) return false;
-      return true;
-    }, 20_000, () => tail(b));
+    await waitFor(
+      'ctl-b converges',
+      async () => {
+        for (let i = 0; i < SERVICES; i++) if (sliceAddresses(await ourSlices(cp.client, ns, `web${i}`)).join() !== want(i)) return false;
+        return true;
+      },
+      20_000,
+      () => tail(b),
+    );
     process.stdout.write(
       `# partition: hand-over ${handover} ms (lease ${LEASE_MS} ms, renew deadline ${RENEW_MS} ms, retry ${RETRY_MS} ms); ctl-a exited ${exitAfter} ms after the cut; ` +
         `its writes: ${lastBefore} before the deadline, ${samples[samples.length - 1]?.writes ?? lastBefore} at its last sample\n`,

@@ -73,16 +73,28 @@ void describe('sidecar RBAC kept by the controller', () => {
     for (const name of ['sidecar-sa', 'app-sa']) await cp.client.create(apiPath('', 'v1', 'serviceaccounts', ns), { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name, namespace: ns } });
     // An injected pod (the webhook's container name) and a plain one, with their own accounts.
     for (const [name, sa, containers] of [
-      ['client', 'sidecar-sa', [{ name: 'multus-proxy', image: 'x' }, { name: 'app', image: 'x' }]],
+      [
+        'client',
+        'sidecar-sa',
+        [
+          { name: 'multus-proxy', image: 'x' },
+          { name: 'app', image: 'x' },
+        ],
+      ],
       ['plain', 'app-sa', [{ name: 'app', image: 'x' }]],
     ] as const) {
-      await cp.client.create(apiPath('', 'v1', 'pods', ns), { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns }, spec: { serviceAccountName: sa, automountServiceAccountToken: false, containers } });
+      await cp.client.create(apiPath('', 'v1', 'pods', ns), {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name, namespace: ns },
+        spec: { serviceAccountName: sa, automountServiceAccountToken: false, containers },
+      });
     }
-    await waitFor('the injected pod\'s account bound', async () => (await subjects()).includes(bound) && (await hasRoleBinding(ns)), 15_000);
-    assert.deepEqual(await subjects(), [bound], 'only the injected pod\'s account, never the group');
+    await waitFor("the injected pod's account bound", async () => (await subjects()).includes(bound) && (await hasRoleBinding(ns)), 15_000);
+    assert.deepEqual(await subjects(), [bound], "only the injected pod's account, never the group");
 
     const plain: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'app-sa') });
-    assert.equal(await status(plain.list(apiPath('', 'v1', 'services'))), 403, 'a plain pod\'s account reads no Services');
+    assert.equal(await status(plain.list(apiPath('', 'v1', 'services'))), 403, "a plain pod's account reads no Services");
     assert.equal(await status(plain.list(apiPath('discovery.k8s.io', 'v1', 'endpointslices'))), 403, 'nor slices');
     const sa: KubeClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(ns, 'sidecar-sa') });
     // RBAC is enforced by the apiserver's authorizer; allow a moment for its cache.
@@ -136,9 +148,13 @@ void describe('sidecar RBAC kept by the controller', () => {
 
     // Gone: the retry binds the namespace.
     await cp.client.delete(rbPath(stray));
-    await waitFor('retried: the stray namespace gets our RoleBinding once the stray one is gone', async () => {
-      const rb = await cp.client.get<V1RoleBinding>(rbPath(stray)).catch(() => undefined);
-      return rb?.roleRef.name === SIDECAR_POD_ROLE;
-    }, 30_000);
+    await waitFor(
+      'retried: the stray namespace gets our RoleBinding once the stray one is gone',
+      async () => {
+        const rb = await cp.client.get<V1RoleBinding>(rbPath(stray)).catch(() => undefined);
+        return rb?.roleRef.name === SIDECAR_POD_ROLE;
+      },
+      30_000,
+    );
   });
 });

@@ -11,16 +11,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
-import {
-  LAST_CHANGE_TRIGGER_TIME_ANNOTATION,
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
-  NETWORK_LABEL,
-  PROXY_NAME,
-  PROXY_NAME_LABEL,
-  SERVICE_NAME_LABEL,
-  SERVICE_NETWORK_ANNOTATION,
-} from '../../src/keys.js';
+import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import type { RunningController } from '../../cmd/controller/run.js';
 import { useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
@@ -40,8 +31,11 @@ void describe('EndpointSlice labels and annotations as upstream writes them', ()
   const status = (ips: string[]): string => networkStatus([{ name: `${ns}/macvlan1`, ips }]);
   const waitSlices = async (svc: string, what: string, check: (s: V1EndpointSlice[]) => boolean): Promise<V1EndpointSlice[]> => {
     let last: V1EndpointSlice[] = [];
-    await waitFor(`${svc}: ${what}`, async () => check((last = await ourSlices(cp.client, ns, svc))), 15_000, () =>
-      JSON.stringify(last.map((s) => ({ name: s.metadata?.name, labels: s.metadata?.labels, annotations: s.metadata?.annotations, addresses: sliceAddresses([s]) }))).slice(0, 1500),
+    await waitFor(
+      `${svc}: ${what}`,
+      async () => check((last = await ourSlices(cp.client, ns, svc))),
+      15_000,
+      () => JSON.stringify(last.map((s) => ({ name: s.metadata?.name, labels: s.metadata?.labels, annotations: s.metadata?.annotations, addresses: sliceAddresses([s]) }))).slice(0, 1500),
     );
     return last;
   };
@@ -60,7 +54,7 @@ void describe('EndpointSlice labels and annotations as upstream writes them', ()
     await cp?.stop();
   });
 
-  void test('last-change-trigger-time: the Service creation, then the new pod\'s Ready transition on a scale-up', async () => {
+  void test("last-change-trigger-time: the Service creation, then the new pod's Ready transition on a scale-up", async () => {
     const svc = 'trig';
     await createPod(cp.client, ns, 'trig-a', { labels: { app: 'trig' }, status: status(['10.2.140.1']) });
     // Timestamps have second precision: the Service is created in a later second than the pod's Ready.
@@ -76,14 +70,16 @@ void describe('EndpointSlice labels and annotations as upstream writes them', ()
     const pod = await cp.client.get<V1Pod>(podPath(ns, 'trig-b'));
     const readyAt = ms(pod.status?.conditions?.find((c) => c.type === 'Ready')?.lastTransitionTime);
     assert.ok(Number.isFinite(readyAt));
-    slices = await waitSlices(svc, 'scale-up written with the new pod\'s Ready time', (l) =>
-      sliceAddresses(l).join() === '10.2.140.1,10.2.140.2' && l[0]?.endpoints.every((e) => e.conditions?.ready === true) === true && ms(trigger(l[0])) === readyAt,
+    slices = await waitSlices(
+      svc,
+      "scale-up written with the new pod's Ready time",
+      (l) => sliceAddresses(l).join() === '10.2.140.1,10.2.140.2' && l[0]?.endpoints.every((e) => e.conditions?.ready === true) === true && ms(trigger(l[0])) === readyAt,
     );
     assert.equal(slices[0]?.metadata?.name, name, 'updated in place');
     assert.ok(ms(trigger(slices[0])) > ms(created.metadata?.creationTimestamp));
   });
 
-  void test('service-proxy-name and headless labels: kube-proxy\'s selector lists none of our slices', async () => {
+  void test("service-proxy-name and headless labels: kube-proxy's selector lists none of our slices", async () => {
     await createPod(cp.client, ns, 'kp-a', { labels: { app: 'kp' }, status: status(['10.2.141.1']) });
     await createService(cp.client, ns, 'kp', { network: 'macvlan1', selector: { app: 'kp' } });
     await createService(cp.client, ns, 'kp-headless', { network: 'macvlan1', selector: { app: 'kp' }, headless: true });
@@ -95,10 +91,14 @@ void describe('EndpointSlice labels and annotations as upstream writes them', ()
     assert.equal(headless[0]?.metadata?.labels?.[PROXY_NAME_LABEL], PROXY_NAME);
     const seen = await cp.client.list<V1EndpointSlice>(slicePath(ns), { labelSelector: KUBE_PROXY_SELECTOR });
     const ours = seen.items.filter((s) => s.metadata?.labels?.[MANAGED_BY_LABEL] === MANAGED_BY);
-    assert.deepEqual(ours.map((s) => s.metadata?.name), [], 'kube-proxy\'s selector lists none of ours');
+    assert.deepEqual(
+      ours.map((s) => s.metadata?.name),
+      [],
+      "kube-proxy's selector lists none of ours",
+    );
   });
 
-  void test('the Service\'s own labels are copied, reserved keys aside, and follow its changes in place', async () => {
+  void test("the Service's own labels are copied, reserved keys aside, and follow its changes in place", async () => {
     const svc = 'lbl';
     await createPod(cp.client, ns, 'lbl-a', { labels: { app: 'lbl' }, status: status(['10.2.142.1']) });
     const s = serviceFixture(svc, { namespace: ns, network: 'macvlan1', selector: { app: 'lbl' } });

@@ -54,7 +54,13 @@ void describe('controller: a tenant object costs a bounded amount and is never s
 
   void test('a Service being deleted, kept by its own finalizer and re-annotated to an unshared NAD, gets no slice there, and loses its own', async () => {
     const svc = 'kept';
-    await createPod(cp.client, ns, 'kept-a', { labels: { app: 'kept' }, status: networkStatus([{ name: `${ns}/own`, ips: ['10.9.1.1'] }, { name: `${victim}/net`, ips: ['192.168.9.1'] }]) });
+    await createPod(cp.client, ns, 'kept-a', {
+      labels: { app: 'kept' },
+      status: networkStatus([
+        { name: `${ns}/own`, ips: ['10.9.1.1'] },
+        { name: `${victim}/net`, ips: ['192.168.9.1'] },
+      ]),
+    });
     const s = serviceFixture(svc, { namespace: ns, network: 'own', selector: { app: 'kept' } });
     if (s.metadata) {
       delete s.metadata.uid;
@@ -108,7 +114,10 @@ void describe('controller: a tenant object costs a bounded amount and is never s
     const noisy = await serviceEvents(cp.client, ns, 'noisy');
     assert.equal(noisy.length, writesOne);
     assert.ok(writesOne <= 25, `at most the spam filter's burst, got ${writesOne}`);
-    assert.ok(noisy.some((e) => (e.message ?? '').startsWith(COMBINED_PREFIX)), 'the similar ones are combined');
+    assert.ok(
+      noisy.some((e) => (e.message ?? '').startsWith(COMBINED_PREFIX)),
+      'the similar ones are combined',
+    );
     // 30,000 objects with one problem each: no more than the queue holds are written.
     for (let i = 0; i < 30_000; i++) recorder.warn(serviceFixture(`s${i}`, { namespace: ns }), 'x', 'NetworkNotShared', `Service ${ns}/s${i}: not shared`);
     await recorder.queue.idle();

@@ -25,11 +25,19 @@ void describe('topology hints on a real apiserver', () => {
   const hintsOf = (slices: readonly V1EndpointSlice[]): string[] =>
     slices
       .flatMap((s) => s.endpoints ?? [])
-      .map((e) => `${e.addresses[0] ?? ''} zone=${e.zone ?? '-'} forZones=${(e.hints?.forZones ?? []).map((z) => z.name).join('+') || '-'} forNodes=${(e.hints?.forNodes ?? []).map((n) => n.name).join('+') || '-'}`)
+      .map(
+        (e) =>
+          `${e.addresses[0] ?? ''} zone=${e.zone ?? '-'} forZones=${(e.hints?.forZones ?? []).map((z) => z.name).join('+') || '-'} forNodes=${(e.hints?.forNodes ?? []).map((n) => n.name).join('+') || '-'}`,
+      )
       .sort();
   const waitHints = async (svc: string, what: string, want: string[]): Promise<void> => {
     let last: string[] = [];
-    await waitFor(`${svc}: ${what}`, async () => JSON.stringify((last = hintsOf(await ourSlices(cp.client, ns, svc)))) === JSON.stringify(want), 15_000, () => JSON.stringify(last));
+    await waitFor(
+      `${svc}: ${what}`,
+      async () => JSON.stringify((last = hintsOf(await ourSlices(cp.client, ns, svc)))) === JSON.stringify(want),
+      15_000,
+      () => JSON.stringify(last),
+    );
   };
   const setService = async (name: string, change: (s: V1Service) => void): Promise<void> => {
     const s = await cp.client.get<V1Service>(svcPath(ns, name));
@@ -50,7 +58,11 @@ void describe('topology hints on a real apiserver', () => {
       const n = await cp.client.get<{ status?: unknown }>(apiPath('', 'v1', 'nodes', undefined, name));
       await cp.client.replace(apiPath('', 'v1', 'nodes', undefined, name) + '/status', {
         ...n,
-        status: { allocatable: { cpu: '4', memory: '8Gi', pods: '110' }, capacity: { cpu: '4', memory: '8Gi', pods: '110' }, conditions: [{ type: 'Ready', status: 'True', reason: 'Test', message: 'test node' }] },
+        status: {
+          allocatable: { cpu: '4', memory: '8Gi', pods: '110' },
+          capacity: { cpu: '4', memory: '8Gi', pods: '110' },
+          conditions: [{ type: 'Ready', status: 'True', reason: 'Test', message: 'test node' }],
+        },
       });
     }
     ctl = await startNamespacedController(cp.connection, ns);
@@ -72,7 +84,12 @@ void describe('topology hints on a real apiserver', () => {
     const svc = 'close';
     await createService(cp.client, ns, svc, { network: 'macvlan1', selector: { app: 'web' } });
     const [na, nb] = nodes;
-    const plain = [`10.2.0.1 zone=${zoneA} forZones=- forNodes=-`, `10.2.0.2 zone=${zoneA} forZones=- forNodes=-`, `10.2.0.3 zone=${zoneB} forZones=- forNodes=-`, `10.2.0.4 zone=${zoneB} forZones=- forNodes=-`];
+    const plain = [
+      `10.2.0.1 zone=${zoneA} forZones=- forNodes=-`,
+      `10.2.0.2 zone=${zoneA} forZones=- forNodes=-`,
+      `10.2.0.3 zone=${zoneB} forZones=- forNodes=-`,
+      `10.2.0.4 zone=${zoneB} forZones=- forNodes=-`,
+    ];
     await waitHints(svc, 'published with zones, no hints', plain);
 
     await setService(svc, (s) => ((s.spec ??= {}).trafficDistribution = 'PreferClose'));

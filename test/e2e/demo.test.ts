@@ -30,7 +30,7 @@ void test('classic demo: webhook injects, controller publishes secondary IPs, si
   for (const a of all) {
     assert.equal(a.error, undefined, `a request failed: ${a.error ?? ''}`);
     assert.equal(a.body, GREETING);
-    assert.equal(a.seenSource, o.clientNet1, 'the backend must see the client pod\'s secondary address');
+    assert.equal(a.seenSource, o.clientNet1, "the backend must see the client pod's secondary address");
   }
   assert.equal(o.initial.length, 20);
   assert.deepEqual([...counts(o.initial).keys()].sort(), ['backend1', 'backend2']);
@@ -47,9 +47,16 @@ void test('classic demo: webhook injects, controller publishes secondary IPs, si
   // hook's one verdict-map lookup, clusterIP . tcp . 80 in the map, its endpoint map holding the two backends ready when the client started.
   const table = o.natRules.join('\n');
   assert.match(table, /type nat hook output priority -100;[^]*ip daddr \. meta l4proto \. th dport vmap @services-v4/, table);
-  assert.ok(o.natRules.some((l) => l.includes(`${o.clusterIP} . tcp . 80 : goto MPX-SVC-`)), table);
+  assert.ok(
+    o.natRules.some((l) => l.includes(`${o.clusterIP} . tcp . 80 : goto MPX-SVC-`)),
+    table,
+  );
   assert.match(table, /dnat ip to numgen random mod 4294967295 map @MPX-EPS-/, table);
-  for (const b of ['backend1', 'backend2']) assert.ok(o.natRules.some((l) => l.includes(` : ${o.backendNet1[b]} . 80`)), `${b}: ${table}`);
+  for (const b of ['backend1', 'backend2'])
+    assert.ok(
+      o.natRules.some((l) => l.includes(` : ${o.backendNet1[b]} . 80`)),
+      `${b}: ${table}`,
+    );
   // The denial names the object, the key, the bad value and the fix.
   assert.match(o.denial, /Pod default\/bad-client/);
   assert.match(o.denial, /k8s\.v1\.cni\.cncf\.io\/service-network/);

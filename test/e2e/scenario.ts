@@ -28,15 +28,7 @@ import { formatDownwardMap } from '../../src/annotations/downward-api.js';
 import { NFT_FAMILY, NFT_TABLE } from '../../src/dataplane/nftables/render.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { V1Container, V1Pod, V1Service, V1EndpointSlice, KubeObject } from '../../src/kube/types.js';
-import {
-  INJECTION_ENABLED,
-  INJECTION_LABEL,
-  NETWORKS_ANNOTATION,
-  NETWORK_STATUS_ANNOTATION,
-  PROXY_NAME_LABEL,
-  SERVICE_NETWORK_ANNOTATION,
-  SIDECAR_CONTAINER_NAME,
-} from '../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 export const NAMESPACE = 'default';
@@ -222,16 +214,31 @@ class Scenario {
     this.client = cp.client;
     r.info(`apiserver ${cp.server}`);
 
-    r.step('Creating the webhook certificate with the project\'s certs CLI and starting the webhook');
+    r.step("Creating the webhook certificate with the project's certs CLI and starting the webhook");
     const certDir = join(this.res.dir, 'tls');
     await this.runCli('certs', 'cmd/certs/cli.ts', ['generate', '--out', certDir, '--ca-dir', join(this.res.dir, 'ca'), '--ip', '127.0.0.1', '--dns', 'localhost']);
     const caPem = readFileSync(join(certDir, 'ca.crt'), 'utf8');
     const webhookPort = await freePort();
-    const webhook = startProgram(this.res, 'webhook', 'cmd/webhook/main.ts', [
-      '--host', '127.0.0.1', '--port', String(webhookPort),
-      '--tls-cert-file', join(certDir, 'tls.crt'), '--tls-key-file', join(certDir, 'tls.key'),
-      '--kubeconfig', cp.kubeconfigPath, '--sidecar-image', 'multus-proxy:demo',
-    ], { ...process.env, LOG_LEVEL: 'info' });
+    const webhook = startProgram(
+      this.res,
+      'webhook',
+      'cmd/webhook/main.ts',
+      [
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(webhookPort),
+        '--tls-cert-file',
+        join(certDir, 'tls.crt'),
+        '--tls-key-file',
+        join(certDir, 'tls.key'),
+        '--kubeconfig',
+        cp.kubeconfigPath,
+        '--sidecar-image',
+        'multus-proxy:demo',
+      ],
+      { ...process.env, LOG_LEVEL: 'info' },
+    );
     const webhookUrl = `https://127.0.0.1:${webhookPort}`;
     await waitReady(webhook, `${webhookUrl}/readyz`, { ca: caPem });
     for (const cfg of webhookConfigurations(webhookUrl, caPem)) {
@@ -242,9 +249,13 @@ class Scenario {
 
     r.step('Starting the controller');
     const healthPort = await freePort();
-    const controller = startProgram(this.res, 'controller', 'cmd/controller/main.ts', [
-      '--kubeconfig', cp.kubeconfigPath, '--leader-elect', 'false', '--health-port', String(healthPort), '--health-host', '127.0.0.1',
-    ], { ...process.env, LOG_LEVEL: 'info' });
+    const controller = startProgram(
+      this.res,
+      'controller',
+      'cmd/controller/main.ts',
+      ['--kubeconfig', cp.kubeconfigPath, '--leader-elect', 'false', '--health-port', String(healthPort), '--health-host', '127.0.0.1'],
+      { ...process.env, LOG_LEVEL: 'info' },
+    );
     await waitReady(controller, `http://127.0.0.1:${healthPort}/readyz`);
 
     r.step(`Enabling namespace ${NAMESPACE}, creating NetworkAttachmentDefinition ${NAD} and Service ${SERVICE}`);
@@ -286,11 +297,13 @@ class Scenario {
     const sidecarContainer = native ?? (stored.spec?.containers ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME);
     if (sidecarContainer === undefined) throw new Error(`pod ${NAMESPACE}/${podName} was stored without the ${SIDECAR_CONTAINER_NAME} container: the webhook did not inject it`);
     const capabilities = sidecarContainer.securityContext?.capabilities?.add ?? [];
-    r.info(`pod ${podName}: ${SIDECAR_CONTAINER_NAME} injected as ${native !== undefined ? 'a native sidecar (init container, restartPolicy Always)' : 'a regular container'}, capabilities ${capabilities.join('+')}`);
+    r.info(
+      `pod ${podName}: ${SIDECAR_CONTAINER_NAME} injected as ${native !== undefined ? 'a native sidecar (init container, restartPolicy Always)' : 'a regular container'}, capabilities ${capabilities.join('+')}`,
+    );
     const clientNs = await this.topo.addPod('client');
     await this.becomeRunning(podName, clientNs);
 
-    r.step('Running the injected sidecar inside the client pod\'s network namespace (NET_ADMIN and NET_RAW only)');
+    r.step("Running the injected sidecar inside the client pod's network namespace (NET_ADMIN and NET_RAW only)");
     this.res.relay = await startApiserverRelay(this.topo, cp.server, this.res.dir);
     await this.res.relay.attach(clientNs);
     const env = this.containerEnv(sidecarContainer, stored);
@@ -306,8 +319,17 @@ class Scenario {
     // The element writer as scripts/build-native.sh builds it (the image has it at the sidecar's default path).
     const nfnlBatch = join(binDir(), 'nfnl-batch');
     const writer = existsSync(nfnlBatch) ? { ELEMENT_WRITER: nfnlBatch } : {};
-    const sidecar = startProgram(this.res, 'sidecar', 'cmd/sidecar/main.ts', [], { ...env, ...writer, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath },
-      ['ip', 'netns', 'exec', clientNs.ns, 'setpriv', '--inh-caps=-all,+net_admin,+net_raw', '--ambient-caps=-all,+net_admin,+net_raw', '--bounding-set=-all,+net_admin,+net_raw', '--']);
+    const sidecar = startProgram(this.res, 'sidecar', 'cmd/sidecar/main.ts', [], { ...env, ...writer, PATH: process.env['PATH'], KUBECONFIG: cp.kubeconfigPath }, [
+      'ip',
+      'netns',
+      'exec',
+      clientNs.ns,
+      'setpriv',
+      '--inh-caps=-all,+net_admin,+net_raw',
+      '--ambient-caps=-all,+net_admin,+net_raw',
+      '--bounding-set=-all,+net_admin,+net_raw',
+      '--',
+    ]);
     await this.waitReadyInNetns(sidecar, clientNs, sidecarPort);
     r.info(`sidecar ready (first sync done); env from the stored pod: POD_NAME=${env['POD_NAME'] ?? ''} POD_NAMESPACE=${env['POD_NAMESPACE'] ?? ''}`);
 
@@ -411,17 +433,21 @@ class Scenario {
 
   private async writeStatus(podName: string, netPod: NetPod, ready: boolean): Promise<void> {
     const now = new Date().toISOString();
-    await this.client.patch(`${apiPath('', 'v1', 'pods', NAMESPACE, podName)}/status`, {
-      status: {
-        phase: 'Running',
-        podIP: netPod.eth0.ipv4,
-        podIPs: [{ ip: netPod.eth0.ipv4 }],
-        conditions: [
-          { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: now },
-          { type: 'ContainersReady', status: ready ? 'True' : 'False', lastTransitionTime: now },
-        ],
+    await this.client.patch(
+      `${apiPath('', 'v1', 'pods', NAMESPACE, podName)}/status`,
+      {
+        status: {
+          phase: 'Running',
+          podIP: netPod.eth0.ipv4,
+          podIPs: [{ ip: netPod.eth0.ipv4 }],
+          conditions: [
+            { type: 'Ready', status: ready ? 'True' : 'False', lastTransitionTime: now },
+            { type: 'ContainersReady', status: ready ? 'True' : 'False', lastTransitionTime: now },
+          ],
+        },
       },
-    }, 'merge');
+      'merge',
+    );
   }
 
   private async setReady(name: string, ready: boolean): Promise<void> {
@@ -445,11 +471,15 @@ class Scenario {
   }
 
   private async waitReadyInNetns(p: Program, pod: NetPod, port: number): Promise<void> {
-    await eventually(`the sidecar's /readyz in ${pod.name}`, async () => {
-      if (p.child.exitCode !== null) throw new Error(`sidecar exited with code ${p.child.exitCode}; its log:\n${tail(p.logFile)}`);
-      const r = await this.topo.run(pod, ['curl', '-sf', '-o', '/dev/null', '-w', '%{http_code}', `http://127.0.0.1:${port}/readyz`], { allowFail: true });
-      return r.stdout.trim() === '200' ? true : undefined;
-    }, 60_000).catch((e: unknown) => {
+    await eventually(
+      `the sidecar's /readyz in ${pod.name}`,
+      async () => {
+        if (p.child.exitCode !== null) throw new Error(`sidecar exited with code ${p.child.exitCode}; its log:\n${tail(p.logFile)}`);
+        const r = await this.topo.run(pod, ['curl', '-sf', '-o', '/dev/null', '-w', '%{http_code}', `http://127.0.0.1:${port}/readyz`], { allowFail: true });
+        return r.stdout.trim() === '200' ? true : undefined;
+      },
+      60_000,
+    ).catch((e: unknown) => {
       throw new Error(`${String(e)}\nsidecar log:\n${tail(p.logFile)}`);
     });
   }
@@ -459,7 +489,11 @@ class Scenario {
     const r = await this.topo.run(pod, ['curl', '-s', '-i', '--max-time', '2', `http://${clusterIP}/`], { allowFail: true });
     if (r.code !== 0) return { error: `curl exit ${r.code}${r.stderr ? `: ${r.stderr.trim()}` : ''}` };
     const header = (h: string): string | undefined => new RegExp(`^${h}: *(.*)$`, 'mi').exec(r.stdout)?.[1]?.trim();
-    const body = r.stdout.split(/\r?\n\r?\n/).slice(1).join('\n').trim();
+    const body = r.stdout
+      .split(/\r?\n\r?\n/)
+      .slice(1)
+      .join('\n')
+      .trim();
     return { backend: header('x-backend'), seenSource: header('x-client'), body };
   }
 
@@ -472,7 +506,12 @@ class Scenario {
     }
     const counts = new Map<string, number>();
     for (const a of answers) counts.set(a.backend ?? 'failed', (counts.get(a.backend ?? 'failed') ?? 0) + 1);
-    this.report.info(`  answers by backend: ${[...counts].sort().map(([k, v]) => `${k}=${v}`).join(' ')}`);
+    this.report.info(
+      `  answers by backend: ${[...counts]
+        .sort()
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}`,
+    );
     return answers;
   }
 
@@ -509,4 +548,3 @@ export async function runScenario(report: Reporter, signal?: AbortSignal): Promi
     await s.cleanup();
   }
 }
-

@@ -70,7 +70,10 @@ void describe('control plane harness (shared)', () => {
     assert.equal(read.metadata?.uid, created.metadata?.uid);
     assert.equal(read.metadata?.annotations?.['k8s.v1.cni.cncf.io/networks'], 'net1');
     assert.equal(read.spec?.serviceAccountName, 'default');
-    assert.ok(read.spec?.volumes?.some((v) => v.name.startsWith('kube-api-access-')), 'ServiceAccount admission ran');
+    assert.ok(
+      read.spec?.volumes?.some((v) => v.name.startsWith('kube-api-access-')),
+      'ServiceAccount admission ran',
+    );
   });
 
   void test('Services: cluster IPs allocated from the dual-stack virtual ranges', async () => {
@@ -113,7 +116,10 @@ void describe('control plane harness (shared)', () => {
     await createAndWatch(cp.client, path, nad);
     const read = await cp.client.get<NetworkAttachmentDefinition>(`${path}/net1`);
     assert.equal(read.spec?.config, config);
-    const bad = await cp.client.create(path, { ...nad, metadata: { name: 'bad' }, spec: { config: 42 } }).then(() => undefined, (e: unknown) => e);
+    const bad = await cp.client.create(path, { ...nad, metadata: { name: 'bad' }, spec: { config: 42 } }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(bad instanceof KubeApiError && bad.status === 422, `schema rejects a non-string config: ${String(bad)}`);
   });
 
@@ -122,7 +128,14 @@ void describe('control plane harness (shared)', () => {
     const item = `${path}/patched`;
     const dry = await cp.client.create<KubeObject>(path, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'patched' } }, { dryRun: true });
     assert.equal(dry.metadata?.name, 'patched');
-    assert.equal(await cp.client.get(item).then(() => 'exists', (e: unknown) => (e instanceof KubeApiError ? e.status : e)), 404, 'dry run stored nothing');
+    assert.equal(
+      await cp.client.get(item).then(
+        () => 'exists',
+        (e: unknown) => (e instanceof KubeApiError ? e.status : e),
+      ),
+      404,
+      'dry run stored nothing',
+    );
     await cp.client.patch(item, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'patched' }, data: { a: '1' } }, 'apply', { fieldManager: 'test', force: true });
     await cp.client.patch(item, { data: { b: '2' } }, 'merge');
     await cp.client.patch(item, { metadata: { labels: { l: 'x' } } }, 'strategic');
@@ -130,10 +143,16 @@ void describe('control plane harness (shared)', () => {
     const got = await cp.client.get<KubeObject & { data?: Record<string, string> }>(item);
     assert.deepEqual(got.data, { a: '1', b: '2', c: '3' });
     assert.equal(got.metadata?.labels?.['l'], 'x');
-    assert.ok(got.metadata?.managedFields?.some((f) => f.manager === 'test' && f.operation === 'Apply'), 'apply recorded its field manager');
+    assert.ok(
+      got.metadata?.managedFields?.some((f) => f.manager === 'test' && f.operation === 'Apply'),
+      'apply recorded its field manager',
+    );
     const replaced = await cp.client.replace<KubeObject & { data?: Record<string, string> }>(item, { ...got, data: { only: 'this' } });
     assert.deepEqual(replaced.data, { only: 'this' });
-    const conflict = await cp.client.replace(item, { ...got, data: {} }).then(() => undefined, (e: unknown) => e);
+    const conflict = await cp.client.replace(item, { ...got, data: {} }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(conflict instanceof KubeApiError && conflict.status === 409 && conflict.reason === 'Conflict', 'stale resourceVersion is a 409 Conflict');
     await cp.client.delete(item);
     await cp.client.delete(item); // already gone: not an error
@@ -149,7 +168,10 @@ void describe('control plane harness (shared)', () => {
     const kubeconfig = await cp.kubeconfigFor(ns, 'least');
     const client = createKubeClient(loadKubeConnection({ kubeconfig }));
     const podsPath = apiPath('', 'v1', 'pods', ns);
-    const denied = await client.list(podsPath).then(() => undefined, (e: unknown) => e);
+    const denied = await client.list(podsPath).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(denied instanceof KubeApiError, String(denied));
     assert.equal(denied.status, 403);
     assert.equal(denied.reason, 'Forbidden');
@@ -167,8 +189,19 @@ void describe('control plane harness (shared)', () => {
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'read-pods' },
       subjects: [{ kind: 'ServiceAccount', name: 'least', namespace: ns }],
     });
-    await waitFor('RBAC to allow listing pods', async () => (await client.list(podsPath).then(() => true, () => false)), 15_000);
-    const stillDenied = await client.list(apiPath('', 'v1', 'services', ns)).then(() => undefined, (e: unknown) => e);
+    await waitFor(
+      'RBAC to allow listing pods',
+      async () =>
+        await client.list(podsPath).then(
+          () => true,
+          () => false,
+        ),
+      15_000,
+    );
+    const stillDenied = await client.list(apiPath('', 'v1', 'services', ns)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(stillDenied instanceof KubeApiError && stillDenied.status === 403, 'services stay forbidden');
   });
 });
@@ -197,7 +230,10 @@ void describe('control plane harness (private)', () => {
 
   void test('a failed start reports the apiserver log tail and leaves nothing behind', async () => {
     const existing = new Set(readdirSync(tmpdir()).filter((d) => d.startsWith('multus-proxy-cp-')));
-    const err = await startControlPlane({ extraApiserverArgs: ['--no-such-flag=1'] }).then(() => undefined, (e: unknown) => e);
+    const err = await startControlPlane({ extraApiserverArgs: ['--no-such-flag=1'] }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof Error, 'start must fail');
     assert.match(err.message, /kube-apiserver exited/);
     assert.match(err.message, /unknown flag: --no-such-flag/);

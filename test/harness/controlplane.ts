@@ -303,13 +303,7 @@ async function etcdJson(endpoint: string, path: string, body: unknown): Promise<
 }
 
 /** Helpers that need only a client, shared by private and shared control planes. */
-function clientHelpers(
-  client: KubeClient,
-  server: string,
-  caPem: string,
-  dir: string,
-  etcdEndpoint: string,
-): Pick<ControlPlane, 'createNamespace' | 'tokenFor' | 'kubeconfigFor' | 'compactEtcd'> {
+function clientHelpers(client: KubeClient, server: string, caPem: string, dir: string, etcdEndpoint: string): Pick<ControlPlane, 'createNamespace' | 'tokenFor' | 'kubeconfigFor' | 'compactEtcd'> {
   const ensure = async (path: string, body: unknown): Promise<void> => {
     try {
       await client.create(path, body);
@@ -457,10 +451,15 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
       );
       writePids();
       try {
-        await poll('etcd', 30_000, async () => {
-          const res = await fetch(`${etcdEndpoint}/health`);
-          return res.ok && ((await res.json()) as { health?: string }).health === 'true';
-        }, exitedWhy(etcd, 'etcd', files.etcdLog));
+        await poll(
+          'etcd',
+          30_000,
+          async () => {
+            const res = await fetch(`${etcdEndpoint}/health`);
+            return res.ok && ((await res.json()) as { health?: string }).health === 'true';
+          },
+          exitedWhy(etcd, 'etcd', files.etcdLog),
+        );
         break;
       } catch (e) {
         await kill(etcd, 2_000);
@@ -498,12 +497,7 @@ export async function startControlPlane(opts: ControlPlaneOptions = {}): Promise
     const startKas = async (): Promise<void> => {
       kas = start(kasBin, kasArgs, files.apiserverLog);
       writePids();
-      await poll(
-        'kube-apiserver',
-        timeoutMs,
-        async () => (await readyz(server, pki.caPem, adminToken)) === 'ok',
-        exitedWhy(kas, 'kube-apiserver', files.apiserverLog),
-      );
+      await poll('kube-apiserver', timeoutMs, async () => (await readyz(server, pki.caPem, adminToken)) === 'ok', exitedWhy(kas, 'kube-apiserver', files.apiserverLog));
     };
     // Another process may take the free port before the apiserver binds it: retry with a new one.
     for (let attempt = 0; ; attempt++) {

@@ -23,7 +23,8 @@ void test("failure summary: a failed test is named with its suites and file, its
     fail('soak', 1, wrapped),
     out('# other file', '/r/test/b.test.ts'),
     fail('real node', 0, { failureType: 'subtestsFailed' }),
-  ]) c.feed(e);
+  ])
+    c.feed(e);
   assert.deepEqual(c.failures, [{ file: 'test/a.test.ts', path: ['real node', 'soak'], error: 'p99 1200 ms over the bound 1000 ms', before: ['# node: two', '# node: three'] }]);
   const lines = c.summary();
   assert.equal(lines[0], '# ===== 1 failed test(s) =====');
@@ -39,14 +40,17 @@ void test('failure summary: nothing failed prints nothing; past the detailed cou
   c.feed(fail('first', 0, new Error('x'.repeat(50))));
   c.feed(fail('second', 0, new Error('y')));
   const s = c.summary();
-  assert.ok(s.some((l) => l.includes('xxxxxxxxxx… (40 more characters)')), s.join('\n'));
+  assert.ok(
+    s.some((l) => l.includes('xxxxxxxxxx… (40 more characters)')),
+    s.join('\n'),
+  );
   assert.ok(s.includes('# 2. second  (/r/test/a.test.ts)'), s.join('\n'));
   assert.ok(!s.some((l) => l.includes('error: y')), 'the second is named only');
   assert.equal(errorText('plain'), 'plain');
   assert.equal(errorText({ a: 1 }), '{"a":1}');
 });
 
-void test('failure summary: through `npm test`\'s reporters, a failing file prints the block after TAP\'s closing counts', (t) => {
+void test("failure summary: through `npm test`'s reporters, a failing file prints the block after TAP's closing counts", (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'failure-summary-'));
   t.after(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'f.test.mjs');

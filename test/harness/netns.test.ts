@@ -50,9 +50,15 @@ void describe('netns harness', () => {
 
   void test('UDP echo over net1, IPv4 and IPv6', async () => {
     const v4 = await udpRequests(topo, a, b.net1.ipv4, 5353, 2);
-    assert.deepEqual(v4.map((r) => r.peer), [a.net1.ipv4, a.net1.ipv4]);
+    assert.deepEqual(
+      v4.map((r) => r.peer),
+      [a.net1.ipv4, a.net1.ipv4],
+    );
     const v6 = await udpRequests(topo, a, b.net1.ipv6, 5353, 2);
-    assert.deepEqual(v6.map((r) => r.peer), [a.net1.ipv6, a.net1.ipv6]);
+    assert.deepEqual(
+      v6.map((r) => r.peer),
+      [a.net1.ipv6, a.net1.ipv6],
+    );
   });
 
   void test('the server listens on net1 only: its eth0 address refuses', async () => {

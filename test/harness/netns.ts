@@ -380,7 +380,24 @@ const next = () => {
 open(next);
 `;
 
-export async function udpRequests(topo: Topology, pod: Place, host: string, port: number, count: number, opts: { localPort?: number; timeoutMs?: number; socketEach?: boolean } = {}): Promise<Reply[]> {
-  const r = await topo.run(pod, [process.execPath, '-e', UDP_CLIENT_JS, host, String(port), String(count), String(opts.timeoutMs ?? 1000), String(opts.localPort ?? 0), opts.socketEach === true ? '1' : '0']);
+export async function udpRequests(
+  topo: Topology,
+  pod: Place,
+  host: string,
+  port: number,
+  count: number,
+  opts: { localPort?: number; timeoutMs?: number; socketEach?: boolean } = {},
+): Promise<Reply[]> {
+  const r = await topo.run(pod, [
+    process.execPath,
+    '-e',
+    UDP_CLIENT_JS,
+    host,
+    String(port),
+    String(count),
+    String(opts.timeoutMs ?? 1000),
+    String(opts.localPort ?? 0),
+    opts.socketEach === true ? '1' : '0',
+  ]);
   return JSON.parse(r.stdout) as Reply[];
 }

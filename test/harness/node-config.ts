@@ -271,7 +271,9 @@ export function kubeletFlags(l: NodeLayout, kubeconfig: string): string[] {
     `--cert-dir=${p.kubeletRoot}/pki`,
     `--hostname-override=${n.name}`,
     `--node-ip=${n.ip}`,
-    `--node-labels=${Object.entries(n.labels).map(([k, v]) => `${k}=${v}`).join(',')}`,
+    `--node-labels=${Object.entries(n.labels)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',')}`,
     '--v=1',
   ];
 }

@@ -65,7 +65,12 @@ const IPTABLES_NFT_TABLE = /^(ip|ip6|arp|bridge) (filter|nat|mangle|raw|security
 function nftTables(): string[] {
   const r = run('nft', ['list', 'tables']);
   if (!r.ok) return [];
-  return r.out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('table ')).map((l) => l.slice('table '.length)).filter((t) => !IPTABLES_NFT_TABLE.test(t));
+  return r.out
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith('table '))
+    .map((l) => l.slice('table '.length))
+    .filter((t) => !IPTABLES_NFT_TABLE.test(t));
 }
 
 /** Tables in `now` that `before` did not have (the node agent's, when its cleanup did not run). Pure. */
@@ -217,8 +222,7 @@ export function iptablesUndo(before: string, after: string): string {
       } else if (cur && line.startsWith(':') && line.split(' ')[1] === '-') {
         // Only user chains (policy "-"): built-in ones exist even where a table never showed up before.
         cur.chains.add(line.slice(1).split(' ')[0] ?? '');
-      }
-      else if (cur && line.startsWith('-A ')) cur.rules.push(line);
+      } else if (cur && line.startsWith('-A ')) cur.rules.push(line);
     }
     return tables;
   };
@@ -359,19 +363,20 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   }
   timed('kubelet + crictl rmp -fa');
   // 2. The container processes crictl could not stop: every pid in the kubepods cgroups.
-  for (const h of cgroupHierarchies()) for (const top of ['', ...(state.moreCgroupRoots ?? [])]) {
-    const root = join(CGROUP_ROOT, h, top, 'kubepods');
-    if (!existsSync(root)) continue;
-    for (const cg of cgroupTree(root)) {
-      for (const pid of (readFileSyncSafe(join(cg, 'cgroup.procs')) ?? '').split('\n').filter(Boolean)) {
-        try {
-          process.kill(Number(pid), 'SIGKILL');
-        } catch {
-          /* gone */
+  for (const h of cgroupHierarchies())
+    for (const top of ['', ...(state.moreCgroupRoots ?? [])]) {
+      const root = join(CGROUP_ROOT, h, top, 'kubepods');
+      if (!existsSync(root)) continue;
+      for (const cg of cgroupTree(root)) {
+        for (const pid of (readFileSyncSafe(join(cg, 'cgroup.procs')) ?? '').split('\n').filter(Boolean)) {
+          try {
+            process.kill(Number(pid), 'SIGKILL');
+          } catch {
+            /* gone */
+          }
         }
       }
     }
-  }
   // 3. Every process the node started, in order, then anything else naming dir (shims).
   const ordered = Object.entries(state.pids).sort(([, a], [, b]) => rank(a) - rank(b));
   for (const [pid, name] of ordered) {
@@ -402,7 +407,10 @@ export function teardown(state: NodeState, log: (m: string) => void = () => {}):
   if (snap) {
     for (const h of cgroupHierarchies()) {
       const old = new Set(snap.cgroups[h] ?? []);
-      for (const d of ownedCgroups(cgroupDirs(h).filter((d) => !old.has(d)), state)) {
+      for (const d of ownedCgroups(
+        cgroupDirs(h).filter((d) => !old.has(d)),
+        state,
+      )) {
         for (const cg of cgroupTree(join(CGROUP_ROOT, h, d))) {
           for (let i = 0; i < 20; i++) {
             try {
@@ -514,7 +522,13 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
     const now = run(t.save, []);
     if (!now.ok) continue;
     const undo = iptablesUndo(snap.iptables[t.save] ?? '', now.out);
-    if (undo) out.push(`${t.save}: ${undo.split('\n').filter((l) => l.startsWith('-')).join('; ')}`);
+    if (undo)
+      out.push(
+        `${t.save}: ${undo
+          .split('\n')
+          .filter((l) => l.startsWith('-'))
+          .join('; ')}`,
+      );
   }
   for (const t of newNftTables(snap.nftTables ?? [], nftTables())) out.push(`nft table ${t}`);
   for (const p of HOST_PATHS) {
@@ -529,7 +543,11 @@ export function leftovers(snap: HostSnapshot, state: NodeState): string[] {
   }
   for (const h of cgroupHierarchies()) {
     const old = new Set(snap.cgroups[h] ?? []);
-    for (const d of ownedCgroups(cgroupDirs(h).filter((d) => !old.has(d)), state)) out.push(`cgroup ${h}/${d}`);
+    for (const d of ownedCgroups(
+      cgroupDirs(h).filter((d) => !old.has(d)),
+      state,
+    ))
+      out.push(`cgroup ${h}/${d}`);
   }
   return out;
 }

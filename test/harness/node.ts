@@ -254,17 +254,12 @@ async function httpOk(url: string): Promise<boolean> {
 
 function execP(cmd: string, args: string[], opts: ExecOptions & { env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<ExecResult> {
   return new Promise((resolveP, reject) => {
-    const child = execFile(
-      cmd,
-      args,
-      { encoding: 'utf8', timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, env: opts.env ?? process.env, cwd: opts.cwd },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : 1) : 0;
-        const r = { code, stdout, stderr };
-        if (code !== 0 && !opts.allowFail) reject(new Error(`${cmd.split('/').pop()} ${args.join(' ')} failed (${err?.message.split('\n')[0]}): ${stderr.trim() || stdout.trim()}`));
-        else resolveP(r);
-      },
-    );
+    const child = execFile(cmd, args, { encoding: 'utf8', timeout: opts.timeoutMs ?? 120_000, maxBuffer: 64 * 1024 * 1024, env: opts.env ?? process.env, cwd: opts.cwd }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const r = { code, stdout, stderr };
+      if (code !== 0 && !opts.allowFail) reject(new Error(`${cmd.split('/').pop()} ${args.join(' ')} failed (${err?.message.split('\n')[0]}): ${stderr.trim() || stdout.trim()}`));
+      else resolveP(r);
+    });
     if (opts.input !== undefined) child.stdin?.end(opts.input);
     else child.stdin?.end();
   });
@@ -502,7 +497,11 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       startProcess('kube-scheduler', bin('kube-scheduler'), [`--kubeconfig=${adminKubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', '--profiling=false']);
       await apply(join(manifestsDir(), 'nad-crd.yaml'));
       await apply(join(manifestsDir(), 'whereabouts-crds.yaml'));
-      await apply(`${kubeDnsObjects().map((o) => dump(o)).join('---\n')}\n`);
+      await apply(
+        `${kubeDnsObjects()
+          .map((o) => dump(o))
+          .join('---\n')}\n`,
+      );
     });
 
     await step('registry', async () => {
@@ -533,10 +532,15 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       writeFileSync(p.kubeletConfig, kubeletConfig(layout));
       writeFileSync(p.resolvConf, kubeletResolvConf());
       startProcess('kubelet', bin('kubelet'), kubeletFlags(layout, kubeletKubeconfig));
-      await poll('Node registered', 60_000, async () => {
-        await client.get(apiPath('', 'v1', 'nodes', undefined, NODE.name));
-        return true;
-      }, exited('kubelet'));
+      await poll(
+        'Node registered',
+        60_000,
+        async () => {
+          await client.get(apiPath('', 'v1', 'nodes', undefined, NODE.name));
+          return true;
+        },
+        exited('kubelet'),
+      );
     });
 
     await step('kube-proxy', async () => {
@@ -555,15 +559,25 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
     });
 
     await step('Node Ready, default ServiceAccount', async () => {
-      await poll('Node Ready', 120_000, async () => {
-        const n = await client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, NODE.name));
-        return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
-      }, exited('kubelet'));
-      await poll('default ServiceAccount and kube-root-ca.crt', 60_000, async () => {
-        await client.get(apiPath('', 'v1', 'serviceaccounts', 'default', 'default'));
-        await client.get(apiPath('', 'v1', 'configmaps', 'default', 'kube-root-ca.crt'));
-        return true;
-      }, exited('kube-controller-manager'));
+      await poll(
+        'Node Ready',
+        120_000,
+        async () => {
+          const n = await client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, NODE.name));
+          return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+        },
+        exited('kubelet'),
+      );
+      await poll(
+        'default ServiceAccount and kube-root-ca.crt',
+        60_000,
+        async () => {
+          await client.get(apiPath('', 'v1', 'serviceaccounts', 'default', 'default'));
+          await client.get(apiPath('', 'v1', 'configmaps', 'default', 'kube-root-ca.crt'));
+          return true;
+        },
+        exited('kube-controller-manager'),
+      );
     });
     const startMs = Date.now() - t0;
     log(`node up in ${startMs} ms (${Date.now() - lockedAt} ms after taking the lock)`);
@@ -618,8 +632,7 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       kubectlResult,
       exec: (namespace, pod, cmd, o = {}) =>
         kubectlResult(['exec', '-n', namespace, pod, ...(o.container ? ['-c', o.container] : []), ...(o.input !== undefined ? ['-i'] : []), '--', ...cmd], { allowFail: true, ...o }),
-      sh: async (command, o = {}) =>
-        (await execP('sh', ['-c', command], { ...o, cwd: ROOT, env: { ...kubectlEnv, PATH: `${binDir()}:${process.env['PATH'] ?? ''}` } })).stdout,
+      sh: async (command, o = {}) => (await execP('sh', ['-c', command], { ...o, cwd: ROOT, env: { ...kubectlEnv, PATH: `${binDir()}:${process.env['PATH'] ?? ''}` } })).stdout,
       crictl: async (args, o = {}) => (await execP(bin('crictl'), [...crictlArgs, ...args], o)).stdout,
       apply,
       async wait(what, condition, o = {}) {

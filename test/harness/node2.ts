@@ -28,7 +28,22 @@
 import { type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { containerdConfig, hostsToml, kubeletConfig, kubeletFlags, kubeletResolvConf, kubeProxyConfig, layoutPaths, MIRRORED_HOSTS, multusConf, NODE, NODE2, NODE2_SPEC, SEGMENT, type NodeLayout } from './node-config.js';
+import {
+  containerdConfig,
+  hostsToml,
+  kubeletConfig,
+  kubeletFlags,
+  kubeletResolvConf,
+  kubeProxyConfig,
+  layoutPaths,
+  MIRRORED_HOSTS,
+  multusConf,
+  NODE,
+  NODE2,
+  NODE2_SPEC,
+  SEGMENT,
+  type NodeLayout,
+} from './node-config.js';
 import { host, saveState, uplinks, type NodeState } from './node-host.js';
 
 /** The second node as the tests see it. */
@@ -175,9 +190,19 @@ export async function startSecondNode(ctx: SecondNodeContext): Promise<SecondNod
   await ctx.step(`${NODE2.name}: registry relay`, async () => {
     const sock = join(d2, 'registry.sock');
     const hostSide = ctx.startProcess(logName('registry-relay-host'), process.execPath, ['-e', RELAY_JS, `unix:${sock}`, `tcp:${NODE.registry}`]);
-    await ctx.poll('registry relay (host side)', 10_000, async () => existsSync(sock), () => (hostSide.exitCode !== null ? 'host-side relay exited' : undefined));
+    await ctx.poll(
+      'registry relay (host side)',
+      10_000,
+      async () => existsSync(sock),
+      () => (hostSide.exitCode !== null ? 'host-side relay exited' : undefined),
+    );
     start('registry-relay', process.execPath, ['-e', RELAY_JS, `tcp:${NODE.registry}`, `unix:${sock}`]);
-    await ctx.poll('registry through the relay in node 2', 10_000, async () => (await nsExec(['sh', '-c', `curl -s -o /dev/null -w '%{http_code}' http://${NODE.registry}/v2/ || true`])).trim() === '200', ctx.exited(logName('registry-relay')));
+    await ctx.poll(
+      'registry through the relay in node 2',
+      10_000,
+      async () => (await nsExec(['sh', '-c', `curl -s -o /dev/null -w '%{http_code}' http://${NODE.registry}/v2/ || true`])).trim() === '200',
+      ctx.exited(logName('registry-relay')),
+    );
   });
 
   await ctx.step(`${NODE2.name}: containerd`, async () => {

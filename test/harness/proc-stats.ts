@@ -28,7 +28,10 @@ export function cpuMs(pid: number): number {
  */
 export function cpuWithChildrenMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').map(Number);
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
   return ((f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)) * 10;
 }
 

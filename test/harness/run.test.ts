@@ -13,8 +13,14 @@ void test('findTests: every *.test.ts below a folder, sorted; helpers, node_modu
   for (const f of ['unit/a/z.test.ts', 'unit/b.test.ts', 'kube/client.test.ts', 'kube/helper.ts', 'kube/x.test.js', 'node_modules/x/y.test.ts', '.hidden/h.test.ts']) {
     writeFileSync(join(dir, f), '');
   }
-  assert.deepEqual(findTests(dir).map((f) => relative(dir, f)), ['kube/client.test.ts', 'unit/a/z.test.ts', 'unit/b.test.ts']);
-  assert.deepEqual(findTests(join(dir, 'unit', 'b.test.ts')).map((f) => relative(dir, f)), ['unit/b.test.ts']);
+  assert.deepEqual(
+    findTests(dir).map((f) => relative(dir, f)),
+    ['kube/client.test.ts', 'unit/a/z.test.ts', 'unit/b.test.ts'],
+  );
+  assert.deepEqual(
+    findTests(join(dir, 'unit', 'b.test.ts')).map((f) => relative(dir, f)),
+    ['unit/b.test.ts'],
+  );
   assert.deepEqual(findTests(join(dir, 'missing')), []);
 });
 
@@ -34,7 +40,10 @@ void test('planTiers: tiers in order, unit files in parallel, the others one at 
     { tier: 'cluster', files: ['test/kube/a.test.ts'], concurrency: 1 },
     { tier: 'node', files: ['test/node/n.test.ts'], concurrency: 1 },
   ]);
-  assert.deepEqual(planTiers(files, ['cluster'], 4).map((r) => r.tier), ['cluster']);
+  assert.deepEqual(
+    planTiers(files, ['cluster'], 4).map((r) => r.tier),
+    ['cluster'],
+  );
   assert.deepEqual(planTiers(['test/unit/u.test.ts'], ['node'], 2), []);
 });
 
@@ -51,7 +60,13 @@ void test('closing lines: only top-level TAP totals are read; the run sums count
   assert.deepEqual(closingLine('# duration_ms 1234.5'), ['duration_ms', 1234.5]);
   assert.equal(closingLine('    # pass 3'), undefined);
   assert.equal(closingLine('# passing 3'), undefined);
-  const lines = closingLines([{ tests: 3, pass: 2, fail: 1 }, { tests: 5, pass: 5 }], 42);
+  const lines = closingLines(
+    [
+      { tests: 3, pass: 2, fail: 1 },
+      { tests: 5, pass: 5 },
+    ],
+    42,
+  );
   assert.deepEqual(lines, ['# tests 8', '# suites 0', '# pass 7', '# fail 1', '# cancelled 0', '# skipped 0', '# todo 0', '# duration_ms 42.000']);
 });
 
@@ -71,7 +86,7 @@ void test('OrderedOutput: the first unfinished stream prints at once, later ones
   assert.deepEqual(printed, ['a1', 'a2', 'b1', 'b2', 'c1']);
 });
 
-void test('mergeSummaries: the tiers\' failure blocks become one, renumbered; nothing failed gives nothing', () => {
+void test("mergeSummaries: the tiers' failure blocks become one, renumbered; nothing failed gives nothing", () => {
   const a = '# ===== 1 failed test(s) =====\n# 1. s > t  (test/unit/a.test.ts)\n#      error: boom\n# ===== end of failed tests =====\n';
   const b = '# ===== 2 failed test(s) =====\n# 1. u  (test/node/n.test.ts)\n# 2. v\n# ===== end of failed tests =====\n';
   assert.deepEqual(mergeSummaries([a, '', b]), [

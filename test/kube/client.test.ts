@@ -20,7 +20,13 @@ async function fakeServer(t: { after(fn: () => Promise<void> | void): void }, ha
   const srv = http.createServer(handler);
   await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
   srv.on('connection', () => serverConnections.set(url, (serverConnections.get(url) ?? 0) + 1));
-  t.after(() => new Promise<void>((r) => { srv.closeAllConnections(); srv.close(() => r()); }));
+  t.after(
+    () =>
+      new Promise<void>((r) => {
+        srv.closeAllConnections();
+        srv.close(() => r());
+      }),
+  );
   const addr = srv.address();
   const url = `http://127.0.0.1:${typeof addr === 'object' && addr ? addr.port : 0}`;
   return url;
@@ -88,10 +94,12 @@ void describe('client against a scripted server', () => {
     const client = createKubeClient({ server: url });
     const got: WatchEvent<unknown>[] = [];
     const ctl = new AbortController();
-    const err = await client.watch('/api/v1/pods', { resourceVersion: '1', allowWatchBookmarks: true, labelSelector: 'a=b' }, (e) => got.push(e), ctl.signal).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await client
+      .watch('/api/v1/pods', { resourceVersion: '1', allowWatchBookmarks: true, labelSelector: 'a=b' }, (e) => got.push(e), ctl.signal)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.deepEqual(got, events);
     assert.ok(err instanceof KubeApiError, `expected a KubeApiError, got ${String(err)}`);
     assert.equal(err.status, 410);
@@ -117,10 +125,12 @@ void describe('client against a scripted server', () => {
       setTimeout(() => res.end(), 30);
     });
     const client = createKubeClient({ server: url });
-    const err = await client.watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await client
+      .watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     assert.ok(isGone(err), `410 Gone: ${String(err)}`);
     // The relist follows at once (the old quorum mode does this): it must find the connection free.
     await client.list('/api/v1/pods', { resourceVersion: '5', limit: 0 });
@@ -136,10 +146,12 @@ void describe('client against a scripted server', () => {
     });
     const client = createKubeClient({ server: url });
     const t0 = Date.now();
-    const err = await client.watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const err = await client
+      .watch('/api/v1/pods', { resourceVersion: '1' }, () => {}, new AbortController().signal)
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     const took = Date.now() - t0;
     assert.ok(isGone(err), `410 Gone, not a mid-stream cut: ${String(err)}`);
     assert.ok(took >= 900, `cut after the drain time (${took} ms)`);
@@ -155,10 +167,15 @@ void describe('client against a scripted server', () => {
     const client = createKubeClient({ server: url });
     const ctl = new AbortController();
     let n = 0;
-    const done = client.watch('/api/v1/pods', {}, () => {
-      n++;
-      ctl.abort();
-    }, ctl.signal);
+    const done = client.watch(
+      '/api/v1/pods',
+      {},
+      () => {
+        n++;
+        ctl.abort();
+      },
+      ctl.signal,
+    );
     await done;
     assert.equal(n, 1);
     await delay(50);
@@ -172,7 +189,10 @@ void describe('client against a scripted server', () => {
       setTimeout(() => req.socket.destroy(), 20);
     });
     const client = createKubeClient({ server: url });
-    await assert.rejects(client.watch('/x', {}, () => {}, new AbortController().signal), /closed mid-stream|aborted|socket hang up|ECONNRESET/);
+    await assert.rejects(
+      client.watch('/x', {}, () => {}, new AbortController().signal),
+      /closed mid-stream|aborted|socket hang up|ECONNRESET/,
+    );
   });
 
   void test('every verb takes an abort signal: a hanging request ends when it aborts; an aborted one is not sent', async (t) => {
@@ -211,7 +231,10 @@ void describe('client against a scripted server', () => {
     });
     const client = createKubeClient({ server: url });
     await client.delete('/api/v1/namespaces/a/pods/x');
-    const e = await client.create('/api/v1/namespaces/a/services', {}).then(() => undefined, (x: unknown) => x);
+    const e = await client.create('/api/v1/namespaces/a/services', {}).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(e instanceof KubeApiError);
     assert.equal(e.status, 422);
     assert.equal(e.reason, 'Invalid');
@@ -232,7 +255,10 @@ void describe('client against a scripted server', () => {
     });
     const client = createKubeClient({ server: url });
     const list = await client.list<{ n: number }>('/api/v1/pods', { limit: 2, fieldSelector: 'spec.nodeName=n1' });
-    assert.deepEqual(list.items.map((i) => i.n), [1, 2, 3]);
+    assert.deepEqual(
+      list.items.map((i) => i.n),
+      [1, 2, 3],
+    );
     assert.equal(list.metadata?.resourceVersion, '10');
     assert.equal(seen.length, 2);
     assert.match(seen[1] ?? '', /continue=p2/);
@@ -241,7 +267,10 @@ void describe('client against a scripted server', () => {
   });
 
   void test('list parses items as they arrive (bytes cut mid-character) and transforms each; a malformed body is a clear error', async (t) => {
-    const items = [{ metadata: { name: 'a', resourceVersion: '1' }, note: 'ünïcödé €', big: 'x'.repeat(3000) }, { metadata: { name: 'b', resourceVersion: '2' }, big: 'y' }];
+    const items = [
+      { metadata: { name: 'a', resourceVersion: '1' }, note: 'ünïcödé €', big: 'x'.repeat(3000) },
+      { metadata: { name: 'b', resourceVersion: '2' }, big: 'y' },
+    ];
     const bytes = Buffer.from(JSON.stringify({ kind: 'PodList', metadata: { resourceVersion: '7' }, items }));
     let mode: 'ok' | 'bad' | 'status' = 'ok';
     const url = await fakeServer(t, (req, res) => {
@@ -289,7 +318,10 @@ void describe('client against a scripted server', () => {
     await client.patch('/p', {}, 'merge', { dryRun: true });
     await client.patch('/p', {}, 'strategic');
     await client.patch('/p', {}, 'apply', { force: true });
-    assert.deepEqual(seen.map((s) => s.ct), ['application/json-patch+json', 'application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/apply-patch+yaml']);
+    assert.deepEqual(
+      seen.map((s) => s.ct),
+      ['application/json-patch+json', 'application/merge-patch+json', 'application/strategic-merge-patch+json', 'application/apply-patch+yaml'],
+    );
     assert.match(seen[1]?.url ?? '', /dryRun=All/);
     assert.match(seen[3]?.url ?? '', /fieldManager=multus-proxy/);
     assert.match(seen[3]?.url ?? '', /force=true/);

@@ -39,20 +39,30 @@ void describe('exec credential: parsing and checks', () => {
       [{ apiVersion: V1, kind: 'ExecCredential', status: { token: 't', expirationTimestamp: 'soon' } }, /expirationTimestamp "soon" is not an RFC 3339 time/],
     ];
     for (const [out, re] of bad) {
-      assert.throws(() => parseExecCredential(typeof out === 'string' ? out : JSON.stringify(out), CFG), (e: Error) => re.test(e.message) && e.message.includes('kubeconfig user "laptop": exec plugin "plugin"'));
+      assert.throws(
+        () => parseExecCredential(typeof out === 'string' ? out : JSON.stringify(out), CFG),
+        (e: Error) => re.test(e.message) && e.message.includes('kubeconfig user "laptop": exec plugin "plugin"'),
+      );
     }
   });
 
   void test('any plugin output either parses or throws an Error naming the user (property)', () => {
     fc.assert(
-      fc.property(fc.oneof(fc.string(), fc.json(), fc.record({ apiVersion: fc.constantFrom(V1, V1BETA1, 'x'), kind: fc.constantFrom('ExecCredential', 'y'), status: fc.anything() }).map((o) => JSON.stringify(o))), (out) => {
-        try {
-          const r = parseExecCredential(out, CFG);
-          return typeof r.token === 'string' && r.token !== '';
-        } catch (e) {
-          return e instanceof Error && e.message.startsWith('kubeconfig user "laptop"');
-        }
-      }),
+      fc.property(
+        fc.oneof(
+          fc.string(),
+          fc.json(),
+          fc.record({ apiVersion: fc.constantFrom(V1, V1BETA1, 'x'), kind: fc.constantFrom('ExecCredential', 'y'), status: fc.anything() }).map((o) => JSON.stringify(o)),
+        ),
+        (out) => {
+          try {
+            const r = parseExecCredential(out, CFG);
+            return typeof r.token === 'string' && r.token !== '';
+          } catch (e) {
+            return e instanceof Error && e.message.startsWith('kubeconfig user "laptop"');
+          }
+        },
+      ),
     );
   });
 
@@ -117,16 +127,38 @@ void describe('exec credential plugin against the real apiserver', () => {
         apiVersion: 'v1',
         kind: 'Config',
         clusters: [{ name: 'c', cluster: { server: cp.server, 'certificate-authority-data': Buffer.from(cp.caPem).toString('base64') } }],
-        users: [{ name: 'laptop-user', user: { exec: { apiVersion, command: './plugin.sh', env: [{ name: 'DIR', value: dir }, { name: 'API', value: apiVersion }], ...extra } } }],
+        users: [
+          {
+            name: 'laptop-user',
+            user: {
+              exec: {
+                apiVersion,
+                command: './plugin.sh',
+                env: [
+                  { name: 'DIR', value: dir },
+                  { name: 'API', value: apiVersion },
+                ],
+                ...extra,
+              },
+            },
+          },
+        ],
         contexts: [{ name: 'c', context: { cluster: 'c', user: 'laptop-user' } }],
         'current-context': 'c',
       }),
     );
     return file;
   };
-  const runs = (): number => readFileSync(join(dir, 'runs'), 'utf8').split('\n').filter((l) => l === 'run').length;
+  const runs = (): number =>
+    readFileSync(join(dir, 'runs'), 'utf8')
+      .split('\n')
+      .filter((l) => l === 'run').length;
   const whoAmI = async (client: ReturnType<typeof createKubeClient>): Promise<string | undefined> =>
-    ((await client.create<Record<string, unknown>>('/apis/authentication.k8s.io/v1/selfsubjectreviews', { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' })) as { status?: { userInfo?: { username?: string } } }).status?.userInfo?.username;
+    (
+      (await client.create<Record<string, unknown>>('/apis/authentication.k8s.io/v1/selfsubjectreviews', { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' })) as {
+        status?: { userInfo?: { username?: string } };
+      }
+    ).status?.userInfo?.username;
   const setup = (tok: string, expiry: Date): void => {
     writeFileSync(join(dir, 'token'), tok);
     writeFileSync(join(dir, 'expiry'), expiry.toISOString());
@@ -134,7 +166,7 @@ void describe('exec credential plugin against the real apiserver', () => {
     rmSync(join(dir, 'fail'), { force: true });
   };
 
-  void test('v1: the apiserver sees the plugin\'s identity; the token is cached until it expires', async () => {
+  void test("v1: the apiserver sees the plugin's identity; the token is cached until it expires", async () => {
     setup(token, new Date(Date.now() + 3600_000));
     const client = createKubeClient(loadKubeConnection({ kubeconfig: kubeconfig(V1, { interactiveMode: 'Never' }) }));
     assert.equal(await whoAmI(client), `system:serviceaccount:${ns}:laptop`);

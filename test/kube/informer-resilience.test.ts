@@ -72,14 +72,22 @@ function tracker(inf: Informer<KubeObject>): { log: string[]; adds: Map<string, 
 
 /** The informer's store equals what the apiserver has: same keys, same resourceVersions. */
 async function assertMatchesServer(cp: ControlPlane, inf: Informer<KubeObject>, ns: string): Promise<void> {
-  const want = async (): Promise<string[]> =>
-    (await cp.client.list<KubeObject>(cmPath(ns))).items.map((o) => `${objectKey(o)}@${o.metadata?.resourceVersion}`).sort();
-  const have = (): string[] => inf.list().map((o) => `${objectKey(o)}@${o.metadata?.resourceVersion}`).sort();
+  const want = async (): Promise<string[]> => (await cp.client.list<KubeObject>(cmPath(ns))).items.map((o) => `${objectKey(o)}@${o.metadata?.resourceVersion}`).sort();
+  const have = (): string[] =>
+    inf
+      .list()
+      .map((o) => `${objectKey(o)}@${o.metadata?.resourceVersion}`)
+      .sort();
   let server: string[] = [];
-  await waitFor('informer store to match the apiserver', async () => {
-    server = await want();
-    return JSON.stringify(server) === JSON.stringify(have());
-  }, 20_000, () => `server ${server.join(' ')} | informer ${have().join(' ')}`);
+  await waitFor(
+    'informer store to match the apiserver',
+    async () => {
+      server = await want();
+      return JSON.stringify(server) === JSON.stringify(have());
+    },
+    20_000,
+    () => `server ${server.join(' ')} | informer ${have().join(' ')}`,
+  );
 }
 
 void describe('informer resilience (private control plane, --watch-cache=false)', () => {
@@ -112,7 +120,10 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     await cp.client.patch(cmPath(ns, 'a'), { data: { v: '2' } }, 'merge');
     await assertMatchesServer(cp, inf, ns);
     assert.deepEqual([...adds.values()], [1, 1, 1, 1], `one add per object: ${log.join(' ')}`);
-    assert.deepEqual(log.filter((l) => !l.startsWith('add:')), ['delete:b', 'update:a']);
+    assert.deepEqual(
+      log.filter((l) => !l.startsWith('add:')),
+      ['delete:b', 'update:a'],
+    );
   });
 
   void test('etcd compaction while disconnected: 410 Gone, relist, and only the real differences are emitted', async (t) => {
@@ -143,7 +154,10 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     assert.ok(messages().includes('watch expired (410 Gone); relisting'), `410 path taken: ${messages().join(' | ')}`);
     assert.ok((client.requestCount()['list'] ?? 0) > listsBefore, 'relisted');
     assert.deepEqual(log.slice(logBefore).sort(), ['add:appeared', 'delete:vanish', 'update:change']);
-    assert.ok([...adds.values()].every((n) => n === 1), `no duplicate adds: ${log.join(' ')}`);
+    assert.ok(
+      [...adds.values()].every((n) => n === 1),
+      `no duplicate adds: ${log.join(' ')}`,
+    );
   });
 
   void test('the watchdog restarts a watch that went silent', async (t) => {
@@ -162,7 +176,12 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     await waitFor('the watchdog to fire', () => messages().includes('watch silent too long (watchdog); restarting it'), 10_000);
     assert.equal(log.length, 0, `nothing can arrive through the black hole: ${log.join(' ')}`);
     proxy.setMode('pass');
-    await waitFor('the object created during the silence', () => log.includes('add:during-silence'), 15_000, () => messages().join(' | '));
+    await waitFor(
+      'the object created during the silence',
+      () => log.includes('add:during-silence'),
+      15_000,
+      () => messages().join(' | '),
+    );
     assert.ok((client.requestCount()['watch'] ?? 0) >= 2, 'a new watch was opened');
     assert.equal(client.requestCount()['list'], 1, 'restarting a silent watch needs no relist');
   });
@@ -208,7 +227,12 @@ void describe('informer resilience (private control plane, --watch-cache=false)'
     await cp.client.create(cmPath(ns), cm('during-silence'));
     await waitFor('the watchdog to fire', () => messages().includes('watch silent too long (watchdog); restarting it'), 10_000);
     proxy.setMode('pass');
-    await waitFor('the object created during the silence', () => log.includes('add:during-silence'), 20_000, () => messages().join(' | '));
+    await waitFor(
+      'the object created during the silence',
+      () => log.includes('add:during-silence'),
+      20_000,
+      () => messages().join(' | '),
+    );
   });
 
   for (const listFrom of ['cache', 'quorum'] as const) {

@@ -14,10 +14,7 @@ void describe('diffStore (relist)', () => {
       ['a/gone', obj('gone', '1')],
     ]);
     const { changes, next } = diffStore(store, [obj('keep', '1'), obj('changed', '5'), obj('new', '6')]);
-    assert.deepEqual(
-      changes.map((c) => `${c.type}:${c.obj.metadata?.name}`).sort(),
-      ['add:new', 'delete:gone', 'update:changed'],
-    );
+    assert.deepEqual(changes.map((c) => `${c.type}:${c.obj.metadata?.name}`).sort(), ['add:new', 'delete:gone', 'update:changed']);
     assert.deepEqual([...next.keys()].sort(), ['a/changed', 'a/keep', 'a/new']);
   });
 
@@ -26,7 +23,10 @@ void describe('diffStore (relist)', () => {
     fc.assert(
       fc.property(fc.uniqueArray(item, { selector: (i) => i.name }), fc.uniqueArray(item, { selector: (i) => i.name }), (before, after) => {
         const store = new Map(before.map((i) => [`a/${i.name}`, obj(i.name, i.rv)]));
-        const { changes } = diffStore(store, after.map((i) => obj(i.name, i.rv)));
+        const { changes } = diffStore(
+          store,
+          after.map((i) => obj(i.name, i.rv)),
+        );
         const replay = new Map(store);
         const keys = new Set<string>();
         for (const c of changes) {
@@ -37,10 +37,7 @@ void describe('diffStore (relist)', () => {
           if (c.type === 'delete') replay.delete(key);
           else replay.set(key, c.obj);
         }
-        assert.deepEqual(
-          [...replay.values()].map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).sort(),
-          after.map((i) => `${i.name}@${i.rv}`).sort(),
-        );
+        assert.deepEqual([...replay.values()].map((o) => `${o.metadata?.name}@${o.metadata?.resourceVersion}`).sort(), after.map((i) => `${i.name}@${i.rv}`).sort());
       }),
     );
   });
@@ -61,9 +58,18 @@ void describe('applyEvent (watch)', () => {
     assert.equal(del?.type === 'delete' ? del.stored : undefined, second);
     // A relist keeps the objects whose resourceVersion did not move.
     const kept = obj('k', '1');
-    const { next, changes } = diffStore(new Map([['a/k', kept], ['a/g', obj('g', '1')]]), [obj('k', '1')]);
+    const { next, changes } = diffStore(
+      new Map([
+        ['a/k', kept],
+        ['a/g', obj('g', '1')],
+      ]),
+      [obj('k', '1')],
+    );
     assert.equal(next.get('a/k'), kept);
-    assert.deepEqual(changes.map((c) => (c.type === 'delete' ? c.stored.metadata?.name : c.type)), ['g']);
+    assert.deepEqual(
+      changes.map((c) => (c.type === 'delete' ? c.stored.metadata?.name : c.type)),
+      ['g'],
+    );
   });
 
   void test('ADDED for a known key is an update, identical is nothing, DELETED of unknown is nothing', () => {
@@ -92,11 +98,26 @@ void describe('jitter', () => {
 
 void describe('fullJitter (retries after a failure)', () => {
   void test('an integer in [0, window]: the ends of the window are reached, nothing outside it', () => {
-    assert.equal(fullJitter(1000, () => 0), 0);
-    assert.equal(fullJitter(1000, () => 0.9999999), 1000);
-    assert.equal(fullJitter(1000, () => 0.5), 500);
-    assert.equal(fullJitter(0, () => 0.7), 0);
-    assert.equal(fullJitter(-5, () => 0.7), 0);
+    assert.equal(
+      fullJitter(1000, () => 0),
+      0,
+    );
+    assert.equal(
+      fullJitter(1000, () => 0.9999999),
+      1000,
+    );
+    assert.equal(
+      fullJitter(1000, () => 0.5),
+      500,
+    );
+    assert.equal(
+      fullJitter(0, () => 0.7),
+      0,
+    );
+    assert.equal(
+      fullJitter(-5, () => 0.7),
+      0,
+    );
     fc.assert(
       fc.property(fc.integer({ min: 0, max: 1_000_000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (w, r) => {
         const d = fullJitter(w, () => r);
@@ -113,7 +134,10 @@ void describe('fullJitter (retries after a failure)', () => {
       for (const r of draws) q[Math.min(3, Math.floor(f(r) / 250))]!++;
       return q;
     };
-    assert.deepEqual(perQuarter((r) => fullJitter(999, () => r)), [250, 250, 250, 250]);
+    assert.deepEqual(
+      perQuarter((r) => fullJitter(999, () => r)),
+      [250, 250, 250, 250],
+    );
     const half = perQuarter((r) => jitter(1000, () => r));
     assert.deepEqual(half.slice(0, 2), [0, 0]);
     assert.equal(half[2]! + half[3]!, 1000);
@@ -146,12 +170,30 @@ void describe('list resourceVersion (client-go reflector rules)', () => {
 
 void describe('relist delay after 410', () => {
   void test('first: uniform in [0, jitter); repeated: [w/2, w], w doubling up to max(max, jitter)', () => {
-    assert.equal(relistDelay(0, 5000, 30_000, () => 0), 0);
-    assert.equal(relistDelay(0, 5000, 30_000, () => 0.999), 4995);
-    assert.equal(relistDelay(1, 5000, 30_000, () => 0), 5000);
-    assert.equal(relistDelay(1, 5000, 30_000, () => 1), 10_000);
-    assert.equal(relistDelay(3, 5000, 30_000, () => 1), 30_000);
-    assert.equal(relistDelay(10, 5000, 30_000, () => 1), 30_000);
+    assert.equal(
+      relistDelay(0, 5000, 30_000, () => 0),
+      0,
+    );
+    assert.equal(
+      relistDelay(0, 5000, 30_000, () => 0.999),
+      4995,
+    );
+    assert.equal(
+      relistDelay(1, 5000, 30_000, () => 0),
+      5000,
+    );
+    assert.equal(
+      relistDelay(1, 5000, 30_000, () => 1),
+      10_000,
+    );
+    assert.equal(
+      relistDelay(3, 5000, 30_000, () => 1),
+      30_000,
+    );
+    assert.equal(
+      relistDelay(10, 5000, 30_000, () => 1),
+      30_000,
+    );
     fc.assert(
       fc.property(fc.nat(20), fc.integer({ min: 0, max: 60_000 }), fc.integer({ min: 0, max: 60_000 }), fc.double({ min: 0, max: 0.9999, noNaN: true }), (streak, jit, max, r) => {
         const d = relistDelay(streak, jit, max, () => r);

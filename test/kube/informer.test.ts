@@ -53,7 +53,10 @@ void describe('informer on a real apiserver', () => {
     assert.equal(inf.hasSynced(), false);
     await inf.synced;
     assert.equal(inf.hasSynced(), true);
-    assert.deepEqual(inf.list().map((o) => o.metadata?.name), ['pre-match']);
+    assert.deepEqual(
+      inf.list().map((o) => o.metadata?.name),
+      ['pre-match'],
+    );
 
     await cp.client.create(cmPath(ns), cm('new-match', { app: 'x' }));
     await cp.client.create(cmPath(ns), cm('new-other', { app: 'y' }));
@@ -62,9 +65,17 @@ void describe('informer on a real apiserver', () => {
     await cp.client.patch(cmPath(ns, 'new-match'), { metadata: { labels: { app: 'y' } } }, 'merge');
     await cp.client.patch(cmPath(ns, 'pre-other'), { metadata: { labels: { app: 'x' } } }, 'merge');
     await cp.client.delete(cmPath(ns, 'pre-match'));
-    await waitFor('the informer to see all changes', () => rec.log.length >= 6, 15_000, () => rec.log.join(' '));
+    await waitFor(
+      'the informer to see all changes',
+      () => rec.log.length >= 6,
+      15_000,
+      () => rec.log.join(' '),
+    );
     assert.deepEqual(rec.log, ['add:pre-match', 'add:new-match', 'update:pre-match', 'delete:new-match', 'add:pre-other', 'delete:pre-match']);
-    assert.deepEqual(inf.list().map((o) => o.metadata?.name), ['pre-other']);
+    assert.deepEqual(
+      inf.list().map((o) => o.metadata?.name),
+      ['pre-other'],
+    );
     assert.equal(inf.get(`${ns}/pre-other`)?.metadata?.labels?.['app'], 'x');
   });
 
@@ -80,7 +91,12 @@ void describe('informer on a real apiserver', () => {
     assert.deepEqual(rec.log, ['add:field-a']);
     await cp.client.patch(cmPath(ns, 'field-b'), { data: { x: '1' } }, 'merge');
     await cp.client.patch(cmPath(ns, 'field-a'), { data: { x: '1' } }, 'merge');
-    await waitFor('update of field-a', () => rec.log.length >= 2, 15_000, () => rec.log.join(' '));
+    await waitFor(
+      'update of field-a',
+      () => rec.log.length >= 2,
+      15_000,
+      () => rec.log.join(' '),
+    );
     assert.deepEqual(rec.log, ['add:field-a', 'update:field-a']);
   });
 
@@ -100,7 +116,12 @@ void describe('informer on a real apiserver', () => {
     await inf.synced;
     await cp.client.create(cmPath(ns), cm('t1', { throw: 'yes' }));
     await cp.client.create(cmPath(ns), cm('t2', { throw: 'yes' }));
-    await waitFor('both adds', () => rec.log.length >= 2, 15_000, () => rec.log.join(' '));
+    await waitFor(
+      'both adds',
+      () => rec.log.length >= 2,
+      15_000,
+      () => rec.log.join(' '),
+    );
     assert.equal(thrown, 2);
     assert.deepEqual(rec.log, ['add:t1', 'add:t2']);
   });
@@ -131,12 +152,20 @@ void describe('informer on a real apiserver', () => {
     await cp.client.patch(cmPath(ns, 'tr-listed'), { data: { keep: 'e' } }, 'merge');
     await cp.client.create(cmPath(ns), cm('tr-bad', { tr: 'yes' }, { keep: 'f', drop: 'g' }));
     await cp.client.delete(cmPath(ns, 'tr-watched'));
-    await waitFor('all changes', () => seen.length >= 5, 15_000, () => seen.map((o) => o.metadata?.name).join(' '));
+    await waitFor(
+      'all changes',
+      () => seen.length >= 5,
+      15_000,
+      () => seen.map((o) => o.metadata?.name).join(' '),
+    );
     assert.deepEqual(
       seen.map((o) => `${o.metadata?.name}:${JSON.stringify(o.data)}:${o.metadata?.managedFields === undefined ? 'slim' : 'full'}`),
       ['tr-listed:{"keep":"a"}:slim', 'tr-watched:{"keep":"c"}:slim', 'tr-listed:{"keep":"e"}:slim', 'tr-bad:{"drop":"g","keep":"f"}:full', 'tr-watched:{"keep":"c"}:slim'],
     );
-    assert.deepEqual(olds.map((o) => o.data), [{ keep: 'a' }]);
+    assert.deepEqual(
+      olds.map((o) => o.data),
+      [{ keep: 'a' }],
+    );
     assert.equal(inf.get(`${ns}/tr-bad`)?.data?.['drop'], 'g');
     assert.equal(errors.length, 1);
     assert.match(errors[0] ?? '', /informer transform threw/);

@@ -38,9 +38,9 @@ const endpointGone: NodeState = {
 const renamed: NodeState = { ...SAMPLE, networks: SAMPLE.networks.map((n) => ({ ...n, interface: 'mpxhrenamed' })) };
 
 void describe('node agent nftables table: golden files per rule shape', () => {
-  void test('a fresh node: NodePorts, the node\'s cluster-IP access, IPv6, affinity, no endpoints', () => golden('sample.nft', fullText(nft(SAMPLE))));
+  void test("a fresh node: NodePorts, the node's cluster-IP access, IPv6, affinity, no endpoints", () => golden('sample.nft', fullText(nft(SAMPLE))));
   void test('every LoadBalancer shape', () => golden('load-balancer.nft', fullText(nft(LB_SAMPLE))));
-  void test('partial: one endpoint leaves (only the chains that name it), and the node\'s interface renamed (only the forward chain)', () => {
+  void test("partial: one endpoint leaves (only the chains that name it), and the node's interface renamed (only the forward chain)", () => {
     const gone = partialText(nft(endpointGone), nft(SAMPLE));
     golden('sample-endpoint-removed.nft', gone.text);
     assert.doesNotMatch(gone.text, /element|filter-forward|nat-postrouting/, gone.text);
@@ -61,7 +61,10 @@ void describe('node agent nftables table: golden files per rule shape', () => {
     assert.doesNotMatch(chainOf(local.chain), /mark/);
     const dropped = [...t.targets.values()].find((x) => x.key === '192.168.101.242 . tcp . 80');
     assert.deepEqual(dropped?.rules, []);
-    assert.deepEqual(dropped?.elements.map((e) => e.set), ['frontends-v4', 'drop-v4']);
+    assert.deepEqual(
+      dropped?.elements.map((e) => e.set),
+      ['frontends-v4', 'drop-v4'],
+    );
   });
 });
 
@@ -76,7 +79,13 @@ void describe('node agent nftables table: the real nft loads every text', () => 
     }
   });
   void test('partial texts apply on top of the state they follow, and the table then equals the full text of the new state', async () => {
-    for (const [from, to] of [[SAMPLE, endpointGone], [endpointGone, SAMPLE], [SAMPLE, renamed], [SAMPLE, LB_SAMPLE], [LB_SAMPLE, SAMPLE]] as const) {
+    for (const [from, to] of [
+      [SAMPLE, endpointGone],
+      [endpointGone, SAMPLE],
+      [SAMPLE, renamed],
+      [SAMPLE, LB_SAMPLE],
+      [LB_SAMPLE, SAMPLE],
+    ] as const) {
       await load(fullText(nft(from)));
       await load(partialText(nft(to), nft(from)).text);
       assert.equal(compareTable(nft(to), await listing()), undefined);
@@ -85,7 +94,7 @@ void describe('node agent nftables table: the real nft loads every text', () => 
       assert.deepEqual(normalise(afterPartial), normalise(await listing()), 'partial and full give the same table');
     }
   });
-  void test('the node agent\'s start-up probe table passes nft -c and changes nothing', async () => {
+  void test("the node agent's start-up probe table passes nft -c and changes nothing", async () => {
     const exec = createExec(pod().ns);
     const before = await listing();
     assert.equal(await probeNftables(exec, nodeProbeText()), undefined);

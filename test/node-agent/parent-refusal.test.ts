@@ -24,16 +24,17 @@ void describe('node agent: parents that carry the node itself are refused', () =
     topo = await createTopology();
     node = await topo.addNode('n1');
     await topo.run(node, ['ip', '-batch', '-'], {
-      input: [
-        'link add cni0 type bridge',
-        `addr add ${INTERNAL_IP}/24 dev cni0`,
-        'link set cni0 up',
-        'link add uplink type veth peer name uppeer',
-        'link set uplink up',
-        'link set uppeer up',
-        'addr add 10.250.0.11/24 dev uplink',
-        'route add default via 10.250.0.1 dev uplink',
-      ].join('\n') + '\n',
+      input:
+        [
+          'link add cni0 type bridge',
+          `addr add ${INTERNAL_IP}/24 dev cni0`,
+          'link set cni0 up',
+          'link add uplink type veth peer name uppeer',
+          'link set uplink up',
+          'link set uppeer up',
+          'addr add 10.250.0.11/24 dev uplink',
+          'route add default via 10.250.0.1 dev uplink',
+        ].join('\n') + '\n',
     });
   });
   after(async () => {

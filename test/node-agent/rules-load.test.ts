@@ -24,7 +24,10 @@ void describe('node agent rules: the real iptables loads every golden shape', ()
   });
   after(async () => topo?.teardown());
 
-  for (const [name, state] of [['SAMPLE', SAMPLE], ['LB_SAMPLE', LB_SAMPLE]] as const satisfies readonly (readonly [string, NodeState])[]) {
+  for (const [name, state] of [
+    ['SAMPLE', SAMPLE],
+    ['LB_SAMPLE', LB_SAMPLE],
+  ] as const satisfies readonly (readonly [string, NodeState])[]) {
     void test(`${name}: both families load, twice, and every chain is there`, async () => {
       const r = renderNode(state).iptables;
       assert.ok(r !== undefined, 'an iptables render carries its rulesets');

@@ -37,7 +37,10 @@ for (const rules of ['iptables', 'nftables'] as const)
       const b = await topo.addPod('b', { node: node2 });
       pods = { a, b, client: await topo.addPod('client'), outsider: await topo.addPod('outsider') };
       for (const p of [a, b]) await startBackend(topo, p, { httpPort: HTTP, udpPort: UDP });
-      for (const [name, node] of [['n1', node1], ['n2', node2]] as const) {
+      for (const [name, node] of [
+        ['n1', node1],
+        ['n2', node2],
+      ] as const) {
         const want = hostInterfaceFor(NET, { servable: true, plugin: 'macvlan', parent: node.parent, mode: 'bridge' }, [
           { family: 4, address: NODES[name].ipv4, prefix: 24 },
           { family: 6, address: NODES[name].ipv6, prefix: 64 },
@@ -67,7 +70,9 @@ for (const rules of ['iptables', 'nftables'] as const)
     async function kernelProbe(row: NodeRow, dst: string, src: string): Promise<string> {
       const from = row.from === 'node' ? sides[row.node].node : row.from === 'client' ? pods.client : pods.outsider;
       const ask = (count: number, timeoutMs: number): Promise<Reply[]> =>
-        row.protocol === 'tcp' ? httpRequests(topo, from, `http://${dst.includes(':') ? `[${dst}]` : dst}:${row.port}/`, count, timeoutMs) : udpRequests(topo, from, dst, row.port, count, { timeoutMs, socketEach: true });
+        row.protocol === 'tcp'
+          ? httpRequests(topo, from, `http://${dst.includes(':') ? `[${dst}]` : dst}:${row.port}/`, count, timeoutMs)
+          : udpRequests(topo, from, dst, row.port, count, { timeoutMs, socketEach: true });
       const first = await ask(2, 1000);
       if (first.every((r) => r.error === 'ECONNREFUSED')) return 'refused';
       if (first.every((r) => r.error !== undefined && r.error !== 'ECONNREFUSED')) return 'unanswered';

@@ -54,8 +54,7 @@ export async function waitFor<T>(what: string, timeoutMs: number, f: () => Promi
   }
 }
 
-const ready = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean =>
-  p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+const ready = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 /** Counts of arrivals from `source` per backend since `before` (line counts per pod). */
 async function newArrivals(node: RealNode, ns: string, names: string[], before: Record<string, number>): Promise<{ by: Record<string, { from: string }[]> }> {

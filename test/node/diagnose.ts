@@ -66,7 +66,10 @@ export async function runDiagnoseOnNode(node: RealNode, log: (m: string) => void
   log(`blog slice before: ${before.join(' ')}`);
   const service = await run<ServiceReport>(node, readme(`service ${NS}/${SERVICE}`));
   const client = await run<PodReport>(node, readme(`pod ${CLIENT} -n ${NS}`));
-  const exec = await node.kubectlResult(['-n', INSTALL_NAMESPACE, 'exec', 'deploy/multus-proxy-controller', '--', 'node', '/app/dist/controller.js', 'diagnose', 'service', `${NS}/${SERVICE}`, '-o', 'json'], { allowFail: true });
+  const exec = await node.kubectlResult(
+    ['-n', INSTALL_NAMESPACE, 'exec', 'deploy/multus-proxy-controller', '--', 'node', '/app/dist/controller.js', 'diagnose', 'service', `${NS}/${SERVICE}`, '-o', 'json'],
+    { allowFail: true },
+  );
   const inCluster = parsed<ServiceReport>(exec.code, exec.stdout, exec.stderr);
   log(`healthy: service exit ${service.code}, client exit ${client.code}, in-cluster exit ${inCluster.code}`);
 

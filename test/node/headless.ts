@@ -74,7 +74,12 @@ async function dig(node: RealNode, args: string[]): Promise<string[]> {
 export async function runHeadless(node: RealNode, opts: HeadlessOptions = {}): Promise<HeadlessObservations> {
   await createNamespace(node, NS, false);
   await node.apply(blogFile('net-attach.yml'), NS);
-  await node.apply(objects(opts).map((o) => dump(o)).join('---\n'), NS);
+  await node.apply(
+    objects(opts)
+      .map((o) => dump(o))
+      .join('---\n'),
+    NS,
+  );
   await node.wait('statefulset/web', 'jsonpath={.status.readyReplicas}=2', { namespace: NS, timeoutMs: 180_000 });
   await node.wait('pod/dig', 'condition=Ready', { namespace: NS, timeoutMs: 120_000 });
   const net1: Record<string, string> = {};

@@ -30,11 +30,14 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
   /** helm with its caches and registry login inside the node's directory, never the user's. */
   let helm: (args: string) => Promise<string>;
 
-  before(async () => {
-    node = await startNode({ log });
-    const home = join(node.dir, 'helm');
-    helm = (args) => node.sh(`HELM_CACHE_HOME=${home}/cache HELM_CONFIG_HOME=${home}/config HELM_DATA_HOME=${home}/data helm ${args}`, { timeoutMs: 600_000 });
-  }, { timeout: 900_000 });
+  before(
+    async () => {
+      node = await startNode({ log });
+      const home = join(node.dir, 'helm');
+      helm = (args) => node.sh(`HELM_CACHE_HOME=${home}/cache HELM_CONFIG_HOME=${home}/config HELM_DATA_HOME=${home}/data helm ${args}`, { timeoutMs: 600_000 });
+    },
+    { timeout: 900_000 },
+  );
   after(async () => {
     const left = await node?.stop();
     assert.deepEqual(left, [], 'nothing left on the host after the node stopped');
@@ -70,7 +73,14 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     assert.deepEqual(o.sliceAddresses, Object.values(o.backends).sort());
     // The admin gives the node its address and parent on the blog's network: the agent programs the
     // host (an interface holding the address, its chains), which the uninstall hook must remove.
-    await node.kubectl(['annotate', 'node', NODE.name, '--overwrite', `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`, `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`]);
+    await node.kubectl([
+      'annotate',
+      'node',
+      NODE.name,
+      '--overwrite',
+      `${NODE_ADDRESSES_ANNOTATION}=default/macvlan1=${NODE_ADDRESS}/24`,
+      `${NODE_PARENTS_ANNOTATION}=default/macvlan1=${NODE.parent}`,
+    ]);
     // Chains of either back end: iptables' MPXN lines, or our nftables table's lines.
     const hostState = `(${NODE_AGENT_RULES_SH}) | grep -c . || true; ip -o link | grep -c -e mpxh -e mpxb || true; ip route show table all proto 242 | wc -l`;
     const programmed = await until('the node agent programs the host', 60_000, async () => {
@@ -94,16 +104,24 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     const seconds = (Date.now() - trafficStart) / 1000;
     // Pods of the release that are not on their way out (rollout status returns while the old
     // ones still terminate).
-    const live = (JSON.parse(await node.kubectl(['get', 'pods', '-n', INSTALL_NAMESPACE, '-o', 'json'])) as { items: { metadata: { name: string; deletionTimestamp?: string }; spec: { containers: { image: string }[] } }[] }).items.filter(
-      (p) => p.metadata.deletionTimestamp === undefined && /^multus-proxy-(controller|webhook)-/.test(p.metadata.name),
-    );
+    const live = (
+      JSON.parse(await node.kubectl(['get', 'pods', '-n', INSTALL_NAMESPACE, '-o', 'json'])) as {
+        items: { metadata: { name: string; deletionTimestamp?: string }; spec: { containers: { image: string }[] } }[];
+      }
+    ).items.filter((p) => p.metadata.deletionTimestamp === undefined && /^multus-proxy-(controller|webhook)-/.test(p.metadata.name));
     const images = live.map((p) => p.spec.containers[0]?.image ?? '').join(' ');
-    log(`helm upgrade to ${NEW_TAG} (--wait) in ${upgradeMs} ms; ${curls.length} requests in ${seconds.toFixed(1)} s (${(curls.length / seconds).toFixed(1)}/s), ${curls.filter((c) => c !== 'ok').length} failed`);
+    log(
+      `helm upgrade to ${NEW_TAG} (--wait) in ${upgradeMs} ms; ${curls.length} requests in ${seconds.toFixed(1)} s (${(curls.length / seconds).toFixed(1)}/s), ${curls.filter((c) => c !== 'ok').length} failed`,
+    );
     assert.equal(live.length, 4, `2 controller and 2 webhook pods: ${live.map((p) => p.metadata.name).join(', ')}`);
     for (const i of images.split(' ')) assert.equal(i, `multus-proxy:${NEW_TAG}`, `every pod runs the new tag: ${images}`);
     // Paced at 10 req/s; a loaded 2-core node runs the pacer late, so the check is that load kept flowing (half the pace), not the rate.
     assert.ok(curls.length / seconds >= 5, `at least 5 of the paced 10 req/s: ${curls.length} in ${seconds.toFixed(1)} s`);
-    assert.deepEqual(curls.filter((c) => c !== 'ok'), [], 'no request lost during the upgrade');
+    assert.deepEqual(
+      curls.filter((c) => c !== 'ok'),
+      [],
+      'no request lost during the upgrade',
+    );
 
     await cleanupBlog(node);
     t0 = Date.now();
@@ -111,11 +129,7 @@ void describe('helm chart on the real node', { concurrency: 1 }, () => {
     log(`helm uninstall (pre-delete cleanup hook, --wait) in ${Date.now() - t0} ms: ${out.trim()}`);
     // Helm never deletes the namespace that --create-namespace made (docs/install.md says so); in
     // it only what Kubernetes puts into every namespace remains.
-    assert.deepEqual(await projectLeftovers(node), [
-      `configmaps ${INSTALL_NAMESPACE}/kube-root-ca.crt`,
-      `namespaces ${INSTALL_NAMESPACE}`,
-      `serviceaccounts ${INSTALL_NAMESPACE}/default`,
-    ]);
+    assert.deepEqual(await projectLeftovers(node), [`configmaps ${INSTALL_NAMESPACE}/kube-root-ca.crt`, `namespaces ${INSTALL_NAMESPACE}`, `serviceaccounts ${INSTALL_NAMESPACE}/default`]);
     await node.kubectl(['delete', 'namespace', INSTALL_NAMESPACE, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
     assert.deepEqual(await projectLeftovers(node), [], 'nothing of the project left in the cluster');
     const host = await node.sh(hostState);

@@ -25,9 +25,7 @@ export function uninstallCommands(install: 'bootstrap' | 'default' | { deleteIns
   const lines = block.split('\n').map((l) => l.trim());
   const bootstrap = lines.find((l) => /^#\s+kustomize build deploy\/overlays\/bootstrap \| kubectl delete/.test(l))?.replace(/^#\s+/, '');
   if (!bootstrap) throw new Error('docs/operate.md: no bootstrap alternative in the Uninstall block');
-  return lines
-    .filter((l) => l !== '' && !l.startsWith('#'))
-    .map((l) => (/ -k deploy\/?$/.test(l) && install !== 'default' ? (install === 'bootstrap' ? bootstrap : install.deleteInstall) : l));
+  return lines.filter((l) => l !== '' && !l.startsWith('#')).map((l) => (/ -k deploy\/?$/.test(l) && install !== 'default' ? (install === 'bootstrap' ? bootstrap : install.deleteInstall) : l));
 }
 
 export async function waitInstalled(node: RealNode, opts: { certsJob: boolean }): Promise<void> {

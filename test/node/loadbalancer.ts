@@ -39,7 +39,6 @@ export function lbService(name: string, o: { policy: 'Cluster' | 'Local'; select
   };
 }
 
-
 export interface LoadBalancerObservations {
   metallb: MetalLBInstall;
   agentInterface: string;
@@ -55,7 +54,6 @@ export interface LoadBalancerObservations {
   /** MetalLB's announcements: Local with backends, Local whose selector matches no pod. */
   announced: { local: string[]; nobody: string[] };
 }
-
 
 const okCount = (c: string[]): string => `${c.filter((x) => x === 'ok').length}/${c.length} ok`;
 
@@ -102,7 +100,9 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
 
     const c = await burstArrivals(node, NS, names, () => probe.curls(url(vips.cluster), n, { expect }));
     const cluster = { ...c, chiSquare: chiSquareUniform(names.map((p) => c.answeredBy[p] ?? 0)) };
-    log(`Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}`);
+    log(
+      `Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}`,
+    );
 
     await until('a first answer through the Local address', 60_000, async () => ((await probe.curls(url(vips.local), 1, { expect }))[0] === 'ok' ? true : undefined));
     const local = await burstArrivals(node, NS, names, () => probe.curls(url(vips.local), 30, { expect }));

@@ -126,7 +126,9 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await until('a first answer through the IPv6 Cluster address', 60_000, async () => ((await probe.curls(url(vips.cluster), 1, { expect }))[0] === 'ok' ? true : undefined));
     const c = await burstArrivals(node, LB6_NS, names, () => probe.curls(url(vips.cluster), n, { expect }));
     const cluster = { ...c, chiSquare: chiSquareUniform(names.map((p) => c.answeredBy[p] ?? 0)) };
-    log(`IPv6 Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}; NDP for ${vips.cluster} answered by ${ndpMac} (ens4 ${hostMac(NODE.parent)})`);
+    log(
+      `IPv6 Cluster: ${okCount(cluster.curls)}, by ${JSON.stringify(cluster.answeredBy)} (chi-square ${cluster.chiSquare.statistic.toFixed(2)} <= ${cluster.chiSquare.critical}?), sources ${cluster.sources.join(', ')}; NDP for ${vips.cluster} answered by ${ndpMac} (ens4 ${hostMac(NODE.parent)})`,
+    );
 
     await until('a first answer through the IPv6 Local address', 60_000, async () => ((await probe.curls(url(vips.local), 1, { expect }))[0] === 'ok' ? true : undefined));
     const local = await burstArrivals(node, LB6_NS, names, () => probe.curls(url(vips.local), 30, { expect }));
@@ -149,7 +151,9 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
   } catch (e) {
     const agentLog = await node.kubectlResult(['logs', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '--tail=20'], { allowFail: true });
     const speakerLog = await node.kubectlResult(['logs', '-n', METALLB_NAMESPACE, '-l', 'component=speaker', '--tail=10'], { allowFail: true });
-    log(`failed (${(e as Error).message}); agent log:\n${agentLog.stdout}${agentLog.stderr}\nspeaker log:\n${speakerLog.stdout}${speakerLog.stderr}\nhost IPv6 routes:\n${await host(['ip', '-6', 'route']).catch(() => '')}`);
+    log(
+      `failed (${(e as Error).message}); agent log:\n${agentLog.stdout}${agentLog.stderr}\nspeaker log:\n${speakerLog.stdout}${speakerLog.stderr}\nhost IPv6 routes:\n${await host(['ip', '-6', 'route']).catch(() => '')}`,
+    );
     throw e;
   } finally {
     await probe.remove();
@@ -159,7 +163,9 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await node.kubectlResult(['delete', '--ignore-not-found', '-f', '-'], { input: pool.yaml, allowFail: true });
     await uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`));
     await uninstallAgent(node, log);
-    await node.kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 }).catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
+    await node
+      .kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
+      .catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
   }
 }
 
@@ -171,11 +177,17 @@ export function checkLoadBalancerV6(o: LoadBalancerV6Observations): void {
   for (const [k, vip] of Object.entries(o.vips)) {
     const at = (ip: string): bigint => ipToBigInt(ip, 6);
     assert.ok(vip.includes(':') && at(vip) >= at(o.pool.first) && at(vip) <= at(o.pool.last), `${k}: ${vip} is from the IPv6 pool ${o.pool.first}-${o.pool.last}`);
-    assert.ok(o.clusterIPs[k as keyof typeof o.vips].every((ip) => ip.includes(':')), `${k}: single-stack IPv6 cluster IP ${o.clusterIPs[k as keyof typeof o.vips].join(',')}`);
+    assert.ok(
+      o.clusterIPs[k as keyof typeof o.vips].every((ip) => ip.includes(':')),
+      `${k}: single-stack IPv6 cluster IP ${o.clusterIPs[k as keyof typeof o.vips].join(',')}`,
+    );
   }
   assert.equal(o.ndpMac, o.ens4Mac, "MetalLB answers NDP for the address with ens4's MAC");
   assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the IPv6 Cluster address answered');
-  assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 100);
+  assert.equal(
+    Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0),
+    100,
+  );
   assert.ok(o.cluster.chiSquare.uniform, `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`);
   assert.deepEqual(o.cluster.sources, [V6.nodeAddress], "Cluster masquerades to the node's IPv6 address on the network");
   assert.deepEqual(o.local.curls, Array(30).fill('ok'));

@@ -74,7 +74,11 @@ export async function poolTaken(node: RealNode, pool: PoolConfig): Promise<strin
   const n = (ip: string): number => ip.split('.').reduce((a, b) => a * 256 + Number(b), 0);
   const [lo, hi] = [n(pool.first), n(pool.last)];
   const all = await pods(node, '', '');
-  return all.flatMap((p) => net1Addresses(p).filter((a) => !a.includes(':') && n(a) >= lo && n(a) <= hi).map((a) => `${p.metadata?.namespace}/${p.metadata?.name} ${a}`));
+  return all.flatMap((p) =>
+    net1Addresses(p)
+      .filter((a) => !a.includes(':') && n(a) >= lo && n(a) <= hi)
+      .map((a) => `${p.metadata?.namespace}/${p.metadata?.name} ${a}`),
+  );
 }
 
 export interface MetalLBInstall {
@@ -195,7 +199,9 @@ export async function runMetalLB(node: RealNode, log: (m: string) => void): Prom
     install = await installMetalLB(node, log);
     await probe.create();
     assign = await metallbAssigns(node, install.pool, probe);
-    log(`MetalLB gave ${assign.vip}, announced by ${JSON.stringify(assign.announcers)}, ARP answered by ${assign.arpMac} (ens4 ${assign.ens4Mac}); after deletion ${JSON.stringify(assign.afterDelete)}`);
+    log(
+      `MetalLB gave ${assign.vip}, announced by ${JSON.stringify(assign.announcers)}, ARP answered by ${assign.arpMac} (ens4 ${assign.ens4Mac}); after deletion ${JSON.stringify(assign.afterDelete)}`,
+    );
   } finally {
     await probe.remove();
     await uninstallMetalLB(node);

@@ -207,20 +207,20 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
     const taken = (await host(['ip', '-4', 'route', 'show', 'table', 'all'])).split('\n').filter((l) => l.includes(CLIENT_SUBNET.replace(/0\/24$/, '')));
     if (taken.length > 0) throw new Error(`the client subnet ${CLIENT_SUBNET} is in use on this host: ${taken.join('; ')}`);
     await host(['ip', 'netns', 'add', CLIENT_NS]);
-    await host(['ip', '-batch', '-'], [
-      `link add ${CLIENT_LINK} link ${NODE.parentPeer} type macvlan mode bridge`,
-      `link set ${CLIENT_LINK} netns ${CLIENT_NS}`,
-      // The node reaches the client's subnet through its own interface on the segment.
-      `route add ${CLIENT_SUBNET} dev ${agentInterface}`,
-      '',
-    ].join('\n'));
-    await host(['ip', '-n', CLIENT_NS, '-batch', '-'], [
-      'link set lo up',
-      `addr add ${CLIENT_ADDRESS}/24 dev ${CLIENT_LINK}`,
-      `link set ${CLIENT_LINK} up`,
-      `route add ${NODE_ADDRESS}/32 dev ${CLIENT_LINK}`,
-      '',
-    ].join('\n'));
+    await host(
+      ['ip', '-batch', '-'],
+      [
+        `link add ${CLIENT_LINK} link ${NODE.parentPeer} type macvlan mode bridge`,
+        `link set ${CLIENT_LINK} netns ${CLIENT_NS}`,
+        // The node reaches the client's subnet through its own interface on the segment.
+        `route add ${CLIENT_SUBNET} dev ${agentInterface}`,
+        '',
+      ].join('\n'),
+    );
+    await host(
+      ['ip', '-n', CLIENT_NS, '-batch', '-'],
+      ['link set lo up', `addr add ${CLIENT_ADDRESS}/24 dev ${CLIENT_LINK}`, `link set ${CLIENT_LINK} up`, `route add ${NODE_ADDRESS}/32 dev ${CLIENT_LINK}`, ''].join('\n'),
+    );
     // The rules follow the slices within a sync; the first answer tells they are in place.
     await until('a first answer through the node port', 30_000, async () => ((await curls(`http://${NODE_ADDRESS}:${nodePorts.cluster}/`, 1))[0] === 'ok' ? true : undefined));
     cluster = await burst(node, names, `http://${NODE_ADDRESS}:${nodePorts.cluster}/`, n);
@@ -280,5 +280,7 @@ export async function uninstallAgent(node: RealNode, log: (m: string) => void): 
     log(`$ ${c}`);
     await node.sh(c, { timeoutMs: 180_000 });
   }
-  await until('the agent pods to be gone', 120_000, async () => ((await node.kubectlResult(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'], { allowFail: true })).stdout.trim() === '' ? true : undefined));
+  await until('the agent pods to be gone', 120_000, async () =>
+    (await node.kubectlResult(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'], { allowFail: true })).stdout.trim() === '' ? true : undefined,
+  );
 }

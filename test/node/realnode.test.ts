@@ -42,9 +42,12 @@ void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
   const log = (m: string): void => console.log(`# node: ${m}`);
 
-  before(async () => {
-    node = await startNode({ log });
-  }, { timeout: 900_000 });
+  before(
+    async () => {
+      node = await startNode({ log });
+    },
+    { timeout: 900_000 },
+  );
   after(async () => {
     await node?.stop();
   });
@@ -89,25 +92,29 @@ void describe('real node', { concurrency: 1 }, () => {
     await node.kubectl(['delete', 'namespace', ns, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
   });
 
-  void test('install as users do: kustomize build deploy/overlays/bootstrap | kubectl apply -f -; certs Job completes, Deployments Ready, the apiserver calls the webhook through its Service', { timeout: 600_000 }, async () => {
-    const t0 = Date.now();
-    await installBootstrap(node);
-    log(`installed (bootstrap) in ${Date.now() - t0} ms`);
-    const caBundle = await node.kubectl(['get', 'mutatingwebhookconfiguration', 'multus-proxy-webhook', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}']);
-    assert.ok(caBundle.length > 100, 'the certs Job patched the caBundle');
-    // A Service asking for a service network without the proxy label: the mutating webhook, called
-    // by the real apiserver through its Service, adds the label (server-side dry run, nothing stored).
-    const out = await node.kubectl(['create', '-n', 'default', '--dry-run=server', '-o', 'json', '-f', '-'], {
-      input: JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Service',
-        metadata: { name: 'webhook-probe', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'macvlan1' } },
-        spec: { selector: { app: 'none' }, ports: [{ port: 80 }] },
-      }),
-    });
-    const probed = JSON.parse(out) as { metadata: { labels?: Record<string, string> } };
-    assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
-  });
+  void test(
+    'install as users do: kustomize build deploy/overlays/bootstrap | kubectl apply -f -; certs Job completes, Deployments Ready, the apiserver calls the webhook through its Service',
+    { timeout: 600_000 },
+    async () => {
+      const t0 = Date.now();
+      await installBootstrap(node);
+      log(`installed (bootstrap) in ${Date.now() - t0} ms`);
+      const caBundle = await node.kubectl(['get', 'mutatingwebhookconfiguration', 'multus-proxy-webhook', '-o', 'jsonpath={.webhooks[0].clientConfig.caBundle}']);
+      assert.ok(caBundle.length > 100, 'the certs Job patched the caBundle');
+      // A Service asking for a service network without the proxy label: the mutating webhook, called
+      // by the real apiserver through its Service, adds the label (server-side dry run, nothing stored).
+      const out = await node.kubectl(['create', '-n', 'default', '--dry-run=server', '-o', 'json', '-f', '-'], {
+        input: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Service',
+          metadata: { name: 'webhook-probe', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'macvlan1' } },
+          spec: { selector: { app: 'none' }, ports: [{ port: 80 }] },
+        }),
+      });
+      const probed = JSON.parse(out) as { metadata: { labels?: Record<string, string> } };
+      assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
+    },
+  );
 
   void test('no spurious probe failure: injected pods scaled 0 → 6 → 0 twice with both cores busy, 0 Unhealthy Events from the sidecars', { timeout: 900_000 }, async () => {
     let r: ProbeCycleRecord;
@@ -117,7 +124,10 @@ void describe('real node', { concurrency: 1 }, () => {
       await tearDownProbeCycle(node);
     }
     const ms = (pick: (s: SidecarStart) => number | undefined): string => {
-      const xs = r.starts.map(pick).filter((x): x is number => x !== undefined).sort((a, b) => a - b);
+      const xs = r.starts
+        .map(pick)
+        .filter((x): x is number => x !== undefined)
+        .sort((a, b) => a - b);
       return `n ${xs.length}, p50 ${quantileSorted(xs, 0.5)}, p99 ${quantileSorted(xs, 0.99)}, max ${xs[xs.length - 1]} ms`;
     };
     log(`probe cycle in ${r.ms} ms, ${r.options.busyLoops} busy loops, load ${r.load.map((x) => x.toFixed(1)).join(' ')}`);
@@ -127,41 +137,67 @@ void describe('real node', { concurrency: 1 }, () => {
     for (const e of r.unhealthy) log(`  Unhealthy ${e.pod} ${e.container} x${e.count}: ${e.message}`);
     assert.ok(r.starts.filter((s) => s.readyMs !== undefined).length >= PROBE_CYCLE.replicas * PROBE_CYCLE.cycles, `sidecars started: ${r.starts.length}`);
     assert.deepEqual(r.launchers, { [HEALTH_LISTEN]: PROBE_CYCLE.replicas * PROBE_CYCLE.cycles }, 'every pod got the injected command under health-listen');
-    assert.deepEqual(r.unhealthy.map((e) => `${e.pod} ${e.container} x${e.count}: ${e.message}`), [], 'Unhealthy Events');
+    assert.deepEqual(
+      r.unhealthy.map((e) => `${e.pod} ${e.container} x${e.count}: ${e.message}`),
+      [],
+      'Unhealthy Events',
+    );
     // A launcher that broke the start (the port refused to Node.js) would show as restarts instead.
     const perPod = new Map<string, number>();
     for (const s of r.starts) perPod.set(s.pod, (perPod.get(s.pod) ?? 0) + 1);
-    assert.deepEqual([...perPod].filter(([, n]) => n > 1), [], 'each sidecar started once');
+    assert.deepEqual(
+      [...perPod].filter(([, n]) => n > 1),
+      [],
+      'each sidecar started once',
+    );
   });
 
   // The quick soak (test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
   let soak: SoakRecord | undefined;
-  void test("quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down", { timeout: 900_000 }, async () => {
-    const t0 = Date.now();
-    try {
-      soak = await runSoak(node, SOAK_QUICK, log);
-    } finally {
-      await tearDown(node, SOAK_QUICK, log);
-    }
-    const r = soak;
-    log(`quick soak in ${Date.now() - t0} ms`);
-    assert.deepEqual(r.errors, [], 'every churn step and sample ran');
-    for (const kind of ['scale-down', 'rollout restart', 'controller leader deleted', 'webhook pod deleted', "client's sidecar stopped"]) {
-      assert.ok(r.churn.some((e) => e.kind === kind), `the churn did a ${kind}: ${r.churn.map((e) => e.kind).join(', ')}`);
-    }
-    for (const f of r.failures) log(`  failed: ${f.path}, ${f.phase}, curl ${f.code}, ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`);
-    const preStop = r.phases.find((p) => p.preStop)?.name;
-    const sent = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
-    assert.ok(sent >= 300, `the multus-proxy loop ran in the preStop phase (${sent} requests)`);
-    const lost = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop);
-    assert.deepEqual(lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`), [], `lost with the preStop, of ${sent}`);
-    const starts = r.sidecarStarts.filter((x) => x.readyMs !== undefined).length;
-    assert.ok(starts >= 10, `sidecars started during the soak: ${starts}`);
-    const race = exitRaceEvents(r.events.filter((e) => e.reason === 'Unhealthy'), r.churn);
-    for (const e of race.excused) log(`  excused (kubelet probed ${e.pod} after the soak deleted it and it exited): ${e.message}`);
-    const unhealthy = race.counted;
-    assert.deepEqual(unhealthy.map((e) => `${e.namespace}/${e.pod} ${e.container} ×${e.count} (${e.podState ?? '?'}): ${e.message}`), [], 'Unhealthy Events');
-  });
+  void test(
+    "quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down",
+    { timeout: 900_000 },
+    async () => {
+      const t0 = Date.now();
+      try {
+        soak = await runSoak(node, SOAK_QUICK, log);
+      } finally {
+        await tearDown(node, SOAK_QUICK, log);
+      }
+      const r = soak;
+      log(`quick soak in ${Date.now() - t0} ms`);
+      assert.deepEqual(r.errors, [], 'every churn step and sample ran');
+      for (const kind of ['scale-down', 'rollout restart', 'controller leader deleted', 'webhook pod deleted', "client's sidecar stopped"]) {
+        assert.ok(
+          r.churn.some((e) => e.kind === kind),
+          `the churn did a ${kind}: ${r.churn.map((e) => e.kind).join(', ')}`,
+        );
+      }
+      for (const f of r.failures) log(`  failed: ${f.path}, ${f.phase}, curl ${f.code}, ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`);
+      const preStop = r.phases.find((p) => p.preStop)?.name;
+      const sent = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
+      assert.ok(sent >= 300, `the multus-proxy loop ran in the preStop phase (${sent} requests)`);
+      const lost = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop);
+      assert.deepEqual(
+        lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`),
+        [],
+        `lost with the preStop, of ${sent}`,
+      );
+      const starts = r.sidecarStarts.filter((x) => x.readyMs !== undefined).length;
+      assert.ok(starts >= 10, `sidecars started during the soak: ${starts}`);
+      const race = exitRaceEvents(
+        r.events.filter((e) => e.reason === 'Unhealthy'),
+        r.churn,
+      );
+      for (const e of race.excused) log(`  excused (kubelet probed ${e.pod} after the soak deleted it and it exited): ${e.message}`);
+      const unhealthy = race.counted;
+      assert.deepEqual(
+        unhealthy.map((e) => `${e.namespace}/${e.pod} ${e.container} ×${e.count} (${e.podState ?? '?'}): ${e.message}`),
+        [],
+        'Unhealthy Events',
+      );
+    },
+  );
 
   // The issue's target is p99 ≤ 50 ms; on this 2-core machine the quick soak measures 181 ms at
   // best (docs/benchmarks.md, soak), so the test asserts the regression bound it can hold (1 s)
@@ -171,79 +207,123 @@ void describe('real node', { concurrency: 1 }, () => {
     const d = soak.deletion['multus-proxy'];
     assert.deepEqual(d.missing, [], 'every deleted backend our slice listed was seen terminating');
     assert.ok(d.ms.length >= 10, `deletions measured: ${d.ms.length}`);
-    const p99 = quantileSorted([...d.ms].sort((a, b) => a - b), 0.99);
+    const p99 = quantileSorted(
+      [...d.ms].sort((a, b) => a - b),
+      0.99,
+    );
     log(`  deletion → terminating in our slice: p99 ${p99.toFixed(1)} ms over ${d.ms.length}; load average ${soak.loadAverages.map((l) => (l.load[0] ?? 0).toFixed(1)).join(' ')}`);
     const kube = [...soak.deletion['kube-proxy'].ms].sort((a, b) => a - b);
-    log(`  target p99 ≤ 50 ms: ${p99 <= 50 ? 'met' : 'not met'}; kube's endpointslice controller for the same pods: p99 ${kube.length > 0 ? quantileSorted(kube, 0.99).toFixed(1) : '?'} ms over ${kube.length}`);
+    log(
+      `  target p99 ≤ 50 ms: ${p99 <= 50 ? 'met' : 'not met'}; kube's endpointslice controller for the same pods: p99 ${kube.length > 0 ? quantileSorted(kube, 0.99).toFixed(1) : '?'} ms over ${kube.length}`,
+    );
     // The bound: 1 s, or kube's endpointslice controller's p99 for the same deletions when the
     // apiserver made that slower (both write through it; docs/decisions/0039-soak.md).
     const bound = Math.max(1000, kube.length > 0 ? quantileSorted(kube, 0.99) : 0);
     const stages = stageCells(soak.deletionStages);
     log(`  where ours went (p50 / p90 / p99 ms): ${STAGE_COLUMNS.map((c, i) => `${c}: ${stages[i] ?? ''}`).join('; ')}`);
-    assert.ok(p99 <= bound, `pod deletion → terminating p99 ${p99.toFixed(1)} ms, over the bound ${bound.toFixed(1)} ms (all: ${d.ms.map((x) => x.toFixed(0)).join(' ')}); the leader's own view: ${soak.controllerMetrics.filter((l) => l.includes('change_to_slice_write_seconds_bucket{le="0.05"}') || l.includes('change_to_slice_write_seconds_count')).join(', ')}`);
+    assert.ok(
+      p99 <= bound,
+      `pod deletion → terminating p99 ${p99.toFixed(1)} ms, over the bound ${bound.toFixed(1)} ms (all: ${d.ms.map((x) => x.toFixed(0)).join(' ')}); the leader's own view: ${soak.controllerMetrics.filter((l) => l.includes('change_to_slice_write_seconds_bucket{le="0.05"}') || l.includes('change_to_slice_write_seconds_count')).join(', ')}`,
+    );
   });
 
   let blog: BlogObservations | undefined;
-  void test('the blog scenario verbatim: whereabouts net1, the slice, the native sidecar, 20 curls by name answered by both replicas, kube-proxy ignores the Service, scale-up and deletion', { timeout: 600_000 }, async () => {
-    const t0 = Date.now();
-    const o = await runBlog(node, { step: (t) => log(t), info: (t) => log(`  ${t}`) });
-    blog = o;
-    log(`blog scenario in ${Date.now() - t0} ms`);
-    const backendAddrs = Object.values(o.backends);
-    assert.equal(backendAddrs.length, 2);
-    for (const a of [...backendAddrs, o.clientNet1]) assert.match(a, /^10\.1\.1\.\d+$/, 'whereabouts address on net1');
-    assert.deepEqual(o.sliceAddresses, [...backendAddrs].sort(), "the controller's slice lists exactly the nginx net1 addresses");
-    assert.ok(o.clientInitContainers.some((c) => c.name === SIDECAR_CONTAINER_NAME && c.restartPolicy === 'Always'), `native sidecar in ${JSON.stringify(o.clientInitContainers)}`);
-    assert.ok(o.sidecarRules.length > 0, 'the sidecar programmed nat rules');
-    assert.deepEqual(o.curls, Array(20).fill('ok'));
-    for (const [n, c] of Object.entries(o.answeredBy)) assert.ok(c > 0, `${n} answered none of 20: ${JSON.stringify(o.answeredBy)}`);
-    assert.equal(Object.values(o.answeredBy).reduce((a, b) => a + b, 0), 20, 'every request arrived from the client net1 address');
-    assert.deepEqual(o.otherSources, []);
-    assert.deepEqual(o.kubeProxyRules, [], 'kube-proxy wrote no rule for the Service');
-    // The new replica answers once Ready; how soon is B3-real's measure (bench/b3-real-node.ts), not a bound here.
-    assert.ok(o.scaled.readyToAnswerMs >= 0, `the new replica answered after Ready (${o.scaled.readyToAnswerMs} ms)`);
-    assert.equal(o.deleted.inSliceAfter, false);
-    assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
-    assert.equal(Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0), 20, 'all 20 answered by live pods');
-  });
+  void test(
+    'the blog scenario verbatim: whereabouts net1, the slice, the native sidecar, 20 curls by name answered by both replicas, kube-proxy ignores the Service, scale-up and deletion',
+    { timeout: 600_000 },
+    async () => {
+      const t0 = Date.now();
+      const o = await runBlog(node, { step: (t) => log(t), info: (t) => log(`  ${t}`) });
+      blog = o;
+      log(`blog scenario in ${Date.now() - t0} ms`);
+      const backendAddrs = Object.values(o.backends);
+      assert.equal(backendAddrs.length, 2);
+      for (const a of [...backendAddrs, o.clientNet1]) assert.match(a, /^10\.1\.1\.\d+$/, 'whereabouts address on net1');
+      assert.deepEqual(o.sliceAddresses, [...backendAddrs].sort(), "the controller's slice lists exactly the nginx net1 addresses");
+      assert.ok(
+        o.clientInitContainers.some((c) => c.name === SIDECAR_CONTAINER_NAME && c.restartPolicy === 'Always'),
+        `native sidecar in ${JSON.stringify(o.clientInitContainers)}`,
+      );
+      assert.ok(o.sidecarRules.length > 0, 'the sidecar programmed nat rules');
+      assert.deepEqual(o.curls, Array(20).fill('ok'));
+      for (const [n, c] of Object.entries(o.answeredBy)) assert.ok(c > 0, `${n} answered none of 20: ${JSON.stringify(o.answeredBy)}`);
+      assert.equal(
+        Object.values(o.answeredBy).reduce((a, b) => a + b, 0),
+        20,
+        'every request arrived from the client net1 address',
+      );
+      assert.deepEqual(o.otherSources, []);
+      assert.deepEqual(o.kubeProxyRules, [], 'kube-proxy wrote no rule for the Service');
+      // The new replica answers once Ready; how soon is B3-real's measure (bench/b3-real-node.ts), not a bound here.
+      assert.ok(o.scaled.readyToAnswerMs >= 0, `the new replica answered after Ready (${o.scaled.readyToAnswerMs} ms)`);
+      assert.equal(o.deleted.inSliceAfter, false);
+      assert.deepEqual(o.deleted.curls, Array(20).fill('ok'));
+      assert.equal(
+        Object.values(o.deleted.answeredBy).reduce((a, b) => a + b, 0),
+        20,
+        'all 20 answered by live pods',
+      );
+    },
+  );
 
-  void test("after the blog's scale-up the sidecar's trigger_to_rules_seconds has values; kube-proxy's selector lists none of our slices; a slice written as before is relabelled in place", { timeout: 120_000 }, async () => {
-    const o = await runSliceMetadata(node, (m) => log(`  ${m}`));
-    assert.ok(o.triggerCount > 0, `trigger_to_rules_seconds count ${o.triggerCount}`);
-    assert.ok(o.triggerSum / o.triggerCount >= 0 && o.triggerSum / o.triggerCount < 30, `mean ${o.triggerSum / o.triggerCount} s`);
-    // The slice's own trigger time is not asserted: a write whose only change is a pod leaving carries none (as upstream).
-    log(`  the blog slice's trigger time: ${String(o.trigger)}`);
-    assert.equal(o.labels['service.kubernetes.io/service-proxy-name'], 'multus-proxy');
-    assert.deepEqual(o.kubeProxyOurs, [], "kube-proxy's selector lists none of ours");
-    assert.equal(o.upgrade.proxyLabel, 'multus-proxy', `relabelled within 30 s: ${JSON.stringify(o.upgrade)}`);
-    assert.equal(o.upgrade.after, o.upgrade.before, 'same slice names and uids: updated in place');
-    assert.equal(o.upgrade.fewestAddresses, o.upgrade.addressesBefore, 'no endpoint dropped meanwhile');
-    assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
-  });
+  void test(
+    "after the blog's scale-up the sidecar's trigger_to_rules_seconds has values; kube-proxy's selector lists none of our slices; a slice written as before is relabelled in place",
+    { timeout: 120_000 },
+    async () => {
+      const o = await runSliceMetadata(node, (m) => log(`  ${m}`));
+      assert.ok(o.triggerCount > 0, `trigger_to_rules_seconds count ${o.triggerCount}`);
+      assert.ok(o.triggerSum / o.triggerCount >= 0 && o.triggerSum / o.triggerCount < 30, `mean ${o.triggerSum / o.triggerCount} s`);
+      // The slice's own trigger time is not asserted: a write whose only change is a pod leaving carries none (as upstream).
+      log(`  the blog slice's trigger time: ${String(o.trigger)}`);
+      assert.equal(o.labels['service.kubernetes.io/service-proxy-name'], 'multus-proxy');
+      assert.deepEqual(o.kubeProxyOurs, [], "kube-proxy's selector lists none of ours");
+      assert.equal(o.upgrade.proxyLabel, 'multus-proxy', `relabelled within 30 s: ${JSON.stringify(o.upgrade)}`);
+      assert.equal(o.upgrade.after, o.upgrade.before, 'same slice names and uids: updated in place');
+      assert.equal(o.upgrade.fewestAddresses, o.upgrade.addressesBefore, 'no endpoint dropped meanwhile');
+      assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
+    },
+  );
 
-  void test("diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster", { timeout: 300_000 }, async () => {
-    const o = await runDiagnoseOnNode(node, (m) => log(`  ${m}`));
-    const n = o.before.length;
-    assert.ok(n >= 2, `the blog's replicas in the slice (3 after its scale-up), so one can be broken while another serves: ${o.before.join(' ')}`);
-    assert.equal(o.service.code, 0, `healthy Service: exit 0: ${o.service.stderr}`);
-    assert.equal(o.service.report?.verdict, 'ok');
-    assert.deepEqual(o.service.report?.pods.map((p) => p.state), Array(n).fill('ready'));
-    assert.equal(o.client.code, 0, `healthy client: exit 0: ${o.client.stderr}`);
-    assert.deepEqual(o.client.report?.sidecar && [o.client.report.sidecar.mode, o.client.report.sidecar.ready, o.client.report.sidecar.synced], ['native', true, true]);
-    const served = o.client.report?.networks.flatMap((x) => x.services.map((s) => `${x.network} ${s.service} ${s.readyEndpoints}`));
-    assert.deepEqual(served, [`default/macvlan1 default/multus-nginx-macvlan ${n}`]);
-    log(`  in the cluster (controller's ServiceAccount): exit ${o.inCluster.code}, ${o.inCluster.report?.findings.filter((f) => f.severity !== 'ok').map((f) => `${f.code}: ${f.message}`).join(' | ') ?? o.inCluster.stderr}`);
-    assert.equal(o.inCluster.code, 0, `kubectl exec deploy/multus-proxy-controller -- node /app/dist/controller.js diagnose: ${o.inCluster.stderr}`);
-    assert.equal(o.inCluster.report?.readyEndpoints, n);
+  void test(
+    "diagnose names the cause on the blog: a replica's network-status on another network, the Service naming a NAD that does not exist; from the README command and from the controller's image in the cluster",
+    { timeout: 300_000 },
+    async () => {
+      const o = await runDiagnoseOnNode(node, (m) => log(`  ${m}`));
+      const n = o.before.length;
+      assert.ok(n >= 2, `the blog's replicas in the slice (3 after its scale-up), so one can be broken while another serves: ${o.before.join(' ')}`);
+      assert.equal(o.service.code, 0, `healthy Service: exit 0: ${o.service.stderr}`);
+      assert.equal(o.service.report?.verdict, 'ok');
+      assert.deepEqual(
+        o.service.report?.pods.map((p) => p.state),
+        Array(n).fill('ready'),
+      );
+      assert.equal(o.client.code, 0, `healthy client: exit 0: ${o.client.stderr}`);
+      assert.deepEqual(o.client.report?.sidecar && [o.client.report.sidecar.mode, o.client.report.sidecar.ready, o.client.report.sidecar.synced], ['native', true, true]);
+      const served = o.client.report?.networks.flatMap((x) => x.services.map((s) => `${x.network} ${s.service} ${s.readyEndpoints}`));
+      assert.deepEqual(served, [`default/macvlan1 default/multus-nginx-macvlan ${n}`]);
+      log(
+        `  in the cluster (controller's ServiceAccount): exit ${o.inCluster.code}, ${
+          o.inCluster.report?.findings
+            .filter((f) => f.severity !== 'ok')
+            .map((f) => `${f.code}: ${f.message}`)
+            .join(' | ') ?? o.inCluster.stderr
+        }`,
+      );
+      assert.equal(o.inCluster.code, 0, `kubectl exec deploy/multus-proxy-controller -- node /app/dist/controller.js diagnose: ${o.inCluster.stderr}`);
+      assert.equal(o.inCluster.report?.readyEndpoints, n);
 
-    const row = o.podBroken.report?.pods.find((p) => p.pod === o.brokenPod);
-    assert.deepEqual(row && [row.state, row.reasons.map((r) => r.code)], ['missing', ['NetworkNotAttached']], JSON.stringify(o.podBroken.report?.findings));
-    assert.equal(o.podBroken.code, 0, 'the other replica still serves');
-    assert.equal(o.annotationBroken.code, 1, JSON.stringify(o.annotationBroken.report?.findings ?? o.annotationBroken.stderr));
-    assert.deepEqual(o.annotationBroken.report?.findings.filter((f) => f.severity === 'error').map((f) => f.code), ['NadMissing', 'NoReadyEndpoints']);
-    assert.deepEqual(o.annotationBroken.report?.networks, [{ network: 'default/macvlan-typo', nad: 'missing', shared: true }]);
-    assert.deepEqual(o.after, o.before, 'both repairs restored the blog slice');
-  });
+      const row = o.podBroken.report?.pods.find((p) => p.pod === o.brokenPod);
+      assert.deepEqual(row && [row.state, row.reasons.map((r) => r.code)], ['missing', ['NetworkNotAttached']], JSON.stringify(o.podBroken.report?.findings));
+      assert.equal(o.podBroken.code, 0, 'the other replica still serves');
+      assert.equal(o.annotationBroken.code, 1, JSON.stringify(o.annotationBroken.report?.findings ?? o.annotationBroken.stderr));
+      assert.deepEqual(
+        o.annotationBroken.report?.findings.filter((f) => f.severity === 'error').map((f) => f.code),
+        ['NadMissing', 'NoReadyEndpoints'],
+      );
+      assert.deepEqual(o.annotationBroken.report?.networks, [{ network: 'default/macvlan-typo', nad: 'missing', shared: true }]);
+      assert.deepEqual(o.after, o.before, 'both repairs restored the blog slice');
+    },
+  );
 
   // The tenant suite (test/node/tenant.ts, docs/security.md): beside the blog's pods and traffic.
   let tenant: Tenant | undefined;
@@ -279,41 +359,57 @@ void describe('real node', { concurrency: 1 }, () => {
     guarded('out of reach', r);
   });
 
-  void test(`tenant: a stray RoleBinding named like the controller's blocks only its own namespace: ${OTHER_NS} is bound, the tenant gets an Event, and its binding follows once the stray one is gone`, { timeout: 400_000 }, async () => {
-    assert.ok(tenant, 'after the tenant setup');
-    const o: StrayBinding = { events: [], otherBound: false, recoveredMs: -1 };
-    const r = await guard(node, log, strayRoleBinding(node, tenant, o));
-    log(`  events: ${o.events.join(' | ')}; recovered in ${o.recoveredMs} ms`);
-    assert.ok(o.otherBound, `the controller bound ${OTHER_NS} despite the stray binding in ${TENANT_NS}`);
-    // Naming the fix needs the controller's get on that RoleBinding (deploy/base/controller-rbac.yaml).
-    assert.ok(
-      o.events.some((e) => e.includes('multus-proxy-sidecar-pods') && e.includes('not managed by multus-proxy') && e.includes('delete or rename it')),
-      `an Event in ${TENANT_NS} names the binding in the way and the fix: ${o.events.join(' | ')}`,
-    );
-    assert.ok(o.recoveredMs >= 0, "the controller's binding replaced the stray one once it was deleted");
-    guarded('stray RoleBinding', r);
-  });
+  void test(
+    `tenant: a stray RoleBinding named like the controller's blocks only its own namespace: ${OTHER_NS} is bound, the tenant gets an Event, and its binding follows once the stray one is gone`,
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const o: StrayBinding = { events: [], otherBound: false, recoveredMs: -1 };
+      const r = await guard(node, log, strayRoleBinding(node, tenant, o));
+      log(`  events: ${o.events.join(' | ')}; recovered in ${o.recoveredMs} ms`);
+      assert.ok(o.otherBound, `the controller bound ${OTHER_NS} despite the stray binding in ${TENANT_NS}`);
+      // Naming the fix needs the controller's get on that RoleBinding (deploy/base/controller-rbac.yaml).
+      assert.ok(
+        o.events.some((e) => e.includes('multus-proxy-sidecar-pods') && e.includes('not managed by multus-proxy') && e.includes('delete or rename it')),
+        `an Event in ${TENANT_NS} names the binding in the way and the fix: ${o.events.join(' | ')}`,
+      );
+      assert.ok(o.recoveredMs >= 0, "the controller's binding replaced the stray one once it was deleted");
+      guarded('stray RoleBinding', r);
+    },
+  );
 
   void test(`tenant: the tenant runs the blog's four files in ${TENANT_NS} as itself; the sidecar is injected and its client reaches its Service`, { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
     await tenantBlog(node, tenant);
   });
 
-  void test('tenant: malformed annotations on its own client: the sidecar keeps the last good values, says so (Event and metric, pod stays Ready), and follows its Service once they are fixed', { timeout: 400_000 }, async () => {
-    assert.ok(tenant, 'after the tenant setup');
-    const o: MalformedAnnotations = { annotated: undefined, events: [], invalidWhileBad: {}, invalidAfter: {}, curlsWhileBad: [], readyWhileBad: false, followsAfterMs: -1 };
-    const r = await guard(node, log, malformedAnnotations(node, tenant, o));
-    log(`  events: ${o.events.join(' | ')}; metric while bad ${JSON.stringify(o.invalidWhileBad)}, after ${JSON.stringify(o.invalidAfter)}; new replica answered ${o.followsAfterMs} ms after reaching the slice`);
-    assert.equal(o.annotated?.code, 0, `a pod owner may annotate its pod (no optional policy installed): ${o.annotated?.stderr}`);
-    assert.ok(o.events.some((e) => e.includes('service-network')), `a ${REASON_INVALID_ANNOTATION} Event names service-network: ${o.events.join(' | ')}`);
-    assert.ok(o.events.some((e) => e.includes('network-status')), `a ${REASON_INVALID_ANNOTATION} Event names network-status: ${o.events.join(' | ')}`);
-    assert.deepEqual(o.invalidWhileBad, { '{annotation="service-network"}': 1, '{annotation="network-status"}': 1 });
-    assert.deepEqual(o.curlsWhileBad, Array(10).fill('ok'), 'the last good values keep serving the Service');
-    assert.ok(o.readyWhileBad, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
-    assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
-    assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
-    guarded('malformed annotations', r);
-  });
+  void test(
+    'tenant: malformed annotations on its own client: the sidecar keeps the last good values, says so (Event and metric, pod stays Ready), and follows its Service once they are fixed',
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const o: MalformedAnnotations = { annotated: undefined, events: [], invalidWhileBad: {}, invalidAfter: {}, curlsWhileBad: [], readyWhileBad: false, followsAfterMs: -1 };
+      const r = await guard(node, log, malformedAnnotations(node, tenant, o));
+      log(
+        `  events: ${o.events.join(' | ')}; metric while bad ${JSON.stringify(o.invalidWhileBad)}, after ${JSON.stringify(o.invalidAfter)}; new replica answered ${o.followsAfterMs} ms after reaching the slice`,
+      );
+      assert.equal(o.annotated?.code, 0, `a pod owner may annotate its pod (no optional policy installed): ${o.annotated?.stderr}`);
+      assert.ok(
+        o.events.some((e) => e.includes('service-network')),
+        `a ${REASON_INVALID_ANNOTATION} Event names service-network: ${o.events.join(' | ')}`,
+      );
+      assert.ok(
+        o.events.some((e) => e.includes('network-status')),
+        `a ${REASON_INVALID_ANNOTATION} Event names network-status: ${o.events.join(' | ')}`,
+      );
+      assert.deepEqual(o.invalidWhileBad, { '{annotation="service-network"}': 1, '{annotation="network-status"}': 1 });
+      assert.deepEqual(o.curlsWhileBad, Array(10).fill('ok'), 'the last good values keep serving the Service');
+      assert.ok(o.readyWhileBad, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
+      assert.deepEqual(o.invalidAfter, { '{annotation="service-network"}': 0, '{annotation="network-status"}': 0 });
+      assert.ok(o.followsAfterMs >= 0, 'after the fix the sidecar follows the Service: a new replica answers');
+      guarded('malformed annotations', r);
+    },
+  );
 
   void test('tenant: bad addresses in network-status are dropped with an Event naming pod and address; the Service keeps following its pods', { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
@@ -323,7 +419,10 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.annotated?.code, 0, `without the optional policy a pod owner may annotate its pod: ${o.annotated?.stderr}`);
     for (const a of BAD_ADDRESSES) {
       assert.ok(!o.slice.includes(a), `${a} published in ${o.slice.join(', ')}`);
-      assert.ok(o.events.some((e) => e.includes(a) && e.includes(o.pod)), `no Event names ${o.pod} and ${a}: ${o.events.join(' | ')}`);
+      assert.ok(
+        o.events.some((e) => e.includes(a) && e.includes(o.pod)),
+        `no Event names ${o.pod} and ${a}: ${o.events.join(' | ')}`,
+      );
     }
     assert.ok(o.newReplicaMs >= 0, 'a replica added while the bad pod is in place reached the slice');
     assert.ok(o.recoveredMs >= 0);
@@ -337,7 +436,10 @@ void describe('real node', { concurrency: 1 }, () => {
     log(`  events: ${o.events.join(' | ')}; smuggled routes: ${o.smuggled.join('; ')}; metrics: ${o.metrics.filter((l) => /invalid|failures/.test(l)).join('; ')}`);
     assert.equal(o.annotated?.code, 0, o.annotated?.stderr);
     assert.deepEqual(o.smuggled, [], `${SMUGGLED_ROUTE} appeared in the pod`);
-    assert.ok(o.events.some((e) => /interface/.test(e)), `an Event says the interface name is bad: ${o.events.join(' | ')}`);
+    assert.ok(
+      o.events.some((e) => /interface/.test(e)),
+      `an Event says the interface name is bad: ${o.events.join(' | ')}`,
+    );
     assert.ok(o.metrics.includes('multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1'), o.metrics.join('\n'));
     assert.ok(o.ready, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
     assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
@@ -354,7 +456,10 @@ void describe('real node', { concurrency: 1 }, () => {
       log(`  victim ${o.victim}; ip route get: ${o.routeGet.join(' | ')}; events: ${o.events.join(' | ')}`);
       for (const a of o.annotated) assert.equal(a.code, 0, `the NAD's owner may write it: ${a.stderr}`);
       for (const g of o.routeGet) assert.doesNotMatch(g, /^local /, `the host took ${o.victim} as its own`);
-      assert.ok(o.events.some((e) => e.includes('node-address-range')), `an Event says the NAD's node-address-range is not used: ${o.events.join(' | ')}`);
+      assert.ok(
+        o.events.some((e) => e.includes('node-address-range')),
+        `an Event says the NAD's node-address-range is not used: ${o.events.join(' | ')}`,
+      );
       guarded('NAD reaches the host', r);
     } finally {
       await uninstallAgent(node, log);
@@ -430,98 +535,140 @@ void describe('real node', { concurrency: 1 }, () => {
     log(`  events: ${o.events.join(' | ')}; dropped ${JSON.stringify(o.dropped)}, after ${JSON.stringify(o.droppedAfter)}`);
     // The tenant's blog Service and 5 more on tenant-a/macvlan1, 3 served.
     assert.equal(o.dropped[`{network="${TENANT_NS}/macvlan1"}`], 3, JSON.stringify(o.dropped));
-    assert.ok(o.events.some((e) => e.includes(`${TENANT_NS}/macvlan1`) && e.includes('maxServicesPerNetwork')), `a ServiceCapReached Event names the network and the setting: ${o.events.join(' | ')}`);
+    assert.ok(
+      o.events.some((e) => e.includes(`${TENANT_NS}/macvlan1`) && e.includes('maxServicesPerNetwork')),
+      `a ServiceCapReached Event names the network and the setting: ${o.events.join(' | ')}`,
+    );
     assert.equal(o.droppedAfter[`{network="${TENANT_NS}/macvlan1"}`], 0);
     guarded('Service flood', r);
   });
 
-  void test('tenant: with the optional policies installed, a privileged container and a forged network-status are refused; the injected client is admitted and its app gets 403 on list pods', { timeout: 600_000 }, async () => {
-    assert.ok(tenant, 'after the tenant setup');
-    const o: OptionalPolicies = { privileged: '', forgedStatus: '', clientReady: false, listPods: 0 };
-    const r = await guard(node, log, optionalPolicies(node, tenant, o));
-    log(`  privileged: ${o.privileged.trim()}; forged status: ${o.forgedStatus.trim()}; client Ready ${String(o.clientReady)}; list pods ${o.listPods}`);
-    assert.match(o.privileged, /multus-proxy-sidecar-pod-security/, 'the refusal names the policy');
-    assert.match(o.privileged, /privileged/i);
-    assert.match(o.forgedStatus, /k8s\.v1\.cni\.cncf\.io\/network-status/);
-    assert.match(o.forgedStatus, new RegExp(`not by ${TENANT_USER}\\b`), 'the refusal names who tried');
-    assert.equal(o.clientReady, true, 'the injected sidecar is admitted and Multus may still write the status');
-    assert.equal(o.listPods, 403);
-    guarded('optional policies', r);
-  });
+  void test(
+    'tenant: with the optional policies installed, a privileged container and a forged network-status are refused; the injected client is admitted and its app gets 403 on list pods',
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const o: OptionalPolicies = { privileged: '', forgedStatus: '', clientReady: false, listPods: 0 };
+      const r = await guard(node, log, optionalPolicies(node, tenant, o));
+      log(`  privileged: ${o.privileged.trim()}; forged status: ${o.forgedStatus.trim()}; client Ready ${String(o.clientReady)}; list pods ${o.listPods}`);
+      assert.match(o.privileged, /multus-proxy-sidecar-pod-security/, 'the refusal names the policy');
+      assert.match(o.privileged, /privileged/i);
+      assert.match(o.forgedStatus, /k8s\.v1\.cni\.cncf\.io\/network-status/);
+      assert.match(o.forgedStatus, new RegExp(`not by ${TENANT_USER}\\b`), 'the refusal names who tried');
+      assert.equal(o.clientReady, true, 'the injected sidecar is admitted and Multus may still write the status');
+      assert.equal(o.listPods, 403);
+      guarded('optional policies', r);
+    },
+  );
 
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {
     await cleanupTenant(node);
   });
 
-  void test('node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); a hostNetwork pod reaches the blog Service by name; the documented uninstall leaves nothing on the host', { timeout: 600_000 }, async () => {
-    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
-    const o = await runNodePort(node, log, 30);
-    assert.ok(o.backends.length >= 2, `backends: ${o.backends.join(', ')}`);
-    assert.match(o.agentInterface, /^mpxh/);
-    assert.ok(o.nodePorts.cluster >= 30000 && o.nodePorts.local >= 30000, JSON.stringify(o.nodePorts));
-    assert.deepEqual(o.cluster.curls, Array(30).fill('ok'));
-    for (const [p, c] of Object.entries(o.cluster.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Cluster): ${JSON.stringify(o.cluster.answeredBy)}`);
-    assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 30);
-    assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
-    assert.deepEqual(o.local.curls, Array(30).fill('ok'));
-    for (const [p, c] of Object.entries(o.local.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Local): ${JSON.stringify(o.local.answeredBy)}`);
-    assert.equal(Object.values(o.local.answeredBy).reduce((a, b) => a + b, 0), 30);
-    assert.deepEqual(o.local.sources, [CLIENT_ADDRESS], "Local keeps the client's address");
-    assert.deepEqual(o.hostNetwork.curls, Array(10).fill('ok'), 'a hostNetwork pod reaches the Service by name through the agent');
-    assert.deepEqual(o.hostNetwork.sources, [NODE_ADDRESS], "its requests leave from the node's address on the network");
-    assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall (--cleanup, then delete) leaves no agent link, rule or route');
-  });
+  void test(
+    'node agent as a DaemonSet from the image: a client on the far end of ens4 reaches the blog pods through the node port (Cluster masquerades, Local keeps the client address); a hostNetwork pod reaches the blog Service by name; the documented uninstall leaves nothing on the host',
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+      const o = await runNodePort(node, log, 30);
+      assert.ok(o.backends.length >= 2, `backends: ${o.backends.join(', ')}`);
+      assert.match(o.agentInterface, /^mpxh/);
+      assert.ok(o.nodePorts.cluster >= 30000 && o.nodePorts.local >= 30000, JSON.stringify(o.nodePorts));
+      assert.deepEqual(o.cluster.curls, Array(30).fill('ok'));
+      for (const [p, c] of Object.entries(o.cluster.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Cluster): ${JSON.stringify(o.cluster.answeredBy)}`);
+      assert.equal(
+        Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0),
+        30,
+      );
+      assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
+      assert.deepEqual(o.local.curls, Array(30).fill('ok'));
+      for (const [p, c] of Object.entries(o.local.answeredBy)) assert.ok(c > 0, `${p} answered none of 30 (Local): ${JSON.stringify(o.local.answeredBy)}`);
+      assert.equal(
+        Object.values(o.local.answeredBy).reduce((a, b) => a + b, 0),
+        30,
+      );
+      assert.deepEqual(o.local.sources, [CLIENT_ADDRESS], "Local keeps the client's address");
+      assert.deepEqual(o.hostNetwork.curls, Array(10).fill('ok'), 'a hostNetwork pod reaches the Service by name through the agent');
+      assert.deepEqual(o.hostNetwork.sources, [NODE_ADDRESS], "its requests leave from the node's address on the network");
+      assert.deepEqual(o.leftAfterCleanup, [], 'the documented uninstall (--cleanup, then delete) leaves no agent link, rule or route');
+    },
+  );
 
-  void test("MetalLB built from its Go module and installed from its own manifest: it assigns from the pool on the blog's network to a Service labelled for multus-proxy, announces it on ens4 only (ARP answered with ens4's MAC) and withdraws it with the Service; kube-proxy writes no rule for the address", { timeout: 600_000 }, async () => {
-    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
-    const o = await runMetalLB(node, log);
-    const last = (ip: string): number => Number(ip.split('.')[3]);
-    const { pool } = o.install;
-    assert.ok(last(o.assign.vip) >= last(pool.first) && last(o.assign.vip) <= last(pool.last) && o.assign.vip.startsWith('10.1.1.'), `${o.assign.vip} is from the pool ${pool.first}-${pool.last}`);
-    assert.deepEqual(o.assign.announcers, [{ node: NODE.name, interfaces: [NODE.parent] }], "MetalLB's ServiceL2Status: this node, on ens4 only");
-    assert.equal(o.assign.arpMac, o.assign.ens4Mac, "a host on ens4's segment resolves the address to ens4");
-    assert.deepEqual(o.assign.kubeProxyRules, [], 'kube-proxy wrote no rule for the address of a Service labelled for multus-proxy');
-    assert.deepEqual(o.assign.afterDelete, { announcers: 0, arpMac: undefined }, 'the Service deleted: no announcement, no ARP answer');
-    assert.deepEqual(o.leftAfterUninstall, [], 'MetalLB uninstalled: no CRD, no namespace');
-  });
+  void test(
+    "MetalLB built from its Go module and installed from its own manifest: it assigns from the pool on the blog's network to a Service labelled for multus-proxy, announces it on ens4 only (ARP answered with ens4's MAC) and withdraws it with the Service; kube-proxy writes no rule for the address",
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+      const o = await runMetalLB(node, log);
+      const last = (ip: string): number => Number(ip.split('.')[3]);
+      const { pool } = o.install;
+      assert.ok(last(o.assign.vip) >= last(pool.first) && last(o.assign.vip) <= last(pool.last) && o.assign.vip.startsWith('10.1.1.'), `${o.assign.vip} is from the pool ${pool.first}-${pool.last}`);
+      assert.deepEqual(o.assign.announcers, [{ node: NODE.name, interfaces: [NODE.parent] }], "MetalLB's ServiceL2Status: this node, on ens4 only");
+      assert.equal(o.assign.arpMac, o.assign.ens4Mac, "a host on ens4's segment resolves the address to ens4");
+      assert.deepEqual(o.assign.kubeProxyRules, [], 'kube-proxy wrote no rule for the address of a Service labelled for multus-proxy');
+      assert.deepEqual(o.assign.afterDelete, { announcers: 0, arpMac: undefined }, 'the Service deleted: no announcement, no ARP answer');
+      assert.deepEqual(o.leftAfterUninstall, [], 'MetalLB uninstalled: no CRD, no namespace');
+    },
+  );
 
-  void test("LoadBalancer with MetalLB and the node agent: from ens4's segment the address answers with equal shares (chi-square), Local keeps the client's address and its health check answers the local count, loadBalancerSourceRanges refuses another source, the blog's client reaches the address through its sidecar; MetalLB announces a Local Service only while it has a local backend", { timeout: 900_000 }, async () => {
-    assert.ok(blog, 'runs after the blog scenario, with its pods in place');
-    const o = await runLoadBalancer(node, log, 100);
-    const names = Object.keys(o.backends);
-    assert.ok(names.length >= 2, `backends: ${JSON.stringify(o.backends)}`);
-    assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the Cluster address answered');
-    assert.equal(Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0), 100);
-    assert.ok(o.cluster.chiSquare.uniform, `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`);
-    assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
-    assert.deepEqual(o.local.curls, Array(30).fill('ok'));
-    assert.deepEqual(o.local.sources, [LB_CLIENT], "Local keeps the client's address");
-    assert.equal(o.health.status, 200, `health check: ${o.health.body}`);
-    assert.equal((JSON.parse(o.health.body) as { localEndpoints: number }).localEndpoints, names.length, `the local count: ${o.health.body}`);
-    assert.deepEqual(o.ranges.admitted, Array(10).fill('ok'), 'the source inside loadBalancerSourceRanges is served');
-    assert.ok(o.ranges.outsider.every((c) => c !== 'ok'), `a source outside loadBalancerSourceRanges is refused: ${o.ranges.outsider.join(' ')}`);
-    assert.deepEqual(o.sidecar.curls, Array(20).fill('ok'), 'the blog client reaches the address');
-    assert.deepEqual(o.sidecar.sources, [o.sidecar.clientNet1], "through its sidecar, straight to a backend: the backends see the client's own net1 address");
-    assert.deepEqual(o.announced, { local: [`${NODE.name}/${NODE.parent}`], nobody: [] }, "MetalLB's Local choice follows our slices");
-  });
+  void test(
+    "LoadBalancer with MetalLB and the node agent: from ens4's segment the address answers with equal shares (chi-square), Local keeps the client's address and its health check answers the local count, loadBalancerSourceRanges refuses another source, the blog's client reaches the address through its sidecar; MetalLB announces a Local Service only while it has a local backend",
+    { timeout: 900_000 },
+    async () => {
+      assert.ok(blog, 'runs after the blog scenario, with its pods in place');
+      const o = await runLoadBalancer(node, log, 100);
+      const names = Object.keys(o.backends);
+      assert.ok(names.length >= 2, `backends: ${JSON.stringify(o.backends)}`);
+      assert.deepEqual(o.cluster.curls, Array(100).fill('ok'), 'every request through the Cluster address answered');
+      assert.equal(
+        Object.values(o.cluster.answeredBy).reduce((a, b) => a + b, 0),
+        100,
+      );
+      assert.ok(
+        o.cluster.chiSquare.uniform,
+        `equal shares: ${JSON.stringify(o.cluster.answeredBy)}, chi-square ${o.cluster.chiSquare.statistic.toFixed(2)} > ${o.cluster.chiSquare.critical} (α 0.001)`,
+      );
+      assert.deepEqual(o.cluster.sources, [NODE_ADDRESS], 'Cluster masquerades to the node address on the network');
+      assert.deepEqual(o.local.curls, Array(30).fill('ok'));
+      assert.deepEqual(o.local.sources, [LB_CLIENT], "Local keeps the client's address");
+      assert.equal(o.health.status, 200, `health check: ${o.health.body}`);
+      assert.equal((JSON.parse(o.health.body) as { localEndpoints: number }).localEndpoints, names.length, `the local count: ${o.health.body}`);
+      assert.deepEqual(o.ranges.admitted, Array(10).fill('ok'), 'the source inside loadBalancerSourceRanges is served');
+      assert.ok(
+        o.ranges.outsider.every((c) => c !== 'ok'),
+        `a source outside loadBalancerSourceRanges is refused: ${o.ranges.outsider.join(' ')}`,
+      );
+      assert.deepEqual(o.sidecar.curls, Array(20).fill('ok'), 'the blog client reaches the address');
+      assert.deepEqual(o.sidecar.sources, [o.sidecar.clientNet1], "through its sidecar, straight to a backend: the backends see the client's own net1 address");
+      assert.deepEqual(o.announced, { local: [`${NODE.name}/${NODE.parent}`], nobody: [] }, "MetalLB's Local choice follows our slices");
+    },
+  );
 
-  void test("LoadBalancer over IPv6: an IPv6 network on ens4, MetalLB's IPv6 pool announced by NDP on ens4, Services with ipFamilies [IPv6]; from ens4's segment the IPv6 address answers through the node agent with equal shares (chi-square), Local keeps the client's IPv6 address and its health check answers on the node's IPv6 address; a client pod reaches the IPv6 address through its sidecar", { timeout: 900_000 }, async () => {
-    checkLoadBalancerV6(await runLoadBalancerV6(node, log, 100));
-  });
+  void test(
+    "LoadBalancer over IPv6: an IPv6 network on ens4, MetalLB's IPv6 pool announced by NDP on ens4, Services with ipFamilies [IPv6]; from ens4's segment the IPv6 address answers through the node agent with equal shares (chi-square), Local keeps the client's IPv6 address and its health check answers on the node's IPv6 address; a client pod reaches the IPv6 address through its sidecar",
+    { timeout: 900_000 },
+    async () => {
+      checkLoadBalancerV6(await runLoadBalancerV6(node, log, 100));
+    },
+  );
 
-  void test("native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick", { timeout: 900_000 }, async () => {
-    const o = await runSidecar(node, log);
-    assert.equal(o.firstTry, 'FIRST-TRY-OK', "the app started after the sidecar's first sync");
-    assert.equal(o.restarts.length, 3);
-    o.restarts.forEach((r, i) => {
-      assert.equal(r.sidecar, i + 1, 'the kubelet restarted the sidecar');
-      assert.equal(r.app, 0, 'the app container was never restarted');
-    });
-    log(`client loop through 3 sidecar stops: ${o.loop.ok} ok, ${o.loop.failed} failed ${o.loop.failures.join(' ')}`);
-    assert.ok(o.loop.ok > 50, `the loop ran (${o.loop.ok} ok)`);
-    assert.equal(o.loop.failed, 0, `failed requests: ${o.loop.failures.join(', ')}`);
-    assert.ok(o.deleteMs < 30_000, `pod deletion took ${o.deleteMs} ms: the sidecar did not exit within the grace period`);
-  });
+  void test(
+    "native sidecar under a real kubelet: the app's first request at start succeeds; crictl stop restarts only the sidecar; zero failures through three graceful stops; deletion is quick",
+    { timeout: 900_000 },
+    async () => {
+      const o = await runSidecar(node, log);
+      assert.equal(o.firstTry, 'FIRST-TRY-OK', "the app started after the sidecar's first sync");
+      assert.equal(o.restarts.length, 3);
+      o.restarts.forEach((r, i) => {
+        assert.equal(r.sidecar, i + 1, 'the kubelet restarted the sidecar');
+        assert.equal(r.app, 0, 'the app container was never restarted');
+      });
+      log(`client loop through 3 sidecar stops: ${o.loop.ok} ok, ${o.loop.failed} failed ${o.loop.failures.join(' ')}`);
+      assert.ok(o.loop.ok > 50, `the loop ran (${o.loop.ok} ok)`);
+      assert.equal(o.loop.failed, 0, `failed requests: ${o.loop.failures.join(', ')}`);
+      assert.ok(o.deleteMs < 30_000, `pod deletion took ${o.deleteMs} ms: the sidecar did not exit within the grace period`);
+    },
+  );
 
   void test('headless Service over a StatefulSet with real CoreDNS: the name answers only net1 addresses, web-0.<svc> its own, SRV for the named port', { timeout: 600_000 }, async () => {
     const o = await runHeadless(node);
@@ -535,13 +682,17 @@ void describe('real node', { concurrency: 1 }, () => {
     for (const line of o.srv) assert.match(line, /^\d+ \d+ 80 web-[01]\.web\.headless-check\.svc\.cluster\.local\.$/);
   });
 
-  void test("net-service-controller's sample: a NetService with netAttachDef core over a Deployment attaching networks/core as interface core resolves by name through CoreDNS to the core addresses", { timeout: 600_000 }, async () => {
-    const o = await runNetService(node);
-    assert.equal(o.core.length, 2);
-    for (const a of o.core) assert.match(a, /^10\.3\.3\.\d+$/);
-    assert.deepEqual(o.answer, o.core, `corens answers the core addresses (eth0: ${o.eth0.join(', ')})`);
-    assert.equal(o.ready, 'True');
-  });
+  void test(
+    "net-service-controller's sample: a NetService with netAttachDef core over a Deployment attaching networks/core as interface core resolves by name through CoreDNS to the core addresses",
+    { timeout: 600_000 },
+    async () => {
+      const o = await runNetService(node);
+      assert.equal(o.core.length, 2);
+      for (const a of o.core) assert.match(a, /^10\.3\.3\.\d+$/);
+      assert.deepEqual(o.answer, o.core, `corens answers the core addresses (eth0: ${o.eth0.join(', ')})`);
+      assert.equal(o.ready, 'True');
+    },
+  );
 
   void test('uninstall as the README says leaves nothing of the project: webhook configurations, RBAC, slices, CRDs, labelled objects', { timeout: 600_000 }, async () => {
     assert.ok(blog, 'runs after the blog scenario, with its Service and slices in place');
@@ -553,17 +704,21 @@ void describe('real node', { concurrency: 1 }, () => {
     await cleanupBlog(node);
   });
 
-  void test('default install with a real cert-manager: kubectl apply -k deploy/, the webhook serves the issued certificate, a forced renewal is picked up with no failed admission', { timeout: 900_000 }, async () => {
-    const o = await runCertManager(node, log);
-    assert.equal(o.servedBefore, o.secretBefore, 'the webhook serves the certificate cert-manager issued');
-    assert.notEqual(o.secretAfter, o.secretBefore, 'cert-manager issued a new certificate');
-    assert.equal(o.servedAfter, o.secretAfter, 'the webhook serves the renewed certificate');
-    assert.ok(o.pickedUpMs > 0, 'picked up within 240 s');
-    assert.equal(o.admissions.failed, 0, o.admissions.failures.join('\n'));
-    assert.ok(o.admissions.ok >= 5, `admissions ran across the renewal (${o.admissions.ok})`);
-    await uninstall(node, 'default');
-    assert.deepEqual(await projectLeftovers(node), []);
-  });
+  void test(
+    'default install with a real cert-manager: kubectl apply -k deploy/, the webhook serves the issued certificate, a forced renewal is picked up with no failed admission',
+    { timeout: 900_000 },
+    async () => {
+      const o = await runCertManager(node, log);
+      assert.equal(o.servedBefore, o.secretBefore, 'the webhook serves the certificate cert-manager issued');
+      assert.notEqual(o.secretAfter, o.secretBefore, 'cert-manager issued a new certificate');
+      assert.equal(o.servedAfter, o.secretAfter, 'the webhook serves the renewed certificate');
+      assert.ok(o.pickedUpMs > 0, 'picked up within 240 s');
+      assert.equal(o.admissions.failed, 0, o.admissions.failures.join('\n'));
+      assert.ok(o.admissions.ok >= 5, `admissions ran across the renewal (${o.admissions.ok})`);
+      await uninstall(node, 'default');
+      assert.deepEqual(await projectLeftovers(node), []);
+    },
+  );
 
   void test('teardown leaves no process, interface, mount, iptables rule, cgroup, path or sysctl behind', { timeout: 300_000 }, async () => {
     const t0 = Date.now();

@@ -30,7 +30,11 @@ export interface SliceMetadataObservations {
 
 const NS = 'default';
 const slicesPath = apiPath('discovery.k8s.io', 'v1', 'endpointslices', NS);
-const ids = (l: readonly V1EndpointSlice[]): string => l.map((x) => `${x.metadata?.name ?? ''}/${x.metadata?.uid ?? ''}`).sort().join(' ');
+const ids = (l: readonly V1EndpointSlice[]): string =>
+  l
+    .map((x) => `${x.metadata?.name ?? ''}/${x.metadata?.uid ?? ''}`)
+    .sort()
+    .join(' ');
 const addrs = (l: readonly V1EndpointSlice[]): string[] => l.flatMap((x) => (x.endpoints ?? []).flatMap((e) => e.addresses)).sort();
 
 export async function runSliceMetadata(node: RealNode, log: (m: string) => void): Promise<SliceMetadataObservations> {
@@ -68,7 +72,15 @@ export async function runSliceMetadata(node: RealNode, log: (m: string) => void)
     await new Promise((r) => setTimeout(r, 100));
   }
   const ms = Date.now() - t0;
-  const upgrade = { ms, before: ids(before), after: ids(after), addressesBefore: addrs(before).join(','), fewestAddresses: fewest.join(','), addressesAfter: addrs(after).join(','), proxyLabel: after[0]?.metadata?.labels?.[PROXY_NAME_LABEL] };
+  const upgrade = {
+    ms,
+    before: ids(before),
+    after: ids(after),
+    addressesBefore: addrs(before).join(','),
+    fewestAddresses: fewest.join(','),
+    addressesAfter: addrs(after).join(','),
+    proxyLabel: after[0]?.metadata?.labels?.[PROXY_NAME_LABEL],
+  };
   log(`upgrade: ${JSON.stringify(upgrade)}`);
   return {
     triggerCount: one('multus_proxy_sidecar_trigger_to_rules_seconds_count'),

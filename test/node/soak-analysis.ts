@@ -4,14 +4,7 @@
  */
 
 /** What the soak does to the cluster, one kind per line of the report. */
-export type ChurnKind =
-  | 'scale-up'
-  | 'scale-down'
-  | 'preStop added (a rollout)'
-  | 'rollout restart'
-  | 'controller leader deleted'
-  | 'webhook pod deleted'
-  | "client's sidecar stopped";
+export type ChurnKind = 'scale-up' | 'scale-down' | 'preStop added (a rollout)' | 'rollout restart' | 'controller leader deleted' | 'webhook pod deleted' | "client's sidecar stopped";
 
 export interface ChurnEvent {
   /** ms since the epoch, when the soak issued it. */

@@ -162,9 +162,16 @@ export function judgeMemory(samples: readonly MemorySample[], limitsMiB: Readonl
     const base = { component, limitMiB: limit, instances: inst.length, longLived, ceiling: c };
     const worst = longLived[0];
     if (worst !== undefined && worst.mibPerHour <= rule.slopeMiBPerHour) {
-      return { ...base, verdict: 'flat', why: `${f2(worst.mibPerHour)} MiB/h at worst over ${longLived.length} instance(s) followed ≥ ${rule.spanMinutes} min after warm-up (${worst.pod}, ${f1(worst.spanMinutes)} min)` };
+      return {
+        ...base,
+        verdict: 'flat',
+        why: `${f2(worst.mibPerHour)} MiB/h at worst over ${longLived.length} instance(s) followed ≥ ${rule.spanMinutes} min after warm-up (${worst.pod}, ${f1(worst.spanMinutes)} min)`,
+      };
     }
-    const slopeText = worst !== undefined ? `not flat: ${worst.pod} ${f2(worst.mibPerHour)} MiB/h over ${f1(worst.spanMinutes)} min; ` : `no instance followed ≥ ${rule.spanMinutes} min after warm-up (${inst.length} instances); `;
+    const slopeText =
+      worst !== undefined
+        ? `not flat: ${worst.pod} ${f2(worst.mibPerHour)} MiB/h over ${f1(worst.spanMinutes)} min; `
+        : `no instance followed ≥ ${rule.spanMinutes} min after warm-up (${inst.length} instances); `;
     if (c === undefined) return { ...base, verdict: 'not judged', why: `${slopeText}samples after warm-up cover < ${rule.settleSpanMinutes} min, too little for the thirds` };
     const thirds = `last third's max ${f1(c.lastThirdMaxMiB)} MiB vs first third's ${f1(c.firstThirdMaxMiB)} + ${f2(c.marginMiB)} allowed, over ${f1(c.spanMinutes)} min`;
     const underLimit = limit === undefined || c.maxMiB <= limit * rule.ceilingShareOfLimit;

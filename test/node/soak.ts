@@ -71,8 +71,29 @@ export interface SoakOptions {
   readonly witness?: boolean;
 }
 
-export const SOAK_FULL: SoakOptions = { minutes: 120, noPreStopMinutes: 15, preStopSeconds: 5, scaleEveryMs: 10_000, disruptEveryMs: 300_000, sampleEveryMs: 60_000, warmupMinutes: 15, agent: true, pauseS: 0.1, witness: true };
-export const SOAK_QUICK: SoakOptions = { minutes: 5, noPreStopMinutes: 1.5, preStopSeconds: 5, scaleEveryMs: 10_000, disruptEveryMs: 50_000, sampleEveryMs: 20_000, warmupMinutes: 1, agent: false, pauseS: 0.1 };
+export const SOAK_FULL: SoakOptions = {
+  minutes: 120,
+  noPreStopMinutes: 15,
+  preStopSeconds: 5,
+  scaleEveryMs: 10_000,
+  disruptEveryMs: 300_000,
+  sampleEveryMs: 60_000,
+  warmupMinutes: 15,
+  agent: true,
+  pauseS: 0.1,
+  witness: true,
+};
+export const SOAK_QUICK: SoakOptions = {
+  minutes: 5,
+  noPreStopMinutes: 1.5,
+  preStopSeconds: 5,
+  scaleEveryMs: 10_000,
+  disruptEveryMs: 50_000,
+  sampleEveryMs: 20_000,
+  warmupMinutes: 1,
+  agent: false,
+  pauseS: 0.1,
+};
 
 export type Path = 'multus-proxy' | 'kube-proxy';
 export const PATHS: Record<Path, string> = { 'multus-proxy': `${SERVICE}.${SOAK_NS}.svc.cluster.local`, 'kube-proxy': `${PLAIN_SERVICE}.${SOAK_NS}.svc.cluster.local` };
@@ -331,7 +352,11 @@ async function disrupt(node: RealNode, kind: ChurnKind): Promise<string> {
       return holder;
     }
     case 'webhook pod deleted': {
-      const p = (await pods(node, INSTALL_NAMESPACE, 'app.kubernetes.io/component=webhook')).filter((x) => !x.metadata?.deletionTimestamp).map((x) => x.metadata?.name ?? '').sort()[0] ?? '';
+      const p =
+        (await pods(node, INSTALL_NAMESPACE, 'app.kubernetes.io/component=webhook'))
+          .filter((x) => !x.metadata?.deletionTimestamp)
+          .map((x) => x.metadata?.name ?? '')
+          .sort()[0] ?? '';
       await node.kubectl(['delete', 'pod', '-n', INSTALL_NAMESPACE, p, '--wait=false']);
       return p;
     }
@@ -431,7 +456,10 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
 
   await node.exec(SOAK_NS, CLIENT, ['rm', '-f', '/tmp/soak-stop'], { container: CLIENT });
   const loops = Object.fromEntries(
-    (Object.entries(PATHS) as [Path, string][]).map(([path, url]) => [path, node.exec(SOAK_NS, CLIENT, ['sh', '-c', loopScript(url, o.pauseS)], { container: CLIENT, timeoutMs: o.minutes * 60_000 + 600_000 })]),
+    (Object.entries(PATHS) as [Path, string][]).map(([path, url]) => [
+      path,
+      node.exec(SOAK_NS, CLIENT, ['sh', '-c', loopScript(url, o.pauseS)], { container: CLIENT, timeoutMs: o.minutes * 60_000 + 600_000 }),
+    ]),
   ) as Record<Path, ReturnType<RealNode['exec']>>;
 
   const guard = (what: string, p: Promise<unknown>): Promise<void> =>
@@ -466,7 +494,10 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
       await delay(Math.max(0, next - Date.now()));
       const kind = DISRUPTIONS[i++ % DISRUPTIONS.length] ?? 'rollout restart';
       const at = Date.now();
-      await guard(kind, disrupt(node, kind).then((what) => note(kind, what, at)));
+      await guard(
+        kind,
+        disrupt(node, kind).then((what) => note(kind, what, at)),
+      );
       log(`${kind} at minute ${((at - t0) / 60_000).toFixed(1)}`);
     }
   })();
@@ -474,8 +505,14 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     for (let next = t0; next < end; next += o.sampleEveryMs) {
       await delay(Math.max(0, next - Date.now()));
       loadAverages.push({ at: Date.now(), load: os.loadavg() });
-      await guard('memory sample', sampleMemory(node, o, t0).then((s) => memory.push(...s)));
-      const line = memory.filter((s) => s.at >= Date.now() - o.sampleEveryMs).map((s) => `${s.component} ${s.privateMiB.toFixed(1)}`).join(', ');
+      await guard(
+        'memory sample',
+        sampleMemory(node, o, t0).then((s) => memory.push(...s)),
+      );
+      const line = memory
+        .filter((s) => s.at >= Date.now() - o.sampleEveryMs)
+        .map((s) => `${s.component} ${s.privateMiB.toFixed(1)}`)
+        .join(', ');
       log(`minute ${((Date.now() - t0) / 60_000).toFixed(1)}: load ${(os.loadavg()[0] ?? 0).toFixed(2)}; private MiB ${line}`);
     }
   })();
@@ -518,7 +555,10 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
 
   const phaseOf = (at: number): string => phases.find((p) => at >= p.from && at < p.to)?.name ?? phases[phases.length - 1]?.name ?? '';
   const failures = (Object.keys(PATHS) as Path[]).flatMap((path) =>
-    attribute(outputs[path].failures.map((f) => ({ path, ...f })), churn).map((f) => ({ ...f, phase: phaseOf(f.at) })),
+    attribute(
+      outputs[path].failures.map((f) => ({ path, ...f })),
+      churn,
+    ).map((f) => ({ ...f, phase: phaseOf(f.at) })),
   );
   const requests: PathResult[] = (Object.keys(PATHS) as Path[]).flatMap((path) =>
     phases.map((p) => ({ path, phase: p.name, requests: requestsBetween(outputs[path].counts, p.from, p.to), failed: failures.filter((f) => f.path === path && f.phase === p.name).length })),

@@ -35,7 +35,13 @@ export function deletedServiceReannotated(node: RealNode, t: Tenant, out: Delete
       const svc = {
         apiVersion: 'v1',
         kind: 'Service',
-        metadata: { name: KEPT, namespace: t.namespace, finalizers: [FINALIZER], labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: 'app=kept' } },
+        metadata: {
+          name: KEPT,
+          namespace: t.namespace,
+          finalizers: [FINALIZER],
+          labels: { [PROXY_NAME_LABEL]: PROXY_NAME },
+          annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1', [SERVICE_SELECTOR_ANNOTATION]: 'app=kept' },
+        },
         spec: { clusterIP: 'None', ports: [{ port: 80 }] },
       };
       const created = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
@@ -62,7 +68,12 @@ export function manyNames(t: Tenant, out: ManyNames): Attack {
   return {
     async attack() {
       const names = Array.from({ length: 3000 }, (_, i) => `default/n${i}`).join(',');
-      const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'many', namespace: t.namespace, annotations: { [SERVICE_NETWORK_ANNOTATION]: names } }, spec: { selector: { app: 'many' }, ports: [{ port: 80 }] } };
+      const svc = {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'many', namespace: t.namespace, annotations: { [SERVICE_NETWORK_ANNOTATION]: names } },
+        spec: { selector: { app: 'many' }, ports: [{ port: 80 }] },
+      };
       out.dryRun = await t.kubectl(['apply', '--dry-run=server', '-f', '-'], { input: JSON.stringify(svc) });
     },
     async undo() {},
@@ -99,7 +110,9 @@ export function forgedEvent(node: RealNode, t: Tenant, service: string, out: For
       const r = await t.kubectl(['create', '-f', '-'], { input: JSON.stringify(ev) });
       if (r.code !== 0) throw new Error(`the tenant could not create its Event: ${r.stderr}`);
       out.text = await new Promise<string>((done) => {
-        execFile('sh', ['-c', `npm run -s diagnose -- service ${t.namespace}/${service}`], { cwd: ROOT, env: { ...process.env, KUBECONFIG: node.kubeconfigPath }, timeout: 120_000 }, (_e, stdout) => done(stdout));
+        execFile('sh', ['-c', `npm run -s diagnose -- service ${t.namespace}/${service}`], { cwd: ROOT, env: { ...process.env, KUBECONFIG: node.kubeconfigPath }, timeout: 120_000 }, (_e, stdout) =>
+          done(stdout),
+        );
       });
     },
     async undo() {

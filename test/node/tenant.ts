@@ -66,9 +66,26 @@ export async function setupTenant(node: RealNode): Promise<Tenant> {
   await createNamespace(node, TENANT_NS, false);
   await node.apply(
     [
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'tenant-admin', namespace: TENANT_NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }] },
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'nad-editor', namespace: TENANT_NS }, rules: [{ apiGroups: ['k8s.cni.cncf.io'], resources: ['network-attachment-definitions'], verbs: ['*'] }] },
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'tenant-nads', namespace: TENANT_NS }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'nad-editor' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }] },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'tenant-admin', namespace: TENANT_NS },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name: 'nad-editor', namespace: TENANT_NS },
+        rules: [{ apiGroups: ['k8s.cni.cncf.io'], resources: ['network-attachment-definitions'], verbs: ['*'] }],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'tenant-nads', namespace: TENANT_NS },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'nad-editor' },
+        subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }],
+      },
     ]
       .map((o) => dump(o))
       .join('---\n'),
@@ -189,7 +206,10 @@ async function blogSliceFollows(node: RealNode, count: number, timeoutMs: number
   const t0 = Date.now();
   await until(`the slice of default/${SERVICE} to list its ${count} Ready pods`, timeoutMs, async () => {
     const live = (await pods(node, 'default', `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
-    const want = live.filter(isReady).map((p) => net1Addresses(p)[0] ?? '').sort();
+    const want = live
+      .filter(isReady)
+      .map((p) => net1Addresses(p)[0] ?? '')
+      .sort();
     if (live.length !== count || want.length !== count || want.includes('')) return undefined;
     return JSON.stringify(await sliceAddresses(node, 'default', SERVICE)) === JSON.stringify(want) ? true : undefined;
   });
@@ -244,7 +264,9 @@ export async function guard(node: RealNode, log: (m: string) => void, a: Attack)
   const hostAfter = await hostNetwork();
   await a.undo();
   const failures = curls.filter((c) => c !== 'ok');
-  log(`  blog traffic: ${curls.length - failures.length}/${curls.length} ok; blog slice followed a new replica in ${followUpMs} ms, a removed one in ${followDownMs} ms; host: ${hostAfter.length} lines`);
+  log(
+    `  blog traffic: ${curls.length - failures.length}/${curls.length} ok; blog slice followed a new replica in ${followUpMs} ms, a removed one in ${followDownMs} ms; host: ${hostAfter.length} lines`,
+  );
   return { requests: curls.length, failures, hostBefore, hostAfter, followUpMs, followDownMs };
 }
 
@@ -288,8 +310,18 @@ export function outOfReach(t: Tenant, out: OutOfReach): Attack {
         ports: [{ port: 80, protocol: 'TCP' }],
       };
       const tries: { what: string; args: string[]; input?: string; verb: string; resource: string; group?: string }[] = [
-        { what: `label its namespace ${INJECTION_LABEL}=${INJECTION_ENABLED}`, args: ['label', 'namespace', t.namespace, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite'], verb: 'patch', resource: 'namespaces' },
-        { what: 'label its namespace pod-security.kubernetes.io/enforce=privileged', args: ['label', 'namespace', t.namespace, 'pod-security.kubernetes.io/enforce=privileged', '--overwrite'], verb: 'patch', resource: 'namespaces' },
+        {
+          what: `label its namespace ${INJECTION_LABEL}=${INJECTION_ENABLED}`,
+          args: ['label', 'namespace', t.namespace, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite'],
+          verb: 'patch',
+          resource: 'namespaces',
+        },
+        {
+          what: 'label its namespace pod-security.kubernetes.io/enforce=privileged',
+          args: ['label', 'namespace', t.namespace, 'pod-security.kubernetes.io/enforce=privileged', '--overwrite'],
+          verb: 'patch',
+          resource: 'namespaces',
+        },
         // kubectl label or patch would GET it first (denied as "get"): PUT it outright.
         {
           what: 'enable injection on namespace default (another one)',
@@ -301,9 +333,24 @@ export function outOfReach(t: Tenant, out: OutOfReach): Attack {
         { what: 'create an EndpointSlice managed by the controller', args: ['create', '-f', '-'], input: JSON.stringify(slice), verb: 'create', resource: 'endpointslices', group: 'discovery.k8s.io' },
         { what: "read the blog's slices in namespace default", args: ['get', 'endpointslices', '-n', 'default'], verb: 'list', resource: 'endpointslices', group: 'discovery.k8s.io' },
         // The node agent's addresses come from the Node (admin-owned): out of the tenant's reach.
-        { what: 'give the node an address on its network (Node annotation)', args: ['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}=${t.namespace}/macvlan1=10.1.1.1/24`], verb: 'get', resource: 'nodes' },
-        { what: "choose the node's parent for its network (Node annotation)", args: ['annotate', 'node', NODE.name, `${NODE_PARENTS_ANNOTATION}=${t.namespace}/macvlan1=${NODE.bridge}`], verb: 'get', resource: 'nodes' },
-        { what: "rewrite the network-status of a pod in namespace default", args: ['annotate', 'pod', '-n', 'default', CLIENT, `${NETWORK_STATUS_ANNOTATION}=[]`, '--overwrite'], verb: 'get', resource: 'pods' },
+        {
+          what: 'give the node an address on its network (Node annotation)',
+          args: ['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}=${t.namespace}/macvlan1=10.1.1.1/24`],
+          verb: 'get',
+          resource: 'nodes',
+        },
+        {
+          what: "choose the node's parent for its network (Node annotation)",
+          args: ['annotate', 'node', NODE.name, `${NODE_PARENTS_ANNOTATION}=${t.namespace}/macvlan1=${NODE.bridge}`],
+          verb: 'get',
+          resource: 'nodes',
+        },
+        {
+          what: 'rewrite the network-status of a pod in namespace default',
+          args: ['annotate', 'pod', '-n', 'default', CLIENT, `${NETWORK_STATUS_ANNOTATION}=[]`, '--overwrite'],
+          verb: 'get',
+          resource: 'pods',
+        },
       ];
       for (const x of tries) {
         const r = await t.kubectl(x.args, { input: x.input });
@@ -361,7 +408,9 @@ export function strayRoleBinding(node: RealNode, t: Tenant, out: StrayBinding): 
       if (r.code !== 0) throw new Error(`the tenant could not delete its RoleBinding: ${r.stderr}`);
       const t0 = Date.now();
       // The controller retries with backoff, and re-checks every 5 min anyway.
-      out.recoveredMs = await until(`the controller's RoleBinding in ${t.namespace} after the stray one went`, 120_000, async () => ((await ownPodBinding(node, t.namespace)) ? Date.now() - t0 : undefined)).catch(() => -1);
+      out.recoveredMs = await until(`the controller's RoleBinding in ${t.namespace} after the stray one went`, 120_000, async () =>
+        (await ownPodBinding(node, t.namespace)) ? Date.now() - t0 : undefined,
+      ).catch(() => -1);
     },
   };
 }
@@ -384,7 +433,10 @@ export async function tenantSliceFollows(node: RealNode, t: Tenant, count: numbe
   const t0 = Date.now();
   await until(`the slice of ${t.namespace}/${SERVICE} to list its ${count} Ready pods`, timeoutMs, async () => {
     const live = (await pods(node, t.namespace, `app=${SERVICE}`)).filter((p) => !p.metadata?.deletionTimestamp);
-    const want = live.filter(isReady).map((p) => net1Addresses(p)[0] ?? '').sort();
+    const want = live
+      .filter(isReady)
+      .map((p) => net1Addresses(p)[0] ?? '')
+      .sort();
     if (live.length !== count || want.length !== count || want.includes('')) return undefined;
     return JSON.stringify(await sliceAddresses(node, t.namespace, SERVICE)) === JSON.stringify(want) ? true : undefined;
   });
@@ -683,7 +735,12 @@ export function nadReachesHost(node: RealNode, t: Tenant, out: AgentAttack): Att
         { nad: 'macvlan1', master: NODE.parent, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: range('10.1.1.240', 15) } },
         { nad: 'uplink', master: NODE.bridge, annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: range('10.244.0.240', 24) } },
       ];
-      const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: 'uplink', namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'uplink' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
+      const svc = {
+        apiVersion: 'v1',
+        kind: 'Service',
+        metadata: { name: 'uplink', namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'uplink' } },
+        spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] },
+      };
       out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) }));
       for (const a of attempts) {
         out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: nadJson(t, a.nad, a.master, a.annotations) }));
@@ -732,7 +789,11 @@ export function tokenReach(node: RealNode, t: Tenant, out: TokenReach): Attack {
           apiVersion: 'v1',
           kind: 'Pod',
           metadata: { name: PLAIN_POD, namespace: t.namespace },
-          spec: { serviceAccountName: 'plain', terminationGracePeriodSeconds: 1, containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'] }] },
+          spec: {
+            serviceAccountName: 'plain',
+            terminationGracePeriodSeconds: 1,
+            containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'] }],
+          },
         },
       ];
       for (const o of objs) {
@@ -832,7 +893,10 @@ export async function setWebhookConfig(node: RealNode, config: string): Promise<
     // Say why the rollout stalled (a Pending surge pod, a failing probe) rather than only that it did.
     const pods = await node.kubectl(['get', 'pods', '-n', WEBHOOK_NS, '-o', 'wide']).catch((x: unknown) => String(x));
     const events = await node.kubectl(['get', 'events', '-n', WEBHOOK_NS, '--sort-by=.lastTimestamp']).catch((x: unknown) => String(x));
-    const nodeUse = await node.kubectl(['describe', 'node']).then((d) => d.slice(d.indexOf('Allocated resources'))).catch((x: unknown) => String(x));
+    const nodeUse = await node
+      .kubectl(['describe', 'node'])
+      .then((d) => d.slice(d.indexOf('Allocated resources')))
+      .catch((x: unknown) => String(x));
     throw new Error(`${e instanceof Error ? e.message : String(e)}\npods:\n${pods}\nevents:\n${events.split('\n').slice(-25).join('\n')}\n${nodeUse.slice(0, 1500)}`, { cause: e });
   }
 }
@@ -884,7 +948,12 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
       await setWebhookConfig(node, capped);
       await recreateClient(String(out.cap));
       for (let i = 0; i < FLOOD; i++) {
-        const svc = { apiVersion: 'v1', kind: 'Service', metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } }, spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] } };
+        const svc = {
+          apiVersion: 'v1',
+          kind: 'Service',
+          metadata: { name: `flood-${i}`, namespace: t.namespace, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' } },
+          spec: { selector: { app: SERVICE }, ports: [{ port: 80 }] },
+        };
         const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) });
         if (r.code !== 0) throw new Error(`the tenant could not create Service flood-${i}: ${r.stderr}`);
       }
@@ -947,14 +1016,24 @@ export function optionalPolicies(node: RealNode, t: Tenant, out: OptionalPolicie
         apiVersion: 'kustomize.config.k8s.io/v1beta1',
         kind: 'Kustomization',
         components: ['sidecar-pod-security', 'network-status-writers'].map((c) => relative(dir, join(ROOT, 'deploy', 'components', c))),
-        patches: [{
-          target: { kind: 'ValidatingAdmissionPolicy', name: 'multus-proxy-network-status-writers' },
-          patch: dump([{ op: 'replace', path: '/spec/variables/0/expression', value: JSON.stringify(['system:serviceaccount:kube-system:multus', multusUser]) }]),
-        }],
+        patches: [
+          {
+            target: { kind: 'ValidatingAdmissionPolicy', name: 'multus-proxy-network-status-writers' },
+            patch: dump([{ op: 'replace', path: '/spec/variables/0/expression', value: JSON.stringify(['system:serviceaccount:kube-system:multus', multusUser]) }]),
+          },
+        ],
       };
       writeFileSync(join(dir, 'kustomization.yaml'), dump(k));
       await node.sh(`${buildOverlay(dir)} | kubectl apply -f -`);
-      const privileged = { apiVersion: 'v1', kind: 'Pod', metadata: { name: PRIVILEGED_POD, namespace: t.namespace, annotations: { 'multus-proxy.k8s.cni.cncf.io/inject': 'false' } }, spec: { terminationGracePeriodSeconds: 1, containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'], securityContext: { privileged: true } }] } };
+      const privileged = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: PRIVILEGED_POD, namespace: t.namespace, annotations: { 'multus-proxy.k8s.cni.cncf.io/inject': 'false' } },
+        spec: {
+          terminationGracePeriodSeconds: 1,
+          containers: [{ name: 'app', image: 'ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools', command: ['/sbin/init'], securityContext: { privileged: true } }],
+        },
+      };
       // The apiserver compiles a new policy a moment after it is created.
       out.privileged = await until('the sidecar-pod-security policy in force', 30_000, async () => {
         const r = await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(privileged) });
@@ -969,7 +1048,10 @@ export function optionalPolicies(node: RealNode, t: Tenant, out: OptionalPolicie
         return r.code === 0 ? undefined : r.stderr;
       }).catch(() => '');
       await recreateClient();
-      out.clientReady = await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 }).then(() => true, () => false);
+      out.clientReady = await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 }).then(
+        () => true,
+        () => false,
+      );
       if (out.clientReady) out.listPods = await tokenGet(node, t.namespace, CLIENT, CLIENT, `/api/v1/namespaces/${t.namespace}/pods`);
     },
     async undo() {

@@ -151,7 +151,17 @@ async function waitWithdrawn(node: RealNode, service: string, timeoutMs: number)
 
 /** MetalLB's Events on a Service ("<reason>: <message>"), oldest first. */
 async function serviceEvents(node: RealNode, service: string): Promise<string[]> {
-  const out = await node.kubectl(['get', 'events', '-n', NS, '--field-selector', `involvedObject.kind=Service,involvedObject.name=${service}`, '--sort-by=.lastTimestamp', '-o', 'jsonpath={range .items[*]}{.reason}: {.message}{"\\n"}{end}']);
+  const out = await node.kubectl([
+    'get',
+    'events',
+    '-n',
+    NS,
+    '--field-selector',
+    `involvedObject.kind=Service,involvedObject.name=${service}`,
+    '--sort-by=.lastTimestamp',
+    '-o',
+    'jsonpath={range .items[*]}{.reason}: {.message}{"\\n"}{end}',
+  ]);
   return out.split('\n').filter(Boolean);
 }
 
@@ -219,13 +229,22 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
     await until(`${svc} answering through ${target}`, 30_000, async () => ((await lb.probe.curls(`http://${vip}/`, 1, { expect: SERVICE }))[0] === 'ok' ? true : undefined)).catch(() => undefined);
     const burst = await burstArrivals(node, NS, names, () => lb.probe.curls(`http://${vip}/`, 10, { expect: SERVICE }));
     steps.push({ node: target, backend: backend.pod, ms, announcement: { announcers: a.announcers, arpNode: a.arpNode }, slices, burst });
-    log(`Local ${svc} (${vip}) with its backend ${backend.pod} on ${target}: announced by ${JSON.stringify(a.announcers)}, ARP answered by ${a.arpNode}, ${ms} ms after the label change; slices ${JSON.stringify(slices)}; ${burst.curls.filter((c) => c === 'ok').length}/10 ok, by ${JSON.stringify(burst.answeredBy)}, sources ${burst.sources.join(',')}`);
+    log(
+      `Local ${svc} (${vip}) with its backend ${backend.pod} on ${target}: announced by ${JSON.stringify(a.announcers)}, ARP answered by ${a.arpNode}, ${ms} ms after the label change; slices ${JSON.stringify(slices)}; ${burst.curls.filter((c) => c === 'ok').length}/10 ok, by ${JSON.stringify(burst.answeredBy)}, sources ${burst.sources.join(',')}`,
+    );
   }
 
   // Which slices the speaker counts: Kubernetes' own (primary addresses) for a spec.selector that
   // matches a Ready pod with no net1, so that ours has no endpoint at all.
   const image = blogImage();
-  await node.apply(dump({ apiVersion: 'v1', kind: 'Pod', metadata: { name: PRIMARY_POD, namespace: NS, labels: { [PRIMARY_LABEL]: 'yes' } }, spec: { nodeName: NODE2.name, containers: [{ name: 'web', image, ports: [{ containerPort: 80 }] }] } }));
+  await node.apply(
+    dump({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: PRIMARY_POD, namespace: NS, labels: { [PRIMARY_LABEL]: 'yes' } },
+      spec: { nodeName: NODE2.name, containers: [{ name: 'web', image, ports: [{ containerPort: 80 }] }] },
+    }),
+  );
   await node.wait(`pod/${PRIMARY_POD}`, 'condition=Ready', { namespace: NS, timeoutMs: 120_000 });
   const primary = lbService(LB2_SERVICES.primary, { policy: 'Local' }, pool) as { metadata: { annotations: Record<string, string> }; spec: Record<string, unknown> };
   delete primary.metadata.annotations[SERVICE_SELECTOR_ANNOTATION];
@@ -233,10 +252,19 @@ export async function runLocalAnnounce(node: RealNode, lb: TwoNodeLb, log: (m: s
   await node.apply(dump(primary));
   const pvip = await vipOf(node, LB2_SERVICES.primary);
   await lb.probe.onLink(pvip);
-  await until(`Kubernetes' slice of ${LB2_SERVICES.primary}`, 60_000, async () => ((await slicesOf(node, LB2_SERVICES.primary)).some((s) => s.managedBy !== '' && s.endpoints.some((e) => e.ready && e.node === NODE2.name)) ? true : undefined));
+  await until(`Kubernetes' slice of ${LB2_SERVICES.primary}`, 60_000, async () =>
+    (await slicesOf(node, LB2_SERVICES.primary)).some((s) => s.managedBy !== '' && s.endpoints.some((e) => e.ready && e.node === NODE2.name)) ? true : undefined,
+  );
   const pa = await waitAnnounced(node, lb, LB2_SERVICES.primary, pvip, NODE2.name, 30_000);
-  const primaryOnly = { vip: pvip, slices: await slicesOf(node, LB2_SERVICES.primary), announcement: { announcers: pa.announcers, arpNode: pa.arpNode }, curls: await lb.probe.curls(`http://${pvip}/`, 5, { expect: SERVICE, timeoutS: 1 }) };
-  log(`Local ${LB2_SERVICES.primary} (${pvip}), spec.selector matching only ${PRIMARY_POD} (no net1) on ${NODE2.name}: slices ${JSON.stringify(primaryOnly.slices)}; announced by ${JSON.stringify(pa.announcers)}, ARP answered by ${pa.arpNode}; through it: ${primaryOnly.curls.join(',')}`);
+  const primaryOnly = {
+    vip: pvip,
+    slices: await slicesOf(node, LB2_SERVICES.primary),
+    announcement: { announcers: pa.announcers, arpNode: pa.arpNode },
+    curls: await lb.probe.curls(`http://${pvip}/`, 5, { expect: SERVICE, timeoutS: 1 }),
+  };
+  log(
+    `Local ${LB2_SERVICES.primary} (${pvip}), spec.selector matching only ${PRIMARY_POD} (no net1) on ${NODE2.name}: slices ${JSON.stringify(primaryOnly.slices)}; announced by ${JSON.stringify(pa.announcers)}, ARP answered by ${pa.arpNode}; through it: ${primaryOnly.curls.join(',')}`,
+  );
   const events = await serviceEvents(node, svc);
   log(`MetalLB's Events on ${svc}: ${events.join(' | ')}`);
   await node.kubectl(['delete', 'service', '-n', NS, LB2_SERVICES.primary, LB2_SERVICES.local, '--wait=true']);
@@ -379,7 +407,9 @@ async function disrupt(node: RealNode, lb: TwoNodeLb, svc: string, vip: string, 
     statusLog,
     events: await assignedEvents(node, svc),
   };
-  log(`${what} on ${x} stopped ${d.stoppedMs} ms under 10 req/s to ${vip} (stopped at ${new Date(m.stoppedAt).toISOString()}): the client used ${y}'s MAC after ${d.clientMovedMs} ms; ${d.during.failed}/${d.during.sent} failed while stopped (first ${d.during.firstFailMs} ms, last ${d.during.lastFailMs} ms, recovered ${d.during.recoveredMs} ms); resumed: the client used ${x}'s MAC again after ${d.clientBackMs} ms, ${d.after.failed}/${d.after.sent} failed (recovered ${d.after.recoveredMs} ms); ${d.failedBefore} failed before the stop; ServiceL2Status ${statusLog.join(' -> ')}; Events ${d.events.join(' | ')}`);
+  log(
+    `${what} on ${x} stopped ${d.stoppedMs} ms under 10 req/s to ${vip} (stopped at ${new Date(m.stoppedAt).toISOString()}): the client used ${y}'s MAC after ${d.clientMovedMs} ms; ${d.during.failed}/${d.during.sent} failed while stopped (first ${d.during.firstFailMs} ms, last ${d.during.lastFailMs} ms, recovered ${d.during.recoveredMs} ms); resumed: the client used ${x}'s MAC again after ${d.clientBackMs} ms, ${d.after.failed}/${d.after.sent} failed (recovered ${d.after.recoveredMs} ms); ${d.failedBefore} failed before the stop; ServiceL2Status ${statusLog.join(' -> ')}; Events ${d.events.join(' | ')}`,
+  );
   return d;
 }
 

@@ -30,9 +30,7 @@ const NS = 'default';
 /** The client pod of the blog on each node (the blog's pod.yml, renamed and pinned). */
 export const CLIENTS: Record<string, string> = { [NODE.name]: CLIENT, [NODE2.name]: `${CLIENT}-2` };
 
-
-const ready = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean =>
-  p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+const ready = (p: { status?: { conditions?: { type: string; status: string }[] } }): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 async function host(args: string[], input?: string): Promise<string> {
   const [cmd = '', ...rest] = args;
@@ -82,7 +80,11 @@ export interface TwoNodeBlog {
 export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNodeBlog> {
   r.step(`label namespace ${NS} ${INJECTION_LABEL}=${INJECTION_ENABLED}; the blog's files, the Deployment spread one replica per node, a client pinned to each node`);
   await node.kubectl(['label', 'namespace', NS, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite']);
-  const info = (out: string): void => out.trim().split('\n').forEach((l) => r.info(l));
+  const info = (out: string): void =>
+    out
+      .trim()
+      .split('\n')
+      .forEach((l) => r.info(l));
   info(await node.apply(blogFile('net-attach.yml'), NS));
   info(await node.apply(blogFile('service.yml'), NS));
   info(await node.apply(spreadDeployment(), NS));
@@ -94,7 +96,11 @@ export async function runTwoNodeBlog(node: RealNode, r: Reporter): Promise<TwoNo
   for (const p of await pods(node, NS, `app=${SERVICE}`)) backends[p.metadata?.name ?? ''] = { node: p.spec?.nodeName ?? '', net1: net1Addresses(p)[0] ?? '' };
   r.step('pods, their nodes and net1 addresses');
   for (const [n, b] of Object.entries(backends)) r.info(`${n.padEnd(44)} ${b.node.padEnd(10)} net1 ${b.net1}`);
-  const want = JSON.stringify(Object.values(backends).map((b) => b.net1).sort());
+  const want = JSON.stringify(
+    Object.values(backends)
+      .map((b) => b.net1)
+      .sort(),
+  );
   const slice = await waitFor('the slice to list both replicas', 30_000, async () => {
     const a = await sliceAddresses(node, NS, SERVICE);
     return JSON.stringify(a) === want ? a : undefined;
@@ -192,13 +198,12 @@ export async function attachClient(node: RealNode, ifs: Record<string, string>):
   await host(['ip', 'netns', 'add', CLIENT_NS]);
   await host(['ip', 'link', 'add', CLIENT_LINK, 'netns', CLIENT_NS, 'type', 'veth', 'peer', 'name', CLIENT_SEG_PORT, 'netns', SEGMENT.netns]);
   await host(['ip', '-n', SEGMENT.netns, 'link', 'set', CLIENT_SEG_PORT, 'master', SEGMENT.bridge, 'up']);
-  await host(['ip', '-n', CLIENT_NS, '-batch', '-'], [
-    'link set lo up',
-    `addr add ${EXTERNAL_CLIENT}/24 dev ${CLIENT_LINK}`,
-    `link set ${CLIENT_LINK} up`,
-    ...Object.values(NODE_ADDRESSES).map((a) => `route add ${a}/32 dev ${CLIENT_LINK}`),
-    '',
-  ].join('\n'));
+  await host(
+    ['ip', '-n', CLIENT_NS, '-batch', '-'],
+    ['link set lo up', `addr add ${EXTERNAL_CLIENT}/24 dev ${CLIENT_LINK}`, `link set ${CLIENT_LINK} up`, ...Object.values(NODE_ADDRESSES).map((a) => `route add ${a}/32 dev ${CLIENT_LINK}`), ''].join(
+      '\n',
+    ),
+  );
   // Each node reaches the client's off-link subnet through its own agent interface.
   await host(['ip', 'route', 'add', CLIENT_SUBNET, 'dev', ifs[NODE.name] ?? '']);
   await node.second?.inNetns(['ip', 'route', 'add', CLIENT_SUBNET, 'dev', ifs[NODE2.name] ?? '']);
@@ -272,7 +277,12 @@ export async function runTwoNodePort(node: RealNode, log: (m: string) => void, n
   // What of the agent is left: on the host (node 1) and in node 2's namespace.
   const left = await agentOnHost();
   const n2 = (await node.second?.inNetns(['sh', '-c', `ip -o link show | grep -o "mpx[hb][^:@]*" ; ${NODE_AGENT_RULES_SH}; ip route show table all proto 242; true`])) ?? '';
-  left.push(...n2.split('\n').filter((l) => l.trim()).map((l) => `${NODE2.name}: ${l.trim()}`));
+  left.push(
+    ...n2
+      .split('\n')
+      .filter((l) => l.trim())
+      .map((l) => `${NODE2.name}: ${l.trim()}`),
+  );
   return { ...measured, leftAfterCleanup: left };
 }
 
@@ -342,7 +352,9 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
       cluster[name] = b;
       const t = chiSquareUniform(names.map((p) => b.answeredBy[p] ?? 0));
       chi2[name] = t;
-      log(`Cluster via ${name} (${address}): ${b.curls.filter((c) => c === 'ok').length}/${n} ok, by ${JSON.stringify(b.answeredBy)}, χ² ${t.statistic.toFixed(2)} (≤ ${t.critical}?), sources ${b.sources.join(', ')}`);
+      log(
+        `Cluster via ${name} (${address}): ${b.curls.filter((c) => c === 'ok').length}/${n} ok, by ${JSON.stringify(b.answeredBy)}, χ² ${t.statistic.toFixed(2)} (≤ ${t.critical}?), sources ${b.sources.join(', ')}`,
+      );
     }
     // Local: the node with the endpoint first (its rules are in place once it answers), then the other.
     const localUrl = (name: string): string => `http://${NODE_ADDRESSES[name]}:${nodePorts.local}/`;
@@ -364,10 +376,15 @@ async function measure(node: RealNode, log: (m: string) => void, n: number): Pro
       rolloutMs = Date.now() - t1 - 2_000;
       await delay(3_000);
     })();
-    const byResult = await loadWhile(Object.values(NODE_ADDRESSES).map((a) => `http://${a}:${nodePorts.cluster}/`), rolled);
+    const byResult = await loadWhile(
+      Object.values(NODE_ADDRESSES).map((a) => `http://${a}:${nodePorts.cluster}/`),
+      rolled,
+    );
     const after = await agentPodNames(node);
     const sent = Object.values(byResult).reduce((a, b) => a + b, 0);
-    const failed = Object.entries(byResult).filter(([k]) => !k.startsWith('200 ')).reduce((a, [, v]) => a + v, 0);
+    const failed = Object.entries(byResult)
+      .filter(([k]) => !k.startsWith('200 '))
+      .reduce((a, [, v]) => a + v, 0);
     rollout = { sent, failed, byResult, rolloutMs, before, after };
     log(`rollout restart under load: ${sent} requests, ${failed} failed (${JSON.stringify(byResult)}), rollout ${rolloutMs} ms, agents ${before.join(',')} -> ${after.join(',')}`);
   } finally {
@@ -458,7 +475,9 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
       if (marks.kubeProxyLeftMs < 0 && !(await kubeProxySlice(node, KUBE_PROXY_SERVICE)).includes(lost.eth0)) marks.kubeProxyLeftMs = Date.now() - cut;
       return marks.multusLeftMs >= 0 && marks.kubeProxyLeftMs >= 0 ? true : undefined;
     });
-    log(`Node NotReady after ${marks.nodeNotReadyMs} ms, pod not Ready ${marks.podNotReadyMs} ms, out of the multus-proxy slice ${marks.multusLeftMs} ms, out of kube-proxy's ${marks.kubeProxyLeftMs} ms`);
+    log(
+      `Node NotReady after ${marks.nodeNotReadyMs} ms, pod not Ready ${marks.podNotReadyMs} ms, out of the multus-proxy slice ${marks.multusLeftMs} ms, out of kube-proxy's ${marks.kubeProxyLeftMs} ms`,
+    );
     // Both proxies follow their slices within a second or two; a few seconds of load after that.
     await delay(5_000);
   } finally {
@@ -474,7 +493,10 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
     backMs = Date.now() - back;
     log(`${NODE2.name} back: its replica in both slices ${backMs} ms after the links came up and the kubelet restarted`);
   }
-  const lines = (await load).stdout.trim().split('\n').map((l) => l.split(' '));
+  const lines = (await load).stdout
+    .trim()
+    .split('\n')
+    .map((l) => l.split(' '));
   const tally = (svc: string, leftMs: number): NodeLoss['multus'] => {
     const mine = lines.filter(([t, s]) => s === svc && Number(t) >= cut);
     const bad = mine.filter(([, , c]) => c !== '200');
@@ -486,7 +508,9 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
   const beforeCut = lines.filter(([t, , c]) => Number(t) < cut && c !== '200');
   const multus = tally('multus', marks.multusLeftMs);
   const kubeProxy = tally('kube-proxy', marks.kubeProxyLeftMs);
-  log(`during the loss: multus-proxy ${multus.failed}/${multus.sent} failed (${multus.failedAfterLeft} after it left); kube-proxy ${kubeProxy.failed}/${kubeProxy.sent} failed (${kubeProxy.failedAfterLeft} after it left); before the cut ${beforeCut.length} failed`);
+  log(
+    `during the loss: multus-proxy ${multus.failed}/${multus.sent} failed (${multus.failedAfterLeft} after it left); kube-proxy ${kubeProxy.failed}/${kubeProxy.sent} failed (${kubeProxy.failedAfterLeft} after it left); before the cut ${beforeCut.length} failed`,
+  );
   await node.kubectl(['delete', 'service', '-n', NS, KUBE_PROXY_SERVICE, '--wait=true']);
   return { lost, ...marks, multus, kubeProxy, failedBeforeCut: beforeCut.map((l) => l.join(' ')), backMs };
 }

@@ -21,7 +21,7 @@ void describe('rule back end choice', () => {
   const fails = (): Promise<string> => Promise.resolve('nft is not installed');
   const untouched = (): Promise<string> => Promise.reject(new Error('the probe must not run'));
 
-  void test('forced iptables never probes; forced nftables probes and fails the start with the setting, nft\'s words and the fix', async () => {
+  void test("forced iptables never probes; forced nftables probes and fails the start with the setting, nft's words and the fix", async () => {
     assert.equal((await chooseRuleBackend('iptables', untouched, SETTING)).kind, 'iptables');
     assert.equal((await chooseRuleBackend('nftables', works, SETTING)).kind, 'nftables');
     await assert.rejects(chooseRuleBackend('nftables', fails, SETTING), (e: unknown) => {
@@ -72,7 +72,7 @@ void describe('sidecar stopped while its nftables probe runs', () => {
     child.stderr.on('data', (b: Buffer) => (out += b.toString()));
     const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
     try {
-      for (const until = Date.now() + 30_000; !out.includes('health port listening'); ) {
+      for (const until = Date.now() + 30_000; !out.includes('health port listening');) {
         if (Date.now() > until) assert.fail(`no health port: ${out}`);
         await new Promise((r) => setTimeout(r, 50));
       }

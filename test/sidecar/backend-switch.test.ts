@@ -25,7 +25,7 @@ void describe('sidecar dataplane: switching back ends', () => {
     assert.equal(counts.size, 2, JSON.stringify([...counts]));
   };
 
-  void test('iptables -> nftables -> iptables: each start removes the other back end\'s rules, traffic served throughout', async () => {
+  void test("iptables -> nftables -> iptables: each start removes the other back end's rules, traffic served throughout", async () => {
     const want = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
     const ipt = createDataplane({ netns: env.client.ns, backendKind: 'iptables' });
     await ipt.sync(want, { full: true });
@@ -66,7 +66,13 @@ void describe('sidecar dataplane: switching back ends', () => {
     assert.deepEqual([await has('nft'), await has('legacy')], [[6], [4]]);
     await env.topo.run(pod, ['iptables-nft', '-t', 'filter', '-N', 'MPX-LEFT']);
     await env.topo.run(pod, ['ip6tables-legacy', '-t', 'nat', '-N', 'MPX-LEFT']);
-    assert.deepEqual([await has('nft'), await has('legacy')], [[4, 6], [4, 6]]);
+    assert.deepEqual(
+      [await has('nft'), await has('legacy')],
+      [
+        [4, 6],
+        [4, 6],
+      ],
+    );
   });
 
   void test('nftables after iptables left rules in one flavour and family only (legacy IPv4, nft IPv6): none is left', async () => {
@@ -74,7 +80,10 @@ void describe('sidecar dataplane: switching back ends', () => {
     const want = stateIn(pod);
     // Legacy rules of ours as the iptables back end writes them (both families' chains, IPv4 DNAT).
     await createDataplane({ netns: pod.ns, backendKind: 'iptables', iptablesFlavor: 'legacy' }).sync(want, { full: true });
-    assert.ok((await ours(pod, 'iptables-legacy-save')).some((l) => l.includes('DNAT')), 'the legacy back end wrote its rules');
+    assert.ok(
+      (await ours(pod, 'iptables-legacy-save')).some((l) => l.includes('DNAT')),
+      'the legacy back end wrote its rules',
+    );
     assert.deepEqual(await ours(pod, 'iptables-nft-save'), [], 'no nft-flavour rules of ours yet');
     // And a chain of ours in ip6tables-nft alone, with its jump: the only ip6 nftables-flavour table.
     await env.topo.run(pod, ['ip6tables-nft', '-t', 'nat', '-N', 'MPX-SERVICES']);
@@ -82,7 +91,8 @@ void describe('sidecar dataplane: switching back ends', () => {
 
     const r = await createDataplane({ netns: pod.ns, backendKind: 'nftables' }).sync(want, { full: true });
     assert.deepEqual(r.warnings, []);
-    for (const bin of ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save']) assert.deepEqual(await ours(pod, bin), [], `${bin}: rules of ours left after nftables took over`);
+    for (const bin of ['iptables-legacy-save', 'ip6tables-legacy-save', 'iptables-nft-save', 'ip6tables-nft-save'])
+      assert.deepEqual(await ours(pod, bin), [], `${bin}: rules of ours left after nftables took over`);
     assert.match((await env.topo.run(pod, ['nft', 'list', 'tables'])).stdout, /table inet multus_proxy/);
   });
 

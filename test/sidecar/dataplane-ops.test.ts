@@ -205,12 +205,18 @@ void describe('sidecar dataplane: operations', () => {
       // Someone else jumps into our chain: deleting it (the Service goes away) must fail.
       await env.topo.run(env.client, ['iptables', '-t', 'nat', '-A', 'FOREIGN', '-j', WEB_CHAIN]);
       const beforeNat = (await env.topo.run(env.client, ['iptables-save', '-t', 'nat'])).stdout.replace(/^#.*\n/gm, '');
-      const without = state(env, fullState(env).targets.filter((t) => !(t.service === 'demo/web' && t.family === 4)));
+      const without = state(
+        env,
+        fullState(env).targets.filter((t) => !(t.service === 'demo/web' && t.family === 4)),
+      );
       await assert.rejects(dp.sync(without, { full: false }), (e: unknown) => {
         assert.ok(e instanceof RestoreError, String(e));
         assert.equal(e.family, 4);
         assert.ok(e.line !== undefined, `no line in ${e.stderr}`);
-        assert.ok(e.context.some((l) => l.includes('>')), JSON.stringify(e.context));
+        assert.ok(
+          e.context.some((l) => l.includes('>')),
+          JSON.stringify(e.context),
+        );
         assert.match(e.message, new RegExp(`failed: line \\d+: CHAIN_DEL failed \\(Device or resource busy\\): chain ${WEB_CHAIN} at input line \\d+: .*> -X ${WEB_CHAIN}`));
         return true;
       });
@@ -274,7 +280,10 @@ void describe('sidecar dataplane: operations', () => {
     const dp = createDataplane({ netns: env.client.ns, ipv6: false });
     const v4Only = state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]);
     const res = await dp.sync(v4Only, { full: true });
-    assert.deepEqual(res.families.map((f) => f.family), [4]);
+    assert.deepEqual(
+      res.families.map((f) => f.family),
+      [4],
+    );
     assert.equal(ours(await saveText(env, 6)).length, 0);
     assert.equal(tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 20)).size, 2);
     await dp.cleanup();

@@ -15,10 +15,12 @@ await new Promise((r) => setTimeout(r, delayMs));
 const fd = inheritedHealthFd(process.env);
 delete process.env[HEALTH_FD_ENV];
 let ready = false;
-const server = await startHealthServer({ live: () => true, ready: () => ({ ready }) }, undefined, Number(process.env['HEALTH_PORT'] ?? '0'), process.env['HEALTH_HOST'] ?? '::', undefined, fd).catch((e: Error) => {
-  console.log(`error ${e.message}`);
-  process.exit(3);
-});
+const server = await startHealthServer({ live: () => true, ready: () => ({ ready }) }, undefined, Number(process.env['HEALTH_PORT'] ?? '0'), process.env['HEALTH_HOST'] ?? '::', undefined, fd).catch(
+  (e: Error) => {
+    console.log(`error ${e.message}`);
+    process.exit(3);
+  },
+);
 setTimeout(() => (ready = true), readyMs);
 // The sockets a process the sidecar runs (iptables-restore, nft) would hold: none of the listener.
 const children = execFileSync('sh', ['-c', 'for f in /proc/self/fd/*; do readlink "$f" 2>/dev/null; done; true'], { encoding: 'utf8' })

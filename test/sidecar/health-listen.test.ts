@@ -111,11 +111,12 @@ function probe(host: string, port: number, path: string, onConnect?: () => void)
   });
 }
 
-void test('inheritedHealthFd: the launcher\'s descriptor, none without it, a clear error for anything else', () => {
+void test("inheritedHealthFd: the launcher's descriptor, none without it, a clear error for anything else", () => {
   assert.equal(inheritedHealthFd({}), undefined);
   assert.equal(inheritedHealthFd({ [HEALTH_FD_ENV]: '' }), undefined);
   assert.equal(inheritedHealthFd({ [HEALTH_FD_ENV]: '3' }), 3);
-  for (const bad of ['x', '-1', '0', '2', '3.5']) assert.throws(() => inheritedHealthFd({ [HEALTH_FD_ENV]: bad }), new RegExp(`${HEALTH_FD_ENV}=".*" is not an inherited file descriptor.*unset it`), bad);
+  for (const bad of ['x', '-1', '0', '2', '3.5'])
+    assert.throws(() => inheritedHealthFd({ [HEALTH_FD_ENV]: bad }), new RegExp(`${HEALTH_FD_ENV}=".*" is not an inherited file descriptor.*unset it`), bad);
 });
 
 void test('under health-listen the port accepts before Node.js serves and the held request is answered once ready; without it the same connection is refused', async () => {
@@ -179,7 +180,11 @@ void test('health-listen falls back to letting Node.js bind when it cannot liste
   }
   // The launcher listened on one port, Node.js was told another: refused with the variable named.
   const other = await freePort();
-  const mismatch = spawn(launcher, ['sh', '-c', `HEALTH_PORT=${other} exec "$0" --import tsx ${PROC}`, process.execPath], { cwd: REPO, env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const mismatch = spawn(launcher, ['sh', '-c', `HEALTH_PORT=${other} exec "$0" --import tsx ${PROC}`, process.execPath], {
+    cwd: REPO,
+    env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   mismatch.stdout.on('data', (d: Buffer) => (out += d.toString()));
   const code = await new Promise((r) => mismatch.once('exit', r));
@@ -203,7 +208,11 @@ void test('in an IPv4-only pod (IPv6 disabled in its network namespace) "::" sti
 
 void test('on a kernel without IPv6 (AF_INET6 sockets refused) health-listen listens on 0.0.0.0 and Node.js serves on it', async () => {
   const port = await freePort();
-  const p = spawn(join(dir, 'no-ipv6'), [launcher, process.execPath, '--import', 'tsx', PROC], { cwd: REPO, env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: String(port) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(join(dir, 'no-ipv6'), [launcher, process.execPath, '--import', 'tsx', PROC], {
+    cwd: REPO,
+    env: { PATH: process.env['PATH'] ?? '', HEALTH_PORT: String(port) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   p.stdout.on('data', (d: Buffer) => (out += d.toString()));
   p.stderr.on('data', (d: Buffer) => (out += d.toString()));

@@ -94,7 +94,12 @@ class World extends ServiceWorld {
     const svc = this.services.get(name) as V1Service;
     const network = (svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION] ?? '').split(',')[0]?.trim() ?? '';
     const family = (svc.spec?.clusterIPs?.[0] ?? '').includes(':') ? 6 : 4;
-    const ports = (svc.spec?.ports ?? []).map((p) => ({ ...(p.name !== undefined ? { name: p.name } : {}), port: p.port, ...(typeof p.targetPort === 'number' ? { targetPort: p.targetPort } : {}), protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP' | 'SCTP' }));
+    const ports = (svc.spec?.ports ?? []).map((p) => ({
+      ...(p.name !== undefined ? { name: p.name } : {}),
+      port: p.port,
+      ...(typeof p.targetPort === 'number' ? { targetPort: p.targetPort } : {}),
+      protocol: (p.protocol ?? 'TCP') as 'TCP' | 'UDP' | 'SCTP',
+    }));
     const endpoints = Array.from({ length: 1 + this.int(4) }, () => ({ ip: this.endpointIP(family, this.int(12) + 1), ready: true, serving: true, terminating: false }));
     this.slices.set(`${name}-fed`, sliceObject('app', `${name}-fed`, { service: name, network, family, ports, endpoints }));
     return `slice ${name}-fed: endpoints moved`;
@@ -239,12 +244,17 @@ void describe('incremental state and render equal from-scratch ones', () => {
         for (let k = 0, n = Math.floor(r() * 6); k < n; k++) edits.push([`k${Math.floor(r() * 120)}`, r() < 0.3 ? undefined : Math.floor(r() * 5)]);
         const next = snap.with(edits);
         const nextMap = new Map(map);
-        for (const [k, v] of edits) if (v === undefined) nextMap.delete(k);
-        else nextMap.set(k, v);
+        for (const [k, v] of edits)
+          if (v === undefined) nextMap.delete(k);
+          else nextMap.set(k, v);
         const where = `seed ${seed}, step ${i}`;
         assert.deepEqual([...next.entries()], [...nextMap.entries()], where);
         assert.equal(next.size, nextMap.size, where);
-        assert.equal(next.total, [...nextMap.values()].reduce((a, b) => a + b, 0), where);
+        assert.equal(
+          next.total,
+          [...nextMap.values()].reduce((a, b) => a + b, 0),
+          where,
+        );
         // An older version is unchanged by the newer ones, and its difference to any later one is the full comparison's.
         kept.push({ snap, map });
         const old = kept[Math.floor(r() * kept.length)] as (typeof kept)[number];
@@ -414,7 +424,11 @@ for (const subject of SUBJECTS) {
           if (prev !== undefined && prevFresh !== undefined) {
             const got = planConntrack(...conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets));
             assert.deepEqual(got, planConntrack(prevFresh.rendered.resolution.targets, fresh.resolution.targets), `${where}: conntrack`);
-            assert.deepEqual(conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets), conntrackScope(prev.rendered.resolution.targets, rendered.resolution.targets), `${where}: conntrack step`);
+            assert.deepEqual(
+              conntrackStep(rendered, prev.rendered.version, prev.rendered.resolution.targets),
+              conntrackScope(prev.rendered.resolution.targets, rendered.resolution.targets),
+              `${where}: conntrack step`,
+            );
             if (got.length > 0) flushes += 1;
           }
           prev = { rendered, rules };
@@ -424,7 +438,11 @@ for (const subject of SUBJECTS) {
       assert.ok(stepped > BACKEND_SEEDS.length * 4, `endpoint-only changes should reach the back end as a delta (${stepped} did)`);
       assert.ok(flushes > 0, 'some steps should call for conntrack flushes');
       if (subject.edited !== undefined) assert.ok(edits > stepped / 2, `a render's delta should edit the last rules, not render them again (${edits} of ${stepped} did)`);
-      if (subject.name === 'nftables') assert.ok(refills > BACKEND_SEEDS.length && layouts.rules === 0, `endpoint-only changes should refill endpoint maps (${refills} did), and the table never leave them (${layouts.rules} steps did)`);
+      if (subject.name === 'nftables')
+        assert.ok(
+          refills > BACKEND_SEEDS.length && layouts.rules === 0,
+          `endpoint-only changes should refill endpoint maps (${refills} did), and the table never leave them (${layouts.rules} steps did)`,
+        );
       if (!subject.name.includes('shard')) assert.equal(shards.more, 0, 'the default keeps one table for small worlds');
       else assert.ok(shards.one > 10 && shards.more > 10 && shards.changed > 10, `the shard count should change both ways (${JSON.stringify(shards)})`);
       if (subject.name.includes('up to')) assert.ok(layouts.map > 10 && layouts.rules > 10 && layouts.switched > 2, `the bound should be crossed both ways (${JSON.stringify(layouts)})`);
@@ -453,7 +471,12 @@ const KERNEL: readonly { name: string; make: (exec: Exec, shardsBefore?: number)
     listing: [['nft', 'list', 'table', 'inet', 'multus_proxy']],
   },
   // Every table of the namespace, each line under its table's name (sorted lines alone would not see a chain in the wrong shard).
-  { name: `nftables, shard tables of ${SMALL_SHARD} Service port`, make: (exec, shardsBefore) => createNftBackend(exec, undefined, { portsPerShard: SMALL_SHARD, shardsBefore }), listing: [], byTable: true },
+  {
+    name: `nftables, shard tables of ${SMALL_SHARD} Service port`,
+    make: (exec, shardsBefore) => createNftBackend(exec, undefined, { portsPerShard: SMALL_SHARD, shardsBefore }),
+    listing: [],
+    byTable: true,
+  },
 ];
 
 /** Two namespaces for a describe block (made before its tests, removed after): one written incrementally, one from scratch. */
@@ -483,7 +506,11 @@ for (const k of KERNEL) {
         const out: string[] = [];
         for (const argv of k.listing) out.push(...nftListingLines((await ns.topo().run(pod, argv)).stdout.replace(/^#.*$/gm, '').replace(/\[\d+:\d+\]/g, '')));
         if (k.byTable === true)
-          for (const t of (await ns.topo().run(pod, ['nft', 'list', 'tables'])).stdout.split('\n').map((l) => l.trim()).filter((l) => l !== '').sort())
+          for (const t of (await ns.topo().run(pod, ['nft', 'list', 'tables'])).stdout
+            .split('\n')
+            .map((l) => l.trim())
+            .filter((l) => l !== '')
+            .sort())
             out.push(t, ...nftListingLines((await ns.topo().run(pod, ['nft', 'list', ...t.split(' ')])).stdout).map((l) => `${t}: ${l}`));
         return out;
       };
@@ -561,7 +588,9 @@ void describe('nftables: endpoint changes in the kernel equal a from-scratch syn
       for (const seed of [21, 22]) {
         const r = rng(seed);
         const eps = (f: 4 | 6, n: number) => Array.from({ length: n }, (_, i) => ep(f === 4 ? `10.1.0.${1 + Math.floor(r() * 12)}` : `fd00:a::${1 + Math.floor(r() * 12)}`, 8000 + i));
-        let targets = ports.map((p) => target(p.service, p.ip, 80, eps(p.ip.includes(':') ? 6 : 4, 1 + Math.floor(r() * 4)), { protocol: p.protocol, ...(p.service === 'demo/u4' ? { affinityTimeoutSeconds: 60 } : {}) }));
+        let targets = ports.map((p) =>
+          target(p.service, p.ip, 80, eps(p.ip.includes(':') ? 6 : 4, 1 + Math.floor(r() * 4)), { protocol: p.protocol, ...(p.service === 'demo/u4' ? { affinityTimeoutSeconds: 60 } : {}) }),
+        );
         const cache = new RenderCache();
         const be = createNftBackend(incExec);
         let prev: NftRuleset | undefined;

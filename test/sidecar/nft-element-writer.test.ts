@@ -118,10 +118,32 @@ void describe('nftables element writer: the real kernel', () => {
 
   void test('replaces maps (IPv4 and IPv6; TCP, UDP and SCTP data) and lists as the same elements written by nft text', async () => {
     const first = [
-      write('MPX-EPS-V4TCP', shares([['10.1.0.1', 80], ['10.1.0.2', 80], ['10.1.0.3', 8080]])),
-      write('MPX-EPS-V4UDP', shares([['10.1.0.4', 53], ['10.1.0.5', 5353]])),
+      write(
+        'MPX-EPS-V4TCP',
+        shares([
+          ['10.1.0.1', 80],
+          ['10.1.0.2', 80],
+          ['10.1.0.3', 8080],
+        ]),
+      ),
+      write(
+        'MPX-EPS-V4UDP',
+        shares([
+          ['10.1.0.4', 53],
+          ['10.1.0.5', 5353],
+        ]),
+      ),
       write('MPX-EPS-V6TCP', shares([['fd00:101::3', 443]])),
-      write('MPX-EPS-V6SCTP', shares([['fd00:101::4', 9000], ['fd00:101::5', 9000], ['fd00:101::6', 9001], ['fd00:101::7', 9001], ['fd00:101::8', 9002]])),
+      write(
+        'MPX-EPS-V6SCTP',
+        shares([
+          ['fd00:101::4', 9000],
+          ['fd00:101::5', 9000],
+          ['fd00:101::6', 9001],
+          ['fd00:101::7', 9001],
+          ['fd00:101::8', 9002],
+        ]),
+      ),
     ];
     await bothWays(first);
     const l = await listing(byWriter);
@@ -167,7 +189,10 @@ void describe('nftables element writer: the real kernel', () => {
       fc.asyncProperty(ranges(4), ranges(6), async (r4, r6) => {
         last = [write('MPX-EPS-V4UDP', r4), write('MPX-EPS-V6TCP', r6)];
         await writer.write(last);
-        for (const [map, want] of [['MPX-EPS-V4UDP', r4], ['MPX-EPS-V6TCP', r6]] as const) {
+        for (const [map, want] of [
+          ['MPX-EPS-V4UDP', r4],
+          ['MPX-EPS-V6TCP', r6],
+        ] as const) {
           const got = listedRanges((await topo.run(byWriter, ['nft', '-j', 'list', 'map', 'inet', T, map])).stdout);
           assert.deepEqual(
             got.map((r) => ({ ...r, ip: canonical(r.ip) })),
@@ -197,7 +222,15 @@ void describe('nftables element writer: the real kernel', () => {
     // A map of the other family: the kernel refuses data of the wrong length.
     await assert.rejects(writer.write([{ ...write('MPX-EPS-V4TCP', []), family: 6, ranges: shares([['fd00::1', 1]]) }]), /adding elements to map inet mpxw MPX-EPS-V4TCP: Invalid argument/);
     // Still usable after failures (the spare was replaced).
-    await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.7', 80], ['10.1.0.8', 80]]))]);
+    await bothWays([
+      write(
+        'MPX-EPS-V4TCP',
+        shares([
+          ['10.1.0.7', 80],
+          ['10.1.0.8', 80],
+        ]),
+      ),
+    ]);
   });
 
   void test('one process serves write after write (nfnl-batch --serve); a failure ends it and the next write starts another', async () => {
@@ -217,7 +250,16 @@ void describe('nftables element writer: the real kernel', () => {
     await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.1', 80]]))]);
     const first = senders();
     assert.equal(first.length, 1, `one sender waits: ${first.join(',')}`);
-    for (let i = 2; i <= 4; i++) await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.1', 80], ['10.1.0.2', 80 + i]]))]);
+    for (let i = 2; i <= 4; i++)
+      await bothWays([
+        write(
+          'MPX-EPS-V4TCP',
+          shares([
+            ['10.1.0.1', 80],
+            ['10.1.0.2', 80 + i],
+          ]),
+        ),
+      ]);
     assert.deepEqual(senders(), first, 'the same process wrote all four batches and waits for the next');
     await assert.rejects(writer.write([{ table: 'nosuchtable', map: 'M', family: 4, ranges: [] }]), /No such file or directory/);
     await bothWays([write('MPX-EPS-V4TCP', shares([['10.1.0.3', 80]]))]);
@@ -268,7 +310,9 @@ void describe('nftables element writer: one replace in a table of 10,000 maps, w
     assert.ok(writer !== undefined);
     const exec = createExec(pod.ns, spareWorthy);
     try {
-      const change = (k: number): IntervalMapWrite[] => [{ table: 'big', map: 'eps5000', family: 4, ranges: shares(Array.from({ length: 2 + (k % 3) }, (_, j): [string, number] => [`10.250.${k}.${j + 1}`, 80])) }];
+      const change = (k: number): IntervalMapWrite[] => [
+        { table: 'big', map: 'eps5000', family: 4, ranges: shares(Array.from({ length: 2 + (k % 3) }, (_, j): [string, number] => [`10.250.${k}.${j + 1}`, 80])) },
+      ];
       const check = async (w: IntervalMapWrite[]): Promise<void> => {
         const got = listedRanges((await topo.run(pod, ['nft', '-j', 'list', 'map', 'inet', 'big', 'eps5000'])).stdout);
         assert.deepEqual(got, w[0]?.ranges);
@@ -298,7 +342,8 @@ void describe('nftables element writer: one replace in a table of 10,000 maps, w
         }
       }
       const sorted = (xs: number[]): number[] => [...xs].sort((a, b) => a - b);
-      const stats = (xs: number[]): string => `p50 ${(sorted(xs)[Math.floor(xs.length / 2)] ?? NaN).toFixed(1)} min ${Math.min(...xs).toFixed(1)} max ${Math.max(...xs).toFixed(1)} ms (n=${xs.length})`;
+      const stats = (xs: number[]): string =>
+        `p50 ${(sorted(xs)[Math.floor(xs.length / 2)] ?? NaN).toFixed(1)} min ${Math.min(...xs).toFixed(1)} max ${Math.max(...xs).toFixed(1)} ms (n=${xs.length})`;
       const report = `one map replaced in a table of ${N} maps: writer ${stats(writerMs)}; nft -f ${stats(nftMs)}`;
       t.diagnostic(report);
       console.log(report);

@@ -102,13 +102,21 @@ void describe('nftables endpoint maps: real traffic', () => {
     await exited;
     const hits = JSON.parse(out) as Hit[];
     assert.ok(hits.length >= 30, `the loop ran (${hits.length} connections)`);
-    assert.deepEqual(hits.filter((h) => h.error !== undefined), [], 'no connection failed while the maps changed');
+    assert.deepEqual(
+      hits.filter((h) => h.error !== undefined),
+      [],
+      'no connection failed while the maps changed',
+    );
     for (const [i, s] of steps.entries()) {
       const until = steps[i + 1]?.began ?? Infinity;
       // Started after this step's sync returned and before the next one began: only this step's endpoints.
       const inStep = hits.filter((h) => h.t0 > s.done && h.t0 < until);
       const allowed = new Set(s.pods.map((p) => p.name));
-      assert.deepEqual(inStep.filter((h) => !allowed.has(h.name ?? '')), [], `step ${i} (${[...allowed].join(',')})`);
+      assert.deepEqual(
+        inStep.filter((h) => !allowed.has(h.name ?? '')),
+        [],
+        `step ${i} (${[...allowed].join(',')})`,
+      );
       assert.ok(inStep.length > 0, `step ${i} saw connections`);
     }
   });
@@ -206,7 +214,10 @@ void describe('nftables endpoint maps: through the element writer', () => {
     const [b1, b2, b3] = env.backends;
     assert.ok(b1 && b2 && b3);
     await dp.sync(state(env, [webTarget(endpoints(env.backends, 4, HTTP_PORT))]), { full: true });
-    for (const [mode, pods] of [['fail', [b1]], ['apply-then-fail', [b2, b3]]] as const) {
+    for (const [mode, pods] of [
+      ['fail', [b1]],
+      ['apply-then-fail', [b2, b3]],
+    ] as const) {
       sender.mode(mode);
       warnings.length = 0;
       const res = await dp.sync(state(env, [webTarget(endpoints(pods, 4, HTTP_PORT))]), { full: false });
@@ -260,9 +271,19 @@ void describe('nftables shard tables: real traffic', () => {
     await dp.sync(state(env, [...six, svc(6, [])]), { full: true });
     assert.equal((await ours()).length, 8);
     assert.equal(await dp.checkDrift({ deep: true }), undefined);
-    for (let i = 0; i < 6; i++) assert.deepEqual(await names(i), pick(i).map((p) => p.name).sort(), `Service ${i}`);
+    for (let i = 0; i < 6; i++)
+      assert.deepEqual(
+        await names(i),
+        pick(i)
+          .map((p) => p.name)
+          .sort(),
+        `Service ${i}`,
+      );
     const refused = await httpRequests(env.topo, env.client, 'http://10.96.7.7:80/', 2);
-    assert.deepEqual(refused.map((r) => r.error), ['ECONNREFUSED', 'ECONNREFUSED']);
+    assert.deepEqual(
+      refused.map((r) => r.error),
+      ['ECONNREFUSED', 'ECONNREFUSED'],
+    );
     // An endpoint-only change: one map refill, through the writer, in whatever table holds it.
     const changed = six.map((t, i) => (i === 4 ? svc(4, [b1]) : t));
     const res = await dp.sync(state(env, [...changed, svc(6, [])]), { full: false });

@@ -32,9 +32,15 @@ const WRITER = join(binDir(), 'nfnl-batch');
 function state(pod: Pod): DesiredState {
   const s = sampleState();
   const more = Array.from({ length: 6 }, (_, i) =>
-    target(`demo/more${i}`, i % 2 === 0 ? `10.96.1.${i + 1}` : `fd00:10:96::1:${i + 1}`, 7000 + i, [ep(i % 2 === 0 ? '192.168.101.50' : 'fd00:101::50', 9000 + i), ep(i % 2 === 0 ? '192.168.101.51' : 'fd00:101::51', 9000 + i)], {
-      protocol: i % 3 === 0 ? 'SCTP' : 'TCP',
-    }),
+    target(
+      `demo/more${i}`,
+      i % 2 === 0 ? `10.96.1.${i + 1}` : `fd00:10:96::1:${i + 1}`,
+      7000 + i,
+      [ep(i % 2 === 0 ? '192.168.101.50' : 'fd00:101::50', 9000 + i), ep(i % 2 === 0 ? '192.168.101.51' : 'fd00:101::51', 9000 + i)],
+      {
+        protocol: i % 3 === 0 ? 'SCTP' : 'TCP',
+      },
+    ),
   );
   return { interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }], targets: [...s.targets, ...more] };
 }
@@ -74,9 +80,18 @@ void describe('nftables first fill: skeleton, then the elements in one batch', (
     assert.equal(r.families[0]?.via, 'first-fill', 'the first sync did not fill through the writer');
     assert.equal(w.families[0]?.via, undefined, 'without a writer the first sync is one nft -f');
     const fill = await listing(pods.fill);
-    assert.ok(fill.some((l) => /^fd00:10:96::a \. tcp \. 80 : goto MPX-SVC-/.test(l)), `no IPv6 dispatch element: ${fill.join(' | ')}`);
-    assert.ok(fill.some((l) => /^10\.96\.1\.1 \. sctp \. 7000 : goto MPX-SVC-/.test(l)), 'no SCTP dispatch element');
-    assert.ok(fill.some((l) => /^\d+-\d+ : 192\.168\.101\.3 \. 8080$/.test(l)), 'no endpoint-map range');
+    assert.ok(
+      fill.some((l) => /^fd00:10:96::a \. tcp \. 80 : goto MPX-SVC-/.test(l)),
+      `no IPv6 dispatch element: ${fill.join(' | ')}`,
+    );
+    assert.ok(
+      fill.some((l) => /^10\.96\.1\.1 \. sctp \. 7000 : goto MPX-SVC-/.test(l)),
+      'no SCTP dispatch element',
+    );
+    assert.ok(
+      fill.some((l) => /^\d+-\d+ : 192\.168\.101\.3 \. 8080$/.test(l)),
+      'no endpoint-map range',
+    );
     assert.deepEqual(fill, await listing(pods.whole));
   });
 
@@ -116,9 +131,18 @@ void describe('nftables first fill: the plan (pure)', () => {
     const ranges = (whole.match(/\d+-\d+ : [0-9a-f.:]+ \. \d+/g) ?? []).length;
     const gotos = (whole.match(/ : goto MPX-SVC-/g) ?? []).length;
     const fill = plan.fill ?? [];
-    assert.equal(fill.reduce((n, w) => n + ('ranges' in w ? w.ranges.length : 0), 0), ranges);
-    assert.equal(fill.reduce((n, w) => n + ('gotos' in w ? w.gotos.length : 0), 0), gotos);
-    assert.ok(fill.every((w) => !('ranges' in w) || w.fresh === true), 'a map of the skeleton would be flushed: it is new and empty');
+    assert.equal(
+      fill.reduce((n, w) => n + ('ranges' in w ? w.ranges.length : 0), 0),
+      ranges,
+    );
+    assert.equal(
+      fill.reduce((n, w) => n + ('gotos' in w ? w.gotos.length : 0), 0),
+      gotos,
+    );
+    assert.ok(
+      fill.every((w) => !('ranges' in w) || w.fresh === true),
+      'a map of the skeleton would be flushed: it is new and empty',
+    );
     // The no-endpoints set stays in the skeleton: it rejects from the first transaction on, as after.
     assert.match(plan.text, /10\.96\.0\.30 \. tcp \. 8080/);
   });

@@ -29,7 +29,10 @@ function shims(realWriter: string): { dir: string; log: string; lines: () => str
   const dir = mkdtempSync(join(tmpdir(), 'mp-first-sync-'));
   const log = join(dir, 'log');
   writeFileSync(log, '');
-  const real = (bin: string): string => execFileSync('sh', ['-c', `command -v ${bin}`]).toString().trim();
+  const real = (bin: string): string =>
+    execFileSync('sh', ['-c', `command -v ${bin}`])
+      .toString()
+      .trim();
   // `ip netns exec <ns> cmd` runs cmd through PATH: the shim of cmd logs it, so `ip` logs only its own work.
   const shim = (name: string, target: string, logIf = 'true'): void => {
     writeFileSync(join(dir, name), `#!/bin/sh\nif ${logIf}; then echo "${name} $*" >> ${log}; fi\nexec ${target} "$@"\n`);
@@ -38,7 +41,14 @@ function shims(realWriter: string): { dir: string; log: string; lines: () => str
   shim('nft', real('nft'));
   shim('ip', real('ip'), '[ "$1" != netns ]');
   shim('nfnl-batch', realWriter);
-  return { dir, log, lines: () => readFileSync(log, 'utf8').split('\n').filter((l) => l !== '') };
+  return {
+    dir,
+    log,
+    lines: () =>
+      readFileSync(log, 'utf8')
+        .split('\n')
+        .filter((l) => l !== ''),
+  };
 }
 
 void describe('nftables first sync: reads ahead, one tables listing, the elements through the writer started ahead', () => {
@@ -67,7 +77,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
   });
   const count = (prefix: string): number => sh.lines().filter((l) => l.startsWith(prefix)).length;
   const waitFor = async (what: () => boolean, why: string): Promise<void> => {
-    for (const until = Date.now() + 5000; !what(); ) {
+    for (const until = Date.now() + 5000; !what();) {
       if (Date.now() > until) assert.fail(`${why}; commands run: ${sh.lines().join(' | ')}`);
       await sleep(20);
     }
@@ -78,9 +88,13 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     process.env['PATH'] = `${sh.dir}:${path ?? ''}`;
     // As cmd/sidecar/main.ts makes it, in the test's namespace, with the writer's shim.
     let warmUps = 0;
-    dp = createDataplane({ ...sidecarDataplaneOptions({ cleanup: false, iptablesBackend: 'auto', elementWriter: join(sh.dir, 'nfnl-batch') }, 'nftables'), netns: pod.ns, onWarmedUp: () => (warmUps += 1) });
+    dp = createDataplane({
+      ...sidecarDataplaneOptions({ cleanup: false, iptablesBackend: 'auto', elementWriter: join(sh.dir, 'nfnl-batch') }, 'nftables'),
+      netns: pod.ns,
+      onWarmedUp: () => (warmUps += 1),
+    });
     // Before any sync: the tables listing and the route listing ran, and the first sync's `nft -f -` waits for its input.
-    await waitFor(() => count('nft list tables') === 1 && count('ip -j route show') === 1, 'the first sync\'s reads did not start when the dataplane was made');
+    await waitFor(() => count('nft list tables') === 1 && count('ip -j route show') === 1, "the first sync's reads did not start when the dataplane was made");
     await waitFor(() => count('nft -f -') === 1, 'no nft -f - was started ahead of the first sync');
     await waitFor(() => count('ip -force -batch -') === 1, 'no route batch was started ahead of the first sync');
     // The writer's probe (one batch, no argument), then its serving process.
@@ -90,13 +104,21 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     // command: before the first sync, only the reads ahead and the spare `nft -f -` ran.
     await sleep(200);
     assert.equal(warmUps, 1, 'the run-mode dataplane did not warm its render up (once)');
-    assert.deepEqual([...sh.lines()].sort(), ['ip -force -batch -', 'ip -j route show table all proto 241', 'nfnl-batch ', 'nfnl-batch --serve', 'nft -f -', 'nft list tables'], 'a command ran while the dataplane warmed up');
+    assert.deepEqual(
+      [...sh.lines()].sort(),
+      ['ip -force -batch -', 'ip -j route show table all proto 241', 'nfnl-batch ', 'nfnl-batch --serve', 'nft -f -', 'nft list tables'],
+      'a command ran while the dataplane warmed up',
+    );
 
     const r = await dp.sync(want(), { full: true });
     assert.equal(r.backend, 'nftables');
     assert.deepEqual(r.warnings, []);
     const lines = sh.lines();
-    assert.deepEqual(lines.filter((l) => l.startsWith('nft list tables')), ['nft list tables'], 'one listing of every family (no `nft list tables inet` beside it), the one started ahead');
+    assert.deepEqual(
+      lines.filter((l) => l.startsWith('nft list tables')),
+      ['nft list tables'],
+      'one listing of every family (no `nft list tables inet` beside it), the one started ahead',
+    );
     assert.equal(count('ip -j route show'), 1, 'the route listing started ahead was used');
     assert.equal(count('nft -f -'), 1, 'the first sync wrote into the process started ahead');
     assert.equal(count('ip -force -batch -'), 1, 'the first sync added its route through the batch started ahead');

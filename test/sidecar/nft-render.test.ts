@@ -132,7 +132,10 @@ void describe('nftables render: golden files per rule shape', () => {
     assert.equal(new Set(commands.map((l) => l.split(' ')[4])).size, 1, text);
     assert.match(text, /; flags interval; elements = \{ 0-2147483646 : 192\.168\.101\.3 \. 8080, 2147483647-4294967294 : 192\.168\.101\.4 \. 8080 \}; \}\n$/);
     assert.equal(plan.onlyReplacements, true);
-    assert.deepEqual(plan.replacedMaps.map((m) => [m.family, m.ranges.map((r) => `${r.ip}:${r.port}`)]), [[4, ['192.168.101.3:8080', '192.168.101.4:8080']]]);
+    assert.deepEqual(
+      plan.replacedMaps.map((m) => [m.family, m.ranges.map((r) => `${r.ip}:${r.port}`)]),
+      [[4, ['192.168.101.3:8080', '192.168.101.4:8080']]],
+    );
   });
   void test('endpoint-only changes of every family and protocol: only map refills, one golden', () => {
     const plan = partialText(nft(endpointMapsMoved()), nft(endpointMapsState()));
@@ -146,19 +149,33 @@ void describe('nftables render: golden files per rule shape', () => {
     const moved = endpointMapsMoved();
     const plan = partialText(nft(withTargets(moved, [...moved.targets, target('demo/new', '10.96.3.9', 80, eps(80))])), nft(s));
     assert.equal(plan.onlyReplacements, false);
-    assert.equal(plan.replacedMaps.length, 7, 'the new Service\'s map is filled too');
-    const down = partialText(nft(withTargets(s, s.targets.map((t, i) => (i === 0 ? { ...t, endpoints: [] } : t)))), nft(s));
+    assert.equal(plan.replacedMaps.length, 7, "the new Service's map is filled too");
+    const down = partialText(
+      nft(
+        withTargets(
+          s,
+          s.targets.map((t, i) => (i === 0 ? { ...t, endpoints: [] } : t)),
+        ),
+      ),
+      nft(s),
+    );
     assert.equal(down.onlyReplacements, false, 'losing the last endpoint rewrites the chain');
     assert.match(down.text, /^flush chain .*\n[^]*^delete map /m);
   });
   void test('nothing changed: no text; order of input does not matter', () => {
     const s = sampleState();
     assert.equal(partialText(nft(s), nft(s)).text, '');
-    const shuffled = withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() })));
+    const shuffled = withTargets(
+      s,
+      [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() })),
+    );
     assert.equal(partialText(nft(shuffled), nft(s)).text, '');
   });
   void test(`endpoint maps up to ${MAX_ENDPOINT_MAPS.toLocaleString('en')} Service ports, one DNAT rule per endpoint beyond (the kernel loads N named maps in O(N²))`, () => {
-    assert.deepEqual([0, 1, MAX_ENDPOINT_MAPS, MAX_ENDPOINT_MAPS + 1].map((n) => sidecarPickLayout(n)), ['map', 'map', 'map', 'rules']);
+    assert.deepEqual(
+      [0, 1, MAX_ENDPOINT_MAPS, MAX_ENDPOINT_MAPS + 1].map((n) => sidecarPickLayout(n)),
+      ['map', 'map', 'map', 'rules'],
+    );
     const ports = (n: number): DesiredState => ({
       interfaces: [CLIENT_BLUE],
       targets: Array.from({ length: n }, (_, i) => target(`demo/s${i}`, `10.${96 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`, 80, [ep('192.168.101.3', 8080), ep('192.168.101.4', 8080)])),
@@ -175,10 +192,16 @@ void describe('nftables render: golden files per rule shape', () => {
     const r = sharded(sampleState(), SHARDS);
     const text = fullText(r);
     golden('shape-shards.nft', text);
-    assert.deepEqual([...text.matchAll(/^table inet (\S+) \{$/gm)].map((m) => m[1]), ['multus_proxy', 'multus_proxy-s1', 'multus_proxy-s2', 'multus_proxy-s3']);
+    assert.deepEqual(
+      [...text.matchAll(/^table inet (\S+) \{$/gm)].map((m) => m[1]),
+      ['multus_proxy', 'multus_proxy-s1', 'multus_proxy-s2', 'multus_proxy-s3'],
+    );
     assert.equal(text.match(/type nat hook output priority -100;/g)?.length, SHARDS, 'one nat hook per table');
     assert.equal(text.match(/type filter hook output/g)?.length, 1, 'one filter hook, in the root');
-    assert.deepEqual(tableParts(r).map((p) => p.targets.length), [3, 3, 1, 0]);
+    assert.deepEqual(
+      tableParts(r).map((p) => p.targets.length),
+      [3, 3, 1, 0],
+    );
     // Each Service port's chain, map and dispatch element live in its shard's table.
     for (const [i, part] of tableParts(r).entries()) for (const t of part.targets) assert.equal(shardOf(t.chain, SHARDS), i);
     // A partial change names each Service port's own table; a Service that loses its last endpoint
@@ -198,8 +221,14 @@ void describe('nftables render: golden files per rule shape', () => {
     assert.match(planNft(r, undefined, true, ['multus_proxy', 'multus_proxy-s9']).text, /^add table inet multus_proxy-s9\ndelete table inet multus_proxy-s9\n/);
   });
   void test(`the shard count: one table up to ${PORTS_PER_SHARD.toLocaleString('en')} Service ports, then powers of two of at most that many on average`, () => {
-    assert.deepEqual([0, 1, 1000, 1001, 2000, 2001, 4000, 8001, 10000, 30000].map((n) => shardCount(n)), [1, 1, 1, 2, 2, 4, 4, 16, 16, 32]);
-    assert.deepEqual([1, 2, 3, 5].map((n) => shardCount(n, 1)), [1, 2, 4, 8]);
+    assert.deepEqual(
+      [0, 1, 1000, 1001, 2000, 2001, 4000, 8001, 10000, 30000].map((n) => shardCount(n)),
+      [1, 1, 1, 2, 2, 4, 4, 16, 16, 32],
+    );
+    assert.deepEqual(
+      [1, 2, 3, 5].map((n) => shardCount(n, 1)),
+      [1, 2, 4, 8],
+    );
     assert.equal(shardCount(1e6, Infinity), 1, 'Infinity keeps one table');
     // Spread: 10,000 chain names over 16 tables, each within 25 % of the mean.
     const counts = new Array<number>(16).fill(0);
@@ -209,7 +238,10 @@ void describe('nftables render: golden files per rule shape', () => {
     }
     for (const c of counts) assert.ok(Math.abs(c - 625) < 625 * 0.25, `${counts.join(' ')}`);
     // Only the root and its shards are ours, not the node agent's table.
-    assert.deepEqual(shardTablesIn('table inet multus_proxy\ntable inet multus_proxy_node\ntable inet multus_proxy-s3\ntable ip multus_proxy-s4\ntable inet multus_proxy-sx\n', 'inet', 'multus_proxy'), ['multus_proxy', 'multus_proxy-s3']);
+    assert.deepEqual(
+      shardTablesIn('table inet multus_proxy\ntable inet multus_proxy_node\ntable inet multus_proxy-s3\ntable ip multus_proxy-s4\ntable inet multus_proxy-sx\n', 'inet', 'multus_proxy'),
+      ['multus_proxy', 'multus_proxy-s3'],
+    );
   });
   void test('a cluster IP, protocol and port twice: the first keeps the map element', () => {
     const r = nft({ interfaces: [CLIENT_BLUE], targets: [target('demo/a', '10.96.2.1', 80, [ep('192.168.101.3', 80)]), target('demo/b', '10.96.2.1', 80, [ep('192.168.101.4', 80)])] });
@@ -222,10 +254,13 @@ void describe('nftables render: parsers', () => {
   void test('nft error line, chain listing, element count', () => {
     assert.equal(nftFailedLine('/dev/stdin:12:3-8: Error: syntax error, unexpected reject\n'), 12);
     assert.equal(nftFailedLine('Error: Could not process rule: No such file or directory\n'), undefined);
-    assert.deepEqual([...parseNftChains('table inet x {\n\tchain a {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tip daddr 1.2.3.4 accept\n\t}\n\tchain b {\n\t}\n}\n')], [
-      ['a', 1],
-      ['b', 0],
-    ]);
+    assert.deepEqual(
+      [...parseNftChains('table inet x {\n\tchain a {\n\t\ttype nat hook output priority -100; policy accept;\n\t\tip daddr 1.2.3.4 accept\n\t}\n\tchain b {\n\t}\n}\n')],
+      [
+        ['a', 1],
+        ['b', 0],
+      ],
+    );
     assert.equal(countElements('map m {\n\ttype ipv4_addr : verdict\n\telements = { 1.2.3.4 : goto a,\n\t\t5.6.7.8 : goto b }\n}'), 2);
     assert.equal(countElements('set s {\n\ttype ipv4_addr\n}'), 0);
   });
@@ -256,9 +291,12 @@ void describe('nftables render: the real nft loads every golden text', () => {
   void test('an affinity Service loses an endpoint: its chains name sets that exist already, and the kept sets keep their clients', async () => {
     const b = SHAPES['shape-affinity-ports'];
     assert.ok(b !== undefined);
-    const a = withTargets(b, b.targets.map((t) => (t.portName === 'http' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(0, 2) } : t)));
+    const a = withTargets(
+      b,
+      b.targets.map((t) => (t.portName === 'http' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(0, 2) } : t)),
+    );
     await load(fullText(nft(b)));
-    const kept = [...(nft(b).targets.values())].find((t) => t.key.startsWith('10.96.1.10 . tcp'));
+    const kept = [...nft(b).targets.values()].find((t) => t.key.startsWith('10.96.1.10 . tcp'));
     const set = kept === undefined ? undefined : [...kept.sets.keys()][0];
     assert.ok(set !== undefined);
     await load(`add element inet multus_proxy ${set} { 192.168.1.7 }\n`);
@@ -268,9 +306,10 @@ void describe('nftables render: the real nft loads every golden text', () => {
     assert.equal(compareTable(nft(a), await listing()), undefined);
     assert.match((await topoOf().run(podOf(), ['nft', 'list', 'set', 'inet', 'multus_proxy', set])).stdout, /192\.168\.1\.7/, 'a kept affinity set keeps its clients');
   });
-  void test('the start-up probe table (every rule shape) passes nft -c here and changes nothing; a refused text is reported in nft\'s words', async () => {
+  void test("the start-up probe table (every rule shape) passes nft -c here and changes nothing; a refused text is reported in nft's words", async () => {
     const text = probeText();
-    for (const shape of ['numgen random mod 2', 'map @MPX-EPS-', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output']) assert.ok(text.includes(shape), `probe text lacks ${shape}`);
+    for (const shape of ['numgen random mod 2', 'map @MPX-EPS-', 'flags dynamic,timeout', 'ip6 daddr', 'sctp', 'reject with tcp reset', 'type nat hook output'])
+      assert.ok(text.includes(shape), `probe text lacks ${shape}`);
     const exec = createExec(podOf().ns);
     // The ruleset as listed, without the affinity entries' ticking expiry.
     const ruleset = async (): Promise<string> => (await topoOf().run(podOf(), ['nft', 'list', 'ruleset'])).stdout.replace(/ expires \S+/g, '');
@@ -289,7 +328,7 @@ void describe('nftables render: the real nft loads every golden text', () => {
     assert.equal(listed.length, 6);
     assert.deepEqual(listed, endpointMapBlocks(text));
   });
-  void test('endpoint-only changes load as refills, and the table then equals the new state\'s full text', async () => {
+  void test("endpoint-only changes load as refills, and the table then equals the new state's full text", async () => {
     const b = nft(endpointMapsState());
     const a = nft(endpointMapsMoved());
     await load(fullText(b));

@@ -50,7 +50,12 @@ void describe('sidecar render: golden files', () => {
   });
   void test('the sample is deterministic whatever the input order', () => {
     const s = sampleState();
-    const shuffled = render(withTargets(s, [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() }))));
+    const shuffled = render(
+      withTargets(
+        s,
+        [...s.targets].reverse().map((t) => ({ ...t, endpoints: [...t.endpoints].reverse() })),
+      ),
+    );
     assert.equal(planRestore(shuffled.v4, undefined, NOTHING_EXISTING, true).text, planRestore(r.v4, undefined, NOTHING_EXISTING, true).text);
     assert.equal(planRestore(shuffled.v6, undefined, NOTHING_EXISTING, true).text, planRestore(r.v6, undefined, NOTHING_EXISTING, true).text);
   });
@@ -108,13 +113,7 @@ void describe('sidecar render: golden files per rule shape', () => {
     const after = withTargets(before, [
       ...before.targets
         .filter((t) => t.service !== 'demo/sig')
-        .map((t) =>
-          t.service === 'demo/web' && t.family === 4
-            ? { ...t, endpoints: [...t.endpoints, ep('192.168.101.9', 8080)] }
-            : t.service === 'demo/dns'
-              ? { ...t, endpoints: [] }
-              : t,
-        ),
+        .map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [...t.endpoints, ep('192.168.101.9', 8080)] } : t.service === 'demo/dns' ? { ...t, endpoints: [] } : t)),
       target('demo/new', '10.96.0.60', 8080, [ep('192.168.101.3', 8080)]),
     ]);
     const plan = planRestore(render(after).v4, render(before).v4, undefined, false);
@@ -195,7 +194,10 @@ void describe('sidecar render: endpoint choice and load balancing', () => {
     const warnings: string[] = [];
     const got = chooseEndpoints([ep('10.0.0.1', 80, 'unready'), ep('10.0.0.1', 80), ep('fd00::1', 80), ep('10.0.0.300', 80), ep('10.0.0.2', 0)], 4, (m) => warnings.push(m), 'demo/web:80/TCP');
     // Merged to one ready entry: the merged list itself is chosen (conditions and all).
-    assert.deepEqual(got.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '10.0.0.1', port: 80 }]);
+    assert.deepEqual(
+      got.endpoints.map(({ ip, port }) => ({ ip, port })),
+      [{ ip: '10.0.0.1', port: 80 }],
+    );
     assert.equal(warnings.length, 3);
     assert.match(warnings[0] ?? '', /demo\/web:80\/TCP: endpoint "fd00::1" port 80 dropped: not an IPv4 address/);
   });
@@ -211,13 +213,22 @@ void describe('sidecar render: endpoint choice and load balancing', () => {
     let described = 0;
     const what = (): string => ((described += 1), 'demo/web:80/TCP');
     const got = chooseEndpoints(input, 4, () => undefined, what).endpoints;
-    assert.deepEqual(got.map(({ ip, port }) => `${ip}:${port}`), ['10.0.0.10:80', '10.0.0.10:81', '10.0.0.9:80']);
+    assert.deepEqual(
+      got.map(({ ip, port }) => `${ip}:${port}`),
+      ['10.0.0.10:80', '10.0.0.10:81', '10.0.0.9:80'],
+    );
     assert.deepEqual(got, [input[2], input[1], input[0]]);
-    assert.ok(got.every((e, i) => e === input[2 - i]), 'no copy of an endpoint');
+    assert.ok(
+      got.every((e, i) => e === input[2 - i]),
+      'no copy of an endpoint',
+    );
     assert.equal(described, 0);
     const warnings: string[] = [];
     const repeated = chooseEndpoints([ep('10.0.0.9', 80, 'unready'), ep('10.0.0.10', 80), ep('10.0.0.9', 80), ep('bad', 80)], 4, (m) => warnings.push(m), what);
-    assert.deepEqual(repeated.endpoints.map(({ ip, port }) => `${ip}:${port}`), ['10.0.0.10:80', '10.0.0.9:80']);
+    assert.deepEqual(
+      repeated.endpoints.map(({ ip, port }) => `${ip}:${port}`),
+      ['10.0.0.10:80', '10.0.0.9:80'],
+    );
     assert.equal(described, 1);
     assert.match(warnings[0] ?? '', /^demo\/web:80\/TCP: endpoint "bad" port 80 dropped/);
   });
@@ -312,7 +323,12 @@ void describe('sidecar render: partial versus full', () => {
     assert.deepEqual([p.text, p.full, p.changedChains], ['', false, []]);
   });
   void test('one endpoint change rewrites only that Service chain, no dispatch, no filter', () => {
-    const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(1) } : t))));
+    const next = full(
+      withTargets(
+        s,
+        s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: t.endpoints.slice(1) } : t)),
+      ),
+    );
     const p = planRestore(next.v4, base.v4, undefined, false);
     assert.equal(p.changedChains.length, 1);
     assert.match(p.changedChains[0] ?? '', /^nat\/MPX-SVC-/);
@@ -320,7 +336,12 @@ void describe('sidecar render: partial versus full', () => {
     assert.deepEqual(planRestore(next.v6, base.v6, undefined, false).text, '');
   });
   void test('all endpoints gone: the Service chain empties and a reject rule is added, filter first', () => {
-    const next = full(withTargets(s, s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [] } : t))));
+    const next = full(
+      withTargets(
+        s,
+        s.targets.map((t) => (t.service === 'demo/web' && t.family === 4 ? { ...t, endpoints: [] } : t)),
+      ),
+    );
     const p = planRestore(next.v4, base.v4, undefined, false);
     const web = serviceChainName({ service: 'demo/web', portName: 'http', protocol: 'TCP', family: 4, clusterIP: '10.96.0.10' });
     assert.deepEqual(p.changedChains, ['filter/MPX-REJECT', `nat/${web}`]);
@@ -337,24 +358,32 @@ void describe('sidecar render: partial versus full', () => {
   void test('a new Service with endpoints: its chain and the dispatch chain only', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
     const p = planRestore(next.v4, base.v4, undefined, false);
-    assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['nat/MPX-SERVICES']);
+    assert.deepEqual(
+      p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')),
+      ['nat/MPX-SERVICES'],
+    );
     assert.equal(p.changedChains.length, 2);
   });
   void test('a new Service without endpoints: its chain, the dispatch chain and the reject chain, filter first', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [])]));
     const p = planRestore(next.v4, base.v4, undefined, false);
-    assert.deepEqual(p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')), ['filter/MPX-REJECT', 'nat/MPX-SERVICES']);
+    assert.deepEqual(
+      p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')),
+      ['filter/MPX-REJECT', 'nat/MPX-SERVICES'],
+    );
     assert.ok(p.text.indexOf('*filter') < p.text.indexOf('*nat'));
   });
   void test('a removed Service: its dispatch rule is deleted, then its chain flushed and deleted; nothing else', () => {
-    const next = full(withTargets(s, s.targets.filter((t) => t.service !== 'demo/sig')));
+    const next = full(
+      withTargets(
+        s,
+        s.targets.filter((t) => t.service !== 'demo/sig'),
+      ),
+    );
     const p = planRestore(next.v4, base.v4, undefined, false);
     const sig = serviceChainName({ service: 'demo/sig', portName: '', protocol: 'SCTP', family: 4, clusterIP: '10.96.0.40' });
     assert.deepEqual(p.deletedChains, [`nat/${sig}`]);
-    assert.equal(
-      p.text,
-      `*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`,
-    );
+    assert.equal(p.text, `*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`);
   });
   void test('a new Service is one appended dispatch rule after its new chain, not a dispatch rewrite', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
@@ -431,8 +460,14 @@ void describe('sidecar routes, conntrack and error mapping', () => {
       { family: 4 as const, dst: '10.96.0.3', dev: 'net1', src: '192.168.101.2' },
     ];
     const d = diffRoutes(cur, want);
-    assert.deepEqual(d.replace.map((r) => r.dst), ['10.96.0.2', '10.96.0.3']);
-    assert.deepEqual(d.remove.map((r) => r.dst), ['10.96.0.1']);
+    assert.deepEqual(
+      d.replace.map((r) => r.dst),
+      ['10.96.0.2', '10.96.0.3'],
+    );
+    assert.deepEqual(
+      d.remove.map((r) => r.dst),
+      ['10.96.0.1'],
+    );
     assert.equal(routeBatch(d.remove, 'remove'), 'route del 10.96.0.1/32 proto 241\n');
     assert.deepEqual(parseRoutes('[{"dst":"fd00:10:96::1","dev":"net1","prefsrc":"fd00:101::2","metric":1024}]', 6), [cur[2]]);
     assert.deepEqual(parseRoutes('not json', 4), []);
@@ -455,7 +490,10 @@ void describe('sidecar routes, conntrack and error mapping', () => {
   });
   void test('routes: a foreign route with our protocol keeps its prefix and is deleted as read; a value that would split a batch line throws', () => {
     const read = parseRoutes('[{"dst":"203.0.113.0/24","dev":"lo","protocol":"241"},{"dst":"default","dev":"lo"},{"dst":"10.96.0.1","dev":"net1","prefsrc":"192.168.101.2"}]', 4);
-    assert.deepEqual(read.map((r) => r.dst), ['203.0.113.0/24', 'default', '10.96.0.1']);
+    assert.deepEqual(
+      read.map((r) => r.dst),
+      ['203.0.113.0/24', 'default', '10.96.0.1'],
+    );
     const d = diffRoutes(read, [{ family: 4, dst: '10.96.0.1', dev: 'net1', src: '192.168.101.2' }]);
     assert.deepEqual(d.replace, []);
     assert.equal(routeBatch(d.remove, 'remove'), 'route del 203.0.113.0/24 proto 241\nroute del default proto 241\n');
@@ -480,11 +518,17 @@ void describe('sidecar routes, conntrack and error mapping', () => {
       ),
     ).resolution.targets;
     const plan = planConntrack(prev, next);
-    assert.deepEqual(plan.map(conntrackArgs).map((a) => a.join(' ')).sort(), [
-      '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 9999',
-      '-D -f ipv4 -p udp --orig-dst 10.96.0.53 --orig-port-dst 53 --dst-nat 192.168.101.3',
-      '-D -f ipv6 -p udp --orig-dst fd00:10:96::1e --orig-port-dst 5000',
-    ]);
+    assert.deepEqual(
+      plan
+        .map(conntrackArgs)
+        .map((a) => a.join(' '))
+        .sort(),
+      [
+        '-D -f ipv4 -p sctp --orig-dst 10.96.0.40 --orig-port-dst 9999',
+        '-D -f ipv4 -p udp --orig-dst 10.96.0.53 --orig-port-dst 53 --dst-nat 192.168.101.3',
+        '-D -f ipv6 -p udp --orig-dst fd00:10:96::1e --orig-port-dst 5000',
+      ],
+    );
     assert.deepEqual(planConntrack(undefined, next), []);
   });
   void test('a failed restore line is mapped back to the input text', () => {

@@ -72,7 +72,13 @@ void describe('sidecar memory at the budget, child and rules included', () => {
       await cp.client.create(apiPath('', 'v1', 'services', ns), serviceObject(ns, `s${s}`, { networks: 'net-a', ports }));
       await cp.client.create(
         apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns),
-        sliceObject(ns, `s${s}-v4`, { service: `s${s}`, network: `${ns}/net-a`, family: 4, ports, endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({ ip: `198.18.${s}.${e + 1}`, ready: true })) }),
+        sliceObject(ns, `s${s}-v4`, {
+          service: `s${s}`,
+          network: `${ns}/net-a`,
+          family: 4,
+          ports,
+          endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({ ip: `198.18.${s}.${e + 1}`, ready: true })),
+        }),
       );
     }
     await env.relay.attach(client);
@@ -93,7 +99,10 @@ void describe('sidecar memory at the budget, child and rules included', () => {
     nftables: 'the first nftables load is one transaction; at the budget nft meets the 128 Mi limit (split it in the back end)',
     iptables: undefined,
   };
-  for (const [backend, port] of [['nftables', 19184], ['iptables', 19185]] as const) {
+  for (const [backend, port] of [
+    ['nftables', 19184],
+    ['iptables', 19185],
+  ] as const) {
     void test(`${backend}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, { todo: todo[backend] }, async () => {
       assert.ok(existsSync(CGROUP_ROOT), 'a cgroup v1 memory hierarchy');
       const cg = `${CGROUP_ROOT}/mp-test-${process.pid}-${backend}`;
@@ -103,7 +112,14 @@ void describe('sidecar memory at the budget, child and rules included', () => {
         if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
         // The rules of the previous back end are the new one's to remove; start from none.
         await topo.run(env.client, ['nft', 'flush', 'ruleset'], { allowFail: true });
-        env.sidecar = spawnSidecar(topo, env.client, { podName: 'client', podNamespace: env.ns, kubeconfig: env.cp.kubeconfigPath, healthPort: port, bundle: join(distDir, 'sidecar.js'), env: { ...MALLOC_ENV, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' } });
+        env.sidecar = spawnSidecar(topo, env.client, {
+          podName: 'client',
+          podNamespace: env.ns,
+          kubeconfig: env.cp.kubeconfigPath,
+          healthPort: port,
+          bundle: join(distDir, 'sidecar.js'),
+          env: { ...MALLOC_ENV, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' },
+        });
         const s = env.sidecar;
         const pid = s.process.pid as number;
         writeFileSync(`${cg}/cgroup.procs`, String(pid));
@@ -117,14 +133,21 @@ void describe('sidecar memory at the budget, child and rules included', () => {
           const why = (): string =>
             `exited ${String(s.exited())}, limit hits ${readFileSync(`${cg}/memory.failcnt`, 'utf8').trim()}, usage ${MiB(Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8')))} MiB; ${s.stderr().slice(-1000)} ${JSON.stringify(s.logs().slice(-5))}`;
           await waitFor('/readyz 200', async () => (await probe(topo, env.client, port, '/readyz')) === 200, 240_000, why);
-          await waitFor('every target programmed', async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS), 30_000, () => 'targets metric');
+          await waitFor(
+            'every target programmed',
+            async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS),
+            30_000,
+            () => 'targets metric',
+          );
         } finally {
           clearInterval(sample);
         }
         const peak = Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8'));
         const failcnt = Number(readFileSync(`${cg}/memory.failcnt`, 'utf8'));
         const kmem = Number(readFileSync(`${cg}/memory.kmem.max_usage_in_bytes`, 'utf8'));
-        process.stdout.write(`# ${backend}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`);
+        process.stdout.write(
+          `# ${backend}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`,
+        );
         assert.equal(s.exited(), false, 'not killed');
         assert.equal(failcnt, 0, 'the cgroup never reached its limit');
         assert.ok(peak < LIMIT, `peak ${MiB(peak)} MiB`);

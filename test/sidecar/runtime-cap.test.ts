@@ -59,23 +59,53 @@ void describe('sidecar runtime: Services per network are capped', () => {
     const said: Say[] = [];
     const metrics = createSidecarMetrics(new prom.Registry());
     rt = createSidecarRuntime(
-      { podName: 'client', podNamespace: ns, annotationsFile: join(dir, 'annotations'), maxServicesPerNetwork: 2, minSyncIntervalMs: 20, retryMinMs: 50, retryMaxMs: 500, stuckAfterMs: 60_000, informer: { minBackoffMs: 50, maxBackoffMs: 500 } },
+      {
+        podName: 'client',
+        podNamespace: ns,
+        annotationsFile: join(dir, 'annotations'),
+        maxServicesPerNetwork: 2,
+        minSyncIntervalMs: 20,
+        retryMinMs: 50,
+        retryMaxMs: 500,
+        stuckAfterMs: 60_000,
+        informer: { minBackoffMs: 50, maxBackoffMs: 500 },
+      },
       { client: cp.client, dataplane: recordingDataplane(states), log: createLogger('sidecar', 'silent'), metrics, event: (s) => said.push(s) },
     );
     rt.start();
     const served = (): string[] => [...new Set((states.at(-1)?.targets ?? []).map((t) => t.service))].sort();
     const dropped = async (): Promise<string> => (await metrics.registry.metrics()).split('\n').find((l) => l.startsWith('multus_proxy_sidecar_services_dropped{')) ?? '';
-    await waitFor('ready, two served', () => rt!.ready().ready && served().length === 2, 15_000, () => JSON.stringify(served()));
+    await waitFor(
+      'ready, two served',
+      () => rt!.ready().ready && served().length === 2,
+      15_000,
+      () => JSON.stringify(served()),
+    );
     assert.deepEqual(served(), [`${ns}/s-a`, `${ns}/s-b`]);
     const ev = said.find((s) => s.reason === 'ServiceCapReached');
     assert.ok(ev, JSON.stringify(said));
     assert.equal(ev.type, 'Warning');
-    assert.match(ev.message, new RegExp(`network ${ns}/net-a has 3 Service ports \\(targets\\), more than this sidecar serves \\(2, MAX_SERVICES_PER_NETWORK\\); namespace ${ns} asks for 3, over its fair share of 2, so 1 of its Services are not served: ${ns}/s-c;`));
+    assert.match(
+      ev.message,
+      new RegExp(
+        `network ${ns}/net-a has 3 Service ports \\(targets\\), more than this sidecar serves \\(2, MAX_SERVICES_PER_NETWORK\\); namespace ${ns} asks for 3, over its fair share of 2, so 1 of its Services are not served: ${ns}/s-c;`,
+      ),
+    );
     assert.equal(await dropped(), `multus_proxy_sidecar_services_dropped{network="${ns}/net-a"} 1`);
 
     await cp.client.delete(apiPath('', 'v1', 'services', ns, 's-a'));
-    await waitFor('s-b and s-c served', () => JSON.stringify(served()) === JSON.stringify([`${ns}/s-b`, `${ns}/s-c`]), 15_000, () => JSON.stringify(served()));
-    await waitFor('metric 0', async () => (await dropped()).endsWith(' 0'), 5_000, () => 'metric not 0');
+    await waitFor(
+      's-b and s-c served',
+      () => JSON.stringify(served()) === JSON.stringify([`${ns}/s-b`, `${ns}/s-c`]),
+      15_000,
+      () => JSON.stringify(served()),
+    );
+    await waitFor(
+      'metric 0',
+      async () => (await dropped()).endsWith(' 0'),
+      5_000,
+      () => 'metric not 0',
+    );
     assert.equal(said.filter((s) => s.reason === 'ServiceCapReached').length, 1, 'one Event while the same Services are left out');
   });
 });

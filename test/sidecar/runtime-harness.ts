@@ -181,7 +181,12 @@ export async function waitForLog(sc: SidecarProcess, what: string, re: RegExp, t
       return found !== undefined;
     },
     timeoutMs,
-    () => `log so far:\n${sc.logs().slice(-15).map((l) => JSON.stringify(l)).join('\n')}\n${sc.stderr()}`,
+    () =>
+      `log so far:\n${sc
+        .logs()
+        .slice(-15)
+        .map((l) => JSON.stringify(l))
+        .join('\n')}\n${sc.stderr()}`,
   );
   return found ?? {};
 }

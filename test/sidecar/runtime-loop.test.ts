@@ -258,7 +258,14 @@ void describe('sync loop', () => {
       [true, true],
       'the first sync, and one full sync after the check that found drift; none for the checks that found none',
     );
-    assert.deepEqual(h.checks.slice(0, 10).map((d, i) => (d ? i + 1 : 0)).filter((x) => x > 0), [10], 'the tenth check is deep');
+    assert.deepEqual(
+      h.checks
+        .slice(0, 10)
+        .map((d, i) => (d ? i + 1 : 0))
+        .filter((x) => x > 0),
+      [10],
+      'the tenth check is deep',
+    );
     assert.equal(await h.value('drift_checks_total', { kind: 'quick', result: 'drift' }), 1);
     assert.ok((await h.value('drift_checks_total', { kind: 'quick', result: 'ok' })) >= 10);
     driftAt = -1;
@@ -272,10 +279,14 @@ void describe('sync loop', () => {
     const INTERVAL = 100;
     let overlapped = 0;
     let n = 1;
-    const h = harness({ driftCheckIntervalMs: INTERVAL }, () => sleep(5), () => {
-      if (h.active() > 0) overlapped += 1;
-      return undefined;
-    });
+    const h = harness(
+      { driftCheckIntervalMs: INTERVAL },
+      () => sleep(5),
+      () => {
+        if (h.active() > 0) overlapped += 1;
+        return undefined;
+      },
+    );
     h.loop.start();
     await h.loop.firstSync;
     // A change every 10 ms for 1.5 s: a sync is always running, due or waiting for its budget.

@@ -94,7 +94,12 @@ void describe('sidecar runtime: networks changed during the first slice list', (
       ...pod,
       metadata: { ...pod.metadata, annotations: { ...pod.metadata?.annotations, [SERVICE_NETWORK_ANNOTATION]: 'net-b' } },
     });
-    await waitFor('ready on the new networks while the old list is still held', () => rt!.ready().ready, 10_000, () => JSON.stringify(rt!.ready()));
+    await waitFor(
+      'ready on the new networks while the old list is still held',
+      () => rt!.ready().ready,
+      10_000,
+      () => JSON.stringify(rt!.ready()),
+    );
     assert.equal(gated.heldLists(), 1, 'the old selector was listed once and never again');
     const last = states.at(-1);
     const target = last?.targets.find((t) => t.service === `${ns}/web-b`);

@@ -55,7 +55,12 @@ void describe('sidecar program with the nftables back end: real apiserver, real 
   void test('ready after the first sync, with its table and no iptables rules of ours; the cluster IP reaches both backends; an unready endpoint leaves', async () => {
     env.sidecar = spawnSidecar(topo, env.client, { podName: 'client', podNamespace: env.ns, kubeconfig: env.cp.kubeconfigPath, healthPort: HEALTH_PORT, env: { DATAPLANE_BACKEND: 'nftables' } });
     const s = env.sidecar;
-    await waitFor('/readyz 200', async () => (await probe(topo, env.client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+    await waitFor(
+      '/readyz 200',
+      async () => (await probe(topo, env.client, HEALTH_PORT, '/readyz')) === 200,
+      30_000,
+      () => s.stderr(),
+    );
     const start = s.logs().find((l) => l['msg'] === 'multus-proxy sidecar starting');
     assert.equal(start?.['backend'], 'nftables', JSON.stringify(start));
     const t = await table();
@@ -67,7 +72,12 @@ void describe('sidecar program with the nftables back end: real apiserver, real 
 
     const path = apiPath('discovery.k8s.io', 'v1', 'endpointslices', env.ns, 'web-v4');
     await env.cp.client.replace(path, { ...slice(false), metadata: (await env.cp.client.get<V1EndpointSlice>(path)).metadata });
-    await waitFor('b2 out of the table', async () => !(await table()).includes(` : ${ip('b2')} . 80`), 15_000, () => s.stderr());
+    await waitFor(
+      'b2 out of the table',
+      async () => !(await table()).includes(` : ${ip('b2')} . 80`),
+      15_000,
+      () => s.stderr(),
+    );
     assert.deepEqual(await names(10), ['b1']);
   });
 });

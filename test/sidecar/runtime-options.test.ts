@@ -35,7 +35,10 @@ void test('external IPs: EXTERNAL_IPS_ALLOWED_CIDRS (what the webhook sets from 
   const r = parseOptions({ ...POD, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24,2001:db8::/64' }, []);
   assert.ok(r.ok, r.ok ? '' : r.error);
   assert.ok(r.value.externalIPs.configured);
-  assert.deepEqual(r.value.externalIPs.allowed.map((c) => c.cidr), ['192.0.2.0/24', '2001:db8::/64']);
+  assert.deepEqual(
+    r.value.externalIPs.allowed.map((c) => c.cidr),
+    ['192.0.2.0/24', '2001:db8::/64'],
+  );
   const bad = parseOptions({ ...POD, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.1' }, []);
   assert.ok(!bad.ok);
   assert.match(bad.error, /EXTERNAL_IPS_ALLOWED_CIDRS \(--external-ips-allowed-cidrs\)\[0\].*192\.0\.2\.1.*write a CIDR/);

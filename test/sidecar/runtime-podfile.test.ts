@@ -91,17 +91,37 @@ void describe('sidecar runtime: own pod from the downwardAPI file, no pods reque
     const states: DesiredState[] = [];
     // The re-read is an hour away: only the watch can see the change below in time.
     rt = createSidecarRuntime(
-      { podName: 'client', podNamespace: ns, annotationsFile: join(dir, 'annotations'), annotationsPollMs: 3_600_000, minSyncIntervalMs: 20, retryMinMs: 50, retryMaxMs: 500, stuckAfterMs: 60_000, informer: { minBackoffMs: 50, maxBackoffMs: 500 } },
+      {
+        podName: 'client',
+        podNamespace: ns,
+        annotationsFile: join(dir, 'annotations'),
+        annotationsPollMs: 3_600_000,
+        minSyncIntervalMs: 20,
+        retryMinMs: 50,
+        retryMaxMs: 500,
+        stuckAfterMs: 60_000,
+        informer: { minBackoffMs: 50, maxBackoffMs: 500 },
+      },
       { client, dataplane: recordingDataplane(states), log: createLogger('sidecar', 'silent'), metrics: createSidecarMetrics(new prom.Registry()) },
     );
     rt.start();
     const served = (): string[] => (states.at(-1)?.targets ?? []).map((t) => `${t.service}:${t.endpoints.map((e) => e.ip).join(',')}`);
-    await waitFor('ready, serving web-a', () => rt!.ready().ready && served().includes(`${ns}/web-a:192.0.2.20`), 15_000, () => JSON.stringify(served()));
+    await waitFor(
+      'ready, serving web-a',
+      () => rt!.ready().ready && served().includes(`${ns}/web-a:192.0.2.20`),
+      15_000,
+      () => JSON.stringify(served()),
+    );
     assert.ok(!served().some((s) => s.startsWith(`${ns}/web-b`)), 'web-b is not on the networks the file names');
 
     const t0 = Date.now();
     kubeletWrite(dir, { [SERVICE_NETWORK_ANNOTATION]: 'net-b', [NETWORK_STATUS_ANNOTATION]: status(ns) }, 1);
-    await waitFor('web-b served after the swap', () => served().includes(`${ns}/web-b:198.51.100.20`), 5_000, () => JSON.stringify(served()));
+    await waitFor(
+      'web-b served after the swap',
+      () => served().includes(`${ns}/web-b:198.51.100.20`),
+      5_000,
+      () => JSON.stringify(served()),
+    );
     assert.ok(Date.now() - t0 < 5_000);
     assert.ok(!served().some((s) => s.startsWith(`${ns}/web-a`)), 'web-a is gone with net-a');
     assert.deepEqual(podRequests, [], 'the sidecar asked the apiserver for pods');

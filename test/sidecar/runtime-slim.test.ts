@@ -31,12 +31,17 @@ function asServed<T extends { metadata?: V1ObjectMeta }>(obj: T, rv: string): T 
 }
 
 const NET = 'ns1/net-a';
-const pod = asServed(
-  podObject('ns1', 'client', { serviceNetwork: 'net-a', status: [{ name: NET, interface: 'net1', ips: ['10.1.0.9', 'fd00::9'] }] }),
-  '5',
-);
+const pod = asServed(podObject('ns1', 'client', { serviceNetwork: 'net-a', status: [{ name: NET, interface: 'net1', ips: ['10.1.0.9', 'fd00::9'] }] }), '5');
 const services: V1Service[] = [
-  serviceObject('ns1', 'web', { networks: NET, clusterIPs: ['10.96.0.10', 'fd00:96::10'], ports: [{ name: 'http', port: 80, targetPort: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }], affinitySeconds: 600 }),
+  serviceObject('ns1', 'web', {
+    networks: NET,
+    clusterIPs: ['10.96.0.10', 'fd00:96::10'],
+    ports: [
+      { name: 'http', port: 80, targetPort: 8080 },
+      { name: 'dns', port: 53, protocol: 'UDP' },
+    ],
+    affinitySeconds: 600,
+  }),
   serviceObject('ns1', 'db', { networks: NET, clusterIPs: ['10.96.0.11'], ports: [{ port: 5432 }], affinitySeconds: 'default' }),
   serviceObject('ns1', 'headless', { networks: NET, headless: true, ports: [{ port: 80 }] }),
   serviceObject('ns1', 'lb', { networks: NET, clusterIPs: ['10.96.0.12'], ports: [{ port: 80 }], type: 'LoadBalancer' }),
@@ -50,7 +55,10 @@ const slices: V1EndpointSlice[] = [
     service: 'web',
     network: NET,
     family: 4,
-    ports: [{ name: 'http', port: 8080 }, { name: 'dns', port: 53, protocol: 'UDP' }],
+    ports: [
+      { name: 'http', port: 8080 },
+      { name: 'dns', port: 53, protocol: 'UDP' },
+    ],
     endpoints: [{ ip: '10.1.0.2' }, { ip: '10.1.0.3', ready: false, serving: true, terminating: true }, { ip: '10.1.0.4', ready: true, serving: true, terminating: false }],
     triggerTime: '2026-01-01T00:00:01Z',
   }),
@@ -135,7 +143,14 @@ void describe('slim transforms', () => {
 
   void test('labels: only the ones read are kept, whatever a tenant adds; deletionTimestamp is kept', () => {
     const svc = services[0] as V1Service;
-    const noisy = { ...svc, metadata: { ...svc.metadata, deletionTimestamp: new Date('2026-01-02T00:00:00Z'), labels: { ...svc.metadata?.labels, ...Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`x${i}`, 'y'.repeat(60)])) } } };
+    const noisy = {
+      ...svc,
+      metadata: {
+        ...svc.metadata,
+        deletionTimestamp: new Date('2026-01-02T00:00:00Z'),
+        labels: { ...svc.metadata?.labels, ...Object.fromEntries(Array.from({ length: 500 }, (_, i) => [`x${i}`, 'y'.repeat(60)])) },
+      },
+    };
     const s = slimService(noisy);
     assert.deepEqual(s.metadata?.labels, svc.metadata?.labels);
     assert.deepEqual(s.metadata?.deletionTimestamp, new Date('2026-01-02T00:00:00Z'));
@@ -152,7 +167,10 @@ void describe('slim transforms', () => {
     assert.equal(stub.spec, undefined);
     assert.equal(stub.metadata?.annotations, undefined);
     assert.ok(JSON.stringify(stub).length < 300, JSON.stringify(stub));
-    const lb = (n: number): V1Service => ({ ...base, spec: { ...base.spec, type: 'LoadBalancer', ports: [{ port: 80 }], loadBalancerSourceRanges: Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`) } });
+    const lb = (n: number): V1Service => ({
+      ...base,
+      spec: { ...base.spec, type: 'LoadBalancer', ports: [{ port: 80 }], loadBalancerSourceRanges: Array.from({ length: n }, (_, i) => `10.${i >> 8}.${i & 255}.0/24`) },
+    });
     assert.equal(refusalOf(slimService(lb(90_000)))?.key, 'source-ranges');
     assert.equal(refusalOf(slimService(lb(SIDECAR_SERVICE_BUDGET.maxSourceRanges))), undefined);
     const nets = { ...base, metadata: { ...base.metadata, annotations: { [SERVICE_NETWORK_ANNOTATION]: Array.from({ length: 33 }, (_, i) => `n${i}`).join(',') } } };
@@ -167,7 +185,12 @@ void describe('slim transforms', () => {
       fc.property(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 3000 }), fc.integer({ min: 1, max: 800 }), (ports, ranges, nameLen) => {
         const svc: V1Service = {
           metadata: { name: 'x', namespace: 'y', labels: { 'service.kubernetes.io/service-proxy-name': 'multus-proxy' }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'y/a' } },
-          spec: { type: 'LoadBalancer', clusterIPs: ['10.96.0.1'], ports: Array.from({ length: ports }, (_, i) => ({ name: `${'n'.repeat(nameLen)}${i}`, port: i + 1 })), loadBalancerSourceRanges: Array.from({ length: ranges }, () => '10.0.0.0/8') },
+          spec: {
+            type: 'LoadBalancer',
+            clusterIPs: ['10.96.0.1'],
+            ports: Array.from({ length: ports }, (_, i) => ({ name: `${'n'.repeat(nameLen)}${i}`, port: i + 1 })),
+            loadBalancerSourceRanges: Array.from({ length: ranges }, () => '10.0.0.0/8'),
+          },
         };
         const s = slimService(svc);
         assert.ok(JSON.stringify(s).length <= SIDECAR_SERVICE_BUDGET.maxBytes);

@@ -24,7 +24,7 @@ import { createClientPod, metricsText, probe, spawnSidecar, startSidecarEnv, typ
 const HEALTH_PORT = 19183;
 const FINALIZER = 'example.com/keep';
 
-void describe('sidecar: a tenant namespace cannot push another namespace\'s Service out', () => {
+void describe("sidecar: a tenant namespace cannot push another namespace's Service out", () => {
   let env: SidecarEnv;
   let topo: Topology;
   let tenant = '';
@@ -72,7 +72,7 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
     await env?.close();
   });
 
-  void test('unshared being-deleted, over-budget and over-share Services of the tenant are left out; the client\'s own Service answers every request', async () => {
+  void test("unshared being-deleted, over-budget and over-share Services of the tenant are left out; the client's own Service answers every request", async () => {
     env.sidecar = spawnSidecar(topo, env.client, {
       podName: 'client',
       podNamespace: env.ns,
@@ -81,14 +81,19 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
       env: { DATAPLANE_BACKEND: 'nftables', MAX_SERVICES_PER_NETWORK: '3' },
     });
     const s = env.sidecar;
-    await waitFor('/readyz 200', async () => (await probe(topo, env.client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+    await waitFor(
+      '/readyz 200',
+      async () => (await probe(topo, env.client, HEALTH_PORT, '/readyz')) === 200,
+      30_000,
+      () => s.stderr(),
+    );
     const table = (await topo.run(env.client, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
     const served = (key: string): boolean => table.includes(`${ips.get(key) ?? '?'} . tcp . 80 `);
     assert.ok(served(`${env.ns}/blog`), table);
     assert.deepEqual(
       ['u1', 'u2', 'u3', 'big', 's1', 's2', 's3'].filter((n) => served(`${tenant}/${n}`)),
       ['s1', 's2'],
-      'the tenant keeps its share (3 - 1 for the client\'s own namespace) and nothing unshared or over budget',
+      "the tenant keeps its share (3 - 1 for the client's own namespace) and nothing unshared or over budget",
     );
     const replies = await httpRequests(topo, env.client, `http://${ips.get(`${env.ns}/blog`) ?? ''}:80/`, 20);
     assert.equal(replies.filter((r) => r.name === 'b1').length, 20, JSON.stringify(replies));
@@ -98,7 +103,12 @@ void describe('sidecar: a tenant namespace cannot push another namespace\'s Serv
     assert.match(metrics, /multus_proxy_sidecar_services_refused\{budget="ports"\} 1/);
     const events = async (): Promise<CoreV1Event[]> => (await env.cp.client.get<{ items: CoreV1Event[] }>(apiPath('', 'v1', 'events', env.ns))).items;
     let all: CoreV1Event[] = [];
-    await waitFor('the Events', async () => (all = await events()).filter((e) => [REASON_SERVICE_CAP_REACHED, REASON_SERVICE_OVER_BUDGET].includes(e.reason ?? '')).length === 2, 10_000, () => JSON.stringify(all.map((e) => [e.reason, e.message])));
+    await waitFor(
+      'the Events',
+      async () => (all = await events()).filter((e) => [REASON_SERVICE_CAP_REACHED, REASON_SERVICE_OVER_BUDGET].includes(e.reason ?? '')).length === 2,
+      10_000,
+      () => JSON.stringify(all.map((e) => [e.reason, e.message])),
+    );
     const cap = all.find((e) => e.reason === REASON_SERVICE_CAP_REACHED);
     assert.match(cap?.message ?? '', new RegExp(`namespace ${tenant} asks for 3, over its fair share of 2, so 1 of its Services are not served: ${tenant}/s3; other namespaces keep theirs`));
     const budget = all.find((e) => e.reason === REASON_SERVICE_OVER_BUDGET);

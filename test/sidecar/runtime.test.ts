@@ -92,20 +92,14 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       { name: `${ns}/net-b`, interface: 'net2', ips: [`${client.net2!.ipv4}/24`] },
     ];
     await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
-    web = await cp.client.create<V1Service>(
-      apiPath('', 'v1', 'services', ns),
-      serviceObject(ns, 'web', { networks: 'net-a', ports: [{ name: 'http', port: 80 }], ipFamilies: ['IPv4', 'IPv6'] }),
-    );
+    web = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), serviceObject(ns, 'web', { networks: 'net-a', ports: [{ name: 'http', port: 80 }], ipFamilies: ['IPv4', 'IPv6'] }));
     other = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), serviceObject(ns, 'other', { networks: 'net-b', ports: [{ port: 80 }] }));
     [webV4 = '', webV6 = ''] = web.spec?.clusterIPs ?? [];
     otherIP = other.spec?.clusterIP ?? '';
     assert.ok(webV4.includes('.') && webV6.includes(':') && otherIP.includes('.'), `cluster IPs allocated: ${JSON.stringify([webV4, webV6, otherIP])}`);
     await cp.client.create(slicesPath(), webSlice(4));
     await cp.client.create(slicesPath(), webSlice(6));
-    await cp.client.create(
-      slicesPath(),
-      sliceObject(ns, 'other-v4', { service: 'other', network: `${ns}/net-b`, family: 4, ports: [{ port: 80 }], endpoints: [{ ip: pod('b3').net2!.ipv4 }] }),
-    );
+    await cp.client.create(slicesPath(), sliceObject(ns, 'other-v4', { service: 'other', network: `${ns}/net-b`, family: 4, ports: [{ port: 80 }], endpoints: [{ ip: pod('b3').net2!.ipv4 }] }));
     // Rules of another owner, which the sidecar must leave alone.
     await topo.run(client, ['iptables', ...FOREIGN_NAT]);
     await topo.run(client, ['iptables', ...FOREIGN_FILTER]);
@@ -117,7 +111,12 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     // Start it before it can reach the apiserver, so the not-ready phase is long enough to see.
     env.sidecar = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT });
     const s = env.sidecar;
-    await waitFor('the health server to answer', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) !== 0, 20_000, () => s.stderr());
+    await waitFor(
+      'the health server to answer',
+      async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) !== 0,
+      20_000,
+      () => s.stderr(),
+    );
     assert.equal(await probe(topo, client, HEALTH_PORT, '/readyz'), 503);
     assert.equal(await probe(topo, client, HEALTH_PORT, '/healthz'), 200);
     // ip netns exec, setpriv and env each exec the next, so the child's pid is the sidecar's node.
@@ -125,7 +124,12 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.equal(caps, (CAP_NET_ADMIN | CAP_NET_RAW).toString(16).padStart(16, '0'), 'the sidecar runs with NET_ADMIN and NET_RAW only');
     assert.deepEqual(ownedLines(await rulesOf(topo, client)), [], 'no rules before the first sync');
     await env.relay.attach(client);
-    await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+    await waitFor(
+      '/readyz 200',
+      async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200,
+      30_000,
+      () => s.stderr(),
+    );
     // Ready implies synced: the rules are there at the moment readiness flips.
     assert.deepEqual(endpointsOf(await rulesOf(topo, client, 4), webV4), [`${pod('b1').net1.ipv4}:80`, `${pod('b2').net1.ipv4}:80`]);
     assert.deepEqual(endpointsOf(await rulesOf(topo, client, 6), webV6), [`[${pod('b1').net1.ipv6}]:80`, `[${pod('b2').net1.ipv6}]:80`]);
@@ -168,7 +172,11 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   });
 
   void test("the pod's service-network annotation decides which Services get rules; a malformed value changes nothing", async () => {
-    const selectors = (): unknown[] => env.sidecar!.logs().filter((l) => l['msg'] === 'watching EndpointSlices').map((l) => l['labelSelector']);
+    const selectors = (): unknown[] =>
+      env
+        .sidecar!.logs()
+        .filter((l) => l['msg'] === 'watching EndpointSlices')
+        .map((l) => l['labelSelector']);
     const base = 'endpointslice.kubernetes.io/managed-by=multus-proxy-controller,multus-proxy/network in';
     assert.deepEqual(selectors(), [`${base} (${ns}.net-a)`], 'slices are selected server-side by the pod network');
     await setServiceNetwork('net-a, net-b');
@@ -193,7 +201,10 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.deepEqual(ownedLines(await rulesOf(topo, client)), ownedLines(before), 'no rule lost or added');
     // And it says so: a Warning Event on its pod, and a metric, while the value is bad.
     const said = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', ns), { fieldSelector: `involvedObject.name=client,reason=${REASON_INVALID_ANNOTATION}` });
-    assert.ok(said.items.some((e) => e.type === 'Warning' && e.involvedObject.kind === 'Pod' && e.message?.includes('"net-a,,net-b"')), JSON.stringify(said.items.map((e) => e.message)));
+    assert.ok(
+      said.items.some((e) => e.type === 'Warning' && e.involvedObject.kind === 'Pod' && e.message?.includes('"net-a,,net-b"')),
+      JSON.stringify(said.items.map((e) => e.message)),
+    );
     assert.match(await metricsText(topo, client, HEALTH_PORT), /^multus_proxy_sidecar_invalid_pod_annotation\{annotation="service-network"\} 1$/m);
 
     await setServiceNetwork('net-a');
@@ -217,9 +228,21 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
   const routesOf = async (): Promise<string> =>
     (await topo.run(client, ['ip', 'route', 'show', 'proto', '241'])).stdout + (await topo.run(client, ['ip', '-6', 'route', 'show', 'proto', '241'])).stdout;
   const startSidecar = async (args: string[] = []): Promise<void> => {
-    const s = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, args, env: { DRIFT_CHECK_INTERVAL_MS: String(DRIFT_CHECK_MS) } });
+    const s = spawnSidecar(topo, client, {
+      podName: 'client',
+      podNamespace: ns,
+      kubeconfig: cp.kubeconfigPath,
+      healthPort: HEALTH_PORT,
+      args,
+      env: { DRIFT_CHECK_INTERVAL_MS: String(DRIFT_CHECK_MS) },
+    });
     env.sidecar = s;
-    await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+    await waitFor(
+      '/readyz 200',
+      async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200,
+      30_000,
+      () => s.stderr(),
+    );
   };
 
   void test('SIGTERM: exits 0 at once and leaves every chain, jump and route in place', async () => {
@@ -264,7 +287,8 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       await startSidecar();
       const first = await waitForLog(env.sidecar!, 'the first sync', /^rules applied$/);
       assert.equal(first['full'], true, 'the first sync of a process is a full one');
-      for (const k of ['cpuWaitMs', 'cpuWaitBeforeMs']) assert.ok(typeof first[k] === 'number' && first[k] >= 0, `the line carries the run-queue wait ${k} (src/cpu-wait.ts): ${JSON.stringify(first)}`);
+      for (const k of ['cpuWaitMs', 'cpuWaitBeforeMs'])
+        assert.ok(typeof first[k] === 'number' && first[k] >= 0, `the line carries the run-queue wait ${k} (src/cpu-wait.ts): ${JSON.stringify(first)}`);
       // Let the loop run against the freshly synced rules before the next stop.
       await new Promise((r) => setTimeout(r, 500));
       if (round === 1) {
@@ -283,7 +307,10 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.ok(replies.length >= 50, `the client kept sending (${replies.length} requests)`);
     assert.deepEqual(failed, [], `${failed.length} of ${replies.length} requests failed`);
     assert.deepEqual([...new Set(replies.map((r) => r.name))].sort(), ['b1', 'b2']);
-    assert.ok(stops.every((ms) => ms < 30_000), `each stop ended inside the 30 s grace period: ${stops.join(', ')} ms`);
+    assert.ok(
+      stops.every((ms) => ms < 30_000),
+      `each stop ended inside the 30 s grace period: ${stops.join(', ')} ms`,
+    );
     t.diagnostic(`${replies.length} requests over ${Math.round((replies.at(-1)!.at - replies[0]!.at) / 1000)} s, ${failed.length} failed; stops took ${stops.join(', ')} ms`);
   });
 
@@ -305,7 +332,11 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     const cases: { what: string; cmd: string[]; withinMs: number }[] = [
       { what: 'the nat OUTPUT jump deleted', cmd: ['iptables', '-t', 'nat', '-D', 'OUTPUT', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-SERVICES'], withinMs: 2 * DRIFT_CHECK_MS },
       { what: 'a dispatch rule altered', cmd: ['iptables', '-t', 'nat', '-R', 'MPX-SERVICES', '1', '-d', '198.51.100.9/32', '-p', 'tcp', '-j', 'RETURN'], withinMs: 2 * DRIFT_CHECK_MS },
-      { what: 'the IPv6 filter jump deleted', cmd: ['ip6tables', '-D', 'OUTPUT', '-m', 'conntrack', '--ctstate', 'NEW', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-REJECT'], withinMs: 2 * DRIFT_CHECK_MS },
+      {
+        what: 'the IPv6 filter jump deleted',
+        cmd: ['ip6tables', '-D', 'OUTPUT', '-m', 'conntrack', '--ctstate', 'NEW', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-REJECT'],
+        withinMs: 2 * DRIFT_CHECK_MS,
+      },
       { what: 'a rule added to the dispatch chain', cmd: ['iptables', '-t', 'nat', '-I', 'MPX-SERVICES', '1', '-j', 'RETURN'], withinMs: 2 * DRIFT_CHECK_MS },
       // A Service chain's rules are counted by the deep check (every 10th).
       { what: "a Service chain's rules flushed", cmd: ['iptables', '-t', 'nat', '-F', webChain], withinMs: 11 * DRIFT_CHECK_MS },
@@ -315,7 +346,12 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
       assert.notDeepEqual(await owned(), want, `${c.what}: the change took`);
       const t0 = Date.now();
       let last: string[] = [];
-      await waitFor(`${c.what}: repaired`, async () => JSON.stringify((last = await owned())) === JSON.stringify(want), c.withinMs + 3000, () => last.join('\n'));
+      await waitFor(
+        `${c.what}: repaired`,
+        async () => JSON.stringify((last = await owned())) === JSON.stringify(want),
+        c.withinMs + 3000,
+        () => last.join('\n'),
+      );
       const ms = Date.now() - t0;
       t.diagnostic(`${c.what}: repaired after ${ms} ms`);
       assert.ok(ms <= c.withinMs + 1500, `${c.what}: repaired after ${ms} ms, within the check interval (+ the sync)`);

@@ -20,7 +20,13 @@ const ip = (k: number): string => `10.${96 + (k >> 16)}.${(k >> 8) & 255}.${k & 
 
 const svc = (i: number): V1Service => serviceObject('app', `svc-${i}`, { networks: 'net/a', clusterIPs: [ip(i + 1)], ports: [{ name: 'http', port: 80, targetPort: 8080 }] });
 const slice = (i: number, gen = 0): V1EndpointSlice =>
-  sliceObject('app', `svc-${i}-x`, { service: `svc-${i}`, network: 'net/a', family: 4, ports: [{ name: 'http', port: 80, targetPort: 8080 }], endpoints: [{ ip: `10.1.${gen}.${(i % 250) + 1}` }, { ip: '10.1.1.1' }] });
+  sliceObject('app', `svc-${i}-x`, {
+    service: `svc-${i}`,
+    network: 'net/a',
+    family: 4,
+    ports: [{ name: 'http', port: 80, targetPort: 8080 }],
+    endpoints: [{ ip: `10.1.${gen}.${(i % 250) + 1}` }, { ip: '10.1.1.1' }],
+  });
 
 /** A cluster of n Services with one slice each, and a feed that has taken its lists once. */
 function loaded(n: number, cap = 20_000): { feed: StateFeed; services: V1Service[]; slices: V1EndpointSlice[]; input: () => FeedInput; reads: { n: number } } {
@@ -43,7 +49,11 @@ function loaded(n: number, cap = 20_000): { feed: StateFeed; services: V1Service
 void describe('state feed: a change costs the change', () => {
   void test(`one slice replaced at ${N.toLocaleString('en')} Services: no list read, no object visited, one Service recomputed`, () => {
     const { feed, services, slices, input, reads } = loaded(N);
-    for (const [k, i] of [[1, 4321], [2, 17], [3, N - 1]] as const) {
+    for (const [k, i] of [
+      [1, 4321],
+      [2, 17],
+      [3, N - 1],
+    ] as const) {
       const before = { ...feed.memo.work };
       const readsBefore = reads.n;
       const old = slices[i] as V1EndpointSlice;
@@ -56,7 +66,10 @@ void describe('state feed: a change costs the change', () => {
       assert.equal(feed.memo.work.recomputed - before.recomputed, 1, 'one Service recomputed');
       assert.equal(out.over, undefined, 'the cap was not decided again');
       const t = out.state.targets.find((x) => x.service === `app/svc-${i}`);
-      assert.deepEqual(t?.endpoints.map((e) => e.ip), [`10.1.${k}.${(i % 250) + 1}`, '10.1.1.1'].sort());
+      assert.deepEqual(
+        t?.endpoints.map((e) => e.ip),
+        [`10.1.${k}.${(i % 250) + 1}`, '10.1.1.1'].sort(),
+      );
     }
     // The same answer as from scratch.
     assert.deepEqual(feed.compute(input()).state, buildDesiredState({ interfaces: [IFACE], services, slices }).state);

@@ -3,16 +3,7 @@
  * EndpointSlices), shared by the pure state tests and the runtime tests that create them in a
  * real apiserver. They write exactly the labels and annotations docs/design.md fixes.
  */
-import {
-  MANAGED_BY,
-  MANAGED_BY_LABEL,
-  NETWORK_LABEL,
-  NETWORK_STATUS_ANNOTATION,
-  PROXY_NAME,
-  PROXY_NAME_LABEL,
-  SERVICE_NAME_LABEL,
-  SERVICE_NETWORK_ANNOTATION,
-} from '../../src/keys.js';
+import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
 import { networkLabelValue } from '../../src/annotations/network-label.js';
 import type { V1EndpointSlice, V1Pod, V1Service } from '../../src/kube/types.js';
 
@@ -84,11 +75,7 @@ export interface EndpointSpec {
   nodeName?: string;
 }
 
-export function sliceObject(
-  ns: string,
-  name: string,
-  opts: { service: string; network: string; family: 4 | 6; ports: PortSpec[]; endpoints: EndpointSpec[]; triggerTime?: string },
-): V1EndpointSlice {
+export function sliceObject(ns: string, name: string, opts: { service: string; network: string; family: 4 | 6; ports: PortSpec[]; endpoints: EndpointSpec[]; triggerTime?: string }): V1EndpointSlice {
   const [netNs = ns, nad = ''] = opts.network.split('/');
   const annotations: Record<string, string> = { [SERVICE_NETWORK_ANNOTATION]: `${netNs}/${nad}` };
   if (opts.triggerTime !== undefined) annotations['endpoints.kubernetes.io/last-change-trigger-time'] = opts.triggerTime;

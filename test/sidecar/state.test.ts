@@ -179,13 +179,21 @@ void describe('buildDesiredState', () => {
 
   void describe('LoadBalancer ingress IPs: the client reaches them directly (kube-proxy short-circuit)', () => {
     const lb = (ingress: { ip?: string; ipMode?: string; hostname?: string }[], over: { ranges?: string[]; clusterIPs?: string[] } = {}): V1Service => {
-      const svc = serviceObject('app', 'lb', { networks: 'net/a', clusterIPs: over.clusterIPs ?? ['10.96.0.13'], ports: [{ port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }], type: 'LoadBalancer' });
+      const svc = serviceObject('app', 'lb', {
+        networks: 'net/a',
+        clusterIPs: over.clusterIPs ?? ['10.96.0.13'],
+        ports: [{ port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }],
+        type: 'LoadBalancer',
+      });
       if (over.ranges !== undefined) svc.spec!.loadBalancerSourceRanges = over.ranges;
       svc.status = { loadBalancer: { ingress } };
       return svc;
     };
     const slice = sliceObject('app', 'lb-1', { service: 'lb', network: 'net/a', family: 4, ports: [{ port: 80 }, { name: 'dns', port: 53, protocol: 'UDP' }], endpoints: [{ ip: '10.1.0.20' }] });
-    const frontends = (svc: V1Service): string[] => build({ services: [svc], slices: [slice] }).state.targets.map((t) => `${t.clusterIP}:${t.port}/${t.protocol}${t.ingress === true ? ' ingress' : ''} -> ${t.endpoints.map((e) => e.ip).join(',')}`).sort();
+    const frontends = (svc: V1Service): string[] =>
+      build({ services: [svc], slices: [slice] })
+        .state.targets.map((t) => `${t.clusterIP}:${t.port}/${t.protocol}${t.ingress === true ? ' ingress' : ''} -> ${t.endpoints.map((e) => e.ip).join(',')}`)
+        .sort();
 
     void test('VIP (and ipMode unset): every port on the ingress IP, to the same endpoints as the cluster IP', () => {
       assert.deepEqual(frontends(lb([{ ip: '10.1.0.200', ipMode: 'VIP' }, { ip: '10.1.0.201' }])), [
@@ -211,11 +219,25 @@ void describe('buildDesiredState', () => {
       assert.equal(bad.state.targets.filter((t) => t.ingress === true).length, 0);
       assert.match(bad.problems.join('\n'), /Service app\/lb: spec\.loadBalancerSourceRanges\[0\] "not-a-cidr": has no prefix length/);
     });
-    void test('refused ingress IPs: not an IP, a prefix, loopback, link-local, multicast, the client\'s own address; each named with the fix', () => {
-      const out = build({ services: [lb([{ ip: 'nope' }, { ip: '10.1.0.0/24' }, { ip: '127.0.0.1' }, { ip: '169.254.1.1' }, { ip: '224.0.0.1' }, { ip: '10.1.0.10' }, { ip: 'fe80::1' }, { ip: '10.1.0.200', ipMode: 'Bogus' }])], slices: [slice] });
+    void test("refused ingress IPs: not an IP, a prefix, loopback, link-local, multicast, the client's own address; each named with the fix", () => {
+      const out = build({
+        services: [
+          lb([{ ip: 'nope' }, { ip: '10.1.0.0/24' }, { ip: '127.0.0.1' }, { ip: '169.254.1.1' }, { ip: '224.0.0.1' }, { ip: '10.1.0.10' }, { ip: 'fe80::1' }, { ip: '10.1.0.200', ipMode: 'Bogus' }]),
+        ],
+        slices: [slice],
+      });
       assert.equal(out.state.targets.filter((t) => t.ingress === true).length, 0);
       const text = out.problems.join('\n');
-      for (const want of [/ingress\[0\]\.ip "nope": is not an IPv4 or IPv6 address/, /ingress\[1\]\.ip "10\.1\.0\.0\/24": has a prefix length/, /127\.0\.0\.1 is a loopback address/, /169\.254\.1\.1 is a link-local/, /224\.0\.0\.1 is a multicast/, /is a node's or the reading pod's own address 10\.1\.0\.10/, /fe80::1 is a link-local/, /ingress\[7\]\.ipMode "Bogus": is neither VIP nor Proxy/]) {
+      for (const want of [
+        /ingress\[0\]\.ip "nope": is not an IPv4 or IPv6 address/,
+        /ingress\[1\]\.ip "10\.1\.0\.0\/24": has a prefix length/,
+        /127\.0\.0\.1 is a loopback address/,
+        /169\.254\.1\.1 is a link-local/,
+        /224\.0\.0\.1 is a multicast/,
+        /is a node's or the reading pod's own address 10\.1\.0\.10/,
+        /fe80::1 is a link-local/,
+        /ingress\[7\]\.ipMode "Bogus": is neither VIP nor Proxy/,
+      ]) {
         assert.match(text, want);
       }
       assert.match(text, /the load-balancer implementation must assign a unicast address/);
@@ -224,7 +246,10 @@ void describe('buildDesiredState', () => {
       const v6slice = sliceObject('app', 'lb-2', { service: 'lb', network: 'net/a', family: 6, ports: [{ port: 80 }], endpoints: [{ ip: 'fd00:a::20' }] });
       const { state } = build({ services: [lb([{ ip: 'fd00:a::200' }, { ip: '10.1.0.200' }], { clusterIPs: ['10.96.0.13', 'fd00:96::d'] })], slices: [slice, v6slice] });
       const v6 = state.targets.filter((t) => t.ingress === true && t.family === 6);
-      assert.deepEqual(v6.map((t) => `${t.clusterIP}:${t.port} ${t.endpoints.map((e) => e.ip).join(',')}`), ['fd00:a::200:80 fd00:a::20', 'fd00:a::200:53 ']);
+      assert.deepEqual(
+        v6.map((t) => `${t.clusterIP}:${t.port} ${t.endpoints.map((e) => e.ip).join(',')}`),
+        ['fd00:a::200:80 fd00:a::20', 'fd00:a::200:53 '],
+      );
     });
   });
 

@@ -81,17 +81,18 @@ for (const v of VARIANTS)
       await env.topo.teardown();
     });
 
-    SERVICE_CASES.forEach((row, i) =>
-      void test(row.name, async () => {
-        await dp.sync(row.state(), { full: i === 0 });
-        fake.sync(row.state(), i === 0);
-        for (const probe of row.probes) {
-          const what = `${probe.protocol} ${probe.dst}:${probe.port}`;
-          const traced = traceProbe(fake, probe);
-          const kernel = await kernelProbe(env, probe);
-          assert.equal(kernel, asKernelSees(traced), `${what}: the kernel did "${kernel}", the tracer says "${traced}"`);
-          assert.equal(traced, expected(probe.expect), `${what}: the row expects "${expected(probe.expect)}"`);
-        }
-      }),
+    SERVICE_CASES.forEach(
+      (row, i) =>
+        void test(row.name, async () => {
+          await dp.sync(row.state(), { full: i === 0 });
+          fake.sync(row.state(), i === 0);
+          for (const probe of row.probes) {
+            const what = `${probe.protocol} ${probe.dst}:${probe.port}`;
+            const traced = traceProbe(fake, probe);
+            const kernel = await kernelProbe(env, probe);
+            assert.equal(kernel, asKernelSees(traced), `${what}: the kernel did "${kernel}", the tracer says "${traced}"`);
+            assert.equal(traced, expected(probe.expect), `${what}: the row expects "${expected(probe.expect)}"`);
+          }
+        }),
     );
   });

@@ -90,7 +90,12 @@ void describe('sidecar watch path: bundled program, apiserver restart', () => {
   void test('the bundled sidecar syncs, and its idle memory stays far below a client-node process', async (t) => {
     env.sidecar = spawnSidecar(topo, client, { podName: 'client', podNamespace: ns, kubeconfig: cp.kubeconfigPath, healthPort: HEALTH_PORT, bundle: join(distDir, 'sidecar.js') });
     const s = env.sidecar;
-    await waitFor('/readyz 200', async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200, 30_000, () => s.stderr());
+    await waitFor(
+      '/readyz 200',
+      async () => (await probe(topo, client, HEALTH_PORT, '/readyz')) === 200,
+      30_000,
+      () => s.stderr(),
+    );
     await expectRules('alpha served, beta without endpoints, plain not served', { alpha: [`${addr('b1')}:80`, `${addr('b2')}:80`], beta: [], plain: undefined });
 
     // Idle: let start-up garbage settle, then compare with a bare node process measured the same way.

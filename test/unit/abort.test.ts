@@ -37,7 +37,10 @@ void describe('linkSignals', () => {
 
   void test('withLinkedSignal unhooks when the operation throws', async () => {
     const life = new AbortController();
-    await assert.rejects(withLinkedSignal([life.signal], () => Promise.reject(new Error('boom'))), /boom/);
+    await assert.rejects(
+      withLinkedSignal([life.signal], () => Promise.reject(new Error('boom'))),
+      /boom/,
+    );
     assert.equal(getEventListeners(life.signal, 'abort').length, 0);
   });
 });

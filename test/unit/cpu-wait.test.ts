@@ -23,7 +23,7 @@ void describe('cpu-wait', () => {
     fc.assert(fc.property(fc.nat(), fc.nat(), fc.nat(), (a, b, c) => parseRunDelay(`${a} ${b} ${c}\n`) === b));
   });
 
-  void test('parseSchedstat takes CPU and wait; the main thread\'s CPU grows with work done', () => {
+  void test("parseSchedstat takes CPU and wait; the main thread's CPU grows with work done", () => {
     assert.deepEqual(parseSchedstat('942449 409590 2\n'), { cpuNs: 942449, waitNs: 409590 });
     for (const bad of ['', '1 2', '-1 2 3', 'x 2 3', `${'9'.repeat(30)} 2 3`]) assert.equal(parseSchedstat(bad), undefined, bad);
     fc.assert(fc.property(fc.nat(), fc.nat(), fc.nat(), (a, b, c) => assert.deepEqual(parseSchedstat(`${a} ${b} ${c}`), { cpuNs: a, waitNs: b })));

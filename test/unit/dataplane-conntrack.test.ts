@@ -7,16 +7,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import {
-  conntrackArgs,
-  conntrackServices,
-  goneTargets,
-  parseConntrackList,
-  planConntrack,
-  reconcileConntrack,
-  type ConntrackEntry,
-  type ConntrackFlush,
-} from '../../src/dataplane/core/conntrack.js';
+import { conntrackArgs, conntrackServices, goneTargets, parseConntrackList, planConntrack, reconcileConntrack, type ConntrackEntry, type ConntrackFlush } from '../../src/dataplane/core/conntrack.js';
 import type { IpFamily, Protocol, ResolvedTarget } from '../../src/dataplane/core/model.js';
 
 /** What of a ResolvedTarget conntrack reads; the rest is irrelevant here. */
@@ -98,7 +89,10 @@ void describe('conntrack reconciliation', () => {
     const last = [rt(4, 'UDP', '10.96.0.53', 53, ['10.0.0.3']), rt(4, 'UDP', '10.96.0.60', 53, ['10.0.0.3'])];
     const now = [rt(4, 'UDP', '10.96.0.53', 53, ['10.0.0.3']), rt(4, 'UDP', '10.96.0.53', 53, ['10.0.1.3'], 'other-network-chain')];
     const gone = goneTargets(last, now);
-    assert.deepEqual(gone.map((g) => g.clusterIP), ['10.96.0.60']);
+    assert.deepEqual(
+      gone.map((g) => g.clusterIP),
+      ['10.96.0.60'],
+    );
     const services = conntrackServices(now, gone);
     assert.deepEqual(
       services.map((s) => [s.ip, [...s.endpoints]]),
@@ -119,9 +113,7 @@ void describe('conntrack reconciliation', () => {
     port: fc.constantFrom(53, 54),
     endpoints: fc.uniqueArray(fc.constantFrom('10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'), { maxLength: 3 }),
   });
-  const targets = fc
-    .uniqueArray(arbTarget, { selector: (t) => `${t.protocol}|${t.ip}|${t.port}`, maxLength: 6 })
-    .map((ts) => ts.map((t) => rt(t.family, t.protocol, t.ip, t.port, t.endpoints)));
+  const targets = fc.uniqueArray(arbTarget, { selector: (t) => `${t.protocol}|${t.ip}|${t.port}`, maxLength: 6 }).map((ts) => ts.map((t) => rt(t.family, t.protocol, t.ip, t.port, t.endpoints)));
 
   void test('property: deletions are exactly the entries to served ports with a reply source that is not an endpoint now, and reconciling twice deletes nothing more', () => {
     const entry = fc.record({
@@ -155,16 +147,22 @@ void describe('conntrack reconciliation', () => {
       fc.property(targets, targets, fc.array(fc.nat(), { maxLength: 20 }), (prev, next, picks) => {
         // Entries as the rules of `prev` made them: NATed to one of its endpoints, or un-NATed where it had none.
         const flushed = prev.filter((t) => t.target.protocol !== 'TCP');
-        const entries: ConntrackEntry[] = flushed.length === 0 ? [] : picks.map((n, i) => {
-          const t = flushed[n % flushed.length]!;
-          const replySrc = t.endpoints.length === 0 ? t.clusterIP : t.endpoints[i % t.endpoints.length]!.ip;
-          return { family: t.target.family, protocol: t.target.protocol, origDst: t.clusterIP, origDport: t.target.port, replySrc };
-        });
+        const entries: ConntrackEntry[] =
+          flushed.length === 0
+            ? []
+            : picks.map((n, i) => {
+                const t = flushed[n % flushed.length]!;
+                const replySrc = t.endpoints.length === 0 ? t.clusterIP : t.endpoints[i % t.endpoints.length]!.ip;
+                return { family: t.target.family, protocol: t.target.protocol, origDst: t.clusterIP, origDport: t.target.port, replySrc };
+              });
         const incremental = survivors(entries, planConntrack(prev, next));
         const reconciled = survivors(entries, reconcileConntrack(entries, conntrackServices(next, goneTargets(prev, next))));
         const noEndpointsNow = (e: ConntrackEntry): boolean =>
           e.replySrc === e.origDst && !next.some((t) => t.target.protocol === e.protocol && t.clusterIP === e.origDst && t.target.port === e.origDport && t.endpoints.length > 0);
-        assert.deepEqual(reconciled, incremental.filter((e) => !noEndpointsNow(e)));
+        assert.deepEqual(
+          reconciled,
+          incremental.filter((e) => !noEndpointsNow(e)),
+        );
       }),
       { numRuns: 500 },
     );

@@ -11,7 +11,17 @@ import fc from 'fast-check';
 import { golden } from '../harness/golden.js';
 import { writeFailure } from '../../src/dataplane/nftables/tuning/element-writer.js';
 import { isIPv4 } from 'node:net';
-import { MAX_KEY, dottedQuad, encodeIntervalMapBatch, encodeIntervalMapWrites, rangesPerMessage, type GotoElement, type IntervalMapWrite, type MapRange, type VerdictMapWrite } from '../../src/dataplane/nftables/netlink-batch.js';
+import {
+  MAX_KEY,
+  dottedQuad,
+  encodeIntervalMapBatch,
+  encodeIntervalMapWrites,
+  rangesPerMessage,
+  type GotoElement,
+  type IntervalMapWrite,
+  type MapRange,
+  type VerdictMapWrite,
+} from '../../src/dataplane/nftables/netlink-batch.js';
 
 /** A netlink attribute as the kernel parses it (NLA_F_NESTED: a list of attributes). */
 interface Attr {
@@ -129,7 +139,12 @@ function writesOf(msgs: readonly Msg[]): IntervalMapWrite[] {
       const addr = data.subarray(0, data.length - 4);
       w.family = addr.length === 4 ? 4 : 6;
       assert.deepEqual([...data.subarray(data.length - 2)], [0, 0], 'the port register is padded with zeros');
-      w.ranges.push({ from: be32({ type: 1, value: value(one(start, 1)) }), to: be32({ type: 1, value: value(one(end, 1)) }) - 1, ip: addressText(addr), port: Buffer.from(data).readUInt16BE(data.length - 4) });
+      w.ranges.push({
+        from: be32({ type: 1, value: value(one(start, 1)) }),
+        to: be32({ type: 1, value: value(one(end, 1)) }) - 1,
+        ip: addressText(addr),
+        port: Buffer.from(data).readUInt16BE(data.length - 4),
+      });
     }
   }
   return out;
@@ -170,7 +185,14 @@ const SAMPLE: IntervalMapWrite[] = [
 void describe('nfnetlink interval-map batch: bytes', () => {
   void test('golden: three maps (IPv4 three endpoints, IPv6 one, one emptied)', () => {
     const b = encodeIntervalMapBatch(SAMPLE, 4294967294);
-    golden('nft-netlink', 'replace-maps.hex', dump(b.bytes, b.messages.map((m) => (m.write === undefined ? m.kind : `${m.kind} ${SAMPLE[m.write]?.map}`))));
+    golden(
+      'nft-netlink',
+      'replace-maps.hex',
+      dump(
+        b.bytes,
+        b.messages.map((m) => (m.write === undefined ? m.kind : `${m.kind} ${SAMPLE[m.write]?.map}`)),
+      ),
+    );
     assert.deepEqual(
       b.messages.map((m) => m.seq),
       [4294967294, 4294967295, 0, 1, 2, 3, 4],
@@ -212,8 +234,14 @@ const rangeKeys = fc.oneof(
   fc.integer({ min: 1, max: 300 }).map((n) => Array.from({ length: n }, (_, i): [number, number] => [Math.floor((i * 4294967295) / n), Math.floor(((i + 1) * 4294967295) / n) - 1])),
 );
 
-const write = fc.record({ family: fc.constantFrom(4 as const, 6 as const), keys: rangeKeys, map: fc.stringMatching(/^[A-Za-z0-9_-]{1,40}$/), seed: fc.array(fc.tuple(fc.ipV4(), fc.ipV6(), fc.integer({ min: 1, max: 65535 })), { minLength: 1, maxLength: 5 }) }).map(
-  ({ family, keys, map, seed }): IntervalMapWrite => ({
+const write = fc
+  .record({
+    family: fc.constantFrom(4 as const, 6 as const),
+    keys: rangeKeys,
+    map: fc.stringMatching(/^[A-Za-z0-9_-]{1,40}$/),
+    seed: fc.array(fc.tuple(fc.ipV4(), fc.ipV6(), fc.integer({ min: 1, max: 65535 })), { minLength: 1, maxLength: 5 }),
+  })
+  .map(({ family, keys, map, seed }): IntervalMapWrite => ({
     table: 'multus_proxy',
     map,
     family,
@@ -221,8 +249,7 @@ const write = fc.record({ family: fc.constantFrom(4 as const, 6 as const), keys:
       const [ip4, ip6, port] = seed[i % seed.length] as [string, string, number];
       return { from, to, ip: family === 4 ? ip4 : ip6, port };
     }),
-  }),
-);
+  }));
 
 void describe('nfnetlink interval-map batch: property', () => {
   void test('random range sets decode back to the writes given, every message framed and acknowledged', () => {
@@ -297,8 +324,14 @@ void describe('a failed batch, named by its messages (element-writer.ts)', () =>
   const b = encodeIntervalMapBatch(SAMPLE, 10);
   void test('each "message seq N" of nfnl-batch becomes what that message did', () => {
     const e = writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 13: No such file or directory\nmessage seq 14: No such file or directory\n' });
-    assert.equal(e.message, 'nfnl-batch failed, nothing of the batch applied: flushing map inet multus_proxy MPX-EPS-V6: No such file or directory; adding elements to map inet multus_proxy MPX-EPS-V6: No such file or directory');
-    assert.match(writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 10: Operation not permitted\n' }).message, /the batch \(the kernel refused it or its commit\): Operation not permitted/);
+    assert.equal(
+      e.message,
+      'nfnl-batch failed, nothing of the batch applied: flushing map inet multus_proxy MPX-EPS-V6: No such file or directory; adding elements to map inet multus_proxy MPX-EPS-V6: No such file or directory',
+    );
+    assert.match(
+      writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 10: Operation not permitted\n' }).message,
+      /the batch \(the kernel refused it or its commit\): Operation not permitted/,
+    );
     assert.match(writeFailure(SAMPLE, b.messages, { code: 1, stderr: 'message seq 99: Invalid argument\n' }).message, /message seq 99 \(not one of this batch's\): Invalid argument/);
   });
   void test('a failure that names no message does not claim the batch was not applied', () => {
@@ -334,17 +367,30 @@ function gotosOf(msgs: readonly Msg[]): { table: string; map: string; gotos: Got
 
 void describe('nfnetlink batch: a first fill (fresh interval maps, goto elements)', () => {
   const gotoArb = (family: 4 | 6) =>
-    fc.record({ ip: family === 4 ? fc.ipV4() : fc.ipV6(), protocol: fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const), port: fc.integer({ min: 1, max: 65535 }), chain: fc.stringMatching(/^MPX-SVC-[A-Z0-9]{1,60}$/) });
+    fc.record({
+      ip: family === 4 ? fc.ipV4() : fc.ipV6(),
+      protocol: fc.constantFrom('tcp' as const, 'udp' as const, 'sctp' as const),
+      port: fc.integer({ min: 1, max: 65535 }),
+      chain: fc.stringMatching(/^MPX-SVC-[A-Z0-9]{1,60}$/),
+    });
   void test('random goto elements decode back as given, chunked within 16-bit lengths (property)', () => {
     fc.assert(
-      fc.property(fc.constantFrom(4 as const, 6 as const).chain((family) => fc.tuple(fc.constant(family), fc.uniqueArray(gotoArb(family), { maxLength: 2000, selector: (g) => `${g.ip} ${g.protocol} ${g.port}` }))), ([family, gotos]) => {
-        const write: VerdictMapWrite = { table: 'multus_proxy-s3', map: `services-v${family}`, family, gotos };
-        const msgs = decode(encodeIntervalMapWrites([write], 1));
-        const got = gotosOf(msgs);
-        if (gotos.length === 0) return assert.equal(msgs.length, 2, 'no element: begin and end only');
-        assert.equal(got.length, 1);
-        assert.deepEqual(got[0]?.gotos, gotos.map((g) => ({ ...g, ip: family === 6 ? canonical6(g.ip) : g.ip })));
-      }),
+      fc.property(
+        fc
+          .constantFrom(4 as const, 6 as const)
+          .chain((family) => fc.tuple(fc.constant(family), fc.uniqueArray(gotoArb(family), { maxLength: 2000, selector: (g) => `${g.ip} ${g.protocol} ${g.port}` }))),
+        ([family, gotos]) => {
+          const write: VerdictMapWrite = { table: 'multus_proxy-s3', map: `services-v${family}`, family, gotos };
+          const msgs = decode(encodeIntervalMapWrites([write], 1));
+          const got = gotosOf(msgs);
+          if (gotos.length === 0) return assert.equal(msgs.length, 2, 'no element: begin and end only');
+          assert.equal(got.length, 1);
+          assert.deepEqual(
+            got[0]?.gotos,
+            gotos.map((g) => ({ ...g, ip: family === 6 ? canonical6(g.ip) : g.ip })),
+          );
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -358,7 +404,10 @@ void describe('nfnetlink batch: a first fill (fresh interval maps, goto elements
 
   void test('a fresh interval map gets no flush', () => {
     const msgs = decode(encodeIntervalMapWrites([{ ...(SAMPLE[0] as IntervalMapWrite), fresh: true }], 1));
-    assert.deepEqual(msgs.map((m) => m.type), [0x10, (10 << 8) | 12, 0x11]);
+    assert.deepEqual(
+      msgs.map((m) => m.type),
+      [0x10, (10 << 8) | 12, 0x11],
+    );
   });
 
   void test('bad goto elements are refused, naming the write, the element and the fix', () => {
@@ -373,11 +422,17 @@ void describe('nfnetlink batch: a first fill (fresh interval maps, goto elements
     ];
     for (const [name, writes, message] of cases) assert.throws(() => encodeIntervalMapWrites(writes, 1), message, name);
     const twice = g({});
-    assert.throws(() => encodeIntervalMapWrites([{ ...(twice[0] as VerdictMapWrite), gotos: [...(twice[0] as VerdictMapWrite).gotos, ...(twice[0] as VerdictMapWrite).gotos] }], 1), /element 1: 10.96.0.1 . tcp . 80 is already an element of this write/);
+    assert.throws(
+      () => encodeIntervalMapWrites([{ ...(twice[0] as VerdictMapWrite), gotos: [...(twice[0] as VerdictMapWrite).gotos, ...(twice[0] as VerdictMapWrite).gotos] }], 1),
+      /element 1: 10.96.0.1 . tcp . 80 is already an element of this write/,
+    );
   });
 
   void test('dottedQuad is net.isIPv4 (property)', () => {
     const quadish = fc.array(fc.constantFrom('0', '1', '2', '5', '9', '.', '25', '255', '256', '00', '01', 'a', ' '), { maxLength: 12 }).map((xs) => xs.join(''));
-    fc.assert(fc.property(fc.oneof(fc.ipV4(), fc.ipV4Extended(), quadish, fc.string()), (s) => assert.equal(dottedQuad(s), isIPv4(s), JSON.stringify(s))), { numRuns: 5000 });
+    fc.assert(
+      fc.property(fc.oneof(fc.ipV4(), fc.ipV4Extended(), quadish, fc.string()), (s) => assert.equal(dottedQuad(s), isIPv4(s), JSON.stringify(s))),
+      { numRuns: 5000 },
+    );
   });
 });

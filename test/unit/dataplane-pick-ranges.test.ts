@@ -26,7 +26,10 @@ function checkCover(n: number, m: number): void {
 }
 
 void test('N ranges cover 0..M-1 exactly and differ in size by at most 1 (M = numgen modulus)', () => {
-  fc.assert(fc.property(fc.integer({ min: 1, max: 100_000 }), (n) => checkCover(n, PICK_MODULUS)), { numRuns: 300 });
+  fc.assert(
+    fc.property(fc.integer({ min: 1, max: 100_000 }), (n) => checkCover(n, PICK_MODULUS)),
+    { numRuns: 300 },
+  );
   for (const n of [1, 2, 3, 7, 4096, 65_535]) checkCover(n, PICK_MODULUS);
 });
 
@@ -48,15 +51,24 @@ void test('an interval end (to + 1) fits in 32 bits; bad counts are refused with
 });
 
 void test('endpoint ranges keep the endpoints in order', () => {
-  assert.deepEqual(endpointRanges([{ ip: '10.0.0.1', port: 80 }, { ip: '10.0.0.2', port: 81 }]), [
-    { from: 0, to: 2147483646, ip: '10.0.0.1', port: 80 },
-    { from: 2147483647, to: 4294967294, ip: '10.0.0.2', port: 81 },
-  ]);
+  assert.deepEqual(
+    endpointRanges([
+      { ip: '10.0.0.1', port: 80 },
+      { ip: '10.0.0.2', port: 81 },
+    ]),
+    [
+      { from: 0, to: 2147483646, ip: '10.0.0.1', port: 80 },
+      { from: 2147483647, to: 4294967294, ip: '10.0.0.2', port: 81 },
+    ],
+  );
 });
 
-void test('a map\'s element text from the shared range heads is each range\'s own text, joined (any count, kept or not)', () => {
+void test("a map's element text from the shared range heads is each range's own text, joined (any count, kept or not)", () => {
   for (const n of [1, 2, 3, 10, 1024, 1025, 3000]) {
-    const m = { type: 'typeof numgen random mod 4294967295 : ip daddr . tcp dport', endpoints: Array.from({ length: n }, (_, i) => ({ ip: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, port: 8000 + (i % 7) })) };
+    const m = {
+      type: 'typeof numgen random mod 4294967295 : ip daddr . tcp dport',
+      endpoints: Array.from({ length: n }, (_, i) => ({ ip: `10.${i >> 16}.${(i >> 8) & 255}.${i & 255}`, port: 8000 + (i % 7) })),
+    };
     assert.equal(mapElementsText(m), mapRanges(m).map(rangeText).join(', '), `n=${n}`);
   }
   assert.equal(rangeHeads(10), rangeHeads(10), 'one array per count, shared');

@@ -36,7 +36,7 @@ void test('sharedRead: the tables listing and our routes are shared; writes and 
   assert.equal(sharedRead('iptables-nft-save', []), false);
 });
 
-void test("firstSyncReads: the tables listing and our routes, only when asked and for nftables; the sidecar asks in its run mode, not with --cleanup", () => {
+void test('firstSyncReads: the tables listing and our routes, only when asked and for nftables; the sidecar asks in its run mode, not with --cleanup', () => {
   assert.deepEqual(firstSyncReads({ asked: true, rules: 'nftables', routeProto: 241 }), [
     ['nft', TABLES_LISTING],
     ['ip', routesReadArgs(241)],
@@ -165,6 +165,10 @@ void test('the apply loop drops the kept answers once per operation, when it set
   }
   // The first sync's listing served its read, the other back end's presence and its cleanup after the write.
   const first = inner.runs.slice(0, inner.runs.indexOf('drop'));
-  assert.deepEqual(first.filter((r) => r === 'nft list tables'), ['nft list tables'], `first sync: ${first.join(' | ')}`);
+  assert.deepEqual(
+    first.filter((r) => r === 'nft list tables'),
+    ['nft list tables'],
+    `first sync: ${first.join(' | ')}`,
+  );
   assert.ok(first.includes('nft -f - <input'), 'the first sync wrote');
 });

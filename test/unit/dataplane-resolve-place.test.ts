@@ -27,7 +27,11 @@ function resolved(t: ServicePortTarget): { ips: string[]; choice: string } {
   return { ips: r.endpoints.map((e) => e.ip), choice: r.choice };
 }
 
-const three = (hints: (i: number) => { zones?: string[]; nodes?: string[] } = () => ({})) => [at('10.1.0.1', 'n1', 'a', 'ready', hints(1)), at('10.1.0.2', 'n2', 'b', 'ready', hints(2)), at('10.1.0.3', 'n2', 'b', 'ready', hints(3))];
+const three = (hints: (i: number) => { zones?: string[]; nodes?: string[] } = () => ({})) => [
+  at('10.1.0.1', 'n1', 'a', 'ready', hints(1)),
+  at('10.1.0.2', 'n2', 'b', 'ready', hints(2)),
+  at('10.1.0.3', 'n2', 'b', 'ready', hints(3)),
+];
 
 void test('internalTrafficPolicy Local: the endpoints on the client node only', () => {
   assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three(), { traffic: LOCAL, place: PLACE })), { ips: ['10.1.0.1'], choice: 'ready' });
@@ -56,21 +60,87 @@ void test("a load balancer's ingress IP uses the cluster endpoints, whatever int
 });
 
 void test('zone hints: those for the client zone; none for it, or some endpoint without: all ready ones', () => {
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })), { place: PLACE })).ips, ['10.1.0.2']);
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three(() => ({ zones: ['b'] })), { place: PLACE })).ips, ['10.1.0.1', '10.1.0.2', '10.1.0.3']);
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => (i === 1 ? {} : { zones: ['a'] })), { place: PLACE })).ips, ['10.1.0.1', '10.1.0.2', '10.1.0.3']);
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })),
+        { place: PLACE },
+      ),
+    ).ips,
+    ['10.1.0.2'],
+  );
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three(() => ({ zones: ['b'] })),
+        { place: PLACE },
+      ),
+    ).ips,
+    ['10.1.0.1', '10.1.0.2', '10.1.0.3'],
+  );
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three((i) => (i === 1 ? {} : { zones: ['a'] })),
+        { place: PLACE },
+      ),
+    ).ips,
+    ['10.1.0.1', '10.1.0.2', '10.1.0.3'],
+  );
 });
 
 void test('node hints (PreferSameNode) before zone hints', () => {
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => ({ zones: ['a'], nodes: [i === 3 ? 'n1' : 'n2'] })), { place: PLACE })).ips, ['10.1.0.3']);
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three((i) => ({ zones: ['a'], nodes: [i === 3 ? 'n1' : 'n2'] })),
+        { place: PLACE },
+      ),
+    ).ips,
+    ['10.1.0.3'],
+  );
 });
 
 void test('zone hints with the client zone unknown: all ready ones', () => {
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })), { place: { nodeName: 'n1', zone: '' } })).ips, ['10.1.0.1', '10.1.0.2', '10.1.0.3']);
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })),
+        { place: { nodeName: 'n1', zone: '' } },
+      ),
+    ).ips,
+    ['10.1.0.1', '10.1.0.2', '10.1.0.3'],
+  );
 });
 
 void test('a target without a place: every ready endpoint, hints and policy unread, as before', () => {
-  assert.deepEqual(resolved(target('d/w', '10.96.0.1', 80, three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })), { traffic: LOCAL })), { ips: ['10.1.0.1', '10.1.0.2', '10.1.0.3'], choice: 'ready' });
+  assert.deepEqual(
+    resolved(
+      target(
+        'd/w',
+        '10.96.0.1',
+        80,
+        three((i) => ({ zones: [i === 2 ? 'a' : 'b'] })),
+        { traffic: LOCAL },
+      ),
+    ),
+    { ips: ['10.1.0.1', '10.1.0.2', '10.1.0.3'], choice: 'ready' },
+  );
 });
 
 void test('state building: only a Service with internalTrafficPolicy Local or hinted endpoints carries the place; a new place redoes it', () => {
@@ -79,7 +149,17 @@ void test('state building: only a Service with internalTrafficPolicy Local or hi
     if (itp !== undefined) s.spec = { ...s.spec, internalTrafficPolicy: itp };
     return s;
   };
-  const slice = (name: string) => sliceObject('demo', `${name}-4`, { service: name, network: 'demo/blue', family: 4, ports: [{ name: 'http', port: 80, targetPort: 8080 }], endpoints: [{ ip: '192.168.101.3', nodeName: 'n1' }, { ip: '192.168.101.4', nodeName: 'n2' }] });
+  const slice = (name: string) =>
+    sliceObject('demo', `${name}-4`, {
+      service: name,
+      network: 'demo/blue',
+      family: 4,
+      ports: [{ name: 'http', port: 80, targetPort: 8080 }],
+      endpoints: [
+        { ip: '192.168.101.3', nodeName: 'n1' },
+        { ip: '192.168.101.4', nodeName: 'n2' },
+      ],
+    });
   const memo = new StateMemo();
   const input = { interfaces: [CLIENT_BLUE], services: [svc('plain'), svc('local', 'Local')], slices: [slice('plain'), slice('local')] };
   const first = memo.update({ ...input, place: { nodeName: 'n1', zone: '' } }).state;
@@ -87,7 +167,17 @@ void test('state building: only a Service with internalTrafficPolicy Local or hi
   assert.equal(byName(first.targets, 'plain')?.place, undefined);
   assert.deepEqual(byName(first.targets, 'local')?.place, { nodeName: 'n1', zone: '' });
   assert.equal(byName(first.targets, 'local')?.traffic?.internalTrafficPolicy, 'Local');
-  assert.deepEqual(render(first).resolution.targets.find((r) => r.target.service === 'demo/local')?.endpoints.map((e) => e.ip), ['192.168.101.3']);
+  assert.deepEqual(
+    render(first)
+      .resolution.targets.find((r) => r.target.service === 'demo/local')
+      ?.endpoints.map((e) => e.ip),
+    ['192.168.101.3'],
+  );
   const moved = memo.update({ ...input, place: { nodeName: 'n2', zone: '' } }).state;
-  assert.deepEqual(render(moved).resolution.targets.find((r) => r.target.service === 'demo/local')?.endpoints.map((e) => e.ip), ['192.168.101.4']);
+  assert.deepEqual(
+    render(moved)
+      .resolution.targets.find((r) => r.target.service === 'demo/local')
+      ?.endpoints.map((e) => e.ip),
+    ['192.168.101.4'],
+  );
 });

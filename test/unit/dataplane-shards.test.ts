@@ -13,7 +13,10 @@ import { PORTS_PER_SHARD, shardCount, shardsAfter, SHRINK_FILL } from '../../src
 const powerOfTwo = (n: number): boolean => Number.isInteger(n) && n >= 1 && (n & (n - 1)) === 0;
 /** Port counts up to 70,000 (past the sidecar's 30,000 measured), and a count a shard function returned. */
 const ports = fc.integer({ min: 0, max: 70_000 });
-const previous = fc.option(fc.integer({ min: 0, max: 7 }).map((k) => 2 ** k), { nil: undefined });
+const previous = fc.option(
+  fc.integer({ min: 0, max: 7 }).map((k) => 2 ** k),
+  { nil: undefined },
+);
 const perShard = fc.oneof(fc.constant(PORTS_PER_SHARD), fc.integer({ min: 1, max: 5_000 }));
 
 void test('shardsAfter: a power of two between shardCount and the fewest tables filled to SHRINK_FILL; the previous count when it is between', () => {
@@ -60,8 +63,14 @@ void test('shardsAfter at the sidecar boundaries: 1,000 / 1,001 ports alternated
   for (let i = 0; i < 20; i++) seen.push((s = shardsAfter(i % 2 === 0 ? 1001 : 1000, s)));
   assert.deepEqual([...new Set(seen)], [1, 2]);
   assert.equal(seen.filter((x, i) => i > 0 && x !== seen[i - 1]).length, 1);
-  assert.deepEqual([751, 750, 2000, 2001, 1501, 1500, 3000].map((n) => shardsAfter(n, 2)), [2, 1, 2, 4, 2, 2, 4]);
-  assert.deepEqual([3001, 1501, 1500, 750].map((n) => shardsAfter(n, 4)), [4, 4, 2, 1]);
+  assert.deepEqual(
+    [751, 750, 2000, 2001, 1501, 1500, 3000].map((n) => shardsAfter(n, 2)),
+    [2, 1, 2, 4, 2, 2, 4],
+  );
+  assert.deepEqual(
+    [3001, 1501, 1500, 750].map((n) => shardsAfter(n, 4)),
+    [4, 4, 2, 1],
+  );
   assert.equal(shardsAfter(30_000, 64), 64, '30,000 ports in 64 tables: 469 a table, above 375');
   assert.equal(shardsAfter(20_000, 64), 32);
   assert.equal(shardsAfter(1e6, 8, Infinity), 1, 'Infinity keeps one table');

@@ -37,7 +37,10 @@ void test('warmUpState: every Service port is served, without warnings, with the
   assert.equal(r.resolution.targets.length, WARM_UP_SERVICES);
   assert.ok(state.targets.some((t) => t.protocol === 'UDP') && state.targets.some((t) => t.affinityTimeoutSeconds !== undefined));
   assert.ok(r.resolution.targets.every((t) => t.choice === 'ready'));
-  assert.ok(state.targets.some((t) => t.endpoints.some((e) => e.terminating)), 'a terminating endpoint beside ready ones');
+  assert.ok(
+    state.targets.some((t) => t.endpoints.some((e) => e.terminating)),
+    'a terminating endpoint beside ready ones',
+  );
   assert.ok(warmUpRender() > 0, 'the warm-up renders a table');
   assert.deepEqual(warmUpState(), state, 'pure: the same state each time');
 });
@@ -89,9 +92,13 @@ void test('withWarmUp: skipped when the first sync starts before it ran, or the 
 void test('withWarmUp: a failing warm-up is logged, not thrown', async () => {
   const warned: unknown[] = [];
   const logger = { warn: (...a: unknown[]) => warned.push(a) } as never;
-  withWarmUp(fakeDataplane([]), () => {
-    throw new Error('bug');
-  }, logger);
+  withWarmUp(
+    fakeDataplane([]),
+    () => {
+      throw new Error('bug');
+    },
+    logger,
+  );
   await nextTurn();
   assert.equal(warned.length, 1);
 });

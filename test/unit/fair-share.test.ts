@@ -24,17 +24,26 @@ void describe('fair share', () => {
     assert.equal(r.over.length, 1);
     assert.equal(r.over[0]?.namespace, 'aaa-tenant');
     assert.equal(r.over[0]?.share, 2);
-    assert.deepEqual(r.over[0]?.dropped.map((i) => i.id), [3]);
+    assert.deepEqual(
+      r.over[0]?.dropped.map((i) => i.id),
+      [3],
+    );
   });
 
   void test("the client's own namespace is served first, up to the whole cap; one big item cannot take a share it does not fit", () => {
     const r = fairShare([item(1, 'own', 4), item(2, 'b', 3), item(3, 'c', 5000)], 6, 'own');
     // own: 4; rest 2 split between b (3) and c (5000): level 1, neither fits.
     assert.deepEqual(keptIds(r), [1]);
-    assert.deepEqual(r.over.map((o) => o.namespace), ['b', 'c']);
+    assert.deepEqual(
+      r.over.map((o) => o.namespace),
+      ['b', 'c'],
+    );
     const r2 = fairShare([item(1, 'own', 2), item(2, 'b', 3), item(3, 'c', 5000)], 10, 'own');
     assert.deepEqual(keptIds(r2), [1, 2], 'b (3) is under the level (4 of 8 left for two)');
-    assert.deepEqual(r2.over.map((o) => o.namespace), ['c']);
+    assert.deepEqual(
+      r2.over.map((o) => o.namespace),
+      ['c'],
+    );
   });
 
   void test('free items (weight 0) are always kept', () => {
@@ -50,7 +59,7 @@ void describe('fair share', () => {
     seed: fc.integer(),
   });
 
-  void test('property: total <= cap; no namespace at or under its fair share loses anything; only namespaces named over lose; names\' sort order and input order do not matter', () => {
+  void test("property: total <= cap; no namespace at or under its fair share loses anything; only namespaces named over lose; names' sort order and input order do not matter", () => {
     fc.assert(
       fc.property(world, ({ items: specs, cap, own, perm, seed }) => {
         const ns = (n: number): string => `ns-${n}`;
@@ -72,7 +81,10 @@ void describe('fair share', () => {
         const lost = new Set(items.filter((i) => !r.kept.has(i.item)).map((i) => i.namespace));
         if (ownNs !== undefined && ownDemand <= cap) assert.ok(!lost.has(ownNs), 'own namespace under the cap keeps all');
         for (const [n, d] of others) if (d <= equal) assert.ok(!lost.has(n), `${n} asks ${d} <= equal share ${equal} and lost`);
-        assert.deepEqual([...lost].sort(), r.over.map((o) => o.namespace));
+        assert.deepEqual(
+          [...lost].sort(),
+          r.over.map((o) => o.namespace),
+        );
         // Renamed and shuffled: the same items kept.
         const shuffled = items
           .map((i) => ({ ...i, namespace: renamed(Number(i.namespace.slice(3))) }))

@@ -34,8 +34,14 @@ void test('docs/reference/ is what scripts/reference.ts generates from the code 
     const have = readFileSync(join(dir, file), 'utf8');
     if (have === want) continue;
     const { missing, stale } = lineDiff(want, have);
-    const show = (ls: string[]): string => ls.slice(0, 5).map((l) => `\n    ${l.slice(0, 200)}`).join('') + (ls.length > 5 ? `\n    … ${ls.length - 5} more` : '');
-    problems.push(`${REFERENCE_DIR}/${file} is stale:${missing.length > 0 ? `\n  missing from the page:${show(missing)}` : ''}${stale.length > 0 ? `\n  on the page, no longer in the code:${show(stale)}` : ''}${missing.length + stale.length === 0 ? ' (order differs)' : ''}`);
+    const show = (ls: string[]): string =>
+      ls
+        .slice(0, 5)
+        .map((l) => `\n    ${l.slice(0, 200)}`)
+        .join('') + (ls.length > 5 ? `\n    … ${ls.length - 5} more` : '');
+    problems.push(
+      `${REFERENCE_DIR}/${file} is stale:${missing.length > 0 ? `\n  missing from the page:${show(missing)}` : ''}${stale.length > 0 ? `\n  on the page, no longer in the code:${show(stale)}` : ''}${missing.length + stale.length === 0 ? ' (order differs)' : ''}`,
+    );
   }
   for (const f of onDisk) if (!pages.has(f)) problems.push(`${REFERENCE_DIR}/${f} is not generated any more: delete it`);
   assert.deepEqual(problems, [], `${problems.join('\n')}\nRun: npm run docs:reference`);
@@ -68,7 +74,10 @@ void test('the scanners: values with their comments, keys with their docs, inlin
   const text = "const g = new prom.Gauge({ name: 'p_x', help: 'The node\\'s x', labelNames: ['a', 'b'], registers: [r] });\nnew prom.Gauge({ name: 'q_y', help: 'other' });";
   assert.deepEqual(inlineMetrics([{ file: 'f.ts', text }], 'p'), [{ name: 'p_x', type: 'gauge', labels: ['a', 'b'], help: "The node's x" }]);
   const files = [
-    { file: 'a.ts', text: "events.warn(svc, key, 'BadThing', msg);\nreturn { status: 'False', reason: 'ConditionOnly' };\nexport const REASON_X = 'XHappened';\nrecord(about, 'Normal', s, 'Moved', m);" },
+    {
+      file: 'a.ts',
+      text: "events.warn(svc, key, 'BadThing', msg);\nreturn { status: 'False', reason: 'ConditionOnly' };\nexport const REASON_X = 'XHappened';\nrecord(about, 'Normal', s, 'Moved', m);",
+    },
     { file: 'b.ts', text: "push({ kind: 'Node', reason: 'BadThing', message });" },
   ];
   assert.deepEqual(eventReasons(files), [

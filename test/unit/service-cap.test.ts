@@ -37,7 +37,10 @@ void describe('sidecar service cap: targets per network, shared max-min between 
     const list = [svc('aaa-tenant', 's1', 'app/net-a'), svc('aaa-tenant', 's2', 'app/net-a'), svc('aaa-tenant', 's3', 'app/net-a'), svc('app', 'blog', 'net-a')];
     const r = new ServiceCap(3, 'app').apply(list, [a], sharedWithAll);
     assert.ok(names(r.services).includes('app/blog'));
-    assert.deepEqual(r.over.map((o) => o.namespaces.map((n) => n.namespace)), [['aaa-tenant']]);
+    assert.deepEqual(
+      r.over.map((o) => o.namespaces.map((n) => n.namespace)),
+      [['aaa-tenant']],
+    );
   });
 
   void test("another namespace's network counts only where the controller wrote a slice for the Service (shared); unshared ones are not served and cost nothing", () => {
@@ -71,7 +74,10 @@ void describe('sidecar service cap: targets per network, shared max-min between 
     fc.assert(
       fc.property(arb, fc.integer({ min: 1, max: 12 }), fc.integer(), (specs, cap, seed) => {
         const list = specs.map(([ns, name, nets, ports]) => svc(ns, name, nets.map((n) => `app/${n}`).join(','), ports));
-        const shuffled = list.map((s, i) => ({ s, k: (i * 7919 + seed) % 1009 })).sort((x, y) => x.k - y.k).map((x) => x.s);
+        const shuffled = list
+          .map((s, i) => ({ s, k: (i * 7919 + seed) % 1009 }))
+          .sort((x, y) => x.k - y.k)
+          .map((x) => x.s);
         const r1 = new ServiceCap(cap, 'n2').apply(list, [a, b], sharedWithAll);
         const r2 = new ServiceCap(cap, 'n2').apply(shuffled, [a, b], sharedWithAll);
         assert.deepEqual(names(r1.services).sort(), names(r2.services).sort());

@@ -76,14 +76,20 @@ void describe('layout', () => {
   });
   void test('each program has one home, cmd/<program>/, with a main (the scan is not vacuous)', () => {
     assert.deepEqual(PROGRAMS.map((p) => p.slice('cmd/'.length)).sort(compareText), EXPECTED_PROGRAMS);
-    for (const p of PROGRAMS) assert.ok(readdirSync(join(root, p)).some((f) => f === 'main.ts' || f === 'cli.ts'), `${p} has no main.ts or cli.ts`);
-    const strays = ['sidecar', 'webhook', 'certs', 'controller', 'node-agent'].flatMap((n) => [n, join('src', n)]).filter((p) => {
-      try {
-        return statSync(join(root, p)).isDirectory();
-      } catch {
-        return false;
-      }
-    });
+    for (const p of PROGRAMS)
+      assert.ok(
+        readdirSync(join(root, p)).some((f) => f === 'main.ts' || f === 'cli.ts'),
+        `${p} has no main.ts or cli.ts`,
+      );
+    const strays = ['sidecar', 'webhook', 'certs', 'controller', 'node-agent']
+      .flatMap((n) => [n, join('src', n)])
+      .filter((p) => {
+        try {
+          return statSync(join(root, p)).isDirectory();
+        } catch {
+          return false;
+        }
+      });
     assert.deepEqual(strays, [], 'a program lives in cmd/<program>/ only');
   });
   void test('no program folder imports another program folder, and src/ imports none', () => {
@@ -155,7 +161,15 @@ function parse(rel: string): ParsedFile {
       const spec = node.moduleSpecifier.text;
       if (spec.startsWith('.')) imports.push(relative(root, resolve(dirname(join(root, rel)), spec)).replace(/\.js$/, '.ts'));
     }
-    if (ts.isFunctionDeclaration(node) || ts.isFunctionExpression(node) || ts.isArrowFunction(node) || ts.isMethodDeclaration(node) || ts.isConstructorDeclaration(node) || ts.isGetAccessor(node) || ts.isSetAccessor(node)) {
+    if (
+      ts.isFunctionDeclaration(node) ||
+      ts.isFunctionExpression(node) ||
+      ts.isArrowFunction(node) ||
+      ts.isMethodDeclaration(node) ||
+      ts.isConstructorDeclaration(node) ||
+      ts.isGetAccessor(node) ||
+      ts.isSetAccessor(node)
+    ) {
       if (node.body !== undefined) {
         const first = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line;
         const last = sf.getLineAndCharacterOfPosition(node.getEnd()).line;
@@ -171,7 +185,10 @@ function parse(rel: string): ParsedFile {
 }
 
 /** Every .ts file of src/ and cmd/, repository-relative. */
-const SOURCES = ['src', 'cmd'].flatMap((d) => tsFiles(join(root, d))).map((f) => relative(root, f)).sort(compareText);
+const SOURCES = ['src', 'cmd']
+  .flatMap((d) => tsFiles(join(root, d)))
+  .map((f) => relative(root, f))
+  .sort(compareText);
 
 /** The import circles among `files` (strongly connected components of more than one file, or a file importing itself). Tarjan's algorithm. */
 export function importCircles(files: readonly string[], importsOf: (f: string) => readonly string[]): string[][] {
@@ -255,12 +272,21 @@ function longFunctions(): Map<string, number> {
 void describe('the module graph', () => {
   void test('the circle finder finds a circle and a self-import, and nothing in a chain', () => {
     const graph: Record<string, string[]> = { a: ['b'], b: ['c'], c: ['a'], d: ['d'], e: ['a'] };
-    assert.deepEqual(importCircles(Object.keys(graph), (f) => graph[f] ?? []), [['a', 'b', 'c'], ['d']]);
-    assert.deepEqual(importCircles(['x', 'y'], (f) => (f === 'x' ? ['y'] : [])), []);
+    assert.deepEqual(
+      importCircles(Object.keys(graph), (f) => graph[f] ?? []),
+      [['a', 'b', 'c'], ['d']],
+    );
+    assert.deepEqual(
+      importCircles(['x', 'y'], (f) => (f === 'x' ? ['y'] : [])),
+      [],
+    );
   });
   void test('no import circle in src/ and cmd/ (static imports and re-exports, `import type` included)', () => {
     assert.ok(SOURCES.length > 100, 'the scan is not vacuous');
-    assert.deepEqual(importCircles(SOURCES, (f) => parse(f).imports), []);
+    assert.deepEqual(
+      importCircles(SOURCES, (f) => parse(f).imports),
+      [],
+    );
   });
   void test('the back ends import the core (and tuning), never each other; the core and tuning import no back end', () => {
     const bad: string[] = [];
@@ -277,7 +303,7 @@ void describe('the module graph', () => {
     assert.deepEqual(bad, []);
     assert.deepEqual(Object.keys(PACKAGE_MAY_IMPORT).sort(compareText), ['core', 'iptables', 'nftables', 'tuning'], 'the packages exist');
   });
-  void test('the node agent imports only the dataplane\'s public entry points', () => {
+  void test("the node agent imports only the dataplane's public entry points", () => {
     const bad = SOURCES.filter((f) => f.startsWith(join('cmd', 'node-agent') + sep)).flatMap((f) =>
       parse(f)
         .imports.filter((to) => to.startsWith(DATAPLANE + sep) && !DATAPLANE_ENTRIES.includes(to))
@@ -288,8 +314,10 @@ void describe('the module graph', () => {
   void test(`no function over ${MAX_FUNCTION_LINES} lines in src/ and cmd/ but the listed ones, and none of those grew or may leave the list`, () => {
     const found = longFunctions();
     const unlisted = [...found].filter(([k]) => LONG_FUNCTIONS[k] === undefined).map(([k, n]) => `${k} (${n} lines)`);
-    const grew = [...found].filter(([k, n]) => LONG_FUNCTIONS[k] !== undefined && n > (LONG_FUNCTIONS[k])).map(([k, n]) => `${k}: ${n} lines, listed at ${LONG_FUNCTIONS[k]}`);
-    const shrunk = Object.keys(LONG_FUNCTIONS).filter((k) => !found.has(k)).map((k) => `${k}: now within ${MAX_FUNCTION_LINES} lines, remove it from LONG_FUNCTIONS`);
+    const grew = [...found].filter(([k, n]) => LONG_FUNCTIONS[k] !== undefined && n > LONG_FUNCTIONS[k]).map(([k, n]) => `${k}: ${n} lines, listed at ${LONG_FUNCTIONS[k]}`);
+    const shrunk = Object.keys(LONG_FUNCTIONS)
+      .filter((k) => !found.has(k))
+      .map((k) => `${k}: now within ${MAX_FUNCTION_LINES} lines, remove it from LONG_FUNCTIONS`);
     assert.deepEqual([...unlisted, ...grew, ...shrunk], []);
   });
 });

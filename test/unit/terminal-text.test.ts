@@ -13,7 +13,7 @@ void describe('escapeTerminal', () => {
     assert.equal(escapeTerminal('plain text, üñí, 日本'), 'plain text, üñí, 日本');
   });
 
-  void test('terminalLines: the only line breaks are the tool\'s own', () => {
+  void test("terminalLines: the only line breaks are the tool's own", () => {
     assert.equal(terminalLines(['Service a/b', 'message: x\nverdict: ok']), 'Service a/b\nmessage: x\\nverdict: ok');
   });
 

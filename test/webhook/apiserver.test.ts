@@ -120,7 +120,12 @@ void describe('webhook behind a real kube-apiserver', () => {
     const docs = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-rbac.yaml'), 'utf8')) as { kind?: string; rules?: unknown }[];
     const role = docs.find((d) => d.kind === 'ClusterRole');
     assert.ok(role, 'deploy/base/webhook-rbac.yaml has a ClusterRole');
-    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: roleName }, rules: role.rules });
+    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: roleName },
+      rules: role.rules,
+    });
     await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'), {
       apiVersion: 'rbac.authorization.k8s.io/v1',
       kind: 'ClusterRoleBinding',
@@ -150,7 +155,10 @@ void describe('webhook behind a real kube-apiserver', () => {
     });
     server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
 
-    const shipped = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-configurations.yaml'), 'utf8')) as { kind?: string; webhooks?: { name: string; matchConditions?: unknown[] }[] }[];
+    const shipped = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-configurations.yaml'), 'utf8')) as {
+      kind?: string;
+      webhooks?: { name: string; matchConditions?: unknown[] }[];
+    }[];
     const podConditions = shipped.find((d) => d.kind === 'MutatingWebhookConfiguration')?.webhooks?.find((w) => w.name.startsWith('pods.'))?.matchConditions;
     assert.ok(podConditions !== undefined && podConditions.length > 0, 'the shipped pod webhook has matchConditions');
     const enabled = { ...testLabel, 'multus-proxy-injection': 'enabled' };
@@ -226,19 +234,34 @@ void describe('webhook behind a real kube-apiserver', () => {
   void test('a pod that asks for it, in an enabled namespace, is stored with the native sidecar', async () => {
     const stored = await cp.client.create<V1Pod>(pods(on), clientPod('client', { [SN]: 'net-a', [NETS]: 'net-a' }, { initContainers: [{ name: 'init', image: 'busybox' }] }));
     const init = stored.spec?.initContainers ?? [];
-    assert.deepEqual(init.map((c) => c.name), ['multus-proxy', 'init']);
+    assert.deepEqual(
+      init.map((c) => c.name),
+      ['multus-proxy', 'init'],
+    );
     const sidecar = init[0];
     assert.equal(sidecar?.restartPolicy, 'Always', 'apiserver 1.34: auto mode chose a native sidecar');
     assert.deepEqual(sidecar?.securityContext?.capabilities, { add: ['NET_ADMIN', 'NET_RAW'], drop: ['ALL'] });
     assert.match(sidecar?.startupProbe?.httpGet?.path ?? '', /^\/readyz\?wait=\d+$/);
-    assert.deepEqual(sidecar?.env?.slice(0, 2).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]), [['POD_NAME', 'metadata.name'], ['POD_NAMESPACE', 'metadata.namespace']]);
+    assert.deepEqual(
+      sidecar?.env?.slice(0, 2).map((e) => [e.name, e.valueFrom?.fieldRef?.fieldPath]),
+      [
+        ['POD_NAME', 'metadata.name'],
+        ['POD_NAMESPACE', 'metadata.namespace'],
+      ],
+    );
     assert.ok(stored.spec?.volumes?.some((v) => v.name === 'multus-proxy-token' && v.projected !== undefined));
-    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);
+    assert.deepEqual(
+      stored.spec?.containers.map((c) => c.name),
+      ['app'],
+    );
   });
 
   void test('regular mode: the sidecar is the first container and kubectl keeps defaulting to the app (a slash-bearing key in the patch)', async () => {
     const stored = await cp.client.create<V1Pod>(pods(reg), clientPod('regular', { [SN]: 'net-a', [NETS]: 'net-a', 'example.com/other': 'kept' }));
-    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['multus-proxy', 'app']);
+    assert.deepEqual(
+      stored.spec?.containers.map((c) => c.name),
+      ['multus-proxy', 'app'],
+    );
     assert.equal(stored.spec?.containers[0]?.restartPolicy, undefined);
     assert.equal(stored.spec?.initContainers, undefined);
     assert.equal(stored.metadata?.annotations?.['kubectl.kubernetes.io/default-container'], 'app');
@@ -250,17 +273,29 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.match(stored.metadata?.name ?? '', /^web-/);
     const sidecar = stored.spec?.initContainers?.[0];
     assert.equal(sidecar?.name, 'multus-proxy');
-    assert.deepEqual(sidecar?.volumeMounts?.map((m) => m.mountPath), ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy', '/etc/multus-proxy/podinfo']);
+    assert.deepEqual(
+      sidecar?.volumeMounts?.map((m) => m.mountPath),
+      ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy', '/etc/multus-proxy/podinfo'],
+    );
     assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
     // The apiserver stored the downwardAPI volume of the pod's annotations as the webhook wrote it.
     const podinfo = stored.spec?.volumes?.find((v) => v.name === 'multus-proxy-podinfo');
-    assert.deepEqual(podinfo?.downwardAPI?.items?.map((i) => i.fieldRef?.fieldPath), ['metadata.annotations']);
+    assert.deepEqual(
+      podinfo?.downwardAPI?.items?.map((i) => i.fieldRef?.fieldPath),
+      ['metadata.annotations'],
+    );
   });
 
   void test('namespace-wide: the blog client, carrying only networks, gets the sidecar', async () => {
     const stored = await cp.client.create<V1Pod>(pods(on), clientPod('blog-client', { [NETS]: 'net-a' }));
-    assert.deepEqual(stored.spec?.initContainers?.map((c) => c.name), ['multus-proxy']);
-    assert.deepEqual(stored.spec?.containers.map((c) => c.name), ['app']);
+    assert.deepEqual(
+      stored.spec?.initContainers?.map((c) => c.name),
+      ['multus-proxy'],
+    );
+    assert.deepEqual(
+      stored.spec?.containers.map((c) => c.name),
+      ['app'],
+    );
   });
 
   void test('no network, opted out, or a namespace without the label: the pod is stored untouched, silently', async () => {
@@ -271,7 +306,10 @@ void describe('webhook behind a real kube-apiserver', () => {
     ];
     for (const p of untouched) {
       assert.equal(p.spec?.initContainers, undefined, p.metadata?.name);
-      assert.deepEqual(p.spec?.containers.map((c) => c.name), ['app']);
+      assert.deepEqual(
+        p.spec?.containers.map((c) => c.name),
+        ['app'],
+      );
       assert.ok(!(p.spec?.volumes ?? []).some((v) => v.name.startsWith('multus-proxy')));
     }
     // The namespaceSelector keeps the webhook from ever seeing a pod of a namespace without the label: no warning can come.
@@ -286,7 +324,12 @@ void describe('webhook behind a real kube-apiserver', () => {
     const psaPod = await createWarnings(cp, pods(psa), compliant);
     assert.equal(psaPod.status, 201);
     assert.equal(psaPod.warnings.length, 1);
-    assert.match(psaPod.warnings[0] ?? '', new RegExp(`^no multus-proxy sidecar added \\(namespace-wide injection\\): Pod ${psa}/inherits: namespace ${psa} label pod-security\\.kubernetes\\.io/enforce "restricted": .*enforce=privileged`));
+    assert.match(
+      psaPod.warnings[0] ?? '',
+      new RegExp(
+        `^no multus-proxy sidecar added \\(namespace-wide injection\\): Pod ${psa}/inherits: namespace ${psa} label pod-security\\.kubernetes\\.io/enforce "restricted": .*enforce=privileged`,
+      ),
+    );
     const host = await createWarnings(cp, pods(on), clientPod('host-agent', { [NETS]: 'net-a' }, { hostNetwork: true }));
     assert.equal(host.status, 201);
     assert.match(host.warnings[0] ?? '', /spec\.hostNetwork "true": .*node agent serves host-network pods/);
@@ -295,7 +338,11 @@ void describe('webhook behind a real kube-apiserver', () => {
   void test('bad annotations, unattached networks, hostNetwork and PodSecurity: the create call fails with our message', async () => {
     const cases: [string, V1Pod, RegExp][] = [
       [on, clientPod('bad', { [SN]: 'a//b', [NETS]: 'a' }), /denied the request: Pod wh-on-\w+\/bad: k8s\.v1\.cni\.cncf\.io\/service-network "a\/\/b": /],
-      [on, clientPod('unattached', { [SN]: 'net-a,net-b', [NETS]: 'net-a' }), /network wh-on-\w+\/net-b is not attached to the pod by k8s\.v1\.cni\.cncf\.io\/networks; attach it: write k8s\.v1\.cni\.cncf\.io\/networks: "net-a,wh-on-\w+\/net-b"/],
+      [
+        on,
+        clientPod('unattached', { [SN]: 'net-a,net-b', [NETS]: 'net-a' }),
+        /network wh-on-\w+\/net-b is not attached to the pod by k8s\.v1\.cni\.cncf\.io\/networks; attach it: write k8s\.v1\.cni\.cncf\.io\/networks: "net-a,wh-on-\w+\/net-b"/,
+      ],
       [on, clientPod('host', { [SN]: 'net-a', [NETS]: 'net-a' }, { hostNetwork: true }), /spec\.hostNetwork "true": the multus-proxy sidecar would program iptables in the node's network namespace/],
       [psa, clientPod('psa', { [SN]: 'net-a', [NETS]: 'net-a' }), /"restricted": the multus-proxy sidecar needs the NET_ADMIN and NET_RAW capabilities.*enforce=privileged/],
     ];
@@ -317,7 +364,10 @@ void describe('webhook behind a real kube-apiserver', () => {
       await createError(cp.client.create(services(on), service('bad-headless', { [SN]: 'net-a' }, { clusterIP: 'None', selector: { app: 'db' } }))),
       /denied the request: Service wh-on-\w+\/bad-headless: spec\.selector .*move the selector into the annotation k8s\.v1\.cni\.cncf\.io\/service-selector: "app=db" and remove spec\.selector/,
     );
-    assert.match(await createError(cp.client.create(services(on), service('alias', { [SN]: 'net-a' }, { type: 'ExternalName', externalName: 'x.example.com' }))), /spec\.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only/);
+    assert.match(
+      await createError(cp.client.create(services(on), service('alias', { [SN]: 'net-a' }, { type: 'ExternalName', externalName: 'x.example.com' }))),
+      /spec\.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only/,
+    );
     // LoadBalancer: admitted; what it needs is said, and (no node agent in this cluster) that it is not served.
     const lb = await createWarnings(cp, services(on), service('lb', { [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'x' }, loadBalancerSourceRanges: ['203.0.113.0/24'] }));
     assert.equal(lb.status, 201);
@@ -328,10 +378,16 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.match(nodePort.warnings.join('\n'), /type NodePort on wh-on-\w+\/net-a is served only by the multus-proxy-node agent/);
     const conflicting = service('conflict', { [SN]: 'net-a' }, { selector: { app: 'x' } });
     conflicting.metadata = { ...conflicting.metadata, labels: { [PROXY_LABEL]: 'kube-proxy-ng' } };
-    assert.match(await createError(cp.client.create(services(on), conflicting)), /label service\.kubernetes\.io\/service-proxy-name "kube-proxy-ng": conflicts with the k8s\.v1\.cni\.cncf\.io\/service-network annotation/);
+    assert.match(
+      await createError(cp.client.create(services(on), conflicting)),
+      /label service\.kubernetes\.io\/service-proxy-name "kube-proxy-ng": conflicts with the k8s\.v1\.cni\.cncf\.io\/service-network annotation/,
+    );
     // UPDATE is validated too: switching the stored Service to ExternalName is refused.
     const current = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'web'));
-    assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { type: 'ExternalName', externalName: 'x.example.com' } })), /spec\.type "ExternalName"/);
+    assert.match(
+      await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'web'), { ...current, spec: { type: 'ExternalName', externalName: 'x.example.com' } })),
+      /spec\.type "ExternalName"/,
+    );
   });
 
   void test('a Service being deleted, kept by its own finalizer, cannot be re-annotated to an unshared NAD; its finalizer can still be removed', async () => {
@@ -351,7 +407,10 @@ void describe('webhook behind a real kube-apiserver', () => {
     const deleting = await cp.client.get<V1Service>(path);
     assert.ok(deleting.metadata?.deletionTimestamp, 'the finalizer keeps it, being deleted');
     const message = await createError(cp.client.patch(path, { metadata: { annotations: { [SN]: `${off}/victim-net` } } }, 'merge'));
-    assert.match(message, /denied the request: Service wh-on-\w+\/kept: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net belongs to another namespace and is not shared/);
+    assert.match(
+      message,
+      /denied the request: Service wh-on-\w+\/kept: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net belongs to another namespace and is not shared/,
+    );
     assert.equal((await cp.client.get<V1Service>(path)).metadata?.annotations?.[SN], 'net-a', 'the stored annotation is unchanged');
     // Its cleanup is never blocked: the update that only removes the finalizer passes, and it is gone.
     await cp.client.patch(path, { metadata: { finalizers: null } }, 'merge');
@@ -366,13 +425,19 @@ void describe('webhook behind a real kube-apiserver', () => {
     const before = webhookClient.requestCount()['get'] ?? 0;
     const names = Array.from({ length: 3000 }, (_, i) => `${off}/n${i}`).join(',');
     const message = await createError(cp.client.create(services(on), service('many', { [SN]: names }, { selector: { app: 'x' } }), { dryRun: true }));
-    assert.match(message, /denied the request: Service wh-on-\w+\/many: k8s\.v1\.cni\.cncf\.io\/service-network ".*…\(\d+ chars\)": names 3000 networks, more than the 32 one object may name; name at most 32 NetworkAttachmentDefinitions/);
+    assert.match(
+      message,
+      /denied the request: Service wh-on-\w+\/many: k8s\.v1\.cni\.cncf\.io\/service-network ".*…\(\d+ chars\)": names 3000 networks, more than the 32 one object may name; name at most 32 NetworkAttachmentDefinitions/,
+    );
     assert.equal(webhookClient.requestCount()['get'] ?? 0, before, 'no NAD was looked up');
   });
 
   void test("a cross-namespace reference whose NAD lookup cannot complete is denied (fail closed); one of the Service's own namespace is only a warning", async () => {
     const message = await createError(cp.client.create(services(broken), service('cross', { [SN]: `${off}/victim-net` }, { selector: { app: 'x' } })));
-    assert.match(message, /denied the request: Service wh-broken-\w+\/cross: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net of another namespace could not be read just now/);
+    assert.match(
+      message,
+      /denied the request: Service wh-broken-\w+\/cross: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition wh-off-\w+\/victim-net of another namespace could not be read just now/,
+    );
     const own = await createWarnings(cp, services(broken), service('own', { [SN]: 'net-b' }, { selector: { app: 'x' } }));
     assert.equal(own.status, 201);
     assert.deepEqual(own.warnings, [`NetworkAttachmentDefinition ${broken}/net-b could not be checked; make sure it exists`]);
@@ -386,7 +451,9 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.match(warned.warnings.join('\n'), /Service wh-on-\w+\/ext-dry: spec\.externalIPs \(198\.51\.100\.7\) are not served on the secondary network.*CVE-2020-8554.*externalIPs\.allowedCIDRs/);
     await cp.client.create(services(on), body('ext-old', ['198.51.100.7']));
     await waitFor('ExternalIPsNotServed Event', async () => {
-      const list = await cp.client.list<{ reason?: string; type?: string; message?: string }>(apiPath('', 'v1', 'events', on), { fieldSelector: 'involvedObject.kind=Service,involvedObject.name=ext-old' });
+      const list = await cp.client.list<{ reason?: string; type?: string; message?: string }>(apiPath('', 'v1', 'events', on), {
+        fieldSelector: 'involvedObject.kind=Service,involvedObject.name=ext-old',
+      });
       return list.items.some((e) => e.reason === REASON_EXTERNAL_IPS_NOT_SERVED && e.type === 'Warning' && (e.message ?? '').includes('198.51.100.7'));
     });
     // A Service not on a network is none of our business.
@@ -407,7 +474,10 @@ void describe('webhook behind a real kube-apiserver', () => {
       const old = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'ext-old'));
       await cp.client.replace(apiPath('', 'v1', 'services', on, 'ext-old'), { ...old, metadata: { ...old.metadata, labels: { ...old.metadata?.labels, touched: 'yes' } } });
       const again = await cp.client.get<V1Service>(apiPath('', 'v1', 'services', on, 'ext-old'));
-      assert.match(await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'ext-old'), { ...again, spec: { ...again.spec, externalIPs: ['198.51.100.7', '198.51.100.8'] } })), /spec\.externalIPs "198\.51\.100\.8": is outside/);
+      assert.match(
+        await createError(cp.client.replace(apiPath('', 'v1', 'services', on, 'ext-old'), { ...again, spec: { ...again.spec, externalIPs: ['198.51.100.7', '198.51.100.8'] } })),
+        /spec\.externalIPs "198\.51\.100\.8": is outside/,
+      );
     } finally {
       externalIPs = EXTERNAL_IPS_NOT_CONFIGURED;
     }

@@ -29,7 +29,15 @@ export const SIDECAR: SidecarConfig = {
 export const ENABLED = { 'multus-proxy-injection': 'enabled' };
 
 /** In-memory ClusterLookups that counts its calls. */
-export function fakeCluster(init: { namespaces?: Record<string, Record<string, string>>; native?: boolean; nads?: Record<string, NadState>; nadAnnotations?: Record<string, Record<string, string>>; nodeAgent?: NodeAgentPresence } = {}): ClusterLookups & { calls: string[] } {
+export function fakeCluster(
+  init: {
+    namespaces?: Record<string, Record<string, string>>;
+    native?: boolean;
+    nads?: Record<string, NadState>;
+    nadAnnotations?: Record<string, Record<string, string>>;
+    nodeAgent?: NodeAgentPresence;
+  } = {},
+): ClusterLookups & { calls: string[] } {
   const calls: string[] = [];
   return {
     calls,

@@ -52,7 +52,11 @@ void describe('webhook/main as a process', () => {
     assert.equal(bad.status, 2);
     assert.match(bad.stderr, /webhook options: --port "0": is not a whole number in range/);
     assert.match(bad.stderr, /--sidecar-mode "maybe": is not one of the known values/);
-    const noCert = spawnSync(process.execPath, ['--import', 'tsx', MAIN, '--sidecar-image=x', `--tls-cert-file=${join(dir, 'none.crt')}`, `--tls-key-file=${join(dir, 'tls.key')}`, `--kubeconfig=${cp.kubeconfigPath}`], { cwd: ROOT, encoding: 'utf8' });
+    const noCert = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', MAIN, '--sidecar-image=x', `--tls-cert-file=${join(dir, 'none.crt')}`, `--tls-key-file=${join(dir, 'tls.key')}`, `--kubeconfig=${cp.kubeconfigPath}`],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
     assert.equal(noCert.status, 1);
     assert.match(noCert.stderr, /webhook: serving certificate: cannot read .*none\.crt/);
   });
@@ -61,23 +65,48 @@ void describe('webhook/main as a process', () => {
     const port = await freePort();
     child = spawn(
       process.execPath,
-      ['--import', 'tsx', MAIN, `--config=${join(dir, 'config.yaml')}`, `--tls-cert-file=${join(dir, 'tls.crt')}`, `--tls-key-file=${join(dir, 'tls.key')}`, `--port=${port}`, '--host=127.0.0.1', `--kubeconfig=${cp.kubeconfigPath}`, '--shutdown-drain-ms=1500'],
+      [
+        '--import',
+        'tsx',
+        MAIN,
+        `--config=${join(dir, 'config.yaml')}`,
+        `--tls-cert-file=${join(dir, 'tls.crt')}`,
+        `--tls-key-file=${join(dir, 'tls.key')}`,
+        `--port=${port}`,
+        '--host=127.0.0.1',
+        `--kubeconfig=${cp.kubeconfigPath}`,
+        '--shutdown-drain-ms=1500',
+      ],
       { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] },
     );
     child.stderr?.on('data', (c: Buffer) => (stderr += c.toString()));
     const exited = new Promise<number | null>((resolve) => child?.once('exit', (code) => resolve(code)));
     let up = false;
     for (let i = 0; i < 100 && !up; i++) {
-      up = await call(port, ca, 'GET', '/healthz').then((r) => r.status === 200, () => false);
+      up = await call(port, ca, 'GET', '/healthz').then(
+        (r) => r.status === 200,
+        () => false,
+      );
       if (!up) await delay(100);
     }
     assert.ok(up, `webhook did not come up: ${stderr}`);
 
-    const pod = { apiVersion: 'v1', kind: 'Pod', metadata: { generateName: 'c-', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'net-a', 'k8s.v1.cni.cncf.io/networks': 'net-a' } }, spec: { containers: [{ name: 'app', image: 'busybox' }] } };
+    const pod = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { generateName: 'c-', annotations: { 'k8s.v1.cni.cncf.io/service-network': 'net-a', 'k8s.v1.cni.cncf.io/networks': 'net-a' } },
+      spec: { containers: [{ name: 'app', image: 'busybox' }] },
+    };
     const r = await call(port, ca, 'POST', '/mutate-pods', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(pod, ns) }));
     assert.equal(r.status, 200, r.text);
     const out = applyResponse(pod, (JSON.parse(r.text) as AdmissionReview).response ?? { uid: '', allowed: false }) as typeof pod & { metadata: { annotations: Record<string, string> } };
-    assert.deepEqual(out.spec.containers.map((c) => [c.name, c.image]), [['multus-proxy', 'registry.example/multus-proxy:main-test'], ['app', 'busybox']]);
+    assert.deepEqual(
+      out.spec.containers.map((c) => [c.name, c.image]),
+      [
+        ['multus-proxy', 'registry.example/multus-proxy:main-test'],
+        ['app', 'busybox'],
+      ],
+    );
     assert.equal(out.metadata.annotations['kubectl.kubernetes.io/default-container'], 'app');
     const metrics = await call(port, ca, 'GET', '/metrics');
     assert.match(metrics.text, /multus_proxy_webhook_requests_total\{endpoint="\/mutate-pods",outcome="injected",reason="regular"\} 1/);
@@ -91,7 +120,11 @@ void describe('webhook/main as a process', () => {
     // Ready while draining: the deleted pod's endpoint is already not ready in the slices, and a
     // failing /readyz only left an Unhealthy Event per deletion.
     assert.equal((await call(port, ca, 'GET', '/readyz')).status, 200, 'still ready while draining');
-    assert.equal((await call(port, ca, 'POST', '/mutate-pods', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(pod, ns) }))).status, 200, 'still answering while draining');
+    assert.equal(
+      (await call(port, ca, 'POST', '/mutate-pods', JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: admissionRequest(pod, ns) }))).status,
+      200,
+      'still answering while draining',
+    );
     assert.equal(await exited, 0);
     child = undefined;
   });

@@ -57,10 +57,16 @@ void describe('webhook/options', () => {
   void test("the sidecar's rule back end from the ConfigMap (sidecar.backend): injected as DATAPLANE_BACKEND unless auto; a bad one names the fix", () => {
     const o = parse({ SIDECAR_IMAGE: 'img:1', WEBHOOK_CONFIG: '/c.yaml' }, [], { '/c.yaml': 'sidecar:\n  backend: nftables\n' });
     assert.equal(o.sidecar.backend, 'nftables');
-    assert.deepEqual(sidecarContainer(o.sidecar, 'tok', true).env?.filter((e) => e.name === 'DATAPLANE_BACKEND'), [{ name: 'DATAPLANE_BACKEND', value: 'nftables' }]);
+    assert.deepEqual(
+      sidecarContainer(o.sidecar, 'tok', true).env?.filter((e) => e.name === 'DATAPLANE_BACKEND'),
+      [{ name: 'DATAPLANE_BACKEND', value: 'nftables' }],
+    );
     const auto = parse({ SIDECAR_IMAGE: 'img:1' }, []);
     assert.equal(auto.sidecar.backend, 'auto');
-    assert.equal(sidecarContainer(auto.sidecar, 'tok', true).env?.some((e) => e.name === 'DATAPLANE_BACKEND'), false);
+    assert.equal(
+      sidecarContainer(auto.sidecar, 'tok', true).env?.some((e) => e.name === 'DATAPLANE_BACKEND'),
+      false,
+    );
     assert.match(parseError({ SIDECAR_IMAGE: 'img:1', SIDECAR_BACKEND: 'nft' }, []), /SIDECAR_BACKEND.*"nft".*auto, iptables, nftables/);
   });
 
@@ -79,7 +85,8 @@ void describe('webhook/options', () => {
   });
 
   void test('the deploy ConfigMap parses (same keys as deploy/base/webhook-config.yaml)', () => {
-    const yaml = 'sidecar:\n  imagePullPolicy: IfNotPresent\n  mode: auto\n  privileged: false\n  healthPort: 9180\n  logLevel: info\n  resources:\n    requests:\n      cpu: 10m\n      memory: 48Mi\n    limits:\n      memory: 128Mi\nlogLevel: info\n';
+    const yaml =
+      'sidecar:\n  imagePullPolicy: IfNotPresent\n  mode: auto\n  privileged: false\n  healthPort: 9180\n  logLevel: info\n  resources:\n    requests:\n      cpu: 10m\n      memory: 48Mi\n    limits:\n      memory: 128Mi\nlogLevel: info\n';
     const o = parse({}, ['--config=/etc/w/config.yaml'], { '/etc/w/config.yaml': yaml, '/etc/w/sidecarImage': 'multus-proxy' });
     assert.equal(o.sidecar.image, 'multus-proxy');
   });
@@ -177,10 +184,16 @@ void describe('externalIPs.allowedCIDRs', () => {
   void test('from the config file, the variable (comma list) or the flag; an empty list denies all', () => {
     const fromFile = parse(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowedCIDRs: [192.0.2.0/24]\n' }).externalIPs;
     assert.ok(fromFile.configured);
-    assert.deepEqual(fromFile.allowed.map((r) => r.cidr), ['192.0.2.0/24']);
+    assert.deepEqual(
+      fromFile.allowed.map((r) => r.cidr),
+      ['192.0.2.0/24'],
+    );
     const fromEnv = parse({ ...IMAGE, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24, 2001:db8::/64' }, []).externalIPs;
     assert.ok(fromEnv.configured);
-    assert.deepEqual(fromEnv.allowed.map((r) => r.cidr), ['192.0.2.0/24', '2001:db8::/64']);
+    assert.deepEqual(
+      fromEnv.allowed.map((r) => r.cidr),
+      ['192.0.2.0/24', '2001:db8::/64'],
+    );
     const none = parse(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowedCIDRs: []\n' }).externalIPs;
     assert.deepEqual(none, { configured: true, allowed: [] });
   });

@@ -111,7 +111,15 @@ void describe('webhook/patch', () => {
     const container = fc.record({ name, image: fc.string({ maxLength: 5 }) }, { requiredKeys: ['name'] });
     const pod: fc.Arbitrary<V1Pod> = fc.record(
       {
-        metadata: fc.record({ name: fc.string({ maxLength: 8 }), generateName: fc.string({ maxLength: 8 }), annotations: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 3 }), labels: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 2 }) }, { requiredKeys: [] }),
+        metadata: fc.record(
+          {
+            name: fc.string({ maxLength: 8 }),
+            generateName: fc.string({ maxLength: 8 }),
+            annotations: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 3 }),
+            labels: fc.dictionary(key, fc.string({ maxLength: 5 }), { maxKeys: 2 }),
+          },
+          { requiredKeys: [] },
+        ),
         spec: fc.record(
           {
             containers: fc.array(container, { maxLength: 3 }),

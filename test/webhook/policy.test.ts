@@ -35,10 +35,19 @@ void describe('src/injection-policy decideInjection', () => {
   });
 
   void test('namespace-wide: a pod attaching networks gets every one of them, each once, in any form', () => {
-    assert.deepEqual(decide(pod({ [NETS]: 'a@net1, other/b,a@net2' })), { action: 'inject', networks: [{ namespace: 'ns', name: 'a' }, { namespace: 'other', name: 'b' }] });
+    assert.deepEqual(decide(pod({ [NETS]: 'a@net1, other/b,a@net2' })), {
+      action: 'inject',
+      networks: [
+        { namespace: 'ns', name: 'a' },
+        { namespace: 'other', name: 'b' },
+      ],
+    });
     assert.deepEqual(decide(pod({ [NETS]: '[{"name":"core","interface":"core"},{"name":"b","namespace":"other"}]', [INJECT]: 'true' })), {
       action: 'inject',
-      networks: [{ namespace: 'ns', name: 'core' }, { namespace: 'other', name: 'b' }],
+      networks: [
+        { namespace: 'ns', name: 'core' },
+        { namespace: 'other', name: 'b' },
+      ],
     });
     // The service-network annotation narrows.
     assert.deepEqual(decide(pod({ [NETS]: 'a,b', [SN]: 'b' })), { action: 'inject', networks: [{ namespace: 'ns', name: 'b' }] });
@@ -91,7 +100,13 @@ void describe('src/injection-policy decideInjection', () => {
 
   void test('injects when every service network is attached, with the parsed networks', () => {
     const d = decide(pod({ [SN]: 'a, other/b', [NETS]: 'a@net1,other/b' }));
-    assert.deepEqual(d, { action: 'inject', networks: [{ namespace: 'ns', name: 'a' }, { namespace: 'other', name: 'b' }] });
+    assert.deepEqual(d, {
+      action: 'inject',
+      networks: [
+        { namespace: 'ns', name: 'a' },
+        { namespace: 'other', name: 'b' },
+      ],
+    });
   });
 
   void test('an explicit pod: PodSecurity baseline and restricted deny with 403; privileged and unlabelled do not', () => {
@@ -126,7 +141,7 @@ void describe('webhook/mutate', () => {
     assert.equal(priv?.allowPrivilegeEscalation, undefined);
   });
 
-  void test('the startup probe tries at once under health-listen, 2 s after the start with a command of the operator\'s own (Node.js binds the port itself)', () => {
+  void test("the startup probe tries at once under health-listen, 2 s after the start with a command of the operator's own (Node.js binds the port itself)", () => {
     const probe = (command: readonly string[]): unknown => sidecarContainer({ ...SIDECAR, command }, 'tok', true).startupProbe;
     assert.equal(SIDECAR.command[0], '/usr/local/bin/health-listen');
     assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=9', port: 9180 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 12, failureThreshold: 30 });
@@ -154,7 +169,10 @@ void describe('webhook/mutate', () => {
     const p = pod({ [SN]: 'a', [NETS]: 'a', 'kubectl.kubernetes.io/default-container': 'other' }, { containers: [{ name: 'app' }, { name: 'other' }] });
     const out = injectSidecar(p, SIDECAR, false);
     assert.equal(out.metadata?.annotations?.['kubectl.kubernetes.io/default-container'], 'other');
-    assert.deepEqual(out.spec?.containers.map((c) => c.name), ['multus-proxy', 'app', 'other']);
+    assert.deepEqual(
+      out.spec?.containers.map((c) => c.name),
+      ['multus-proxy', 'app', 'other'],
+    );
   });
 });
 
@@ -200,7 +218,10 @@ void describe('webhook/handlers podHandler', () => {
     const asked = await h(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'ns'));
     assert.equal(asked.response.allowed, false);
     assert.equal(asked.reason, 'pod-security');
-    assert.match(asked.response.status?.message ?? '', /namespace ns \(no pod-security\.kubernetes\.io\/enforce label; the cluster default, webhook option podSecurityDefault\) "baseline".*label the namespace pod-security\.kubernetes\.io\/enforce=privileged/);
+    assert.match(
+      asked.response.status?.message ?? '',
+      /namespace ns \(no pod-security\.kubernetes\.io\/enforce label; the cluster default, webhook option podSecurityDefault\) "baseline".*label the namespace pod-security\.kubernetes\.io\/enforce=privileged/,
+    );
     const labelled = await h(admissionRequest(pod({ [SN]: 'a', [NETS]: 'a' }), 'priv'));
     assert.equal(labelled.outcome, 'injected');
     // Unset (Kubernetes' own default, privileged): injected as before.

@@ -147,7 +147,12 @@ void describe('webhook/server HTTP layer (supertest, in process)', () => {
     const cases: [string | Buffer, string, number, RegExp][] = [
       ['{not json', 'application/json', 400, /body is not valid JSON/],
       ['hello', 'text/plain', 415, /Content-Type "text\/plain" is not JSON/],
-      [JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'u' } }), 'application/json', 400, /apiVersion "admission\.k8s\.io\/v1beta1" is not supported.*admissionReviewVersions: \[v1\]/],
+      [
+        JSON.stringify({ apiVersion: 'admission.k8s.io/v1beta1', kind: 'AdmissionReview', request: { uid: 'u' } }),
+        'application/json',
+        400,
+        /apiVersion "admission\.k8s\.io\/v1beta1" is not supported.*admissionReviewVersions: \[v1\]/,
+      ],
       [JSON.stringify({ apiVersion: 'v1', kind: 'Pod' }), 'application/json', 400, /kind "Pod" is not AdmissionReview/],
       [JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview' }), 'application/json', 400, /request is missing/],
       [JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request: { operation: 'CREATE', object: {} } }), 'application/json', 400, /request\.uid is missing/],
@@ -238,7 +243,25 @@ void describe('webhook/server fuzz (plain HTTP, same express app)', () => {
           kind: fc.oneof(fc.constant({ group: '', version: 'v1', kind: 'Pod' }), fc.constant({ group: '', version: 'v1', kind: 'Service' }), anyJson),
           object: fc.oneof(
             fc.constant(pod),
-            fc.record({ metadata: fc.oneof(fc.record({ annotations: fc.dictionary(fc.constantFrom('k8s.v1.cni.cncf.io/service-network', 'k8s.v1.cni.cncf.io/networks', 'k8s.v1.cni.cncf.io/service-selector', 'x'), fc.oneof(fc.string(), anyJson)), labels: anyJson }, { requiredKeys: [] }), anyJson), spec: anyJson }, { requiredKeys: [] }),
+            fc.record(
+              {
+                metadata: fc.oneof(
+                  fc.record(
+                    {
+                      annotations: fc.dictionary(
+                        fc.constantFrom('k8s.v1.cni.cncf.io/service-network', 'k8s.v1.cni.cncf.io/networks', 'k8s.v1.cni.cncf.io/service-selector', 'x'),
+                        fc.oneof(fc.string(), anyJson),
+                      ),
+                      labels: anyJson,
+                    },
+                    { requiredKeys: [] },
+                  ),
+                  anyJson,
+                ),
+                spec: anyJson,
+              },
+              { requiredKeys: [] },
+            ),
             anyJson,
           ),
         },
@@ -250,18 +273,26 @@ void describe('webhook/server fuzz (plain HTTP, same express app)', () => {
 
   void test('random bodies never crash the handler: 200 with the uid echoed, or a 4xx', async () => {
     await fc.assert(
-      fc.asyncProperty(fc.constantFrom(PATHS.mutatePods, PATHS.mutateServices, PATHS.validateServices), fc.oneof(reviewish.map((r) => JSON.stringify(r)), anyJson.map((j) => JSON.stringify(j)), fc.string()), async (path, body) => {
-        const r = await post(path, body);
-        assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `status ${r.status} for ${body.slice(0, 200)}: ${r.text}`);
-        if (r.status === 200) {
-          const review = JSON.parse(r.text) as AdmissionReview;
-          const sent = decodeReview(JSON.parse(body));
-          assert.ok(sent.ok);
-          assert.equal(review.response?.uid, sent.value.uid);
-        } else {
-          assert.ok(r.text.length > 10, 'a 4xx carries a message');
-        }
-      }),
+      fc.asyncProperty(
+        fc.constantFrom(PATHS.mutatePods, PATHS.mutateServices, PATHS.validateServices),
+        fc.oneof(
+          reviewish.map((r) => JSON.stringify(r)),
+          anyJson.map((j) => JSON.stringify(j)),
+          fc.string(),
+        ),
+        async (path, body) => {
+          const r = await post(path, body);
+          assert.ok(r.status === 200 || (r.status >= 400 && r.status < 500), `status ${r.status} for ${body.slice(0, 200)}: ${r.text}`);
+          if (r.status === 200) {
+            const review = JSON.parse(r.text) as AdmissionReview;
+            const sent = decodeReview(JSON.parse(body));
+            assert.ok(sent.ok);
+            assert.equal(review.response?.uid, sent.value.uid);
+          } else {
+            assert.ok(r.text.length > 10, 'a 4xx carries a message');
+          }
+        },
+      ),
       { numRuns: 400 },
     );
     agent.destroy();

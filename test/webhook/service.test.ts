@@ -51,26 +51,37 @@ void describe('webhook/service validation', () => {
   void test('ExternalName is denied naming the type and the fix', () => {
     const d = denial(svc({ [SN]: 'net-a' }, { type: 'ExternalName', selector: { app: 'web' } }));
     assert.equal(d.code, 400);
-    assert.match(d.message, /^Service ns\/web: spec.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only: it is only a DNS alias.*; set spec.type: ClusterIP .*, NodePort or LoadBalancer \(both served on the network by the multus-proxy-node agent\)/);
+    assert.match(
+      d.message,
+      /^Service ns\/web: spec.type "ExternalName": multus-proxy serves ClusterIP, headless, NodePort and LoadBalancer Services only: it is only a DNS alias.*; set spec.type: ClusterIP .*, NodePort or LoadBalancer \(both served on the network by the multus-proxy-node agent\)/,
+    );
   });
 
   void test('LoadBalancer is allowed, with a warning saying it needs the node agent and a load-balancer implementation', () => {
-    const v = validateService(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['203.0.113.0/24', ' 2001:db8::/32 '] }), 'ns');
+    const v = validateService(
+      svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['203.0.113.0/24', ' 2001:db8::/32 '] }),
+      'ns',
+    );
     assert.ok(v.allowed && v.reason === 'valid');
     assert.equal(v.warnings.length, 1);
     assert.match(v.warnings[0] ?? '', /^Service ns\/web: type LoadBalancer on ns\/net-a: its status\.loadBalancer\.ingress IPs are served on the secondary network by the multus-proxy-node agent/);
     assert.match(v.warnings[0] ?? '', /allocated and announced on that network by a load-balancer implementation \(e\.g\. MetalLB/);
   });
 
-  void test('LoadBalancer source ranges: a bad one is denied naming the entry and the fix; too many are denied; the providers\' annotation alone is a warning', () => {
+  void test("LoadBalancer source ranges: a bad one is denied naming the entry and the fix; too many are denied; the providers' annotation alone is a warning", () => {
     const bad = denial(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, loadBalancerSourceRanges: ['10.0.0.0/8', '10.0.0.1'] }));
     assert.equal(bad.reason, 'invalid-field');
     assert.equal(bad.message, 'Service ns/web: spec.loadBalancerSourceRanges[1] "10.0.0.1": has no prefix length; write a CIDR such as "203.0.113.0/24" or "2001:db8::/48"');
-    const many = denial(svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, loadBalancerSourceRanges: Array.from({ length: 257 }, (_, i) => `10.${i % 256}.${Math.floor(i / 256)}.0/24`) }));
+    const many = denial(
+      svc({ [SN]: 'net-a' }, { type: 'LoadBalancer', selector: { app: 'web' }, loadBalancerSourceRanges: Array.from({ length: 257 }, (_, i) => `10.${i % 256}.${Math.floor(i / 256)}.0/24`) }),
+    );
     assert.match(many.message, /lists more than 256 ranges/);
     const annotated = validateService(svc({ [SN]: 'net-a', 'service.beta.kubernetes.io/load-balancer-source-ranges': '10.0.0.0/8' }, { type: 'LoadBalancer', selector: { app: 'web' } }), 'ns');
     assert.ok(annotated.allowed);
-    assert.match(annotated.warnings.join('\n'), /annotation service\.beta\.kubernetes\.io\/load-balancer-source-ranges is not read by multus-proxy \(nor by kube-proxy\): every source is admitted; move the ranges to spec\.loadBalancerSourceRanges/);
+    assert.match(
+      annotated.warnings.join('\n'),
+      /annotation service\.beta\.kubernetes\.io\/load-balancer-source-ranges is not read by multus-proxy \(nor by kube-proxy\): every source is admitted; move the ranges to spec\.loadBalancerSourceRanges/,
+    );
   });
 
   void test('the node agent not installed or not ready: a warning and a Warning Event on the Service (not for a dry run); ready: neither', async () => {
@@ -81,7 +92,10 @@ void describe('webhook/service validation', () => {
       ['unknown', /could not be checked/],
     ] as const) {
       const events: string[] = [];
-      const handler = serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: presence }), events: async (s, ns, reason, message) => void events.push(`${ns}/${s.metadata?.name ?? ''} ${reason}: ${message}`) });
+      const handler = serviceValidationHandler({
+        cluster: fakeCluster({ nodeAgent: presence }),
+        events: async (s, ns, reason, message) => void events.push(`${ns}/${s.metadata?.name ?? ''} ${reason}: ${message}`),
+      });
       const r = await handler(admissionRequest(lb, 'ns', 'CREATE', 'Service'));
       assert.equal(r.response.allowed, true);
       assert.match(r.response.warnings?.join('\n') ?? '', want);
@@ -92,10 +106,14 @@ void describe('webhook/service validation', () => {
       assert.equal(events.length, 1, 'no Event for a dry run');
     }
     const events: string[] = [];
-    const nodePort = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'absent' }), events: async (_s, _ns, reason) => void events.push(reason) })(admissionRequest(svc({ [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'web' } }), 'ns', 'CREATE', 'Service'));
+    const nodePort = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'absent' }), events: async (_s, _ns, reason) => void events.push(reason) })(
+      admissionRequest(svc({ [SN]: 'net-a' }, { type: 'NodePort', selector: { app: 'web' } }), 'ns', 'CREATE', 'Service'),
+    );
     assert.match(nodePort.response.warnings?.join('\n') ?? '', /type NodePort is not served on the secondary network: the multus-proxy-node agent is not installed/);
     assert.deepEqual(events, ['NodeAgentMissing']);
-    const ready = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'ready' }), events: async () => assert.fail('no Event when the agent runs') })(admissionRequest(lb, 'ns', 'CREATE', 'Service'));
+    const ready = await serviceValidationHandler({ cluster: fakeCluster({ nodeAgent: 'ready' }), events: async () => assert.fail('no Event when the agent runs') })(
+      admissionRequest(lb, 'ns', 'CREATE', 'Service'),
+    );
     assert.ok(!(ready.response.warnings ?? []).some((w) => w.includes('not served') || w.includes('not installed')));
     const plain = fakeCluster({ nodeAgent: 'absent' });
     await serviceValidationHandler({ cluster: plain })(admissionRequest(svc({ [SN]: 'net-a' }), 'ns', 'CREATE', 'Service'));
@@ -180,7 +198,10 @@ void describe('webhook/service validation', () => {
     assert.equal(r.response.allowed, false);
     assert.equal(r.response.status?.code, 403);
     assert.equal(r.reason, 'network-unverified');
-    assert.match(r.response.status?.message ?? '', /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition victim\/net of another namespace could not be read just now, .*try again/);
+    assert.match(
+      r.response.status?.message ?? '',
+      /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition victim\/net of another namespace could not be read just now, .*try again/,
+    );
     // A lookup that never answers: denied once the admission's lookup time is up.
     const hung = { ...fakeCluster(), nadExists: () => new Promise<never>(() => undefined) };
     const slow = await serviceValidationHandler({ cluster: hung, nadLookupTimeoutMs: 20 })(admissionRequest(svc({ [SN]: 'victim/net' }), 'ns', 'CREATE', 'Service'));
@@ -214,7 +235,10 @@ void describe('webhook/service validation', () => {
     const plain = await ask('default/macvlan1');
     assert.equal(plain.allowed, false);
     assert.equal(plain.status?.code, 403);
-    assert.match(plain.status?.message ?? '', /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition default\/macvlan1 belongs to another namespace and is not shared with namespace ns \(it has no such annotation\): its owner adds the annotation multus-proxy\.k8s\.cni\.cncf\.io\/service-namespaces: "ns"/);
+    assert.match(
+      plain.status?.message ?? '',
+      /^Service ns\/web: annotation k8s\.v1\.cni\.cncf\.io\/service-network: NetworkAttachmentDefinition default\/macvlan1 belongs to another namespace and is not shared with namespace ns \(it has no such annotation\): its owner adds the annotation multus-proxy\.k8s\.cni\.cncf\.io\/service-namespaces: "ns"/,
+    );
     assert.match((await ask('team/other')).status?.message ?? '', /it lists "a,b"/);
     assert.equal((await ask('team/listed')).allowed, true);
     assert.equal((await ask('team/all')).allowed, true);
@@ -235,11 +259,14 @@ void describe('webhook Events about Services', () => {
     t += EVENT_INTERVAL_MS;
     await write(lb, 'ns', 'NodeAgentMissing', 'm4');
     await new Promise((r) => setImmediate(r));
-    assert.deepEqual(created.map((c) => [c.path, c.body.type, c.body.reason, c.body.involvedObject?.kind, c.body.involvedObject?.namespace, c.body.involvedObject?.name, c.body.message]), [
-      ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm1'],
-      ['/api/v1/namespaces/other/events', 'Warning', 'NodeAgentMissing', 'Service', 'other', 'web', 'm2'],
-      ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm4'],
-    ]);
+    assert.deepEqual(
+      created.map((c) => [c.path, c.body.type, c.body.reason, c.body.involvedObject?.kind, c.body.involvedObject?.namespace, c.body.involvedObject?.name, c.body.message]),
+      [
+        ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm1'],
+        ['/api/v1/namespaces/other/events', 'Warning', 'NodeAgentMissing', 'Service', 'other', 'web', 'm2'],
+        ['/api/v1/namespaces/ns/events', 'Warning', 'NodeAgentMissing', 'Service', 'ns', 'web', 'm4'],
+      ],
+    );
   });
 });
 

@@ -54,12 +54,18 @@ const USAGE_HINT = `usage: ${DIAGNOSE_PROGRAM.usage} (see --help)`;
 /** Parses argv after `diagnose`; `help` for --help. Pure. */
 export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseRequest | 'help', string> {
   if (wantsHelp(argv)) return ok('help');
-  const parsed = parseFlags(DIAGNOSE_PROGRAM, argv.map((a) => SHORT[a] ?? a), { positionals: true });
+  const parsed = parseFlags(
+    DIAGNOSE_PROGRAM,
+    argv.map((a) => SHORT[a] ?? a),
+    { positionals: true },
+  );
   if (!parsed.ok) return err(parsed.error);
   const v = parsed.value.values;
   const str = (k: string): string | undefined => (typeof v[k] === 'string' && v[k] !== '' ? v[k] : undefined);
   // kubectl's forms: `pod NAME`, `pod/NAME`, `svc NS/NAME`.
-  const words = parsed.value.positionals.flatMap((p, i) => (i === 0 && p.includes('/') && KINDS[p.split('/')[0] ?? ''] !== undefined ? [p.slice(0, p.indexOf('/')), p.slice(p.indexOf('/') + 1)] : [p]));
+  const words = parsed.value.positionals.flatMap((p, i) =>
+    i === 0 && p.includes('/') && KINDS[p.split('/')[0] ?? ''] !== undefined ? [p.slice(0, p.indexOf('/')), p.slice(p.indexOf('/') + 1)] : [p],
+  );
   if (words.length !== 2) return err(`diagnose: expected a kind and a name, got ${JSON.stringify(parsed.value.positionals.join(' '))}; ${USAGE_HINT}`);
   const [kindWord = '', target = ''] = words;
   const kind = KINDS[kindWord.toLowerCase()];
@@ -69,7 +75,8 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
   const namespace = slash >= 0 ? target.slice(0, slash) : str('namespace');
   const name = slash >= 0 ? target.slice(slash + 1) : target;
   if (name === '' || namespace === '' || name.includes('/')) return err(`diagnose: ${JSON.stringify(target)} is not NAME or NAMESPACE/NAME; ${USAGE_HINT}`);
-  if (slash >= 0 && str('namespace') !== undefined && str('namespace') !== namespace) return err(`diagnose: ${JSON.stringify(target)} names namespace ${namespace}, but --namespace says ${str('namespace') ?? ''}; give one`);
+  if (slash >= 0 && str('namespace') !== undefined && str('namespace') !== namespace)
+    return err(`diagnose: ${JSON.stringify(target)} names namespace ${namespace}, but --namespace says ${str('namespace') ?? ''}; give one`);
   const output = str('output') ?? 'text';
   if (output !== 'text' && output !== 'json') return err(`diagnose: --output ${JSON.stringify(output)}: write text or json`);
   const port = Number(str('sidecar-health-port') ?? DEFAULT_HEALTH_PORT);

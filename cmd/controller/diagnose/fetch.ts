@@ -38,7 +38,8 @@ async function required<T>(client: KubeClient, path: string, object: string, lis
     return await client.get<T>(path);
   } catch (e) {
     if (isNotFound(e)) throw new DiagnoseError(`${object} not found: check the name and the namespace (${listCommand}); give the namespace with -n NAMESPACE or as NAMESPACE/NAME`);
-    if (e instanceof KubeApiError && e.status === 403) throw new DiagnoseError(`${object}: forbidden (${e.apiMessage}); diagnose needs read access to it: run it with credentials that may get it (e.g. the cluster admin's kubeconfig)`);
+    if (e instanceof KubeApiError && e.status === 403)
+      throw new DiagnoseError(`${object}: forbidden (${e.apiMessage}); diagnose needs read access to it: run it with credentials that may get it (e.g. the cluster admin's kubeconfig)`);
     throw new DiagnoseError(`${object} could not be read: ${why(e)}; is the apiserver reachable with this kubeconfig (kubectl get --raw /readyz)?`);
   }
 }
@@ -68,7 +69,11 @@ export async function readPodFacts(client: KubeClient, ns: string, name: string,
   // Only asked when the sidecar is missing: a pod the webhook would inject now may never have met it.
   const webhookRegistered = hasSidecar(pod)
     ? undefined
-    : await optional(unreadable, `MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION_NAME}`, async () => (await getIfExists(client, apiPath('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', undefined, WEBHOOK_CONFIGURATION_NAME))) !== undefined);
+    : await optional(
+        unreadable,
+        `MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION_NAME}`,
+        async () => (await getIfExists(client, apiPath('admissionregistration.k8s.io', 'v1', 'mutatingwebhookconfigurations', undefined, WEBHOOK_CONFIGURATION_NAME))) !== undefined,
+      );
   const services = await optional(unreadable, `the Services labelled ${PROXY_NAME_LABEL}=${PROXY_NAME}`, () =>
     client.list<V1Service>(apiPath('', 'v1', 'services'), { labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}` }),
   );
@@ -120,7 +125,7 @@ export async function readServiceFacts(client: KubeClient, ns: string, name: str
   const slices = await optional(unreadable, `the EndpointSlices of Service ${ns}/${name}`, () =>
     client.list<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), { labelSelector: ourSlicesSelector(name) }),
   );
-  const nodes = await optional(unreadable, "the Nodes (their own addresses, which pods may not claim)", () => client.list<KubeObject>(apiPath('', 'v1', 'nodes')));
+  const nodes = await optional(unreadable, 'the Nodes (their own addresses, which pods may not claim)', () => client.list<KubeObject>(apiPath('', 'v1', 'nodes')));
   const events = await eventsAbout(client, unreadable, 'Service', ns, name);
   return {
     service,

@@ -14,7 +14,18 @@ import { decideInjection, hasSidecar } from '../../../src/injection-policy.js';
 import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '../../../src/annotations/network-status.js';
 import { servedNetworks } from '../../../src/annotations/served-networks.js';
 import { networkKey, type NetworkRef } from '../../../src/annotations/service-network.js';
-import { INJECT_ANNOTATION, INJECTION_ENABLED, INJECTION_LABEL, INSTALL_NAMESPACE, NETWORKS_ANNOTATION, NETWORK_STATUS_ANNOTATION, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME, WEBHOOK_CONFIGURATION_NAME } from '../../../src/keys.js';
+import {
+  INJECT_ANNOTATION,
+  INJECTION_ENABLED,
+  INJECTION_LABEL,
+  INSTALL_NAMESPACE,
+  NETWORKS_ANNOTATION,
+  NETWORK_STATUS_ANNOTATION,
+  SERVICE_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+  SIDECAR_CONTAINER_NAME,
+  WEBHOOK_CONFIGURATION_NAME,
+} from '../../../src/keys.js';
 import { formatInputError } from '../../../src/result.js';
 import { REASON_INVALID_ANNOTATION, REASON_SERVICE_CAP_REACHED, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../../src/sidecar-contract.js';
 import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../../src/kube/types.js';
@@ -104,7 +115,13 @@ function whyNotInjected(f: PodFacts, ns: string, object: string, recreate: strin
     case 'opted-out':
       return finding('error', topic, 'OptedOut', `${object} has no sidecar: it opts out with ${INJECT_ANNOTATION}: "false"`, `remove that annotation, then ${recreate}`);
     case 'no-networks':
-      return finding('error', topic, 'NoSecondaryNetwork', `${object} has no sidecar: it attaches no secondary network (${NETWORKS_ANNOTATION}), so there is nothing for a sidecar to serve`, `attach the network of the Service, e.g. ${NETWORKS_ANNOTATION}: "macvlan1", then ${recreate}`);
+      return finding(
+        'error',
+        topic,
+        'NoSecondaryNetwork',
+        `${object} has no sidecar: it attaches no secondary network (${NETWORKS_ANNOTATION}), so there is nothing for a sidecar to serve`,
+        `attach the network of the Service, e.g. ${NETWORKS_ANNOTATION}: "macvlan1", then ${recreate}`,
+      );
     case 'host-network':
       return finding('error', topic, 'HostNetwork', `${object} has no sidecar: ${decision.detail}`, 'install the node agent (docs/node-agent.md), which serves cluster IPs to hostNetwork pods');
     case 'pod-security':
@@ -139,11 +156,27 @@ function sidecarState(f: PodFacts, object: string, logs: string, out: Finding[])
   const state = stateText(status);
   const topic = 'sidecar';
   if (status === undefined) {
-    out.push(finding('error', topic, 'SidecarNotStarted', `${object}: the sidecar has no container status yet (pod phase ${pod.status?.phase ?? 'unknown'}); it has not started`, `kubectl describe pod -n ${pod.metadata?.namespace ?? ''} ${pod.metadata?.name ?? ''} (scheduling, image pull, volumes)`));
+    out.push(
+      finding(
+        'error',
+        topic,
+        'SidecarNotStarted',
+        `${object}: the sidecar has no container status yet (pod phase ${pod.status?.phase ?? 'unknown'}); it has not started`,
+        `kubectl describe pod -n ${pod.metadata?.namespace ?? ''} ${pod.metadata?.name ?? ''} (scheduling, image pull, volumes)`,
+      ),
+    );
   } else if (!ready) {
     const last = status.lastState?.terminated;
     const lastText = last ? `; last exit: ${last.reason ?? '?'} (exit ${last.exitCode})${last.message ? `: ${last.message.trim().slice(0, 300)}` : ''}` : '';
-    out.push(finding('error', topic, 'SidecarNotReady', `${object}: the sidecar is not ready (${state}, ${restarts} restarts${lastText}); it turns ready after its first complete rule sync, and until then a native sidecar holds the app containers back`, logs));
+    out.push(
+      finding(
+        'error',
+        topic,
+        'SidecarNotReady',
+        `${object}: the sidecar is not ready (${state}, ${restarts} restarts${lastText}); it turns ready after its first complete rule sync, and until then a native sidecar holds the app containers back`,
+        logs,
+      ),
+    );
   } else {
     out.push(finding('ok', topic, 'SidecarReady', `${object}: the sidecar is ready (${native ? 'native sidecar' : 'regular container'}, ${restarts} restarts)`));
   }
@@ -216,7 +249,15 @@ function networksOf(f: PodFacts, object: string, injected: boolean, out: Finding
   let status: NetworkStatusEntry[] | undefined;
   if (statusText === undefined) {
     if (refs.length > 0) {
-      out.push(finding(injected ? 'error' : 'warning', 'networks', 'NetworkStatusMissing', `${object}: no ${NETWORK_STATUS_ANNOTATION} annotation: Multus has not reported the pod's networks, and the sidecar serves none until it does`, `check that Multus runs on node ${pod.spec?.nodeName ?? '(not scheduled)'} and attached the networks: kubectl describe pod -n ${ns} ${pod.metadata?.name ?? ''}`));
+      out.push(
+        finding(
+          injected ? 'error' : 'warning',
+          'networks',
+          'NetworkStatusMissing',
+          `${object}: no ${NETWORK_STATUS_ANNOTATION} annotation: Multus has not reported the pod's networks, and the sidecar serves none until it does`,
+          `check that Multus runs on node ${pod.spec?.nodeName ?? '(not scheduled)'} and attached the networks: kubectl describe pod -n ${ns} ${pod.metadata?.name ?? ''}`,
+        ),
+      );
     }
   } else {
     const parsed = parseNetworkStatus(statusText);
@@ -229,19 +270,43 @@ function networksOf(f: PodFacts, object: string, injected: boolean, out: Finding
     const entry = status === undefined ? undefined : findNetworkStatus(status, ref);
     if (status !== undefined && entry === undefined) {
       const attached = status.map((e) => e.name).join(', ') || 'none';
-      out.push(finding('error', 'networks', 'NetworkNotAttached', `${object}: serves network ${key}, but ${NETWORK_STATUS_ANNOTATION} has no entry for it (attached: ${attached}), so the sidecar has no interface to reach its Services through`, `attach it with ${NETWORKS_ANNOTATION} and recreate the pod, or check Multus' log for the attachment`));
+      out.push(
+        finding(
+          'error',
+          'networks',
+          'NetworkNotAttached',
+          `${object}: serves network ${key}, but ${NETWORK_STATUS_ANNOTATION} has no entry for it (attached: ${attached}), so the sidecar has no interface to reach its Services through`,
+          `attach it with ${NETWORKS_ANNOTATION} and recreate the pod, or check Multus' log for the attachment`,
+        ),
+      );
     }
     const services = f.services === undefined ? [] : servicesOn(f.services, key, f.slices);
     if (f.services !== undefined && services.length === 0) out.push(finding('info', 'networks', 'NoServices', `no Service names network ${key} (${SERVICE_NETWORK_ANNOTATION})`));
     for (const s of services) {
       if (s.readyEndpoints === 0) {
-        out.push(finding('warning', 'networks', 'ServiceWithoutEndpoints', `Service ${s.service} has no ready endpoint on network ${key} (${s.endpoints} published): connections to it from this pod are refused`, `diagnose service ${s.service}`));
+        out.push(
+          finding(
+            'warning',
+            'networks',
+            'ServiceWithoutEndpoints',
+            `Service ${s.service} has no ready endpoint on network ${key} (${s.endpoints} published): connections to it from this pod are refused`,
+            `diagnose service ${s.service}`,
+          ),
+        );
       }
     }
     result.push({ network: key, ...(entry?.interface !== undefined ? { interface: entry.interface } : {}), addresses: entry === undefined ? [] : [...entry.ipv4, ...entry.ipv6], services });
   }
   if (refs.length > 0 && result.every((n) => n.services.length === 0) && f.services !== undefined) {
-    out.push(finding('warning', 'networks', 'NothingServed', `${object}: no Service is on any network it serves (${refs.map(networkKey).join(', ')})`, `annotate a Service with ${SERVICE_NETWORK_ANNOTATION} naming one of them`));
+    out.push(
+      finding(
+        'warning',
+        'networks',
+        'NothingServed',
+        `${object}: no Service is on any network it serves (${refs.map(networkKey).join(', ')})`,
+        `annotate a Service with ${SERVICE_NETWORK_ANNOTATION} naming one of them`,
+      ),
+    );
   }
   return result;
 }

@@ -93,7 +93,9 @@ function mergeEndpoints(endpoints: readonly BackendEndpoint[], family: IpFamily,
   for (const ep of endpoints) {
     const ip = normalizeAddress(ep.ip, family);
     if (ip === undefined || !validPort(ep.port)) {
-      warn(`${typeof what === 'string' ? what : what()}: endpoint ${JSON.stringify(ep.ip)} port ${JSON.stringify(ep.port)} dropped: not an IPv${family} address with a port from 1 to 65535; the controller should not publish it`);
+      warn(
+        `${typeof what === 'string' ? what : what()}: endpoint ${JSON.stringify(ep.ip)} port ${JSON.stringify(ep.port)} dropped: not an IPv${family} address with a port from 1 to 65535; the controller should not publish it`,
+      );
       continue;
     }
     const key = `${ip}|${ep.port}`;
@@ -123,16 +125,22 @@ interface Placed extends SemanticEndpoint {
  * balancer's ingress IP (kube-proxy short-circuits in-cluster traffic to it through the cluster
  * endpoints). Empty while endpoints exist elsewhere: 'drop'; none anywhere: 'none' (refused).
  */
-export function placedEndpoints(
-  t: ServicePortTarget,
-  warn: (msg: string) => void,
-  what: string | (() => string),
-): { endpoints: readonly ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
+export function placedEndpoints(t: ServicePortTarget, warn: (msg: string) => void, what: string | (() => string)): { endpoints: readonly ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
   const place = t.place;
   if (place === undefined) return chooseEndpoints(t.endpoints, t.family, warn, what);
   const all: Placed[] = [];
   for (const e of inOrder(t.endpoints, t.family, warn, what)) {
-    all.push({ address: e.ip, ready: e.ready, serving: e.serving, terminating: e.terminating, nodeName: e.nodeName, zone: e.zone, zoneHints: e.zoneHints ?? NO_HINTS, nodeHints: e.nodeHints ?? NO_HINTS, ep: e });
+    all.push({
+      address: e.ip,
+      ready: e.ready,
+      serving: e.serving,
+      terminating: e.terminating,
+      nodeName: e.nodeName,
+      zone: e.zone,
+      zoneHints: e.zoneHints ?? NO_HINTS,
+      nodeHints: e.nodeHints ?? NO_HINTS,
+      ep: e,
+    });
   }
   const traffic = t.traffic ?? CLUSTER_TRAFFIC;
   const c = categorizeEndpoints(all, traffic, place);

@@ -52,7 +52,7 @@ export class Snapshot<K, V> implements ReadonlyMap<K, V> {
 
   /** A snapshot owning `entries` (a Map passed in is adopted, not copied: the caller must not change it). */
   static of<K, V>(entries: Map<K, V> | Iterable<readonly [K, V]>, measure: (v: V) => number = () => 0): Snapshot<K, V> {
-    const base: Map<K, V> = entries instanceof Map ? (entries) : new Map(entries);
+    const base: Map<K, V> = entries instanceof Map ? entries : new Map(entries);
     let total = 0;
     base.forEach((v) => void (total += measure(v)));
     return new Snapshot<K, V>(base, new Map<K, V | typeof GONE>(), base.size, total, measure, nextBase(), undefined);
@@ -177,11 +177,7 @@ export class Snapshot<K, V> implements ReadonlyMap<K, V> {
  * default), sorted by key so the order does not depend on how the versions were made. Two
  * versions of one Snapshot cost the keys changed between them; anything else costs both sizes.
  */
-export function changedEntries<K extends string, V>(
-  before: ReadonlyMap<K, V> | undefined,
-  after: ReadonlyMap<K, V>,
-  same: (a: V, b: V) => boolean = (a, b) => a === b,
-): [K, Change<V>][] {
+export function changedEntries<K extends string, V>(before: ReadonlyMap<K, V> | undefined, after: ReadonlyMap<K, V>, same: (a: V, b: V) => boolean = (a, b) => a === b): [K, Change<V>][] {
   const out: [K, Change<V>][] = [];
   const look = (k: K): void => {
     const b = before?.get(k);

@@ -78,7 +78,6 @@ export function fileReader(exec?: Exec): ReadNetnsFile {
 /** `nft list tables` (every family): the one listing that tells iptables-nft's tables and the nftables back end's own (read-ahead.ts shares it). */
 export const TABLES_LISTING: readonly string[] = ['list', 'tables'];
 
-
 /**
  * The exec a dataplane runs with: spare processes (../tuning/spare-exec.ts) and reads kept for
  * one operation (../tuning/read-ahead.ts). `ahead` starts reads whose answers the next callers

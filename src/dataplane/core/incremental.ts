@@ -48,7 +48,6 @@ interface ServiceEntry {
   readonly problems: readonly string[];
 }
 
-
 /**
  * buildDesiredState with memory: `update(input)` returns exactly what `buildDesiredState(input)`
  * would (a property test holds it to that), but redoes only the Services whose inputs changed.
@@ -361,7 +360,6 @@ export function buildDesiredState(input: StateInput): StateOutput {
 // ---------------------------------------------------------------------------------------------
 // 2. Render
 
-
 /**
  * Memo of per-target work between renders: with 5,000 Services re-deriving every chain would
  * cost more than the one-chain restore itself. Entries are keyed by the target's identity and reused when the target's fields
@@ -495,7 +493,6 @@ interface LastRender {
   readonly index: Map<ServicePortTarget, number>;
 }
 
-
 /** Everything but the endpoints is the same, so every decision of resolveTargets comes out the same. */
 function endpointsOnly(a: ServicePortTarget, b: ServicePortTarget): boolean {
   return sameIdentity(a, b) && a.service === b.service && sameNetwork(a.network, b.network) && a.affinityTimeoutSeconds === b.affinityTimeoutSeconds;
@@ -589,10 +586,7 @@ function inOrder(touched: readonly { old: ResolvedTarget; next: ResolvedTarget }
  * unchanged target calls for no flush; otherwise everything. Saves two passes with maps over
  * 5,000 targets on every endpoint change.
  */
-export function conntrackScope(
-  prev: readonly ResolvedTarget[] | undefined,
-  next: readonly ResolvedTarget[],
-): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
+export function conntrackScope(prev: readonly ResolvedTarget[] | undefined, next: readonly ResolvedTarget[]): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
   if (prev === undefined || prev.length !== next.length) return [prev, next];
   const before: ResolvedTarget[] = [];
   const after: ResolvedTarget[] = [];
@@ -613,11 +607,7 @@ export function conntrackScope(
  * render follows that one (O(changes)), else conntrackScope's pass over all. Equals
  * conntrackScope(targets, rendered's targets) either way (a property test holds it to that).
  */
-export function conntrackStep(
-  rendered: Rendered,
-  version: number | undefined,
-  targets: readonly ResolvedTarget[],
-): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
+export function conntrackStep(rendered: Rendered, version: number | undefined, targets: readonly ResolvedTarget[]): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] {
   const { delta } = rendered;
   if (version !== undefined && rendered.version === version) return [[], []];
   const scratch = (): [readonly ResolvedTarget[] | undefined, readonly ResolvedTarget[]] => conntrackScope(targets, rendered.resolution.targets);

@@ -116,7 +116,11 @@ const sha256Hex: (text: string) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function' ? (text) => crypto.hash('sha256', text, 'hex') : (text) => crypto.createHash('sha256').update(text).digest('hex');
 
 /** The nat chain of one Service port: a function of (service, port name, protocol, family, cluster IP); `clusterIP` the normalised one when it differs from the target's. */
-export function serviceChainName(t: Pick<ServicePortTarget, 'service' | 'portName' | 'protocol' | 'family' | 'clusterIP'>, prefix: string = SERVICE_CHAIN_PREFIX, clusterIP: string = t.clusterIP): string {
+export function serviceChainName(
+  t: Pick<ServicePortTarget, 'service' | 'portName' | 'protocol' | 'family' | 'clusterIP'>,
+  prefix: string = SERVICE_CHAIN_PREFIX,
+  clusterIP: string = t.clusterIP,
+): string {
   return hashName(prefix, t.service, t.portName, t.protocol, t.family, clusterIP);
 }
 

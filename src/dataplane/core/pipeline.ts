@@ -320,7 +320,9 @@ export class Pipeline<S, R, X, P> implements Dataplane<S> {
     const routes = await readRoutes(this.parts.exec, this.parts.routeProto);
     const routeDiff = diffRoutes(routes, prev.routes);
     const why =
-      routeDiff.replace.length + routeDiff.remove.length > 0 ? `routes: ${routeDiff.replace.length} missing or changed, ${routeDiff.remove.length} not ours to keep` : await this.be.drift(prev.rules, deep);
+      routeDiff.replace.length + routeDiff.remove.length > 0
+        ? `routes: ${routeDiff.replace.length} missing or changed, ${routeDiff.remove.length} not ours to keep`
+        : await this.be.drift(prev.rules, deep);
     // Forget what was applied: the next sync reads the namespace back and rewrites all of ours.
     if (why !== undefined && this.applied === prev) this.applied = undefined;
     return why;

@@ -84,7 +84,11 @@ export function targetWork(t: ServicePortTarget, layout: Layout = SIDECAR_LAYOUT
   }
   const warnings: string[] = [];
   // The target's description only when an endpoint is dropped (it names the target in the message).
-  const chosen = placedEndpoints(t, (m) => warnings.push(m), () => describe(t));
+  const chosen = placedEndpoints(
+    t,
+    (m) => warnings.push(m),
+    () => describe(t),
+  );
   const chain = serviceChainName(t, layout.serviceChainPrefix, clusterIP);
   return {
     ok: true,
@@ -129,7 +133,16 @@ function podSources(interfaces: readonly PodInterface[]): PodSource[] {
 /** A served target through `iface` from `source`, with the work decided for it. */
 function resolvedTarget(t: ServicePortTarget, work: Extract<TargetWork, { ok: true }>, iface: string, source: string): ResolvedTarget {
   const { clusterIP, chain } = work;
-  const base: ResolvedTarget = { target: t, clusterIP, chain, interface: iface, source, endpoints: work.endpoints, choice: work.choice, route: { family: t.family, dst: clusterIP, dev: iface, src: source } };
+  const base: ResolvedTarget = {
+    target: t,
+    clusterIP,
+    chain,
+    interface: iface,
+    source,
+    endpoints: work.endpoints,
+    choice: work.choice,
+    route: { family: t.family, dst: clusterIP, dev: iface, src: source },
+  };
   return t.affinityTimeoutSeconds === undefined ? base : { ...base, affinitySeconds: t.affinityTimeoutSeconds };
 }
 

@@ -77,7 +77,6 @@ export interface StateOutput {
   readonly problems: readonly string[];
 }
 
-
 const familyOf = (addressType: string | undefined): IpFamily | undefined => (addressType === 'IPv4' ? 4 : addressType === 'IPv6' ? 6 : undefined);
 
 /** What an endpoint is worth when two slices list the same ip:port (briefly, while the controller moves it). */
@@ -139,7 +138,17 @@ function endpointsFor(slices: readonly V1EndpointSlice[], family: IpFamily, port
       const serving = ep.conditions?.serving ?? true;
       const terminating = ep.conditions?.terminating ?? false;
       const candidate: BackendEndpoint = placed(ep)
-        ? { ip: ip.value.address, port: port.port, ready, serving, terminating, nodeName: ep.nodeName ?? '', zone: ep.zone ?? '', zoneHints: (ep.hints?.forZones ?? []).map((z) => z.name), nodeHints: (ep.hints?.forNodes ?? []).map((n) => n.name) }
+        ? {
+            ip: ip.value.address,
+            port: port.port,
+            ready,
+            serving,
+            terminating,
+            nodeName: ep.nodeName ?? '',
+            zone: ep.zone ?? '',
+            zoneHints: (ep.hints?.forZones ?? []).map((z) => z.name),
+            nodeHints: (ep.hints?.forNodes ?? []).map((n) => n.name),
+          }
         : { ip: ip.value.address, port: port.port, ready, serving, terminating };
       const key = `${candidate.ip}|${candidate.port}`;
       const seen = byAddr.get(key);
@@ -173,8 +182,7 @@ function clusterIPs(svc: V1Service): Frontend[] {
 const hasFamily = (iface: PodInterface, family: IpFamily): boolean => (family === 4 ? iface.ipv4 : iface.ipv6).length > 0;
 
 /** Identity of a target as one string: sorting by it gives a total, stable order. */
-const targetKey = (t: ServicePortTarget): string =>
-  JSON.stringify([t.service, t.portName, t.protocol, t.port, t.family, t.clusterIP, networkKey(t.network)]);
+const targetKey = (t: ServicePortTarget): string => JSON.stringify([t.service, t.portName, t.protocol, t.port, t.family, t.clusterIP, networkKey(t.network)]);
 
 export type Keyed = readonly [key: string, target: ServicePortTarget];
 
@@ -202,8 +210,7 @@ export function serviceTargets(
   if (netValue === undefined) return undefined;
   const nets = parseServiceNetwork(netValue, ns);
   if (!nets.ok) return formatInputError(`Service ${name}`, nets.error);
-  const affinityTimeoutSeconds =
-    svc.spec?.sessionAffinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS) : undefined;
+  const affinityTimeoutSeconds = svc.spec?.sessionAffinity === 'ClientIP' ? (svc.spec.sessionAffinityConfig?.clientIP?.timeoutSeconds ?? DEFAULT_AFFINITY_TIMEOUT_SECONDS) : undefined;
   // Only a Service whose traffic policy decides anything for the client carries it; hints alone
   // need the place too (resolve.ts applies kube-proxy's categorisation to targets with a place).
   const traffic = svc.spec?.internalTrafficPolicy === 'Local' ? trafficSettings(svc) : undefined;
@@ -265,7 +272,10 @@ interface Frontend {
 function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInterface>): { frontends: Frontend[]; problem?: string } {
   const own = new Set<string>();
   for (const i of ifaceByNet.values()) {
-    for (const [family, list] of [[4, i.ipv4], [6, i.ipv6]] as const) {
+    for (const [family, list] of [
+      [4, i.ipv4],
+      [6, i.ipv6],
+    ] as const) {
       for (const a of list) {
         const p = parseIp(a);
         if (p.ok && p.value.family === family) own.add(p.value.address);
@@ -292,7 +302,6 @@ function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInt
 }
 
 export const byKey = (a: Keyed, b: Keyed): number => compareText(a[0], b[0]);
-
 
 /** Service port targets and endpoints in a state (the sync loop's metrics). */
 export function stateSize(state: DesiredState): { targets: number; endpoints: number } {

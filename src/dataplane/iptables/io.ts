@@ -72,10 +72,7 @@ export class RestoreError extends Error {
     /** That line and its neighbours, `N: text`. */
     readonly context: readonly string[],
   ) {
-    super(
-      `${binary(backend, family, 'restore')} failed: ${summarize(stderr)}` +
-        (line !== undefined ? ` at input line ${line}: ${context.join(' | ')}` : ''),
-    );
+    super(`${binary(backend, family, 'restore')} failed: ${summarize(stderr)}` + (line !== undefined ? ` at input line ${line}: ${context.join(' | ')}` : ''));
     this.name = 'RestoreError';
   }
 }

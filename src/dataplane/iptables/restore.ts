@@ -121,9 +121,7 @@ export function planCleanup(existing: Existing): string {
   for (const table of TABLES) {
     const { chains, jumps } = existing[table];
     if (chains.length === 0 && jumps.length === 0) continue;
-    sections.push(
-      [`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'),
-    );
+    sections.push([`*${table}`, ...chains.map((c) => `:${c} - [0:0]`), ...jumps.map((j) => `-D ${j}`), ...chains.map((c) => `-X ${c}`), 'COMMIT'].join('\n'));
   }
   return sections.length === 0 ? '' : `${sections.join('\n')}\n`;
 }

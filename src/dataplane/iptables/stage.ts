@@ -52,7 +52,10 @@ export class IptablesStage {
     const ruleset = (family: IpFamily, was: Ruleset): Ruleset => {
       const edits = touched[family];
       if (edits.length === 0) return was;
-      const nat = edit(was.nat, edits.map(({ next }) => [next.chain, this.lines(next).rules] as const));
+      const nat = edit(
+        was.nat,
+        edits.map(({ next }) => [next.chain, this.lines(next).rules] as const),
+      );
       // The reject chain lists the ports without endpoints: redone only when one gained its first or lost its last.
       const rejectChanged = edits.some(({ old, next }) => refusal(old) !== refusal(next));
       return { family, nat, filter: rejectChanged ? renderRuleset(targets, family, this.layout, this.lines).filter : was.filter };

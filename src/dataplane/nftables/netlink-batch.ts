@@ -166,7 +166,8 @@ function checkRanges(at: string, w: IntervalMapWrite): void {
     if (!Number.isInteger(r.from) || !Number.isInteger(r.to) || r.from < 0 || r.to > MAX_KEY || r.from > r.to) {
       throw new Error(`${at} range ${j} [${String(r.from)}-${String(r.to)}]: keys must be integers with 0 <= from <= to <= ${MAX_KEY}`);
     }
-    if (r.from <= prevTo) throw new Error(`${at} range ${j} [${String(r.from)}-${String(r.to)}]: overlaps or precedes the range before it (which ends at ${prevTo}); sort the ranges by key and keep them apart`);
+    if (r.from <= prevTo)
+      throw new Error(`${at} range ${j} [${String(r.from)}-${String(r.to)}]: overlaps or precedes the range before it (which ends at ${prevTo}); sort the ranges by key and keep them apart`);
     prevTo = r.to;
     if (!validIp(r.ip, w.family)) throw new Error(`${at} range ${j} [${String(r.from)}-${String(r.to)}]: ${JSON.stringify(r.ip)} is not an IPv${w.family} address (the map is IPv${w.family})`);
     if (!validPort(r.port)) throw new Error(`${at} range ${j} [${String(r.from)}-${String(r.to)}]: port ${String(r.port)} is not an integer from 1 to 65535`);
@@ -383,7 +384,8 @@ function gotoBytes(family: IpFamily, chainBytes: number): number {
 /** A rough size of the batch, so the buffer is allocated once for a large first fill. */
 function sizeOf(writes: readonly ElementWrite[]): number {
   let n = 64;
-  for (const w of writes) n += 128 + (isVerdict(w) ? w.gotos.length * (gotoBytes(w.family, 0) + 32) : w.ranges.length * rangeBytes(w.family) + Math.ceil(w.ranges.length / rangesPerMessage(w.family)) * 64);
+  for (const w of writes)
+    n += 128 + (isVerdict(w) ? w.gotos.length * (gotoBytes(w.family, 0) + 32) : w.ranges.length * rangeBytes(w.family) + Math.ceil(w.ranges.length / rangesPerMessage(w.family)) * 64);
   return n;
 }
 

@@ -422,7 +422,12 @@ export const nftTargets = (m: Map<string, NftTarget>): Snapshot<string, NftTarge
  * layout): the render caches (incremental.ts) hand back the same object for an unchanged target,
  * so a sync renders only what changed.
  */
-export function renderNft<I extends NftTargetInput>(targets: readonly I[], memo?: WeakMap<I, NftTarget>, layout: PickLayout = sidecarPickLayout(targets.length), shards: number = shardCount(targets.length)): NftRuleset {
+export function renderNft<I extends NftTargetInput>(
+  targets: readonly I[],
+  memo?: WeakMap<I, NftTarget>,
+  layout: PickLayout = sidecarPickLayout(targets.length),
+  shards: number = shardCount(targets.length),
+): NftRuleset {
   const parts: NftTarget[] = new Array<NftTarget>(targets.length);
   for (let i = 0; i < targets.length; i += 1) {
     const r = targets[i] as I;
@@ -480,7 +485,12 @@ const setKind = (s: NftSetDecl): 'map' | 'set' => (s.decl.some((l) => l.includes
 
 /** The same endpoints in the same order: then the ranges are the same too (a function of the count). */
 const sameEndpoints = (a: readonly ChosenEndpoint[], b: readonly ChosenEndpoint[]): boolean =>
-  a === b || (a.length === b.length && a.every((e, i) => { const o = b[i] as ChosenEndpoint; return e.ip === o.ip && e.port === o.port; }));
+  a === b ||
+  (a.length === b.length &&
+    a.every((e, i) => {
+      const o = b[i] as ChosenEndpoint;
+      return e.ip === o.ip && e.port === o.port;
+    }));
 
 const sameMap = (a: NftEndpointMap | undefined, b: NftEndpointMap | undefined): boolean => a !== undefined && b !== undefined && a.type === b.type && sameEndpoints(a.endpoints, b.endpoints);
 
@@ -561,7 +571,13 @@ const same = (x: readonly string[], y: readonly string[]): boolean => x.length =
 function sameTarget(a: NftTarget, b: NftTarget): boolean {
   if (a === b) return true;
   if (!same(a.rules, b.rules) || a.sets.size !== b.sets.size || a.ownedChains.size !== b.ownedChains.size || !same(a.elements.map(elementText), b.elements.map(elementText))) return false;
-  if (!same(a.elements.map((e) => e.set), b.elements.map((e) => e.set))) return false;
+  if (
+    !same(
+      a.elements.map((e) => e.set),
+      b.elements.map((e) => e.set),
+    )
+  )
+    return false;
   for (const [n, s] of a.sets) if (b.sets.get(n) !== s) return false;
   if (a.maps.size !== b.maps.size) return false;
   for (const [n, m] of a.maps) if (!sameMap(m, b.maps.get(n))) return false;
@@ -755,7 +771,16 @@ export function planNft(next: NftRuleset, prev: NftRuleset | undefined, full: bo
 
 /** Whether the next plan writes the tables whole (planNft): asked, nothing before, or another layout. */
 export function wholeTableDue(next: NftRuleset, prev: NftRuleset | undefined, full: boolean): boolean {
-  return full || prev === undefined || prev.table.name !== next.table.name || shardsOf(prev) !== shardsOf(next) || !same(prev.table.sets.map((s) => s.name), next.table.sets.map((s) => s.name));
+  return (
+    full ||
+    prev === undefined ||
+    prev.table.name !== next.table.name ||
+    shardsOf(prev) !== shardsOf(next) ||
+    !same(
+      prev.table.sets.map((s) => s.name),
+      next.table.sets.map((s) => s.name),
+    )
+  );
 }
 
 /** The text removing tables of ours (nothing else of ours exists in nftables): the root and any shards. */

@@ -142,4 +142,3 @@ export function failedLine(stderr: string): number | undefined {
   const m = /line:? (\d+)/i.exec(stderr);
   return m?.[1] === undefined ? undefined : Number(m[1]);
 }
-

@@ -59,8 +59,10 @@ const LB_V4 = '192.168.101.240';
 const LB_V6 = 'fd00:101::f0';
 
 type EpState = 'ready' | 'unready' | 'terminating';
-const eps = (family: Family, port: number, pods: readonly PodName[], state: (p: PodName) => EpState = () => 'ready') => pods.map((p) => ep(family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6, port, state(p)));
-const web = (pods: readonly PodName[], extra: Partial<ServicePortTarget> = {}, state?: (p: PodName) => EpState): ServicePortTarget => target('demo/web', WEB_V4, 80, eps(4, HTTP_PORT, pods, state), { portName: 'http', ...extra });
+const eps = (family: Family, port: number, pods: readonly PodName[], state: (p: PodName) => EpState = () => 'ready') =>
+  pods.map((p) => ep(family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6, port, state(p)));
+const web = (pods: readonly PodName[], extra: Partial<ServicePortTarget> = {}, state?: (p: PodName) => EpState): ServicePortTarget =>
+  target('demo/web', WEB_V4, 80, eps(4, HTTP_PORT, pods, state), { portName: 'http', ...extra });
 const dns = (pods: readonly PodName[]): ServicePortTarget => target('demo/dns', DNS_V4, 53, eps(4, UDP_PORT, pods), { protocol: 'UDP', portName: 'dns' });
 const client = (targets: readonly ServicePortTarget[]): DesiredState => ({ interfaces: [CLIENT_BLUE], targets });
 const http = (dst: string, expect: Expect, port = 80): Probe => ({ protocol: 'tcp', dst, port, expect });
@@ -71,7 +73,11 @@ const udp = (dst: string, expect: Expect, port = 53): Probe => ({ protocol: 'udp
  * b2 and b3 on n2 in zone b (as the controller writes nodeName and zone on our slices).
  */
 const PLACE = { nodeName: 'n1', zone: 'a' } as const;
-const NODE_OF: Readonly<Record<PodName, { readonly nodeName: string; readonly zone: string }>> = { b1: { nodeName: 'n1', zone: 'a' }, b2: { nodeName: 'n2', zone: 'b' }, b3: { nodeName: 'n2', zone: 'b' } };
+const NODE_OF: Readonly<Record<PodName, { readonly nodeName: string; readonly zone: string }>> = {
+  b1: { nodeName: 'n1', zone: 'a' },
+  b2: { nodeName: 'n2', zone: 'b' },
+  b3: { nodeName: 'n2', zone: 'b' },
+};
 const LOCAL_ITP = { internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Cluster', externallyAccessible: false } as const;
 /** Endpoints with their node and zone, and hints (per pod) when given. */
 const placedEps = (family: Family, port: number, pods: readonly PodName[], state: (p: PodName) => EpState = () => 'ready', hints?: (p: PodName) => { zones?: string[]; nodes?: string[] }) =>
@@ -88,7 +94,13 @@ const placedDns = (pods: readonly PodName[], extra: Partial<ServicePortTarget>):
 function localPolicyFromObjects(): DesiredState {
   const svc = serviceObject('demo', 'local', { networks: 'demo/blue', clusterIPs: ['10.96.0.91'], ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }] });
   svc.spec = { ...svc.spec, internalTrafficPolicy: 'Local' };
-  const slice = sliceObject('demo', 'local-4', { service: 'local', network: 'demo/blue', family: 4, ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }], endpoints: ALL.map((p) => ({ ip: BACKENDS[p].ipv4, nodeName: NODE_OF[p].nodeName })) });
+  const slice = sliceObject('demo', 'local-4', {
+    service: 'local',
+    network: 'demo/blue',
+    family: 4,
+    ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }],
+    endpoints: ALL.map((p) => ({ ip: BACKENDS[p].ipv4, nodeName: NODE_OF[p].nodeName })),
+  });
   const built = buildDesiredState({ interfaces: [CLIENT_BLUE], services: [svc], slices: [slice], place: PLACE });
   if (built.problems.length > 0) throw new Error(`local policy state: ${JSON.stringify(built.problems)}`);
   return built.state;
@@ -104,7 +116,13 @@ function loadBalancers(): DesiredState {
   };
   const slices = (name: string) =>
     ([4, 6] as const).map((family) =>
-      sliceObject('demo', `${name}-${family}`, { service: name, network: 'demo/blue', family, ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }], endpoints: ALL.map((p) => ({ ip: family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6 })) }),
+      sliceObject('demo', `${name}-${family}`, {
+        service: name,
+        network: 'demo/blue',
+        family,
+        ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }],
+        endpoints: ALL.map((p) => ({ ip: family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6 })),
+      }),
     );
   const built = buildDesiredState({
     interfaces: [CLIENT_BLUE],
@@ -120,20 +138,45 @@ const DP = 'test/sidecar/dataplane.test.ts';
 /** Rows shared by the tracer and the kernel, in the order they run. */
 export const SERVICE_CASES: readonly ServiceCase[] = [
   { name: 'ClusterIP TCP, three ready endpoints: each in equal shares', source: `${DP}: 300 requests to clusterIP:80`, state: () => client([web(ALL)]), probes: [http(WEB_V4, { reach: ALL })] },
-  { name: 'an unready endpoint gets no traffic', source: `${DP}: an unready endpoint gets no traffic`, state: () => client([web(ALL, {}, (p) => (p === 'b3' ? 'unready' : 'ready'))]), probes: [http(WEB_V4, { reach: ['b1', 'b2'] })] },
+  {
+    name: 'an unready endpoint gets no traffic',
+    source: `${DP}: an unready endpoint gets no traffic`,
+    state: () => client([web(ALL, {}, (p) => (p === 'b3' ? 'unready' : 'ready'))]),
+    probes: [http(WEB_V4, { reach: ['b1', 'b2'] })],
+  },
   { name: 'an endpoint gone from the slice gets no traffic', source: `${DP}: removed from the slice entirely`, state: () => client([web(['b1'])]), probes: [http(WEB_V4, { reach: ['b1'] })] },
   { name: 'no endpoints: TCP refused at once with a reset', source: `${DP}: all gone: refused at once`, state: () => client([web([])]), probes: [http(WEB_V4, { refused: 'tcp-reset' })] },
-  { name: 'only terminating, serving endpoints: they are used', source: `${DP}: only terminating-but-serving endpoints`, state: () => client([web(['b2'], {}, () => 'terminating')]), probes: [http(WEB_V4, { reach: ['b2'] })] },
-  { name: 'ready and terminating endpoints: the ready ones only', source: "the renderer's endpoint choice (endpoints.ts), kube-proxy's rule", state: () => client([web(ALL, {}, (p) => (p === 'b1' ? 'terminating' : 'ready'))]), probes: [http(WEB_V4, { reach: ['b2', 'b3'] })] },
+  {
+    name: 'only terminating, serving endpoints: they are used',
+    source: `${DP}: only terminating-but-serving endpoints`,
+    state: () => client([web(['b2'], {}, () => 'terminating')]),
+    probes: [http(WEB_V4, { reach: ['b2'] })],
+  },
+  {
+    name: 'ready and terminating endpoints: the ready ones only',
+    source: "the renderer's endpoint choice (endpoints.ts), kube-proxy's rule",
+    state: () => client([web(ALL, {}, (p) => (p === 'b1' ? 'terminating' : 'ready'))]),
+    probes: [http(WEB_V4, { reach: ['b2', 'b3'] })],
+  },
   {
     name: 'IPv6 cluster IP with IPv6 endpoints, beside the IPv4 one',
     source: `${DP}: IPv6 cluster IP with IPv6 endpoints`,
     state: () => client([web(ALL), target('demo/web', WEB_V6, 80, eps(6, HTTP_PORT, ALL), { portName: 'http' })]),
     probes: [http(WEB_V6, { reach: ALL }), http(WEB_V4, { reach: ALL })],
   },
-  { name: 'IPv6 without endpoints: TCP refused with a reset', source: 'the reject rules of both families (rules.ts rejectWith)', state: () => client([web(ALL), target('demo/web', WEB_V6, 80, [], { portName: 'http' })]), probes: [http(WEB_V6, { refused: 'tcp-reset' })] },
+  {
+    name: 'IPv6 without endpoints: TCP refused with a reset',
+    source: 'the reject rules of both families (rules.ts rejectWith)',
+    state: () => client([web(ALL), target('demo/web', WEB_V6, 80, [], { portName: 'http' })]),
+    probes: [http(WEB_V6, { refused: 'tcp-reset' })],
+  },
   { name: 'UDP, three endpoints: each in equal shares', source: `${DP}: UDP: balanced`, state: () => client([web(ALL), dns(ALL)]), probes: [udp(DNS_V4, { reach: ALL })] },
-  { name: 'UDP without endpoints: ICMP port unreachable', source: `${DP}: No endpoints: ICMP port unreachable`, state: () => client([web(ALL), dns([])]), probes: [udp(DNS_V4, { refused: 'port-unreachable' }), http(WEB_V4, { reach: ALL })] },
+  {
+    name: 'UDP without endpoints: ICMP port unreachable',
+    source: `${DP}: No endpoints: ICMP port unreachable`,
+    state: () => client([web(ALL), dns([])]),
+    probes: [udp(DNS_V4, { refused: 'port-unreachable' }), http(WEB_V4, { reach: ALL })],
+  },
   {
     name: 'sessionAffinity ClientIP: every connection of the client to one endpoint',
     source: `${DP}: sessionAffinity ClientIP`,
@@ -147,7 +190,12 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     state: () => client([web(ALL), target('demo/web', WEB_V4, 53, eps(4, UDP_PORT, ['b1', 'b2']), { protocol: 'UDP', portName: 'dns' })]),
     probes: [http(WEB_V4, { reach: ALL }), udp(WEB_V4, { reach: ['b1', 'b2'] })],
   },
-  { name: 'a port the Service does not have: untouched', source: 'a cluster IP is matched with its port and protocol', state: () => client([web(ALL)]), probes: [http(WEB_V4, { unanswered: true }, 81), udp(WEB_V4, { unanswered: true }, 80)] },
+  {
+    name: 'a port the Service does not have: untouched',
+    source: 'a cluster IP is matched with its port and protocol',
+    state: () => client([web(ALL)]),
+    probes: [http(WEB_V4, { unanswered: true }, 81), udp(WEB_V4, { unanswered: true }, 80)],
+  },
   { name: 'an address no Service has: untouched', source: `${DP}: (any address not served)`, state: () => client([web(ALL)]), probes: [http('10.96.0.99', { unanswered: true })] },
   {
     name: 'a Service on a network the client lacks: no rules',
@@ -159,23 +207,29 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     name: 'LoadBalancer: ingress IPs (ipMode VIP) reached directly; ipMode Proxy and a source outside the ranges are not',
     source: `${DP}: LoadBalancer`,
     state: loadBalancers,
-    probes: [http(LB_V4, { reach: ALL }), http(LB_V6, { reach: ALL }), http('10.96.0.90', { reach: ALL }), http('192.168.101.241', { unanswered: true }), http('192.168.101.242', { unanswered: true })],
+    probes: [
+      http(LB_V4, { reach: ALL }),
+      http(LB_V6, { reach: ALL }),
+      http('10.96.0.90', { reach: ALL }),
+      http('192.168.101.241', { unanswered: true }),
+      http('192.168.101.242', { unanswered: true }),
+    ],
   },
   {
-    name: 'internalTrafficPolicy Local, one endpoint on the client\'s node: only it',
+    name: "internalTrafficPolicy Local, one endpoint on the client's node: only it",
     source: "kube-proxy's CategorizeEndpoints (src/service-semantics/endpoints.ts), applied in resolve.ts",
     state: () => client([placedWeb(ALL, { traffic: LOCAL_ITP }), placedDns(ALL, { traffic: LOCAL_ITP })]),
     probes: [http(WEB_V4, { reach: ['b1'] }), udp(DNS_V4, { reach: ['b1'] })],
   },
   {
     name: 'internalTrafficPolicy Local, endpoints only on other nodes: dropped (TCP and UDP), not refused, not sent away',
-    source: "kube-proxy drops when the Service has endpoints but none local",
+    source: 'kube-proxy drops when the Service has endpoints but none local',
     state: () => client([placedWeb(['b2', 'b3'], { traffic: LOCAL_ITP }), placedDns(['b2', 'b3'], { traffic: LOCAL_ITP })]),
     probes: [http(WEB_V4, { dropped: true }), udp(DNS_V4, { dropped: true })],
   },
   {
     name: 'internalTrafficPolicy Local, no endpoints at all: refused, as without the policy',
-    source: "kube-proxy rejects a Service without any endpoint",
+    source: 'kube-proxy rejects a Service without any endpoint',
     state: () => client([placedWeb([], { traffic: LOCAL_ITP }), placedDns([], { traffic: LOCAL_ITP })]),
     probes: [http(WEB_V4, { refused: 'tcp-reset' }), udp(DNS_V4, { refused: 'port-unreachable' })],
   },
@@ -186,19 +240,19 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     probes: [http(WEB_V4, { reach: ['b1'] })],
   },
   {
-    name: 'internalTrafficPolicy Local from Service objects: the endpoint on the client\'s node',
-    source: 'state.ts carries the policy and the slices\' nodeName',
+    name: "internalTrafficPolicy Local from Service objects: the endpoint on the client's node",
+    source: "state.ts carries the policy and the slices' nodeName",
     state: localPolicyFromObjects,
     probes: [http('10.96.0.91', { reach: ['b1'] })],
   },
   {
-    name: 'zone hints: the endpoints hinted for the client\'s zone',
+    name: "zone hints: the endpoints hinted for the client's zone",
     source: "kube-proxy's topology step (PreferSameZone / hints for the zone)",
     state: () => client([placedWeb(ALL, {}, undefined, (p) => ({ zones: [p === 'b3' ? 'a' : 'b'] }))]),
     probes: [http(WEB_V4, { reach: ['b3'] })],
   },
   {
-    name: 'zone hints, none for the client\'s zone: every ready endpoint',
+    name: "zone hints, none for the client's zone: every ready endpoint",
     source: 'kube-proxy falls back when no endpoint is hinted for its zone',
     state: () => client([placedWeb(ALL, {}, undefined, () => ({ zones: ['b'] }))]),
     probes: [http(WEB_V4, { reach: ALL })],
@@ -210,7 +264,7 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     probes: [http(WEB_V4, { reach: ALL })],
   },
   {
-    name: 'PreferSameNode: the endpoint hinted for the client\'s node, over zone hints',
+    name: "PreferSameNode: the endpoint hinted for the client's node, over zone hints",
     source: 'kube-proxy 1.34 node hints (trafficDistribution PreferSameNode)',
     state: () => client([placedWeb(ALL, {}, undefined, (p) => ({ zones: ['a'], nodes: [p === 'b2' ? 'n1' : 'n2'] }))]),
     probes: [http(WEB_V4, { reach: ['b2'] })],
@@ -222,7 +276,12 @@ export const TRACER_ONLY_CASES: readonly ServiceCase[] = [
   {
     name: 'SCTP ClusterIP, and SCTP without endpoints refused with port unreachable',
     source: 'no SCTP in the test kernel (socket(IPPROTO_SCTP): protocol not supported) and none in Node; the golden sample loads SCTP rules (dataplane-ops.test.ts)',
-    state: () => client([target('demo/sig', '10.96.0.40', 9999, eps(4, 9999, ['b1', 'b2']), { protocol: 'SCTP' }), target('demo/sig', '10.96.0.40', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }), target('demo/sig', 'fd00:10:96::28', 9999, eps(6, 9999, ['b3']), { protocol: 'SCTP' })]),
+    state: () =>
+      client([
+        target('demo/sig', '10.96.0.40', 9999, eps(4, 9999, ['b1', 'b2']), { protocol: 'SCTP' }),
+        target('demo/sig', '10.96.0.40', 2905, [], { protocol: 'SCTP', portName: 'm3ua' }),
+        target('demo/sig', 'fd00:10:96::28', 9999, eps(6, 9999, ['b3']), { protocol: 'SCTP' }),
+      ]),
     probes: [
       { protocol: 'sctp', dst: '10.96.0.40', port: 9999, expect: { reach: ['b1', 'b2'] } },
       { protocol: 'sctp', dst: '10.96.0.40', port: 2905, expect: { refused: 'port-unreachable' } },

@@ -9,7 +9,25 @@
  * rule shape is added here on purpose rather than guessed at.
  */
 import { canonical, inPrefix, parseHostPort, parsePrefix, type Prefix } from './addr.js';
-import { isLocal, outInterface, portion, runHooks, when, type Action, type BaseChain, type Chains, type Cond, type Effect, type Family, type Outcome, type Packet, type Path, type RejectKind, type Rule, type Step } from './walk.js';
+import {
+  isLocal,
+  outInterface,
+  portion,
+  runHooks,
+  when,
+  type Action,
+  type BaseChain,
+  type Chains,
+  type Cond,
+  type Effect,
+  type Family,
+  type Outcome,
+  type Packet,
+  type Path,
+  type RejectKind,
+  type Rule,
+  type Step,
+} from './walk.js';
 
 type TableName = 'filter' | 'nat';
 const BUILTIN: Readonly<Record<TableName, readonly string[]>> = { filter: ['INPUT', 'FORWARD', 'OUTPUT'], nat: ['PREROUTING', 'INPUT', 'OUTPUT', 'POSTROUTING'] };
@@ -241,7 +259,10 @@ export class FakeIptables {
         only('--mode', '--probability');
         const p = Number(opts.get('--probability'));
         if (opts.get('--mode') !== 'random' || !(p >= 0 && p <= 1)) throw new Error('-m statistic: only --mode random --probability 0..1 is modelled');
-        conds.push((b) => [[portion(b, p), true], [portion(b, 1 - p), false]]);
+        conds.push((b) => [
+          [portion(b, p), true],
+          [portion(b, 1 - p), false],
+        ]);
         break;
       }
       case 'recent':
@@ -253,7 +274,7 @@ export class FakeIptables {
         const value = Number(v);
         const mask = m === undefined ? 0xffffffff : Number(m);
         if (!Number.isInteger(value) || !Number.isInteger(mask)) throw new Error(`--mark ${String(opts.get('--mark'))}: not value[/mask]`);
-        conds.push(when((b) => ((b.mark & mask) >>> 0) === value));
+        conds.push(when((b) => (b.mark & mask) >>> 0 === value));
         break;
       }
       default:
@@ -287,7 +308,9 @@ export class FakeIptables {
     const inTable = (want: TableName): void => {
       if (table !== want) throw new Error(`${name} target: only valid in the ${want} table, not ${table}`);
     };
-    const step = (s: Step): Action => (b) => [[b, s]];
+    const step =
+      (s: Step): Action =>
+      (b) => [[b, s]];
     if (opt === '-g' || !['DNAT', 'REJECT', 'ACCEPT', 'DROP', 'RETURN', 'MASQUERADE', 'MARK'].includes(name)) {
       if (!t.chains.has(name) || BUILTIN[table].includes(name)) throw new Error(`Couldn't load target \`${name}': no such chain in ${table}`);
       only();

@@ -52,7 +52,8 @@ function selector(w: readonly string[], i: number): [Selector, number] | undefin
   const [a = '', b = ''] = [w[i], w[i + 1]];
   if ((a === 'ip' || a === 'ip6') && (b === 'saddr' || b === 'daddr')) return [addrField(a === 'ip' ? 4 : 6, b), i + 2];
   if (a === 'meta' && b === 'l4proto') return [{ text: 'meta l4proto', type: 'inet_proto', value: (x) => x.pkt.protocol }, i + 2];
-  if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport') return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (a === 'th' || x.pkt.protocol === a ? String(x.pkt.dport) : undefined) }, i + 2];
+  if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport')
+    return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (a === 'th' || x.pkt.protocol === a ? String(x.pkt.dport) : undefined) }, i + 2];
   if (a === 'ct' && b === 'state') return [{ text: 'ct state', type: 'ct_state', value: () => 'new' }, i + 2];
   if (a === 'ct' && b === 'status') return [{ text: 'ct status', type: 'ct_status', value: (x) => (x.dnat !== undefined ? 'dnat' : 'none') }, i + 2];
   if (a === 'iifname') return [{ text: a, type: 'ifname', value: (x) => x.pkt.iif ?? fail('trace: a rule matches the input interface; give the packet an iif') }, i + 1];
@@ -141,7 +142,12 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
     if (!Number.isInteger(v)) throw new Error(`numgen compared with ${raw}`);
     const hit = v >= ng.offset && v < ng.offset + ng.mod ? 1 / ng.mod : 0;
     const p = neg ? 1 - hit : hit;
-    c.parts.push(() => ({ cond: (b) => [[portion(b, p), true], [portion(b, 1 - p), false]] }));
+    c.parts.push(() => ({
+      cond: (b) => [
+        [portion(b, p), true],
+        [portion(b, 1 - p), false],
+      ],
+    }));
   } else if ((sel.type === 'ipv4_addr' || sel.type === 'ipv6_addr') && raw.includes('/')) {
     const p = parsePrefix(raw);
     const fam: Family = sel.type === 'ipv4_addr' ? 4 : 6;
@@ -175,7 +181,9 @@ const REJECTS: Readonly<Record<string, RejectKind>> = {
 /** A statement at `w[i]`; returns the index after it, or undefined when `w[i]` is no statement. */
 function statement(w: readonly string[], i: number, c: Compiled): number | undefined {
   const word = w[i];
-  const step = (s: Step): Part => () => ({ action: (b) => [[b, s]] });
+  const step =
+    (s: Step): Part =>
+    () => ({ action: (b) => [[b, s]] });
   switch (word) {
     case 'accept':
     case 'drop':
@@ -238,7 +246,7 @@ function metaMark(w: readonly string[], i: number, c: Compiled): number {
   const mask = num(w[i + 3]);
   const value = num(w[i + 5]);
   const eq = w[i + 4] === '==';
-  c.parts.push(() => ({ cond: (b) => [[b, (((b.mark & mask) >>> 0) === value) === eq]] }));
+  c.parts.push(() => ({ cond: (b) => [[b, ((b.mark & mask) >>> 0 === value) === eq]] }));
   return i + 6;
 }
 
@@ -252,7 +260,13 @@ function dnat(w: readonly string[], i: number, c: Compiled): number {
     const j = s?.[1] ?? i;
     if (ng === undefined || w[j] !== 'map' || !(w[j + 1] ?? '').startsWith('@')) throw new Error('dnat to numgen: only "numgen random mod M map @m" is modelled');
     const name = (w[j + 1] as string).slice(1);
-    c.sets.push({ name, want: (m) => (m.kind === 'map' && m.interval && m.key.join() === 'numgen' && m.data.join(' . ') === `${fam === 4 ? 'ipv4_addr' : 'ipv6_addr'} . inet_service` ? undefined : `${name} is not an interval map of numgen to address . port`) });
+    c.sets.push({
+      name,
+      want: (m) =>
+        m.kind === 'map' && m.interval && m.key.join() === 'numgen' && m.data.join(' . ') === `${fam === 4 ? 'ipv4_addr' : 'ipv6_addr'} . inet_service`
+          ? undefined
+          : `${name} is not an interval map of numgen to address . port`,
+    });
     c.parts.push((ctx) => ({
       action: (b) => {
         if (b.pkt.family !== fam) return [[b, 'nomatch']];

@@ -32,7 +32,20 @@ export interface Stmt {
 }
 
 /** Heads whose `{` opens a block of statements rather than an inline set. */
-const BLOCK_HEADS: readonly (readonly string[])[] = [['table'], ['chain'], ['set'], ['map'], ['add', 'table'], ['add', 'chain'], ['add', 'set'], ['add', 'map'], ['create', 'table'], ['create', 'chain'], ['create', 'set'], ['create', 'map']];
+const BLOCK_HEADS: readonly (readonly string[])[] = [
+  ['table'],
+  ['chain'],
+  ['set'],
+  ['map'],
+  ['add', 'table'],
+  ['add', 'chain'],
+  ['add', 'set'],
+  ['add', 'map'],
+  ['create', 'table'],
+  ['create', 'chain'],
+  ['create', 'set'],
+  ['create', 'map'],
+];
 
 const opensBlock = (words: readonly string[]): boolean => BLOCK_HEADS.some((h) => h.every((w, i) => words[i] === w)) && !words.includes('{');
 

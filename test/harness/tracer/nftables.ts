@@ -192,7 +192,8 @@ function chainCommand(t: NftTableState, verb: string, name: string, s: Stmt): vo
   if (verb === 'flush') return void c.rules.splice(0);
   if (c.rules.length > 0) throw new Error(`Device or resource busy: chain ${name} is not empty`);
   for (const o of t.chains.values()) if (o.rules.some((r) => r.chains.includes(name))) throw new Error(`Device or resource busy: chain ${name} is used by chain ${o.name}`);
-  for (const m of t.sets.values()) for (const d of m.elements.values()) if (m.data[0] === 'verdict' && d[1] === name) throw new Error(`Device or resource busy: chain ${name} is used by map ${m.name}`);
+  for (const m of t.sets.values())
+    for (const d of m.elements.values()) if (m.data[0] === 'verdict' && d[1] === name) throw new Error(`Device or resource busy: chain ${name} is used by map ${m.name}`);
   t.chains.delete(name);
 }
 
@@ -215,7 +216,8 @@ function chainBlock(t: NftTableState, name: string, block: readonly Stmt[]): voi
   if (head?.[0] === 'type') {
     const m = /^type (nat|filter) hook (output|prerouting|postrouting|input|forward) priority (-?\d+)$/.exec(head.join(' '));
     const policy = block[1]?.words.join(' ');
-    if (m === null || (policy !== 'policy accept' && policy !== 'policy drop')) throw new Error(`line ${block[0]?.line ?? 0}: base chain ${JSON.stringify(head.join(' '))} ${policy ?? ''} is not modelled`);
+    if (m === null || (policy !== 'policy accept' && policy !== 'policy drop'))
+      throw new Error(`line ${block[0]?.line ?? 0}: base chain ${JSON.stringify(head.join(' '))} ${policy ?? ''} is not modelled`);
     const hook = { type: m[1] as 'nat' | 'filter', hook: m[2] as string, priority: Number(m[3]), policy: policy === 'policy accept' ? 'accept' : 'drop' } as const;
     if (c !== undefined && JSON.stringify(c.hook) !== JSON.stringify(hook)) throw new Error(`File exists: chain ${name} with another hook`);
     c ??= { name, hook, rules: [] };
@@ -257,7 +259,7 @@ function declareSet(t: NftTableState, kind: 'set' | 'map', name: string, block: 
   for (const f of flags) if (!['interval', 'dynamic', 'timeout'].includes(f)) throw new Error(`flag ${f} is not modelled`);
   if (key.length === 0) throw new Error(`${kind} ${name} needs a type`);
   for (const k of key) if (!KEY_TYPES.has(k) && k !== 'numgen') throw new Error(`key type ${k} is not modelled`);
-  if ((kind === 'map') !== (data.length > 0)) throw new Error(`${kind} ${name}: ${kind === 'map' ? 'a map needs "key : data"' : 'a set has no data'}`);
+  if ((kind === 'map') !== data.length > 0) throw new Error(`${kind} ${name}: ${kind === 'map' ? 'a map needs "key : data"' : 'a set has no data'}`);
   const was = t.sets.get(name);
   const set: NftSet = was ?? { name, kind, key, data, interval: flags.has('interval'), dynamic: flags.has('dynamic'), elements: new Map(), decl: decl.join('; ') };
   if (was !== undefined && (was.kind !== kind || was.decl !== decl.join('; '))) throw new Error(`File exists: ${kind} ${name} is declared as ${JSON.stringify(was.decl)}`);
@@ -294,9 +296,17 @@ function addElements(set: NftSet, words: readonly string[]): void {
     const colon = item.indexOf(':');
     const keyWords = colon < 0 ? item : item.slice(0, colon);
     const dataWords = colon < 0 ? [] : item.slice(colon + 1);
-    if ((set.kind === 'map') !== (colon >= 0)) throw new Error(`${set.name}: ${set.kind === 'map' ? 'a map element needs ": data"' : 'a set element has no data'}`);
+    if ((set.kind === 'map') !== colon >= 0) throw new Error(`${set.name}: ${set.kind === 'map' ? 'a map element needs ": data"' : 'a set element has no data'}`);
     const key = elementKey(set, keyWords);
-    const data = set.kind === 'set' ? [] : set.data[0] === 'verdict' ? verdictWords(dataWords) : dataWords.join(' ').split(' . ').map((v, i) => valueText(set.data[i], v, set.name));
+    const data =
+      set.kind === 'set'
+        ? []
+        : set.data[0] === 'verdict'
+          ? verdictWords(dataWords)
+          : dataWords
+              .join(' ')
+              .split(' . ')
+              .map((v, i) => valueText(set.data[i], v, set.name));
     if (set.data[0] !== 'verdict' && data.length !== set.data.length) throw new Error(`${set.name}: data ${dataWords.join(' ')} does not fit ${set.data.join(' . ')}`);
     const had = set.elements.get(key);
     if (had !== undefined && had.join(' ') !== data.join(' ')) throw new Error(`File exists: ${set.name} element ${key} has another value`);

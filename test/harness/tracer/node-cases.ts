@@ -30,10 +30,26 @@ const LOCAL_ITP = { internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Clus
 export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
   const all = (family: 4 | 6, port: number, pods: readonly PodName[] = ['a', 'b']) => pods.map((p) => ep(family === 4 ? POD[p].ipv4 : POD[p].ipv6, port));
   const local = NODES[me].local;
-  const base = (service: string, family: 4 | 6, over: Partial<ServicePortTarget> = {}): ServicePortTarget => ({ service, portName: '', protocol: 'TCP', clusterIP: family === 4 ? '10.96.0.10' : 'fd00:10:96::a', port: 80, family, network: NET, endpoints: all(family, HTTP), ...over });
+  const base = (service: string, family: 4 | 6, over: Partial<ServicePortTarget> = {}): ServicePortTarget => ({
+    service,
+    portName: '',
+    protocol: 'TCP',
+    clusterIP: family === 4 ? '10.96.0.10' : 'fd00:10:96::a',
+    port: 80,
+    family,
+    network: NET,
+    endpoints: all(family, HTTP),
+    ...over,
+  });
   const localOf = (t: ServicePortTarget) => t.endpoints.filter((e) => e.ip === POD[local].ipv4 || e.ip === POD[local].ipv6);
   const np = (t: ServicePortTarget, nodePort: number, policy: 'Cluster' | 'Local'): NodePortTarget => ({ base: t, nodePort, policy, localEndpoints: localOf(t) });
-  const lb = (t: ServicePortTarget, ingressIP: string, policy: 'Cluster' | 'Local', sourceRanges?: readonly string[]): LoadBalancerTarget => ({ base: t, ingressIP, policy, localEndpoints: localOf(t), ...(sourceRanges !== undefined ? { sourceRanges } : {}) });
+  const lb = (t: ServicePortTarget, ingressIP: string, policy: 'Cluster' | 'Local', sourceRanges?: readonly string[]): LoadBalancerTarget => ({
+    base: t,
+    ingressIP,
+    policy,
+    localEndpoints: localOf(t),
+    ...(sourceRanges !== undefined ? { sourceRanges } : {}),
+  });
   const onlyA = base('demo/only-a', 4, { endpoints: all(4, HTTP, ['a']) });
   // internalTrafficPolicy Local on the node's own cluster-IP path: a on n1, b on n2.
   const placed = (pods: readonly PodName[]) => pods.map((p) => ({ ...ep(POD[p].ipv4, HTTP), nodeName: p === 'a' ? 'n1' : 'n2', zone: '', zoneHints: [], nodeHints: [] }));
@@ -42,7 +58,13 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
     networks: [{ network: NET, interface: iface, ipv4: NODES[me].ipv4, ipv6: NODES[me].ipv6 }],
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
     clusterTargets: [base('demo/web', 4), base('demo/web', 6), itp('demo/itp', '10.96.0.11', ['a', 'b']), itp('demo/itp-a', '10.96.0.12', ['a'])],
-    nodePorts: [np(base('demo/web', 4), 30080, 'Cluster'), np(base('demo/web', 6), 30080, 'Cluster'), np(base('demo/local', 4), 30081, 'Local'), np(onlyA, 30082, 'Local'), np(base('demo/dns', 4, { protocol: 'UDP', port: 53, endpoints: all(4, UDP) }), 30053, 'Cluster')],
+    nodePorts: [
+      np(base('demo/web', 4), 30080, 'Cluster'),
+      np(base('demo/web', 6), 30080, 'Cluster'),
+      np(base('demo/local', 4), 30081, 'Local'),
+      np(onlyA, 30082, 'Local'),
+      np(base('demo/dns', 4, { protocol: 'UDP', port: 53, endpoints: all(4, UDP) }), 30053, 'Cluster'),
+    ],
     loadBalancers: [
       lb(base('demo/web', 4), '192.168.101.240', 'Cluster'),
       lb(base('demo/web', 6), 'fd00:101::f0', 'Cluster'),
@@ -109,8 +131,7 @@ export function nodePacket(row: NodeRow, iface: string = IFACE): { pkt: Packet; 
   return { pkt: { ...base, iif: IFACE }, path: { hook: 'prerouting', local: [n.ipv4, n.ipv6], route: () => iface } };
 }
 
-export const podAt = (ip: string): string => (Object.entries(POD).find(([, a]) => a.ipv4 === ip || a.ipv6 === ip)?.[0] ?? ip);
-
+export const podAt = (ip: string): string => Object.entries(POD).find(([, a]) => a.ipv4 === ip || a.ipv6 === ip)?.[0] ?? ip;
 
 /** What a client sees, in words both halves produce. */
 export function nodeObservation(outcomes: readonly Outcome[]): string {

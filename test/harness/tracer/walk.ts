@@ -70,10 +70,7 @@ export interface Branch {
 
 /** What a rule does when it matches: go on, or end the chain in some way. */
 export type Step =
-  | { readonly k: 'next' }
-  | { readonly k: 'jump' | 'goto'; readonly chain: string }
-  | { readonly k: 'accept' | 'drop' | 'return' }
-  | { readonly k: 'reject'; readonly with: RejectKind };
+  { readonly k: 'next' } | { readonly k: 'jump' | 'goto'; readonly chain: string } | { readonly k: 'accept' | 'drop' | 'return' } | { readonly k: 'reject'; readonly with: RejectKind };
 
 /** A condition splits a branch into the parts that match and those that do not. */
 export type Cond = (b: Branch) => readonly (readonly [Branch, boolean])[];

@@ -20,7 +20,13 @@ export const dnsSubdomain = fc
 export const labelValue = fc.stringMatching(/^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/);
 export const labelName = fc.stringMatching(/^([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9]$/);
 export const labelKey = fc
-  .tuple(fc.option(fc.array(shortLabel, { minLength: 1, maxLength: 3 }).map((p) => p.join('.')), { nil: undefined }), labelName)
+  .tuple(
+    fc.option(
+      fc.array(shortLabel, { minLength: 1, maxLength: 3 }).map((p) => p.join('.')),
+      { nil: undefined },
+    ),
+    labelName,
+  )
   .map(([prefix, name]) => (prefix === undefined ? name : `${prefix}/${name}`))
   .filter((k) => k !== 'in' && k !== 'notin');
 export const ifname = fc.stringMatching(/^[A-Za-z0-9_.-]{1,15}$/).filter((s) => s !== '.' && s !== '..');
@@ -30,16 +36,18 @@ export interface Ref {
   name: string;
 }
 // fc.record builds null-prototype objects; deepEqual against parser output wants plain ones.
-export const networkRef: fc.Arbitrary<Ref> = fc
-  .tuple(fc.oneof(shortLabel, dnsLabel), fc.oneof(shortLabel, dnsSubdomain))
-  .map(([namespace, name]) => ({ namespace, name }));
+export const networkRef: fc.Arbitrary<Ref> = fc.tuple(fc.oneof(shortLabel, dnsLabel), fc.oneof(shortLabel, dnsSubdomain)).map(([namespace, name]) => ({ namespace, name }));
 
 /** Blanks that the parsers ignore around items. */
 export const blanks = fc.stringMatching(/^[ \t]{0,3}$/);
 
 /** Random edits of a text: inserted, deleted, replaced and duplicated characters. */
 const edit = fc.oneof(
-  fc.record({ op: fc.constant('insert' as const), at: fc.nat(), text: fc.oneof(fc.string({ maxLength: 3 }), fc.constantFrom(',', '/', '@', '"', '[', ']', '{', '}', ':', '(', ')', '!', '=', ' ', '\\', '.', '-', '_', '\u0000', 'é', '💥')) }),
+  fc.record({
+    op: fc.constant('insert' as const),
+    at: fc.nat(),
+    text: fc.oneof(fc.string({ maxLength: 3 }), fc.constantFrom(',', '/', '@', '"', '[', ']', '{', '}', ':', '(', ')', '!', '=', ' ', '\\', '.', '-', '_', '\u0000', 'é', '💥')),
+  }),
   fc.record({ op: fc.constant('delete' as const), at: fc.nat(), len: fc.integer({ min: 1, max: 3 }) }),
   fc.record({ op: fc.constant('duplicate' as const), at: fc.nat(), len: fc.integer({ min: 1, max: 8 }) }),
 );
@@ -68,7 +76,7 @@ export const pathological: readonly unknown[] = [
   '['.repeat(200_000),
   `${'['.repeat(5000)}${']'.repeat(5000)}`,
   `[${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}]`,
-  '(' .repeat(100_000),
+  '('.repeat(100_000),
   '[{"__proto__":{"name":"x"}}]',
   '[{"name":"a","__proto__":{"polluted":true}}]',
   '{"__proto__":[]}',

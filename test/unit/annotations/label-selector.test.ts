@@ -108,7 +108,11 @@ void describe('parseLabelSelector: errors name the bad token and a fix', () => {
     { value: 'in (a)', reason: /keyword "in" at position 1 where a label key was expected/, fix: /label key before "in"/ },
     { value: 'a=b!', reason: /found "!" at position 4 where ',' or the end/, fix: /commas/ },
     { value: 'a-=b', reason: /the label key "a-" at position 1 ends with '-'/, fix: /a label key is/ },
-    { value: 'Ex.com/a=b', reason: /the label key "Ex.com\/a" at position 1 has the prefix "Ex.com", which is not a DNS subdomain: it has a part "Ex" that contains the upper-case letter 'E'/, fix: /DNS subdomain prefix/ },
+    {
+      value: 'Ex.com/a=b',
+      reason: /the label key "Ex.com\/a" at position 1 has the prefix "Ex.com", which is not a DNS subdomain: it has a part "Ex" that contains the upper-case letter 'E'/,
+      fix: /DNS subdomain prefix/,
+    },
     { value: 'x.io/-a=b', reason: /the label key "x.io\/-a" at position 1 has the name part "-a", which starts with '-'/, fix: /a label key is/ },
     { value: 'a/b/c', reason: /contains more than one '\/'/, fix: /a label key is/ },
     { value: `${'k'.repeat(64)}`, reason: /is 64 characters long, more than 63/, fix: /a label key is/ },

@@ -36,7 +36,12 @@ function assertLinear(name: string, input: (n: number) => string, parse: (s: str
     parse(small);
     parse(large);
   }
-  const ratio = fastest(() => parse(large)) / Math.max(fastest(() => parse(small)), 0.05);
+  const ratio =
+    fastest(() => parse(large)) /
+    Math.max(
+      fastest(() => parse(small)),
+      0.05,
+    );
   assert.ok(ratio < MAX_RATIO, `${name}: ${SCALE}x the input took ${ratio.toFixed(1)}x the time`);
 }
 
@@ -49,28 +54,62 @@ void describe('parsers are linear in their input', () => {
   });
 
   void test('service-network: a long list of names', () => {
-    assertLinear('service-network', (n) => Array.from({ length: n }, (_, i) => `ns/n${i}`).join(','), (s) => parseServiceNetwork(s, 'ns'), 1_000);
+    assertLinear(
+      'service-network',
+      (n) => Array.from({ length: n }, (_, i) => `ns/n${i}`).join(','),
+      (s) => parseServiceNetwork(s, 'ns'),
+      1_000,
+    );
   });
 
   void test('label-selector: a long set and many requirements', () => {
-    assertLinear('label-selector set', (n) => `app in (${Array.from({ length: n }, (_, i) => `v${i}`).join(',')})`, (s) => parseLabelSelector(s), 1_000);
-    assertLinear('label-selector requirements', (n) => Array.from({ length: n }, (_, i) => `k${i}=v`).join(','), (s) => parseLabelSelector(s), 500);
+    assertLinear(
+      'label-selector set',
+      (n) => `app in (${Array.from({ length: n }, (_, i) => `v${i}`).join(',')})`,
+      (s) => parseLabelSelector(s),
+      1_000,
+    );
+    assertLinear(
+      'label-selector requirements',
+      (n) => Array.from({ length: n }, (_, i) => `k${i}=v`).join(','),
+      (s) => parseLabelSelector(s),
+      500,
+    );
   });
 
   void test('networks: a long comma list and a long JSON list', () => {
-    assertLinear('networks list', (n) => Array.from({ length: n }, (_, i) => `ns/n${i}@net${i % 10}`).join(','), (s) => parseNetworks(s, 'ns'), 500);
-    assertLinear('networks JSON', (n) => JSON.stringify(Array.from({ length: n }, (_, i) => ({ name: `n${i}`, namespace: 'ns' }))), (s) => parseNetworks(s, 'ns'), 500);
+    assertLinear(
+      'networks list',
+      (n) => Array.from({ length: n }, (_, i) => `ns/n${i}@net${i % 10}`).join(','),
+      (s) => parseNetworks(s, 'ns'),
+      500,
+    );
+    assertLinear(
+      'networks JSON',
+      (n) => JSON.stringify(Array.from({ length: n }, (_, i) => ({ name: `n${i}`, namespace: 'ns' }))),
+      (s) => parseNetworks(s, 'ns'),
+      500,
+    );
   });
 
   void test('nad-config: a config with many plugins and ranges', () => {
     const config = (n: number): string =>
-      JSON.stringify({ cniVersion: '0.4.0', name: 'x', plugins: [{ type: 'macvlan', master: 'eth1', ipam: { type: 'host-local', ranges: Array.from({ length: n }, (_, i) => [{ subnet: `10.${(i >> 8) & 255}.${i & 255}.0/24` }]) } }] });
+      JSON.stringify({
+        cniVersion: '0.4.0',
+        name: 'x',
+        plugins: [{ type: 'macvlan', master: 'eth1', ipam: { type: 'host-local', ranges: Array.from({ length: n }, (_, i) => [{ subnet: `10.${(i >> 8) & 255}.${i & 255}.0/24` }]) } }],
+      });
     assertLinear('nad-config', config, (s) => parseNetworkConfig(s), 60);
   });
 });
 
 void describe('parsers never throw', () => {
-  const text = fc.oneof(fc.string(), fc.string({ unit: 'binary' }), fc.json(), fc.jsonValue().map((v) => JSON.stringify(v)));
+  const text = fc.oneof(
+    fc.string(),
+    fc.string({ unit: 'binary' }),
+    fc.json(),
+    fc.jsonValue().map((v) => JSON.stringify(v)),
+  );
   void test('on any text or JSON', () => {
     fc.assert(
       fc.property(text, (s) => {

@@ -26,7 +26,10 @@ void describe('readLoadBalancer: examples', () => {
   });
   void test('VIP and unset ipMode served, Proxy kept apart, duplicates once, IPv6 normalised', () => {
     const v = readLoadBalancer(lb([{ ip: '192.0.2.1' }, { ip: '192.0.2.2', ipMode: 'Proxy' }, { ip: '192.0.2.1', ipMode: 'VIP' }, { ip: '2001:DB8:0:0::1' }, { hostname: 'x.example' }]));
-    assert.deepEqual(v.vips, [{ address: '192.0.2.1', family: 4 }, { address: '2001:db8::1', family: 6 }]);
+    assert.deepEqual(v.vips, [
+      { address: '192.0.2.1', family: 4 },
+      { address: '2001:db8::1', family: 6 },
+    ]);
     assert.deepEqual(v.proxied, ['192.0.2.2']);
     assert.deepEqual(v.problems, []);
   });
@@ -39,11 +42,17 @@ void describe('readLoadBalancer: examples', () => {
   });
   void test('source ranges: trimmed, masked, deduplicated; a bad one named and dropped (never "every source")', () => {
     const v = readLoadBalancer(lb([], [' 10.1.2.3/8', '10.0.0.0/8', '2001:db8::1/32', 'bogus', '10.0.0.0/33']));
-    assert.deepEqual(v.sourceRanges?.map((r) => r.cidr), ['10.0.0.0/8', '2001:db8::/32']);
-    assert.deepEqual(v.problems.map((p) => [p.key, p.value]), [
-      ['spec.loadBalancerSourceRanges[3]', 'bogus'],
-      ['spec.loadBalancerSourceRanges[4]', '10.0.0.0/33'],
-    ]);
+    assert.deepEqual(
+      v.sourceRanges?.map((r) => r.cidr),
+      ['10.0.0.0/8', '2001:db8::/32'],
+    );
+    assert.deepEqual(
+      v.problems.map((p) => [p.key, p.value]),
+      [
+        ['spec.loadBalancerSourceRanges[3]', 'bogus'],
+        ['spec.loadBalancerSourceRanges[4]', '10.0.0.0/33'],
+      ],
+    );
     assert.deepEqual(rangesOfFamily(v, 4), ['10.0.0.0/8']);
     assert.deepEqual(rangesOfFamily(readLoadBalancer(lb([], ['bogus'])), 4), [], 'only bad ranges: none admitted');
     assert.equal(rangesOfFamily(readLoadBalancer(lb([])), 4), undefined, 'no ranges: every source');
@@ -53,14 +62,17 @@ void describe('readLoadBalancer: examples', () => {
     single.spec = { ...single.spec, clusterIP: '10.96.0.9', clusterIPs: ['10.96.0.9'] };
     const v = readLoadBalancer(single);
     assert.deepEqual(v.vips, [{ address: '192.0.2.1', family: 4 }]);
-    assert.deepEqual(v.problems.map((p) => [p.key, p.value]), [['status.loadBalancer.ingress[0].ip', '2001:db8::1']]);
+    assert.deepEqual(
+      v.problems.map((p) => [p.key, p.value]),
+      [['status.loadBalancer.ingress[0].ip', '2001:db8::1']],
+    );
     assert.match(v.problems[0]?.reason ?? '', /is an IPv6 address but the Service has only IPv4 cluster IPs \(spec\.ipFamilies\): it is not served/);
     assert.match(v.problems[0]?.fix ?? '', /ipFamilyPolicy: PreferDualStack or RequireDualStack/);
     const dual = lb([{ ip: '2001:db8::1' }, { ip: '192.0.2.1' }]);
     dual.spec = { ...dual.spec, clusterIPs: ['10.96.0.9', 'fd00:96::9'] };
     assert.equal(readLoadBalancer(dual).vips.length, 2);
   });
-  void test('the reader\'s own addresses are refused', () => {
+  void test("the reader's own addresses are refused", () => {
     const v = readLoadBalancer(lb([{ ip: '10.0.0.11' }, { ip: 'fd00::b' }]), new Set(['10.0.0.11', 'fd00::b']));
     assert.deepEqual(v.vips, []);
     assert.equal(v.problems.length, 2);
@@ -106,21 +118,32 @@ void describe('load-balancer: properties', () => {
     );
   });
   void test('arbitrary status and ranges: never throws; every served VIP is a plain unicast address outside `own`; every problem names its field', () => {
-    const entry = fc.record({ ip: fc.option(fc.oneof(fc.ipV4(), fc.ipV6(), fc.string(), fc.constantFrom('127.0.0.1', '::1', 'fe80::1%eth0', '224.1.1.1', '0.0.0.0', '::ffff:1.2.3.4', '10.0.0.1/8')), { nil: undefined }), ipMode: fc.option(fc.constantFrom('VIP', 'Proxy', 'vip', ''), { nil: undefined }) }, { requiredKeys: [] });
+    const entry = fc.record(
+      {
+        ip: fc.option(fc.oneof(fc.ipV4(), fc.ipV6(), fc.string(), fc.constantFrom('127.0.0.1', '::1', 'fe80::1%eth0', '224.1.1.1', '0.0.0.0', '::ffff:1.2.3.4', '10.0.0.1/8')), { nil: undefined }),
+        ipMode: fc.option(fc.constantFrom('VIP', 'Proxy', 'vip', ''), { nil: undefined }),
+      },
+      { requiredKeys: [] },
+    );
     fc.assert(
-      fc.property(fc.array(entry, { maxLength: 40 }), fc.option(fc.array(fc.oneof(range4, range6, fc.string()), { maxLength: 6 }), { nil: undefined }), fc.array(fc.ipV4(), { maxLength: 3 }), (ingress, ranges, ownList) => {
-        const own = new Set(ownList);
-        const v = readLoadBalancer(lb(ingress, ranges), own);
-        assert.ok(v.vips.length + v.proxied.length <= MAX_INGRESS_IPS);
-        for (const vip of v.vips) {
-          const p = parseIp(vip.address);
-          assert.ok(p.ok && p.value.prefix === undefined && p.value.family === vip.family && p.value.address === vip.address);
-          assert.ok(!own.has(vip.address));
-          assert.ok(!/^(127\.|0\.|169\.254\.|22[4-9]\.|23\d\.|::1$|fe[89ab][0-9a-f]:|ff[0-9a-f]{2}:|::ffff:)/.test(vip.address), vip.address);
-        }
-        for (const e of v.problems) assert.match(e.key, /^(status\.loadBalancer\.ingress\[\d+\]\.(ip|ipMode)|spec\.loadBalancerSourceRanges\[\d+\])$/);
-        if (ranges !== undefined && ranges.length > 0) assert.ok(v.sourceRanges !== undefined, 'listed ranges never become "every source"');
-      }),
+      fc.property(
+        fc.array(entry, { maxLength: 40 }),
+        fc.option(fc.array(fc.oneof(range4, range6, fc.string()), { maxLength: 6 }), { nil: undefined }),
+        fc.array(fc.ipV4(), { maxLength: 3 }),
+        (ingress, ranges, ownList) => {
+          const own = new Set(ownList);
+          const v = readLoadBalancer(lb(ingress, ranges), own);
+          assert.ok(v.vips.length + v.proxied.length <= MAX_INGRESS_IPS);
+          for (const vip of v.vips) {
+            const p = parseIp(vip.address);
+            assert.ok(p.ok && p.value.prefix === undefined && p.value.family === vip.family && p.value.address === vip.address);
+            assert.ok(!own.has(vip.address));
+            assert.ok(!/^(127\.|0\.|169\.254\.|22[4-9]\.|23\d\.|::1$|fe[89ab][0-9a-f]:|ff[0-9a-f]{2}:|::ffff:)/.test(vip.address), vip.address);
+          }
+          for (const e of v.problems) assert.match(e.key, /^(status\.loadBalancer\.ingress\[\d+\]\.(ip|ipMode)|spec\.loadBalancerSourceRanges\[\d+\])$/);
+          if (ranges !== undefined && ranges.length > 0) assert.ok(v.sourceRanges !== undefined, 'listed ranges never become "every source"');
+        },
+      ),
       RUNS,
     );
   });

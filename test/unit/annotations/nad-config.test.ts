@@ -17,7 +17,11 @@ const unservable = (c: NetworkConfig): { type: string; reason: string } => {
 
 void describe('parseNetworkConfig: examples', () => {
   void test('macvlan: master is the parent, mode defaults to bridge', () => {
-    assert.deepEqual(servable(expectOk(parseNetworkConfig(cfg({ cniVersion: '0.4.0', type: 'macvlan', master: 'ens4', ipam: { type: 'static' } })))), { plugin: 'macvlan', parent: 'ens4', mode: 'bridge' });
+    assert.deepEqual(servable(expectOk(parseNetworkConfig(cfg({ cniVersion: '0.4.0', type: 'macvlan', master: 'ens4', ipam: { type: 'static' } })))), {
+      plugin: 'macvlan',
+      parent: 'ens4',
+      mode: 'bridge',
+    });
     assert.deepEqual(servable(expectOk(parseNetworkConfig(cfg({ type: 'macvlan', master: 'eth1.100', mode: 'vepa' })))), { plugin: 'macvlan', parent: 'eth1.100', mode: 'vepa' });
   });
   void test('ipvlan l2 served, l3 and l3s not', () => {
@@ -49,7 +53,10 @@ void describe('parseNetworkConfig: examples', () => {
     const notJson = expectErr(parseNetworkConfig('{"type":"macvlan",'));
     assert.equal(notJson.key, 'spec.config');
     assert.match(notJson.reason, /not valid JSON/);
-    assert.match(formatInputError('NetworkAttachmentDefinition demo/net-a', notJson), /^NetworkAttachmentDefinition demo\/net-a: spec.config "\{\\"type\\":\\"macvlan\\",": is not valid JSON .*; write the CNI configuration/);
+    assert.match(
+      formatInputError('NetworkAttachmentDefinition demo/net-a', notJson),
+      /^NetworkAttachmentDefinition demo\/net-a: spec.config "\{\\"type\\":\\"macvlan\\",": is not valid JSON .*; write the CNI configuration/,
+    );
     const badMaster = expectErr(parseNetworkConfig(cfg({ type: 'macvlan', master: 'a-very-long-interface' })));
     assert.equal(badMaster.key, 'spec.config "master"');
     assert.equal(badMaster.value, 'a-very-long-interface');

@@ -24,24 +24,42 @@ void describe('parseNadIpam: examples', () => {
   void test('whereabouts: range, range_start/range_end, exclude', () => {
     const w = readable(expectOk(parseNadIpam(cfg({ type: 'whereabouts', range: '10.2.128.0/24', range_start: '10.2.128.10', range_end: '10.2.128.100', exclude: ['10.2.128.50/31', '10.2.128.77'] }))));
     assert.equal(w.plugin, 'whereabouts');
-    assert.deepEqual(['10.2.128.9', '10.2.128.10', '10.2.128.49', '10.2.128.50', '10.2.128.51', '10.2.128.52', '10.2.128.77', '10.2.128.100', '10.2.128.101', '10.2.129.20'].map((a) => allows(w, a)), [false, true, true, false, false, true, false, true, false, false]);
+    assert.deepEqual(
+      ['10.2.128.9', '10.2.128.10', '10.2.128.49', '10.2.128.50', '10.2.128.51', '10.2.128.52', '10.2.128.77', '10.2.128.100', '10.2.128.101', '10.2.129.20'].map((a) => allows(w, a)),
+      [false, true, true, false, false, true, false, true, false, false],
+    );
     assert.equal(describeIpam(w), 'whereabouts 10.2.128.0/24 from 10.2.128.10 to 10.2.128.100 except 10.2.128.50/31, 10.2.128.77');
   });
   void test('whereabouts: the first-last/prefix form, ipRanges for both families, a conflist', () => {
     const short = readable(expectOk(parseNadIpam(cfg({ type: 'whereabouts', range: '10.1.1.10-10.1.1.20/24' }))));
-    assert.deepEqual(['10.1.1.9', '10.1.1.10', '10.1.1.20', '10.1.1.21'].map((a) => allows(short, a)), [false, true, true, false]);
+    assert.deepEqual(
+      ['10.1.1.9', '10.1.1.10', '10.1.1.20', '10.1.1.21'].map((a) => allows(short, a)),
+      [false, true, true, false],
+    );
     const dual = readable(expectOk(parseNadIpam(cfg({ type: 'whereabouts', ipRanges: [{ range: '10.1.1.0/24' }, { range: 'fd00:2::/64', exclude: ['fd00:2::/120'] }] }, true))));
-    assert.deepEqual(['10.1.1.5', '10.1.2.5', 'fd00:2::1:1', 'fd00:2::11', 'fd00:3::1', '::ffff:10.1.1.5'].map((a) => allows(dual, a)), [true, false, true, false, false, false]);
+    assert.deepEqual(
+      ['10.1.1.5', '10.1.2.5', 'fd00:2::1:1', 'fd00:2::11', 'fd00:3::1', '::ffff:10.1.1.5'].map((a) => allows(dual, a)),
+      [true, false, true, false, false, false],
+    );
   });
   void test('host-local: ranges sets and the older top-level subnet', () => {
     const h = readable(expectOk(parseNadIpam(cfg({ type: 'host-local', ranges: [[{ subnet: '10.1.0.0/16', rangeStart: '10.1.2.0', rangeEnd: '10.1.2.255' }], [{ subnet: 'fd00:1::/64' }]] }))));
-    assert.deepEqual(['10.1.2.7', '10.1.3.7', 'fd00:1::7', 'fd00:9::7'].map((a) => allows(h, a)), [true, false, true, false]);
+    assert.deepEqual(
+      ['10.1.2.7', '10.1.3.7', 'fd00:1::7', 'fd00:9::7'].map((a) => allows(h, a)),
+      [true, false, true, false],
+    );
     const old = readable(expectOk(parseNadIpam(cfg({ type: 'host-local', subnet: '192.168.5.0/24', rangeStart: '192.168.5.100' }))));
-    assert.deepEqual(['192.168.5.99', '192.168.5.100', '192.168.5.255'].map((a) => allows(old, a)), [false, true, true]);
+    assert.deepEqual(
+      ['192.168.5.99', '192.168.5.100', '192.168.5.255'].map((a) => allows(old, a)),
+      [false, true, true],
+    );
   });
   void test('static: the subnets of its addresses; without addresses no range', () => {
     const s = readable(expectOk(parseNadIpam(cfg({ type: 'static', addresses: [{ address: '10.10.0.5/24', gateway: '10.10.0.1' }, { address: '2001:db8::5/64' }] }))));
-    assert.deepEqual(['10.10.0.200', '10.10.1.5', '2001:db8::ff', '2001:db9::5'].map((a) => allows(s, a)), [true, false, true, false]);
+    assert.deepEqual(
+      ['10.10.0.200', '10.10.1.5', '2001:db8::ff', '2001:db9::5'].map((a) => allows(s, a)),
+      [true, false, true, false],
+    );
     assert.equal(expectOk(parseNadIpam(cfg({ type: 'static' }))).readable, false);
   });
   void test('no range to read: other IPAM types, no ipam, file configs', () => {
@@ -206,7 +224,9 @@ void describe('parseNadIpam: properties', () => {
       const r = parseNadIpam(input);
       if (!r.ok) assertWellFormed(r, input);
       if (typeof input === 'bigint' || typeof input === 'symbol') continue;
-      const inIpam = parseNadIpam(typeof input === 'string' ? cfg({ type: 'whereabouts', range: input, exclude: [input] }) : cfg({ type: 'host-local', ranges: [[{ subnet: '10.0.0.0/8', rangeStart: input }]] }));
+      const inIpam = parseNadIpam(
+        typeof input === 'string' ? cfg({ type: 'whereabouts', range: input, exclude: [input] }) : cfg({ type: 'host-local', ranges: [[{ subnet: '10.0.0.0/8', rangeStart: input }]] }),
+      );
       if (!inIpam.ok) assertWellFormed(inIpam, input);
     }
     assert.equal(expectOk(parseNadIpam('{"type":"macvlan","__proto__":{"ipam":{"type":"whereabouts","range":"10.0.0.0/8"}}}')).readable, false);

@@ -30,16 +30,28 @@ const nameLike = fc.oneof(dnsLabel, dnsSubdomain, labelValue, labelKey, mutated(
 
 void describe('name checks agree with the Kubernetes regular expressions', () => {
   void test('DNS-1123 label', () => {
-    fc.assert(fc.property(nameLike, (s) => assert.equal(checkDns1123Label(s) === undefined, oracle.label(s), s)), RUNS);
+    fc.assert(
+      fc.property(nameLike, (s) => assert.equal(checkDns1123Label(s) === undefined, oracle.label(s), s)),
+      RUNS,
+    );
   });
   void test('DNS-1123 subdomain', () => {
-    fc.assert(fc.property(nameLike, (s) => assert.equal(checkDns1123Subdomain(s) === undefined, oracle.subdomain(s), s)), RUNS);
+    fc.assert(
+      fc.property(nameLike, (s) => assert.equal(checkDns1123Subdomain(s) === undefined, oracle.subdomain(s), s)),
+      RUNS,
+    );
   });
   void test('label value', () => {
-    fc.assert(fc.property(nameLike, (s) => assert.equal(checkLabelValue(s) === undefined, oracle.value(s), s)), RUNS);
+    fc.assert(
+      fc.property(nameLike, (s) => assert.equal(checkLabelValue(s) === undefined, oracle.value(s), s)),
+      RUNS,
+    );
   });
   void test('label key', () => {
-    fc.assert(fc.property(nameLike, (s) => assert.equal(checkLabelKey(s) === undefined, oracle.key(s), s)), RUNS);
+    fc.assert(
+      fc.property(nameLike, (s) => assert.equal(checkLabelKey(s) === undefined, oracle.key(s), s)),
+      RUNS,
+    );
   });
   void test('length limits exactly at the boundary', () => {
     assert.equal(checkDns1123Label('a'.repeat(63)), undefined);

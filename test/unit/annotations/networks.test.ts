@@ -126,7 +126,10 @@ void describe('parseNetworks: properties', () => {
     fc.assert(
       fc.property(fc.array(fc.tuple(selection, blanks, blanks), { minLength: 1, maxLength: 6 }), dnsLabel, (items, podNs) => {
         const text = items.map(([s, a, b]) => `${a}${shortForm([s])}${b}`).join(',');
-        assert.deepEqual(expectOk(parseNetworks(text, podNs)), items.map(([s]) => s));
+        assert.deepEqual(
+          expectOk(parseNetworks(text, podNs)),
+          items.map(([s]) => s),
+        );
       }),
       RUNS,
     );

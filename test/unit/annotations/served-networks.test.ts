@@ -15,7 +15,10 @@ void describe('servedNetworks: the service-network annotation narrows, else ever
       { namespace: 'default', name: 'core' },
       { namespace: 'o', name: 'b' },
     ]);
-    assert.deepEqual(expectOk(servedNetworks({ [NETWORKS_ANNOTATION]: 'a,b', [SERVICE_NETWORK_ANNOTATION]: 'b' }, 'ns')), { source: SERVICE_NETWORK_ANNOTATION, networks: [{ namespace: 'ns', name: 'b' }] });
+    assert.deepEqual(expectOk(servedNetworks({ [NETWORKS_ANNOTATION]: 'a,b', [SERVICE_NETWORK_ANNOTATION]: 'b' }, 'ns')), {
+      source: SERVICE_NETWORK_ANNOTATION,
+      networks: [{ namespace: 'ns', name: 'b' }],
+    });
     assert.deepEqual(expectOk(servedNetworks(undefined, 'ns')).networks, []);
     assert.deepEqual(expectOk(servedNetworks({ [NETWORKS_ANNOTATION]: '' }, 'ns')).networks, []);
   });

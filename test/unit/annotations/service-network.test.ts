@@ -39,7 +39,13 @@ void describe('parseServiceNetwork: syntax', () => {
   });
   void test('networkKey and formatServiceNetwork write the explicit form', () => {
     assert.equal(networkKey({ namespace: 'a', name: 'b' }), 'a/b');
-    assert.equal(formatServiceNetwork([{ namespace: 'a', name: 'b' }, { namespace: 'c', name: 'd.e' }]), 'a/b,c/d.e');
+    assert.equal(
+      formatServiceNetwork([
+        { namespace: 'a', name: 'b' },
+        { namespace: 'c', name: 'd.e' },
+      ]),
+      'a/b,c/d.e',
+    );
     assert.equal(formatServiceNetwork([]), '');
   });
 });

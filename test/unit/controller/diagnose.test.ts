@@ -49,22 +49,54 @@ function slicesFor(svc: V1Service, pods: V1Pod[], nodeAddresses: string[] = []):
 function client(o: { annotations?: Record<string, string>; injected?: boolean; ready?: boolean; hostNetwork?: boolean; status?: string | null } = {}): V1Pod {
   const p = pod('client', { namespace: NS, labels: { app: 'client' } });
   const meta = p.metadata ?? {};
-  meta.annotations = { [NETWORKS_ANNOTATION]: 'macvlan1', ...(o.status === null ? {} : { 'k8s.v1.cni.cncf.io/network-status': o.status ?? networkStatus([{ name: NET, ips: ['10.1.1.9'] }]) }), ...(o.annotations ?? {}) };
+  meta.annotations = {
+    [NETWORKS_ANNOTATION]: 'macvlan1',
+    ...(o.status === null ? {} : { 'k8s.v1.cni.cncf.io/network-status': o.status ?? networkStatus([{ name: NET, ips: ['10.1.1.9'] }]) }),
+    ...(o.annotations ?? {}),
+  };
   const spec = p.spec ?? { containers: [] };
   if (o.hostNetwork === true) spec.hostNetwork = true;
   if (o.injected !== false) {
     spec.initContainers = [{ name: SIDECAR_CONTAINER_NAME, image: 'multus-proxy:0.1.0', restartPolicy: 'Always' }];
-    p.status = { ...p.status, initContainerStatuses: [{ name: SIDECAR_CONTAINER_NAME, image: 'x', imageID: 'x', ready: o.ready !== false, restartCount: o.ready === false ? 4 : 0, started: true, state: o.ready === false ? { waiting: { reason: 'CrashLoopBackOff' } } : { running: {} }, ...(o.ready === false ? { lastState: { terminated: { exitCode: 1, reason: 'Error', message: 'iptables-restore: permission denied' } } } : {}) }] };
+    p.status = {
+      ...p.status,
+      initContainerStatuses: [
+        {
+          name: SIDECAR_CONTAINER_NAME,
+          image: 'x',
+          imageID: 'x',
+          ready: o.ready !== false,
+          restartCount: o.ready === false ? 4 : 0,
+          started: true,
+          state: o.ready === false ? { waiting: { reason: 'CrashLoopBackOff' } } : { running: {} },
+          ...(o.ready === false ? { lastState: { terminated: { exitCode: 1, reason: 'Error', message: 'iptables-restore: permission denied' } } } : {}),
+        },
+      ],
+    };
   }
   return p;
 }
 
-const web = (): V1Service => ({ ...service('web', { namespace: NS, network: 'macvlan1', selector: { app: 'web' } }), spec: { ...service('web').spec, selector: { app: 'web' }, clusterIP: '10.96.0.10' } });
-const backend = (name: string, o: Parameters<typeof pod>[1] = {}): V1Pod => pod(name, { namespace: NS, labels: { app: 'web' }, status: networkStatus([{ name: NET, ips: [`10.1.1.${name.length + 10}`] }]), ...o });
+const web = (): V1Service => ({
+  ...service('web', { namespace: NS, network: 'macvlan1', selector: { app: 'web' } }),
+  spec: { ...service('web').spec, selector: { app: 'web' }, clusterIP: '10.96.0.10' },
+});
+const backend = (name: string, o: Parameters<typeof pod>[1] = {}): V1Pod =>
+  pod(name, { namespace: NS, labels: { app: 'web' }, status: networkStatus([{ name: NET, ips: [`10.1.1.${name.length + 10}`] }]), ...o });
 
 function podFacts(p: V1Pod, o: Partial<PodFacts> = {}): PodFacts {
   const svc = web();
-  return { pod: p, namespaceLabels: ENABLED, events: [], webhookRegistered: true, services: [svc], slices: slicesFor(svc, [backend('web-a'), backend('web-bb')]), healthPort: DEFAULT_HEALTH_PORT, unreadable: [], ...o };
+  return {
+    pod: p,
+    namespaceLabels: ENABLED,
+    events: [],
+    webhookRegistered: true,
+    services: [svc],
+    slices: slicesFor(svc, [backend('web-a'), backend('web-bb')]),
+    healthPort: DEFAULT_HEALTH_PORT,
+    unreadable: [],
+    ...o,
+  };
 }
 
 function event(reason: string, message: string, at: string, type = 'Warning'): CoreV1Event {
@@ -77,7 +109,9 @@ void describe('diagnose pod', () => {
     assert.equal(r.verdict, 'ok', JSON.stringify(r.findings));
     assert.equal(r.injected, true);
     assert.deepEqual(r.sidecar, { mode: 'native', ready: true, restarts: 0, state: 'running', synced: true });
-    assert.deepEqual(r.networks, [{ network: NET, interface: 'net1', addresses: ['10.1.1.9'], services: [{ service: `${NS}/web`, clusterIP: '10.96.0.10', ports: ['80/TCP'], readyEndpoints: 2, endpoints: 2 }] }]);
+    assert.deepEqual(r.networks, [
+      { network: NET, interface: 'net1', addresses: ['10.1.1.9'], services: [{ service: `${NS}/web`, clusterIP: '10.96.0.10', ports: ['80/TCP'], readyEndpoints: 2, endpoints: 2 }] },
+    ]);
     assert.deepEqual(codes(r, 'error'), []);
   });
 
@@ -210,11 +244,17 @@ void describe('diagnose service', () => {
     assert.deepEqual(r.networks, [{ network: NET, nad: 'exists', shared: true }]);
     assert.equal(r.selector, 'app=web');
     assert.equal(r.readyEndpoints, 2);
-    assert.deepEqual(r.pods.map((p) => [p.pod, p.state]), [['web-a', 'ready'], ['web-bb', 'ready']]);
+    assert.deepEqual(
+      r.pods.map((p) => [p.pod, p.state]),
+      [
+        ['web-a', 'ready'],
+        ['web-bb', 'ready'],
+      ],
+    );
     assert.ok(codes(r, 'ok').includes('AnnotationValid'));
   });
 
-  void test('LoadBalancer: pending without an ingress IP; served ingress with its ranges; ipMode Proxy left alone; a node\'s address refused as the agents refuse it', () => {
+  void test("LoadBalancer: pending without an ingress IP; served ingress with its ranges; ipMode Proxy left alone; a node's address refused as the agents refuse it", () => {
     const lb = (ingress: { ip?: string; ipMode?: string }[], ranges?: string[]): V1Service => {
       const svc = web();
       svc.spec = { ...svc.spec, type: 'LoadBalancer', ...(ranges !== undefined ? { loadBalancerSourceRanges: ranges } : {}) };
@@ -277,11 +317,17 @@ void describe('diagnose service', () => {
   });
 
   void test('a refused address: loopback, and a Node address', () => {
-    const pods = [pod('web-a', { namespace: NS, status: networkStatus([{ name: NET, ips: ['127.0.0.1'] }]) }), pod('web-b', { namespace: NS, status: networkStatus([{ name: NET, ips: ['10.1.1.1', '10.1.1.20'] }]) })];
+    const pods = [
+      pod('web-a', { namespace: NS, status: networkStatus([{ name: NET, ips: ['127.0.0.1'] }]) }),
+      pod('web-b', { namespace: NS, status: networkStatus([{ name: NET, ips: ['10.1.1.1', '10.1.1.20'] }]) }),
+    ];
     const r = diagnoseService(serviceFacts(web(), pods, { nodeAddresses: ['10.1.1.1'] }));
     assert.deepEqual(rowOf(r, 'web-a'), { state: 'missing', reasons: ['AddressRefused'] });
     assert.deepEqual(rowOf(r, 'web-b'), { state: 'ready', reasons: ['AddressRefused'] });
-    const texts = r.findings.filter((f) => f.code === 'AddressRefused').map((f) => f.message).join('\n');
+    const texts = r.findings
+      .filter((f) => f.code === 'AddressRefused')
+      .map((f) => f.message)
+      .join('\n');
     assert.match(texts, /127\.0\.0\.1 is a loopback address/);
     assert.match(texts, /10\.1\.1\.1 is a Node's own address/);
   });
@@ -306,7 +352,10 @@ void describe('diagnose service', () => {
   void test('the proxy-name label missing, or no annotation at all', () => {
     const svc = web();
     delete svc.metadata?.labels?.[PROXY_NAME_LABEL];
-    assert.match(find(diagnoseService({ ...serviceFacts(web(), [backend('web-a')]), service: svc }), 'ProxyLabelMissing').fix ?? '', /kubectl label service -n app web service\.kubernetes\.io\/service-proxy-name=multus-proxy/);
+    assert.match(
+      find(diagnoseService({ ...serviceFacts(web(), [backend('web-a')]), service: svc }), 'ProxyLabelMissing').fix ?? '',
+      /kubectl label service -n app web service\.kubernetes\.io\/service-proxy-name=multus-proxy/,
+    );
     const plain = web();
     delete plain.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
     assert.ok(codes(diagnoseService({ ...serviceFacts(web(), []), service: plain })).includes('NotOptedIn'));
@@ -314,7 +363,9 @@ void describe('diagnose service', () => {
 
   void test("the controller's own Warning Events beyond the derived causes are shown; other components' are not", () => {
     const ev = (reason: string, component: string): CoreV1Event => ({ ...event(reason, `${reason} happened`, '2026-11-26T10:00:00Z'), reportingComponent: component });
-    const r = diagnoseService(serviceFacts(web(), [backend('web-a')], { events: [ev('FailedToWriteSlices', 'multus-proxy-controller'), ev('ClusterIPNotAllocated', 'ipallocator-repair-controller')] }));
+    const r = diagnoseService(
+      serviceFacts(web(), [backend('web-a')], { events: [ev('FailedToWriteSlices', 'multus-proxy-controller'), ev('ClusterIPNotAllocated', 'ipallocator-repair-controller')] }),
+    );
     assert.match(find(r, 'FailedToWriteSlices').message, /FailedToWriteSlices happened/);
     assert.ok(!codes(r).includes('ClusterIPNotAllocated'));
   });

@@ -15,10 +15,7 @@ export interface StatusEntry {
 /** A Multus network-status value: the primary network first, then the given entries. */
 export function networkStatus(entries: readonly StatusEntry[]): string {
   const primary = { name: 'cbr0', interface: 'eth0', ips: ['10.244.0.5'], default: true };
-  return JSON.stringify([
-    primary,
-    ...entries.map((e, i) => ({ name: e.name, interface: e.iface ?? `net${i + 1}`, ips: e.ips, mac: '0a:58:0a:f4:00:05', default: e.default ?? false })),
-  ]);
+  return JSON.stringify([primary, ...entries.map((e, i) => ({ name: e.name, interface: e.iface ?? `net${i + 1}`, ips: e.ips, mac: '0a:58:0a:f4:00:05', default: e.default ?? false }))]);
 }
 
 export interface ServiceOptions {

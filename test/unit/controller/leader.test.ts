@@ -63,12 +63,23 @@ void describe('write fence', () => {
 
   void test('fenced client: reads pass; writes are refused without permission and carry the fence signal', async () => {
     const seen: { verb: string; signal?: AbortSignal }[] = [];
-    const rec = (verb: string) => (...args: unknown[]): Promise<never> => {
-      const opts = args.find((a) => typeof a === 'object' && a !== null && 'signal' in a) as { signal?: AbortSignal } | undefined;
-      seen.push({ verb, ...(opts?.signal ? { signal: opts.signal } : {}) });
-      return Promise.resolve(undefined as never);
-    };
-    const inner = { get: rec('get'), list: rec('list'), create: rec('create'), replace: rec('replace'), patch: rec('patch'), delete: rec('delete'), watch: rec('watch'), requestCount: () => ({}) } as unknown as KubeClient;
+    const rec =
+      (verb: string) =>
+      (...args: unknown[]): Promise<never> => {
+        const opts = args.find((a) => typeof a === 'object' && a !== null && 'signal' in a) as { signal?: AbortSignal } | undefined;
+        seen.push({ verb, ...(opts?.signal ? { signal: opts.signal } : {}) });
+        return Promise.resolve(undefined as never);
+      };
+    const inner = {
+      get: rec('get'),
+      list: rec('list'),
+      create: rec('create'),
+      replace: rec('replace'),
+      patch: rec('patch'),
+      delete: rec('delete'),
+      watch: rec('watch'),
+      requestCount: () => ({}),
+    } as unknown as KubeClient;
     let allowed = true;
     const ctl = new AbortController();
     const fence: WriteFence = { mayWrite: () => allowed, writeSignal: () => ctl.signal };
@@ -78,7 +89,10 @@ void describe('write fence', () => {
     await c.replace('/x', {}, { fieldManager: 'm' });
     await c.patch('/x', [], 'json');
     await c.delete('/x');
-    assert.deepEqual(seen.map((s) => s.verb), ['get', 'create', 'replace', 'patch', 'delete']);
+    assert.deepEqual(
+      seen.map((s) => s.verb),
+      ['get', 'create', 'replace', 'patch', 'delete'],
+    );
     for (const s of seen.slice(1)) assert.ok(s.signal, `${s.verb} carries a signal`);
     ctl.abort(new Error('deadline'));
     assert.equal(seen[1]?.signal?.aborted, true, 'the write signal is the fence signal');

@@ -94,7 +94,16 @@ void describe('planNetService', () => {
     const t0 = new Date('2026-01-01T00:00:00Z');
     const want = readyCondition({ kind: 'none' }, 2);
     const first = nextConditions(undefined, want, t0);
-    assert.deepEqual(first, [{ type: 'Ready', observedGeneration: 2, status: 'True', reason: 'ServiceReady', message: 'the headless Service of the same name follows this NetService', lastTransitionTime: '2026-01-01T00:00:00Z' }]);
+    assert.deepEqual(first, [
+      {
+        type: 'Ready',
+        observedGeneration: 2,
+        status: 'True',
+        reason: 'ServiceReady',
+        message: 'the headless Service of the same name follows this NetService',
+        lastTransitionTime: '2026-01-01T00:00:00Z',
+      },
+    ]);
     assert.equal(nextConditions(first, want, new Date()), undefined);
     const failed = nextConditions(first, readyCondition({ kind: 'unresolved', message: 'm', candidates: [] }, 2), new Date('2026-01-02T00:00:00Z'));
     assert.equal(failed?.[0]?.lastTransitionTime, '2026-01-02T00:00:00Z');

@@ -46,8 +46,7 @@ const blogService = (): V1Service => {
   if (s.spec) s.spec.clusterIP = '10.96.0.20';
   return s;
 };
-const webPod = (name: string, ip: string, extra: Parameters<typeof pod>[1] = {}): V1Pod =>
-  pod(name, { status: networkStatus([{ name: MACVLAN, ips: [ip] }]), ...extra });
+const webPod = (name: string, ip: string, extra: Parameters<typeof pod>[1] = {}): V1Pod => pod(name, { status: networkStatus([{ name: MACVLAN, ips: [ip] }]), ...extra });
 
 function addresses(slices: readonly V1EndpointSlice[]): string[] {
   return slices.flatMap((s) => s.endpoints.flatMap((e) => e.addresses)).sort();
@@ -73,9 +72,7 @@ void describe('planSlices', () => {
       [NETWORK_LABEL]: 'default.macvlan1',
     });
     assert.deepEqual(s.metadata?.annotations, { [SERVICE_NETWORK_ANNOTATION]: MACVLAN });
-    assert.deepEqual(s.metadata?.ownerReferences, [
-      { apiVersion: 'v1', kind: 'Service', name: 'multus-nginx-macvlan', uid: 'uid-multus-nginx-macvlan', controller: true, blockOwnerDeletion: true },
-    ]);
+    assert.deepEqual(s.metadata?.ownerReferences, [{ apiVersion: 'v1', kind: 'Service', name: 'multus-nginx-macvlan', uid: 'uid-multus-nginx-macvlan', controller: true, blockOwnerDeletion: true }]);
     assert.deepEqual(s.ports, [{ name: 'http', port: 80, protocol: 'TCP' }]);
     for (const e of s.endpoints) {
       assert.deepEqual(e.conditions, { ready: true, serving: true, terminating: false });
@@ -132,7 +129,10 @@ void describe('planSlices', () => {
     assert.equal(one.diff.update.length, 1);
     assert.deepEqual(addresses(one.diff.update), ['10.2.128.11']);
     const none = planSlices({ ...input, pods: [], existing });
-    assert.deepEqual(none.diff.delete.map((s) => s.metadata?.name), existing.map((s) => s.metadata?.name));
+    assert.deepEqual(
+      none.diff.delete.map((s) => s.metadata?.name),
+      existing.map((s) => s.metadata?.name),
+    );
     assert.equal(none.diff.create.length + none.diff.update.length, 0);
   });
 
@@ -175,7 +175,12 @@ void describe('planSlices', () => {
 
   void test('several networks, one across namespaces: one slice each with its own label and annotation', () => {
     const svc = service('multi', { network: 'macvlan1, other/net', selector: { app: 'web' } });
-    const p = pod('m', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.1'] }, { name: 'other/net', ips: ['192.168.5.1'] }]) });
+    const p = pod('m', {
+      status: networkStatus([
+        { name: MACVLAN, ips: ['10.0.0.1'] },
+        { name: 'other/net', ips: ['192.168.5.1'] },
+      ]),
+    });
     const { diff } = planSlices({ service: svc, networks: networksOf(svc), pods: [p], existing: [] });
     const got = diff.create.map((s) => [s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], s.metadata?.labels?.[NETWORK_LABEL], s.endpoints[0]?.addresses[0]]);
     assert.deepEqual(got.sort(), [
@@ -231,12 +236,20 @@ void describe('planSlices', () => {
 
   void test('network removed from the annotation: its slices are deleted, the others kept', () => {
     const both = service('multi', { network: 'macvlan1,other/net', selector: { app: 'web' } });
-    const p = pod('m', { status: networkStatus([{ name: MACVLAN, ips: ['10.0.0.1'] }, { name: 'other/net', ips: ['192.168.5.1'] }]) });
+    const p = pod('m', {
+      status: networkStatus([
+        { name: MACVLAN, ips: ['10.0.0.1'] },
+        { name: 'other/net', ips: ['192.168.5.1'] },
+      ]),
+    });
     const existing = converge({ service: both, networks: networksOf(both), pods: [p] });
     const one = service('multi', { network: 'macvlan1', selector: { app: 'web' } });
     const { diff } = planSlices({ service: one, networks: networksOf(one), pods: [p], existing });
     assert.equal(diff.create.length + diff.update.length, 0);
-    assert.deepEqual(diff.delete.map((s) => s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION]), ['other/net']);
+    assert.deepEqual(
+      diff.delete.map((s) => s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION]),
+      ['other/net'],
+    );
   });
 
   void test('Service port changed: slices are rewritten in place, not deleted and recreated', () => {
@@ -284,7 +297,11 @@ void describe('planSlices properties', () => {
     terminating: fc.boolean(),
   });
   const mkPod = (p: { id: number; ready: boolean; v6: boolean; terminating: boolean }): V1Pod =>
-    webPod(`p${p.id}`, `10.4.0.${p.id}`, { ready: p.ready, terminating: p.terminating, status: networkStatus([{ name: MACVLAN, ips: p.v6 ? [`10.4.0.${p.id}`, `fd00::${p.id}`] : [`10.4.0.${p.id}`] }]) });
+    webPod(`p${p.id}`, `10.4.0.${p.id}`, {
+      ready: p.ready,
+      terminating: p.terminating,
+      status: networkStatus([{ name: MACVLAN, ips: p.v6 ? [`10.4.0.${p.id}`, `fd00::${p.id}`] : [`10.4.0.${p.id}`] }]),
+    });
 
   void test('from any state to any state: converges in one step, slices hold each pod once, within the limit', () => {
     const svc = blogService();

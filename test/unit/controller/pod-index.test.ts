@@ -33,7 +33,15 @@ const podOpArb: fc.Arbitrary<PodOp> = fc.oneof(
 
 type SelOp = { op: 'set'; ns: string; name: string; selector: LabelSelector | undefined } | { op: 'delete'; ns: string; name: string };
 const selOpArb: fc.Arbitrary<SelOp> = fc.oneof(
-  { weight: 3, arbitrary: fc.record({ op: fc.constant('set' as const), ns: fc.constantFrom(...NAMESPACES), name: fc.constantFrom('s1', 's2', 's3', 's4', 's5'), selector: fc.option(selectorArb, { nil: undefined }) }) },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      op: fc.constant('set' as const),
+      ns: fc.constantFrom(...NAMESPACES),
+      name: fc.constantFrom('s1', 's2', 's3', 's4', 's5'),
+      selector: fc.option(selectorArb, { nil: undefined }),
+    }),
+  },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('delete' as const), ns: fc.constantFrom(...NAMESPACES), name: fc.constantFrom('s1', 's2', 's3', 's4', 's5') }) },
 );
 

@@ -86,8 +86,7 @@ function addService(h: Harness, svc: V1Service): void {
   h.r.onService(svc);
 }
 
-const backend = (name: string, labels: Record<string, string>, ip: string, namespace = 'default'): V1Pod =>
-  pod(name, { namespace, labels, status: networkStatus([{ name: NET, ips: [ip] }]) });
+const backend = (name: string, labels: Record<string, string>, ip: string, namespace = 'default'): V1Pod => pod(name, { namespace, labels, status: networkStatus([{ name: NET, ips: [ip] }]) });
 
 const addresses = (slices: readonly V1EndpointSlice[]): string[] => slices.flatMap((s) => (s.endpoints ?? []).flatMap((e) => e.addresses)).sort();
 
@@ -295,7 +294,7 @@ void describe('Reconciler: the watch echo of our own write', () => {
     assert.deepEqual(addresses(h.stored.slice(-1)), ['10.1.0.1', '10.1.0.2']);
   });
 
-  void test('an urgent change does not wait for the echo of our previous write: it is planned from that write\'s answer', async () => {
+  void test("an urgent change does not wait for the echo of our previous write: it is planned from that write's answer", async () => {
     const urgent: string[] = [];
     const h = harness(undefined, true, urgent);
     addService(h, service('web', { network: NET, selector: { app: 'web' } }));

@@ -22,7 +22,12 @@ import { service } from './fixtures.js';
 void describe('slimService', () => {
   void test('keeps what the controller reads and drops the rest; the spec it reads is the same as from the whole object', () => {
     const whole = service('web', { namespace: 'ns', network: 'net-a', selector: { app: 'web' }, headless: true, publishNotReadyAddresses: true });
-    whole.metadata = { ...whole.metadata, managedFields: [{ manager: 'kubectl' }], annotations: { ...whole.metadata?.annotations, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(10_000) }, deletionTimestamp: new Date(0) };
+    whole.metadata = {
+      ...whole.metadata,
+      managedFields: [{ manager: 'kubectl' }],
+      annotations: { ...whole.metadata?.annotations, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(10_000) },
+      deletionTimestamp: new Date(0),
+    };
     whole.spec = { ...whole.spec, loadBalancerSourceRanges: Array.from({ length: 1000 }, () => '10.0.0.0/8') };
     const slim = slimService(whole);
     assert.deepEqual(readServiceSpec(slim), readServiceSpec(whole));
@@ -76,7 +81,16 @@ void describe('Reconciler: Services it cannot serve', () => {
     const unexpected = (): never => {
       throw new Error('unexpected API call');
     };
-    const client = { get: unexpected, list: unexpected, create: unexpected, replace: unexpected, patch: unexpected, watch: unexpected, requestCount: () => ({}), delete: (path: string) => (deleted.push(path.slice(path.lastIndexOf('/') + 1)), Promise.resolve()) } as unknown as KubeClient;
+    const client = {
+      get: unexpected,
+      list: unexpected,
+      create: unexpected,
+      replace: unexpected,
+      patch: unexpected,
+      watch: unexpected,
+      requestCount: () => ({}),
+      delete: (path: string) => (deleted.push(path.slice(path.lastIndexOf('/') + 1)), Promise.resolve()),
+    } as unknown as KubeClient;
     const r = new Reconciler({
       client,
       logger: createLogger('test', 'silent'),

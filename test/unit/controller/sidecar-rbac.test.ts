@@ -33,10 +33,13 @@ void describe('sidecar RBAC', () => {
   void test("enabled namespaces get their injected pods' ServiceAccounts (never the namespace's group) and an events RoleBinding; others and terminating ones do not", () => {
     const d = desiredSidecarRbac([ns('b', on), ns('a', on), ns('c'), ns('d', { 'multus-proxy-injection': 'disabled' }), ns('e', on, true)], ACCOUNTS);
     assert.deepEqual(who(d.clusterRoleBinding.subjects), ['ServiceAccount:a/default', 'ServiceAccount:a/web', 'ServiceAccount:b/default']);
-    assert.deepEqual(d.roleBindings.map((b) => [b.metadata?.namespace, b.roleRef.name, who(b.subjects)]), [
-      ['a', SIDECAR_POD_ROLE, ['ServiceAccount:a/default', 'ServiceAccount:a/web']],
-      ['b', SIDECAR_POD_ROLE, ['ServiceAccount:b/default']],
-    ]);
+    assert.deepEqual(
+      d.roleBindings.map((b) => [b.metadata?.namespace, b.roleRef.name, who(b.subjects)]),
+      [
+        ['a', SIDECAR_POD_ROLE, ['ServiceAccount:a/default', 'ServiceAccount:a/web']],
+        ['b', SIDECAR_POD_ROLE, ['ServiceAccount:b/default']],
+      ],
+    );
     // Pods are not readable at all: the sidecar reads its own pod from the downwardAPI volume.
     const cluster = d.clusterRoles.find((r) => r.metadata?.name === SIDECAR_ROLE);
     assert.ok(d.clusterRoles.every((c) => c.rules?.every((r) => !(r.resources ?? []).includes('pods'))));
@@ -48,7 +51,10 @@ void describe('sidecar RBAC', () => {
 
   void test('from nothing: creates the binding and the RoleBindings, reports the missing roles without writing them', () => {
     const { writes, problems } = planRbac(desiredSidecarRbac([ns('a', on)], ACCOUNTS), { clusterRoles: new Map(), roleBindings: [] });
-    assert.deepEqual(writes.map((w) => `${w.verb} ${w.what}`), [`create ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding a/${SIDECAR_POD_ROLE}`]);
+    assert.deepEqual(
+      writes.map((w) => `${w.verb} ${w.what}`),
+      [`create ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding a/${SIDECAR_POD_ROLE}`],
+    );
     assert.equal(problems.length, 2);
     assert.match(problems[0] ?? '', new RegExp(`ClusterRole ${SIDECAR_ROLE} is missing.*deploy/base/sidecar-rbac\\.yaml`));
   });
@@ -63,12 +69,18 @@ void describe('sidecar RBAC', () => {
   void test('label added: subject added and RoleBinding created; label removed: subject gone and RoleBinding deleted', () => {
     const before = applied([ns('a', on)]);
     const added = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)], ACCOUNTS), before).writes;
-    assert.deepEqual(added.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding b/${SIDECAR_POD_ROLE}`]);
+    assert.deepEqual(
+      added.map((w) => `${w.verb} ${w.what}`),
+      [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `create RoleBinding b/${SIDECAR_POD_ROLE}`],
+    );
     const body = added[0]?.body as V1ClusterRoleBinding;
     assert.deepEqual(who(body.subjects), ['ServiceAccount:a/default', 'ServiceAccount:a/web', 'ServiceAccount:b/default']);
 
     const removed = planRbac(desiredSidecarRbac([ns('a')], ACCOUNTS), before).writes;
-    assert.deepEqual(removed.map((w) => `${w.verb} ${w.what}`), [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `delete RoleBinding a/${SIDECAR_POD_ROLE}`]);
+    assert.deepEqual(
+      removed.map((w) => `${w.verb} ${w.what}`),
+      [`replace ClusterRoleBinding ${SIDECAR_ROLE}`, `delete RoleBinding a/${SIDECAR_POD_ROLE}`],
+    );
     assert.deepEqual((removed[0]?.body as V1ClusterRoleBinding).subjects, []);
   });
 
@@ -88,7 +100,10 @@ void describe('sidecar RBAC', () => {
   void test('an enabled namespace without injected pods holds its RoleBinding with no subjects, and adds nothing to the ClusterRoleBinding', () => {
     const d = desiredSidecarRbac([ns('a', on)], new Map());
     assert.deepEqual(d.clusterRoleBinding.subjects, []);
-    assert.deepEqual(d.roleBindings.map((b) => [b.metadata?.namespace, b.subjects]), [['a', []]]);
+    assert.deepEqual(
+      d.roleBindings.map((b) => [b.metadata?.namespace, b.subjects]),
+      [['a', []]],
+    );
   });
 
   void test('a binding pointing at another role is recreated (roleRef is immutable)', () => {
@@ -96,7 +111,10 @@ void describe('sidecar RBAC', () => {
     const rb = actual.roleBindings[0] as V1RoleBinding;
     const wrong = { ...actual, roleBindings: [{ ...rb, roleRef: { ...rb.roleRef, name: 'cluster-admin' } }] };
     const { writes } = planRbac(desiredSidecarRbac([ns('a', on)], ACCOUNTS), wrong);
-    assert.deepEqual(writes.map((w) => w.verb), ['delete', 'create']);
+    assert.deepEqual(
+      writes.map((w) => w.verb),
+      ['delete', 'create'],
+    );
   });
 
   void test('a widened role is reported, never rewritten by the controller', () => {
@@ -115,12 +133,19 @@ void describe('sidecar RBAC', () => {
     const { writes } = planRbac(desiredSidecarRbac([ns('a', on), ns('b', on)], ACCOUNTS), { clusterRoles: new Map(), roleBindings: [] });
     assert.deepEqual(
       writes.map((w) => [w.verb, w.namespace ?? '-']),
-      [['create', '-'], ['create', 'a'], ['create', 'b']],
+      [
+        ['create', '-'],
+        ['create', 'a'],
+        ['create', 'b'],
+      ],
     );
     const create = writes[1]!;
     const conflict = new KubeApiError(409, `rolebindings.rbac.authorization.k8s.io "${SIDECAR_POD_ROLE}" already exists`, 'AlreadyExists');
     const stray: V1RoleBinding = { metadata: { name: SIDECAR_POD_ROLE, namespace: 'a' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view' } };
-    assert.match(rbacFailureMessage(create, conflict, stray), /^RoleBinding a\/multus-proxy-sidecar-pods exists and is not managed by multus-proxy \(no label app\.kubernetes\.io\/managed-by=multus-proxy-controller\).*delete or rename it$/);
+    assert.match(
+      rbacFailureMessage(create, conflict, stray),
+      /^RoleBinding a\/multus-proxy-sidecar-pods exists and is not managed by multus-proxy \(no label app\.kubernetes\.io\/managed-by=multus-proxy-controller\).*delete or rename it$/,
+    );
     assert.equal(rbacFailureMessage(create, new KubeApiError(403, 'forbidden', 'Forbidden'), undefined), 'create RoleBinding a/multus-proxy-sidecar-pods failed (403 Forbidden: forbidden); retrying');
   });
 });

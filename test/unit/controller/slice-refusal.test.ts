@@ -27,7 +27,9 @@ const slice = (endpoints: V1Endpoint[], name?: string): V1EndpointSlice => ({
 
 void describe('slice refusal: pure decisions', () => {
   void test('the endpoints named by the Status causes or, without details, by the message', () => {
-    const details = { causes: [{ reason: 'FieldValueTooMany', field: 'endpoints[1].addresses' }, { field: 'endpoints[4].conditions' }, { field: 'metadata.labels' }, { field: 'endpoints[9].addresses' }] };
+    const details = {
+      causes: [{ reason: 'FieldValueTooMany', field: 'endpoints[1].addresses' }, { field: 'endpoints[4].conditions' }, { field: 'metadata.labels' }, { field: 'endpoints[9].addresses' }],
+    };
     assert.deepEqual(namedEndpoints(details, '', 5), [1, 4]);
     assert.deepEqual(namedEndpoints(undefined, 'EndpointSlice "web-x" is invalid: [endpoints[2].addresses: Too many: 101, endpoints[0].addresses[0]: Invalid value]', 3), [0, 2]);
     assert.deepEqual(namedEndpoints({ causes: 'x' }, 'ports[0].port: Invalid value', 3), []);
@@ -37,7 +39,10 @@ void describe('slice refusal: pure decisions', () => {
       fc.property(fc.anything(), fc.string({ maxLength: 300 }), fc.array(fc.nat(200), { maxLength: 5 }), fc.nat(150), (details, message, named, count) => {
         const text = `${message} ${named.map((i) => `endpoints[${i}].addresses`).join(', ')}`;
         const out = namedEndpoints(details, text, count);
-        assert.deepEqual(out, [...new Set(out)].sort((a, b) => a - b));
+        assert.deepEqual(
+          out,
+          [...new Set(out)].sort((a, b) => a - b),
+        );
         assert.ok(out.every((i) => Number.isInteger(i) && i >= 0 && i < count));
         for (const i of named) if (i < count) assert.ok(out.includes(i));
       }),
@@ -46,17 +51,26 @@ void describe('slice refusal: pure decisions', () => {
   void test('isolating: the others are kept; nothing when none or all are named', () => {
     const s = slice([ep('a', ['10.0.0.1']), ep('bad', ['10.0.0.2']), ep('c', ['10.0.0.3'])], 'web-x');
     const out = isolateEndpoints(s, [1]);
-    assert.deepEqual(out?.slice.endpoints?.map((e) => e.targetRef?.name), ['a', 'c']);
-    assert.deepEqual(out?.dropped.map((e) => e.targetRef?.name), ['bad']);
+    assert.deepEqual(
+      out?.slice.endpoints?.map((e) => e.targetRef?.name),
+      ['a', 'c'],
+    );
+    assert.deepEqual(
+      out?.dropped.map((e) => e.targetRef?.name),
+      ['bad'],
+    );
     assert.equal(out?.slice.metadata?.name, 'web-x');
     assert.equal(isolateEndpoints(s, []), undefined);
     assert.equal(isolateEndpoints(s, [0, 1, 2]), undefined);
     assert.equal(isolateEndpoints(s, [7]), undefined);
   });
-  void test('the message names the slice, the apiserver\'s words and what was done', () => {
+  void test("the message names the slice, the apiserver's words and what was done", () => {
     const many = Array.from({ length: 101 }, (_, i) => `10.3.1.${i + 1}`);
     const written = refusalMessage('ns/web', describeSlice(slice([]), 'ns/net'), 'create', 'endpoints[1].addresses: Too many', { written: true, dropped: [ep('bad', many)] });
-    assert.equal(written, 'Service ns/web: the apiserver refused the create of a new EndpointSlice ns/web-… (network ns/net, IPv4) as invalid: endpoints[1].addresses: Too many. Left out: Pod ns/bad (10.3.1.1, 10.3.1.2, 10.3.1.3 … 101 addresses); the slice\'s other endpoints were written. Retrying with backoff; fix what the apiserver names (the pod\'s network-status).');
+    assert.equal(
+      written,
+      "Service ns/web: the apiserver refused the create of a new EndpointSlice ns/web-… (network ns/net, IPv4) as invalid: endpoints[1].addresses: Too many. Left out: Pod ns/bad (10.3.1.1, 10.3.1.2, 10.3.1.3 … 101 addresses); the slice's other endpoints were written. Retrying with backoff; fix what the apiserver names (the pod's network-status).",
+    );
     const kept = refusalMessage('ns/web', describeSlice(slice([], 'web-x'), 'ns/net'), 'update', 'x'.repeat(5000), { written: false });
     assert.match(kept, /^Service ns\/web: the apiserver refused the update of EndpointSlice ns\/web-x as invalid: x{600}…\. The answer names no single endpoint/);
   });
@@ -64,14 +78,29 @@ void describe('slice refusal: pure decisions', () => {
 
 void describe('slice refusal: the writer', () => {
   const svc: V1Service = service('web', { network: 'net-a,net-b', selector: { app: 'web' } });
-  const status = networkStatus([{ name: 'default/net-a', ips: ['10.1.0.1'] }, { name: 'default/net-b', ips: ['10.2.0.1'] }]);
+  const status = networkStatus([
+    { name: 'default/net-a', ips: ['10.1.0.1'] },
+    { name: 'default/net-b', ips: ['10.2.0.1'] },
+  ]);
   /** A slice of ours on a network the Service no longer names: the plan deletes it. */
   const stale: V1EndpointSlice = {
     ...slice([ep('old', ['10.9.0.1'])], 'web-old'),
-    metadata: { name: 'web-old', namespace: 'default', resourceVersion: '5', labels: { [SERVICE_NAME_LABEL]: 'web', [MANAGED_BY_LABEL]: MANAGED_BY }, annotations: { [SERVICE_NETWORK_ANNOTATION]: 'default/net-c' } },
+    metadata: {
+      name: 'web-old',
+      namespace: 'default',
+      resourceVersion: '5',
+      labels: { [SERVICE_NAME_LABEL]: 'web', [MANAGED_BY_LABEL]: MANAGED_BY },
+      annotations: { [SERVICE_NETWORK_ANNOTATION]: 'default/net-c' },
+    },
   };
 
-  function run(refuse: (s: V1EndpointSlice) => KubeApiError | undefined): { r: Reconciler; created: V1EndpointSlice[]; deleted: string[]; warnings: string[]; registry: ReturnType<typeof createRegistry> } {
+  function run(refuse: (s: V1EndpointSlice) => KubeApiError | undefined): {
+    r: Reconciler;
+    created: V1EndpointSlice[];
+    deleted: string[];
+    warnings: string[];
+    registry: ReturnType<typeof createRegistry>;
+  } {
     const created: V1EndpointSlice[] = [];
     const deleted: string[] = [];
     const warnings: string[] = [];
@@ -129,9 +158,17 @@ void describe('slice refusal: the writer', () => {
   });
 
   void test('a refusal naming one endpoint: the slice is written without it, the deletes go ahead, the key is retried', async () => {
-    const h = run((s) => (onNet(s) === 'default/net-a' && s.endpoints?.some((e) => e.targetRef?.name === 'b') ? invalid(`endpoints[${s.endpoints.findIndex((e) => e.targetRef?.name === 'b')}].addresses`) : undefined));
+    const h = run((s) =>
+      onNet(s) === 'default/net-a' && s.endpoints?.some((e) => e.targetRef?.name === 'b') ? invalid(`endpoints[${s.endpoints.findIndex((e) => e.targetRef?.name === 'b')}].addresses`) : undefined,
+    );
     await assert.rejects(h.r.reconcile('default/web'), (e: unknown) => e instanceof RetryableWriteError && /0 left unwritten, deletes done/.test(e.message));
-    assert.deepEqual(h.created.map((s) => [onNet(s), s.endpoints?.map((e) => e.targetRef?.name)]), [['default/net-a', ['a']], ['default/net-b', ['a', 'b']]]);
+    assert.deepEqual(
+      h.created.map((s) => [onNet(s), s.endpoints?.map((e) => e.targetRef?.name)]),
+      [
+        ['default/net-a', ['a']],
+        ['default/net-b', ['a', 'b']],
+      ],
+    );
     assert.equal(h.deleted.length, 1);
     assert.match(h.warnings[0] ?? '', /Left out: Pod default\/b \(10\.1\.0\.1\)/);
   });

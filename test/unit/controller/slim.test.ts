@@ -13,7 +13,12 @@ import { networkStatus, pod, service } from './fixtures.js';
 function fullPod(p: V1Pod): V1Pod {
   return {
     ...p,
-    metadata: { ...p.metadata, resourceVersion: '7', annotations: { ...p.metadata?.annotations, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(2000) }, managedFields: [{ manager: 'kubelet', operation: 'Update' }] },
+    metadata: {
+      ...p.metadata,
+      resourceVersion: '7',
+      annotations: { ...p.metadata?.annotations, 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(2000) },
+      managedFields: [{ manager: 'kubelet', operation: 'Update' }],
+    },
     spec: { ...p.spec, containers: (p.spec?.containers ?? []).map((c) => ({ ...c, env: [{ name: 'A', value: 'b' }], image: 'nginx:1' })), volumes: [{ name: 'v' }] },
     status: { ...p.status, podIP: '10.0.0.1', containerStatuses: [], conditions: [...(p.status?.conditions ?? []).map((c) => ({ ...c, lastTransitionTime: new Date() }))] },
   };
@@ -35,12 +40,22 @@ void describe('controller informer transforms', () => {
         }),
         (o) => {
           const full = fullPod(
-            pod('p', { ready: o.ready, terminating: o.terminating, phase: o.phase, nodeName: o.nodeName, containerPorts: o.ports, ...(o.withStatus ? { status: networkStatus([{ name: 'default/macvlan1', ips: [o.ip] }]) } : {}) }),
+            pod('p', {
+              ready: o.ready,
+              terminating: o.terminating,
+              phase: o.phase,
+              nodeName: o.nodeName,
+              containerPorts: o.ports,
+              ...(o.withStatus ? { status: networkStatus([{ name: 'default/macvlan1', ips: [o.ip] }]) } : {}),
+            }),
           );
           const slim = slimPod(full);
           assert.equal(podChangeMatters(full, slim), false, 'everything the planner reads is kept');
           const nets = [{ namespace: 'default', name: 'macvlan1' }];
-          assert.deepEqual(podEndpoints(svc, nets, slim, () => 'z'), podEndpoints(svc, nets, full, () => 'z'));
+          assert.deepEqual(
+            podEndpoints(svc, nets, slim, () => 'z'),
+            podEndpoints(svc, nets, full, () => 'z'),
+          );
           assert.equal(slim.metadata?.managedFields, undefined);
           assert.equal(slim.metadata?.annotations?.['kubectl.kubernetes.io/last-applied-configuration'], undefined);
           assert.ok(JSON.stringify(slim).length < JSON.stringify(full).length / 2);

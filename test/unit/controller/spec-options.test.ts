@@ -91,7 +91,10 @@ void describe('controller options', () => {
   });
 
   void test('durations in ms, s, m and plain seconds; bad values named with the fix', () => {
-    assert.deepEqual(['500ms', '15s', '2m', '3', '1.5s'].map((v) => parseDuration('--x', v)), [500, 15_000, 120_000, 3000, 1500].map((value) => ({ ok: true, value })));
+    assert.deepEqual(
+      ['500ms', '15s', '2m', '3', '1.5s'].map((v) => parseDuration('--x', v)),
+      [500, 15_000, 120_000, 3000, 1500].map((value) => ({ ok: true, value })),
+    );
     const bad = parseOptions(['--lease-duration', 'soon', '--workers', '0'], {});
     assert.equal(bad.ok, false);
     if (!bad.ok) {

@@ -87,7 +87,13 @@ void describe('zoneCapacity: zone CPU shares from Nodes', () => {
   void test('shares by allocatable CPU; control-plane and not-ready nodes left out', () => {
     const c = zoneCapacity([node('n1', 'a', 3000), node('n2', 'b', 1000), node('cp', 'c', 8000, { controlPlane: true }), node('down', 'c', 8000, { ready: false })]);
     assert.ok(c.ok);
-    assert.deepEqual([...c.ratios], [['a', 0.75], ['b', 0.25]]);
+    assert.deepEqual(
+      [...c.ratios],
+      [
+        ['a', 0.75],
+        ['b', 0.25],
+      ],
+    );
   });
   void test('a ready node without a zone: insufficient node information', () => {
     assert.deepEqual(zoneCapacity([node('n1', 'a', 1000), node('n2', undefined, 1000)]), { ok: false, reason: INSUFFICIENT_NODE_INFO });
@@ -111,7 +117,10 @@ void describe('zoneCapacity: zone CPU shares from Nodes', () => {
       metadata: { name: 'n1', resourceVersion: '7', labels: { 'topology.kubernetes.io/zone': 'a', 'node-role.kubernetes.io/master': '' }, managedFields: [{}] },
       status: {
         allocatable: { cpu: '2', memory: '8Gi', pods: '110' },
-        conditions: [{ type: 'MemoryPressure', status: 'False' }, { type: 'Ready', status: 'True', lastHeartbeatTime: '2026-01-01T00:00:00Z' }],
+        conditions: [
+          { type: 'MemoryPressure', status: 'False' },
+          { type: 'Ready', status: 'True', lastHeartbeatTime: '2026-01-01T00:00:00Z' },
+        ],
         addresses: [{ type: 'InternalIP', address: '192.0.2.10' }],
       },
     };
@@ -149,7 +158,10 @@ void describe('topology-mode Auto', () => {
     const r = planHints(AUTO, eps, capacity({ a: 0.5, b: 0.5 }), 'IPv4');
     const counts = new Map<string, number>();
     for (const z of zonesOf(r.endpoints)) counts.set(z?.[0] ?? '', (counts.get(z?.[0] ?? '') ?? 0) + 1);
-    assert.deepEqual([...counts].sort(), [['a', 3], ['b', 3]]);
+    assert.deepEqual([...counts].sort(), [
+      ['a', 3],
+      ['b', 3],
+    ]);
     assert.deepEqual(zonesOf(r.endpoints), [['b'], ['b'], ['a'], ['a'], ['a'], ['b']], 'given away in endpoint order');
   });
   void test('not-ready endpoints get no hint and do not count', () => {
@@ -159,20 +171,33 @@ void describe('topology-mode Auto', () => {
   });
   const disabledCases: [string, V1Endpoint[], ZoneCapacity, string][] = [
     ['insufficient node information', [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b')], { ok: false, reason: INSUFFICIENT_NODE_INFO }, `${INSUFFICIENT_NODE_INFO}, addressType: IPv4`],
-    ['fewer ready endpoints than zones', [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b')], capacity({ a: 0.4, b: 0.3, c: 0.3 }), 'Insufficient number of endpoints (2 endpoints, 3 zones), addressType: IPv4'],
+    [
+      'fewer ready endpoints than zones',
+      [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b')],
+      capacity({ a: 0.4, b: 0.3, c: 0.3 }),
+      'Insufficient number of endpoints (2 endpoints, 3 zones), addressType: IPv4',
+    ],
     [
       'minimums above the endpoints (a zone would be overloaded)',
       [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', 'a')],
       capacity({ a: 0.5, b: 0.5 }),
       'Unable to allocate minimum required endpoints to each zone without exceeding overload threshold (3 endpoints, 2 zones), addressType: IPv4',
     ],
-    ['a ready endpoint without a zone', [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', undefined), ep('10.0.0.4', 'b')], capacity({ a: 0.5, b: 0.5 }), 'One or more endpoints do not have a zone specified, addressType: IPv4'],
+    [
+      'a ready endpoint without a zone',
+      [ep('10.0.0.1', 'a'), ep('10.0.0.2', 'b'), ep('10.0.0.3', undefined), ep('10.0.0.4', 'b')],
+      capacity({ a: 0.5, b: 0.5 }),
+      'One or more endpoints do not have a zone specified, addressType: IPv4',
+    ],
   ];
   for (const [name, eps, cap, message] of disabledCases) {
     void test(`safeguard: ${name}: no hints at all, Disabled Event`, () => {
       const withOld = eps.map((e) => ({ ...e, hints: { forZones: [{ name: 'a' }] } }));
       const r = planHints(AUTO, withOld, cap, 'IPv4');
-      assert.ok(r.endpoints.every((e) => e.hints === undefined), 'old hints removed');
+      assert.ok(
+        r.endpoints.every((e) => e.hints === undefined),
+        'old hints removed',
+      );
       assert.deepEqual(r.event, { type: 'Warning', reason: 'TopologyAwareHintsDisabled', message });
     });
   }
@@ -245,9 +270,15 @@ void describe('the slice plan carries hints', () => {
     const s = svc({ annotations: { [TOPOLOGY_MODE_ANNOTATION]: 'Auto' } });
     const on = planSlices({ service: s, networks: networks(s), pods, existing: [], zoneOf, zoneCapacity: capacity({ a: 0.5, b: 0.5 }) });
     assert.deepEqual(zonesOf(on.diff.create[0]?.endpoints ?? []), [['a'], ['b']]);
-    assert.deepEqual(on.hintEvents.map((h) => [h.network, h.event.reason]), [[MACVLAN, 'TopologyAwareHintsEnabled']]);
+    assert.deepEqual(
+      on.hintEvents.map((h) => [h.network, h.event.reason]),
+      [[MACVLAN, 'TopologyAwareHintsEnabled']],
+    );
     const off = planSlices({ service: s, networks: networks(s), pods, existing: [], zoneOf });
     assert.ok(off.diff.create[0]?.endpoints.every((e) => e.hints === undefined));
-    assert.deepEqual(off.hintEvents.map((h) => h.event.reason), ['TopologyAwareHintsDisabled']);
+    assert.deepEqual(
+      off.hintEvents.map((h) => h.event.reason),
+      ['TopologyAwareHintsDisabled'],
+    );
   });
 });

@@ -18,7 +18,7 @@ void describe('SliceTracker', () => {
     assert.equal(t.isCurrent('ns/other', [], 1), true);
   });
 
-  void test('overlay: the cache as our writes\' echoes will make it, from their answers', () => {
+  void test("overlay: the cache as our writes' echoes will make it, from their answers", () => {
     const t = new SliceTracker();
     const answer = slice('a', '120');
     t.written('ns/s', 'a', '120', 0, answer);
@@ -56,7 +56,7 @@ void describe('SliceTracker', () => {
 });
 
 void describe('SliceTracker: own echoes and events during writes', () => {
-  void test('the event carrying our write\'s resourceVersion is our own, once; any other is foreign', () => {
+  void test("the event carrying our write's resourceVersion is our own, once; any other is foreign", () => {
     const t = new SliceTracker();
     t.written('ns/s', 'a', '10');
     assert.equal(t.observed('ns/s', 'a', '9'), 'foreign');

@@ -64,7 +64,10 @@ void test('second node: its own cgroup root, pod range, bridge and kube-proxy id
   const m = JSON.parse(multusConf(l2)) as { delegates: { plugins: { bridge: string; ipam: { ranges: { subnet: string; gateway: string }[][] } }[] }[] };
   assert.equal(m.delegates[0]?.plugins[0]?.bridge, 'rn2br0');
   assert.deepEqual(m.delegates[0]?.plugins[0]?.ipam.ranges[0]?.[0], { subnet: '10.244.1.0/24', rangeStart: '10.244.1.10', gateway: '10.244.1.1' });
-  for (const line of containerdConfig(l2).split('\n').filter((x) => /^\s*(root|state|address|Root|conf_dir) = "\//.test(x))) assert.match(line, /"\/tmp\/n\/node2\//, line);
+  for (const line of containerdConfig(l2)
+    .split('\n')
+    .filter((x) => /^\s*(root|state|address|Root|conf_dir) = "\//.test(x)))
+    assert.match(line, /"\/tmp\/n\/node2\//, line);
 });
 
 void test('registryPath: upstream path without the host, docker.io library names', () => {

@@ -43,10 +43,33 @@ void test('probeFailure: the kubelet probe-failure messages, by probe and cause;
 });
 
 void test('slope: least squares; NaN without two distinct x', () => {
-  assert.equal(slope([{ x: 0, y: 1 }, { x: 1, y: 3 }, { x: 2, y: 5 }]), 2);
-  assert.ok(Math.abs(slope([{ x: 0, y: 10 }, { x: 1, y: 10.2 }, { x: 2, y: 9.8 }, { x: 3, y: 10 }])) < 0.1);
+  assert.equal(
+    slope([
+      { x: 0, y: 1 },
+      { x: 1, y: 3 },
+      { x: 2, y: 5 },
+    ]),
+    2,
+  );
+  assert.ok(
+    Math.abs(
+      slope([
+        { x: 0, y: 10 },
+        { x: 1, y: 10.2 },
+        { x: 2, y: 9.8 },
+        { x: 3, y: 10 },
+      ]),
+    ) < 0.1,
+  );
   assert.ok(Number.isNaN(slope([{ x: 1, y: 1 }])));
-  assert.ok(Number.isNaN(slope([{ x: 1, y: 1 }, { x: 1, y: 2 }])));
+  assert.ok(
+    Number.isNaN(
+      slope([
+        { x: 1, y: 1 },
+        { x: 1, y: 2 },
+      ]),
+    ),
+  );
 });
 
 void test("parseLoop and requestsBetween: the client loop's failures, running counts and total", () => {
@@ -82,7 +105,10 @@ void test('exitRaceEvents: one refused probe of a pod the soak deleted, after it
     ],
     churn,
   );
-  assert.deepEqual(excused.map((e) => `${e.pod} ${e.first}`), ['wh-1 2026-11-26T18:00:16Z']);
+  assert.deepEqual(
+    excused.map((e) => `${e.pod} ${e.first}`),
+    ['wh-1 2026-11-26T18:00:16Z'],
+  );
   assert.equal(counted.length, 4);
   const before = exitRaceEvents([ev('wh-1', '2026-11-26T18:00:05Z')], churn);
   assert.equal(before.counted.length, 1, 'a refused probe before the deletion counts');

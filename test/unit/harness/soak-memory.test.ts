@@ -9,9 +9,10 @@ import { judgeMemory, MEMORY_LIMITS_MIB, MEMORY_RULE, slopes, type Component, ty
 const ROOT = join(import.meta.dirname, '..', '..', '..');
 /** The soak of 2026-11-26 22:57 (npm run bench -- soak, 2 hours): 600 samples, one a minute per container followed. */
 const RECORD = join(ROOT, 'bench', 'records', 'soak-2026-11-26T22-57-08Z.json');
-const recorded = (JSON.parse(readFileSync(RECORD, 'utf8')) as { memory: MemorySample[]; options: { warmupMinutes: number } });
+const recorded = JSON.parse(readFileSync(RECORD, 'utf8')) as { memory: MemorySample[]; options: { warmupMinutes: number } };
 
-const byComponent = (samples: readonly MemorySample[]) => new Map(judgeMemory(samples, MEMORY_LIMITS_MIB, { ...MEMORY_RULE, warmupMinutes: recorded.options.warmupMinutes }).map((v) => [v.component, v]));
+const byComponent = (samples: readonly MemorySample[]) =>
+  new Map(judgeMemory(samples, MEMORY_LIMITS_MIB, { ...MEMORY_RULE, warmupMinutes: recorded.options.warmupMinutes }).map((v) => [v.component, v]));
 
 void test('the recorded 2-hour soak: node agent flat (0.41 MiB/h); webhook not flat (2.37 MiB/h) but settles at 36.5 MiB; controller and client sidecar, restarted every 20 min, settle', () => {
   const v = byComponent(recorded.memory);
@@ -48,7 +49,16 @@ void test('the recorded soak, per instance: warm-up from each instance’s own f
 /** One sample a minute for each instance: `mib(minuteOfRun, minuteOfInstance)`. */
 function series(component: Component, terms: readonly { from: number; to: number }[], mib: (minute: number, age: number) => number): MemorySample[] {
   return terms.flatMap((t, i) =>
-    Array.from({ length: t.to - t.from }, (_, k) => ({ at: (t.from + k) * 60_000, minute: t.from + k, load1: 1, component, pod: `${component}-${i}`, instance: `i${i}`, privateMiB: mib(t.from + k, k), rssMiB: 0 })),
+    Array.from({ length: t.to - t.from }, (_, k) => ({
+      at: (t.from + k) * 60_000,
+      minute: t.from + k,
+      load1: 1,
+      component,
+      pod: `${component}-${i}`,
+      instance: `i${i}`,
+      privateMiB: mib(t.from + k, k),
+      rssMiB: 0,
+    })),
   );
 }
 const TERMS = Array.from({ length: 6 }, (_, i) => ({ from: i * 20, to: i * 20 + 20 }));
@@ -66,27 +76,53 @@ void test('a leader restarted every 20 min whose every term warms up the same wa
 
 void test('one instance for the whole run: ≤ 1 MiB/h is flat; 3 MiB/h steadily is neither flat nor settled; leveling off after a rise in the first third settles', () => {
   const whole = [{ from: 0, to: 120 }];
-  assert.equal(judgeMemory(series('sidecar (witness)', whole, (m) => 20 + m / 120), MEMORY_LIMITS_MIB)[0]?.verdict, 'flat');
-  const steady = judgeMemory(series('sidecar (witness)', whole, (m) => 20 + m / 20), MEMORY_LIMITS_MIB)[0];
+  assert.equal(
+    judgeMemory(
+      series('sidecar (witness)', whole, (m) => 20 + m / 120),
+      MEMORY_LIMITS_MIB,
+    )[0]?.verdict,
+    'flat',
+  );
+  const steady = judgeMemory(
+    series('sidecar (witness)', whole, (m) => 20 + m / 20),
+    MEMORY_LIMITS_MIB,
+  )[0];
   assert.equal(steady?.verdict, 'grows', steady?.why);
   assert.match(steady?.why ?? '', /not flat: sidecar \(witness\)-0 3\.00 MiB\/h/);
-  const levels = judgeMemory(series('webhook', whole, (m) => 30 + 6 * (1 - Math.exp(-(m - 15) / 10))), MEMORY_LIMITS_MIB)[0];
+  const levels = judgeMemory(
+    series('webhook', whole, (m) => 30 + 6 * (1 - Math.exp(-(m - 15) / 10))),
+    MEMORY_LIMITS_MIB,
+  )[0];
   assert.equal(levels?.verdict, 'settles', levels?.why);
 });
 
 void test('a flat series over half its limit is flat by slope, but a settled one over half its limit is not "well under" it; too little time is not judged', () => {
   const whole = [{ from: 0, to: 120 }];
-  const high = judgeMemory(series('sidecar (client)', TERMS, () => 70), MEMORY_LIMITS_MIB)[0];
+  const high = judgeMemory(
+    series('sidecar (client)', TERMS, () => 70),
+    MEMORY_LIMITS_MIB,
+  )[0];
   assert.equal(high?.verdict, 'grows', high?.why);
   assert.match(high?.why ?? '', /over 50 % of its limit.*ceiling 70\.0 MiB of a 128 MiB limit/);
-  assert.equal(judgeMemory(series('webhook', whole, () => 30), MEMORY_LIMITS_MIB)[0]?.verdict, 'flat');
-  const short = judgeMemory(series('webhook', [{ from: 0, to: 5 }], () => 30), MEMORY_LIMITS_MIB, { ...MEMORY_RULE, warmupMinutes: 1 })[0];
+  assert.equal(
+    judgeMemory(
+      series('webhook', whole, () => 30),
+      MEMORY_LIMITS_MIB,
+    )[0]?.verdict,
+    'flat',
+  );
+  const short = judgeMemory(
+    series('webhook', [{ from: 0, to: 5 }], () => 30),
+    MEMORY_LIMITS_MIB,
+    { ...MEMORY_RULE, warmupMinutes: 1 },
+  )[0];
   assert.equal(short?.verdict, 'not judged');
 });
 
 void test('MEMORY_LIMITS_MIB are the limits deploy/ sets', () => {
   type Doc = { kind?: string; spec?: { template?: { spec?: { containers?: { resources?: { limits?: { memory?: string } } }[] } } }; data?: Record<string, string> };
-  const limit = (file: string, kind: string): string | undefined => (loadAll(readFileSync(join(ROOT, file), 'utf8')) as Doc[]).find((d) => d.kind === kind)?.spec?.template?.spec?.containers?.[0]?.resources?.limits?.memory;
+  const limit = (file: string, kind: string): string | undefined =>
+    (loadAll(readFileSync(join(ROOT, file), 'utf8')) as Doc[]).find((d) => d.kind === kind)?.spec?.template?.spec?.containers?.[0]?.resources?.limits?.memory;
   assert.equal(limit('deploy/base/webhook-deployment.yaml', 'Deployment'), `${MEMORY_LIMITS_MIB.webhook}Mi`);
   assert.equal(limit('deploy/base/controller-deployment.yaml', 'Deployment'), `${MEMORY_LIMITS_MIB['controller leader']}Mi`);
   assert.equal(limit('deploy/components/node-agent/daemonset.yaml', 'DaemonSet'), `${MEMORY_LIMITS_MIB['node agent']}Mi`);

@@ -12,7 +12,10 @@ void test("spreadDeployment: the blog's Deployment plus one hostname spread cons
   assert.equal(after.length, before.length);
   const d = after.find((o) => o.kind === 'Deployment');
   const c = d?.spec?.template.spec['topologySpreadConstraints'] as { topologyKey: string; whenUnsatisfiable: string; maxSkew: number }[];
-  assert.deepEqual(c.map((x) => [x.topologyKey, x.whenUnsatisfiable, x.maxSkew]), [['kubernetes.io/hostname', 'DoNotSchedule', 1]]);
+  assert.deepEqual(
+    c.map((x) => [x.topologyKey, x.whenUnsatisfiable, x.maxSkew]),
+    [['kubernetes.io/hostname', 'DoNotSchedule', 1]],
+  );
   delete d?.spec?.template.spec['topologySpreadConstraints'];
   assert.deepEqual(after, before);
 });

@@ -5,7 +5,8 @@ import { objectEvent } from '../../../src/kube/events.js';
 import type { CoreV1Event } from '../../../src/kube/types.js';
 
 const SOURCE = { component: 'test', instance: 'i' };
-const ev = (name: string, reason: string, message: string): CoreV1Event => objectEvent({ apiVersion: 'v1', kind: 'Service', name, namespace: 'ns', uid: `uid-${name}` }, 'Warning', reason, message, new Date(0), SOURCE);
+const ev = (name: string, reason: string, message: string): CoreV1Event =>
+  objectEvent({ apiVersion: 'v1', kind: 'Service', name, namespace: 'ns', uid: `uid-${name}` }, 'Warning', reason, message, new Date(0), SOURCE);
 
 void describe('EventCorrelator (pure)', () => {
   void test('the same Event within the interval is counted, not written; the next one carries the repeats', () => {

@@ -33,9 +33,17 @@ const json = fc.letrec((tie) => ({
 })) as { value: fc.Arbitrary<unknown>; object: fc.Arbitrary<Record<string, unknown>> };
 
 const listDoc = fc.record({
-  before: fc.dictionary(trickyString.filter((k) => k !== 'items'), json.value, { maxKeys: 3 }),
+  before: fc.dictionary(
+    trickyString.filter((k) => k !== 'items'),
+    json.value,
+    { maxKeys: 3 },
+  ),
   items: fc.array(json.object, { maxLength: 6 }),
-  after: fc.dictionary(trickyString.filter((k) => k !== 'items'), json.value, { maxKeys: 3 }),
+  after: fc.dictionary(
+    trickyString.filter((k) => k !== 'items'),
+    json.value,
+    { maxKeys: 3 },
+  ),
 });
 
 void describe('ListItemSplitter', () => {
@@ -44,7 +52,10 @@ void describe('ListItemSplitter', () => {
       fc.property(listDoc, fc.constantFrom(undefined, 1, '\t'), fc.array(fc.nat(), { maxLength: 12 }), (doc, indent, rawCuts) => {
         const whole = { ...doc.before, items: doc.items, ...doc.after };
         const bytes = Buffer.from(JSON.stringify(whole, null, indent));
-        const got = split(bytes, rawCuts.map((c) => c % (bytes.length + 1)));
+        const got = split(
+          bytes,
+          rawCuts.map((c) => c % (bytes.length + 1)),
+        );
         // Through JSON once: the generated objects have no prototype, parsed ones do.
         const plain = (v: unknown): unknown => JSON.parse(JSON.stringify(v));
         assert.deepEqual(got.items, plain(doc.items));
@@ -55,7 +66,12 @@ void describe('ListItemSplitter', () => {
   });
 
   void test('a Kubernetes list cut at every byte', () => {
-    const list = { kind: 'ServiceList', apiVersion: 'v1', metadata: { resourceVersion: '42', continue: 'c"x' }, items: [{ metadata: { name: 'a', annotations: { 'x/items': '{"items":[1]}' } } }, { metadata: { name: 'ü€' }, spec: { items: [] } }] };
+    const list = {
+      kind: 'ServiceList',
+      apiVersion: 'v1',
+      metadata: { resourceVersion: '42', continue: 'c"x' },
+      items: [{ metadata: { name: 'a', annotations: { 'x/items': '{"items":[1]}' } } }, { metadata: { name: 'ü€' }, spec: { items: [] } }],
+    };
     const bytes = Buffer.from(JSON.stringify(list));
     for (let cut = 0; cut <= bytes.length; cut += 1) {
       const got = split(bytes, [cut]);

@@ -21,7 +21,10 @@ void describe('node-addresses (Node annotation)', () => {
     const e = expectErr(parseNodeAddresses('net-a=192.168.101.250/24'));
     assert.equal(e.key, 'annotation multus-proxy.k8s.cni.cncf.io/node-addresses');
     assert.match(e.reason, /without its namespace/);
-    assert.match(formatInputError('Node worker-1', e), /^Node worker-1: annotation multus-proxy.k8s.cni.cncf.io\/node-addresses "net-a=192.168.101.250\/24": .*; write "<namespace>\/<nad>=<ip>\/<prefix>/);
+    assert.match(
+      formatInputError('Node worker-1', e),
+      /^Node worker-1: annotation multus-proxy.k8s.cni.cncf.io\/node-addresses "net-a=192.168.101.250\/24": .*; write "<namespace>\/<nad>=<ip>\/<prefix>/,
+    );
     assert.match(expectErr(parseNodeAddresses('demo/net-a=192.168.101.250')).reason, /no prefix length/);
     assert.match(expectErr(parseNodeAddresses('demo/net-a=192.168.101.0/24')).reason, /network address/);
     assert.match(expectErr(parseNodeAddresses('demo/net-a=192.168.101.255/24')).reason, /broadcast address/);
@@ -73,8 +76,14 @@ void describe('node-address-range (NAD annotation)', () => {
 
 void describe('addresses: properties', () => {
   void test('ip <-> bigint round trip', () => {
-    fc.assert(fc.property(fc.ipV4(), (ip) => assert.equal(bigIntToIp(ipToBigInt(ip, 4), 4), ip)), RUNS);
-    fc.assert(fc.property(fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }), (n) => assert.equal(ipToBigInt(bigIntToIp(n, 6), 6), n)), RUNS);
+    fc.assert(
+      fc.property(fc.ipV4(), (ip) => assert.equal(bigIntToIp(ipToBigInt(ip, 4), 4), ip)),
+      RUNS,
+    );
+    fc.assert(
+      fc.property(fc.bigInt({ min: 0n, max: (1n << 128n) - 1n }), (n) => assert.equal(ipToBigInt(bigIntToIp(n, 6), 6), n)),
+      RUNS,
+    );
   });
   void test('a range address is always inside the range, and distinct nodes of one /24 get distinct addresses in a 256-range', () => {
     fc.assert(

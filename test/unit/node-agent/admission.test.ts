@@ -6,17 +6,35 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { MANAGED_BY, MANAGED_BY_LABEL, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
+import {
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  NODE_ADDRESSES_ANNOTATION,
+  NODE_PARENTS_ANNOTATION,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NAME_LABEL,
+  SERVICE_NAMESPACES_ANNOTATION,
+  SERVICE_NETWORK_ANNOTATION,
+} from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Service } from '../../../src/kube/types.js';
 import { planNode, type NodeInput } from '../../../cmd/node-agent/state.js';
 import { slimNad, slimNodeService } from '../../../cmd/node-agent/slim.js';
 import { DEFAULT_MASQUERADE_MARK } from '../../../cmd/node-agent/rules.js';
 
-const nad = (annotations: Record<string, string> = {}, config = JSON.stringify({ type: 'macvlan', master: 'ens4' })): NetworkAttachmentDefinition => ({ metadata: { name: 'good', namespace: 'demo', annotations }, spec: { config } });
+const nad = (annotations: Record<string, string> = {}, config = JSON.stringify({ type: 'macvlan', master: 'ens4' })): NetworkAttachmentDefinition => ({
+  metadata: { name: 'good', namespace: 'demo', annotations },
+  spec: { config },
+});
 let ip = 10;
 const svc = (ns: string, name: string, net: string, ports = 1): V1Service => ({
   metadata: { name, namespace: ns, labels: { [PROXY_NAME_LABEL]: PROXY_NAME }, annotations: { [SERVICE_NETWORK_ANNOTATION]: net } },
-  spec: { type: 'NodePort', clusterIP: `10.96.0.${ip}`, clusterIPs: [`10.96.0.${ip++}`], ports: Array.from({ length: ports }, (_, i) => ({ name: `p${i}`, port: 80 + i, protocol: 'TCP', nodePort: 30000 + ip * 200 + i })) },
+  spec: {
+    type: 'NodePort',
+    clusterIP: `10.96.0.${ip}`,
+    clusterIPs: [`10.96.0.${ip++}`],
+    ports: Array.from({ length: ports }, (_, i) => ({ name: `p${i}`, port: 80 + i, protocol: 'TCP', nodePort: 30000 + ip * 200 + i })),
+  },
 });
 const slice = (ns: string, service: string, net: string): V1EndpointSlice => ({
   metadata: { name: `${service}-x`, namespace: ns, labels: { [SERVICE_NAME_LABEL]: service, [MANAGED_BY_LABEL]: MANAGED_BY }, annotations: { [SERVICE_NETWORK_ANNOTATION]: net } },
@@ -26,7 +44,10 @@ const slice = (ns: string, service: string, net: string): V1EndpointSlice => ({
 });
 const input = (services: V1Service[], nads: NetworkAttachmentDefinition[], slices: V1EndpointSlice[] = []): NodeInput => ({
   nodeName: 'w1',
-  node: { metadata: { name: 'w1', annotations: { [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } },
+  node: {
+    metadata: { name: 'w1', annotations: { [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' } },
+    status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
+  },
   masqueradeMark: DEFAULT_MASQUERADE_MARK,
   nads: nads.map(slimNad),
   services: services.map(slimNodeService),
@@ -44,7 +65,10 @@ void describe('node agent: tenant Services are re-checked', () => {
     assert.equal(p?.namespace, 'aaa');
     assert.equal(p?.name, 'grab');
     assert.match(p?.message ?? '', /NetworkAttachmentDefinition demo\/good belongs to another namespace and is not shared with namespace aaa/);
-    assert.deepEqual(unshared.refused.map((r) => r.reason), ['NetworkNotShared']);
+    assert.deepEqual(
+      unshared.refused.map((r) => r.reason),
+      ['NetworkNotShared'],
+    );
     const shared = planNode(input([own, tenant], [nad({ [SERVICE_NAMESPACES_ANNOTATION]: 'aaa' })], [slice('demo', 'blog', 'demo/good'), slice('aaa', 'grab', 'demo/good')]));
     assert.deepEqual(served(shared), ['aaa/grab', 'demo/blog']);
     assert.deepEqual(shared.refused, []);
@@ -81,7 +105,10 @@ void describe('node agent: tenant Services are re-checked', () => {
     const huge = nad({}, JSON.stringify({ type: 'macvlan', master: 'ens4', pad: 'x'.repeat(70_000) }));
     const p = planNode(input([svc('demo', 'blog', 'good')], [huge]));
     assert.deepEqual(p.interfaces, []);
-    assert.match(p.problems.find((x) => x.reason === 'NadOverBudget')?.message ?? '', /NetworkAttachmentDefinition demo\/good has a spec\.config of 70\d+ characters; the node agent reads at most 65536/);
+    assert.match(
+      p.problems.find((x) => x.reason === 'NadOverBudget')?.message ?? '',
+      /NetworkAttachmentDefinition demo\/good has a spec\.config of 70\d+ characters; the node agent reads at most 65536/,
+    );
     const lb: V1Service = { ...svc('demo', 'lb', 'good'), status: { loadBalancer: { ingress: [{ ip: '192.168.101.240', ipMode: 'VIP' }] } } };
     lb.spec = { ...lb.spec, type: 'LoadBalancer', externalTrafficPolicy: 'Local', loadBalancerSourceRanges: ['192.168.101.0/24'], selector: { app: 'x'.repeat(1000) } };
     const raw: NodeInput = { ...input([], [nad()], [slice('demo', 'lb', 'demo/good')]), services: [lb] };

@@ -1,7 +1,18 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
-import { aliasFor, bridgePortName, hostInterfaceFor, hostInterfaceName, isOurs, parseLinks, planHostInterfaces, planRemoveAll, type ExistingLink, type HostInterface } from '../../../cmd/node-agent/host-interface.js';
+import {
+  aliasFor,
+  bridgePortName,
+  hostInterfaceFor,
+  hostInterfaceName,
+  isOurs,
+  parseLinks,
+  planHostInterfaces,
+  planRemoveAll,
+  type ExistingLink,
+  type HostInterface,
+} from '../../../cmd/node-agent/host-interface.js';
 import { golden as goldenIn } from '../../harness/golden.js';
 
 const golden = (name: string, text: string): void => goldenIn('node-agent', name, text);
@@ -36,15 +47,21 @@ void describe('host interface plan', () => {
     assert.equal(hostInterfaceName(A), macA.name);
     assert.match(macA.name, /^mpxh[a-z2-7]{11}$/);
     assert.notEqual(hostInterfaceName(A), hostInterfaceName(B));
-    fc.assert(fc.property(networkRef, networkRef, (x, y) => {
-      assert.ok(Buffer.byteLength(hostInterfaceName(x)) <= 15 && Buffer.byteLength(bridgePortName(x)) <= 15);
-      if (x.namespace !== y.namespace || x.name !== y.name) assert.notEqual(hostInterfaceName(x), hostInterfaceName(y));
-    }), RUNS);
+    fc.assert(
+      fc.property(networkRef, networkRef, (x, y) => {
+        assert.ok(Buffer.byteLength(hostInterfaceName(x)) <= 15 && Buffer.byteLength(bridgePortName(x)) <= 15);
+        if (x.namespace !== y.namespace || x.name !== y.name) assert.notEqual(hostInterfaceName(x), hostInterfaceName(y));
+      }),
+      RUNS,
+    );
   });
   void test('macvlan is always bridge mode on the NAD parent, whatever the pods use; bridge gets a veth', () => {
     assert.equal(macA.kind, 'macvlan');
     assert.equal(macA.mode, 'bridge');
-    assert.deepEqual(macA.addresses.map((a) => a.family), [4, 6]);
+    assert.deepEqual(
+      macA.addresses.map((a) => a.family),
+      [4, 6],
+    );
     assert.equal(brB.kind, 'veth');
     assert.equal(brB.peer, bridgePortName(B));
   });
@@ -90,7 +107,18 @@ void describe('host interface plan', () => {
   void test('parseLinks reads ip -d -j address show (as printed by iproute2 6.x)', () => {
     const json = JSON.stringify([
       { ifindex: 1, ifname: 'lo', flags: ['LOOPBACK', 'UP'], addr_info: [{ family: 'inet', local: '127.0.0.1', prefixlen: 8 }] },
-      { ifindex: 5, ifname: macA.name, link: 'ens4', ifalias: aliasFor(A), flags: ['BROADCAST', 'UP'], linkinfo: { info_kind: 'macvlan', info_data: { mode: 'bridge' } }, addr_info: [{ family: 'inet', local: '192.168.101.250', prefixlen: 24 }, { family: 'inet6', local: 'FD00:101::FA', prefixlen: 64 }] },
+      {
+        ifindex: 5,
+        ifname: macA.name,
+        link: 'ens4',
+        ifalias: aliasFor(A),
+        flags: ['BROADCAST', 'UP'],
+        linkinfo: { info_kind: 'macvlan', info_data: { mode: 'bridge' } },
+        addr_info: [
+          { family: 'inet', local: '192.168.101.250', prefixlen: 24 },
+          { family: 'inet6', local: 'FD00:101::FA', prefixlen: 64 },
+        ],
+      },
       { ifindex: 6, ifname: 'mpxbx', link: 'mpxhx', master: 'br-sec', flags: [], linkinfo: { info_kind: 'veth' } },
       { nonsense: true },
     ]);

@@ -37,18 +37,30 @@ class World extends ServiceWorld {
     this.parentFromNad = this.r() < 0.3;
     for (const name of ['a', 'b', 'vf']) this.nads.set(name, this.nad(name));
     // Start with one network served (later NAD events may break it).
-    this.nads.set('a', { metadata: { name: 'a', namespace: 'net', annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16, fd00:101::200-fd00:101::21f/64', [SERVICE_NAMESPACES_ANNOTATION]: '*' } }, spec: { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) } });
+    this.nads.set('a', {
+      metadata: { name: 'a', namespace: 'net', annotations: { [NODE_ADDRESS_RANGE_ANNOTATION]: '10.101.0.200-10.101.0.231/16, fd00:101::200-fd00:101::21f/64', [SERVICE_NAMESPACES_ANNOTATION]: '*' } },
+      spec: { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) },
+    });
     this.node = this.nodeObject();
   }
 
   nad(name: string): NetworkAttachmentDefinition {
     const master = this.pick(['ens4', 'ens5']);
-    const config = name === 'vf' ? { type: 'sriov' } : this.pick<unknown>([{ type: 'macvlan', master }, { type: 'macvlan', master }, { type: 'ipvlan', mode: 'l2', master }, { type: 'bridge', bridge: 'br1' }, '{"type":', { type: 'macvlan' }]);
+    const config =
+      name === 'vf'
+        ? { type: 'sriov' }
+        : this.pick<unknown>([{ type: 'macvlan', master }, { type: 'macvlan', master }, { type: 'ipvlan', mode: 'l2', master }, { type: 'bridge', bridge: 'br1' }, '{"type":', { type: 'macvlan' }]);
     const annotations: Record<string, string> = {};
     const third = name === 'a' ? 101 : 102;
     // The Services are in other namespaces: shared with them mostly, and sometimes not (the agent leaves those out).
     annotations[SERVICE_NAMESPACES_ANNOTATION] = '*';
-    if (this.r() < 0.8) annotations[NODE_ADDRESS_RANGE_ANNOTATION] = this.pick([`10.${third}.0.200-10.${third}.0.231/16`, `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`, `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`, 'not-a-range']);
+    if (this.r() < 0.8)
+      annotations[NODE_ADDRESS_RANGE_ANNOTATION] = this.pick([
+        `10.${third}.0.200-10.${third}.0.231/16`,
+        `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`,
+        `10.${third}.0.200-10.${third}.0.231/16, fd00:${third}::200-fd00:${third}::21f/64`,
+        'not-a-range',
+      ]);
     return { metadata: { name, namespace: 'net', annotations }, spec: { config: typeof config === 'string' ? config : JSON.stringify(config) } };
   }
 
@@ -56,7 +68,14 @@ class World extends ServiceWorld {
     const annotations: Record<string, string> = {};
     const roll = this.r();
     // The admin's annotation is the only source of node addresses (NAD ranges are ignored).
-    if (roll < 0.85) annotations[NODE_ADDRESSES_ANNOTATION] = this.pick(['net/a=10.101.0.9/16', 'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16', 'net/a=10.101.0.9/16;net/b=10.102.0.8/16', 'net/b=10.102.0.8/16', 'bad=1.2.3.4/24']);
+    if (roll < 0.85)
+      annotations[NODE_ADDRESSES_ANNOTATION] = this.pick([
+        'net/a=10.101.0.9/16',
+        'net/a=10.101.0.9/16,fd00:101::9/64;net/b=10.102.0.9/16',
+        'net/a=10.101.0.9/16;net/b=10.102.0.8/16',
+        'net/b=10.102.0.8/16',
+        'bad=1.2.3.4/24',
+      ]);
     // The parents are the admin's too: mostly both networks, sometimes one, a malformed value or none.
     const parents = this.r();
     if (parents < 0.95) annotations[NODE_PARENTS_ANNOTATION] = this.r() < 0.7 ? 'net/a=ens4;net/b=br1' : this.pick(['net/a=ens5; net/b=ens4;', 'net/a=ens4', 'net/b=br1', 'net/a=bad name']);
@@ -81,7 +100,10 @@ class World extends ServiceWorld {
       // node's own address or garbage, IPv6, ipMode Proxy) and source ranges.
       if (this.r() < 0.4) {
         spec.type = 'LoadBalancer';
-        const ip = (): { ip: string; ipMode?: string } => ({ ip: this.pick(['10.101.0.240', '10.101.0.241', '10.102.0.240', 'fd00:101::f0', '10.101.0.9', '10.0.0.11', 'x']), ...(this.r() < 0.2 ? { ipMode: this.pick(['Proxy', 'VIP']) } : {}) });
+        const ip = (): { ip: string; ipMode?: string } => ({
+          ip: this.pick(['10.101.0.240', '10.101.0.241', '10.102.0.240', 'fd00:101::f0', '10.101.0.9', '10.0.0.11', 'x']),
+          ...(this.r() < 0.2 ? { ipMode: this.pick(['Proxy', 'VIP']) } : {}),
+        });
         svc.status = { loadBalancer: { ingress: Array.from({ length: this.int(3) }, ip) } };
         if (this.r() < 0.3) spec.loadBalancerSourceRanges = this.pick([['10.101.0.0/24'], ['192.0.2.0/24', 'fd00::/8'], ['bad']]);
       }
@@ -155,12 +177,17 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
         assert.deepEqual(comparable(nft.cached), comparable(nft.fresh), `${where}: nftables render`);
         assert.ok(nft.cached.nft !== undefined && nft.fresh.nft !== undefined);
         assert.equal(fullText(nft.cached.nft), fullText(nft.fresh.nft), `${where}: nftables table`);
-        if (prevNft?.cached.nft !== undefined && prevNft.fresh.nft !== undefined) assert.equal(partialText(nft.cached.nft, prevNft.cached.nft).text, partialText(nft.fresh.nft, prevNft.fresh.nft).text, `${where}: nftables change`);
+        if (prevNft?.cached.nft !== undefined && prevNft.fresh.nft !== undefined)
+          assert.equal(partialText(nft.cached.nft, prevNft.cached.nft).text, partialText(nft.fresh.nft, prevNft.fresh.nft).text, `${where}: nftables change`);
         prevNft = nft;
         assert.ok(cached.iptables !== undefined && fresh.iptables !== undefined, `${where}: an iptables render carries its rulesets`);
         if (lastPatch !== undefined && cache.cluster.last?.index === lastPatch.index && cached.iptables.v4 !== prevCached?.iptables?.v4) patched += 1;
         for (const f of ['v4', 'v6'] as const) {
-          assert.equal(planRestore(cached.iptables[f], prevCached?.iptables?.[f], undefined, false, NODE_LAYOUT).text, planRestore(fresh.iptables[f], prevFresh?.iptables?.[f], undefined, false, NODE_LAYOUT).text, `${where}: IPv${f.slice(1)} restore plan`);
+          assert.equal(
+            planRestore(cached.iptables[f], prevCached?.iptables?.[f], undefined, false, NODE_LAYOUT).text,
+            planRestore(fresh.iptables[f], prevFresh?.iptables?.[f], undefined, false, NODE_LAYOUT).text,
+            `${where}: IPv${f.slice(1)} restore plan`,
+          );
         }
         const prevTargets = prevCached?.resolution.targets;
         assert.deepEqual(planConntrack(...conntrackScope(prevTargets, cached.resolution.targets)), planConntrack(prevTargets, cached.resolution.targets), `${where}: conntrack`);
@@ -183,11 +210,14 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
     assert.ok(patched > SEEDS.length * 4, `endpoint-only changes should take the render patch path (took it ${patched} times)`);
   });
 
-  void test('Local endpoints come from the Service\'s own slices: a slice of another Service naming the same address on this node does not count', () => {
+  void test("Local endpoints come from the Service's own slices: a slice of another Service naming the same address on this node does not count", () => {
     const world = new World(rng(42));
     const nad = world.nads.get('a') as NetworkAttachmentDefinition;
     nad.spec = { config: JSON.stringify({ type: 'macvlan', master: 'ens4' }) };
-    world.node = { metadata: { name: NODE, annotations: { [NODE_ADDRESSES_ANNOTATION]: 'net/a=10.101.0.200/16', [NODE_PARENTS_ANNOTATION]: 'net/a=ens4' } }, status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] } };
+    world.node = {
+      metadata: { name: NODE, annotations: { [NODE_ADDRESSES_ANNOTATION]: 'net/a=10.101.0.200/16', [NODE_PARENTS_ANNOTATION]: 'net/a=ens4' } },
+      status: { addresses: [{ type: 'InternalIP', address: '10.0.0.11' }] },
+    };
     const local = serviceObject('app', 'local', { networks: 'net/a', clusterIPs: ['10.96.1.1'], ports: [{ port: 80 }], type: 'NodePort' });
     local.spec = { ...local.spec, externalTrafficPolicy: 'Local', ports: [{ port: 80, protocol: 'TCP', nodePort: 30001 }] };
     const slice = (name: string, service: string, nodeName: string): V1EndpointSlice =>
@@ -196,7 +226,10 @@ void describe('node agent: incremental plan and render equal from-scratch ones',
     const other = slice('other-1', 'other', NODE);
     const input: NodeInput = { nodeName: NODE, node: world.node, services: [local], slices: [own, other], nads: [nad], masqueradeMark: DEFAULT_MASQUERADE_MARK };
     const plan = planNode(input);
-    assert.deepEqual(plan.state.nodePorts.map((t) => t.localEndpoints.length), [0]);
+    assert.deepEqual(
+      plan.state.nodePorts.map((t) => t.localEndpoints.length),
+      [0],
+    );
     assert.deepEqual(plan.healthChecks, [{ service: 'app/local', localEndpoints: 0 }]);
     const planner = new NodePlanner();
     planner.update(input);

@@ -5,7 +5,20 @@ import { HELP, parseNodeAgentOptions } from '../../../cmd/node-agent/options.js'
 void describe('node agent options', () => {
   void test('defaults, with NODE_NAME from the downward API', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'worker-1' }, []);
-    assert.deepEqual(r, { ok: true, value: { mode: 'run', nodeName: 'worker-1', healthPort: 9190, iptablesBackend: 'auto', masqueradeBit: 13, minSyncIntervalMs: 100, fullResyncIntervalMs: 60000, parentFromNad: false, backend: 'auto' } });
+    assert.deepEqual(r, {
+      ok: true,
+      value: {
+        mode: 'run',
+        nodeName: 'worker-1',
+        healthPort: 9190,
+        iptablesBackend: 'auto',
+        masqueradeBit: 13,
+        minSyncIntervalMs: 100,
+        fullResyncIntervalMs: 60000,
+        parentFromNad: false,
+        backend: 'auto',
+      },
+    });
   });
   void test('a flag wins over its variable; --cleanup needs no node name; --help always wins', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'a', HEALTH_PORT: '1' }, ['--node-name', 'b', '--health-port', '2', '--iptables-backend', 'legacy', '--masquerade-bit', '12']);

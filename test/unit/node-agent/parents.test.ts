@@ -17,7 +17,13 @@ import { assertWellFormed, blanks, expectErr, expectOk, ifname, mutated, network
 void describe('node-parents (Node annotation)', () => {
   void test('per-network parents; blanks and a trailing ";" are fine', () => {
     const m = expectOk(parseNodeParents(' demo/net-a = ens4 ;other/b=br-storage;'));
-    assert.deepEqual([...m], [['demo/net-a', 'ens4'], ['other/b', 'br-storage']]);
+    assert.deepEqual(
+      [...m],
+      [
+        ['demo/net-a', 'ens4'],
+        ['other/b', 'br-storage'],
+      ],
+    );
     assert.deepEqual([...expectOk(parseNodeParents(''))], []);
   });
   void test('errors name the Node, the annotation, the value and the fix', () => {
@@ -35,14 +41,14 @@ void describe('node-parents (Node annotation)', () => {
     assert.match(expectErr(parseNodeParents('demo/a=eth0:1')).reason, /contains/);
     assert.match(expectErr(parseNodeParents(';demo/a=ens4')).reason, /entry 1 is empty/);
   });
-  void test('the admin\'s parent wins over the NAD\'s; none: not served, unless --parent-from-nad', () => {
+  void test("the admin's parent wins over the NAD's; none: not served, unless --parent-from-nad", () => {
     const admin = new Map([['demo/a', 'ens5']]);
     assert.deepEqual(chooseParent('demo/a', admin, 'ens4', false), { from: 'node', parent: 'ens5' });
     assert.deepEqual(chooseParent('demo/a', admin, 'ens4', true), { from: 'node', parent: 'ens5' });
     assert.deepEqual(chooseParent('demo/b', admin, 'ens4', false), { from: 'none' });
     assert.deepEqual(chooseParent('demo/b', admin, 'ens4', true), { from: 'nad', parent: 'ens4' });
   });
-  void test('the ParentNotConfigured message names the network, the NAD\'s master and the exact command, keeping the admin\'s other entries', () => {
+  void test("the ParentNotConfigured message names the network, the NAD's master and the exact command, keeping the admin's other entries", () => {
     const msg = parentNotConfiguredMessage('worker-1', 'demo/b', 'ens4', new Map([['demo/a', 'ens5']]));
     assert.match(msg, /^network demo\/b is not served on node worker-1: .*node-parents\. The NAD's master \(or bridge\) is "ens4"/);
     assert.ok(msg.includes(`kubectl annotate node worker-1 --overwrite ${NODE_PARENTS_ANNOTATION}='demo/a=ens5;demo/b=ens4'`), msg);
@@ -50,7 +56,9 @@ void describe('node-parents (Node annotation)', () => {
   });
   void test('the suggested command survives the shell: a NAD master with a quote and a semicolon stays one word', () => {
     const cmd = annotateParentCommand('w1', new Map(), 'demo/b', "x';touch y");
-    const args = execFileSync('sh', ['-c', `set -- ${cmd.replace(/^kubectl /, '')}; printf '%s\\n' "$@"`], { encoding: 'utf8' }).trimEnd().split('\n');
+    const args = execFileSync('sh', ['-c', `set -- ${cmd.replace(/^kubectl /, '')}; printf '%s\\n' "$@"`], { encoding: 'utf8' })
+      .trimEnd()
+      .split('\n');
     assert.deepEqual(args, ['annotate', 'node', 'w1', '--overwrite', `${NODE_PARENTS_ANNOTATION}=demo/b=x';touch y`]);
   });
 });
@@ -64,12 +72,15 @@ void describe('node-parents: properties', () => {
     fc.assert(
       fc.property(entries, blanks, fc.boolean(), (list, b, trailing) => {
         const text = list.map(([r, i]) => `${b}${r.namespace}/${r.name}${b}=${b}${i}${b}`).join(';') + (trailing && list.length > 0 ? ';' : '');
-        assert.deepEqual([...expectOk(parseNodeParents(text))], list.map(([r, i]) => [`${r.namespace}/${r.name}`, i]));
+        assert.deepEqual(
+          [...expectOk(parseNodeParents(text))],
+          list.map(([r, i]) => [`${r.namespace}/${r.name}`, i]),
+        );
       }),
       RUNS,
     );
   });
-  void test('the suggested annotation value parses to the admin\'s other entries plus the new one', () => {
+  void test("the suggested annotation value parses to the admin's other entries plus the new one", () => {
     const anyIfname = fc.string({ minLength: 1, maxLength: 15 }).filter((s) => checkInterfaceName(s) === undefined && !s.includes(';') && !s.includes('=') && s.trim() === s);
     fc.assert(
       fc.property(entries, networkRef, anyIfname, (list, r, nadParent) => {

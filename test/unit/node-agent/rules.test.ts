@@ -27,7 +27,7 @@ void describe('node rules', () => {
     golden('sample.v6.rules', planRestore(r.v6, undefined, NOTHING_EXISTING, true, NODE_LAYOUT).text);
     golden('sample.routes', routeBatch(r.routes, 'replace', NODE_LAYOUT.routeProto));
   });
-  void test('only the running back end\'s rules are rendered: nftables gives its table and no iptables chain, iptables no table', () => {
+  void test("only the running back end's rules are rendered: nftables gives its table and no iptables chain, iptables no table", () => {
     const n = renderNodeRules(SAMPLE, undefined, { nft: true });
     assert.ok(n.nft !== undefined && n.nft.targets.size > 0, 'the nftables table');
     assert.equal(n.iptables, undefined, 'no iptables ruleset in an nftables render');
@@ -61,13 +61,23 @@ void describe('node rules', () => {
   });
   void test('Local: only local endpoints, no mark (source kept); none on this node: rejected', () => {
     const local = r.resolution.targets.find((t) => t.target.service === 'demo/local');
-    assert.deepEqual(local?.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.deepEqual(
+      local?.endpoints.map(({ ip, port }) => ({ ip, port })),
+      [{ ip: '192.168.101.3', port: 8080 }],
+    );
     assert.ok(local !== undefined);
-    assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
+    assert.deepEqual(
+      r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')),
+      [false],
+      'one DNAT rule, no mark',
+    );
     const none = r.resolution.targets.find((t) => t.target.service === 'demo/nolocal');
     assert.deepEqual(none?.endpoints, []);
     assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30082') && l.includes('has no endpoints on this node') && l.endsWith('--reject-with tcp-reset')));
-    assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30090')), 'a Cluster port without endpoints is rejected too');
+    assert.ok(
+      r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30090')),
+      'a Cluster port without endpoints is rejected too',
+    );
     assert.ok(!r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('--dport 30080')));
   });
   void test('no address of a family on the network: that family is skipped with a reason', () => {
@@ -128,9 +138,16 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
   });
   void test('Local: local endpoints only, no mark; none here but some elsewhere: dropped; none at all: refused', () => {
     const local = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.241');
-    assert.deepEqual(local?.endpoints.map(({ ip, port }) => ({ ip, port })), [{ ip: '192.168.101.3', port: 8080 }]);
+    assert.deepEqual(
+      local?.endpoints.map(({ ip, port }) => ({ ip, port })),
+      [{ ip: '192.168.101.3', port: 8080 }],
+    );
     assert.ok(local !== undefined);
-    assert.deepEqual(r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')), [false], 'one DNAT rule, no mark');
+    assert.deepEqual(
+      r.v4.nat.get(local.chain)?.map((l) => l.includes('MARK')),
+      [false],
+      'one DNAT rule, no mark',
+    );
     // Endpoints elsewhere only: dropped, as kube-proxy drops external traffic with no local endpoint.
     assert.ok(r.v4.filter.get(NODE_REJECT_CHAIN)?.some((l) => l.includes('-d 192.168.101.242/32') && l.includes('has no endpoints on this node') && l.endsWith('-j DROP')));
     // No endpoints anywhere: refused.
@@ -141,11 +158,17 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
     const ranged = r.resolution.targets.find((t) => t.clusterIP === '192.168.101.243');
     assert.ok(ranged !== undefined);
     const dispatch = r.v4.nat.get(NODEPORTS_CHAIN)?.filter((l) => l.includes('192.168.101.243')) ?? [];
-    assert.deepEqual(dispatch.map((l) => /-s (\S+)/.exec(l)?.[1]), ['198.51.100.0/24', '192.168.101.0/25']);
+    assert.deepEqual(
+      dispatch.map((l) => /-s (\S+)/.exec(l)?.[1]),
+      ['198.51.100.0/24', '192.168.101.0/25'],
+    );
     const jump = r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.243'));
     const fw = /-j (MPXN-FW-\S+)$/.exec(jump ?? '')?.[1] ?? '';
     assert.ok(fw !== '', 'a jump to the firewall chain');
-    assert.deepEqual(r.v4.filter.get(fw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')), [`-A ${fw} -s 198.51.100.0/24 -j RETURN`, `-A ${fw} -s 192.168.101.0/25 -j RETURN`, `-A ${fw} -j DROP`]);
+    assert.deepEqual(
+      r.v4.filter.get(fw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')),
+      [`-A ${fw} -s 198.51.100.0/24 -j RETURN`, `-A ${fw} -s 192.168.101.0/25 -j RETURN`, `-A ${fw} -j DROP`],
+    );
     // Without endpoints, admitted sources are refused (REJECT) and the others still dropped.
     const emptyJump = r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.244')) ?? '';
     const emptyFw = /-j (MPXN-FW-\S+)$/.exec(emptyJump)?.[1] ?? '';
@@ -154,14 +177,20 @@ void describe('node rules: LoadBalancer ingress IPs', () => {
     // Ranges listed but none of this family: nothing dispatched, everything dropped.
     assert.equal(r.v4.nat.get(NODEPORTS_CHAIN)?.filter((l) => l.includes('192.168.101.245')).length, 0);
     const closedFw = /-j (MPXN-FW-\S+)$/.exec(r.v4.filter.get(NODE_REJECT_CHAIN)?.find((l) => l.includes('192.168.101.245')) ?? '')?.[1] ?? '';
-    assert.deepEqual(r.v4.filter.get(closedFw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')), [`-A ${closedFw} -j DROP`]);
+    assert.deepEqual(
+      r.v4.filter.get(closedFw)?.map((l) => l.replace(/ -m comment --comment "[^"]*"/, '')),
+      [`-A ${closedFw} -j DROP`],
+    );
   });
-  void test('the filter chain is also hooked from FORWARD: an ingress IP is not the node\'s, so what nat left alone is forwarded', () => {
+  void test("the filter chain is also hooked from FORWARD: an ingress IP is not the node's, so what nat left alone is forwarded", () => {
     assert.ok(NODE_LAYOUT.hooks.filter.some((h) => h.chain === 'FORWARD' && h.spec.endsWith(`-j ${NODE_REJECT_CHAIN}`) && h.spec.includes('--ctstate NEW')));
   });
   void test('IPv6 with a range; UDP flushes conntrack on the ingress IP when an endpoint leaves', () => {
     assert.ok(lines(r.v6, 'nat').some((l) => l.startsWith('-A MPXN-NODEPORTS -s 2001:db8::/32 -d fd00:101::f0/128 -p tcp -m tcp --dport 80 ')));
-    const after = renderNode({ ...LB_SAMPLE, loadBalancers: (LB_SAMPLE.loadBalancers ?? []).map((t) => (t.base.service === 'demo/dns' ? { ...t, base: { ...t.base, endpoints: [ep('192.168.101.3', 5353)] } } : t)) });
+    const after = renderNode({
+      ...LB_SAMPLE,
+      loadBalancers: (LB_SAMPLE.loadBalancers ?? []).map((t) => (t.base.service === 'demo/dns' ? { ...t, base: { ...t.base, endpoints: [ep('192.168.101.3', 5353)] } } : t)),
+    });
     const flushes = planConntrack(r.resolution.targets, after.resolution.targets);
     assert.deepEqual(flushes.map(conntrackArgs), [['-D', '-f', 'ipv4', '-p', 'udp', '--orig-dst', '192.168.101.246', '--orig-port-dst', '53', '--dst-nat', '192.168.101.6']]);
   });

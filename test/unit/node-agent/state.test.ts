@@ -5,7 +5,17 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NODE_ADDRESS_RANGE_ANNOTATION, NODE_ADDRESSES_ANNOTATION, NODE_PARENTS_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAME_LABEL, SERVICE_NETWORK_ANNOTATION } from '../../../src/keys.js';
+import {
+  NODE_ADDRESS_RANGE_ANNOTATION,
+  NODE_ADDRESSES_ANNOTATION,
+  NODE_PARENTS_ANNOTATION,
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  SERVICE_NAME_LABEL,
+  SERVICE_NETWORK_ANNOTATION,
+} from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
 import { planNode, type NodeInput } from '../../../cmd/node-agent/state.js';
 import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../cmd/node-agent/host-interface.js';
@@ -32,17 +42,19 @@ function input(over: Partial<NodeInput> = {}): NodeInput {
     nodeName: 'w1',
     node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=ens4' }),
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
-    nads: [
-      nad('good', { type: 'macvlan', master: 'ens4' }),
-      nad('broken', '{"type":"macvlan","master":'),
-      nad('vf', { type: 'sriov' }),
-    ],
+    nads: [nad('good', { type: 'macvlan', master: 'ens4' }), nad('broken', '{"type":"macvlan","master":'), nad('vf', { type: 'sriov' })],
     services: [
       svc('web', 'good', { type: 'NodePort', clusterIP: '10.96.0.10', clusterIPs: ['10.96.0.10'], ports: [{ port: 80, protocol: 'TCP', nodePort: 30080 }], externalTrafficPolicy: 'Local' }),
       svc('also', 'broken', { type: 'NodePort', clusterIP: '10.96.0.11', ports: [{ port: 80, protocol: 'TCP', nodePort: 30081 }] }),
       svc('dpdk', 'vf', { type: 'ClusterIP', clusterIP: '10.96.0.12', ports: [{ port: 80, protocol: 'TCP' }] }),
     ],
-    slices: [slice('web', 'good', [{ ip: '192.168.101.3', node: 'w1' }, { ip: '192.168.101.4', node: 'w2' }, { ip: '192.168.101.5', node: 'w1', ready: false }])],
+    slices: [
+      slice('web', 'good', [
+        { ip: '192.168.101.3', node: 'w1' },
+        { ip: '192.168.101.4', node: 'w2' },
+        { ip: '192.168.101.5', node: 'w1', ready: false },
+      ]),
+    ],
     ...over,
   };
 }
@@ -50,15 +62,25 @@ function input(over: Partial<NodeInput> = {}): NodeInput {
 void describe('planNode', () => {
   void test('a malformed NAD and an unservable one: an Event each and nothing applied for them; the good network is served', () => {
     const p = planNode(input());
-    assert.deepEqual(p.interfaces.map((i) => i.name), [hostInterfaceName({ namespace: 'demo', name: 'good' })]);
+    assert.deepEqual(
+      p.interfaces.map((i) => i.name),
+      [hostInterfaceName({ namespace: 'demo', name: 'good' })],
+    );
     assert.deepEqual(p.interfaces[0]?.addresses, [{ family: 4, address: '192.168.101.211', prefix: 24 }]);
-    assert.deepEqual(p.problems.map((x) => [x.kind, x.name, x.reason]), [
-      ['NetworkAttachmentDefinition', 'broken', 'InvalidNetworkConfig'],
-      ['NetworkAttachmentDefinition', 'vf', 'UnservableNetwork'],
-    ]);
+    assert.deepEqual(
+      p.problems.map((x) => [x.kind, x.name, x.reason]),
+      [
+        ['NetworkAttachmentDefinition', 'broken', 'InvalidNetworkConfig'],
+        ['NetworkAttachmentDefinition', 'vf', 'UnservableNetwork'],
+      ],
+    );
     assert.match(p.problems[0]?.message ?? '', /^NetworkAttachmentDefinition demo\/broken: spec\.config ".*": is not valid JSON .*; write the CNI configuration/);
     assert.deepEqual(p.unservable, [{ network: 'demo/vf', type: 'sriov', reason: p.unservable[0]?.reason }]);
-    assert.deepEqual(p.state.clusterTargets.map((t) => t.service), ['demo/web'], 'only the served network has cluster-IP targets');
+    assert.deepEqual(
+      p.state.clusterTargets.map((t) => t.service),
+      ['demo/web'],
+      'only the served network has cluster-IP targets',
+    );
   });
   void test('NodePort Local: local endpoints by nodeName; health counts ready local endpoints', () => {
     const p = planNode(input());
@@ -66,7 +88,10 @@ void describe('planNode', () => {
     const np = p.state.nodePorts[0];
     assert.equal(np?.nodePort, 30080);
     assert.equal(np?.policy, 'Local');
-    assert.deepEqual(np?.localEndpoints.map((e) => e.ip), ['192.168.101.3', '192.168.101.5']);
+    assert.deepEqual(
+      np?.localEndpoints.map((e) => e.ip),
+      ['192.168.101.3', '192.168.101.5'],
+    );
     assert.deepEqual(p.healthChecks, [{ service: 'demo/web', localEndpoints: 1 }]);
   });
   void test('the Node annotation is the only source; a NAD range is ignored with an Event; a bad one is an Event on the Node; no address at all says which annotation to set', () => {
@@ -85,20 +110,40 @@ void describe('planNode', () => {
     const none = planNode(input({ node: node(), nads: [nad('good', { type: 'macvlan', master: 'ens4' })] }));
     assert.ok(none.problems.some((x) => x.reason === 'NoNodeAddress' && x.message.includes(NODE_ADDRESSES_ANNOTATION) && !x.message.includes(NODE_ADDRESS_RANGE_ANNOTATION)));
   });
-  void test('the parent is the admin\'s: a NAD master that differs is overridden, with an Event on the Node naming both', () => {
+  void test("the parent is the admin's: a NAD master that differs is overridden, with an Event on the Node naming both", () => {
     const p = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth9' }) }));
-    assert.deepEqual(p.interfaces.map((i) => [i.kind, i.parent]), [['macvlan', 'eth9']]);
-    assert.deepEqual(p.state.networks.map((n) => n.network.name), ['good']);
+    assert.deepEqual(
+      p.interfaces.map((i) => [i.kind, i.parent]),
+      [['macvlan', 'eth9']],
+    );
+    assert.deepEqual(
+      p.state.networks.map((n) => n.network.name),
+      ['good'],
+    );
     const over = p.problems.filter((x) => x.reason === 'ParentOverridden');
-    assert.deepEqual(over.map((x) => [x.kind, x.name]), [['Node', 'w1']]);
-    assert.match(over[0]?.message ?? '', /network demo\/good: node w1 uses the parent "eth9" from the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents, not the NAD's master \(or bridge\) "ens4"/);
+    assert.deepEqual(
+      over.map((x) => [x.kind, x.name]),
+      [['Node', 'w1']],
+    );
+    assert.match(
+      over[0]?.message ?? '',
+      /network demo\/good: node w1 uses the parent "eth9" from the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents, not the NAD's master \(or bridge\) "ens4"/,
+    );
     assert.deepEqual(p.parentNotConfigured, []);
     // Equal: no Event. A bridge network's bridge is the admin's too.
     assert.ok(!planNode(input()).problems.some((x) => x.reason === 'ParentOverridden'));
-    const bridged = planNode(input({ nads: [nad('good', { type: 'bridge', bridge: 'tenant-br' })], node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=br-admin' }) }));
-    assert.deepEqual(bridged.interfaces.map((i) => [i.kind, i.parent]), [['veth', 'br-admin']]);
+    const bridged = planNode(
+      input({
+        nads: [nad('good', { type: 'bridge', bridge: 'tenant-br' })],
+        node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=br-admin' }),
+      }),
+    );
+    assert.deepEqual(
+      bridged.interfaces.map((i) => [i.kind, i.parent]),
+      [['veth', 'br-admin']],
+    );
   });
-  void test('no parent from the admin: not served, a ParentNotConfigured Event on the Node with the exact command, counted; --parent-from-nad keeps the NAD\'s master', () => {
+  void test("no parent from the admin: not served, a ParentNotConfigured Event on the Node with the exact command, counted; --parent-from-nad keeps the NAD's master", () => {
     const addrsOnly = node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24;demo/other=10.1.0.5/16', [NODE_PARENTS_ANNOTATION]: 'demo/other=ens7' });
     const p = planNode(input({ node: addrsOnly }));
     assert.deepEqual(p.interfaces, []);
@@ -107,18 +152,29 @@ void describe('planNode', () => {
     assert.deepEqual(p.state.nodePorts, []);
     assert.deepEqual(p.parentNotConfigured, ['demo/good']);
     const why = p.problems.filter((x) => x.reason === 'ParentNotConfigured');
-    assert.deepEqual(why.map((x) => [x.kind, x.name]), [['Node', 'w1']]);
+    assert.deepEqual(
+      why.map((x) => [x.kind, x.name]),
+      [['Node', 'w1']],
+    );
     assert.match(why[0]?.message ?? '', /^network demo\/good is not served on node w1: .* The NAD's master \(or bridge\) is "ens4"/);
     assert.ok(why[0]?.message.includes(`kubectl annotate node w1 --overwrite ${NODE_PARENTS_ANNOTATION}='demo/other=ens7;demo/good=ens4'`), why[0]?.message);
     // No annotation at all: the same, not an error.
     assert.deepEqual(planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24' }) })).parentNotConfigured, ['demo/good']);
 
     const upgrade = planNode(input({ node: addrsOnly, parentFromNad: true }));
-    assert.deepEqual(upgrade.interfaces.map((i) => i.parent), ['ens4']);
+    assert.deepEqual(
+      upgrade.interfaces.map((i) => i.parent),
+      ['ens4'],
+    );
     assert.deepEqual(upgrade.parentNotConfigured, []);
     assert.ok(!upgrade.problems.some((x) => x.reason === 'ParentNotConfigured' || x.reason === 'ParentOverridden'));
     // The admin's entry still wins under --parent-from-nad.
-    assert.deepEqual(planNode(input({ parentFromNad: true, node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth9' }) })).interfaces.map((i) => i.parent), ['eth9']);
+    assert.deepEqual(
+      planNode(input({ parentFromNad: true, node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth9' }) })).interfaces.map(
+        (i) => i.parent,
+      ),
+      ['eth9'],
+    );
   });
   void test('a malformed node-parents serves nothing on this node (even under --parent-from-nad), with an Event naming the Node, the key, the value and the fix', () => {
     for (const parentFromNad of [false, true]) {
@@ -126,15 +182,21 @@ void describe('planNode', () => {
       assert.deepEqual(p.interfaces, []);
       const bad = p.problems.filter((x) => x.reason === 'InvalidNodeParents');
       assert.equal(bad.length, 1);
-      assert.match(bad[0]?.message ?? '', /^Node w1: annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents "demo\/good=ens4 ens5": entry 1 \(demo\/good\): the interface name "ens4 ens5" contains .*; .*write "<namespace>\/<nad>=<interface>"/);
+      assert.match(
+        bad[0]?.message ?? '',
+        /^Node w1: annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents "demo\/good=ens4 ens5": entry 1 \(demo\/good\): the interface name "ens4 ens5" contains .*; .*write "<namespace>\/<nad>=<interface>"/,
+      );
     }
   });
-  void test('the refusal holds for the admin\'s parent too: the uplink named by mistake is refused', () => {
+  void test("the refusal holds for the admin's parent too: the uplink named by mistake is refused", () => {
     const p = planNode(input({ node: node({ [NODE_ADDRESSES_ANNOTATION]: 'demo/good=192.168.101.211/24', [NODE_PARENTS_ANNOTATION]: 'demo/good=eth0' }) }));
     const eth0: ExistingLink = { name: 'eth0', kind: '', up: true, addresses: [{ family: 4, address: '10.0.0.11', prefix: 24 }] };
     const plan = planHostInterfaces(p.interfaces, [eth0], { internalIPs: ['10.0.0.11'], defaultRouteDevs: ['eth0'] });
     assert.deepEqual(plan.lines, []);
-    assert.match(plan.refused.join('\n'), /network demo\/good is not served on this node: its parent eth0 holds the node's InternalIP 10\.0\.0\.11\. .*name it in the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents/);
+    assert.match(
+      plan.refused.join('\n'),
+      /network demo\/good is not served on this node: its parent eth0 holds the node's InternalIP 10\.0\.0\.11\. .*name it in the Node annotation multus-proxy\.k8s\.cni\.cncf\.io\/node-parents/,
+    );
   });
   void test('Services not opted in, and NADs that do not exist yet, are ignored', () => {
     const foreign: V1Service = { metadata: { name: 'plain', namespace: 'demo' }, spec: { type: 'NodePort', clusterIP: '10.96.0.20', ports: [{ port: 80, nodePort: 30099 }] } };
@@ -162,22 +224,37 @@ void describe('planNode: LoadBalancer', () => {
     ...svc('lb', 'good', { type: 'LoadBalancer', clusterIP: '10.96.0.20', clusterIPs: ['10.96.0.20'], ports: [{ port: 80, protocol: 'TCP', nodePort: 30090 }], ...spec }),
     status: { loadBalancer: { ingress } },
   });
-  const lbSlice = slice('lb', 'good', [{ ip: '192.168.101.3', node: 'w1' }, { ip: '192.168.101.4', node: 'w2' }]);
+  const lbSlice = slice('lb', 'good', [
+    { ip: '192.168.101.3', node: 'w1' },
+    { ip: '192.168.101.4', node: 'w2' },
+  ]);
   const plan = (s: V1Service): ReturnType<typeof planNode> => planNode(input({ services: [s], slices: [lbSlice] }));
 
   void test('Cluster: each VIP ingress IP on the Service port, all endpoints; the node port too; the node reaches the VIP itself', () => {
     const p = plan(lb({}, [{ ip: '192.168.101.240' }, { ip: '192.168.101.241', ipMode: 'VIP' }]));
-    assert.deepEqual(p.state.loadBalancers?.map((t) => [t.ingressIP, t.base.port, t.policy, t.base.endpoints.length, t.sourceRanges]), [
-      ['192.168.101.240', 80, 'Cluster', 2, undefined],
-      ['192.168.101.241', 80, 'Cluster', 2, undefined],
-    ]);
-    assert.deepEqual(p.state.nodePorts.map((t) => t.nodePort), [30090]);
-    assert.deepEqual(p.state.clusterTargets.map((t) => `${t.clusterIP}${t.ingress === true ? ' ingress' : ''}`), ['10.96.0.20', '192.168.101.240 ingress', '192.168.101.241 ingress']);
+    assert.deepEqual(
+      p.state.loadBalancers?.map((t) => [t.ingressIP, t.base.port, t.policy, t.base.endpoints.length, t.sourceRanges]),
+      [
+        ['192.168.101.240', 80, 'Cluster', 2, undefined],
+        ['192.168.101.241', 80, 'Cluster', 2, undefined],
+      ],
+    );
+    assert.deepEqual(
+      p.state.nodePorts.map((t) => t.nodePort),
+      [30090],
+    );
+    assert.deepEqual(
+      p.state.clusterTargets.map((t) => `${t.clusterIP}${t.ingress === true ? ' ingress' : ''}`),
+      ['10.96.0.20', '192.168.101.240 ingress', '192.168.101.241 ingress'],
+    );
     assert.deepEqual(p.problems, []);
   });
   void test('Local: local endpoints only; the health check counts them on healthCheckNodePort, without node ports too', () => {
     const p = plan(lb({ externalTrafficPolicy: 'Local', healthCheckNodePort: 32000, allocateLoadBalancerNodePorts: false, ports: [{ port: 80, protocol: 'TCP' }] }, [{ ip: '192.168.101.240' }]));
-    assert.deepEqual(p.state.loadBalancers?.map((t) => [t.policy, t.localEndpoints.map((e) => e.ip)]), [['Local', ['192.168.101.3']]]);
+    assert.deepEqual(
+      p.state.loadBalancers?.map((t) => [t.policy, t.localEndpoints.map((e) => e.ip)]),
+      [['Local', ['192.168.101.3']]],
+    );
     assert.deepEqual(p.state.nodePorts, [], 'allocateLoadBalancerNodePorts: false: no node port rules, the ingress IP stays');
     assert.deepEqual(p.healthChecks, [{ service: 'demo/lb', port: 32000, localEndpoints: 1 }]);
   });
@@ -186,18 +263,24 @@ void describe('planNode: LoadBalancer', () => {
     assert.deepEqual(p.state.loadBalancers, []);
     assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true));
   });
-  void test('loadBalancerSourceRanges: the family\'s CIDRs, masked; only the other family listed: none admitted', () => {
+  void test("loadBalancerSourceRanges: the family's CIDRs, masked; only the other family listed: none admitted", () => {
     const p = plan(lb({ loadBalancerSourceRanges: ['198.51.100.7/24', '2001:db8::/32'] }, [{ ip: '192.168.101.240' }]));
-    assert.deepEqual(p.state.loadBalancers?.map((t) => t.sourceRanges), [['198.51.100.0/24']]);
+    assert.deepEqual(
+      p.state.loadBalancers?.map((t) => t.sourceRanges),
+      [['198.51.100.0/24']],
+    );
     const closed = plan(lb({ loadBalancerSourceRanges: ['2001:db8::/32'] }, [{ ip: '192.168.101.240' }]));
-    assert.deepEqual(closed.state.loadBalancers?.map((t) => t.sourceRanges), [[]]);
+    assert.deepEqual(
+      closed.state.loadBalancers?.map((t) => t.sourceRanges),
+      [[]],
+    );
     // The node's own source (192.168.101.211) is outside: it does not short-circuit to the VIP either.
     assert.ok(!closed.state.clusterTargets.some((t) => t.ingress === true));
   });
-  void test('refused ingress IPs: the node\'s own addresses (InternalIP, its address on the network), loopback, garbage: a Warning Event on the Service each, nothing programmed', () => {
+  void test("refused ingress IPs: the node's own addresses (InternalIP, its address on the network), loopback, garbage: a Warning Event on the Service each, nothing programmed", () => {
     const p = plan(lb({}, [{ ip: '10.0.0.11' }, { ip: '192.168.101.211' }, { ip: '127.0.0.1' }, { ip: 'x' }]));
     assert.deepEqual(p.state.loadBalancers, []);
-    assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true && (t.clusterIP === '10.0.0.11' || t.clusterIP === '192.168.101.211')), 'never a DNAT on the node\'s own address');
+    assert.ok(!p.state.clusterTargets.some((t) => t.ingress === true && (t.clusterIP === '10.0.0.11' || t.clusterIP === '192.168.101.211')), "never a DNAT on the node's own address");
     const refused = p.problems.filter((x) => x.kind === 'Service' && x.name === 'lb' && x.namespace === 'demo' && x.reason === 'LoadBalancerInputRefused');
     assert.equal(refused.length, 4);
     assert.match(refused[0]?.message ?? '', /^Service demo\/lb: status\.loadBalancer\.ingress\[0\]\.ip "10\.0\.0\.11": is a node's or the reading pod's own address 10\.0\.0\.11: it is not served; /);

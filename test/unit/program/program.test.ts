@@ -104,7 +104,11 @@ void test('readiness while draining, as each program chooses, on a real health s
         seen = { status: r.status, body: await r.text() };
       },
     });
-    const ready = drainAwareReadiness(() => ({ ready: false, reason: 'first sync' }), () => h.program.stopping(), whileDraining);
+    const ready = drainAwareReadiness(
+      () => ({ ready: false, reason: 'first sync' }),
+      () => h.program.stopping(),
+      whileDraining,
+    );
     const health = healthRunnable({ checks: { live: () => true, ready }, port: 0, host: '127.0.0.1' });
     await h.program.start(health);
     const before = await fetch(`http://127.0.0.1:${health.server().port}/readyz`);
@@ -135,9 +139,21 @@ void test('runMain: a returned code exits with it, undefined keeps running, a th
   const exits: number[] = [];
   const reported: string[] = [];
   const port = { exit: (c: number) => void exits.push(c) };
-  runMain(async () => 3, () => {}, port);
-  runMain(async () => undefined, () => {}, port);
-  runMain(() => Promise.reject(new Error('port in use')), (e) => reported.push((e as Error).message), port);
+  runMain(
+    async () => 3,
+    () => {},
+    port,
+  );
+  runMain(
+    async () => undefined,
+    () => {},
+    port,
+  );
+  runMain(
+    () => Promise.reject(new Error('port in use')),
+    (e) => reported.push((e as Error).message),
+    port,
+  );
   await new Promise((r) => setImmediate(r));
   assert.deepEqual(exits.sort(), [1, 3]);
   assert.deepEqual(reported, ['port in use']);

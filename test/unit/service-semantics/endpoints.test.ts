@@ -89,7 +89,7 @@ const CASES: Case[] = [
     hasAny: false,
   },
   {
-    name: 'ITP Local: only this node\'s ready endpoints',
+    name: "ITP Local: only this node's ready endpoints",
     traffic: ITP_LOCAL,
     endpoints: [ep('10.0.0.1', { nodeName: 'node-a' }), ep('10.0.0.2', { nodeName: 'node-b' }), ep('10.0.0.3', { nodeName: 'node-a' })],
     cluster: undefined,
@@ -257,10 +257,7 @@ const CASES: Case[] = [
   {
     name: 'PreferSameNode, none on this node: zone hints next',
     traffic: CLUSTER,
-    endpoints: [
-      ep('10.0.0.2', { nodeName: 'node-b', zoneHints: ['zone-a'], nodeHints: ['node-b'] }),
-      ep('10.0.0.3', { nodeName: 'node-c', zoneHints: ['zone-b'], nodeHints: ['node-c'] }),
-    ],
+    endpoints: [ep('10.0.0.2', { nodeName: 'node-b', zoneHints: ['zone-a'], nodeHints: ['node-b'] }), ep('10.0.0.3', { nodeName: 'node-c', zoneHints: ['zone-b'], nodeHints: ['node-c'] })],
     cluster: ['10.0.0.2'],
     local: undefined,
     hasAny: true,
@@ -340,7 +337,13 @@ void describe('from API objects', () => {
   void test('semanticEndpoint defaults conditions as a consumer must (ready and serving unset: true, terminating unset: false)', () => {
     const e = semanticEndpoint({ addresses: ['10.0.0.1'] });
     assert.deepEqual(e, { address: '10.0.0.1', ready: true, serving: true, terminating: false, nodeName: undefined, zone: undefined, zoneHints: [], nodeHints: [] });
-    const h = semanticEndpoint({ addresses: ['10.0.0.2'], conditions: { ready: false, serving: true, terminating: true }, nodeName: 'n', zone: 'z', hints: { forZones: [{ name: 'z' }], forNodes: [{ name: 'n' }] } });
+    const h = semanticEndpoint({
+      addresses: ['10.0.0.2'],
+      conditions: { ready: false, serving: true, terminating: true },
+      nodeName: 'n',
+      zone: 'z',
+      hints: { forZones: [{ name: 'z' }], forNodes: [{ name: 'n' }] },
+    });
     assert.deepEqual(h, { address: '10.0.0.2', ready: false, serving: true, terminating: true, nodeName: 'n', zone: 'z', zoneHints: ['z'], nodeHints: ['n'] });
     assert.equal(semanticEndpoint({ addresses: [] }), undefined, 'an endpoint without an address is ignored');
   });
@@ -387,7 +390,7 @@ void describe('properties', () => {
     );
   });
 
-  void test('Local endpoints are always on the client\'s node; ITP Local with ITP-only traffic reaches no other node', () => {
+  void test("Local endpoints are always on the client's node; ITP Local with ITP-only traffic reaches no other node", () => {
     fc.assert(
       fc.property(fc.array(arbEp, { maxLength: 12 }), arbTraffic, arbClient, (eps, traffic, client) => {
         const r = categorizeEndpoints(eps, traffic, client);
@@ -406,7 +409,11 @@ void describe('properties', () => {
       fc.property(fc.array(arbEp, { maxLength: 12 }), arbClient, (raw, client) => {
         const eps = raw.map((e) => ({ ...e, zoneHints: [], nodeHints: [] }));
         const r = categorizeEndpoints(eps, CLUSTER, client);
-        if (eps.some((e) => e.ready)) assert.deepEqual(r.cluster, eps.filter((e) => e.ready));
+        if (eps.some((e) => e.ready))
+          assert.deepEqual(
+            r.cluster,
+            eps.filter((e) => e.ready),
+          );
       }),
       { seed: 38, numRuns: 300 },
     );

@@ -28,7 +28,10 @@ void test('a failing sync is told at its first failure, then at most once per in
   assert.deepEqual(p.sync(new Error('again'), 2, 30_000), []);
   assert.equal(p.sync(new Error('still'), 5, 61_000)[0]?.reason, REASON_SYNC_FAILED);
   const ok = p.sync(undefined, 0, 62_000);
-  assert.deepEqual(ok.map((s) => [s.type, s.reason]), [['Normal', REASON_SYNC_RECOVERED]]);
+  assert.deepEqual(
+    ok.map((s) => [s.type, s.reason]),
+    [['Normal', REASON_SYNC_RECOVERED]],
+  );
   assert.deepEqual(p.sync(undefined, 0, 63_000), []);
   assert.equal(p.sync('a string error', 1, 64_000)[0]?.message.includes('a string error'), true, 'told at once after a recovery');
 });

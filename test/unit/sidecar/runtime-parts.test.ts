@@ -26,12 +26,22 @@ void test('PodInput keeps the last good networks through a malformed update, say
   const reads: [string, string | undefined][] = [];
   const input = new PodInput(log, (key, error) => reads.push([key, error]));
   input.read({ metadata: { namespace: 'ns', name: 'p', annotations: { [SERVICE_NETWORK]: 'net-a' } } });
-  assert.deepEqual(input.served.map((r) => `${r.namespace}/${r.name}`), ['ns/net-a']);
+  assert.deepEqual(
+    input.served.map((r) => `${r.namespace}/${r.name}`),
+    ['ns/net-a'],
+  );
   input.read({ metadata: { namespace: 'ns', name: 'p', annotations: { [SERVICE_NETWORK]: 'Not A Name!' } } });
   input.read({ metadata: { namespace: 'ns', name: 'p', annotations: { [SERVICE_NETWORK]: 'Not A Name!' } } });
-  assert.deepEqual(input.served.map((r) => `${r.namespace}/${r.name}`), ['ns/net-a'], 'the last good networks stay');
+  assert.deepEqual(
+    input.served.map((r) => `${r.namespace}/${r.name}`),
+    ['ns/net-a'],
+    'the last good networks stay',
+  );
   assert.equal(lines.filter((l) => l.endsWith('(keeping the last good networks)')).length, 1, 'logged once while it lasts');
-  assert.deepEqual(reads.filter(([k]) => k === 'service-network').map(([, e]) => e !== undefined), [false, true, true]);
+  assert.deepEqual(
+    reads.filter(([k]) => k === 'service-network').map(([, e]) => e !== undefined),
+    [false, true, true],
+  );
 });
 
 void test('CapReporter says which namespace is over its share once per change, and when a network is within the cap again', () => {
@@ -44,8 +54,14 @@ void test('CapReporter says which namespace is over its share once per change, a
   cap.over(over);
   cap.over(over);
   cap.over([]);
-  assert.deepEqual(dropped, [['ns/net-a', 1], ['ns/net-a', 0]]);
+  assert.deepEqual(dropped, [
+    ['ns/net-a', 1],
+    ['ns/net-a', 0],
+  ]);
   assert.equal(said.length, 1);
-  assert.match(said[0]?.message ?? '', /network ns\/net-a has 3 Service ports \(targets\), more than this sidecar serves \(2, MAX_SERVICES_PER_NETWORK\); namespace aaa asks for 2, over its fair share of 1, so 1 of its Services are not served: aaa\/c/);
+  assert.match(
+    said[0]?.message ?? '',
+    /network ns\/net-a has 3 Service ports \(targets\), more than this sidecar serves \(2, MAX_SERVICES_PER_NETWORK\); namespace aaa asks for 2, over its fair share of 1, so 1 of its Services are not served: aaa\/c/,
+  );
   assert.deepEqual(lines, ['namespace over its share of the network; its own Services past the share are not served', 'targets on the network are within the cap again; all Services are served']);
 });

@@ -13,14 +13,17 @@ import { SHAPE_STATES, sampleState } from '../../sidecar/render-fixtures.js';
 
 const pkt = (dst: string, dport: number, protocol: 'tcp' | 'udp' = 'tcp') => ({ family: 4 as const, protocol, src: '192.168.101.2', dst, dport });
 
-void describe('fake back ends: the renderers\' texts', () => {
+void describe("fake back ends: the renderers' texts", () => {
   for (const kind of BACKENDS)
     void test(`${kind}: every golden shape loads whole, then as a change from the one before, and back`, () => {
       const states = [sampleState(), ...Object.values(SHAPE_STATES), sampleState()];
       const ns = new FakeSidecar(kind);
       states.forEach((s, i) => {
         ns.sync(s, i === 0);
-        assert.ok(ns.texts.some((t) => t !== ''), `state ${i}: some text`);
+        assert.ok(
+          ns.texts.some((t) => t !== ''),
+          `state ${i}: some text`,
+        );
       });
       const fresh = new FakeSidecar(kind);
       fresh.sync(sampleState(), true);
@@ -35,7 +38,10 @@ void describe('fake iptables: refuses what iptables-restore refuses', () => {
   const refuses = (name: string, lines: readonly string[], message: RegExp) =>
     void test(name, () => {
       const f = new FakeIptables(4);
-      assert.throws(() => restore(f, lines), (e: unknown) => e instanceof RestoreError && message.test(e.message));
+      assert.throws(
+        () => restore(f, lines),
+        (e: unknown) => e instanceof RestoreError && message.test(e.message),
+      );
     });
   refuses('a rule in a chain that does not exist', ['*nat', '-A MPX-NONE -j ACCEPT', 'COMMIT'], /line 2: .*chain MPX-NONE does not exist/);
   refuses('a jump to a chain that does not exist', ['*nat', '-A OUTPUT -j MPX-NONE', 'COMMIT'], /Couldn't load target `MPX-NONE'/);
@@ -52,7 +58,10 @@ void describe('fake iptables: refuses what iptables-restore refuses', () => {
 
   void test('each table commits on its own: an error in nat leaves the filter section before it applied', () => {
     const f = new FakeIptables(4);
-    assert.throws(() => restore(f, ['*filter', ':MPX-R - [0:0]', '-A MPX-R -p tcp -j REJECT --reject-with tcp-reset', '-A OUTPUT -j MPX-R', 'COMMIT', '*nat', ':MPX-S - [0:0]', '-A MPX-NONE -j ACCEPT', 'COMMIT']), RestoreError);
+    assert.throws(
+      () => restore(f, ['*filter', ':MPX-R - [0:0]', '-A MPX-R -p tcp -j REJECT --reject-with tcp-reset', '-A OUTPUT -j MPX-R', 'COMMIT', '*nat', ':MPX-S - [0:0]', '-A MPX-NONE -j ACCEPT', 'COMMIT']),
+      RestoreError,
+    );
     assert.deepEqual(f.listing('filter').get('MPX-R'), ['-p tcp -j REJECT --reject-with tcp-reset']);
     assert.equal(f.listing('nat').has('MPX-S'), false);
     assert.deepEqual(summarize(f.trace(pkt('10.96.0.1', 80))), [{ verdict: { kind: 'reject', with: 'tcp-reset' }, share: 1 }]);
@@ -66,7 +75,10 @@ void describe('fake nftables: refuses what nft refuses, all or nothing', () => {
     void test(name, () => {
       const f = new FakeNft();
       f.apply(TABLE);
-      assert.throws(() => f.apply(`add chain inet t extra\n${text}`), (e: unknown) => e instanceof NftError && message.test(e.message));
+      assert.throws(
+        () => f.apply(`add chain inet t extra\n${text}`),
+        (e: unknown) => e instanceof NftError && message.test(e.message),
+      );
       // Nothing of the failed text is left: not even its first line.
       assert.equal(f.table('t')?.chains.has('extra'), false);
       assert.deepEqual(summarize(f.trace(pkt('10.96.0.1', 80))), [{ verdict: { kind: 'dnat', ip: '192.168.101.3', port: 8080, masquerade: false }, share: 1 }]);
@@ -75,11 +87,19 @@ void describe('fake nftables: refuses what nft refuses, all or nothing', () => {
   refuses('a set that does not exist', 'add chain inet t d {\n\tip saddr @none accept\n}\n', /No such file or directory: set none/);
   refuses('deleting what is not there', 'delete chain inet t none\n', /No such file or directory: chain none/);
   refuses('deleting a chain with rules', 'delete chain inet t c\n', /not empty/);
-  refuses('deleting a chain a map still sends to', 'add map inet t m { type ipv4_addr . inet_proto . inet_service : verdict; elements = { 10.0.0.1 . tcp . 80 : goto extra }; }\ndelete chain inet t extra\n', /used by map m/);
+  refuses(
+    'deleting a chain a map still sends to',
+    'add map inet t m { type ipv4_addr . inet_proto . inet_service : verdict; elements = { 10.0.0.1 . tcp . 80 : goto extra }; }\ndelete chain inet t extra\n',
+    /used by map m/,
+  );
   refuses('an element of the other family', 'add set inet t s { type ipv4_addr; elements = { fd00::1 }; }\n', /"fd00::1" is not a ipv4_addr/);
   refuses('overlapping intervals', 'add map inet t m { typeof numgen random mod 4 : ip daddr . tcp dport; flags interval; elements = { 0-2 : 10.0.0.1 . 80, 2-3 : 10.0.0.2 . 80 }; }\n', /overlaps/);
   refuses('a set declared again with another type', 'add set inet t s { type ipv4_addr; }\nadd set inet t s { type ipv6_addr; }\n', /File exists: set s/);
-  refuses('a lookup with the wrong key type', 'add set inet t s { type ipv4_addr; }\nadd chain inet t d {\n\tip daddr . th dport @s accept\n}\n', /s has key ipv4_addr, the rule looks up ipv4_addr . inet_service/);
+  refuses(
+    'a lookup with the wrong key type',
+    'add set inet t s { type ipv4_addr; }\nadd chain inet t d {\n\tip daddr . th dport @s accept\n}\n',
+    /s has key ipv4_addr, the rule looks up ipv4_addr . inet_service/,
+  );
   refuses('a statement it does not model (fails loudly)', 'add chain inet t d {\n\tmeta mark set 0x1\n}\n', /only "meta mark set meta mark \| BITS" is modelled/);
   refuses('an expression it does not model (fails loudly)', 'add chain inet t d {\n\tfib daddr type local accept\n}\n', /"fib daddr" is not modelled/);
 

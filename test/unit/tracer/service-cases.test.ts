@@ -14,22 +14,23 @@ const ROWS: readonly ServiceCase[] = [...SERVICE_CASES, ...TRACER_ONLY_CASES];
 for (const kind of BACKENDS)
   void describe(`packet tracer (${kind}): Service cases`, () => {
     const ns = new FakeSidecar(kind);
-    ROWS.forEach((row, i) =>
-      void test(row.name, () => {
-        ns.sync(row.state(), i === 0);
-        const fresh = new FakeSidecar(kind);
-        fresh.sync(row.state(), true);
-        for (const probe of row.probes) {
-          const what = `${probe.protocol} ${probe.dst}:${probe.port}`;
-          const shares = new Map<string, number>();
-          assert.equal(traceProbe(ns, probe, shares), expected(probe.expect), what);
-          if ('reach' in probe.expect) for (const [name, share] of shares) assert.ok(Math.abs(share - 1 / shares.size) < 1e-6, `${what}: ${name} gets ${share}, not 1/${shares.size}`);
-          if ('refused' in probe.expect) assert.equal(rejectKind(ns.trace(packetOf(probe))), probe.expect.refused, what);
-          // A sticky probe made a connection on `ns`; the fresh one has none, so it spreads.
-          const plain = 'sticky' in probe.expect ? `reach ${[...probe.expect.sticky].sort().join(',')}` : expected(probe.expect);
-          assert.equal(observe(fresh.trace(packetOf(probe)), probe.protocol), plain, `${what}: a fresh full sync`);
-        }
-      }),
+    ROWS.forEach(
+      (row, i) =>
+        void test(row.name, () => {
+          ns.sync(row.state(), i === 0);
+          const fresh = new FakeSidecar(kind);
+          fresh.sync(row.state(), true);
+          for (const probe of row.probes) {
+            const what = `${probe.protocol} ${probe.dst}:${probe.port}`;
+            const shares = new Map<string, number>();
+            assert.equal(traceProbe(ns, probe, shares), expected(probe.expect), what);
+            if ('reach' in probe.expect) for (const [name, share] of shares) assert.ok(Math.abs(share - 1 / shares.size) < 1e-6, `${what}: ${name} gets ${share}, not 1/${shares.size}`);
+            if ('refused' in probe.expect) assert.equal(rejectKind(ns.trace(packetOf(probe))), probe.expect.refused, what);
+            // A sticky probe made a connection on `ns`; the fresh one has none, so it spreads.
+            const plain = 'sticky' in probe.expect ? `reach ${[...probe.expect.sticky].sort().join(',')}` : expected(probe.expect);
+            assert.equal(observe(fresh.trace(packetOf(probe)), probe.protocol), plain, `${what}: a fresh full sync`);
+          }
+        }),
     );
 
     void test('affinity is per client: another client of the same Service still spreads', () => {

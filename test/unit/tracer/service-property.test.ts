@@ -28,16 +28,28 @@ const portArb = fc.record({
 /** One Service port per (address, port, protocol): two would make the first win, which is another test's subject. */
 const stateArb = fc.uniqueArray(portArb, { maxLength: 6, selector: (p) => `${p.family}/${p.ip}/${p.port}/${p.protocol}` });
 
-type Port = (typeof portArb extends fc.Arbitrary<infer T> ? T : never);
+type Port = typeof portArb extends fc.Arbitrary<infer T> ? T : never;
 const clusterIP = (p: Port): string => (p.family === 4 ? `10.96.0.${p.ip}` : `fd00:10:96::${p.ip}`);
 const epIP = (p: Port, host: number): string => (p.family === 4 ? `192.168.101.${host}` : `fd00:101::${host}`);
 
 function toState(ports: readonly Port[]): DesiredState {
   const targets: ServicePortTarget[] = ports.map((p, i) =>
-    target(`demo/s${i}`, clusterIP(p), p.port, p.endpoints.map((e) => ({ ip: epIP(p, e.host), port: e.port, ready: e.cond === 'ready', serving: e.cond === 'ready' || e.cond === 'terminating', terminating: e.cond.startsWith('terminating') })), {
-      protocol: p.protocol,
-      ...(p.affinity !== undefined ? { affinityTimeoutSeconds: p.affinity } : {}),
-    }),
+    target(
+      `demo/s${i}`,
+      clusterIP(p),
+      p.port,
+      p.endpoints.map((e) => ({
+        ip: epIP(p, e.host),
+        port: e.port,
+        ready: e.cond === 'ready',
+        serving: e.cond === 'ready' || e.cond === 'terminating',
+        terminating: e.cond.startsWith('terminating'),
+      })),
+      {
+        protocol: p.protocol,
+        ...(p.affinity !== undefined ? { affinityTimeoutSeconds: p.affinity } : {}),
+      },
+    ),
   );
   return { interfaces: [CLIENT_BLUE], targets };
 }
@@ -68,7 +80,10 @@ for (const kind of BACKENDS)
               for (const g of got) assert.ok(Math.abs(g.share - 1 / got.length) < 1e-6, `state ${i}, ${pkt.dst}:${pkt.dport}: share ${g.share} of ${got.length}`);
               // The same address on a port no Service has there: untouched.
               const other = summarize(ns.trace({ ...pkt, dport: 9 }));
-              assert.deepEqual(other.map((o) => o.verdict), [{ kind: 'accept', masquerade: false }]);
+              assert.deepEqual(
+                other.map((o) => o.verdict),
+                [{ kind: 'accept', masquerade: false }],
+              );
             }
           });
         }),
