@@ -155,7 +155,7 @@ void describe('real node', { concurrency: 1 }, () => {
   // The quick soak (test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
   let soak: SoakRecord | undefined;
   void test(
-    "quick soak, the blog's churn for 5 min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down",
+    `quick soak, the blog's churn for ${SOAK_QUICK.minutes} min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down`,
     { timeout: 900_000 },
     async () => {
       const t0 = Date.now();
