@@ -2,7 +2,7 @@
  * The soak: hours of the blog scenario's churn on the real node, the multus-proxy
  * Service beside an ordinary Service over the same pods (kube-proxy) in the same run. The
  * scenario and its records are test/node/soak.ts's (the real-node suite runs the same module for
- * its quick soak). `npm run bench -- soak` runs 2 hours, `--quick` 5 minutes, `--minutes N` N.
+ * its quick soak). `npm run bench -- soak` runs 2 hours, `--quick` 3 minutes, `--minutes N` N.
  * Besides its section of docs/benchmarks.md it writes the whole record (every memory sample, failed
  * request, churn event and project Event) as JSON under bench/records/.
  */
