@@ -1,7 +1,7 @@
 /**
  * The chart's monitoring objects (deploy/components/monitoring): every metric an alert or a
  * dashboard query names exists in the programs' registries (built as scripts/reference.ts builds
- * them), so renaming a metric breaks this test; promtool (scripts/setup.sh builds it) accepts the
+ * them), so renaming a metric breaks this test; promtool (Debian's prometheus package; scripts/setup.sh installs it) accepts the
  * rendered PrometheusRule and the dashboard's queries, and each alert fires on synthetic series
  * where its condition holds and stays silent where it does not.
  */
