@@ -169,87 +169,65 @@ async function selectReplicas(node: RealNode, t: Topology, svc: string, label: s
   });
 }
 
-async function removeService(node: RealNode, svc: string, label: string): Promise<void> {
-  await node.kubectl(['delete', 'service', '-n', NS, svc, '--ignore-not-found', '--wait=true']);
-  await node.kubectl(['label', 'pod', '-n', NS, '-l', `app=${SERVICE}`, `${label}-`]);
-}
-
-export interface LocalPolicyRun {
+/** A Service over both replicas: its slice, and each client's burst once its own replica answered it. */
+export interface OverBoth {
   topology: Topology;
   slice: SliceEndpoint[];
-  /** Client node -> its burst with a replica on each node. */
-  both: Record<string, ClientBurst>;
-  /** With the second node's replica out of the Service: the second node's client (in parallel) and the first's. */
-  dropped: ClientBurst;
-  unaffected: ClientBurst;
+  /** Client node -> its burst with a replica on each node (in each zone). */
+  own: Record<string, ClientBurst>;
+}
+
+/** Creates the Service over both replicas, bursts from each client, runs `then`, and removes the Service. */
+async function overBoth<R>(node: RealNode, svc: string, label: string, spec: Record<string, unknown>, log: (m: string) => void, then: (t: Topology, ip: string) => Promise<R>): Promise<OverBoth & R> {
+  const t = await topology(node);
+  try {
+    await node.apply(service(svc, label, spec));
+    const slice = await selectReplicas(node, t, svc, label, [NODE.name, NODE2.name]);
+    const ip = await clusterIP(node, svc);
+    log(`${svc} ${ip}: slice ${JSON.stringify(slice)}`);
+    const own: Record<string, ClientBurst> = {};
+    for (const n of [NODE.name, NODE2.name]) {
+      await untilAnsweredBy(node, t, n, ip, t.replicas[n]?.pod ?? '', `the client on ${n} (${ZONES[n]}) answered through ${svc}`);
+      own[n] = await clientBurst(node, t, n, ip, REQUESTS);
+      log(`${svc}, a replica on each node: client on ${n} (${ZONES[n]}): ${own[n].curls.filter((c) => c === 'ok').length}/${REQUESTS} ok, by ${JSON.stringify(own[n].answeredBy)}`);
+    }
+    return { topology: t, slice, own, ...(await then(t, ip)) };
+  } finally {
+    await node.kubectl(['delete', 'service', '-n', NS, svc, '--ignore-not-found', '--wait=true']);
+    await node.kubectl(['label', 'pod', '-n', NS, '-l', `app=${SERVICE}`, `${label}-`]);
+  }
 }
 
 export const LOCAL_SERVICE = 'nginx-itp-local';
-const LOCAL_LABEL = 'twonode-itp';
 
-export async function runLocalPolicy(node: RealNode, log: (m: string) => void): Promise<LocalPolicyRun> {
-  const t = await topology(node);
-  try {
-    await node.apply(service(LOCAL_SERVICE, LOCAL_LABEL, { internalTrafficPolicy: 'Local' }));
-    const slice = await selectReplicas(node, t, LOCAL_SERVICE, LOCAL_LABEL, [NODE.name, NODE2.name]);
-    const ip = await clusterIP(node, LOCAL_SERVICE);
-    log(`${LOCAL_SERVICE} ${ip}: slice ${JSON.stringify(slice)}`);
-    const both: Record<string, ClientBurst> = {};
-    for (const n of [NODE.name, NODE2.name]) {
-      await untilAnsweredBy(node, t, n, ip, t.replicas[n]?.pod ?? '', `the client on ${n} answered through ${LOCAL_SERVICE}`);
-      both[n] = await clientBurst(node, t, n, ip, REQUESTS);
-      log(`Local, a replica on each node: client on ${n}: ${both[n].curls.filter((c) => c === 'ok').length}/${REQUESTS} ok, by ${JSON.stringify(both[n].answeredBy)}`);
-    }
-    // The second node's replica leaves the Service: its client has endpoints elsewhere only.
-    await selectReplicas(node, t, LOCAL_SERVICE, LOCAL_LABEL, [NODE.name]);
+/** internalTrafficPolicy Local; then the second node's replica leaves: its client (in parallel) and the first's. */
+export function runLocalPolicy(node: RealNode, log: (m: string) => void): Promise<OverBoth & { dropped: ClientBurst; unaffected: ClientBurst }> {
+  const label = 'twonode-itp';
+  return overBoth(node, LOCAL_SERVICE, label, { internalTrafficPolicy: 'Local' }, log, async (t, ip) => {
+    await selectReplicas(node, t, LOCAL_SERVICE, label, [NODE.name]);
     await waitFor(`the client on ${NODE2.name} no longer answered`, 60_000, async () => ((await clientBurst(node, t, NODE2.name, ip, 1)).curls[0] !== 'ok' ? true : undefined));
     const dropped = await clientBurst(node, t, NODE2.name, ip, DROP_REQUESTS, true);
     const unaffected = await clientBurst(node, t, NODE.name, ip, REQUESTS);
     log(
       `Local, no replica on ${NODE2.name}: its client ${[...new Set(dropped.curls)].join(',')} by ${JSON.stringify(dropped.answeredBy)}; client on ${NODE.name} ${unaffected.curls.filter((c) => c === 'ok').length}/${REQUESTS} ok by ${JSON.stringify(unaffected.answeredBy)}`,
     );
-    return { topology: t, slice, both, dropped, unaffected };
-  } finally {
-    await removeService(node, LOCAL_SERVICE, LOCAL_LABEL);
-  }
-}
-
-export interface PreferCloseRun {
-  topology: Topology;
-  slice: SliceEndpoint[];
-  /** Client node -> its burst with a replica in each zone. */
-  inZone: Record<string, ClientBurst>;
-  /** With the second zone's replica out of the Service: each client's burst. */
-  fallback: Record<string, ClientBurst>;
+    return { dropped, unaffected };
+  });
 }
 
 export const CLOSE_SERVICE = 'nginx-prefer-close';
-const CLOSE_LABEL = 'twonode-close';
 
-export async function runPreferClose(node: RealNode, log: (m: string) => void): Promise<PreferCloseRun> {
-  const t = await topology(node);
-  try {
-    await node.apply(service(CLOSE_SERVICE, CLOSE_LABEL, { trafficDistribution: 'PreferClose' }));
-    // Hinted from the first write: the controller knows the Nodes' zones before the Service exists.
-    const slice = await selectReplicas(node, t, CLOSE_SERVICE, CLOSE_LABEL, [NODE.name, NODE2.name]);
-    const ip = await clusterIP(node, CLOSE_SERVICE);
-    log(`${CLOSE_SERVICE} ${ip}: slice ${JSON.stringify(slice)}`);
-    const inZone: Record<string, ClientBurst> = {};
-    for (const n of [NODE.name, NODE2.name]) {
-      await untilAnsweredBy(node, t, n, ip, t.replicas[n]?.pod ?? '', `the client in ${ZONES[n]} answered through ${CLOSE_SERVICE}`);
-      inZone[n] = await clientBurst(node, t, n, ip, REQUESTS);
-      log(`PreferClose, a replica in each zone: client in ${ZONES[n]}: ${inZone[n].curls.filter((c) => c === 'ok').length}/${REQUESTS} ok, by ${JSON.stringify(inZone[n].answeredBy)}`);
-    }
-    // The second zone's replica leaves the Service: its client falls back to the first zone's.
-    await selectReplicas(node, t, CLOSE_SERVICE, CLOSE_LABEL, [NODE.name]);
+/** trafficDistribution PreferClose (hinted from the slice's first write); then the second zone's replica leaves: each client's burst. */
+export function runPreferClose(node: RealNode, log: (m: string) => void): Promise<OverBoth & { fallback: Record<string, ClientBurst> }> {
+  const label = 'twonode-close';
+  return overBoth(node, CLOSE_SERVICE, label, { trafficDistribution: 'PreferClose' }, log, async (t, ip) => {
+    await selectReplicas(node, t, CLOSE_SERVICE, label, [NODE.name]);
     await untilAnsweredBy(node, t, NODE2.name, ip, t.replicas[NODE.name]?.pod ?? '', `the client in ${ZONES[NODE2.name]} answered from ${ZONES[NODE.name]}`);
     const fallback: Record<string, ClientBurst> = {};
     for (const n of [NODE2.name, NODE.name]) {
       fallback[n] = await clientBurst(node, t, n, ip, REQUESTS);
       log(`PreferClose, no replica in ${ZONES[NODE2.name]}: client in ${ZONES[n]}: ${fallback[n].curls.filter((c) => c === 'ok').length}/${REQUESTS} ok, by ${JSON.stringify(fallback[n].answeredBy)}`);
     }
-    return { topology: t, slice, inZone, fallback };
-  } finally {
-    await removeService(node, CLOSE_SERVICE, CLOSE_LABEL);
-  }
+    return { fallback };
+  });
 }

@@ -153,7 +153,7 @@ void describe('two real nodes', { concurrency: 1 }, () => {
         "the controller writes each endpoint's node and zone",
       );
       for (const n of [NODE.name, NODE2.name]) {
-        const b = o.both[n];
+        const b = o.own[n];
         assert.equal(ok(b), REQUESTS, `client on ${n}: ${b?.curls.join(',')}`);
         assert.equal(b?.answeredBy[rep[n]?.pod ?? ''], REQUESTS, `client on ${n}: only its own node's replica answers (${JSON.stringify(b?.answeredBy)})`);
       }
@@ -179,7 +179,7 @@ void describe('two real nodes', { concurrency: 1 }, () => {
         'each endpoint hinted for its own zone',
       );
       for (const n of [NODE.name, NODE2.name]) {
-        const b = o.inZone[n];
+        const b = o.own[n];
         assert.equal(ok(b), REQUESTS, `client in ${ZONES[n]}: ${b?.curls.join(',')}`);
         assert.equal(b?.answeredBy[rep[n]?.pod ?? ''], REQUESTS, `client in ${ZONES[n]}: only its zone's replica answers (${JSON.stringify(b?.answeredBy)})`);
       }
