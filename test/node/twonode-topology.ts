@@ -14,6 +14,7 @@
  * Service while the pod keeps running (the later tests use the blog's replicas as they were).
  */
 import { readFileSync } from 'node:fs';
+import { setTimeout as delay } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE, NODE2 } from '../harness/node-config.js';
@@ -143,9 +144,16 @@ async function clientBurst(node: RealNode, t: Topology, clientNode: string, ip: 
   const script = parallel ? `for i in $(seq ${n}); do (${one}) & done; wait` : `for i in $(seq ${n}); do ${one}; done`;
   const r = await node.exec(NS, client.pod, ['sh', '-c', script], { container: CLIENT });
   if (r.code !== 0) throw new Error(`curl loop in ${client.pod} failed: ${r.stderr}`);
+  const curls = r.stdout.trim().split('\n');
+  // The access logs reach the container log a moment after the answers: read until every answered
+  // request is there (or 5 s passed; a missing one then fails the counts).
+  const answered = curls.filter((c) => c === 'ok').length;
   const answeredBy: Record<string, number> = {};
-  for (const rep of replicas) answeredBy[rep.pod] = (await arrivals(node, NS, rep.pod)).slice(before[rep.pod] ?? 0).filter((a) => a.from === client.net1).length;
-  return { curls: r.stdout.trim().split('\n'), answeredBy };
+  for (let i = 0; ; i++) {
+    for (const rep of replicas) answeredBy[rep.pod] = (await arrivals(node, NS, rep.pod)).slice(before[rep.pod] ?? 0).filter((a) => a.from === client.net1).length;
+    if (Object.values(answeredBy).reduce((a, b) => a + b, 0) >= answered || i >= 25) return { curls, answeredBy };
+    await delay(200);
+  }
 }
 
 /** Waits until one request of the client is answered by `replica` (its sidecar has the rules this step is about). */
