@@ -61,6 +61,12 @@ export const NODE1_SPEC: NodeSpec = {
 };
 
 /**
+ * The first node as it registers in the two-node cluster: with a zone label, as the second node
+ * (zone-b), so the nodes are in two zones for topology (the single node keeps no zone).
+ */
+export const NODE1_ZONED_SPEC: NodeSpec = { ...NODE1_SPEC, labels: { ...NODE1_SPEC.labels, 'topology.kubernetes.io/zone': 'zone-a' } };
+
+/**
  * The second node (startNode({ nodes: 2 })): its own network namespace `netns`, joined to the host
  * by a veth pair (`uplink` on the host, `eth0` inside) on the point-to-point subnet `linkCidr`;
  * its own mount namespace and cgroup root. Its `ens4` is one end of a veth whose other end is a
@@ -80,7 +86,7 @@ export const NODE2 = {
   /** Host end of node 2's ens4 veth (a port of the segment bridge). */
   parentPeer: 'rn2-ens4',
   cgroupRoot: '/realnode2',
-  labels: { multusservicedemo: 'true' },
+  labels: { multusservicedemo: 'true', 'topology.kubernetes.io/zone': 'zone-b' },
 } as const;
 
 export const NODE2_SPEC: NodeSpec = {

@@ -44,6 +44,7 @@ import {
   MIRRORED_HOSTS,
   multusConf,
   NODE,
+  NODE1_ZONED_SPEC,
   NODE2,
   registryConfig,
   registryPath,
@@ -390,7 +391,7 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
       kubeconfigYaml(server, pki.caPem, { 'client-certificate-data': Buffer.from(pki.nodeCert).toString('base64'), 'client-key-data': Buffer.from(pki.nodeKey).toString('base64') }),
       { mode: 0o600 },
     );
-    const layout: NodeLayout = { dir, cniBin: cniBinDir(), kubeconfig: adminKubeconfig, ca: pki.files.ca };
+    const layout: NodeLayout = { dir, cniBin: cniBinDir(), kubeconfig: adminKubeconfig, ca: pki.files.ca, ...(opts.nodes === 2 ? { node: NODE1_ZONED_SPEC } : {}) };
 
     // --- host: saved first, then changed -------------------------------------------------------
     await step('host network', async () => {
@@ -455,7 +456,9 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
         `--client-ca-file=${pki.files.ca}`,
         `--token-auth-file=${pki.files.tokens}`,
         '--authorization-mode=Node,RBAC',
-        '--enable-admission-plugins=NodeRestriction',
+        // Two nodes: the Nodes' zone labels are copied onto pods at binding (PodTopologyLabels,
+        // alpha in 1.34), where the sidecar's NODE_ZONE reads them (docs/decisions/0161-sidecar-node-and-zone.md).
+        ...(opts.nodes === 2 ? ['--enable-admission-plugins=NodeRestriction,PodTopologyLabels', '--feature-gates=PodTopologyLabelsAdmission=true'] : ['--enable-admission-plugins=NodeRestriction']),
         '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
         `--service-account-key-file=${pki.files.saPub}`,
         `--service-account-signing-key-file=${pki.files.saKey}`,

@@ -1,6 +1,7 @@
 /**
  * The two-node suite: startNode({ nodes: 2 }) once for the file, the cross-node proofs in
- * order (test/node/twonode.ts; the LoadBalancer pair in test/node/twonode-lb.ts), and teardown
+ * order (test/node/twonode.ts; placement by node and zone in test/node/twonode-topology.ts; the
+ * LoadBalancer pair in test/node/twonode-lb.ts), and teardown
  * asserting the host is as before. The node-loss test disturbs the second node, so it runs last
  * before teardown. Nothing is uninstalled before the
  * teardown (the real-node suite proves the documented uninstall; here it would cost ~50 s): the
@@ -15,6 +16,7 @@ import { installBootstrap } from './install.js';
 import { runHeadless } from './headless.js';
 import { EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeBlog, runTwoNodePort } from './twonode.js';
 import { runFailover, runLocalAnnounce, setupTwoNodeLb, teardownTwoNodeLb, type TwoNodeLb } from './twonode-lb.js';
+import { clientPlaces, DROP_REQUESTS, REQUESTS, runLocalPolicy, runPreferClose, ZONE_LABEL, ZONES, type ClientBurst } from './twonode-topology.js';
 import { MANAGED_BY } from '../../src/keys.js';
 
 void describe('two real nodes', { concurrency: 1 }, () => {
@@ -115,6 +117,79 @@ void describe('two real nodes', { concurrency: 1 }, () => {
       assert.deepEqual(c.otherSources, []);
     }
   });
+
+  // Placement: over the blog's replica and client on each node (test/node/twonode-topology.ts).
+  const ok = (b: ClientBurst | undefined): number => b?.curls.filter((c) => c === 'ok').length ?? -1;
+  const answers = (b: ClientBurst | undefined): number => Object.values(b?.answeredBy ?? {}).reduce((a, x) => a + x, 0);
+
+  void test(
+    "placement: the Nodes registered in zone-a and zone-b; each client pod carries its Node's zone label and its sidecar runs with NODE_NAME and NODE_ZONE of its node",
+    { timeout: 120_000 },
+    async () => {
+      const nodes = JSON.parse(await node.kubectl(['get', 'nodes', '-o', 'json'])) as { items: { metadata: { name: string; labels?: Record<string, string> } }[] };
+      assert.deepEqual(Object.fromEntries(nodes.items.map((n) => [n.metadata.name, n.metadata.labels?.[ZONE_LABEL]])), ZONES);
+      const places = await clientPlaces(node);
+      log(`client places: ${JSON.stringify(places)}`);
+      assert.deepEqual(places.map((p) => p.node).sort(), [NODE.name, NODE2.name]);
+      for (const p of places) {
+        assert.equal(p.podZoneLabel, ZONES[p.node], `${p.pod}: the zone label copied from its Node`);
+        assert.deepEqual(p.sidecarEnv, { NODE_NAME: p.node, NODE_ZONE: ZONES[p.node] }, `${p.pod}: the sidecar's process environment`);
+      }
+    },
+  );
+
+  void test(
+    `placement: internalTrafficPolicy Local with a replica on each node: each node's client reaches only its own (${REQUESTS}/${REQUESTS}); the second node's replica out of the Service, its client is dropped (timed out, not refused, none answered) and the first node's is unaffected`,
+    { timeout: 300_000 },
+    async () => {
+      const o = await runLocalPolicy(node, log);
+      const rep = o.topology.replicas;
+      assert.deepEqual(
+        o.slice.map((e) => [e.nodeName, e.zone]).sort(),
+        [
+          [NODE.name, ZONES[NODE.name]],
+          [NODE2.name, ZONES[NODE2.name]],
+        ],
+        "the controller writes each endpoint's node and zone",
+      );
+      for (const n of [NODE.name, NODE2.name]) {
+        const b = o.own[n];
+        assert.equal(ok(b), REQUESTS, `client on ${n}: ${b?.curls.join(',')}`);
+        assert.equal(b?.answeredBy[rep[n]?.pod ?? ''], REQUESTS, `client on ${n}: only its own node's replica answers (${JSON.stringify(b?.answeredBy)})`);
+      }
+      assert.deepEqual(o.dropped.curls, Array(DROP_REQUESTS).fill('fail:28'), 'dropped: every connection timed out (curl 28), none refused (curl 7) or answered');
+      assert.equal(answers(o.dropped), 0, `no replica saw them (${JSON.stringify(o.dropped.answeredBy)})`);
+      assert.equal(ok(o.unaffected), REQUESTS, o.unaffected.curls.join(','));
+      assert.equal(o.unaffected.answeredBy[rep[NODE.name]?.pod ?? ''], REQUESTS, `the first node's client still reaches its own replica only (${JSON.stringify(o.unaffected.answeredBy)})`);
+    },
+  );
+
+  void test(
+    `placement: trafficDistribution PreferClose with a replica in each zone: each client stays in its zone (${REQUESTS}/${REQUESTS}); the second zone's replica out of the Service, its client falls back to the other zone's and the first zone's client is unaffected`,
+    { timeout: 300_000 },
+    async () => {
+      const o = await runPreferClose(node, log);
+      const rep = o.topology.replicas;
+      assert.deepEqual(
+        o.slice.map((e) => [e.nodeName, e.zone, e.forZones]).sort(),
+        [
+          [NODE.name, ZONES[NODE.name], [ZONES[NODE.name]]],
+          [NODE2.name, ZONES[NODE2.name], [ZONES[NODE2.name]]],
+        ],
+        'each endpoint hinted for its own zone',
+      );
+      for (const n of [NODE.name, NODE2.name]) {
+        const b = o.own[n];
+        assert.equal(ok(b), REQUESTS, `client in ${ZONES[n]}: ${b?.curls.join(',')}`);
+        assert.equal(b?.answeredBy[rep[n]?.pod ?? ''], REQUESTS, `client in ${ZONES[n]}: only its zone's replica answers (${JSON.stringify(b?.answeredBy)})`);
+      }
+      for (const n of [NODE2.name, NODE.name]) {
+        const b = o.fallback[n];
+        assert.equal(ok(b), REQUESTS, `client in ${ZONES[n]} after the fall back: ${b?.curls.join(',')}`);
+        assert.equal(b?.answeredBy[rep[NODE.name]?.pod ?? ''], REQUESTS, `client in ${ZONES[n]}: answered by the replica left, in ${ZONES[NODE.name]} (${JSON.stringify(b?.answeredBy)})`);
+      }
+    },
+  );
 
   void test('headless and per-pod DNS with members on both nodes, asked from the second node', { timeout: 600_000 }, async () => {
     const o = await runHeadless(node, { spread: true, digOn: NODE2.name });

@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { load } from 'js-yaml';
-import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeProxyConfig, multusConf, NODE2_SPEC, registryPath } from '../../harness/node-config.js';
+import { containerdConfig, corefile, hostsToml, kubeletConfig, kubeletFlags, kubeProxyConfig, multusConf, NODE1_ZONED_SPEC, NODE2_SPEC, registryPath } from '../../harness/node-config.js';
 import { iptablesUndo, newNftTables, ownedCgroups } from '../../harness/node-host.js';
 
 const layout = { dir: '/tmp/n', cniBin: '/c/cni-bin', kubeconfig: '/tmp/n/admin.kubeconfig', ca: '/tmp/n/pki/ca.crt' };
@@ -68,6 +68,13 @@ void test('second node: its own cgroup root, pod range, bridge and kube-proxy id
     .split('\n')
     .filter((x) => /^\s*(root|state|address|Root|conf_dir) = "\//.test(x)))
     assert.match(line, /"\/tmp\/n\/node2\//, line);
+});
+
+void test('zones: with two nodes the kubelets register in zone-a and zone-b; the single node has no zone label', () => {
+  const labels = (node?: typeof NODE2_SPEC): string | undefined => kubeletFlags({ ...layout, ...(node ? { node } : {}) }, '/k').find((f) => f.startsWith('--node-labels='));
+  assert.equal(labels(), '--node-labels=multusservicedemo=true');
+  assert.equal(labels(NODE1_ZONED_SPEC), '--node-labels=multusservicedemo=true,topology.kubernetes.io/zone=zone-a');
+  assert.equal(labels(NODE2_SPEC), '--node-labels=multusservicedemo=true,topology.kubernetes.io/zone=zone-b');
 });
 
 void test('registryPath: upstream path without the host, docker.io library names', () => {
