@@ -1,5 +1,5 @@
 /**
- * B2, B3, B5 and B8 for two source trees in one run, alternated (A B, B A, A B, …) so both see the
+ * B2, B3, B5 and B8 for two (or more) source trees in one run, alternated (A B, B A, A B, …) so they see the
  * same machine moments; for a loaded, shared machine, where runs far apart in time say nothing.
  * Each tree is measured by its own code:
  *   b2  the tree's B2 worker (bench/lib/rule-sync-worker.ts) in a fresh namespace, the tree's
@@ -9,12 +9,13 @@
  *       whose chains B3 reads), in a child process
  *   b5  the tree's sidecar bundle at 1,000 Services (bench/b5-ab.ts), nftables, one apiserver for both
  *   b8  the tree's bench/b8-node-agent.ts at its quick sizes, in a child process
- * Reports per figure each tree's median and min–max over the repeats, the ratio B / A, and the
- * noise (each tree's (max - min) / median over its own repeats). A figure is outside its noise
- * when the two trees' min–max ranges do not overlap. Not a numbered benchmark: figures go in
+ * Reports per figure each tree's median and min–max over the repeats, its ratio to the first tree,
+ * and the noise (each tree's (max - min) / median over its own repeats). A figure is outside its
+ * noise when a tree's min–max range does not overlap the first tree's. More than two trees (say,
+ * commits between the two) take turns the same way. Not a numbered benchmark: figures go in
  * docs/benchmarks.md by hand.
  *
- *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [repeats=3] [b2 b3 b5 b8]
+ *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8]
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -122,7 +123,8 @@ const b8: Bench = async () => async (tree) => {
   const got: Figures = {};
   for (const k of ['nftables', 'iptables']) {
     got[`${k}: full node sync, ms`] = num(row(r, 'Node rules, full sync', `${k}:`)[1]);
-    got[`${k}: one-endpoint change p50, ms`] = num(row(r, 'One endpoint of one Service', k)[1]);
+    // The partial table's rows: back end, the change, then ours.
+    got[`${k}: one-endpoint change p50, ms`] = num(row(r, 'One endpoint of one Service', k)[2]);
     const lat = row(r, `${k}: `, 'write → rule on the node');
     got[`${k}: write → rule p50, ms`] = num(lat[1]);
     got[`${k}: write → rule p99, ms`] = num(lat[3]);
@@ -132,12 +134,15 @@ const b8: Bench = async () => async (tree) => {
 
 const BENCHES: Record<string, Bench> = { b2, b3, b5, b8 };
 
-const [a, b] = [process.argv[2], process.argv[3]];
-if (a === undefined || b === undefined) throw new Error('side-by-side: give two source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [repeats] [b2 b3 b5 b8]');
-const repeats = Number(process.argv[4] ?? 3);
-const names = process.argv.length > 5 ? process.argv.slice(5) : Object.keys(BENCHES);
-const trees = [path.resolve(a), path.resolve(b)];
-const lines: string[] = [`| figure | A: ${trees[0]} median (min–max) | B: ${trees[1]} median (min–max) | B / A | noise A | noise B | outside noise |`, '|---|---|---|---|---|---|---|'];
+// Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
+const args = process.argv.slice(2);
+const trees = args.filter((x) => x.includes('/')).map((x) => path.resolve(x));
+if (trees.length < 2) throw new Error('side-by-side: give two or more source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats] [b2 b3 b5 b8]');
+const repeats = Number(args.find((x) => /^\d+$/.test(x)) ?? 3);
+const named = args.filter((x) => !x.includes('/') && !/^\d+$/.test(x));
+const names = named.length > 0 ? named : Object.keys(BENCHES);
+const first = trees[0] as string;
+const lines: string[] = [`| figure | tree | median (min–max) | noise | / ${first} | outside its range |`, '|---|---|---|---|---|---|'];
 for (const name of names) {
   const bench = BENCHES[name];
   if (bench === undefined) throw new Error(`side-by-side: unknown benchmark ${name}; use ${Object.keys(BENCHES).join(', ')}`);
@@ -145,7 +150,8 @@ for (const name of names) {
   await withCleanup(log, async (cleanup) => {
     const measure = await bench(cleanup, trees);
     for (let r = 0; r < repeats; r++) {
-      for (const tree of r % 2 === 0 ? trees : [...trees].reverse()) {
+      // Each repeat starts one tree later (two trees: A B, B A, A B, …), so no tree always goes first.
+      for (const tree of trees.map((_, i) => trees[(i + r) % trees.length] as string)) {
         log(`${name} repeat ${r + 1}: ${tree}`);
         const figures = await measure(tree);
         log(`${name} repeat ${r + 1}: ${tree}: ${JSON.stringify(figures)}`);
@@ -153,14 +159,15 @@ for (const name of names) {
       }
     }
   });
-  for (const k of got.get(trees[0] as string)?.keys() ?? []) {
-    const [sa, sb] = trees.map((t) => summarize(got.get(t)?.get(k) ?? []));
-    if (sa === undefined || sb === undefined) continue;
-    const noise = (s: typeof sa): string => `${fmt((100 * (s.max - s.min)) / s.median)} %`;
-    const outside = sa.max < sb.min || sb.max < sa.min;
-    lines.push(
-      `| ${name} ${k} | ${fmt(sa.median)} (${fmt(sa.min)}–${fmt(sa.max)}) | ${fmt(sb.median)} (${fmt(sb.min)}–${fmt(sb.max)}) | ${(sb.median / sa.median).toFixed(2)} | ${noise(sa)} | ${noise(sb)} | ${outside ? 'yes' : 'no'} |`,
-    );
+  for (const k of got.get(first)?.keys() ?? []) {
+    const base = summarize(got.get(first)?.get(k) ?? []);
+    for (const t of trees) {
+      const s = summarize(got.get(t)?.get(k) ?? []);
+      const outside = t !== first && (base.max < s.min || s.max < base.min);
+      lines.push(
+        `| ${name} ${k} | ${t} | ${fmt(s.median)} (${fmt(s.min)}–${fmt(s.max)}) | ${fmt((100 * (s.max - s.min)) / s.median)} % | ${(s.median / base.median).toFixed(2)} | ${t === first ? '' : outside ? 'yes' : 'no'} |`,
+      );
+    }
   }
   process.stdout.write(`${name} done (${repeats} repeats per tree, alternated)\n`);
 }
