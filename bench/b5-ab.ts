@@ -11,8 +11,9 @@
  */
 import os from 'node:os';
 import { createServices, createSlices } from './lib/cluster.js';
-import { startSidecar, startSidecarEnv, treeSidecarCommand, type SidecarCommand } from './lib/sidecar-env.js';
-import { sleep, smaps, treeSum, withCleanup } from './lib/proc.js';
+import { startSidecar, startSidecarEnv, treeSidecarCommand, type SidecarCommand, type SidecarEnv } from './lib/sidecar-env.js';
+import { sleep, smaps, treeSum, withCleanup, type Cleanup } from './lib/proc.js';
+import { isMain } from './lib/runner.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 
 const ENDPOINTS = 10;
@@ -20,54 +21,68 @@ const SETTLE_S = 5;
 const WINDOW_S = 20;
 const MIB = 2 ** 20;
 
-const [before, after] = [process.argv[2], process.argv[3]];
-if (before === undefined || after === undefined) throw new Error('b5-ab: give two source trees: node --import tsx bench/b5-ab.ts <before tree> <after tree> [services] [backend] [runs]');
-const n = Number(process.argv[4] ?? 1000);
-const backend = process.argv[5] ?? 'nftables';
-const runs = Number(process.argv[6] ?? 1);
+/**
+ * One sidecar of `cmd` in `env` (its Services already loaded) with `backend` forced, as the
+ * webhook's ConfigMap would (auto picks nftables wherever it loads): its private memory in MiB,
+ * sampled once a second over the window after it settled, and the back end it ran.
+ */
+export async function sidecarPrivateMiB(env: SidecarEnv, cleanup: Cleanup, cmd: SidecarCommand, backend: string): Promise<{ samples: number[]; ran: string }> {
+  const sidecar = startSidecar(env, cleanup, 'info', { ...cmd, env: { ...cmd.env, DATAPLANE_BACKEND: backend } });
+  const starting = sidecar.waitFor((l) => l.msg === 'multus-proxy sidecar starting', 300_000, 'start-up line');
+  await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
+  // The start-up line names nftables, or the iptables back end by its flavor (nft or legacy).
+  const ran = String((await starting)['backend']);
+  if ((ran === 'nftables') !== (backend === 'nftables')) throw new Error(`b5-ab: ${cmd.how}: the sidecar ran back end ${ran}, not ${backend}`);
+  await sleep(SETTLE_S * 1000);
+  const pid = sidecar.child.pid ?? 0;
+  const samples: number[] = [];
+  for (let s = 0; s < WINDOW_S; s++) {
+    await sleep(1000);
+    samples.push(treeSum(pid, (q) => smaps(q).anonymous) / MIB);
+  }
+  await sidecar.stop();
+  return { samples, ran };
+}
 
-await withCleanup(
-  (m) => process.stderr.write(`${m}\n`),
-  async (cleanup) => {
-    const trees = [before, after];
-    const cmds = await Promise.all(trees.map((t) => treeSidecarCommand(cleanup, t, backend)));
-    const env = await startSidecarEnv(cleanup);
-    await createServices(env.cp.client, n);
-    await createSlices(env.cp.client, n, ENDPOINTS);
-    const got = new Map<string, number[]>(trees.map((t) => [t, []]));
-    for (let r = 0; r < runs; r++) {
-      for (const i of r % 2 === 0 ? [0, 1] : [1, 0]) {
-        const tree = trees[i] as string;
-        const cmd = cmds[i] as SidecarCommand;
-        // Forced, as the webhook's ConfigMap would: auto picks nftables wherever it loads.
-        const sidecar = startSidecar(env, cleanup, 'info', { ...cmd, env: { ...cmd.env, DATAPLANE_BACKEND: backend } });
-        const starting = sidecar.waitFor((l) => l.msg === 'multus-proxy sidecar starting', 300_000, 'start-up line');
-        await sidecar.waitFor((l) => l.msg === 'first sync done; ready', 300_000, 'first sync');
-        // The start-up line names nftables, or the iptables back end by its flavor (nft or legacy).
-        const ran = String((await starting)['backend']);
-        if ((ran === 'nftables') !== (backend === 'nftables')) throw new Error(`b5-ab: ${tree}'s sidecar ran back end ${ran}, not ${backend}`);
-        await sleep(SETTLE_S * 1000);
-        const pid = sidecar.child.pid ?? 0;
-        const samples: number[] = [];
-        for (let s = 0; s < WINDOW_S; s++) {
-          await sleep(1000);
-          samples.push(treeSum(pid, (q) => smaps(q).anonymous) / MIB);
+/** The Services and slices B5 loads: n Services × ENDPOINTS endpoints. */
+export async function loadB5(env: SidecarEnv, n: number): Promise<void> {
+  await createServices(env.cp.client, n);
+  await createSlices(env.cp.client, n, ENDPOINTS);
+}
+
+if (isMain(import.meta.url)) {
+  const [before, after] = [process.argv[2], process.argv[3]];
+  if (before === undefined || after === undefined) throw new Error('b5-ab: give two source trees: node --import tsx bench/b5-ab.ts <before tree> <after tree> [services] [backend] [runs]');
+  const n = Number(process.argv[4] ?? 1000);
+  const backend = process.argv[5] ?? 'nftables';
+  const runs = Number(process.argv[6] ?? 1);
+  await withCleanup(
+    (m) => process.stderr.write(`${m}\n`),
+    async (cleanup) => {
+      const trees = [before, after];
+      const cmds = await Promise.all(trees.map((t) => treeSidecarCommand(cleanup, t, backend)));
+      const env = await startSidecarEnv(cleanup);
+      await loadB5(env, n);
+      const got = new Map<string, number[]>(trees.map((t) => [t, []]));
+      for (let r = 0; r < runs; r++) {
+        for (const i of r % 2 === 0 ? [0, 1] : [1, 0]) {
+          const tree = trees[i] as string;
+          const { samples, ran } = await sidecarPrivateMiB(env, cleanup, cmds[i] as SidecarCommand, backend);
+          got.get(tree)?.push(...samples);
+          const st = summarize(samples);
+          process.stdout.write(`${tree} run ${r + 1} (back end ${ran}): private min ${fmt(st.min)} / median ${fmt(st.median)} / max ${fmt(st.max)} MiB over ${WINDOW_S} s\n`);
         }
-        got.get(tree)?.push(...samples);
-        const st = summarize(samples);
-        process.stdout.write(`${tree} run ${r + 1} (back end ${ran}): private min ${fmt(st.min)} / median ${fmt(st.median)} / max ${fmt(st.max)} MiB over ${WINDOW_S} s\n`);
-        await sidecar.stop();
       }
-    }
-    for (const [tree, xs] of got) {
-      const st = summarize(xs);
-      process.stdout.write(`${tree}: private MiB at ${n.toLocaleString('en')} Services (${backend}), ${xs.length} samples: min ${fmt(st.min)}, median ${fmt(st.median)}\n`);
-    }
-    process.stdout.write(
-      `node ${process.version}, load average ${os
-        .loadavg()
-        .map((l) => l.toFixed(1))
-        .join(' ')}\n`,
-    );
-  },
-);
+      for (const [tree, xs] of got) {
+        const st = summarize(xs);
+        process.stdout.write(`${tree}: private MiB at ${n.toLocaleString('en')} Services (${backend}), ${xs.length} samples: min ${fmt(st.min)}, median ${fmt(st.median)}\n`);
+      }
+      process.stdout.write(
+        `node ${process.version}, load average ${os
+          .loadavg()
+          .map((l) => l.toFixed(1))
+          .join(' ')}\n`,
+      );
+    },
+  );
+}

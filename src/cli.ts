@@ -76,3 +76,28 @@ export function helpText(program: Program): string {
   if (program.notes !== undefined) lines.push('', program.notes);
   return `${lines.join('\n')}\n`;
 }
+
+/** --kubeconfig's name and variable, the same in every program that reaches the apiserver. */
+export const KUBECONFIG_FLAG = { name: 'kubeconfig', env: 'KUBECONFIG' } as const;
+
+/**
+ * --kubeconfig and --context, as one program lists them: the names, the variable and how they are
+ * read are shared; the help says what each is for in that program (certs uses them for bootstrap only).
+ */
+export function connectionFlags(help: { readonly kubeconfig: string; readonly context: string }, value = 'PATH'): readonly Flag[] {
+  return [
+    { ...KUBECONFIG_FLAG, value, help: help.kubeconfig },
+    { name: 'context', value: 'NAME', help: help.context },
+  ];
+}
+
+/** The --kubeconfig and --context given (empty counts as not given), as optional fields for loadKubeConnection. */
+export function connectionValues(values: ParsedFlags['values']): { kubeconfig?: string; context?: string } {
+  const str = (k: string): string | undefined => {
+    const v = values[k];
+    return typeof v === 'string' && v !== '' ? v : undefined;
+  };
+  const kubeconfig = str(KUBECONFIG_FLAG.name);
+  const context = str('context');
+  return { ...(kubeconfig !== undefined ? { kubeconfig } : {}), ...(context !== undefined ? { context } : {}) };
+}

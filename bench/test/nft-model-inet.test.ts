@@ -157,7 +157,32 @@ const AFFINITY_REMOVED = [
   '# new generation 3 by process 13236 (nft)',
 ];
 
-const LISTING_TWELVE = `table inet multus_proxy { # handle 2
+/**
+ * The end of every listing of the table: the reject chain and the two base chains, the same text in
+ * each capture but for the handles, which the table's history numbers (`chain` the reject chain's,
+ * `rule` its first rule's; the others follow in order).
+ */
+const outputChains = (chain: number, rule: number): string => `	chain reject-chain { # handle ${chain}
+		meta l4proto tcp reject with tcp reset # handle ${rule}
+		reject # handle ${rule + 1}
+	}
+
+	chain nat-output { # handle ${chain + 1}
+		type nat hook output priority -100; policy accept;
+		ip daddr . meta l4proto . th dport vmap @services-v4 # handle ${rule + 2}
+		ip6 daddr . meta l4proto . th dport vmap @services-v6 # handle ${rule + 3}
+	}
+
+	chain filter-output { # handle ${chain + 2}
+		type filter hook output priority filter; policy accept;
+		ct state new ip daddr . meta l4proto . th dport @no-endpoints-v4 goto reject-chain # handle ${rule + 4}
+		ct state new ip6 daddr . meta l4proto . th dport @no-endpoints-v6 goto reject-chain # handle ${rule + 5}
+	}
+}
+`;
+
+const LISTING_TWELVE =
+  `table inet multus_proxy { # handle 2
 	map MPX-EPS-6WGGXRWGJBJEYPCG { # handle 7
 		typeof numgen random mod 4294967295 : ip daddr . tcp dport
 		flags interval
@@ -198,26 +223,10 @@ const LISTING_TWELVE = `table inet multus_proxy { # handle 2
 		meta l4proto tcp dnat ip to numgen random mod 4294967295 map @MPX-EPS-6WGGXRWGJBJEYPCG # handle 13
 	}
 
-	chain reject-chain { # handle 3
-		meta l4proto tcp reject with tcp reset # handle 14
-		reject # handle 15
-	}
+` + outputChains(3, 14);
 
-	chain nat-output { # handle 4
-		type nat hook output priority -100; policy accept;
-		ip daddr . meta l4proto . th dport vmap @services-v4 # handle 16
-		ip6 daddr . meta l4proto . th dport vmap @services-v6 # handle 17
-	}
-
-	chain filter-output { # handle 5
-		type filter hook output priority filter; policy accept;
-		ct state new ip daddr . meta l4proto . th dport @no-endpoints-v4 goto reject-chain # handle 18
-		ct state new ip6 daddr . meta l4proto . th dport @no-endpoints-v6 goto reject-chain # handle 19
-	}
-}
-`;
-
-const LISTING_V6 = `table inet multus_proxy { # handle 2
+const LISTING_V6 =
+  `table inet multus_proxy { # handle 2
 	map MPX-EPS-TBSEDEE73GNYOROH { # handle 10
 		typeof numgen random mod 4294967295 : ip6 daddr . tcp dport
 		flags interval
@@ -245,24 +254,7 @@ const LISTING_V6 = `table inet multus_proxy { # handle 2
 		meta l4proto tcp dnat ip6 to numgen random mod 4294967295 map @MPX-EPS-TBSEDEE73GNYOROH # handle 23
 	}
 
-	chain reject-chain { # handle 5
-		meta l4proto tcp reject with tcp reset # handle 24
-		reject # handle 25
-	}
-
-	chain nat-output { # handle 6
-		type nat hook output priority -100; policy accept;
-		ip daddr . meta l4proto . th dport vmap @services-v4 # handle 26
-		ip6 daddr . meta l4proto . th dport vmap @services-v6 # handle 27
-	}
-
-	chain filter-output { # handle 7
-		type filter hook output priority filter; policy accept;
-		ct state new ip daddr . meta l4proto . th dport @no-endpoints-v4 goto reject-chain # handle 28
-		ct state new ip6 daddr . meta l4proto . th dport @no-endpoints-v6 goto reject-chain # handle 29
-	}
-}
-`;
+` + outputChains(5, 24);
 
 /** Feeds lines as the monitor does; returns the generation lines' writers. */
 function feed(t: NftTable, lines: readonly string[]): (string | undefined)[] {

@@ -21,7 +21,7 @@ import { runMain, stderrStartFailure } from '../../src/program/main.js';
 import { readOptions } from '../../src/program/options.js';
 import { Program as RunningProgram, type Runnable } from '../../src/program/program.js';
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
-import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
+import { connectionFlags, connectionValues, helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { bootstrapCertificates, CA_CERT, PREVIOUS_CA, TLS_CERT, TLS_KEY } from './bootstrap.js';
 import { planCertificates, type RotationOptions } from './rotation.js';
 
@@ -72,8 +72,7 @@ export const CERTS_PROGRAM: Program = {
     { name: 'ca-secret', value: 'NAME', def: DEFAULTS.caSecret, help: 'bootstrap: the CA Secret' },
     { name: 'mutating', value: 'NAME[,NAME]', multiple: true, def: DEFAULTS.webhookConfiguration, help: 'bootstrap: MutatingWebhookConfigurations to patch the CA bundle into' },
     { name: 'validating', value: 'NAME[,NAME]', multiple: true, def: DEFAULTS.webhookConfiguration, help: 'bootstrap: ValidatingWebhookConfigurations to patch' },
-    { name: 'kubeconfig', value: 'FILE', env: 'KUBECONFIG', help: 'bootstrap: kubeconfig; unset: in-cluster' },
-    { name: 'context', value: 'NAME', help: 'bootstrap: kubeconfig context' },
+    ...connectionFlags({ kubeconfig: 'bootstrap: kubeconfig; unset: in-cluster', context: 'bootstrap: kubeconfig context' }, 'FILE'),
     { name: 'interval', value: 'DURATION', def: '0', help: 'bootstrap: run again this often, e.g. 12h (0 = once)' },
   ],
 };
@@ -94,8 +93,7 @@ function problem(flag: string, value: string, reason: string, fix: string): stri
   return formatInputError(OBJECT, inputError(`--${flag}`, value, reason, fix));
 }
 
-type StringFlag =
-  'service' | 'namespace' | 'out' | 'ca-dir' | 'secret' | 'ca-secret' | 'kubeconfig' | 'context' | 'interval' | 'ca-validity-days' | 'validity-days' | 'ca-renew-before-days' | 'renew-before-days';
+type StringFlag = 'service' | 'namespace' | 'out' | 'ca-dir' | 'secret' | 'ca-secret' | 'interval' | 'ca-validity-days' | 'validity-days' | 'ca-renew-before-days' | 'renew-before-days';
 type ListFlag = 'ip' | 'dns' | 'mutating' | 'validating';
 
 export function parseCli(argv: readonly string[]): Result<CliCommand, string> {
@@ -164,8 +162,7 @@ export function parseCli(argv: readonly string[]): Result<CliCommand, string> {
     caSecret: str('ca-secret') ?? DEFAULTS.caSecret,
     mutating: values['mutating'] === undefined ? [DEFAULTS.webhookConfiguration] : mutating,
     validating: values['validating'] === undefined ? [DEFAULTS.webhookConfiguration] : validating,
-    ...(str('kubeconfig') !== undefined ? { kubeconfig: str('kubeconfig') } : {}),
-    ...(str('context') !== undefined ? { context: str('context') } : {}),
+    ...connectionValues(values),
     intervalMs: intervalMs ?? 0,
   });
 }

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { INSTALL_NAMESPACE, MAX_ENDPOINTS_PER_SLICE } from '../../src/keys.js';
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
 import { ANY_HOST } from '../../src/health.js';
-import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
+import { connectionFlags, connectionValues, helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import type { NetServiceMode } from './netservice-controller.js';
 
 export interface ControllerOptions {
@@ -78,8 +78,7 @@ export const CONTROLLER_PROGRAM: Program = {
   about: 'EndpointSlices of secondary-network addresses for opted-in Services',
   usage: 'controller [flags]',
   flags: [
-    { name: 'kubeconfig', value: 'PATH', env: 'KUBECONFIG', help: 'kubeconfig; unset: $KUBECONFIG, then in-cluster' },
-    { name: 'context', value: 'NAME', help: 'kubeconfig context' },
+    ...connectionFlags({ kubeconfig: 'kubeconfig; unset: $KUBECONFIG, then in-cluster', context: 'kubeconfig context' }),
     { name: 'namespace', value: 'NS', def: 'all', help: 'watch one namespace only' },
     { name: 'leader-elect', value: 'BOOL', def: BOOLS['leader-elect'], help: 'run for leadership (a Lease); false: always act' },
     { name: 'lease-namespace', value: 'NS', env: 'POD_NAMESPACE', def: INSTALL_NAMESPACE, help: "the Lease's namespace" },
@@ -131,8 +130,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
   const count = (k: keyof typeof COUNTS): number => pick(parseCount(`--${k}`, str(k) ?? COUNTS[k][0], COUNTS[k][1]), COUNTS[k][1]);
 
   const opts: ControllerOptions = {
-    ...(str('kubeconfig') !== undefined ? { kubeconfig: str('kubeconfig') } : {}),
-    ...(str('context') !== undefined ? { context: str('context') } : {}),
+    ...connectionValues(values),
     ...(str('namespace') !== undefined ? { namespace: str('namespace') } : {}),
     leaderElect: bool('leader-elect'),
     leaseNamespace: str('lease-namespace') ?? env['POD_NAMESPACE'] ?? INSTALL_NAMESPACE,

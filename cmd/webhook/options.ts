@@ -30,7 +30,7 @@ import { dirname, join } from 'node:path';
 import { load } from 'js-yaml';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, type RuleBackendChoice } from '../../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../../src/result.js';
-import { helpText, parseFlags, type Program } from '../../src/cli.js';
+import { helpText, KUBECONFIG_FLAG, parseFlags, type Program } from '../../src/cli.js';
 import { NODE_AGENT_NAMESPACE } from '../../src/keys.js';
 import { MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
 import { parseExternalIPPolicy, type ExternalIPPolicy } from '../../src/external-ips.js';
@@ -160,7 +160,7 @@ export const SETTINGS = {
     kind: { type: 'int', min: 64 * 1024, max: 64 * 1024 * 1024 },
   },
   logLevel: { file: ['logLevel'], env: 'LOG_LEVEL', flag: 'log-level', help: 'fatal, error, warn, info, debug, trace or silent', kind: { type: 'enum', values: LOG_LEVELS } },
-  kubeconfig: { file: ['kubeconfig'], env: 'KUBECONFIG', flag: 'kubeconfig', help: 'kubeconfig; unset: in-cluster service account', kind: { type: 'string' } },
+  kubeconfig: { file: ['kubeconfig'], env: KUBECONFIG_FLAG.env, flag: KUBECONFIG_FLAG.name, help: 'kubeconfig; unset: in-cluster service account', kind: { type: 'string' } },
   namespaceCacheMs: {
     file: ['namespaceCacheMs'],
     env: 'NAMESPACE_CACHE_MS',

@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { NODE_AGENT_PROGRAM } from '../../cmd/node-agent/options.js';
-import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
+import { connectionFlags, connectionValues, helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import { CONTROLLER_PROGRAM } from '../../cmd/controller/options.js';
 import { WEBHOOK_PROGRAM } from '../../cmd/webhook/options.js';
 import { SIDECAR_PROGRAM } from '../../cmd/sidecar/options.js';
@@ -49,6 +49,16 @@ void describe('src/cli.ts', () => {
     assert.match(text, /--tag T +a tag \(repeatable\)/);
     assert.match(text, /--dry-run +do nothing\n/);
     assert.match(text, /--help +this text/);
+  });
+  void test('connection flags: --kubeconfig (KUBECONFIG) and --context parsed into optional fields; empty is not given', () => {
+    const program: Program = { ...DEMO, flags: connectionFlags({ kubeconfig: 'the file', context: 'the context' }, 'FILE') };
+    assert.match(helpText(program), /--kubeconfig FILE +the file \(env KUBECONFIG\)\n +--context NAME +the context\n/);
+    const given = parseFlags(program, ['--kubeconfig', '/k', '--context', 'c']);
+    assert.ok(given.ok);
+    assert.deepEqual(connectionValues(given.value.values), { kubeconfig: '/k', context: 'c' });
+    const empty = parseFlags(program, ['--kubeconfig', '', '--context=']);
+    assert.ok(empty.ok);
+    assert.deepEqual(connectionValues(empty.value.values), {});
   });
   void test('wantsHelp: --help or -h anywhere', () => {
     assert.equal(wantsHelp(['--port', '1', '--help']), true);

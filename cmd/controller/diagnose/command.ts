@@ -5,7 +5,7 @@
  */
 import { loadKubeConnection } from '../../../src/kube/config.js';
 import { createKubeClient, type KubeClient } from '../../../src/kube/client.js';
-import { helpText, parseFlags, wantsHelp, type Program } from '../../../src/cli.js';
+import { connectionValues, helpText, parseFlags, wantsHelp, type Program } from '../../../src/cli.js';
 import { DEFAULT_HEALTH_PORT } from '../../../src/sidecar-contract.js';
 import { err, ok, type Result } from '../../../src/result.js';
 import { CONTROLLER_PROGRAM } from '../options.js';
@@ -88,8 +88,7 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
     ...(namespace !== undefined ? { namespace } : {}),
     name,
     output,
-    ...(str('kubeconfig') !== undefined ? { kubeconfig: str('kubeconfig') } : {}),
-    ...(str('context') !== undefined ? { context: str('context') } : {}),
+    ...connectionValues(v),
     webhook: { healthPort: port, ...(pss !== undefined ? { podSecurityDefault: pss } : {}) },
   });
 }
