@@ -15,7 +15,8 @@ export type { ParsedSelector };
 const OPERATORS: readonly Operator[] = ['In', 'NotIn', 'Exists', 'DoesNotExist'];
 const SHAPE = 'write a label selector such as {matchLabels: {app: web}} or {matchExpressions: [{key: tier, operator: In, values: [db]}]}';
 
-const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
+/** The bad value as a message shows it (formatInputError quotes it once). */
+export const show = (v: unknown): string => (typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v)));
 
 /** `{}` (and absent, where the caller allows it) selects everything. */
 export function readSelector(raw: unknown, key: string): Result<ParsedSelector, InputError> {

@@ -13,7 +13,7 @@ import { POLICY_BUDGETS, type PolicyBudget } from '../object-budgets.js';
 import { err, formatInputError, inputError, ok, type InputError, type Result } from '../result.js';
 import type { PolicyProtocol } from './model.js';
 import { describePolicy, policyKey, policyNetworks, type MultiNetworkPolicy } from './api.js';
-import { readSelector, type ParsedSelector } from './selector.js';
+import { readSelector, show, type ParsedSelector } from './selector.js';
 
 /** A port entry: a number (with `endPort`, a range) or a name; every port of the protocol when neither. */
 export interface CheckedPort {
@@ -70,7 +70,6 @@ export interface PolicyProblem {
 }
 
 const PROTOCOLS: readonly PolicyProtocol[] = ['TCP', 'UDP', 'SCTP'];
-const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 const CIDR_EXAMPLE = 'write a CIDR such as "10.1.0.0/16" or "2001:db8::/64" (a single address as "10.1.2.3/32")';
 
 /** Kubernetes' named-port rule (IANA service name): at most 15 of a-z, 0-9 and '-', a letter among them, no '-' at either end or twice in a row. */
