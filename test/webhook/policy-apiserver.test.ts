@@ -20,20 +20,10 @@ import { apiPath } from '../../src/kube/paths.js';
 import { MULTI_NETWORK_POLICY_CRD, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import { servingPairFolder } from './fixtures.js';
+import { createError, servingPairFolder } from './fixtures.js';
 
 const ADMISSION = 'admissionregistration.k8s.io';
 const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
-
-async function refusal(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof KubeApiError, `expected an API error, got ${String(e)}`);
-    return e.message;
-  }
-  assert.fail('the write succeeded but should have been denied');
-}
 
 void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () => {
   let cp: ControlPlane;
@@ -142,20 +132,20 @@ void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () =>
   });
 
   void test('denials reach the user with the object, the field, the value and the fix', async () => {
-    const beside = await refusal(cp.client.create(path('v1beta1'), policy('beside', { podSelector: {}, ingress: [{ from: [{ podSelector: {}, ipBlock: { cidr: '10.0.0.0/8' } }] }] })));
+    const beside = await createError(cp.client.create(path('v1beta1'), policy('beside', { podSelector: {}, ingress: [{ from: [{ podSelector: {}, ipBlock: { cidr: '10.0.0.0/8' } }] }] })));
     assert.match(beside, new RegExp(`MultiNetworkPolicy ${ns}/beside: spec.ingress\\[0\\].from\\[0\\].ipBlock .*is beside podSelector in one peer.*make them two peers`));
-    const noPort = await refusal(cp.client.create(path('v1beta2'), policy('noport', { podSelector: {}, egress: [{ ports: [{ endPort: 80 }] }] }, 'net-a', 'v1beta2')));
+    const noPort = await createError(cp.client.create(path('v1beta2'), policy('noport', { podSelector: {}, egress: [{ ports: [{ endPort: 80 }] }] }, 'net-a', 'v1beta2')));
     assert.match(noPort, /spec.egress\[0\].ports\[0\].endPort "80": is set without port/);
-    const cidr = await refusal(cp.client.create(path('v1beta1'), policy('cidr', { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/40' } }] }] })));
+    const cidr = await createError(cp.client.create(path('v1beta1'), policy('cidr', { podSelector: {}, ingress: [{ from: [{ ipBlock: { cidr: '10.0.0.0/40' } }] }] })));
     assert.match(cidr, /ipBlock.cidr "10.0.0.0\/40": has a prefix length "40"/);
-    const unknown = await refusal(cp.client.create(path('v1beta1'), policy('unknown', { podSelector: {} }, 'net-a,net-b')));
+    const unknown = await createError(cp.client.create(path('v1beta1'), policy('unknown', { podSelector: {} }, 'net-a,net-b')));
     assert.match(unknown, new RegExp(`NetworkAttachmentDefinition ${ns}/net-b does not exist`));
   });
 
   void test('UPDATE is validated: a valid policy cannot be made invalid', async () => {
     const current = await cp.client.get<MultiNetworkPolicy>(path('v1beta1', 'reference'));
     const broken = { ...current, spec: { ...current.spec, podSelector: { matchExpressions: [{ key: 'app', operator: 'Equal', values: ['db'] }] } } };
-    const message = await refusal(cp.client.replace(path('v1beta1', 'reference'), broken));
+    const message = await createError(cp.client.replace(path('v1beta1', 'reference'), broken));
     assert.match(message, /spec.podSelector.matchExpressions\[0\].operator "Equal"/);
   });
 
