@@ -8,6 +8,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { matchesSelector } from '../../../src/annotations/label-selector.js';
 import { POLICY_FOR_ANNOTATION } from '../../../src/keys.js';
 import type { MultiNetworkPolicy, MultiNetworkPolicySpec } from '../../../src/policy/api.js';
@@ -333,5 +334,65 @@ void describe('resolver: NetworkPolicy semantics on a secondary network', () => 
     assert.deepEqual(pp.networks[0]?.ingress.rules[0]?.peers?.addresses, ['10.0.0.9', 'fd00::9']);
     assert.deepEqual(pp.networks[0]?.egress.rules[0]?.peerPorts, []);
     assert.deepEqual(pp.networks[0]?.egress.rules[0]?.ports, []);
+  });
+});
+
+void describe('resolver: properties over random policies, valid and broken', () => {
+  const selector = fc.oneof(
+    fc.constant({}),
+    fc.record({ matchLabels: fc.dictionary(fc.constantFrom('pod', 'ns', 'bad key'), fc.constantFrom('a', 'b', 'c', 'x')) }, { requiredKeys: [] }),
+    fc.record({
+      matchExpressions: fc.array(
+        fc.record({ key: fc.constantFrom('pod', 'ns'), operator: fc.constantFrom('In', 'NotIn', 'Exists', 'Bogus'), values: fc.array(fc.constantFrom('a', 'b', 'y'), { maxLength: 2 }) }),
+        { maxLength: 2 },
+      ),
+    }),
+  );
+  const peerArb = fc.oneof(
+    fc.record({ podSelector: selector }),
+    fc.record({ namespaceSelector: selector, podSelector: selector }, { requiredKeys: ['namespaceSelector'] }),
+    fc.record({
+      ipBlock: fc.record({ cidr: fc.constantFrom('10.0.0.0/16', '10.0.1.0/24', 'fd00::/16', '10.0.0.0/40'), except: fc.array(fc.constantFrom('10.0.1.0/24', '10.0.0.1/32'), { maxLength: 2 }) }),
+    }),
+  );
+  const portArb = fc.record(
+    {
+      protocol: fc.constantFrom('TCP', 'UDP', 'SCTP', 'tcp'),
+      port: fc.oneof(fc.constantFrom(80, 8080, 'http', 'dns'), fc.integer({ min: 0, max: 70000 })),
+      endPort: fc.integer({ min: 1, max: 65535 }),
+    },
+    { requiredKeys: [] },
+  );
+  const ruleArb = fc.record({ from: fc.array(peerArb, { maxLength: 3 }), to: fc.array(peerArb, { maxLength: 3 }), ports: fc.array(portArb, { maxLength: 3 }) }, { requiredKeys: [] });
+  const policyArb = fc.record({
+    namespace: fc.constantFrom('x', 'y'),
+    forNets: fc.constantFrom<string | null>('net1', 'net2', 'net1,net2', null, 'a/b/c'),
+    spec: fc.record(
+      { podSelector: selector, policyTypes: fc.subarray(['Ingress', 'Egress']), ingress: fc.array(ruleArb, { maxLength: 2 }), egress: fc.array(ruleArb, { maxLength: 2 }) },
+      { requiredKeys: [] },
+    ),
+  });
+
+  void test('never throws; a network with a failure is isolated; adding a policy never lifts isolation', () => {
+    fc.assert(
+      fc.property(fc.array(policyArb, { maxLength: 4 }), policyArb, fc.constantFrom(...WORLD), (ps, extra, target) => {
+        const policies = ps.map((p) => policy(p.namespace, p.spec, p.forNets));
+        const before = resolvePodPolicy(target, policies, lookup);
+        for (const n of before.networks) {
+          if (n.failures.length > 0) assert.ok(n.ingress.isolated || n.egress.isolated, `${n.network}: a failure without isolation`);
+          assert.ok(target.networks.some((t) => t.network === n.network && t.interface === n.interface));
+        }
+        const after = resolvePodPolicy(target, [...policies, policy(extra.namespace, extra.spec, extra.forNets)], lookup);
+        for (const n of before.networks) {
+          const m = after.networks.find((x) => x.network === n.network);
+          assert.ok(m !== undefined, `${n.network} lost its policy`);
+          assert.ok(!n.ingress.isolated || m.ingress.isolated);
+          assert.ok(!n.egress.isolated || m.egress.isolated);
+          // Union: every rule that was there still is.
+          assert.ok(m.ingress.rules.length >= n.ingress.rules.length && m.egress.rules.length >= n.egress.rules.length);
+        }
+      }),
+      { numRuns: 300 },
+    );
   });
 });
