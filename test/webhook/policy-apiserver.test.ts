@@ -4,7 +4,8 @@
  * matchConditions exactly as deploy/base ships them (pointed at this test's webhook and narrowed
  * to this test's namespace). Shows that both API versions are served, that an endPort written
  * through v1beta2 is kept, that our denials reach the user with their message, and that a policy
- * without policy-for is never sent.
+ * without policy-for is never sent. And that the chart, rendered against the cluster, does not
+ * render the CRD over one that is not its release's.
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,6 +22,7 @@ import { MULTI_NETWORK_POLICY_CRD, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POL
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { createError, servingPairFolder } from './fixtures.js';
+import { CHART, helm, KUBE_VERSION, NAMESPACE, RELEASE } from '../deploy/helm.js';
 
 const ADMISSION = 'admissionregistration.k8s.io';
 const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
@@ -154,5 +156,23 @@ void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () =>
     await cp.client.create(path('v1beta2'), policy('inert', { podSelector: {}, ingress: [{ ports: [{ endPort: 80 }] }] }, null, 'v1beta2'));
     const read = await cp.client.get<MultiNetworkPolicy>(path('v1beta2', 'inert'));
     assert.equal(read.metadata?.annotations?.[POLICY_FOR_ANNOTATION], undefined);
+  });
+
+  void test("helm: the chart does not render the CRD over one that is not the release's, and does over its own", async () => {
+    const rendered = async (): Promise<boolean> => {
+      const args = ['template', RELEASE, CHART, '--namespace', NAMESPACE, '--kube-version', KUBE_VERSION, '--dry-run=server', '--kubeconfig', cp.kubeconfigPath];
+      const { stdout } = await helm([...args, '--set', 'multiNetworkPolicy.crd.enabled=true']);
+      return stdout.includes(`name: ${MULTI_NETWORK_POLICY_CRD}`);
+    };
+    const crdPath = apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', undefined, MULTI_NETWORK_POLICY_CRD);
+    // The CRD here was not installed by a release (as the reference's own install leaves it).
+    assert.equal(await rendered(), false, 'a CRD of another owner is kept, not rendered over');
+    const release = { metadata: { annotations: { 'meta.helm.sh/release-name': RELEASE, 'meta.helm.sh/release-namespace': NAMESPACE } } };
+    await cp.client.patch(crdPath, release, 'merge');
+    try {
+      assert.equal(await rendered(), true, "the release's own CRD stays in the release");
+    } finally {
+      await cp.client.patch(crdPath, { metadata: { annotations: { 'meta.helm.sh/release-name': null, 'meta.helm.sh/release-namespace': null } } }, 'merge');
+    }
   });
 });
