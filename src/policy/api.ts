@@ -5,7 +5,7 @@
  * so one type reads both. Everything here is tenant input, typed as it may arrive: the validator
  * (validate.ts) checks it before anything uses it.
  */
-import { MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_KIND, POLICY_FOR_ANNOTATION } from '../keys.js';
+import { MULTI_NETWORK_POLICY_KIND, POLICY_FOR_ANNOTATION } from '../keys.js';
 import { parseServiceNetwork, type NetworkRef } from '../annotations/service-network.js';
 import type { Result } from '../result.js';
 
@@ -94,11 +94,6 @@ export function describePolicy(policy: MultiNetworkPolicy, namespace: string = p
 /** `<namespace>/<name>`, as PolicyRule.policy and PolicyFailure.policy carry it. */
 export function policyKey(policy: MultiNetworkPolicy, namespace: string = policy.metadata?.namespace ?? ''): string {
   return `${namespace}/${policy.metadata?.name ?? ''}`;
-}
-
-/** Whether an apiVersion is one this project reads (`k8s.cni.cncf.io/v1beta1` or `/v1beta2`). */
-export function isPolicyApiVersion(apiVersion: string | undefined): boolean {
-  return apiVersion === `${MULTI_NETWORK_POLICY_GROUP}/v1beta1` || apiVersion === `${MULTI_NETWORK_POLICY_GROUP}/v1beta2`;
 }
 
 /**
