@@ -396,3 +396,157 @@ void describe('resolver: properties over random policies, valid and broken', () 
     );
   });
 });
+
+/**
+ * An oracle written from NetworkPolicy's text, reading the API objects directly (no code of the
+ * resolver): whether a connection from `c` to `s` passes the policies. Only for valid policies.
+ */
+interface Sel {
+  matchLabels?: Record<string, string>;
+  matchExpressions?: { key: string; operator: string; values?: string[] }[];
+}
+interface OraclePeer {
+  podSelector?: Sel;
+  namespaceSelector?: Sel;
+  ipBlock?: { cidr: string; except?: string[] };
+}
+interface OraclePort {
+  protocol?: string;
+  port?: number | string;
+  endPort?: number;
+}
+interface OracleRule {
+  from?: OraclePeer[];
+  to?: OraclePeer[];
+  ports?: OraclePort[];
+}
+interface OracleSpec {
+  podSelector: Sel;
+  policyTypes?: readonly string[];
+  ingress?: OracleRule[];
+  egress?: OracleRule[];
+}
+
+function oracleMatches(sel: Sel, labels: Record<string, string>): boolean {
+  const ok = Object.entries(sel.matchLabels ?? {}).every(([k, v]) => labels[k] === v);
+  return (
+    ok &&
+    (sel.matchExpressions ?? []).every((e) => {
+      const has = Object.hasOwn(labels, e.key);
+      const v = labels[e.key] ?? '';
+      if (e.operator === 'In') return has && (e.values ?? []).includes(v);
+      if (e.operator === 'NotIn') return !has || !(e.values ?? []).includes(v);
+      if (e.operator === 'Exists') return has;
+      return !has;
+    })
+  );
+}
+
+function oracle(policies: readonly { namespace: string; nets: readonly string[]; spec: OracleSpec }[], p: Required<Pick<Probe, 'from' | 'to'>> & Probe): boolean {
+  const network = p.network ?? NET1;
+  const protocol = p.protocol ?? 'TCP';
+  const port = p.port ?? 80;
+  const c = find(p.from);
+  const s = find(p.to);
+  const addr = (w: WorldPod): string => (w.networks.find((n) => n.network === network)?.addresses ?? []).find((a) => (p.family === 6 ? a.includes(':') : !a.includes(':'))) ?? '';
+  const peerOk = (peers: OraclePeer[] | undefined, x: WorldPod, policyNs: string): boolean =>
+    (peers ?? []).length === 0 ||
+    (peers ?? []).some((peer) => {
+      if (peer.ipBlock !== undefined) return inBlock(addr(x), { cidr: peer.ipBlock.cidr, except: peer.ipBlock.except ?? [] });
+      const nsOk = peer.namespaceSelector === undefined ? x.namespace === policyNs : oracleMatches(peer.namespaceSelector, NS_LABELS[x.namespace] ?? {});
+      return nsOk && (peer.podSelector === undefined || oracleMatches(peer.podSelector, x.labels));
+    });
+  // Named ports are the server's in both directions: it is the selected pod on ingress, the peer on egress.
+  const portOk = (ports: OraclePort[] | undefined): boolean =>
+    (ports ?? []).length === 0 ||
+    (ports ?? []).some((q) => {
+      if ((q.protocol ?? 'TCP') !== protocol) return false;
+      if (q.port === undefined) return true;
+      if (typeof q.port === 'number') return port >= q.port && port <= (q.endPort ?? q.port);
+      return s.containerPorts.some((cp) => cp.name === q.port && (cp.protocol ?? 'TCP') === protocol && cp.containerPort === port);
+    });
+  const side = (w: WorldPod, dir: 'ingress' | 'egress', other: WorldPod): boolean => {
+    const selecting = policies.filter((x) => x.namespace === w.namespace && x.nets.includes(network) && oracleMatches(x.spec.podSelector, w.labels));
+    const typed = selecting.filter((x) =>
+      x.spec.policyTypes !== undefined && x.spec.policyTypes.length > 0 ? x.spec.policyTypes.includes(dir === 'ingress' ? 'Ingress' : 'Egress') : dir === 'ingress' || (x.spec.egress ?? []).length > 0,
+    );
+    if (typed.length === 0) return true;
+    return typed.some((x) => (x.spec[dir] ?? []).some((r) => peerOk(dir === 'ingress' ? r.from : r.to, other, x.namespace) && portOk(r.ports)));
+  };
+  return side(c, 'egress', s) && side(s, 'ingress', c);
+}
+
+void describe('resolver against an oracle written from NetworkPolicy’s text', () => {
+  const key = fc.constantFrom('pod', 'ns');
+  const value = fc.constantFrom('a', 'b', 'c', 'x', 'y');
+  const sel: fc.Arbitrary<Sel> = fc.oneof(
+    fc.constant({}),
+    fc.record({ matchLabels: fc.dictionary(key, value, { maxKeys: 1 }) }),
+    fc.record({
+      matchExpressions: fc.array(
+        fc.oneof(
+          fc.record({ key, operator: fc.constantFrom('In', 'NotIn'), values: fc.array(value, { minLength: 1, maxLength: 2 }) }),
+          fc.record({ key, operator: fc.constantFrom('Exists', 'DoesNotExist') }),
+        ),
+        { maxLength: 2 },
+      ),
+    }),
+  );
+  const cidr = fc.constantFrom<{ cidr: string; except?: string[] }>(
+    { cidr: '10.0.0.0/16', except: ['10.0.1.0/24'] },
+    { cidr: '10.0.1.0/24' },
+    { cidr: '10.0.0.0/8', except: ['10.0.0.2/32', '10.0.2.0/24'] },
+    { cidr: 'fd00::/16', except: ['fd00::2:0/112'] },
+  );
+  const peer: fc.Arbitrary<OraclePeer> = fc.oneof(
+    fc.record({ podSelector: sel }),
+    fc.record({ namespaceSelector: sel, podSelector: sel }, { requiredKeys: ['namespaceSelector'] }),
+    fc.record({ ipBlock: cidr }),
+  );
+  const portEntry: fc.Arbitrary<OraclePort> = fc.oneof(
+    fc.record({ protocol: fc.constantFrom('TCP', 'UDP'), port: fc.constantFrom(53, 80, 8081) }, { requiredKeys: ['port'] }),
+    fc.record({ port: fc.constant(8080), endPort: fc.constantFrom(8080, 8081, 8082) }),
+    fc.record({ protocol: fc.constantFrom('TCP', 'UDP'), port: fc.constantFrom('http', 'dns') }, { requiredKeys: ['port'] }),
+    fc.record({ protocol: fc.constantFrom('UDP', 'SCTP') }),
+  );
+  const rule = fc.record({ peers: fc.array(peer, { maxLength: 2 }), ports: fc.array(portEntry, { maxLength: 2 }) });
+  const pol = fc.record({
+    namespace: fc.constantFrom('x', 'y'),
+    nets: fc.constantFrom(['default/net1'], ['default/net2'], ['default/net1', 'default/net2']),
+    podSelector: sel,
+    policyTypes: fc.constantFrom(undefined, ['Ingress'], ['Egress'], ['Ingress', 'Egress']),
+    ingress: fc.array(rule, { maxLength: 2 }),
+    egress: fc.array(rule, { maxLength: 2 }),
+  });
+  const probe = fc.record({
+    from: fc.constantFrom(...WORLD.map((w) => `${w.namespace}/${w.name}` as Name)),
+    to: fc.constantFrom(...WORLD.map((w) => `${w.namespace}/${w.name}` as Name)),
+    port: fc.constantFrom(53, 80, 8080, 8081, 8082),
+    protocol: fc.constantFrom<PolicyProtocol>('TCP', 'UDP', 'SCTP'),
+    network: fc.constantFrom(NET1, NET2),
+    family: fc.constantFrom<4 | 6>(4, 6),
+  });
+
+  void test('property: for random valid policies and connections, the compiled PodPolicies allow exactly what the oracle allows', () => {
+    fc.assert(
+      fc.property(fc.array(pol, { maxLength: 3 }), fc.array(probe, { minLength: 1, maxLength: 8 }), (ps, probes) => {
+        const specs = ps.map((p) => ({
+          namespace: p.namespace,
+          nets: p.nets,
+          spec: {
+            podSelector: p.podSelector,
+            ...(p.policyTypes !== undefined ? { policyTypes: p.policyTypes } : {}),
+            ingress: p.ingress.map((r) => ({ ...(r.peers.length > 0 ? { from: r.peers } : {}), ...(r.ports.length > 0 ? { ports: r.ports } : {}) })),
+            egress: p.egress.map((r) => ({ ...(r.peers.length > 0 ? { to: r.peers } : {}), ...(r.ports.length > 0 ? { ports: r.ports } : {}) })),
+          },
+        }));
+        const policies = specs.map((s) => policy(s.namespace, s.spec, s.nets.join(',')));
+        for (const pr of probes) {
+          if (pr.network === NET2 && pr.family === 6) continue; // net2 is IPv4 only
+          assert.equal(reach(policies, pr), oracle(specs, pr), JSON.stringify(pr));
+        }
+      }),
+      { numRuns: 400 },
+    );
+  });
+});
