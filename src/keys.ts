@@ -79,3 +79,15 @@ export const NODE_ADDRESS_RANGE_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/node-
  * may name a NAD of its own namespace; another namespace's only where that NAD's owner listed it.
  */
 export const SERVICE_NAMESPACES_ANNOTATION = 'multus-proxy.k8s.cni.cncf.io/service-namespaces';
+
+/**
+ * MultiNetworkPolicy (multi-networkpolicy's API, served by the optional component
+ * deploy/components/multi-networkpolicy): v1beta1 and v1beta2 (which adds `endPort`).
+ */
+export const MULTI_NETWORK_POLICY_GROUP = 'k8s.cni.cncf.io';
+export const MULTI_NETWORK_POLICY_VERSIONS = ['v1beta1', 'v1beta2'] as const;
+export const MULTI_NETWORK_POLICY_KIND = 'MultiNetworkPolicy';
+export const MULTI_NETWORK_POLICY_RESOURCE = 'multi-networkpolicies';
+export const MULTI_NETWORK_POLICY_CRD = `${MULTI_NETWORK_POLICY_RESOURCE}.${MULTI_NETWORK_POLICY_GROUP}`;
+/** On a MultiNetworkPolicy: the networks it is for (`<nad>`, `<namespace>/<nad>`, a comma list; bare = the policy's namespace). */
+export const POLICY_FOR_ANNOTATION = 'k8s.v1.cni.cncf.io/policy-for';

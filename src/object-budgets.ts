@@ -20,10 +20,33 @@ export const MAX_SERVICE_PORTS = 256;
  */
 export const MAX_SERVICE_KEPT_BYTES = 64 * 1024;
 
+/**
+ * One MultiNetworkPolicy's parts. Each rule, peer, port and except entry becomes rule text or set
+ * elements in every sidecar of every pod it selects, and each selector term is matched against
+ * every candidate peer pod; NetworkPolicies in real use have a handful of each. The bounds keep
+ * one object's cost in every sidecar to a few thousand elements, far above real use.
+ */
+export const POLICY_BUDGETS = {
+  /** Rules in `ingress`, and in `egress`. */
+  rules: 64,
+  /** Peers in one rule's `from` or `to`. */
+  peers: 64,
+  /** Entries in one rule's `ports`. */
+  ports: 64,
+  /** CIDRs in one `ipBlock.except`. */
+  except: 64,
+  /** `matchLabels` pairs plus `matchExpressions` in one label selector. */
+  selectorTerms: 32,
+  /** Values of one `matchExpressions` entry. */
+  selectorValues: 64,
+} as const;
+
+export type PolicyBudget = keyof typeof POLICY_BUDGETS;
+
 /** What a consumer says of an object over budget: which budget, the value, and the fix. */
 export interface OverBudget {
   /** Short and stable, for the metric label: `ports`, `bytes`. */
-  readonly budget: 'networks' | 'ports' | 'bytes';
+  readonly budget: 'networks' | 'ports' | 'bytes' | PolicyBudget;
   readonly message: string;
 }
 

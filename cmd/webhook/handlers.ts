@@ -15,6 +15,8 @@ import { createPatch } from './patch.js';
 import { decideInjection, describePod, type PodDecision } from '../../src/injection-policy.js';
 import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
 import { defaultService, describeService, nodeAgentProblem, validateService } from './service.js';
+import { describePolicy, type MultiNetworkPolicy } from '../../src/policy/api.js';
+import { policyNetworkProblem, validatePolicyObject } from './multi-network-policy.js';
 
 export interface Handled {
   readonly response: AdmissionResponse;
@@ -145,5 +147,28 @@ export function serviceValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'lo
       }
     }
     return { response: allowed(req.uid, warnings), outcome: 'allowed', reason: warnings.length > 0 ? 'with-warnings' : verdict.reason };
+  };
+}
+
+/** MultiNetworkPolicy CREATE/UPDATE: the object's checks, then its networks looked up (bounded, fail-closed). */
+export function policyValidationHandler(deps: Pick<HandlerDeps, 'cluster' | 'logger' | 'nadLookupTimeoutMs'>): Handler {
+  return async (req) => {
+    const policy = req.object as MultiNetworkPolicy;
+    const namespace = requestNamespace(req, policy);
+    const old = req.operation === 'UPDATE' && typeof req.oldObject === 'object' && req.oldObject !== null ? (req.oldObject as MultiNetworkPolicy) : undefined;
+    const verdict = validatePolicyObject(policy, namespace, old);
+    const deny = (v: { reason: string; code: 400 | 403; message: string }): Handled => {
+      deps.logger?.info({ object: describePolicy(policy, namespace), reason: v.reason, message: v.message, uid: req.uid }, 'policy denied');
+      return { response: denied(req.uid, v.code, v.message), outcome: 'denied', reason: v.reason };
+    };
+    if (!verdict.allowed) return deny(verdict);
+    const answers = await lookupNads(deps.cluster, verdict.networks, deps.nadLookupTimeoutMs ?? DEFAULT_NAD_LOOKUP_TIMEOUT_MS);
+    const problem = policyNetworkProblem(
+      policy,
+      namespace,
+      verdict.networks.map((ref, i) => ({ ref, nad: answers[i] ?? { state: 'unknown' as const } })),
+    );
+    if (problem !== undefined) return deny(problem);
+    return { response: allowed(req.uid, verdict.warnings), outcome: 'allowed', reason: verdict.warnings.length > 0 ? 'with-warnings' : verdict.reason };
   };
 }

@@ -11,7 +11,7 @@ import { readOptions } from '../../src/program/options.js';
 import { Program } from '../../src/program/program.js';
 import { createClusterLookups, serviceEventWriter } from './cluster.js';
 import { withExternalIPs } from './external-ips.js';
-import { podHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
+import { podHandler, policyValidationHandler, serviceDefaultingHandler, serviceValidationHandler } from './handlers.js';
 import { createWebhookMetrics } from './metrics.js';
 import { parseOptions, webhookHelp } from './options.js';
 import { createApp, PATHS, startWebhookServer } from './server.js';
@@ -45,6 +45,7 @@ async function main(): Promise<number | undefined> {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
       [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
       [PATHS.validateServices]: { kind: 'Service', handler: withExternalIPs(serviceValidationHandler(deps), opts.externalIPs, deps.events) },
+      [PATHS.validatePolicies]: { kind: 'MultiNetworkPolicy', handler: policyValidationHandler(deps) },
     },
     maxBodyBytes: opts.maxBodyBytes,
     metrics,

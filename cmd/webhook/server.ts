@@ -20,6 +20,7 @@ export const PATHS = {
   mutatePods: '/mutate-pods',
   mutateServices: '/mutate-services',
   validateServices: '/validate-services',
+  validatePolicies: '/validate-multi-networkpolicies',
 } as const;
 
 export interface Endpoint {

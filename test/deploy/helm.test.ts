@@ -21,7 +21,7 @@ const MONITORING_SET = ['monitoring.serviceMonitor.enabled=true', 'monitoring.po
 /** Representative values: each golden file is `helm template` with these `--set`s. */
 const GOLDENS: Record<string, readonly string[]> = {
   'default': [],
-  'bootstrap-node-agent': ['certificates.mode=bootstrap', 'nodeAgent.enabled=true', 'netservice.enabled=true', 'admissionPolicies.sidecarPodSecurity.enabled=true', 'admissionPolicies.networkStatus.enabled=true'],
+  'bootstrap-node-agent': ['certificates.mode=bootstrap', 'nodeAgent.enabled=true', 'netservice.enabled=true', 'multiNetworkPolicy.crd.enabled=true', 'admissionPolicies.sidecarPodSecurity.enabled=true', 'admissionPolicies.networkStatus.enabled=true'],
   'own-secret-tuned': [
     'certificates.mode=secret',
     'certificates.secret.existingSecret=my-webhook-tls',
@@ -131,6 +131,7 @@ const PARITY: { kustomize: string | { components: string[]; patches?: string }; 
   { kustomize: 'deploy/overlays/bootstrap', set: ['certificates.mode=bootstrap'] },
   { kustomize: 'deploy/overlays/node-agent', set: ['nodeAgent.enabled=true', 'nodeAgent.cleanupOnUninstall=false'] },
   { kustomize: { components: ['components/netservice'] }, set: ['netservice.enabled=true'] },
+  { kustomize: { components: ['components/multi-networkpolicy'] }, set: ['multiNetworkPolicy.crd.enabled=true'] },
   { kustomize: { components: ['components/sidecar-pod-security'] }, set: ['admissionPolicies.sidecarPodSecurity.enabled=true'] },
   { kustomize: { components: ['components/network-status-writers'] }, set: ['admissionPolicies.networkStatus.enabled=true'] },
   { kustomize: { components: ['components/monitoring'] }, set: MONITORING_SET },

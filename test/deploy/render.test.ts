@@ -90,7 +90,7 @@ void describe('webhook wiring', () => {
       const podLabels = at(deploy, 'spec', 'template', 'metadata', 'labels') as Record<string, string>;
       for (const [k, v] of Object.entries(selector)) assert.equal(podLabels[k], v, `Service selector ${k}=${v} does not select the webhook pods`);
       const hooks = [...ofKind(objs, 'MutatingWebhookConfiguration'), ...ofKind(objs, 'ValidatingWebhookConfiguration')].flatMap(webhooks);
-      assert.equal(hooks.length, 3, 'pods (mutating), services (mutating), services (validating)');
+      assert.equal(hooks.length, 4, 'pods (mutating), services (mutating), services and multi-networkpolicies (validating)');
       for (const w of hooks) {
         const ref = w.clientConfig?.service;
         assert.equal(ref?.name, svc.metadata?.name, `${w.name} service name`);

@@ -30,7 +30,7 @@ import { waitFor } from '../harness/wait.js';
 import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
-import { servingPairFolder, SIDECAR } from './fixtures.js';
+import { createError, servingPairFolder, SIDECAR } from './fixtures.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
@@ -54,16 +54,6 @@ function createWarnings(cp: ControlPlane, path: string, body: unknown): Promise<
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
-}
-
-async function createError(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (e) {
-    assert.ok(e instanceof KubeApiError, `expected an API error, got ${String(e)}`);
-    return e.message;
-  }
-  assert.fail('the create call succeeded but should have been denied');
 }
 
 void describe('webhook behind a real kube-apiserver', () => {

@@ -10,6 +10,8 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createCA, createServingCert } from '../../cmd/certs/pki.js';
+import assert from 'node:assert/strict';
+import { KubeApiError } from '../../src/kube/client.js';
 
 export const SIDECAR: SidecarConfig = {
   image: 'registry.example/multus-proxy:test',
@@ -96,4 +98,15 @@ export function servingPairFolder(prefix: string, ips: string[] = []): { dir: st
   writeFileSync(join(dir, 'tls.crt'), leaf.certPem);
   writeFileSync(join(dir, 'tls.key'), leaf.keyPem);
   return { dir, caPem: ca.certPem, certFile: join(dir, 'tls.crt'), keyFile: join(dir, 'tls.key') };
+}
+
+/** The apiserver's message for a write that must be refused; fails the test when it succeeds. */
+export async function createError(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (e) {
+    assert.ok(e instanceof KubeApiError, `expected an API error, got ${String(e)}`);
+    return e.message;
+  }
+  assert.fail('the create call succeeded but should have been denied');
 }
