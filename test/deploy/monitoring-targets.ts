@@ -69,7 +69,7 @@ function inNamespaces(sel: ServiceMonitor['spec']['namespaceSelector'], own: str
 
 const hostPort = (address: string, port: number | string): string => (address.includes(':') ? `[${address}]:${port}` : `${address}:${port}`);
 
-/** The targets of a ServiceMonitor: each ready address of each selected Service's slices, on the named port. */
+/** The targets of a ServiceMonitor: each address of each selected Service's slices, on the named port. */
 export function serviceMonitorTargets(sm: ServiceMonitor, services: readonly V1Service[], slices: readonly V1EndpointSlice[]): Target[] {
   const out: Target[] = [];
   for (const svc of services) {
@@ -82,7 +82,8 @@ export function serviceMonitorTargets(sm: ServiceMonitor, services: readonly V1S
         const port = slice.ports?.find((p) => p.name === ep.port)?.port;
         if (port === undefined) continue;
         for (const e of slice.endpoints) {
-          if (e.conditions?.ready === false) continue;
+          // Prometheus scrapes unready endpoints too (its endpointslice discovery keeps them); not one on its way out.
+          if (e.conditions?.terminating === true) continue;
           for (const a of e.addresses) {
             const instance = hostPort(a, port);
             const pod = e.targetRef?.kind === 'Pod' ? e.targetRef.name : undefined;

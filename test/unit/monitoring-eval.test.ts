@@ -138,7 +138,7 @@ void test("podMonitorTargets: the injected sidecar (a native sidecar is an init 
   ]);
 });
 
-void test('serviceMonitorTargets: the selected Services in its namespace, their ready slice addresses on the named port', () => {
+void test('serviceMonitorTargets: the selected Services in its namespace, their slice addresses on the named port', () => {
   const sm: ServiceMonitor = {
     metadata: { name: 'multus-proxy-webhook', namespace: 'mp' },
     spec: { selector: { matchLabels: { c: 'webhook' } }, endpoints: [{ port: 'https', path: '/metrics', scheme: 'https' }] },
@@ -151,8 +151,14 @@ void test('serviceMonitorTargets: the selected Services in its namespace, their 
     endpoints: [
       { addresses: ['10.0.0.1'], conditions: { ready: true }, targetRef: { kind: 'Pod', name: 'wh-1' } },
       { addresses: ['10.0.0.2'], conditions: { ready: false }, targetRef: { kind: 'Pod', name: 'wh-2' } },
+      { addresses: ['10.0.0.3'], conditions: { ready: false, terminating: true }, targetRef: { kind: 'Pod', name: 'wh-3' } },
     ],
   });
   const t = serviceMonitorTargets(sm, [svc('mp', 'wh', 'webhook'), svc('mp', 'ctl', 'controller'), svc('other', 'wh', 'webhook')], [slice('mp', 'wh'), slice('mp', 'ctl'), slice('other', 'wh')]);
-  assert.deepEqual(t, [{ url: 'https://10.0.0.1:8443/metrics', labels: { namespace: 'mp', service: 'wh', endpoint: 'https', job: 'wh', instance: '10.0.0.1:8443', pod: 'wh-1' } }]);
+  assert.deepEqual(
+    t.map((x) => x.url),
+    ['https://10.0.0.1:8443/metrics', 'https://10.0.0.2:8443/metrics'],
+    'unready but not terminating endpoints are scraped, as Prometheus does',
+  );
+  assert.deepEqual(t[0]?.labels, { namespace: 'mp', service: 'wh', endpoint: 'https', job: 'wh', instance: '10.0.0.1:8443', pod: 'wh-1' });
 });
