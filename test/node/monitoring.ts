@@ -259,6 +259,8 @@ export async function runMonitoring(node: RealNode, log: (m: string) => void): P
       return t.length >= 6 && jobs.size >= 4 ? t : undefined;
     });
     log(`targets: ${targets.map((t) => `${t.labels['job']} ${t.labels['pod'] ?? ''} ${t.url}`).join('; ')}`);
+    // Admissions before round 1 as well: a counter series born between the rounds has one sample, and rate() needs two.
+    await admissions(node);
     const round1 = await waitFor('a first scrape round', 60_000, () => scrapeAll(node, m));
     const backends = await readyBackends(node);
     await replaceBackend(node);
