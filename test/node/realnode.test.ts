@@ -320,6 +320,7 @@ void describe('real node', { concurrency: 1 }, () => {
           o.evaluated.some((e) => e.panel === p && e.found === 'data'),
           `panel "${p}" shows data`,
         );
+      log(`  ${o.fired.alert}: the leader ${o.fired.leader}'s reconcile errors ${o.fired.errorsBefore} → ${o.fired.errorsAfter} while its role could not write EndpointSlices`);
       assert.ok(o.fired.errorsAfter > o.fired.errorsBefore, `reconcile errors on the leader ${o.fired.leader}: ${o.fired.errorsBefore} → ${o.fired.errorsAfter}`);
       assert.match(o.fired.promtool, /SUCCESS/, `${o.fired.alert} fires for ${o.fired.leader}:\n${o.fired.promtool}`);
       assert.equal(o.sliceRestored, true);
