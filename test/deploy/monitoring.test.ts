@@ -16,6 +16,7 @@ import { programMetrics } from '../../scripts/reference.js';
 import { requireBinary } from '../harness/controlplane.js';
 import { template } from './helm.js';
 import { REPO, type Rendered } from './kustomize.js';
+import { dataRules, dataTest, failedAlerts, inputSeries, parseExposition, withoutThreshold, type Scrape } from './monitoring-eval.js';
 
 const run = promisify(execFile);
 
@@ -193,6 +194,25 @@ void describe('monitoring: alerts and dashboard', () => {
     writeFileSync(recorded, JSON.stringify({ groups: [{ name: 'dashboard', rules: qs.map((q, i) => ({ record: `dashboard:query:${i}`, expr: q.expr })) }] }));
     const out = await run(promtool, ['check', 'rules', recorded]);
     assert.match(out.stdout, new RegExp(`SUCCESS: ${qs.length} rules found`));
+  });
+
+  void test('the real-node evaluation through promtool: a query returning a number passes; an empty one, a NaN quantile and a missing metric do not', async () => {
+    const promtool = requireBinary('promtool');
+    const text = (syncs: number): string =>
+      ['# TYPE multus_proxy_sidecar_syncs_total counter', `multus_proxy_sidecar_syncs_total{kind="full",result="success"} ${syncs}`, '# TYPE multus_proxy_x_seconds histogram', 'multus_proxy_x_seconds_bucket{le="+Inf"} 0', 'multus_proxy_x_seconds_count 0'].join('\n');
+    const round = (syncs: number): Scrape[] => [{ target: APP, exposition: parseExposition(text(syncs)) }];
+    const queries = [
+      { where: 'rate', expr: withoutThreshold('sum by (namespace, pod) (rate(multus_proxy_sidecar_syncs_total[5m])) > 0') },
+      { where: 'empty selection', expr: 'sum(rate(multus_proxy_sidecar_syncs_total{result="error"}[5m]))' },
+      { where: 'NaN', expr: 'histogram_quantile(0.99, sum by (le) (rate(multus_proxy_x_seconds_bucket[5m])))' },
+      { where: 'missing', expr: 'max(multus_proxy_nothing)' },
+    ];
+    const rules = join(tmp, 'data-rules.yaml');
+    writeFileSync(rules, JSON.stringify(dataRules(queries)));
+    const file = join(tmp, 'data-test.yaml');
+    writeFileSync(file, JSON.stringify(dataTest(rules, queries, inputSeries([round(3), round(5)]), '1m')));
+    const out = await run(promtool, ['test', 'rules', file]).catch((e: unknown) => e as { stdout: string; stderr: string });
+    assert.deepEqual([...failedAlerts(`${out.stdout}${out.stderr}`)].sort(), ['Q1', 'Q2', 'Q3'], out.stdout);
   });
 
   void test('promtool test rules: each alert fires when its condition holds, and not otherwise', async () => {

@@ -37,6 +37,9 @@ import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
 import { checkLoadBalancerV6, runLoadBalancerV6 } from './loadbalancer6.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
+import { runMonitoring } from './monitoring.js';
+import { CLIENT } from './cluster.js';
+import { INSTALL_NAMESPACE } from '../../src/keys.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -281,6 +284,46 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.equal(o.upgrade.after, o.upgrade.before, 'same slice names and uids: updated in place');
       assert.equal(o.upgrade.fewestAddresses, o.upgrade.addressesBefore, 'no endpoint dropped meanwhile');
       assert.equal(o.upgrade.addressesAfter, o.upgrade.addressesBefore);
+    },
+  );
+
+  void test(
+    "monitoring: the chart's monitors, rules and dashboard install; the targets they select are scraped, every alert expression and dashboard query evaluated by promtool on the real series, and MultusProxySlicesNotWritten fires while the controller cannot write slices",
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(blog, 'runs after the blog scenario, with its client sidecar and backends in place');
+      const t0 = Date.now();
+      const o = await runMonitoring(node, (m) => log(`  ${m}`));
+      log(`monitoring in ${Date.now() - t0} ms`);
+      assert.equal(o.installed.filter((x) => x.startsWith('ServiceMonitor/')).length, 3, o.installed.join(', '));
+      assert.equal(o.installed.filter((x) => x.startsWith('PodMonitor/')).length, 1, o.installed.join(', '));
+      const jobs = new Set(o.targets.map((t) => t.labels['job']));
+      for (const job of ['multus-proxy-controller-metrics', 'multus-proxy-webhook', 'multus-proxy-node-metrics', `${INSTALL_NAMESPACE}/multus-proxy-sidecars`])
+        assert.ok(jobs.has(job), `a target of ${job}: ${[...jobs].join(', ')}`);
+      assert.ok(
+        o.targets.some((t) => t.labels['job']?.endsWith('/multus-proxy-sidecars') && t.labels['pod'] === CLIENT),
+        `the PodMonitor selects the blog client's sidecar`,
+      );
+      const by = (f: string): string[] => o.evaluated.filter((e) => e.found === f).map((e) => e.where);
+      log(
+        `  ${o.evaluated.length} expressions: ${by('data').length} return data; selection empty on a healthy node: ${by('series').join(', ') || 'none'}; counters nothing counted yet: ${by('declared').join(', ') || 'none'}`,
+      );
+      assert.deepEqual(by('none'), [], 'every metric a query names is served by a scraped target');
+      assert.deepEqual(
+        o.evaluated.filter((e) => e.found === 'series' && !e.expr.includes('{')).map((e) => `${e.where}: ${e.expr}`),
+        [],
+        'a query on served series without a label selection returns a number',
+      );
+      const panels = new Set(o.evaluated.filter((e) => e.kind === 'panel').map((e) => e.panel));
+      for (const p of panels)
+        assert.ok(
+          o.evaluated.some((e) => e.panel === p && e.found === 'data'),
+          `panel "${p}" shows data`,
+        );
+      log(`  ${o.fired.alert}: the leader ${o.fired.leader}'s reconcile errors ${o.fired.errorsBefore} → ${o.fired.errorsAfter} while its role could not write EndpointSlices`);
+      assert.ok(o.fired.errorsAfter > o.fired.errorsBefore, `reconcile errors on the leader ${o.fired.leader}: ${o.fired.errorsBefore} → ${o.fired.errorsAfter}`);
+      assert.match(o.fired.promtool, /SUCCESS/, `${o.fired.alert} fires for ${o.fired.leader}:\n${o.fired.promtool}`);
+      assert.equal(o.sliceRestored, true);
     },
   );
 
