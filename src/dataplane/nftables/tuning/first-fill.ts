@@ -27,10 +27,11 @@ import { dispatchFamily, mapRanges, NFT_FAMILY, partsText, rangeText, tableParts
 const PROTOCOLS: ReadonlySet<string> = new Set(['tcp', 'udp', 'sctp']);
 
 /**
- * Endpoint-map ranges and dispatch elements per transaction of a first fill. 2,000 ranges of
- * `add map` text took nft ~7 MiB and the kernel's transaction well under that (measured with the
- * decision above); an nfnetlink chunk costs less. A map larger than a chunk is split over chunks
- * (elements are added, never flushed, in a first fill).
+ * Endpoint-map ranges and dispatch elements per transaction of a first fill. At the budget, chunks
+ * of 2,000 as `add map` text kept the cgroup's peak ~5 MiB above the rules' own kernel memory
+ * (5,000: ~12 MiB; the whole table at once: ~60 MiB; the decision above); an nfnetlink chunk costs
+ * less. A map larger than a chunk is split over chunks (elements are added, never flushed, in a
+ * first fill).
  */
 export const FILL_CHUNK_ELEMENTS = 2_000;
 
