@@ -1,4 +1,5 @@
-/** Helpers of the property tests that hold an incremental path to its from-scratch form. */
+/** Helpers of the property tests: an incremental path held to its from-scratch form, and parsers held linear. */
+import assert from 'node:assert/strict';
 import type { IptablesRules } from '../../src/dataplane/iptables/rulesets.js';
 import type { Rendered } from '../../src/dataplane/core/model.js';
 import { iptablesRules } from '../../src/dataplane/iptables/stage.js';
@@ -126,4 +127,41 @@ export abstract class ServiceWorld {
     }
     return { services, slices };
   }
+}
+
+/** A parser's input eight times larger; a quadratic step would take about 64 times as long, the bound is 24. */
+export const LINEAR_SCALE = 8;
+export const LINEAR_MAX_RATIO = 24;
+
+/** The fastest of a few runs (the least disturbed by other work on the machine), in ms. */
+function fastest(run: () => unknown): number {
+  let best = Infinity;
+  for (let i = 0; i < 21; i++) {
+    const t0 = process.hrtime.bigint();
+    run();
+    best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  return best;
+}
+
+/**
+ * Time linear in the input: `parse` of input(n × LINEAR_SCALE) against input(n), both measured in
+ * this test (a ratio, never a wall-clock bound).
+ */
+export function assertLinear<T>(name: string, input: (n: number) => T, parse: (s: T) => unknown, n: number): void {
+  const small = input(n);
+  const large = input(n * LINEAR_SCALE);
+  // Warm up (compiled code, not the interpreter, is measured); sizes are kept small enough that
+  // the garbage collector's steps do not dominate.
+  for (let i = 0; i < 5; i++) {
+    parse(small);
+    parse(large);
+  }
+  const ratio =
+    fastest(() => parse(large)) /
+    Math.max(
+      fastest(() => parse(small)),
+      0.05,
+    );
+  assert.ok(ratio < LINEAR_MAX_RATIO, `${name}: ${LINEAR_SCALE}x the input took ${ratio.toFixed(1)}x the time`);
 }

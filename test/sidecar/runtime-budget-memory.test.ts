@@ -9,7 +9,8 @@
  * of 100 ports (as many as one EndpointSlice carries), each with a slice of 10 endpoints. Asserted: the sidecar
  * becomes ready with every target programmed, the cgroup never hit its limit, and the peak is
  * under it. The peak, the sidecar's and its largest child's private memory are printed (the
- * numbers in docs/decisions/0153-sidecar-memory-at-the-budget.md come from here). The cgroup is
+ * numbers in docs/decisions/0153-sidecar-memory-at-the-budget.md and
+ * docs/decisions/0195-first-fill-in-bounded-transactions.md come from here). The cgroup is
  * cgroup v1's memory controller, which this machine has; the test fails where it is missing.
  */
 import { after, before, describe, test } from 'node:test';
@@ -18,7 +19,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { useControlPlane } from '../harness/controlplane.js';
+import { binDir, useControlPlane } from '../harness/controlplane.js';
 import type { Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
@@ -89,23 +90,19 @@ void describe('sidecar memory at the budget, child and rules included', () => {
   });
 
   /**
-   * nftables does not hold yet: its first load is one `nft -f` transaction, and at this load `nft`
-   * invoked the cgroup's OOM killer (measured: the sidecar's Node process 40.8 MiB anonymous and
-   * 43.0 MiB file-backed, 36.7 MiB of rules in the kernel when it was killed). It needs the first
-   * load split into bounded transactions (or its elements through the netlink element writer) in
-   * the nftables back end. Run and reported as a todo until then, never skipped.
+   * nftables as the image runs it (its first load in bounded transactions, the elements through
+   * nfnl-batch), the same with the element writer off (the elements as `nft -f` text chunks), and
+   * iptables.
    */
-  const todo: Record<string, string | undefined> = {
-    nftables: 'the first nftables load is one transaction; at the budget nft meets the 128 Mi limit (split it in the back end)',
-    iptables: undefined,
-  };
-  for (const [backend, port] of [
-    ['nftables', 19184],
-    ['iptables', 19185],
-  ] as const) {
-    void test(`${backend}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, { todo: todo[backend] }, async () => {
+  const cases = [
+    { name: 'nftables', backend: 'nftables', port: 19184, env: { ELEMENT_WRITER: join(binDir(), 'nfnl-batch') } },
+    { name: 'nftables, elements as text', backend: 'nftables', port: 19186, env: { ELEMENT_WRITER: 'off' } },
+    { name: 'iptables', backend: 'iptables', port: 19185, env: {} },
+  ] as const;
+  for (const { name, backend, port, env: extraEnv } of cases) {
+    void test(`${name}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, async () => {
       assert.ok(existsSync(CGROUP_ROOT), 'a cgroup v1 memory hierarchy');
-      const cg = `${CGROUP_ROOT}/mp-test-${process.pid}-${backend}`;
+      const cg = `${CGROUP_ROOT}/mp-test-${process.pid}-${port}`;
       mkdirSync(cg);
       try {
         writeFileSync(`${cg}/memory.limit_in_bytes`, String(LIMIT));
@@ -118,7 +115,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
           kubeconfig: env.cp.kubeconfigPath,
           healthPort: port,
           bundle: join(distDir, 'sidecar.js'),
-          env: { ...MALLOC_ENV, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' },
+          env: { ...MALLOC_ENV, ...extraEnv, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' },
         });
         const s = env.sidecar;
         const pid = s.process.pid as number;
@@ -146,7 +143,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
         const failcnt = Number(readFileSync(`${cg}/memory.failcnt`, 'utf8'));
         const kmem = Number(readFileSync(`${cg}/memory.kmem.max_usage_in_bytes`, 'utf8'));
         process.stdout.write(
-          `# ${backend}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`,
+          `# ${name}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`,
         );
         assert.equal(s.exited(), false, 'not killed');
         assert.equal(failcnt, 0, 'the cgroup never reached its limit');

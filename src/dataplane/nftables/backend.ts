@@ -6,8 +6,9 @@
  * is only endpoint-map refills goes through the element writer (element-writer.ts: one netlink
  * batch, no nft) when there is one; if it has none or the write fails, through `nft -f` as any
  * other change (the text replaces those maps' contents whole, so it is right whatever the failed
- * write left). A first sync into a namespace without our tables goes as a skeleton by `nft -f`
- * and every element in one element-writer batch (first-fill.ts). Past PORTS_PER_SHARD Service ports the table is spread over shard tables
+ * write left). The sidecar's first sync into a namespace without our tables goes in bounded
+ * transactions: each table's skeleton by `nft -f`, then the elements in chunks, through the
+ * element writer or as `nft -f` text (first-fill.ts). Past PORTS_PER_SHARD Service ports the table is spread over shard tables
  * (shards.ts): each write, listing and drift check names the table that holds the part, and a
  * full sync and cleanup remove every table of ours they do not keep. IO only; every decision is
  * in render.ts.
@@ -19,8 +20,22 @@ import type { Logger } from '../../log.js';
 import type { ElementWriterHandle } from './tuning/element-writer.js';
 import { NftStage } from './stage.js';
 import { TABLES_LISTING } from '../core/exec.js';
-import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, fullText, NFT_FAMILY, NFT_TABLE, planNft, tableParts, wholeTableDue, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
-import { planFirstFill } from './tuning/first-fill.js';
+import {
+  cleanupText,
+  countNftRules,
+  ENDPOINT_MAP_PREFIX,
+  NFT_FAMILY,
+  NFT_TABLE,
+  planNft,
+  tableNames,
+  tableParts,
+  wholeTableDue,
+  type NftFirstFill,
+  type NftPlan,
+  type NftRuleset,
+  type NftTablePart,
+} from './render.js';
+import { fillChunkText, planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
@@ -172,39 +187,50 @@ const missingStage = (table: string): Stage<NftRuleset> => ({
 });
 
 /**
- * The skeleton, then the elements (first-fill.ts); whether the writer wrote them. Without a
- * writer (its probe failed) or when its batch fails, the whole text goes as one `nft -f`, which
- * replaces the skeleton's tables whole.
+ * The skeletons, then the elements in chunks (first-fill.ts), each chunk through the writer while
+ * it works, else as `add map` text by `nft -f`; whether the writer wrote every chunk. A failure
+ * removes what the fill wrote, so the retry is a first fill again (bounded), never one
+ * whole-table transaction; the sidecar is not ready before that, so nothing served is lost.
  */
-async function firstFill(exec: Exec, opts: NftBackendOptions, plan: NftPlan, fill: NonNullable<NftPlan['fill']>, next: NftRuleset): Promise<boolean> {
-  const writer = await opts.elementWriter;
-  if (writer !== undefined) {
-    await nftApply(exec, plan.text);
-    try {
-      await writer.write(fill);
-      return true;
-    } catch (e) {
-      opts.logger?.warn(`nftables element writer failed on the first sync's elements, writing the whole table with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+async function firstFill(exec: Exec, opts: NftBackendOptions, fill: NftFirstFill, tables: readonly string[]): Promise<boolean> {
+  let writer = fill.chunks.length > 0 ? await opts.elementWriter : undefined;
+  let all = writer !== undefined;
+  try {
+    for (const skeleton of fill.skeletons) await nftApply(exec, skeleton);
+    for (const chunk of fill.chunks) {
+      if (writer !== undefined)
+        try {
+          await writer.write(chunk.writes);
+          continue;
+        } catch (e) {
+          // A refused batch applied nothing: this chunk and the rest go as text.
+          opts.logger?.warn(`nftables element writer failed on the first sync's elements, writing them with nft -f: ${e instanceof Error ? e.message : String(e)}`);
+          writer = undefined;
+          all = false;
+        }
+      await nftApply(exec, fillChunkText(chunk));
     }
+  } catch (e) {
+    await nftApply(exec, cleanupText(tables[0], tables)).catch(() => undefined);
+    throw e;
   }
-  await nftApply(exec, fullText(next));
-  return false;
+  return all;
 }
 
 /** One sync's write: the first fill, the element writer for map replacements, or one `nft -f`. */
 async function writeNft(exec: Exec, opts: NftBackendOptions, plan: NftPlan, next: NftRuleset): Promise<WriteReport[]> {
   const t0 = process.hrtime.bigint();
   if (plan.fill !== undefined) {
-    const filled = await firstFill(exec, opts, plan, plan.fill, next);
+    const viaWriter = await firstFill(exec, opts, plan.fill, tableNames(next));
     return [
       {
         family: 4,
-        text: filled ? plan.text : fullText(next),
+        text: plan.text,
         changedChains: plan.changedChains,
         deletedChains: plan.deletedChains,
         writeMs: Number(process.hrtime.bigint() - t0) / 1e6,
         rules: countNftRules(next),
-        ...(filled ? { via: 'first-fill' } : {}),
+        via: viaWriter ? 'first-fill' : 'first-fill-text',
       },
     ];
   }
@@ -251,8 +277,10 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
       ),
     holdsOurs: (existing) => existing?.table === true,
     plan: (next, prev, existing, full) => {
-      // Nothing of ours in the namespace (read back, not assumed) and a writer to send elements.
-      const fill = opts.elementWriter !== undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
+      // The sidecar's table into a namespace with nothing of ours (read back, not assumed): a first
+      // fill in bounded transactions. Another program's table (the node agent's, in the host's
+      // namespace, with no readiness to hold its users) is written whole.
+      const fill = table === NFT_TABLE && opts.stage === undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
       return fill ?? planNft(next, prev, full, existing?.tables);
     },
     write: (plan, next) => writeNft(exec, opts, plan, next),

@@ -599,8 +599,22 @@ export interface NftPlan {
   readonly replacedMaps: readonly NftMapReplacement[];
   /** The text is those replacements and nothing else (an endpoint-only change): a writer of elements may send them instead. */
   readonly onlyReplacements: boolean;
-  /** A first fill (first-fill.ts): the text is the tables' skeleton, and these elements follow in one element-writer batch. */
-  readonly fill?: readonly ElementWrite[];
+  /** A first fill (first-fill.ts): the text is the tables' skeletons, which go one table a transaction, and the elements follow in bounded chunks. */
+  readonly fill?: NftFirstFill;
+}
+
+/** A first fill's transactions, in order (first-fill.ts). */
+export interface NftFirstFill {
+  /** Each table's skeleton, root first: one `nft -f` each. */
+  readonly skeletons: readonly string[];
+  /** The endpoint maps' ranges, then the dispatch elements, a bounded number a chunk: one transaction each. */
+  readonly chunks: readonly NftFillChunk[];
+}
+
+/** One transaction of a first fill's elements: the writes (an nfnetlink batch), and each write's map declaration (its `add map` text instead). */
+export interface NftFillChunk {
+  readonly writes: readonly ElementWrite[];
+  readonly decls: readonly string[];
 }
 
 /** An endpoint map's new contents. */

@@ -1,10 +1,11 @@
 /**
  * Every annotation parser a tenant's object reaches: time grows linearly with the input (the time
  * of an input eight times larger is measured against a smaller one; a quadratic step would make it
- * about 64 times, the bound is 24), and no input makes it throw.
+ * about 64 times, the bound is 24: test/harness/property.ts assertLinear), and no input makes it
+ * throw. The parsers of whole objects (Services, pods, NADs, AdmissionReviews) are in
+ * test/unit/tenant-parsers.test.ts.
  */
 import { test, describe } from 'node:test';
-import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { parseServiceNetwork } from '../../../src/annotations/service-network.js';
 import { parseLabelSelector } from '../../../src/annotations/label-selector.js';
@@ -12,38 +13,7 @@ import { parseNetworkStatus } from '../../../src/annotations/network-status.js';
 import { parseNetworkConfig } from '../../../src/annotations/nad-config.js';
 import { parseNetworks } from '../../../src/annotations/networks.js';
 import { FEW_RUNS } from './arbitraries.js';
-
-const SCALE = 8;
-const MAX_RATIO = 24;
-
-/** The fastest of a few runs (the least disturbed by other work on the machine), in ms. */
-function fastest(run: () => unknown): number {
-  let best = Infinity;
-  for (let i = 0; i < 21; i++) {
-    const t0 = process.hrtime.bigint();
-    run();
-    best = Math.min(best, Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  return best;
-}
-
-function assertLinear(name: string, input: (n: number) => string, parse: (s: string) => unknown, n: number): void {
-  const small = input(n);
-  const large = input(n * SCALE);
-  // Warm up (compiled code, not the interpreter, is measured); sizes are kept small enough that
-  // the garbage collector's steps do not dominate.
-  for (let i = 0; i < 5; i++) {
-    parse(small);
-    parse(large);
-  }
-  const ratio =
-    fastest(() => parse(large)) /
-    Math.max(
-      fastest(() => parse(small)),
-      0.05,
-    );
-  assert.ok(ratio < MAX_RATIO, `${name}: ${SCALE}x the input took ${ratio.toFixed(1)}x the time`);
-}
+import { assertLinear } from '../../harness/property.js';
 
 const ips = (n: number): string[] => Array.from({ length: n }, (_, i) => `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`);
 

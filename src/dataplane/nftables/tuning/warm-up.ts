@@ -89,6 +89,6 @@ export function warmUpRender(shape: WarmUpShape = {}, state: DesiredState = warm
   const rendered = render(state, new RenderCache());
   const next = new NftStage(shape.maxEndpointMaps, shape.portsPerShard).step(rendered);
   const fill = planFirstFill(next);
-  const batch = fill?.fill === undefined ? 0 : encodeIntervalMapBatch(fill.fill, 1).bytes.length;
+  const batch = fill?.fill === undefined ? 0 : fill.fill.chunks.reduce((n, c) => n + encodeIntervalMapBatch(c.writes, 1).bytes.length, 0);
   return planNft(next, undefined, true, []).text.length + (fill?.text.length ?? 0) + batch;
 }
