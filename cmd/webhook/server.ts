@@ -15,6 +15,7 @@ import type { Handler } from './handlers.js';
 import type { WebhookMetrics } from './metrics.js';
 import { ADMISSION_API_VERSION, ADMISSION_KIND, allowed, errored, review, type AdmissionRequest, type Operation } from './responses.js';
 import type { CertificateSource } from './tls.js';
+import { BODY_BYTES_IN_FLIGHT, createIntake } from './intake.js';
 
 export const PATHS = {
   mutatePods: '/mutate-pods',
@@ -96,9 +97,11 @@ export function createApp(opts: AppOptions): express.Express {
   });
 
   const json = express.json({ limit: opts.maxBodyBytes, type: ['application/json', 'application/*+json'] });
+  const intake = createIntake(BODY_BYTES_IN_FLIGHT, opts.maxBodyBytes);
   for (const [path, endpoint] of Object.entries(opts.endpoints)) {
     app.post(
       path,
+      intake.middleware,
       (req, res, next) => {
         (req as Request & { startedAt?: bigint }).startedAt = process.hrtime.bigint();
         json(req, res, next);
