@@ -25,14 +25,16 @@ import { keptBytesOverBudget, type BudgetedService } from '../../src/object-budg
 import { serviceOverBudget } from './service-spec.js';
 import { TOPOLOGY_AWARE_HINTS_ANNOTATION, TOPOLOGY_MODE_ANNOTATION } from './topology-hints.js';
 import { parseIp } from '../../src/annotations/ip.js';
+import { networkStatusForCache } from '../../src/annotations/network-status.js';
 import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
 import type { InputError, Result } from '../../src/result.js';
 import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
 
 type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
 
-function meta(m: V1ObjectMeta | undefined, annotation?: string): V1ObjectMeta {
-  const value = annotation === undefined ? undefined : m?.annotations?.[annotation];
+function meta(m: V1ObjectMeta | undefined, annotation?: string, bound: (value: string) => string = (v) => v): V1ObjectMeta {
+  const kept = annotation === undefined ? undefined : m?.annotations?.[annotation];
+  const value = kept === undefined ? undefined : bound(kept);
   return {
     name: m?.name,
     namespace: m?.namespace,
@@ -52,7 +54,8 @@ function container(c: Container): Container {
 
 export function slimPod(p: V1Pod): V1Pod {
   return {
-    metadata: meta(p.metadata, NETWORK_STATUS_ANNOTATION),
+    // Over its budget, only the length is kept: the parser refuses it alike (src/annotations/network-status.ts).
+    metadata: meta(p.metadata, NETWORK_STATUS_ANNOTATION, networkStatusForCache),
     spec: {
       nodeName: p.spec?.nodeName,
       // The sidecar RBAC binds the ServiceAccounts of injected pods (cmd/controller/sidecar-rbac.ts).

@@ -103,12 +103,29 @@ function parseEntry(entry: JsonObject): EntryResult {
   return ok(out);
 }
 
+/** Starts what a cache keeps in place of an over-budget network-status: the text's length only. */
+const OVERSIZE_MARK = '\u0000multus-proxy:oversize:';
+
+/**
+ * The network-status text as an informer should cache it: itself, or for a text over the budget a
+ * short stand-in holding its length, which parseNetworkStatus refuses with the same message. So a
+ * pod's cost in a cache is bounded whatever its owner writes.
+ */
+export function networkStatusForCache(value: string): string {
+  return typeof value === 'string' && value.length > MAX_NETWORK_STATUS_BYTES ? `${OVERSIZE_MARK}${value.length}` : value;
+}
+
+function oversizeError(value: string, length: number): Result<NetworkStatusEntry[]> {
+  return err(inputError(KEY, value, `is ${length} characters long, more than the ${MAX_NETWORK_STATUS_BYTES} multus-proxy reads`, BUDGET_FIX));
+}
+
 export function parseNetworkStatus(value: string): Result<NetworkStatusEntry[]> {
   if (typeof value !== 'string') {
     return err(notAStringError(KEY, value, `it must hold a JSON list, ${EXAMPLE}`));
   }
   if (value.trim().length === 0) return ok([]);
-  if (value.length > MAX_NETWORK_STATUS_BYTES) return err(inputError(KEY, value, `is ${value.length} characters long, more than the ${MAX_NETWORK_STATUS_BYTES} multus-proxy reads`, BUDGET_FIX));
+  if (value.length > MAX_NETWORK_STATUS_BYTES) return oversizeError(value, value.length);
+  if (value.startsWith(OVERSIZE_MARK)) return oversizeError(`<${value.slice(OVERSIZE_MARK.length)} characters>`, Number(value.slice(OVERSIZE_MARK.length)));
   const parsed = parseJson(value);
   if (!parsed.ok) return err(inputError(KEY, value, parsed.error, `it must hold a JSON list, ${EXAMPLE}; check what wrote it`));
   if (!Array.isArray(parsed.value)) {

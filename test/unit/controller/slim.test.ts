@@ -5,7 +5,7 @@ import { podEndpoints } from '../../../cmd/controller/pod-endpoints.js';
 import { podChangeMatters } from '../../../cmd/controller/reconcile.js';
 import { nadChanged, slimNad, slimNamespace, slimNode, slimPod } from '../../../cmd/controller/slim.js';
 import { isInjectionEnabled } from '../../../cmd/controller/sidecar-rbac.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
 import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
 import { networkStatus, pod, service } from './fixtures.js';
 
@@ -25,6 +25,23 @@ function fullPod(p: V1Pod): V1Pod {
 }
 
 void describe('controller informer transforms', () => {
+  void test('an over-budget network-status is cached as its length only, and refused as the whole text is', () => {
+    const svc = service('web', { network: 'macvlan1' });
+    const big = pod('big', { status: `[${' '.repeat(256 * 1024)}]` });
+    const slim = slimPod(big);
+    const kept = slim.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
+    assert.ok(kept.length < 64, `kept ${kept.length} characters`);
+    const full = podEndpoints(svc, [{ namespace: 'default', name: 'macvlan1' }], big);
+    const cached = podEndpoints(svc, [{ namespace: 'default', name: 'macvlan1' }], slim);
+    assert.deepEqual(cached.endpoints, []);
+    assert.deepEqual(
+      cached.skips.map((s) => s.reason),
+      full.skips.map((s) => s.reason),
+    );
+    assert.match(cached.skips[0]?.message ?? '', /is 262146 characters long, more than the 65536/);
+    assert.match(full.skips[0]?.message ?? '', /is 262146 characters long, more than the 65536/);
+  });
+
   void test('a slim pod is the same to the planner as the full one (property over fixture options)', () => {
     const svc = service('web', { network: 'macvlan1' });
     fc.assert(
