@@ -22,6 +22,7 @@ import { TABLES_LISTING } from '../core/exec.js';
 import { cleanupText, countNftRules, ENDPOINT_MAP_PREFIX, fullText, NFT_FAMILY, NFT_TABLE, planNft, tableParts, wholeTableDue, type NftPlan, type NftRuleset, type NftTablePart } from './render.js';
 import { planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
+import { policyChainCounts } from './policy.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
@@ -101,6 +102,7 @@ export function expectedChains(part: NftTablePart): Map<string, number> {
     want.set(t.chain, t.rules.length);
     for (const [name, lines] of t.ownedChains) want.set(name, lines.length);
   }
+  for (const [name, n] of policyChainCounts(part.policy)) want.set(name, n);
   return want;
 }
 
