@@ -259,10 +259,20 @@ export interface PolicyChange {
  * changed sets' elements (flushed and written whole, in the same transaction), changed chains
  * written whole, then what is no longer used deleted (chains before the sets and counters they
  * name). Sets named by a rewritten chain are declared again (nft resolves a chain block's sets in
- * its cache, and this transaction fetches none; re-adding a set keeps its elements).
+ * its cache, and this transaction fetches none; re-adding a set keeps its elements). Returns the
+ * writes; the chains written and deleted go onto `into.changed` and `into.deleted` (the write
+ * report's lists) and the removals onto `into.removes` (written after every write).
  */
-export function policyChange(T: string, prev: NftPolicy | undefined, next: NftPolicy | undefined): PolicyChange {
-  if (prev === next) return { adds: [], removes: [], changed: [], deleted: [] };
+export function policyChange(T: string, prev: NftPolicy | undefined, next: NftPolicy | undefined, into: { changed: string[]; deleted: string[]; removes: string[] }): string[] {
+  if (prev === next) return [];
+  const out = policyDiff(T, prev, next);
+  into.changed.push(...out.changed);
+  into.deleted.push(...out.deleted);
+  into.removes.push(...out.removes);
+  return [...out.adds];
+}
+
+function policyDiff(T: string, prev: NftPolicy | undefined, next: NftPolicy | undefined): PolicyChange {
   const empty = new Map<string, never>();
   const before = { hooks: prev?.hooks ?? empty, chains: prev?.chains ?? empty, sets: prev?.sets ?? empty, counters: new Set(prev?.counters ?? []) };
   const after = { hooks: next?.hooks ?? empty, chains: next?.chains ?? empty, sets: next?.sets ?? empty, counters: new Set(next?.counters ?? []) };

@@ -721,7 +721,7 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) added(placed(t, e), elementText(e));
     if (old !== undefined) removeParts(old, t);
   }
-  const fixed: string[] = [];
+  const fixed: string[] = policyChange(tables[0] as string, prev.policy, next.policy, { changed: changedChains, deleted: deletedChains, removes: flushes });
   // The same fixed part (the sidecar's, always): no fixed chain changed.
   for (const [i, T] of prev.table === next.table ? [] : tables.entries()) {
     const before = new Map(shardFixed(prev.table, i).chains.map((c) => [c.name, c.rules]));
@@ -736,12 +736,8 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
   // Chains are deleted before sets and maps: a rule may still name one until its chain goes.
   const ordered = [...deletes.filter((l) => l.startsWith('delete chain')), ...deletes.filter((l) => !l.startsWith('delete chain'))];
   const elems = fixedElements(tables, next, elemAdd, elemDel);
-  // The policy's change rides the same transaction (policy.ts), in the root table.
-  const pol = policyChange(tables[0] as string, prev.policy, next.policy);
-  changedChains.push(...pol.changed);
-  deletedChains.push(...pol.deleted);
-  const others = [...adds, ...fills, ...elems, ...fixed, ...flushes, ...ordered, ...pol.adds, ...pol.removes];
-  const lines = [...adds, ...refills, ...fills, ...elems, ...fixed, ...pol.adds, ...flushes, ...ordered, ...pol.removes];
+  const others = [...adds, ...fills, ...elems, ...fixed, ...flushes, ...ordered];
+  const lines = [...adds, ...refills, ...fills, ...elems, ...fixed, ...flushes, ...ordered];
   return { text: lines.length === 0 ? '' : `${lines.join('\n')}\n`, full: false, changedChains, deletedChains, replacedMaps, onlyReplacements: others.length === 0 && refills.length > 0 };
 }
 
