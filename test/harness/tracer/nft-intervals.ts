@@ -4,11 +4,10 @@
  * part by part, as the kernel's interval and concatenated-interval (pipapo) sets do.
  */
 import { addrValue } from './addr.js';
-import type { Family } from './walk.js';
 
 /** A key part's value as a number, by type; undefined for a type without an order (a protocol). */
 function ordered(type: string, v: string): bigint | undefined {
-  if (type === 'ipv4_addr' || type === 'ipv6_addr') return addrValue(v, type === 'ipv4_addr' ? 4 : (6 as Family));
+  if (type === 'ipv4_addr' || type === 'ipv6_addr') return addrValue(v, type === 'ipv4_addr' ? 4 : 6);
   if (type === 'inet_service') return BigInt(v);
   return undefined;
 }

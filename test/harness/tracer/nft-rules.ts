@@ -174,7 +174,7 @@ function anonymousSet(sels: readonly Selector[], w: readonly string[], i: number
   const sel = sels[0];
   if (sels.length !== 1 || sel === undefined) return undefined;
   let values: string[] = [];
-  let end = i;
+  let end: number;
   if (sel.type === 'ct_state' && w[i + 1] === ',') {
     values.push(w[i] ?? '');
     end = i + 1;
