@@ -51,6 +51,11 @@ export interface PolicyRule {
 /** One direction on one network: isolated when any policy for it selects the pod in that direction. */
 export interface DirectionPolicy {
   readonly isolated: boolean;
+  /**
+   * The policies (`<namespace>/<name>`) that isolate this direction, for their drop counters. Optional
+   * (additive): absent, the policies named by `rules` stand for them.
+   */
+  readonly isolatedBy?: readonly string[];
   /** The union of every selecting policy's rules: a packet any rule matches is allowed. */
   readonly rules: readonly PolicyRule[];
 }
@@ -59,6 +64,8 @@ export interface DirectionPolicy {
 export interface PolicyFailure {
   readonly policy: string;
   readonly message: string;
+  /** The direction it isolates, when known (optional, additive); absent: both. */
+  readonly direction?: 'ingress' | 'egress';
 }
 
 /** The pod's policy on one secondary network (one interface). */

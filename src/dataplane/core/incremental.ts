@@ -476,6 +476,7 @@ export function render(state: DesiredState, cache?: RenderCache, layout: Layout 
   const rendered: Rendered = {
     resolution,
     routes: planRoutes(resolution.targets),
+    ...(state.policy !== undefined ? { policy: state.policy } : {}),
     ...(cache !== undefined ? { version: nextVersion() } : {}),
   };
   if (cache?.positions !== undefined) cache.last = { state, rendered, index: cache.positions };
@@ -533,7 +534,7 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     changes.push({ from, to, work });
   }
   const prev = last.rendered;
-  if (changes.length === 0) {
+  if (changes.length === 0 && prev.policy === state.policy) {
     cache.last = { ...last, state };
     return prev;
   }
@@ -561,9 +562,11 @@ function patchRender(state: DesiredState, cache: RenderCache): Rendered | undefi
     index.set(to, pos);
     touched.push({ old, next });
   }
+  // A policy change alone is a new version with no target changed (the stages keep every target's part).
   const rendered: Rendered = {
     resolution: { targets, skipped: prev.resolution.skipped, warnings: prev.resolution.warnings },
     routes: prev.routes,
+    ...(state.policy !== undefined ? { policy: state.policy } : {}),
     version: nextVersion(),
     ...(prev.version !== undefined ? { delta: { from: prev.version, targets: inOrder(touched, index) } } : {}),
   };

@@ -8,6 +8,7 @@
 import type { NetworkRef } from '../../annotations/service-network.js';
 import type { Change } from './engine.js';
 import type { ClientPlace, TrafficSettings } from '../../service-semantics/endpoints.js';
+import type { PodPolicy } from '../../policy/model.js';
 
 export type IpFamily = 4 | 6;
 export type Protocol = 'TCP' | 'UDP' | 'SCTP';
@@ -80,6 +81,8 @@ export interface PodInterface {
 export interface DesiredState {
   readonly targets: readonly ServicePortTarget[];
   readonly interfaces: readonly PodInterface[];
+  /** The pod's compiled MultiNetworkPolicy (policy-state.ts withPodPolicy); absent: nothing isolated. A new object means a change. */
+  readonly policy?: PodPolicy;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +149,8 @@ export interface Resolution {
 export interface Rendered {
   readonly resolution: Resolution;
   readonly routes: readonly Route[];
+  /** The state's policy, passed through as is (each back end's stage renders it, or refuses it: ../policy-support.ts). */
+  readonly policy?: PodPolicy;
   /** Set by a render with a cache (incremental.ts): this render's version, unique in the process. */
   readonly version?: number;
   /**

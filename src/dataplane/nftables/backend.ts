@@ -37,6 +37,7 @@ import {
 } from './render.js';
 import { fillChunkText, planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
+import { policyChainCounts } from './policy.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
 export interface NftExisting {
@@ -116,6 +117,7 @@ export function expectedChains(part: NftTablePart): Map<string, number> {
     want.set(t.chain, t.rules.length);
     for (const [name, lines] of t.ownedChains) want.set(name, lines.length);
   }
+  for (const [name, n] of policyChainCounts(part.policy)) want.set(name, n);
   return want;
 }
 

@@ -43,6 +43,7 @@ import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../core/model.js'
 import { endpointRanges, PICK_MODULUS, rangeHeads, type EndpointRange } from './pick-ranges.js';
 import { shardCount, shardOf, shardTableName } from './tuning/shards.js';
 import type { ElementWrite } from './netlink-batch.js';
+import { policyBlock, policyChange, type NftPolicy } from './policy.js';
 
 export const NFT_FAMILY = 'inet';
 /** The sidecar's table name. */
@@ -117,6 +118,8 @@ export interface NftRuleset {
   readonly targets: ReadonlyMap<string, NftTarget>;
   /** The tables the Service ports are spread over (shards.ts); absent: 1, the root table alone. */
   readonly shards?: number;
+  /** The pod's MultiNetworkPolicy chains and sets (policy.ts), in the root table; absent: none. */
+  readonly policy?: NftPolicy;
 }
 
 // One string per name (a template per call would be a new string per target).
@@ -192,11 +195,18 @@ export interface NftTablePart {
   readonly table: NftTable;
   readonly targets: NftTarget[];
   readonly elements: Map<string, NftElement[]>;
+  /** The policy's part (the root table's only). */
+  readonly policy?: NftPolicy;
 }
 
 /** A ruleset split by table, root first (one part for one shard). Pure. */
 export function tableParts(r: NftRuleset): NftTablePart[] {
-  const parts: NftTablePart[] = Array.from({ length: shardsOf(r) }, (_, i) => ({ table: shardFixed(r.table, i), targets: [], elements: new Map() }));
+  const parts: NftTablePart[] = Array.from({ length: shardsOf(r) }, (_, i) => ({
+    table: shardFixed(r.table, i),
+    targets: [],
+    elements: new Map(),
+    ...(i === 0 && r.policy !== undefined ? { policy: r.policy } : {}),
+  }));
   for (const t of r.targets.values()) {
     const shard = targetShard(r, t.chain);
     (parts[shard] as NftTablePart).targets.push(t);
@@ -524,7 +534,7 @@ export function partsText(parts: readonly NftTablePart[], stale: readonly string
 }
 
 /** One table whole, onto `out` (a string per block, each ending in a newline): created if missing, so deleting it cannot fail, then written by its block. */
-function tableBlock(out: string[], { table, targets: all, elements: members }: NftTablePart, skeleton: boolean): void {
+function tableBlock(out: string[], { table, targets: all, elements: members, policy }: NftTablePart, skeleton: boolean): void {
   const T = tableRef(table.name);
   out.push(`add table ${T}\ndelete table ${T}\ntable ${T} {\n`);
   // Most Service ports have no sets or owned chains (affinity only): no iterator for those.
@@ -563,6 +573,7 @@ function tableBlock(out: string[], { table, targets: all, elements: members }: N
     out.push('\t}\n');
   }
   for (const c of table.chains) out.push(chainText(c.name, c.rules));
+  policyBlock(out, policy);
   out.push('}\n');
 }
 
@@ -724,7 +735,7 @@ export function partialText(next: NftRuleset, prev: NftRuleset): NftPlan {
     for (const e of t.elements) if (had.get(elemKey(e)) !== elementText(e)) added(placed(t, e), elementText(e));
     if (old !== undefined) removeParts(old, t);
   }
-  const fixed: string[] = [];
+  const fixed: string[] = policyChange(tables[0] as string, prev.policy, next.policy, { changed: changedChains, deleted: deletedChains, removes: flushes });
   // The same fixed part (the sidecar's, always): no fixed chain changed.
   for (const [i, T] of prev.table === next.table ? [] : tables.entries()) {
     const before = new Map(shardFixed(prev.table, i).chains.map((c) => [c.name, c.rules]));

@@ -9,6 +9,8 @@ import { Snapshot } from '../core/engine.js';
 import type { Rendered, ResolvedTarget } from '../core/model.js';
 import { MAX_ENDPOINT_MAPS, renderNft, renderTarget, sidecarPickLayout, targetKey, type NftRuleset, type NftTarget, type PickLayout } from './render.js';
 import { PORTS_PER_SHARD, shardsAfter } from './tuning/shards.js';
+import { renderPolicy, type NftPolicy } from './policy.js';
+import type { PodPolicy } from '../../policy/model.js';
 
 export class NftStage {
   /** Each resolved target's part per layout, kept while the render cache keeps the target (the same object when unchanged). */
@@ -16,6 +18,8 @@ export class NftStage {
   private last: { readonly version: number; readonly layout: PickLayout; readonly shards: number; readonly ruleset: NftRuleset } | undefined;
   /** The shard count of the last table, kept when `last` is not (its next count depends on it: shardsAfter). */
   private shards: number | undefined;
+  /** The last policy rendered, by the compiled policy's identity (a new object means a change). */
+  private policy: { readonly from: PodPolicy | undefined; readonly part: NftPolicy | undefined } = { from: undefined, part: undefined };
 
   /**
    * `maxEndpointMaps`: the Service ports up to which the table picks through endpoint maps
@@ -54,9 +58,21 @@ export class NftStage {
     const shards = shardsAfter(targets.length, this.shards, this.portsPerShard);
     this.shards = shards;
     const edited = last !== undefined && last.layout === layout && last.shards === shards && delta?.from === last.version ? this.edit(last.ruleset, delta.targets, layout) : undefined;
-    const ruleset = edited ?? renderNft(targets, this.memos[layout], layout, shards);
+    const ruleset = this.withPolicy(edited ?? renderNft(targets, this.memos[layout], layout, shards), rendered.policy);
     this.last = version === undefined ? undefined : { version, layout, shards, ruleset };
     return ruleset;
+  }
+
+  /** The table with the render's policy part (policy.ts), rendered again only when the policy object changed. */
+  private withPolicy(ruleset: NftRuleset, policy: PodPolicy | undefined): NftRuleset {
+    if (this.policy.from !== policy) this.policy = { from: policy, part: renderPolicy(policy) };
+    const part = this.policy.part;
+    if (part === undefined) {
+      if (ruleset.policy === undefined) return ruleset;
+      const { policy: _dropped, ...rest } = ruleset;
+      return rest;
+    }
+    return ruleset.policy === part ? ruleset : { ...ruleset, policy: part };
   }
 
   /**

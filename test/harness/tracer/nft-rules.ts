@@ -8,6 +8,7 @@
  */
 import { canonical, inPrefix, parseHostPort, parsePrefix } from './addr.js';
 import type { NftSet, NftTableState } from './nftables.js';
+import { elementCovers, ICMPV6_TYPES } from './nft-intervals.js';
 import { outInterface, portion, type Action, type Branch, type Cond, type Effect, type Family, type Path, type RejectKind, type Rule, type Step } from './walk.js';
 
 /** A compiled rule: what it names (checked when a transaction ends), and its walk form in a table. */
@@ -39,6 +40,7 @@ interface Compiled {
   readonly parts: Part[];
   readonly sets: { name: string; want: (s: NftSet) => string | undefined }[];
   readonly chains: string[];
+  readonly counters: string[];
 }
 
 const addrField = (fam: Family, field: 'saddr' | 'daddr'): Selector => ({
@@ -53,8 +55,9 @@ function selector(w: readonly string[], i: number): [Selector, number] | undefin
   if ((a === 'ip' || a === 'ip6') && (b === 'saddr' || b === 'daddr')) return [addrField(a === 'ip' ? 4 : 6, b), i + 2];
   if (a === 'meta' && b === 'l4proto') return [{ text: 'meta l4proto', type: 'inet_proto', value: (x) => x.pkt.protocol }, i + 2];
   if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport')
-    return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (a === 'th' || x.pkt.protocol === a ? String(x.pkt.dport) : undefined) }, i + 2];
-  if (a === 'ct' && b === 'state') return [{ text: 'ct state', type: 'ct_state', value: () => 'new' }, i + 2];
+    return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (x.pkt.protocol !== 'icmpv6' && (a === 'th' || x.pkt.protocol === a) ? String(x.pkt.dport) : undefined) }, i + 2];
+  if (a === 'ct' && b === 'state') return [{ text: 'ct state', type: 'ct_state', value: (x) => x.pkt.ct ?? 'new' }, i + 2];
+  if (a === 'icmpv6' && b === 'type') return [{ text: 'icmpv6 type', type: 'icmpv6_type', value: (x) => (x.pkt.icmpv6Type === undefined ? undefined : String(x.pkt.icmpv6Type)) }, i + 2];
   if (a === 'ct' && b === 'status') return [{ text: 'ct status', type: 'ct_status', value: (x) => (x.dnat !== undefined ? 'dnat' : 'none') }, i + 2];
   if (a === 'iifname') return [{ text: a, type: 'ifname', value: (x) => x.pkt.iif ?? fail('trace: a rule matches the input interface; give the packet an iif') }, i + 1];
   if (a === 'oifname') return [{ text: a, type: 'ifname', value: (x, ctx) => outInterface(ctx.path, x) }, i + 1];
@@ -91,6 +94,7 @@ function wantKey(sels: readonly Selector[], kind: 'set' | 'map', data?: readonly
 function has(ctx: Ctx, set: string, key: string, effects: readonly Effect[]): boolean {
   const s = ctx.t.sets.get(set);
   const list = `${ctx.t.family} ${ctx.t.name} ${set}`;
+  if (s?.interval === true) for (const e of s.elements.keys()) if (elementCovers(s.key, e, key)) return true;
   return s?.elements.has(key) === true || ctx.dynamic.get(list)?.has(key) === true || effects.some((e) => e.list === list && e.key === key);
 }
 
@@ -132,6 +136,8 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
     c.parts.push((ctx) => ({ cond: (b) => [[b, ((k) => k !== undefined && has(ctx, name, k, b.effects))(keyOf(sels, b, ctx))]] }));
     return i + 1;
   }
+  const anon = anonymousSet(sels, w, i, c);
+  if (anon !== undefined) return anon;
   const neg = next === '!=';
   const raw = neg ? w[i + 1] : next;
   if (raw === undefined || raw === '{' || sels.length !== 1) throw new Error(`a comparison of ${sels.map((s) => s.text).join(' . ')} with ${raw ?? 'nothing'} is not modelled`);
@@ -158,6 +164,37 @@ function relation(w: readonly string[], i0: number, c: Compiled): number {
     c.parts.push((ctx) => ({ cond: (b) => [[b, ((v) => v !== undefined && (v === want) !== neg)(sel.value(b, ctx))]] }));
   }
   return i + (neg ? 2 : 1);
+}
+
+/**
+ * `ct state a,b` (a list of states) and `icmpv6 type { t, ... }` (an anonymous set of types): the
+ * index after it, or undefined when `w[i]` starts neither.
+ */
+function anonymousSet(sels: readonly Selector[], w: readonly string[], i: number, c: Compiled): number | undefined {
+  const sel = sels[0];
+  if (sels.length !== 1 || sel === undefined) return undefined;
+  let values: string[] = [];
+  let end: number;
+  if (sel.type === 'ct_state' && w[i + 1] === ',') {
+    values.push(w[i] ?? '');
+    end = i + 1;
+    while (w[end] === ',') {
+      values.push(w[end + 1] ?? '');
+      end += 2;
+    }
+    for (const v of values) if (!['new', 'established', 'related', 'invalid', 'untracked'].includes(v)) throw new Error(`ct state ${v} is not modelled`);
+  } else if (sel.type === 'icmpv6_type' && w[i] === '{') {
+    const close = w.indexOf('}', i);
+    if (close < 0) throw new Error('icmpv6 type { without }');
+    values = w
+      .slice(i + 1, close)
+      .filter((x) => x !== ',')
+      .map((x) => String(ICMPV6_TYPES[x] ?? (/^\d+$/.test(x) ? Number(x) : fail(`icmpv6 type ${x} is not modelled`))));
+    end = close + 1;
+  } else return undefined;
+  const want = new Set(values);
+  c.parts.push((ctx) => ({ cond: (b) => [[b, ((v) => v !== undefined && want.has(v))(sel.value(b, ctx))]] }));
+  return end;
 }
 
 function literal(sel: Selector, raw: string): string {
@@ -198,6 +235,11 @@ function statement(w: readonly string[], i: number, c: Compiled): number | undef
       return i + 2;
     }
     case 'counter':
+      // A named counter (an object of the table) counts; the walk has nothing to do.
+      if (w[i + 1] === 'name') {
+        c.counters.push(w[i + 2] ?? '');
+        return i + 3;
+      }
       return i + 1;
     case 'meta':
       return w[i + 1] === 'mark' ? metaMark(w, i, c) : undefined;
@@ -298,7 +340,7 @@ const fail = (msg: string): never => {
 };
 
 export function compileRule(words: readonly string[]): NftRule {
-  const c: Compiled = { parts: [], sets: [], chains: [] };
+  const c: Compiled = { parts: [], sets: [], chains: [], counters: [] };
   let i = 0;
   let terminal = false;
   while (i < words.length) {
@@ -326,6 +368,7 @@ export function compileRule(words: readonly string[]): NftRule {
         if (why !== undefined) throw new Error(`${why} (in rule ${JSON.stringify(text)})`);
       }
       for (const ch of c.chains) if (!t.chains.has(ch)) throw new Error(`No such file or directory: chain ${ch} (in rule ${JSON.stringify(text)} of table ${t.name})`);
+      for (const n of c.counters) if (t.counters?.has(n) !== true) throw new Error(`No such file or directory: counter ${n} (in rule ${JSON.stringify(text)} of table ${t.name})`);
     },
     bind(t, dynamic, path) {
       const ctx: Ctx = { t, dynamic, path };

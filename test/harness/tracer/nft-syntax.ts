@@ -37,6 +37,7 @@ const BLOCK_HEADS: readonly (readonly string[])[] = [
   ['chain'],
   ['set'],
   ['map'],
+  ['counter'],
   ['add', 'table'],
   ['add', 'chain'],
   ['add', 'set'],

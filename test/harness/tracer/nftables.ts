@@ -11,6 +11,7 @@
 import { canonical } from './addr.js';
 import { statements, tokenize, type Stmt } from './nft-syntax.js';
 import { compileRule, type NftRule } from './nft-rules.js';
+import { rangeText } from './nft-intervals.js';
 import { isLocal, runHooks, type BaseChain, type Family, type Outcome, type Packet, type Path } from './walk.js';
 
 /** A text the fake refuses, as `nft -f` would. */
@@ -41,6 +42,8 @@ export interface NftTableState {
   readonly name: string;
   readonly chains: Map<string, NftChain>;
   readonly sets: Map<string, NftSet>;
+  /** Named counters (`counter <name> { }`, `add counter`); absent in a table that never had one. */
+  counters?: Set<string>;
 }
 
 type State = Map<string, NftTableState>;
@@ -127,6 +130,7 @@ function cloneState(s: State): State {
       ...t,
       chains: new Map([...t.chains].map(([n, c]) => [n, { ...c, rules: [...c.rules] }])),
       sets: new Map([...t.sets].map(([n, x]) => [n, { ...x, elements: new Map(x.elements) }])),
+      ...(t.counters !== undefined ? { counters: new Set(t.counters) } : {}),
     });
   return out;
 }
@@ -166,6 +170,7 @@ function command(st: State, s: Stmt): void {
   const t = tableRef(st, w, 2);
   const name = w[4] ?? fail(`${obj} needs a name`);
   if (obj === 'chain') return chainCommand(t, verb, name, s);
+  if (obj === 'counter') return counterCommand(t, verb, name);
   if (obj === 'set' || obj === 'map') {
     if (verb === 'add' || verb === 'create') return void declareSet(t, obj, name, s.block ?? fail(`add ${obj} needs a block here`));
     const set = t.sets.get(name);
@@ -180,6 +185,16 @@ function command(st: State, s: Stmt): void {
     return addElements(set, w.slice(5));
   }
   throw new Error(`${verb} ${obj} is not modelled`);
+}
+
+/** `add counter` (kept if it exists) and `delete counter` (refused while a rule names it). */
+function counterCommand(t: NftTableState, verb: string, name: string): void {
+  t.counters ??= new Set();
+  if (verb === 'add' || verb === 'create') return void t.counters.add(name);
+  if (verb !== 'delete') throw new Error(`${verb} counter is not modelled`);
+  if (!t.counters.has(name)) throw new Error(`No such file or directory: counter ${name}`);
+  for (const c of t.chains.values()) if (c.rules.some((r) => r.text.includes(`counter name ${name}`))) throw new Error(`Device or resource busy: counter ${name} is used by chain ${c.name}`);
+  t.counters.delete(name);
 }
 
 function chainCommand(t: NftTableState, verb: string, name: string, s: Stmt): void {
@@ -202,6 +217,7 @@ function tableBlock(t: NftTableState, block: readonly Stmt[]): void {
     const [kind = '', name] = s.words;
     if (name === undefined || s.words.length !== 2 || s.block === undefined) throw new Error(`line ${s.line}: ${JSON.stringify(s.words.join(' '))} is not modelled in a table block`);
     if (kind === 'chain') chainBlock(t, name, s.block);
+    else if (kind === 'counter') (t.counters ??= new Set()).add(name);
     else if (kind === 'set' || kind === 'map') declareSet(t, kind, name, s.block);
     else throw new Error(`line ${s.line}: ${kind} is not modelled in a table block`);
   }
@@ -324,6 +340,10 @@ function elementKey(set: NftSet, words: readonly string[]): string {
 /** A value of a key or data type, canonical: the rules' lookups (nft-rules.ts) build the same text from a packet. */
 export function valueText(type: string | undefined, v: string, set: string, interval = false): string {
   const bad = (): never => fail(`${set}: ${JSON.stringify(v)} is not a ${type ?? '?'}`);
+  if (interval && type !== 'numgen') {
+    const range = rangeText(type, v, (x) => valueText(type, x, set));
+    if (range !== undefined) return range;
+  }
   switch (type) {
     case 'ipv4_addr':
     case 'ipv6_addr':
@@ -362,6 +382,8 @@ function verdictChain(t: NftTableState, d: readonly string[]): void {
 }
 
 function overlapCheck(set: NftSet, key: string): void {
+  // Numbers (numgen ranges) only: address and port intervals are checked by the renderer's merge.
+  if (set.key.join() !== 'numgen') return;
   const [a, b] = key.split('-').map(Number) as [number, number];
   for (const k of set.elements.keys()) {
     if (k === key) continue;

@@ -11,6 +11,7 @@ import { SIDECAR_LAYOUT, type Layout } from '../../../src/dataplane/core/names.j
 import { planRestore } from '../../../src/dataplane/iptables/restore.js';
 import { planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../../src/dataplane/nftables/render.js';
 import { shardsAfter } from '../../../src/dataplane/nftables/tuning/shards.js';
+import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
 import type { DesiredState } from '../../../src/dataplane/core/model.js';
 import type { IptablesRules } from '../../../src/dataplane/iptables/rulesets.js';
 import { FakeIptables } from './iptables.js';
@@ -90,5 +91,8 @@ function sidecarRules(kind: BackendKind, state: DesiredState, prev: RenderedRule
   if (kind === 'iptables') return { iptables: iptablesRules(targets, SIDECAR_LAYOUT) };
   const was = prev !== undefined && 'nft' in prev ? prev.nft : undefined;
   const shards = shardsAfter(targets.length, was === undefined ? undefined : (was.shards ?? 1), opts.portsPerShard);
-  return { nft: renderNft(targets, undefined, sidecarPickLayout(targets.length, opts.maxEndpointMaps), shards) };
+  const nft = renderNft(targets, undefined, sidecarPickLayout(targets.length, opts.maxEndpointMaps), shards);
+  // The pod's MultiNetworkPolicy, as the nftables stage adds it (nftables/stage.ts).
+  const policy = renderPolicy(state.policy);
+  return { nft: policy === undefined ? nft : { ...nft, policy } };
 }

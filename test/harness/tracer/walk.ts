@@ -13,12 +13,16 @@ export type L4 = 'tcp' | 'udp' | 'sctp';
 /** The first packet of a new connection. */
 export interface Packet {
   readonly family: Family;
-  readonly protocol: L4;
+  /** `icmpv6` with `icmpv6Type` (neighbour discovery), else the transport protocol. */
+  readonly protocol: L4 | 'icmpv6';
   readonly src: string;
   readonly dst: string;
   readonly dport: number;
   /** The interface it came in on (the prerouting path; rules matching it need it). */
   readonly iif?: string;
+  /** Its conntrack state (`ct state`); absent: a new connection's first packet. */
+  readonly ct?: 'new' | 'established' | 'related';
+  readonly icmpv6Type?: number;
 }
 
 /** Where a traced packet starts, and what routing would decide for it (which the fakes do not model). */
