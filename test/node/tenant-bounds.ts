@@ -339,8 +339,9 @@ export function fairShare(node: RealNode, aaa: Tenant, out: FairShare): Attack {
       );
       const port = await sidecarHealthPort(node, 'default', CLIENT);
       out.dropped = metricValues(await sidecarMetrics(node, 'default', CLIENT, port), 'multus_proxy_sidecar_services_dropped');
-      const rules = await sidecarRules(node, 'default', CLIENT);
-      out.served = names.filter((n) => rules.some((l) => l.includes(`${aaa.namespace}/${n}`)));
+      const served: string[] = [];
+      for (const n of names) if ((await blogClientRulesFor(node, aaa, n)).length > 0) served.push(n);
+      out.served = served;
     },
     async undo() {
       await aaa.kubectl(['delete', 'service', '-n', aaa.namespace, ...names, '--ignore-not-found']);
