@@ -182,7 +182,8 @@ function overBudgetService(node: RealNode, t: Tenant, name: string, spec: Record
       const since = Date.now();
       out.labelOnly = await t.kubectl(['create', '-f', '-'], { input: labelled(t, name, {}, spec), timeoutMs: 120_000 });
       if (out.labelOnly.code !== 0) throw new Error(`the apiserver refused the tenant's label-only Service ${name}: ${out.labelOnly.stderr.slice(0, 500)}`);
-      const names = (l: string): boolean => l.includes(`Service ${t.namespace}/${name} `);
+      // The blog client's own Event: the backends' sidecars say the same, sometimes sooner.
+      const names = (l: string): boolean => l.startsWith(`Pod/${CLIENT}: `) && l.includes(`Service ${t.namespace}/${name} `);
       out.clientEvents = await eventsUntil(`a ServiceOverBudget Event on default/${CLIENT} naming ${name}`, 30_000, () => adminEvents(node, 'default', 'ServiceOverBudget'), names);
       out.serviceEvents = await warningsAbout(t, 'Service', name, since);
       const port = await sidecarHealthPort(node, 'default', CLIENT);
