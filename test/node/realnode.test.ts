@@ -21,16 +21,19 @@ import { HEALTH_LISTEN } from '../../cmd/webhook/options.js';
 import { quantileSorted } from '../harness/stats.js';
 import { STAGE_COLUMNS, stageCells } from '../controller/deletion-stages.js';
 import { CLIENT_ADDRESS, NODE_ADDRESS, runNodePort } from './nodeport.js';
+import { CLIENT } from './cluster.js';
 import { runHeadless } from './headless.js';
 import { runSliceMetadata } from './slices.js';
 import { runDiagnoseOnNode } from './diagnose.js';
 import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
-import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
+import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, tenantNamespace, AAA_NS, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
 import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
 import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { deletedServiceReannotated, forgedEvent, manyNames, type DeletedReannotated, type ForgedEvent, type ManyNames } from './tenant-bounds.js';
+import { bigLabels, bigNad, bigNetworkStatus, emptyOverBudget, fairShare, manyPorts, manySourceRanges } from './tenant-bounds.js';
+import type { BigLabels, BigNad, BigNetworkStatus, FairShare, OverBudgetService } from './tenant-bounds.js';
 import { uninstallAgent } from './nodeport.js';
 import { runMetalLB } from './metallb.js';
 import { LB_CLIENT, runLoadBalancer } from './loadbalancer.js';
@@ -376,6 +379,10 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(r.requests >= 5, `${name}: the blog traffic ran (${r.requests} requests)`);
     assert.deepEqual(r.hostAfter, r.hostBefore, `${name}: the host's links, addresses and routes changed`);
     assert.ok(r.followUpMs >= 0 && r.followDownMs >= 0, `${name}: the blog's slice followed its pods`);
+    assert.deepEqual(r.costs.restarted, [], `${name}: containers of the project restarted`);
+    assert.deepEqual(r.costs.lostReadiness, [], `${name}: injected pods of other namespaces lost readiness`);
+    assert.deepEqual(r.costs.overBudget, [], `${name}: containers reached their memory limit`);
+    for (const c of ['sidecar', 'controller', 'webhook']) assert.ok(r.costs.peaks[c] !== undefined, `${name}: no memory read for the ${c} (${JSON.stringify(r.costs.peaks)})`);
   };
 
   void test(`tenant: setup: "${TENANT_USER}" has admin (plus NADs) in ${TENANT_NS} only, through a client certificate signed by the cluster CA`, { timeout: 120_000 }, async () => {
@@ -601,6 +608,122 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.equal(o.clientReady, true, 'the injected sidecar is admitted and Multus may still write the status');
       assert.equal(o.listPods, 403);
       guarded('optional policies', r);
+    },
+  );
+
+  // Objects over a budget per object, with the node agent serving the blog's network beside the sidecars.
+  let agentUp = false;
+  const overBudget = (name: string, o: OverBudgetService, denial: RegExp, budget: string): void => {
+    log(
+      `  annotated: ${o.annotated?.code} ${o.annotated?.stderr.slice(0, 300).trim()}; label only: ${o.labelOnly?.code}; client events: ${o.clientEvents.join(' | ').slice(0, 600)}; Service events: ${o.serviceEvents.join(' | ').slice(0, 600)}; refused ${JSON.stringify(o.refused)}`,
+    );
+    assert.notEqual(o.annotated?.code, 0, 'the webhook admitted the annotated Service');
+    assert.match(o.annotated?.stderr ?? '', denial);
+    assert.ok(
+      o.clientEvents.some((e) => e.startsWith(`Pod/${CLIENT}: `) && e.includes(`Service ${TENANT_NS}/${name} `)),
+      `a ServiceOverBudget Event on the blog's client names ${name}: ${o.clientEvents.join(' | ')}`,
+    );
+    assert.ok((o.refused[`{budget="${budget}"}`] ?? 0) >= 1, `services_refused{budget="${budget}"}: ${JSON.stringify(o.refused)}`);
+    assert.ok(
+      o.serviceEvents.some((e) => e.startsWith('ServiceOverBudget: ') && e.includes(`${TENANT_NS}/${name}`)),
+      `the node agent's ServiceOverBudget Event on the Service: ${o.serviceEvents.join(' | ')}`,
+    );
+    assert.deepEqual(o.clientRules, [], "the blog's client programmed the Service");
+  };
+
+  void test('tenant: the admin installs the node agent on the blog network, so that it meets the objects below too', { timeout: 400_000 }, async () => {
+    assert.ok(tenant, 'after the tenant setup');
+    log(`  node agent installed, ${await installAgent(node)} holds the admin's node address`);
+    agentUp = true;
+  });
+
+  void test(
+    'tenant: a Service of 5,000 ports is denied by the webhook, and label only refused whole by every sidecar and the node agent (Event, metric); no OOM, blog client served',
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(tenant && agentUp, 'after the tenant setup, with the agent');
+      const o = emptyOverBudget();
+      const r = await guard(node, log, manyPorts(node, tenant, o));
+      overBudget('ports5k', o, /lists 5000 ports, more than the 256/, 'ports');
+      guarded('5,000 ports', r);
+    },
+  );
+
+  void test('tenant: a LoadBalancer with 40,000 source ranges is denied by the webhook, and label only refused whole by every sidecar and the node agent', { timeout: 400_000 }, async () => {
+    assert.ok(tenant && agentUp, 'after the tenant setup, with the agent');
+    const o = emptyOverBudget();
+    const r = await guard(node, log, manySourceRanges(node, tenant, o));
+    overBudget('ranges40k', o, /loadBalancerSourceRanges.*lists more than 256 ranges/, 'source-ranges');
+    guarded('40,000 source ranges', r);
+  });
+
+  void test('tenant: a Service of about 1 MiB of labels with only the proxy-name label (never sent to the webhook) is slimmed on entry and served by nobody', { timeout: 400_000 }, async () => {
+    assert.ok(tenant && agentUp, 'after the tenant setup, with the agent');
+    const o: BigLabels = { created: undefined, bytes: 0, clientRules: [] };
+    const r = await guard(node, log, bigLabels(node, tenant, o));
+    log(`  ${o.bytes} bytes created: ${o.created?.code}; blog client rules: ${o.clientRules.join(' | ')}`);
+    assert.ok(o.bytes > 900_000, `${o.bytes} bytes`);
+    assert.deepEqual(o.clientRules, []);
+    guarded('1 MiB of labels', r);
+  });
+
+  void test('tenant: a NAD of 1.4 MiB named by its Service: an Event names the NAD, nobody keeps it whole', { timeout: 400_000 }, async () => {
+    assert.ok(tenant && agentUp, 'after the tenant setup, with the agent');
+    const o: BigNad = { created: undefined, bytes: 0, events: [] };
+    const r = await guard(node, log, bigNad(tenant, o));
+    log(`  ${o.bytes} bytes of config; events: ${o.events.join(' | ').slice(0, 800)}`);
+    assert.ok(o.bytes > 1_400_000);
+    assert.ok(
+      o.events.some((e) => e.includes(`${TENANT_NS}/big`) && /65536|64 KiB/.test(e)),
+      `a Warning Event names the NAD and its bound: ${o.events.join(' | ').slice(0, 800)}`,
+    );
+    guarded('1.4 MiB NAD', r);
+  });
+
+  void test('tenant: the node agent goes as the documented uninstall says', { timeout: 400_000 }, async () => {
+    if (agentUp) await uninstallAgent(node, log);
+    agentUp = false;
+  });
+
+  void test(
+    "tenant: ten pods with a 250 KiB network-status do not stall the controller: its lease is renewed by the same holder, other namespaces' slices follow, an Event names the pods",
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const o: BigNetworkStatus = { leaseBefore: undefined, leaseAfter: undefined, events: [], bytes: 0 };
+      const r = await guard(node, log, bigNetworkStatus(node, tenant, o));
+      log(`  ${o.bytes} bytes each; lease ${JSON.stringify(o.leaseBefore)} -> ${JSON.stringify(o.leaseAfter)}; events: ${o.events.join(' | ').slice(0, 600)}`);
+      assert.ok(o.leaseBefore && o.leaseAfter, 'the controller holds its Lease');
+      assert.equal(o.leaseAfter.holder, o.leaseBefore.holder, 'the lease changed hands');
+      assert.equal(o.leaseAfter.transitions, o.leaseBefore.transitions, 'the lease changed hands');
+      assert.ok(Date.parse(o.leaseAfter.renewTime) > Date.parse(o.leaseBefore.renewTime), 'the lease was renewed meanwhile');
+      assert.ok(
+        o.events.some((e) => e.startsWith('NetworkStatusInvalid: ') && e.includes(`Pod ${TENANT_NS}/bigstatus-`)),
+        `NetworkStatusInvalid names a pod: ${o.events.join(' | ').slice(0, 600)}`,
+      );
+      guarded('250 KiB network-status', r);
+    },
+  );
+
+  void test(
+    `tenant: fair share: ${AAA_NS} (sorting first) fills the blog network's lowered cap and loses only its own Services; ServiceCapReached names ${AAA_NS}; the blog client is served`,
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const aaa = await tenantNamespace(node, AAA_NS);
+      const o: FairShare = { cap: 3, events: [], dropped: {}, served: [] };
+      const r = await guard(node, log, fairShare(node, aaa, o));
+      log(`  events: ${o.events.join(' | ').slice(0, 800)}; dropped ${JSON.stringify(o.dropped)}; served of ${AAA_NS}: ${o.served.join(', ')}`);
+      const net = '{network="default/macvlan1"}';
+      // The blog's own Service (1 port) and five of aaa-tenant's on a cap of 3: aaa-tenant keeps 2.
+      assert.equal(o.dropped[net], 3, JSON.stringify(o.dropped));
+      assert.equal(o.served.length, 2, `the blog client serves two of ${AAA_NS}'s Services: ${o.served.join(', ')}`);
+      assert.ok(
+        o.events.some((e) => e.includes(`namespace ${AAA_NS} asks for 5, over its fair share of 2`)),
+        `ServiceCapReached names ${AAA_NS}: ${o.events.join(' | ')}`,
+      );
+      assert.ok(!o.events.some((e) => e.includes('namespace default asks')), 'the blog namespace was named as over its share');
+      guarded('fair share', r);
     },
   );
 

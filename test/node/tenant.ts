@@ -45,6 +45,7 @@ import { sidecarRules } from './rules.js';
 import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../cmd/controller/sidecar-rbac.js';
+import { componentState, costs, type Costs } from './tenant-costs.js';
 
 const run = promisify(execFile);
 
@@ -52,6 +53,8 @@ export const TENANT_USER = 'tenant';
 export const TENANT_NS = 'tenant-a';
 /** Another namespace, named after the tenant's, owned by the admin (the RBAC sync goes in name order). */
 export const OTHER_NS = 'tenant-z';
+/** A second namespace of the tenant's, sorting before every other (the per-network share once went by name order). */
+export const AAA_NS = 'aaa-tenant';
 
 export interface Tenant {
   readonly user: string;
@@ -63,26 +66,31 @@ export interface Tenant {
 
 /** Creates the tenant's namespace (not yet enabled for injection) and the user confined to it. */
 export async function setupTenant(node: RealNode): Promise<Tenant> {
-  await createNamespace(node, TENANT_NS, false);
+  return tenantNamespace(node, TENANT_NS);
+}
+
+/** Creates `namespace` (not enabled for injection), where the tenant user gets `admin` plus NADs; the tenant as seen from there. */
+export async function tenantNamespace(node: RealNode, namespace: string): Promise<Tenant> {
+  await createNamespace(node, namespace, false);
   await node.apply(
     [
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
-        metadata: { name: 'tenant-admin', namespace: TENANT_NS },
+        metadata: { name: 'tenant-admin', namespace },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'admin' },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }],
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'Role',
-        metadata: { name: 'nad-editor', namespace: TENANT_NS },
+        metadata: { name: 'nad-editor', namespace },
         rules: [{ apiGroups: ['k8s.cni.cncf.io'], resources: ['network-attachment-definitions'], verbs: ['*'] }],
       },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'RoleBinding',
-        metadata: { name: 'tenant-nads', namespace: TENANT_NS },
+        metadata: { name: 'tenant-nads', namespace },
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'nad-editor' },
         subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: TENANT_USER }],
       },
@@ -93,14 +101,14 @@ export async function setupTenant(node: RealNode): Promise<Tenant> {
   const kubeconfig = node.userKubeconfig(TENANT_USER);
   return {
     user: TENANT_USER,
-    namespace: TENANT_NS,
+    namespace,
     kubeconfig,
     kubectl: (args, o = {}) => node.kubectlResult(args, { ...o, kubeconfig, allowFail: true }),
   };
 }
 
 export async function cleanupTenant(node: RealNode): Promise<void> {
-  for (const ns of [TENANT_NS, OTHER_NS]) await node.kubectl(['delete', 'namespace', ns, '--ignore-not-found', '--wait=true', '--timeout=180s'], { timeoutMs: 190_000 });
+  for (const ns of [TENANT_NS, OTHER_NS, AAA_NS]) await node.kubectl(['delete', 'namespace', ns, '--ignore-not-found', '--wait=true', '--timeout=180s'], { timeoutMs: 190_000 });
 }
 
 // --- the host ----------------------------------------------------------------------------------
@@ -231,6 +239,8 @@ export async function otherSlicesFollow(node: RealNode, phase: 'up' | 'down'): P
 // --- the guard ---------------------------------------------------------------------------------
 
 export interface Attack {
+  /** Sets up what the attack needs as the admin (a lowered cap, a shared NAD), before the checks start. */
+  prepare?(): Promise<void>;
   /** Does the attack with the bad input left in place, and asserts it was refused or neutralised. */
   attack(): Promise<void>;
   /** Removes the bad input (as its owner would) and asserts that everything recovered. */
@@ -244,11 +254,20 @@ export interface GuardReport {
   hostAfter: string[];
   followUpMs: number;
   followDownMs: number;
+  /** What the attack cost other namespaces and the components (tenant-costs.ts). */
+  costs: Costs;
 }
+
+/** The namespaces the tenant attacks from: their own pods are the tenant's business. */
+export const ATTACKER_NAMESPACES: readonly string[] = [TENANT_NS, AAA_NS];
 
 /** Runs one attack inside the checks every attack shares (module comment). Throws on the attack's own assertions. */
 export async function guard(node: RealNode, log: (m: string) => void, a: Attack): Promise<GuardReport> {
+  const t0 = Date.now();
+  await a.prepare?.();
   const hostBefore = await settledHostNetwork();
+  const stateBefore = await componentState(node, ATTACKER_NAMESPACES, true);
+  const tAttack = Date.now();
   const traffic = startTraffic(node);
   let curls: string[];
   let followUpMs: number;
@@ -262,12 +281,19 @@ export async function guard(node: RealNode, log: (m: string) => void, a: Attack)
   }
   const followDownMs = await otherSlicesFollow(node, 'down');
   const hostAfter = await hostNetwork();
+  const c = costs(stateBefore, await componentState(node, ATTACKER_NAMESPACES, false));
+  const tUndo = Date.now();
   await a.undo();
-  const failures = curls.filter((c) => c !== 'ok');
+  const failures = curls.filter((x) => x !== 'ok');
   log(
     `  blog traffic: ${curls.length - failures.length}/${curls.length} ok; blog slice followed a new replica in ${followUpMs} ms, a removed one in ${followDownMs} ms; host: ${hostAfter.length} lines`,
   );
-  return { requests: curls.length, failures, hostBefore, hostAfter, followUpMs, followDownMs };
+  log(
+    `  took ${tUndo - tAttack} ms under the checks (${Date.now() - t0} ms with setup and undo); peak memory: ${Object.entries(c.peaks)
+      .map(([k, v]) => `${k} ${v}`)
+      .join('; ')}`,
+  );
+  return { requests: curls.length, failures, hostBefore, hostAfter, followUpMs, followDownMs, costs: c };
 }
 
 // --- helpers for the attacks --------------------------------------------------------------------
@@ -901,6 +927,46 @@ export async function setWebhookConfig(node: RealNode, config: string): Promise<
   }
 }
 
+/** The webhook's config with sidecar.maxServicesPerNetwork set to `cap`. */
+export function cappedConfig(original: string, cap: number): string {
+  if (!/^sidecar:\n/m.test(original)) throw new Error(`the webhook config has no sidecar section: ${original}`);
+  // The shipped config already sets the cap (2000): change that line; a second key would be a
+  // duplicate the webhook refuses to start with (found in a full run: the new pod crash-looped).
+  return /^ {2}maxServicesPerNetwork: \d+$/m.test(original)
+    ? original.replace(/^ {2}maxServicesPerNetwork: \d+$/m, `  maxServicesPerNetwork: ${cap}`)
+    : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${cap}\n`);
+}
+
+/** The cap a webhook config sets (or the default). */
+export const configuredCap = (config: string): string => /^ {2}maxServicesPerNetwork: (\d+)$/m.exec(config)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK);
+
+/** The cap the webhook injected into the blog client's sidecar in `ns`. */
+async function injectedCap(node: RealNode, ns: string): Promise<string | undefined> {
+  const spec = (await pod(node, ns, CLIENT)).spec;
+  const c = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find((x) => x.name === SIDECAR_CONTAINER_NAME);
+  return c?.env?.find((e) => e.name === 'MAX_SERVICES_PER_NETWORK')?.value;
+}
+
+/**
+ * Recreates the blog client in `ns` (through `kubectl`: the tenant's or the admin's) until the
+ * webhook injected `cap`: right after a rollout the apiserver can still reach an old webhook pod
+ * over a kept-alive connection while it shuts down, and that pod injects the old setting (seen in
+ * a full run: the flood met a sidecar capped at 2000).
+ */
+export async function recreateClientWithCap(node: RealNode, ns: string, cap: string, kubectl: Tenant['kubectl']): Promise<void> {
+  let got: string | undefined;
+  for (let attempt = 1; attempt <= 4; attempt++) {
+    await kubectl(['delete', 'pod', '-n', ns, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
+    const r = await kubectl(['apply', '-n', ns, '-f', '-'], { input: blogFile('pod.yml') });
+    if (r.code !== 0) throw new Error(`could not recreate ${ns}/${CLIENT}: ${r.stderr}`);
+    got = await injectedCap(node, ns);
+    if (got === cap) break;
+    await delay(5_000);
+  }
+  if (got !== cap) throw new Error(`the webhook still injects MAX_SERVICES_PER_NETWORK=${got ?? '(unset)'} after 4 tries, not ${cap}`);
+  await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: ns, timeoutMs: 180_000 });
+}
+
 /**
  * Attack 5: the admin caps Services per network at `cap` (sidecar.maxServicesPerNetwork in the
  * webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD more
@@ -909,43 +975,14 @@ export async function setWebhookConfig(node: RealNode, config: string): Promise<
  */
 export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Attack {
   let original = '';
+  const recreateClient = (cap: string): Promise<void> => recreateClientWithCap(node, t.namespace, cap, (a, o) => t.kubectl(a, o));
   const net = `${t.namespace}/macvlan1`;
   const dropped = async (): Promise<Record<string, number>> =>
     metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_services_dropped');
-  /** The cap the webhook injected into the client's sidecar. */
-  const injectedCap = async (): Promise<string | undefined> => {
-    const spec = (await pod(node, t.namespace, CLIENT)).spec;
-    const c = [...(spec?.initContainers ?? []), ...(spec?.containers ?? [])].find((x) => x.name === SIDECAR_CONTAINER_NAME);
-    return c?.env?.find((e) => e.name === 'MAX_SERVICES_PER_NETWORK')?.value;
-  };
-  /**
-   * Recreates the client until the webhook injected `cap`: right after a rollout the apiserver can
-   * still reach an old webhook pod over a kept-alive connection while it shuts down, and that pod
-   * injects the old setting (seen in a full run: the flood met a sidecar capped at 2000).
-   */
-  const recreateClient = async (cap: string): Promise<void> => {
-    let got: string | undefined;
-    for (let attempt = 1; attempt <= 4; attempt++) {
-      await t.kubectl(['delete', 'pod', '-n', t.namespace, CLIENT, '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 });
-      const r = await t.kubectl(['apply', '-n', t.namespace, '-f', '-'], { input: blogFile('pod.yml') });
-      if (r.code !== 0) throw new Error(`the tenant could not recreate its client: ${r.stderr}`);
-      got = await injectedCap();
-      if (got === cap) break;
-      await delay(5_000);
-    }
-    if (got !== cap) throw new Error(`the webhook still injects MAX_SERVICES_PER_NETWORK=${got ?? '(unset)'} after 4 tries, not ${cap}`);
-    await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: t.namespace, timeoutMs: 180_000 });
-  };
   return {
     async attack() {
       original = await webhookConfig(node);
-      if (!/^sidecar:\n/m.test(original)) throw new Error(`the webhook config has no sidecar section: ${original}`);
-      // The shipped config already sets the cap (2000): change that line; a second key would be a
-      // duplicate the webhook refuses to start with (found in a full run: the new pod crash-looped).
-      const capped = /^ {2}maxServicesPerNetwork: \d+$/m.test(original)
-        ? original.replace(/^ {2}maxServicesPerNetwork: \d+$/m, `  maxServicesPerNetwork: ${out.cap}`)
-        : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${out.cap}\n`);
-      await setWebhookConfig(node, capped);
+      await setWebhookConfig(node, cappedConfig(original, out.cap));
       await recreateClient(String(out.cap));
       for (let i = 0; i < FLOOD; i++) {
         const svc = {
@@ -973,7 +1010,7 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         return d[`{network="${net}"}`] === 0 ? d : undefined;
       }).catch(() => dropped());
       await setWebhookConfig(node, original);
-      await recreateClient(/^ {2}maxServicesPerNetwork: (\d+)$/m.exec(original)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK));
+      await recreateClient(configuredCap(original));
     },
   };
 }
