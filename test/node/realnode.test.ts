@@ -41,7 +41,6 @@ import { checkLoadBalancerV6, runLoadBalancerV6 } from './loadbalancer6.js';
 import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenant } from './tenant.js';
 import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { runMonitoring } from './monitoring.js';
-import { CLIENT } from './cluster.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
 
 void describe('real node', { concurrency: 1 }, () => {
