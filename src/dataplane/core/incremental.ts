@@ -427,7 +427,7 @@ function find(list: readonly CacheEntry[] | undefined, t: ServicePortTarget): Ca
 }
 
 function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
-  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port && a.ingress === b.ingress;
+  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port && a.ingress === b.ingress && a.externalIP === b.externalIP;
 }
 
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {
