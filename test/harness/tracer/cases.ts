@@ -10,7 +10,7 @@
  */
 import { CLIENT_BLUE, RED, ep, target } from '../../sidecar/render-fixtures.js';
 import { serviceObject, sliceObject } from '../../sidecar/state-fixtures.js';
-import { buildDesiredState, type DesiredState, type ServicePortTarget } from './sidecar.js';
+import { buildDesiredState, parseExternalIPPolicy, type DesiredState, type ServicePortTarget } from './sidecar.js';
 import { summarize, type Family, type L4, type Outcome, type Packet, type RejectKind } from './walk.js';
 
 export const HTTP_PORT = 8080;
@@ -103,6 +103,39 @@ function localPolicyFromObjects(): DesiredState {
   });
   const built = buildDesiredState({ interfaces: [CLIENT_BLUE], services: [svc], slices: [slice], place: PLACE });
   if (built.problems.length > 0) throw new Error(`local policy state: ${JSON.stringify(built.problems)}`);
+  return built.state;
+}
+
+/** The admin's external-IP CIDRs in the external-IP rows: the client's segment's upper addresses, IPv4 and IPv6. */
+const EXTERNAL_ALLOWED = ['192.168.101.224/27', 'fd00:101::e0/123'];
+const EXTERNAL_V4 = '192.168.101.230';
+const EXTERNAL_V6 = 'fd00:101::e6';
+/** Outside the allowed CIDRs (and routed nowhere from the client). */
+const EXTERNAL_OUTSIDE = '203.0.113.5';
+
+/**
+ * A Service with spec.externalIPs, internalTrafficPolicy and externalTrafficPolicy Local, from
+ * Service objects: the sidecar serves the external IPs inside the admin's CIDRs (`allowed`; unset:
+ * not configured) to every endpoint, as kube-proxy sends a pod's connection to an external IP
+ * through the cluster endpoints whatever the policies say; its cluster IP keeps
+ * internalTrafficPolicy Local.
+ */
+function externalIPsState(allowed: readonly string[] | undefined): DesiredState {
+  const svc = serviceObject('demo', 'ext', { networks: 'demo/blue', clusterIPs: ['10.96.0.92', 'fd00:10:96::5c'], ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }] });
+  svc.spec = { ...svc.spec, internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Local', externalIPs: [EXTERNAL_V4, EXTERNAL_V6, EXTERNAL_OUTSIDE] };
+  const slices = ([4, 6] as const).map((family) =>
+    sliceObject('demo', `ext-${family}`, {
+      service: 'ext',
+      network: 'demo/blue',
+      family,
+      ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }],
+      endpoints: ALL.map((p) => ({ ip: family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6, nodeName: NODE_OF[p].nodeName })),
+    }),
+  );
+  const policy = parseExternalIPPolicy(allowed, 'allowed');
+  if (!policy.ok) throw new Error(policy.error);
+  const built = buildDesiredState({ interfaces: [CLIENT_BLUE], services: [svc], slices, place: PLACE, externalIPs: policy.value });
+  if (built.problems.length > 0) throw new Error(`external IPs state: ${JSON.stringify(built.problems)}`);
   return built.state;
 }
 
@@ -235,6 +268,25 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
       http('192.168.101.241', { unanswered: true }),
       http('192.168.101.242', { unanswered: true }),
     ],
+  },
+  {
+    name: 'spec.externalIPs inside the allowed CIDRs: served to every endpoint (as kube-proxy, whatever the traffic policies), other ports untouched; outside them: not served',
+    source: "kube-proxy's external IPs for pods (through the cluster endpoints); src/external-ips.ts, re-checked in state.ts",
+    state: () => externalIPsState(EXTERNAL_ALLOWED),
+    probes: [
+      http(EXTERNAL_V4, { reach: ALL }),
+      http(EXTERNAL_V6, { reach: ALL }),
+      http('10.96.0.92', { reach: ['b1'] }),
+      http(EXTERNAL_V4, { unanswered: true }, 81),
+      http('10.96.0.92', { refused: 'tcp-reset' }, 81),
+      http(EXTERNAL_OUTSIDE, { unanswered: true }),
+    ],
+  },
+  {
+    name: 'spec.externalIPs without the admin allowing any: not served',
+    source: 'docs/decisions/0163-external-ips-allowed-cidrs.md: not served by default',
+    state: () => externalIPsState(undefined),
+    probes: [http(EXTERNAL_V4, { unanswered: true }), http('10.96.0.92', { reach: ['b1'] })],
   },
   {
     name: "internalTrafficPolicy Local, one endpoint on the client's node: only it",
