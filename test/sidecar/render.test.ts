@@ -385,7 +385,10 @@ void describe('sidecar render: partial versus full', () => {
     const sig = serviceChainName({ service: 'demo/sig', portName: '', protocol: 'SCTP', family: 4, clusterIP: '10.96.0.40' });
     assert.deepEqual(p.deletedChains, [`nat/${sig}`]);
     const unserved = '-D MPX-REJECT -d 10.96.0.40/32 -m comment --comment "cluster IP: a port or protocol it does not serve" -j MPX-UNSERVED';
-    assert.equal(p.text, `*filter\n${unserved}\nCOMMIT\n*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`);
+    assert.equal(
+      p.text,
+      `*filter\n${unserved}\nCOMMIT\n*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`,
+    );
   });
   void test('a new Service is one appended dispatch rule after its new chain, not a dispatch rewrite', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));

@@ -165,7 +165,11 @@ export const SIDECAR_TABLE: NftTable = {
     { name: 'nat-output', rules: ['type nat hook output priority -100; policy accept;', ...FAMILIES.map((f) => `${keyMatch(f)} vmap @${servicesMap(f)}`)] },
     {
       name: 'filter-output',
-      rules: ['type filter hook output priority 0; policy accept;', ...FAMILIES.map((f) => `ct state new ${keyMatch(f)} @${noEndpointsSet(f)} goto ${REJECT_CHAIN}`), ...unservedRules('ct state new ')],
+      rules: [
+        'type filter hook output priority 0; policy accept;',
+        ...FAMILIES.map((f) => `ct state new ${keyMatch(f)} @${noEndpointsSet(f)} goto ${REJECT_CHAIN}`),
+        ...unservedRules('ct state new '),
+      ],
     },
   ],
   // A rule names only sets of its own table: each shard dispatches its own Service ports. The

@@ -57,6 +57,12 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
   // internalTrafficPolicy Local on the node's own cluster-IP path: a on n1, b on n2.
   const placed = (pods: readonly PodName[]) => pods.map((p) => ({ ...ep(POD[p].ipv4, HTTP), nodeName: p === 'a' ? 'n1' : 'n2', zone: '', zoneHints: [], nodeHints: [] }));
   const itp = (service: string, clusterIP: string, pods: readonly PodName[]) => base(service, 4, { clusterIP, endpoints: placed(pods), traffic: LOCAL_ITP, place: { nodeName: me, zone: '' } });
+  // trafficDistribution PreferSameNode: each endpoint hinted for its own node (and a zone the nodes do not have).
+  const sameNode = base('demo/same-node', 4, {
+    clusterIP: '10.96.0.13',
+    endpoints: placed(['a', 'b']).map((e) => ({ ...e, zoneHints: ['z'], nodeHints: [e.nodeName] })),
+    place: { nodeName: me, zone: '' },
+  });
   return {
     networks: [{ network: NET, interface: iface, ipv4: NODES[me].ipv4, ipv6: NODES[me].ipv6 }],
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
@@ -65,6 +71,7 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
       base('demo/web', 6),
       itp('demo/itp', '10.96.0.11', ['a', 'b']),
       itp('demo/itp-a', '10.96.0.12', ['a']),
+      sameNode,
       // The node's own access to an allowed external IP (state.ts makes it beside the cluster IP).
       base('demo/ext', 4, { clusterIP: EXTERNAL.cluster, externalIP: true }),
     ],
@@ -118,6 +125,8 @@ export const NODE_CASES: readonly NodeRow[] = [
   { name: 'internalTrafficPolicy Local, the node itself: node2 reaches its local endpoint only', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.11', port: 80, expect: kept('b') },
   { name: 'internalTrafficPolicy Local, endpoints only on node1: node1 reaches it', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: kept('a') },
   { name: 'internalTrafficPolicy Local, endpoints only on node1: node2 drops, as kube-proxy', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: { dropped: true } },
+  { name: 'PreferSameNode, the node itself: node1 reaches the endpoint hinted for it', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.13', port: 80, expect: kept('a') },
+  { name: 'PreferSameNode, the node itself: node2 reaches the endpoint hinted for it', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.13', port: 80, expect: kept('b') },
   {
     name: 'a host-network process, a port the Service does not have: refused at once (IPv4)',
     node: 'n1',
