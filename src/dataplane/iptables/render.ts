@@ -90,7 +90,8 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
 export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT, lines: (r: ResolvedTarget) => TargetLines = targetLines(layout)): Ruleset {
   const dispatch: string[] = [];
   const reject: string[] = [];
-  const served = new Set<string>();
+  // The refusal of each served cluster IP, once per address (several ports share one).
+  const served = new Map<string, string>();
   const nat = new Map<string, readonly string[]>();
   nat.set(layout.dispatchChain, dispatch);
   for (const r of targets) {
@@ -98,13 +99,13 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
     const l = lines(r);
     dispatch.push(l.dispatch);
     if (r.endpoints.length === 0) reject.push(r.choice === 'drop' ? dropRule(r, layout) : l.reject);
-    if (isClusterIP(r.target)) served.add(r.clusterIP);
+    if (l.unserved !== undefined && !served.has(r.clusterIP)) served.set(r.clusterIP, l.unserved);
     nat.set(r.chain, l.rules);
   }
   const filter = new Map<string, readonly string[]>();
   // After every port's own rule (a drop must win over the refusal of its address): the reject
   // chain is edited in that order (restore.ts editSetChain, ordered).
-  for (const ip of served) reject.push(unservedRule(ip, family, layout));
+  for (const line of served.values()) reject.push(line);
   filter.set(layout.rejectChain, reject);
   if (served.size > 0) filter.set(unservedChain(layout), unservedChainRules(family, layout));
   return { family, filter: chains(filter), nat: chains(nat) };
@@ -119,8 +120,9 @@ export const unservedChain = (layout: Layout): string => `${layout.prefix}UNSERV
  * every served one; the ports without endpoints or dropped matched their own rules before).
  */
 function unservedRule(ip: string, family: IpFamily, layout: Layout): string {
-  return flat(`-A ${layout.rejectChain} -d ${hostPrefix(ip, family)} ${comment('cluster IP: a port or protocol it does not serve')} -j ${unservedChain(layout)}`);
+  return flat(`-A ${layout.rejectChain} -d ${hostPrefix(ip, family)} ${UNSERVED_COMMENT} -j ${unservedChain(layout)}`);
 }
+const UNSERVED_COMMENT = comment('cluster IP: a port or protocol it does not serve');
 
 /** TCP reset, else ICMP(v6) port unreachable, as a port without endpoints is refused. */
 function unservedChainRules(family: IpFamily, layout: Layout): string[] {
@@ -145,6 +147,8 @@ export interface TargetLines {
   readonly rules: readonly string[];
   readonly dispatch: string;
   readonly reject: string;
+  /** The refusal of its address's other ports and protocols, for a cluster IP (not an ingress or external IP). */
+  readonly unserved?: string;
 }
 
 /**
@@ -171,6 +175,7 @@ export function targetRules(t: ServicePortTarget, clusterIP: string, chain: stri
     rules: serviceChainRules(chain, t, endpoints),
     dispatch: flat(`-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`),
     reject: flat(`-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`),
+    ...(isClusterIP(t) ? { unserved: unservedRule(clusterIP, t.family, layout) } : {}),
   };
 }
 
