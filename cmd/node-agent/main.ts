@@ -64,7 +64,14 @@ async function run(opts: NodeAgentOptions, choice: BackendChoice, dataplane: Nod
   const live = { runtime: undefined as NodeRuntime | undefined };
   const healthChecks = createHealthCheckServers(log, '::', () => live.runtime?.live() ?? false);
   const rt = createNodeRuntime(
-    { nodeName: opts.nodeName, masqueradeMark: 2 ** opts.masqueradeBit, parentFromNad: opts.parentFromNad, minSyncIntervalMs: opts.minSyncIntervalMs, fullResyncIntervalMs: opts.fullResyncIntervalMs },
+    {
+      nodeName: opts.nodeName,
+      masqueradeMark: 2 ** opts.masqueradeBit,
+      parentFromNad: opts.parentFromNad,
+      minSyncIntervalMs: opts.minSyncIntervalMs,
+      fullResyncIntervalMs: opts.fullResyncIntervalMs,
+      externalIPs: opts.externalIPs,
+    },
     { client: connectKube(opts), dataplane, interfaces, healthChecks, log, registry },
   );
   live.runtime = rt;

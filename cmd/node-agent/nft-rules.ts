@@ -25,6 +25,9 @@ import { compareText } from '../../src/order.js';
 import type { IpFamily, ResolvedTarget, Stage } from '../../src/dataplane/index.js';
 import {
   hashName,
+  addressSet,
+  clusterIPsSet,
+  unservedRules,
   collectTargets,
   FAMILIES,
   ipKw,
@@ -69,7 +72,14 @@ export function nodeTable(networks: readonly NodeNetwork[], masqueradeMark: numb
   const refuse = `ct state new jump ${REFUSE_CHAIN}`;
   return {
     name: NODE_NFT_TABLE,
-    sets: FAMILIES.flatMap((f) => [verdictMap(servicesMap(f), f), verdictMap(frontendsMap(f), f), keySet(noEndpointsSet(f), f), keySet(dropSet(f), f), verdictMap(firewallMap(f), f)]),
+    sets: FAMILIES.flatMap((f) => [
+      verdictMap(servicesMap(f), f),
+      verdictMap(frontendsMap(f), f),
+      keySet(noEndpointsSet(f), f),
+      keySet(dropSet(f), f),
+      verdictMap(firewallMap(f), f),
+      addressSet(clusterIPsSet(f), f),
+    ]),
     chains: [
       { name: REJECT_CHAIN, rules: REJECT_RULES },
       {
@@ -79,6 +89,8 @@ export function nodeTable(networks: readonly NodeNetwork[], masqueradeMark: numb
           // Counted, so a dropped connection can be told from a lost one (`nft list table`).
           ...FAMILIES.map((f) => `${keyMatch(f)} @${dropSet(f)} counter drop`),
           ...FAMILIES.map((f) => `${keyMatch(f)} vmap @${firewallMap(f)}`),
+          // Last: a served cluster IP on a port or protocol it does not have (the iptables back end's MPXN-REJECT does the same).
+          ...unservedRules(),
         ],
       },
       { name: 'nat-prerouting', rules: ['type nat hook prerouting priority -100; policy accept;', ...FAMILIES.map((f) => `${keyMatch(f)} vmap @${frontendsMap(f)}`)] },

@@ -7,6 +7,7 @@ import { helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js'
 import { err, formatInputError, inputError, ok, type Result } from '../../src/result.js';
 import { DEFAULT_MASQUERADE_MARK } from './rules.js';
 import { RULE_BACKENDS, type RuleBackendChoice } from '../../src/sidecar-contract.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy, type ExternalIPPolicy } from '../../src/external-ips.js';
 
 export interface NodeAgentOptions {
   readonly mode: 'run' | 'cleanup' | 'help';
@@ -21,6 +22,8 @@ export interface NodeAgentOptions {
   readonly parentFromNad: boolean;
   /** The rule back end (src/dataplane/backend-choice.ts). */
   readonly backend: RuleBackendChoice;
+  /** The admin's external-IP CIDRs (src/external-ips.ts), re-checked before one is served; not configured: none is. */
+  readonly externalIPs: ExternalIPPolicy;
 }
 
 export const DEFAULT_NODE_HEALTH_PORT = 9190;
@@ -61,6 +64,12 @@ export const NODE_AGENT_PROGRAM: Program = {
       def: 'auto',
       help: "rule back end: iptables, nftables or auto (nftables where the probe table loads, else iptables); the one that starts removes the other's rules",
     },
+    {
+      name: 'external-ips-allowed-cidrs',
+      value: 'CIDRS',
+      env: 'EXTERNAL_IPS_ALLOWED_CIDRS',
+      help: "comma list of the CIDRs the cluster admin allows Services' spec.externalIPs from (Helm externalIPs.allowedCIDRs, the webhook's setting); those are served on the node as kube-proxy serves them; unset: none is served",
+    },
     ...Object.values(NUMBERS).map((n) => ({ name: n.flag, value: 'N', env: n.env, def: String(n.def), help: n.help })),
   ],
   notes:
@@ -81,6 +90,7 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     fullResyncIntervalMs: 60_000,
     parentFromNad: false,
     backend: 'auto' as const,
+    externalIPs: EXTERNAL_IPS_NOT_CONFIGURED,
   };
   if (wantsHelp(argv)) return ok({ ...defaults, mode: 'help' });
   const parsed = parseFlags(NODE_AGENT_PROGRAM, argv);
@@ -121,6 +131,15 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
   if (nodeName === undefined && !cleanup) {
     problems.push(formatInputError(OBJECT, inputError('NODE_NAME (--node-name)', '', 'is not set', 'set it from the downward API (fieldRef spec.nodeName)')));
   }
+  const cidrs = pick('external-ips-allowed-cidrs', 'EXTERNAL_IPS_ALLOWED_CIDRS');
+  const externalIPs = parseExternalIPPolicy(
+    cidrs
+      ?.split(',')
+      .map((x) => x.trim())
+      .filter((x) => x !== ''),
+    'EXTERNAL_IPS_ALLOWED_CIDRS (--external-ips-allowed-cidrs)',
+  );
+  if (!externalIPs.ok) problems.push(externalIPs.error);
   if (problems.length > 0) return err(problems.join('\n'));
   const kubeconfig = pick('kubeconfig', 'KUBECONFIG');
   return ok({
@@ -134,5 +153,6 @@ export function parseNodeAgentOptions(env: Readonly<Record<string, string | unde
     fullResyncIntervalMs: nums.fullResyncIntervalMs,
     parentFromNad: parentText === 'true',
     backend: rules ?? 'auto',
+    externalIPs: externalIPs.ok ? externalIPs.value : EXTERNAL_IPS_NOT_CONFIGURED,
   });
 }

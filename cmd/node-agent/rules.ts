@@ -67,6 +67,8 @@ export const NODEPORT_CHAIN_PREFIX = 'MPXN-NP-';
 export const NODE_SERVICE_CHAIN_PREFIX = 'MPXN-SVC-';
 /** nat chain of one LoadBalancer ingress IP port (the DNAT rules, as a node port's). */
 export const LOADBALANCER_CHAIN_PREFIX = 'MPXN-LB-';
+/** nat chain of one allowed external IP port (the DNAT rules, as an ingress IP's). */
+export const EXTERNAL_IP_CHAIN_PREFIX = 'MPXN-EXT-';
 /** filter chain of one ingress IP port with loadBalancerSourceRanges: admitted sources RETURN, the rest DROP. */
 export const FIREWALL_CHAIN_PREFIX = 'MPXN-FW-';
 /** Comment on our jumps from the built-in chains; also how they are recognised. */
@@ -137,12 +139,29 @@ export interface LoadBalancerTarget {
   readonly sourceRanges?: readonly string[];
 }
 
+/**
+ * One port of one Service on one of its `spec.externalIPs` the admin's CIDRs allow (state.ts
+ * re-checks them): served to outside clients as kube-proxy does, by externalTrafficPolicy (Cluster:
+ * every endpoint, masqueraded; Local: this node's, the client's address kept, dropped when the
+ * endpoints are all elsewhere). `base` is the Service's cluster-IP target of the address's family.
+ */
+export interface ExternalIPTarget {
+  readonly base: ServicePortTarget;
+  /** Normalised, of base's family. */
+  readonly address: string;
+  readonly policy: TrafficPolicy;
+  /** Local: the endpoints on this node; ignored for Cluster. */
+  readonly localEndpoints: readonly BackendEndpoint[];
+}
+
 export interface NodeState {
-  /** Cluster IP ports the node itself reaches (every opted-in ClusterIP/NodePort/LoadBalancer Service on a served network, and LoadBalancer ingress IPs). */
+  /** Cluster IP ports the node itself reaches (every opted-in ClusterIP/NodePort/LoadBalancer Service on a served network, and LoadBalancer ingress IPs and allowed external IPs). */
   readonly clusterTargets: readonly ServicePortTarget[];
   readonly nodePorts: readonly NodePortTarget[];
   /** LoadBalancer ingress IPs served to outside clients (absent: none). */
   readonly loadBalancers?: readonly LoadBalancerTarget[];
+  /** Allowed external IPs served to outside clients (absent: none). */
+  readonly externalIPs?: readonly ExternalIPTarget[];
   readonly networks: readonly NodeNetwork[];
   /** The masquerade mark bit's value (DEFAULT_MASQUERADE_MARK). */
   readonly masqueradeMark: number;
@@ -156,7 +175,7 @@ const hex = (n: number): string => `0x${n.toString(16)}`;
  * Service's port). One table-driven function (frontendWork) turns either into rules.
  */
 interface Frontend {
-  readonly kind: 'nodePort' | 'loadBalancer';
+  readonly kind: 'nodePort' | 'loadBalancer' | 'externalIP';
   readonly base: ServicePortTarget;
   readonly policy: TrafficPolicy;
   readonly localEndpoints: readonly BackendEndpoint[];
@@ -185,20 +204,31 @@ const lbFrontend = (t: LoadBalancerTarget): Frontend => ({
   sourceRanges: t.sourceRanges,
 });
 
-/** What differs between the two kinds of frontend, as data. */
+const extFrontend = (t: ExternalIPTarget): Frontend => ({
+  kind: 'externalIP',
+  base: t.base,
+  policy: t.policy,
+  localEndpoints: t.localEndpoints,
+  address: t.address,
+  port: t.base.port,
+  sourceRanges: undefined,
+});
+
+/** What differs between the kinds of frontend, as data. */
 const KINDS = {
   nodePort: { chainPrefix: NODEPORT_CHAIN_PREFIX, label: 'nodePort', portWord: 'node port' },
   loadBalancer: { chainPrefix: LOADBALANCER_CHAIN_PREFIX, label: 'loadBalancer', portWord: 'port' },
+  externalIP: { chainPrefix: EXTERNAL_IP_CHAIN_PREFIX, label: 'externalIP', portWord: 'port' },
 } as const;
 
 function frontendChain(f: Frontend, address: string): string {
   // A node port's name is as before (existing chains keep their names across an upgrade).
   if (f.kind === 'nodePort') return hashName(NODEPORT_CHAIN_PREFIX, f.base.service, f.base.portName, f.base.protocol, f.base.family, address, f.port, f.policy);
-  return hashName(LOADBALANCER_CHAIN_PREFIX, f.base.service, f.base.portName, f.base.protocol, f.base.family, address, f.port, f.policy);
+  return hashName(KINDS[f.kind].chainPrefix, f.base.service, f.base.portName, f.base.protocol, f.base.family, address, f.port, f.policy);
 }
 
 function describe(f: Frontend): string {
-  const where = f.kind === 'nodePort' ? `nodePort ${f.port}` : `loadBalancer ${f.address ?? ''}:${f.port}`;
+  const where = f.kind === 'nodePort' ? `nodePort ${f.port}` : `${KINDS[f.kind].label} ${f.address ?? ''}:${f.port}`;
   return `${portLabel(f.base)}/${f.base.protocol} ${where} (IPv${f.base.family}, ${f.policy})`;
 }
 
@@ -307,10 +337,10 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
   const label = `${portLabel(f.base)} ${kind.label} ${f.policy}`;
   const mark = f.policy === 'Cluster' ? [`-A ${chain} ${comment('masquerade')} -j MARK --or-mark ${hex(state.masqueradeMark)}`] : [];
   const why = f.policy === 'Local' ? 'has no endpoints on this node' : 'has no endpoints';
-  // kube-proxy: a port with no endpoints at all is refused; an ingress IP with Local whose endpoints
+  // kube-proxy: a port with no endpoints at all is refused; an ingress or external IP with Local whose endpoints
   // are all on other nodes is dropped (the balancer's health check steers clients away; a reset
   // would end connections it is still moving). Node ports keep refusing (docs/node-agent.md).
-  const elsewhere = f.kind === 'loadBalancer' && f.policy === 'Local' && chosen.endpoints.length === 0 && chooseEndpoints(f.base.endpoints, fam, () => undefined, '').endpoints.length > 0;
+  const elsewhere = f.kind !== 'nodePort' && f.policy === 'Local' && chosen.endpoints.length === 0 && chooseEndpoints(f.base.endpoints, fam, () => undefined, '').endpoints.length > 0;
   const reject = elsewhere ? '-j DROP' : `-j REJECT --reject-with ${rejectWith(frontend)}`;
   const ranges = f.sourceRanges;
   // Matched by address, not by `-i`: with Linux's default arp_ignore=0 the parent interface
@@ -369,7 +399,10 @@ function frontendWork(f: Frontend, state: NodeState): FrontendWork {
  * shared conntrack planner flushes `--orig-dst <address> --orig-port-dst <port>` exactly as it
  * does for cluster IPs. With memos, an unchanged target resolves to the very same object as last time.
  */
-export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache, 'nodePorts' | 'loadBalancers'>): { frontends: FrontendRules[]; skipped: SkippedTarget[]; warnings: string[] } {
+export function resolveFrontends(
+  state: NodeState,
+  cache?: Pick<NodeRenderCache, 'nodePorts' | 'loadBalancers' | 'externalIPs'>,
+): { frontends: FrontendRules[]; skipped: SkippedTarget[]; warnings: string[] } {
   const frontends: FrontendRules[] = [];
   const skipped: SkippedTarget[] = [];
   const warnings: string[] = [];
@@ -407,6 +440,7 @@ export function resolveFrontends(state: NodeState, cache?: Pick<NodeRenderCache,
   };
   pass(state.nodePorts, asFrontend, cache?.nodePorts);
   pass(state.loadBalancers ?? [], lbFrontend, cache?.loadBalancers);
+  pass(state.externalIPs ?? [], extFrontend, cache?.externalIPs);
   return { frontends, skipped, warnings };
 }
 
@@ -459,6 +493,7 @@ export class NodeRenderCache {
   readonly cluster = new RenderCache(NODE_LAYOUT);
   readonly nodePorts = new NodePortMemo();
   readonly loadBalancers = new FrontendMemo<LoadBalancerTarget>();
+  readonly externalIPs = new FrontendMemo<ExternalIPTarget>();
   /** The node's networks as the sidecar's pod interfaces, kept while the networks are the same. */
   interfaces: { readonly networks: readonly NodeNetwork[]; readonly value: readonly PodInterface[] } | undefined;
 }

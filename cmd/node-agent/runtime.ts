@@ -8,6 +8,7 @@
  * each as Warning Events. Ready after the first complete sync. Stopping never touches the rules
  * or the interfaces (a rolling update drops no connection); `--cleanup` is main's job.
  */
+import type { ExternalIPPolicy } from '../../src/external-ips.js';
 import { randomBytes } from 'node:crypto';
 import { parseIp } from '../../src/annotations/ip.js';
 import { MANAGED_BY, MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
@@ -37,6 +38,8 @@ export interface NodeRuntimeOptions {
   readonly fullResyncIntervalMs: number;
   readonly retryMinMs?: number;
   readonly retryMaxMs?: number;
+  /** The admin's external-IP CIDRs (--external-ips-allowed-cidrs); unset: no external IP is served. */
+  readonly externalIPs?: ExternalIPPolicy;
 }
 
 export interface NodeRuntimeDeps {
@@ -232,7 +235,7 @@ export function createNodeRuntime(opts: NodeRuntimeOptions, deps: NodeRuntimeDep
   const metrics = createSyncMetrics(deps.registry, 'multus_proxy_node', { driftChecks: false });
   const applier = new PlanApplier(opts, deps, () => nodes.list()[0], new ProblemEvents(client, log, opts.nodeName), new NodeGauges(deps.registry));
   // Remembers the last plan's per-Service work: a sync redoes only the Services whose objects changed.
-  const planner = new NodePlanner();
+  const planner = new NodePlanner(undefined, opts.externalIPs);
   const loop = createSyncLoop<NodePlan>(
     {
       minSyncIntervalMs: opts.minSyncIntervalMs,

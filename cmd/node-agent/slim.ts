@@ -43,6 +43,9 @@ const SPEC_KEYS = [
   'externalTrafficPolicy',
   'healthCheckNodePort',
   'loadBalancerSourceRanges',
+  // internalTrafficPolicy Local and allowed external IPs are served on the node's own paths (state.ts).
+  'internalTrafficPolicy',
+  'externalIPs',
 ] as const satisfies readonly (keyof Spec)[];
 
 function keptSpec(spec: Spec): Spec {

@@ -22,10 +22,11 @@ import { parseNetworkConfig, NAD_CONFIG_KEY } from '../../src/annotations/nad-co
 import { parseIp } from '../../src/annotations/ip.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../src/kube/types.js';
 import { StateMemo, type ServicePortTarget } from '../../src/dataplane/index.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, externalIPAllowed, type ExternalIPPolicy } from '../../src/external-ips.js';
 import { nodeAddressesFor } from './addresses.js';
 import { chooseParent, parentNotConfiguredMessage, parentOverriddenMessage, parseNodeParents } from './parents.js';
 import { hostInterfaceFor, type HostInterface } from './host-interface.js';
-import { asPodInterfaces, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
+import { asPodInterfaces, type ExternalIPTarget, type LoadBalancerTarget, type NodeNetwork, type NodePortTarget, type NodeState } from './rules.js';
 import { rangesOfFamily, readLoadBalancer } from '../../src/annotations/load-balancer.js';
 import { ServiceCap } from '../../src/service-cap.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK, ZONE_LABEL } from '../../src/sidecar-contract.js';
@@ -193,6 +194,7 @@ interface NodePortEntry {
   readonly own: string;
   readonly nodePorts: readonly NodePortTarget[];
   readonly loadBalancers: readonly LoadBalancerTarget[];
+  readonly externalIPs: readonly ExternalIPTarget[];
   readonly problems: readonly NodeProblem[];
   readonly health: HealthCheck | undefined;
 }
@@ -218,7 +220,7 @@ const sameItems = <T>(a: readonly T[], b: readonly T[]): boolean => a.length ===
  * Outputs equal to last time's are last time's objects, so NodeRenderCache sees "unchanged" by `===`.
  */
 export class NodePlanner {
-  private readonly clusterState = new StateMemo();
+  private readonly clusterState: StateMemo;
   private nodeName: string | undefined;
   /** Each Service object's networks as its annotation names them, parsed once per object. */
   private parsed = new WeakMap<V1Service, readonly NetworkRef[]>();
@@ -228,11 +230,19 @@ export class NodePlanner {
   private networks: { readonly text: string; readonly value: readonly NodeNetwork[] } | undefined;
   private nodePorts: readonly NodePortTarget[] = [];
   private loadBalancers: readonly LoadBalancerTarget[] = [];
+  private externalIPTargets: readonly ExternalIPTarget[] = [];
   private readonly cap: ServiceCap;
 
-  /** `maxTargetsPerNetwork`: the sidecars' budget per network, shared between namespaces (admission.ts). */
-  constructor(maxTargetsPerNetwork = DEFAULT_MAX_SERVICES_PER_NETWORK) {
+  /**
+   * `maxTargetsPerNetwork`: the sidecars' budget per network, shared between namespaces (admission.ts).
+   * `externalIPs`: the admin's CIDRs for spec.externalIPs (src/external-ips.ts); not configured: none is served.
+   */
+  constructor(
+    maxTargetsPerNetwork = DEFAULT_MAX_SERVICES_PER_NETWORK,
+    private readonly externalIPs: ExternalIPPolicy = EXTERNAL_IPS_NOT_CONFIGURED,
+  ) {
     this.cap = new ServiceCap(maxTargetsPerNetwork);
+    this.clusterState = new StateMemo(externalIPs);
   }
 
   update(full: NodeInput): NodePlan {
@@ -264,12 +274,12 @@ export class NodePlanner {
     const ownText = [...own].sort(compareText).join(',');
     const { state } = this.clusterState.update({ interfaces: asPodInterfaces(networks), services: input.services, slices: input.slices, place: nodePlace(input) });
     this.updateLocal(input.slices, input.nodeName);
-    // Only cluster-IP targets are bases of frontends; ingress-IP targets are the node's own access
-    // to the load balancer's address (nat OUTPUT), never on an address of the node's own.
+    // Only cluster-IP targets are bases of frontends; ingress-IP and external-IP targets are the
+    // node's own access to those addresses (nat OUTPUT), never on an address of the node's own.
     const bySvc = new Map<string, ServicePortTarget[]>();
     let hijack = false;
     for (const t of state.targets) {
-      if (t.ingress === true) {
+      if (t.ingress === true || t.externalIP === true) {
         if (own.has(t.clusterIP)) hijack = true;
         continue;
       }
@@ -277,29 +287,32 @@ export class NodePlanner {
       if (list === undefined) bySvc.set(t.service, [t]);
       else list.push(t);
     }
-    const clusterTargets = hijack ? state.targets.filter((t) => t.ingress !== true || !own.has(t.clusterIP)) : state.targets;
+    const clusterTargets = hijack ? state.targets.filter((t) => (t.ingress !== true && t.externalIP !== true) || !own.has(t.clusterIP)) : state.targets;
     const entries = new Map<V1Service, NodePortEntry>();
     const nodePorts: NodePortTarget[] = [];
     const loadBalancers: LoadBalancerTarget[] = [];
+    const externalIPs: ExternalIPTarget[] = [];
     const health: HealthCheck[] = [];
     const problems: NodeProblem[] = [...admission.refused, ...plan.problems];
     for (const svc of input.services) {
       const type = svc.spec?.type;
-      if (!opted(svc) || (type !== 'NodePort' && type !== 'LoadBalancer')) continue;
+      if (!opted(svc) || (type !== 'NodePort' && type !== 'LoadBalancer' && (svc.spec?.externalIPs ?? []).length === 0)) continue;
       const name = serviceName(svc);
       const targets = bySvc.get(name) ?? NONE;
       const entry = this.entryFor(svc, targets, this.localByGroup.get(name), own, ownText, entries.get(svc));
       entries.set(svc, entry);
       nodePorts.push(...entry.nodePorts);
       loadBalancers.push(...entry.loadBalancers);
+      externalIPs.push(...entry.externalIPs);
       problems.push(...entry.problems);
       if (entry.health !== undefined) health.push(entry.health);
     }
     this.entries = entries;
     if (!sameItems(nodePorts, this.nodePorts)) this.nodePorts = nodePorts;
     if (!sameItems(loadBalancers, this.loadBalancers)) this.loadBalancers = loadBalancers;
+    if (!sameItems(externalIPs, this.externalIPTargets)) this.externalIPTargets = externalIPs;
     return {
-      state: { clusterTargets, nodePorts: this.nodePorts, loadBalancers: this.loadBalancers, networks, masqueradeMark: input.masqueradeMark },
+      state: { clusterTargets, nodePorts: this.nodePorts, loadBalancers: this.loadBalancers, externalIPs: this.externalIPTargets, networks, masqueradeMark: input.masqueradeMark },
       healthChecks: health.sort((a, b) => compareText(a.service, b.service)),
       interfaces: plan.interfaces,
       problems,
@@ -323,12 +336,14 @@ export class NodePlanner {
       const localIPs = local ?? new Set();
       const made = serviceNodePorts(svc, targets, localIPs);
       const lb = serviceLoadBalancers(svc, targets, localIPs, own);
+      const ext = serviceExternalIPs(svc, targets, localIPs, own, this.externalIPs);
       entry = {
         targets,
         local,
         own: ownText,
         nodePorts: entry !== undefined && JSON.stringify(entry.nodePorts) === JSON.stringify(made) ? entry.nodePorts : made,
         loadBalancers: entry !== undefined && JSON.stringify(entry.loadBalancers) === JSON.stringify(lb.targets) ? entry.loadBalancers : lb.targets,
+        externalIPs: entry !== undefined && JSON.stringify(entry.externalIPs) === JSON.stringify(ext) ? entry.externalIPs : ext,
         problems: lb.problems,
         health: healthCheck(svc, targets, localIPs),
       };
@@ -431,6 +446,28 @@ function serviceLoadBalancers(
     }
   }
   return { targets: out, problems };
+}
+
+/**
+ * One Service's external-IP frontends: every port, on each cluster-IP target of the address's
+ * family, for each of its spec.externalIPs inside the admin's CIDRs (re-checked here: a Service
+ * also arrives without the webhook) and not an address of the node's own.
+ */
+function serviceExternalIPs(svc: V1Service, targets: readonly ServicePortTarget[], localIPs: ReadonlySet<string>, own: ReadonlySet<string>, policy: ExternalIPPolicy): ExternalIPTarget[] {
+  if (!policy.configured) return [];
+  const ext = svc.spec?.externalTrafficPolicy === 'Local' ? 'Local' : 'Cluster';
+  const out: ExternalIPTarget[] = [];
+  const seen = new Set<string>();
+  for (const text of svc.spec?.externalIPs ?? []) {
+    const p = parseIp(text.trim());
+    if (!p.ok || p.value.prefix !== undefined || seen.has(p.value.address) || own.has(p.value.address) || !externalIPAllowed(policy, p.value.address)) continue;
+    seen.add(p.value.address);
+    for (const t of targets) {
+      if (t.family !== p.value.family) continue;
+      out.push({ base: t, address: p.value.address, policy: ext, localEndpoints: t.endpoints.filter((e) => localIPs.has(e.ip)) });
+    }
+  }
+  return out;
 }
 
 /** Every address the node holds: its Node status addresses and its own addresses on the served networks. */

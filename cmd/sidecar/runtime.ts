@@ -17,6 +17,7 @@
  *   informer with the new selector is started, and the old one is stopped only once the new one has
  *   synced, so no rules are lost in between.
  */
+import type { ExternalIPPolicy } from '../../src/external-ips.js';
 import { PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
 import type { Logger } from '../../src/log.js';
 import type { KubeClient } from '../../src/kube/client.js';
@@ -62,6 +63,8 @@ export interface RuntimeOptions extends SyncLoopOptions {
   /** This pod's node (NODE_NAME) and zone (NODE_ZONE): internalTrafficPolicy Local and topology hints. Unset: no endpoint is local, no zone. */
   readonly nodeName?: string;
   readonly nodeZone?: string;
+  /** The admin's external-IP CIDRs (EXTERNAL_IPS_ALLOWED_CIDRS), re-checked before one is served; unset: none is served. */
+  readonly externalIPs?: ExternalIPPolicy;
 }
 
 export interface RuntimeDeps {
@@ -186,7 +189,7 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     for (const s of list) deps.event?.(s);
   };
   // The informers' events since the last sync: a sync redoes only the Services whose objects changed.
-  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace, options.nodeName ?? '', options.nodeZone ?? '');
+  const feed = new StateFeed(options.maxServicesPerNetwork ?? DEFAULT_MAX_SERVICES_PER_NETWORK, options.podNamespace, options.nodeName ?? '', options.nodeZone ?? '', options.externalIPs);
   const pod = new PodInput(log, (key, error) => {
     say(problems.input(key, error));
     deps.metrics.invalidAnnotation(key, problems.invalid(key));

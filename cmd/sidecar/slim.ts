@@ -10,7 +10,7 @@
  *   but is the first of its namespace to give way in the per-network share), only the labels in
  *   `*_LABELS` and the annotations in `*_ANNOTATIONS` below (a tenant can put 256 KiB of labels on
  *   an object);
- * - Service spec: type, clusterIP(s), sessionAffinity(+Config), internalTrafficPolicy, ports' name/protocol/port
+ * - Service spec: type, clusterIP(s), sessionAffinity(+Config), internalTrafficPolicy, externalIPs, ports' name/protocol/port
  *   (state.ts);
  * - EndpointSlice: addressType, ports' name/protocol/port, endpoints' addresses, conditions,
  *   nodeName, zone and hints (state.ts); the trigger-time annotation (programming-latency metric, runtime.ts);
@@ -100,6 +100,8 @@ function slimServiceFields(svc: V1Service): V1Service {
             sessionAffinity: spec.sessionAffinity,
             sessionAffinityConfig: spec.sessionAffinityConfig,
             internalTrafficPolicy: spec.internalTrafficPolicy,
+            // Served only inside the admin's allowed CIDRs (state.ts re-checks them).
+            externalIPs: spec.externalIPs,
             ports: slimPorts(spec.ports),
             // A LoadBalancer's: which ingress IPs the client reaches directly, and from where.
             ...(spec.type === 'LoadBalancer' ? { loadBalancerSourceRanges: spec.loadBalancerSourceRanges } : {}),

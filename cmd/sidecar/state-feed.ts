@@ -20,6 +20,7 @@
  * It also keeps which Services the sidecar refused as over its budget (cmd/sidecar/slim.ts), for
  * the runtime to say.
  */
+import type { ExternalIPPolicy } from '../../src/external-ips.js';
 import { type Change, StateMemo, type PodInterface, type StateOutput } from '../../src/dataplane/index.js';
 import type { NetworkRef } from '../../src/annotations/service-network.js';
 import { sliceInfo } from '../../src/dataplane/index.js';
@@ -79,7 +80,7 @@ const crossNamespace = (key: string): boolean => {
 };
 
 export class StateFeed {
-  readonly memo = new StateMemo();
+  readonly memo: StateMemo;
   private readonly cap: ServiceCap;
   private services = new Pending<V1Service>();
   private slices = new Pending<V1EndpointSlice>();
@@ -105,15 +106,18 @@ export class StateFeed {
    * and zone (NODE_ZONE): internalTrafficPolicy Local and topology hints; '' for unknown (no endpoint
    * is local, zone hints unused). Without a zone setting the zone is learned from an endpoint of ours
    * on this node and then kept (a node does not change zone); until one appears, each compute looks
-   * again (a pass over the slices, on such a pod only).
+   * again (a pass over the slices, on such a pod only). `externalIPs`: the admin's CIDRs for them
+   * (src/external-ips.ts); unset: none is served.
    */
   constructor(
     maxServicesPerNetwork: number,
     ownNamespace?: string,
     private readonly nodeName = '',
     private zone = '',
+    externalIPs?: ExternalIPPolicy,
   ) {
     this.cap = new ServiceCap(maxServicesPerNetwork, ownNamespace);
+    this.memo = new StateMemo(externalIPs);
   }
 
   private place(slices: () => Iterable<V1EndpointSlice>): ClientPlace {

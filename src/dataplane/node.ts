@@ -14,6 +14,8 @@ export { IptablesStage } from './iptables/stage.js';
 export { comment, matchPort, portLabel, rejectWith, serviceChainRules } from './iptables/render.js';
 export type { Chains, IptablesRules, Ruleset } from './iptables/rulesets.js';
 export {
+  addressSet,
+  clusterIPsSet,
   collectTargets,
   FAMILIES,
   fullText,
@@ -27,6 +29,7 @@ export {
   renderTarget,
   servicesMap,
   targetKey,
+  unservedRules,
   verdictMap,
   type NftElement,
   type NftRuleset,

@@ -347,7 +347,8 @@ void describe('sidecar render: partial versus full', () => {
     assert.deepEqual(p.changedChains, ['filter/MPX-REJECT', `nat/${web}`]);
     assert.equal(
       p.text,
-      '*filter\n-A MPX-REJECT -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -m comment --comment "demo/web:http has no endpoints" -j REJECT --reject-with tcp-reset\nCOMMIT\n' +
+      // Inserted at its place, ahead of the cluster IPs' refusals (a port's own rule goes first).
+      '*filter\n-I MPX-REJECT 2 -d 10.96.0.10/32 -p tcp -m tcp --dport 80 -m comment --comment "demo/web:http has no endpoints" -j REJECT --reject-with tcp-reset\nCOMMIT\n' +
         `*nat\n:${web} - [0:0]\nCOMMIT\n`,
     );
     // And back: the reject rule is deleted by its spec, the chain refilled.
@@ -355,14 +356,14 @@ void describe('sidecar render: partial versus full', () => {
     assert.equal(back.changedChains.length, 2);
     assert.match(back.text, /^\*filter\n-D MPX-REJECT -d 10\.96\.0\.10\/32 .* -j REJECT --reject-with tcp-reset\nCOMMIT\n\*nat\n/);
   });
-  void test('a new Service with endpoints: its chain and the dispatch chain only', () => {
+  void test('a new Service with endpoints: its chain, the dispatch chain and its cluster IP in the reject chain only', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
     const p = planRestore(next.v4, base.v4, undefined, false);
     assert.deepEqual(
       p.changedChains.filter((c) => !c.startsWith('nat/MPX-SVC-')),
-      ['nat/MPX-SERVICES'],
+      ['filter/MPX-REJECT', 'nat/MPX-SERVICES'],
     );
-    assert.equal(p.changedChains.length, 2);
+    assert.equal(p.changedChains.length, 3);
   });
   void test('a new Service without endpoints: its chain, the dispatch chain and the reject chain, filter first', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [])]));
@@ -373,7 +374,7 @@ void describe('sidecar render: partial versus full', () => {
     );
     assert.ok(p.text.indexOf('*filter') < p.text.indexOf('*nat'));
   });
-  void test('a removed Service: its dispatch rule is deleted, then its chain flushed and deleted; nothing else', () => {
+  void test('a removed Service: the refusal of its cluster IP and its dispatch rule are deleted, then its chain flushed and deleted; nothing else', () => {
     const next = full(
       withTargets(
         s,
@@ -383,7 +384,11 @@ void describe('sidecar render: partial versus full', () => {
     const p = planRestore(next.v4, base.v4, undefined, false);
     const sig = serviceChainName({ service: 'demo/sig', portName: '', protocol: 'SCTP', family: 4, clusterIP: '10.96.0.40' });
     assert.deepEqual(p.deletedChains, [`nat/${sig}`]);
-    assert.equal(p.text, `*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`);
+    const unserved = '-D MPX-REJECT -d 10.96.0.40/32 -m comment --comment "cluster IP: a port or protocol it does not serve" -j MPX-UNSERVED';
+    assert.equal(
+      p.text,
+      `*filter\n${unserved}\nCOMMIT\n*nat\n:${sig} - [0:0]\n-D MPX-SERVICES -d 10.96.0.40/32 -p sctp -m sctp --dport 9999 -m comment --comment "demo/sig:9999" -j ${sig}\n-X ${sig}\nCOMMIT\n`,
+    );
   });
   void test('a new Service is one appended dispatch rule after its new chain, not a dispatch rewrite', () => {
     const next = full(withTargets(s, [...s.targets, target('demo/new', '10.96.0.99', 80, [ep('192.168.101.9', 80)])]));
@@ -391,10 +396,16 @@ void describe('sidecar render: partial versus full', () => {
     const chain = serviceChainName({ service: 'demo/new', portName: '', protocol: 'TCP', family: 4, clusterIP: '10.96.0.99' });
     assert.equal(
       p.text,
-      `*nat\n:${chain} - [0:0]\n-A ${chain} -p tcp -j DNAT --to-destination 192.168.101.9:80\n` +
+      '*filter\n-I MPX-REJECT 5 -d 10.96.0.99/32 -m comment --comment "cluster IP: a port or protocol it does not serve" -j MPX-UNSERVED\nCOMMIT\n' +
+        `*nat\n:${chain} - [0:0]\n-A ${chain} -p tcp -j DNAT --to-destination 192.168.101.9:80\n` +
         `-A MPX-SERVICES -d 10.96.0.99/32 -p tcp -m tcp --dport 80 -m comment --comment "demo/new:80" -j ${chain}\nCOMMIT\n`,
     );
     assert.deepEqual(editSetChain(['-A X a', '-A X b'], ['-A X b', '-A X c']), { remove: ['-D X a'], append: ['-A X c'] });
+    // Ordered (the reject chain): a new rule before a kept one goes to its place, the rest is appended.
+    assert.deepEqual(editSetChain(['-A X a', '-A X ip1'], ['-A X b', '-A X a', '-A X c', '-A X ip1', '-A X ip2'], true), {
+      remove: [],
+      append: ['-I X 1 b', '-I X 3 c', '-A X ip2'],
+    });
   });
   void test('full: every chain declared, stale chains of ours deleted, jumps repaired to exactly one', () => {
     const existing = parseExisting(

@@ -122,7 +122,7 @@ interface Placed extends SemanticEndpoint {
 /**
  * kube-proxy's categorisation (src/service-semantics/endpoints.ts) for a target that carries the
  * client's place: the internal-traffic endpoints for a cluster IP, the cluster ones for a load
- * balancer's ingress IP (kube-proxy short-circuits in-cluster traffic to it through the cluster
+ * balancer's ingress IP or an external IP (kube-proxy short-circuits in-cluster traffic to it through the cluster
  * endpoints). Empty while endpoints exist elsewhere: 'drop'; none anywhere: 'none' (refused).
  */
 export function placedEndpoints(t: ServicePortTarget, warn: (msg: string) => void, what: string | (() => string)): { endpoints: readonly ChosenEndpoint[]; choice: ResolvedTarget['choice'] } {
@@ -144,7 +144,15 @@ export function placedEndpoints(t: ServicePortTarget, warn: (msg: string) => voi
   }
   const traffic = t.traffic ?? CLUSTER_TRAFFIC;
   const c = categorizeEndpoints(all, traffic, place);
-  const list = t.ingress === true ? (c.cluster ?? []) : endpointsFor(c, traffic, 'internal');
+  const list = t.ingress === true || t.externalIP === true ? (c.cluster ?? []) : endpointsFor(c, traffic, 'internal');
   if (list.length === 0) return { endpoints: [], choice: c.hasAnyEndpoints ? 'drop' : 'none' };
   return { endpoints: list.map((x) => ({ ip: x.ep.ip, port: x.ep.port })), choice: list.every((x) => x.ready) ? 'ready' : 'terminating' };
 }
+
+/**
+ * Whether a target's address is a cluster IP (not a load balancer's ingress IP or an external IP):
+ * only a cluster IP is the Service's alone, so only there a port it does not have is refused, as
+ * kube-proxy's nftables mode does; a connection to another port of an ingress or external address
+ * goes on to that address.
+ */
+export const isClusterIP = (t: Pick<ServicePortTarget, 'ingress' | 'externalIP'>): boolean => t.ingress !== true && t.externalIP !== true;

@@ -35,6 +35,7 @@ import { resolveTargets, sameNetwork, targetWork, type TargetWork, type WorkMemo
 import { byKey, serviceTargets, sliceInfo, slicesByNetwork, type Keyed, type SliceInfo, type StateInput, type StateOutput } from './state.js';
 import type { DesiredState, PodInterface, Rendered, ResolvedTarget, ServicePortTarget } from './model.js';
 import type { ClientPlace } from '../../service-semantics/endpoints.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, type ExternalIPPolicy } from '../../external-ips.js';
 
 /** Up to this many changed units per step, a step edits its last result; more: from scratch. */
 export const CHANGE_LIMIT = 64;
@@ -90,6 +91,9 @@ export class StateMemo {
   private ifaceByNet = new Map<string, PodInterface>();
   private interfaces: readonly PodInterface[] = [];
   private place: ClientPlace | undefined;
+
+  /** `externalIPs`: the admin's allowed CIDRs for them (fixed for the process; none configured: none served). */
+  constructor(private readonly externalIPs: ExternalIPPolicy = EXTERNAL_IPS_NOT_CONFIGURED) {}
 
   /**
    * What the passes did, for tests and probes: `visited` counts input objects looked at by a pass
@@ -189,7 +193,7 @@ export class StateMemo {
       const services = this.servicesOf(key, inputServices);
       const byNet = services.length > 0 ? slicesByNetwork(this.slicesOf(key)) : undefined;
       for (const svc of services) {
-        const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets, this.place);
+        const problem = serviceTargets(svc, byNet, this.ifaceByNet, targets, this.place, this.externalIPs);
         if (problem !== undefined) entryProblems.push(problem);
       }
       targets.sort(byKey);
@@ -354,7 +358,7 @@ function insertionPoint(list: readonly Keyed[], key: string): number {
  * state; problems (one per bad object) come sorted too.
  */
 export function buildDesiredState(input: StateInput): StateOutput {
-  return new StateMemo().update(input);
+  return new StateMemo(input.externalIPs).update(input);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -427,7 +431,9 @@ function find(list: readonly CacheEntry[] | undefined, t: ServicePortTarget): Ca
 }
 
 function sameIdentity(a: ServicePortTarget, b: ServicePortTarget): boolean {
-  return a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port && a.ingress === b.ingress;
+  return (
+    a.portName === b.portName && a.protocol === b.protocol && a.family === b.family && a.clusterIP === b.clusterIP && a.port === b.port && a.ingress === b.ingress && a.externalIP === b.externalIP
+  );
 }
 
 function sameTarget(a: ServicePortTarget, b: ServicePortTarget): boolean {

@@ -51,6 +51,12 @@ export interface ServicePortTarget {
    * in-cluster traffic to a load balancer's address. Absent for cluster IPs.
    */
   readonly ingress?: true;
+  /**
+   * Set when `clusterIP` is one of the Service's `spec.externalIPs` the admin's allowed CIDRs admit
+   * (src/external-ips.ts): served to the client as kube-proxy serves it to a pod, through the
+   * cluster endpoints, as an ingress IP. Absent for cluster IPs.
+   */
+  readonly externalIP?: true;
   /** The Service's traffic policies; absent: Cluster for both, as a Service that sets neither. */
   readonly traffic?: TrafficSettings;
   /**

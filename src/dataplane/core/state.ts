@@ -14,6 +14,7 @@ import { findNetworkStatus, parseNetworkStatus, type NetworkStatusEntry } from '
 import { networkLabelValue } from '../../annotations/network-label.js';
 import type { V1Endpoint, V1EndpointSlice, V1Pod, V1Service } from '../../kube/types.js';
 import { trafficSettings, type ClientPlace } from '../../service-semantics/endpoints.js';
+import { EXTERNAL_IPS_NOT_CONFIGURED, externalIPAllowed, type ExternalIPPolicy } from '../../external-ips.js';
 import type { BackendEndpoint, DesiredState, IpFamily, PodInterface, Protocol, ServicePortTarget } from './model.js';
 import { flat } from './flat.js';
 
@@ -69,6 +70,8 @@ export interface StateInput {
   readonly slices: readonly V1EndpointSlice[];
   /** Where the client is (node, zone; src/service-semantics/client-place.ts); absent: nowhere known, no endpoint is local. */
   readonly place?: ClientPlace;
+  /** The admin's external-IP CIDRs (src/external-ips.ts); absent: not configured, no external IP is served. Fixed for a StateMemo's life (its constructor). */
+  readonly externalIPs?: ExternalIPPolicy;
 }
 
 export interface StateOutput {
@@ -193,6 +196,7 @@ export function serviceTargets(
   ifaceByNet: ReadonlyMap<string, PodInterface>,
   out: Keyed[],
   place: ClientPlace = NOWHERE,
+  externalIPs: ExternalIPPolicy = EXTERNAL_IPS_NOT_CONFIGURED,
 ): string | undefined {
   if (svc.metadata?.labels?.[PROXY_NAME_LABEL] !== PROXY_NAME) return undefined;
   // ClusterIP, NodePort's and LoadBalancer's cluster IP (node ports are the node agent's), and a
@@ -204,7 +208,7 @@ export function serviceTargets(
   const ns = svc.metadata?.namespace ?? '';
   const name = `${ns}/${svc.metadata?.name ?? ''}`;
   const lb = type === 'LoadBalancer' ? ingressFrontends(svc, ifaceByNet) : undefined;
-  const ips = [...clusterIPs(svc), ...(lb?.frontends ?? [])];
+  const ips = [...clusterIPs(svc), ...(lb?.frontends ?? []), ...allowedExternalIPs(svc, externalIPs)];
   if (ips.length === 0) return lb?.problem;
   const netValue = svc.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION];
   if (netValue === undefined) return undefined;
@@ -215,7 +219,7 @@ export function serviceTargets(
   // need the place too (resolve.ts applies kube-proxy's categorisation to targets with a place).
   const traffic = svc.spec?.internalTrafficPolicy === 'Local' ? trafficSettings(svc) : undefined;
 
-  for (const { ip, family, ingress, allowed } of ips) {
+  for (const { ip, family, ingress, externalIP, allowed } of ips) {
     // One cluster IP leaves through one interface (its route), so it is served on one network:
     // the first of the Service's networks, in the Service's order, where the pod has an
     // interface with an address of this family (the route's source). None: no target.
@@ -246,6 +250,7 @@ export function serviceTargets(
         endpoints,
         ...(affinityTimeoutSeconds !== undefined ? { affinityTimeoutSeconds } : {}),
         ...(ingress === true ? { ingress } : {}),
+        ...(externalIP === true ? { externalIP } : {}),
         ...(traffic !== undefined ? { traffic } : {}),
         ...(withPlace ? { place } : {}),
       };
@@ -259,6 +264,7 @@ interface Frontend {
   readonly ip: string;
   readonly family: IpFamily;
   readonly ingress?: true;
+  readonly externalIP?: true;
   /** Ingress IPs with loadBalancerSourceRanges: whether the client, from its interface there, is inside them. */
   readonly allowed?: (iface: PodInterface) => boolean;
 }
@@ -299,6 +305,24 @@ function ingressFrontends(svc: V1Service, ifaceByNet: ReadonlyMap<string, PodInt
   const frontends = view.vips.map((v): Frontend => ({ ip: v.address, family: v.family, ingress: true, ...(allowed !== undefined ? { allowed: allowed(v.family) } : {}) }));
   const object = `Service ${svc.metadata?.namespace ?? ''}/${svc.metadata?.name ?? ''}`;
   return view.problems.length === 0 ? { frontends } : { frontends, problem: view.problems.map((e) => formatInputError(object, e)).join('\n') };
+}
+
+/**
+ * The Service's `spec.externalIPs` inside the admin's allowed CIDRs, re-checked here (a Service
+ * also arrives without the webhook; src/external-ips.ts): each is served as kube-proxy serves it to
+ * a pod, as one more address of the Service. Outside them, or with no list configured: none.
+ */
+function allowedExternalIPs(svc: V1Service, policy: ExternalIPPolicy): Frontend[] {
+  if (!policy.configured) return [];
+  const out: Frontend[] = [];
+  const seen = new Set<string>();
+  for (const text of svc.spec?.externalIPs ?? []) {
+    const p = parseIp(text.trim());
+    if (!p.ok || p.value.prefix !== undefined || seen.has(p.value.address) || !externalIPAllowed(policy, p.value.address)) continue;
+    seen.add(p.value.address);
+    out.push({ ip: p.value.address, family: p.value.family, externalIP: true });
+  }
+  return out;
 }
 
 export const byKey = (a: Keyed, b: Keyed): number => compareText(a[0], b[0]);

@@ -28,6 +28,7 @@
 import { flat } from '../core/flat.js';
 import { Snapshot } from '../core/engine.js';
 import { recentListName, SIDECAR_LAYOUT, TABLES, type Layout } from '../core/names.js';
+import { isClusterIP } from '../core/endpoints.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget, ServicePortTarget } from '../core/model.js';
 import type { Ruleset } from './rulesets.js';
 
@@ -59,9 +60,9 @@ export function matchPort(clusterIP: string, t: Pick<ServicePortTarget, 'protoco
   return `-d ${hostPrefix(clusterIP, t.family)} -p ${p} -m ${p} --dport ${t.port}`;
 }
 
-export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port' | 'ingress'>): string {
-  // An ingress IP's rules say so: in iptables-save they sit beside the cluster IP's of the same port.
-  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}${t.ingress === true ? ' loadBalancer' : ''}`;
+export function portLabel(t: Pick<ServicePortTarget, 'service' | 'portName' | 'port' | 'ingress' | 'externalIP'>): string {
+  // An ingress or external IP's rules say so: in iptables-save they sit beside the cluster IP's of the same port.
+  return `${t.service}:${t.portName === '' ? String(t.port) : t.portName}${t.ingress === true ? ' loadBalancer' : t.externalIP === true ? ' externalIP' : ''}`;
 }
 
 /** The DNAT rules of one Service port chain. */
@@ -89,6 +90,8 @@ export function serviceChainRules(chain: string, t: ServicePortTarget, endpoints
 export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFamily, layout: Layout = SIDECAR_LAYOUT, lines: (r: ResolvedTarget) => TargetLines = targetLines(layout)): Ruleset {
   const dispatch: string[] = [];
   const reject: string[] = [];
+  // The refusal of each served cluster IP, once per address (several ports share one).
+  const served = new Map<string, string>();
   const nat = new Map<string, readonly string[]>();
   nat.set(layout.dispatchChain, dispatch);
   for (const r of targets) {
@@ -96,9 +99,35 @@ export function renderRuleset(targets: readonly ResolvedTarget[], family: IpFami
     const l = lines(r);
     dispatch.push(l.dispatch);
     if (r.endpoints.length === 0) reject.push(r.choice === 'drop' ? dropRule(r, layout) : l.reject);
+    if (l.unserved !== undefined && !served.has(r.clusterIP)) served.set(r.clusterIP, l.unserved);
     nat.set(r.chain, l.rules);
   }
-  return { family, filter: chains(new Map([[layout.rejectChain, reject]])), nat: chains(nat) };
+  const filter = new Map<string, readonly string[]>();
+  // After every port's own rule (a drop must win over the refusal of its address): the reject
+  // chain is edited in that order (restore.ts editSetChain, ordered).
+  for (const line of served.values()) reject.push(line);
+  filter.set(layout.rejectChain, reject);
+  if (served.size > 0) filter.set(unservedChain(layout), unservedChainRules(family, layout));
+  return { family, filter: chains(filter), nat: chains(nat) };
+}
+
+/** The filter chain that refuses a new connection to a served cluster IP that nat did not DNAT (a port or protocol the Service does not have). */
+export const unservedChain = (layout: Layout): string => `${layout.prefix}UNSERVED`;
+
+/**
+ * One rule per served cluster IP, at the end of the reject chain: a new connection still bound for
+ * the cluster IP after nat is on a port or protocol no Service port has (nat OUTPUT has DNATed
+ * every served one; the ports without endpoints or dropped matched their own rules before).
+ */
+function unservedRule(ip: string, family: IpFamily, layout: Layout): string {
+  return flat(`-A ${layout.rejectChain} -d ${hostPrefix(ip, family)} ${UNSERVED_COMMENT} -j ${unservedChain(layout)}`);
+}
+const UNSERVED_COMMENT = comment('cluster IP: a port or protocol it does not serve');
+
+/** TCP reset, else ICMP(v6) port unreachable, as a port without endpoints is refused. */
+function unservedChainRules(family: IpFamily, layout: Layout): string[] {
+  const chain = unservedChain(layout);
+  return [`-A ${chain} -p tcp -j REJECT --reject-with tcp-reset`, `-A ${chain} -j REJECT --reject-with ${family === 4 ? 'icmp-port-unreachable' : 'icmp6-port-unreachable'}`];
 }
 
 /**
@@ -118,6 +147,8 @@ export interface TargetLines {
   readonly rules: readonly string[];
   readonly dispatch: string;
   readonly reject: string;
+  /** The refusal of its address's other ports and protocols, for a cluster IP (not an ingress or external IP). */
+  readonly unserved?: string;
 }
 
 /**
@@ -144,6 +175,7 @@ export function targetRules(t: ServicePortTarget, clusterIP: string, chain: stri
     rules: serviceChainRules(chain, t, endpoints),
     dispatch: flat(`-A ${layout.dispatchChain} ${match} ${comment(portLabel(t))} -j ${chain}`),
     reject: flat(`-A ${layout.rejectChain} ${match} ${comment(`${portLabel(t)} has no endpoints`)} -j REJECT --reject-with ${rejectWith(t)}`),
+    ...(isClusterIP(t) ? { unserved: unservedRule(clusterIP, t.family, layout) } : {}),
   };
 }
 

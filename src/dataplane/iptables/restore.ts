@@ -66,7 +66,7 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
         if (lines === undefined) gone.push(chain);
         else if (old !== undefined && layout.setChains.has(chain)) {
           // A Service came or went: edit its one rule instead of rewriting a chain of 5,000.
-          const edits = editSetChain(old, lines);
+          const edits = editSetChain(old, lines, chain === layout.rejectChain);
           removeRules.push(...edits.remove);
           appendRules.push(...edits.append);
           changedChains.push(`${table}/${chain}`);
@@ -105,14 +105,36 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
   return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
 }
 
-/** `-D`/`-A` lines turning the rules `old` into `next` (both `-A CHAIN spec` lines). */
-export function editSetChain(old: readonly string[], next: readonly string[]): { remove: string[]; append: string[] } {
+/**
+ * `-D`/`-A` lines turning the rules `old` into `next` (both `-A CHAIN spec` lines). `ordered`: the
+ * chain is groups of rules whose order within a group does not matter but whose group order does
+ * (the reject chain: each port's own rule before the refusal of its address, render.ts); then a
+ * new rule that comes before a kept one is inserted at its place in `next` (`-I CHAIN k`) and the
+ * rest appended, so the chain holds `next` in its order.
+ */
+export function editSetChain(old: readonly string[], next: readonly string[], ordered = false): { remove: string[]; append: string[] } {
   const before = new Set(old);
   const after = new Set(next);
-  return {
-    remove: old.filter((l) => !after.has(l)).map((l) => `-D ${l.slice('-A '.length)}`),
-    append: next.filter((l) => !before.has(l)),
-  };
+  const added = next.filter((l) => !before.has(l));
+  const remove = old.filter((l) => !after.has(l)).map((l) => `-D ${l.slice('-A '.length)}`);
+  if (!ordered || added.length === 0) return { remove, append: added };
+  let lastKept = -1;
+  next.forEach((l, i) => {
+    if (before.has(l)) lastKept = i;
+  });
+  // After the removals the chain is the kept rules in next's order: inserting each new one at its
+  // index in next, in that order, gives next exactly.
+  const inserted: string[] = [];
+  const append: string[] = [];
+  next.forEach((l, i) => {
+    if (before.has(l)) return;
+    if (i < lastKept) {
+      const spec = l.slice('-A '.length);
+      const space = spec.indexOf(' ');
+      inserted.push(`-I ${spec.slice(0, space)} ${i + 1}${spec.slice(space)}`);
+    } else append.push(l);
+  });
+  return { remove, append: [...inserted, ...append] };
 }
 
 /** Restore input that removes everything of ours that `existing` lists (jumps first, then chains). */

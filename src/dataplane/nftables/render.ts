@@ -39,6 +39,7 @@
 import { flat } from '../core/flat.js';
 import { changedEntries, Snapshot } from '../core/engine.js';
 import { hashName, SERVICE_CHAIN_PREFIX } from '../core/names.js';
+import { isClusterIP } from '../core/endpoints.js';
 import type { ChosenEndpoint, IpFamily, ResolvedTarget } from '../core/model.js';
 import { endpointRanges, PICK_MODULUS, rangeHeads, type EndpointRange } from './pick-ranges.js';
 import { shardCount, shardOf, shardTableName } from './tuning/shards.js';
@@ -125,8 +126,11 @@ export interface NftRuleset {
 // One string per name (a template per call would be a new string per target).
 const SERVICES_MAPS: Readonly<Record<IpFamily, string>> = { 4: 'services-v4', 6: 'services-v6' };
 const NO_ENDPOINTS_SETS: Readonly<Record<IpFamily, string>> = { 4: 'no-endpoints-v4', 6: 'no-endpoints-v6' };
+const CLUSTER_IPS_SETS: Readonly<Record<IpFamily, string>> = { 4: 'cluster-ips-v4', 6: 'cluster-ips-v6' };
 export const servicesMap = (f: IpFamily): string => SERVICES_MAPS[f];
 export const noEndpointsSet = (f: IpFamily): string => NO_ENDPOINTS_SETS[f];
+/** The served cluster IPs: a new connection still bound for one after nat is on a port or protocol the Service does not have, and is refused. */
+export const clusterIPsSet = (f: IpFamily): string => CLUSTER_IPS_SETS[f];
 export const REJECT_CHAIN = 'reject-chain';
 
 export const ipKw = (f: IpFamily): string => (f === 4 ? 'ip' : 'ip6');
@@ -143,17 +147,33 @@ export const verdictMap = (name: string, f: IpFamily): NftSetDecl => ({ name, de
 export const dispatchFamily = (s: NftSetDecl): IpFamily | undefined => FAMILIES.find((f) => s.decl.length === 1 && s.decl[0] === `type ${KEY_TYPE[f]} : verdict`);
 /** A set of destinations. */
 export const keySet = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${KEY_TYPE[f]}`] });
+/** A set of addresses. */
+export const addressSet = (name: string, f: IpFamily): NftSetDecl => ({ name, decl: [`type ${f === 4 ? 'ipv4_addr' : 'ipv6_addr'}`] });
+/**
+ * The rules refusing what nat left bound for a served cluster IP (a port or protocol no Service
+ * port has), one lookup per family whatever the number of cluster IPs, as kube-proxy's nftables
+ * mode. In a filter chain after nat: a DNATed connection no longer has the cluster IP as its
+ * destination, and a dropped one (no endpoint for this client) never gets here.
+ */
+export const unservedRules = (prefix = ''): string[] => FAMILIES.map((f) => `${prefix}${ipKw(f)} daddr @${clusterIPsSet(f)} goto ${REJECT_CHAIN}`);
 /** TCP reset, else ICMP(v6) port unreachable: ECONNREFUSED at once, as the iptables back end's REJECT. */
 export const REJECT_RULES: readonly string[] = ['meta l4proto tcp reject with tcp reset', 'reject with icmpx port-unreachable'];
 
 /** The sidecar's fixed part. */
 export const SIDECAR_TABLE: NftTable = {
   name: NFT_TABLE,
-  sets: FAMILIES.flatMap((f) => [verdictMap(servicesMap(f), f), keySet(noEndpointsSet(f), f)]),
+  sets: FAMILIES.flatMap((f) => [verdictMap(servicesMap(f), f), keySet(noEndpointsSet(f), f), addressSet(clusterIPsSet(f), f)]),
   chains: [
     { name: REJECT_CHAIN, rules: REJECT_RULES },
     { name: 'nat-output', rules: ['type nat hook output priority -100; policy accept;', ...FAMILIES.map((f) => `${keyMatch(f)} vmap @${servicesMap(f)}`)] },
-    { name: 'filter-output', rules: ['type filter hook output priority 0; policy accept;', ...FAMILIES.map((f) => `ct state new ${keyMatch(f)} @${noEndpointsSet(f)} goto ${REJECT_CHAIN}`)] },
+    {
+      name: 'filter-output',
+      rules: [
+        'type filter hook output priority 0; policy accept;',
+        ...FAMILIES.map((f) => `ct state new ${keyMatch(f)} @${noEndpointsSet(f)} goto ${REJECT_CHAIN}`),
+        ...unservedRules('ct state new '),
+      ],
+    },
   ],
   // A rule names only sets of its own table: each shard dispatches its own Service ports. The
   // reject part gets only element changes (never validated), so one copy in the root serves all.
@@ -308,7 +328,7 @@ function mapElementsInto(pieces: (string | number)[], m: NftEndpointMap): void {
 
 /** What rendering one Service port reads of its resolved target. */
 export type NftTargetInput = Pick<ResolvedTarget, 'clusterIP' | 'chain' | 'endpoints' | 'affinitySeconds'> & {
-  readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port'>;
+  readonly target: Pick<ResolvedTarget['target'], 'family' | 'protocol' | 'port' | 'ingress' | 'externalIP'>;
   /** 'drop': no endpoint for this client while others exist (internalTrafficPolicy Local): dropped, not refused. */
   readonly choice?: ResolvedTarget['choice'];
 };
@@ -389,6 +409,8 @@ export function renderTarget(r: NftTargetInput, layout: PickLayout = 'map'): Nft
   const key = targetKey(r);
   const dispatch: NftElement = { set: servicesMap(f), key, value: flat(`goto ${r.chain}`) };
   const elements: NftElement[] = r.endpoints.length === 0 && r.choice !== 'drop' ? [dispatch, { set: noEndpointsSet(f), key }] : [dispatch];
+  // Several ports of one cluster IP each add it: a set holds it once, and a port that goes leaves it to the others (partialText rewrites a set that loses an element from every target's).
+  if (isClusterIP(r.target)) elements.push({ set: clusterIPsSet(f), key: r.clusterIP });
   const p = renderPicks(r, NO_FIRST, layout);
   return { family: f, key, chain: r.chain, rules: p.rules, ownedChains: p.ownedChains, sets: p.sets, maps: p.maps, elements };
 }

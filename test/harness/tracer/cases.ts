@@ -10,7 +10,7 @@
  */
 import { CLIENT_BLUE, RED, ep, target } from '../../sidecar/render-fixtures.js';
 import { serviceObject, sliceObject } from '../../sidecar/state-fixtures.js';
-import { buildDesiredState, type DesiredState, type ServicePortTarget } from './sidecar.js';
+import { buildDesiredState, parseExternalIPPolicy, type DesiredState, type ServicePortTarget } from './sidecar.js';
 import { summarize, type Family, type L4, type Outcome, type Packet, type RejectKind } from './walk.js';
 
 export const HTTP_PORT = 8080;
@@ -106,6 +106,39 @@ function localPolicyFromObjects(): DesiredState {
   return built.state;
 }
 
+/** The admin's external-IP CIDRs in the external-IP rows: the client's segment's upper addresses, IPv4 and IPv6. */
+const EXTERNAL_ALLOWED = ['192.168.101.224/27', 'fd00:101::e0/123'];
+const EXTERNAL_V4 = '192.168.101.230';
+const EXTERNAL_V6 = 'fd00:101::e6';
+/** Outside the allowed CIDRs (and routed nowhere from the client). */
+const EXTERNAL_OUTSIDE = '203.0.113.5';
+
+/**
+ * A Service with spec.externalIPs, internalTrafficPolicy and externalTrafficPolicy Local, from
+ * Service objects: the sidecar serves the external IPs inside the admin's CIDRs (`allowed`; unset:
+ * not configured) to every endpoint, as kube-proxy sends a pod's connection to an external IP
+ * through the cluster endpoints whatever the policies say; its cluster IP keeps
+ * internalTrafficPolicy Local.
+ */
+function externalIPsState(allowed: readonly string[] | undefined): DesiredState {
+  const svc = serviceObject('demo', 'ext', { networks: 'demo/blue', clusterIPs: ['10.96.0.92', 'fd00:10:96::5c'], ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }] });
+  svc.spec = { ...svc.spec, internalTrafficPolicy: 'Local', externalTrafficPolicy: 'Local', externalIPs: [EXTERNAL_V4, EXTERNAL_V6, EXTERNAL_OUTSIDE] };
+  const slices = ([4, 6] as const).map((family) =>
+    sliceObject('demo', `ext-${family}`, {
+      service: 'ext',
+      network: 'demo/blue',
+      family,
+      ports: [{ name: 'http', port: 80, targetPort: HTTP_PORT }],
+      endpoints: ALL.map((p) => ({ ip: family === 4 ? BACKENDS[p].ipv4 : BACKENDS[p].ipv6, nodeName: NODE_OF[p].nodeName })),
+    }),
+  );
+  const policy = parseExternalIPPolicy(allowed, 'allowed');
+  if (!policy.ok) throw new Error(policy.error);
+  const built = buildDesiredState({ interfaces: [CLIENT_BLUE], services: [svc], slices, place: PLACE, externalIPs: policy.value });
+  if (built.problems.length > 0) throw new Error(`external IPs state: ${JSON.stringify(built.problems)}`);
+  return built.state;
+}
+
 /** The sidecar's LoadBalancer states from Service objects (what decides which ingress IPs are short-circuited is state building). */
 function loadBalancers(): DesiredState {
   const lb = (name: string, ingress: { ip: string; ipMode?: string }[], ranges?: string[]) => {
@@ -191,12 +224,30 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
     probes: [http(WEB_V4, { reach: ALL }), udp(WEB_V4, { reach: ['b1', 'b2'] })],
   },
   {
-    name: 'a port the Service does not have: untouched',
-    source: 'a cluster IP is matched with its port and protocol',
-    state: () => client([web(ALL)]),
-    probes: [http(WEB_V4, { unanswered: true }, 81), udp(WEB_V4, { unanswered: true }, 80)],
+    name: 'a port or protocol the Service does not have, on its cluster IP: refused at once (TCP reset, UDP port unreachable)',
+    source: "kube-proxy's nftables mode refuses them (its cluster-ips set); render.ts unservedRules, iptables/render.ts unservedRule",
+    state: () => client([web(ALL), target('demo/web', WEB_V6, 80, eps(6, HTTP_PORT, ALL), { portName: 'http' })]),
+    probes: [
+      http(WEB_V4, { refused: 'tcp-reset' }, 81),
+      udp(WEB_V4, { refused: 'port-unreachable' }, 80),
+      http(WEB_V6, { refused: 'tcp-reset' }, 81),
+      udp(WEB_V6, { refused: 'port-unreachable' }, 80),
+      http(WEB_V4, { reach: ALL }),
+      http(WEB_V6, { reach: ALL }),
+    ],
   },
-  { name: 'an address no Service has: untouched', source: `${DP}: (any address not served)`, state: () => client([web(ALL)]), probes: [http('10.96.0.99', { unanswered: true })] },
+  {
+    name: 'a cluster IP that gains a port: the new port served, the others still refused; one that loses its last port: untouched',
+    source: 'partial syncs keep the refusal of the address after each port rule (restore.ts editSetChain, ordered)',
+    state: () => client([web(ALL), target('demo/web', WEB_V4, 81, eps(4, HTTP_PORT, ['b2']), { portName: 'alt' }), target('demo/gone', '10.96.0.78', 80, [], { portName: 'http' })]),
+    probes: [http(WEB_V4, { reach: ['b2'] }, 81), http(WEB_V4, { refused: 'tcp-reset' }, 82), http('10.96.0.78', { refused: 'tcp-reset' }, 81)],
+  },
+  {
+    name: 'an address no Service has: untouched',
+    source: `${DP}: (any address not served)`,
+    state: () => client([web(ALL)]),
+    probes: [http('10.96.0.99', { unanswered: true }), http('10.96.0.78', { unanswered: true }, 81)],
+  },
   {
     name: 'a Service on a network the client lacks: no rules',
     source: `${DP}: a Service on a network the client lacks gets no rules`,
@@ -211,9 +262,31 @@ export const SERVICE_CASES: readonly ServiceCase[] = [
       http(LB_V4, { reach: ALL }),
       http(LB_V6, { reach: ALL }),
       http('10.96.0.90', { reach: ALL }),
+      // Another port: the cluster IP refuses it; the ingress IP is the load balancer's address, where it goes on unchanged.
+      http('10.96.0.90', { refused: 'tcp-reset' }, 81),
+      http(LB_V4, { unanswered: true }, 81),
       http('192.168.101.241', { unanswered: true }),
       http('192.168.101.242', { unanswered: true }),
     ],
+  },
+  {
+    name: 'spec.externalIPs inside the allowed CIDRs: served to every endpoint (as kube-proxy, whatever the traffic policies), other ports untouched; outside them: not served',
+    source: "kube-proxy's external IPs for pods (through the cluster endpoints); src/external-ips.ts, re-checked in state.ts",
+    state: () => externalIPsState(EXTERNAL_ALLOWED),
+    probes: [
+      http(EXTERNAL_V4, { reach: ALL }),
+      http(EXTERNAL_V6, { reach: ALL }),
+      http('10.96.0.92', { reach: ['b1'] }),
+      http(EXTERNAL_V4, { unanswered: true }, 81),
+      http('10.96.0.92', { refused: 'tcp-reset' }, 81),
+      http(EXTERNAL_OUTSIDE, { unanswered: true }),
+    ],
+  },
+  {
+    name: 'spec.externalIPs without the admin allowing any: not served',
+    source: 'docs/decisions/0163-external-ips-allowed-cidrs.md: not served by default',
+    state: () => externalIPsState(undefined),
+    probes: [http(EXTERNAL_V4, { unanswered: true }), http('10.96.0.92', { reach: ['b1'] })],
   },
   {
     name: "internalTrafficPolicy Local, one endpoint on the client's node: only it",
@@ -286,7 +359,7 @@ export const TRACER_ONLY_CASES: readonly ServiceCase[] = [
       { protocol: 'sctp', dst: '10.96.0.40', port: 9999, expect: { reach: ['b1', 'b2'] } },
       { protocol: 'sctp', dst: '10.96.0.40', port: 2905, expect: { refused: 'port-unreachable' } },
       { protocol: 'sctp', dst: 'fd00:10:96::28', port: 9999, expect: { reach: ['b3'] } },
-      { protocol: 'tcp', dst: '10.96.0.40', port: 9999, expect: { unanswered: true } },
+      { protocol: 'tcp', dst: '10.96.0.40', port: 9999, expect: { refused: 'tcp-reset' } },
     ],
   },
 ];

@@ -5,7 +5,7 @@
  * rows run on the tracer (test/unit/tracer/node-cases.test.ts) and on the kernel
  * (test/node-agent/tracer-agreement.test.ts). A new case is a new row.
  */
-import type { LoadBalancerTarget, NodePortTarget, NodeState } from './node.js';
+import type { ExternalIPTarget, LoadBalancerTarget, NodePortTarget, NodeState } from './node.js';
 import { DEFAULT_MASQUERADE_MARK } from './node.js';
 import type { ServicePortTarget } from './sidecar.js';
 import { summarize, type L4, type Outcome, type Packet, type Path, type RejectKind } from './walk.js';
@@ -21,6 +21,8 @@ export const NODES = { n1: { ipv4: '192.168.101.250', ipv6: 'fd00:101::fa', loca
 export type PodName = keyof typeof POD;
 export type NodeName = keyof typeof NODES;
 export const HTTP = 80;
+/** External IPs of the external-IP rows, on the segment (announced to the row's node as ingress IPs are). */
+export const EXTERNAL = { cluster: '192.168.101.235', local: '192.168.101.236', onlyA: '192.168.101.237' } as const;
 export const UDP = 5353;
 
 const ep = (ip: string, port: number) => ({ ip, port, ready: true, serving: true, terminating: false });
@@ -50,14 +52,29 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
     localEndpoints: localOf(t),
     ...(sourceRanges !== undefined ? { sourceRanges } : {}),
   });
+  const ext = (t: ServicePortTarget, address: string, policy: 'Cluster' | 'Local'): ExternalIPTarget => ({ base: t, address, policy, localEndpoints: localOf(t) });
   const onlyA = base('demo/only-a', 4, { endpoints: all(4, HTTP, ['a']) });
   // internalTrafficPolicy Local on the node's own cluster-IP path: a on n1, b on n2.
   const placed = (pods: readonly PodName[]) => pods.map((p) => ({ ...ep(POD[p].ipv4, HTTP), nodeName: p === 'a' ? 'n1' : 'n2', zone: '', zoneHints: [], nodeHints: [] }));
   const itp = (service: string, clusterIP: string, pods: readonly PodName[]) => base(service, 4, { clusterIP, endpoints: placed(pods), traffic: LOCAL_ITP, place: { nodeName: me, zone: '' } });
+  // trafficDistribution PreferSameNode: each endpoint hinted for its own node (and a zone the nodes do not have).
+  const sameNode = base('demo/same-node', 4, {
+    clusterIP: '10.96.0.13',
+    endpoints: placed(['a', 'b']).map((e) => ({ ...e, zoneHints: ['z'], nodeHints: [e.nodeName] })),
+    place: { nodeName: me, zone: '' },
+  });
   return {
     networks: [{ network: NET, interface: iface, ipv4: NODES[me].ipv4, ipv6: NODES[me].ipv6 }],
     masqueradeMark: DEFAULT_MASQUERADE_MARK,
-    clusterTargets: [base('demo/web', 4), base('demo/web', 6), itp('demo/itp', '10.96.0.11', ['a', 'b']), itp('demo/itp-a', '10.96.0.12', ['a'])],
+    clusterTargets: [
+      base('demo/web', 4),
+      base('demo/web', 6),
+      itp('demo/itp', '10.96.0.11', ['a', 'b']),
+      itp('demo/itp-a', '10.96.0.12', ['a']),
+      sameNode,
+      // The node's own access to an allowed external IP (state.ts makes it beside the cluster IP).
+      base('demo/ext', 4, { clusterIP: EXTERNAL.cluster, externalIP: true }),
+    ],
     nodePorts: [
       np(base('demo/web', 4), 30080, 'Cluster'),
       np(base('demo/web', 6), 30080, 'Cluster'),
@@ -74,6 +91,8 @@ export function nodeState(me: NodeName, iface: string = IFACE): NodeState {
       lb(base('demo/ranged-empty', 4, { endpoints: [] }), '192.168.101.244', 'Cluster', [`${CLIENT.ipv4}/32`]),
       lb(base('demo/sig', 4, { protocol: 'SCTP', port: 3868, endpoints: all(4, 3868) }), '192.168.101.244', 'Cluster'),
     ],
+    // Allowed external IPs (state.ts checks them against the admin's CIDRs), served by externalTrafficPolicy.
+    externalIPs: [ext(base('demo/ext', 4), EXTERNAL.cluster, 'Cluster'), ext(base('demo/ext-local', 4), EXTERNAL.local, 'Local'), ext(onlyA, EXTERNAL.onlyA, 'Local')],
   };
 }
 
@@ -106,6 +125,48 @@ export const NODE_CASES: readonly NodeRow[] = [
   { name: 'internalTrafficPolicy Local, the node itself: node2 reaches its local endpoint only', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.11', port: 80, expect: kept('b') },
   { name: 'internalTrafficPolicy Local, endpoints only on node1: node1 reaches it', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: kept('a') },
   { name: 'internalTrafficPolicy Local, endpoints only on node1: node2 drops, as kube-proxy', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 80, expect: { dropped: true } },
+  { name: 'PreferSameNode, the node itself: node1 reaches the endpoint hinted for it', node: 'n1', from: 'node', protocol: 'tcp', dst: '10.96.0.13', port: 80, expect: kept('a') },
+  { name: 'PreferSameNode, the node itself: node2 reaches the endpoint hinted for it', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.13', port: 80, expect: kept('b') },
+  {
+    name: 'a host-network process, a port the Service does not have: refused at once (IPv4)',
+    node: 'n1',
+    from: 'node',
+    protocol: 'tcp',
+    dst: '10.96.0.10',
+    port: 81,
+    expect: { refused: 'tcp-reset' },
+  },
+  {
+    name: 'a host-network process, a protocol the Service does not have: port unreachable',
+    node: 'n1',
+    from: 'node',
+    protocol: 'udp',
+    dst: '10.96.0.10',
+    port: 80,
+    expect: { refused: 'port-unreachable' },
+  },
+  {
+    name: 'a host-network process, a port the Service does not have: refused at once (IPv6)',
+    node: 'n1',
+    from: 'node',
+    protocol: 'tcp',
+    dst: 'fd00:10:96::a',
+    port: 81,
+    expect: { refused: 'tcp-reset' },
+  },
+  { name: 'internalTrafficPolicy Local, dropped on node2, another port of it: refused', node: 'n2', from: 'node', protocol: 'tcp', dst: '10.96.0.12', port: 81, expect: { refused: 'tcp-reset' } },
+  { name: 'external IP, externalTrafficPolicy Cluster: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'tcp', dst: EXTERNAL.cluster, port: 80, expect: cluster('a', 'b') },
+  {
+    name: 'external IP, externalTrafficPolicy Local on node2: its local endpoint, the client address kept',
+    node: 'n2',
+    from: 'client',
+    protocol: 'tcp',
+    dst: EXTERNAL.local,
+    port: 80,
+    expect: kept('b'),
+  },
+  { name: 'external IP, Local, endpoints only on node1: node2 drops, as kube-proxy', node: 'n2', from: 'client', protocol: 'tcp', dst: EXTERNAL.onlyA, port: 80, expect: { dropped: true } },
+  { name: 'a host-network process reaches an allowed external IP: every endpoint', node: 'n1', from: 'node', protocol: 'tcp', dst: EXTERNAL.cluster, port: 80, expect: kept('a', 'b') },
   { name: 'UDP NodePort: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'udp', dst: (n) => n.ipv4, port: 30053, expect: cluster('a', 'b') },
   { name: 'LoadBalancer Cluster: both backends, masqueraded', node: 'n1', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },
   { name: 'LoadBalancer Cluster, the other node announcing', node: 'n2', from: 'client', protocol: 'tcp', dst: '192.168.101.240', port: 80, expect: cluster('a', 'b') },

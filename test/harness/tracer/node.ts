@@ -7,7 +7,7 @@ import { NODE_LAYOUT, type NodeState } from '../../../cmd/node-agent/rules.js';
 import { renderNode } from '../../../cmd/node-agent/stages.js';
 import { FakeDataplane, type BackendKind } from './sidecar.js';
 
-export type { LoadBalancerTarget, NodePortTarget, NodeState } from '../../../cmd/node-agent/rules.js';
+export type { ExternalIPTarget, LoadBalancerTarget, NodePortTarget, NodeState } from '../../../cmd/node-agent/rules.js';
 export { DEFAULT_MASQUERADE_MARK } from '../../../cmd/node-agent/rules.js';
 
 /** A node's namespace with the agent's rules of one back end, in memory. */

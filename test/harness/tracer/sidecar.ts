@@ -20,6 +20,7 @@ import type { Outcome, Packet, Path } from './walk.js';
 
 export type { DesiredState, ServicePortTarget } from '../../../src/dataplane/core/model.js';
 export { buildDesiredState } from '../../../src/dataplane/core/incremental.js';
+export { parseExternalIPPolicy } from '../../../src/external-ips.js';
 
 export type BackendKind = 'iptables' | 'nftables';
 export const BACKENDS: readonly BackendKind[] = ['iptables', 'nftables'];

@@ -17,8 +17,19 @@ void describe('node agent options', () => {
         fullResyncIntervalMs: 60000,
         parentFromNad: false,
         backend: 'auto',
+        externalIPs: { configured: false },
       },
     });
+  });
+  void test('external-IP CIDRs: the admin list from the variable or the flag; a bad entry names itself and the fix', () => {
+    const r = parseNodeAgentOptions({ NODE_NAME: 'a', EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24, 2001:db8::/64' }, []);
+    assert.ok(r.ok);
+    assert.deepEqual(r.value.externalIPs.configured ? r.value.externalIPs.allowed.map((x) => x.cidr) : 'not configured', ['192.0.2.0/24', '2001:db8::/64']);
+    const f = parseNodeAgentOptions({ NODE_NAME: 'a' }, ['--external-ips-allowed-cidrs', '198.51.100.0/24']);
+    assert.ok(f.ok && f.value.externalIPs.configured && f.value.externalIPs.allowed[0]?.cidr === '198.51.100.0/24');
+    const bad = parseNodeAgentOptions({ NODE_NAME: 'a', EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.0/24,nope' }, []);
+    assert.ok(!bad.ok);
+    assert.match(bad.error, /EXTERNAL_IPS_ALLOWED_CIDRS \(--external-ips-allowed-cidrs\)\[1\].*nope.*192\.0\.2\.0\/24/s);
   });
   void test('a flag wins over its variable; --cleanup needs no node name; --help always wins', () => {
     const r = parseNodeAgentOptions({ NODE_NAME: 'a', HEALTH_PORT: '1' }, ['--node-name', 'b', '--health-port', '2', '--iptables-backend', 'legacy', '--masquerade-bit', '12']);

@@ -17,7 +17,8 @@ import {
   SERVICE_NETWORK_ANNOTATION,
 } from '../../../src/keys.js';
 import type { NetworkAttachmentDefinition, V1EndpointSlice, V1Node, V1Service } from '../../../src/kube/types.js';
-import { planNode, type NodeInput } from '../../../cmd/node-agent/state.js';
+import { NodePlanner, planNode, type NodeInput } from '../../../cmd/node-agent/state.js';
+import { parseExternalIPPolicy } from '../../../src/external-ips.js';
 import { hostInterfaceFor, hostInterfaceName, parentRefusal, planHostInterfaces, type ExistingLink } from '../../../cmd/node-agent/host-interface.js';
 import { DEFAULT_MASQUERADE_MARK } from '../../../cmd/node-agent/rules.js';
 
@@ -60,6 +61,30 @@ function input(over: Partial<NodeInput> = {}): NodeInput {
 }
 
 void describe('planNode', () => {
+  void test("spec.externalIPs: only those inside the admin's CIDRs are served (frontends by externalTrafficPolicy, and the node's own access); none when not configured; never a node address", () => {
+    const ext = svc('ext', 'good', {
+      type: 'ClusterIP',
+      clusterIP: '10.96.0.20',
+      clusterIPs: ['10.96.0.20'],
+      ports: [{ port: 80, protocol: 'TCP' }],
+      externalTrafficPolicy: 'Local',
+      externalIPs: ['192.0.2.7', '198.51.100.7', '192.168.101.211'],
+    });
+    const objs = input({ services: [...input().services, ext], slices: [...input().slices, slice('ext', 'good', [{ ip: '192.168.101.3', node: 'w1' }])] });
+    const policy = parseExternalIPPolicy(['192.0.2.0/24', '192.168.101.0/24'], 'test');
+    assert.ok(policy.ok);
+    const p = new NodePlanner(undefined, policy.value).update(objs);
+    assert.deepEqual(
+      (p.state.externalIPs ?? []).map((e) => [e.address, e.policy, e.base.clusterIP, e.localEndpoints.map((x) => x.ip)]),
+      [['192.0.2.7', 'Local', '10.96.0.20', ['192.168.101.3']]],
+    );
+    assert.deepEqual(
+      p.state.clusterTargets.filter((t) => t.externalIP === true).map((t) => t.clusterIP),
+      ['192.0.2.7'],
+    );
+    const none = planNode(objs);
+    assert.deepEqual([none.state.externalIPs, none.state.clusterTargets.filter((t) => t.externalIP === true)], [[], []]);
+  });
   void test('a malformed NAD and an unservable one: an Event each and nothing applied for them; the good network is served', () => {
     const p = planNode(input());
     assert.deepEqual(

@@ -3,7 +3,8 @@
  * endpoints each in any condition, with or without affinity), synced one after another as the
  * renderers write them (full, then partial), the tracer answers every Service port as kube-proxy's
  * rule says, on both back ends: the ready endpoints in equal shares, else the serving terminating
- * ones, else a refusal (TCP reset, else port unreachable); and a port no Service has is untouched.
+ * ones, else a refusal (TCP reset, else port unreachable); a port no Service port has on a served cluster
+ * IP is refused the same way, and an address no Service has is untouched.
  * The expectation is written here from the rule, not taken from the renderer.
  */
 import { describe, test } from 'node:test';
@@ -78,10 +79,17 @@ for (const kind of BACKENDS)
               const want = expectedVerdicts(p);
               assert.deepEqual(got.map((g) => key(g.verdict)).sort(), want.map(key).sort(), `state ${i}, ${pkt.protocol} ${pkt.dst}:${pkt.dport}`);
               for (const g of got) assert.ok(Math.abs(g.share - 1 / got.length) < 1e-6, `state ${i}, ${pkt.dst}:${pkt.dport}: share ${g.share} of ${got.length}`);
-              // The same address on a port no Service has there: untouched.
+              // The same cluster IP on a port no Service has there: refused at once, as kube-proxy's nftables mode.
               const other = summarize(ns.trace({ ...pkt, dport: 9 }));
               assert.deepEqual(
                 other.map((o) => o.verdict),
+                [{ kind: 'reject', with: p.protocol === 'TCP' ? 'tcp-reset' : 'port-unreachable' }],
+                `state ${i}, ${pkt.protocol} ${pkt.dst}:9`,
+              );
+              // An address no Service has: untouched.
+              const none = summarize(ns.trace({ ...pkt, dst: p.family === 4 ? '10.96.0.200' : 'fd00:10:96::c8' }));
+              assert.deepEqual(
+                none.map((o) => o.verdict),
                 [{ kind: 'accept', masquerade: false }],
               );
             }
