@@ -16,6 +16,7 @@
 import { SERVICE_NETWORK_ANNOTATION } from './keys.js';
 import type { NetworkAttachmentDefinition, V1Service } from './kube/types.js';
 import { MAX_SERVICE_KEPT_BYTES, MAX_SERVICE_PORTS } from './object-budgets.js';
+import { MAX_SOURCE_RANGES } from './annotations/load-balancer.js';
 
 export interface ServiceBudget {
   readonly component: string;
@@ -32,7 +33,9 @@ export interface NadBudget {
   readonly maxConfigBytes: number;
 }
 
-const SERVICE_LIMITS = { maxBytes: MAX_SERVICE_KEPT_BYTES, maxPorts: MAX_SERVICE_PORTS, maxSourceRanges: 1_000, maxIngress: 100, maxNetworks: 32 } as const;
+// Source ranges: the webhook's bound, so a Service written without it is refused whole, never served
+// with only the ranges the parser reads.
+const SERVICE_LIMITS = { maxBytes: MAX_SERVICE_KEPT_BYTES, maxPorts: MAX_SERVICE_PORTS, maxSourceRanges: MAX_SOURCE_RANGES, maxIngress: 100, maxNetworks: 32 } as const;
 
 export const SIDECAR_SERVICE_BUDGET: ServiceBudget = { component: 'sidecar', ...SERVICE_LIMITS };
 export const NODE_AGENT_SERVICE_BUDGET: ServiceBudget = { component: 'node agent', ...SERVICE_LIMITS };
