@@ -298,8 +298,10 @@ void describe('sidecar dataplane: operations', () => {
     assert.ok(b1 && b2);
     const reaches = async (name: string): Promise<void> => assert.deepEqual([...tally(await httpRequests(env.topo, env.client, `http://${WEB_V4}:80/`, 10)).keys()], [name]);
     try {
+      // The first sync is a first fill: the table's skeleton, then its elements, two runs of
+      // `nft -f -` (docs/decisions/0195-first-fill-in-bounded-transactions.md), so at most one spare waits after it.
       await dp.sync(fullState(env), { full: true });
-      assert.deepEqual(await restoreProcessesSettled(env.client.ns, 0, NFT), [], 'no spare after `nft -f -` ran once');
+      assert.ok((await restoreProcessesSettled(env.client.ns, 1, NFT)).length <= 1, 'at most one spare after the first fill');
       await dp.sync(fullState(env, [b1]), { full: false });
       await reaches('b1');
       const first = await restoreProcessesSettled(env.client.ns, 1, NFT);
