@@ -327,7 +327,8 @@ void describe('sidecar runtime: real apiserver, real netns, real iptables', () =
     assert.ok((await checks()) - checks0 >= 2, 'checks ran');
     assert.equal(await fullSyncs(), full0, 'no full rewrite while nothing drifted');
 
-    const webChain = /-A MPX-SERVICES -d [^ ]+ .* -j (MPX-SVC-\S+)/.exec(want.find((l) => l.includes(`-d ${webV4}/32`)) ?? '')?.[1] ?? '';
+    // The Service's dispatch rule (the filter table's refusal of other ports names the address too).
+    const webChain = want.map((l) => /^-A MPX-SERVICES -d (\S+) .* -j (MPX-SVC-\S+)/.exec(l)).find((m) => m?.[1] === `${webV4}/32`)?.[2] ?? '';
     assert.notEqual(webChain, '');
     const cases: { what: string; cmd: string[]; withinMs: number }[] = [
       { what: 'the nat OUTPUT jump deleted', cmd: ['iptables', '-t', 'nat', '-D', 'OUTPUT', '-m', 'comment', '--comment', 'multus-proxy', '-j', 'MPX-SERVICES'], withinMs: 2 * DRIFT_CHECK_MS },
