@@ -34,10 +34,12 @@ function readQuoted(s: string, start: number): { value: string; end: number } {
   throw new Error(`unterminated label value in ${JSON.stringify(s)}`);
 }
 
+/** A sample value as Prometheus reads one: Go's ParseFloat, so NaN and Inf in any case (prom-client writes "Nan"). */
 function parseValue(t: string): number {
-  if (t === '+Inf' || t === 'Inf') return Infinity;
-  if (t === '-Inf') return -Infinity;
-  if (t === 'NaN') return NaN;
+  const l = t.toLowerCase();
+  if (l === '+inf' || l === 'inf') return Infinity;
+  if (l === '-inf') return -Infinity;
+  if (l === 'nan') return NaN;
   const v = Number(t);
   if (t === '' || Number.isNaN(v)) throw new Error(`not a sample value: ${JSON.stringify(t)}`);
   return v;

@@ -30,6 +30,8 @@ void test('parseExposition reads samples, label escapes, special values and the 
   assert.deepEqual(e.samples[1], { name: 'multus_proxy_sidecar_syncs_total', labels: { kind: 'full', result: 'success' }, value: 4 });
   assert.deepEqual(e.samples[3], { name: 'multus_proxy_x_seconds_bucket', labels: { le: '+Inf' }, value: 2 });
   assert.equal(parseExposition('x -Inf').samples[0]?.value, -Infinity);
+  assert.ok(Number.isNaN(parseExposition('x Nan').samples[0]?.value), "prom-client writes NaN as 'Nan'");
+  assert.equal(parseExposition('x +inf').samples[0]?.value, Infinity);
   assert.deepEqual(e.samples[6]?.labels, { annotation: 'a"b\\c\nd', namespace: 'app' });
   assert.ok(Number.isNaN(e.samples[6]?.value));
   assert.equal(e.types.get('multus_proxy_webhook_requests_total'), 'counter', 'a family with no series yet is declared');
