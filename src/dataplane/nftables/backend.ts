@@ -222,23 +222,15 @@ async function firstFill(exec: Exec, opts: NftBackendOptions, fill: NftFirstFill
 /** One sync's write: the first fill, the element writer for map replacements, or one `nft -f`. */
 async function writeNft(exec: Exec, opts: NftBackendOptions, plan: NftPlan, next: NftRuleset): Promise<WriteReport[]> {
   const t0 = process.hrtime.bigint();
+  let via: WriteReport['via'];
   if (plan.fill !== undefined) {
-    const viaWriter = await firstFill(exec, opts, plan.fill, tableNames(next));
-    return [
-      {
-        family: 4,
-        text: plan.text,
-        changedChains: plan.changedChains,
-        deletedChains: plan.deletedChains,
-        writeMs: Number(process.hrtime.bigint() - t0) / 1e6,
-        rules: countNftRules(next),
-        via: viaWriter ? 'first-fill' : 'first-fill-text',
-      },
-    ];
+    via = (await firstFill(exec, opts, plan.fill, tableNames(next))) ? 'first-fill' : 'first-fill-text';
+  } else {
+    const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
+    if (!written) await nftApply(exec, plan.text);
+    if (written) via = 'element-writer';
   }
-  const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
-  if (!written) await nftApply(exec, plan.text);
-  // One transaction for both families: reported as one unit (family 4 by convention).
+  // One transaction for both families (or one first fill): reported as one unit (family 4 by convention).
   return [
     {
       family: 4,
@@ -247,7 +239,7 @@ async function writeNft(exec: Exec, opts: NftBackendOptions, plan: NftPlan, next
       deletedChains: plan.deletedChains,
       writeMs: Number(process.hrtime.bigint() - t0) / 1e6,
       rules: countNftRules(next),
-      ...(written ? { via: 'element-writer' } : {}),
+      ...(via !== undefined ? { via } : {}),
     },
   ];
 }

@@ -10,6 +10,18 @@ function call(bytes: number | undefined): { req: Request; res: Response & EventE
   return { req, res: new EventEmitter() as Response & EventEmitter };
 }
 
+/** An intake, the names of the requests it let in, and a way to send one. */
+function harness(budget: number, maxBody: number) {
+  const intake = createIntake(budget, maxBody);
+  const started: string[] = [];
+  const go = (name: string, bytes: number) => {
+    const c = call(bytes);
+    intake.middleware(c.req, c.res, (() => started.push(name)) as NextFunction);
+    return c;
+  };
+  return { intake, started, go };
+}
+
 void describe('webhook intake', () => {
   void test("a request's claim is its Content-Length, capped by the body limit; without one, the body limit", () => {
     assert.equal(claimOf('100', 1000), 100);
@@ -20,13 +32,7 @@ void describe('webhook intake', () => {
   });
 
   void test('bodies in flight stay within the budget; the rest wait unread and go in arrival order as claims return', () => {
-    const intake = createIntake(100, 1000);
-    const started: string[] = [];
-    const go = (name: string, bytes: number) => {
-      const c = call(bytes);
-      intake.middleware(c.req, c.res, (() => started.push(name)) as NextFunction);
-      return c;
-    };
+    const { intake, started, go } = harness(100, 1000);
     const a = go('a', 60);
     const b = go('b', 60);
     const c = go('c', 30);
@@ -42,13 +48,7 @@ void describe('webhook intake', () => {
   });
 
   void test('one request always gets in, whatever its size; a waiter that leaves is dropped and never started', () => {
-    const intake = createIntake(100, 1000);
-    const started: string[] = [];
-    const go = (name: string, bytes: number) => {
-      const c = call(bytes);
-      intake.middleware(c.req, c.res, (() => started.push(name)) as NextFunction);
-      return c;
-    };
+    const { intake, started, go } = harness(100, 1000);
     const big = go('big', 500);
     const left = go('left', 10);
     const stays = go('stays', 10);
