@@ -80,6 +80,9 @@ export interface MultiNetworkPolicy {
     readonly generateName?: string;
     readonly namespace?: string;
     readonly uid?: string;
+    /** Bumped by the apiserver on each spec change: address groups say which one they were written for. */
+    readonly generation?: number;
+    readonly labels?: Readonly<Record<string, string>>;
     readonly annotations?: Readonly<Record<string, string>>;
     readonly deletionTimestamp?: string | Date;
   };

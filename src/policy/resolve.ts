@@ -56,6 +56,8 @@ export interface PeerPod {
 export type NamespaceScope = { readonly kind: 'namespace'; readonly name: string } | { readonly kind: 'selector'; readonly selector: ParsedSelector };
 
 export interface PeerQuery {
+  /** `<namespace>/<name>` of the policy that asks: each policy's peers are its own address group. */
+  readonly policy: string;
   readonly network: string;
   readonly namespaces: NamespaceScope;
   readonly pods: ParsedSelector;
@@ -65,7 +67,7 @@ export interface PeerQuery {
 export type PeerLookup = (query: PeerQuery) => readonly PeerPod[];
 
 const EVERY: ParsedSelector = { requirements: [] };
-const EVERY_POD: Omit<PeerQuery, 'network'> = { namespaces: { kind: 'selector', selector: EVERY }, pods: EVERY };
+const EVERY_POD: Omit<PeerQuery, 'network' | 'policy'> = { namespaces: { kind: 'selector', selector: EVERY }, pods: EVERY };
 const ALL_TYPES: PolicyTypes = { ingress: true, egress: true };
 
 interface Direction {
@@ -132,7 +134,7 @@ function cachedLookup(lookup: PeerLookup): PeerLookup {
 
 function peerQuery(network: string, policy: CheckedPolicy, peer: Extract<CheckedPeer, { kind: 'pods' }>): PeerQuery {
   const namespaces: NamespaceScope = peer.namespaceSelector === undefined ? { kind: 'namespace', name: policy.namespace } : { kind: 'selector', selector: peer.namespaceSelector };
-  return { network, namespaces, pods: peer.podSelector };
+  return { policy: policy.key, network, namespaces, pods: peer.podSelector };
 }
 
 /** The rule's peers as pods (with their ports) and blocks; undefined when the rule has no peer list (every peer). */
@@ -166,14 +168,14 @@ function namedPorts(ports: readonly ContainerPort[], name: string, protocol: Pol
  * Egress named ports, per peer address: the peers' own containerPorts. Peers that are blocks (or
  * every peer) are the pods on the network whose addresses they cover.
  */
-function egressPeerPorts(network: string, rule: CheckedRule, peers: { pods: PeerPod[]; blocks: CheckedBlock[] } | undefined, lookup: PeerLookup): PeerPort[] {
+function egressPeerPorts(network: string, policy: string, rule: CheckedRule, peers: { pods: PeerPod[]; blocks: CheckedBlock[] } | undefined, lookup: PeerLookup): PeerPort[] {
   const named = (rule.ports ?? []).filter((p) => p.name !== undefined);
   if (named.length === 0) return [];
   const candidates: { pod: PeerPod; covers: (a: string) => boolean }[] = [];
-  if (peers === undefined) for (const pod of lookup({ network, ...EVERY_POD })) candidates.push({ pod, covers: () => true });
+  if (peers === undefined) for (const pod of lookup({ policy, network, ...EVERY_POD })) candidates.push({ pod, covers: () => true });
   else {
     for (const pod of peers.pods) candidates.push({ pod, covers: () => true });
-    if (peers.blocks.length > 0) for (const pod of lookup({ network, ...EVERY_POD })) candidates.push({ pod, covers: (a) => peers.blocks.some((b) => inBlock(a, b)) });
+    if (peers.blocks.length > 0) for (const pod of lookup({ policy, network, ...EVERY_POD })) candidates.push({ pod, covers: (a) => peers.blocks.some((b) => inBlock(a, b)) });
   }
   const out: PeerPort[] = [];
   for (const { pod, covers } of candidates) {
@@ -204,7 +206,7 @@ function compileRule(network: string, policy: CheckedPolicy, rule: CheckedRule, 
   const base = { policy: policy.key, index: rule.index, ...(peers !== undefined ? { peers: peerSet(peers) } : {}) };
   if (rule.ports === undefined) return base;
   const hasNamed = rule.ports.some((p) => p.name !== undefined);
-  return { ...base, ports: numericPorts(rule, pod, ingress), ...(!ingress && hasNamed ? { peerPorts: egressPeerPorts(network, rule, peers, lookup) } : {}) };
+  return { ...base, ports: numericPorts(rule, pod, ingress), ...(!ingress && hasNamed ? { peerPorts: egressPeerPorts(network, policy.key, rule, peers, lookup) } : {}) };
 }
 
 function accumulator(net: { network: string; interface: string }): Accumulated {

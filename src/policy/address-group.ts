@@ -1,0 +1,148 @@
+/**
+ * Address groups: the peers of MultiNetworkPolicies, resolved by the controller (which reads every
+ * pod's network-status anyway) and read by the sidecars (which read no pod). A group answers one
+ * resolver question (a PeerQuery: one network, one namespace scope, one pod selector) with the
+ * pods it selects: their addresses on that network and their named containerPorts.
+ *
+ * A group is stored as EndpointSlices in the policy's namespace, so every consumer keeps the
+ * watch, RBAC, sharding and budgets it already has for Services:
+ * - labels: managed-by `multus-proxy-address-groups` (never the Services' value, so the Service
+ *   reconciler does not take them for orphans), `multus-proxy/address-group: <key>`,
+ *   `multus-proxy/policy: <policy name>`, and `service.kubernetes.io/service-proxy-name:
+ *   multus-proxy`, which keeps kube-proxy's slice watch off them; no `kubernetes.io/service-name`;
+ * - annotations: the query itself (canonical JSON, to check against the key) and the policy's
+ *   `metadata.generation` the slices were written for (a sidecar holds its first policy sync until
+ *   it sees it);
+ * - one address type per slice, at most 100 endpoints; endpoints of pods with the same named
+ *   containerPorts share a slice, whose `ports` are those named ports (as Kubernetes' EndpointSlice
+ *   controller groups pods by resolved named target ports);
+ * - an empty group is one slice without endpoints, so "written, and nobody matches" differs from
+ *   "not written yet";
+ * - owner reference to the MultiNetworkPolicy, so the group goes with it.
+ *
+ * Pure: keys, the queries a policy needs, and the lookup a sidecar builds from the slices it sees.
+ */
+import { createHash } from 'node:crypto';
+import { networkKey } from '../annotations/service-network.js';
+import { compareText } from '../order.js';
+import type { V1EndpointSlice } from '../kube/types.js';
+import type { ContainerPort, NamespaceScope, PeerLookup, PeerPod, PeerQuery } from './resolve.js';
+import type { ParsedSelector } from './selector.js';
+import type { CheckedPolicy } from './validate.js';
+
+export const ADDRESS_GROUP_MANAGED_BY = 'multus-proxy-address-groups';
+/** Label: the group's key (addressGroupKey of its query). */
+export const ADDRESS_GROUP_LABEL = 'multus-proxy/address-group';
+/** Label: the name of the MultiNetworkPolicy the group was written for (its namespace is the slice's). */
+export const ADDRESS_GROUP_POLICY_LABEL = 'multus-proxy/policy';
+/** Annotation: the query, as canonicalQuery writes it. */
+export const PEER_QUERY_ANNOTATION = 'multus-proxy/peer-query';
+/** Annotation: the policy's metadata.generation the group was written for. */
+export const POLICY_GENERATION_ANNOTATION = 'multus-proxy/policy-generation';
+
+/** Requirements sorted, values sorted: two selectors that select the same pods by the same terms read the same. */
+function canonicalSelector(s: ParsedSelector): unknown {
+  const reqs = s.requirements.map((r) => ({ key: r.key, operator: r.operator, values: [...r.values].sort(compareText) }));
+  reqs.sort((a, b) => compareText(`${a.key}\u0000${a.operator}\u0000${a.values.join('\u0000')}`, `${b.key}\u0000${b.operator}\u0000${b.values.join('\u0000')}`));
+  return reqs.map((r) => [r.key, r.operator, r.values]);
+}
+
+function canonicalScope(n: NamespaceScope): unknown {
+  return n.kind === 'namespace' ? { namespace: n.name } : { namespaceSelector: canonicalSelector(n.selector) };
+}
+
+/** The query as one stable JSON text: the group's identity. */
+export function canonicalQuery(q: PeerQuery): string {
+  return JSON.stringify({ policy: q.policy, network: q.network, ...(canonicalScope(q.namespaces) as object), pods: canonicalSelector(q.pods) });
+}
+
+/** A label value (40 hex characters) naming the group of `q`. */
+export function addressGroupKey(q: PeerQuery): string {
+  return hashKey(canonicalQuery(q));
+}
+
+const EVERY: ParsedSelector = { requirements: [] };
+
+/**
+ * Every query the resolver can ask for `policy` (resolvePodPolicy, for any selected pod): per
+ * network it is for, each pod peer of each rule, and every pod of the network when an egress
+ * rule with a named port has no peer list or an ipBlock peer (named ports of the pods the
+ * blocks cover). Deduplicated by key, in key order.
+ */
+export function policyPeerQueries(policy: CheckedPolicy): PeerQuery[] {
+  const out = new Map<string, PeerQuery>();
+  const add = (q: PeerQuery): void => void out.set(addressGroupKey(q), q);
+  for (const ref of policy.networks ?? []) {
+    const network = networkKey(ref);
+    for (const [rules, egress] of [
+      [policy.ingress, false],
+      [policy.egress, true],
+    ] as const) {
+      for (const rule of rules) {
+        for (const peer of rule.peers ?? []) {
+          if (peer.kind !== 'pods') continue;
+          add({
+            policy: policy.key,
+            network,
+            namespaces: peer.namespaceSelector === undefined ? { kind: 'namespace', name: policy.namespace } : { kind: 'selector', selector: peer.namespaceSelector },
+            pods: peer.podSelector,
+          });
+        }
+        const named = egress && (rule.ports ?? []).some((p) => p.name !== undefined);
+        if (named && (rule.peers === undefined || rule.peers.some((p) => p.kind === 'block'))) add({ policy: policy.key, network, namespaces: { kind: 'selector', selector: EVERY }, pods: EVERY });
+      }
+    }
+  }
+  return [...out.entries()].sort((a, b) => compareText(a[0], b[0])).map(([, q]) => q);
+}
+
+/** What a sidecar knows of the groups in its namespace, from the slices it watches. */
+export interface AddressGroupView {
+  /** The pods of the group that answers `q`; none when the group is not (yet) written. */
+  readonly lookup: PeerLookup;
+  /** Whether the group of `q` is written, for at least `generation` of its policy when given. */
+  written(q: PeerQuery, generation?: number): boolean;
+}
+
+function slicePorts(slice: V1EndpointSlice): ContainerPort[] {
+  const out: ContainerPort[] = [];
+  for (const p of slice.ports ?? []) {
+    if (typeof p.name !== 'string' || p.name === '' || typeof p.port !== 'number') continue;
+    out.push({ name: p.name, containerPort: p.port, ...(typeof p.protocol === 'string' ? { protocol: p.protocol } : {}) });
+  }
+  return out;
+}
+
+function hashKey(canonical: string): string {
+  return createHash('sha256').update(canonical).digest('hex').slice(0, 40);
+}
+
+/**
+ * The view of a set of address-group slices (those of one namespace). A slice whose query
+ * annotation does not hash to its key is ignored: the key is what a sidecar asks by. The slices of
+ * one group may be of different generations while the controller rewrites them; `written` takes
+ * the oldest, so a sidecar waiting for a generation waits for every slice of the group.
+ */
+export function addressGroupView(slices: readonly V1EndpointSlice[]): AddressGroupView {
+  const pods = new Map<string, PeerPod[]>();
+  const generations = new Map<string, number>();
+  for (const slice of slices) {
+    const key = slice.metadata?.labels?.[ADDRESS_GROUP_LABEL];
+    const query = slice.metadata?.annotations?.[PEER_QUERY_ANNOTATION];
+    if (key === undefined || query === undefined || hashKey(query) !== key) continue;
+    const ports = slicePorts(slice);
+    const list = pods.get(key) ?? [];
+    for (const e of slice.endpoints ?? []) list.push({ addresses: [...(e.addresses ?? [])], containerPorts: ports });
+    pods.set(key, list);
+    const g = Number(slice.metadata?.annotations?.[POLICY_GENERATION_ANNOTATION] ?? 'NaN');
+    const generation = Number.isSafeInteger(g) ? g : 0;
+    generations.set(key, Math.min(generation, generations.get(key) ?? generation));
+  }
+  return {
+    lookup: (q) => pods.get(addressGroupKey(q)) ?? [],
+    written: (q, generation) => {
+      const g = generations.get(addressGroupKey(q));
+      return g !== undefined && (generation === undefined || g >= generation);
+    },
+  };
+}
