@@ -68,6 +68,16 @@ export interface SidecarOptions {
    * re-checks before serving one; not configured (no variable): none is served.
    */
   readonly externalIPs: ExternalIPPolicy;
+  /**
+   * This pod's labels from the downwardAPI volume (metadata.labels), for the MultiNetworkPolicies
+   * that select it; unset: no policy selects the pod by label.
+   */
+  readonly podLabelsFile?: string;
+  /**
+   * This pod's named containerPorts (immutable after creation, so the webhook writes them once, as
+   * JSON `[{"name","containerPort","protocol"}]`), for named ports in ingress rules.
+   */
+  readonly podContainerPorts?: readonly { readonly name?: string; readonly containerPort: number; readonly protocol?: string }[];
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -90,6 +100,8 @@ export const OPTION_SOURCES = {
   nodeName: { env: 'NODE_NAME', flag: 'node-name' },
   nodeZone: { env: 'NODE_ZONE', flag: 'node-zone' },
   externalIPsAllowedCIDRs: { env: 'EXTERNAL_IPS_ALLOWED_CIDRS', flag: 'external-ips-allowed-cidrs' },
+  podLabelsFile: { env: 'POD_LABELS_FILE', flag: 'pod-labels-file' },
+  podContainerPorts: { env: 'POD_CONTAINER_PORTS', flag: 'pod-container-ports' },
 } as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
 
 /** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
@@ -98,6 +110,7 @@ export const ZONE_LABEL = 'topology.kubernetes.io/zone';
 /** Where the webhook mounts the downwardAPI volume, and the file of the annotations in it. */
 export const POD_INFO_DIR = '/etc/multus-proxy/podinfo';
 export const POD_ANNOTATIONS_FILE = `${POD_INFO_DIR}/annotations`;
+export const POD_LABELS_FILE = `${POD_INFO_DIR}/labels`;
 
 /** The default of maxServicesPerNetwork (the webhook injects its own setting, the same by default). */
 export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;

@@ -9,6 +9,7 @@ import { err, formatInputError, inputError, ok, type Result } from '../../src/re
 import { ANY_HOST } from '../../src/health.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/index.js';
 import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy } from '../../src/external-ips.js';
+import { parseContainerPorts } from '../../src/policy/container-ports.js';
 import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
 
 /** The settings that come from a variable or a flag (the external-IP policy is parsed from its CIDR list). */
@@ -29,7 +30,22 @@ const BACKENDS: readonly IptablesBackend[] = ['auto', 'nft', 'legacy'];
 
 /** Integer bounds per numeric setting, so a typo such as `60` for a millisecond value is caught. */
 const NUMBERS: Record<
-  Exclude<Key, 'podName' | 'podNamespace' | 'kubeconfig' | 'healthHost' | 'iptablesBackend' | 'backend' | 'annotationsFile' | 'elementWriter' | 'nodeName' | 'nodeZone' | 'externalIPsAllowedCIDRs'>,
+  Exclude<
+    Key,
+    | 'podName'
+    | 'podNamespace'
+    | 'kubeconfig'
+    | 'healthHost'
+    | 'iptablesBackend'
+    | 'backend'
+    | 'annotationsFile'
+    | 'elementWriter'
+    | 'nodeName'
+    | 'nodeZone'
+    | 'externalIPsAllowedCIDRs'
+    | 'podLabelsFile'
+    | 'podContainerPorts'
+  >,
   { def: number; min: number; max: number }
 > = {
   healthPort: { def: DEFAULT_HEALTH_PORT, min: 0, max: 65535 },
@@ -74,6 +90,8 @@ const HELP: Record<Key, { value: string; help: string }> = {
   annotationsFile: { value: 'PATH', help: "this pod's annotations from a downwardAPI volume (metadata.annotations); unset: watch the pod through the API (needs pods read)" },
   nodeName: { value: 'NAME', help: "this pod's node (downward API spec.nodeName), for internalTrafficPolicy Local and same-node hints; unset: no endpoint is local" },
   nodeZone: { value: 'ZONE', help: "this node's zone (the pod's topology.kubernetes.io/zone label), for zone hints; unset: zone hints are not used" },
+  podLabelsFile: { value: 'PATH', help: "this pod's labels from a downwardAPI volume (metadata.labels), for the MultiNetworkPolicies that select it; unset: no policy selects it by label" },
+  podContainerPorts: { value: 'JSON', help: 'this pod\'s named containerPorts, [{"name","containerPort","protocol"}] (the webhook sets it), for named ports in ingress rules' },
   externalIPsAllowedCIDRs: {
     value: 'CIDRS',
     help: 'comma list of the CIDRs the cluster admin allows external IPs from (the webhook sets it from externalIPs.allowedCIDRs); unset: no external IP is served',
@@ -193,6 +211,9 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const podNamespace = required('podNamespace');
   const { iptablesBackend, backend, elementWriter } = backendOptions(raw, problems);
   const { nodeName, nodeZone, externalIPs } = placeOptions(raw, problems);
+  const portsRaw = raw('podContainerPorts');
+  const ports = portsRaw === undefined ? undefined : parseContainerPorts(portsRaw, describe('podContainerPorts'));
+  if (ports !== undefined && !ports.ok) problems.push(ports.error);
   const options: ParsedOptions = {
     podName,
     podNamespace,
@@ -212,6 +233,8 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     nodeName,
     nodeZone,
     externalIPs,
+    ...(raw('podLabelsFile') !== undefined ? { podLabelsFile: raw('podLabelsFile') } : {}),
+    ...(ports?.ok === true ? { podContainerPorts: ports.value } : {}),
     cleanup,
   };
   if (problems.length === 0 && options.retryMaxMs < options.retryMinMs) {
