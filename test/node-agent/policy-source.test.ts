@@ -26,13 +26,8 @@ import { DEFAULT_MASQUERADE_MARK, type NodeState } from '../../cmd/node-agent/ru
 const NET = { namespace: 'demo', name: 'net-a' };
 const NETWORK = 'demo/net-a';
 const HTTP = 80;
-const NODE_V4 = '192.168.101.250';
-const NODE_V6 = 'fd00:101::fa';
-const CLUSTER_IP = '10.96.0.10';
-const VIP_CLUSTER = '192.168.101.240';
-const VIP_LOCAL = '192.168.101.241';
-const NP_CLUSTER = 30080;
-const NP_LOCAL = 30081;
+/** The node's addresses on the network, the Service's cluster IP, its ingress IPs and node ports. */
+const AT = { nodeV4: '192.168.101.250', nodeV6: 'fd00:101::fa', clusterIP: '10.96.0.10', vipCluster: '192.168.101.240', vipLocal: '192.168.101.241', npCluster: 30080, npLocal: 30081 } as const;
 
 /** The backend's ingress policy: HTTP from these CIDRs only, on demo/net-a. */
 function policy(cidrs: readonly string[]): MultiNetworkPolicy {
@@ -76,32 +71,32 @@ for (const agentBackend of ['nftables', 'iptables'] as const)
       await startBackend(topo, web, { httpPort: HTTP });
       const ifaces = createHostInterfaces({ netns: node.ns });
       const want = hostInterfaceFor(NET, { servable: true, plugin: 'macvlan', parent: node.parent, mode: 'bridge' }, [
-        { family: 4, address: NODE_V4, prefix: 24 },
-        { family: 6, address: NODE_V6, prefix: 64 },
+        { family: 4, address: AT.nodeV4, prefix: 24 },
+        { family: 6, address: AT.nodeV6, prefix: 64 },
       ]);
       await ifaces.sync([want]);
       const ep: BackendEndpoint = { ip: web.net1.ipv4, port: HTTP, ready: true, serving: true, terminating: false };
-      const svc: ServicePortTarget = { service: 'demo/web', portName: '', protocol: 'TCP', clusterIP: CLUSTER_IP, port: 80, family: 4, network: NET, endpoints: [ep] };
+      const svc: ServicePortTarget = { service: 'demo/web', portName: '', protocol: 'TCP', clusterIP: AT.clusterIP, port: 80, family: 4, network: NET, endpoints: [ep] };
       const state: NodeState = {
-        networks: [{ network: NET, interface: want.name, ipv4: NODE_V4, ipv6: NODE_V6 }],
+        networks: [{ network: NET, interface: want.name, ipv4: AT.nodeV4, ipv6: AT.nodeV6 }],
         masqueradeMark: DEFAULT_MASQUERADE_MARK,
         clusterTargets: [svc],
         nodePorts: [
-          { base: svc, nodePort: NP_CLUSTER, policy: 'Cluster', localEndpoints: [ep] },
-          { base: svc, nodePort: NP_LOCAL, policy: 'Local', localEndpoints: [ep] },
+          { base: svc, nodePort: AT.npCluster, policy: 'Cluster', localEndpoints: [ep] },
+          { base: svc, nodePort: AT.npLocal, policy: 'Local', localEndpoints: [ep] },
         ],
         loadBalancers: [
-          { base: svc, ingressIP: VIP_CLUSTER, policy: 'Cluster', localEndpoints: [ep] },
-          { base: svc, ingressIP: VIP_LOCAL, policy: 'Local', localEndpoints: [ep] },
+          { base: svc, ingressIP: AT.vipCluster, policy: 'Cluster', localEndpoints: [ep] },
+          { base: svc, ingressIP: AT.vipLocal, policy: 'Local', localEndpoints: [ep] },
         ],
       };
       const agent = createNodeDataplane({ netns: node.ns, iptablesFlavor: 'nft', ipv6: true, backendKind: agentBackend });
       await agent.sync(state, { full: true });
       // The ingress IPs announced on the node's parent, as MetalLB's L2 mode answers ARP for them.
       const mac = (JSON.parse((await topo.run(node, ['ip', '-j', 'link', 'show', 'eth1'])).stdout) as { address: string }[])[0]?.address ?? '';
-      for (const vip of [VIP_CLUSTER, VIP_LOCAL]) await topo.run(client, ['ip', 'neigh', 'replace', vip, 'lladdr', mac, 'dev', 'net1', 'nud', 'permanent']);
+      for (const vip of [AT.vipCluster, AT.vipLocal]) await topo.run(client, ['ip', 'neigh', 'replace', vip, 'lladdr', mac, 'dev', 'net1', 'nud', 'permanent']);
       // Local keeps the client's address: the pod answers it through its node (docs/node-agent.md).
-      await topo.run(web, ['ip', 'route', 'add', `${client.net1.ipv4}/32`, 'via', NODE_V4]);
+      await topo.run(web, ['ip', 'route', 'add', `${client.net1.ipv4}/32`, 'via', AT.nodeV4]);
       base = { targets: [], interfaces: [{ network: NET, interface: 'net1', ipv4: [web.net1.ipv4], ipv6: [web.net1.ipv6] }] };
       podDataplane = createDataplane({ netns: web.ns, backendKind: 'nftables' });
       await podDataplane.sync(base, { full: true });
@@ -113,32 +108,32 @@ for (const agentBackend of ['nftables', 'iptables'] as const)
     });
 
     void test('without a policy: Local arrives from the client, Cluster from the node (the sources the rule is about)', async () => {
-      assert.deepEqual(outcome(await get(NODE_V4, NP_LOCAL)), [`web from ${client.net1.ipv4}`]);
-      assert.deepEqual(outcome(await get(VIP_LOCAL, HTTP)), [`web from ${client.net1.ipv4}`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_CLUSTER)), [`web from ${NODE_V4}`]);
-      assert.deepEqual(outcome(await get(VIP_CLUSTER, HTTP)), [`web from ${NODE_V4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), [`web from ${client.net1.ipv4}`]);
+      assert.deepEqual(outcome(await get(AT.vipLocal, HTTP)), [`web from ${client.net1.ipv4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), [`web from ${AT.nodeV4}`]);
+      assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), [`web from ${AT.nodeV4}`]);
     });
 
     void test("the client's ipBlock: Local is admitted with the client's address, Cluster (the node's address) is dropped", async () => {
       await allow([`${client.net1.ipv4}/32`]);
       assert.deepEqual(outcome(await get(web.net1.ipv4, HTTP)), [`web from ${client.net1.ipv4}`], 'direct from the client: admitted');
-      assert.deepEqual(outcome(await get(NODE_V4, NP_LOCAL)), [`web from ${client.net1.ipv4}`]);
-      assert.deepEqual(outcome(await get(VIP_LOCAL, HTTP)), [`web from ${client.net1.ipv4}`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_CLUSTER)), ['error:ETIMEDOUT'], 'Cluster is judged as the node address, which no rule admits');
-      assert.deepEqual(outcome(await get(VIP_CLUSTER, HTTP)), ['error:ETIMEDOUT']);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), [`web from ${client.net1.ipv4}`]);
+      assert.deepEqual(outcome(await get(AT.vipLocal, HTTP)), [`web from ${client.net1.ipv4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), ['error:ETIMEDOUT'], 'Cluster is judged as the node address, which no rule admits');
+      assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), ['error:ETIMEDOUT']);
     });
 
     void test("the node's address allowed as well: Cluster is admitted, from the node's address", async () => {
-      await allow([`${client.net1.ipv4}/32`, `${NODE_V4}/32`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_CLUSTER)), [`web from ${NODE_V4}`]);
-      assert.deepEqual(outcome(await get(VIP_CLUSTER, HTTP)), [`web from ${NODE_V4}`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_LOCAL)), [`web from ${client.net1.ipv4}`]);
+      await allow([`${client.net1.ipv4}/32`, `${AT.nodeV4}/32`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), [`web from ${AT.nodeV4}`]);
+      assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), [`web from ${AT.nodeV4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), [`web from ${client.net1.ipv4}`]);
     });
 
     void test("only the node's address allowed: Cluster passes, Local does not (it is judged as the client)", async () => {
-      await allow([`${NODE_V4}/32`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_CLUSTER)), [`web from ${NODE_V4}`]);
-      assert.deepEqual(outcome(await get(NODE_V4, NP_LOCAL)), ['error:ETIMEDOUT']);
-      assert.deepEqual(outcome(await get(VIP_LOCAL, HTTP)), ['error:ETIMEDOUT']);
+      await allow([`${AT.nodeV4}/32`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), [`web from ${AT.nodeV4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), ['error:ETIMEDOUT']);
+      assert.deepEqual(outcome(await get(AT.vipLocal, HTTP)), ['error:ETIMEDOUT']);
     });
   });

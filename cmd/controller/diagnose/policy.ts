@@ -207,6 +207,65 @@ function probeFindings(v: ProbeVerdict, object: string, enforced: boolean): Find
   );
 }
 
+/** What a selecting policy does to the pod, and the groups of its peers the controller has not written yet. */
+function selectionFindings(s: Selecting, object: string, ns: string, view: AddressGroupView): Finding[] {
+  const sel = s.selection;
+  const dirs = [sel.ingress ? 'ingress' : '', sel.egress ? 'egress' : ''].filter((x) => x !== '').join(' and ');
+  if (sel.failure !== undefined) {
+    return [
+      finding(
+        'error',
+        'PolicyFailsClosed',
+        `MultiNetworkPolicy ${sel.policy} selects ${object} and cannot be compiled, so it isolates ${dirs} on ${sel.networks.join(', ') || 'none of its networks'} and allows nothing (fail-closed): ${sel.failure}`,
+        `correct the policy as its message says (kubectl edit multi-networkpolicy -n ${ns} ${sel.policy.slice(ns.length + 1)})`,
+      ),
+    ];
+  }
+  if (sel.networks.length === 0) {
+    return [finding('info', 'PolicyNotOnNetworks', `MultiNetworkPolicy ${sel.policy} selects ${object}, but is for none of the networks the pod is attached to, so it isolates nothing here`)];
+  }
+  const out = [finding('info', 'PolicySelects', `MultiNetworkPolicy ${sel.policy} selects ${object} on ${sel.networks.join(', ')}, isolating ${dirs || 'nothing'}`)];
+  const policy = s.checked;
+  if (policy === undefined) return out;
+  for (const q of policyPeerQueries(policy).filter((x) => sel.networks.includes(x.network))) {
+    if (view.written(q, s.generation)) continue;
+    out.push(
+      finding(
+        'warning',
+        'AddressGroupNotWritten',
+        `MultiNetworkPolicy ${policy.key}: the address group of ${describeQuery(q)} on ${q.network} is not written${s.generation !== undefined ? ` for generation ${s.generation}` : ''} yet, so the sidecar allows no peer from it until the controller writes it`,
+        'check that the controller runs and may write EndpointSlices in the namespace: kubectl -n multus-proxy-system logs deploy/multus-proxy-controller',
+      ),
+    );
+  }
+  return out;
+}
+
+interface Resolved {
+  readonly pod: SelectedPod;
+  readonly view: AddressGroupView;
+  readonly podPolicy: PodPolicy;
+  readonly selected: readonly Selecting[];
+}
+
+/** The probe judged on each network it names (or each of the pod's), with a finding each. */
+function probeAll(r: Resolved, probe: PolicyProbe, object: string, enforced: boolean, findings: Finding[]): ProbeVerdict[] {
+  const parsed = parseIp(probe.peer);
+  const peer = parsed.ok ? parsed.value.address : probe.peer;
+  const attached = r.pod.networks.map((n) => n.network);
+  const nets = probe.network === undefined ? attached : attached.filter((n) => n === probe.network);
+  if (probe.network !== undefined && nets.length === 0) {
+    const why = `${object} is not attached to network ${probe.network} (attached: ${attached.join(', ') || 'none'})`;
+    findings.push(finding('error', 'ProbeNetworkNotAttached', why, 'give --network one of the attached networks, or leave it out'));
+  }
+  if (probe.network === undefined && nets.length === 0) findings.push(finding('warning', 'ProbeNoNetwork', `${object} has no secondary network in its network-status, so there is nothing to probe`));
+  return nets.map((network) => {
+    const v = judge(r.view, r.selected, r.podPolicy, r.pod, network, probe, peer);
+    findings.push(probeFindings(v, object, enforced));
+    return v;
+  });
+}
+
 /**
  * The policy part of `diagnose pod`. `object` is `Pod <ns>/<name>`, `recreate` the fix that
  * recreates the pod.
@@ -219,40 +278,8 @@ export function explainPodPolicy(f: PolicyFacts, object: string, recreate: strin
   const podPolicy = resolvePodPolicy(pod, f.policies, view.lookup);
   const selected = selecting(pod, f.policies);
   const findings: Finding[] = [];
-
   if (selected.length === 0) findings.push(finding('info', 'NoPolicy', `no MultiNetworkPolicy of namespace ${ns} selects ${object}: every peer passes on its networks`));
-  for (const s of selected) {
-    const sel = s.selection;
-    const dirs = [sel.ingress ? 'ingress' : '', sel.egress ? 'egress' : ''].filter((x) => x !== '').join(' and ');
-    if (sel.failure !== undefined) {
-      findings.push(
-        finding(
-          'error',
-          'PolicyFailsClosed',
-          `MultiNetworkPolicy ${sel.policy} selects ${object} and cannot be compiled, so it isolates ${dirs} on ${sel.networks.join(', ') || 'none of its networks'} and allows nothing (fail-closed): ${sel.failure}`,
-          `correct the policy as its message says (kubectl edit multi-networkpolicy -n ${ns} ${sel.policy.slice(ns.length + 1)})`,
-        ),
-      );
-    } else if (sel.networks.length === 0) {
-      findings.push(finding('info', 'PolicyNotOnNetworks', `MultiNetworkPolicy ${sel.policy} selects ${object}, but is for none of the networks the pod is attached to, so it isolates nothing here`));
-    } else {
-      findings.push(finding('info', 'PolicySelects', `MultiNetworkPolicy ${sel.policy} selects ${object} on ${sel.networks.join(', ')}, isolating ${dirs || 'nothing'}`));
-    }
-    if (s.checked === undefined) continue;
-    const policy = s.checked;
-    const wanted = policyPeerQueries(policy).filter((q) => sel.networks.includes(q.network));
-    for (const q of wanted) {
-      if (view.written(q, s.generation)) continue;
-      findings.push(
-        finding(
-          'warning',
-          'AddressGroupNotWritten',
-          `MultiNetworkPolicy ${policy.key}: the address group of ${describeQuery(q)} on ${q.network} is not written${s.generation !== undefined ? ` for generation ${s.generation}` : ''} yet, so the sidecar allows no peer from it until the controller writes it`,
-          'check that the controller runs and may write EndpointSlices in the namespace: kubectl -n multus-proxy-system logs deploy/multus-proxy-controller',
-        ),
-      );
-    }
-  }
+  for (const s of selected) findings.push(...selectionFindings(s, object, ns, view));
 
   const networks: PolicyNetwork[] = pod.networks
     .map((n) => ({ network: n.network, interface: n.interface, ingress: directionOf(selected, podPolicy, n.network, 'ingress'), egress: directionOf(selected, podPolicy, n.network, 'egress') }))
@@ -270,29 +297,6 @@ export function explainPodPolicy(f: PolicyFacts, object: string, recreate: strin
     );
   }
   if (isolates && enforced) findings.push(finding('ok', 'PolicyEnforced', `${object} has the ${SIDECAR_CONTAINER_NAME} sidecar, which enforces the policy in the pod's own network namespace`));
-
-  const probes: ProbeVerdict[] = [];
-  if (f.probe !== undefined) {
-    const parsed = parseIp(f.probe.peer);
-    const peer = parsed.ok ? parsed.value.address : f.probe.peer;
-    const nets = f.probe.network === undefined ? pod.networks.map((n) => n.network) : pod.networks.map((n) => n.network).filter((n) => n === f.probe?.network);
-    if (f.probe.network !== undefined && nets.length === 0) {
-      findings.push(
-        finding(
-          'error',
-          'ProbeNetworkNotAttached',
-          `${object} is not attached to network ${f.probe.network} (attached: ${pod.networks.map((n) => n.network).join(', ') || 'none'})`,
-          'give --network one of the attached networks, or leave it out',
-        ),
-      );
-    }
-    if (f.probe.network === undefined && nets.length === 0)
-      findings.push(finding('warning', 'ProbeNoNetwork', `${object} has no secondary network in its network-status, so there is nothing to probe`));
-    for (const network of nets) {
-      const v = judge(view, selected, podPolicy, pod, network, f.probe, peer);
-      probes.push(v);
-      findings.push(probeFindings(v, object, enforced));
-    }
-  }
+  const probes = f.probe === undefined ? [] : probeAll({ pod, view, podPolicy, selected }, f.probe, object, enforced, findings);
   return { report: { enforced, selectedBy: selected.map((s) => s.selection), networks, probes }, findings };
 }
