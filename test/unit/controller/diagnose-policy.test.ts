@@ -6,6 +6,7 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { explainPodPolicy, type PolicyProbe } from '../../../cmd/controller/diagnose/policy.js';
 import { diagnosePod, type PodFacts } from '../../../cmd/controller/diagnose/pod.js';
 import { renderReport } from '../../../cmd/controller/diagnose/render.js';
@@ -340,5 +341,56 @@ void describe('diagnose pod: MultiNetworkPolicy', () => {
       assert.ok(!r.ok, argv.join(' '));
       assert.match(r.error, re);
     }
+  });
+  void test('property: the connection flags never throw, and what they accept is a well-formed probe', () => {
+    const word = fc.oneof(fc.string(), fc.constantFrom('10.1.2.3', 'fd00::1', '8080', '8080/udp', '0', '65536', 'ingress', 'egress', 'shop/net1', '10.0.0.0/8'));
+    fc.assert(
+      fc.property(word, word, fc.option(word, { nil: undefined }), fc.option(word, { nil: undefined }), (peer, port, direction, network) => {
+        const argv = ['pod', 'db', '--peer', peer, '--port', port, ...(direction !== undefined ? ['--direction', direction] : []), ...(network !== undefined ? ['--network', network] : [])];
+        const r = parseDiagnoseArgs(argv);
+        if (!r.ok) return assert.match(r.error, /^(multus-proxy controller )?diagnose: /);
+        assert.ok(r.value !== 'help' && r.value.probe !== undefined);
+        const p = r.value.probe;
+        assert.ok(Number.isInteger(p.port) && p.port >= 1 && p.port <= 65535);
+        assert.ok(['TCP', 'UDP', 'SCTP'].includes(p.protocol) && ['ingress', 'egress'].includes(p.direction));
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  void test('property: every probe is answered, and a denial has a failing part and a reason for every rule it lists', () => {
+    const policies = [webIngress, blockIngress, namedIngress, denyAll, broken, namedEgress];
+    const peers = ['10.1.0.20', 'fd00::20', '10.1.0.30', '10.1.0.40', '10.9.5.7', '10.9.4.7', '10.8.0.1', '192.0.2.1'];
+    fc.assert(
+      fc.property(
+        fc.subarray(policies),
+        fc.subarray(policies),
+        fc.constantFrom(...peers),
+        fc.constantFrom(53, 5432, 8080, 8081, 30000, 30100, 30101),
+        fc.constantFrom('TCP' as const, 'UDP' as const),
+        fc.constantFrom('ingress' as const, 'egress' as const),
+        (chosen, unwritten, peer, port, protocol, direction) => {
+          const { report } = explainPodPolicy(
+            { pod: db(), policies: chosen, addressGroups: groups(chosen, unwritten), namespaceLabels: ENABLED, probe: { peer, port, protocol, direction } },
+            `Pod ${NS}/db`,
+            'recreate',
+          );
+          assert.equal(report.probes.length, 2, 'one answer per network of the pod');
+          for (const v of report.probes) {
+            const net = report.networks.find((n) => n.network === v.network);
+            assert.equal(v.result === 'open', net?.[direction].isolated !== true);
+            if (v.result === 'allowed') assert.match(v.allowedBy ?? '', new RegExp(`^${NS}/[a-z-]+ spec\\.${direction}\\[\\d+\\]$`));
+            if (v.result !== 'denied') continue;
+            for (const r of v.rules) {
+              assert.ok(!(r.peer && r.port), `${r.policy} ${r.rule ?? ''} matches both, yet the probe is denied`);
+              assert.ok(r.reasons.length > 0, `${r.policy} ${r.rule ?? ''}: no reason`);
+            }
+            // Every isolating policy is accounted for.
+            assert.deepEqual([...new Set(v.rules.map((r) => r.policy))].sort(), [...(net?.[direction].by ?? [])].sort());
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
