@@ -10,6 +10,7 @@
  *   and allowing only the node's address does not.
  * - Cluster masquerades to the node's address on the network: refused under the client's ipBlock,
  *   admitted once the node's address is allowed.
+ * - IPv6 alike, for the Cluster node port.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -27,7 +28,16 @@ const NET = { namespace: 'demo', name: 'net-a' };
 const NETWORK = 'demo/net-a';
 const HTTP = 80;
 /** The node's addresses on the network, the Service's cluster IP, its ingress IPs and node ports. */
-const AT = { nodeV4: '192.168.101.250', nodeV6: 'fd00:101::fa', clusterIP: '10.96.0.10', vipCluster: '192.168.101.240', vipLocal: '192.168.101.241', npCluster: 30080, npLocal: 30081 } as const;
+const AT = {
+  nodeV4: '192.168.101.250',
+  nodeV6: 'fd00:101::fa',
+  clusterIP: '10.96.0.10',
+  clusterIPv6: 'fd00:10:96::a',
+  vipCluster: '192.168.101.240',
+  vipLocal: '192.168.101.241',
+  npCluster: 30080,
+  npLocal: 30081,
+} as const;
 
 /** The backend's ingress policy: HTTP from these CIDRs only, on demo/net-a. */
 function policy(cidrs: readonly string[]): MultiNetworkPolicy {
@@ -77,12 +87,15 @@ for (const agentBackend of ['nftables', 'iptables'] as const)
       await ifaces.sync([want]);
       const ep: BackendEndpoint = { ip: web.net1.ipv4, port: HTTP, ready: true, serving: true, terminating: false };
       const svc: ServicePortTarget = { service: 'demo/web', portName: '', protocol: 'TCP', clusterIP: AT.clusterIP, port: 80, family: 4, network: NET, endpoints: [ep] };
+      const ep6: BackendEndpoint = { ...ep, ip: web.net1.ipv6 };
+      const svc6: ServicePortTarget = { ...svc, clusterIP: AT.clusterIPv6, family: 6, endpoints: [ep6] };
       const state: NodeState = {
         networks: [{ network: NET, interface: want.name, ipv4: AT.nodeV4, ipv6: AT.nodeV6 }],
         masqueradeMark: DEFAULT_MASQUERADE_MARK,
-        clusterTargets: [svc],
+        clusterTargets: [svc, svc6],
         nodePorts: [
           { base: svc, nodePort: AT.npCluster, policy: 'Cluster', localEndpoints: [ep] },
+          { base: svc6, nodePort: AT.npCluster, policy: 'Cluster', localEndpoints: [ep6] },
           { base: svc, nodePort: AT.npLocal, policy: 'Local', localEndpoints: [ep] },
         ],
         loadBalancers: [
@@ -112,22 +125,25 @@ for (const agentBackend of ['nftables', 'iptables'] as const)
       assert.deepEqual(outcome(await get(AT.vipLocal, HTTP)), [`web from ${client.net1.ipv4}`]);
       assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), [`web from ${AT.nodeV4}`]);
       assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), [`web from ${AT.nodeV4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV6, AT.npCluster)), [`web from ${AT.nodeV6}`]);
     });
 
     void test("the client's ipBlock: Local is admitted with the client's address, Cluster (the node's address) is dropped", async () => {
-      await allow([`${client.net1.ipv4}/32`]);
+      await allow([`${client.net1.ipv4}/32`, `${client.net1.ipv6}/128`]);
       assert.deepEqual(outcome(await get(web.net1.ipv4, HTTP)), [`web from ${client.net1.ipv4}`], 'direct from the client: admitted');
       assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), [`web from ${client.net1.ipv4}`]);
       assert.deepEqual(outcome(await get(AT.vipLocal, HTTP)), [`web from ${client.net1.ipv4}`]);
       assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), ['error:ETIMEDOUT'], 'Cluster is judged as the node address, which no rule admits');
       assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), ['error:ETIMEDOUT']);
+      assert.deepEqual(outcome(await get(AT.nodeV6, AT.npCluster)), ['error:ETIMEDOUT'], 'IPv6 alike');
     });
 
     void test("the node's address allowed as well: Cluster is admitted, from the node's address", async () => {
-      await allow([`${client.net1.ipv4}/32`, `${AT.nodeV4}/32`]);
+      await allow([`${client.net1.ipv4}/32`, `${client.net1.ipv6}/128`, `${AT.nodeV4}/32`, `${AT.nodeV6}/128`]);
       assert.deepEqual(outcome(await get(AT.nodeV4, AT.npCluster)), [`web from ${AT.nodeV4}`]);
       assert.deepEqual(outcome(await get(AT.vipCluster, HTTP)), [`web from ${AT.nodeV4}`]);
       assert.deepEqual(outcome(await get(AT.nodeV4, AT.npLocal)), [`web from ${client.net1.ipv4}`]);
+      assert.deepEqual(outcome(await get(AT.nodeV6, AT.npCluster)), [`web from ${AT.nodeV6}`]);
     });
 
     void test("only the node's address allowed: Cluster passes, Local does not (it is judged as the client)", async () => {
