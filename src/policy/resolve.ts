@@ -132,7 +132,8 @@ function cachedLookup(lookup: PeerLookup): PeerLookup {
   };
 }
 
-function peerQuery(network: string, policy: CheckedPolicy, peer: Extract<CheckedPeer, { kind: 'pods' }>): PeerQuery {
+/** The address-group question of one pod peer of `policy` on `network`. */
+export function peerQuery(network: string, policy: CheckedPolicy, peer: Extract<CheckedPeer, { kind: 'pods' }>): PeerQuery {
   const namespaces: NamespaceScope = peer.namespaceSelector === undefined ? { kind: 'namespace', name: policy.namespace } : { kind: 'selector', selector: peer.namespaceSelector };
   return { policy: policy.key, network, namespaces, pods: peer.podSelector };
 }

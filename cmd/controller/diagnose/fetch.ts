@@ -10,7 +10,20 @@ import type { CoreV1Event, KubeObject, V1EndpointSlice, V1Namespace, V1Pod, V1Se
 import { servedNetworks } from '../../../src/annotations/served-networks.js';
 import { networkKey } from '../../../src/annotations/service-network.js';
 import { networkLabelValue } from '../../../src/annotations/network-label.js';
-import { MANAGED_BY, MANAGED_BY_LABEL, NETWORK_LABEL, PROXY_NAME, PROXY_NAME_LABEL, WEBHOOK_CONFIGURATION_NAME } from '../../../src/keys.js';
+import {
+  MANAGED_BY,
+  MANAGED_BY_LABEL,
+  MULTI_NETWORK_POLICY_GROUP,
+  MULTI_NETWORK_POLICY_RESOURCE,
+  MULTI_NETWORK_POLICY_VERSIONS,
+  NETWORK_LABEL,
+  PROXY_NAME,
+  PROXY_NAME_LABEL,
+  WEBHOOK_CONFIGURATION_NAME,
+} from '../../../src/keys.js';
+import { ADDRESS_GROUP_MANAGED_BY } from '../../../src/policy/address-group.js';
+import type { MultiNetworkPolicy } from '../../../src/policy/api.js';
+import type { PolicyProbe } from './policy.js';
 import { hasSidecar } from '../../../src/injection-policy.js';
 import { ourSlicesSelector } from '../plan.js';
 import { readServiceSpec } from '../service-spec.js';
@@ -61,7 +74,24 @@ async function eventsAbout(client: KubeClient, unreadable: string[], kind: strin
   return list?.items;
 }
 
-export async function readPodFacts(client: KubeClient, ns: string, name: string, webhook: WebhookSettings): Promise<PodFacts> {
+/**
+ * The namespace's MultiNetworkPolicies, newest version first (v1beta2 keeps endPort); none when no
+ * version is served (the CRD is not installed); undefined when they cannot be read.
+ */
+async function readPolicies(client: KubeClient, unreadable: string[], ns: string): Promise<MultiNetworkPolicy[] | undefined> {
+  for (const version of [...MULTI_NETWORK_POLICY_VERSIONS].reverse()) {
+    try {
+      return (await client.list<MultiNetworkPolicy>(apiPath(MULTI_NETWORK_POLICY_GROUP, version, MULTI_NETWORK_POLICY_RESOURCE, ns))).items;
+    } catch (e) {
+      if (isNotFound(e)) continue;
+      unreadable.push(`the MultiNetworkPolicies of namespace ${ns} (${why(e)})`);
+      return undefined;
+    }
+  }
+  return [];
+}
+
+export async function readPodFacts(client: KubeClient, ns: string, name: string, webhook: WebhookSettings, probe?: PolicyProbe): Promise<PodFacts> {
   const pod = await required<V1Pod>(client, apiPath('', 'v1', 'pods', ns, name), `Pod ${ns}/${name}`, `kubectl get pods -n ${ns}`);
   const unreadable: string[] = [];
   const namespace = await optional(unreadable, `Namespace ${ns}`, () => client.get<V1Namespace>(apiPath('', 'v1', 'namespaces', undefined, ns)));
@@ -86,6 +116,14 @@ export async function readPodFacts(client: KubeClient, ns: string, name: string,
       : await optional(unreadable, 'the EndpointSlices of its networks', () =>
           client.list<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices'), { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY},${NETWORK_LABEL} in (${labels.join(',')})` }),
         );
+  const policies = await readPolicies(client, unreadable, ns);
+  // The address groups as the sidecar sees them: every one of its namespace.
+  const groups =
+    policies === undefined || policies.length === 0
+      ? undefined
+      : await optional(unreadable, `the address groups (EndpointSlices labelled ${MANAGED_BY_LABEL}=${ADDRESS_GROUP_MANAGED_BY}) of namespace ${ns}`, () =>
+          client.list<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), { labelSelector: `${MANAGED_BY_LABEL}=${ADDRESS_GROUP_MANAGED_BY}` }),
+        );
   return {
     pod,
     namespaceLabels: namespace === undefined ? undefined : (namespace.metadata?.labels ?? {}),
@@ -96,6 +134,9 @@ export async function readPodFacts(client: KubeClient, ns: string, name: string,
     healthPort: webhook.healthPort,
     ...(webhook.podSecurityDefault !== undefined ? { podSecurityDefault: webhook.podSecurityDefault } : {}),
     unreadable,
+    // Without the groups every peer would look unwritten: no policy part then (the note says why).
+    ...(policies !== undefined && (policies.length === 0 || groups !== undefined) ? { policies, addressGroups: groups?.items ?? [] } : {}),
+    ...(probe !== undefined ? { probe } : {}),
   };
 }
 

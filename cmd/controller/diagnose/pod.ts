@@ -32,7 +32,9 @@ import type { CoreV1Event, V1EndpointSlice, V1Pod, V1Service } from '../../../sr
 import { eventTimeMs } from '../../../src/kube/events.js';
 import { compareText } from '../../../src/order.js';
 import { readServiceSpec } from '../service-spec.js';
-import { verdictOf, type Finding, type PodNetwork, type PodReport, type ServedService, type SidecarState } from './report.js';
+import { verdictOf, type Finding, type PodNetwork, type PodPolicyReport, type PodReport, type ServedService, type SidecarState } from './report.js';
+import { explainPodPolicy, type PolicyProbe } from './policy.js';
+import type { MultiNetworkPolicy } from '../../../src/policy/api.js';
 
 /** Namespaces the webhook configuration's namespaceSelector leaves out (deploy/base/webhook-configurations.yaml). */
 export const NEVER_INJECTED_NAMESPACES: readonly string[] = [INSTALL_NAMESPACE, 'kube-system'];
@@ -54,6 +56,12 @@ export interface PodFacts {
   readonly podSecurityDefault?: string;
   /** What could not be read, said as it is (e.g. `Events of Pod a/b: 403 Forbidden: ...`). */
   readonly unreadable: readonly string[];
+  /** The MultiNetworkPolicies of the pod's namespace; undefined when they could not be read (no policy part then). */
+  readonly policies?: readonly MultiNetworkPolicy[];
+  /** The address-group EndpointSlices of the pod's namespace. */
+  readonly addressGroups?: readonly V1EndpointSlice[];
+  /** A connection to explain against the policy. */
+  readonly probe?: PolicyProbe;
 }
 
 const finding = (severity: Finding['severity'], topic: string, code: string, message: string, fix?: string): Finding => ({ severity, topic, code, message, ...(fix !== undefined ? { fix } : {}) });
@@ -332,5 +340,15 @@ export function diagnosePod(f: PodFacts): PodReport {
   const phase = pod.status?.phase;
   if (phase === 'Succeeded' || phase === 'Failed') findings.push(finding('info', 'pod', 'PodFinished', `${object} has finished (phase ${phase}); it sends no traffic`));
   const networks = networksOf(f, object, injected, findings);
-  return { kind: 'Pod', namespace: ns, name, verdict: verdictOf(findings), injected, ...(sidecar !== undefined ? { sidecar } : {}), networks, findings };
+  let policy: PodPolicyReport | undefined;
+  if (f.policies !== undefined) {
+    const explained = explainPodPolicy(
+      { pod, policies: f.policies, addressGroups: f.addressGroups ?? [], namespaceLabels: f.namespaceLabels, ...(f.probe !== undefined ? { probe: f.probe } : {}) },
+      object,
+      recreate,
+    );
+    policy = explained.report;
+    findings.push(...explained.findings);
+  }
+  return { kind: 'Pod', namespace: ns, name, verdict: verdictOf(findings), injected, ...(sidecar !== undefined ? { sidecar } : {}), networks, ...(policy !== undefined ? { policy } : {}), findings };
 }

@@ -2,7 +2,7 @@
  * The report as people read it (text) and as scripts read it (JSON, the report object as it is).
  * Pure: a report in, a string out.
  */
-import type { Finding, PodReport, Report, ServiceReport, Severity } from './report.js';
+import type { Finding, PodPolicyReport, PodReport, Report, ServiceReport, Severity } from './report.js';
 import { terminalLines } from '../../../src/terminal-text.js';
 
 export type OutputFormat = 'text' | 'json';
@@ -41,6 +41,27 @@ function podLines(r: PodReport): string[] {
     lines.push(`    ${n.network}${n.interface !== undefined ? ` on ${n.interface}` : ' (no interface in network-status)'}${n.addresses.length > 0 ? ` ${n.addresses.join(', ')}` : ''}`);
     for (const svc of n.services) {
       lines.push(`      Service ${svc.service} ${svc.clusterIP} ${svc.ports.join(',')}: ${svc.readyEndpoints} of ${svc.endpoints} endpoints ready`);
+    }
+  }
+  if (r.policy !== undefined) lines.push(...policyLines(r.policy));
+  return lines;
+}
+
+function policyLines(p: PodPolicyReport): string[] {
+  const lines = [`  MultiNetworkPolicy: ${p.selectedBy.length === 0 ? 'none selects the pod' : p.enforced ? 'enforced by the sidecar' : 'NOT enforced (no sidecar)'}`];
+  for (const s of p.selectedBy) {
+    const dirs = [s.ingress ? 'ingress' : '', s.egress ? 'egress' : ''].filter((d) => d !== '').join(', ');
+    lines.push(`    ${s.policy} (${dirs}) on ${s.networks.join(', ') || "none of the pod's networks"}${s.failure !== undefined ? ': cannot be compiled, allows nothing' : ''}`);
+  }
+  for (const n of p.networks) {
+    const dir = (d: PodPolicyReport['networks'][number]['ingress']): string => (d.isolated ? `isolated by ${d.by.join(', ')}` : 'open');
+    lines.push(`    ${n.network} on ${n.interface}: ingress ${dir(n.ingress)}; egress ${dir(n.egress)}`);
+  }
+  for (const v of p.probes) {
+    lines.push(`  ${v.direction} ${v.peer} port ${v.port} on ${v.network}: ${v.result}${v.allowedBy !== undefined ? ` by ${v.allowedBy}` : ''}`);
+    for (const r of v.rules) {
+      lines.push(r.rule === undefined ? `    ${r.policy}: allows nothing` : `    ${r.policy} ${r.rule}: peer ${r.peer ? 'matches' : 'fails'}, port ${r.port ? 'matches' : 'fails'}`);
+      for (const why of r.reasons) lines.push(`      ${why}`);
     }
   }
   return lines;

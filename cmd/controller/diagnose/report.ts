@@ -56,6 +56,8 @@ export interface PodReport {
   readonly injected: boolean;
   readonly sidecar?: SidecarState;
   readonly networks: PodNetwork[];
+  /** MultiNetworkPolicy on the pod; absent when the policies could not be read. */
+  readonly policy?: PodPolicyReport;
   readonly findings: Finding[];
 }
 
@@ -95,4 +97,65 @@ export type Report = PodReport | ServiceReport;
 
 export function verdictOf(findings: readonly Finding[]): 'ok' | 'problem' {
   return findings.some((f) => f.severity === 'error') ? 'problem' : 'ok';
+}
+
+/** A MultiNetworkPolicy that selects the pod: on which of its networks, in which directions. */
+export interface PolicySelection {
+  /** `<namespace>/<name>`. */
+  readonly policy: string;
+  /** The pod's networks the policy is for (`<namespace>/<nad>`); empty: it selects the pod on none of them. */
+  readonly networks: string[];
+  readonly ingress: boolean;
+  readonly egress: boolean;
+  /** Why it cannot be compiled; it then isolates and allows nothing (fail-closed). */
+  readonly failure?: string;
+}
+
+/** One direction of one network: isolated or not, and by which policies. */
+export interface PolicyDirection {
+  readonly isolated: boolean;
+  readonly by: string[];
+}
+
+export interface PolicyNetwork {
+  readonly network: string;
+  readonly interface: string;
+  readonly ingress: PolicyDirection;
+  readonly egress: PolicyDirection;
+}
+
+/** How one rule of an isolating policy judges the probe. */
+export interface RuleCheck {
+  /** `<namespace>/<name>`. */
+  readonly policy: string;
+  /** `spec.ingress[i]` or `spec.egress[i]`; absent when the policy has no rule in the direction or cannot be compiled (it allows nothing). */
+  readonly rule?: string;
+  readonly peer: boolean;
+  readonly port: boolean;
+  /** Why the peer or the port fails, one line each. */
+  readonly reasons: string[];
+}
+
+/** The probe's answer on one network. */
+export interface ProbeVerdict {
+  readonly network: string;
+  readonly direction: 'ingress' | 'egress';
+  readonly peer: string;
+  /** e.g. `8080/TCP`. */
+  readonly port: string;
+  /** allowed: a rule allows it; denied: the direction is isolated and no rule does; open: the direction is not isolated. */
+  readonly result: 'allowed' | 'denied' | 'open';
+  /** The first rule that allows it (policy order, then rule order). */
+  readonly allowedBy?: string;
+  /** Every rule of the isolating policies, when denied. */
+  readonly rules: RuleCheck[];
+}
+
+export interface PodPolicyReport {
+  /** Whether the pod has the sidecar that enforces policy (a container or init container named multus-proxy). */
+  readonly enforced: boolean;
+  readonly selectedBy: PolicySelection[];
+  /** The pod's networks that a selecting policy isolates. */
+  readonly networks: PolicyNetwork[];
+  readonly probes: ProbeVerdict[];
 }
