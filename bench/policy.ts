@@ -340,7 +340,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
     cells.push(c);
   }
   const none = cells[0];
-  const over = (c: MemoryCell, f: (x: MemoryCell) => number): string => (c === none || none === undefined ? MiB(f(c)) : `${MiB(f(c))} (+${MiB(f(c) - f(none))})`);
+  const over = (c: MemoryCell, f: (x: MemoryCell) => number): string => (c === none || none === undefined ? MiB(f(c)) : `${MiB(f(c))} (${f(c) >= f(none) ? '+' : ''}${MiB(f(c) - f(none))})`);
   const rows = cells.map((c) => [
     c.name,
     c.elements.toLocaleString('en'),
