@@ -72,11 +72,6 @@ export function budgetPolicy(opts: { readonly rules: number; readonly perRule: n
   return { networks: [{ network: `${NETWORK.namespace}/${NETWORK.name}`, interface: IFACE, ingress: { isolated: true, rules }, egress: { isolated: true, rules }, failures: [] }] };
 }
 
-/** Set elements a policy asks for, counted from its model (addresses, excepts as the block's pieces not counted: a lower bound). */
-export function peerElements(p: PodPolicy): number {
-  return p.networks.reduce((n, net) => n + [...net.ingress.rules, ...net.egress.rules].reduce((m, r) => m + (r.peers?.addresses.length ?? 0), 0), 0);
-}
-
 /**
  * The same egress policy as `egressPolicy`, written as one rule per peer in a table of its own
  * (`nft -f` text): the layout the project's sets replace. The chain has what the project's has
