@@ -332,7 +332,10 @@ async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup
 }
 
 async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: Cleanup): Promise<{ tables: Table[]; targets: TargetCheck[] }> {
-  if (!existsSync(`${CGROUP_ROOT}/memory.kmem.usage_in_bytes`)) throw new Error(`no cgroup v1 memory controller with kernel accounting at ${CGROUP_ROOT}; the memory part needs one`);
+  const target = 'the largest policy: cgroup peak < 128 MiB (the sidecar container limit)';
+  // The other parts still count on a machine without it; this one says why it has no figure.
+  if (!existsSync(`${CGROUP_ROOT}/memory.kmem.usage_in_bytes`))
+    return { tables: [], targets: [{ target, measured: `not measured: no cgroup v1 memory controller with kernel accounting at ${CGROUP_ROOT}`, met: undefined }] };
   const cells: MemoryCell[] = [];
   for (const [i, m] of size.memory.entries()) {
     const c = await memoryCell(m.name, m.policy, i, cleanup);
@@ -363,7 +366,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
     ],
     targets: [
       {
-        target: 'the largest policy: cgroup peak < 128 MiB (the sidecar container limit)',
+        target,
         measured: `${MiB(worst.cgroupPeak)} MiB (${worst.name}; no policy ${MiB(none?.cgroupPeak ?? NaN)})`,
         met: worst.cgroupPeak < 128 * 1024 * 1024,
       },
