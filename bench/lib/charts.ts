@@ -1,7 +1,7 @@
 /**
  * The curated page's charts, each drawn from one benchmark's latest result (its tables as
  * bench/results/<id>.json keeps them): B2 sync against Services, B3 and B3-real latency CDFs,
- * B5 memory against Services, B10 first-packet rate. Pure: results in, SVG text out.
+ * B5 memory against Services, B10 first-packet rate, the policy's first-packet time against peers. Pure: results in, SVG text out.
  */
 import type { ResultRecord, Table } from './report.js';
 import { renderLineChart, type LineChart, type Series } from './svg-chart.js';
@@ -146,6 +146,30 @@ export const CHARTS: readonly ChartSpec[] = [
         ];
       });
       return { title: 'B10: new connections per second against Services', x: { label: 'Services', log: true }, y: { label: 'connections/s (median)', min: 0 }, series };
+    },
+  },
+  {
+    file: 'policy-first-packet.svg',
+    key: 'policy',
+    build: (r) => {
+      const t = findTable(r, /^layout$/);
+      if (!t) return undefined;
+      const per = col(t, /^per new flow/);
+      const layout = (name: string): [number, number][] => t.rows.filter((row) => row[0] === name).map((row) => [figure(row[1]), figure(row[per])]);
+      const set = layout('peer set');
+      const none = figure(t.rows.find((row) => row[0] === 'no policy')?.[per]);
+      // No policy has no peers: drawn level across the peer counts measured.
+      const flat: [number, number][] = set.map(([x]) => [x, none]);
+      return {
+        title: 'Policy: time per new flow against peer addresses (one egress rule)',
+        x: { label: 'peer addresses', log: true },
+        y: { label: 'µs per new flow (median)', log: true },
+        series: [
+          { name: 'peer set (ours)', points: set },
+          { name: 'one rule per peer', points: layout('one rule per peer'), dashed: true },
+          { name: 'no policy', points: flat, dashed: true },
+        ],
+      };
     },
   },
 ];
