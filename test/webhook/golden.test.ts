@@ -9,7 +9,8 @@
  * `regular-apps` (the webhook injects a regular container there), `restricted-apps` and
  * `baseline-apps` (PodSecurity enforce restricted, baseline). `plain-apps` is not enabled: its pods
  * come through the selected-pods endpoint and get the sidecar only when a policy selects them.
- * POLICIES select pods labelled app=db on net-a in apps, baseline-apps and plain-apps.
+ * POLICIES select pods labelled app=db on net-a in apps, baseline-apps and plain-apps, and (one that
+ * fails its checks) every pod on net-c in apps.
  *
  * The case name says what must happen: `deny-*` denied; `inherited-*` (injection, namespace-wide or
  * by a policy, refused for a policy reason) admitted unchanged with a warning; anything else admitted.
@@ -37,7 +38,12 @@ const dbPolicy = (namespace: string): MultiNetworkPolicy => ({
   metadata: { name: 'db-ingress', namespace, annotations: { [POLICY_FOR_ANNOTATION]: 'net-a' } },
   spec: { podSelector: { matchExpressions: [{ key: 'app', operator: 'In', values: ['db'] }] }, ingress: [{ ports: [{ port: 'pg' }] }] },
 });
-const POLICIES = fakePolicies(['apps', 'baseline-apps', 'plain-apps'].map(dbPolicy));
+// One that fails its checks (an operator Kubernetes does not have): taken as selecting every pod on net-c.
+const broken: MultiNetworkPolicy = {
+  metadata: { name: 'broken', namespace: 'apps', annotations: { [POLICY_FOR_ANNOTATION]: 'net-c' } },
+  spec: { podSelector: { matchExpressions: [{ key: 'app', operator: 'Equal' as never, values: ['db'] }] } },
+};
+const POLICIES = fakePolicies([...['apps', 'baseline-apps', 'plain-apps'].map(dbPolicy), broken]);
 
 const cases = readdirSync(DIR)
   .filter((f) => f.endsWith('.in.json'))
