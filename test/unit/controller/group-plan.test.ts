@@ -38,8 +38,8 @@ const addressesOf = (slices: readonly V1EndpointSlice[], q: PeerQuery): string[]
     .flatMap((p) => p.addresses)
     .sort();
 
-describe('address-group planner', () => {
-  test('pods with addresses on the network become the group, per the contract, and the sidecar view reads them back', () => {
+void describe('address-group planner', () => {
+  void test('pods with addresses on the network become the group, per the contract, and the sidecar view reads them back', () => {
     const pods = [
       peer('a', ['10.0.0.1', 'fd00::1'], { containerPorts: [{ name: 'http', containerPort: 8080 }] }),
       peer('b', ['10.0.0.2'], { ready: false, phase: 'Pending' }),
@@ -77,7 +77,7 @@ describe('address-group planner', () => {
     assert.deepEqual(a?.containerPorts, [{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
   });
 
-  test('a converged group plans no write; a pod leaving touches one slice; a new generation rewrites every slice', () => {
+  void test('a converged group plans no write; a pod leaving touches one slice; a new generation rewrites every slice', () => {
     const input = { policy: POLICY, queries: [{ query: Q, pods: [peer('a', ['10.0.0.1']), peer('b', ['10.0.0.2'])] }] };
     const first = apply([], input);
     assert.equal(planAddressGroups({ ...input, existing: first.slices }).diff.create.length, 0);
@@ -92,14 +92,14 @@ describe('address-group planner', () => {
     assert.ok(next.slices.every((s) => s.metadata?.annotations?.[POLICY_GENERATION_ANNOTATION] === '5'));
   });
 
-  test('at most maxPerSlice endpoints per slice', () => {
+  void test('at most maxPerSlice endpoints per slice', () => {
     const pods = Array.from({ length: 7 }, (_, i) => peer(`p${i}`, [`10.0.1.${i + 1}`]));
     const { slices } = apply([], { policy: POLICY, queries: [{ query: Q, pods }], maxPerSlice: 3 });
     assert.deepEqual(slices.map((s) => (s.endpoints ?? []).length).sort(), [1, 3, 3]);
     assert.equal(addressesOf(slices, Q).length, 7);
   });
 
-  test('an empty group is one slice without endpoints; a group no longer needed is reused or deleted', () => {
+  void test('an empty group is one slice without endpoints; a group no longer needed is reused or deleted', () => {
     const other: PeerQuery = { ...Q, pods: { requirements: [{ key: 'app', operator: 'In', values: ['db'] }] } };
     const first = apply([], { policy: POLICY, queries: [{ query: Q, pods: [] }] });
     assert.equal(first.slices.length, 1);
@@ -115,7 +115,7 @@ describe('address-group planner', () => {
     assert.equal(gone.slices.length, 0);
   });
 
-  test('a group over its budget is not written (its slices go) and is reported; the others are', () => {
+  void test('a group over its budget is not written (its slices go) and is reported; the others are', () => {
     const small: PeerQuery = { ...Q, pods: { requirements: [] } };
     const pods = [peer('a', ['10.0.0.1']), peer('b', ['10.0.0.2']), peer('c', ['10.0.0.3'])];
     const queries: GroupQuery[] = [
@@ -136,7 +136,7 @@ describe('address-group planner', () => {
     assert.equal(policyWide.over[0]?.budget, 'policyAddresses');
   });
 
-  test('a policy being deleted keeps no group; slices carry their group key and query', () => {
+  void test('a policy being deleted keeps no group; slices carry their group key and query', () => {
     const { slices } = apply([], { policy: POLICY, queries: [{ query: Q, pods: [peer('a', ['10.0.0.1'])] }] });
     const s = slices[0];
     assert.ok(s?.metadata?.labels?.[ADDRESS_GROUP_LABEL]?.match(/^[0-9a-f]{40}$/));
