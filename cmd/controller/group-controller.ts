@@ -37,7 +37,7 @@ import { checkPolicy } from '../../src/policy/validate.js';
 import type { AddressPolicy } from './address-policy.js';
 import type { EventRecorder, EventSubject } from './events.js';
 import { FairQueue } from './fair-queue.js';
-import { planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
+import { ADDRESS_GROUP_BUDGET, planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodEligible, podNetworkStatusOf } from './pod-endpoints.js';
 import { PodIndex } from './pod-index.js';
@@ -77,7 +77,9 @@ export interface GroupControllerDeps {
   readonly addressPolicy: () => AddressPolicy;
   readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
   readonly workers?: number;
-  /** How often an unserved MultiNetworkPolicy API is probed again. */
+  /** Addresses per group (ADDRESS_GROUP_BUDGET.addresses when absent). */
+  readonly maxAddressesPerGroup?: number;
+  /** The longest wait between two probes of an unserved MultiNetworkPolicy API (the first is 1 s, doubling). */
   readonly probeMs?: number;
 }
 
@@ -175,6 +177,7 @@ export function createGroupController(d: GroupControllerDeps): GroupController {
   let working = false;
   let probe: NodeJS.Timeout | undefined;
   let stopped = false;
+  const perGroup = d.maxAddressesPerGroup ?? ADDRESS_GROUP_BUDGET.addresses;
 
   const compiledOf = (p: SlimPolicy): Compiled => {
     let c = compiled.get(p);
@@ -326,6 +329,7 @@ export function createGroupController(d: GroupControllerDeps): GroupController {
           existing,
           addressPolicy: { ...d.addressPolicy(), ipam: ipamRanges(c.queries) },
           maxPerSlice: d.maxEndpointsPerSlice,
+          budget: { addresses: perGroup, policyAddresses: Math.max(perGroup, ADDRESS_GROUP_BUDGET.policyAddresses) },
         });
         reportOver(key, p, plan.over);
         diff = plan.diff;
@@ -387,19 +391,22 @@ export function createGroupController(d: GroupControllerDeps): GroupController {
   };
 
   let logged = false;
+  let probes = 0;
   const probeOnce = async (): Promise<void> => {
     if (stopped) return;
     if (await served()) {
       if (!stopped) startInformer();
       return;
     }
+    const max = d.probeMs ?? 30_000;
     if (!logged) {
       d.logger.info(
-        `the MultiNetworkPolicy API (${POLICY_API_VERSION} ${MULTI_NETWORK_POLICY_RESOURCE}) is not served: no address groups are written; checking again every ${Math.round((d.probeMs ?? 30_000) / 1000)} s`,
+        `the MultiNetworkPolicy API (${POLICY_API_VERSION} ${MULTI_NETWORK_POLICY_RESOURCE}) is not served: no address groups are written; checking again, at least every ${Math.round(max / 1000)} s`,
       );
       logged = true;
     }
-    if (!stopped) probe = setTimeout(() => void probeOnce(), d.probeMs ?? 30_000);
+    probes += 1;
+    if (!stopped) probe = setTimeout(() => void probeOnce(), Math.min(max, 1000 * 2 ** Math.min(probes - 1, 10)));
   };
 
   return {
