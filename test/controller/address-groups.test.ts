@@ -73,7 +73,11 @@ async function createPeer(name: string, o: PeerOptions): Promise<void> {
   await setPodStatus(cp.client, NS, name, { ready: o.ready ?? true, phase: o.phase ?? 'Running' });
 }
 
-function policy(name: string, spec: unknown): unknown {
+interface CreatedPolicy {
+  metadata: { uid: string; generation: number };
+}
+
+function policy(name: string, spec: unknown): object {
   return { apiVersion: 'k8s.cni.cncf.io/v1beta1', kind: 'MultiNetworkPolicy', metadata: { name, namespace: NS, annotations: { [POLICY_FOR_ANNOTATION]: 'net1' } }, spec };
 }
 
@@ -137,10 +141,10 @@ void describe('address groups written by the controller', () => {
     await waitFor('controller idle', () => ctl.idle());
     serviceSlices = await serviceState();
 
-    const created = await cp.client.create<{ metadata: { uid: string; generation: number } }>(
+    const created = (await cp.client.create<object>(
       MNP(),
       policy('allow-web', { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 'http' }] }] }),
-    );
+    )) as CreatedPolicy;
     await waitFor(
       'the group of allow-web',
       async () => (await addresses('allow-web')) === '10.1.0.1,10.1.0.2,fd00:1::1',
@@ -181,7 +185,7 @@ void describe('address groups written by the controller', () => {
   });
 
   void test('the generation annotation follows the policy', async () => {
-    const updated = await cp.client.patch<{ metadata: { generation: number } }>(
+    const updated = await cp.client.patch<CreatedPolicy>(
       MNP('allow-web'),
       { spec: { ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }], ports: [{ port: 'http' }, { port: 9090 }] }] } },
       'merge',
