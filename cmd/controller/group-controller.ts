@@ -168,8 +168,8 @@ function compile(p: SlimPolicy): Compiled {
   return { ...base, queries: policyPeerQueries(c) };
 }
 
-/** The policies, pods, namespaces and group slices as the reconcile reads them. */
-class GroupCaches {
+/** The policies, namespaces and group slices as the reconcile reads them, and which policies an event concerns. */
+export class GroupCaches {
   readonly namespaces = new Map<string, Labels>();
   readonly policies = new Map<string, SlimPolicy>();
   readonly slices = new Map<string, Map<string, V1EndpointSlice>>();
