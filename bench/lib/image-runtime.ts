@@ -56,7 +56,7 @@ export function injectedOnHost(
   const [node, ...args] = launchedByHealthListen(command) ? command.slice(1) : command;
   if (node !== 'node') throw new Error(`the injected command starts with ${String(node)}, not node (nor health-listen node)`);
   const argv = args.map((a) => (a.startsWith(`${IMAGE_APP}/`) ? path.join(root, 'dist', a.slice(IMAGE_APP.length + 1)) : a));
-  const skip = new Set(['PATH', 'XTABLES_LOCKFILE', OPTION_SOURCES.annotationsFile.env, OPTION_SOURCES.healthPort.env, 'LOG_LEVEL']);
+  const skip = new Set(['PATH', 'XTABLES_LOCKFILE', OPTION_SOURCES.annotationsFile.env, OPTION_SOURCES.podLabelsFile.env, OPTION_SOURCES.healthPort.env, 'LOG_LEVEL']);
   const env: Record<string, string> = {};
   for (const kv of imageEnv) {
     const i = kv.indexOf('=');

@@ -35,7 +35,7 @@ void describe('B5 image runtime', () => {
     const got = injectedOnHost(container, imageEnv, '/cache/image-runtime/0ea8018b98b0');
     assert.equal(got.binary, '/cache/image-runtime/0ea8018b98b0/node');
     assert.deepEqual(got.argv, ['--max-semi-space-size=1', '--optimize-for-size', '/cache/image-runtime/0ea8018b98b0/dist/sidecar.js']);
-    // The image's NODE_ENV, the webhook's cap and malloc settings; not PATH, in-container paths, or what B5 sets for every runtime.
+    // The image's NODE_ENV, the webhook's cap and malloc settings; not PATH, in-container paths (the pod info files), or what B5 sets for every runtime.
     assert.deepEqual(got.env, { NODE_ENV: 'production', MAX_SERVICES_PER_NETWORK: '2000', MALLOC_MMAP_THRESHOLD_: '32768', MALLOC_TRIM_THRESHOLD_: '65536' });
   });
 

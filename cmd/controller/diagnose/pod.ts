@@ -86,7 +86,7 @@ function whyNotInjected(f: PodFacts, ns: string, object: string, recreate: strin
       'error',
       topic,
       'NamespaceNotEnabled',
-      `${object} has no sidecar: namespace ${ns} is not labelled ${INJECTION_LABEL}=${INJECTION_ENABLED} (${now}), so the webhook is never called for its pods`,
+      `${object} has no sidecar: namespace ${ns} is not labelled ${INJECTION_LABEL}=${INJECTION_ENABLED} (${now}), so the webhook injects its pods only when a MultiNetworkPolicy selects them`,
       `kubectl label namespace ${ns} ${INJECTION_LABEL}=${INJECTION_ENABLED} --overwrite, then ${recreate}`,
     );
   }
