@@ -39,7 +39,7 @@ import {
 } from './render.js';
 import { fillChunkText, planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
-import { planReplace, REPLACE_LISTING, replaceChunkText, staleTexts } from './tuning/replace.js';
+import { COUNTERS_LISTING, planReplace, policyListed, REPLACE_LISTING, replaceChunkText, staleTexts } from './tuning/replace.js';
 import { policyChainCounts } from './policy.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
@@ -235,9 +235,14 @@ async function replaceInPlace(exec: Exec, opts: NftBackendOptions, r: NftReplace
     for (const chunk of r.chunks) await nftApply(exec, replaceChunkText(chunk));
     for (const text of r.finals) await nftApply(exec, text);
     if (r.staleTables[0] !== undefined) await nftApply(exec, cleanupText(r.staleTables[0], r.staleTables));
-    const listed = await exec('nft', ['-t', '-f', '-'], REPLACE_LISTING);
-    if (listed.code !== 0) throw new Error(`nft list failed (exit ${listed.code}): ${summarize(listed.stderr)}`);
-    for (const text of staleTexts(listed.stdout, next)) await nftApply(exec, text);
+    const list = async (what: string): Promise<string> => {
+      const l = await exec('nft', ['-t', '-f', '-'], what);
+      if (l.code !== 0) throw new Error(`nft list failed (exit ${l.code}): ${summarize(l.stderr)}`);
+      return l.stdout;
+    };
+    const names = await list(REPLACE_LISTING);
+    const counters = policyListed(names, next.table.name) ? await list(COUNTERS_LISTING) : '';
+    for (const text of staleTexts(names + counters, next)) await nftApply(exec, text);
     return 'replace';
   } catch (e) {
     opts.logger?.warn(`nftables: the write in place over our tables failed, writing them whole in one transaction: ${e instanceof Error ? e.message : String(e)}`);

@@ -20,7 +20,8 @@
  *     exactly the new chains, all complete), its fixed chains and the root's policy written whole
  *     (policy.ts policyInPlace: the old policy holds until this commit);
  *  4. the tables of ours it does not keep, deleted; then what the tables it keeps hold beyond the
- *     write (read back by name only, REPLACE_LISTING: no elements, no rules): those chains
+ *     write (read back by name only, REPLACE_LISTING: no elements, no rules; the counters only
+ *     where a policy was, COUNTERS_LISTING): those chains
  *     flushed, then deleted, then those sets, maps and counters, in bounded transactions (nothing
  *     names them any more: step 3 rewrote every chain and map that could).
  * Each transaction is all or nothing, and each leaves every served port answering: no dispatch
@@ -45,14 +46,26 @@ import {
   type NftTablePart,
   type NftTarget,
 } from '../render.js';
-import { policyInPlace } from '../policy.js';
+import { POLICY_INPUT_CHAIN, POLICY_OUTPUT_CHAIN, policyInPlace } from '../policy.js';
 
 /**
- * The names of every chain, set, map and counter of the namespace's `inet` tables, without
- * elements or rules (`nft -t -f -` of this): ~7 MiB in `nft` for 1,000 Service ports of 10
- * endpoints, where a `nft list table` fetches every element (~25 MiB).
+ * The names of every chain, set and map of the namespace's `inet` tables, without elements or
+ * rules (`nft -t -f -` of this): ~7 MiB in `nft` for 1,000 Service ports of 10 endpoints, where a
+ * `nft list table` fetches every element (~25 MiB).
  */
-export const REPLACE_LISTING = `list chains ${NFT_FAMILY}\nlist sets ${NFT_FAMILY}\nlist maps ${NFT_FAMILY}\nlist counters ${NFT_FAMILY}\n`;
+export const REPLACE_LISTING = `list chains ${NFT_FAMILY}\nlist sets ${NFT_FAMILY}\nlist maps ${NFT_FAMILY}\n`;
+
+/**
+ * The named counters too (`nft -t -f -` of this): nft 1.0.6 fetches every element for it (~25 MiB
+ * at 1,000 Service ports), so it is asked only where a policy was written (counters are the
+ * policy's only: policy.ts).
+ */
+export const COUNTERS_LISTING = `list counters ${NFT_FAMILY}\n`;
+
+/** Whether a REPLACE_LISTING output shows a policy hook chain in a table of `root`: then counters of ours may be there too. */
+export function policyListed(listing: string, root: string): boolean {
+  return (listedObjects(listing).get(root) ?? []).some((o) => o.kind === 'chain' && (o.name === POLICY_INPUT_CHAIN || o.name === POLICY_OUTPUT_CHAIN));
+}
 
 /** Items in order, in chunks whose weights add up to at most `max` (an item heavier than that is a chunk alone). Pure. */
 export function chunkBy<T>(items: readonly T[], weigh: (item: T) => number, max: number): T[][] {
