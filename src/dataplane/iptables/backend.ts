@@ -14,6 +14,7 @@ import { IptablesStage } from './stage.js';
 import { SIDECAR_LAYOUT, type Layout } from '../core/names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing, type RestorePlan } from './restore.js';
 import { countRules } from './render.js';
+import { planRestoreSteps } from './steps.js';
 import { familiesWithTables } from './tables-present.js';
 import { fileReader, type ReadNetnsFile } from '../core/exec.js';
 
@@ -77,7 +78,14 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
     read: (prev) => (known !== undefined ? readAll(known, prev) : flavor().then((be) => readAll(be, prev))),
     holdsOurs: (existing) => existing !== undefined && [existing[4], existing[6]].some((e) => e.nat.chains.length > 0 || e.filter.chains.length > 0),
     plan: (next, prev, existing, full) =>
-      families.map((family) => ({ family, plan: planRestore(of(next, family), prev === undefined ? undefined : of(prev, family), existing?.[family], full, layout) })),
+      families.map((family) => {
+        // The sidecar's full restore over chains of ours (a restart, a resync): in bounded steps
+        // (steps.ts). Into a namespace with none, and another program's rules, in one.
+        const have = existing?.[family];
+        const over = have !== undefined && have.nat.chains.length + have.filter.chains.length > 0;
+        if ((full || prev === undefined) && over && opts.stage === undefined && layout === SIDECAR_LAYOUT) return { family, plan: planRestoreSteps(of(next, family), have, layout) };
+        return { family, plan: planRestore(of(next, family), prev === undefined ? undefined : of(prev, family), have, full, layout) };
+      }),
     async write(plan, next) {
       const be = await flavor();
       // The two families are independent (separate tables, separate binaries): apply them side by
@@ -85,7 +93,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       const settled = await Promise.allSettled(
         plan.map(async ({ family, plan: p }): Promise<WriteReport> => {
           const t0 = process.hrtime.bigint();
-          await restore(exec, be, family, p.text);
+          for (const text of p.steps ?? [p.text]) await restore(exec, be, family, text);
           return { family, text: p.text, changedChains: p.changedChains, deletedChains: p.deletedChains, writeMs: ms(t0), rules: countRules(of(next, family)) };
         }),
       );
