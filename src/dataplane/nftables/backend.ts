@@ -289,7 +289,7 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
   const read = async (): Promise<NftExisting> => {
     // Every family's tables: the same listing tables-present.ts asks for, run once (read-ahead.ts).
     const r = await exec('nft', TABLES_LISTING);
-    if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
+    if (r.code !== 0) throw new Error(`nft list chains failed (exit ${r.code}): ${summarize(r.stderr)}`);
     const tables = shardTablesIn(r.stdout, NFT_FAMILY, table);
     return { table: tables.length > 0, tables };
   };
