@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { createDataplane, type Dataplane } from '../../src/dataplane/index.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
-import { CLIENT_BLUE, ep, sampleState, target } from './render-fixtures.js';
+import { restartState } from './render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { render } from '../../src/dataplane/core/incremental.js';
 import { IptablesStage } from '../../src/dataplane/iptables/stage.js';
@@ -24,22 +24,7 @@ import { planRestoreSteps } from '../../src/dataplane/iptables/steps.js';
 import { NOTHING_EXISTING } from '../../src/dataplane/iptables/restore.js';
 import { ownedLines } from './runtime-harness.js';
 
-/** 60 ports of 9 endpoints, some with affinity; `later`: fewer, others' endpoints changed, affinity moved, one added. */
-function state(pod: Pod, later: boolean): DesiredState {
-  const s = sampleState();
-  const n = later ? 45 : 60;
-  const more = Array.from({ length: n }, (_, i) =>
-    target(
-      `demo/many${i % 4}`,
-      `10.96.2.${(i % 4) + 1}`,
-      6000 + i,
-      Array.from({ length: later && i % 2 === 1 ? 5 : 9 }, (_, e) => ep(`192.168.101.${e + (later && i % 3 === 0 ? 70 : 60)}`, 6000 + i)),
-      { portName: `p${i}`, ...(i % 10 === (later ? 5 : 3) ? { affinityTimeoutSeconds: 300 } : {}) },
-    ),
-  );
-  const added = later ? [target('demo/added', '10.96.3.1', 7000, [ep('192.168.101.80', 7000)])] : [];
-  return { interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }], targets: [...(later ? s.targets.slice(1) : s.targets), ...more, ...added] };
-}
+const state = (pod: Pod, later: boolean): DesiredState => restartState(pod.net1, 60, later);
 
 void describe('iptables full restore over our chains: in bounded steps', () => {
   let topo: Topology;

@@ -17,43 +17,15 @@ import assert from 'node:assert/strict';
 import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/index.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
-import { CLIENT_BLUE, ep, nftListingLines, sampleState, target } from './render-fixtures.js';
+import { manyPortsState, nftListingLines, restartState } from './render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { render } from '../../src/dataplane/core/incremental.js';
 import { fullText, renderNft } from '../../src/dataplane/nftables/render.js';
 import { shardCount } from '../../src/dataplane/nftables/tuning/shards.js';
 import { listedObjects, planReplace, replaceChunkText, staleTexts } from '../../src/dataplane/nftables/tuning/replace.js';
 
-/** Before the restart: the sample's shapes and 40 ports of 9 endpoints. */
-function before1(pod: Pod): DesiredState {
-  const s = sampleState();
-  const more = Array.from({ length: 40 }, (_, i) =>
-    target(
-      `demo/many${i % 4}`,
-      `10.96.2.${(i % 4) + 1}`,
-      6000 + i,
-      Array.from({ length: 9 }, (_, e) => ep(`192.168.101.${e + 60}`, 6000 + i)),
-      { portName: `p${i}`, ...(i % 10 === 3 ? { affinityTimeoutSeconds: 300 } : {}) },
-    ),
-  );
-  return { interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }], targets: [...s.targets, ...more] };
-}
-
-/** After it: some ports gone, others' endpoints changed, affinity switched, a Service added. */
-function after1(pod: Pod): DesiredState {
-  const s = sampleState();
-  const more = Array.from({ length: 30 }, (_, i) =>
-    target(
-      `demo/many${i % 4}`,
-      `10.96.2.${(i % 4) + 1}`,
-      6000 + i,
-      Array.from({ length: i % 2 === 0 ? 9 : 5 }, (_, e) => ep(`192.168.101.${e + (i % 3 === 0 ? 70 : 60)}`, 6000 + i)),
-      { portName: `p${i}`, ...(i % 10 === 5 ? { affinityTimeoutSeconds: 600 } : {}) },
-    ),
-  );
-  const added = target('demo/added', '10.96.3.1', 7000, [ep('192.168.101.80', 7000)]);
-  return { interfaces: [{ ...CLIENT_BLUE, ipv4: [pod.net1.ipv4], ipv6: [pod.net1.ipv6] }], targets: [...s.targets.slice(1), ...more, added] };
-}
+const before1 = (pod: Pod): DesiredState => restartState(pod.net1, 40, false);
+const after1 = (pod: Pod): DesiredState => restartState(pod.net1, 40, true);
 
 const FOREIGN = 'table inet foreign {\n\tchain c {\n\t\ttype filter hook output priority 10; policy accept;\n\t\tip daddr 198.51.100.7 counter\n\t}\n}\n';
 const PODS = ['replace', 'whole', 'fallback'] as const;
@@ -127,20 +99,7 @@ void describe('nftables whole write over our tables: in place, in bounded transa
 });
 
 void describe('nftables whole write over our tables: the plan (pure)', () => {
-  const big = renderNft(
-    render({
-      interfaces: [CLIENT_BLUE],
-      targets: Array.from({ length: 700 }, (_, i) =>
-        target(
-          `demo/s${i % 7}`,
-          `10.96.4.${(i % 7) + 1}`,
-          1000 + i,
-          Array.from({ length: 10 }, (_, e) => ep(`192.168.101.${e + 10}`, 1000 + i)),
-          { portName: `p${i}` },
-        ),
-      ),
-    }).resolution.targets,
-  );
+  const big = renderNft(render(manyPortsState(700, 10, '10.96.4')).resolution.targets);
 
   void test('chunks within the bound, every Service port once; the dispatch only in the finals', () => {
     const plan = planReplace(big, ['multus_proxy', 'multus_proxy-s1'], 2000);
