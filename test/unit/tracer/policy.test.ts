@@ -1,7 +1,7 @@
 /**
  * The pod's MultiNetworkPolicy on the fake nftables: every row of the policy truth table
- * (test/harness/tracer/policy-cases.ts) through the project's renderer and planner, from scratch
- * and as a partial change from the row before; a seeded property that a partial change after any
+ * (test/harness/tracer/policy-cases.ts) through the project's renderer and planner, from scratch,
+ * as a partial change from the row before and as a full sync over it written in place; a seeded property that a partial change after any
  * policy leaves the table a from-scratch write makes; the iptables refusal; and the render's
  * fail-closed handling of bad values.
  */
@@ -40,6 +40,26 @@ void describe('policy on the tracer', () => {
       fake.sync(withPodPolicy(BASE, c.policy));
       assert.deepEqual(answers(fake, c), wanted(c));
     });
+
+  void test('every row as a full sync over the row before, written in place (a restart), then the policy removed the same way', () => {
+    const fake = new FakeSidecar('nftables');
+    fake.sync(BASE, true);
+    for (const c of POLICY_CASES) {
+      fake.sync(withPodPolicy(BASE, c.policy), true);
+      assert.ok(!/^delete table /m.test(fake.texts.join('')), `${c.name}: in place, not the tables deleted and written again`);
+      assert.deepEqual(answers(fake, c), wanted(c), c.name);
+    }
+    fake.sync(BASE, true);
+    assert.match(fake.texts.join(''), /^delete chain inet multus_proxy policy-(input|output)$/m, 'the policy hook chains of the last row removed');
+    for (const c of POLICY_CASES)
+      for (const p of c.probes) {
+        const { pkt, path } = policyPacket(p);
+        assert.ok(
+          fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
+          `${probeName(p)} passes with no policy`,
+        );
+      }
+  });
 
   void test('every row as a partial change from the row before, then the policy removed', () => {
     const fake = new FakeSidecar('nftables');
