@@ -31,6 +31,17 @@ function answers(fake: FakeSidecar, c: PolicyCase): string[] {
     return `${probeName(p)}: ${pass ? 'passes' : 'dropped'}`;
   });
 }
+/** Every probe of every row passes: no policy is left. */
+function allPass(fake: FakeSidecar): void {
+  for (const c of POLICY_CASES)
+    for (const p of c.probes) {
+      const { pkt, path } = policyPacket(p);
+      assert.ok(
+        fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
+        `${probeName(p)} passes with no policy`,
+      );
+    }
+}
 const wanted = (c: PolicyCase): string[] => c.probes.map((p) => `${probeName(p)}: ${p.pass ? 'passes' : 'dropped'}`);
 
 void describe('policy on the tracer', () => {
@@ -51,14 +62,7 @@ void describe('policy on the tracer', () => {
     }
     fake.sync(BASE, true);
     assert.match(fake.texts.join(''), /^delete chain inet multus_proxy policy-(input|output)$/m, 'the policy hook chains of the last row removed');
-    for (const c of POLICY_CASES)
-      for (const p of c.probes) {
-        const { pkt, path } = policyPacket(p);
-        assert.ok(
-          fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
-          `${probeName(p)} passes with no policy`,
-        );
-      }
+    allPass(fake);
   });
 
   void test('every row as a partial change from the row before, then the policy removed', () => {
@@ -70,14 +74,7 @@ void describe('policy on the tracer', () => {
       assert.deepEqual(answers(fake, c), wanted(c), c.name);
     }
     fake.sync(BASE);
-    for (const c of POLICY_CASES)
-      for (const p of c.probes) {
-        const { pkt, path } = policyPacket(p);
-        assert.ok(
-          fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
-          `${probeName(p)} passes with no policy`,
-        );
-      }
+    allPass(fake);
   });
 
   void test('a peer change is a set refill: no chain is written', () => {
