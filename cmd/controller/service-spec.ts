@@ -33,11 +33,13 @@ export function readServiceSpec(svc: V1Service): ServiceSpec {
   const namespace = svc.metadata?.namespace ?? 'default';
   const annotations = svc.metadata?.annotations ?? {};
   const networkValue = annotations[SERVICE_NETWORK_ANNOTATION];
+  // Over a budget first: a Service that carries only the proxy-name label (it never reaches the
+  // webhook) is still one of ours, and its owner is told why it is refused, not left in silence.
+  const over = serviceOverBudget(svc);
+  if (over !== undefined) return { kind: 'refuse', budget: over.budget, message: over.message };
   if (networkValue === undefined || networkValue.trim() === '') {
     return { kind: 'withdraw', reason: `no ${SERVICE_NETWORK_ANNOTATION} annotation` };
   }
-  const over = serviceOverBudget(svc);
-  if (over !== undefined) return { kind: 'refuse', budget: over.budget, message: over.message };
   const networks = parseServiceNetwork(networkValue, namespace, SERVICE_NETWORK_ANNOTATION);
   if (!networks.ok) return { kind: 'invalid', message: formatInputError(serviceName(svc), networks.error) };
 

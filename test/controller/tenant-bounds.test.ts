@@ -2,7 +2,7 @@
  * A namespace tenant's objects against the controller on a real apiserver, with no webhook in the
  * way (objects written while it was down, or that never reach it): a Service being deleted,
  * re-annotated to a NAD that is not shared, gets no slice; a Service naming 30,000 networks is
- * refused whole with one Event; and 30,000 Event-worthy problems cost a bounded number of writes.
+ * refused whole with one Event, and so is a label-only Service whose labels total 1 MiB; and 30,000 Event-worthy problems cost a bounded number of writes.
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -85,6 +85,29 @@ void describe('controller: a tenant object costs a bounded amount and is never s
     await createService(cp.client, ns, svc, { selector: { app: 'label-only' } });
     await sleep(1000);
     assert.deepEqual(await ourSlices(cp.client, ns, svc), []);
+  });
+
+  void test('a label-only Service whose labels total 1 MiB: refused with one OverBudget Event naming it and the metric, no slice', async () => {
+    const svc = 'label-only-big';
+    await createPod(cp.client, ns, 'label-only-big-a', { labels: { app: 'label-only-big' }, status: networkStatus([{ name: `${ns}/own`, ips: ['10.9.1.4'] }]) });
+    // 15,000 labels of ~70 bytes: 1 MiB, which the apiserver accepts (labels have no total bound).
+    const labels = Object.fromEntries(Array.from({ length: 15_000 }, (_, i) => [`l${i.toString(36)}`, 'v'.repeat(63)]));
+    const s = serviceFixture(svc, { namespace: ns, selector: { app: 'label-only-big' } });
+    if (s.metadata) {
+      delete s.metadata.uid;
+      s.metadata.labels = { ...s.metadata.labels, ...labels };
+    }
+    assert.ok(JSON.stringify(s.metadata?.labels).length > 1024 * 1024, 'the labels total 1 MiB');
+    assert.equal(s.metadata?.annotations?.[SERVICE_NETWORK_ANNOTATION], undefined, 'no service-network annotation: label only');
+    await cp.client.create(svcPath(ns), s);
+    await waitFor('OverBudget Event', async () => (await serviceEvents(cp.client, ns, svc)).some((e) => e.reason === 'OverBudget'));
+    const events: CoreV1Event[] = await serviceEvents(cp.client, ns, svc);
+    assert.equal(events.length, 1, `one Event, got ${events.map((e) => e.reason).join(', ')}`);
+    assert.equal(events[0]?.type, 'Warning');
+    assert.match(events[0]?.message ?? '', new RegExp(`^Service ${ns}/${svc}: its labels, annotations, ports and selector come to \\d+ bytes, more than the 65536`));
+    assert.deepEqual(await ourSlices(cp.client, ns, svc), []);
+    const metrics = await (await fetch(`http://127.0.0.1:${ctl.health.port}/metrics`)).text();
+    assert.match(metrics, /multus_proxy_controller_objects_refused_total\{budget="bytes"\} 1\b/);
   });
 
   void test('30,000 networks named by one Service: refused whole, with one OverBudget Event and the metric, never one Event per name', async () => {

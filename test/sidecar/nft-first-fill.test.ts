@@ -24,7 +24,7 @@ import { binDir } from '../harness/controlplane.js';
 import { createDataplane, type Dataplane, type DataplaneOptions } from '../../src/dataplane/index.js';
 import { sidecarDataplaneOptions } from '../../cmd/sidecar/dataplane-options.js';
 import { createTopology, type Pod, type Topology } from '../harness/netns.js';
-import { CLIENT_BLUE, ep, nftListingLines, sampleState, target } from './render-fixtures.js';
+import { CLIENT_BLUE, ep, manyPortsState, nftListingLines, sampleState, target } from './render-fixtures.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
 import { render } from '../../src/dataplane/core/incremental.js';
 import { fullText, renderNft, type NftFillChunk } from '../../src/dataplane/nftables/render.js';
@@ -195,20 +195,8 @@ void describe('nftables first fill: the plan (pure)', () => {
   });
 
   void test('chunks: at most the bound each, every element once in order, maps before dispatch, a map split over two', () => {
-    const big = renderNft(
-      render({
-        interfaces: [CLIENT_BLUE],
-        targets: Array.from({ length: 700 }, (_, i) =>
-          target(
-            `demo/b${i % 7}`,
-            `10.96.3.${(i % 7) + 1}`,
-            1000 + i,
-            Array.from({ length: 7 }, (_, e) => ep(`192.168.101.${e + 10}`, 1000 + i)),
-            { portName: `p${i}` },
-          ),
-        ),
-      }).resolution.targets,
-    );
+    const big = renderNft(render(manyPortsState(700, 7, '10.96.3')).resolution.targets);
+
     const p = planFirstFill(big);
     const chunks: readonly NftFillChunk[] = p?.fill?.chunks ?? [];
     const size = (c: NftFillChunk): number => c.writes.reduce((n, w) => n + ('gotos' in w ? w.gotos.length : w.ranges.length), 0);

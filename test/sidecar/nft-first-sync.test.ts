@@ -1,7 +1,7 @@
 /**
  * A first nftables sync's commands (real nft, real ip, real nfnl-batch in namespaces this test
  * creates; no traffic): the sidecar's reads are started when its dataplane is made (read-ahead.ts),
- * one `nft list tables` serves both the back end and the check for iptables-nft tables, its `nft -f -`
+ * one `nft list chains` serves both the back end and the check for iptables-nft tables, its `nft -f -`
  * is started ahead too (and its route batch, `ip -force -batch -`), and so is the element writer
  * (its probe and its serving process), through which a first sync into an empty namespace sends
  * every element after the skeleton (nft/first-fill.ts). The node agent's
@@ -94,7 +94,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
       onWarmedUp: () => (warmUps += 1),
     });
     // Before any sync: the tables listing and the route listing ran, and the first sync's `nft -f -` waits for its input.
-    await waitFor(() => count('nft list tables') === 1 && count('ip -j route show') === 1, "the first sync's reads did not start when the dataplane was made");
+    await waitFor(() => count('nft list chains') === 1 && count('ip -j route show') === 1, "the first sync's reads did not start when the dataplane was made");
     await waitFor(() => count('nft -f -') === 1, 'no nft -f - was started ahead of the first sync');
     await waitFor(() => count('ip -force -batch -') === 1, 'no route batch was started ahead of the first sync');
     // The writer's probe (one batch, no argument), then its serving process.
@@ -106,7 +106,7 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     assert.equal(warmUps, 1, 'the run-mode dataplane did not warm its render up (once)');
     assert.deepEqual(
       [...sh.lines()].sort(),
-      ['ip -force -batch -', 'ip -j route show table all proto 241', 'nfnl-batch ', 'nfnl-batch --serve', 'nft -f -', 'nft list tables'],
+      ['ip -force -batch -', 'ip -j route show table all proto 241', 'nfnl-batch ', 'nfnl-batch --serve', 'nft -f -', 'nft list chains'],
       'a command ran while the dataplane warmed up',
     );
 
@@ -115,9 +115,9 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     assert.deepEqual(r.warnings, []);
     const lines = sh.lines();
     assert.deepEqual(
-      lines.filter((l) => l.startsWith('nft list tables')),
-      ['nft list tables'],
-      'one listing of every family (no `nft list tables inet` beside it), the one started ahead',
+      lines.filter((l) => l.startsWith('nft list chains')),
+      ['nft list chains'],
+      'one listing of every family (no `nft list chains inet` beside it), the one started ahead',
     );
     assert.equal(count('ip -j route show'), 1, 'the route listing started ahead was used');
     assert.equal(count('nft -f -'), 1, 'the first sync wrote into the process started ahead');
@@ -132,10 +132,10 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     assert.match(table, /192\.168\.101\.201 \. 8080/);
 
     // What was read before that sync's write is forgotten: a later full sync lists again, finds
-    // the table, and replaces it whole with nft -f (one transaction, no fill).
+    // the table, and rewrites it in place (bounded transactions, no fill).
     const again = await dp.sync(want(), { full: true });
-    assert.equal(again.families[0]?.via, undefined, 'a full sync over our existing table filled through the writer');
-    assert.equal(count('nft list tables'), 2);
+    assert.equal(again.families[0]?.via, 'replace', 'a full sync over our existing table was not written in place');
+    assert.equal(count('nft list chains'), 2);
     assert.equal(count('ip -j route show'), 2);
     // The route batch's spare was for the first sync only: none waits after it.
     await sleep(200);
@@ -153,14 +153,14 @@ void describe('nftables first sync: reads ahead, one tables listing, the element
     // Made after them: once its reads are logged, theirs would have been (spawned earlier, synchronously).
     const run = createDataplane({ ...sidecarDataplaneOptions({ ...options, cleanup: false }, 'nftables'), netns: pod.ns, onWarmedUp: () => (warmed.run += 1) });
     try {
-      await waitFor(() => count('nft list tables') >= 1 && count('ip -j route show') >= 1, "the sidecar's run-mode dataplane started no read");
+      await waitFor(() => count('nft list chains') >= 1 && count('ip -j route show') >= 1, "the sidecar's run-mode dataplane started no read");
       await sleep(300);
-      assert.equal(count('nft list tables'), 1, `only the sidecar's run-mode dataplane lists tables ahead: ${sh.lines().join(' | ')}`);
+      assert.equal(count('nft list chains'), 1, `only the sidecar's run-mode dataplane lists tables ahead: ${sh.lines().join(' | ')}`);
       assert.equal(count('ip -j route show'), 1, `only the sidecar's run-mode dataplane reads routes ahead: ${sh.lines().join(' | ')}`);
       assert.deepEqual(warmed, { node: 0, cleanup: 0, run: 1 }, "only the sidecar's run-mode dataplane warms its render up");
       // --cleanup reads when it runs: its listing finds the first test's table and removes it.
       await cleanup.cleanup();
-      assert.equal(count('nft list tables'), 2);
+      assert.equal(count('nft list chains'), 2);
       assert.doesNotMatch((await topo.run(pod, ['nft', 'list', 'tables'])).stdout, /multus_proxy\b/);
     } finally {
       for (const d of [node, cleanup, run]) d.close();

@@ -102,3 +102,41 @@ export function nftListingLines(listing: string): string[] {
     .filter((l) => l !== '')
     .sort();
 }
+
+/** `ports` Service ports of `endpoints` each over seven Services on `prefix`.1-7: a state whose load takes several chunks. */
+export function manyPortsState(ports: number, endpoints: number, prefix: string): DesiredState {
+  return {
+    interfaces: [CLIENT_BLUE],
+    targets: Array.from({ length: ports }, (_, i) =>
+      target(
+        `demo/b${i % 7}`,
+        `${prefix}.${(i % 7) + 1}`,
+        1000 + i,
+        Array.from({ length: endpoints }, (_, e) => ep(`192.168.101.${e + 10}`, 1000 + i)),
+        { portName: `p${i}` },
+      ),
+    ),
+  };
+}
+
+/**
+ * A sidecar's state before and after a restart, for a client with these net1 addresses: the
+ * sample's shapes and `ports` ports of 9 endpoints, some with affinity; `later`, the first sample
+ * port gone, three in four of the rest, half of those with 5 endpoints, a third on other
+ * endpoints, affinity on other ports, and one Service added.
+ */
+export function restartState(net1: { ipv4: string; ipv6: string }, ports: number, later: boolean): DesiredState {
+  const s = sampleState();
+  const n = later ? Math.floor((ports * 3) / 4) : ports;
+  const more = Array.from({ length: n }, (_, i) =>
+    target(
+      `demo/many${i % 4}`,
+      `10.96.2.${(i % 4) + 1}`,
+      6000 + i,
+      Array.from({ length: later && i % 2 === 1 ? 5 : 9 }, (_, e) => ep(`192.168.101.${e + (later && i % 3 === 0 ? 70 : 60)}`, 6000 + i)),
+      { portName: `p${i}`, ...(i % 10 === (later ? 5 : 3) ? { affinityTimeoutSeconds: 300 } : {}) },
+    ),
+  );
+  const added = later ? [target('demo/added', '10.96.3.1', 7000, [ep('192.168.101.80', 7000)])] : [];
+  return { interfaces: [{ ...CLIENT_BLUE, ipv4: [net1.ipv4], ipv6: [net1.ipv6] }], targets: [...(later ? s.targets.slice(1) : s.targets), ...more, ...added] };
+}

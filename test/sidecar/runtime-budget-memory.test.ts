@@ -20,13 +20,14 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmdirSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { binDir, useControlPlane } from '../harness/controlplane.js';
-import type { Topology } from '../harness/netns.js';
+import { startBackend, type Topology } from '../harness/netns.js';
+import type { V1Service } from '../../src/kube/types.js';
 import { waitFor } from '../harness/wait.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
 import { MALLOC_ENV } from '../../src/memory-settings.js';
 import { serviceObject, sliceObject } from './state-fixtures.js';
-import { createClientPod, metricsText, probe, spawnSidecar, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
+import { createClientPod, metricsText, probe, spawnSidecar, startHttpLoop, startSidecarEnv, type SidecarEnv } from './runtime-harness.js';
 
 const LIMIT = 128 * 1024 * 1024;
 const CGROUP_ROOT = '/sys/fs/cgroup/memory';
@@ -34,6 +35,8 @@ const CGROUP_ROOT = '/sys/fs/cgroup/memory';
 const PORTS = 100;
 const SERVICES = DEFAULT_MAX_SERVICES_PER_NETWORK / PORTS;
 const ENDPOINTS = 10;
+/** The first Service port of every Service. */
+const PORTS_BASE = 1000;
 const MiB = (b: number): string => (b / 1024 / 1024).toFixed(1);
 
 /** Private (anonymous) bytes of a process, 0 once it is gone. */
@@ -43,6 +46,15 @@ function privateBytes(pid: number): number {
     return Number(m?.[1] ?? 0) * 1024;
   } catch {
     return 0;
+  }
+}
+
+/** A process's command line, its words joined by spaces ('' once it is gone). */
+function commandOf(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim();
+  } catch {
+    return '';
   }
 }
 
@@ -58,6 +70,8 @@ void describe('sidecar memory at the budget, child and rules included', () => {
   let env: SidecarEnv;
   let topo: Topology;
   let distDir = '';
+  /** Service s0's cluster IP, whose endpoints answer on PORTS_BASE. */
+  let webIP = '';
 
   before(async () => {
     // The program as the image runs it (one bundle), not the TypeScript sources through tsx, whose
@@ -68,9 +82,15 @@ void describe('sidecar memory at the budget, child and rules included', () => {
     topo = env.topo;
     const { cp, ns, client } = env;
     await createClientPod(env);
-    const ports = Array.from({ length: PORTS }, (_, i) => ({ name: `p${i}`, port: 1000 + i }));
+    // Service s0's endpoints answer (on its first port): ten addresses of one backend pod.
+    const web = await topo.addPod('web');
+    const webAddrs = Array.from({ length: ENDPOINTS }, (_, e) => `192.168.101.${200 + e}`);
+    for (const a of webAddrs) await topo.run(web, ['ip', 'addr', 'add', `${a}/24`, 'dev', 'net1']);
+    await startBackend(topo, web, { httpPort: PORTS_BASE, addresses: webAddrs });
+    const ports = Array.from({ length: PORTS }, (_, i) => ({ name: `p${i}`, port: PORTS_BASE + i }));
     for (let s = 0; s < SERVICES; s += 1) {
-      await cp.client.create(apiPath('', 'v1', 'services', ns), serviceObject(ns, `s${s}`, { networks: 'net-a', ports }));
+      const svc = await cp.client.create<V1Service>(apiPath('', 'v1', 'services', ns), serviceObject(ns, `s${s}`, { networks: 'net-a', ports }));
+      if (s === 0) webIP = svc.spec?.clusterIP ?? '';
       await cp.client.create(
         apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns),
         sliceObject(ns, `s${s}-v4`, {
@@ -78,7 +98,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
           network: `${ns}/net-a`,
           family: 4,
           ports,
-          endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({ ip: `198.18.${s}.${e + 1}`, ready: true })),
+          endpoints: Array.from({ length: ENDPOINTS }, (_, e) => ({ ip: s === 0 ? (webAddrs[e] as string) : `198.18.${s}.${e + 1}`, ready: true })),
         }),
       );
     }
@@ -92,7 +112,10 @@ void describe('sidecar memory at the budget, child and rules included', () => {
   /**
    * nftables as the image runs it (its first load in bounded transactions, the elements through
    * nfnl-batch), the same with the element writer off (the elements as `nft -f` text chunks), and
-   * iptables.
+   * iptables. Each first from nothing, then restarted over the rules the first run left (the
+   * sidecar exits without removing them): the same cgroup, which still holds those rules' kernel
+   * memory, its peak counted again from the restart, with a client looping on a Service whose
+   * endpoints answer.
    */
   const cases = [
     { name: 'nftables', backend: 'nftables', port: 19184, env: { ELEMENT_WRITER: join(binDir(), 'nfnl-batch') } },
@@ -100,7 +123,7 @@ void describe('sidecar memory at the budget, child and rules included', () => {
     { name: 'iptables', backend: 'iptables', port: 19185, env: {} },
   ] as const;
   for (const { name, backend, port, env: extraEnv } of cases) {
-    void test(`${name}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi`, async () => {
+    void test(`${name}: ${SERVICES} Services × ${PORTS} ports × ${ENDPOINTS} endpoints: ready, every target programmed, cgroup peak under 128 Mi, first start and restart`, async () => {
       assert.ok(existsSync(CGROUP_ROOT), 'a cgroup v1 memory hierarchy');
       const cg = `${CGROUP_ROOT}/mp-test-${process.pid}-${port}`;
       mkdirSync(cg);
@@ -109,51 +132,81 @@ void describe('sidecar memory at the budget, child and rules included', () => {
         if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
         // The rules of the previous back end are the new one's to remove; start from none.
         await topo.run(env.client, ['nft', 'flush', 'ruleset'], { allowFail: true });
-        env.sidecar = spawnSidecar(topo, env.client, {
-          podName: 'client',
-          podNamespace: env.ns,
-          kubeconfig: env.cp.kubeconfigPath,
-          healthPort: port,
-          bundle: join(distDir, 'sidecar.js'),
-          env: { ...MALLOC_ENV, ...extraEnv, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' },
-        });
-        const s = env.sidecar;
-        const pid = s.process.pid as number;
-        writeFileSync(`${cg}/cgroup.procs`, String(pid));
-        let childPeak = 0;
-        let sidecarPeak = 0;
-        const sample = setInterval(() => {
-          sidecarPeak = Math.max(sidecarPeak, privateBytes(pid));
-          for (const c of children(pid)) childPeak = Math.max(childPeak, privateBytes(c));
-        }, 5);
-        try {
-          const why = (): string =>
-            `exited ${String(s.exited())}, limit hits ${readFileSync(`${cg}/memory.failcnt`, 'utf8').trim()}, usage ${MiB(Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8')))} MiB; ${s.stderr().slice(-1000)} ${JSON.stringify(s.logs().slice(-5))}`;
-          await waitFor('/readyz 200', async () => (await probe(topo, env.client, port, '/readyz')) === 200, 240_000, why);
-          await waitFor(
-            'every target programmed',
-            async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS),
-            30_000,
-            () => 'targets metric',
-          );
-        } finally {
-          clearInterval(sample);
-        }
-        const peak = Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8'));
-        const failcnt = Number(readFileSync(`${cg}/memory.failcnt`, 'utf8'));
-        const kmem = Number(readFileSync(`${cg}/memory.kmem.max_usage_in_bytes`, 'utf8'));
-        process.stdout.write(
-          `# ${name}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB, limit hits ${failcnt}\n`,
-        );
-        assert.equal(s.exited(), false, 'not killed');
-        assert.equal(failcnt, 0, 'the cgroup never reached its limit');
-        assert.ok(peak < LIMIT, `peak ${MiB(peak)} MiB`);
-        await s.terminate(5000);
+        await runMeasured(cg, `${name}, first start`, backend, port, extraEnv);
+        // The restart: the rules stay, and so do their kernel memory's charges to this cgroup.
+        for (const f of ['memory.max_usage_in_bytes', 'memory.kmem.max_usage_in_bytes', 'memory.failcnt']) writeFileSync(`${cg}/${f}`, '0');
+        const loop = startHttpLoop(topo, env.client, `http://${webIP}:${PORTS_BASE}/`);
+        await new Promise((r) => setTimeout(r, 300));
+        await runMeasured(cg, `${name}, restart`, backend, port, extraEnv);
+        // A while on the rules the restart wrote, then no request may have failed at any point.
+        await new Promise((r) => setTimeout(r, 300));
+        const replies = await loop.stop();
+        const failed = replies.filter((r) => r.error !== undefined);
+        process.stdout.write(`# ${name}, restart: ${replies.length} requests, ${failed.length} failed\n`);
+        assert.ok(replies.length >= 10, `the client kept sending (${replies.length} requests)`);
+        assert.deepEqual(failed.slice(0, 5), [], `${failed.length} of ${replies.length} requests failed across the restart`);
       } finally {
+        if (env.sidecar !== undefined && !env.sidecar.exited()) await env.sidecar.terminate(5000);
         // Empty before removal: the processes left are the sidecar's, already ended above.
         for (const p of readFileSync(`${cg}/cgroup.procs`, 'utf8').trim().split('\n').filter(Boolean)) writeFileSync(`${CGROUP_ROOT}/cgroup.procs`, p);
         rmdirSync(cg);
       }
     });
+  }
+
+  /** Starts the sidecar in cgroup `cg`, waits for it to be ready with every target programmed, prints and asserts its peak, and stops it (its rules stay). */
+  async function runMeasured(cg: string, name: string, backend: string, port: number, extraEnv: Record<string, string>): Promise<void> {
+    env.sidecar = spawnSidecar(topo, env.client, {
+      podName: 'client',
+      podNamespace: env.ns,
+      kubeconfig: env.cp.kubeconfigPath,
+      healthPort: port,
+      bundle: join(distDir, 'sidecar.js'),
+      env: { ...MALLOC_ENV, ...extraEnv, DATAPLANE_BACKEND: backend, LOG_LEVEL: 'info' },
+    });
+    const s = env.sidecar;
+    const pid = s.process.pid as number;
+    writeFileSync(`${cg}/cgroup.procs`, String(pid));
+    let childPeak = 0;
+    let childCmd = '';
+    let sidecarPeak = 0;
+    const sample = setInterval(() => {
+      sidecarPeak = Math.max(sidecarPeak, privateBytes(pid));
+      for (const c of children(pid)) {
+        const b = privateBytes(c);
+        if (b > childPeak) [childPeak, childCmd] = [b, commandOf(c)];
+      }
+    }, 5);
+    try {
+      const why = (): string =>
+        `exited ${String(s.exited())}, limit hits ${readFileSync(`${cg}/memory.failcnt`, 'utf8').trim()}, usage ${MiB(Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8')))} MiB; ${s.stderr().slice(-1000)} ${JSON.stringify(s.logs().slice(-5))}`;
+      await waitFor(
+        '/readyz 200',
+        async () => {
+          if (s.exited()) throw new Error(`${name}: the sidecar exited before it was ready: ${why()}`);
+          return (await probe(topo, env.client, port, '/readyz')) === 200;
+        },
+        240_000,
+        why,
+      );
+      await waitFor(
+        'every target programmed',
+        async () => /multus_proxy_sidecar_targets (\d+)/.exec(await metricsText(topo, env.client, port))?.[1] === String(SERVICES * PORTS),
+        30_000,
+        () => 'targets metric',
+      );
+    } finally {
+      clearInterval(sample);
+    }
+    const peak = Number(readFileSync(`${cg}/memory.max_usage_in_bytes`, 'utf8'));
+    const failcnt = Number(readFileSync(`${cg}/memory.failcnt`, 'utf8'));
+    const kmem = Number(readFileSync(`${cg}/memory.kmem.max_usage_in_bytes`, 'utf8'));
+    process.stdout.write(
+      `# ${name}: cgroup peak ${MiB(peak)} MiB (kernel ${MiB(kmem)}), sidecar private peak ${MiB(sidecarPeak)} MiB, largest child private ${MiB(childPeak)} MiB (${childCmd}), limit hits ${failcnt}\n`,
+    );
+    assert.equal(s.exited(), false, `${name}: not killed`);
+    assert.equal(failcnt, 0, `${name}: the cgroup never reached its limit`);
+    assert.ok(peak < LIMIT, `${name}: peak ${MiB(peak)} MiB`);
+    await s.terminate(5000);
   }
 });

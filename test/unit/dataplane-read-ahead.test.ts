@@ -29,7 +29,7 @@ function recorder(answer: (argv: string) => ExecResult = () => ({ code: 0, stdou
 void test('sharedRead: the tables listing and our routes are shared; writes and other reads are not', () => {
   assert.equal(sharedRead('nft', TABLES_LISTING), true);
   assert.equal(sharedRead('ip', routesReadArgs(241)), true);
-  assert.equal(sharedRead('nft', ['list', 'tables', 'inet']), false, 'one family is a different answer');
+  assert.equal(sharedRead('nft', ['list', 'chains', 'inet']), false, 'one family is a different answer');
   assert.equal(sharedRead('nft', ['list', 'table', 'inet', 'multus_proxy']), false);
   assert.equal(sharedRead('nft', ['-f', '-']), false);
   assert.equal(sharedRead('ip', ['-force', '-batch', '-']), false);
@@ -53,15 +53,15 @@ void test('a read started ahead is the answer of the next callers, until drop()'
   const inner = recorder();
   const exec = readAheadExec(inner);
   exec.ahead([['nft', TABLES_LISTING]]);
-  assert.deepEqual(inner.runs, ['nft list tables'], 'started at once, before any caller');
+  assert.deepEqual(inner.runs, ['nft list chains'], 'started at once, before any caller');
   const [a, b] = await Promise.all([exec('nft', TABLES_LISTING), exec('nft', TABLES_LISTING)]);
   assert.equal(a, b);
-  assert.deepEqual(inner.runs, ['nft list tables'], 'two callers, one run');
+  assert.deepEqual(inner.runs, ['nft list chains'], 'two callers, one run');
   assert.equal(exec.kept(), 1);
   exec.drop();
   assert.equal(exec.kept(), 0);
   await exec('nft', TABLES_LISTING);
-  assert.deepEqual(inner.runs, ['nft list tables', 'nft list tables'], 'after drop(), a new run');
+  assert.deepEqual(inner.runs, ['nft list chains', 'nft list chains'], 'after drop(), a new run');
 });
 
 void test('writes and unshared reads always run; a read given input is never kept', async () => {
@@ -69,8 +69,8 @@ void test('writes and unshared reads always run; a read given input is never kep
   const exec = readAheadExec(inner);
   await exec('nft', ['-f', '-'], 'add table inet x\n');
   await exec('nft', ['-f', '-'], 'add table inet x\n');
-  await exec('nft', ['list', 'tables', 'inet']);
-  await exec('nft', ['list', 'tables', 'inet']);
+  await exec('nft', ['list', 'chains', 'inet']);
+  await exec('nft', ['list', 'chains', 'inet']);
   await exec('nft', TABLES_LISTING, '');
   await exec('nft', TABLES_LISTING, '');
   assert.equal(inner.runs.length, 6);
@@ -166,8 +166,8 @@ void test('the apply loop drops the kept answers once per operation, when it set
   // The first sync's listing served its read, the other back end's presence and its cleanup after the write.
   const first = inner.runs.slice(0, inner.runs.indexOf('drop'));
   assert.deepEqual(
-    first.filter((r) => r === 'nft list tables'),
-    ['nft list tables'],
+    first.filter((r) => r === 'nft list chains'),
+    ['nft list chains'],
     `first sync: ${first.join(' | ')}`,
   );
   assert.ok(first.includes('nft -f - <input'), 'the first sync wrote');

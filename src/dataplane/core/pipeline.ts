@@ -214,7 +214,7 @@ export class Pipeline<S, R, X, P> implements Dataplane<S> {
     const choosing = this.be.flavor();
     const reading = isFull ? Promise.all([this.be.read(prev?.rules), readRoutes(exec, proto)]) : undefined;
     reading?.catch(() => undefined); // rejections are handled by the await below, after rendering
-    // Which other back ends left anything, asked now beside rendering (one `nft list tables`, two
+    // Which other back ends left anything, asked now beside rendering (one listing of the tables, two
     // /proc reads: tables-present.ts), so a pod that never ran them pays no save after the write.
     // Only this program writes rules of ours, so none appear before the write.
     const othersPresent = this.othersDue ? Promise.all(this.parts.others.map((o) => o.present().catch(() => true))) : undefined;

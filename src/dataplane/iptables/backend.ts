@@ -14,6 +14,7 @@ import { IptablesStage } from './stage.js';
 import { SIDECAR_LAYOUT, type Layout } from '../core/names.js';
 import { existingFromApplied, NOTHING_EXISTING, planCleanup, planRestore, type Existing, type RestorePlan } from './restore.js';
 import { countRules } from './render.js';
+import { planRestoreSteps } from './steps.js';
 import { familiesWithTables } from './tables-present.js';
 import { fileReader, type ReadNetnsFile } from '../core/exec.js';
 
@@ -77,7 +78,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
     read: (prev) => (known !== undefined ? readAll(known, prev) : flavor().then((be) => readAll(be, prev))),
     holdsOurs: (existing) => existing !== undefined && [existing[4], existing[6]].some((e) => e.nat.chains.length > 0 || e.filter.chains.length > 0),
     plan: (next, prev, existing, full) =>
-      families.map((family) => ({ family, plan: planRestore(of(next, family), prev === undefined ? undefined : of(prev, family), existing?.[family], full, layout) })),
+      families.map((family) => ({ family, plan: planFamily(of(next, family), prev === undefined ? undefined : of(prev, family), existing?.[family], full, layout, opts.stage === undefined) })),
     async write(plan, next) {
       const be = await flavor();
       // The two families are independent (separate tables, separate binaries): apply them side by
@@ -85,7 +86,7 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
       const settled = await Promise.allSettled(
         plan.map(async ({ family, plan: p }): Promise<WriteReport> => {
           const t0 = process.hrtime.bigint();
-          await restore(exec, be, family, p.text);
+          for (const text of p.steps ?? [p.text]) await restore(exec, be, family, text);
           return { family, text: p.text, changedChains: p.changedChains, deletedChains: p.deletedChains, writeMs: ms(t0), rules: countRules(of(next, family)) };
         }),
       );
@@ -117,6 +118,17 @@ export function createIptablesBackend(exec: Exec, opts: IptablesBackendOptions):
     // The exec (and its spare restore processes) belongs to the apply loop (core/pipeline.ts), which closes it.
     close: () => undefined,
   };
+}
+
+/**
+ * One family's restore plan. The sidecar's full restore over chains of ours (a restart, a resync)
+ * goes in bounded steps (steps.ts); into a namespace with none, and another program's rules
+ * (its own stage), in one.
+ */
+function planFamily(next: Ruleset, prev: Ruleset | undefined, have: Existing | undefined, full: boolean, layout: Layout, sidecarStage: boolean): RestorePlan {
+  const over = have !== undefined && have.nat.chains.length + have.filter.chains.length > 0;
+  if ((full || prev === undefined) && over && sidecarStage && layout === SIDECAR_LAYOUT) return planRestoreSteps(next, have, layout);
+  return planRestore(next, prev, have, full, layout);
 }
 
 /** Why our rules are no longer `rules` of each family: quick probes of our chains, `deep` also a whole save. */

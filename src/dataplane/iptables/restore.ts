@@ -29,6 +29,8 @@ export interface RestorePlan {
   readonly changedChains: readonly string[];
   /** `table/chain` deleted. */
   readonly deletedChains: readonly string[];
+  /** The same change as restores run one after another, each a bounded transaction (steps.ts); absent: `text` in one. */
+  readonly steps?: readonly string[];
 }
 
 function sameLines(a: readonly string[], b: readonly string[]): boolean {
@@ -72,16 +74,7 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
           changedChains.push(`${table}/${chain}`);
         } else rewrite.push(chain);
       }
-    if (isFull) {
-      // Exactly one of each canonical jump: keep the first one that is, delete every other jump to ours.
-      const canonical = layout.hooks[table].map((h) => `${h.chain} ${h.spec}`);
-      const kept = new Set<string>();
-      for (const jump of have[table].jumps) {
-        if (canonical.includes(jump) && !kept.has(jump)) kept.add(jump);
-        else head.push(`-D ${jump}`);
-      }
-      for (const h of layout.hooks[table]) if (!kept.has(`${h.chain} ${h.spec}`)) head.push(`-I ${h.chain} 1 ${h.spec}`);
-    }
+    if (isFull) head.push(...jumpRepairs(have[table], table, layout));
     if (rewrite.length + head.length + gone.length + removeRules.length + appendRules.length === 0) continue;
     out.push(`*${table}`);
     for (const chain of rewrite) out.push(`:${chain} - [0:0]`);
@@ -103,6 +96,19 @@ export function planRestore(next: Ruleset, prev: Ruleset | undefined, existing: 
     out.push('COMMIT');
   }
   return { text: out.length === 0 ? '' : `${out.join('\n')}\n`, full: isFull, changedChains, deletedChains };
+}
+
+/** Exactly one of each canonical jump of a table: keep the first one that is, delete every other jump to ours, insert the missing. */
+export function jumpRepairs(have: ExistingTable, table: TableName, layout: Layout): string[] {
+  const out: string[] = [];
+  const canonical = layout.hooks[table].map((h) => `${h.chain} ${h.spec}`);
+  const kept = new Set<string>();
+  for (const jump of have.jumps) {
+    if (canonical.includes(jump) && !kept.has(jump)) kept.add(jump);
+    else out.push(`-D ${jump}`);
+  }
+  for (const h of layout.hooks[table]) if (!kept.has(`${h.chain} ${h.spec}`)) out.push(`-I ${h.chain} 1 ${h.spec}`);
+  return out;
 }
 
 /**

@@ -3,8 +3,8 @@
  * without iptables-save: a starting program removes the other back end's rules, and on a pod that
  * never ran it, four saves (two flavours × two families) find nothing.
  *
- * - iptables-nft keeps its tables as nftables tables `ip nat`, `ip6 filter`, …: one `nft list
- *   tables` names them all (iptables-nft-save dumps exactly those).
+ * - iptables-nft keeps its tables as nftables tables `ip nat`, `ip6 filter`, …: one listing of the
+ *   namespace's tables (TABLES_LISTING) names them all (iptables-nft-save dumps exactly those).
  * - legacy: the kernel lists the namespace's xtables in /proc/net/ip_tables_names and
  *   ip6_tables_names (iptables-legacy-save dumps exactly those; no file: the module is not loaded,
  *   so no legacy table can exist).
@@ -20,9 +20,10 @@ import { TABLES } from '../core/names.js';
 const NFT_FAMILY: Readonly<Record<IpFamily, string>> = { 4: 'ip', 6: 'ip6' };
 const LEGACY_NAMES: Readonly<Record<IpFamily, string>> = { 4: '/proc/net/ip_tables_names', 6: '/proc/net/ip6_tables_names' };
 
-/** The families of `families` with a table of ours in `nft list tables` output. Pure. */
+/** The families of `families` with a table of ours in TABLES_LISTING output. Pure. */
 export function nftFlavourFamilies(listing: string, families: readonly IpFamily[]): IpFamily[] {
-  const tables = new Set(listing.split('\n').map((l) => l.trim()));
+  // `nft list chains` opens each table's block on its line: `table <family> <name> {`.
+  const tables = new Set(listing.split('\n').map((l) => l.trim().replace(/ \{$/, '')));
   return families.filter((f) => TABLES.some((t) => tables.has(`table ${NFT_FAMILY[f]} ${t}`)));
 }
 

@@ -23,6 +23,7 @@ import { TABLES_LISTING } from '../core/exec.js';
 import {
   cleanupText,
   countNftRules,
+  fullText,
   ENDPOINT_MAP_PREFIX,
   NFT_FAMILY,
   NFT_TABLE,
@@ -32,11 +33,13 @@ import {
   wholeTableDue,
   type NftFirstFill,
   type NftPlan,
+  type NftReplace,
   type NftRuleset,
   type NftTablePart,
 } from './render.js';
 import { fillChunkText, planFirstFill } from './tuning/first-fill.js';
 import { shardTablesIn } from './tuning/shards.js';
+import { COUNTERS_LISTING, planReplace, policyListed, REPLACE_LISTING, replaceChunkText, staleTexts } from './tuning/replace.js';
 import { policyChainCounts } from './policy.js';
 
 /** Whether the namespace holds our table (what a full sync needs to know: it replaces the table whole). */
@@ -219,12 +222,43 @@ async function firstFill(exec: Exec, opts: NftBackendOptions, fill: NftFirstFill
   return all;
 }
 
+/**
+ * A whole write over the tables of ours found, in place, in bounded transactions (replace.ts);
+ * how it went. If a transaction fails (a table of ours that is not as any version of this program
+ * writes it: a set of another type under one of our names), the tables are written whole in one
+ * transaction instead, as before the bounded write: right whatever the failed step left, at the
+ * cost of holding the old and the new rules at once.
+ */
+async function replaceInPlace(exec: Exec, opts: NftBackendOptions, r: NftReplace, next: NftRuleset): Promise<'replace' | 'replace-whole'> {
+  try {
+    await nftApply(exec, r.tables);
+    for (const chunk of r.chunks) await nftApply(exec, replaceChunkText(chunk));
+    for (const text of r.finals) await nftApply(exec, text);
+    if (r.staleTables[0] !== undefined) await nftApply(exec, cleanupText(r.staleTables[0], r.staleTables));
+    const list = async (what: string): Promise<string> => {
+      const l = await exec('nft', ['-t', '-f', '-'], what);
+      if (l.code !== 0) throw new Error(`nft list failed (exit ${l.code}): ${summarize(l.stderr)}`);
+      return l.stdout;
+    };
+    const names = await list(REPLACE_LISTING);
+    const counters = policyListed(names, next.table.name) ? await list(COUNTERS_LISTING) : '';
+    for (const text of staleTexts(names + counters, next)) await nftApply(exec, text);
+    return 'replace';
+  } catch (e) {
+    opts.logger?.warn(`nftables: the write in place over our tables failed, writing them whole in one transaction: ${e instanceof Error ? e.message : String(e)}`);
+    await nftApply(exec, fullText(next, r.staleTables));
+    return 'replace-whole';
+  }
+}
+
 /** One sync's write: the first fill, the element writer for map replacements, or one `nft -f`. */
 async function writeNft(exec: Exec, opts: NftBackendOptions, plan: NftPlan, next: NftRuleset): Promise<WriteReport[]> {
   const t0 = process.hrtime.bigint();
   let via: WriteReport['via'];
   if (plan.fill !== undefined) {
     via = (await firstFill(exec, opts, plan.fill, tableNames(next))) ? 'first-fill' : 'first-fill-text';
+  } else if (plan.replace !== undefined) {
+    via = await replaceInPlace(exec, opts, plan.replace, next);
   } else {
     const written = plan.onlyReplacements && (await throughWriter(await opts.elementWriter, plan.replacedMaps, opts.logger));
     if (!written) await nftApply(exec, plan.text);
@@ -255,7 +289,7 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
   const read = async (): Promise<NftExisting> => {
     // Every family's tables: the same listing tables-present.ts asks for, run once (read-ahead.ts).
     const r = await exec('nft', TABLES_LISTING);
-    if (r.code !== 0) throw new Error(`nft list tables failed (exit ${r.code}): ${summarize(r.stderr)}`);
+    if (r.code !== 0) throw new Error(`nft list chains failed (exit ${r.code}): ${summarize(r.stderr)}`);
     const tables = shardTablesIn(r.stdout, NFT_FAMILY, table);
     return { table: tables.length > 0, tables };
   };
@@ -272,10 +306,14 @@ export function createNftBackend(exec: Exec, table: string = NFT_TABLE, opts: Nf
     holdsOurs: (existing) => existing?.table === true,
     plan: (next, prev, existing, full) => {
       // The sidecar's table into a namespace with nothing of ours (read back, not assumed): a first
-      // fill in bounded transactions. Another program's table (the node agent's, in the host's
-      // namespace, with no readiness to hold its users) is written whole.
-      const fill = table === NFT_TABLE && opts.stage === undefined && existing?.table === false && wholeTableDue(next, prev, full) ? planFirstFill(next) : undefined;
-      return fill ?? planNft(next, prev, full, existing?.tables);
+      // fill in bounded transactions; over tables of ours (read back, or the ones this process
+      // wrote), in place, in bounded transactions too. Another program's table (the node agent's,
+      // in the host's namespace, with no readiness to hold its users) is written whole.
+      const bounded = table === NFT_TABLE && opts.stage === undefined && wholeTableDue(next, prev, full);
+      const fill = bounded && existing?.table === false ? planFirstFill(next) : undefined;
+      const found = existing === undefined ? (prev === undefined ? undefined : tableNames(prev)) : existing.table ? existing.tables : undefined;
+      const replace = bounded && fill === undefined && found !== undefined ? planReplace(next, found) : undefined;
+      return fill ?? replace ?? planNft(next, prev, full, existing?.tables);
     },
     write: (plan, next) => writeNft(exec, opts, plan, next),
     drift: (applied, deep) => nftDrift(applied, deep, list, read),

@@ -263,6 +263,26 @@ function rewrite(T: string, name: string, rules: readonly string[], exists: bool
   return [...(exists ? [`flush chain ${T} ${name}`] : []), `add chain ${T} ${name} {\n${chainBody(rules)}\t}`];
 }
 
+/**
+ * The policy written over whatever table `T` holds (a whole write in place: ./tuning/replace.ts),
+ * as commands of one transaction: counters and sets declared (an existing one is kept), each set
+ * flushed and refilled, each chain declared, flushed and written whole, the direction chains
+ * before the hooks that jump to them. The old rules hold until this transaction commits, so the
+ * policy never fails open in between. What the table holds beyond `p` is the caller's to delete.
+ */
+export function policyInPlace(T: string, p: NftPolicy | undefined): string[] {
+  if (p === undefined) return [];
+  const out: string[] = [];
+  for (const c of p.counters) out.push(`add counter ${T} ${c}`);
+  for (const [name, s] of p.sets) out.push(`add set ${T} ${name} { ${setBody(s, false)} }`, `flush set ${T} ${name}`, `add set ${T} ${name} { ${setBody(s, true)} }`);
+  for (const m of [p.chains, p.hooks])
+    for (const [name, rules] of m) {
+      const hook = rules[0]?.startsWith('type ') === true ? ` { ${rules[0]} }` : '';
+      out.push(`add chain ${T} ${name}${hook}`, ...rewrite(T, name, rules, true));
+    }
+  return out;
+}
+
 /** What a partial change writes for the policy: `adds` go before anything is removed, `removes` last. */
 export interface PolicyChange {
   readonly adds: readonly string[];

@@ -473,9 +473,9 @@ export function renderNft<I extends NftTargetInput>(
   return collectTargets(SIDECAR_TABLE, parts, shards);
 }
 
-const tableRef = (name: string): string => `${NFT_FAMILY} ${name}`;
+export const tableRef = (name: string): string => `${NFT_FAMILY} ${name}`;
 
-function setDecl(name: string, f: IpFamily, timeout: number): string {
+export function setDecl(name: string, f: IpFamily, timeout: number): string {
   return `set ${name} { type ${f === 4 ? 'ipv4_addr' : 'ipv6_addr'}; flags dynamic,timeout; timeout ${timeout}s; }`;
 }
 
@@ -507,13 +507,13 @@ function chainText(name: string, lines: readonly string[]): string {
  * maps a one-map `flush map` + `add element` took 6-7 s, the same with `add map ... { elements }`
  * 80-110 ms (docs/decisions/0024-nft-endpoint-maps.md).
  */
-const mapDecl = (T: string, name: string, m: NftEndpointMap, elements = false): string =>
+export const mapDecl = (T: string, name: string, m: NftEndpointMap, elements = false): string =>
   `add map ${T} ${name} { ${m.type}; flags interval;${elements ? ` elements = { ${mapElementsText(m)} };` : ''} }`;
 
 /** The commands replacing an endpoint map's contents: flush, then the new elements (one transaction with the rest). */
 const mapFill = (T: string, name: string, m: NftEndpointMap): string[] => [`flush map ${T} ${name}`, mapDecl(T, name, m, true)];
 
-const setKind = (s: NftSetDecl): 'map' | 'set' => (s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set');
+export const setKind = (s: NftSetDecl): 'map' | 'set' => (s.decl.some((l) => l.includes(' : ')) ? 'map' : 'set');
 
 /** The same endpoints in the same order: then the ranges are the same too (a function of the count). */
 const sameEndpoints = (a: readonly ChosenEndpoint[], b: readonly ChosenEndpoint[]): boolean =>
@@ -526,7 +526,7 @@ const sameEndpoints = (a: readonly ChosenEndpoint[], b: readonly ChosenEndpoint[
 
 const sameMap = (a: NftEndpointMap | undefined, b: NftEndpointMap | undefined): boolean => a !== undefined && b !== undefined && a.type === b.type && sameEndpoints(a.endpoints, b.endpoints);
 
-const elementText = (e: NftElement): string => (e.value === undefined ? e.key : `${e.key} : ${e.value}`);
+export const elementText = (e: NftElement): string => (e.value === undefined ? e.key : `${e.key} : ${e.value}`);
 
 /**
  * The whole table, replacing whatever table of that name exists, in one transaction: the first
@@ -634,6 +634,26 @@ export interface NftPlan {
   readonly onlyReplacements: boolean;
   /** A first fill (first-fill.ts): the text is the tables' skeletons, which go one table a transaction, and the elements follow in bounded chunks. */
   readonly fill?: NftFirstFill;
+  /** A whole write over tables of ours that are there (tuning/replace.ts): in place, in bounded transactions. */
+  readonly replace?: NftReplace;
+}
+
+/** A whole write over the tables of ours found, in place and in bounded transactions, in order (tuning/replace.ts). */
+export interface NftReplace {
+  /** `add table` of every table written: the first transaction. */
+  readonly tables: string;
+  /** The Service ports' parts, each rewritten in place with its table's name, a bounded number a transaction. */
+  readonly chunks: readonly (readonly NftPlacedTarget[])[];
+  /** Each table's fixed part, its dispatch and (the root's) policy rewritten in place: one transaction each, after the chunks. */
+  readonly finals: readonly string[];
+  /** Tables of ours found that the write does not keep: deleted after the finals. */
+  readonly staleTables: readonly string[];
+}
+
+/** A Service port's part and the table that holds it. */
+export interface NftPlacedTarget {
+  readonly table: string;
+  readonly target: NftTarget;
 }
 
 /** A first fill's transactions, in order (first-fill.ts). */

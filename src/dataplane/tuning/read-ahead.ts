@@ -2,7 +2,7 @@
  * Reads of the namespace that several parts of one sync ask for, run once and shared, and the
  * first sync's reads started ahead.
  *
- * - Shared: one `nft list tables` answers both the nftables back end (is our table there?) and
+ * - Shared: one listing of the tables (TABLES_LISTING) answers both the nftables back end (is our table there?) and
  *   tables-present.ts (has iptables-nft a table of ours?); a first nftables sync ran two listings.
  * - Ahead: the sidecar makes its dataplane while its informers list (cmd/sidecar/main.ts), so an
  *   nftables one starts the reads its first sync needs then (the namespace's tables, our routes;
@@ -61,7 +61,7 @@ export interface ReadAheadExec extends SpareExec {
 
 /** The reads worth sharing: the tables listing and our routes (read-only, asked by several parts of a sync). Pure. */
 export function sharedRead(cmd: string, args: readonly string[]): boolean {
-  if (cmd === 'nft') return args.length === 2 && args[0] === 'list' && args[1] === 'tables';
+  if (cmd === 'nft') return args.length === TABLES_LISTING.length && args.every((a, i) => a === TABLES_LISTING[i]);
   return cmd === 'ip' && args[0] === '-j' && args[1] === 'route' && args[2] === 'show';
 }
 

@@ -76,6 +76,20 @@ export class FakeNft {
     this.tables = work;
   }
 
+  /** What `nft -t -f -` of `list chains|sets|maps|counters <family>` prints: each table's block with its objects' names, no rules, no elements. */
+  listNames(family = 'inet'): string {
+    const out: string[] = [];
+    for (const t of this.tables.values()) {
+      if (t.family !== family) continue;
+      out.push(`table ${t.family} ${t.name} {`);
+      for (const c of t.chains.keys()) out.push(`\tchain ${c} {`, '\t}');
+      for (const s of t.sets.values()) out.push(`\t${s.kind} ${s.name} {`, '\t}');
+      for (const c of t.counters ?? []) out.push(`\tcounter ${c} {`, '\t}');
+      out.push('}');
+    }
+    return `${out.join('\n')}\n`;
+  }
+
   table(name: string, family = 'inet'): NftTableState | undefined {
     return this.tables.get(`${family} ${name}`);
   }

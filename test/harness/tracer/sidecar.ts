@@ -7,9 +7,11 @@
  */
 import { render } from '../../../src/dataplane/core/incremental.js';
 import { iptablesRules } from '../../../src/dataplane/iptables/stage.js';
-import { SIDECAR_LAYOUT, type Layout } from '../../../src/dataplane/core/names.js';
-import { planRestore } from '../../../src/dataplane/iptables/restore.js';
-import { planNft, renderNft, sidecarPickLayout, type NftRuleset } from '../../../src/dataplane/nftables/render.js';
+import { SIDECAR_LAYOUT, type Layout, type TableName } from '../../../src/dataplane/core/names.js';
+import { hookedChains, ourJump, planRestore, type ExistingTable } from '../../../src/dataplane/iptables/restore.js';
+import { planRestoreSteps } from '../../../src/dataplane/iptables/steps.js';
+import { cleanupText, planNft, renderNft, sidecarPickLayout, tableNames, type NftRuleset } from '../../../src/dataplane/nftables/render.js';
+import { planReplace, replaceChunkText, staleTexts } from '../../../src/dataplane/nftables/tuning/replace.js';
 import { shardsAfter } from '../../../src/dataplane/nftables/tuning/shards.js';
 import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
 import type { DesiredState } from '../../../src/dataplane/core/model.js';
@@ -56,7 +58,9 @@ export class FakeDataplane<S> {
   sync(state: S, full = false): void {
     const next = this.rules(state, this.prev);
     const prev = full ? undefined : this.prev;
-    if ('iptables' in next) {
+    // A full sync over the sidecar's own rules (a restart, a resync) goes in bounded steps, as the back ends write it.
+    if (full && this.prev !== undefined && this.layout === SIDECAR_LAYOUT) this.syncInSteps(next, this.prev);
+    else if ('iptables' in next) {
       const was = prev !== undefined && 'iptables' in prev ? prev.iptables : undefined;
       this.texts = ([4, 6] as const).map((f) => planRestore(f === 4 ? next.iptables.v4 : next.iptables.v6, f === 4 ? was?.v4 : was?.v6, undefined, was === undefined, this.layout).text);
       this.texts.forEach((text, i) => text !== '' && this.ipt[i === 0 ? 4 : 6].restore(text));
@@ -66,6 +70,35 @@ export class FakeDataplane<S> {
       if (plan.text !== '') this.nft.apply(plan.text);
     }
     this.prev = next;
+  }
+
+  /** The full sync over rules of ours: iptables/steps.ts per family, nftables/tuning/replace.ts (its stale names from the fake's listing). */
+  private syncInSteps(next: RenderedRules, prev: RenderedRules): void {
+    this.texts = [];
+    const run = (apply: (text: string) => void, text: string): void => {
+      if (text === '') return;
+      this.texts.push(text);
+      apply(text);
+    };
+    if ('iptables' in next) {
+      for (const f of [4, 6] as const) {
+        const ipt = this.ipt[f];
+        const have = (table: TableName): ExistingTable => {
+          const chains = ipt.listing(table);
+          const jumps = [...hookedChains(this.layout)].flatMap((c) => (chains.get(c) ?? []).map((spec) => ourJump(`-A ${c} ${spec}`, this.layout)).filter((j): j is string => j !== undefined));
+          return { chains: [...chains.keys()].filter((c) => c.startsWith(this.layout.prefix)), jumps };
+        };
+        const plan = planRestoreSteps(f === 4 ? next.iptables.v4 : next.iptables.v6, { filter: have('filter'), nat: have('nat') }, this.layout);
+        for (const text of plan.steps ?? []) run((t) => ipt.restore(t), text);
+      }
+      return;
+    }
+    const r = planReplace(next.nft, 'nft' in prev ? tableNames(prev.nft) : []).replace;
+    if (r === undefined) throw new Error('planReplace made no replacement');
+    const apply = (t: string): void => this.nft.apply(t);
+    for (const text of [r.tables, ...r.chunks.map(replaceChunkText), ...r.finals]) run(apply, text);
+    if (r.staleTables[0] !== undefined) run(apply, cleanupText(r.staleTables[0], r.staleTables));
+    for (const text of staleTexts(this.nft.listNames(), next.nft)) run(apply, text);
   }
 
   /** Every way a new connection on `path` (default: from a process in the namespace) can end. */

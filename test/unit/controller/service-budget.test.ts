@@ -59,6 +59,12 @@ void describe('slimService', () => {
     const spec = readServiceSpec(slim);
     assert.equal(spec.kind, 'refuse');
     assert.match((spec as { message: string }).message, /Service ns\/big: its labels, annotations, ports and selector come to \d+ bytes, more than the 65536/);
+    // Label only (no service-network annotation: it never reached the webhook): refused all the same, not withdrawn in silence.
+    const labelOnly = service('label-only', { namespace: 'ns', selector: { app: 'big' } });
+    labelOnly.metadata = { ...labelOnly.metadata, labels: { ...labelOnly.metadata?.labels, ...labels } };
+    const labelOnlySpec = readServiceSpec(slimService(labelOnly));
+    assert.equal(labelOnlySpec.kind, 'refuse');
+    assert.match((labelOnlySpec as { message: string }).message, /^Service ns\/label-only: its labels/);
 
     const ports = service('ports', { namespace: 'ns', network: 'net-a', selector: { app: 'p' }, ports: Array.from({ length: MAX_SERVICE_PORTS + 1 }, (_, i) => ({ name: `p${i}`, port: 1000 + i })) });
     assert.equal(slimService(ports).overBudget?.budget, 'ports');

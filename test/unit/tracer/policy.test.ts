@@ -1,7 +1,7 @@
 /**
  * The pod's MultiNetworkPolicy on the fake nftables: every row of the policy truth table
- * (test/harness/tracer/policy-cases.ts) through the project's renderer and planner, from scratch
- * and as a partial change from the row before; a seeded property that a partial change after any
+ * (test/harness/tracer/policy-cases.ts) through the project's renderer and planner, from scratch,
+ * as a partial change from the row before and as a full sync over it written in place; a seeded property that a partial change after any
  * policy leaves the table a from-scratch write makes; the iptables refusal; and the render's
  * fail-closed handling of bad values.
  */
@@ -31,6 +31,17 @@ function answers(fake: FakeSidecar, c: PolicyCase): string[] {
     return `${probeName(p)}: ${pass ? 'passes' : 'dropped'}`;
   });
 }
+/** Every probe of every row passes: no policy is left. */
+function allPass(fake: FakeSidecar): void {
+  for (const c of POLICY_CASES)
+    for (const p of c.probes) {
+      const { pkt, path } = policyPacket(p);
+      assert.ok(
+        fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
+        `${probeName(p)} passes with no policy`,
+      );
+    }
+}
 const wanted = (c: PolicyCase): string[] => c.probes.map((p) => `${probeName(p)}: ${p.pass ? 'passes' : 'dropped'}`);
 
 void describe('policy on the tracer', () => {
@@ -41,6 +52,19 @@ void describe('policy on the tracer', () => {
       assert.deepEqual(answers(fake, c), wanted(c));
     });
 
+  void test('every row as a full sync over the row before, written in place (a restart), then the policy removed the same way', () => {
+    const fake = new FakeSidecar('nftables');
+    fake.sync(BASE, true);
+    for (const c of POLICY_CASES) {
+      fake.sync(withPodPolicy(BASE, c.policy), true);
+      assert.ok(!/^delete table /m.test(fake.texts.join('')), `${c.name}: in place, not the tables deleted and written again`);
+      assert.deepEqual(answers(fake, c), wanted(c), c.name);
+    }
+    fake.sync(BASE, true);
+    assert.match(fake.texts.join(''), /^delete chain inet multus_proxy policy-(input|output)$/m, 'the policy hook chains of the last row removed');
+    allPass(fake);
+  });
+
   void test('every row as a partial change from the row before, then the policy removed', () => {
     const fake = new FakeSidecar('nftables');
     fake.sync(BASE);
@@ -50,14 +74,7 @@ void describe('policy on the tracer', () => {
       assert.deepEqual(answers(fake, c), wanted(c), c.name);
     }
     fake.sync(BASE);
-    for (const c of POLICY_CASES)
-      for (const p of c.probes) {
-        const { pkt, path } = policyPacket(p);
-        assert.ok(
-          fake.trace(pkt, path).every((o) => o.verdict.kind === 'accept'),
-          `${probeName(p)} passes with no policy`,
-        );
-      }
+    allPass(fake);
   });
 
   void test('a peer change is a set refill: no chain is written', () => {

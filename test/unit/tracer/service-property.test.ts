@@ -1,7 +1,8 @@
 /**
  * Property: for random sidecar states (Service ports of both families and three protocols, 0-4
  * endpoints each in any condition, with or without affinity), synced one after another as the
- * renderers write them (full, then partial), the tracer answers every Service port as kube-proxy's
+ * renderers write them (full, then partial; the third full again over the rules the others left,
+ * as a restarted sidecar writes it: in bounded steps), the tracer answers every Service port as kube-proxy's
  * rule says, on both back ends: the ready endpoints in equal shares, else the serving terminating
  * ones, else a refusal (TCP reset, else port unreachable); a port no Service port has on a served cluster
  * IP is refused the same way, and an address no Service has is untouched.
@@ -72,7 +73,7 @@ for (const kind of BACKENDS)
         fc.property(fc.array(stateArb, { minLength: 1, maxLength: 4 }), (states) => {
           const ns = new FakeSidecar(kind);
           states.forEach((ports, i) => {
-            ns.sync(toState(ports), i === 0);
+            ns.sync(toState(ports), i === 0 || i === 2);
             for (const p of ports) {
               const pkt = { family: p.family, protocol: p.protocol.toLowerCase() as L4, src: p.family === 4 ? '192.168.101.2' : 'fd00:101::2', dst: clusterIP(p), dport: p.port };
               const got = summarize(ns.trace(pkt));

@@ -72,11 +72,11 @@ export const shardTableName = (root: string, i: number): string => (i === 0 ? ro
 /** Whether a table name is one of `root`'s shards (the root included); not another program's table (e.g. the node agent's multus_proxy_node). */
 export const isShardTable = (root: string, name: string): boolean => name === root || new RegExp(`^${root.replace(/[^A-Za-z0-9]/g, '\\$&')}-s[1-9][0-9]*$`).test(name);
 
-/** The tables of `root` (shards included) in `nft list tables [family]` output, in the order listed. */
+/** The tables of `root` (shards included) in `nft list tables|chains [family]` output (`table <family> <name>`, with ` {` in the second), in the order listed. */
 export function shardTablesIn(listing: string, family: string, root: string): string[] {
   const out: string[] = [];
   for (const raw of listing.split('\n')) {
-    const m = /^table (\S+) (\S+)$/.exec(raw.trim());
+    const m = /^table (\S+) (\S+)(?: \{)?$/.exec(raw.trim());
     if (m?.[1] === family && m[2] !== undefined && isShardTable(root, m[2])) out.push(m[2]);
   }
   return out;
