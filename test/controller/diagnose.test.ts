@@ -47,6 +47,12 @@ interface Run {
   stderr: string;
 }
 
+/**
+ * A policy the controller writes no address group for: its name is too long for the group's
+ * policy label (the controller refuses it with AddressGroupRefused), so its group stays unwritten.
+ */
+const BATCH = `db-batch-${'a'.repeat(60)}`;
+
 void describe('controller diagnose against a real apiserver', () => {
   let cp: ControlPlane;
   let ns: string;
@@ -242,7 +248,7 @@ void describe('controller diagnose against a real apiserver', () => {
       );
       await cp.client.create(
         mnpPath('v1beta1'),
-        mnp('db-batch', { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'batch' } } }] }] }, 'v1beta1'),
+        mnp(BATCH, { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'batch' } } }] }] }, 'v1beta1'),
       );
       // Stored without the webhook: no prefix length. It selects legacy and fails closed there.
       await cp.client.create(mnpPath('v1beta1'), mnp('legacy-in', { podSelector: { matchLabels: { app: 'legacy' } }, ingress: [{ from: [{ ipBlock: { cidr: '10.1.9.0' } }] }] }, 'v1beta1'));
@@ -258,13 +264,13 @@ void describe('controller diagnose against a real apiserver', () => {
         [`${ns}/macvlan1 allowed ${ns}/db-in spec.ingress[0]`],
       );
       assert.deepEqual(report.policy?.networks, [
-        { network: `${ns}/macvlan1`, interface: 'net1', ingress: { isolated: true, by: [`${ns}/db-batch`, `${ns}/db-in`] }, egress: { isolated: false, by: [] } },
+        { network: `${ns}/macvlan1`, interface: 'net1', ingress: { isolated: true, by: [`${ns}/${BATCH}`, `${ns}/db-in`] }, egress: { isolated: false, by: [] } },
       ]);
       assert.deepEqual(
         report.findings.filter((f) => f.topic === 'policy').map((f) => `${f.severity} ${f.code}`),
         ['info PolicySelects', 'warning AddressGroupNotWritten', 'info PolicySelects', 'ok PolicyEnforced', 'ok PolicyAllows'],
       );
-      assert.match(report.findings.find((f) => f.code === 'AddressGroupNotWritten')?.message ?? '', new RegExp(`${ns}/db-batch: the address group of pods app=batch in namespace ${ns}`));
+      assert.match(report.findings.find((f) => f.code === 'AddressGroupNotWritten')?.message ?? '', new RegExp(`${ns}/${BATCH}: the address group of pods app=batch in namespace ${ns}`));
       // endPort, written through v1beta2, is read back.
       const ranged = await json<PodReport>('pod', `${ns}/db`, '--peer', '10.1.9.5', '--port', '30100/TCP');
       assert.equal(ranged.report.policy?.probes[0]?.allowedBy, `${ns}/db-in spec.ingress[1]`);
@@ -276,7 +282,7 @@ void describe('controller diagnose against a real apiserver', () => {
       assert.match(text.stdout, new RegExp(`ingress 10\\.1\\.9\\.200 port 30050/TCP on ${ns}/macvlan1: denied`));
       assert.match(
         text.stdout,
-        new RegExp(`${ns}/db-batch spec\\.ingress\\[0\\]: peer fails, port matches\\n +from\\[0\\] \\(pods app=batch in namespace ${ns}\\): its address group is not written yet`),
+        new RegExp(`${ns}/${BATCH} spec\\.ingress\\[0\\]: peer fails, port matches\\n +from\\[0\\] \\(pods app=batch in namespace ${ns}\\): its address group is not written yet`),
       );
       assert.match(
         text.stdout,
@@ -298,7 +304,7 @@ void describe('controller diagnose against a real apiserver', () => {
       assert.equal(bare.run.code, 1);
       assert.equal(bare.report.policy?.enforced, false);
       const notEnforced = bare.report.findings.find((f) => f.code === 'PolicyNotEnforced');
-      assert.match(notEnforced?.message ?? '', new RegExp(`Pod ${ns}/db-bare is selected by ${ns}/db-batch, ${ns}/db-in, but has no multus-proxy sidecar`));
+      assert.match(notEnforced?.message ?? '', new RegExp(`Pod ${ns}/db-bare is selected by ${ns}/${BATCH}, ${ns}/db-in, but has no multus-proxy sidecar`));
       assert.match(notEnforced?.fix ?? '', new RegExp(`recreate the pod \\(kubectl delete pod -n ${ns} db-bare`));
       assert.equal(legacy.run.code, 1);
       assert.deepEqual(codes(legacy.report), ['PolicyFailsClosed']);
