@@ -18,6 +18,7 @@
  *   synced, so no rules are lost in between.
  */
 import type { ExternalIPPolicy } from '../../src/external-ips.js';
+import { networkKey } from '../../src/annotations/service-network.js';
 import { PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
 import type { Logger } from '../../src/log.js';
 import type { KubeClient } from '../../src/kube/client.js';
@@ -104,6 +105,7 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
+      cap.served(pod.served.map(networkKey));
       if (out.over !== undefined) cap.over(out.over);
       if (out.refused !== undefined) cap.refused(out.refused);
       logOnce(
