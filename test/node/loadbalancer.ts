@@ -15,7 +15,7 @@ import { dump } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { chiSquareUniform, type UniformTest } from '../harness/chi-square.js';
 import { burstArrivals, type Burst, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
-import { ingressIps, installMetalLB, l2Announcers, POOL_ANNOTATION, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
+import { besideMetalLB, ingressIps, l2Announcers, POOL_ANNOTATION, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
 import { NODE_ADDRESS, uninstallAgent } from './nodeport.js';
 import { installAgent, until } from './tenant.js';
 import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
@@ -63,7 +63,7 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
   let agentInterface = '';
   try {
     // Independent of each other: installed side by side.
-    const [iface, metallb] = await Promise.all([installAgent(node), installMetalLB(node, log)]);
+    const [iface, metallb] = await besideMetalLB(node, log, installAgent(node));
     agentInterface = iface;
     const pool = metallb.pool.name;
     await node.apply(

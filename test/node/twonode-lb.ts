@@ -17,7 +17,7 @@ import { dump, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE, NODE2 } from '../harness/node-config.js';
 import { blogFile, burstArrivals, net1Addresses, pods, SERVICE, type Burst } from './cluster.js';
-import { hostMac, ingressIps, installMetalLB, l2Announcers, METALLB_NAMESPACE, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
+import { besideMetalLB, hostMac, ingressIps, l2Announcers, METALLB_NAMESPACE, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
 import { lbService } from './loadbalancer.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR } from './nodeport.js';
 import { until } from './tenant.js';
@@ -74,7 +74,7 @@ export async function setupTwoNodeLb(node: RealNode, log: (m: string) => void): 
   const second = node.second;
   if (!second) throw new Error('the two-node LoadBalancer checks need startNode({ nodes: 2 })');
   // Independent of each other: installed side by side.
-  const [agent, metallb] = await Promise.all([installTwoNodeAgent(node, log), installMetalLB(node, log)]);
+  const [agent, metallb] = await besideMetalLB(node, log, installTwoNodeAgent(node, log));
   await attachClient(node, agent.agentInterfaces);
   const mac2 = /link\/ether (\S+)/.exec(await second.inNetns(['ip', '-o', 'link', 'show', NODE.parent]))?.[1] ?? '';
   const macs = { [NODE.name]: hostMac(NODE.parent), [NODE2.name]: mac2 };
