@@ -6,7 +6,7 @@ import { FINE_SECONDS_BUCKETS, prom, type Registry } from '../../src/metrics.js'
 export interface ControllerMetrics {
   /** Reconciles by result: `unchanged` (no write), `written`, `invalid` (bad Service input), `stale` (cache behind our writes), `error`. */
   readonly reconciles: prom.Counter<'result'>;
-  /** Errors by where they happened (`reconcile`, `rbac`, `event`, `leader`). */
+  /** Errors by where they happened (ERROR_STAGES). */
   readonly errors: prom.Counter<'stage'>;
   readonly queueDepth: prom.Gauge;
   readonly reconcileDuration: prom.Histogram;
@@ -33,9 +33,14 @@ export interface ControllerMetrics {
   readonly policyPodsWithoutSidecar: prom.Gauge<'policy'>;
 }
 
+/** Where the controller counts errors: reconciling Services, the sidecars' RBAC, Events, the NetService part, the migration. */
+export const ERROR_STAGES = ['reconcile', 'rbac', 'event', 'netservice', 'migration'] as const;
+/** The verbs of a slice write the apiserver can refuse. */
+const REFUSABLE_VERBS = ['create', 'update'] as const;
+
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
   const p = 'multus_proxy_controller';
-  return {
+  const m: ControllerMetrics = {
     reconciles: new prom.Counter({ name: `${p}_reconciles_total`, help: 'Service reconciles by result', labelNames: ['result'], registers: [registry] }),
     errors: new prom.Counter({ name: `${p}_errors_total`, help: 'Errors by stage', labelNames: ['stage'], registers: [registry] }),
     queueDepth: new prom.Gauge({ name: `${p}_queue_depth`, help: 'Service keys waiting in the work queue', registers: [registry] }),
@@ -82,6 +87,10 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       registers: [registry],
     }),
   };
+  // Zero series for the known label values, so a rate or an alert on them has data before the first error.
+  for (const stage of ERROR_STAGES) m.errors.inc({ stage }, 0);
+  for (const verb of REFUSABLE_VERBS) m.sliceWritesRefused.inc({ verb }, 0);
+  return m;
 }
 
 /**

@@ -151,6 +151,8 @@ class NodeGauges {
         plan.refused.reduce((n, r) => n + (r.reason === reason ? r.services : 0), 0),
       );
     this.unservable.reset();
+    // 0 for each network it can serve, so the alert on this gauge has data on a healthy node.
+    for (const n of plan.servable) this.unservable.set({ network: n.network, type: n.type }, 0);
     for (const u of plan.unservable) this.unservable.set({ network: u.network, type: u.type }, 1);
     this.nodePorts.set(plan.state.nodePorts.length);
     this.loadBalancers.set(plan.state.loadBalancers?.length ?? 0);

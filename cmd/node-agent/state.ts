@@ -79,6 +79,8 @@ export interface NodePlan {
   readonly interfaces: readonly HostInterface[];
   readonly problems: readonly NodeProblem[];
   readonly unservable: readonly UnservableNad[];
+  /** Networks whose NAD the agent can serve, with its CNI type: the unservable gauge's zeros. */
+  readonly servable: readonly { readonly network: string; readonly type: string }[];
   /** Networks not served because the admin named no parent for them (`ns/nad`), for the metric. */
   readonly parentNotConfigured: readonly string[];
   /** Services left out before planning (admission.ts), also among `problems`; for the metric. */
@@ -105,12 +107,13 @@ function internalIPs(node: V1Node | undefined): string[] {
   return (node?.status?.addresses ?? []).filter((a) => a.type === 'InternalIP').map((a) => a.address);
 }
 
-type NetworkPlan = Pick<NodePlan, 'interfaces' | 'problems' | 'unservable' | 'parentNotConfigured'> & { readonly networks: readonly NodeNetwork[] };
+type NetworkPlan = Pick<NodePlan, 'interfaces' | 'problems' | 'unservable' | 'servable' | 'parentNotConfigured'> & { readonly networks: readonly NodeNetwork[] };
 
 /** The node's side of each served network: its interface and addresses, or why it is not served. A handful of NADs: redone every sync. */
 function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPlan {
   const problems: NodeProblem[] = [];
   const unservable: UnservableNad[] = [];
+  const servable: { network: string; type: string }[] = [];
   const interfaces: HostInterface[] = [];
   const networks: NodeNetwork[] = [];
   const parentNotConfigured: string[] = [];
@@ -147,6 +150,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
       );
       continue;
     }
+    servable.push({ network: key, type: config.value.plugin });
     // The node's address on a network is the admin's (a Node annotation). A NAD is its owner's, a
     // tenant's: its range annotation once put any address and prefix on the host.
     if (nad.metadata?.annotations?.[NODE_ADDRESS_RANGE_ANNOTATION] !== undefined) {
@@ -183,7 +187,7 @@ function planNetworks(refs: readonly NetworkRef[], input: NodeInput): NetworkPla
     const v6 = addrs.value.addresses.find((a) => a.family === 6)?.address;
     networks.push({ network: ref, interface: iface.name, ...(v4 !== undefined ? { ipv4: v4 } : {}), ...(v6 !== undefined ? { ipv6: v6 } : {}) });
   }
-  return { interfaces, networks, problems, unservable, parentNotConfigured };
+  return { interfaces, networks, problems, unservable, servable, parentNotConfigured };
 }
 
 /** What one NodePort or LoadBalancer Service object contributes, and what it was computed from. */
@@ -317,6 +321,7 @@ export class NodePlanner {
       interfaces: plan.interfaces,
       problems,
       unservable: plan.unservable,
+      servable: plan.servable,
       parentNotConfigured: plan.parentNotConfigured,
       refused: admission.refused,
     };

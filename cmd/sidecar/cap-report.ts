@@ -18,11 +18,21 @@ export class CapReporter {
   private overText = '';
   private overNets: string[] = [];
   private refusedText = '';
+  private readonly zeroed = new Set<string>();
 
   constructor(
     private readonly cap: number,
     private readonly d: { readonly metrics: SidecarMetrics; readonly log: Logger; readonly say: (list: Say[]) => void },
   ) {}
+
+  /** The networks the pod serves: each gets its dropped-Services series at 0 once, so the alert on it has data while nothing is dropped. */
+  served(networks: readonly string[]): void {
+    for (const net of networks) {
+      if (this.zeroed.has(net)) continue;
+      this.zeroed.add(net);
+      if (!this.overNets.includes(net)) this.d.metrics.servicesDropped(net, 0);
+    }
+  }
 
   over(over: CapResult['over']): void {
     const text = JSON.stringify(over);

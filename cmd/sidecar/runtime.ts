@@ -22,6 +22,7 @@
  *   groups of the policies that select the pod (bounded).
  */
 import type { ExternalIPPolicy } from '../../src/external-ips.js';
+import { networkKey } from '../../src/annotations/service-network.js';
 import { PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
 import type { Logger } from '../../src/log.js';
 import type { KubeClient } from '../../src/kube/client.js';
@@ -116,6 +117,7 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
+      cap.served(pod.served.map(networkKey));
       if (out.over !== undefined) cap.over(out.over);
       if (out.refused !== undefined) cap.refused(out.refused);
       logOnce(

@@ -16,9 +16,19 @@ export type Outcome = 'injected' | 'patched' | 'allowed' | 'skipped' | 'denied' 
 export interface WebhookMetrics {
   readonly registry: Registry;
   request(endpoint: string, outcome: Outcome, reason: string, seconds: number): void;
+  /** An endpoint the server serves: its failure outcomes get zero series, so error rates have data before the first error. */
+  serves(endpoint: string): void;
   /** A certificate (re)load: its expiry, and whether the load worked. */
   certificate(result: 'loaded' | 'failed', notAfter?: Date): void;
 }
+
+/** The failures the server counts on every endpoint, as outcome and reason (server.ts): a wrong kind, a handler that threw, a body that is not JSON or not a review. */
+const FAILURES: readonly (readonly [Outcome, string])[] = [
+  ['error', 'wrong-kind'],
+  ['error', 'exception'],
+  ['bad-request', '400'],
+  ['bad-request', '415'],
+];
 
 export function createWebhookMetrics(registry: Registry = createRegistry(METRIC_PREFIX)): WebhookMetrics {
   const n = (s: string): string => `${METRIC_PREFIX}_${s}`;
@@ -37,11 +47,15 @@ export function createWebhookMetrics(registry: Registry = createRegistry(METRIC_
   });
   const reloads = new prom.Counter({ name: n('certificate_loads_total'), help: 'Serving certificate loads by result.', labelNames: ['result'], registers: [registry] });
   const expiry = new prom.Gauge({ name: n('certificate_expiry_timestamp_seconds'), help: 'notAfter of the serving certificate in use (Unix seconds).', registers: [registry] });
+  for (const result of ['loaded', 'failed'] as const) reloads.inc({ result }, 0);
   return {
     registry,
     request(endpoint, outcome, reason, seconds) {
       requests.inc({ endpoint, outcome, reason });
       duration.observe({ endpoint }, seconds);
+    },
+    serves(endpoint) {
+      for (const [outcome, reason] of FAILURES) requests.inc({ endpoint, outcome, reason }, 0);
     },
     certificate(result, notAfter) {
       reloads.inc({ result });

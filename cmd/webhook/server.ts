@@ -101,6 +101,7 @@ export function createApp(opts: AppOptions): express.Express {
   const json = express.json({ limit: opts.maxBodyBytes, type: ['application/json', 'application/*+json'] });
   const intake = createIntake(BODY_BYTES_IN_FLIGHT, opts.maxBodyBytes);
   for (const [path, endpoint] of Object.entries(opts.endpoints)) {
+    opts.metrics?.serves(path);
     app.post(
       path,
       intake.middleware,

@@ -496,6 +496,9 @@ export async function startNode(opts: NodeOptions = {}): Promise<RealNode> {
         '--leader-elect=false',
         '--bind-address=127.0.0.1',
         '--profiling=false',
+        // Two nodes: a node cut off is NotReady after 25 s of no lease renewal (renewed every 10 s),
+        // not the default 50 s that the node-loss test would wait out.
+        ...(opts.nodes === 2 ? ['--node-monitor-grace-period=25s'] : []),
       ]);
       startProcess('kube-scheduler', bin('kube-scheduler'), [`--kubeconfig=${adminKubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', '--profiling=false']);
       await apply(join(manifestsDir(), 'nad-crd.yaml'));

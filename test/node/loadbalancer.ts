@@ -15,7 +15,7 @@ import { dump } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { chiSquareUniform, type UniformTest } from '../harness/chi-square.js';
 import { burstArrivals, type Burst, CLIENT, curlBurst, net1Addresses, pod, pods, SERVICE, sliceAddresses } from './cluster.js';
-import { ingressIps, installMetalLB, l2Announcers, POOL_ANNOTATION, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
+import { besideMetalLB, ingressIps, l2Announcers, POOL_ANNOTATION, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
 import { NODE_ADDRESS, uninstallAgent } from './nodeport.js';
 import { installAgent, until } from './tenant.js';
 import { SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
@@ -62,8 +62,9 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
   const probe = new SegmentProbe('mpxtest-lb', 'mpxtestlb0', `${LB_CLIENT}/24`);
   let agentInterface = '';
   try {
-    agentInterface = await installAgent(node);
-    const metallb = await installMetalLB(node, log);
+    // Independent of each other: installed side by side.
+    const [iface, metallb] = await besideMetalLB(node, log, installAgent(node));
+    agentInterface = iface;
     const pool = metallb.pool.name;
     await node.apply(
       [
@@ -136,8 +137,7 @@ export async function runLoadBalancer(node: RealNode, log: (m: string) => void, 
     await probe.remove();
     if (agentInterface) await host(['ip', 'route', 'del', CLIENT_SUBNET, 'dev', agentInterface]).catch(() => '');
     await node.kubectl(['delete', 'service', '-n', NS, '--ignore-not-found', '--wait=true', ...Object.values(LB_SERVICES)]).catch((e: Error) => log(`deleting the Services failed: ${e.message}`));
-    await uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`));
-    await uninstallAgent(node, log);
+    await Promise.all([uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`)), uninstallAgent(node, log)]);
   }
 }
 

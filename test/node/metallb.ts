@@ -117,6 +117,17 @@ export async function installMetalLB(node: RealNode, log: (m: string) => void): 
   return { readyMs, configuredMs, pool };
 }
 
+/**
+ * MetalLB and something independent of it (the node agent) installed side by side: both settle
+ * before either's failure is thrown, so no install is still running when the caller cleans up.
+ */
+export async function besideMetalLB<T>(node: RealNode, log: (m: string) => void, other: Promise<T>): Promise<[T, MetalLBInstall]> {
+  const [o, m] = await Promise.allSettled([other, installMetalLB(node, log)]);
+  if (o.status === 'rejected') throw o.reason;
+  if (m.status === 'rejected') throw m.reason;
+  return [o.value, m.value];
+}
+
 /** The configuration, then MetalLB's manifest, deleted; resolves once its pods are gone. */
 export async function uninstallMetalLB(node: RealNode): Promise<void> {
   await node.kubectlResult(['delete', '--ignore-not-found', '--wait=true', '-f', '-'], { input: poolConfig().yaml, allowFail: true });

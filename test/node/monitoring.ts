@@ -4,9 +4,10 @@
  * ServiceMonitors, PodMonitor, PrometheusRule and dashboard ConfigMap as `helm template` renders
  * them. The targets the installed monitors select (test/deploy/monitoring-targets.ts) are scraped
  * from the host twice, with a pod replaced and admissions between, and every alert expression (its
- * threshold cut) and every dashboard query is evaluated by promtool on those two rounds. Then the
- * controller loses its EndpointSlice write access, so slices are not written, and the
- * MultusProxySlicesNotWritten alert must fire on the rounds scraped meanwhile.
+ * threshold cut) and every dashboard query is evaluated by promtool on those two rounds. Then two
+ * alerts are made true: each webhook replica is sent a review of the wrong kind (it answers with an
+ * error), so MultusProxyWebhookErrors must fire for both; and the controller loses its EndpointSlice
+ * write access, so slices are not written, and MultusProxySlicesNotWritten must fire for the leader.
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -42,6 +43,9 @@ const CONTROLLER_ROLE = 'multus-proxy-controller';
 const CONTROLLER_LEASE = 'multus-proxy-controller';
 /** The alert made true here, by taking the controller's EndpointSlice writes away. */
 export const FIRED_ALERT = 'MultusProxySlicesNotWritten';
+/** The alert made true by sending each webhook replica a review it must answer with an error. */
+export const WEBHOOK_ALERT = 'MultusProxyWebhookErrors';
+const WEBHOOK_JOB = 'multus-proxy-webhook';
 
 /**
  * The CRDs as a fixture: group, version, kind and scope as the operator's, with a schema that keeps
@@ -78,10 +82,11 @@ export async function chartMonitoring(): Promise<Rendered[]> {
   return (await template(set)).filter((o) => keys.has(`${o.kind}/${o.metadata?.name ?? ''}`));
 }
 
-/** GET a target's /metrics from the host (the webhook's certificate is for the apiserver: not verified, as the ServiceMonitor says). */
-function get(url: string): Promise<string> {
+/** GET a target's /metrics from the host, or POST a body (the webhook's certificate is for the apiserver: not verified, as the ServiceMonitor says). */
+function get(url: string, body?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { rejectUnauthorized: false, timeout: 10_000 }, (res) => {
+    const opts = body === undefined ? {} : { method: 'POST', headers: { 'content-type': 'application/json' } };
+    const req = request(url, { ...opts, rejectUnauthorized: false, timeout: 10_000 }, (res) => {
       let body = '';
       res.setEncoding('utf8');
       res.on('data', (c: string) => (body += c));
@@ -89,7 +94,7 @@ function get(url: string): Promise<string> {
     });
     req.on('timeout', () => req.destroy(new Error(`${url}: no answer in 10 s`)));
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -165,6 +170,8 @@ export interface MonitoringObservations {
   installed: string[];
   targets: Target[];
   evaluated: Evaluated[];
+  /** Each webhook replica's error answers before and after it was sent a review of the wrong kind, and the alert on those rounds. */
+  webhookFired: { alert: string; errors: { pod: string; before: number; after: number }[]; promtool: string };
   fired: { alert: string; leader: string; errorsBefore: number; errorsAfter: number; promtool: string };
   sliceRestored: boolean;
 }
@@ -196,6 +203,20 @@ async function alertsAt(dir: string, m: Installed, alert: string, rounds: readon
     evaluation_interval: '1m',
     tests: [{ name: 'fires', interval: '1m', input_series: inputSeries(rounds, 30), alert_rule_test: [{ eval_time: at, alertname: alert, exp_alerts: expected.map((l) => ({ exp_labels: l })) }] }],
   }));
+}
+
+/**
+ * Sends every webhook replica (by its target's address, as a client of the apiserver would not) an
+ * AdmissionReview of a Pod on the Service validation endpoint: the webhook answers it with an error
+ * (outcome "error", reason "wrong-kind"), the condition of its error alert.
+ */
+async function wrongKindReviews(targets: readonly Target[]): Promise<void> {
+  const review = JSON.stringify({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request: { uid: 'monitoring-wrong-kind', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'default', object: { metadata: { name: 'wrong-kind' } } },
+  });
+  await Promise.all(targets.map((t) => get(new URL('/validate-services', t.url).href, review)));
 }
 
 /** A Service the webhook admits, and one it denies (a bad service-network annotation), both server-side dry runs. */
@@ -285,6 +306,26 @@ export async function runMonitoring(node: RealNode, log: (m: string) => void): P
     if (round2.length === 0) round2 = await waitFor('a second scrape round', 60_000, () => scrapeAll(node, m));
     const evaluated = await evaluate(dir, m, [round1, round2]);
 
+    // Webhook errors: each replica answers a review of the wrong kind with an error.
+    const webhooks = (await discover(node, m)).filter((t) => t.labels['job'] === WEBHOOK_JOB);
+    const webhookErrors = (r: readonly Scrape[], pod: string): number => total(r, 'multus_proxy_webhook_requests_total', (t) => t['pod'] === pod, { outcome: 'error' });
+    const quiet = await waitFor('a scrape round', 60_000, () => scrapeAll(node, m));
+    await wrongKindReviews(webhooks);
+    const answered = await waitFor('a scrape round', 60_000, () => scrapeAll(node, m));
+    const hookPods = webhooks.map((t) => t.labels['pod'] ?? '');
+    const webhookFired = {
+      alert: WEBHOOK_ALERT,
+      errors: hookPods.map((pod) => ({ pod, before: webhookErrors(quiet, pod), after: webhookErrors(answered, pod) })),
+      promtool: await alertsAt(
+        dir,
+        m,
+        WEBHOOK_ALERT,
+        [quiet, answered],
+        '20m',
+        hookPods.map((pod) => ({ namespace: INSTALL_NAMESPACE, pod, severity: 'warning' })),
+      ),
+    };
+
     // Slices not written: the controller's role loses EndpointSlice writes, a backend is replaced.
     const leader = (await node.client.get<V1Lease>(apiPath('coordination.k8s.io', 'v1', 'leases', INSTALL_NAMESPACE, CONTROLLER_LEASE))).spec?.holderIdentity ?? '';
     const isLeader = (t: Readonly<Record<string, string>>): boolean => t['pod'] === leader;
@@ -314,7 +355,7 @@ export async function runMonitoring(node: RealNode, log: (m: string) => void): P
       const ready = await readyBackends(node);
       return ready >= backends && (await sliceAddresses(node, 'default', SERVICE)).length === ready ? true : undefined;
     });
-    return { installed, targets, evaluated, fired: { alert: FIRED_ALERT, leader, errorsBefore, errorsAfter, promtool: fired }, sliceRestored };
+    return { installed, targets, evaluated, webhookFired, fired: { alert: FIRED_ALERT, leader, errorsBefore, errorsAfter, promtool: fired }, sliceRestored };
   } finally {
     await node.kubectl(['replace', '-f', '-'], { input: original }).catch(() => undefined);
     await node.kubectlResult(['delete', '--ignore-not-found', '--wait=true', '-f', '-'], { input: objects.map((o) => dump(o)).join('---\n'), allowFail: true });

@@ -271,6 +271,7 @@ async function hostNetworkClient(node: RealNode, names: string[], log: (m: strin
 
 /** The test's Services and annotation go, then docs/node-agent.md's Uninstall: --cleanup in each agent pod, then the delete. */
 export async function uninstallAgent(node: RealNode, log: (m: string) => void): Promise<void> {
+  const t0 = Date.now();
   await node.kubectl(['delete', 'service', '-n', 'default', '--ignore-not-found', 'nginx-nodeport', 'nginx-nodeport-local', '--wait=true']);
   await node.kubectl(['annotate', 'node', NODE.name, `${NODE_ADDRESSES_ANNOTATION}-`, `${NODE_PARENTS_ANNOTATION}-`]);
   const objects = await componentObjects(node);
@@ -283,4 +284,5 @@ export async function uninstallAgent(node: RealNode, log: (m: string) => void): 
   await until('the agent pods to be gone', 120_000, async () =>
     (await node.kubectlResult(['get', 'pods', '-n', AGENT_NAMESPACE, '-l', AGENT_SELECTOR, '-o', 'name'], { allowFail: true })).stdout.trim() === '' ? true : undefined,
   );
+  log(`node agent uninstalled in ${Date.now() - t0} ms`);
 }

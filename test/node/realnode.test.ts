@@ -290,7 +290,7 @@ void describe('real node', { concurrency: 1 }, () => {
   );
 
   void test(
-    "monitoring: the chart's monitors, rules and dashboard install; the targets they select are scraped, every alert expression and dashboard query evaluated by promtool on the real series, and MultusProxySlicesNotWritten fires while the controller cannot write slices",
+    "monitoring: the chart's monitors, rules and dashboard install; the targets they select are scraped, every alert expression and dashboard query returns data on the real series (promtool), MultusProxyWebhookErrors fires for each webhook answering a wrong-kind review, and MultusProxySlicesNotWritten while the controller cannot write slices",
     { timeout: 600_000 },
     async () => {
       assert.ok(blog, 'runs after the blog scenario, with its client sidecar and backends in place');
@@ -306,15 +306,12 @@ void describe('real node', { concurrency: 1 }, () => {
         o.targets.some((t) => t.labels['job']?.endsWith('/multus-proxy-sidecars') && t.labels['pod'] === CLIENT),
         `the PodMonitor selects the blog client's sidecar`,
       );
-      const by = (f: string): string[] => o.evaluated.filter((e) => e.found === f).map((e) => e.where);
-      log(
-        `  ${o.evaluated.length} expressions: ${by('data').length} return data; selection empty on a healthy node: ${by('series').join(', ') || 'none'}; counters nothing counted yet: ${by('declared').join(', ') || 'none'}`,
-      );
-      assert.deepEqual(by('none'), [], 'every metric a query names is served by a scraped target');
+      log(`  ${o.evaluated.length} expressions (${o.evaluated.filter((e) => e.kind === 'alert').length} alerts), ${o.evaluated.filter((e) => e.found === 'data').length} return data`);
+      // Without data: `series` (its selection is empty), `declared` (a labelled metric with no series yet) or `none` (no target serves it).
       assert.deepEqual(
-        o.evaluated.filter((e) => e.found === 'series' && !e.expr.includes('{')).map((e) => `${e.where}: ${e.expr}`),
+        o.evaluated.filter((e) => e.found !== 'data').map((e) => `${e.where} (${e.found}): ${e.expr}`),
         [],
-        'a query on served series without a label selection returns a number',
+        'every alert expression and dashboard query returns data on a healthy node',
       );
       const panels = new Set(o.evaluated.filter((e) => e.kind === 'panel').map((e) => e.panel));
       for (const p of panels)
@@ -322,6 +319,10 @@ void describe('real node', { concurrency: 1 }, () => {
           o.evaluated.some((e) => e.panel === p && e.found === 'data'),
           `panel "${p}" shows data`,
         );
+      log(`  ${o.webhookFired.alert}: error answers ${o.webhookFired.errors.map((e) => `${e.pod} ${e.before} → ${e.after}`).join(', ')}`);
+      assert.equal(o.webhookFired.errors.length, 2, 'both webhook replicas were sent a wrong-kind review');
+      for (const e of o.webhookFired.errors) assert.ok(e.after > e.before, `webhook ${e.pod} counted its error answer: ${e.before} → ${e.after}`);
+      assert.match(o.webhookFired.promtool, /SUCCESS/, `${o.webhookFired.alert} fires for each webhook replica:\n${o.webhookFired.promtool}`);
       log(`  ${o.fired.alert}: the leader ${o.fired.leader}'s reconcile errors ${o.fired.errorsBefore} → ${o.fired.errorsAfter} while its role could not write EndpointSlices`);
       assert.ok(o.fired.errorsAfter > o.fired.errorsBefore, `reconcile errors on the leader ${o.fired.leader}: ${o.fired.errorsBefore} → ${o.fired.errorsAfter}`);
       assert.match(o.fired.promtool, /SUCCESS/, `${o.fired.alert} fires for ${o.fired.leader}:\n${o.fired.promtool}`);

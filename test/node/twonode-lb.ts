@@ -17,7 +17,7 @@ import { dump, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { NODE, NODE2 } from '../harness/node-config.js';
 import { blogFile, burstArrivals, net1Addresses, pods, SERVICE, type Burst } from './cluster.js';
-import { hostMac, ingressIps, installMetalLB, l2Announcers, METALLB_NAMESPACE, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
+import { besideMetalLB, hostMac, ingressIps, l2Announcers, METALLB_NAMESPACE, SegmentProbe, uninstallMetalLB, type MetalLBInstall } from './metallb.js';
 import { lbService } from './loadbalancer.js';
 import { AGENT_NAMESPACE, AGENT_SELECTOR } from './nodeport.js';
 import { until } from './tenant.js';
@@ -73,8 +73,8 @@ export interface TwoNodeLb {
 export async function setupTwoNodeLb(node: RealNode, log: (m: string) => void): Promise<TwoNodeLb> {
   const second = node.second;
   if (!second) throw new Error('the two-node LoadBalancer checks need startNode({ nodes: 2 })');
-  const agent = await installTwoNodeAgent(node, log);
-  const metallb = await installMetalLB(node, log);
+  // Independent of each other: installed side by side.
+  const [agent, metallb] = await besideMetalLB(node, log, installTwoNodeAgent(node, log));
   await attachClient(node, agent.agentInterfaces);
   const mac2 = /link\/ether (\S+)/.exec(await second.inNetns(['ip', '-o', 'link', 'show', NODE.parent]))?.[1] ?? '';
   const macs = { [NODE.name]: hostMac(NODE.parent), [NODE2.name]: mac2 };
@@ -95,8 +95,7 @@ export async function teardownTwoNodeLb(node: RealNode, log: (m: string) => void
   await step('deleting the primary-only pod', () => node.kubectl(['delete', 'pod', '-n', NS, '--ignore-not-found', '--grace-period=1', PRIMARY_POD]));
   await step('unlabelling', () => node.kubectl(['label', 'pod', '-n', NS, '--all', `${LOCAL_LABEL}-`]));
   await step('detaching the client', () => detachClient(node));
-  await step('uninstalling MetalLB', () => uninstallMetalLB(node));
-  await uninstallTwoNodeAgent(node, log);
+  await Promise.all([step('uninstalling MetalLB', () => uninstallMetalLB(node)), uninstallTwoNodeAgent(node, log)]);
 }
 
 // --- observations ------------------------------------------------------------------------------

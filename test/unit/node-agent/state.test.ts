@@ -101,6 +101,7 @@ void describe('planNode', () => {
     );
     assert.match(p.problems[0]?.message ?? '', /^NetworkAttachmentDefinition demo\/broken: spec\.config ".*": is not valid JSON .*; write the CNI configuration/);
     assert.deepEqual(p.unservable, [{ network: 'demo/vf', type: 'sriov', reason: p.unservable[0]?.reason }]);
+    assert.deepEqual(p.servable, [{ network: 'demo/good', type: 'macvlan' }], "the servable network with its type (the unservable gauge's zero)");
     assert.deepEqual(
       p.state.clusterTargets.map((t) => t.service),
       ['demo/web'],

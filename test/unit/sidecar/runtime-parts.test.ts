@@ -51,13 +51,20 @@ void test('CapReporter says which namespace is over its share once per change, a
   const metrics = { servicesDropped: (n: string, k: number) => void dropped.push([n, k]) } as unknown as SidecarMetrics;
   const cap = new CapReporter(2, { metrics, log, say: (l) => said.push(...l) });
   const over = [{ network: 'ns/net-a', total: 3, namespaces: [{ namespace: 'aaa', demand: 2, share: 1, dropped: ['aaa/c'] }] }];
+  cap.served(['ns/net-b']);
   cap.over(over);
   cap.over(over);
+  cap.served(['ns/net-a', 'ns/net-b']);
   cap.over([]);
-  assert.deepEqual(dropped, [
-    ['ns/net-a', 1],
-    ['ns/net-a', 0],
-  ]);
+  assert.deepEqual(
+    dropped,
+    [
+      ['ns/net-b', 0],
+      ['ns/net-a', 1],
+      ['ns/net-a', 0],
+    ],
+    'a served network starts at 0 once; one already over keeps its count',
+  );
   assert.equal(said.length, 1);
   assert.match(
     said[0]?.message ?? '',

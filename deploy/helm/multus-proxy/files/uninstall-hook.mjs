@@ -40,6 +40,8 @@ async function nodeAgent(namespace, name, timeoutSeconds) {
     c.command = CLEANUP;
     delete c.livenessProbe;
     c.readinessProbe = { exec: { command: ['grep', '-qx', 'sleep', '/proc/1/comm'] }, periodSeconds: 1 };
+    // Once cleaned up it only idles, as PID 1 that ignores SIGTERM: nothing to wait for on delete.
+    ds.spec.template.spec.terminationGracePeriodSeconds = 1;
     try {
       await call('PUT', path, ds);
       console.log(`daemonset ${namespace}/${name} switched to cleanup mode`);
