@@ -246,10 +246,7 @@ void describe('controller diagnose against a real apiserver', () => {
           ],
         }),
       );
-      await cp.client.create(
-        mnpPath('v1beta1'),
-        mnp(BATCH, { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'batch' } } }] }] }, 'v1beta1'),
-      );
+      await cp.client.create(mnpPath('v1beta1'), mnp(BATCH, { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'batch' } } }] }] }, 'v1beta1'));
       // Stored without the webhook: no prefix length. It selects legacy and fails closed there.
       await cp.client.create(mnpPath('v1beta1'), mnp('legacy-in', { podSelector: { matchLabels: { app: 'legacy' } }, ingress: [{ from: [{ ipBlock: { cidr: '10.1.9.0' } }] }] }, 'v1beta1'));
       const world = [{ namespace: ns, labels: { app: 'web' }, networks: { [`${ns}/macvlan1`]: ['10.1.1.10'] } }];
