@@ -13,6 +13,8 @@
  * upstream's own "even if the plugin doesn't support SCTP" tests do, with TCP and UDP probes.
  */
 import type { MultiNetworkPolicy, MultiNetworkPolicyEgressRule, MultiNetworkPolicyIngressRule, MultiNetworkPolicyPeer, LabelSelector } from '../../src/policy/api.js';
+import { matchesSelector } from '../../src/annotations/label-selector.js';
+import type { PeerLookup, SelectedPod } from '../../src/policy/resolve.js';
 
 export const NS_KEYS = ['x', 'y', 'z'] as const;
 export const POD_KEYS = ['a', 'b', 'c'] as const;
@@ -20,7 +22,7 @@ export type NsKey = (typeof NS_KEYS)[number];
 export type PodKey = (typeof POD_KEYS)[number];
 /** `x/a` and so on: a model pod. */
 export type PodId = `${NsKey}/${PodKey}`;
-export const PODS: readonly PodId[] = NS_KEYS.flatMap((n) => POD_KEYS.map((p) => `${n}/${p}` as PodId));
+export const PODS: readonly PodId[] = NS_KEYS.flatMap((n) => POD_KEYS.map((p): PodId => `${n}/${p}`));
 
 /** The real namespace of each model namespace. */
 export const NAMESPACES: Readonly<Record<NsKey, string>> = { x: 'netpol-x', y: 'netpol-y', z: 'netpol-z' };
@@ -130,7 +132,10 @@ const isTcp = (p: Probe): boolean => p.protocol === 'TCP';
 /** Expected: nothing reaches x/a except what `allowed` lists. */
 const onlyInto = (target: PodId, allowed: (Peer | PodId)[]): Reachability => {
   const r = new Reachability().expectAllIngress(target, false);
-  for (const a of allowed) typeof a === 'string' ? r.expect(a, target, true) : r.expectPeer(a, peerOf(target), true);
+  for (const a of allowed) {
+    if (typeof a === 'string') r.expect(a, target, true);
+    else r.expectPeer(a, peerOf(target), true);
+  }
   return r;
 };
 
@@ -188,7 +193,11 @@ export const CASES: readonly ConformanceCase[] = [
   {
     upstream: 'should enforce policy based on Multiple PodSelectors and NamespaceSelectors',
     policies: () => [
-      policy('x', 'allow-ns-y-z-pod-b-c', ingress(podIs('a'), [from({ namespaceSelector: nsExpr('NotIn', ['x']), podSelector: { matchExpressions: [{ key: POD_LABEL, operator: 'In', values: ['b', 'c'] }] } })])),
+      policy(
+        'x',
+        'allow-ns-y-z-pod-b-c',
+        ingress(podIs('a'), [from({ namespaceSelector: nsExpr('NotIn', ['x']), podSelector: { matchExpressions: [{ key: POD_LABEL, operator: 'In', values: ['b', 'c'] }] } })]),
+      ),
     ],
     expect: () => onlyInto('x/a', ['y/b', 'y/c', 'z/b', 'z/c']),
   },
@@ -253,7 +262,12 @@ export const CASES: readonly ConformanceCase[] = [
   {
     upstream: 'should work with Ingress, Egress specified together',
     policies: () => [
-      policy('x', 'allow-client-a-via-pod-selector', { podSelector: podIs('a'), policyTypes: ['Egress', 'Ingress'], ingress: [from({ podSelector: podIs('b') })], egress: [{ ports: [{ port: 80 }] }] }),
+      policy('x', 'allow-client-a-via-pod-selector', {
+        podSelector: podIs('a'),
+        policyTypes: ['Egress', 'Ingress'],
+        ingress: [from({ podSelector: podIs('b') })],
+        egress: [{ ports: [{ port: 80 }] }],
+      }),
     ],
     // Egress allows TCP/80 only; x/b's connections into x/a are answered through conntrack.
     expect: (p) => onlyInto('x/a', ['x/b']).expectAllEgress('x/a', isTcp(p) && p.port === 80),
@@ -344,7 +358,11 @@ export const CASES: readonly ConformanceCase[] = [
   {
     upstream: 'deny all in a namespace but a DNS-like egress (UDP to one port), as the egress tests that allow DNS do',
     policies: () => [policy('x', 'deny-all-but-udp-80', { podSelector: ALL, policyTypes: ['Ingress', 'Egress'], egress: [{ ports: [{ protocol: 'UDP', port: 80 }] }] })],
-    expect: (p) => new Reachability().expectPeer({}, { ns: 'x' }, false).expectPeer({ ns: 'x' }, { ns: 'y' }, p.protocol === 'UDP' && p.port === 80).expectPeer({ ns: 'x' }, { ns: 'z' }, p.protocol === 'UDP' && p.port === 80),
+    expect: (p) =>
+      new Reachability()
+        .expectPeer({}, { ns: 'x' }, false)
+        .expectPeer({ ns: 'x' }, { ns: 'y' }, p.protocol === 'UDP' && p.port === 80)
+        .expectPeer({ ns: 'x' }, { ns: 'z' }, p.protocol === 'UDP' && p.port === 80),
   },
 ];
 
@@ -395,4 +413,27 @@ export function formatTable(t: Table): string[] {
     for (const f of PODS) lines.push(`${probeName(p).padEnd(6)} ${f} ${PODS.map((to) => (to === f ? ' . ' : t[probeName(p)]?.[`${f}>${to}`] ? ' ✓ ' : ' ✗ ')).join(' ')}`);
   }
   return lines;
+}
+
+const nsOf = (id: PodId): NsKey => id.split('/')[0] as NsKey;
+/** The servers' containerPorts: TCP and UDP on 80 and 81, named as upstream names them. */
+export const CONTAINER_PORTS = (['TCP', 'UDP'] as const).flatMap((protocol) => ([80, 81] as const).map((port) => ({ name: portName(protocol, port), containerPort: port, protocol })));
+
+/** A model pod as the resolver sees it, with its net1 address. */
+export function modelPod(id: PodId, a: Addresses): SelectedPod {
+  return {
+    namespace: NAMESPACES[nsOf(id)],
+    labels: { [POD_LABEL]: id.split('/')[1] ?? '' },
+    networks: [{ network: NETWORK_KEY, interface: 'net1', addresses: [a[id]] }],
+    containerPorts: CONTAINER_PORTS,
+  };
+}
+
+/** What the controller's address groups answer for the nine pods (namespaces carry only their name label). */
+export function modelLookup(a: Addresses): PeerLookup {
+  return (q) =>
+    PODS.map((id) => modelPod(id, a))
+      .filter((w) => (q.namespaces.kind === 'namespace' ? w.namespace === q.namespaces.name : matchesSelector(q.namespaces.selector, { [NS_NAME_LABEL]: w.namespace })))
+      .filter((w) => matchesSelector(q.pods, { ...w.labels }))
+      .map((w) => ({ addresses: w.networks[0]?.addresses ?? [], containerPorts: w.containerPorts }));
 }

@@ -5,6 +5,7 @@
  * host is exactly as before (no process, interface, mount, iptables rule, directory or sysctl).
  */
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import { after, before, describe, test } from 'node:test';
 import { startNode, type RealNode } from '../harness/node.js';
 import { NODE } from '../harness/node-config.js';
@@ -42,6 +43,8 @@ import type { GuardReport, MalformedAnnotations, OutOfReach, StrayBinding, Tenan
 import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { runMonitoring } from './monitoring.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
+import { observe, runMatrix, setUpMatrix, sidecarLogs, tearDownMatrix, type Matrix, type MatrixRun } from './netpol.js';
+import { allowAll, CASES, differingCells } from './netpol-cases.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -120,6 +123,50 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.equal(probed.metadata.labels?.['service.kubernetes.io/service-proxy-name'], 'multus-proxy', 'the webhook defaulted the proxy label');
     },
   );
+
+  // MultiNetworkPolicy on the real node (test/node/netpol.ts, docs/policy.md): the upstream
+  // NetworkPolicy conformance matrix on one shared secondary network, pods made once for all cases.
+  let matrix: Matrix | undefined;
+  void test(
+    'policy: the matrix pods (a, b, c in netpol-x, -y, -z, injected) on one shared macvlan network; with no policy every pod reaches every other on TCP and UDP 80 and 81',
+    { timeout: 400_000 },
+    async () => {
+      assert.equal(existsSync('/proc/net/sctp'), false, 'this kernel has SCTP now: add SCTP probes to the matrix (netpol-cases.ts PROBES) and to docs/policy.md');
+      log('policy: no SCTP in this kernel (/proc/net/sctp absent): the matrix probes TCP and UDP');
+      matrix = await setUpMatrix(node, log);
+      const r = await observe(node, matrix.addresses);
+      assert.deepEqual(differingCells(allowAll(), r.table), [], 'with no policy');
+      assert.deepEqual(r.odd, [], 'answers from another pod than the one probed');
+    },
+  );
+
+  void test(
+    `policy: the upstream NetworkPolicy conformance matrix, ${CASES.length} cases, each table whole (TCP and UDP, ports 80 and 81, 72 pairs) after the sidecars synced`,
+    { timeout: 900_000 },
+    async () => {
+      assert.ok(matrix, 'after the matrix pods');
+      let run: MatrixRun | undefined;
+      try {
+        run = await runMatrix(node, matrix, (m) => log(`  ${m}`));
+      } finally {
+        if (!run || run.cases.some((c) => c.cells.length > 0)) log(await sidecarLogs(node));
+      }
+      const failed = run.cases.filter((c) => c.cells.length > 0);
+      log(`policy matrix in ${run.ms} ms: ${run.cases.length - failed.length} of ${run.cases.length} cases pass`);
+      assert.deepEqual(run.baseline, [], 'no policy, before the cases');
+      assert.deepEqual(
+        failed.map((c) => `${c.upstream}${c.unsynced.length ? ` (not synced: ${c.unsynced.slice(0, 2).join('; ')})` : ''}: ${c.cells.length} cells: ${c.cells.slice(0, 12).join('; ')}`),
+        [],
+        'cases whose observed table differs',
+      );
+      assert.deepEqual(run.after, [], 'every policy deleted: everything reaches everything again (upstream: should stop enforcing policies after they are deleted)');
+    },
+  );
+
+  void test('policy: cleanup: the matrix namespaces (and the CRD, when the suite added it) go', { timeout: 400_000 }, async () => {
+    await tearDownMatrix(node, matrix, log);
+    matrix = undefined;
+  });
 
   void test('no spurious probe failure: injected pods scaled 0 → 6 → 0 twice with both cores busy, 0 Unhealthy Events from the sidecars', { timeout: 900_000 }, async () => {
     let r: ProbeCycleRecord;

@@ -9,9 +9,8 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { matchesSelector } from '../../../src/annotations/label-selector.js';
 import { checkPolicy } from '../../../src/policy/validate.js';
-import { resolvePodPolicy, type PeerLookup, type SelectedPod } from '../../../src/policy/resolve.js';
+import { resolvePodPolicy } from '../../../src/policy/resolve.js';
 import { withPodPolicy } from '../../../src/dataplane/policy-support.js';
 import type { DesiredState } from '../../../src/dataplane/core/model.js';
 import { FakeSidecar } from '../../harness/tracer/sidecar.js';
@@ -21,43 +20,21 @@ import {
   CASES,
   differingCells,
   expectedTable,
-  NAMESPACES,
+  modelLookup,
+  modelPod,
   NETWORK,
-  NETWORK_KEY,
-  NS_NAME_LABEL,
   PAIRS,
-  POD_LABEL,
   PODS,
-  portName,
   probeName,
   PROBES,
   Reachability,
   type Addresses,
-  type NsKey,
   type PodId,
   type Table,
 } from '../../node/netpol-cases.js';
 
 const ADDRESSES = Object.fromEntries(PODS.map((id, i) => [id, `10.1.9.${11 + i}`])) as Addresses;
-const nsOf = (id: PodId): NsKey => id.split('/')[0] as NsKey;
-const WORLD: Readonly<Record<PodId, SelectedPod>> = Object.fromEntries(
-  PODS.map((id) => [
-    id,
-    {
-      namespace: NAMESPACES[nsOf(id)],
-      labels: { [POD_LABEL]: id.split('/')[1] ?? '' },
-      networks: [{ network: NETWORK_KEY, interface: 'net1', addresses: [ADDRESSES[id]] }],
-      containerPorts: (['TCP', 'UDP'] as const).flatMap((protocol) => [80, 81].map((p) => ({ name: portName(protocol, p), containerPort: p, protocol }))),
-    },
-  ]),
-) as Record<PodId, SelectedPod>;
-
-/** What the controller's address groups answer, from the world above. */
-const lookup: PeerLookup = (q) =>
-  Object.values(WORLD)
-    .filter((w) => (q.namespaces.kind === 'namespace' ? w.namespace === q.namespaces.name : matchesSelector(q.namespaces.selector, { [NS_NAME_LABEL]: w.namespace })))
-    .filter((w) => matchesSelector(q.pods, { ...w.labels }))
-    .map((w) => ({ addresses: w.networks[0]?.addresses ?? [], containerPorts: w.containerPorts }));
+const lookup = modelLookup(ADDRESSES);
 
 const BASE: DesiredState = { targets: [], interfaces: [] };
 
@@ -66,7 +43,7 @@ function pipelineTable(policies: ReturnType<typeof casePolicies>): Table {
   const sidecars = new Map<PodId, FakeSidecar>();
   for (const id of PODS) {
     const fake = new FakeSidecar('nftables');
-    fake.sync(withPodPolicy(BASE, resolvePodPolicy(WORLD[id], policies, lookup)));
+    fake.sync(withPodPolicy(BASE, resolvePodPolicy(modelPod(id, ADDRESSES), policies, lookup)));
     sidecars.set(id, fake);
   }
   const accepts = (fake: FakeSidecar | undefined, ...args: Parameters<FakeSidecar['trace']>): boolean => (fake?.trace(...args) ?? []).every((o) => o.verdict.kind === 'accept');
@@ -118,7 +95,12 @@ void describe('netpol conformance cases (the real-node matrix) against the pipel
 
   void test('differingCells names the probe, the pair and both answers', () => {
     const expected = expectedTable({ upstream: 't', policies: () => [], expect: () => new Reachability().expect('x/a', 'y/b', false) });
-    assert.deepEqual(differingCells(expected, allowAll()), ['TCP/80 x/a -> y/b: expected deny, observed allow', 'TCP/81 x/a -> y/b: expected deny, observed allow', 'UDP/80 x/a -> y/b: expected deny, observed allow', 'UDP/81 x/a -> y/b: expected deny, observed allow']);
+    assert.deepEqual(differingCells(expected, allowAll()), [
+      'TCP/80 x/a -> y/b: expected deny, observed allow',
+      'TCP/81 x/a -> y/b: expected deny, observed allow',
+      'UDP/80 x/a -> y/b: expected deny, observed allow',
+      'UDP/81 x/a -> y/b: expected deny, observed allow',
+    ]);
     assert.equal(NETWORK.subnet, '10.1.9.0/24');
   });
 });
