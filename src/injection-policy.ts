@@ -4,16 +4,18 @@
  * denied (a message naming the object, key, bad value and the fix). Pure: the namespace's labels
  * are passed in.
  *
- * The webhook configuration's namespaceSelector sends only pods of namespaces labelled
- * multus-proxy-injection=enabled, so every pod seen here is in such a namespace. A pod either
- * asked explicitly (service-network annotation) and is denied when it cannot have the sidecar, or
- * inherited the namespace's label and is then admitted unchanged with a warning instead: a
- * namespace-wide rule must never break a workload that did not ask (docs/design.md, "Pod").
+ * A pod gets the sidecar when its namespace is labelled multus-proxy-injection=enabled or when a
+ * MultiNetworkPolicy selects it (only the sidecar enforces policy; the caller says which policy,
+ * src/policy/selection.ts). A selected pod may not opt out: that is a denial naming the policy. A
+ * pod either asked explicitly (service-network annotation) and is denied when it cannot have the
+ * sidecar, or inherited it (namespace label, or a policy) and is then admitted unchanged with a
+ * warning instead: a namespace-wide rule must never break a workload that did not ask
+ * (docs/design.md, "Pod").
  *
  * In src/ because two programs decide with it: the webhook at admission, and the controller's
  * `diagnose` command afterwards, to say why a pod has no sidecar.
  */
-import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from './keys.js';
+import { INJECT_ANNOTATION, NETWORKS_ANNOTATION, POLICY_FOR_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SIDECAR_CONTAINER_NAME } from './keys.js';
 import { networkKey, type NetworkRef } from './annotations/service-network.js';
 import { parseNetworks } from './annotations/networks.js';
 import { servedNetworks } from './annotations/served-networks.js';
@@ -26,8 +28,16 @@ export type Operation = 'CREATE' | 'UPDATE' | 'DELETE' | 'CONNECT';
 /** Why a pod cannot have the sidecar although it would get it: a denial when it asked, a warning when it inherited. */
 export type PolicyReason = 'host-network' | 'pod-security' | 'port-conflict';
 /** invalid-networks: an inherited pod whose `networks` we cannot read (Multus decides on it, not us). */
-export type SkipReason = 'not-create' | 'no-networks' | 'opted-out' | 'already-injected' | 'invalid-networks' | PolicyReason;
-export type DenyReason = 'invalid-annotation' | 'network-not-attached' | PolicyReason;
+export type SkipReason = 'not-create' | 'no-networks' | 'opted-out' | 'already-injected' | 'invalid-networks' | 'not-enabled' | PolicyReason;
+export type DenyReason = 'invalid-annotation' | 'network-not-attached' | 'selected-opt-out' | PolicyReason;
+
+/** The MultiNetworkPolicy that selects a pod, and a network of the pod it is for. */
+export interface SelectedBy {
+  /** `MultiNetworkPolicy <namespace>/<name>`. */
+  readonly policy: string;
+  /** `<namespace>/<nad>`. */
+  readonly network: string;
+}
 
 export type PodDecision =
   | { readonly action: 'skip'; readonly reason: SkipReason; readonly detail: string; readonly warnings: string[] }
@@ -48,6 +58,10 @@ export interface PodPolicyInput {
   readonly healthPort: number;
   /** The level the cluster enforces where the namespace has no enforce label (webhook option podSecurityDefault); unset: privileged. */
   readonly podSecurityDefault?: string;
+  /** Whether the namespace asks for the sidecar (its injection label); unset: it does. */
+  readonly namespaceEnabled?: boolean;
+  /** The policy that selects the pod, when one does. */
+  readonly selectedBy?: SelectedBy;
 }
 
 /** `Pod ns/name`, or `Pod ns/web-7d4b9-* (generateName)` before the apiserver has named it. */
@@ -75,9 +89,25 @@ function skip(reason: SkipReason, detail: string, warnings: string[] = []): PodD
 }
 
 /** The inherited pod's warning: what kubectl prints, with the same object/key/value/fix as a denial. */
-function admittedWithout(reason: SkipReason, object: string, e: InputError): PodDecision {
+function admittedWithout(reason: SkipReason, object: string, e: InputError, selectedBy?: SelectedBy): PodDecision {
   const text = formatInputError(object, e);
-  return skip(reason, text, [`no multus-proxy sidecar added (namespace-wide injection): ${text}`]);
+  const why = selectedBy === undefined ? 'namespace-wide injection' : `${selectedBy.policy} selects the pod on network ${selectedBy.network} and is not enforced in it`;
+  return skip(reason, text, [`no multus-proxy sidecar added (${why}): ${text}`]);
+}
+
+/** A selected pod that opts out: the policy would go unenforced, so the opt-out is refused. */
+function selectedOptOut(object: string, s: SelectedBy): PodDecision {
+  return deny(
+    'selected-opt-out',
+    403,
+    object,
+    inputError(
+      INJECT_ANNOTATION,
+      'false',
+      `${s.policy} selects the pod (its podSelector matches the pod's labels, its ${POLICY_FOR_ANNOTATION} names network ${s.network}, which the pod attaches), and only the multus-proxy sidecar enforces it`,
+      `remove the annotation ${INJECT_ANNOTATION} so the pod gets the sidecar, or change the policy's spec.podSelector or ${POLICY_FOR_ANNOTATION} so it no longer selects the pod`,
+    ),
+  );
 }
 
 /** `multus-proxy.k8s.cni.cncf.io/inject`: absent or "true" injects, "false" opts out; anything else is a typo we refuse to guess at. */
@@ -171,8 +201,10 @@ export function decideInjection(input: PodPolicyInput): PodDecision {
   const annotations = pod.metadata?.annotations ?? {};
   const inject = parseInjectAnnotation(annotations[INJECT_ANNOTATION]);
   if (!inject.ok) return deny('invalid-annotation', 400, object, inject.error);
-  if (!inject.value) return skip('opted-out', `${INJECT_ANNOTATION}: "false"`);
+  const selectedBy = input.selectedBy;
+  if (!inject.value) return selectedBy !== undefined ? selectedOptOut(object, selectedBy) : skip('opted-out', `${INJECT_ANNOTATION}: "false"`);
   if (hasSidecar(pod)) return skip('already-injected', `the pod already has a container named ${SIDECAR_CONTAINER_NAME}`);
+  if (input.namespaceEnabled === false && selectedBy === undefined) return skip('not-enabled', `namespace ${namespace} is not labelled for injection and no MultiNetworkPolicy selects the pod`);
 
   const wanted = annotations[SERVICE_NETWORK_ANNOTATION];
   const served = servedNetworks(annotations, namespace);
@@ -186,10 +218,10 @@ export function decideInjection(input: PodPolicyInput): PodDecision {
     return { action: 'inject', networks: served.value.networks };
   }
 
-  // Inherited from the namespace: never denied for policy, only admitted without the sidecar.
-  if (!served.ok) return admittedWithout('invalid-networks', object, served.error);
+  // Inherited from the namespace or a policy: never denied for policy, only admitted without the sidecar.
+  if (!served.ok) return admittedWithout('invalid-networks', object, served.error, selectedBy);
   if (served.value.networks.length === 0) return skip('no-networks', `no secondary network attached by ${NETWORKS_ANNOTATION}`);
   const problem = policyProblem(input, false);
-  if (problem !== undefined) return admittedWithout(problem.reason, object, problem.error);
+  if (problem !== undefined) return admittedWithout(problem.reason, object, problem.error, selectedBy);
   return { action: 'inject', networks: served.value.networks };
 }

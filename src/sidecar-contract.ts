@@ -78,6 +78,11 @@ export interface SidecarOptions {
    * JSON `[{"name","containerPort","protocol"}]`), for named ports in ingress rules.
    */
   readonly podContainerPorts?: readonly { readonly name?: string; readonly containerPort: number; readonly protocol?: string }[];
+  /**
+   * How long the first sync waits for the address groups of the policies that select the pod to be
+   * written for their current generation; then it goes ahead without them (fail-closed) and says so.
+   */
+  readonly policyHoldMs: number;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -102,6 +107,7 @@ export const OPTION_SOURCES = {
   externalIPsAllowedCIDRs: { env: 'EXTERNAL_IPS_ALLOWED_CIDRS', flag: 'external-ips-allowed-cidrs' },
   podLabelsFile: { env: 'POD_LABELS_FILE', flag: 'pod-labels-file' },
   podContainerPorts: { env: 'POD_CONTAINER_PORTS', flag: 'pod-container-ports' },
+  policyHoldMs: { env: 'POLICY_HOLD_MS', flag: 'policy-hold-ms' },
 } as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
 
 /** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
@@ -114,6 +120,9 @@ export const POD_LABELS_FILE = `${POD_INFO_DIR}/labels`;
 
 /** The default of maxServicesPerNetwork (the webhook injects its own setting, the same by default). */
 export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;
+
+/** The default of policyHoldMs: the controller writes a new policy's groups within a second or two; this covers its restart. */
+export const DEFAULT_POLICY_HOLD_MS = 15_000;
 
 /** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
 export const DEFAULT_HEALTH_PORT = 9180;
@@ -129,3 +138,7 @@ export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
 export const REASON_SERVICE_CAP_REACHED = 'ServiceCapReached';
 /** A Service over the sidecar's budget per object (src/cache-budget.ts) is not served. */
 export const REASON_SERVICE_OVER_BUDGET = 'ServiceOverBudget';
+/** The first sync went ahead without a selecting policy's address groups (fail-closed: no peers from them). */
+export const REASON_POLICY_GROUPS_MISSING = 'PolicyAddressGroupsMissing';
+/** A policy selects the pod and the rule back end cannot enforce policy: the sidecar stays not ready. */
+export const REASON_POLICY_BACKEND_REFUSED = 'PolicyBackendUnsupported';

@@ -23,6 +23,14 @@ export interface ControllerMetrics {
   readonly objectsRefused: prom.Counter<'budget'>;
   /** Events not written, by why (duplicate, spam, full: src/kube/event-queue.ts). */
   readonly eventsDropped: prom.Counter<'why'>;
+  /** MultiNetworkPolicy address-group reconciles by result (`unchanged`, `written`, `invalid`, `stale`, `waiting`, `error`). */
+  readonly policyReconciles: prom.Counter<'result'>;
+  /** Address-group EndpointSlice writes by verb (create, update, delete). */
+  readonly addressGroupWrites: prom.Counter<'verb'>;
+  /** Per policy (`<namespace>/<name>`): its address groups over budget, not written (its sidecars allow none of their peers); absent when none. */
+  readonly policyGroupsOverBudget: prom.Gauge<'policy'>;
+  /** Per policy: the pods it selects on one of its networks that run no sidecar (each gets a Warning `PolicyWithoutSidecar`); absent when none. */
+  readonly policyPodsWithoutSidecar: prom.Gauge<'policy'>;
 }
 
 export function createControllerMetrics(registry: Registry): ControllerMetrics {
@@ -59,6 +67,20 @@ export function createControllerMetrics(registry: Registry): ControllerMetrics {
       registers: [registry],
     }),
     eventsDropped: new prom.Counter({ name: `${p}_events_dropped_total`, help: 'Events not written, by why (duplicate, spam, full)', labelNames: ['why'], registers: [registry] }),
+    policyReconciles: new prom.Counter({ name: `${p}_policy_reconciles_total`, help: 'MultiNetworkPolicy address-group reconciles by result', labelNames: ['result'], registers: [registry] }),
+    addressGroupWrites: new prom.Counter({ name: `${p}_address_group_writes_total`, help: 'Address-group EndpointSlice writes by verb', labelNames: ['verb'], registers: [registry] }),
+    policyGroupsOverBudget: new prom.Gauge({
+      name: `${p}_policy_address_groups_over_budget`,
+      help: 'Address groups of a MultiNetworkPolicy over budget and not written (its sidecars allow none of their peers)',
+      labelNames: ['policy'],
+      registers: [registry],
+    }),
+    policyPodsWithoutSidecar: new prom.Gauge({
+      name: `${p}_policy_selected_pods_without_sidecar`,
+      help: 'Pods a MultiNetworkPolicy selects on one of its networks that run no multus-proxy sidecar (nothing enforces it there)',
+      labelNames: ['policy'],
+      registers: [registry],
+    }),
   };
 }
 

@@ -195,6 +195,35 @@ export function podEndpoints(
   return result;
 }
 
+/**
+ * The addresses of one network-status entry that may be published, per family (those with none
+ * left out), and why each other one is refused. Tenant input: an address that is never a pod's own
+ * is dropped here, alone, so it neither reaches a client's rules nor makes the apiserver refuse
+ * the whole slice. Shared by Service slices and policy address groups.
+ */
+export function publishableAddresses(entry: NetworkStatusEntry, network: string, policy: AddressPolicy): { byFamily: [AddressType, string[]][]; refused: string[] } {
+  const refused: string[] = [];
+  const byFamily: [AddressType, string[]][] = [];
+  for (const [addressType, family, claimed] of [
+    ['IPv4', 4, entry.ipv4],
+    ['IPv6', 6, entry.ipv6],
+  ] as const) {
+    const addresses = claimed.filter((a) => {
+      const why = refusedAddress(a, family, policy, network);
+      if (why !== undefined) refused.push(why);
+      return why === undefined;
+    });
+    if (addresses.length > 0) byFamily.push([addressType, [...new Set(addresses)]]);
+  }
+  return { byFamily, refused };
+}
+
+/** The pod's network-status parsed (once per text), or undefined when it has none. */
+export function podNetworkStatusOf(pod: V1Pod): Result<NetworkStatusEntry[]> | undefined {
+  const value = pod.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION];
+  return value === undefined ? undefined : podNetworkStatus(pod, value);
+}
+
 /** The pod's fields that every network's endpoints are built from. */
 interface PodPlace {
   svc: V1Service;
@@ -232,23 +261,8 @@ function addNetworkEndpoints(result: PodResult, place: PodPlace, network: Networ
     });
     return;
   }
-  // Tenant input: an address that is never a pod's own is dropped here, alone, with one Event per
-  // pod and network naming each, so it neither reaches a client's rules nor makes the apiserver
-  // refuse the whole slice.
-  const refused: string[] = [];
-  for (const [addressType, family, claimed] of [
-    ['IPv4', 4, entry.ipv4],
-    ['IPv6', 6, entry.ipv6],
-  ] as const) {
-    const addresses = claimed.filter((a) => {
-      const why = refusedAddress(a, family, policy, key);
-      if (why !== undefined) refused.push(why);
-      return why === undefined;
-    });
-    if (addresses.length === 0) continue;
-    const unique = [...new Set(addresses)];
-    result.endpoints.push({ key: name, network, addressType, ports, endpoint: baseEndpoint(svc, pod, unique, zoneOf) });
-  }
+  const { byFamily, refused } = publishableAddresses(entry, key, policy);
+  for (const [addressType, unique] of byFamily) result.endpoints.push({ key: name, network, addressType, ports, endpoint: baseEndpoint(svc, pod, unique, zoneOf) });
   if (refused.length > 0) {
     result.skips.push({
       pod: name,

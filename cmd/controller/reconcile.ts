@@ -246,6 +246,11 @@ export class Reconciler {
     for (const key of this.allKeys()) this.mark(key);
   }
 
+  /** What may be published now (the nodes' own addresses refused): address groups apply the same checks. */
+  currentAddressPolicy(): AddressPolicy {
+    return this.addressPolicy;
+  }
+
   /** A NAD's sharing or IPAM range changed (rare): every Service is planned again. */
   onNadChange(): void {
     if (!this.enqueueing) return;

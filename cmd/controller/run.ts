@@ -30,6 +30,7 @@ import { NodeCapacity, nodeTopology } from './topology-hints.js';
 import { nadSharedWith } from '../../src/annotations/nad-sharing.js';
 import { allInformers, createControllerInformers, type ControllerInformers } from './informers.js';
 import { startWorkers } from './workers.js';
+import { createGroupController, type GroupController } from './group-controller.js';
 
 export interface RunningController {
   readonly health: HealthServer;
@@ -99,6 +100,8 @@ interface Parts {
   readonly netServices: NetServiceController | undefined;
   readonly migration: Migration | undefined;
   readonly rbac: RbacController | undefined;
+  /** MultiNetworkPolicy address groups (cmd/controller/group-controller.ts). */
+  readonly groups: GroupController;
   /** Zone CPU shares for topology-mode Auto, from the Node informer. */
   readonly zoneCapacity: NodeCapacity;
 }
@@ -171,14 +174,28 @@ async function createParts(c: Context): Promise<Parts> {
   // Sidecar RBAC: its own controller and queue (cmd/controller/rbac-controller.ts).
   const { namespaces, pods } = informers;
   const rbac =
-    namespaces === undefined ? undefined : createRbacController({ client: writer, namespaces: () => namespaces.list(), accounts: () => injectedAccounts(pods.list()), logger, metrics, events });
-  return { informers, queue, reconciler, netServices, migration, rbac, zoneCapacity };
+    namespaces === undefined || !opts.manageSidecarRbac
+      ? undefined
+      : createRbacController({ client: writer, namespaces: () => namespaces.list(), accounts: () => injectedAccounts(pods.list()), logger, metrics, events });
+  const groups = createGroupController({
+    client: writer,
+    reader: c.client,
+    logger,
+    metrics,
+    events,
+    mayWrite,
+    maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
+    ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}),
+    addressPolicy: () => reconciler.currentAddressPolicy(),
+    nadIpam: (ref) => informers.nads?.get(`${ref.namespace}/${ref.name}`)?.ipam,
+  });
+  return { informers, queue, reconciler, netServices, migration, rbac, groups, zoneCapacity };
 }
 
 /** Each informer's events to the parts that read them. */
 function routeEvents(p: Parts): void {
-  const { services, pods, slices, nodes, nads, namespaces } = p.informers;
-  const { reconciler, rbac } = p;
+  const { services, pods, slices, groupSlices, nodes, nads, namespaces } = p.informers;
+  const { reconciler, rbac, groups } = p;
   nads?.on({ add: () => reconciler.onNadChange(), update: (n, old) => (nadChanged(n, old) ? reconciler.onNadChange() : undefined), delete: () => reconciler.onNadChange() });
   const onService = (s: V1Service): void => {
     p.netServices?.onService(s);
@@ -198,6 +215,9 @@ function routeEvents(p: Parts): void {
   };
   nodes?.on({ add: (n) => onNode(n, false), update: (n) => onNode(n, false), delete: (n) => onNode(n, true) });
   namespaces?.on({ add: (n) => rbac?.onNamespace(n, undefined), update: (n, old) => rbac?.onNamespace(n, old), delete: (n) => rbac?.onNamespace(undefined, n) });
+  namespaces?.on({ add: (n) => groups.onNamespace(n, undefined), update: (n, old) => groups.onNamespace(n, old), delete: (n) => groups.onNamespace(undefined, n) });
+  pods.on({ add: (pod) => groups.onPod(pod, undefined), update: (pod, old) => groups.onPod(pod, old), delete: (pod) => groups.onPod(undefined, pod) });
+  groupSlices.on({ add: (s) => groups.onSlice(s, false), update: (s) => groups.onSlice(s, false), delete: (s) => groups.onSlice(s, true) });
   if (rbac !== undefined) pods.on({ add: (pod) => rbac.onPod(pod, undefined), update: (pod, old) => rbac.onPod(pod, old), delete: (pod) => rbac.onPod(undefined, pod) });
 }
 
@@ -218,14 +238,15 @@ class ControllerState {
   /** Leadership held (or no election): enqueue every key once, start the workers and the periodic resync. */
   startWorking(): void {
     const { gate, opts, logger, metrics } = this.c;
-    const { reconciler, queue, rbac, netServices, migration, informers } = this.parts;
+    const { reconciler, queue, rbac, netServices, migration, informers, groups } = this.parts;
     gate.writing = true;
     const enqueue = enqueuer(queue, metrics);
     for (const k of reconciler.startEnqueueing()) enqueue(k);
     rbac?.start();
     netServices?.startWorking(informers.services.list());
     migration?.startWorking();
-    if (opts.resyncMs > 0) this.timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync()), opts.resyncMs));
+    groups.startWorking();
+    if (opts.resyncMs > 0) this.timers.push(setInterval(() => (reconciler.allKeys().forEach(enqueue), netServices?.resync(), groups.resync()), opts.resyncMs));
     startWorkers({ queue, reconciler, metrics, logger, writing: () => gate.writing }, opts.workers, opts.urgentPodChanges);
     logger.info({ workers: opts.workers, reserve: opts.urgentPodChanges ? 1 : 0 }, 'reconciling');
   }
@@ -237,6 +258,7 @@ class ControllerState {
     this.c.metrics.leader.set(0);
     this.parts.queue.shutdown();
     this.parts.rbac?.stop();
+    this.parts.groups.stop();
   }
 
   readiness(): Readiness {
@@ -244,8 +266,8 @@ class ControllerState {
   }
 
   idle(): boolean {
-    const { queue, rbac, netServices, migration } = this.parts;
-    return queue.pending() === 0 && (rbac?.idle() ?? true) && (netServices?.idle() ?? true) && (migration?.idle() ?? true);
+    const { queue, rbac, netServices, migration, groups } = this.parts;
+    return queue.pending() === 0 && groups.idle() && (rbac?.idle() ?? true) && (netServices?.idle() ?? true) && (migration?.idle() ?? true);
   }
 
   async stop(health: HealthServer): Promise<void> {
@@ -256,6 +278,7 @@ class ControllerState {
     this.parts.rbac?.stop();
     this.parts.netServices?.stop();
     this.parts.migration?.stop();
+    this.parts.groups.stop();
     this.informers.stop();
     await this.electing; // releases the lease when held
     await health.close();
@@ -316,6 +339,8 @@ export async function startController(client: KubeClient, opts: ControllerOption
   if (opts.leaderElect) gate.elector = createElector(c, state, hooks);
   const health = await startHealthServer({ live: () => true, ready: () => state.readiness() }, registry, opts.healthPort, opts.healthHost);
   informers.start();
+  // The policy API is optional: probed apart, so its absence neither crashes nor holds readiness.
+  parts.groups.watch();
   afterSync(c, state);
   return {
     health,

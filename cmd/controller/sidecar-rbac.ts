@@ -7,8 +7,10 @@
  * - ClusterRole `multus-proxy-sidecar` (get/list/watch Services and EndpointSlices), bound
  *   cluster-wide by the ClusterRoleBinding `multus-proxy-sidecar`: a client pod may reach Services
  *   of any namespace on its networks (a NAD `other/net` serves Services in `other`).
- * - ClusterRole `multus-proxy-sidecar-pods` (create Events), bound by a RoleBinding inside each
- *   enabled namespace only: the sidecar says why it cannot sync on its own pod. It holds no right
+ * - ClusterRole `multus-proxy-sidecar-pods` (create Events; get/list/watch MultiNetworkPolicies),
+ *   bound by a RoleBinding inside each enabled namespace only: the sidecar says why it cannot sync
+ *   on its own pod, and reads the policies of its own namespace (the address groups are
+ *   EndpointSlices, which the first role covers). It holds no right
  *   to read pods (any more): the sidecar reads its own pod's annotations from the downwardAPI
  *   volume the webhook mounts, and pod specs can carry secrets in environment variables. The
  *   name stays, so upgrades keep the bindings.
@@ -29,7 +31,7 @@
 import { getIfExists, KubeApiError, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1ClusterRole, V1ClusterRoleBinding, V1Namespace, V1RoleBinding } from '../../src/kube/types.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, MANAGED_BY, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import type { V1Pod } from '../../src/kube/types.js';
 
 export const SIDECAR_ROLE = 'multus-proxy-sidecar';
@@ -101,6 +103,8 @@ export function desiredSidecarRbac(namespaces: readonly V1Namespace[], accounts:
         // Bound per namespace: a sidecar says why it cannot sync with an Event on its own pod.
         // No pods: its own pod's annotations come from the downwardAPI volume (cmd/webhook/mutate.ts).
         { apiGroups: [''], resources: ['events'], verbs: ['create'] },
+        // The MultiNetworkPolicies of its own namespace only: a policy selects pods of its namespace.
+        { apiGroups: [MULTI_NETWORK_POLICY_GROUP], resources: [MULTI_NETWORK_POLICY_RESOURCE], verbs: READ },
       ]),
     ],
     clusterRoleBinding: {

@@ -14,13 +14,23 @@
  * - Namespace: name, resourceVersion, labels (the injection label), deletionTimestamp, status phase.
  * - NAD: name, namespace, resourceVersion, the service-namespaces annotation, and its spec.config's
  *   IPAM range, parsed once here (the config itself is dropped).
+ * - MultiNetworkPolicy: see slimPolicy (the spec is kept whole, within a byte budget).
  * - Service: name, namespace, uid, resourceVersion, creation and deletion timestamps, labels (they
  *   are copied to its slices), the service-network and service-selector annotations; spec
  *   clusterIP, ports, selector and publishNotReadyAddresses. When that is over the byte budget
  *   (src/object-budgets.ts), only its identity and the two labels other parts read are kept, with
  *   the budget it is over: the reconciler refuses it whole.
  */
-import { NETSERVICE_LABEL, NETWORK_STATUS_ANNOTATION, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
+import {
+  MULTI_NETWORK_POLICY_KIND,
+  NETSERVICE_LABEL,
+  NETWORK_STATUS_ANNOTATION,
+  POLICY_FOR_ANNOTATION,
+  PROXY_NAME_LABEL,
+  SERVICE_NAMESPACES_ANNOTATION,
+  SERVICE_NETWORK_ANNOTATION,
+  SERVICE_SELECTOR_ANNOTATION,
+} from '../../src/keys.js';
 import { keptBytesOverBudget, type BudgetedService } from '../../src/object-budgets.js';
 import { serviceOverBudget } from './service-spec.js';
 import { TOPOLOGY_AWARE_HINTS_ANNOTATION, TOPOLOGY_MODE_ANNOTATION } from './topology-hints.js';
@@ -29,6 +39,7 @@ import { networkStatusForCache } from '../../src/annotations/network-status.js';
 import { parseNadIpam, type NadIpam } from '../../src/annotations/nad-ipam.js';
 import type { InputError, Result } from '../../src/result.js';
 import type { KubeObject, V1Namespace, V1ObjectMeta, V1Pod, V1Service } from '../../src/kube/types.js';
+import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 
 type Container = NonNullable<NonNullable<V1Pod['spec']>['containers']>[number];
 
@@ -169,4 +180,31 @@ export function slimService(svc: V1Service): V1Service & BudgetedService {
     },
     overBudget: over,
   };
+}
+
+/** A MultiNetworkPolicy's kept bytes past this are refused whole (the checked form is bounded by POLICY_BUDGETS; this bounds the raw text). */
+export const MAX_POLICY_KEPT_BYTES = 256 * 1024;
+
+/** A MultiNetworkPolicy as the controller caches it: marked when over the byte budget (then its spec is dropped). */
+export type SlimPolicy = MultiNetworkPolicy & BudgetedService;
+
+/**
+ * MultiNetworkPolicy: name, namespace, uid, resourceVersion, generation (the address groups carry
+ * it), deletionTimestamp, the policy-for annotation, and the spec (checkPolicy reads it all).
+ */
+export function slimPolicy(p: MultiNetworkPolicy): SlimPolicy {
+  const m = p.metadata;
+  const forNetworks = m?.annotations?.[POLICY_FOR_ANNOTATION];
+  const metadata = {
+    name: m?.name,
+    namespace: m?.namespace,
+    uid: m?.uid,
+    resourceVersion: (m as { resourceVersion?: string } | undefined)?.resourceVersion,
+    generation: m?.generation,
+    deletionTimestamp: m?.deletionTimestamp,
+    ...(forNetworks !== undefined ? { annotations: { [POLICY_FOR_ANNOTATION]: forNetworks } } : {}),
+  };
+  const slim: MultiNetworkPolicy = { apiVersion: p.apiVersion, kind: p.kind, metadata, ...(p.spec !== undefined ? { spec: p.spec } : {}) };
+  const over = keptBytesOverBudget(`${MULTI_NETWORK_POLICY_KIND} ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length, MAX_POLICY_KEPT_BYTES);
+  return over === undefined ? slim : { apiVersion: p.apiVersion, kind: p.kind, metadata, overBudget: over };
 }

@@ -161,7 +161,8 @@ async function main(): Promise<number | undefined> {
   const dataplane: Dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
   await program.start({ name: 'dataplane', stop: () => dataplane.close() });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const rt = createSidecarRuntime(opts, { client, dataplane, log, metrics, event });
+  const policy = { podLabelsFile: opts.podLabelsFile, podContainerPorts: opts.podContainerPorts, policyHoldMs: opts.policyHoldMs, backendKind: choice.kind };
+  const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event });
   parts.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
   const started = await program.startAll([watchdog(program, rt, opts, log), { name: 'runtime', start: () => rt.start(), stop: () => rt.stop() }]);

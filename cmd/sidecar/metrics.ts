@@ -17,6 +17,17 @@ export interface SidecarMetrics extends SyncMetrics {
   servicesDropped(network: string, n: number): void;
   /** The Services refused as over the per-object budget, counted by the budget they break. */
   servicesRefused(list: readonly Pick<Refusal, 'key'>[]): void;
+  /** MultiNetworkPolicies this sidecar enforces now (0 while it refuses policy on its back end). */
+  policiesEnforced(n: number): void;
+  /** Where the drops per policy come from: read when the metrics are scraped (policy-drops.ts). */
+  policyDrops(read: () => Promise<readonly PolicyDrops[]>): void;
+}
+
+/** Packets one policy's drop counter counted in one direction. */
+export interface PolicyDrops {
+  readonly policy: string;
+  readonly direction: 'ingress' | 'egress';
+  readonly packets: number;
 }
 
 const BUDGET_KEYS: readonly Refusal['key'][] = ['bytes', 'ports', 'source-ranges', 'ingress', 'networks'];
@@ -42,6 +53,24 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
     registers: [registry],
   });
   for (const budget of BUDGET_KEYS) refused.set({ budget }, 0);
+  const enforced = new prom.Gauge({
+    name: `${METRIC_PREFIX}_policies_enforced`,
+    help: 'MultiNetworkPolicies that select this pod on its networks and that the sidecar enforces (0 while its rule back end cannot enforce policy: the sidecar is then not ready, and an Event says why).',
+    registers: [registry],
+  });
+  enforced.set(0);
+  let readDrops: () => Promise<readonly PolicyDrops[]> = () => Promise.resolve([]);
+  new prom.Counter({
+    name: `${METRIC_PREFIX}_policy_drops_total`,
+    help: "Packets a MultiNetworkPolicy dropped in this pod, by policy (namespace/name) and direction (ingress, egress): the policy's named nftables counter, read on scrape; it restarts from 0 when a full sync rewrites the sidecar's table.",
+    labelNames: ['policy', 'direction'],
+    registers: [registry],
+    async collect() {
+      const rows = await readDrops();
+      this.reset();
+      for (const r of rows) this.inc({ policy: r.policy, direction: r.direction }, r.packets);
+    },
+  });
   return {
     registry,
     ...createSyncMetrics(registry, METRIC_PREFIX),
@@ -50,5 +79,7 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
     servicesRefused: (list) => {
       for (const budget of BUDGET_KEYS) refused.set({ budget }, list.filter((r) => r.key === budget).length);
     },
+    policiesEnforced: (n) => enforced.set(n),
+    policyDrops: (read) => void (readDrops = read),
   };
 }

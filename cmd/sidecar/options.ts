@@ -10,7 +10,7 @@ import { ANY_HOST } from '../../src/health.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/index.js';
 import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy } from '../../src/external-ips.js';
 import { parseContainerPorts } from '../../src/policy/container-ports.js';
-import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, DEFAULT_POLICY_HOLD_MS, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
 
 /** The settings that come from a variable or a flag (the external-IP policy is parsed from its CIDR list). */
 type Key = keyof typeof OPTION_SOURCES;
@@ -55,6 +55,7 @@ const NUMBERS: Record<
   retryMaxMs: { def: 30_000, min: 10, max: 3_600_000 },
   stuckAfterMs: { def: 120_000, min: 1_000, max: 86_400_000 },
   maxServicesPerNetwork: { def: DEFAULT_MAX_SERVICES_PER_NETWORK, min: 1, max: 1_000_000 },
+  policyHoldMs: { def: DEFAULT_POLICY_HOLD_MS, min: 0, max: 600_000 },
 };
 
 const OBJECT = 'sidecar options';
@@ -91,6 +92,10 @@ const HELP: Record<Key, { value: string; help: string }> = {
   nodeName: { value: 'NAME', help: "this pod's node (downward API spec.nodeName), for internalTrafficPolicy Local and same-node hints; unset: no endpoint is local" },
   nodeZone: { value: 'ZONE', help: "this node's zone (the pod's topology.kubernetes.io/zone label), for zone hints; unset: zone hints are not used" },
   podLabelsFile: { value: 'PATH', help: "this pod's labels from a downwardAPI volume (metadata.labels), for the MultiNetworkPolicies that select it; unset: no policy selects it by label" },
+  policyHoldMs: {
+    value: 'MS',
+    help: 'the first sync waits at most this long for the address groups of the MultiNetworkPolicies that select this pod; then it goes ahead without them (their peers allowed nothing) with a warning',
+  },
   podContainerPorts: { value: 'JSON', help: 'this pod\'s named containerPorts, [{"name","containerPort","protocol"}] (the webhook sets it), for named ports in ingress rules' },
   externalIPsAllowedCIDRs: {
     value: 'CIDRS',
@@ -229,6 +234,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     backend,
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
+    policyHoldMs: integer('policyHoldMs'),
     elementWriter,
     nodeName,
     nodeZone,

@@ -1,7 +1,8 @@
 /**
- * The sidecar's own pod annotations from the downwardAPI volume the webhook injects
- * (`metadata.annotations`), in place of a watch on the pod: so the sidecar's ServiceAccount needs
- * no right to read pods, and neither does every app container that mounts the same token.
+ * The sidecar's own pod annotations and labels from the downwardAPI volume the webhook injects
+ * (`metadata.annotations`, `metadata.labels`: one `key="value"` per line), in place of a watch on
+ * the pod: so the sidecar's ServiceAccount needs no right to read pods, and neither does every app
+ * container that mounts the same token.
  *
  * The kubelet refreshes the volume when the pod changes, by writing a new timestamped directory
  * and swapping the `..data` symlink (its atomic writer), so a watch on the directory sees each
@@ -19,14 +20,18 @@ export const ANNOTATIONS_POLL_MS = 10_000;
 /** Events of one symlink swap come in a burst: read once after it. */
 const SETTLE_MS = 50;
 
-export interface AnnotationsFileOptions {
+export interface PodInfoFileOptions {
   readonly file: string;
+  /** What the file holds, for log lines: `annotations` or `labels`. */
+  readonly what: string;
   readonly log: Logger;
   readonly onChange: (annotations: Record<string, string>) => void;
   readonly pollMs?: number;
 }
 
-export interface AnnotationsFile {
+export type AnnotationsFileOptions = Omit<PodInfoFileOptions, 'what'>;
+
+export interface PodInfoFile {
   start(): void;
   /** Resolves after the first read, whether or not the file was there. */
   readonly synced: Promise<void>;
@@ -44,12 +49,12 @@ interface FileState {
 }
 
 /** One read: the annotations to onChange when the text changed and every line parsed. */
-async function readOnce(o: AnnotationsFileOptions, st: FileState): Promise<void> {
+async function readOnce(o: PodInfoFileOptions, st: FileState): Promise<void> {
   let text: string;
   try {
     text = await readFile(o.file, 'utf8');
   } catch (e) {
-    if (!st.missingLogged) o.log.warn({ file: o.file, err: e instanceof Error ? e.message : String(e) }, 'pod annotations file not readable; retrying (is the downwardAPI volume mounted?)');
+    if (!st.missingLogged) o.log.warn({ file: o.file, err: e instanceof Error ? e.message : String(e) }, `pod ${o.what} file not readable; retrying (is the downwardAPI volume mounted?)`);
     st.missingLogged = true;
     return;
   }
@@ -58,14 +63,17 @@ async function readOnce(o: AnnotationsFileOptions, st: FileState): Promise<void>
   const parsed = parseDownwardMap(text);
   if (parsed.problems.length > 0) {
     // The kubelet writes this file; a line we cannot read is kept out rather than half-used.
-    o.log.error({ file: o.file, problems: parsed.problems }, 'pod annotations file has lines that do not parse; keeping the last good annotations');
+    o.log.error({ file: o.file, problems: parsed.problems }, `pod ${o.what} file has lines that do not parse; keeping the last good ${o.what}`);
     return;
   }
   st.last = text;
   o.onChange(parsed.values);
 }
 
-export function watchAnnotationsFile(o: AnnotationsFileOptions): AnnotationsFile {
+/** The pod's annotations file (metadata.annotations). */
+export const watchAnnotationsFile = (o: AnnotationsFileOptions): PodInfoFile => watchPodInfoFile({ ...o, what: 'annotations' });
+
+export function watchPodInfoFile(o: PodInfoFileOptions): PodInfoFile {
   const st: FileState = { last: undefined, missingLogged: false, stopped: false };
   let watcher: FSWatcher | undefined;
   let poll: NodeJS.Timeout | undefined;

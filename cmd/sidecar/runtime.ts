@@ -15,7 +15,11 @@
  * - EndpointSlices managed by `multus-proxy-controller` whose `multus-proxy/network` is one of the
  *   pod's networks. It never lists the cluster's slices. When the pod's networks change, a new slice
  *   informer with the new selector is started, and the old one is stopped only once the new one has
- *   synced, so no rules are lost in between.
+ *   synced, so no rules are lost in between;
+ * - MultiNetworkPolicies and their address groups in its own namespace, and its labels from the
+ *   downwardAPI labels file (cmd/sidecar/policy-run.ts): the compiled policy goes into the same
+ *   desired state as the Services, so one transaction carries both; the first sync waits for the
+ *   groups of the policies that select the pod (bounded).
  */
 import type { ExternalIPPolicy } from '../../src/external-ips.js';
 import { PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
@@ -32,11 +36,13 @@ import { sameState, stateSize } from '../../src/dataplane/index.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimService } from './slim.js';
 import { ProblemState, type Say } from './problems.js';
 import { StateFeed } from './state-feed.js';
-import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK, DEFAULT_POLICY_HOLD_MS } from '../../src/sidecar-contract.js';
 import { PodInput, podSource, type PodSource } from './pod-input.js';
 import { SliceWatch } from './slice-watch.js';
 import { onceLogger, SyncReporter } from './sync-report.js';
 import { CapReporter } from './cap-report.js';
+import { PolicyPart, type PolicyOptions } from './policy-run.js';
+import type { DesiredState } from '../../src/dataplane/index.js';
 
 export { sliceSelector } from './slice-watch.js';
 
@@ -65,6 +71,8 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly nodeZone?: string;
   /** The admin's external-IP CIDRs (EXTERNAL_IPS_ALLOWED_CIDRS), re-checked before one is served; unset: none is served. */
   readonly externalIPs?: ExternalIPPolicy;
+  /** MultiNetworkPolicy: the labels file, named ports, the first sync's hold and the back end (policy-run.ts); unset: the defaults, nftables. */
+  readonly policy?: Partial<Omit<PolicyOptions, 'podNamespace'>>;
 }
 
 export interface RuntimeDeps {
@@ -93,6 +101,7 @@ interface Inputs {
   readonly services: { list(): V1Service[] };
   readonly slices: SliceWatch;
   readonly feed: StateFeed;
+  readonly policy: PolicyPart;
 }
 
 function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, say: (list: Say[]) => void, problems: ProblemState): SyncLoop {
@@ -110,10 +119,11 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
         'state',
         out.problems.map((p) => ({ level: 'warn', msg: p })),
       );
-      return out.state;
+      return inputs.policy.withPolicy(out.state, pod.status, logOnce);
     },
     apply: reporter.syncAndWait,
-    same: sameState,
+    // A new compiled policy is a change (withPodPolicy); sameState compares the Services' part.
+    same: (a: DesiredState, b: DesiredState) => a.policy === b.policy && sameState(a, b),
     size: stateSize,
     checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,
@@ -126,6 +136,7 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
 class Runtime implements SidecarRuntime {
   informersSynced = false;
   private stopped = false;
+  private holding = false;
   readonly firstSync: Promise<void>;
 
   constructor(
@@ -135,6 +146,8 @@ class Runtime implements SidecarRuntime {
     private readonly services: { start(): void; stop(): void; readonly synced: Promise<void> },
     private readonly slices: SliceWatch,
     private readonly loop: SyncLoop,
+    private readonly policy: PolicyPart,
+    private readonly podStatus: () => PodInput['status'],
   ) {
     this.firstSync = loop.firstSync;
   }
@@ -142,12 +155,13 @@ class Runtime implements SidecarRuntime {
   start(): void {
     this.pods.start();
     this.services.start();
+    this.policy.start();
     void this.startLoopWhenSynced();
   }
 
   private async startLoopWhenSynced(): Promise<void> {
     const { options, log } = this;
-    await Promise.all([this.pods.synced, this.services.synced]);
+    await Promise.all([this.pods.synced, this.services.synced, this.policy.labelsRead]);
     if (!this.pods.found())
       log.warn(
         { pod: `${options.podNamespace}/${options.podName}`, ...(options.annotationsFile !== undefined ? { file: options.annotationsFile } : {}) },
@@ -155,14 +169,21 @@ class Runtime implements SidecarRuntime {
       );
     await this.slices.settled();
     if (this.stopped) return;
+    this.holding = true;
+    await this.policy.hold(this.podStatus);
+    this.holding = false;
+    if (this.stopped) return;
     this.informersSynced = true;
     log.info('caches synced; starting rule sync');
     this.loop.start();
   }
 
   ready(): { ready: boolean; reason?: string } {
+    if (this.holding) return { ready: false, reason: 'waiting for the address groups of the MultiNetworkPolicies that select this pod' };
     if (!this.informersSynced) return { ready: false, reason: 'waiting for the Kubernetes caches to sync' };
     if (!this.loop.synced()) return { ready: false, reason: 'waiting for the first rule sync' };
+    const refused = this.policy.notReady();
+    if (refused !== undefined) return { ready: false, reason: refused };
     return { ready: true };
   }
 
@@ -175,6 +196,7 @@ class Runtime implements SidecarRuntime {
     this.pods.stop();
     this.services.stop();
     this.slices.stop();
+    this.policy.stop();
     await this.loop.stop();
   }
 }
@@ -213,7 +235,11 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     },
   });
   const services = createInformer<V1Service>(client, { ...informerOpts('services'), path: apiPath('', 'v1', 'services'), labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimService });
-  const loop = createLoop(options, deps, { pod, services, slices, feed }, say, problems);
+  const policy = new PolicyPart(
+    { policyHoldMs: DEFAULT_POLICY_HOLD_MS, backendKind: 'nftables', ...options.policy, podNamespace: options.podNamespace },
+    { client, log, metrics: deps.metrics, informerOptions: informerOpts, say, markDirty: () => loop.markDirty() },
+  );
+  const loop = createLoop(options, deps, { pod, services, slices, feed, policy }, say, problems);
   const pods = podSource(options, client, log, informerOpts('pod'), (p) => {
     pod.read(p);
     slices.follow(networkLabelValues(pod.served));
@@ -224,6 +250,6 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
     loop.markDirty();
   };
   services.on({ add: (s) => serviceChange(undefined, s), update: (s, old) => serviceChange(old, s), delete: (_s, stored) => serviceChange(stored, undefined) });
-  const runtime = new Runtime(options, log, pods, services, slices, loop);
+  const runtime = new Runtime(options, log, pods, services, slices, loop, policy, () => pod.status);
   return runtime;
 }

@@ -1,5 +1,5 @@
 /**
- * The three admission endpoints, each: request -> (lookups) -> pure decision -> pure mutation ->
+ * The admission endpoints, each: request -> (lookups) -> pure decision -> pure mutation ->
  * patch -> response, plus an outcome and reason for metrics and logs. No HTTP here (server.ts).
  */
 import { NETWORKS_ANNOTATION, SERVICE_NETWORK_ANNOTATION } from '../../src/keys.js';
@@ -12,7 +12,9 @@ import type { Outcome } from './metrics.js';
 import { injectSidecar } from './mutate.js';
 import type { PodSecurityLevel, SidecarConfig } from './options.js';
 import { createPatch } from './patch.js';
-import { decideInjection, describePod, type PodDecision } from '../../src/injection-policy.js';
+import { decideInjection, describePod, type PodDecision, type SelectedBy } from '../../src/injection-policy.js';
+import { parseNetworks } from '../../src/annotations/networks.js';
+import type { PolicyLookup } from './policy-cache.js';
 import { allowed, denied, patched, type AdmissionRequest, type AdmissionResponse } from './responses.js';
 import { defaultService, describeService, nodeAgentProblem, validateService } from './service.js';
 import { describePolicy, type MultiNetworkPolicy } from '../../src/policy/api.js';
@@ -41,6 +43,8 @@ export interface HandlerDeps {
   readonly logger?: Logger;
   /** How long one Service admission waits for all its NAD lookups (ms; default 2 s). */
   readonly nadLookupTimeoutMs?: number;
+  /** The MultiNetworkPolicies (policy-cache.ts); unset: no pod is selected by one. */
+  readonly policies?: PolicyLookup;
 }
 
 const DEFAULT_NAD_LOOKUP_TIMEOUT_MS = 2_000;
@@ -49,14 +53,33 @@ function requestNamespace(req: AdmissionRequest, obj: { metadata?: { namespace?:
   return req.namespace ?? obj.metadata?.namespace ?? '';
 }
 
-export function podHandler(deps: HandlerDeps): Handler {
+/** The policy that selects the pod on a network it attaches, when the webhook knows the policies. */
+function selectedBy(policies: PolicyLookup | undefined, pod: V1Pod, namespace: string, logger: Logger | undefined): SelectedBy | undefined {
+  const text = pod.metadata?.annotations?.[NETWORKS_ANNOTATION];
+  if (policies === undefined || text === undefined) return undefined;
+  // A replica is unready until it has read the policies; one asked meanwhile cannot tell.
+  if (policies.state() === 'starting') logger?.warn({ object: describePod(pod, namespace) }, 'MultiNetworkPolicies not read yet: the pod is taken as selected by none');
+  const attached = parseNetworks(text, namespace);
+  if (!attached.ok) return undefined;
+  const s = policies.selecting({ namespace, labels: pod.metadata?.labels ?? {}, networks: attached.value.map(networkKey) });
+  return s === undefined ? undefined : { policy: describePolicy({ metadata: { name: s.name } }, s.namespace), network: s.network };
+}
+
+/**
+ * Pods of namespaces labelled for injection (`namespaceEnabled`, the default: the configuration's
+ * namespaceSelector sent only those), or of the other namespaces, which get the sidecar only when
+ * a MultiNetworkPolicy selects them.
+ */
+export function podHandler(deps: HandlerDeps, opts: { readonly namespaceEnabled?: boolean } = {}): Handler {
+  const namespaceEnabled = opts.namespaceEnabled ?? true;
   return async (req) => {
     const pod = req.object as V1Pod;
     const namespace = requestNamespace(req, pod);
-    // The namespace is only read for its PodSecurity level, so only for a pod that may get the
-    // sidecar. Its injection label is not checked: the namespaceSelector sent only enabled ones.
     const annotations = pod.metadata?.annotations ?? {};
-    const candidate = req.operation === 'CREATE' && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
+    const create = req.operation === 'CREATE';
+    const selected = create ? selectedBy(deps.policies, pod, namespace, deps.logger) : undefined;
+    // The namespace is only read for its PodSecurity level, so only for a pod that may get the sidecar.
+    const candidate = create && (namespaceEnabled || selected !== undefined) && (annotations[SERVICE_NETWORK_ANNOTATION] !== undefined || annotations[NETWORKS_ANNOTATION] !== undefined);
     const labels = candidate ? await deps.cluster.namespaceLabels(namespace) : undefined;
     const decision: PodDecision = decideInjection({
       operation: req.operation,
@@ -64,6 +87,8 @@ export function podHandler(deps: HandlerDeps): Handler {
       namespace,
       namespaceLabels: labels,
       healthPort: deps.sidecar.healthPort,
+      namespaceEnabled,
+      ...(selected !== undefined ? { selectedBy: selected } : {}),
       ...(deps.podSecurityDefault !== undefined ? { podSecurityDefault: deps.podSecurityDefault } : {}),
     });
     const object = describePod(pod, namespace);
@@ -80,7 +105,7 @@ export function podHandler(deps: HandlerDeps): Handler {
         const mode = deps.sidecar.mode;
         const native = mode === 'native' || (mode === 'auto' && (await deps.cluster.nativeSidecarsSupported()));
         const ops = createPatch(pod, injectSidecar(pod, deps.sidecar, native));
-        deps.logger?.info({ object, native, networks: decision.networks.map(networkKey), uid: req.uid, dryRun: req.dryRun === true }, 'sidecar injected');
+        deps.logger?.info({ object, native, networks: decision.networks.map(networkKey), selectedBy: selected?.policy, uid: req.uid, dryRun: req.dryRun === true }, 'sidecar injected');
         return { response: patched(req.uid, ops), outcome: 'injected', reason: native ? 'native' : 'regular' };
       }
     }

@@ -15,6 +15,7 @@ import { podHandler, policyValidationHandler, serviceDefaultingHandler, serviceV
 import { createWebhookMetrics } from './metrics.js';
 import { parseOptions, webhookHelp } from './options.js';
 import { createApp, PATHS, startWebhookServer } from './server.js';
+import { createPolicyCache } from './policy-cache.js';
 import { watchCertificateFiles } from './tls.js';
 
 function readIfExists(path: string): string | undefined {
@@ -39,10 +40,12 @@ async function main(): Promise<number | undefined> {
   });
   const client = connectKube(opts);
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, nodeAgentNamespace: opts.nodeAgentNamespace, logger });
-  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger), nadLookupTimeoutMs: opts.nadLookupTimeoutMs };
+  const policies = createPolicyCache(client, { logger });
+  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger), nadLookupTimeoutMs: opts.nadLookupTimeoutMs, policies };
   const app = createApp({
     endpoints: {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
+      [PATHS.mutateSelectedPods]: { kind: 'Pod', handler: podHandler(deps, { namespaceEnabled: false }) },
       [PATHS.mutateServices]: { kind: 'Service', handler: serviceDefaultingHandler(deps) },
       [PATHS.validateServices]: { kind: 'Service', handler: withExternalIPs(serviceValidationHandler(deps), opts.externalIPs, deps.events) },
       [PATHS.validatePolicies]: { kind: 'MultiNetworkPolicy', handler: policyValidationHandler(deps) },
@@ -50,6 +53,9 @@ async function main(): Promise<number | undefined> {
     maxBodyBytes: opts.maxBodyBytes,
     metrics,
     logger,
+    // Not ready until the policies are read (or their API is known not to be served): a replica
+    // that cannot tell which pods a policy selects must not admit them.
+    ready: () => (policies.state() === 'starting' ? { ready: false, reason: 'MultiNetworkPolicies not read yet' } : { ready: true }),
   });
   const server = await startWebhookServer(app, tls, { port: opts.port, host: opts.host });
   logger.info({ port: server.port, sidecarImage: opts.sidecar.image, mode: opts.sidecar.mode }, 'webhook listening');
@@ -60,6 +66,7 @@ async function main(): Promise<number | undefined> {
   // a /readyz that failed during the drain only left an Unhealthy Event per deletion.
   const program = new Program('webhook', logger, { message: 'shutting down', fields: { drainMs: opts.drainMs }, drain: () => sleep(opts.drainMs), errorMessage: 'shutdown failed', errorExitCode: 1 });
   await program.startAll([
+    policies,
     { name: 'webhook server', stop: () => server.close() },
     { name: 'certificate watch', stop: () => tls.close() },
   ]);

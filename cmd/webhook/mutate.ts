@@ -2,10 +2,12 @@
  * The pod mutation: pure, from the pod as the apiserver sent it to the pod with the sidecar.
  * The caller (src/injection-policy.ts) has already decided that the pod gets it.
  */
+import { basename } from 'node:path/posix';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { SERVICE_ACCOUNT_DIR } from '../../src/kube/config.js';
 import type { V1Container, V1Pod } from '../../src/kube/types.js';
-import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR, ZONE_LABEL } from '../../src/sidecar-contract.js';
+import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR, POD_LABELS_FILE, ZONE_LABEL } from '../../src/sidecar-contract.js';
+import { formatContainerPorts, namedContainerPorts } from '../../src/policy/container-ports.js';
 import { SIDECAR_MALLOC_ENV, type SidecarConfig } from './options.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;
@@ -21,9 +23,10 @@ export const TOKEN_VOLUME_BASE = 'multus-proxy-token';
 export const RUN_VOLUME_BASE = 'multus-proxy-run';
 export const RUN_DIR = '/run/multus-proxy';
 /**
- * The pod's own annotations (network-status, networks, service-network) as a downwardAPI file,
- * kept current by the kubelet: the sidecar reads them there instead of watching its pod, so the
- * ServiceAccount (and every app container mounting the same token) needs no right to read pods.
+ * The pod's own annotations (network-status, networks, service-network) and labels as downwardAPI
+ * files, kept current by the kubelet: the sidecar reads them there instead of watching its pod, so
+ * the ServiceAccount (and every app container mounting the same token) needs no right to read pods.
+ * The labels are what MultiNetworkPolicies select the pod by.
  */
 export const PODINFO_VOLUME_BASE = 'multus-proxy-podinfo';
 /** kubectl's annotation naming the container `kubectl logs/exec` use by default. */
@@ -96,9 +99,10 @@ export function runVolume(name: string): Volume {
   return { name, emptyDir: { medium: 'Memory', sizeLimit: '1Mi' } };
 }
 
-/** Only the annotations: the labels and the rest of the pod are not the sidecar's business. */
+/** The annotations and the labels (file names as in src/sidecar-contract.ts): the rest of the pod is not the sidecar's business. */
 export function podInfoVolume(name: string): Volume {
-  return { name, downwardAPI: { defaultMode: 0o444, items: [{ path: 'annotations', fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.annotations' } }] } };
+  const item = (path: string, fieldPath: string): { path: string; fieldRef: { apiVersion: string; fieldPath: string } } => ({ path, fieldRef: { apiVersion: 'v1', fieldPath } });
+  return { name, downwardAPI: { defaultMode: 0o444, items: [item(basename(POD_ANNOTATIONS_FILE), 'metadata.annotations'), item(basename(POD_LABELS_FILE), 'metadata.labels')] } };
 }
 
 /** An environment variable from the downward API. */
@@ -106,7 +110,18 @@ function fieldEnv(name: string, fieldPath: string): NonNullable<V1Container['env
   return { name, valueFrom: { fieldRef: { apiVersion: 'v1', fieldPath } } };
 }
 
-export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, native: boolean, runVolumeName = RUN_VOLUME_BASE, podInfoVolumeName = PODINFO_VOLUME_BASE): V1Container {
+/**
+ * `containerPorts`: the pod's named containerPorts as the sidecar reads them (formatContainerPorts),
+ * written once because they cannot change after creation; unset when the pod names none.
+ */
+export function sidecarContainer(
+  cfg: SidecarConfig,
+  tokenVolumeName: string,
+  native: boolean,
+  runVolumeName = RUN_VOLUME_BASE,
+  podInfoVolumeName = PODINFO_VOLUME_BASE,
+  containerPorts?: string,
+): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
     image: cfg.image,
@@ -124,6 +139,8 @@ export function sidecarContainer(cfg: SidecarConfig, tokenVolumeName: string, na
       { name: 'LOG_LEVEL', value: cfg.logLevel },
       { name: 'XTABLES_LOCKFILE', value: `${RUN_DIR}/xtables.lock` },
       { name: OPTION_SOURCES.annotationsFile.env, value: POD_ANNOTATIONS_FILE },
+      { name: OPTION_SOURCES.podLabelsFile.env, value: POD_LABELS_FILE },
+      ...(containerPorts !== undefined ? [{ name: OPTION_SOURCES.podContainerPorts.env, value: containerPorts }] : []),
       { name: OPTION_SOURCES.maxServicesPerNetwork.env, value: String(cfg.maxServicesPerNetwork) },
       ...(cfg.backend !== 'auto' ? [{ name: OPTION_SOURCES.backend.env, value: cfg.backend }] : []),
       ...(cfg.externalIPsAllowedCIDRs !== undefined ? [{ name: OPTION_SOURCES.externalIPsAllowedCIDRs.env, value: cfg.externalIPsAllowedCIDRs.join(',') }] : []),
@@ -176,7 +193,8 @@ export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): 
   const volumeName = uniqueName(TOKEN_VOLUME_BASE, taken);
   const runName = uniqueName(RUN_VOLUME_BASE, taken);
   const podInfoName = uniqueName(PODINFO_VOLUME_BASE, taken);
-  const sidecar = sidecarContainer(cfg, volumeName, native, runName, podInfoName);
+  const named = namedContainerPorts(spec);
+  const sidecar = sidecarContainer(cfg, volumeName, native, runName, podInfoName, named.length > 0 ? formatContainerPorts(named) : undefined);
   const outSpec: PodSpec = { ...spec, volumes: [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName), podInfoVolume(podInfoName)] };
   const out: V1Pod = { ...pod, spec: outSpec };
   if (native) {

@@ -19,6 +19,8 @@ import { BODY_BYTES_IN_FLIGHT, createIntake } from './intake.js';
 
 export const PATHS = {
   mutatePods: '/mutate-pods',
+  /** Pods of namespaces without the injection label: injected only when a MultiNetworkPolicy selects them. */
+  mutateSelectedPods: '/mutate-selected-pods',
   mutateServices: '/mutate-services',
   validateServices: '/validate-services',
   validatePolicies: '/validate-multi-networkpolicies',

@@ -60,11 +60,21 @@ void describe('webhook/patch', () => {
   void test('the injection never reads what it does not change (managedFields, the other containers, the rest of the spec)', () => {
     // Any look inside a poisoned object throws, so this fails if the mutation copies the pod
     // deeply or the patch compares identical subtrees: both cost O(size of the pod) per request.
-    const poison = (): Record<string, unknown> =>
-      new Proxy({}, { get: () => assert.fail('read'), ownKeys: () => assert.fail('keys read'), has: () => assert.fail('has'), getOwnPropertyDescriptor: () => assert.fail('descriptor read') });
+    // A container's ports are the one thing read of it (the named ones go to the sidecar).
+    const poison = (readable: readonly string[] = []): Record<string, unknown> =>
+      new Proxy(
+        {},
+        {
+          get: (_t, k) => (typeof k === 'string' && readable.includes(k) ? undefined : assert.fail('read')),
+          ownKeys: () => assert.fail('keys read'),
+          has: () => assert.fail('has'),
+          getOwnPropertyDescriptor: () => assert.fail('descriptor read'),
+        },
+      );
+    const container = (): never => poison(['ports']) as never;
     const pod = (): V1Pod => ({
       metadata: { name: 'p', annotations: { a: 'b' }, managedFields: [poison(), poison()] as never },
-      spec: { affinity: poison(), volumes: [{ name: 'data', emptyDir: {} }], containers: [{ name: 'app' }, poison() as never], initContainers: [poison() as never] },
+      spec: { affinity: poison(), volumes: [{ name: 'data', emptyDir: {} }], containers: [{ name: 'app' }, container()], initContainers: [container()] },
     });
     const native = pod();
     assert.deepEqual(
@@ -72,7 +82,7 @@ void describe('webhook/patch', () => {
       ['/spec/volumes/1', '/spec/volumes/2', '/spec/volumes/3', '/spec/initContainers/0'],
     );
     // Regular: the sidecar goes in front of the app's containers, whose first one names the default.
-    const regular: V1Pod = { ...pod(), spec: { ...pod().spec, containers: [{ name: 'app' }], initContainers: [poison() as never] } };
+    const regular: V1Pod = { ...pod(), spec: { ...pod().spec, containers: [{ name: 'app' }], initContainers: [container()] } };
     assert.deepEqual(
       createPatch(regular, injectSidecar(regular, SIDECAR, false)).map((o) => o.path),
       ['/metadata/annotations/kubectl.kubernetes.io~1default-container', '/spec/volumes/1', '/spec/volumes/2', '/spec/volumes/3', '/spec/containers/0'],

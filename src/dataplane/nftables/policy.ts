@@ -174,9 +174,17 @@ function droppers(d: DirectionPolicy, failures: readonly string[]): string[] {
   return [...names].sort();
 }
 
+const failedIn = (n: NetworkPolicySet, dir: Direction): string[] => n.failures.filter((x) => x.direction === undefined || x.direction === dir).map((x) => x.policy);
+
+/** The policies (`<namespace>/<name>`) whose drop counters one network's direction counts into; none when it is not isolated. */
+export function directionDroppers(n: NetworkPolicySet, dir: Direction): string[] {
+  const failed = failedIn(n, dir);
+  return !n[dir].isolated && failed.length === 0 ? [] : droppers(n[dir], failed);
+}
+
 function directionChain(n: NetworkPolicySet, dir: Direction, acc: Acc, counters: Set<string>): string[] | undefined {
   const d = n[dir];
-  const failed = n.failures.filter((x) => x.direction === undefined || x.direction === dir).map((x) => x.policy);
+  const failed = failedIn(n, dir);
   if (!d.isolated && failed.length === 0) return undefined;
   const failedSet = new Set(failed);
   const lines = [ESTABLISHED, ND_TYPES];
@@ -193,9 +201,19 @@ function directionChain(n: NetworkPolicySet, dir: Direction, acc: Acc, counters:
   return lines;
 }
 
+/** Renders by the compiled policy's identity: the stage and the sidecar's warnings (policy-support.ts) share one render. */
+const rendered = new WeakMap<PodPolicy, NftPolicy | undefined>();
+
 /** The policy's part of the table, or undefined when nothing is isolated (then no chain of it exists). */
 export function renderPolicy(policy: PodPolicy | undefined): NftPolicy | undefined {
   if (policy === undefined) return undefined;
+  if (rendered.has(policy)) return rendered.get(policy);
+  const part = renderPolicyPart(policy);
+  rendered.set(policy, part);
+  return part;
+}
+
+function renderPolicyPart(policy: PodPolicy): NftPolicy | undefined {
   const acc: Acc = { sets: new Map(), warnings: [] };
   const chains = new Map<string, readonly string[]>();
   const counters = new Set<string>();

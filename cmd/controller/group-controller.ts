@@ -1,0 +1,467 @@
+/**
+ * MultiNetworkPolicy address groups as their own small controller (beside the Service reconciler,
+ * like the sidecar RBAC and NetService parts): its own fair queue keyed by policy
+ * (`<namespace>/<name>`), its own workers, the same fenced writer. Level-based: a reconcile reads
+ * the caches (policies, pods, namespaces, group slices), never the event, and writes only the
+ * planner's diff (group-plan.ts). Only the leader's workers run; before that, events only fill the
+ * caches.
+ *
+ * - The MultiNetworkPolicy API may not be served (the CRD is optional): that is logged once, and
+ *   probed again every `probeMs` until it is, then the policies are watched. Until the policy cache
+ *   has listed, nothing is reconciled (a group whose policy is merely not listed yet must not go).
+ * - A policy that fails checkPolicy: its groups go and a Warning Event on it names the problem (the
+ *   sidecars isolate the pods it selects themselves).
+ * - Events → keys: a pod change enqueues the policies with a query whose scope and pod selector
+ *   match its old or new labels, and those of its namespace that select it (sidecar report); a
+ *   namespace's label change the policies with a namespaceSelector matching its old or new labels;
+ *   a group slice change its policy (our own write's echo aside).
+ * - Pods a policy selects on one of its networks that have no sidecar: a Warning Event on each pod
+ *   (through the one bounded Event queue) and a gauge per policy.
+ */
+import { matchesSelector } from '../../src/annotations/label-selector.js';
+import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
+import { checkLabelValue } from '../../src/annotations/names.js';
+import type { ReadableIpam, NadIpam } from '../../src/annotations/nad-ipam.js';
+import { getIfExists, isConflict, isInvalid, isNotFound, type KubeClient } from '../../src/kube/client.js';
+import { createInformer, type Informer } from '../../src/kube/informer.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { KubeObject, V1EndpointSlice, V1Namespace, V1Pod } from '../../src/kube/types.js';
+import type { Logger } from '../../src/log.js';
+import { MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_KIND, MULTI_NETWORK_POLICY_RESOURCE, NETWORK_STATUS_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
+import type { InputError, Result } from '../../src/result.js';
+import { ADDRESS_GROUP_POLICY_LABEL, policyPeerQueries } from '../../src/policy/address-group.js';
+import { describePolicy } from '../../src/policy/api.js';
+import type { PeerQuery } from '../../src/policy/resolve.js';
+import type { ParsedSelector } from '../../src/policy/selector.js';
+import { checkPolicy } from '../../src/policy/validate.js';
+import type { AddressPolicy } from './address-policy.js';
+import type { EventRecorder, EventSubject } from './events.js';
+import { FairQueue } from './fair-queue.js';
+import { planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
+import type { ControllerMetrics } from './metrics.js';
+import { isPodEligible, podNetworkStatusOf } from './pod-endpoints.js';
+import { PodIndex } from './pod-index.js';
+import { isEmptyDiff, type SliceDiff } from './plan.js';
+import { RetryableWriteError } from './reconcile.js';
+import { slimPolicy, type SlimPolicy } from './slim.js';
+import { SliceTracker } from './tracker.js';
+
+export const POLICY_API_VERSION = `${MULTI_NETWORK_POLICY_GROUP}/v1beta1`;
+/** A policy that fails its checks: its groups are removed; the message names the field and the fix. */
+export const POLICY_INVALID_EVENT_REASON = 'PolicyInvalid';
+/** A peer (one address group) over its budget: not written, so the sidecars allow none of its pods. */
+export const ADDRESS_GROUP_OVER_BUDGET_EVENT_REASON = 'AddressGroupOverBudget';
+/** The apiserver refused a group slice (422), or the policy's name cannot be a label value. */
+export const ADDRESS_GROUP_REFUSED_EVENT_REASON = 'AddressGroupRefused';
+/** On a pod that a policy selects on one of its networks but that runs no sidecar: nothing enforces the policy there. */
+export const POLICY_WITHOUT_SIDECAR_EVENT_REASON = 'PolicyWithoutSidecar';
+
+/** Pod Events of one reconcile at most (the rest wait for the next one; the gauge counts them all). */
+const MAX_POD_EVENTS_PER_RECONCILE = 20;
+
+export type PolicyReconcileResult = 'unchanged' | 'written' | 'invalid' | 'stale' | 'waiting';
+
+export interface GroupControllerDeps {
+  /** The fenced writer: a write outside leadership is refused there. */
+  readonly client: KubeClient;
+  /** The unfenced reader (API discovery and the policy watch). */
+  readonly reader: KubeClient;
+  readonly logger: Logger;
+  readonly metrics: ControllerMetrics;
+  readonly events: EventRecorder;
+  readonly mayWrite: () => boolean;
+  readonly maxEndpointsPerSlice: number;
+  /** Only this namespace's policies (the controller's --namespace); all when undefined. */
+  readonly namespace?: string;
+  /** What may be published (the nodes' addresses), as for Service slices. */
+  readonly addressPolicy: () => AddressPolicy;
+  readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
+  readonly workers?: number;
+  /** How often an unserved MultiNetworkPolicy API is probed again. */
+  readonly probeMs?: number;
+}
+
+export interface GroupController {
+  onPod(pod: V1Pod | undefined, old: V1Pod | undefined): void;
+  onNamespace(n: V1Namespace | undefined, old: V1Namespace | undefined): void;
+  onSlice(slice: V1EndpointSlice, deleted: boolean): void;
+  /** Starts probing for the policy API (every replica: standbys keep a warm cache). */
+  watch(): void;
+  /** Leadership: start the workers and reconcile every policy once. */
+  startWorking(): void;
+  resync(): void;
+  stop(): void;
+  idle(): boolean;
+  /** For tests: one reconcile. */
+  reconcile(key: string): Promise<PolicyReconcileResult>;
+}
+
+type Labels = Readonly<Record<string, string>>;
+
+/** What a pod change must move for address groups and the sidecar report. */
+export function groupPodChangeMatters(old: V1Pod, pod: V1Pod): boolean {
+  const view = (p: V1Pod): string =>
+    JSON.stringify([
+      p.metadata?.uid,
+      p.metadata?.labels ?? {},
+      p.metadata?.annotations?.[NETWORK_STATUS_ANNOTATION],
+      p.status?.phase,
+      p.spec?.nodeName,
+      [...(p.spec?.initContainers ?? []), ...(p.spec?.containers ?? [])].map((c) => [c.name, c.ports ?? []]),
+    ]);
+  return view(old) !== view(pod);
+}
+
+/** Whether the pod runs the sidecar (a container or native sidecar named multus-proxy). */
+export function hasSidecar(pod: V1Pod): boolean {
+  return [...(pod.spec?.initContainers ?? []), ...(pod.spec?.containers ?? [])].some((c) => c.name === SIDECAR_CONTAINER_NAME);
+}
+
+/** The networks (keys) of `networks` the pod's network-status says it is attached to. */
+function attachedTo(pod: V1Pod, networks: readonly NetworkRef[]): string[] {
+  const status = podNetworkStatusOf(pod);
+  if (status === undefined || !status.ok) return [];
+  return networks.filter((n) => status.value.some((e) => e.namespace === n.namespace && e.nad === n.name)).map(networkKey);
+}
+
+function policySubject(p: SlimPolicy): EventSubject {
+  return { apiVersion: p.apiVersion ?? POLICY_API_VERSION, kind: MULTI_NETWORK_POLICY_KIND, name: p.metadata?.name ?? '', namespace: p.metadata?.namespace ?? '', uid: p.metadata?.uid ?? '' };
+}
+
+function podSubject(p: V1Pod): EventSubject {
+  return { apiVersion: 'v1', kind: 'Pod', name: p.metadata?.name ?? '', namespace: p.metadata?.namespace ?? '', uid: p.metadata?.uid ?? '' };
+}
+
+/** A policy as the reconcile reads it: checked once per cached object. */
+interface Compiled {
+  readonly queries: readonly PeerQuery[];
+  /** Which of the namespace's pods it selects, on which networks (for the sidecar report); undefined when unknown. */
+  readonly podSelector?: ParsedSelector;
+  readonly networks?: readonly NetworkRef[];
+  readonly problem?: string;
+}
+
+function compile(p: SlimPolicy): Compiled {
+  if (p.overBudget !== undefined) return { queries: [], problem: p.overBudget.message };
+  const name = p.metadata?.name ?? '';
+  const labelWhy = checkLabelValue(name);
+  const checked = checkPolicy(p);
+  if (!checked.ok) {
+    const e = checked.error;
+    return { queries: [], problem: e.message, ...(e.podSelector !== undefined ? { podSelector: e.podSelector } : {}), ...(e.networks !== undefined ? { networks: e.networks } : {}) };
+  }
+  const c = checked.value;
+  const base = { podSelector: c.podSelector, networks: c.networks ?? [] };
+  if (labelWhy !== undefined) {
+    return {
+      ...base,
+      queries: [],
+      problem: `${describePolicy(p)}: its name, as the value of the label ${ADDRESS_GROUP_POLICY_LABEL} on its address groups, ${labelWhy}; the sidecars allow none of its pod peers until it is renamed to at most 63 characters`,
+    };
+  }
+  return { ...base, queries: policyPeerQueries(c) };
+}
+
+export function createGroupController(d: GroupControllerDeps): GroupController {
+  const queue = new FairQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  const pods = new PodIndex();
+  const namespaces = new Map<string, Labels>();
+  const policies = new Map<string, SlimPolicy>();
+  const compiled = new WeakMap<SlimPolicy, Compiled>();
+  const slices = new Map<string, Map<string, V1EndpointSlice>>();
+  const tracker = new SliceTracker();
+  let informer: Informer<KubeObject> | undefined;
+  let policiesSynced = false;
+  let working = false;
+  let probe: NodeJS.Timeout | undefined;
+  let stopped = false;
+
+  const compiledOf = (p: SlimPolicy): Compiled => {
+    let c = compiled.get(p);
+    if (c === undefined) compiled.set(p, (c = compile(p)));
+    return c;
+  };
+  const enqueue = (key: string): void => {
+    if (working && policiesSynced) queue.add(key);
+  };
+  const allKeys = (): string[] => [...new Set([...policies.keys(), ...slices.keys()])];
+
+  const scopeMatches = (q: PeerQuery, ns: string, nsLabels: Labels | undefined): boolean =>
+    q.namespaces.kind === 'namespace' ? q.namespaces.name === ns : nsLabels !== undefined && matchesSelector(q.namespaces.selector, nsLabels);
+
+  /** The policies a pod with these labels in `ns` concerns: as a peer of a query, or as selected in its own namespace. */
+  const policiesOfPod = (ns: string, labels: Labels | undefined, out: Set<string>): void => {
+    const nsLabels = namespaces.get(ns);
+    for (const [key, p] of policies) {
+      const c = compiledOf(p);
+      if (p.metadata?.namespace === ns && (c.podSelector === undefined || matchesSelector(c.podSelector, labels))) out.add(key);
+      else if (c.queries.some((q) => scopeMatches(q, ns, nsLabels) && matchesSelector(q.pods, labels))) out.add(key);
+    }
+  };
+
+  const select = (q: PeerQuery): V1Pod[] => {
+    if (q.namespaces.kind === 'namespace') return pods.select(q.namespaces.name, q.pods);
+    const sel = q.namespaces.selector;
+    return [...namespaces].filter(([, labels]) => matchesSelector(sel, labels)).flatMap(([ns]) => pods.select(ns, q.pods));
+  };
+
+  const ipamRanges = (queries: readonly PeerQuery[]): Map<string, ReadableIpam> => {
+    const out = new Map<string, ReadableIpam>();
+    for (const q of queries) {
+      const slash = q.network.indexOf('/');
+      const ipam = d.nadIpam?.({ namespace: q.network.slice(0, slash), name: q.network.slice(slash + 1) });
+      // Unreadable or malformed: published without the range check, as for Service slices.
+      if (ipam?.ok === true && ipam.value.readable) out.set(q.network, ipam.value);
+    }
+    return out;
+  };
+
+  /** Selected pods without a sidecar: the gauge, and a Warning on each (a bounded number per reconcile). */
+  const reportWithoutSidecar = (key: string, p: SlimPolicy, c: Compiled): void => {
+    const ns = p.metadata?.namespace ?? '';
+    if (c.podSelector === undefined || c.networks === undefined || c.networks.length === 0) {
+      d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
+      return;
+    }
+    const bare = pods
+      .select(ns, c.podSelector)
+      .filter((pod) => isPodEligible(pod) && !hasSidecar(pod))
+      .map((pod) => ({ pod, on: attachedTo(pod, c.networks ?? []) }))
+      .filter((x) => x.on.length > 0);
+    if (bare.length === 0) d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
+    else d.metrics.policyPodsWithoutSidecar.set({ policy: key }, bare.length);
+    for (const { pod, on } of bare.slice(0, MAX_POD_EVENTS_PER_RECONCILE)) {
+      const message = `Pod ${ns}/${pod.metadata?.name ?? ''}: ${describePolicy(p)} selects it on ${on.join(', ')}, but it runs no multus-proxy sidecar, so nothing enforces the policy there; recreate the pod in a namespace labelled for injection so the webhook injects the sidecar`;
+      d.events.record(podSubject(pod), 'Warning', `policy|${key}`, POLICY_WITHOUT_SIDECAR_EVENT_REASON, message);
+    }
+  };
+
+  const reportOver = (key: string, p: SlimPolicy, over: readonly OverBudgetGroup[]): void => {
+    if (over.length === 0) d.metrics.policyGroupsOverBudget.remove({ policy: key });
+    else d.metrics.policyGroupsOverBudget.set({ policy: key }, over.length);
+    for (const o of over) d.events.record(policySubject(p), 'Warning', `over|${o.key}`, ADDRESS_GROUP_OVER_BUDGET_EVENT_REASON, o.message);
+  };
+
+  const write = async (key: string, p: SlimPolicy | undefined, diff: SliceDiff): Promise<void> => {
+    const ns = key.slice(0, key.indexOf('/'));
+    const path = (s: V1EndpointSlice): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, s.metadata?.name ?? '');
+    const guard = (): void => {
+      if (!d.mayWrite()) throw new Error('not the leader any more: write refused');
+    };
+    const send = async (verb: 'create' | 'update', s: V1EndpointSlice): Promise<void> => {
+      guard();
+      try {
+        const out = verb === 'create' ? await d.client.create<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), s) : await d.client.replace<V1EndpointSlice>(path(s), s);
+        tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion, Date.now(), out);
+        d.metrics.addressGroupWrites.inc({ verb });
+      } catch (e) {
+        if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`${verb} of an address-group EndpointSlice of ${key}: ${(e as Error).message}`);
+        if (isInvalid(e) && p !== undefined) {
+          d.events.record(
+            policySubject(p),
+            'Warning',
+            'refused',
+            ADDRESS_GROUP_REFUSED_EVENT_REASON,
+            `${describePolicy(p)}: the apiserver refused an address-group EndpointSlice (${e.apiMessage}); its peers are not allowed until this is fixed`,
+          );
+        }
+        throw e;
+      }
+    };
+    // Updates and creates before deletes: a pod moving between slices never vanishes in between.
+    for (const s of diff.update) await send('update', s);
+    for (const s of diff.create) await send('create', s);
+    for (const s of diff.delete) {
+      guard();
+      try {
+        await d.client.delete(path(s));
+      } catch (e) {
+        if (!isNotFound(e)) throw e;
+      }
+      tracker.deleted(key, s.metadata?.name ?? '');
+      d.metrics.addressGroupWrites.inc({ verb: 'delete' });
+    }
+  };
+
+  const reconcile = async (key: string): Promise<PolicyReconcileResult> => {
+    if (!policiesSynced) return 'waiting';
+    const existing = [...(slices.get(key)?.values() ?? [])];
+    if (!tracker.isCurrent(key, existing)) {
+      queue.addAfter(key, 1000);
+      return 'stale';
+    }
+    const p = policies.get(key);
+    let diff: SliceDiff;
+    let result: PolicyReconcileResult = 'unchanged';
+    if (p === undefined) {
+      d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
+      d.metrics.policyGroupsOverBudget.remove({ policy: key });
+      diff = { create: [], update: [], delete: existing };
+    } else {
+      const c = compiledOf(p);
+      reportWithoutSidecar(key, p, c);
+      if (c.problem !== undefined) {
+        d.events.record(
+          policySubject(p),
+          'Warning',
+          c.problem,
+          POLICY_INVALID_EVENT_REASON,
+          `${c.problem}. Its address groups are removed; the sidecars isolate the pods it selects until it is fixed`,
+        );
+        d.metrics.policyGroupsOverBudget.remove({ policy: key });
+        diff = { create: [], update: [], delete: existing };
+        result = 'invalid';
+      } else {
+        const group: GroupPolicy = {
+          name: p.metadata?.name ?? '',
+          namespace: p.metadata?.namespace ?? '',
+          uid: p.metadata?.uid ?? '',
+          generation: p.metadata?.generation ?? 0,
+          apiVersion: p.apiVersion ?? POLICY_API_VERSION,
+          deleting: p.metadata?.deletionTimestamp !== undefined && p.metadata.deletionTimestamp !== null,
+        };
+        const plan = planAddressGroups({
+          policy: group,
+          queries: c.queries.map((query) => ({ query, pods: select(query) })),
+          existing,
+          addressPolicy: { ...d.addressPolicy(), ipam: ipamRanges(c.queries) },
+          maxPerSlice: d.maxEndpointsPerSlice,
+        });
+        reportOver(key, p, plan.over);
+        diff = plan.diff;
+      }
+    }
+    if (isEmptyDiff(diff)) return result;
+    await write(key, p, diff);
+    d.logger.info({ policy: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length }, 'address groups written');
+    return result === 'invalid' ? result : 'written';
+  };
+
+  const worker = async (): Promise<void> => {
+    for (;;) {
+      const key = await queue.get();
+      if (key === undefined) return;
+      try {
+        if (d.mayWrite()) d.metrics.policyReconciles.inc({ result: await reconcile(key) });
+        queue.forget(key);
+      } catch (e) {
+        d.metrics.policyReconciles.inc({ result: 'error' });
+        d.metrics.errors.inc({ stage: 'address-groups' });
+        const delay = working ? queue.addRateLimited(key) : 0;
+        const retryable = e instanceof RetryableWriteError;
+        d.logger[retryable ? 'info' : 'warn']({ policy: key, err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'address-group reconcile failed; retrying');
+      } finally {
+        queue.done(key);
+      }
+    }
+  };
+
+  const onPolicy = (obj: KubeObject, deleted: boolean): void => {
+    const p = obj as SlimPolicy;
+    const key = `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`;
+    if (deleted) policies.delete(key);
+    else policies.set(key, p);
+    enqueue(key);
+  };
+
+  const startInformer = (): void => {
+    const path = apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, d.namespace);
+    informer = createInformer<KubeObject>(d.reader, { logger: d.logger, name: 'multi-networkpolicies', path, transform: (o) => slimPolicy(o as never) as unknown as KubeObject });
+    informer.on({ add: (o) => onPolicy(o, false), update: (o) => onPolicy(o, false), delete: (o) => onPolicy(o, true) });
+    informer.start();
+    void informer.synced.then(() => {
+      policiesSynced = true;
+      d.logger.info({ policies: policies.size }, 'MultiNetworkPolicies listed; address groups are reconciled');
+      if (working) for (const k of allKeys()) queue.add(k);
+    });
+  };
+
+  /** Whether the apiserver serves the policy resource (k8s.cni.cncf.io/v1beta1 multi-networkpolicies). */
+  const served = async (): Promise<boolean> => {
+    try {
+      const list = await getIfExists<{ resources?: { name?: string }[] }>(d.reader, `/apis/${MULTI_NETWORK_POLICY_GROUP}/v1beta1`);
+      return (list?.resources ?? []).some((r) => r.name === MULTI_NETWORK_POLICY_RESOURCE);
+    } catch {
+      return false;
+    }
+  };
+
+  let logged = false;
+  const probeOnce = async (): Promise<void> => {
+    if (stopped) return;
+    if (await served()) {
+      if (!stopped) startInformer();
+      return;
+    }
+    if (!logged) {
+      d.logger.info(
+        `the MultiNetworkPolicy API (${POLICY_API_VERSION} ${MULTI_NETWORK_POLICY_RESOURCE}) is not served: no address groups are written; checking again every ${Math.round((d.probeMs ?? 30_000) / 1000)} s`,
+      );
+      logged = true;
+    }
+    if (!stopped) probe = setTimeout(() => void probeOnce(), d.probeMs ?? 30_000);
+  };
+
+  return {
+    onPod: (pod, old) => {
+      const ref = pod ?? old;
+      if (ref === undefined) return;
+      const ns = ref.metadata?.namespace ?? '';
+      if (pod === undefined) pods.delete(ns, ref.metadata?.name ?? '');
+      else pods.set(pod);
+      if (!working || !policiesSynced || (pod !== undefined && old !== undefined && !groupPodChangeMatters(old, pod))) return;
+      const keys = new Set<string>();
+      if (pod !== undefined) policiesOfPod(ns, pod.metadata?.labels, keys);
+      if (old !== undefined) policiesOfPod(ns, old.metadata?.labels, keys);
+      for (const k of keys) queue.add(k);
+    },
+    onNamespace: (n, old) => {
+      const ref = n ?? old;
+      const name = ref?.metadata?.name ?? '';
+      if (n === undefined) namespaces.delete(name);
+      else namespaces.set(name, { ...(n.metadata?.labels ?? {}) });
+      if (!working || !policiesSynced) return;
+      const before = old?.metadata?.labels ?? {};
+      const after = n?.metadata?.labels ?? {};
+      if (n !== undefined && old !== undefined && JSON.stringify(before) === JSON.stringify(after)) return;
+      for (const [key, p] of policies) {
+        const touched = compiledOf(p).queries.some((q) => q.namespaces.kind === 'selector' && (matchesSelector(q.namespaces.selector, before) || matchesSelector(q.namespaces.selector, after)));
+        if (touched) queue.add(key);
+      }
+    },
+    onSlice: (slice, deleted) => {
+      const policy = slice.metadata?.labels?.[ADDRESS_GROUP_POLICY_LABEL];
+      if (policy === undefined) return;
+      const key = `${slice.metadata?.namespace ?? ''}/${policy}`;
+      const name = slice.metadata?.name ?? '';
+      let m = slices.get(key);
+      if (deleted) {
+        m?.delete(name);
+        if (m?.size === 0) slices.delete(key);
+        tracker.observedDelete(key, name);
+      } else {
+        if (m === undefined) slices.set(key, (m = new Map<string, V1EndpointSlice>()));
+        m.set(name, slice);
+        if (tracker.observed(key, name, slice.metadata?.resourceVersion) === 'own') return;
+      }
+      enqueue(key);
+    },
+    watch: () => void probeOnce(),
+    startWorking: () => {
+      if (working) return;
+      working = true;
+      if (policiesSynced) for (const k of allKeys()) queue.add(k);
+      for (let i = 0; i < (d.workers ?? 2); i++) void worker();
+    },
+    resync: () => allKeys().forEach(enqueue),
+    stop: () => {
+      stopped = true;
+      working = false;
+      if (probe !== undefined) clearTimeout(probe);
+      queue.shutdown();
+      informer?.stop();
+    },
+    idle: () => queue.pending() === 0,
+    reconcile,
+  };
+}

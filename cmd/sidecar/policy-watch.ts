@@ -1,0 +1,136 @@
+/**
+ * What the sidecar watches for MultiNetworkPolicy, in its own namespace only (a policy selects
+ * pods of its own namespace, and the controller writes each policy's address groups there):
+ * - the MultiNetworkPolicies (`k8s.cni.cncf.io/v1beta1`). The CRD is an optional component: while
+ *   the API is not served (404) there is no policy, the sidecar says so once and asks again every
+ *   `absentRetryMs`, and starts watching once it is installed;
+ * - the address-group EndpointSlices (managed-by `multus-proxy-address-groups`,
+ *   src/policy/address-group.ts).
+ * Both are slimmed to what the resolver reads and held to a budget per object (policy-slim.ts).
+ */
+import { ADDRESS_GROUP_MANAGED_BY } from '../../src/policy/address-group.js';
+import { MANAGED_BY_LABEL, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE } from '../../src/keys.js';
+import type { Logger } from '../../src/log.js';
+import { isNotFound, type KubeClient } from '../../src/kube/client.js';
+import { createInformer, type Informer, type InformerOptions } from '../../src/kube/informer.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { V1EndpointSlice } from '../../src/kube/types.js';
+import { slimAddressGroupSlice, slimPolicy, type CachedPolicy } from './policy-slim.js';
+
+/** The version the sidecar reads (v1beta2 only adds endPort, which v1beta1 objects carry when stored as v1beta2). */
+export const POLICY_VERSION = 'v1beta1';
+/** How often the sidecar asks again whether the MultiNetworkPolicy API is served. */
+export const POLICY_API_RETRY_MS = 30_000;
+/** How soon a list that failed otherwise (no right yet, apiserver away) is tried again. */
+const POLICY_LIST_RETRY_MS = 5_000;
+
+export const addressGroupSelector = `${MANAGED_BY_LABEL}=${ADDRESS_GROUP_MANAGED_BY}`;
+
+export interface PolicyWatchDeps {
+  readonly client: KubeClient;
+  readonly log: Logger;
+  readonly namespace: string;
+  informerOptions(name: string): Partial<InformerOptions>;
+  /** A policy or a group changed (or the policy API came or went). */
+  onChange(): void;
+  /** Ask again this often whether the API is served (tests shorten it). */
+  readonly absentRetryMs?: number;
+}
+
+type ApiState = 'unknown' | 'absent' | 'served';
+
+export class PolicyWatch {
+  private policyInformer: Informer<CachedPolicy> | undefined;
+  private readonly groupInformer: Informer<V1EndpointSlice>;
+  private api: ApiState = 'unknown';
+  private stopped = false;
+  private timer: NodeJS.Timeout | undefined;
+  private lastProblem = '';
+
+  constructor(private readonly d: PolicyWatchDeps) {
+    this.groupInformer = createInformer<V1EndpointSlice>(d.client, {
+      ...d.informerOptions('address-groups'),
+      path: apiPath('discovery.k8s.io', 'v1', 'endpointslices', d.namespace),
+      labelSelector: addressGroupSelector,
+      transform: slimAddressGroupSlice,
+    });
+    this.groupInformer.on({ add: () => d.onChange(), update: () => d.onChange(), delete: () => d.onChange() });
+  }
+
+  start(): void {
+    this.groupInformer.start();
+    void this.probe();
+  }
+
+  /** Whether the address groups have been listed. */
+  groupsListed(): boolean {
+    return this.groupInformer.hasSynced();
+  }
+
+  /** Whether the policies are known: listed, or the API is not served. */
+  policiesKnown(): boolean {
+    return this.api === 'absent' || this.policyInformer?.hasSynced() === true;
+  }
+
+  policies(): CachedPolicy[] {
+    return this.policyInformer?.list() ?? [];
+  }
+
+  groups(): V1EndpointSlice[] {
+    return this.groupInformer.list();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.policyInformer?.stop();
+    this.groupInformer.stop();
+  }
+
+  private get path(): string {
+    return apiPath(MULTI_NETWORK_POLICY_GROUP, POLICY_VERSION, MULTI_NETWORK_POLICY_RESOURCE, this.d.namespace);
+  }
+
+  /** One small list: is the API served (and may we read it)? Then the informer, or a later try. */
+  private async probe(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.d.client.list(this.path, { limit: 1 });
+    } catch (e) {
+      if (this.stopped) return;
+      const absent = isNotFound(e);
+      if (absent) this.absent();
+      else this.problem(e);
+      const retry = this.d.absentRetryMs ?? POLICY_API_RETRY_MS;
+      this.timer = setTimeout(() => void this.probe(), absent ? retry : Math.min(retry, POLICY_LIST_RETRY_MS));
+      this.timer.unref();
+      return;
+    }
+    if (this.stopped) return;
+    if (this.api === 'absent') this.d.log.info({ resource: this.path }, 'the MultiNetworkPolicy API is served now; watching policies');
+    this.api = 'served';
+    const informer = createInformer<CachedPolicy>(this.d.client, { ...this.d.informerOptions('multi-networkpolicies'), path: this.path, transform: slimPolicy });
+    informer.on({ add: () => this.d.onChange(), update: () => this.d.onChange(), delete: () => this.d.onChange() });
+    this.policyInformer = informer;
+    informer.start();
+    void informer.synced.then(() => this.d.onChange());
+  }
+
+  private absent(): void {
+    if (this.api !== 'absent')
+      this.d.log.info(
+        { resource: this.path, retryMs: this.d.absentRetryMs ?? POLICY_API_RETRY_MS },
+        'the MultiNetworkPolicy API is not served (its CRD is not installed): no policy applies; asking again periodically',
+      );
+    this.api = 'absent';
+    this.d.onChange();
+  }
+
+  /** Any other failure (RBAC not yet updated, apiserver away): the policies stay unknown; said once per distinct error. */
+  private problem(e: unknown): void {
+    const msg = e instanceof Error ? e.message : String(e);
+    if (msg === this.lastProblem) return;
+    this.lastProblem = msg;
+    this.d.log.warn({ resource: this.path, err: msg }, 'cannot list MultiNetworkPolicies; retrying (does the sidecar role allow get/list/watch of multi-networkpolicies?)');
+  }
+}
