@@ -37,6 +37,8 @@ export interface SelectedBy {
   readonly policy: string;
   /** `<namespace>/<nad>`. */
   readonly network: string;
+  /** Why the policy fails its checks, when it selects the pod only because it is taken to (fail-closed). */
+  readonly problem?: string;
 }
 
 export type PodDecision =
@@ -104,8 +106,10 @@ function selectedOptOut(object: string, s: SelectedBy): PodDecision {
     inputError(
       INJECT_ANNOTATION,
       'false',
-      `${s.policy} selects the pod (its podSelector matches the pod's labels, its ${POLICY_FOR_ANNOTATION} names network ${s.network}, which the pod attaches), and only the multus-proxy sidecar enforces it`,
-      `remove the annotation ${INJECT_ANNOTATION} so the pod gets the sidecar, or change the policy's spec.podSelector or ${POLICY_FOR_ANNOTATION} so it no longer selects the pod`,
+      s.problem === undefined
+        ? `${s.policy} selects the pod (its podSelector matches the pod's labels, its ${POLICY_FOR_ANNOTATION} names network ${s.network}, which the pod attaches), and only the multus-proxy sidecar enforces it`
+        : `${s.policy} fails its checks (${s.problem}), so it is taken as selecting the pod on network ${s.network} and isolating it there, which only the multus-proxy sidecar enforces`,
+      `remove the annotation ${INJECT_ANNOTATION} so the pod gets the sidecar, or ${s.problem === undefined ? 'change' : 'fix'} the policy's spec.podSelector or ${POLICY_FOR_ANNOTATION} so it no longer selects the pod`,
     ),
   );
 }

@@ -83,6 +83,8 @@ export interface SidecarOptions {
    * written for their current generation; then it goes ahead without them (fail-closed) and says so.
    */
   readonly policyHoldMs: number;
+  /** How often the sidecar asks again whether the MultiNetworkPolicy API is served, while it is not (its CRD is optional). */
+  readonly policyApiRetryMs: number;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -108,6 +110,7 @@ export const OPTION_SOURCES = {
   podLabelsFile: { env: 'POD_LABELS_FILE', flag: 'pod-labels-file' },
   podContainerPorts: { env: 'POD_CONTAINER_PORTS', flag: 'pod-container-ports' },
   policyHoldMs: { env: 'POLICY_HOLD_MS', flag: 'policy-hold-ms' },
+  policyApiRetryMs: { env: 'POLICY_API_RETRY_MS', flag: 'policy-api-retry-ms' },
 } as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
 
 /** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
@@ -123,6 +126,9 @@ export const DEFAULT_MAX_SERVICES_PER_NETWORK = 2_000;
 
 /** The default of policyHoldMs: the controller writes a new policy's groups within a second or two; this covers its restart. */
 export const DEFAULT_POLICY_HOLD_MS = 15_000;
+
+/** The default of policyApiRetryMs. */
+export const DEFAULT_POLICY_API_RETRY_MS = 30_000;
 
 /** Port of /healthz, /readyz and /metrics; the webhook's probes point here. */
 export const DEFAULT_HEALTH_PORT = 9180;

@@ -37,7 +37,7 @@ import { checkPolicy } from '../../src/policy/validate.js';
 import type { AddressPolicy } from './address-policy.js';
 import type { EventRecorder, EventSubject } from './events.js';
 import { FairQueue } from './fair-queue.js';
-import { planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
+import { ADDRESS_GROUP_BUDGET, planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodEligible, podNetworkStatusOf } from './pod-endpoints.js';
 import { PodIndex } from './pod-index.js';
@@ -77,7 +77,9 @@ export interface GroupControllerDeps {
   readonly addressPolicy: () => AddressPolicy;
   readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
   readonly workers?: number;
-  /** How often an unserved MultiNetworkPolicy API is probed again. */
+  /** Addresses per group (ADDRESS_GROUP_BUDGET.addresses when absent). */
+  readonly maxAddressesPerGroup?: number;
+  /** The longest wait between two probes of an unserved MultiNetworkPolicy API (the first is 1 s, doubling). */
   readonly probeMs?: number;
 }
 
@@ -162,306 +164,352 @@ function compile(p: SlimPolicy): Compiled {
   return { ...base, queries: policyPeerQueries(c) };
 }
 
-export function createGroupController(d: GroupControllerDeps): GroupController {
-  const queue = new FairQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
-  const pods = new PodIndex();
-  const namespaces = new Map<string, Labels>();
-  const policies = new Map<string, SlimPolicy>();
-  const compiled = new WeakMap<SlimPolicy, Compiled>();
-  const slices = new Map<string, Map<string, V1EndpointSlice>>();
-  const tracker = new SliceTracker();
-  let informer: Informer<KubeObject> | undefined;
-  let policiesSynced = false;
-  let working = false;
-  let probe: NodeJS.Timeout | undefined;
-  let stopped = false;
+/** The policies, pods, namespaces and group slices as the reconcile reads them. */
+class GroupCaches {
+  readonly pods = new PodIndex();
+  readonly namespaces = new Map<string, Labels>();
+  readonly policies = new Map<string, SlimPolicy>();
+  readonly slices = new Map<string, Map<string, V1EndpointSlice>>();
+  private readonly compiled = new WeakMap<SlimPolicy, Compiled>();
 
-  const compiledOf = (p: SlimPolicy): Compiled => {
-    let c = compiled.get(p);
-    if (c === undefined) compiled.set(p, (c = compile(p)));
+  compiledOf(p: SlimPolicy): Compiled {
+    let c = this.compiled.get(p);
+    if (c === undefined) this.compiled.set(p, (c = compile(p)));
     return c;
-  };
-  const enqueue = (key: string): void => {
-    if (working && policiesSynced) queue.add(key);
-  };
-  const allKeys = (): string[] => [...new Set([...policies.keys(), ...slices.keys()])];
+  }
 
-  const scopeMatches = (q: PeerQuery, ns: string, nsLabels: Labels | undefined): boolean =>
-    q.namespaces.kind === 'namespace' ? q.namespaces.name === ns : nsLabels !== undefined && matchesSelector(q.namespaces.selector, nsLabels);
+  allKeys(): string[] {
+    return [...new Set([...this.policies.keys(), ...this.slices.keys()])];
+  }
+
+  private scopeMatches(q: PeerQuery, ns: string, nsLabels: Labels | undefined): boolean {
+    return q.namespaces.kind === 'namespace' ? q.namespaces.name === ns : nsLabels !== undefined && matchesSelector(q.namespaces.selector, nsLabels);
+  }
 
   /** The policies a pod with these labels in `ns` concerns: as a peer of a query, or as selected in its own namespace. */
-  const policiesOfPod = (ns: string, labels: Labels | undefined, out: Set<string>): void => {
-    const nsLabels = namespaces.get(ns);
-    for (const [key, p] of policies) {
-      const c = compiledOf(p);
+  policiesOfPod(ns: string, labels: Labels | undefined, out: Set<string>): void {
+    const nsLabels = this.namespaces.get(ns);
+    for (const [key, p] of this.policies) {
+      const c = this.compiledOf(p);
       if (p.metadata?.namespace === ns && (c.podSelector === undefined || matchesSelector(c.podSelector, labels))) out.add(key);
-      else if (c.queries.some((q) => scopeMatches(q, ns, nsLabels) && matchesSelector(q.pods, labels))) out.add(key);
+      else if (c.queries.some((q) => this.scopeMatches(q, ns, nsLabels) && matchesSelector(q.pods, labels))) out.add(key);
     }
-  };
+  }
 
-  const select = (q: PeerQuery): V1Pod[] => {
-    if (q.namespaces.kind === 'namespace') return pods.select(q.namespaces.name, q.pods);
+  /** The policies with a namespaceSelector peer that matches either label set. */
+  policiesOfNamespace(before: Labels, after: Labels): string[] {
+    const out: string[] = [];
+    for (const [key, p] of this.policies) {
+      const touched = this.compiledOf(p).queries.some((q) => q.namespaces.kind === 'selector' && (matchesSelector(q.namespaces.selector, before) || matchesSelector(q.namespaces.selector, after)));
+      if (touched) out.push(key);
+    }
+    return out;
+  }
+
+  select(q: PeerQuery): V1Pod[] {
+    if (q.namespaces.kind === 'namespace') return this.pods.select(q.namespaces.name, q.pods);
     const sel = q.namespaces.selector;
-    return [...namespaces].filter(([, labels]) => matchesSelector(sel, labels)).flatMap(([ns]) => pods.select(ns, q.pods));
-  };
+    return [...this.namespaces].filter(([, labels]) => matchesSelector(sel, labels)).flatMap(([ns]) => this.pods.select(ns, q.pods));
+  }
 
-  const ipamRanges = (queries: readonly PeerQuery[]): Map<string, ReadableIpam> => {
+  /** Files a group slice under its policy; false when nothing is known of it (no policy label). */
+  setSlice(slice: V1EndpointSlice, deleted: boolean): string | undefined {
+    const policy = slice.metadata?.labels?.[ADDRESS_GROUP_POLICY_LABEL];
+    if (policy === undefined) return undefined;
+    const key = `${slice.metadata?.namespace ?? ''}/${policy}`;
+    const name = slice.metadata?.name ?? '';
+    let m = this.slices.get(key);
+    if (deleted) {
+      m?.delete(name);
+      if (m?.size === 0) this.slices.delete(key);
+    } else {
+      if (m === undefined) this.slices.set(key, (m = new Map<string, V1EndpointSlice>()));
+      m.set(name, slice);
+    }
+    return key;
+  }
+}
+
+class AddressGroups implements GroupController {
+  private readonly queue = new FairQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
+  private readonly c = new GroupCaches();
+  private readonly tracker = new SliceTracker();
+  private readonly perGroup: number;
+  private informer: Informer<KubeObject> | undefined;
+  private policiesSynced = false;
+  private working = false;
+  private probe: NodeJS.Timeout | undefined;
+  private stopped = false;
+  private logged = false;
+  private probes = 0;
+
+  constructor(private readonly d: GroupControllerDeps) {
+    this.perGroup = d.maxAddressesPerGroup ?? ADDRESS_GROUP_BUDGET.addresses;
+  }
+
+  private enqueue(key: string): void {
+    if (this.working && this.policiesSynced) this.queue.add(key);
+  }
+
+  private ipamRanges(queries: readonly PeerQuery[]): Map<string, ReadableIpam> {
     const out = new Map<string, ReadableIpam>();
     for (const q of queries) {
       const slash = q.network.indexOf('/');
-      const ipam = d.nadIpam?.({ namespace: q.network.slice(0, slash), name: q.network.slice(slash + 1) });
+      const ipam = this.d.nadIpam?.({ namespace: q.network.slice(0, slash), name: q.network.slice(slash + 1) });
       // Unreadable or malformed: published without the range check, as for Service slices.
       if (ipam?.ok === true && ipam.value.readable) out.set(q.network, ipam.value);
     }
     return out;
-  };
+  }
 
   /** Selected pods without a sidecar: the gauge, and a Warning on each (a bounded number per reconcile). */
-  const reportWithoutSidecar = (key: string, p: SlimPolicy, c: Compiled): void => {
+  private reportWithoutSidecar(key: string, p: SlimPolicy, c: Compiled): void {
+    const gauge = this.d.metrics.policyPodsWithoutSidecar;
     const ns = p.metadata?.namespace ?? '';
-    if (c.podSelector === undefined || c.networks === undefined || c.networks.length === 0) {
-      d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
-      return;
-    }
-    const bare = pods
-      .select(ns, c.podSelector)
-      .filter((pod) => isPodEligible(pod) && !hasSidecar(pod))
-      .map((pod) => ({ pod, on: attachedTo(pod, c.networks ?? []) }))
-      .filter((x) => x.on.length > 0);
-    if (bare.length === 0) d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
-    else d.metrics.policyPodsWithoutSidecar.set({ policy: key }, bare.length);
+    const bare =
+      c.podSelector === undefined || c.networks === undefined
+        ? []
+        : this.c.pods
+            .select(ns, c.podSelector)
+            .filter((pod) => isPodEligible(pod) && !hasSidecar(pod))
+            .map((pod) => ({ pod, on: attachedTo(pod, c.networks ?? []) }))
+            .filter((x) => x.on.length > 0);
+    if (bare.length === 0) gauge.remove({ policy: key });
+    else gauge.set({ policy: key }, bare.length);
     for (const { pod, on } of bare.slice(0, MAX_POD_EVENTS_PER_RECONCILE)) {
       const message = `Pod ${ns}/${pod.metadata?.name ?? ''}: ${describePolicy(p)} selects it on ${on.join(', ')}, but it runs no multus-proxy sidecar, so nothing enforces the policy there; recreate the pod in a namespace labelled for injection so the webhook injects the sidecar`;
-      d.events.record(podSubject(pod), 'Warning', `policy|${key}`, POLICY_WITHOUT_SIDECAR_EVENT_REASON, message);
+      this.d.events.record(podSubject(pod), 'Warning', `policy|${key}`, POLICY_WITHOUT_SIDECAR_EVENT_REASON, message);
     }
-  };
+  }
 
-  const reportOver = (key: string, p: SlimPolicy, over: readonly OverBudgetGroup[]): void => {
-    if (over.length === 0) d.metrics.policyGroupsOverBudget.remove({ policy: key });
-    else d.metrics.policyGroupsOverBudget.set({ policy: key }, over.length);
-    for (const o of over) d.events.record(policySubject(p), 'Warning', `over|${o.key}`, ADDRESS_GROUP_OVER_BUDGET_EVENT_REASON, o.message);
-  };
+  private reportOver(key: string, p: SlimPolicy, over: readonly OverBudgetGroup[]): void {
+    if (over.length === 0) this.d.metrics.policyGroupsOverBudget.remove({ policy: key });
+    else this.d.metrics.policyGroupsOverBudget.set({ policy: key }, over.length);
+    for (const o of over) this.d.events.record(policySubject(p), 'Warning', `over|${o.key}`, ADDRESS_GROUP_OVER_BUDGET_EVENT_REASON, o.message);
+  }
 
-  const write = async (key: string, p: SlimPolicy | undefined, diff: SliceDiff): Promise<void> => {
+  private guard(): void {
+    if (!this.d.mayWrite()) throw new Error('not the leader any more: write refused');
+  }
+
+  private async send(key: string, p: SlimPolicy | undefined, verb: 'create' | 'update', s: V1EndpointSlice): Promise<void> {
     const ns = key.slice(0, key.indexOf('/'));
-    const path = (s: V1EndpointSlice): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, s.metadata?.name ?? '');
-    const guard = (): void => {
-      if (!d.mayWrite()) throw new Error('not the leader any more: write refused');
-    };
-    const send = async (verb: 'create' | 'update', s: V1EndpointSlice): Promise<void> => {
-      guard();
-      try {
-        const out = verb === 'create' ? await d.client.create<V1EndpointSlice>(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), s) : await d.client.replace<V1EndpointSlice>(path(s), s);
-        tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion, Date.now(), out);
-        d.metrics.addressGroupWrites.inc({ verb });
-      } catch (e) {
-        if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`${verb} of an address-group EndpointSlice of ${key}: ${(e as Error).message}`);
-        if (isInvalid(e) && p !== undefined) {
-          d.events.record(
-            policySubject(p),
-            'Warning',
-            'refused',
-            ADDRESS_GROUP_REFUSED_EVENT_REASON,
-            `${describePolicy(p)}: the apiserver refused an address-group EndpointSlice (${e.apiMessage}); its peers are not allowed until this is fixed`,
-          );
-        }
-        throw e;
+    const collection = apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns);
+    this.guard();
+    try {
+      const out = verb === 'create' ? await this.d.client.create<V1EndpointSlice>(collection, s) : await this.d.client.replace<V1EndpointSlice>(`${collection}/${s.metadata?.name ?? ''}`, s);
+      this.tracker.written(key, out.metadata?.name ?? '', out.metadata?.resourceVersion, Date.now(), out);
+      this.d.metrics.addressGroupWrites.inc({ verb });
+    } catch (e) {
+      if (isConflict(e) || isNotFound(e)) throw new RetryableWriteError(`${verb} of an address-group EndpointSlice of ${key}: ${(e as Error).message}`);
+      if (isInvalid(e) && p !== undefined) {
+        const message = `${describePolicy(p)}: the apiserver refused an address-group EndpointSlice (${e.apiMessage}); its peers are not allowed until this is fixed`;
+        this.d.events.record(policySubject(p), 'Warning', 'refused', ADDRESS_GROUP_REFUSED_EVENT_REASON, message);
       }
-    };
+      throw e;
+    }
+  }
+
+  private async write(key: string, p: SlimPolicy | undefined, diff: SliceDiff): Promise<void> {
+    const collection = apiPath('discovery.k8s.io', 'v1', 'endpointslices', key.slice(0, key.indexOf('/')));
     // Updates and creates before deletes: a pod moving between slices never vanishes in between.
-    for (const s of diff.update) await send('update', s);
-    for (const s of diff.create) await send('create', s);
+    for (const s of diff.update) await this.send(key, p, 'update', s);
+    for (const s of diff.create) await this.send(key, p, 'create', s);
     for (const s of diff.delete) {
-      guard();
+      this.guard();
       try {
-        await d.client.delete(path(s));
+        await this.d.client.delete(`${collection}/${s.metadata?.name ?? ''}`);
       } catch (e) {
         if (!isNotFound(e)) throw e;
       }
-      tracker.deleted(key, s.metadata?.name ?? '');
-      d.metrics.addressGroupWrites.inc({ verb: 'delete' });
+      this.tracker.deleted(key, s.metadata?.name ?? '');
+      this.d.metrics.addressGroupWrites.inc({ verb: 'delete' });
     }
-  };
+  }
 
-  const reconcile = async (key: string): Promise<PolicyReconcileResult> => {
-    if (!policiesSynced) return 'waiting';
-    const existing = [...(slices.get(key)?.values() ?? [])];
-    if (!tracker.isCurrent(key, existing)) {
-      queue.addAfter(key, 1000);
+  /** The policy's diff, with its reports; `invalid` when it fails its checks (its groups go). */
+  private plan(key: string, p: SlimPolicy, existing: V1EndpointSlice[]): { diff: SliceDiff; invalid: boolean } {
+    const c = this.c.compiledOf(p);
+    this.reportWithoutSidecar(key, p, c);
+    if (c.problem !== undefined) {
+      this.d.events.record(
+        policySubject(p),
+        'Warning',
+        c.problem,
+        POLICY_INVALID_EVENT_REASON,
+        `${c.problem}. Its address groups are removed; the sidecars isolate the pods it selects until it is fixed`,
+      );
+      this.d.metrics.policyGroupsOverBudget.remove({ policy: key });
+      return { diff: { create: [], update: [], delete: existing }, invalid: true };
+    }
+    const m = p.metadata ?? {};
+    const policy: GroupPolicy = {
+      name: m.name ?? '',
+      namespace: m.namespace ?? '',
+      uid: m.uid ?? '',
+      generation: m.generation ?? 0,
+      apiVersion: p.apiVersion ?? POLICY_API_VERSION,
+      deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+    };
+    const plan = planAddressGroups({
+      policy,
+      queries: c.queries.map((query) => ({ query, pods: this.c.select(query) })),
+      existing,
+      addressPolicy: { ...this.d.addressPolicy(), ipam: this.ipamRanges(c.queries) },
+      maxPerSlice: this.d.maxEndpointsPerSlice,
+      budget: { addresses: this.perGroup, policyAddresses: Math.max(this.perGroup, ADDRESS_GROUP_BUDGET.policyAddresses) },
+    });
+    this.reportOver(key, p, plan.over);
+    return { diff: plan.diff, invalid: false };
+  }
+
+  async reconcile(key: string): Promise<PolicyReconcileResult> {
+    if (!this.policiesSynced) return 'waiting';
+    const existing = [...(this.c.slices.get(key)?.values() ?? [])];
+    if (!this.tracker.isCurrent(key, existing)) {
+      this.queue.addAfter(key, 1000);
       return 'stale';
     }
-    const p = policies.get(key);
-    let diff: SliceDiff;
-    let result: PolicyReconcileResult = 'unchanged';
+    const p = this.c.policies.get(key);
     if (p === undefined) {
-      d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
-      d.metrics.policyGroupsOverBudget.remove({ policy: key });
-      diff = { create: [], update: [], delete: existing };
-    } else {
-      const c = compiledOf(p);
-      reportWithoutSidecar(key, p, c);
-      if (c.problem !== undefined) {
-        d.events.record(
-          policySubject(p),
-          'Warning',
-          c.problem,
-          POLICY_INVALID_EVENT_REASON,
-          `${c.problem}. Its address groups are removed; the sidecars isolate the pods it selects until it is fixed`,
-        );
-        d.metrics.policyGroupsOverBudget.remove({ policy: key });
-        diff = { create: [], update: [], delete: existing };
-        result = 'invalid';
-      } else {
-        const group: GroupPolicy = {
-          name: p.metadata?.name ?? '',
-          namespace: p.metadata?.namespace ?? '',
-          uid: p.metadata?.uid ?? '',
-          generation: p.metadata?.generation ?? 0,
-          apiVersion: p.apiVersion ?? POLICY_API_VERSION,
-          deleting: p.metadata?.deletionTimestamp !== undefined && p.metadata.deletionTimestamp !== null,
-        };
-        const plan = planAddressGroups({
-          policy: group,
-          queries: c.queries.map((query) => ({ query, pods: select(query) })),
-          existing,
-          addressPolicy: { ...d.addressPolicy(), ipam: ipamRanges(c.queries) },
-          maxPerSlice: d.maxEndpointsPerSlice,
-        });
-        reportOver(key, p, plan.over);
-        diff = plan.diff;
-      }
+      this.d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
+      this.d.metrics.policyGroupsOverBudget.remove({ policy: key });
     }
-    if (isEmptyDiff(diff)) return result;
-    await write(key, p, diff);
-    d.logger.info({ policy: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length }, 'address groups written');
-    return result === 'invalid' ? result : 'written';
-  };
+    const { diff, invalid } = p === undefined ? { diff: { create: [], update: [], delete: existing }, invalid: false } : this.plan(key, p, existing);
+    if (isEmptyDiff(diff)) return invalid ? 'invalid' : 'unchanged';
+    await this.write(key, p, diff);
+    this.d.logger.info({ policy: key, created: diff.create.length, updated: diff.update.length, deleted: diff.delete.length }, 'address groups written');
+    return invalid ? 'invalid' : 'written';
+  }
 
-  const worker = async (): Promise<void> => {
+  private async worker(): Promise<void> {
     for (;;) {
-      const key = await queue.get();
+      const key = await this.queue.get();
       if (key === undefined) return;
       try {
-        if (d.mayWrite()) d.metrics.policyReconciles.inc({ result: await reconcile(key) });
-        queue.forget(key);
+        if (this.d.mayWrite()) this.d.metrics.policyReconciles.inc({ result: await this.reconcile(key) });
+        this.queue.forget(key);
       } catch (e) {
-        d.metrics.policyReconciles.inc({ result: 'error' });
-        d.metrics.errors.inc({ stage: 'address-groups' });
-        const delay = working ? queue.addRateLimited(key) : 0;
-        const retryable = e instanceof RetryableWriteError;
-        d.logger[retryable ? 'info' : 'warn']({ policy: key, err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'address-group reconcile failed; retrying');
+        this.d.metrics.policyReconciles.inc({ result: 'error' });
+        this.d.metrics.errors.inc({ stage: 'address-groups' });
+        const delay = this.working ? this.queue.addRateLimited(key) : 0;
+        const level = e instanceof RetryableWriteError ? 'info' : 'warn';
+        this.d.logger[level]({ policy: key, err: e instanceof Error ? e.message : String(e), retryInMs: delay }, 'address-group reconcile failed; retrying');
       } finally {
-        queue.done(key);
+        this.queue.done(key);
       }
     }
-  };
+  }
 
-  const onPolicy = (obj: KubeObject, deleted: boolean): void => {
+  private onPolicy(obj: KubeObject, deleted: boolean): void {
     const p = obj as SlimPolicy;
     const key = `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`;
-    if (deleted) policies.delete(key);
-    else policies.set(key, p);
-    enqueue(key);
-  };
+    if (deleted) this.c.policies.delete(key);
+    else this.c.policies.set(key, p);
+    this.enqueue(key);
+  }
 
-  const startInformer = (): void => {
-    const path = apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, d.namespace);
-    informer = createInformer<KubeObject>(d.reader, { logger: d.logger, name: 'multi-networkpolicies', path, transform: (o) => slimPolicy(o as never) as unknown as KubeObject });
-    informer.on({ add: (o) => onPolicy(o, false), update: (o) => onPolicy(o, false), delete: (o) => onPolicy(o, true) });
+  private startInformer(): void {
+    const path = apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, this.d.namespace);
+    const informer = createInformer<KubeObject>(this.d.reader, { logger: this.d.logger, name: 'multi-networkpolicies', path, transform: (o) => slimPolicy(o as never) as unknown as KubeObject });
+    this.informer = informer;
+    informer.on({ add: (o) => this.onPolicy(o, false), update: (o) => this.onPolicy(o, false), delete: (o) => this.onPolicy(o, true) });
     informer.start();
     void informer.synced.then(() => {
-      policiesSynced = true;
-      d.logger.info({ policies: policies.size }, 'MultiNetworkPolicies listed; address groups are reconciled');
-      if (working) for (const k of allKeys()) queue.add(k);
+      this.policiesSynced = true;
+      this.d.logger.info({ policies: this.c.policies.size }, 'MultiNetworkPolicies listed; address groups are reconciled');
+      if (this.working) for (const k of this.c.allKeys()) this.queue.add(k);
     });
-  };
+  }
 
   /** Whether the apiserver serves the policy resource (k8s.cni.cncf.io/v1beta1 multi-networkpolicies). */
-  const served = async (): Promise<boolean> => {
+  private async served(): Promise<boolean> {
     try {
-      const list = await getIfExists<{ resources?: { name?: string }[] }>(d.reader, `/apis/${MULTI_NETWORK_POLICY_GROUP}/v1beta1`);
+      const list = await getIfExists<{ resources?: { name?: string }[] }>(this.d.reader, `/apis/${MULTI_NETWORK_POLICY_GROUP}/v1beta1`);
       return (list?.resources ?? []).some((r) => r.name === MULTI_NETWORK_POLICY_RESOURCE);
     } catch {
       return false;
     }
-  };
+  }
 
-  let logged = false;
-  const probeOnce = async (): Promise<void> => {
-    if (stopped) return;
-    if (await served()) {
-      if (!stopped) startInformer();
+  private async probeOnce(): Promise<void> {
+    if (this.stopped) return;
+    if (await this.served()) {
+      if (!this.stopped) this.startInformer();
       return;
     }
-    if (!logged) {
-      d.logger.info(
-        `the MultiNetworkPolicy API (${POLICY_API_VERSION} ${MULTI_NETWORK_POLICY_RESOURCE}) is not served: no address groups are written; checking again every ${Math.round((d.probeMs ?? 30_000) / 1000)} s`,
+    const max = this.d.probeMs ?? 30_000;
+    if (!this.logged) {
+      this.d.logger.info(
+        `the MultiNetworkPolicy API (${POLICY_API_VERSION} ${MULTI_NETWORK_POLICY_RESOURCE}) is not served: no address groups are written; checking again, at least every ${Math.round(max / 1000)} s`,
       );
-      logged = true;
+      this.logged = true;
     }
-    if (!stopped) probe = setTimeout(() => void probeOnce(), d.probeMs ?? 30_000);
-  };
+    this.probes += 1;
+    if (!this.stopped) this.probe = setTimeout(() => void this.probeOnce(), Math.min(max, 1000 * 2 ** Math.min(this.probes - 1, 10)));
+  }
 
-  return {
-    onPod: (pod, old) => {
-      const ref = pod ?? old;
-      if (ref === undefined) return;
-      const ns = ref.metadata?.namespace ?? '';
-      if (pod === undefined) pods.delete(ns, ref.metadata?.name ?? '');
-      else pods.set(pod);
-      if (!working || !policiesSynced || (pod !== undefined && old !== undefined && !groupPodChangeMatters(old, pod))) return;
-      const keys = new Set<string>();
-      if (pod !== undefined) policiesOfPod(ns, pod.metadata?.labels, keys);
-      if (old !== undefined) policiesOfPod(ns, old.metadata?.labels, keys);
-      for (const k of keys) queue.add(k);
-    },
-    onNamespace: (n, old) => {
-      const ref = n ?? old;
-      const name = ref?.metadata?.name ?? '';
-      if (n === undefined) namespaces.delete(name);
-      else namespaces.set(name, { ...(n.metadata?.labels ?? {}) });
-      if (!working || !policiesSynced) return;
-      const before = old?.metadata?.labels ?? {};
-      const after = n?.metadata?.labels ?? {};
-      if (n !== undefined && old !== undefined && JSON.stringify(before) === JSON.stringify(after)) return;
-      for (const [key, p] of policies) {
-        const touched = compiledOf(p).queries.some((q) => q.namespaces.kind === 'selector' && (matchesSelector(q.namespaces.selector, before) || matchesSelector(q.namespaces.selector, after)));
-        if (touched) queue.add(key);
-      }
-    },
-    onSlice: (slice, deleted) => {
-      const policy = slice.metadata?.labels?.[ADDRESS_GROUP_POLICY_LABEL];
-      if (policy === undefined) return;
-      const key = `${slice.metadata?.namespace ?? ''}/${policy}`;
-      const name = slice.metadata?.name ?? '';
-      let m = slices.get(key);
-      if (deleted) {
-        m?.delete(name);
-        if (m?.size === 0) slices.delete(key);
-        tracker.observedDelete(key, name);
-      } else {
-        if (m === undefined) slices.set(key, (m = new Map<string, V1EndpointSlice>()));
-        m.set(name, slice);
-        if (tracker.observed(key, name, slice.metadata?.resourceVersion) === 'own') return;
-      }
-      enqueue(key);
-    },
-    watch: () => void probeOnce(),
-    startWorking: () => {
-      if (working) return;
-      working = true;
-      if (policiesSynced) for (const k of allKeys()) queue.add(k);
-      for (let i = 0; i < (d.workers ?? 2); i++) void worker();
-    },
-    resync: () => allKeys().forEach(enqueue),
-    stop: () => {
-      stopped = true;
-      working = false;
-      if (probe !== undefined) clearTimeout(probe);
-      queue.shutdown();
-      informer?.stop();
-    },
-    idle: () => queue.pending() === 0,
-    reconcile,
-  };
+  onPod(pod: V1Pod | undefined, old: V1Pod | undefined): void {
+    const ref = pod ?? old;
+    if (ref === undefined) return;
+    const ns = ref.metadata?.namespace ?? '';
+    if (pod === undefined) this.c.pods.delete(ns, ref.metadata?.name ?? '');
+    else this.c.pods.set(pod);
+    if (!this.working || !this.policiesSynced || (pod !== undefined && old !== undefined && !groupPodChangeMatters(old, pod))) return;
+    const keys = new Set<string>();
+    if (pod !== undefined) this.c.policiesOfPod(ns, pod.metadata?.labels, keys);
+    if (old !== undefined) this.c.policiesOfPod(ns, old.metadata?.labels, keys);
+    for (const k of keys) this.queue.add(k);
+  }
+
+  onNamespace(n: V1Namespace | undefined, old: V1Namespace | undefined): void {
+    const name = (n ?? old)?.metadata?.name ?? '';
+    if (n === undefined) this.c.namespaces.delete(name);
+    else this.c.namespaces.set(name, { ...(n.metadata?.labels ?? {}) });
+    if (!this.working || !this.policiesSynced) return;
+    const before = old?.metadata?.labels ?? {};
+    const after = n?.metadata?.labels ?? {};
+    if (n !== undefined && old !== undefined && JSON.stringify(before) === JSON.stringify(after)) return;
+    for (const key of this.c.policiesOfNamespace(before, after)) this.queue.add(key);
+  }
+
+  onSlice(slice: V1EndpointSlice, deleted: boolean): void {
+    const key = this.c.setSlice(slice, deleted);
+    if (key === undefined) return;
+    const name = slice.metadata?.name ?? '';
+    if (deleted) this.tracker.observedDelete(key, name);
+    else if (this.tracker.observed(key, name, slice.metadata?.resourceVersion) === 'own') return;
+    this.enqueue(key);
+  }
+
+  watch(): void {
+    void this.probeOnce();
+  }
+
+  startWorking(): void {
+    if (this.working) return;
+    this.working = true;
+    if (this.policiesSynced) for (const k of this.c.allKeys()) this.queue.add(k);
+    for (let i = 0; i < (this.d.workers ?? 2); i++) void this.worker();
+  }
+
+  resync(): void {
+    for (const k of this.c.allKeys()) this.enqueue(k);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.working = false;
+    if (this.probe !== undefined) clearTimeout(this.probe);
+    this.queue.shutdown();
+    this.informer?.stop();
+  }
+
+  idle(): boolean {
+    return this.queue.pending() === 0;
+  }
+}
+
+export function createGroupController(d: GroupControllerDeps): GroupController {
+  return new AddressGroups(d);
 }

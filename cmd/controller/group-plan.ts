@@ -37,7 +37,7 @@ import { checkPortName } from '../../src/policy/validate.js';
 import { MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
 import { OPEN_POLICY, type AddressPolicy } from './address-policy.js';
 import { isPodEligible, podNetworkStatusOf, publishableAddresses, type AddressType, type EndpointPort } from './pod-endpoints.js';
-import { sliceGenerateName, type SliceDiff } from './plan.js';
+import { keptInPlace, sliceGenerateName, type SliceDiff } from './plan.js';
 import { sameLabels } from './slice-metadata.js';
 
 /** How much one policy's groups may hold (every address of every endpoint counts). */
@@ -259,19 +259,8 @@ class Pool {
 
 /** The drafts of one part: its existing slices keep their pods, new pods fill room, then new or reused slices. */
 function planPart(g: Group, part: Part, existing: readonly V1EndpointSlice[], pool: Pool, max: number): Draft[] {
-  const assigned = new Set<string>();
-  const drafts: Draft[] = [];
-  for (const slice of existing) {
-    const kept: V1Endpoint[] = [];
-    for (const e of slice.endpoints ?? []) {
-      const k = endpointKey(e);
-      const want = part.endpoints.get(k);
-      if (want === undefined || assigned.has(k) || kept.length >= max) continue;
-      kept.push(want);
-      assigned.add(k);
-    }
-    drafts.push({ existing: slice, group: g, addressType: part.addressType, ports: part.ports, endpoints: kept });
-  }
+  const { kept, assigned } = keptInPlace(existing, part.endpoints, endpointKey, max);
+  const drafts: Draft[] = existing.map((slice, i) => ({ existing: slice, group: g, addressType: part.addressType, ports: part.ports, endpoints: kept[i] ?? [] }));
   const remaining = [...part.endpoints.keys()].filter((k) => !assigned.has(k)).sort(compareText);
   const take = (n: number): V1Endpoint[] => remaining.splice(0, n).flatMap((k) => part.endpoints.get(k) ?? []);
   for (const d of drafts) if (remaining.length > 0 && d.endpoints.length < max) d.endpoints.push(...take(max - d.endpoints.length));

@@ -10,6 +10,7 @@ import { err, formatInputError, inputError, ok, type Result } from '../../src/re
 import { ANY_HOST } from '../../src/health.js';
 import { connectionFlags, connectionValues, helpText, parseFlags, wantsHelp, type Program } from '../../src/cli.js';
 import type { NetServiceMode } from './netservice-controller.js';
+import { ADDRESS_GROUP_BUDGET } from './group-plan.js';
 
 export interface ControllerOptions {
   readonly kubeconfig?: string;
@@ -39,6 +40,8 @@ export interface ControllerOptions {
   readonly removeMultusServiceSlices: boolean;
   /** A pod's deletion or Ready flip puts its Services at the front of the queue (false: in turn, as before). */
   readonly urgentPodChanges: boolean;
+  /** Addresses one MultiNetworkPolicy peer (address group) may resolve to; past it the peer allows none. */
+  readonly maxAddressesPerGroup: number;
 }
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)?$/;
@@ -69,7 +72,12 @@ function parseNetServiceMode(value: string): Result<NetServiceMode> {
   const mode = NETSERVICE_MODES.find((m) => m === value);
   return mode !== undefined ? ok(mode) : err(inputError('--netservices', value, 'is not a mode', 'write auto, true or false'));
 }
-const COUNTS = { 'health-port': ['8080', 0], workers: ['2', 1], 'max-endpoints-per-slice': [String(MAX_ENDPOINTS_PER_SLICE), 1] } as const;
+const COUNTS = {
+  'health-port': ['8080', 0],
+  workers: ['2', 1],
+  'max-endpoints-per-slice': [String(MAX_ENDPOINTS_PER_SLICE), 1],
+  'max-addresses-per-group': [String(ADDRESS_GROUP_BUDGET.addresses), 1],
+} as const;
 
 const DUR = 'DUR';
 /** Every flag once, in help order; the defaults above are what the parser uses. */
@@ -103,6 +111,12 @@ export const CONTROLLER_PROGRAM: Program = {
     { name: 'netservices', value: 'MODE', def: 'auto', help: "auto|true|false: serve net-service-controller's NetService objects (auto: when the svcctl.metaswitch.com API is installed)" },
     { name: 'remove-multus-service-slices', value: 'BOOL', def: BOOLS['remove-multus-service-slices'], help: "delete multus-service's EndpointSlices of the Services served here" },
     { name: 'urgent-pod-changes', value: 'BOOL', def: BOOLS['urgent-pod-changes'], help: "a pod's deletion or Ready flip is reconciled before other queued work (false: in turn)" },
+    {
+      name: 'max-addresses-per-group',
+      value: 'N',
+      def: COUNTS['max-addresses-per-group'][0],
+      help: 'addresses one MultiNetworkPolicy peer may resolve to; a peer selecting more is not written, so it allows none of them (fail-closed), and is reported',
+    },
   ],
   notes: 'Subcommand: controller diagnose pod|service [NAMESPACE/]NAME [-o json] explains why traffic does or does not flow (controller diagnose --help).',
 };
@@ -150,6 +164,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     netServices: pick(parseNetServiceMode(str('netservices') ?? 'auto'), 'auto'),
     removeMultusServiceSlices: bool('remove-multus-service-slices'),
     urgentPodChanges: bool('urgent-pod-changes'),
+    maxAddressesPerGroup: count('max-addresses-per-group'),
   };
   if (problems.length === 0 && !(opts.retryPeriodMs < opts.renewDeadlineMs && opts.renewDeadlineMs < opts.leaseDurationMs)) {
     problems.push(

@@ -294,22 +294,36 @@ function byName(a: V1EndpointSlice, b: V1EndpointSlice): number {
   return compareText(a.metadata?.name ?? '', b.metadata?.name ?? '');
 }
 
-/** Plans one group's slices; consumes reusable orphans from `orphans` when it needs new slices. */
-function planGroup(g: Group, existing: readonly V1EndpointSlice[], orphans: V1EndpointSlice[], svc: V1Service, max: number): Draft[] {
+/**
+ * Stable packing's first step: each existing slice keeps the wanted endpoints it already lists
+ * (their wanted form; each endpoint once; at most `max`). Shared with address groups (group-plan.ts).
+ */
+export function keptInPlace(
+  existing: readonly V1EndpointSlice[],
+  wanted: ReadonlyMap<string, V1Endpoint>,
+  keyOf: (e: V1Endpoint) => string,
+  max: number,
+): { kept: V1Endpoint[][]; assigned: Set<string> } {
   const assigned = new Set<string>();
-  const drafts: Draft[] = [];
-  // 1. Keep every pod where it already is.
-  for (const slice of existing) {
-    const kept: V1Endpoint[] = [];
+  const kept = existing.map((slice) => {
+    const out: V1Endpoint[] = [];
     for (const e of slice.endpoints ?? []) {
-      const k = endpointKey(e);
-      const want = g.endpoints.get(k);
-      if (want === undefined || assigned.has(k) || kept.length >= max) continue;
-      kept.push(want);
+      const k = keyOf(e);
+      const want = wanted.get(k);
+      if (want === undefined || assigned.has(k) || out.length >= max) continue;
+      out.push(want);
       assigned.add(k);
     }
-    drafts.push({ existing: slice, group: g, endpoints: kept });
-  }
+    return out;
+  });
+  return { kept, assigned };
+}
+
+/** Plans one group's slices; consumes reusable orphans from `orphans` when it needs new slices. */
+function planGroup(g: Group, existing: readonly V1EndpointSlice[], orphans: V1EndpointSlice[], svc: V1Service, max: number): Draft[] {
+  // 1. Keep every pod where it already is.
+  const { kept, assigned } = keptInPlace(existing, g.endpoints, endpointKey, max);
+  const drafts: Draft[] = existing.map((slice, i) => ({ existing: slice, group: g, endpoints: kept[i] ?? [] }));
   const remaining = [...g.endpoints.keys()].filter((k) => !assigned.has(k)).sort();
   const take = (n: number): V1Endpoint[] =>
     remaining

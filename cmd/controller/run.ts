@@ -185,6 +185,7 @@ async function createParts(c: Context): Promise<Parts> {
     events,
     mayWrite,
     maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
+    maxAddressesPerGroup: opts.maxAddressesPerGroup,
     ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}),
     addressPolicy: () => reconciler.currentAddressPolicy(),
     nadIpam: (ref) => informers.nads?.get(`${ref.namespace}/${ref.name}`)?.ipam,

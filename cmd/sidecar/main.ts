@@ -161,7 +161,7 @@ async function main(): Promise<number | undefined> {
   const dataplane: Dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
   await program.start({ name: 'dataplane', stop: () => dataplane.close() });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const policy = { podLabelsFile: opts.podLabelsFile, podContainerPorts: opts.podContainerPorts, policyHoldMs: opts.policyHoldMs, backendKind: choice.kind };
+  const policy = { podLabelsFile: opts.podLabelsFile, podContainerPorts: opts.podContainerPorts, policyHoldMs: opts.policyHoldMs, policyApiRetryMs: opts.policyApiRetryMs, backendKind: choice.kind };
   const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event });
   parts.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');

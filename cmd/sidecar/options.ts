@@ -10,7 +10,16 @@ import { ANY_HOST } from '../../src/health.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/index.js';
 import { EXTERNAL_IPS_NOT_CONFIGURED, parseExternalIPPolicy } from '../../src/external-ips.js';
 import { parseContainerPorts } from '../../src/policy/container-ports.js';
-import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, DEFAULT_POLICY_HOLD_MS, OPTION_SOURCES, RULE_BACKENDS, type IptablesBackend, type SidecarOptions } from '../../src/sidecar-contract.js';
+import {
+  DEFAULT_HEALTH_PORT,
+  DEFAULT_MAX_SERVICES_PER_NETWORK,
+  DEFAULT_POLICY_API_RETRY_MS,
+  DEFAULT_POLICY_HOLD_MS,
+  OPTION_SOURCES,
+  RULE_BACKENDS,
+  type IptablesBackend,
+  type SidecarOptions,
+} from '../../src/sidecar-contract.js';
 
 /** The settings that come from a variable or a flag (the external-IP policy is parsed from its CIDR list). */
 type Key = keyof typeof OPTION_SOURCES;
@@ -56,6 +65,7 @@ const NUMBERS: Record<
   stuckAfterMs: { def: 120_000, min: 1_000, max: 86_400_000 },
   maxServicesPerNetwork: { def: DEFAULT_MAX_SERVICES_PER_NETWORK, min: 1, max: 1_000_000 },
   policyHoldMs: { def: DEFAULT_POLICY_HOLD_MS, min: 0, max: 600_000 },
+  policyApiRetryMs: { def: DEFAULT_POLICY_API_RETRY_MS, min: 1_000, max: 3_600_000 },
 };
 
 const OBJECT = 'sidecar options';
@@ -96,6 +106,7 @@ const HELP: Record<Key, { value: string; help: string }> = {
     value: 'MS',
     help: 'the first sync waits at most this long for the address groups of the MultiNetworkPolicies that select this pod; then it goes ahead without them (their peers allowed nothing) with a warning',
   },
+  policyApiRetryMs: { value: 'MS', help: 'while the MultiNetworkPolicy API is not served (its CRD is optional), ask again this often; no policy applies meanwhile' },
   podContainerPorts: { value: 'JSON', help: 'this pod\'s named containerPorts, [{"name","containerPort","protocol"}] (the webhook sets it), for named ports in ingress rules' },
   externalIPsAllowedCIDRs: {
     value: 'CIDRS',
@@ -235,6 +246,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     annotationsFile: raw('annotationsFile'),
     maxServicesPerNetwork: integer('maxServicesPerNetwork'),
     policyHoldMs: integer('policyHoldMs'),
+    policyApiRetryMs: integer('policyApiRetryMs'),
     elementWriter,
     nodeName,
     nodeZone,

@@ -13,7 +13,7 @@
  *   and writes an Event naming the setting and the fix. The Services are still served.
  */
 import type { BackendKind, DesiredState } from '../../src/dataplane/index.js';
-import { policyBackendRefusal, policyDropCounters, policyRenderWarnings, withPodPolicy } from '../../src/dataplane/index.js';
+import { POLICY_BACKENDS, policyBackendRefusal, policyDropCounters, policyRenderWarnings, withPodPolicy } from '../../src/dataplane/index.js';
 import type { NetworkStatusEntry } from '../../src/annotations/network-status.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { InformerOptions } from '../../src/kube/informer.js';
@@ -172,17 +172,20 @@ export class PolicyPart {
    */
   async hold(status: () => readonly NetworkStatusEntry[]): Promise<void> {
     const deadline = Date.now() + this.o.policyHoldMs;
-    let told = false;
+    let told = '';
     for (;;) {
+      // Armed before the look, so a change between the look and the wait is not lost.
+      const woken = new Promise<void>((resolve) => (this.wake = resolve));
       const known = this.watch.policiesKnown() && this.watch.groupsListed();
-      const waiting = known ? unwrittenGroups(this.input.pod(status()), this.watch.policies(), addressGroupView(this.watch.groups())) : undefined;
+      // A back end that cannot enforce policy needs the policies (to refuse them), not their groups.
+      const enforces = POLICY_BACKENDS.includes(this.o.backendKind);
+      const waiting = !known ? undefined : enforces ? unwrittenGroups(this.input.pod(status()), this.watch.policies(), addressGroupView(this.watch.groups())) : [];
       if (this.stopped || waiting?.length === 0) return;
       const what = waiting === undefined ? 'the MultiNetworkPolicies and address groups of this namespace to be listed' : `address groups of ${waiting.map((w) => w.policy).join(', ')}`;
       const left = deadline - Date.now();
       if (left <= 0) return this.goAhead(waiting);
-      if (!told) this.d.log.info({ waitMs: left }, `first sync waits for ${what}`);
-      told = true;
-      const woken = new Promise<void>((resolve) => (this.wake = resolve));
+      if (what !== told) this.d.log.info({ waitMs: left }, `first sync waits for ${what}`);
+      told = what;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([woken, new Promise<void>((resolve) => (timer = setTimeout(resolve, left)))]);
       clearTimeout(timer);

@@ -14,13 +14,12 @@ import type { Logger } from '../../src/log.js';
 import { isNotFound, type KubeClient } from '../../src/kube/client.js';
 import { createInformer, type Informer, type InformerOptions } from '../../src/kube/informer.js';
 import { apiPath } from '../../src/kube/paths.js';
+import { DEFAULT_POLICY_API_RETRY_MS } from '../../src/sidecar-contract.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
 import { slimAddressGroupSlice, slimPolicy, type CachedPolicy } from './policy-slim.js';
 
 /** The version the sidecar reads (v1beta2 only adds endPort, which v1beta1 objects carry when stored as v1beta2). */
 export const POLICY_VERSION = 'v1beta1';
-/** How often the sidecar asks again whether the MultiNetworkPolicy API is served. */
-export const POLICY_API_RETRY_MS = 30_000;
 /** How soon a list that failed otherwise (no right yet, apiserver away) is tried again. */
 const POLICY_LIST_RETRY_MS = 5_000;
 
@@ -101,7 +100,7 @@ export class PolicyWatch {
       const absent = isNotFound(e);
       if (absent) this.absent();
       else this.problem(e);
-      const retry = this.d.absentRetryMs ?? POLICY_API_RETRY_MS;
+      const retry = this.d.absentRetryMs ?? DEFAULT_POLICY_API_RETRY_MS;
       this.timer = setTimeout(() => void this.probe(), absent ? retry : Math.min(retry, POLICY_LIST_RETRY_MS));
       this.timer.unref();
       return;
@@ -119,7 +118,7 @@ export class PolicyWatch {
   private absent(): void {
     if (this.api !== 'absent')
       this.d.log.info(
-        { resource: this.path, retryMs: this.d.absentRetryMs ?? POLICY_API_RETRY_MS },
+        { resource: this.path, retryMs: this.d.absentRetryMs ?? DEFAULT_POLICY_API_RETRY_MS },
         'the MultiNetworkPolicy API is not served (its CRD is not installed): no policy applies; asking again periodically',
       );
     this.api = 'absent';

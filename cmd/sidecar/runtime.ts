@@ -110,6 +110,9 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   const reporter = new SyncReporter(deps.dataplane, log, logOnce);
   const { feed, pod } = inputs;
   const cap = new CapReporter(feed.maxServicesPerNetwork, { metrics: deps.metrics, log, say });
+  // While the back end refuses the pod's policy, the process's first sync writes nothing: a switch
+  // from nftables would otherwise remove the policy rules the last run left (policy-run.ts).
+  let written = false;
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
@@ -121,9 +124,13 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
       );
       return inputs.policy.withPolicy(out.state, pod.status, logOnce);
     },
-    apply: reporter.syncAndWait,
+    apply: async (state, opts) => {
+      if (!written && inputs.policy.notReady() !== undefined) return { changed: false };
+      written = true;
+      return reporter.syncAndWait(state, opts);
+    },
     // A new compiled policy is a change (withPodPolicy); sameState compares the Services' part.
-    same: (a: DesiredState, b: DesiredState) => a.policy === b.policy && sameState(a, b),
+    same: (a: DesiredState, b: DesiredState) => written && a.policy === b.policy && sameState(a, b),
     size: stateSize,
     checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,

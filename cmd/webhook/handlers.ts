@@ -62,7 +62,7 @@ function selectedBy(policies: PolicyLookup | undefined, pod: V1Pod, namespace: s
   const attached = parseNetworks(text, namespace);
   if (!attached.ok) return undefined;
   const s = policies.selecting({ namespace, labels: pod.metadata?.labels ?? {}, networks: attached.value.map(networkKey) });
-  return s === undefined ? undefined : { policy: describePolicy({ metadata: { name: s.name } }, s.namespace), network: s.network };
+  return s === undefined ? undefined : { policy: describePolicy({ metadata: { name: s.name } }, s.namespace), network: s.network, ...(s.problem !== undefined ? { problem: s.problem } : {}) };
 }
 
 /**

@@ -41,7 +41,15 @@ async function main(): Promise<number | undefined> {
   const client = connectKube(opts);
   const cluster = createClusterLookups(client, { namespaceCacheMs: opts.namespaceCacheMs, nadTimeoutMs: opts.nadLookupTimeoutMs, nodeAgentNamespace: opts.nodeAgentNamespace, logger });
   const policies = createPolicyCache(client, { logger });
-  const deps = { cluster, sidecar: opts.sidecar, podSecurityDefault: opts.podSecurityDefault, logger, events: serviceEventWriter(client, logger), nadLookupTimeoutMs: opts.nadLookupTimeoutMs, policies };
+  const deps = {
+    cluster,
+    sidecar: opts.sidecar,
+    podSecurityDefault: opts.podSecurityDefault,
+    logger,
+    events: serviceEventWriter(client, logger),
+    nadLookupTimeoutMs: opts.nadLookupTimeoutMs,
+    policies,
+  };
   const app = createApp({
     endpoints: {
       [PATHS.mutatePods]: { kind: 'Pod', handler: podHandler(deps) },
@@ -65,11 +73,7 @@ async function main(): Promise<number | undefined> {
   // ready meanwhile: a deleted pod's endpoint is already not ready in its Service's slices, and
   // a /readyz that failed during the drain only left an Unhealthy Event per deletion.
   const program = new Program('webhook', logger, { message: 'shutting down', fields: { drainMs: opts.drainMs }, drain: () => sleep(opts.drainMs), errorMessage: 'shutdown failed', errorExitCode: 1 });
-  await program.startAll([
-    policies,
-    { name: 'webhook server', stop: () => server.close() },
-    { name: 'certificate watch', stop: () => tls.close() },
-  ]);
+  await program.startAll([policies, { name: 'webhook server', stop: () => server.close() }, { name: 'certificate watch', stop: () => tls.close() }]);
   program.handleSignals();
   return undefined;
 }

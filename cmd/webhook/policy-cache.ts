@@ -93,7 +93,7 @@ export function createPolicyCache(client: KubeClient, opts: PolicyCacheOptions =
   const put = (p: CachedPolicy): void => {
     const { namespace, name } = p.selection;
     let names = byNamespace.get(namespace);
-    if (names === undefined) byNamespace.set(namespace, (names = new Map()));
+    if (names === undefined) byNamespace.set(namespace, (names = new Map<string, PolicySelection>()));
     names.set(name, p.selection);
   };
   const drop = (p: CachedPolicy): void => {

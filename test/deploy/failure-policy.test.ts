@@ -5,9 +5,11 @@
  *
  * - pods and Services multus-proxy has nothing to do with are created as if no webhook existed
  *   (the namespaceSelector and matchConditions keep them from ever being sent): pods attaching no
- *   secondary network, pods outside enabled namespaces, pods opted out, Services without the
- *   annotation;
- * - pods and Services that asked are refused, not let through half-configured (failurePolicy Fail);
+ *   secondary network (in any namespace; outside enabled namespaces also those that only name a
+ *   service network), Services without the annotation;
+ * - pods and Services that asked are refused, not let through half-configured (failurePolicy Fail),
+ *   and so are the pods a MultiNetworkPolicy may select (those attaching a secondary network, in
+ *   any namespace, opted out or not), since whether one selects them only the webhook can tell;
  * - the install namespace and kube-system are never sent anything, so the project can always
  *   (re)start its own pods;
  * - a hanging webhook costs at most timeoutSeconds.
@@ -121,9 +123,10 @@ void describe('webhook down: nothing listens where the configurations point', ()
     assert.equal(await create('pods', pod(ENABLED_NS, 'plain', false), ENABLED_NS), 'created', 'pod without annotations in an enabled namespace');
     assert.equal(await create('pods', pod(ENABLED_NS, 'other', { 'example.com/x': 'y' }), ENABLED_NS), 'created', 'pod with other annotations in an enabled namespace');
     assert.equal(await create('pods', pod(ENABLED_NS, 'empty', { [NETWORKS_ANNOTATION]: '' }), ENABLED_NS), 'created', 'pod with an empty networks annotation');
-    assert.equal(await create('pods', pod(ENABLED_NS, 'out', { [NETWORKS_ANNOTATION]: 'macvlan1', [INJECT_ANNOTATION]: 'false' }), ENABLED_NS), 'created', 'opted-out pod');
-    assert.equal(await create('pods', pod(PLAIN_NS, 'plain', true), PLAIN_NS), 'created', 'annotated pod in a namespace without the injection label');
-    assert.equal(await create('pods', pod(PLAIN_NS, 'attached', { [NETWORKS_ANNOTATION]: 'macvlan1' }), PLAIN_NS), 'created', 'attached pod in a namespace without the injection label');
+    assert.equal(await create('pods', pod(ENABLED_NS, 'out', { [INJECT_ANNOTATION]: 'false' }), ENABLED_NS), 'created', 'opted-out pod attaching no network');
+    assert.equal(await create('pods', pod(PLAIN_NS, 'plain', false), PLAIN_NS), 'created', 'pod without annotations in a namespace without the injection label');
+    assert.equal(await create('pods', pod(PLAIN_NS, 'service-only', { [SERVICE_NETWORK_ANNOTATION]: 'macvlan1' }), PLAIN_NS), 'created', 'service network alone, namespace without the label');
+    assert.equal(await create('pods', pod(PLAIN_NS, 'empty', { [NETWORKS_ANNOTATION]: '' }), PLAIN_NS), 'created', 'empty networks annotation, namespace without the label');
     assert.equal(await create('services', service(ENABLED_NS, 'plain', false), ENABLED_NS), 'created', 'Service without the annotation');
   });
 
@@ -135,6 +138,14 @@ void describe('webhook down: nothing listens where the configurations point', ()
     assert.match(inherited, /^500: Internal error occurred: failed calling webhook "pods\.multus-proxy/, inherited);
     const optedIn = await create('pods', pod(ENABLED_NS, 'in', { [NETWORKS_ANNOTATION]: '[{"name":"macvlan1"}]', [INJECT_ANNOTATION]: 'true' }), ENABLED_NS);
     assert.match(optedIn, /failed calling webhook "pods\.multus-proxy/, optedIn);
+    // A MultiNetworkPolicy may select them: opted out, or in a namespace without the label.
+    const optedOut = await create('pods', pod(ENABLED_NS, 'out', { [NETWORKS_ANNOTATION]: 'macvlan1', [INJECT_ANNOTATION]: 'false' }), ENABLED_NS);
+    assert.match(optedOut, /failed calling webhook "pods\.multus-proxy/, optedOut);
+    const selectables: Record<string, string>[] = [{ [NETWORKS_ANNOTATION]: 'macvlan1' }, ASKS, { [NETWORKS_ANNOTATION]: 'macvlan1', [INJECT_ANNOTATION]: 'false' }];
+    for (const annotations of selectables) {
+      const selectable = await create('pods', pod(PLAIN_NS, 'attached', annotations), PLAIN_NS);
+      assert.match(selectable, /^500: Internal error occurred: failed calling webhook "selected-pods\.multus-proxy/, selectable);
+    }
     const s = await create('services', service(PLAIN_NS, 'asks', true), PLAIN_NS);
     assert.match(s, /failed calling webhook "services\.multus-proxy/, s);
   });
@@ -143,6 +154,16 @@ void describe('webhook down: nothing listens where the configurations point', ()
     for (const ns of [INSTALL_NAMESPACE, 'kube-system']) {
       assert.equal(await create('pods', pod(ns, 'own', true), ns), 'created', `pod in ${ns}`);
       assert.equal(await create('services', service(ns, 'own', true), ns), 'created', `Service in ${ns}`);
+    }
+    // Without the label too, where the selected-pods webhook would otherwise take them.
+    const label = (value: string | null) => ({ metadata: { labels: { [INJECTION_LABEL]: value } } });
+    for (const ns of [INSTALL_NAMESPACE, 'kube-system']) {
+      await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), label(null), 'merge');
+      try {
+        assert.equal(await create('pods', pod(ns, 'own', { [NETWORKS_ANNOTATION]: 'macvlan1', [INJECT_ANNOTATION]: 'false' }), ns), 'created', `unlabelled ${ns}`);
+      } finally {
+        await cp.client.patch(apiPath('', 'v1', 'namespaces', undefined, ns), label(INJECTION_ENABLED), 'merge');
+      }
     }
   });
 });

@@ -69,6 +69,16 @@ void describe('helm chart', () => {
     });
   }
 
+  void test('webhook.selectedPods.failurePolicy sets the selected-pods webhook alone; empty, it follows webhook.failurePolicy', async () => {
+    const policies = async (set: readonly string[]): Promise<Record<string, string>> => {
+      const mutating = (await template(set)).find((o) => o.kind === 'MutatingWebhookConfiguration') as Rendered & { webhooks: { name: string; failurePolicy: string }[] };
+      return Object.fromEntries(mutating.webhooks.map((w) => [w.name.split('.')[0] ?? '', w.failurePolicy]));
+    };
+    assert.deepEqual(await policies([]), { pods: 'Fail', 'selected-pods': 'Fail', services: 'Fail' });
+    assert.deepEqual(await policies(['webhook.selectedPods.failurePolicy=Ignore']), { pods: 'Fail', 'selected-pods': 'Ignore', services: 'Fail' });
+    assert.deepEqual(await policies(['webhook.failurePolicy=Ignore']), { pods: 'Ignore', 'selected-pods': 'Ignore', services: 'Ignore' });
+  });
+
   void test('the golden values reach the objects they name', async () => {
     const objs = await template(GOLDENS['own-secret-tuned'] ?? []);
     const mutating = objs.find((o) => o.kind === 'MutatingWebhookConfiguration') as Rendered & { webhooks: { failurePolicy: string; timeoutSeconds: number; objectSelector?: unknown; clientConfig: { caBundle?: string }; namespaceSelector: { matchExpressions: { key: string }[] } }[] };
@@ -77,7 +87,11 @@ void describe('helm chart', () => {
       assert.equal(w.timeoutSeconds, 3);
       assert.deepEqual(w.objectSelector, { matchLabels: { 'multus-proxy': 'yes' } });
       assert.equal(Buffer.from(w.clientConfig.caBundle ?? '', 'base64').toString(), '-----BEGIN CERTIFICATE-----');
-      assert.deepEqual(w.namespaceSelector.matchExpressions.map((e) => e.key), ['kubernetes.io/metadata.name', 'tier']);
+      // The selected-pods webhook adds the complement of the injection label to the same selectors.
+      assert.deepEqual(
+        w.namespaceSelector.matchExpressions.map((e) => e.key).filter((k) => k !== 'multus-proxy-injection'),
+        ['kubernetes.io/metadata.name', 'tier'],
+      );
     }
     const webhook = objs.find((o) => o.kind === 'Deployment' && o.metadata?.name === 'multus-proxy-webhook') as Rendered;
     const spec = (webhook['spec'] as { template: { spec: { imagePullSecrets: unknown; containers: { image: string }[]; volumes: { secret?: { secretName: string } }[] } } }).template.spec;
@@ -96,6 +110,7 @@ void describe('helm chart', () => {
     [['certificates.mode=vault'], /certificates\.mode="vault": use cert-manager, bootstrap or secret/],
     [['sidecar.mode=sometimes'], /sidecar\.mode="sometimes": use auto, native or regular/],
     [['webhook.failurePolicy=fail'], /webhook\.failurePolicy="fail": use Fail or Ignore/],
+    [['webhook.selectedPods.failurePolicy=ignore'], /webhook\.selectedPods\.failurePolicy="ignore": use Fail or Ignore, or leave it empty for webhook\.failurePolicy/],
     [['certificates.mode=secret', 'certificates.secret.caBundle=x'], /certificates\.secret\.existingSecret is required when certificates\.mode=secret/],
     [['certificates.mode=secret', 'certificates.secret.existingSecret=x'], /certificates\.secret\.caBundle is required when certificates\.mode=secret/],
     [['admissionPolicies.networkStatus.enabled=true', 'admissionPolicies.networkStatus.users=null', 'admissionPolicies.networkStatus.groups=null'], /admissionPolicies\.networkStatus\.users and \.groups are both empty: nobody could write network-status/],

@@ -15,6 +15,7 @@ import { parseOptions as parseControllerOptions } from '../../cmd/controller/opt
 import { desiredSidecarRbac, SIDECAR_POD_ROLE, SIDECAR_ROLE } from '../../cmd/controller/sidecar-rbac.js';
 import { CONTROLLER_NODE_FLAGS, DEPLOYMENT_MALLOC_ENV, NODE_MEMORY_FLAGS } from '../../src/memory-settings.js';
 import { DEFAULT_SIDECAR_COMMAND, parseOptions as parseWebhookOptions, SIDECAR_IMAGE_FILE } from '../../cmd/webhook/options.js';
+import { PATHS } from '../../cmd/webhook/server.js';
 import { DEPLOY, KUSTOMIZATIONS, REPO, at, containerArgs, find, flag, id, ofKind, podSpec, render, type ContainerLike, type Rendered } from './kustomize.js';
 
 const rendered = new Map<string, Rendered[]>();
@@ -90,7 +91,7 @@ void describe('webhook wiring', () => {
       const podLabels = at(deploy, 'spec', 'template', 'metadata', 'labels') as Record<string, string>;
       for (const [k, v] of Object.entries(selector)) assert.equal(podLabels[k], v, `Service selector ${k}=${v} does not select the webhook pods`);
       const hooks = [...ofKind(objs, 'MutatingWebhookConfiguration'), ...ofKind(objs, 'ValidatingWebhookConfiguration')].flatMap(webhooks);
-      assert.equal(hooks.length, 4, 'pods (mutating), services (mutating), services and multi-networkpolicies (validating)');
+      assert.equal(hooks.length, 5, 'pods and selected pods (mutating), services (mutating), services and multi-networkpolicies (validating)');
       for (const w of hooks) {
         const ref = w.clientConfig?.service;
         assert.equal(ref?.name, svc.metadata?.name, `${w.name} service name`);
@@ -100,6 +101,7 @@ void describe('webhook wiring', () => {
         const target = container.ports?.find((p) => p.name === port.targetPort || p.containerPort === port.targetPort);
         assert.ok(target, `${w.name}: Service targetPort ${port.targetPort} is not a port of the webhook container`);
         assert.match(ref?.path ?? '', /^\/[a-z-/]+$/, `${w.name} path`);
+        assert.ok((Object.values(PATHS) as string[]).includes(ref?.path ?? ''), `${w.name}: the webhook serves no path ${ref?.path}`);
       }
     });
   }
@@ -121,7 +123,31 @@ void describe('webhook wiring', () => {
     assert.equal(pods.failurePolicy, 'Fail');
     assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`'${SERVICE_NETWORK_ANNOTATION}' in object.metadata.annotations`)));
     assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`'${NETWORKS_ANNOTATION}' in object.metadata.annotations`)), 'namespace-wide: pods attaching a network');
-    assert.ok(pods.matchConditions?.some((c) => c.expression.includes(`['${INJECT_ANNOTATION}'] != 'false'`)), 'opted-out pods are not sent');
+    // Opted-out pods are sent: the webhook refuses the opt-out of a pod a MultiNetworkPolicy selects.
+    assert.ok(!pods.matchConditions?.some((c) => c.expression.includes(INJECT_ANNOTATION)), 'opted-out pods are sent');
+  });
+
+  void test('selected pods: CREATE only, every other namespace except ours and kube-system, only pods that attach a network, Fail', () => {
+    const mwc = find(get('deploy'), 'MutatingWebhookConfiguration', CERT_DEFAULTS.webhookConfiguration);
+    const hooks = webhooks(mwc).filter((w) => w.rules?.some((r) => r.resources?.includes('pods')));
+    assert.equal(hooks.length, 2, 'two pod webhooks: enabled namespaces, and the others');
+    const selected = hooks[1];
+    assert.ok(selected);
+    assert.equal(selected.clientConfig?.service?.path, '/mutate-selected-pods');
+    assert.deepEqual(selected.rules?.[0]?.operations, ['CREATE']);
+    assert.equal(selected.namespaceSelector?.matchLabels, undefined);
+    const exprs = selected.namespaceSelector?.matchExpressions ?? [];
+    // The complement of the first one's label: no pod is sent to both.
+    assert.deepEqual(
+      exprs.find((e) => e.key === INJECTION_LABEL),
+      { key: INJECTION_LABEL, operator: 'NotIn', values: [INJECTION_ENABLED] },
+    );
+    assert.deepEqual([...(exprs.find((e) => e.key === 'kubernetes.io/metadata.name')?.values ?? [])].sort(), ['kube-system', INSTALL_NAMESPACE].sort());
+    assert.equal(selected.failurePolicy, 'Fail');
+    assert.equal(selected.reinvocationPolicy, 'IfNeeded');
+    assert.equal(selected.matchConditions?.length, 1);
+    assert.ok(selected.matchConditions?.[0]?.expression.includes(`object.metadata.annotations['${NETWORKS_ANNOTATION}'] != ''`), 'only pods attaching a network');
+    assert.ok(!selected.matchConditions?.[0]?.expression.includes(SERVICE_NETWORK_ANNOTATION), 'a service network alone is not a reason outside enabled namespaces');
   });
 
   void test('services: defaulting (mutating) and validation on CREATE and UPDATE, only Services that ask', () => {

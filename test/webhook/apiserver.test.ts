@@ -268,11 +268,11 @@ void describe('webhook behind a real kube-apiserver', () => {
       ['/var/run/secrets/kubernetes.io/serviceaccount', '/run/multus-proxy', '/etc/multus-proxy/podinfo'],
     );
     assert.deepEqual(stored.spec?.containers[0]?.volumeMounts ?? [], []);
-    // The apiserver stored the downwardAPI volume of the pod's annotations as the webhook wrote it.
+    // The apiserver stored the downwardAPI volume of the pod's annotations and labels as the webhook wrote it.
     const podinfo = stored.spec?.volumes?.find((v) => v.name === 'multus-proxy-podinfo');
     assert.deepEqual(
       podinfo?.downwardAPI?.items?.map((i) => i.fieldRef?.fieldPath),
-      ['metadata.annotations'],
+      ['metadata.annotations', 'metadata.labels'],
     );
   });
 

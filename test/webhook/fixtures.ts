@@ -12,6 +12,10 @@ import { join } from 'node:path';
 import { createCA, createServingCert } from '../../cmd/certs/pki.js';
 import assert from 'node:assert/strict';
 import { KubeApiError } from '../../src/kube/client.js';
+import type { PolicyLookup } from '../../cmd/webhook/policy-cache.js';
+import { slimPolicy } from '../../cmd/webhook/policy-cache.js';
+import type { MultiNetworkPolicy } from '../../src/policy/api.js';
+import { selectingPolicy } from '../../src/policy/selection.js';
 
 export const SIDECAR: SidecarConfig = {
   image: 'registry.example/multus-proxy:test',
@@ -61,6 +65,12 @@ export function fakeCluster(
       return init.nodeAgent ?? 'ready';
     },
   };
+}
+
+/** A synced policy cache holding these policies, each kept as the webhook's informer keeps it. */
+export function fakePolicies(policies: readonly MultiNetworkPolicy[]): PolicyLookup {
+  const kept = policies.map((p) => slimPolicy(p).selection);
+  return { state: () => 'synced', selecting: (pod) => selectingPolicy(kept, pod) };
 }
 
 let uidCounter = 0;

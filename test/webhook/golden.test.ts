@@ -5,12 +5,15 @@
  * answer carries warnings), or our answer without its uid when the pod is denied. Regenerate with
  * UPDATE_GOLDEN=1 after an intended change, and review the diff.
  *
- * Every namespace is enabled (the webhook configuration's namespaceSelector sends no other pod):
- * `apps` (the default for pods without a namespace), `regular-apps` (the webhook injects a regular
- * container there), `restricted-apps` and `baseline-apps` (PodSecurity enforce restricted, baseline).
+ * Namespaces enabled for injection: `apps` (the default for pods without a namespace),
+ * `regular-apps` (the webhook injects a regular container there), `restricted-apps` and
+ * `baseline-apps` (PodSecurity enforce restricted, baseline). `plain-apps` is not enabled: its pods
+ * come through the selected-pods endpoint and get the sidecar only when a policy selects them.
+ * POLICIES select pods labelled app=db on net-a in apps, baseline-apps and plain-apps, and (one that
+ * fails its checks) every pod on net-c in apps.
  *
- * The case name says what must happen: `deny-*` denied; `inherited-*` (namespace-wide injection
- * refused for a policy reason) admitted unchanged with a warning; anything else admitted.
+ * The case name says what must happen: `deny-*` denied; `inherited-*` (injection, namespace-wide or
+ * by a policy, refused for a policy reason) admitted unchanged with a warning; anything else admitted.
  */
 import { test, describe } from 'node:test';
 import assert from 'node:assert/strict';
@@ -18,7 +21,9 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { podHandler } from '../../cmd/webhook/handlers.js';
 import type { V1Pod } from '../../src/kube/types.js';
-import { admissionRequest, applyResponse, ENABLED, fakeCluster, SIDECAR } from './fixtures.js';
+import { admissionRequest, applyResponse, ENABLED, fakeCluster, fakePolicies, SIDECAR } from './fixtures.js';
+import { POLICY_FOR_ANNOTATION } from '../../src/keys.js';
+import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 
 const DIR = join(import.meta.dirname, '..', 'golden', 'webhook');
 const UPDATE = process.env['UPDATE_GOLDEN'] === '1';
@@ -27,7 +32,18 @@ const NAMESPACES = {
   'regular-apps': ENABLED,
   'restricted-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'restricted' },
   'baseline-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' },
+  'plain-apps': {},
 };
+const dbPolicy = (namespace: string): MultiNetworkPolicy => ({
+  metadata: { name: 'db-ingress', namespace, annotations: { [POLICY_FOR_ANNOTATION]: 'net-a' } },
+  spec: { podSelector: { matchExpressions: [{ key: 'app', operator: 'In', values: ['db'] }] }, ingress: [{ ports: [{ port: 'pg' }] }] },
+});
+// One that fails its checks (an operator Kubernetes does not have): taken as selecting every pod on net-c.
+const broken: MultiNetworkPolicy = {
+  metadata: { name: 'broken', namespace: 'apps', annotations: { [POLICY_FOR_ANNOTATION]: 'net-c' } },
+  spec: { podSelector: { matchExpressions: [{ key: 'app', operator: 'Equal' as never, values: ['db'] }] } },
+};
+const POLICIES = fakePolicies([...['apps', 'baseline-apps', 'plain-apps'].map(dbPolicy), broken]);
 
 const cases = readdirSync(DIR)
   .filter((f) => f.endsWith('.in.json'))
@@ -40,10 +56,14 @@ void describe('webhook golden pods', () => {
     void test(name, async () => {
       const pod = JSON.parse(readFileSync(join(DIR, `${name}.in.json`), 'utf8')) as V1Pod;
       const namespace = pod.metadata?.namespace ?? 'apps';
-      const handler = podHandler({
-        cluster: fakeCluster({ namespaces: NAMESPACES }),
-        sidecar: { ...SIDECAR, mode: namespace === 'regular-apps' ? 'regular' : 'native' },
-      });
+      const handler = podHandler(
+        {
+          cluster: fakeCluster({ namespaces: NAMESPACES }),
+          sidecar: { ...SIDECAR, mode: namespace === 'regular-apps' ? 'regular' : 'native' },
+          policies: POLICIES,
+        },
+        { namespaceEnabled: namespace !== 'plain-apps' },
+      );
       const { response } = await handler(admissionRequest(pod, namespace));
       const { uid: _uid, ...answer } = response;
       const stored = applyResponse(pod, response);
@@ -62,7 +82,10 @@ void describe('webhook golden pods', () => {
       else assert.equal(response.allowed, true);
       if (name.startsWith('inherited-')) {
         assert.deepEqual(stored, pod, 'an inherited pod refused for policy is admitted unchanged');
-        assert.match(response.warnings?.[0] ?? '', /^no multus-proxy sidecar added \(namespace-wide injection\): Pod /);
+        assert.match(
+          response.warnings?.[0] ?? '',
+          /^no multus-proxy sidecar added \((namespace-wide injection|MultiNetworkPolicy \S+ selects the pod on network \S+ and is not enforced in it)\): Pod /,
+        );
       }
     });
   }

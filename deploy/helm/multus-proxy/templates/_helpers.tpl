@@ -83,6 +83,9 @@ priorityClassName: {{ . }}
 {{- if not (has .Values.webhook.failurePolicy (list "Fail" "Ignore")) }}
 {{- fail (printf "webhook.failurePolicy=%q: use Fail or Ignore" .Values.webhook.failurePolicy) }}
 {{- end }}
+{{- if not (has .Values.webhook.selectedPods.failurePolicy (list "" "Fail" "Ignore")) }}
+{{- fail (printf "webhook.selectedPods.failurePolicy=%q: use Fail or Ignore, or leave it empty for webhook.failurePolicy" .Values.webhook.selectedPods.failurePolicy) }}
+{{- end }}
 {{- if not (has .Values.webhook.podSecurityDefault (list "privileged" "baseline" "restricted")) }}
 {{- fail (printf "webhook.podSecurityDefault=%q: use privileged, baseline or restricted" .Values.webhook.podSecurityDefault) }}
 {{- end }}
