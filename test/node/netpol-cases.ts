@@ -27,7 +27,8 @@ export const PODS: readonly PodId[] = NS_KEYS.flatMap((n) => POD_KEYS.map((p): P
 /** The real namespace of each model namespace. */
 export const NAMESPACES: Readonly<Record<NsKey, string>> = { x: 'netpol-x', y: 'netpol-y', z: 'netpol-z' };
 /** The shared network: one NAD, in namespace x, that every pod attaches as net1. */
-export const NETWORK = { namespace: NAMESPACES.x, name: 'polnet', subnet: '10.1.9.0/24' } as const;
+/** Dual-stack: IPv4 for the matrix, IPv6 for the neighbour-discovery cases. */
+export const NETWORK = { namespace: NAMESPACES.x, name: 'polnet', subnet: '10.1.9.0/24', subnet6: 'fd00:10:9::/64' } as const;
 export const NETWORK_KEY = `${NETWORK.namespace}/${NETWORK.name}`;
 /** The label every pod carries with its model name, as upstream's `pod: a`. */
 export const POD_LABEL = 'pod';

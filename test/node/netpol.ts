@@ -53,10 +53,10 @@ const MNP = 'multi-networkpolicies.k8s.cni.cncf.io';
 export const PROBE_TIMEOUT_MS = 1500;
 const SYNC_TIMEOUT_MS = 20_000;
 
-/** Serves TCP (answers its id and closes) and UDP (echoes its id) on 80 and 81, both families. */
+/** Serves TCP (answers its id and closes) and UDP (answers its id; logs any payload but a probe's `?`, with its source) on 80 and 81, both families. */
 export const SERVER_JS = `const net=require('net'),dgram=require('dgram');const id=process.env.POD_ID||'?';
 for(const port of [80,81]){net.createServer(c=>{c.on('error',()=>{});c.end(id+'\\n')}).listen({port,host:'::',ipv6Only:false});
-const u=dgram.createSocket({type:'udp6',ipv6Only:false});u.on('message',(m,r)=>u.send(id,r.port,r.address));u.bind(port,'::');}
+const u=dgram.createSocket({type:'udp6',ipv6Only:false});u.on('message',(m,r)=>{const t=m.toString();if(t!=='?')console.log('udp '+port+' '+r.address+' '+t);u.send(id,r.port,r.address)});u.bind(port,'::');}
 process.on('SIGTERM',()=>process.exit(0));`;
 
 /** argv[1]: {targets: [[key, address]], probes: [[protocol, port]], timeoutMs, from?}; prints {"<protocol>/<port> <key>": answer} (the server's id, or ""). */
@@ -72,7 +72,7 @@ const nsOf = (id: PodId): NsKey => id.split('/')[0] as NsKey;
 const nameOf = (id: PodId): string => id.split('/')[1] ?? '';
 
 export function nad(): object {
-  const config = { cniVersion: '0.3.1', type: 'macvlan', master: NODE.parent, mode: 'bridge', ipam: { type: 'whereabouts', range: NETWORK.subnet } };
+  const config = { cniVersion: '0.3.1', type: 'macvlan', master: NODE.parent, mode: 'bridge', ipam: { type: 'whereabouts', ipRanges: [{ range: NETWORK.subnet }, { range: NETWORK.subnet6 }] } };
   return { apiVersion: 'k8s.cni.cncf.io/v1', kind: 'NetworkAttachmentDefinition', metadata: { name: NETWORK.name, namespace: NETWORK.namespace }, spec: { config: JSON.stringify(config) } };
 }
 
@@ -93,6 +93,8 @@ export function serverPod(id: PodId, extra: { labels?: Record<string, string>; n
 
 export interface Matrix {
   readonly addresses: Addresses;
+  /** The IPv6 net1 addresses, not probed before the IPv6 cases (so their first neighbour discovery runs under policy). */
+  readonly addresses6: Addresses;
   readonly crdAdded: boolean;
 }
 
@@ -108,16 +110,54 @@ export async function setUpMatrix(node: RealNode, log: (m: string) => void): Pro
   }
   for (const k of NS_KEYS) await createNamespace(node, NAMESPACES[k], true);
   await node.kubectl(['apply', '-f', '-'], { input: list([nad()]) });
+  if (crdAdded) log(`MultiNetworkPolicy CRD installed; the controller and the webhook took it up in ${await waitPolicyApiServed(node)} ms`);
   await node.kubectl(['apply', '-f', '-'], { input: list(PODS.map((id) => serverPod(id))) });
-  for (const k of NS_KEYS) await node.wait('pod --all', 'condition=Ready', { namespace: NAMESPACES[k], timeoutMs: 240_000 });
+  for (const id of PODS) await node.wait(`pod/${nameOf(id)}`, 'condition=Ready', { namespace: NAMESPACES[nsOf(id)], timeoutMs: 240_000 });
   const addresses = {} as Record<PodId, string>;
+  const addresses6 = {} as Record<PodId, string>;
   for (const id of PODS) {
-    const a = net1Addresses(await getPod(node, NAMESPACES[nsOf(id)], nameOf(id))).find((x) => !x.includes(':'));
-    if (!a) throw new Error(`${id}: no IPv4 net1 address in its network-status`);
+    const all = net1Addresses(await getPod(node, NAMESPACES[nsOf(id)], nameOf(id)));
+    const a = all.find((x) => !x.includes(':'));
+    const a6 = all.find((x) => x.includes(':'));
+    if (!a || !a6) throw new Error(`${id}: no IPv4 and IPv6 net1 addresses in its network-status: ${all.join(', ')}`);
     addresses[id] = a;
+    addresses6[id] = a6;
   }
   log(`matrix pods Ready in ${Date.now() - t0} ms: ${PODS.map((id) => `${id} ${addresses[id]}`).join(', ')}`);
-  return { addresses, crdAdded };
+  return { addresses, addresses6, crdAdded };
+}
+
+/**
+ * The controller and the webhook look for a CRD installed after they started every 30 s: waits
+ * until the webhook admits a policy (server-side dry run) and the controller writes the address
+ * group of a probe policy, and returns how long that took.
+ */
+async function waitPolicyApiServed(node: RealNode): Promise<number> {
+  const t0 = Date.now();
+  const probe = {
+    apiVersion: 'k8s.cni.cncf.io/v1beta2',
+    kind: 'MultiNetworkPolicy',
+    metadata: { name: 'setup-probe', namespace: NETWORK.namespace, annotations: { 'k8s.v1.cni.cncf.io/policy-for': NETWORK_KEY } },
+    spec: { podSelector: { matchLabels: { [POD_LABEL]: 'none' } }, policyTypes: ['Ingress'], ingress: [{ from: [{ podSelector: {} }] }] },
+  };
+  const until = async (what: string, f: () => Promise<boolean>): Promise<void> => {
+    for (;;) {
+      if (await f()) return;
+      if (Date.now() - t0 > 120_000) throw new Error(`timed out after 120 s waiting for ${what}`);
+      await delay(1000);
+    }
+  };
+  await until(
+    'the webhook to admit a MultiNetworkPolicy',
+    async () => (await node.kubectlResult(['create', '--dry-run=server', '-f', '-'], { input: JSON.stringify(probe), allowFail: true })).code === 0,
+  );
+  await node.kubectl(['apply', '-f', '-'], { input: JSON.stringify(probe) });
+  await until(
+    'the address group of a probe policy',
+    async () => (await node.kubectl(['get', 'endpointslices', '-n', NETWORK.namespace, '-l', 'multus-proxy/policy=setup-probe', '-o', 'name'])).trim() !== '',
+  );
+  await node.kubectl(['delete', MNP, '-n', NETWORK.namespace, 'setup-probe', '--wait=true']);
+  return Date.now() - t0;
 }
 
 export async function tearDownMatrix(node: RealNode, m: Matrix | undefined, log: (m: string) => void): Promise<void> {

@@ -45,6 +45,7 @@ import { runMonitoring } from './monitoring.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
 import { observe, runMatrix, setUpMatrix, sidecarLogs, tearDownMatrix, type Matrix, type MatrixRun } from './netpol.js';
 import { allowAll, CASES, differingCells } from './netpol-cases.js';
+import { applyBase, describeLoad, IPV6_CASES, removeAll, runChurn, runIpv6, runSidecarKill, runSpoof, type LoadResult } from './netpol-more.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -162,6 +163,83 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.deepEqual(run.after, [], 'every policy deleted: everything reaches everything again (upstream: should stop enforcing policies after they are deleted)');
     },
   );
+
+  void test(
+    `policy: IPv6 with neighbour discovery: ${IPV6_CASES.length} matrix cases on the pods' IPv6 net1 addresses, their first IPv6 traffic (and so their first neighbour discovery) under isolation`,
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(matrix, 'after the matrix pods');
+      const r = await runIpv6(node, matrix, (m) => log(`  ${m}`));
+      assert.deepEqual(
+        r.filter((c) => c.cells.length > 0).map((c) => `${c.upstream}${c.behind.length ? ' (not synced)' : ''}: ${c.cells.slice(0, 12).join('; ')}`),
+        [],
+        'IPv6 cases whose observed table differs',
+      );
+    },
+  );
+
+  const forbiddenPassed = (loads: LoadResult[]): string[] => loads.filter((l) => !l.allowed && l.ok > 0).map((l) => `${describeLoad(l)}; first at ${new Date(l.okAt[0] ?? 0).toISOString()}`);
+  const allowedLoads = (loads: LoadResult[]): void => {
+    for (const l of loads.filter((x) => x.allowed)) assert.ok(l.ok >= 20, `the allowed loop ran: ${describeLoad(l)}`);
+  };
+
+  void test(
+    'policy: another policy added and removed 3 times under load (x/a isolated to y/a): no connection from x/b or z/c succeeds at any moment, y/a keeps being answered',
+    { timeout: 400_000 },
+    async () => {
+      assert.ok(matrix, 'after the matrix pods');
+      try {
+        const r = await runChurn(node, matrix, (m) => log(`  ${m}`));
+        assert.deepEqual(r.base.behind, [], 'the base policy synced');
+        assert.deepEqual(
+          r.changes.filter((c) => c.behind.length > 0).map((c) => `${c.what}: ${c.behind.join('; ')}`),
+          [],
+          'each change synced on every sidecar',
+        );
+        assert.deepEqual(forbiddenPassed(r.loads), [], 'forbidden connections that succeeded');
+        allowedLoads(r.loads);
+        assert.deepEqual(r.loads.filter((l) => l.allowed && l.fail > 0).map(describeLoad), [], 'allowed connections lost across the changes (each change is one transaction)');
+      } finally {
+        await removeAll(node, matrix);
+      }
+    },
+  );
+
+  void test("policy: x/a's sidecar container killed under load: the kubelet restarts it, and no forbidden connection passes while it is gone or starting", { timeout: 400_000 }, async () => {
+    assert.ok(matrix, 'after the matrix pods');
+    try {
+      const base = await applyBase(node, matrix);
+      assert.deepEqual(base.behind, [], 'the base policy synced');
+      const r = await runSidecarKill(node, matrix, (m) => log(`  ${m}`));
+      assert.ok(r.restarts >= 1 && r.readyAfterMs > 0, 'the kubelet restarted the sidecar');
+      assert.deepEqual(forbiddenPassed(r.loads), [], 'forbidden connections that succeeded');
+      allowedLoads(r.loads);
+      log(
+        `  allowed loads through the kill: ${r.loads
+          .filter((l) => l.allowed)
+          .map(describeLoad)
+          .join('; ')}`,
+      );
+      assert.deepEqual(r.countersAfter, [], 'the restarted sidecar holds the policy');
+    } finally {
+      await removeAll(node, matrix);
+    }
+  });
+
+  void test("policy: spoofing: a pod of netpol-z that adds y/a's address to its net1 is not let into x/a by the rule that allows y/a", { timeout: 400_000 }, async () => {
+    assert.ok(matrix, 'after the matrix pods');
+    try {
+      const base = await applyBase(node, matrix);
+      assert.deepEqual(base.behind, [], 'the base policy synced');
+      const r = await runSpoof(node, matrix, (m) => log(`  ${m}`));
+      assert.ok(r.legit, "control: x/a's server logs y/a's own datagrams");
+      assert.equal(r.ownDelivered, 0, "the attacker's own address is not allowed");
+      assert.equal(r.spoofedDelivered, 0, "datagrams from the attacker claiming y/a's address that reached x/a's server");
+      assert.equal(r.spoofedTcp, '', 'a TCP connection from the claimed address was answered');
+    } finally {
+      await removeAll(node, matrix);
+    }
+  });
 
   void test('policy: cleanup: the matrix namespaces (and the CRD, when the suite added it) go', { timeout: 400_000 }, async () => {
     await tearDownMatrix(node, matrix, log);
