@@ -205,12 +205,21 @@ void describe('real node', { concurrency: 1 }, () => {
     },
   );
 
-  void test("policy: x/a's sidecar container killed under load: the kubelet restarts it, and no forbidden connection passes while it is gone or starting", { timeout: 400_000 }, async () => {
+  /** Runs f with x/a isolated to "from y/a only" (synced on every sidecar); every policy is removed after. */
+  const underBase = async (f: (m: Matrix) => Promise<void>): Promise<void> => {
     assert.ok(matrix, 'after the matrix pods');
     try {
       const base = await applyBase(node, matrix);
       assert.deepEqual(base.behind, [], 'the base policy synced');
-      const r = await runSidecarKill(node, matrix, (m) => log(`  ${m}`));
+      await f(matrix);
+    } finally {
+      await removeAll(node, matrix);
+    }
+  };
+
+  void test("policy: x/a's sidecar container killed under load: the kubelet restarts it, and no forbidden connection passes while it is gone or starting", { timeout: 400_000 }, () =>
+    underBase(async (m) => {
+      const r = await runSidecarKill(node, m, (x) => log(`  ${x}`));
       assert.ok(r.restarts >= 1 && r.readyAfterMs > 0, 'the kubelet restarted the sidecar');
       assert.deepEqual(forbiddenPassed(r.loads), [], 'forbidden connections that succeeded');
       allowedLoads(r.loads);
@@ -221,25 +230,18 @@ void describe('real node', { concurrency: 1 }, () => {
           .join('; ')}`,
       );
       assert.deepEqual(r.countersAfter, [], 'the restarted sidecar holds the policy');
-    } finally {
-      await removeAll(node, matrix);
-    }
-  });
+    }),
+  );
 
-  void test("policy: spoofing: a pod of netpol-z that adds y/a's address to its net1 is not let into x/a by the rule that allows y/a", { timeout: 400_000 }, async () => {
-    assert.ok(matrix, 'after the matrix pods');
-    try {
-      const base = await applyBase(node, matrix);
-      assert.deepEqual(base.behind, [], 'the base policy synced');
-      const r = await runSpoof(node, matrix, (m) => log(`  ${m}`));
+  void test("policy: spoofing: a pod of netpol-z that adds y/a's address to its net1 is not let into x/a by the rule that allows y/a", { timeout: 400_000 }, () =>
+    underBase(async (m) => {
+      const r = await runSpoof(node, m, (x) => log(`  ${x}`));
       assert.ok(r.legit, "control: x/a's server logs y/a's own datagrams");
       assert.equal(r.ownDelivered, 0, "the attacker's own address is not allowed");
       assert.equal(r.spoofedDelivered, 0, "datagrams from the attacker claiming y/a's address that reached x/a's server");
       assert.equal(r.spoofedTcp, '', 'a TCP connection from the claimed address was answered');
-    } finally {
-      await removeAll(node, matrix);
-    }
-  });
+    }),
+  );
 
   void test('policy: cleanup: the matrix namespaces (and the CRD, when the suite added it) go', { timeout: 400_000 }, async () => {
     await tearDownMatrix(node, matrix, log);
