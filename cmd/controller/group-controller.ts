@@ -40,7 +40,6 @@ import { FairQueue } from './fair-queue.js';
 import { ADDRESS_GROUP_BUDGET, planAddressGroups, type GroupPolicy, type OverBudgetGroup } from './group-plan.js';
 import type { ControllerMetrics } from './metrics.js';
 import { isPodEligible, podNetworkStatusOf } from './pod-endpoints.js';
-import { PodIndex } from './pod-index.js';
 import { isEmptyDiff, type SliceDiff } from './plan.js';
 import { RetryableWriteError } from './reconcile.js';
 import { slimPolicy, type SlimPolicy } from './slim.js';
@@ -73,6 +72,11 @@ export interface GroupControllerDeps {
   readonly maxEndpointsPerSlice: number;
   /** Only this namespace's policies (the controller's --namespace); all when undefined. */
   readonly namespace?: string;
+  /**
+   * The cached pods of a namespace that a selector matches: the Service reconciler's pod index,
+   * kept current before this controller's pod handler runs (one index per process).
+   */
+  readonly selectPods: (namespace: string, selector: ParsedSelector) => V1Pod[];
   /** What may be published (the nodes' addresses), as for Service slices. */
   readonly addressPolicy: () => AddressPolicy;
   readonly nadIpam?: (ref: NetworkRef) => Result<NadIpam, InputError> | undefined;
@@ -164,13 +168,14 @@ function compile(p: SlimPolicy): Compiled {
   return { ...base, queries: policyPeerQueries(c) };
 }
 
-/** The policies, pods, namespaces and group slices as the reconcile reads them. */
-class GroupCaches {
-  readonly pods = new PodIndex();
+/** The policies, namespaces and group slices as the reconcile reads them, and which policies an event concerns. */
+export class GroupCaches {
   readonly namespaces = new Map<string, Labels>();
   readonly policies = new Map<string, SlimPolicy>();
   readonly slices = new Map<string, Map<string, V1EndpointSlice>>();
   private readonly compiled = new WeakMap<SlimPolicy, Compiled>();
+
+  constructor(readonly selectPods: (namespace: string, selector: ParsedSelector) => V1Pod[]) {}
 
   compiledOf(p: SlimPolicy): Compiled {
     let c = this.compiled.get(p);
@@ -207,9 +212,9 @@ class GroupCaches {
   }
 
   select(q: PeerQuery): V1Pod[] {
-    if (q.namespaces.kind === 'namespace') return this.pods.select(q.namespaces.name, q.pods);
+    if (q.namespaces.kind === 'namespace') return this.selectPods(q.namespaces.name, q.pods);
     const sel = q.namespaces.selector;
-    return [...this.namespaces].filter(([, labels]) => matchesSelector(sel, labels)).flatMap(([ns]) => this.pods.select(ns, q.pods));
+    return [...this.namespaces].filter(([, labels]) => matchesSelector(sel, labels)).flatMap(([ns]) => this.selectPods(ns, q.pods));
   }
 
   /** Files a group slice under its policy; false when nothing is known of it (no policy label). */
@@ -232,7 +237,7 @@ class GroupCaches {
 
 class AddressGroups implements GroupController {
   private readonly queue = new FairQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
-  private readonly c = new GroupCaches();
+  private readonly c: GroupCaches;
   private readonly tracker = new SliceTracker();
   private readonly perGroup: number;
   private informer: Informer<KubeObject> | undefined;
@@ -245,6 +250,7 @@ class AddressGroups implements GroupController {
 
   constructor(private readonly d: GroupControllerDeps) {
     this.perGroup = d.maxAddressesPerGroup ?? ADDRESS_GROUP_BUDGET.addresses;
+    this.c = new GroupCaches(d.selectPods);
   }
 
   private enqueue(key: string): void {
@@ -269,8 +275,8 @@ class AddressGroups implements GroupController {
     const bare =
       c.podSelector === undefined || c.networks === undefined
         ? []
-        : this.c.pods
-            .select(ns, c.podSelector)
+        : this.c
+            .selectPods(ns, c.podSelector)
             .filter((pod) => isPodEligible(pod) && !hasSidecar(pod))
             .map((pod) => ({ pod, on: attachedTo(pod, c.networks ?? []) }))
             .filter((x) => x.on.length > 0);
@@ -453,8 +459,6 @@ class AddressGroups implements GroupController {
     const ref = pod ?? old;
     if (ref === undefined) return;
     const ns = ref.metadata?.namespace ?? '';
-    if (pod === undefined) this.c.pods.delete(ns, ref.metadata?.name ?? '');
-    else this.c.pods.set(pod);
     if (!this.working || !this.policiesSynced || (pod !== undefined && old !== undefined && !groupPodChangeMatters(old, pod))) return;
     const keys = new Set<string>();
     if (pod !== undefined) this.c.policiesOfPod(ns, pod.metadata?.labels, keys);

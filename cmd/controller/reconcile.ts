@@ -27,6 +27,7 @@ import type { NadIpam, ReadableIpam } from '../../src/annotations/nad-ipam.js';
 import { formatInputError, type InputError, type Result } from '../../src/result.js';
 import { networkKey, type NetworkRef } from '../../src/annotations/service-network.js';
 import { PodIndex, SelectorIndex } from './pod-index.js';
+import type { LabelSelector } from '../../src/annotations/label-selector.js';
 import { isEmptyDiff, planDeleteAll, planSlices, type SliceDiff } from './plan.js';
 import { readServiceSpec, serviceName, type ServiceSpec } from './service-spec.js';
 import { SliceTracker } from './tracker.js';
@@ -244,6 +245,11 @@ export class Reconciler {
     this.addressPolicy = { nodeAddresses: new Set([...this.nodeAddresses.values()].flat()) };
     if (!this.enqueueing) return;
     for (const key of this.allKeys()) this.mark(key);
+  }
+
+  /** The cached pods of `namespace` that `selector` matches (the one pod index of the process; address groups read it too). */
+  selectPods(namespace: string, selector: LabelSelector): V1Pod[] {
+    return this.pods.select(namespace, selector);
   }
 
   /** What may be published now (the nodes' own addresses refused): address groups apply the same checks. */

@@ -187,6 +187,7 @@ async function createParts(c: Context): Promise<Parts> {
     maxEndpointsPerSlice: opts.maxEndpointsPerSlice,
     maxAddressesPerGroup: opts.maxAddressesPerGroup,
     ...(opts.namespace !== undefined ? { namespace: opts.namespace } : {}),
+    selectPods: (ns, selector) => reconciler.selectPods(ns, selector),
     addressPolicy: () => reconciler.currentAddressPolicy(),
     nadIpam: (ref) => informers.nads?.get(`${ref.namespace}/${ref.name}`)?.ipam,
   });
@@ -217,6 +218,7 @@ function routeEvents(p: Parts): void {
   nodes?.on({ add: (n) => onNode(n, false), update: (n) => onNode(n, false), delete: (n) => onNode(n, true) });
   namespaces?.on({ add: (n) => rbac?.onNamespace(n, undefined), update: (n, old) => rbac?.onNamespace(n, old), delete: (n) => rbac?.onNamespace(undefined, n) });
   namespaces?.on({ add: (n) => groups.onNamespace(n, undefined), update: (n, old) => groups.onNamespace(n, old), delete: (n) => groups.onNamespace(undefined, n) });
+  // After the reconciler's pod handler (registered above), whose pod index the groups read.
   pods.on({ add: (pod) => groups.onPod(pod, undefined), update: (pod, old) => groups.onPod(pod, old), delete: (pod) => groups.onPod(undefined, pod) });
   groupSlices.on({ add: (s) => groups.onSlice(s, false), update: (s) => groups.onSlice(s, false), delete: (s) => groups.onSlice(s, true) });
   if (rbac !== undefined) pods.on({ add: (pod) => rbac.onPod(pod, undefined), update: (pod, old) => rbac.onPod(pod, old), delete: (pod) => rbac.onPod(undefined, pod) });

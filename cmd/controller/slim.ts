@@ -205,6 +205,8 @@ export function slimPolicy(p: MultiNetworkPolicy): SlimPolicy {
     ...(forNetworks !== undefined ? { annotations: { [POLICY_FOR_ANNOTATION]: forNetworks } } : {}),
   };
   const slim: MultiNetworkPolicy = { apiVersion: p.apiVersion, kind: p.kind, metadata, ...(p.spec !== undefined ? { spec: p.spec } : {}) };
-  const over = keptBytesOverBudget(`${MULTI_NETWORK_POLICY_KIND} ${m?.namespace ?? ''}/${m?.name ?? ''}`, JSON.stringify(slim).length, MAX_POLICY_KEPT_BYTES);
-  return over === undefined ? slim : { apiVersion: p.apiVersion, kind: p.kind, metadata, overBudget: over };
+  const bytes = JSON.stringify(slim).length;
+  if (bytes <= MAX_POLICY_KEPT_BYTES) return slim;
+  const message = `${MULTI_NETWORK_POLICY_KIND} ${m?.namespace ?? ''}/${m?.name ?? ''}: its spec comes to ${bytes} bytes, more than the ${MAX_POLICY_KEPT_BYTES} multus-proxy reads for one policy; split it into several smaller policies`;
+  return { apiVersion: p.apiVersion, kind: p.kind, metadata, overBudget: { budget: 'bytes', message } };
 }

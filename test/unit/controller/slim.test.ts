@@ -3,9 +3,11 @@ import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { podEndpoints } from '../../../cmd/controller/pod-endpoints.js';
 import { podChangeMatters } from '../../../cmd/controller/reconcile.js';
-import { nadChanged, slimNad, slimNamespace, slimNode, slimPod } from '../../../cmd/controller/slim.js';
+import { MAX_POLICY_KEPT_BYTES, nadChanged, slimNad, slimNamespace, slimNode, slimPod, slimPolicy } from '../../../cmd/controller/slim.js';
+import type { MultiNetworkPolicy, MultiNetworkPolicySpec } from '../../../src/policy/api.js';
+import { checkPolicy } from '../../../src/policy/validate.js';
 import { isInjectionEnabled } from '../../../cmd/controller/sidecar-rbac.js';
-import { INJECTION_ENABLED, INJECTION_LABEL, NETWORK_STATUS_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
+import { INJECTION_ENABLED, INJECTION_LABEL, NETWORK_STATUS_ANNOTATION, POLICY_FOR_ANNOTATION, SERVICE_NAMESPACES_ANNOTATION } from '../../../src/keys.js';
 import type { V1Namespace, V1Pod } from '../../../src/kube/types.js';
 import { networkStatus, pod, service } from './fixtures.js';
 
@@ -106,5 +108,31 @@ void describe('controller informer transforms', () => {
     assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.2.0/24' }, 'b')), a), true);
     assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.1.0/24' }, 'c')), a), true);
     assert.equal(nadChanged(slimNad(nad({ type: 'whereabouts', range: '10.1.1.0' }, 'b')), a), true);
+  });
+});
+
+void describe('slimPolicy', () => {
+  const policy = (spec: unknown): MultiNetworkPolicy => ({
+    apiVersion: 'k8s.cni.cncf.io/v1beta1',
+    kind: 'MultiNetworkPolicy',
+    metadata: { name: 'p', namespace: 'x', uid: 'u', generation: 3, annotations: { [POLICY_FOR_ANNOTATION]: 'net1', 'kubectl.kubernetes.io/last-applied-configuration': 'x'.repeat(500) } },
+    spec: spec as MultiNetworkPolicySpec,
+  });
+
+  void test('keeps what checkPolicy and the groups read: identity, generation, policy-for and the spec; checks the same', () => {
+    const full = policy({ podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: {} }], ports: [{ port: 'http' }] }] });
+    const slim = slimPolicy(full);
+    assert.deepEqual(slim.metadata?.annotations, { [POLICY_FOR_ANNOTATION]: 'net1' });
+    assert.equal(slim.metadata?.generation, 3);
+    assert.equal(slim.overBudget, undefined);
+    assert.deepEqual(checkPolicy(slim), checkPolicy(full));
+  });
+
+  void test('a policy over the byte budget keeps no spec and is marked', () => {
+    const values = Array.from({ length: 40_000 }, (_, i) => `v${i}`);
+    const slim = slimPolicy(policy({ podSelector: { matchExpressions: [{ key: 'k', operator: 'In', values }] } }));
+    assert.equal(slim.spec, undefined);
+    assert.equal(slim.overBudget?.budget, 'bytes');
+    assert.ok(JSON.stringify(slim).length < MAX_POLICY_KEPT_BYTES / 100);
   });
 });
