@@ -55,7 +55,8 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
   let topo: Topology;
   let p: Pod;
   let ns = '';
-  let dir = '';
+  /** Holds the downwardAPI labels file. */
+  const dir = mkdtempSync(join(tmpdir(), 'mpx-policy-'));
   const peer = (name: 'a' | 'b'): Pod => topo.pod(name);
   const policies = (name?: string): string => apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, ns, name);
   const slices = (name?: string): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, name);
@@ -148,7 +149,6 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
     ({ cp, topo, ns } = env);
     p = env.client;
     await startBackend(topo, p, { addresses: [p.net1.ipv4] });
-    dir = mkdtempSync(join(tmpdir(), 'mpx-policy-'));
     // The downwardAPI labels file, as the kubelet writes it.
     writeFileSync(join(dir, 'labels'), 'app="p"\n');
     const status = [
@@ -160,7 +160,7 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
   });
   after(async () => {
     await env?.close();
-    if (dir !== '') rmSync(dir, { recursive: true, force: true });
+    rmSync(dir, { recursive: true, force: true });
   });
 
   void test('without the CRD: no policy, ready; once installed, the policy is enforced and its drops counted', async () => {
