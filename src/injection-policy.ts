@@ -138,7 +138,12 @@ function attachFix(attachedText: string | undefined, missing: readonly NetworkRe
 function policyProblem(input: PodPolicyInput, explicit: boolean): { reason: PolicyReason; code: 400 | 403; error: InputError } | undefined {
   const { pod, namespace } = input;
   if (pod.spec?.hostNetwork === true) {
-    const fix = explicit ? `remove hostNetwork: true or remove the ${SERVICE_NETWORK_ANNOTATION} annotation` : 'the multus-proxy node agent serves host-network pods; nothing to do';
+    const selected = input.selectedBy?.policy;
+    const fix = explicit
+      ? `remove hostNetwork: true or remove the ${SERVICE_NETWORK_ANNOTATION} annotation`
+      : selected !== undefined
+        ? `a policy cannot be enforced in the node's network namespace: run the pod without hostNetwork, or change the spec.podSelector of ${selected} so it does not select the pod`
+        : 'the multus-proxy node agent serves host-network pods; nothing to do';
     return { reason: 'host-network', code: 403, error: inputError('spec.hostNetwork', 'true', "the multus-proxy sidecar would program iptables in the node's network namespace", fix) };
   }
   const labelled = input.namespaceLabels?.[POD_SECURITY_ENFORCE_LABEL];

@@ -307,14 +307,16 @@ class Scenario {
     this.res.relay = await startApiserverRelay(this.topo, cp.server, this.res.dir);
     await this.res.relay.attach(clientNs);
     const env = this.containerEnv(sidecarContainer, stored);
-    // The kubelet's part: the injected downwardAPI volume (metadata.annotations) the sidecar reads
-    // its networks from. Here the file is written where this script keeps its state, and the
+    // The kubelet's part: the injected downwardAPI volume (metadata.annotations and metadata.labels)
+    // the sidecar reads its networks and labels from. Here the file is written where this script keeps its state, and the
     // container's env points there instead of at the volume's mount path.
     const running = await this.client.get<V1Pod>(apiPath('', 'v1', 'pods', NAMESPACE, podName));
     const podInfo = join(this.res.dir, 'podinfo');
     mkdirSync(podInfo, { recursive: true });
     writeFileSync(join(podInfo, 'annotations'), formatDownwardMap(running.metadata?.annotations ?? {}));
+    writeFileSync(join(podInfo, 'labels'), formatDownwardMap(running.metadata?.labels ?? {}));
     if (env['POD_ANNOTATIONS_FILE'] !== undefined) env['POD_ANNOTATIONS_FILE'] = join(podInfo, 'annotations');
+    if (env['POD_LABELS_FILE'] !== undefined) env['POD_LABELS_FILE'] = join(podInfo, 'labels');
     const sidecarPort = Number(env['HEALTH_PORT'] ?? '9180');
     // The element writer as scripts/build-native.sh builds it (the image has it at the sidecar's default path).
     const nfnlBatch = join(binDir(), 'nfnl-batch');

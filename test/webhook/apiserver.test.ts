@@ -30,7 +30,7 @@ import { waitFor } from '../harness/wait.js';
 import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
-import { createError, servingPairFolder, SIDECAR } from './fixtures.js';
+import { createError, servingPairFolder, shippedWebhookClient, SIDECAR } from './fixtures.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
@@ -107,24 +107,8 @@ void describe('webhook behind a real kube-apiserver', () => {
     });
 
     // The webhook's identity: a service account bound to the shipped ClusterRole's rules.
-    const docs = loadAll(readFileSync(join(import.meta.dirname, '..', '..', 'deploy', 'base', 'webhook-rbac.yaml'), 'utf8')) as { kind?: string; rules?: unknown }[];
-    const role = docs.find((d) => d.kind === 'ClusterRole');
-    assert.ok(role, 'deploy/base/webhook-rbac.yaml has a ClusterRole');
-    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: roleName },
-      rules: role.rules,
-    });
-    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'), {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: roleName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
-      subjects: [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace: off }],
-    });
+    webhookClient = await shippedWebhookClient(cp, off, roleName);
     const token = await cp.tokenFor(off, 'multus-proxy-webhook');
-    webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token });
     const unreachable = createKubeClient({ server: 'https://127.0.0.1:1', ca: Buffer.from(cp.caPem), token });
 
     const pair = servingPairFolder('webhook-api-', ['127.0.0.1']);

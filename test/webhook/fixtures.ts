@@ -6,12 +6,15 @@ import type { NodeAgentPresence } from '../../cmd/webhook/service.js';
 import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../cmd/webhook/options.js';
 import type { AdmissionRequest, AdmissionResponse, Operation } from '../../cmd/webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadAll } from 'js-yaml';
 import { createCA, createServingCert } from '../../cmd/certs/pki.js';
 import assert from 'node:assert/strict';
-import { KubeApiError } from '../../src/kube/client.js';
+import { createKubeClient, KubeApiError, type KubeClient } from '../../src/kube/client.js';
+import { apiPath } from '../../src/kube/paths.js';
+import type { ControlPlane } from '../harness/controlplane.js';
 import type { PolicyLookup } from '../../cmd/webhook/policy-cache.js';
 import { slimPolicy } from '../../cmd/webhook/policy-cache.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
@@ -119,4 +122,39 @@ export async function createError(p: Promise<unknown>): Promise<string> {
     return e.message;
   }
   assert.fail('the create call succeeded but should have been denied');
+}
+
+const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
+const RBAC = 'rbac.authorization.k8s.io';
+
+/**
+ * The webhook's identity: the service account multus-proxy-webhook of `namespace`, bound to a
+ * ClusterRole `roleName` with the shipped ClusterRole's rules (deploy/base/webhook-rbac.yaml), so a
+ * test proves those rules sufficient. Delete the role and binding named `roleName` afterwards.
+ */
+export async function shippedWebhookClient(cp: ControlPlane, namespace: string, roleName: string): Promise<KubeClient> {
+  const docs = loadAll(readFileSync(join(DEPLOY, 'base', 'webhook-rbac.yaml'), 'utf8')) as { kind?: string; rules?: unknown }[];
+  const role = docs.find((d) => d.kind === 'ClusterRole');
+  assert.ok(role, 'deploy/base/webhook-rbac.yaml has a ClusterRole');
+  await cp.client.create(apiPath(RBAC, 'v1', 'clusterroles'), { apiVersion: `${RBAC}/v1`, kind: 'ClusterRole', metadata: { name: roleName }, rules: role.rules });
+  await cp.client.create(apiPath(RBAC, 'v1', 'clusterrolebindings'), {
+    apiVersion: `${RBAC}/v1`,
+    kind: 'ClusterRoleBinding',
+    metadata: { name: roleName },
+    roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: roleName },
+    subjects: [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace }],
+  });
+  return createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(namespace, 'multus-proxy-webhook') });
+}
+
+/** Installs the MultiNetworkPolicy CRD as deploy/components/multi-networkpolicy ships it; false when one was there already. */
+export async function installPolicyCrd(cp: ControlPlane): Promise<boolean> {
+  const crd = loadAll(readFileSync(join(DEPLOY, 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'))[0] as object;
+  try {
+    await cp.client.create(apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'), crd);
+    return true;
+  } catch (e) {
+    if (e instanceof KubeApiError && e.status === 409) return false;
+    throw e;
+  }
 }

@@ -21,7 +21,7 @@ import { apiPath } from '../../src/kube/paths.js';
 import { MULTI_NETWORK_POLICY_CRD, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import { createError, servingPairFolder } from './fixtures.js';
+import { createError, installPolicyCrd, servingPairFolder } from './fixtures.js';
 import { CHART, helm, KUBE_VERSION, NAMESPACE, RELEASE } from '../deploy/helm.js';
 
 const ADMISSION = 'admissionregistration.k8s.io';
@@ -46,13 +46,7 @@ void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () =>
 
   before(async () => {
     cp = await useControlPlane();
-    const crd = loadAll(readFileSync(join(DEPLOY, 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'))[0] as object;
-    try {
-      await cp.client.create(apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'), crd);
-      createdCrd = true;
-    } catch (e) {
-      if (!(e instanceof KubeApiError && e.status === 409)) throw e;
-    }
+    createdCrd = await installPolicyCrd(cp);
     await poll('the MultiNetworkPolicy CRD is served (v1beta1 and v1beta2)', 30_000, async () => {
       try {
         await cp.client.list(apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE));

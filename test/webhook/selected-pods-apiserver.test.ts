@@ -20,7 +20,7 @@ import { podHandler } from '../../cmd/webhook/handlers.js';
 import { createPolicyCache, type PolicyCache } from '../../cmd/webhook/policy-cache.js';
 import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../cmd/webhook/server.js';
 import { watchCertificateFiles, type CertificateSource } from '../../cmd/webhook/tls.js';
-import { createKubeClient, isNotFound, KubeApiError, type KubeClient } from '../../src/kube/client.js';
+import { isNotFound, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import {
@@ -35,7 +35,7 @@ import {
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import { POD_LABELS_FILE } from '../../src/sidecar-contract.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import { createError, servingPairFolder, SIDECAR } from './fixtures.js';
+import { createError, installPolicyCrd, servingPairFolder, shippedWebhookClient, SIDECAR } from './fixtures.js';
 
 const ADMISSION = 'admissionregistration.k8s.io';
 const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
@@ -96,23 +96,7 @@ void describe('pods a MultiNetworkPolicy selects, behind a real kube-apiserver',
     await cp.createNamespace(on, { ...testLabel, 'multus-proxy-injection': 'enabled' });
 
     // The webhook's identity: a service account bound to the shipped ClusterRole's rules.
-    const docs = loadAll(readFileSync(join(DEPLOY, 'base', 'webhook-rbac.yaml'), 'utf8')) as { kind?: string; rules?: unknown }[];
-    const role = docs.find((d) => d.kind === 'ClusterRole');
-    assert.ok(role, 'deploy/base/webhook-rbac.yaml has a ClusterRole');
-    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterroles'), {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRole',
-      metadata: { name: roleName },
-      rules: role.rules,
-    });
-    await cp.client.create(apiPath('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings'), {
-      apiVersion: 'rbac.authorization.k8s.io/v1',
-      kind: 'ClusterRoleBinding',
-      metadata: { name: roleName },
-      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName },
-      subjects: [{ kind: 'ServiceAccount', name: 'multus-proxy-webhook', namespace: plain }],
-    });
-    const webhookClient = createKubeClient({ server: cp.server, ca: Buffer.from(cp.caPem), token: await cp.tokenFor(plain, 'multus-proxy-webhook') });
+    const webhookClient = await shippedWebhookClient(cp, plain, roleName);
 
     policies = createPolicyCache(webhookClient, { probeMs: 300, minBackoffMs: 100, maxBackoffMs: 500 });
     policies.start();
@@ -172,13 +156,7 @@ void describe('pods a MultiNetworkPolicy selects, behind a real kube-apiserver',
     await poll('the policy cache knows the API is not served', 10_000, async () => policies.state() === 'not-served');
     const stored = await cp.client.create<V1Pod>(pods(plain), pod('before-crd', { app: 'db' }, { [NETWORKS_ANNOTATION]: 'net-a' }), { dryRun: true });
     assert.equal(sidecarOf(stored), undefined, 'no policy can select it: unchanged');
-    const crd = loadAll(readFileSync(join(DEPLOY, 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'))[0] as object;
-    try {
-      await cp.client.create(apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'), crd);
-      createdCrd = true;
-    } catch (e) {
-      if (!(e instanceof KubeApiError && e.status === 409)) throw e;
-    }
+    createdCrd = await installPolicyCrd(cp);
     await poll('the policy cache has listed the policies', 30_000, async () => policies.state() === 'synced');
   });
 
