@@ -196,7 +196,7 @@ function egressPeerPorts(network: string, policy: string, rule: CheckedRule, pee
 function numericPorts(rule: CheckedRule, pod: SelectedPod, ingress: boolean): PortRange[] {
   const out: PortRange[] = [];
   for (const p of rule.ports ?? []) {
-    if (p.name === undefined) out.push({ protocol: p.protocol, from: p.port ?? 0, to: p.port === undefined ? 65535 : (p.endPort ?? p.port) });
+    if (p.name === undefined) out.push({ protocol: p.protocol, from: p.port ?? 1, to: p.port === undefined ? 65535 : (p.endPort ?? p.port) });
     else if (ingress) for (const n of namedPorts(pod.containerPorts, p.name, p.protocol)) out.push({ protocol: p.protocol, from: n, to: n });
   }
   return sorted(out, (r) => `${r.protocol} ${String(r.from).padStart(5, '0')} ${String(r.to).padStart(5, '0')}`);
