@@ -15,13 +15,14 @@ import { join, resolve } from 'node:path';
 import { dump, load, loadAll } from 'js-yaml';
 import { apiPath } from '../../src/kube/paths.js';
 import { objectEvent } from '../../src/kube/events.js';
-import type { V1Pod } from '../../src/kube/types.js';
+import type { V1EndpointSlice, V1Pod } from '../../src/kube/types.js';
 import type { RunningController } from '../../cmd/controller/run.js';
 import type { PodReport, Report, ServiceReport } from '../../cmd/controller/diagnose/report.js';
 import {
   INJECT_ANNOTATION,
   INJECTION_ENABLED,
   INJECTION_LABEL,
+  MANAGED_BY_LABEL,
   MULTI_NETWORK_POLICY_GROUP,
   MULTI_NETWORK_POLICY_RESOURCE,
   NETWORKS_ANNOTATION,
@@ -32,7 +33,7 @@ import {
 } from '../../src/keys.js';
 import { isNotFound, KubeApiError } from '../../src/kube/client.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
-import { addressGroupSlices } from '../harness/address-groups.js';
+import { ADDRESS_GROUP_MANAGED_BY, ADDRESS_GROUP_POLICY_LABEL } from '../../src/policy/address-group.js';
 import { EVENT_COMPONENT, REASON_SYNC_FAILED } from '../../src/sidecar-contract.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
 import { waitFor } from '../harness/wait.js';
@@ -52,6 +53,7 @@ interface Run {
  * policy label (the controller refuses it with AddressGroupRefused), so its group stays unwritten.
  */
 const BATCH = `db-batch-${'a'.repeat(60)}`;
+const ADDRESS_GROUP_MANAGED_BY_SELECTOR = `${MANAGED_BY_LABEL}=${ADDRESS_GROUP_MANAGED_BY}`;
 
 void describe('controller diagnose against a real apiserver', () => {
   let cp: ControlPlane;
@@ -236,7 +238,7 @@ void describe('controller diagnose against a real apiserver', () => {
       await clientPod(ns, 'db', { sidecar: 'ready', labels: { app: 'db' }, ip: '10.1.1.60', ports: [{ name: 'sql', containerPort: 5432 }] });
       await clientPod(ns, 'db-bare', { labels: { app: 'db' }, ip: '10.1.1.61' });
       await clientPod(ns, 'legacy', { sidecar: 'ready', labels: { app: 'legacy' }, ip: '10.1.1.62' });
-      const dbIn = await cp.client.create<MultiNetworkPolicy>(
+      await cp.client.create<MultiNetworkPolicy>(
         mnpPath('v1beta2'),
         mnp('db-in', {
           podSelector: { matchLabels: { app: 'db' } },
@@ -249,8 +251,14 @@ void describe('controller diagnose against a real apiserver', () => {
       await cp.client.create(mnpPath('v1beta1'), mnp(BATCH, { podSelector: { matchLabels: { app: 'db' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: 'batch' } } }] }] }, 'v1beta1'));
       // Stored without the webhook: no prefix length. It selects legacy and fails closed there.
       await cp.client.create(mnpPath('v1beta1'), mnp('legacy-in', { podSelector: { matchLabels: { app: 'legacy' } }, ingress: [{ from: [{ ipBlock: { cidr: '10.1.9.0' } }] }] }, 'v1beta1'));
-      const world = [{ namespace: ns, labels: { app: 'web' }, networks: { [`${ns}/macvlan1`]: ['10.1.1.10'] } }];
-      for (const slice of addressGroupSlices(dbIn, world)) await cp.client.create(apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns), slice);
+      // The controller writes db-in's groups: web-ok and web-unready (a peer whether ready or not); the
+      // loopback and other-network pods are left out.
+      const groups = `${apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns)}?labelSelector=${encodeURIComponent(`${ADDRESS_GROUP_MANAGED_BY_SELECTOR},${ADDRESS_GROUP_POLICY_LABEL}=db-in`)}`;
+      await waitFor(
+        "the controller wrote db-in's address groups",
+        async () => (await cp.client.get<{ items: V1EndpointSlice[] }>(groups)).items.reduce((n, s) => n + (s.endpoints ?? []).length, 0) === 2,
+        30_000,
+      );
     });
 
     void test('a peer a rule admits: named by policy and rule; the group not yet written is said; exit 0', async () => {
@@ -284,7 +292,7 @@ void describe('controller diagnose against a real apiserver', () => {
       assert.match(
         text.stdout,
         new RegExp(
-          `${ns}/db-in spec\\.ingress\\[0\\]: peer fails, port fails\\n +from\\[0\\] \\(pods app=web in namespace ${ns}\\): 10\\.1\\.9\\.200 is not among the 1 address of the pods it selects`,
+          `${ns}/db-in spec\\.ingress\\[0\\]: peer fails, port fails\\n +from\\[0\\] \\(pods app=web in namespace ${ns}\\): 10\\.1\\.9\\.200 is not among the 2 addresses of the pods it selects`,
         ),
       );
       assert.match(text.stdout, /ports: 30050\/TCP is not listed \(sql\/TCP \(5432 in the pod's containerPorts\)\)/);
