@@ -26,7 +26,7 @@ import { loadAll } from 'js-yaml';
 import { startControlPlane, type ControlPlane } from '../harness/controlplane.js';
 import { httpRequests, startBackend, type Pod, type Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
-import { getIfExists } from '../../src/kube/client.js';
+import { getIfExists, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice } from '../../src/kube/types.js';
 import { MANAGED_BY_LABEL, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
@@ -48,6 +48,16 @@ import { metricsText, probe, spawnSidecar, startHttpLoop, startSidecarEnv, waitF
 
 const HEALTH_PORT = 19183;
 const CRD_FILE = join(import.meta.dirname, '..', '..', 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml');
+
+/** The policy list, or undefined while the API is not served yet: right after a CRD is created the apiserver answers 429 ("storage is (re)initializing") for a moment. */
+async function policiesServed(client: ControlPlane['client'], path: string): Promise<unknown> {
+  try {
+    return await getIfExists(client, path);
+  } catch (e) {
+    if (e instanceof KubeApiError && e.status === 429) return undefined;
+    throw e;
+  }
+}
 
 void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, real nft, real traffic', () => {
   let env: SidecarEnv;
@@ -170,7 +180,7 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
     await expectReach('both peers while there is no policy', { a: true, b: true });
 
     await cp.client.create(apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions'), loadAll(readFileSync(CRD_FILE, 'utf8'))[0] as object);
-    await waitFor('the CRD served', async () => (await getIfExists(cp.client, policies())) !== undefined, 30_000);
+    await waitFor('the CRD served', async () => (await policiesServed(cp.client, policies())) !== undefined, 30_000);
     await cp.client.create(policies(), policy('allow', 'a'));
     await writeGroups('allow', [peer('a').net1.ipv4]);
     await waitForLog(s, 'the API to be found', /MultiNetworkPolicy API is served now/);
