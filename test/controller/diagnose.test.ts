@@ -231,7 +231,8 @@ void describe('controller diagnose against a real apiserver', () => {
           await cp.client.list(mnpPath('v1beta2'));
           return true;
         } catch (e) {
-          if (isNotFound(e)) return false;
+          // 404 until the CRD is established, then 429 while its storage initialises.
+          if (isNotFound(e) || (e instanceof KubeApiError && e.status === 429)) return false;
           throw e;
         }
       });
