@@ -20,7 +20,7 @@ import { podHandler } from '../../cmd/webhook/handlers.js';
 import { createPolicyCache, type PolicyCache } from '../../cmd/webhook/policy-cache.js';
 import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../cmd/webhook/server.js';
 import { watchCertificateFiles, type CertificateSource } from '../../cmd/webhook/tls.js';
-import { isNotFound, type KubeClient } from '../../src/kube/client.js';
+import { isNotFound, KubeApiError, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod } from '../../src/kube/types.js';
 import {
@@ -53,7 +53,7 @@ async function crdServed(client: KubeClient): Promise<boolean> {
     await client.list(apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE));
     return true;
   } catch (e) {
-    if (isNotFound(e)) return false;
+    if (isNotFound(e) || (e instanceof KubeApiError && e.status === 429)) return false; // 429: the new CRD's storage initialising
     throw e;
   }
 }
