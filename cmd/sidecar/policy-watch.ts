@@ -22,6 +22,12 @@ import { slimAddressGroupSlice, slimPolicy, type CachedPolicy } from './policy-s
 export const POLICY_VERSION = 'v1beta1';
 /** How soon a list that failed otherwise (no right yet, apiserver away) is tried again. */
 const POLICY_LIST_RETRY_MS = 5_000;
+/**
+ * While the policy informer has not synced, ask this often whether the API is still served: a CRD
+ * deleted between the probe and the informer's list leaves the informer retrying a 404, and the
+ * first sync would wait out its whole hold for a list that cannot come.
+ */
+const UNSYNCED_RECHECK_MS = 1_000;
 
 export const addressGroupSelector = `${MANAGED_BY_LABEL}=${ADDRESS_GROUP_MANAGED_BY}`;
 
@@ -113,6 +119,30 @@ export class PolicyWatch {
     this.policyInformer = informer;
     informer.start();
     void informer.synced.then(() => this.d.onChange());
+    this.timer = setTimeout(() => void this.recheck(informer), UNSYNCED_RECHECK_MS);
+    this.timer.unref();
+  }
+
+  /** The informer has not synced yet: if the API went away meanwhile, back to 'absent' (no policy) and probing. */
+  private async recheck(informer: Informer<CachedPolicy>): Promise<void> {
+    if (this.stopped || informer !== this.policyInformer || informer.hasSynced()) return;
+    let gone = false;
+    try {
+      await this.d.client.list(this.path, { limit: 1 });
+    } catch (e) {
+      gone = isNotFound(e);
+    }
+    if (this.stopped || informer !== this.policyInformer || informer.hasSynced()) return;
+    if (!gone) {
+      this.timer = setTimeout(() => void this.recheck(informer), UNSYNCED_RECHECK_MS);
+      this.timer.unref();
+      return;
+    }
+    informer.stop();
+    this.policyInformer = undefined;
+    this.absent();
+    this.timer = setTimeout(() => void this.probe(), this.d.absentRetryMs ?? DEFAULT_POLICY_API_RETRY_MS);
+    this.timer.unref();
   }
 
   private absent(): void {

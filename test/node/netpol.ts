@@ -165,7 +165,17 @@ export async function tearDownMatrix(node: RealNode, m: Matrix | undefined, log:
     await node
       .kubectl(['delete', 'namespace', NAMESPACES[k], '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
       .catch((e: Error) => log(`deleting ${NAMESPACES[k]}: ${e.message}`));
-  if (m?.crdAdded) await node.kubectl(['delete', 'crd', MNP_CRD, '--ignore-not-found']).catch((e: Error) => log(`deleting the CRD: ${e.message}`));
+  if (!m?.crdAdded) return;
+  await node.kubectl(['delete', 'crd', MNP_CRD, '--ignore-not-found']).catch((e: Error) => log(`deleting the CRD: ${e.message}`));
+  // Until the apiserver stops serving the group, a sidecar starting now may list policies that are going away.
+  for (const end = Date.now() + 30_000; Date.now() < end; await delay(500)) {
+    const served = await node.kubectl(['get', '--raw', '/apis/k8s.cni.cncf.io/v1beta1']).then(
+      () => true,
+      () => false,
+    );
+    if (!served) return;
+  }
+  log('the MultiNetworkPolicy API is still served 30 s after its CRD was deleted');
 }
 
 /** One probe round from `from` (a pod of the matrix) to targets: answer per "<probe> <key>". */
