@@ -144,7 +144,7 @@ void describe('webhook/mutate', () => {
   void test("the startup probe tries at once under health-listen, 2 s after the start with a command of the operator's own (Node.js binds the port itself)", () => {
     const probe = (command: readonly string[]): unknown => sidecarContainer({ ...SIDECAR, command }, 'tok', true).startupProbe;
     assert.equal(SIDECAR.command[0], '/usr/local/bin/health-listen');
-    assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=9', port: 9180 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 12, failureThreshold: 30 });
+    assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=20', port: 9180 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 23, failureThreshold: 14 });
     assert.equal((probe(['health-listen', 'node', 'x.js']) as { initialDelaySeconds: number }).initialDelaySeconds, 0);
     for (const own of [['node', '/app/dist/sidecar.js'], ['/opt/health-listener', 'node'], []]) {
       assert.equal((probe(own) as { initialDelaySeconds: number }).initialDelaySeconds, 2, own.join(' '));
