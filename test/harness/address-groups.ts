@@ -40,6 +40,30 @@ function members(q: PeerQuery, world: readonly GroupPod[], namespaceLabels: Read
   );
 }
 
+/** One slice of the group that answers `q` for a policy, as the controller labels and annotates it. */
+export function groupSlice(
+  policy: { readonly namespace: string; readonly name: string; readonly generation: number },
+  q: PeerQuery,
+  sliceName: string,
+  family: 4 | 6,
+  addresses: readonly string[],
+  ports: readonly ContainerPort[] = [],
+): V1EndpointSlice {
+  return {
+    apiVersion: 'discovery.k8s.io/v1',
+    kind: 'EndpointSlice',
+    metadata: {
+      name: sliceName,
+      namespace: policy.namespace,
+      labels: { [MANAGED_BY_LABEL]: ADDRESS_GROUP_MANAGED_BY, [ADDRESS_GROUP_LABEL]: addressGroupKey(q), [ADDRESS_GROUP_POLICY_LABEL]: policy.name, [PROXY_NAME_LABEL]: PROXY_NAME },
+      annotations: { [PEER_QUERY_ANNOTATION]: canonicalQuery(q), [POLICY_GENERATION_ANNOTATION]: String(policy.generation) },
+    },
+    addressType: family === 4 ? 'IPv4' : 'IPv6',
+    endpoints: addresses.map((a) => ({ addresses: [a] })),
+    ports: ports.map((p) => ({ name: p.name ?? '', port: p.containerPort, protocol: p.protocol ?? 'TCP' })),
+  };
+}
+
 /** The slices of every group `policy` needs (none when it does not compile), named `<policy>-<n>`. */
 export function addressGroupSlices(policy: MultiNetworkPolicy, world: readonly GroupPod[], namespaceLabels: Readonly<Record<string, Readonly<Record<string, string>>>> = {}): V1EndpointSlice[] {
   const ns = policy.metadata?.namespace ?? '';
@@ -48,7 +72,6 @@ export function addressGroupSlices(policy: MultiNetworkPolicy, world: readonly G
   if (!checked.ok) return [];
   const out: V1EndpointSlice[] = [];
   for (const q of policyPeerQueries(checked.value)) {
-    const key = addressGroupKey(q);
     const buckets = new Map<string, { family: 4 | 6; ports: readonly ContainerPort[]; addresses: string[] }>();
     for (const pod of members(q, world, namespaceLabels)) {
       const ports = (pod.containerPorts ?? []).filter((p) => p.name !== undefined);
@@ -61,21 +84,8 @@ export function addressGroupSlices(policy: MultiNetworkPolicy, world: readonly G
       }
     }
     if (buckets.size === 0) buckets.set('empty', { family: 4, ports: [], addresses: [] });
-    for (const bucket of buckets.values()) {
-      out.push({
-        apiVersion: 'discovery.k8s.io/v1',
-        kind: 'EndpointSlice',
-        metadata: {
-          name: `${name}-${out.length}`,
-          namespace: ns,
-          labels: { [MANAGED_BY_LABEL]: ADDRESS_GROUP_MANAGED_BY, [ADDRESS_GROUP_LABEL]: key, [ADDRESS_GROUP_POLICY_LABEL]: name, [PROXY_NAME_LABEL]: PROXY_NAME },
-          annotations: { [PEER_QUERY_ANNOTATION]: canonicalQuery(q), [POLICY_GENERATION_ANNOTATION]: String(policy.metadata?.generation ?? 1) },
-        },
-        addressType: bucket.family === 4 ? 'IPv4' : 'IPv6',
-        endpoints: bucket.addresses.map((a) => ({ addresses: [a] })),
-        ports: bucket.ports.map((p) => ({ name: p.name ?? '', port: p.containerPort, protocol: p.protocol ?? 'TCP' })),
-      });
-    }
+    for (const bucket of buckets.values())
+      out.push(groupSlice({ namespace: ns, name, generation: policy.metadata?.generation ?? 1 }, q, `${name}-${out.length}`, bucket.family, bucket.addresses, bucket.ports));
   }
   return out;
 }

@@ -29,21 +29,13 @@ import { waitFor } from '../harness/wait.js';
 import { getIfExists, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice } from '../../src/kube/types.js';
-import { MANAGED_BY_LABEL, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
+import { MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import type { MultiNetworkPolicy, MultiNetworkPolicySpec } from '../../src/policy/api.js';
 import { checkPolicy } from '../../src/policy/validate.js';
-import {
-  ADDRESS_GROUP_LABEL,
-  ADDRESS_GROUP_MANAGED_BY,
-  ADDRESS_GROUP_POLICY_LABEL,
-  addressGroupKey,
-  canonicalQuery,
-  PEER_QUERY_ANNOTATION,
-  policyPeerQueries,
-  POLICY_GENERATION_ANNOTATION,
-} from '../../src/policy/address-group.js';
+import { addressGroupKey, policyPeerQueries } from '../../src/policy/address-group.js';
 import { REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
 import { podObject } from './state-fixtures.js';
+import { groupSlice } from '../harness/address-groups.js';
 import { metricsText, probe, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv, type SidecarProcess } from './runtime-harness.js';
 
 const HEALTH_PORT = 19183;
@@ -105,19 +97,7 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
     const checked = checkPolicy(obj, ns);
     assert.ok(checked.ok);
     for (const q of policyPeerQueries(checked.value)) {
-      const key = addressGroupKey(q);
-      const slice: V1EndpointSlice = {
-        apiVersion: 'discovery.k8s.io/v1',
-        kind: 'EndpointSlice',
-        metadata: {
-          namespace: ns,
-          name: `${name}-${key.slice(0, 10)}`,
-          labels: { [MANAGED_BY_LABEL]: ADDRESS_GROUP_MANAGED_BY, [ADDRESS_GROUP_LABEL]: key, [ADDRESS_GROUP_POLICY_LABEL]: name, [PROXY_NAME_LABEL]: PROXY_NAME },
-          annotations: { [PEER_QUERY_ANNOTATION]: canonicalQuery(q), [POLICY_GENERATION_ANNOTATION]: String(obj.metadata?.generation ?? 0) },
-        },
-        addressType: 'IPv4',
-        endpoints: addresses.map((a) => ({ addresses: [a] })),
-      };
+      const slice = groupSlice({ namespace: ns, name, generation: obj.metadata?.generation ?? 0 }, q, `${name}-${addressGroupKey(q).slice(0, 10)}`, 4, addresses);
       const existing = await getIfExists<V1EndpointSlice>(cp.client, slices(slice.metadata?.name));
       if (existing === undefined) await cp.client.create(slices(), slice);
       else await cp.client.replace(slices(slice.metadata?.name), { ...slice, metadata: { ...slice.metadata, resourceVersion: existing.metadata?.resourceVersion } });
