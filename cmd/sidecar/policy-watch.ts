@@ -1,15 +1,15 @@
 /**
  * What the sidecar watches for MultiNetworkPolicy, in its own namespace only (a policy selects
  * pods of its own namespace, and the controller writes each policy's address groups there):
- * - the MultiNetworkPolicies (`k8s.cni.cncf.io/v1beta1`). The CRD is an optional component: while
- *   the API is not served (404) there is no policy, the sidecar says so once and asks again every
- *   `absentRetryMs`, and starts watching once it is installed;
+ * - the MultiNetworkPolicies, in the newest version served (`v1beta2`, else `v1beta1`). The CRD is
+ *   an optional component: while the API is not served (404) there is no policy, the sidecar says
+ *   so once and asks again every `absentRetryMs`, and starts watching once it is installed;
  * - the address-group EndpointSlices (managed-by `multus-proxy-address-groups`,
  *   src/policy/address-group.ts).
  * Both are slimmed to what the resolver reads and held to a budget per object (policy-slim.ts).
  */
 import { ADDRESS_GROUP_MANAGED_BY } from '../../src/policy/address-group.js';
-import { MANAGED_BY_LABEL, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE } from '../../src/keys.js';
+import { MANAGED_BY_LABEL, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, MULTI_NETWORK_POLICY_VERSIONS } from '../../src/keys.js';
 import type { Logger } from '../../src/log.js';
 import { isNotFound, type KubeClient } from '../../src/kube/client.js';
 import { createInformer, type Informer, type InformerOptions } from '../../src/kube/informer.js';
@@ -18,8 +18,12 @@ import { DEFAULT_POLICY_API_RETRY_MS } from '../../src/sidecar-contract.js';
 import type { V1EndpointSlice } from '../../src/kube/types.js';
 import { slimAddressGroupSlice, slimPolicy, type CachedPolicy } from './policy-slim.js';
 
-/** The version the sidecar reads (v1beta2 only adds endPort, which v1beta1 objects carry when stored as v1beta2). */
-export const POLICY_VERSION = 'v1beta1';
+/**
+ * The versions the sidecar reads, newest first. Only v1beta2 has `endPort`: the apiserver prunes
+ * it from an object read as v1beta1 (the schemas differ and there is no conversion webhook), so a
+ * range read that way would be its first port alone. v1beta1 is read where v1beta2 is not served.
+ */
+export const POLICY_VERSIONS: readonly string[] = [...MULTI_NETWORK_POLICY_VERSIONS].reverse();
 /** How soon a list that failed otherwise (no right yet, apiserver away) is tried again. */
 const POLICY_LIST_RETRY_MS = 5_000;
 /**
@@ -51,6 +55,8 @@ export class PolicyWatch {
   private stopped = false;
   private timer: NodeJS.Timeout | undefined;
   private lastProblem = '';
+  /** The version listed last (the newest served), or the newest while none is. */
+  private version = POLICY_VERSIONS[0] ?? 'v1beta2';
 
   constructor(private readonly d: PolicyWatchDeps) {
     this.groupInformer = createInformer<V1EndpointSlice>(d.client, {
@@ -93,14 +99,27 @@ export class PolicyWatch {
   }
 
   private get path(): string {
-    return apiPath(MULTI_NETWORK_POLICY_GROUP, POLICY_VERSION, MULTI_NETWORK_POLICY_RESOURCE, this.d.namespace);
+    return apiPath(MULTI_NETWORK_POLICY_GROUP, this.version, MULTI_NETWORK_POLICY_RESOURCE, this.d.namespace);
   }
 
-  /** One small list: is the API served (and may we read it)? Then the informer, or a later try. */
+  /** One small list per version, newest first, until one is served; throws the last version's error. */
+  private async listServed(): Promise<void> {
+    for (const [i, v] of POLICY_VERSIONS.entries()) {
+      this.version = v;
+      try {
+        await this.d.client.list(this.path, { limit: 1 });
+        return;
+      } catch (e) {
+        if (!isNotFound(e) || i === POLICY_VERSIONS.length - 1) throw e;
+      }
+    }
+  }
+
+  /** Is the API served (and may we read it)? Then the informer, or a later try. */
   private async probe(): Promise<void> {
     if (this.stopped) return;
     try {
-      await this.d.client.list(this.path, { limit: 1 });
+      await this.listServed();
     } catch (e) {
       if (this.stopped) return;
       const absent = isNotFound(e);

@@ -8,6 +8,8 @@
  *   allowed peer connects, the denied one does not, and its drops are counted per policy;
  * - a policy change takes effect (the new peer's group written after the change, as the
  *   controller does), and so does a change of the pod's labels (its downwardAPI file);
+ * - a port range written as v1beta2 (`endPort`) admits its last port: the sidecar reads the
+ *   version that has the field (the apiserver prunes it from a v1beta1 read);
  * - a restart keeps the rules: while no sidecar runs and while the new one starts, the denied
  *   peer never gets through, and the allowed one still does;
  * - a fresh first sync is held (not ready, nothing written) until a selecting policy's groups are
@@ -189,6 +191,24 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
     await expectReach('no longer selected: both peers', { a: true, b: true });
     writeFileSync(join(dir, 'labels'), 'app="p"\n');
     await expectReach('selected again: b allowed, a denied', { a: false, b: true });
+  });
+
+  void test('a port range (v1beta2 endPort) admits its last port, and only the range', async () => {
+    const v2 = (name?: string): string => apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta2', MULTI_NETWORK_POLICY_RESOURCE, ns, name);
+    const obj = await cp.client.get<MultiNetworkPolicy>(v2('allow'));
+    const ranged = (from: number, to: number): MultiNetworkPolicySpec => ({ ...spec('b'), ingress: [{ ...spec('b').ingress?.[0], ports: [{ protocol: 'TCP', port: from, endPort: to }] }] });
+    // The server listens on 80: the last port of 79-80, outside 81-82.
+    await cp.client.replace(v2('allow'), { ...obj, spec: ranged(79, 80) });
+    await writeGroups('allow', [peer('b').net1.ipv4]);
+    await expectReach('80 is the last port of 79-80: b allowed, a denied', { a: false, b: true });
+    const listing = (await topo.run(p, ['nft', 'list', 'table', 'inet', 'multus_proxy'])).stdout;
+    assert.match(listing, /elements = \{ tcp \. 79-80 \}/, 'the range whole in the port set');
+    await cp.client.replace(v2('allow'), { ...(await cp.client.get<MultiNetworkPolicy>(v2('allow'))), spec: ranged(81, 82) });
+    await writeGroups('allow', [peer('b').net1.ipv4]);
+    await expectReach('80 is outside 81-82: both denied', { a: false, b: false });
+    await cp.client.replace(v2('allow'), { ...(await cp.client.get<MultiNetworkPolicy>(v2('allow'))), spec: spec('b') });
+    await writeGroups('allow', [peer('b').net1.ipv4]);
+    await expectReach('the range gone: b allowed, a denied', { a: false, b: true });
   });
 
   void test('a restart keeps the rules: the denied peer never gets through while no sidecar runs or the next one starts', async () => {

@@ -171,6 +171,11 @@ export const POLICY_CASES: readonly PolicyCase[] = [
     policy: { networks: [net1({ failures: [{ policy: 'demo/broken', message: 'cannot be compiled' }] })] },
     probes: [probe('ingress', 'a', false), probe('egress', 'a', false, 'udp'), probe('egress', 'a', false, 'tcp', 6)],
   },
+  {
+    name: 'port ranges at their ends: the last port of one admitted, the port below another dropped',
+    policy: { networks: [net1({ ingress: { isolated: true, rules: [rule('demo/ends', { ports: [port('UDP', UDP_PORT - 1, UDP_PORT), port('TCP', TCP_PORT + 1, TCP_PORT + 2)] })] } })] },
+    probes: [probe('ingress', 'a', true, 'udp'), probe('ingress', 'b', true, 'udp', 6), probe('ingress', 'a', false), probe('ingress', 'c', false, 'tcp', 6)],
+  },
 ];
 
 /** The packet and path of a probe, as the tracer takes them. */
