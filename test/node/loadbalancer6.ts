@@ -165,10 +165,12 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await host(['ip', '-6', 'route', 'del', V6.clientSubnet, 'dev', NODE.parent, 'metric', String(V6.parentRouteMetric)]).catch(() => '');
     await node.kubectl(['delete', 'service', '-n', LB6_NS, '--ignore-not-found', '--wait=true', ...Object.values(LB6_SERVICES)]).catch((e: Error) => log(`deleting the Services failed: ${e.message}`));
     await node.kubectlResult(['delete', '--ignore-not-found', '-f', '-'], { input: pool.yaml, allowFail: true });
-    await Promise.all([uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`)), uninstallAgent(node, log)]);
-    await node
-      .kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
-      .catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
+    // Independent of each other, as the installs: removed side by side.
+    await Promise.all([
+      uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`)),
+      uninstallAgent(node, log),
+      node.kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 }).catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`)),
+    ]);
   }
 }
 
