@@ -89,14 +89,18 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await node.apply(dump(v6Nad()));
     await node.apply(blogFile('deployment.yml'), LB6_NS);
     await node.apply(blogFile('pod.yml'), LB6_NS);
-    await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: LB6_NS, timeoutMs: 180_000 });
-    await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: LB6_NS, timeoutMs: 180_000 });
-
-    await installMetalLB(node, log);
-    await node.apply(pool.yaml);
+    // The agent serves a network once an opted-in Service names it: the Services come first. They
+    // wait for their address until MetalLB and its IPv6 pool are there.
     await node.apply([v6Service(LB6_SERVICES.cluster, 'Cluster', pool.name), v6Service(LB6_SERVICES.local, 'Local', pool.name)].map((o) => dump(o)).join('---\n'));
-    // The agent serves a network once an opted-in Service names it: the Services come first.
-    agentInterface = await installAgent(node, `${LB6_NS}/macvlan1`, `${V6.nodeAddress}/64`);
+    // The pods starting, MetalLB and the agent are independent of each other: side by side, and all
+    // settle before a failure is thrown (nothing is still installing when the cleanup runs).
+    const started = (async (): Promise<void> => {
+      await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: LB6_NS, timeoutMs: 180_000 });
+      await node.wait(`pod/${CLIENT}`, 'condition=Ready', { namespace: LB6_NS, timeoutMs: 180_000 });
+    })();
+    const agent = installAgent(node, `${LB6_NS}/macvlan1`, `${V6.nodeAddress}/64`).then((i) => (agentInterface = i));
+    const metallb = installMetalLB(node, log).then(() => node.apply(pool.yaml));
+    for (const r of await Promise.allSettled([started, agent, metallb])) if (r.status === 'rejected') throw r.reason;
     const vips = {} as Record<keyof typeof LB6_SERVICES, string>;
     const clusterIPs = {} as Record<keyof typeof LB6_SERVICES, string[]>;
     for (const [k, svc] of Object.entries(LB6_SERVICES) as [keyof typeof LB6_SERVICES, string][]) {
@@ -161,10 +165,12 @@ export async function runLoadBalancerV6(node: RealNode, log: (m: string) => void
     await host(['ip', '-6', 'route', 'del', V6.clientSubnet, 'dev', NODE.parent, 'metric', String(V6.parentRouteMetric)]).catch(() => '');
     await node.kubectl(['delete', 'service', '-n', LB6_NS, '--ignore-not-found', '--wait=true', ...Object.values(LB6_SERVICES)]).catch((e: Error) => log(`deleting the Services failed: ${e.message}`));
     await node.kubectlResult(['delete', '--ignore-not-found', '-f', '-'], { input: pool.yaml, allowFail: true });
-    await Promise.all([uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`)), uninstallAgent(node, log)]);
-    await node
-      .kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
-      .catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`));
+    // Independent of each other, as the installs: removed side by side.
+    await Promise.all([
+      uninstallMetalLB(node).catch((e: Error) => log(`MetalLB uninstall failed: ${e.message}`)),
+      uninstallAgent(node, log),
+      node.kubectl(['delete', 'namespace', LB6_NS, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 }).catch((e: Error) => log(`deleting ${LB6_NS} failed: ${e.message}`)),
+    ]);
   }
 }
 

@@ -16,7 +16,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import type { RealNode } from '../harness/node.js';
 import { blogFile, createNamespace, pods, SERVICE } from './cluster.js';
 import { watchEvents, type ProjectEvent } from './soak.js';
-import { watchSidecarStarts, type SidecarStart } from './sidecar-starts.js';
+import { watchSidecarStarts, type SidecarStart, type StartWatch } from './sidecar-starts.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 
 export const PROBES_NS = 'probe-cycle';
@@ -63,6 +63,20 @@ async function replicasGone(node: RealNode, deadlineMs: number): Promise<void> {
   throw new Error(`probe cycle: pods of ${PROBES_NS}/${SERVICE} still there after ${deadlineMs} ms`);
 }
 
+/** Until the start watch has listen, first-sync and app times for a start (since t0) of each pod named, or deadlineMs. */
+async function scanned(starts: StartWatch, names: ReadonlySet<string>, t0: number, deadlineMs: number): Promise<void> {
+  const done = (): boolean => {
+    const whole = new Set(
+      starts
+        .starts()
+        .filter((s) => s.startedAt >= t0 && s.listenMs !== undefined && s.readyMs !== undefined && s.appMs !== undefined)
+        .map((s) => s.pod),
+    );
+    return [...names].every((n) => whole.has(n));
+  };
+  for (const until = Date.now() + deadlineMs; !done() && Date.now() < until;) await delay(250);
+}
+
 export async function runProbeCycle(node: RealNode, o: ProbeCycleOptions, log: (m: string) => void): Promise<ProbeCycleRecord> {
   await createNamespace(node, PROBES_NS, true);
   await node.apply(blogFile('net-attach.yml'), PROBES_NS);
@@ -78,14 +92,16 @@ export async function runProbeCycle(node: RealNode, o: ProbeCycleOptions, log: (
     for (let c = 0; c < o.cycles; c++) {
       await node.kubectl(['scale', '-n', PROBES_NS, `deployment/${SERVICE}`, `--replicas=${o.replicas}`]);
       await node.kubectl(['rollout', 'status', '-n', PROBES_NS, `deployment/${SERVICE}`, '--timeout=300s'], { timeoutMs: 310_000 });
-      for (const p of await pods(node, PROBES_NS, `app=${SERVICE}`)) {
+      const up = await pods(node, PROBES_NS, `app=${SERVICE}`);
+      for (const p of up) {
         const first = (p.spec?.initContainers ?? []).find((c) => c.name === SIDECAR_CONTAINER_NAME)?.command?.[0] ?? '(none)';
         launchers[first] = (launchers[first] ?? 0) + 1;
       }
       load.push(os.loadavg()[0] ?? 0);
       log(`cycle ${c + 1}: ${o.replicas} ready at ${Date.now() - t0} ms, load ${load[load.length - 1]?.toFixed(1)}`);
-      // Let the scan read the last logs before the pods go.
-      await delay(3000);
+      // The scan has read each pod's start (listening, first sync, app start) before the pods go; a
+      // start it missed shows in the test's count of starts.
+      await scanned(starts, new Set(up.map((p) => p.metadata?.name ?? '')), t0, 30_000);
       await node.kubectl(['scale', '-n', PROBES_NS, `deployment/${SERVICE}`, '--replicas=0']);
       await replicasGone(node, 180_000);
       load.push(os.loadavg()[0] ?? 0);

@@ -621,26 +621,6 @@ void describe('real node', { concurrency: 1 }, () => {
     guarded('smuggled interface', r);
   });
 
-  void test("tenant: a NAD's node-address-range never reaches the host: another namespace's address, a /15, the node's bridge as master", { timeout: 600_000 }, async () => {
-    assert.ok(tenant, 'after the tenant setup');
-    const iface = await installAgent(node);
-    log(`  node agent installed, ${iface} holds the admin's node address`);
-    const o: AgentAttack = { victim: '', routeGet: [], events: [], annotated: [] };
-    try {
-      const r = await guard(node, log, nadReachesHost(node, tenant, o));
-      log(`  victim ${o.victim}; ip route get: ${o.routeGet.join(' | ')}; events: ${o.events.join(' | ')}`);
-      for (const a of o.annotated) assert.equal(a.code, 0, `the NAD's owner may write it: ${a.stderr}`);
-      for (const g of o.routeGet) assert.doesNotMatch(g, /^local /, `the host took ${o.victim} as its own`);
-      assert.ok(
-        o.events.some((e) => e.includes('node-address-range')),
-        `an Event says the NAD's node-address-range is not used: ${o.events.join(' | ')}`,
-      );
-      guarded('NAD reaches the host', r);
-    } finally {
-      await uninstallAgent(node, log);
-    }
-  });
-
   void test('tenant: an app container gets 403 on list pods, and so does any workload of the enabled namespace', { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
     const o: TokenReach = { statuses: {} };
@@ -760,6 +740,21 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.ok(tenant, 'after the tenant setup');
     log(`  node agent installed, ${await installAgent(node)} holds the admin's node address`);
     agentUp = true;
+  });
+
+  // With the agent the test above installed, serving the blog's network for the admin.
+  void test("tenant: a NAD's node-address-range never reaches the host: another namespace's address, a /15, the node's bridge as master", { timeout: 600_000 }, async () => {
+    assert.ok(tenant && agentUp, 'after the tenant setup, with the agent');
+    const o: AgentAttack = { victim: '', routeGet: [], events: [], annotated: [] };
+    const r = await guard(node, log, nadReachesHost(node, tenant, o));
+    log(`  victim ${o.victim}; ip route get: ${o.routeGet.join(' | ')}; events: ${o.events.join(' | ')}`);
+    for (const a of o.annotated) assert.equal(a.code, 0, `the NAD's owner may write it: ${a.stderr}`);
+    for (const g of o.routeGet) assert.doesNotMatch(g, /^local /, `the host took ${o.victim} as its own`);
+    assert.ok(
+      o.events.some((e) => e.includes('node-address-range')),
+      `an Event says the NAD's node-address-range is not used: ${o.events.join(' | ')}`,
+    );
+    guarded('NAD reaches the host', r);
   });
 
   void test(

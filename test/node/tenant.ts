@@ -44,6 +44,7 @@ import { buildOverlay } from './netservice.js';
 import { sidecarRules } from './rules.js';
 import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { DEFAULT_MAX_SERVICES_PER_NETWORK } from '../../src/sidecar-contract.js';
+import { DEFAULT_NODE_HEALTH_PORT } from '../../cmd/node-agent/options.js';
 import { RBAC_MANAGED_BY_LABEL, SIDECAR_POD_ROLE } from '../../cmd/controller/sidecar-rbac.js';
 import { componentState, costs, type Costs } from './tenant-costs.js';
 
@@ -724,6 +725,13 @@ export async function installAgent(node: RealNode, network = 'default/macvlan1',
   });
 }
 
+/** The node agent's completed syncs (every kind and result), from its /metrics on the host (hostNetwork). */
+async function agentSyncs(): Promise<number> {
+  const r = await fetch(`http://127.0.0.1:${DEFAULT_NODE_HEALTH_PORT}/metrics`, { signal: AbortSignal.timeout(5_000) });
+  if (!r.ok) throw new Error(`the node agent's /metrics: HTTP ${r.status}`);
+  return Object.values(metricValues((await r.text()).split('\n'), 'multus_proxy_node_syncs_total')).reduce((a, b) => a + b, 0);
+}
+
 export interface AgentAttack {
   /** The other namespace's backend address the tenant claimed for the node. */
   victim: string;
@@ -769,8 +777,14 @@ export function nadReachesHost(node: RealNode, t: Tenant, out: AgentAttack): Att
       };
       out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: JSON.stringify(svc) }));
       for (const a of attempts) {
+        const before = await agentSyncs();
         out.annotated.push(await t.kubectl(['apply', '-f', '-'], { input: nadJson(t, a.nad, a.master, a.annotations) }));
-        await delay(8_000); // several agent syncs
+        // The agent has met this NAD: its Event on the NAD (once per NAD and message, so the second
+        // attempt on macvlan1 has none of its own) and a sync of the agent after the change.
+        await until(`the node agent's sync after ${t.namespace}/${a.nad} was given ${JSON.stringify(a.annotations)}`, 60_000, async () => {
+          if ((await agentSyncs()) <= before) return undefined;
+          return (await warningsAbout(t, 'NetworkAttachmentDefinition', a.nad)).some((e) => e.includes(NODE_ADDRESS_RANGE_ANNOTATION)) ? true : undefined;
+        });
         out.routeGet.push(await routeGet());
       }
       out.events = [...(await warningsAbout(t, 'NetworkAttachmentDefinition', 'macvlan1')), ...(await warningsAbout(t, 'NetworkAttachmentDefinition', 'uplink'))];
