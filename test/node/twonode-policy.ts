@@ -300,13 +300,17 @@ async function applyWhenAdmitted(node: RealNode, input: string): Promise<number>
   }
 }
 
+/** Installs the MultiNetworkPolicy CRD (the optional component's) when the cluster lacks it, Established; whether it did. */
+export async function ensurePolicyCrd(node: RealNode): Promise<boolean> {
+  if ((await node.kubectlResult(['get', 'crd', MNP_CRD], { allowFail: true })).code === 0) return false;
+  await node.apply(readFileSync(join(ROOT, 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'));
+  await node.wait(`crd/${MNP_CRD}`, 'condition=Established', { timeoutMs: 60_000 });
+  return true;
+}
+
 export async function runTwoNodePolicy(node: RealNode, log: (m: string) => void): Promise<TwoNodePolicy> {
   const t0 = Date.now();
-  const crdAdded = (await node.kubectlResult(['get', 'crd', MNP_CRD], { allowFail: true })).code !== 0;
-  if (crdAdded) {
-    await node.apply(readFileSync(join(ROOT, 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'));
-    await node.wait(`crd/${MNP_CRD}`, 'condition=Established', { timeoutMs: 60_000 });
-  }
+  const crdAdded = await ensurePolicyCrd(node);
   // What the blog test made already; made again here so the case stands alone.
   await node.kubectl(['label', 'namespace', NS, `${INJECTION_LABEL}=${INJECTION_ENABLED}`, '--overwrite']);
   await node.apply(blogFile('net-attach.yml'), NS);
