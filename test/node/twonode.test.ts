@@ -18,6 +18,7 @@ import { EXTERNAL_CLIENT, NODE_ADDRESSES, pinnedClient, runNodeLoss, runTwoNodeB
 import { runFailover, runLocalAnnounce, setupTwoNodeLb, teardownTwoNodeLb, type TwoNodeLb } from './twonode-lb.js';
 import { clientPlaces, DROP_REQUESTS, REQUESTS, runLocalPolicy, runPreferClose, ZONE_LABEL, ZONES, type ClientBurst } from './twonode-topology.js';
 import { MANAGED_BY } from '../../src/keys.js';
+import { runTwoNodePolicy } from './twonode-policy.js';
 
 void describe('two real nodes', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -307,6 +308,31 @@ void describe('two real nodes', { concurrency: 1 }, () => {
         await teardownTwoNodeLb(node, log);
         lb = undefined;
       }
+    },
+  );
+
+  // MultiNetworkPolicy across the nodes (test/node/twonode-policy.ts): a server and a client on each node.
+  void test(
+    "MultiNetworkPolicy across two nodes: servers accept only the labelled client, clients send only to servers (TCP and UDP, 80 and 81); the table whole with no policy, with the policies, after the label moved to the other node's client, and after the deletion",
+    { timeout: 400_000 },
+    async () => {
+      const o = await runTwoNodePolicy(node, log);
+      log(`policy across nodes in ${o.ms} ms (CRD ${o.crdAdded ? 'added' : 'present'}, policies admitted after ${o.admittedMs} ms)`);
+      assert.deepEqual(Object.values(o.nodes).sort(), [NODE.name, NODE.name, NODE2.name, NODE2.name], JSON.stringify(o.nodes));
+      assert.deepEqual(
+        o.phases.map((p) => p.name),
+        ['no policy', 'policies (granted mnp2n-c1)', 'relabelled (granted mnp2n-c2)', 'policies deleted'],
+      );
+      for (const p of o.phases) {
+        assert.deepEqual(p.sync?.behind ?? [], [], `${p.name}: every sidecar synced`);
+        assert.deepEqual(p.cells, [], `${p.name}: the table`);
+        assert.deepEqual(p.odd, [], `${p.name}: answered by another pod than the one probed`);
+        // The controller wrote the group before (or in the same poll as) the sidecars held it.
+        if (p.sync?.groupMs !== undefined) assert.ok(p.sync.groupMs >= 0 && p.sync.groupMs <= p.sync.sidecarsMs, `${p.name}: group, then sidecars (${JSON.stringify(p.sync)})`);
+      }
+      // Allowed across nodes with the policies: node 1's granted client to node 2's server, then, relabelled, the reverse.
+      assert.deepEqual(o.phases[1]?.crossAllowed, ['mnp2n-c1>mnp2n-s2', 'mnp2n-s1>mnp2n-c2', 'mnp2n-s2>mnp2n-c1']);
+      assert.deepEqual(o.phases[2]?.crossAllowed, ['mnp2n-c2>mnp2n-s1', 'mnp2n-s1>mnp2n-c2', 'mnp2n-s2>mnp2n-c1']);
     },
   );
 
