@@ -81,6 +81,28 @@ export function peerIntervals(peers: PeerSet): { readonly ok: true; readonly byF
   return { ok: true, byFamily: { 4: mergeIntervals(parts[4]), 6: mergeIntervals(parts[6]) } };
 }
 
+/**
+ * Whether a rule's peers of family `f` are single addresses only (no ipBlock of that family adds a
+ * range): then a plain hash set holds them, one element per address, and a peer change is an
+ * element added or deleted. `peers` must have passed peerIntervals.
+ */
+export function hostsOnly(peers: PeerSet, f: IpFamily): boolean {
+  return peers.blocks.every((b) => {
+    const r = cidrInterval(b.cidr);
+    return typeof r === 'string' || r.family !== f;
+  });
+}
+
+/** The rule's single addresses of family `f`, sorted and without duplicates, each one element. */
+export function hostElements(peers: PeerSet, f: IpFamily): string[] {
+  const out = new Map<bigint, string>();
+  for (const a of peers.addresses) {
+    const r = cidrInterval(a);
+    if (typeof r !== 'string' && r.family === f) out.set(r.interval.lo, intervalText(r.interval, f));
+  }
+  return [...out].sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0)).map(([, t]) => t);
+}
+
 /** An interval as an nft set element: one address, or `first-last`. */
 export function intervalText(i: Interval, f: IpFamily): string {
   return i.lo === i.hi ? bigIntToIp(i.lo, f) : `${bigIntToIp(i.lo, f)}-${bigIntToIp(i.hi, f)}`;
