@@ -26,8 +26,8 @@
 import { flat } from '../core/flat.js';
 import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
-import type { DirectionPolicy, NetworkPolicySet, PeerPort, PeerSet, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
-import { hostElements, hostsOnly, intervalText, peerIntervals } from './policy-intervals.js';
+import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
+import { hostsOnly, intervalText, peerHosts, peerIntervals } from './policy-intervals.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
 export const POLICY_OUTPUT_CHAIN = 'policy-output';
@@ -130,28 +130,26 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
     acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${why}; the rule allows nothing`);
     return [];
   };
-  const peers = rule.peers === undefined ? undefined : peerIntervals(rule.peers);
-  if (peers?.ok === false) return refuse(peers.reason);
+  // Pod addresses go into hash sets; interval sets only for a family an ipBlock adds ranges to.
+  const hosts = rule.peers === undefined ? undefined : peerHosts(rule.peers.addresses);
+  if (hosts?.ok === false) return refuse(hosts.reason);
+  const ranges = rule.peers === undefined || rule.peers.blocks.length === 0 ? undefined : peerIntervals(rule.peers);
+  if (ranges?.ok === false) return refuse(ranges.reason);
   const ports = rule.ports === undefined ? undefined : portElements(rule.ports);
   if (typeof ports === 'string') return refuse(ports);
   const anyPort = rule.ports === undefined && rule.peerPorts === undefined;
   const out: string[] = [];
   // Peer match per family ('' for every peer of either family, when the rule names no peers).
   const peerMatches: [IpFamily | undefined, string][] = [];
-  if (peers === undefined) peerMatches.push([undefined, '']);
+  if (rule.peers === undefined || hosts === undefined) peerMatches.push([undefined, '']);
   else
     for (const f of FAMILIES) {
-      const list = peers.byFamily[f];
-      if (list.length === 0) continue;
-      // Pod addresses alone: a plain hash set (its own name, as its type differs), changed by element.
-      const hosts = hostsOnly(rule.peers as PeerSet, f);
-      const set = hosts ? hashName('MPX-PA-', scope, dir, pos, rule.policy, rule.index, f, 'hosts') : name('MPX-PA-', f);
-      acc.sets.set(
-        set,
-        hosts
-          ? { decl: [`type ${addrType(f)}`], elements: hostElements(rule.peers as PeerSet, f) }
-          : { decl: [`type ${addrType(f)}`, 'flags interval'], elements: list.map((i) => intervalText(i, f)) },
-      );
+      const plain = ranges === undefined || hostsOnly(rule.peers, f);
+      const elements = plain ? hosts.byFamily[f] : (ranges?.byFamily[f] ?? []).map((i) => intervalText(i, f));
+      if (elements.length === 0) continue;
+      // A hash set has a name of its own: its type differs from the interval set's.
+      const set = plain ? hashName('MPX-PA-', scope, dir, pos, rule.policy, rule.index, f, 'hosts') : name('MPX-PA-', f);
+      acc.sets.set(set, { decl: plain ? [`type ${addrType(f)}`] : [`type ${addrType(f)}`, 'flags interval'], elements });
       peerMatches.push([f, `${peerField(dir, f)} @${set} `]);
     }
   let portSet: string | undefined;
