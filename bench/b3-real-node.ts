@@ -232,9 +232,10 @@ async function settle(node: RealNode, slices: SliceWatch, t: Target, replicas: n
   }
 }
 
-async function podPid(node: RealNode, name: string): Promise<number> {
-  const id = (await node.crictl(['pods', '--namespace', NS, '--name', name, '--state', 'ready', '-q'])).trim().split('\n')[0] ?? '';
-  if (id === '') throw new Error(`crictl: no ready sandbox for pod ${NS}/${name}`);
+/** The pid of a pod's sandbox (its network namespace, for nsenter). */
+export async function podPid(node: RealNode, name: string, namespace = NS): Promise<number> {
+  const id = (await node.crictl(['pods', '--namespace', namespace, '--name', name, '--state', 'ready', '-q'])).trim().split('\n')[0] ?? '';
+  if (id === '') throw new Error(`crictl: no ready sandbox for pod ${namespace}/${name}`);
   const info = JSON.parse(await node.crictl(['inspectp', id])) as { info?: { pid?: number } };
   const pid = info.info?.pid;
   if (pid === undefined || pid <= 0) throw new Error(`crictl inspectp ${id}: no pid`);

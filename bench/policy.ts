@@ -7,7 +7,7 @@
  *   by one rule of N peer addresses written by the sidecar's dataplane (`withPodPolicy`, a full
  *   sync), against the same namespace pair with no policy and with the same peers as one rule each
  *   (the naive layout, a table of its own), all cells measured round-robin.
- * - Change: a policy change at N peers, one peer replaced (a set refill) against a rule inserted
+ * - Change: a policy change at N peers, one peer replaced (an element deleted and one added) against a rule inserted
  *   in front (the chain rewritten and the peer set written under its new position's name), as the
  *   pure render and diff and as a partial sync through nft.
  * - Memory: one full sync of a policy in a process of its own inside a memory cgroup (v1): the
@@ -208,12 +208,12 @@ async function changes(ctx: { log: (m: string) => void }, size: Sizes, cleanup: 
     const pureRefill: number[] = [];
     const pureRewrite: number[] = [];
     for (let i = 0; i < size.changes; i++) {
-      // One peer replaced (a pod left the selector, another joined): the same set, new elements.
+      // One peer replaced (a pod left the selector, another joined): one element deleted, one added.
       const replaced = egressPolicy([fillerAddress(n + i), ...peerAddresses(n).slice(1)]);
       pureRefill.push(...timePure(current, replaced));
       const a = await dp.sync(withPodPolicy(baseState(), replaced), { full: false });
-      if (a.families.some((f) => f.changedChains.length > 0) || !a.families.some((f) => f.text.includes('flush set')))
-        throw new Error(`${n} peers: one peer replaced rewrote chains or refilled no set: ${JSON.stringify(a.families.map((f) => f.changedChains))}`);
+      if (a.families.some((f) => f.changedChains.length > 0 || f.text.includes('flush set')) || !a.families.some((f) => f.text.includes('add element')))
+        throw new Error(`${n} peers: one peer replaced rewrote chains, refilled a set or added no element: ${JSON.stringify(a.families.map((f) => f.changedChains))}`);
       refill.push(a);
       current = replaced;
       // A rule in front, then taken away again: the chain rewritten both ways, the peer set renamed.
@@ -229,7 +229,7 @@ async function changes(ctx: { log: (m: string) => void }, size: Sizes, cleanup: 
     const ms = (rs: readonly SyncResult[]): string => range(rs.map((r) => r.durationMs));
     const nft = (rs: readonly SyncResult[]): string => range(rs.map((r) => r.phases.restoreMs));
     const bytes = (r: SyncResult | undefined): string => `${(r?.families.reduce((k, f) => k + f.text.length, 0) ?? 0).toLocaleString('en')} B`;
-    rows.push([n.toLocaleString('en'), 'one peer replaced (set refill)', range(pureRefill, 2), ms(refill), nft(refill), bytes(refill[0])]);
+    rows.push([n.toLocaleString('en'), 'one peer replaced (element delete + add)', range(pureRefill, 2), ms(refill), nft(refill), bytes(refill[0])]);
     rows.push([n.toLocaleString('en'), 'a rule inserted or removed in front (chain rewrite)', range(pureRewrite, 2), ms(rewrite), nft(rewrite), bytes(rewrite[0])]);
     ctx.log(`${n} peers: refill ${ms(refill)} ms, rewrite ${ms(rewrite)} ms`);
     if (n === size.peers[size.peers.length - 1]) {

@@ -28,6 +28,7 @@ const SCRIPTS: Record<string, string> = {
   b12: './b12-churn-memory.js',
   'webhook-memory': './webhook-memory.js',
   policy: './policy.js',
+  policyreal: './policy-real-node.js',
 };
 
 async function load(name: string): Promise<Benchmark> {

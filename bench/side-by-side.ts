@@ -9,13 +9,14 @@
  *       whose chains B3 reads), in a child process
  *   b5  the tree's sidecar bundle at 1,000 Services (bench/b5-ab.ts), nftables, one apiserver for both
  *   b8  the tree's bench/b8-node-agent.ts at its quick sizes, in a child process
+ *   policy  the tree's dataplane replacing one peer of an egress rule of 10,000 (bench/lib/policy-change-child.ts)
  * Reports per figure each tree's median and min–max over the repeats, its ratio to the first tree,
  * and the noise (each tree's (max - min) / median over its own repeats). A figure is outside its
  * noise when a tree's min–max range does not overlap the first tree's. More than two trees (say,
  * commits between the two) take turns the same way. Not a numbered benchmark: figures go in
  * docs/benchmarks.md by hand.
  *
- *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8]
+ *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8 policy]
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -132,7 +133,16 @@ const b8: Bench = async () => async (tree) => {
   return got;
 };
 
-const BENCHES: Record<string, Bench> = { b2, b3, b5, b8 };
+const POLICY_PEERS = 10000;
+const POLICY_CHANGES = 7;
+const POLICY_CHILD = path.join(import.meta.dirname, 'lib', 'policy-change-child.ts');
+
+const policy: Bench = async () => async (tree) => {
+  const r = await child<{ syncMs: number; nftMs: number; textBytes: number }>([POLICY_CHILD, tree, String(POLICY_PEERS), String(POLICY_CHANGES)]);
+  return { 'nftables: one peer replaced at 10,000 peers, partial sync p50, ms': r.syncMs, 'of which nft -f, ms': r.nftMs, 'transaction text, bytes': r.textBytes };
+};
+
+const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, policy };
 
 // Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
 const args = process.argv.slice(2);

@@ -239,6 +239,8 @@ class AddressGroups implements GroupController {
   private readonly queue = new FairQueue({ baseDelayMs: 100, maxDelayMs: 60_000 });
   private readonly c: GroupCaches;
   private readonly tracker = new SliceTracker();
+  /** Keys whose reconcile waits for the echo of our own write (then enqueued at once). */
+  private readonly waitingForCache = new Set<string>();
   private readonly perGroup: number;
   private informer: Informer<KubeObject> | undefined;
   private policiesSynced = false;
@@ -371,11 +373,18 @@ class AddressGroups implements GroupController {
 
   async reconcile(key: string): Promise<PolicyReconcileResult> {
     if (!this.policiesSynced) return 'waiting';
-    const existing = [...(this.c.slices.get(key)?.values() ?? [])];
-    if (!this.tracker.isCurrent(key, existing)) {
+    const cached = [...(this.c.slices.get(key)?.values() ?? [])];
+    // Our last writes may not be in the cache yet: planned from the server's answers to them (what
+    // their echoes will carry; a write by anyone else since makes the next update conflict and
+    // retry), so a peer change right after a write does not wait for the echo. Only a write known
+    // by its resourceVersion alone waits, and its echo enqueues the key again (onSlice).
+    const existing = this.tracker.overlay(key, cached);
+    if (existing === undefined) {
+      this.waitingForCache.add(key);
       this.queue.addAfter(key, 1000);
       return 'stale';
     }
+    this.waitingForCache.delete(key);
     const p = this.c.policies.get(key);
     if (p === undefined) {
       this.d.metrics.policyPodsWithoutSidecar.remove({ policy: key });
@@ -482,7 +491,7 @@ class AddressGroups implements GroupController {
     if (key === undefined) return;
     const name = slice.metadata?.name ?? '';
     if (deleted) this.tracker.observedDelete(key, name);
-    else if (this.tracker.observed(key, name, slice.metadata?.resourceVersion) === 'own') return;
+    else if (this.tracker.observed(key, name, slice.metadata?.resourceVersion) === 'own' && !this.waitingForCache.has(key)) return;
     this.enqueue(key);
   }
 

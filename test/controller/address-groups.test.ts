@@ -172,6 +172,21 @@ void describe('address groups written by the controller', () => {
     await waitFor('web-4 left', async () => (await addresses('allow-web')) === '10.1.0.1,10.1.0.2,fd00:1::1');
   });
 
+  void test('changes back to back: each is planned from the previous write answer, none waits for its echo', async () => {
+    const stale = async (): Promise<number> => {
+      const line = (await ctl.registry.metrics()).split('\n').find((l) => l.startsWith('multus_proxy_controller_policy_reconciles_total{result="stale"}'));
+      return line === undefined ? 0 : Number(line.split(' ').pop());
+    };
+    const before = await stale();
+    await createPeer('web-5', { labels: { app: 'other' }, ips: ['10.1.0.5'] });
+    for (const app of ['web', 'other', 'web', 'other', 'web']) await cp.client.patch(podPath(NS, 'web-5'), { metadata: { labels: { app } } }, 'merge');
+    await waitFor('web-5 in', async () => (await addresses('allow-web')).includes('10.1.0.5'));
+    await waitFor('controller idle', () => ctl.idle());
+    assert.equal(await stale(), before, 'no reconcile waited for the echo of our own write');
+    await cp.client.delete(podPath(NS, 'web-5'));
+    await waitFor('web-5 gone', async () => (await addresses('allow-web')) === '10.1.0.1,10.1.0.2,fd00:1::1');
+  });
+
   void test('namespace labels changing: a namespaceSelector peer follows; an empty group is one slice without endpoints', async () => {
     await cp.client.create(MNP(), policy('allow-team', { podSelector: {}, ingress: [{ from: [{ namespaceSelector: { matchLabels: { team: 'a' } }, podSelector: { matchLabels: { app: 'db' } } }] }] }));
     await waitFor('team a peers', async () => (await addresses('allow-team')) === '10.1.0.10,10.1.0.11');

@@ -81,6 +81,47 @@ export function peerIntervals(peers: PeerSet): { readonly ok: true; readonly byF
   return { ok: true, byFamily: { 4: mergeIntervals(parts[4]), 6: mergeIntervals(parts[6]) } };
 }
 
+/**
+ * Whether a rule's peers of family `f` are single addresses only (no ipBlock of that family adds a
+ * range): then a plain hash set holds them, one element per address, and a peer change is an
+ * element added or deleted.
+ */
+export function hostsOnly(peers: PeerSet, f: IpFamily): boolean {
+  return peers.blocks.every((b) => {
+    const r = cidrInterval(b.cidr);
+    return typeof r === 'string' || r.family !== f;
+  });
+}
+
+/** Dotted-quad IPv4 in its canonical form (no leading zeros): the common peer, read without a BigInt. */
+const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/**
+ * A rule's pod addresses per family, each once, sorted, in canonical text (one set element each);
+ * or the first bad value, as peerIntervals words it. Linear in the addresses; an IPv4 address in
+ * canonical form is taken as it is, anything else goes through cidrInterval.
+ */
+export function peerHosts(addresses: readonly string[]): { readonly ok: true; readonly byFamily: Readonly<Record<IpFamily, string[]>> } | { readonly ok: false; readonly reason: string } {
+  const v4 = new Map<number, string>();
+  const v6 = new Map<bigint, string>();
+  for (const a of addresses) {
+    const m = IPV4.exec(a);
+    if (m !== null) {
+      v4.set(((Number(m[1]) * 256 + Number(m[2])) * 256 + Number(m[3])) * 256 + Number(m[4]), a);
+      continue;
+    }
+    const r = cidrInterval(a);
+    if (typeof r === 'string') return { ok: false, reason: `peer address ${r}` };
+    if (r.interval.lo !== r.interval.hi) return { ok: false, reason: `peer address ${JSON.stringify(a)} is a range, expected one address` };
+    if (r.family === 4) v4.set(Number(r.interval.lo), intervalText(r.interval, 4));
+    else v6.set(r.interval.lo, intervalText(r.interval, 6));
+  }
+  return {
+    ok: true,
+    byFamily: { 4: [...v4].sort((x, y) => x[0] - y[0]).map(([, t]) => t), 6: [...v6].sort((x, y) => (x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : 0)).map(([, t]) => t) },
+  };
+}
+
 /** An interval as an nft set element: one address, or `first-last`. */
 export function intervalText(i: Interval, f: IpFamily): string {
   return i.lo === i.hi ? bigIntToIp(i.lo, f) : `${bigIntToIp(i.lo, f)}-${bigIntToIp(i.hi, f)}`;

@@ -11,21 +11,23 @@
  *   chain MPX-PIN-/MPX-PEG-<hash>   one network, one direction
  *       ct state established,related accept        replies, and ICMP errors of allowed connections
  *       icmpv6 type { nd-* } accept                neighbour discovery always passes
- *       <peer> @MPX-PA-..                          per rule and family: an interval set of its peers,
- *           [meta l4proto . th dport @MPX-PP-..]    each ipBlock less its excepts (policy-intervals.ts)
+ *       <peer> @MPX-PA-..                          per rule and family: a hash set of its pod addresses,
+ *           [meta l4proto . th dport @MPX-PP-..]    or, with an ipBlock, an interval set of its peers,
+ *                                                   each ipBlock less its excepts (policy-intervals.ts)
  *           [<peer> . meta l4proto . th dport @MPX-PN-..]   named ports resolved per peer
  *           accept
  *       counter name "MPX-PC-.." ... drop           one named counter per (policy, direction)
  *
  * A direction that is not isolated gets no chain (accept). A PolicyFailure isolates its direction
  * (both when it names none) and allows nothing. Sets keep their names when only their elements
- * change, so a peer change is a set refill and no rule.
+ * change, so a peer change is no rule: in a hash set the elements added and deleted, an interval
+ * set (whose ranges a change may join or split) flushed and refilled, in the same transaction.
  */
 import { flat } from '../core/flat.js';
 import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
 import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
-import { intervalText, peerIntervals } from './policy-intervals.js';
+import { hostsOnly, intervalText, peerHosts, peerIntervals } from './policy-intervals.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
 export const POLICY_OUTPUT_CHAIN = 'policy-output';
@@ -128,21 +130,26 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
     acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${why}; the rule allows nothing`);
     return [];
   };
-  const peers = rule.peers === undefined ? undefined : peerIntervals(rule.peers);
-  if (peers?.ok === false) return refuse(peers.reason);
+  // Pod addresses go into hash sets; interval sets only for a family an ipBlock adds ranges to.
+  const hosts = rule.peers === undefined ? undefined : peerHosts(rule.peers.addresses);
+  if (hosts?.ok === false) return refuse(hosts.reason);
+  const ranges = rule.peers === undefined || rule.peers.blocks.length === 0 ? undefined : peerIntervals(rule.peers);
+  if (ranges?.ok === false) return refuse(ranges.reason);
   const ports = rule.ports === undefined ? undefined : portElements(rule.ports);
   if (typeof ports === 'string') return refuse(ports);
   const anyPort = rule.ports === undefined && rule.peerPorts === undefined;
   const out: string[] = [];
   // Peer match per family ('' for every peer of either family, when the rule names no peers).
   const peerMatches: [IpFamily | undefined, string][] = [];
-  if (peers === undefined) peerMatches.push([undefined, '']);
+  if (rule.peers === undefined || hosts === undefined) peerMatches.push([undefined, '']);
   else
     for (const f of FAMILIES) {
-      const list = peers.byFamily[f];
-      if (list.length === 0) continue;
-      const set = name('MPX-PA-', f);
-      acc.sets.set(set, { decl: [`type ${addrType(f)}`, 'flags interval'], elements: list.map((i) => intervalText(i, f)) });
+      const plain = ranges === undefined || hostsOnly(rule.peers, f);
+      const elements = plain ? hosts.byFamily[f] : (ranges?.byFamily[f] ?? []).map((i) => intervalText(i, f));
+      if (elements.length === 0) continue;
+      // A hash set has a name of its own: its type differs from the interval set's.
+      const set = plain ? hashName('MPX-PA-', scope, dir, pos, rule.policy, rule.index, f, 'hosts') : name('MPX-PA-', f);
+      acc.sets.set(set, { decl: plain ? [`type ${addrType(f)}`] : [`type ${addrType(f)}`, 'flags interval'], elements });
       peerMatches.push([f, `${peerField(dir, f)} @${set} `]);
     }
   let portSet: string | undefined;
@@ -310,6 +317,15 @@ export function policyChange(T: string, prev: NftPolicy | undefined, next: NftPo
   return [...out.adds];
 }
 
+/** The element deletes and adds that take a hash set from `before` to `after`. */
+function elementChange(T: string, name: string, before: readonly string[], after: readonly string[]): string[] {
+  const had = new Set(before);
+  const has = new Set(after);
+  const gone = before.filter((e) => !has.has(e));
+  const come = after.filter((e) => !had.has(e));
+  return [...(gone.length > 0 ? [`delete element ${T} ${name} { ${gone.join(', ')} }`] : []), ...(come.length > 0 ? [`add element ${T} ${name} { ${come.join(', ')} }`] : [])];
+}
+
 function policyDiff(T: string, prev: NftPolicy | undefined, next: NftPolicy | undefined): PolicyChange {
   const empty = new Map<string, never>();
   const before = { hooks: prev?.hooks ?? empty, chains: prev?.chains ?? empty, sets: prev?.sets ?? empty, counters: new Set(prev?.counters ?? []) };
@@ -323,8 +339,14 @@ function policyDiff(T: string, prev: NftPolicy | undefined, next: NftPolicy | un
   for (const [name, s] of after.sets) {
     const was = before.sets.get(name);
     if (was === undefined) adds.push(`add set ${T} ${name} { ${setBody(s, true)} }`);
-    else if (!sameLines(was.elements, s.elements)) adds.push(`flush set ${T} ${name}`, `add set ${T} ${name} { ${setBody(s, true)} }`);
-    else if (chainsChange) adds.push(`add set ${T} ${name} { ${setBody(s, false)} }`);
+    else if (sameLines(was.elements, s.elements)) {
+      if (chainsChange) adds.push(`add set ${T} ${name} { ${setBody(s, false)} }`);
+    } else if (s.decl.includes('flags interval')) adds.push(`flush set ${T} ${name}`, `add set ${T} ${name} { ${setBody(s, true)} }`);
+    else {
+      // A hash set (same name, same type): only the elements that differ, in the same transaction.
+      if (chainsChange) adds.push(`add set ${T} ${name} { ${setBody(s, false)} }`);
+      adds.push(...elementChange(T, name, was.elements, s.elements));
+    }
   }
   if (chainsChange) for (const c of after.counters) if (before.counters.has(c)) adds.push(`add counter ${T} ${c}`);
   // Direction chains before the hooks that jump to them; removed ones after the hooks stop jumping.

@@ -194,9 +194,9 @@ function command(st: State, s: Stmt): void {
     t.sets.delete(name);
     return;
   }
-  if (obj === 'element' && verb === 'add') {
+  if (obj === 'element' && (verb === 'add' || verb === 'delete')) {
     const set = t.sets.get(name) ?? fail(`No such file or directory: set ${name}`);
-    return addElements(set, w.slice(5));
+    return verb === 'add' ? addElements(set, w.slice(5)) : deleteElements(set, w.slice(5));
   }
   throw new Error(`${verb} ${obj} is not modelled`);
 }
@@ -314,15 +314,18 @@ function typeofParts(text: string): string[] {
 }
 
 /** `{ k : v, k : v }` words into elements, each key and value checked against the declared types. */
-function addElements(set: NftSet, words: readonly string[]): void {
+function elementItems(words: readonly string[]): string[][] {
   if (words[0] !== '{' || words[words.length - 1] !== '}') throw new Error('elements need { }');
   const items: string[][] = [[]];
   for (const w of words.slice(1, -1)) {
     if (w === ',') items.push([]);
     else items[items.length - 1]?.push(w);
   }
-  for (const item of items) {
-    if (item.length === 0) continue;
+  return items.filter((i) => i.length > 0);
+}
+
+function addElements(set: NftSet, words: readonly string[]): void {
+  for (const item of elementItems(words)) {
     const colon = item.indexOf(':');
     const keyWords = colon < 0 ? item : item.slice(0, colon);
     const dataWords = colon < 0 ? [] : item.slice(colon + 1);
@@ -342,6 +345,15 @@ function addElements(set: NftSet, words: readonly string[]): void {
     if (had !== undefined && had.join(' ') !== data.join(' ')) throw new Error(`File exists: ${set.name} element ${key} has another value`);
     if (set.interval) overlapCheck(set, key);
     set.elements.set(key, data);
+  }
+}
+
+/** `delete element`: each key must be there (the kernel refuses the transaction otherwise, ENOENT). */
+function deleteElements(set: NftSet, words: readonly string[]): void {
+  for (const item of elementItems(words)) {
+    const colon = item.indexOf(':');
+    const key = elementKey(set, colon < 0 ? item : item.slice(0, colon));
+    if (!set.elements.delete(key)) throw new Error(`No such file or directory: ${set.name} has no element ${key}`);
   }
 }
 

@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import { FakeSidecar } from '../../harness/tracer/sidecar.js';
 import { FakeNft } from '../../harness/tracer/nftables.js';
 import { POLICY_CASES, NET1, PEERS, policyPacket, probeName, type PolicyCase } from '../../harness/tracer/policy-cases.js';
+import { randomPolicy } from '../../harness/tracer/policy-random.js';
 import { rng } from '../../harness/property.js';
 import { withPodPolicy, policyBackendRefusal } from '../../../src/dataplane/policy-support.js';
 import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
@@ -77,15 +78,32 @@ void describe('policy on the tracer', () => {
     allPass(fake);
   });
 
-  void test('a peer change is a set refill: no chain is written', () => {
+  void test('a pod peer joining or leaving is one element added or deleted; with an ipBlock, a set refill; no chain is written', () => {
     const c = POLICY_CASES[0] as PolicyCase;
     const more: PodPolicy = JSON.parse(JSON.stringify(c.policy).replace(`"${PEERS.a.ipv4}"`, `"${PEERS.a.ipv4}","${PEERS.b.ipv4}"`)) as PodPolicy;
     const a = { ...renderNft([]), policy: renderPolicy(c.policy) };
     const b = { ...renderNft([]), policy: renderPolicy(more) };
-    const plan = planNft(b, a, false);
-    assert.match(plan.text, /^flush set inet multus_proxy MPX-PA-/m);
-    assert.doesNotMatch(plan.text, /chain/);
-    assert.deepEqual(plan.changedChains, []);
+    const join = planNft(b, a, false);
+    assert.match(join.text, new RegExp(`^add element inet multus_proxy MPX-PA-\\S+ \\{ ${PEERS.b.ipv4.replace(/\./g, '\\.')} \\}$`, 'm'));
+    assert.doesNotMatch(join.text, /chain|flush|^add set/m);
+    assert.deepEqual(join.changedChains, []);
+    const leave = planNft(a, b, false);
+    assert.match(leave.text, new RegExp(`^delete element inet multus_proxy MPX-PA-\\S+ \\{ ${PEERS.b.ipv4.replace(/\./g, '\\.')} \\}$`, 'm'));
+    assert.doesNotMatch(leave.text, /chain|flush|^add/m);
+    const withBlock = (except: string): PodPolicy => ({
+      networks: [
+        {
+          network: NET1,
+          interface: 'net1',
+          ingress: { isolated: true, rules: [{ policy: 'demo/b', index: 0, peers: { addresses: [PEERS.a.ipv4], blocks: [{ cidr: '192.168.101.0/28', except: [except] }] } }] },
+          egress: { isolated: false, rules: [] },
+          failures: [],
+        },
+      ],
+    });
+    const refill = planNft({ ...renderNft([]), policy: renderPolicy(withBlock('192.168.101.8/30')) }, { ...renderNft([]), policy: renderPolicy(withBlock('192.168.101.4/30')) }, false);
+    assert.match(refill.text, /^flush set inet multus_proxy MPX-PA-/m);
+    assert.doesNotMatch(refill.text, /chain|(add|delete) element/);
   });
 
   void test('the stage carries the state policy through a cached render, and drops it when it goes', () => {
@@ -98,36 +116,6 @@ void describe('policy on the tracer', () => {
     assert.equal(stage.step(render(BASE, cache)).policy, undefined);
   });
 });
-
-/** A random policy over the peers, ports and failures the cases use. */
-function randomPolicy(r: () => number): PodPolicy | undefined {
-  if (r() < 0.1) return undefined;
-  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)] as T;
-  const peers = Object.values(PEERS);
-  const rules = (policy: string): PolicyRule[] =>
-    Array.from({ length: Math.floor(r() * 3) }, (_, index) => ({
-      policy,
-      index,
-      ...(r() < 0.7
-        ? {
-            peers: {
-              addresses: peers.filter(() => r() < 0.4).flatMap((p) => (r() < 0.5 ? [p.ipv4] : [p.ipv4, p.ipv6])),
-              blocks: r() < 0.4 ? [{ cidr: pick(['192.168.101.0/24', 'fd00:101::/64', '192.168.0.0/16']), except: r() < 0.5 ? [pick(['192.168.101.4/31', 'fd00:101::4/126'])] : [] }] : [],
-            },
-          }
-        : {}),
-      ...(r() < 0.5 ? { ports: [{ protocol: pick(['TCP', 'UDP', 'SCTP'] as const), from: 8080, to: r() < 0.5 ? 8080 : 8090 }] } : {}),
-      ...(r() < 0.3 ? { peerPorts: peers.filter(() => r() < 0.5).map((p) => ({ address: p.ipv4, protocol: 'TCP' as const, port: pick([8080, 53]) })) } : {}),
-    }));
-  const dir = () => (r() < 0.5 ? { isolated: false, rules: [] } : { isolated: true, rules: [...rules(pick(['demo/x', 'demo/y'])), ...rules('demo/z')] });
-  const failures = r() < 0.2 ? [{ policy: 'demo/y', message: 'bad', ...(r() < 0.5 ? { direction: pick(['ingress', 'egress'] as const) } : {}) }] : [];
-  return {
-    networks: [
-      { network: NET1, interface: 'net1', ingress: dir(), egress: dir(), failures },
-      ...(r() < 0.4 ? [{ network: 'demo/net-b', interface: 'net2', ingress: dir(), egress: dir(), failures: [] }] : []),
-    ],
-  };
-}
 
 /** The fake's table as comparable data: chains' rules and sets' elements, by name. */
 function dump(fake: FakeNft): unknown {
