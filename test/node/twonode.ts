@@ -405,6 +405,8 @@ export interface NodeLoss {
   podNotReadyMs: number;
   multusLeftMs: number;
   kubeProxyLeftMs: number;
+  /** Whether the Node, read right after each slice was first seen without the address, was NotReady. */
+  notReadyWhenLeft: { multus: boolean; kubeProxy: boolean };
   /** Requests from the first node's client during the loss window, per Service. */
   multus: { sent: number; failed: number; failedAfterLeft: number };
   kubeProxy: { sent: number; failed: number; failedAfterLeft: number };
@@ -457,6 +459,7 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
 
   let cut = 0;
   const marks = { nodeNotReadyMs: -1, podNotReadyMs: -1, multusLeftMs: -1, kubeProxyLeftMs: -1 };
+  const notReadyWhenLeft = { multus: false, kubeProxy: false };
   let backMs: number;
   try {
     cut = Date.now();
@@ -465,14 +468,17 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
     await host(['ip', 'link', 'set', NODE2.uplink, 'down']);
     log(`${NODE2.name} cut at ${new Date(cut).toISOString()} (kubelet killed, ens4 and ${NODE2.uplink} down)`);
     await waitFor('the lost replica out of both slices', 240_000, async () => {
-      const t = Date.now() - cut;
-      if (marks.nodeNotReadyMs < 0) {
-        const n2 = await node.client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, NODE2.name));
-        if (!ready(n2)) marks.nodeNotReadyMs = t;
-      }
-      if (marks.podNotReadyMs < 0 && !ready(await pod(node, NS, lost.pod))) marks.podNotReadyMs = t;
-      if (marks.multusLeftMs < 0 && !(await sliceAddresses(node, NS, SERVICE)).includes(lost.net1)) marks.multusLeftMs = Date.now() - cut;
-      if (marks.kubeProxyLeftMs < 0 && !(await kubeProxySlice(node, KUBE_PROXY_SERVICE)).includes(lost.eth0)) marks.kubeProxyLeftMs = Date.now() - cut;
+      // Slices first, then the Node: a slice seen without the address is checked against a Node
+      // read after it, so "the node was NotReady when the address left" holds without racing the
+      // poll (a Node read before the slices could be Ready and turn NotReady in the same round).
+      const multusLeft = marks.multusLeftMs < 0 && !(await sliceAddresses(node, NS, SERVICE)).includes(lost.net1) ? Date.now() - cut : -1;
+      const kubeProxyLeft = marks.kubeProxyLeftMs < 0 && !(await kubeProxySlice(node, KUBE_PROXY_SERVICE)).includes(lost.eth0) ? Date.now() - cut : -1;
+      const n2 = await node.client.get<{ status?: { conditions?: { type: string; status: string }[] } }>(apiPath('', 'v1', 'nodes', undefined, NODE2.name));
+      const notReady = !ready(n2);
+      if (marks.nodeNotReadyMs < 0 && notReady) marks.nodeNotReadyMs = Date.now() - cut;
+      if (marks.podNotReadyMs < 0 && !ready(await pod(node, NS, lost.pod))) marks.podNotReadyMs = Date.now() - cut;
+      if (multusLeft >= 0) [marks.multusLeftMs, notReadyWhenLeft.multus] = [multusLeft, notReady];
+      if (kubeProxyLeft >= 0) [marks.kubeProxyLeftMs, notReadyWhenLeft.kubeProxy] = [kubeProxyLeft, notReady];
       return marks.multusLeftMs >= 0 && marks.kubeProxyLeftMs >= 0 ? true : undefined;
     });
     log(
@@ -512,5 +518,5 @@ export async function runNodeLoss(node: RealNode, log: (m: string) => void): Pro
     `during the loss: multus-proxy ${multus.failed}/${multus.sent} failed (${multus.failedAfterLeft} after it left); kube-proxy ${kubeProxy.failed}/${kubeProxy.sent} failed (${kubeProxy.failedAfterLeft} after it left); before the cut ${beforeCut.length} failed`,
   );
   await node.kubectl(['delete', 'service', '-n', NS, KUBE_PROXY_SERVICE, '--wait=true']);
-  return { lost, ...marks, multus, kubeProxy, failedBeforeCut: beforeCut.map((l) => l.join(' ')), backMs };
+  return { lost, ...marks, notReadyWhenLeft, multus, kubeProxy, failedBeforeCut: beforeCut.map((l) => l.join(' ')), backMs };
 }
