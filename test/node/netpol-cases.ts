@@ -367,6 +367,88 @@ export const CASES: readonly ConformanceCase[] = [
   },
 ];
 
+/** Labels a change adds to pods and namespaces of the matrix (removed again after the case). */
+export interface Labels {
+  readonly pods?: Partial<Record<PodId, Readonly<Record<string, string>>>>;
+  readonly namespaces?: Partial<Record<NsKey, Readonly<Record<string, string>>>>;
+}
+
+/**
+ * An upstream test that changes something between two tables: the first table (`before`), then
+ * the change (policies applied again by name, so a policy of the same name is updated, and labels
+ * added), then the second table (`after`). Each table is whole, over every probe.
+ */
+export interface UpdateCase {
+  readonly upstream: string;
+  readonly note?: string;
+  readonly before: ConformanceCase;
+  /** What changes: the policies after it (replacing those of the same name), labels added. */
+  readonly change: { readonly what: string; readonly policies?: (a: Addresses) => readonly CasePolicy[]; readonly labels?: Labels };
+  readonly after: (probe: Probe) => Reachability;
+}
+
+/** The policies in force after a change: the first table's, with those the change names replaced. */
+export function policiesAfter(u: UpdateCase, a: Addresses): CasePolicy[] {
+  const next = u.change.policies?.(a) ?? [];
+  const key = (p: CasePolicy): string => `${p.ns}/${p.name}`;
+  const replaced = new Set(next.map(key));
+  return [...u.before.policies(a).filter((p) => !replaced.has(key(p))), ...next];
+}
+
+/** The second table's case: its policies and expectation as one case. */
+export const afterCase = (u: UpdateCase): ConformanceCase => ({ upstream: `${u.upstream} (after: ${u.change.what})`, policies: (a) => policiesAfter(u, a), expect: u.after });
+
+const UPDATED = { ns2: 'updated' } as const;
+const POD_UPDATED = { pod2: 'updated' } as const;
+const ISOLATED = { target: 'isolated' } as const;
+
+export const UPDATE_CASES: readonly UpdateCase[] = [
+  {
+    upstream: 'should enforce updated policy',
+    before: { upstream: 'allow all ingress in x', policies: () => [policy('x', 'allow-all-mutate-to-deny-all', ingress(ALL, [{}]))], expect: () => new Reachability() },
+    change: { what: 'the policy updated to no ingress rule', policies: () => [policy('x', 'allow-all-mutate-to-deny-all', ingress(ALL, []))] },
+    after: () => new Reachability().expectPeer({}, { ns: 'x' }, false),
+  },
+  {
+    upstream: 'should allow ingress access from updated namespace',
+    note: 'upstream expects `y` to reach every pod after the label; with nine pods that is the x/a cells from y, everything else already passes',
+    before: {
+      upstream: 'x/a allows namespaces labelled ns2=updated; none is',
+      policies: () => [policy('x', 'allow-client-a-via-ns-selector', ingress(podIs('a'), [from({ namespaceSelector: { matchLabels: UPDATED } })]))],
+      expect: () => new Reachability().expectAllIngress('x/a', false),
+    },
+    change: { what: 'namespace y labelled ns2=updated', labels: { namespaces: { y: UPDATED } } },
+    after: () => new Reachability().expectAllIngress('x/a', false).expectPeer({ ns: 'y' }, {}, true),
+  },
+  {
+    upstream: 'should allow ingress access from updated pod',
+    before: {
+      upstream: 'x/a allows pods labelled pod=b,pod2=updated in x; none is',
+      policies: () => [policy('x', 'allow-client-a-via-pod-selector', ingress(podIs('a'), [from({ podSelector: { matchLabels: { [POD_LABEL]: 'b', ...POD_UPDATED } } })]))],
+      expect: () => new Reachability().expectAllIngress('x/a', false),
+    },
+    change: { what: 'x/b labelled pod2=updated', labels: { pods: { 'x/b': POD_UPDATED } } },
+    after: () => new Reachability().expectAllIngress('x/a', false).expect('x/b', 'x/a', true),
+  },
+  {
+    upstream: 'should deny ingress access to updated pod',
+    before: {
+      upstream: 'a policy in x isolates pods labelled target=isolated; none is',
+      policies: () => [policy('x', 'deny-ingress-via-label-selector', ingress({ matchLabels: ISOLATED }, []))],
+      expect: () => new Reachability(),
+    },
+    change: { what: 'x/a labelled target=isolated', labels: { pods: { 'x/a': ISOLATED } } },
+    after: () => new Reachability().expectAllIngress('x/a', false),
+  },
+  {
+    upstream: 'should deny egress from pods based on PodSelector (the selected pod changed by a policy update)',
+    note: 'upstream has no update variant of this test; here the policy first selects x/b, then is updated to select x/a',
+    before: { upstream: 'x/b denied egress', policies: () => [policy('x', 'deny-egress-pod-a', egress(podIs('b'), []))], expect: () => new Reachability().expectAllEgress('x/b', false) },
+    change: { what: 'the policy updated to select x/a', policies: () => [policy('x', 'deny-egress-pod-a', egress(podIs('a'), []))] },
+    after: () => new Reachability().expectAllEgress('x/a', false),
+  },
+];
+
 /** The expected table of a case, every probe. */
 export function expectedTable(c: ConformanceCase): Table {
   const out: Table = {};
@@ -420,21 +502,22 @@ const nsOf = (id: PodId): NsKey => id.split('/')[0] as NsKey;
 /** The servers' containerPorts: TCP and UDP on 80 and 81, named as upstream names them. */
 export const CONTAINER_PORTS = (['TCP', 'UDP'] as const).flatMap((protocol) => ([80, 81] as const).map((port) => ({ name: portName(protocol, port), containerPort: port, protocol })));
 
-/** A model pod as the resolver sees it, with its net1 address. */
-export function modelPod(id: PodId, a: Addresses): SelectedPod {
+/** A model pod as the resolver sees it, with its net1 address (and the labels a change added). */
+export function modelPod(id: PodId, a: Addresses, labels: Labels = {}): SelectedPod {
   return {
     namespace: NAMESPACES[nsOf(id)],
-    labels: { [POD_LABEL]: id.split('/')[1] ?? '' },
+    labels: { [POD_LABEL]: id.split('/')[1] ?? '', ...labels.pods?.[id] },
     networks: [{ network: NETWORK_KEY, interface: 'net1', addresses: [a[id]] }],
     containerPorts: CONTAINER_PORTS,
   };
 }
 
-/** What the controller's address groups answer for the nine pods (namespaces carry only their name label). */
-export function modelLookup(a: Addresses): PeerLookup {
+/** What the controller's address groups answer for the nine pods (namespaces carry their name label, and what a change added). */
+export function modelLookup(a: Addresses, labels: Labels = {}): PeerLookup {
+  const nsLabels = (ns: string): Record<string, string> => ({ [NS_NAME_LABEL]: ns, ...labels.namespaces?.[NS_KEYS.find((k) => NAMESPACES[k] === ns) ?? 'x'] });
   return (q) =>
-    PODS.map((id) => modelPod(id, a))
-      .filter((w) => (q.namespaces.kind === 'namespace' ? w.namespace === q.namespaces.name : matchesSelector(q.namespaces.selector, { [NS_NAME_LABEL]: w.namespace })))
+    PODS.map((id) => modelPod(id, a, labels))
+      .filter((w) => (q.namespaces.kind === 'namespace' ? w.namespace === q.namespaces.name : matchesSelector(q.namespaces.selector, nsLabels(w.namespace))))
       .filter((w) => matchesSelector(q.pods, { ...w.labels }))
       .map((w) => ({ addresses: w.networks[0]?.addresses ?? [], containerPorts: w.containerPorts }));
 }

@@ -214,7 +214,7 @@ export async function runIpv6(node: RealNode, m: Matrix, log: (m: string) => voi
     const ps = casePolicies(c, m.addresses);
     await node.kubectl(['apply', '-f', '-'], { input: list(ps) });
     const sync = await waitCounters(node, expectedCounters(ps, m.addresses), 20_000);
-    const cells = differingCells(expectedTable(c), (await observe(node, m.addresses6)).table);
+    const cells = differingCells(expectedTable(c), (await observe(m, m.addresses6)).table);
     log(`IPv6 ${cells.length === 0 ? 'pass' : `FAIL ${cells.length} cells`}: ${c.upstream}`);
     out.push({ upstream: c.upstream, cells, behind: sync.behind });
     await removeAll(node, m);

@@ -20,6 +20,7 @@ import { resolvePodPolicy } from '../../src/policy/resolve.js';
 import { renderPolicy } from '../../src/dataplane/nftables/policy.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import {
+  afterCase,
   allowAll,
   casePolicies,
   CASES,
@@ -39,10 +40,13 @@ import {
   PROBES,
   type Addresses,
   type ConformanceCase,
+  type Labels,
+  type UpdateCase,
   type NsKey,
   type PodId,
   type Probe,
   type Table,
+  UPDATE_CASES,
 } from './netpol-cases.js';
 
 /** The project's image: Node.js serves and probes, so no other image is needed. */
@@ -53,20 +57,35 @@ const MNP = 'multi-networkpolicies.k8s.cni.cncf.io';
 export const PROBE_TIMEOUT_MS = 1000;
 const SYNC_TIMEOUT_MS = 20_000;
 
-/** Serves TCP (answers its id and closes) and UDP (answers its id; logs any payload but a probe's `?`, with its source) on 80 and 81, both families. */
-export const SERVER_JS = `const net=require('net'),dgram=require('dgram');const id=process.env.POD_ID||'?';
-for(const port of [80,81]){net.createServer(c=>{c.on('error',()=>{});c.end(id+'\\n')}).listen({port,host:'::',ipv6Only:false});
-const u=dgram.createSocket({type:'udp6',ipv6Only:false});u.on('message',(m,r)=>{const t=m.toString();if(t!=='?')console.log('udp '+port+' '+r.address+' '+t);u.send(id,r.port,r.address)});u.bind(port,'::');}
-process.on('SIGTERM',()=>process.exit(0));`;
+/** The probe agent's port on each matrix pod's eth0 (the primary network, which no policy here polices). */
+export const AGENT_PORT = 9080;
 
-/** argv[1]: {targets: [[key, address]], probes: [[protocol, port]], timeoutMs, from?}; prints {"<protocol>/<port> <key>": answer} (the server's id, or ""). */
-export const PROBE_JS = `const net=require('net'),dgram=require('dgram');const a=JSON.parse(process.argv[1]);const T=a.timeoutMs;
+/** `probeAll(a)`, a = {targets: [[key, address]], probes: [[protocol, port]], timeoutMs, from?}: {"<protocol>/<port> <key>": answer} (the server's id, or ""), every probe at once. Needs `net` and `dgram`. */
+const PROBE_FN = `const probeAll=a=>{const T=a.timeoutMs;
 const tcp=(h,p)=>new Promise(r=>{const s=net.connect({host:h,port:p,...(a.from?{localAddress:a.from}:{})});let d='';const t=setTimeout(()=>{s.destroy();r('')},T);
 s.on('data',x=>{d+=x}).on('end',()=>{clearTimeout(t);r(d.trim())}).on('error',()=>{clearTimeout(t);r('')})});
 const udp=(h,p)=>new Promise(r=>{const s=dgram.createSocket(h.includes(':')?'udp6':'udp4');let done=false;const end=v=>{if(done)return;done=true;clearTimeout(t);try{s.close()}catch{};r(v)};
 const t=setTimeout(()=>end(''),T);s.on('message',m=>end(m.toString().trim())).on('error',()=>end(''));
 const send=()=>s.send('?',p,h,e=>{if(e)end('')});if(a.from)s.bind({address:a.from},send);else send()});
-Promise.all(a.targets.flatMap(([k,h])=>a.probes.map(async([pr,p])=>[pr+'/'+p+' '+k,await(pr==='TCP'?tcp(h,p):udp(h,p))]))).then(x=>console.log(JSON.stringify(Object.fromEntries(x))));`;
+return Promise.all(a.targets.flatMap(([k,h])=>a.probes.map(async([pr,p])=>[pr+'/'+p+' '+k,await(pr==='TCP'?tcp(h,p):udp(h,p))]))).then(x=>Object.fromEntries(x))};`;
+
+/**
+ * Serves TCP (answers its id and closes) and UDP (answers its id; logs any payload but a probe's
+ * `?`, with its source) on 80 and 81, both families; and the probe agent: an HTTP POST of a probe
+ * round's JSON to AGENT_PORT runs it from this pod and answers its result, so a round costs the
+ * runner one request per pod instead of a `kubectl exec` and a Node.js start.
+ */
+export const SERVER_JS = `const net=require('net'),dgram=require('dgram');const id=process.env.POD_ID||'?';
+for(const port of [80,81]){net.createServer(c=>{c.on('error',()=>{});c.end(id+'\\n')}).listen({port,host:'::',ipv6Only:false});
+const u=dgram.createSocket({type:'udp6',ipv6Only:false});u.on('message',(m,r)=>{const t=m.toString();if(t!=='?')console.log('udp '+port+' '+r.address+' '+t);u.send(id,r.port,r.address)});u.bind(port,'::');}
+${PROBE_FN}
+require('http').createServer((q,s)=>{let b='';q.on('data',x=>{b+=x}).on('end',()=>{let a;try{a=JSON.parse(b)}catch{s.statusCode=400;s.end('not JSON');return}
+probeAll(a).then(x=>s.end(JSON.stringify(x)),e=>{s.statusCode=500;s.end(String(e))})})}).listen(${AGENT_PORT},'0.0.0.0');
+process.on('SIGTERM',()=>process.exit(0));`;
+
+/** argv[1]: a probe round's JSON (PROBE_FN); prints its result. */
+export const PROBE_JS = `const net=require('net'),dgram=require('dgram');${PROBE_FN}
+probeAll(JSON.parse(process.argv[1])).then(x=>console.log(JSON.stringify(x)));`;
 
 const nsOf = (id: PodId): NsKey => id.split('/')[0] as NsKey;
 const nameOf = (id: PodId): string => id.split('/')[1] ?? '';
@@ -95,6 +114,8 @@ export interface Matrix {
   readonly addresses: Addresses;
   /** The IPv6 net1 addresses, not probed before the IPv6 cases (so their first neighbour discovery runs under policy). */
   readonly addresses6: Addresses;
+  /** The eth0 addresses, where each pod's probe agent (AGENT_PORT) takes probe rounds. */
+  readonly agents: Addresses;
   readonly crdAdded: boolean;
 }
 
@@ -115,8 +136,13 @@ export async function setUpMatrix(node: RealNode, log: (m: string) => void): Pro
   for (const id of PODS) await node.wait(`pod/${nameOf(id)}`, 'condition=Ready', { namespace: NAMESPACES[nsOf(id)], timeoutMs: 240_000 });
   const addresses = {} as Record<PodId, string>;
   const addresses6 = {} as Record<PodId, string>;
+  const agents = {} as Record<PodId, string>;
   for (const id of PODS) {
-    const all = net1Addresses(await getPod(node, NAMESPACES[nsOf(id)], nameOf(id)));
+    const p = await getPod(node, NAMESPACES[nsOf(id)], nameOf(id));
+    const all = net1Addresses(p);
+    const eth0 = net1Addresses(p, 'eth0').find((x) => !x.includes(':'));
+    if (!eth0) throw new Error(`${id}: no IPv4 eth0 address in its network-status, for its probe agent`);
+    agents[id] = eth0;
     const a = all.find((x) => !x.includes(':'));
     const a6 = all.find((x) => x.includes(':'));
     if (!a || !a6) throw new Error(`${id}: no IPv4 and IPv6 net1 addresses in its network-status: ${all.join(', ')}`);
@@ -124,7 +150,7 @@ export async function setUpMatrix(node: RealNode, log: (m: string) => void): Pro
     addresses6[id] = a6;
   }
   log(`matrix pods Ready in ${Date.now() - t0} ms: ${PODS.map((id) => `${id} ${addresses[id]}`).join(', ')}`);
-  return { addresses, addresses6, crdAdded };
+  return { addresses, addresses6, agents, crdAdded };
 }
 
 /**
@@ -193,14 +219,23 @@ export async function probeFrom(
   return JSON.parse(r.stdout) as Record<string, string>;
 }
 
-/** The observed table: every pod probes every other pod's net1 address on every probe, all at once. */
-export async function observe(node: RealNode, a: Addresses, timeoutMs = PROBE_TIMEOUT_MS): Promise<{ table: Table; odd: string[] }> {
+/** One probe round from a matrix pod, through its probe agent (one HTTP request from the runner, no `kubectl exec`). */
+export async function probeByAgent(agent: string, targets: readonly (readonly [string, string])[], probes: readonly Probe[], timeoutMs = PROBE_TIMEOUT_MS): Promise<Record<string, string>> {
+  const body = JSON.stringify({ targets, probes: probes.map((p) => [p.protocol, p.port]), timeoutMs });
+  const r = await fetch(`http://${agent}:${AGENT_PORT}/`, { method: 'POST', body, signal: AbortSignal.timeout(timeoutMs + 30_000) });
+  const text = await r.text();
+  if (!r.ok) throw new Error(`probe agent ${agent}:${AGENT_PORT} answered ${r.status}: ${text.slice(0, 300)}`);
+  return JSON.parse(text) as Record<string, string>;
+}
+
+/** The observed table: every pod probes every other pod's address in `a` (IPv4 or IPv6 net1) on every probe, all at once. */
+export async function observe(m: Pick<Matrix, 'agents'>, a: Addresses, timeoutMs = PROBE_TIMEOUT_MS): Promise<{ table: Table; odd: string[] }> {
   const table: Table = Object.fromEntries(PROBES.map((p) => [probeName(p), {}]));
   const odd: string[] = [];
   await Promise.all(
     PODS.map(async (f) => {
       const targets = PODS.filter((t) => t !== f).map((t) => [t, a[t]] as const);
-      const answers = await probeFrom(node, NAMESPACES[nsOf(f)], nameOf(f), targets, PROBES, { timeoutMs });
+      const answers = await probeByAgent(m.agents[f], targets, PROBES, timeoutMs);
       for (const p of PROBES)
         for (const [t] of targets) {
           const got = answers[`${probeName(p)} ${t}`] ?? '';
@@ -212,10 +247,10 @@ export async function observe(node: RealNode, a: Addresses, timeoutMs = PROBE_TI
   return { table, odd };
 }
 
-/** The drop counters the project's resolver and render put in each pod's table for these policies. */
-export function expectedCounters(policies: readonly MultiNetworkPolicy[], a: Addresses): Record<PodId, string[]> {
-  const lookup = modelLookup(a);
-  return Object.fromEntries(PODS.map((id) => [id, [...(renderPolicy(resolvePodPolicy(modelPod(id, a), policies, lookup))?.counters ?? [])].sort()])) as Record<PodId, string[]>;
+/** The drop counters the project's resolver and render put in each pod's table for these policies (and labels a change added). */
+export function expectedCounters(policies: readonly MultiNetworkPolicy[], a: Addresses, labels: Labels = {}): Record<PodId, string[]> {
+  const lookup = modelLookup(a, labels);
+  return Object.fromEntries(PODS.map((id) => [id, [...(renderPolicy(resolvePodPolicy(modelPod(id, a, labels), policies, lookup))?.counters ?? [])].sort()])) as Record<PodId, string[]>;
 }
 
 /** The named counters in a pod's sidecar table (none when the table is absent). */
@@ -259,37 +294,71 @@ async function deletePolicies(node: RealNode): Promise<void> {
   await Promise.all(NS_KEYS.map((k) => node.kubectl(['delete', MNP, '--all', '-n', NAMESPACES[k], '--wait=true'])));
 }
 
+/** Probe rounds until the table is `expected` (at most `rounds`, a second apart; one when `once`): the last round's differing cells. */
+async function tableRounds(node: RealNode, m: Matrix, expected: Table, rounds: number, once: boolean): Promise<{ cells: string[]; odd: string[]; rounds: number }> {
+  let n = 0;
+  for (;;) {
+    n++;
+    const o = await observe(m, m.addresses);
+    const cells = differingCells(expected, o.table);
+    if (cells.length === 0 || once || n >= rounds) return { cells, odd: o.odd, rounds: n };
+    await delay(1000);
+  }
+}
+
 /** Runs one case on the set-up pods. Extra probe rounds (up to 3, a second apart) only when the first differs. */
 export async function runCase(node: RealNode, m: Matrix, c: ConformanceCase, syncTimeoutMs: number): Promise<CaseResult> {
   const policies = casePolicies(c, m.addresses);
   await node.kubectl(['apply', '-f', '-'], { input: list(policies) });
   const sync = await waitCounters(node, expectedCounters(policies, m.addresses), syncTimeoutMs);
-  const expected = expectedTable(c);
-  let rounds = 0;
-  let cells: string[] = [];
-  let odd: string[] = [];
-  for (; rounds < 3;) {
-    rounds++;
-    const o = await observe(node, m.addresses);
-    cells = differingCells(expected, o.table);
-    odd = o.odd;
-    if (cells.length === 0 || sync.behind.length > 0) break;
-    await delay(1000);
-  }
+  const t = await tableRounds(node, m, expectedTable(c), 3, sync.behind.length > 0);
   // The next case waits for exactly its own counters, so a deletion not yet applied shows there.
   await deletePolicies(node);
-  return { upstream: c.upstream, cells, rounds, unsynced: sync.behind, syncMs: sync.ms, odd };
+  return { upstream: c.upstream, cells: t.cells, rounds: t.rounds, unsynced: sync.behind, syncMs: sync.ms, odd: t.odd };
 }
 
-/** The whole matrix: baseline (no policy), every case, and the baseline again once all are deleted. */
-export async function runMatrix(node: RealNode, m: Matrix, log: (m: string) => void, cases: readonly ConformanceCase[] = CASES): Promise<MatrixRun> {
+/** Adds a change's labels to the matrix pods and namespaces, or takes them away again. */
+async function setLabels(node: RealNode, labels: Labels | undefined, add: boolean): Promise<void> {
+  const args = (l: Readonly<Record<string, string>>): string[] => Object.entries(l).map(([k, v]) => (add ? `${k}=${v}` : `${k}-`));
+  for (const [id, l] of Object.entries(labels?.pods ?? {}) as [PodId, Record<string, string>][])
+    await node.kubectl(['label', 'pod', '-n', NAMESPACES[nsOf(id)], nameOf(id), '--overwrite', ...args(l)]);
+  for (const [k, l] of Object.entries(labels?.namespaces ?? {}) as [NsKey, Record<string, string>][]) await node.kubectl(['label', 'namespace', NAMESPACES[k], '--overwrite', ...args(l)]);
+}
+
+/**
+ * Runs an update case: the first table whole, the change (policies applied again by name, labels
+ * added), the second table whole, then the policies deleted and the labels taken away. A change
+ * of peers alone keeps every counter, so the second table gets more rounds (up to 10, a second
+ * apart) to show the sidecars' refilled sets.
+ */
+export async function runUpdateCase(node: RealNode, m: Matrix, u: UpdateCase, syncTimeoutMs: number): Promise<CaseResult> {
+  const first = casePolicies(u.before, m.addresses);
+  const next = casePolicies(afterCase(u), m.addresses);
+  try {
+    await node.kubectl(['apply', '-f', '-'], { input: list(first) });
+    const s1 = await waitCounters(node, expectedCounters(first, m.addresses), syncTimeoutMs);
+    const t1 = await tableRounds(node, m, expectedTable(u.before), 3, s1.behind.length > 0);
+    if (u.change.policies) await node.kubectl(['apply', '-f', '-'], { input: list(next) });
+    await setLabels(node, u.change.labels, true);
+    const s2 = await waitCounters(node, expectedCounters(next, m.addresses, u.change.labels), syncTimeoutMs);
+    const t2 = await tableRounds(node, m, expectedTable(afterCase(u)), 10, s2.behind.length > 0);
+    const cells = [...t1.cells.map((c) => `before: ${c}`), ...t2.cells.map((c) => `after ${u.change.what}: ${c}`)];
+    return { upstream: u.upstream, cells, rounds: t1.rounds + t2.rounds, unsynced: [...s1.behind, ...s2.behind], syncMs: s1.ms + s2.ms, odd: [...t1.odd, ...t2.odd] };
+  } finally {
+    await deletePolicies(node);
+    await setLabels(node, u.change.labels, false);
+  }
+}
+
+/** The whole matrix: baseline (no policy), every case, every update case, and the baseline again once all are deleted. */
+export async function runMatrix(node: RealNode, m: Matrix, log: (m: string) => void, cases: readonly ConformanceCase[] = CASES, updates: readonly UpdateCase[] = UPDATE_CASES): Promise<MatrixRun> {
   const t0 = Date.now();
-  const baseline = differingCells(allowAll(), (await observe(node, m.addresses)).table);
+  const baseline = differingCells(allowAll(), (await observe(m, m.addresses)).table);
   log(`baseline (no policy): ${baseline.length} of ${PAIRS.length * PROBES.length} cells differ`);
   const results: CaseResult[] = [];
   let syncTimeout = SYNC_TIMEOUT_MS;
-  for (const c of cases) {
-    const r = await runCase(node, m, c, syncTimeout);
+  for (const c of [...cases, ...updates]) {
+    const r = 'change' in c ? await runUpdateCase(node, m, c, syncTimeout) : await runCase(node, m, c, syncTimeout);
     // Sidecars that do not enforce policy never sync: the remaining cases wait briefly instead.
     if (r.unsynced.length > 0) syncTimeout = 3_000;
     results.push(r);
@@ -298,7 +367,7 @@ export async function runMatrix(node: RealNode, m: Matrix, log: (m: string) => v
     );
   }
   await waitCounters(node, expectedCounters([], m.addresses), SYNC_TIMEOUT_MS);
-  const after = differingCells(allowAll(), (await observe(node, m.addresses)).table);
+  const after = differingCells(allowAll(), (await observe(m, m.addresses)).table);
   return { baseline, after, cases: results, ms: Date.now() - t0 };
 }
 

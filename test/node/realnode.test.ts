@@ -44,16 +44,8 @@ import { REASON_INVALID_ANNOTATION } from '../../cmd/sidecar/problems.js';
 import { runMonitoring } from './monitoring.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
 import { observe, runMatrix, setUpMatrix, sidecarLogs, tearDownMatrix, type Matrix, type MatrixRun } from './netpol.js';
-import { allowAll, CASES, differingCells } from './netpol-cases.js';
+import { allowAll, CASES, differingCells, UPDATE_CASES } from './netpol-cases.js';
 import { applyBase, describeLoad, IPV6_CASES, removeAll, runChurn, runIpv6, runSidecarKill, type LoadResult } from './netpol-more.js';
-
-/**
- * The mapped cases run here. The endPort case is not: on this node a UDP port range admitted only
- * its first port (UDP/81 of `port: 80, endPort: 81` dropped, 3 cells over 3 rounds, 2026-11-29),
- * while the resolver, the render and the packet tracer admit both (test/unit/policy/netpol-conformance.test.ts).
- * Open, with the spoofing gap, in docs/policy.md (Results on the real node).
- */
-const REAL_NODE_CASES = CASES.filter((c) => !c.upstream.startsWith('should support ingress with endPort'));
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -143,20 +135,20 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.equal(existsSync('/proc/net/sctp'), false, 'this kernel has SCTP now: add SCTP probes to the matrix (netpol-cases.ts PROBES) and to docs/policy.md');
       log('policy: no SCTP in this kernel (/proc/net/sctp absent): the matrix probes TCP and UDP');
       matrix = await setUpMatrix(node, log);
-      const r = await observe(node, matrix.addresses);
+      const r = await observe(matrix, matrix.addresses);
       assert.deepEqual(differingCells(allowAll(), r.table), [], 'with no policy');
       assert.deepEqual(r.odd, [], 'answers from another pod than the one probed');
     },
   );
 
   void test(
-    `policy: the upstream NetworkPolicy conformance matrix, ${REAL_NODE_CASES.length} of its ${CASES.length} mapped cases, each table whole (TCP and UDP, ports 80 and 81, 72 pairs) after the sidecars synced`,
+    `policy: the upstream NetworkPolicy conformance matrix, ${CASES.length} mapped cases and ${UPDATE_CASES.length} that change a policy or a label between two tables, each table whole (TCP and UDP, ports 80 and 81, 72 pairs) after the sidecars synced`,
     { timeout: 900_000 },
     async () => {
       assert.ok(matrix, 'after the matrix pods');
       let run: MatrixRun | undefined;
       try {
-        run = await runMatrix(node, matrix, (m) => log(`  ${m}`), REAL_NODE_CASES);
+        run = await runMatrix(node, matrix, (m) => log(`  ${m}`));
       } finally {
         if (!run || run.cases.some((c) => c.cells.length > 0)) log(await sidecarLogs(node));
       }

@@ -15,6 +15,7 @@ import { withPodPolicy } from '../../../src/dataplane/policy-support.js';
 import type { DesiredState } from '../../../src/dataplane/core/model.js';
 import { FakeSidecar } from '../../harness/tracer/sidecar.js';
 import {
+  afterCase,
   allowAll,
   casePolicies,
   CASES,
@@ -28,22 +29,24 @@ import {
   probeName,
   PROBES,
   Reachability,
+  UPDATE_CASES,
   type Addresses,
+  type Labels,
   type PodId,
   type Table,
 } from '../../node/netpol-cases.js';
 
 const ADDRESSES = Object.fromEntries(PODS.map((id, i) => [id, `10.1.9.${11 + i}`])) as Addresses;
-const lookup = modelLookup(ADDRESSES);
 
 const BASE: DesiredState = { targets: [], interfaces: [] };
 
-/** The table the resolver, the render and the tracer answer for a case's policies. */
-function pipelineTable(policies: ReturnType<typeof casePolicies>): Table {
+/** The table the resolver, the render and the tracer answer for a case's policies (with the labels a change added). */
+function pipelineTable(policies: ReturnType<typeof casePolicies>, labels: Labels = {}): Table {
   const sidecars = new Map<PodId, FakeSidecar>();
+  const lookup = modelLookup(ADDRESSES, labels);
   for (const id of PODS) {
     const fake = new FakeSidecar('nftables');
-    fake.sync(withPodPolicy(BASE, resolvePodPolicy(modelPod(id, ADDRESSES), policies, lookup)));
+    fake.sync(withPodPolicy(BASE, resolvePodPolicy(modelPod(id, ADDRESSES, labels), policies, lookup)));
     sidecars.set(id, fake);
   }
   const accepts = (fake: FakeSidecar | undefined, ...args: Parameters<FakeSidecar['trace']>): boolean => (fake?.trace(...args) ?? []).every((o) => o.verdict.kind === 'accept');
@@ -80,6 +83,15 @@ void describe('netpol conformance cases (the real-node matrix) against the pipel
     void test(c.upstream, () => {
       const expected = expectedTable(c);
       assert.deepEqual(differingCells(expected, pipelineTable(casePolicies(c, ADDRESSES))), []);
+    });
+
+  for (const u of UPDATE_CASES)
+    void test(`${u.upstream}: the table before, then after ${u.change.what}`, () => {
+      assert.deepEqual(differingCells(expectedTable(u.before), pipelineTable(casePolicies(u.before, ADDRESSES))), [], 'before');
+      const after = afterCase(u);
+      assert.deepEqual(differingCells(expectedTable(after), pipelineTable(casePolicies(after, ADDRESSES), u.change.labels)), [], 'after');
+      assert.notDeepEqual(expectedTable(u.before), expectedTable(after), 'the change changes the table');
+      for (const p of casePolicies(after, ADDRESSES)) assert.ok(checkPolicy(p).ok, `${p.metadata?.name}`);
     });
 
   void test('every case denies something (a case whose table is all allowed is one of the allow-all cases)', () => {
