@@ -17,16 +17,16 @@
  */
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { startNode, type RealNode } from '../test/harness/node.js';
+import type { RealNode } from '../test/harness/node.js';
 import { NODE } from '../test/harness/node-config.js';
 import { createNamespace, net1Addresses, pod } from '../test/node/cluster.js';
-import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
+import { installedNode } from './lib/real-node-up.js';
 import { MNP_CRD, NETPOL_IMAGE } from '../test/node/netpol.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
 import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { podPid } from './b3-real-node.js';
-import { requireTool, sleep } from './lib/proc.js';
+import { sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { parseCount } from './lib/env-count.js';
@@ -178,17 +178,8 @@ export const benchmark = defineBenchmark(
   async (ctx, size, cleanup) => {
     const samples = parseCount('POLICY_REAL_SAMPLES', process.env['POLICY_REAL_SAMPLES'], size.samples, 1000);
     const enforcing = parseCount('POLICY_REAL_PODS', process.env['POLICY_REAL_PODS'], size.enforcing, 50);
-    await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
-    await requireTool('nsenter', ['--version'], 'install util-linux');
     const t0 = Date.now();
-    const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
-    let stopped = false;
-    cleanup.add('real node', async () => {
-      if (!stopped) await node.stop();
-    });
-    ctx.log(`real node up in ${node.startMs} ms`);
-    await installBootstrap(node);
-    ctx.log(`installed (${INSTALL_BOOTSTRAP}) after ${Date.now() - t0} ms`);
+    const { node, stop } = await installedNode(ctx, cleanup);
     if ((await node.kubectlResult(['get', 'crd', MNP_CRD], { allowFail: true })).code !== 0) {
       await node.apply(readFileSync(join(ROOT, 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'));
       await node.wait(`crd/${MNP_CRD}`, 'condition=Established', { timeoutMs: 60_000 });
@@ -265,8 +256,7 @@ export const benchmark = defineBenchmark(
     abort.abort();
     monitors.forEach((m) => m.stop());
     await node.kubectl(['delete', 'namespace', NS, '--wait=false']);
-    stopped = true;
-    await node.stop();
+    await stop();
 
     const every = summarize(everySidecar);
     const one = summarize(perSidecar);
