@@ -44,7 +44,7 @@ const SAMPLE_TIMEOUT_MS = 15_000;
 /** Between a leave and the next join: the sidecars idle, as a lone change finds them. */
 const IDLE_MS = 400;
 const TARGET_MS = 100;
-const SIZES = { quick: { enforcing: 4, samples: 20 }, full: { enforcing: 8, samples: 60 } };
+const SIZES = { quick: { enforcing: 4, samples: 20 }, full: { enforcing: 8, samples: 150 } };
 const ROOT = join(import.meta.dirname, '..');
 
 function objects(enforcing: number): object[] {
@@ -223,6 +223,8 @@ export const benchmark = defineBenchmark(
 
     const perSidecar: number[] = [];
     const everySidecar: number[] = [];
+    /** From the bench's pod watch receiving the new labels: the project's part, the apiserver's write left out. */
+    const fromEvent: number[] = [];
     const stages = { apiserver: [] as number[], controller: [] as number[], sidecar: [] as number[] };
     let checked = false;
     for (let s = 0; s < samples; s++) {
@@ -236,6 +238,7 @@ export const benchmark = defineBenchmark(
       for (const t of ruleAt) perSidecar.push(t - sent);
       const last = Math.max(...ruleAt);
       everySidecar.push(last - sent);
+      fromEvent.push(last - podAt);
       stages.apiserver.push(podAt - sent);
       stages.controller.push(groupAt - podAt);
       stages.sidecar.push(...ruleAt.map((t) => t - groupAt));
@@ -268,6 +271,7 @@ export const benchmark = defineBenchmark(
           rows: [
             row('to the rules of every enforcing sidecar (the last of them)', every),
             row('to the rules of one sidecar', one),
+            row('to the rules of every enforcing sidecar, from the pod watch event (the apiserver write left out)', summarize(fromEvent)),
             row('of which: patch to the pod watch event (apiserver)', summarize(stages.apiserver)),
             row('of which: pod event to the address-group event (controller)', summarize(stages.controller)),
             row('of which: address-group event to the rule, per sidecar (sidecar: watch, schedule, nft)', summarize(stages.sidecar)),
@@ -277,7 +281,7 @@ export const benchmark = defineBenchmark(
       targets: [
         {
           target: `a pod joining a selector reaches the rules of every enforcing sidecar: p99 ≤ ${TARGET_MS} ms`,
-          measured: `p99 ${fmt(every.p99)} ms (p50 ${fmt(every.median)}, max ${fmt(every.max)}, n ${every.n})`,
+          measured: `p99 ${fmt(every.p99)} ms (p50 ${fmt(every.median)}, max ${fmt(every.max)}, n ${every.n}); from the pod watch event p99 ${fmt(summarize(fromEvent).p99)} ms`,
           met: every.p99 <= TARGET_MS,
         },
       ],
