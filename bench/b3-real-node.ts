@@ -25,9 +25,10 @@ import { readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { dump } from 'js-yaml';
-import { imagesDir, startNode, type RealNode } from '../test/harness/node.js';
+import { imagesDir, type RealNode } from '../test/harness/node.js';
 import { blogFile, createNamespace, pod, pods, net1Addresses } from '../test/node/cluster.js';
-import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
+import { INSTALL_BOOTSTRAP } from '../test/node/install.js';
+import { installedNode } from './lib/real-node-up.js';
 import { metricValues, setWebhookConfig, sidecarHealthPort, webhookConfig } from '../test/node/tenant.js';
 import { sliceTriggerMs } from '../src/annotations/trigger-time.js';
 import { apiPath } from '../src/kube/paths.js';
@@ -48,7 +49,7 @@ import { startNatMonitor, type NatMonitor } from './lib/nft-monitor.js';
 import { NftTable, saveHasDnat, sidecarMonitorTable } from './lib/nft-model.js';
 import { PodReadyTracker } from './lib/pod-ready.js';
 import { appliedSyncs, breakdown, ruleBound, SliceTracker, syncOfRule, type Breakdown, type SliceChange } from './lib/slice-events.js';
-import { requireTool, run, sleep } from './lib/proc.js';
+import { run, sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { parseCount } from './lib/env-count.js';
@@ -291,18 +292,7 @@ const row = (name: string, s: Summary): string[] => [name, fmt(s.median), fmt(s.
 
 export const benchmark = defineBenchmark('b3real', 'programming latency on the real node: EndpointSlice event to rule, sidecar vs kube-proxy', SIZES, async (ctx, size, cleanup) => {
   const cycles = parseCount('B3_CYCLES', CYCLES, size.cycles, 1000);
-  await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
-  await requireTool('nsenter', ['--version'], 'install util-linux');
-  const t0 = Date.now();
-  // No skip: a node that cannot start fails the benchmark with the harness's message.
-  const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
-  let stopped = false;
-  cleanup.add('real node', async () => {
-    if (!stopped) await node.stop();
-  });
-  ctx.log(`real node up in ${node.startMs} ms`);
-  await installBootstrap(node);
-  ctx.log(`installed (${INSTALL_BOOTSTRAP}) after ${Date.now() - t0} ms`);
+  const { node, stop } = await installedNode(ctx, cleanup);
   if (SIDECAR_CPU !== undefined) {
     const config = await webhookConfig(node);
     const set = config.replace(/^(\s+requests:\n\s+cpu: )\S+$/m, `$1${SIDECAR_CPU}`);
@@ -516,8 +506,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
     });
   abort.abort();
   for (const m of Object.values(monitors)) m.stop();
-  const left = await node.stop();
-  stopped = true;
+  const left = await stop();
   if (left.length > 0) throw new Error(`the real node's teardown left things behind: ${left.join('; ')}`);
 
   const writers = count(samples.filter((x) => x.side === 'sidecar').map((x) => x.by ?? 'unknown'));

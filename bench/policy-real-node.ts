@@ -17,16 +17,16 @@
  */
 import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import { startNode, type RealNode } from '../test/harness/node.js';
+import type { RealNode } from '../test/harness/node.js';
 import { NODE } from '../test/harness/node-config.js';
 import { createNamespace, net1Addresses, pod } from '../test/node/cluster.js';
-import { INSTALL_BOOTSTRAP, installBootstrap } from '../test/node/install.js';
+import { installedNode } from './lib/real-node-up.js';
 import { MNP_CRD, NETPOL_IMAGE } from '../test/node/netpol.js';
 import { apiPath } from '../src/kube/paths.js';
 import type { V1EndpointSlice, V1Pod } from '../src/kube/types.js';
 import { SIDECAR_CONTAINER_NAME } from '../src/keys.js';
 import { podPid } from './b3-real-node.js';
-import { requireTool, sleep } from './lib/proc.js';
+import { sleep } from './lib/proc.js';
 import { fmt, summarize, type Summary } from '../test/harness/stats.js';
 import { defineBenchmark } from './lib/define.js';
 import { parseCount } from './lib/env-count.js';
@@ -44,7 +44,7 @@ const SAMPLE_TIMEOUT_MS = 15_000;
 /** Between a leave and the next join: the sidecars idle, as a lone change finds them. */
 const IDLE_MS = 400;
 const TARGET_MS = 100;
-const SIZES = { quick: { enforcing: 4, samples: 20 }, full: { enforcing: 8, samples: 60 } };
+const SIZES = { quick: { enforcing: 4, samples: 20 }, full: { enforcing: 8, samples: 150 } };
 const ROOT = join(import.meta.dirname, '..');
 
 function objects(enforcing: number): object[] {
@@ -178,17 +178,8 @@ export const benchmark = defineBenchmark(
   async (ctx, size, cleanup) => {
     const samples = parseCount('POLICY_REAL_SAMPLES', process.env['POLICY_REAL_SAMPLES'], size.samples, 1000);
     const enforcing = parseCount('POLICY_REAL_PODS', process.env['POLICY_REAL_PODS'], size.enforcing, 50);
-    await requireTool('nft', ['--version'], 'install nftables (Debian package nftables)');
-    await requireTool('nsenter', ['--version'], 'install util-linux');
     const t0 = Date.now();
-    const node = await startNode({ log: (m) => ctx.log(`node: ${m}`) });
-    let stopped = false;
-    cleanup.add('real node', async () => {
-      if (!stopped) await node.stop();
-    });
-    ctx.log(`real node up in ${node.startMs} ms`);
-    await installBootstrap(node);
-    ctx.log(`installed (${INSTALL_BOOTSTRAP}) after ${Date.now() - t0} ms`);
+    const { node, stop } = await installedNode(ctx, cleanup);
     if ((await node.kubectlResult(['get', 'crd', MNP_CRD], { allowFail: true })).code !== 0) {
       await node.apply(readFileSync(join(ROOT, 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml'), 'utf8'));
       await node.wait(`crd/${MNP_CRD}`, 'condition=Established', { timeoutMs: 60_000 });
@@ -232,6 +223,8 @@ export const benchmark = defineBenchmark(
 
     const perSidecar: number[] = [];
     const everySidecar: number[] = [];
+    /** From the bench's pod watch receiving the new labels: the project's part, the apiserver's write left out. */
+    const fromEvent: number[] = [];
     const stages = { apiserver: [] as number[], controller: [] as number[], sidecar: [] as number[] };
     let checked = false;
     for (let s = 0; s < samples; s++) {
@@ -245,6 +238,7 @@ export const benchmark = defineBenchmark(
       for (const t of ruleAt) perSidecar.push(t - sent);
       const last = Math.max(...ruleAt);
       everySidecar.push(last - sent);
+      fromEvent.push(last - podAt);
       stages.apiserver.push(podAt - sent);
       stages.controller.push(groupAt - podAt);
       stages.sidecar.push(...ruleAt.map((t) => t - groupAt));
@@ -265,8 +259,7 @@ export const benchmark = defineBenchmark(
     abort.abort();
     monitors.forEach((m) => m.stop());
     await node.kubectl(['delete', 'namespace', NS, '--wait=false']);
-    stopped = true;
-    await node.stop();
+    await stop();
 
     const every = summarize(everySidecar);
     const one = summarize(perSidecar);
@@ -278,6 +271,7 @@ export const benchmark = defineBenchmark(
           rows: [
             row('to the rules of every enforcing sidecar (the last of them)', every),
             row('to the rules of one sidecar', one),
+            row('to the rules of every enforcing sidecar, from the pod watch event (the apiserver write left out)', summarize(fromEvent)),
             row('of which: patch to the pod watch event (apiserver)', summarize(stages.apiserver)),
             row('of which: pod event to the address-group event (controller)', summarize(stages.controller)),
             row('of which: address-group event to the rule, per sidecar (sidecar: watch, schedule, nft)', summarize(stages.sidecar)),
@@ -287,7 +281,7 @@ export const benchmark = defineBenchmark(
       targets: [
         {
           target: `a pod joining a selector reaches the rules of every enforcing sidecar: p99 ≤ ${TARGET_MS} ms`,
-          measured: `p99 ${fmt(every.p99)} ms (p50 ${fmt(every.median)}, max ${fmt(every.max)}, n ${every.n})`,
+          measured: `p99 ${fmt(every.p99)} ms (p50 ${fmt(every.median)}, max ${fmt(every.max)}, n ${every.n}); from the pod watch event p99 ${fmt(summarize(fromEvent).p99)} ms`,
           met: every.p99 <= TARGET_MS,
         },
       ],

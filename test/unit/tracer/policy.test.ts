@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { FakeSidecar } from '../../harness/tracer/sidecar.js';
 import { FakeNft } from '../../harness/tracer/nftables.js';
 import { POLICY_CASES, NET1, PEERS, policyPacket, probeName, type PolicyCase } from '../../harness/tracer/policy-cases.js';
-import { randomPolicy } from '../../harness/tracer/policy-random.js';
+import { randomPolicy, withOtherPeers } from '../../harness/tracer/policy-random.js';
 import { rng } from '../../harness/property.js';
 import { withPodPolicy, policyBackendRefusal } from '../../../src/dataplane/policy-support.js';
 import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
@@ -128,14 +128,16 @@ function dump(fake: FakeNft): unknown {
   };
 }
 
-void test('property: a partial policy change leaves the table a from-scratch write makes (5 seeds x 40 steps)', () => {
+void test('property: a partial policy change leaves the table a from-scratch write makes (5 seeds x 40 steps, every other one a peer change)', () => {
   for (const seed of [1, 2, 3, 4, 5]) {
     const r = rng(seed);
     const inc = new FakeNft();
     let prev = renderNft([]);
+    let last = randomPolicy(r);
     inc.apply(fullText(prev));
     for (let step = 0; step < 40; step += 1) {
-      const policy = renderPolicy(randomPolicy(r));
+      last = step % 2 === 1 ? withOtherPeers(last, r) : randomPolicy(r);
+      const policy = renderPolicy(last);
       const next = policy === undefined ? renderNft([]) : { ...renderNft([]), policy };
       const plan = planNft(next, prev, false);
       try {
