@@ -9,13 +9,16 @@
  *       whose chains B3 reads), in a child process
  *   b5  the tree's sidecar bundle at 1,000 Services (bench/b5-ab.ts), nftables, one apiserver for both
  *   b8  the tree's bench/b8-node-agent.ts at its quick sizes, in a child process
+ *   policy  the tree's bench/policy.ts memory part at its full sizes (POLICY_ONLY=memory), in a
+ *       child process: per policy load, the cgroup peak, the nft child's peak and the kernel
+ *       memory the rules keep
  * Reports per figure each tree's median and min–max over the repeats, its ratio to the first tree,
  * and the noise (each tree's (max - min) / median over its own repeats). A figure is outside its
  * noise when a tree's min–max range does not overlap the first tree's. More than two trees (say,
  * commits between the two) take turns the same way. Not a numbered benchmark: figures go in
  * docs/benchmarks.md by hand.
  *
- *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8]
+ *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8 policy]
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -132,7 +135,19 @@ const b8: Bench = async () => async (tree) => {
   return got;
 };
 
-const BENCHES: Record<string, Bench> = { b2, b3, b5, b8 };
+const policy: Bench = async () => async (tree) => {
+  const r = await child<BenchResult>([CHILD, script(tree, 'policy.ts')], undefined, { POLICY_ONLY: 'memory', SIDE_BY_SIDE_FULL: '1' });
+  const t = r.tables.find((x) => x.caption?.startsWith('One full sync'));
+  const got: Figures = {};
+  for (const cells of t?.rows ?? []) {
+    got[`${cells[0]}: cgroup peak, MiB`] = num(cells[2]);
+    got[`${cells[0]}: nft child peak, MiB`] = num(cells[3]);
+    got[`${cells[0]}: kernel, MiB`] = num(cells[4]);
+  }
+  return got;
+};
+
+const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, policy };
 
 // Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
 const args = process.argv.slice(2);
