@@ -24,7 +24,7 @@ import type { ContainerPort } from '../../src/policy/resolve.js';
 import { OPTION_SOURCES, REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
 import type { SidecarMetrics } from './metrics.js';
 import { watchPodInfoFile, type PodInfoFile } from './pod-file.js';
-import { policyDropReader } from './policy-drops.js';
+import { counterSource, policyDropReader } from './policy-drops.js';
 import { PolicyInput, unwrittenGroups } from './policy-input.js';
 import { policyRefusalOf } from './policy-slim.js';
 import { PolicyWatch } from './policy-watch.js';
@@ -46,6 +46,8 @@ export interface PolicyOptions {
   readonly labelsPollMs?: number;
   /** Ask this often whether the MultiNetworkPolicy API is served (tests shorten it). */
   readonly policyApiRetryMs?: number;
+  /** nfnl-counters, to read the drop counters without listing the table (policy-drops.ts); undefined: nft. */
+  readonly countersReader?: string | undefined;
 }
 
 export interface PolicyDeps {
@@ -110,7 +112,7 @@ export class PolicyPart {
               if (this.input.setLabels(labels)) changed();
             },
           });
-    d.metrics.policyDrops(policyDropReader(() => (o.backendKind === 'nftables' ? policyDropCounters(this.applied) : []), d.log));
+    d.metrics.policyDrops(policyDropReader(() => (o.backendKind === 'nftables' ? policyDropCounters(this.applied) : []), d.log, Date.now, counterSource(o.countersReader, d.log)));
   }
 
   start(): void {
