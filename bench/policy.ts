@@ -14,15 +14,21 @@
  *   cgroup's peak, the nft child's peak, and the kernel memory the rules keep after the process
  *   exited, beside the same process writing no policy.
  *
- * POLICY_ONLY=first-packet,change,memory (with --no-write) runs some of the parts.
+ * POLICY_ONLY=first-packet,change,memory (with --no-write) runs some of the parts;
+ * POLICY_MEMORY_AS=shipped runs the memory child as the image runs the sidecar (a bundle, its node
+ * flags and malloc settings) instead of the sources through tsx.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { createDataplane, withPodPolicy, type SyncResult } from '../src/dataplane/index.js';
 import { policyChange, renderPolicy } from '../src/dataplane/nftables/policy.js';
 import type { PodPolicy } from '../src/policy/model.js';
+import { MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 import { createNetns } from './lib/netns.js';
 import { descendants, requireTool, run, smaps, sleep, type Cleanup } from './lib/proc.js';
@@ -289,7 +295,48 @@ const elementsOf = (p: MemoryPolicy): number => {
   return [...(part?.sets.values() ?? [])].reduce((n, s) => n + s.elements.length, 0);
 };
 
-async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup: Cleanup, capped = false): Promise<MemoryCell> {
+/** How the memory child runs: its node arguments and extra environment. */
+interface ChildCommand {
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/**
+ * The memory child as the benchmark runs it by default (the sources through tsx), or with
+ * POLICY_MEMORY_AS=shipped as the sidecar image runs its program: one esbuild bundle, with the
+ * sidecar's node flags and malloc settings (src/memory-settings.ts), so its figures compare with
+ * the sidecar's own at its Service budget (test/sidecar/runtime-budget-memory.test.ts).
+ */
+async function childCommand(cleanup: Cleanup): Promise<ChildCommand> {
+  if (process.env['POLICY_MEMORY_AS'] !== 'shipped') return { args: ['--import', 'tsx', MEMORY_CHILD], env: {} };
+  const dir = mkdtempSync(join(tmpdir(), 'mpb-policy-child-'));
+  cleanup.add(`bundle ${dir}`, () => rmSync(dir, { recursive: true, force: true }));
+  const bundle = join(dir, 'policy-memory-child.mjs');
+  // As scripts/build.mjs bundles the programs: ESM, with `require` for the CommonJS dependencies.
+  const banner = "import { createRequire as __mpx_createRequire } from 'node:module';\nconst require = __mpx_createRequire(import.meta.url);";
+  await build({
+    entryPoints: [MEMORY_CHILD],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    minify: true,
+    banner: { js: banner },
+    external: ['pino-pretty'],
+    logLevel: 'error',
+  });
+  return { args: [...NODE_MEMORY_FLAGS, bundle], env: MALLOC_ENV };
+}
+
+async function memoryCell(
+  name: string,
+  policy: MemoryPolicy,
+  i: number,
+  cleanup: Cleanup,
+  capped = false,
+  command: ChildCommand = { args: ['--import', 'tsx', MEMORY_CHILD], env: {} },
+): Promise<MemoryCell> {
   const netns = await createNetns(`polmem${i}`, cleanup);
   await run('ip', ['-n', netns, 'link', 'add', IFACE, 'type', 'veth', 'peer', 'name', `${IFACE}p`]);
   await run('ip', ['-n', netns, 'addr', 'add', `${CLIENT_IP}/${PREFIX_LEN}`, 'dev', IFACE]);
@@ -298,8 +345,8 @@ async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup
   cleanup.add(`cgroup ${cg}`, () => rmdirSync(cg));
   const read = (f: string): number => Number(readFileSync(`${cg}/${f}`, 'utf8'));
   // The child joins the cgroup before node starts, so everything it and its nft children allocate is charged there.
-  const child = spawn('sh', ['-c', `echo $$ > ${cg}/cgroup.procs && exec "$0" "$@"`, process.execPath, '--import', 'tsx', MEMORY_CHILD], {
-    env: { ...process.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy }) },
+  const child = spawn('sh', ['-c', `echo $$ > ${cg}/cgroup.procs && exec "$0" "$@"`, process.execPath, ...command.args], {
+    env: { ...process.env, ...command.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -340,8 +387,9 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
   if (!existsSync(`${CGROUP_ROOT}/memory.kmem.usage_in_bytes`))
     return { tables: [], targets: [{ target, measured: `not measured: no cgroup v1 memory controller with kernel accounting at ${CGROUP_ROOT}`, met: undefined }] };
   const cells: MemoryCell[] = [];
+  const command = await childCommand(cleanup);
   for (const [i, m] of size.memory.entries()) {
-    const c = await memoryCell(m.name, m.policy, i, cleanup, m.capped);
+    const c = await memoryCell(m.name, m.policy, i, cleanup, m.capped, command);
     ctx.log(`${m.name}: ${c.elements} elements, cgroup peak ${MiB(c.cgroupPeak)} MiB, nft peak ${MiB(c.childPeak)} MiB, kernel left ${MiB(c.kmemLeft)} MiB, sync ${fmt(c.syncMs)} ms`);
     cells.push(c);
   }
@@ -361,8 +409,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
   return {
     tables: [
       {
-        caption:
-          "One full sync of the pod's rules (no Services, one secondary interface) by the sidecar's dataplane in a process of its own (node + tsx) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):",
+        caption: `One full sync of the pod's rules (no Services, one secondary interface) by the sidecar's dataplane in a process of its own (${command.args[0] === '--import' ? 'node + tsx' : `a bundle, node ${NODE_MEMORY_FLAGS.join(' ')} and the sidecar's malloc settings`}) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):`,
         columns: ['policy', 'set elements', 'cgroup peak', 'nft child peak', 'kernel, left', 'program private after', 'full sync'],
         rows,
       },

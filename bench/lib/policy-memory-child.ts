@@ -8,7 +8,7 @@
  * env POLICY_MEMORY_CELL: {"netns": "...", "policy": "none" | {"rules": n, "perRule": n, "addresses": n} | {"peers": n}}
  */
 import { readFileSync } from 'node:fs';
-import { createDataplane, withPodPolicy } from '../../src/dataplane/index.js';
+import { createDataplane, policyRenderWarnings, withPodPolicy } from '../../src/dataplane/index.js';
 import { baseState, budgetPolicy, egressPolicy, peerAddresses } from './policy-load.js';
 
 export type MemoryPolicy = 'none' | { readonly peers: number } | { readonly rules: number; readonly perRule: number; readonly addresses: number };
@@ -20,4 +20,6 @@ const dp = createDataplane({ netns: cell.netns, backendKind: 'nftables' });
 const r = await dp.sync(withPodPolicy(baseState(), policy), { full: true });
 dp.close();
 const anon = /^Anonymous:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/smaps_rollup', 'utf8'));
-process.stdout.write(`${JSON.stringify({ syncMs: r.durationMs, rules: r.rules, warnings: r.warnings.length, privateBytes: Number(anon?.[1] ?? 0) * 1024 })}\n`);
+process.stdout.write(
+  `${JSON.stringify({ syncMs: r.durationMs, rules: r.rules, warnings: r.warnings.length + policyRenderWarnings('nftables', policy).length, privateBytes: Number(anon?.[1] ?? 0) * 1024 })}\n`,
+);
