@@ -46,7 +46,7 @@ interface Sizes {
   readonly runs: number;
   readonly changes: number;
   /** `capped`: the load passes the sidecar's cap, so the render's warnings (the rules left out) are expected. */
-  readonly memory: readonly { readonly name: string; readonly policy: MemoryPolicy; readonly capped?: boolean }[];
+  readonly memory: readonly { readonly name: string; readonly policy: MemoryPolicy; readonly capped?: boolean; readonly services?: number }[];
 }
 
 const NONE = { name: 'no policy', policy: 'none' } as const;
@@ -65,6 +65,9 @@ const SIZES: { quick: Sizes; full: Sizes } = {
       { name: '64 + 64 rules at the budgets, the same 1,000 peers in each', policy: { rules: 64, perRule: 1000, addresses: 1000 } },
       // Every rule's peers its own: past the sidecar's cap on policy set elements, the rules over it allow nothing (policy-sets.ts).
       { name: '64 + 64 rules at the budgets, 1,000 peers of their own in each (past the cap)', policy: { rules: 64, perRule: 1000, addresses: 64000 }, capped: true },
+      // The Service budget's load (2,000 targets of 10 endpoints: test/sidecar/runtime-budget-memory.test.ts), alone and with the policy past the cap.
+      { name: 'Services at their budget, no policy', policy: 'none', services: 2000 },
+      { name: 'Services at their budget and the policy past the cap', policy: { rules: 64, perRule: 1000, addresses: 64000 }, capped: true, services: 2000 },
     ],
   },
 };
@@ -335,6 +338,7 @@ async function memoryCell(
   i: number,
   cleanup: Cleanup,
   capped = false,
+  services: number | undefined = undefined,
   command: ChildCommand = { args: ['--import', 'tsx', MEMORY_CHILD], env: {} },
 ): Promise<MemoryCell> {
   const netns = await createNetns(`polmem${i}`, cleanup);
@@ -346,7 +350,7 @@ async function memoryCell(
   const read = (f: string): number => Number(readFileSync(`${cg}/${f}`, 'utf8'));
   // The child joins the cgroup before node starts, so everything it and its nft children allocate is charged there.
   const child = spawn('sh', ['-c', `echo $$ > ${cg}/cgroup.procs && exec "$0" "$@"`, process.execPath, ...command.args], {
-    env: { ...process.env, ...command.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy }) },
+    env: { ...process.env, ...command.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy, ...(services !== undefined ? { services } : {}) }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -381,6 +385,21 @@ async function memoryCell(
   };
 }
 
+/** The bound a sidecar has at its Service budget, and the same sidecar with the policy past the cap beside it (the cells with Services). */
+function serviceBound(cells: readonly MemoryCell[], size: Sizes): TargetCheck[] {
+  const named = (f: (m: Sizes['memory'][number]) => boolean): MemoryCell | undefined => cells.find((c) => size.memory.some((m) => m.name === c.name && f(m)));
+  const alone = named((m) => m.services !== undefined && m.policy === 'none');
+  const both = named((m) => m.services !== undefined && m.policy !== 'none');
+  if (alone === undefined || both === undefined) return [];
+  return [
+    {
+      target: 'Services at their budget and the policy past its cap: cgroup peak < 128 MiB, the bound Services alone are held to',
+      measured: `${MiB(both.cgroupPeak)} MiB, ${(both.cgroupPeak / alone.cgroupPeak).toFixed(2)}× the Services alone (${MiB(alone.cgroupPeak)} MiB)`,
+      met: both.cgroupPeak < 128 * 1024 * 1024,
+    },
+  ];
+}
+
 async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: Cleanup): Promise<{ tables: Table[]; targets: TargetCheck[] }> {
   const target = 'the largest policy: cgroup peak < 128 MiB (the sidecar container limit)';
   // The other parts still count on a machine without it; this one says why it has no figure.
@@ -389,7 +408,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
   const cells: MemoryCell[] = [];
   const command = await childCommand(cleanup);
   for (const [i, m] of size.memory.entries()) {
-    const c = await memoryCell(m.name, m.policy, i, cleanup, m.capped, command);
+    const c = await memoryCell(m.name, m.policy, i, cleanup, m.capped, m.services, command);
     ctx.log(`${m.name}: ${c.elements} elements, cgroup peak ${MiB(c.cgroupPeak)} MiB, nft peak ${MiB(c.childPeak)} MiB, kernel left ${MiB(c.kmemLeft)} MiB, sync ${fmt(c.syncMs)} ms`);
     cells.push(c);
   }
@@ -409,7 +428,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
   return {
     tables: [
       {
-        caption: `One full sync of the pod's rules (no Services, one secondary interface) by the sidecar's dataplane in a process of its own (${command.args[0] === '--import' ? 'node + tsx' : `a bundle, node ${NODE_MEMORY_FLAGS.join(' ')} and the sidecar's malloc settings`}) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):`,
+        caption: `One full sync of the pod's rules (one secondary interface; no Services unless named) by the sidecar's dataplane in a process of its own (${command.args[0] === '--import' ? 'node + tsx' : `a bundle, node ${NODE_MEMORY_FLAGS.join(' ')} and the sidecar's malloc settings`}) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):`,
         columns: ['policy', 'set elements', 'cgroup peak', 'nft child peak', 'kernel, left', 'program private after', 'full sync'],
         rows,
       },
@@ -420,6 +439,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
         measured: `${MiB(worst.cgroupPeak)} MiB (${worst.name}; no policy ${MiB(none?.cgroupPeak ?? NaN)})`,
         met: worst.cgroupPeak < 128 * 1024 * 1024,
       },
+      ...serviceBound(cells, size),
     ],
   };
 }
