@@ -34,6 +34,7 @@ import { createNetns } from './lib/netns.js';
 import { descendants, requireTool, run, smaps, sleep, type Cleanup } from './lib/proc.js';
 import { CLIENT_IP, FLOW_PORTS, IFACE, PREFIX_LEN, SERVER_IP, baseState, budgetPolicy, egressPolicy, fillerAddress, naiveEgressTable, peerAddresses } from './lib/policy-load.js';
 import type { MemoryPolicy } from './lib/policy-memory-child.js';
+import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN } from './lib/services.js';
 import type { Table, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -344,6 +345,11 @@ async function memoryCell(
   const netns = await createNetns(`polmem${i}`, cleanup);
   await run('ip', ['-n', netns, 'link', 'add', IFACE, 'type', 'veth', 'peer', 'name', `${IFACE}p`]);
   await run('ip', ['-n', netns, 'addr', 'add', `${CLIENT_IP}/${PREFIX_LEN}`, 'dev', IFACE]);
+  if (services !== undefined) {
+    // The Services' routes go out of net1 from the client's address (bench/lib/services.ts).
+    await run('ip', ['-n', netns, 'addr', 'add', `${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, 'dev', IFACE]);
+    for (const dev of [IFACE, `${IFACE}p`]) await run('ip', ['-n', netns, 'link', 'set', dev, 'up']);
+  }
   const cg = `${CGROUP_ROOT}/mpb-policy-${process.pid}-${i}`;
   mkdirSync(cg);
   cleanup.add(`cgroup ${cg}`, () => rmdirSync(cg));
