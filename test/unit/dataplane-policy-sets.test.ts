@@ -9,7 +9,7 @@ import { FakeSidecar } from '../harness/tracer/sidecar.js';
 import { NET1, PEERS, policyPacket, type PolicyProbe } from '../harness/tracer/policy-cases.js';
 import { withPodPolicy } from '../../src/dataplane/policy-support.js';
 import { renderPolicy } from '../../src/dataplane/nftables/policy.js';
-import { MAX_POLICY_SET_ELEMENTS, SetPool, type PooledSet } from '../../src/dataplane/nftables/policy-sets.js';
+import { MAX_POLICY_SET_ELEMENTS, SetPool, type NftPolicySet } from '../../src/dataplane/nftables/policy-sets.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
 import type { PodPolicy, PolicyRule } from '../../src/policy/model.js';
 
@@ -77,7 +77,7 @@ void test('past the cap a rule allows nothing and says why; the rules before it 
 });
 
 void test('the pool adds a rule whole or not at all', () => {
-  const sets = new Map<string, PooledSet>();
+  const sets = new Map<string, NftPolicySet>();
   const pool = new SetPool(sets, 3);
   const s = (...elements: string[]) => ({ decl: ['type ipv4_addr'], elements });
   assert.deepEqual(pool.addAll([{ name: 'A', set: s('1', '2') }]), new Map([['A', 'A']]));

@@ -22,19 +22,16 @@ import { createHash } from 'node:crypto';
  */
 export const MAX_POLICY_SET_ELEMENTS = 25_000;
 
-/** One set: its declaration lines and its elements (nft text). */
-export interface PooledSet {
+/** One set of the policy: its declaration lines and its elements (nft text). */
+export interface NftPolicySet {
   readonly decl: readonly string[];
   readonly elements: readonly string[];
 }
 
 /** A set a rule asks for: the name it would have alone, and its content. */
-export interface WantedSet {
-  readonly name: string;
-  readonly set: PooledSet;
-}
+export type WantedSet = { readonly name: string; readonly set: NftPolicySet };
 
-const contentKey = (s: PooledSet): string => {
+const contentKey = (s: NftPolicySet): string => {
   const h = createHash('sha256');
   h.update(s.decl.join(';'));
   for (const e of s.elements) h.update(`\u0000${e}`);
@@ -48,7 +45,7 @@ export class SetPool {
 
   constructor(
     /** The sets by name, in the order first added (the render's map). */
-    readonly sets: Map<string, PooledSet>,
+    readonly sets: Map<string, NftPolicySet>,
     readonly cap: number = MAX_POLICY_SET_ELEMENTS,
   ) {}
 

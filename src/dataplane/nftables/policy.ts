@@ -27,17 +27,14 @@ import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
 import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
 import { intervalText, peerIntervals } from './policy-intervals.js';
-import { SetPool, type WantedSet } from './policy-sets.js';
+import { SetPool, type NftPolicySet, type WantedSet } from './policy-sets.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
 export const POLICY_OUTPUT_CHAIN = 'policy-output';
 export type Direction = 'ingress' | 'egress';
 
-/** One set of the policy: its declaration lines and its elements (nft text). */
-export interface NftPolicySet {
-  readonly decl: readonly string[];
-  readonly elements: readonly string[];
-}
+/** One set of the policy (declared with the pool that shares them). */
+export type { NftPolicySet };
 
 /** The policy's part of the sidecar's table. */
 export interface NftPolicy {
