@@ -1,13 +1,15 @@
 /**
  * The policy's sets shared and bounded (src/dataplane/nftables/policy-sets.ts): rules with equal
  * peers or ports use one set, in either direction and across policies, and the packets they let
- * through on the fake nftables are the same; past the cap a rule allows nothing and says why.
+ * through on the fake nftables are the same; past the cap a rule allows nothing and says why (the
+ * render's warning, and the sidecar's Event message built from it).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { FakeSidecar } from '../harness/tracer/sidecar.js';
 import { NET1, PEERS, policyPacket, type PolicyProbe } from '../harness/tracer/policy-cases.js';
-import { withPodPolicy } from '../../src/dataplane/policy-support.js';
+import { policyCapWarnings, withPodPolicy } from '../../src/dataplane/policy-support.js';
+import { policyCapMessage } from '../../cmd/sidecar/policy-run.js';
 import { renderPolicy } from '../../src/dataplane/nftables/policy.js';
 import { MAX_POLICY_SET_ELEMENTS, SetPool, type NftPolicySet } from '../../src/dataplane/nftables/policy-sets.js';
 import type { DesiredState } from '../../src/dataplane/core/model.js';
@@ -74,6 +76,15 @@ void test('past the cap a rule allows nothing and says why; the rules before it 
   assert.match(part.warnings[0] ?? '', /^policy ns\/big ingress rule 2: its sets add 10000 elements to the 20001 .* more than the 25000 it keeps .*; the rule allows nothing$/);
   const chain = [...part.chains.values()][0] ?? [];
   assert.equal(chain.filter((l) => l.endsWith(' accept') && l.includes('@MPX-PA-')).length, 3, 'rules 0, 1 and 3 (which reuses rule 0 set)');
+  // The sidecar's Event takes the cap's warnings, not a bad value's.
+  const withBad = policy([...rules, rule('ns/bad', 0, ['not-an-address'])], []);
+  assert.equal(renderPolicy(withBad)?.warnings.length, 2);
+  assert.deepEqual(policyCapWarnings('nftables', withBad), [part.warnings[0]]);
+  assert.deepEqual(policyCapWarnings('iptables', withBad), []);
+  const message = policyCapMessage(policyCapWarnings('nftables', withBad));
+  assert.match(message ?? '', /^1 rule of the policies that select this pod allow nothing, past the sidecar's bound on policy set elements: policy ns\/big ingress rule 2: /);
+  assert.equal(policyCapMessage([]), undefined);
+  assert.match(policyCapMessage(['a', 'b', 'c']) ?? '', /^3 rules .*: a \(and 2 more rules; the sidecar's log lists each\)$/);
 });
 
 void test('the pool adds a rule whole or not at all', () => {

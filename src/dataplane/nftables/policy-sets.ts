@@ -22,6 +22,9 @@ import { createHash } from 'node:crypto';
  */
 export const MAX_POLICY_SET_ELEMENTS = 25_000;
 
+/** In every warning of a rule left out past the cap (policyCapWarnings, src/dataplane/policy-support.ts, picks them by it). */
+export const CAP_WARNING_MARK = 'a bound on memory per sidecar';
+
 /** One set of the policy: its declaration lines and its elements (nft text). */
 export interface NftPolicySet {
   readonly decl: readonly string[];
@@ -73,7 +76,7 @@ export class SetPool {
       }
     }
     if (this.total + added > this.cap)
-      return `its sets add ${added} elements to the ${this.total} this sidecar's policy already holds, more than the ${this.cap} it keeps (a bound on memory per sidecar); narrow the policies' peers (fewer pods or distinct peer lists per rule)`;
+      return `its sets add ${added} elements to the ${this.total} this sidecar's policy already holds, more than the ${this.cap} it keeps (${CAP_WARNING_MARK}); narrow the policies' peers (fewer pods or distinct peer lists per rule)`;
     for (const [key, w] of fresh) {
       this.byContent.set(key, w.name);
       this.sets.set(w.name, w.set);
