@@ -27,15 +27,17 @@ COPY cmd ./cmd
 RUN npm run build
 
 # ---- native: the helpers in native/, static ------------------------------------------------------
-# nfnl-batch: the nftables element writer's batch sender; health-listen: the injected sidecar's
+# nfnl-batch: the nftables element writer's batch sender; nfnl-counters: the sidecar's reader of its
+# policy drop counters; health-listen: the injected sidecar's
 # launcher, which opens its health port before Node.js starts. The same flags as
 # scripts/build-native.sh. Static, so the runtime stage needs no compiler or libs.
 FROM node:24-bookworm-slim AS native
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
-COPY native/nfnl-batch.c native/health-listen.c /src/
+COPY native/nfnl-batch.c native/nfnl-counters.c native/health-listen.c /src/
 RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/nfnl-batch /src/nfnl-batch.c
+RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/nfnl-counters /src/nfnl-counters.c
 RUN gcc -O2 -s -Wall -Wextra -Werror -static -o /src/health-listen /src/health-listen.c
 
 # ---- runtime ------------------------------------------------------------------------------------
@@ -58,6 +60,8 @@ WORKDIR /app
 COPY --from=build /src/dist/ /app/dist/
 # The sidecar's element writer (src/dataplane/nftables/tuning/element-writer.ts looks here by default).
 COPY --from=native /src/nfnl-batch /usr/local/bin/nfnl-batch
+# The sidecar's drop-counter reader, beside nfnl-batch (cmd/sidecar/policy-drops.ts looks there).
+COPY --from=native /src/nfnl-counters /usr/local/bin/nfnl-counters
 # The injected sidecar's command starts with it (cmd/webhook/options.ts DEFAULT_SIDECAR_COMMAND).
 COPY --from=native /src/health-listen /usr/local/bin/health-listen
 ENV NODE_ENV=production

@@ -14,20 +14,27 @@
  *   cgroup's peak, the nft child's peak, and the kernel memory the rules keep after the process
  *   exited, beside the same process writing no policy.
  *
- * POLICY_ONLY=first-packet,change,memory (with --no-write) runs some of the parts.
+ * POLICY_ONLY=first-packet,change,memory (with --no-write) runs some of the parts;
+ * POLICY_MEMORY_AS=shipped runs the memory child as the image runs the sidecar (a bundle, its node
+ * flags and malloc settings) instead of the sources through tsx.
  */
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { build } from 'esbuild';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { createDataplane, withPodPolicy, type SyncResult } from '../src/dataplane/index.js';
 import { policyChange, renderPolicy } from '../src/dataplane/nftables/policy.js';
 import type { PodPolicy } from '../src/policy/model.js';
+import { MALLOC_ENV, NODE_MEMORY_FLAGS } from '../src/memory-settings.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 import { createNetns } from './lib/netns.js';
 import { descendants, requireTool, run, smaps, sleep, type Cleanup } from './lib/proc.js';
 import { CLIENT_IP, FLOW_PORTS, IFACE, PREFIX_LEN, SERVER_IP, baseState, budgetPolicy, egressPolicy, fillerAddress, naiveEgressTable, peerAddresses } from './lib/policy-load.js';
 import type { MemoryPolicy } from './lib/policy-memory-child.js';
+import { CLIENT_ADDRESS, ENDPOINT_PREFIX_LEN } from './lib/services.js';
 import type { Table, TargetCheck } from './lib/report.js';
 import { defineBenchmark } from './lib/define.js';
 import { isMain, runStandalone } from './lib/runner.js';
@@ -39,7 +46,8 @@ interface Sizes {
   readonly flows: number;
   readonly runs: number;
   readonly changes: number;
-  readonly memory: readonly { readonly name: string; readonly policy: MemoryPolicy }[];
+  /** `capped`: the load passes the sidecar's cap, so the render's warnings (the rules left out) are expected. */
+  readonly memory: readonly { readonly name: string; readonly policy: MemoryPolicy; readonly capped?: boolean; readonly services?: number }[];
 }
 
 const NONE = { name: 'no policy', policy: 'none' } as const;
@@ -56,6 +64,11 @@ const SIZES: { quick: Sizes; full: Sizes } = {
       { name: '1 egress rule, 10,000 peers', policy: { peers: 10000 } },
       { name: '64 + 64 rules at the budgets, 10,000 peers over them', policy: { rules: 64, perRule: 157, addresses: 10000 } },
       { name: '64 + 64 rules at the budgets, the same 1,000 peers in each', policy: { rules: 64, perRule: 1000, addresses: 1000 } },
+      // Every rule's peers its own: past the sidecar's cap on policy set elements, the rules over it allow nothing (policy-sets.ts).
+      { name: '64 + 64 rules at the budgets, 1,000 peers of their own in each (past the cap)', policy: { rules: 64, perRule: 1000, addresses: 64000 }, capped: true },
+      // The Service budget's load (2,000 targets of 10 endpoints: test/sidecar/runtime-budget-memory.test.ts), alone and with the policy past the cap.
+      { name: 'Services at their budget, no policy', policy: 'none', services: 2000 },
+      { name: 'Services at their budget and the policy past the cap', policy: { rules: 64, perRule: 1000, addresses: 64000 }, capped: true, services: 2000 },
     ],
   },
 };
@@ -286,17 +299,64 @@ const elementsOf = (p: MemoryPolicy): number => {
   return [...(part?.sets.values() ?? [])].reduce((n, s) => n + s.elements.length, 0);
 };
 
-async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup: Cleanup): Promise<MemoryCell> {
+/** How the memory child runs: its node arguments and extra environment. */
+interface ChildCommand {
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+}
+
+/**
+ * The memory child as the benchmark runs it by default (the sources through tsx), or with
+ * POLICY_MEMORY_AS=shipped as the sidecar image runs its program: one esbuild bundle, with the
+ * sidecar's node flags and malloc settings (src/memory-settings.ts), so its figures compare with
+ * the sidecar's own at its Service budget (test/sidecar/runtime-budget-memory.test.ts).
+ */
+async function childCommand(cleanup: Cleanup): Promise<ChildCommand> {
+  if (process.env['POLICY_MEMORY_AS'] !== 'shipped') return { args: ['--import', 'tsx', MEMORY_CHILD], env: {} };
+  const dir = mkdtempSync(join(tmpdir(), 'mpb-policy-child-'));
+  cleanup.add(`bundle ${dir}`, () => rmSync(dir, { recursive: true, force: true }));
+  const bundle = join(dir, 'policy-memory-child.mjs');
+  // As scripts/build.mjs bundles the programs: ESM, with `require` for the CommonJS dependencies.
+  const banner = "import { createRequire as __mpx_createRequire } from 'node:module';\nconst require = __mpx_createRequire(import.meta.url);";
+  await build({
+    entryPoints: [MEMORY_CHILD],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    minify: true,
+    banner: { js: banner },
+    external: ['pino-pretty'],
+    logLevel: 'error',
+  });
+  return { args: [...NODE_MEMORY_FLAGS, bundle], env: MALLOC_ENV };
+}
+
+async function memoryCell(
+  name: string,
+  policy: MemoryPolicy,
+  i: number,
+  cleanup: Cleanup,
+  capped = false,
+  services: number | undefined = undefined,
+  command: ChildCommand = { args: ['--import', 'tsx', MEMORY_CHILD], env: {} },
+): Promise<MemoryCell> {
   const netns = await createNetns(`polmem${i}`, cleanup);
   await run('ip', ['-n', netns, 'link', 'add', IFACE, 'type', 'veth', 'peer', 'name', `${IFACE}p`]);
   await run('ip', ['-n', netns, 'addr', 'add', `${CLIENT_IP}/${PREFIX_LEN}`, 'dev', IFACE]);
+  if (services !== undefined) {
+    // The Services' routes go out of net1 from the client's address (bench/lib/services.ts).
+    await run('ip', ['-n', netns, 'addr', 'add', `${CLIENT_ADDRESS}/${ENDPOINT_PREFIX_LEN}`, 'dev', IFACE]);
+    for (const dev of [IFACE, `${IFACE}p`]) await run('ip', ['-n', netns, 'link', 'set', dev, 'up']);
+  }
   const cg = `${CGROUP_ROOT}/mpb-policy-${process.pid}-${i}`;
   mkdirSync(cg);
   cleanup.add(`cgroup ${cg}`, () => rmdirSync(cg));
   const read = (f: string): number => Number(readFileSync(`${cg}/${f}`, 'utf8'));
   // The child joins the cgroup before node starts, so everything it and its nft children allocate is charged there.
-  const child = spawn('sh', ['-c', `echo $$ > ${cg}/cgroup.procs && exec "$0" "$@"`, process.execPath, '--import', 'tsx', MEMORY_CHILD], {
-    env: { ...process.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy }) },
+  const child = spawn('sh', ['-c', `echo $$ > ${cg}/cgroup.procs && exec "$0" "$@"`, process.execPath, ...command.args], {
+    env: { ...process.env, ...command.env, POLICY_MEMORY_CELL: JSON.stringify({ netns, policy, ...(services !== undefined ? { services } : {}) }) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -317,7 +377,7 @@ async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup
   clearInterval(sample);
   if (code !== 0) throw new Error(`${name}: the memory child exited ${code}: ${err.slice(-2000)}`);
   const r = JSON.parse(out.trim().split('\n').pop() ?? '{}') as { syncMs: number; privateBytes: number; warnings: number };
-  if (r.warnings > 0) throw new Error(`${name}: the render warned (${r.warnings}); the policy is not the one meant`);
+  if (r.warnings > 0 !== capped) throw new Error(`${name}: the render warned ${r.warnings} times, expected ${capped ? 'some (rules past the cap)' : 'none'}; the policy is not the one meant`);
   await sleep(200);
   return {
     name,
@@ -331,14 +391,30 @@ async function memoryCell(name: string, policy: MemoryPolicy, i: number, cleanup
   };
 }
 
+/** The bound a sidecar has at its Service budget, and the same sidecar with the policy past the cap beside it (the cells with Services). */
+function serviceBound(cells: readonly MemoryCell[], size: Sizes): TargetCheck[] {
+  const named = (f: (m: Sizes['memory'][number]) => boolean): MemoryCell | undefined => cells.find((c) => size.memory.some((m) => m.name === c.name && f(m)));
+  const alone = named((m) => m.services !== undefined && m.policy === 'none');
+  const both = named((m) => m.services !== undefined && m.policy !== 'none');
+  if (alone === undefined || both === undefined) return [];
+  return [
+    {
+      target: 'Services at their budget and the policy past its cap: cgroup peak < 128 MiB, the bound Services alone are held to',
+      measured: `${MiB(both.cgroupPeak)} MiB, ${(both.cgroupPeak / alone.cgroupPeak).toFixed(2)}× the Services alone (${MiB(alone.cgroupPeak)} MiB)`,
+      met: both.cgroupPeak < 128 * 1024 * 1024,
+    },
+  ];
+}
+
 async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: Cleanup): Promise<{ tables: Table[]; targets: TargetCheck[] }> {
   const target = 'the largest policy: cgroup peak < 128 MiB (the sidecar container limit)';
   // The other parts still count on a machine without it; this one says why it has no figure.
   if (!existsSync(`${CGROUP_ROOT}/memory.kmem.usage_in_bytes`))
     return { tables: [], targets: [{ target, measured: `not measured: no cgroup v1 memory controller with kernel accounting at ${CGROUP_ROOT}`, met: undefined }] };
   const cells: MemoryCell[] = [];
+  const command = await childCommand(cleanup);
   for (const [i, m] of size.memory.entries()) {
-    const c = await memoryCell(m.name, m.policy, i, cleanup);
+    const c = await memoryCell(m.name, m.policy, i, cleanup, m.capped, m.services, command);
     ctx.log(`${m.name}: ${c.elements} elements, cgroup peak ${MiB(c.cgroupPeak)} MiB, nft peak ${MiB(c.childPeak)} MiB, kernel left ${MiB(c.kmemLeft)} MiB, sync ${fmt(c.syncMs)} ms`);
     cells.push(c);
   }
@@ -358,8 +434,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
   return {
     tables: [
       {
-        caption:
-          "One full sync of the pod's rules (no Services, one secondary interface) by the sidecar's dataplane in a process of its own (node + tsx) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):",
+        caption: `One full sync of the pod's rules (one secondary interface; no Services unless named) by the sidecar's dataplane in a process of its own (${command.args[0] === '--import' ? 'node + tsx' : `a bundle, node ${NODE_MEMORY_FLAGS.join(' ')} and the sidecar's malloc settings`}) in a cgroup v1 memory group; MiB, in brackets the difference to no policy. nft peak: the largest nft child's private memory (sampled every 5 ms); kernel, left: the group's kernel memory after the process exited (the rules it loaded):`,
         columns: ['policy', 'set elements', 'cgroup peak', 'nft child peak', 'kernel, left', 'program private after', 'full sync'],
         rows,
       },
@@ -370,6 +445,7 @@ async function memory(ctx: { log: (m: string) => void }, size: Sizes, cleanup: C
         measured: `${MiB(worst.cgroupPeak)} MiB (${worst.name}; no policy ${MiB(none?.cgroupPeak ?? NaN)})`,
         met: worst.cgroupPeak < 128 * 1024 * 1024,
       },
+      ...serviceBound(cells, size),
     ],
   };
 }

@@ -9,7 +9,10 @@
  *       whose chains B3 reads), in a child process
  *   b5  the tree's sidecar bundle at 1,000 Services (bench/b5-ab.ts), nftables, one apiserver for both
  *   b8  the tree's bench/b8-node-agent.ts at its quick sizes, in a child process
- *   policy  the tree's dataplane replacing one peer of an egress rule of 10,000 (bench/lib/policy-change-child.ts)
+ *   policy-change  the tree's dataplane replacing one peer of an egress rule of 10,000 (bench/lib/policy-change-child.ts)
+ *   policy-memory  the tree's bench/policy.ts memory part at its full sizes (POLICY_ONLY=memory), in a
+ *       child process: per policy load, the cgroup peak, the nft child's peak and the kernel
+ *       memory the rules keep
  * Reports per figure each tree's median and min–max over the repeats, its ratio to the first tree,
  * and the noise (each tree's (max - min) / median over its own repeats). A figure is outside its
  * noise when a tree's min–max range does not overlap the first tree's. More than two trees (say,
@@ -137,12 +140,23 @@ const POLICY_PEERS = 10000;
 const POLICY_CHANGES = 7;
 const POLICY_CHILD = path.join(import.meta.dirname, 'lib', 'policy-change-child.ts');
 
-const policy: Bench = async () => async (tree) => {
+const policyChange: Bench = async () => async (tree) => {
   const r = await child<{ syncMs: number; nftMs: number; textBytes: number }>([POLICY_CHILD, tree, String(POLICY_PEERS), String(POLICY_CHANGES)]);
   return { 'nftables: one peer replaced at 10,000 peers, partial sync p50, ms': r.syncMs, 'of which nft -f, ms': r.nftMs, 'transaction text, bytes': r.textBytes };
+
+const policyMemory: Bench = async () => async (tree) => {
+  const r = await child<BenchResult>([CHILD, script(tree, 'policy.ts')], undefined, { POLICY_ONLY: 'memory', SIDE_BY_SIDE_FULL: '1' });
+  const t = r.tables.find((x) => x.caption?.startsWith('One full sync'));
+  const got: Figures = {};
+  for (const cells of t?.rows ?? []) {
+    got[`${cells[0]}: cgroup peak, MiB`] = num(cells[2]);
+    got[`${cells[0]}: nft child peak, MiB`] = num(cells[3]);
+    got[`${cells[0]}: kernel, MiB`] = num(cells[4]);
+  }
+  return got;
 };
 
-const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, policy };
+const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, 'policy-change': policyChange, 'policy-memory': policyMemory };
 
 // Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
 const args = process.argv.slice(2);

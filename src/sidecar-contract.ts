@@ -148,3 +148,5 @@ export const REASON_SERVICE_OVER_BUDGET = 'ServiceOverBudget';
 export const REASON_POLICY_GROUPS_MISSING = 'PolicyAddressGroupsMissing';
 /** A policy selects the pod and the rule back end cannot enforce policy: the sidecar stays not ready. */
 export const REASON_POLICY_BACKEND_REFUSED = 'PolicyBackendUnsupported';
+/** Rules of the pod's policies are left out past the sidecar's cap on policy set elements (fail-closed: they allow nothing). */
+export const REASON_POLICY_CAP_REACHED = 'PolicyCapReached';

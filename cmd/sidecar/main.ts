@@ -28,6 +28,7 @@ import { sidecarDataplaneOptions } from './dataplane-options.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
 import { podEventWriter } from './problems.js';
+import { countersReaderBeside } from './policy-drops.js';
 
 /**
  * How long stopping may take before the process exits anyway: well inside the kubelet's default
@@ -161,7 +162,14 @@ async function main(): Promise<number | undefined> {
   const dataplane: Dataplane = createDataplane(sidecarDataplaneOptions(opts, choice.kind, log));
   await program.start({ name: 'dataplane', stop: () => dataplane.close() });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
-  const policy = { podLabelsFile: opts.podLabelsFile, podContainerPorts: opts.podContainerPorts, policyHoldMs: opts.policyHoldMs, policyApiRetryMs: opts.policyApiRetryMs, backendKind: choice.kind };
+  const policy = {
+    podLabelsFile: opts.podLabelsFile,
+    podContainerPorts: opts.podContainerPorts,
+    policyHoldMs: opts.policyHoldMs,
+    policyApiRetryMs: opts.policyApiRetryMs,
+    backendKind: choice.kind,
+    countersReader: countersReaderBeside(opts.elementWriter),
+  };
   const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event });
   parts.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');

@@ -10,6 +10,7 @@
  *   for their current generation, for the first sync's hold (runtime.ts).
  * Pure but for the memo.
  */
+import { createHash } from 'node:crypto';
 import { matchesSelector } from '../../src/annotations/label-selector.js';
 import { networkKey } from '../../src/annotations/service-network.js';
 import type { NetworkStatusEntry } from '../../src/annotations/network-status.js';
@@ -60,6 +61,8 @@ export function unwrittenGroups(pod: SelectedPod, policies: readonly MultiNetwor
   return out.sort((a, b) => (a.policy < b.policy ? -1 : a.policy > b.policy ? 1 : 0));
 }
 
+const digest = (text: string): string => createHash('sha256').update(text).digest('base64');
+
 /** What a compute reads. */
 export interface PolicySources {
   readonly status: readonly NetworkStatusEntry[];
@@ -72,7 +75,8 @@ export class PolicyInput {
   private dirty = true;
   private networksText = '';
   private current: PodPolicy | undefined;
-  private currentText = 'undefined';
+  /** A digest of the last result's JSON, not the text: at the budgets that text is megabytes, kept for nothing but this comparison. */
+  private currentDigest = digest('undefined');
 
   constructor(
     private readonly namespace: string,
@@ -106,10 +110,10 @@ export class PolicyInput {
     const policies = src.policies();
     const resolved = policies.length === 0 ? undefined : resolvePodPolicy(pod, policies, addressGroupView(src.groups()).lookup);
     const next = resolved === undefined || resolved.networks.length === 0 ? undefined : resolved;
-    const text = JSON.stringify(next) ?? 'undefined';
-    if (text !== this.currentText) {
+    const d = digest(JSON.stringify(next) ?? 'undefined');
+    if (d !== this.currentDigest) {
       this.current = next;
-      this.currentText = text;
+      this.currentDigest = d;
     }
     return this.current;
   }

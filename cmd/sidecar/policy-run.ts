@@ -13,7 +13,7 @@
  *   and writes an Event naming the setting and the fix. The Services are still served.
  */
 import type { BackendKind, DesiredState } from '../../src/dataplane/index.js';
-import { POLICY_BACKENDS, policyBackendRefusal, policyDropCounters, policyRenderWarnings, withPodPolicy } from '../../src/dataplane/index.js';
+import { POLICY_BACKENDS, policyBackendRefusal, policyCapWarnings, policyDropCounters, policyRenderWarnings, withPodPolicy } from '../../src/dataplane/index.js';
 import type { NetworkStatusEntry } from '../../src/annotations/network-status.js';
 import type { KubeClient } from '../../src/kube/client.js';
 import type { InformerOptions } from '../../src/kube/informer.js';
@@ -21,10 +21,10 @@ import type { Logger } from '../../src/log.js';
 import { addressGroupView } from '../../src/policy/address-group.js';
 import type { PodPolicy } from '../../src/policy/model.js';
 import type { ContainerPort } from '../../src/policy/resolve.js';
-import { OPTION_SOURCES, REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
+import { OPTION_SOURCES, REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_CAP_REACHED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
 import type { SidecarMetrics } from './metrics.js';
 import { watchPodInfoFile, type PodInfoFile } from './pod-file.js';
-import { policyDropReader } from './policy-drops.js';
+import { counterSource, policyDropReader } from './policy-drops.js';
 import { PolicyInput, unwrittenGroups } from './policy-input.js';
 import { policyRefusalOf } from './policy-slim.js';
 import { PolicyWatch } from './policy-watch.js';
@@ -46,6 +46,8 @@ export interface PolicyOptions {
   readonly labelsPollMs?: number;
   /** Ask this often whether the MultiNetworkPolicy API is served (tests shorten it). */
   readonly policyApiRetryMs?: number;
+  /** nfnl-counters, to read the drop counters without listing the table (policy-drops.ts); undefined: nft. */
+  readonly countersReader?: string | undefined;
 }
 
 export interface PolicyDeps {
@@ -71,12 +73,21 @@ function enforcedPolicies(p: PodPolicy | undefined): number {
   return names.size;
 }
 
+/** The Event message for rules left out past the cap (their render warnings), or undefined when none is. Pure. */
+export function policyCapMessage(warnings: readonly string[]): string | undefined {
+  const [first] = warnings;
+  if (first === undefined) return undefined;
+  const more = warnings.length > 1 ? ` (and ${warnings.length - 1} more rules; the sidecar's log lists each)` : '';
+  return `${warnings.length} rule${warnings.length > 1 ? 's' : ''} of the policies that select this pod allow nothing, past the sidecar's bound on policy set elements: ${first}${more}`;
+}
+
 export class PolicyPart {
   private readonly input: PolicyInput;
   private readonly watch: PolicyWatch;
   private readonly labels: PodInfoFile | undefined;
   private refusal: string | undefined;
   private applied: PodPolicy | undefined;
+  private capped: string | undefined;
   private wake: () => void = () => {};
   private stopped = false;
 
@@ -110,7 +121,7 @@ export class PolicyPart {
               if (this.input.setLabels(labels)) changed();
             },
           });
-    d.metrics.policyDrops(policyDropReader(() => (o.backendKind === 'nftables' ? policyDropCounters(this.applied) : []), d.log));
+    d.metrics.policyDrops(policyDropReader(() => (o.backendKind === 'nftables' ? policyDropCounters(this.applied) : []), d.log, Date.now, counterSource(o.countersReader, d.log)));
   }
 
   start(): void {
@@ -155,6 +166,9 @@ export class PolicyPart {
       warnings.map((msg) => ({ level: 'warn', msg })),
     );
     this.d.metrics.policiesEnforced(enforcedPolicies(policy));
+    const capped = policyCapMessage(policyCapWarnings(this.o.backendKind, policy));
+    if (capped !== undefined && capped !== this.capped) this.d.say([{ type: 'Warning', reason: REASON_POLICY_CAP_REACHED, message: capped }]);
+    this.capped = capped;
   }
 
   private refuse(message: string | undefined): void {

@@ -10,6 +10,7 @@ import type { DesiredState } from './core/model.js';
 import type { PodPolicy } from '../policy/model.js';
 import { NFT_TABLE } from './nftables/render.js';
 import { directionDroppers, policyCounterName, renderPolicy } from './nftables/policy.js';
+import { CAP_WARNING_MARK } from './nftables/policy-sets.js';
 
 /** The back ends that enforce MultiNetworkPolicy. */
 export const POLICY_BACKENDS: readonly BackendKind[] = ['nftables'];
@@ -43,6 +44,11 @@ export function policyBackendRefusal(kind: BackendKind, policy: PodPolicy | unde
 /** What the back end leaves out of `policy` and why (a bad address, port or interface: that rule allows nothing); none on a back end without policy. */
 export function policyRenderWarnings(kind: BackendKind, policy: PodPolicy | undefined): readonly string[] {
   return kind === 'nftables' ? (renderPolicy(policy)?.warnings ?? []) : [];
+}
+
+/** The render's warnings of rules left out past the sidecar's cap on policy set elements (nftables/policy-sets.ts). */
+export function policyCapWarnings(kind: BackendKind, policy: PodPolicy | undefined): readonly string[] {
+  return policyRenderWarnings(kind, policy).filter((w) => w.includes(CAP_WARNING_MARK));
 }
 
 /** A named drop counter of the policy: the policy (`<namespace>/<name>`) and direction it counts. */

@@ -24,6 +24,7 @@ import { dirname, join, posix } from 'node:path';
 import { promisify } from 'node:util';
 import { DEFAULT_SIDECAR_COMMAND, HEALTH_LISTEN } from '../../cmd/webhook/options.js';
 import { DEFAULT_NFNL_BATCH } from '../../src/dataplane/nftables/tuning/element-writer.js';
+import { countersReaderBeside } from '../../cmd/sidecar/policy-drops.js';
 import { KUSTOMIZATIONS, REPO, at, podSpec, render } from './kustomize.js';
 import { BUNDLE_RUNS, STARTED_EXIT_CODES } from './bundles.js';
 
@@ -260,11 +261,11 @@ void describe('Dockerfile structure', () => {
     assert.ok(ignored(dockerignore, 'node_modules') && ignored(dockerignore, 'test/deploy/image.test.ts') && !ignored(dockerignore, 'src/keys.ts'));
   });
 
-  void test('the runtime copies only the bundles, nfnl-batch and health-listen, from where the build and native stages write them', () => {
+  void test('the runtime copies only the bundles, nfnl-batch, nfnl-counters and health-listen, from where the build and native stages write them', () => {
     const fromStages = copies(runtime ?? { from: '', name: '', instructions: [] }).filter((c) => c.from !== undefined);
     assert.deepEqual(
       fromStages.map((c) => c.from),
-      [build?.name, native?.name, native?.name],
+      [build?.name, native?.name, native?.name, native?.name],
       'one COPY --from the build stage, one per native helper',
     );
     const fromBuild = fromStages.filter((c) => c.from === build?.name);
@@ -276,6 +277,7 @@ void describe('Dockerfile structure', () => {
     const dests = new Map(fromStages.filter((x) => x.from === native?.name).map((x) => [x.sources.join(' '), x.dest]));
     const outputs = new Map(nativeCompiles().map((n) => [posix.basename(n.source, '.c'), n.output]));
     assert.equal(dests.get(outputs.get('nfnl-batch') ?? ''), DEFAULT_NFNL_BATCH, 'nfnl-batch where the element writer looks by default');
+    assert.equal(dests.get(outputs.get('nfnl-counters') ?? ''), countersReaderBeside(DEFAULT_NFNL_BATCH), 'nfnl-counters where the sidecar looks for it, beside nfnl-batch');
     assert.equal(dests.get(outputs.get('health-listen') ?? ''), HEALTH_LISTEN, 'health-listen where the injected sidecar command runs it');
     assert.equal(DEFAULT_SIDECAR_COMMAND[0], HEALTH_LISTEN, 'the injected sidecar starts under health-listen');
   });

@@ -22,22 +22,21 @@
  * (both when it names none) and allows nothing. Sets keep their names when only their elements
  * change, so a peer change is no rule: in a hash set the elements added and deleted, an interval
  * set (whose ranges a change may join or split) flushed and refilled, in the same transaction.
+ * Rules whose sets are equal share one, and the sets of one sidecar are bounded (policy-sets.ts).
  */
 import { flat } from '../core/flat.js';
 import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
 import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
 import { hostsOnly, intervalText, peerHosts, peerIntervals } from './policy-intervals.js';
+import { SetPool, type NftPolicySet, type WantedSet } from './policy-sets.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
 export const POLICY_OUTPUT_CHAIN = 'policy-output';
 export type Direction = 'ingress' | 'egress';
 
-/** One set of the policy: its declaration lines and its elements (nft text). */
-export interface NftPolicySet {
-  readonly decl: readonly string[];
-  readonly elements: readonly string[];
-}
+/** One set of the policy (declared with the pool that shares them). */
+export type { NftPolicySet };
 
 /** The policy's part of the sidecar's table. */
 export interface NftPolicy {
@@ -73,6 +72,7 @@ const addrType = (f: IpFamily): string => (f === 4 ? 'ipv4_addr' : 'ipv6_addr');
 
 interface Acc {
   readonly sets: Map<string, NftPolicySet>;
+  readonly pool: SetPool;
   readonly warnings: string[];
 }
 
@@ -123,7 +123,7 @@ function peerPortElements(list: readonly PeerPort[], f: IpFamily): string[] | st
   return [...out].sort();
 }
 
-/** One rule's accept lines (none when it allows nothing), its sets added to `acc`. */
+/** One rule's accept lines (none when it allows nothing), its sets added to `acc` (shared with equal ones: policy-sets.ts). */
 function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number, acc: Acc): string[] {
   const name = (prefix: string, f?: IpFamily): string => hashName(prefix, scope, dir, pos, rule.policy, rule.index, f ?? 0);
   const refuse = (why: string): string[] => {
@@ -138,10 +138,10 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
   const ports = rule.ports === undefined ? undefined : portElements(rule.ports);
   if (typeof ports === 'string') return refuse(ports);
   const anyPort = rule.ports === undefined && rule.peerPorts === undefined;
-  const out: string[] = [];
-  // Peer match per family ('' for every peer of either family, when the rule names no peers).
-  const peerMatches: [IpFamily | undefined, string][] = [];
-  if (rule.peers === undefined || hosts === undefined) peerMatches.push([undefined, '']);
+  const wanted: WantedSet[] = [];
+  // Peer sets per family (undefined: every peer of either family, when the rule names no peers).
+  const peerSets: [IpFamily | undefined, string | undefined][] = [];
+  if (rule.peers === undefined || hosts === undefined) peerSets.push([undefined, undefined]);
   else
     for (const f of FAMILIES) {
       const plain = ranges === undefined || hostsOnly(rule.peers, f);
@@ -149,29 +149,37 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
       if (elements.length === 0) continue;
       // A hash set has a name of its own: its type differs from the interval set's.
       const set = plain ? hashName('MPX-PA-', scope, dir, pos, rule.policy, rule.index, f, 'hosts') : name('MPX-PA-', f);
-      acc.sets.set(set, { decl: plain ? [`type ${addrType(f)}`] : [`type ${addrType(f)}`, 'flags interval'], elements });
-      peerMatches.push([f, `${peerField(dir, f)} @${set} `]);
+      wanted.push({ name: set, set: { decl: plain ? [`type ${addrType(f)}`] : [`type ${addrType(f)}`, 'flags interval'], elements } });
+      peerSets.push([f, set]);
     }
   let portSet: string | undefined;
   if (ports !== undefined && ports.length > 0) {
     portSet = name('MPX-PP-');
-    acc.sets.set(portSet, { decl: ['type inet_proto . inet_service', 'flags interval'], elements: ports });
+    wanted.push({ name: portSet, set: { decl: ['type inet_proto . inet_service', 'flags interval'], elements: ports } });
   }
-  for (const [, match] of peerMatches) {
-    if (anyPort) out.push(`${match}accept`);
-    else if (portSet !== undefined) out.push(`${match}meta l4proto . th dport @${portSet} accept`);
-  }
+  const named: [IpFamily, string | undefined, string][] = [];
   if (rule.peerPorts !== undefined && rule.peerPorts.length > 0)
     for (const f of FAMILIES) {
       const elems = peerPortElements(rule.peerPorts, f);
       if (typeof elems === 'string') return refuse(elems);
       // Only peers of the rule: the peer match of this family, or every peer when the rule names none.
-      const match = peerMatches.find(([pf]) => pf === undefined || pf === f);
+      const match = peerSets.find(([pf]) => pf === undefined || pf === f);
       if (elems.length === 0 || match === undefined) continue;
       const set = name('MPX-PN-', f);
-      acc.sets.set(set, { decl: [`type ${addrType(f)} . inet_proto . inet_service`], elements: elems });
-      out.push(`${match[1]}${peerField(dir, f)} . meta l4proto . th dport @${set} accept`);
+      wanted.push({ name: set, set: { decl: [`type ${addrType(f)} . inet_proto . inet_service`], elements: elems } });
+      named.push([f, match[1], set]);
     }
+  const names = acc.pool.addAll(wanted);
+  if (typeof names === 'string') return refuse(names);
+  const ref = (set: string | undefined): string => names.get(set ?? '') ?? set ?? '';
+  const match = (f: IpFamily, set: string | undefined): string => (set === undefined ? '' : `${peerField(dir, f)} @${ref(set)} `);
+  const out: string[] = [];
+  for (const [f, set] of peerSets) {
+    const m = f === undefined ? '' : match(f, set);
+    if (anyPort) out.push(`${m}accept`);
+    else if (portSet !== undefined) out.push(`${m}meta l4proto . th dport @${ref(portSet)} accept`);
+  }
+  for (const [f, peerSet, set] of named) out.push(`${match(f, peerSet)}${peerField(dir, f)} . meta l4proto . th dport @${ref(set)} accept`);
   return out;
 }
 
@@ -221,7 +229,8 @@ export function renderPolicy(policy: PodPolicy | undefined): NftPolicy | undefin
 }
 
 function renderPolicyPart(policy: PodPolicy): NftPolicy | undefined {
-  const acc: Acc = { sets: new Map(), warnings: [] };
+  const sets = new Map<string, NftPolicySet>();
+  const acc: Acc = { sets, pool: new SetPool(sets), warnings: [] };
   const chains = new Map<string, readonly string[]>();
   const counters = new Set<string>();
   const jumps: Record<Direction, string[]> = { ingress: [], egress: [] };
