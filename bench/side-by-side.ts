@@ -143,6 +143,7 @@ const POLICY_CHILD = path.join(import.meta.dirname, 'lib', 'policy-change-child.
 const policyChange: Bench = async () => async (tree) => {
   const r = await child<{ syncMs: number; nftMs: number; textBytes: number }>([POLICY_CHILD, tree, String(POLICY_PEERS), String(POLICY_CHANGES)]);
   return { 'nftables: one peer replaced at 10,000 peers, partial sync p50, ms': r.syncMs, 'of which nft -f, ms': r.nftMs, 'transaction text, bytes': r.textBytes };
+};
 
 const policyMemory: Bench = async () => async (tree) => {
   const r = await child<BenchResult>([CHILD, script(tree, 'policy.ts')], undefined, { POLICY_ONLY: 'memory', SIDE_BY_SIDE_FULL: '1' });
@@ -161,7 +162,8 @@ const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, 'policy-change': policy
 // Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
 const args = process.argv.slice(2);
 const trees = args.filter((x) => x.includes('/')).map((x) => path.resolve(x));
-if (trees.length < 2) throw new Error('side-by-side: give two or more source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats] [b2 b3 b5 b8]');
+if (trees.length < 2)
+  throw new Error('side-by-side: give two or more source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats] [b2 b3 b5 b8 policy-change policy-memory]');
 const repeats = Number(args.find((x) => /^\d+$/.test(x)) ?? 3);
 const named = args.filter((x) => !x.includes('/') && !/^\d+$/.test(x));
 const names = named.length > 0 ? named : Object.keys(BENCHES);
