@@ -187,10 +187,11 @@ async function waitPolicyApiServed(node: RealNode): Promise<number> {
 }
 
 export async function tearDownMatrix(node: RealNode, m: Matrix | undefined, log: (m: string) => void): Promise<void> {
-  for (const k of NS_KEYS)
-    await node
-      .kubectl(['delete', 'namespace', NAMESPACES[k], '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
-      .catch((e: Error) => log(`deleting ${NAMESPACES[k]}: ${e.message}`));
+  // The three at once: their pods terminate side by side.
+  const names = NS_KEYS.map((k) => NAMESPACES[k]);
+  await node
+    .kubectl(['delete', 'namespace', ...names, '--ignore-not-found', '--wait=true', '--timeout=120s'], { timeoutMs: 130_000 })
+    .catch((e: Error) => log(`deleting ${names.join(', ')}: ${e.message}`));
   if (!m?.crdAdded) return;
   await node.kubectl(['delete', 'crd', MNP_CRD, '--ignore-not-found']).catch((e: Error) => log(`deleting the CRD: ${e.message}`));
   // Until the apiserver stops serving the group, a sidecar starting now may list policies that are going away.
