@@ -46,6 +46,7 @@ import { INSTALL_NAMESPACE } from '../../src/keys.js';
 import { observe, runMatrix, setUpMatrix, sidecarLogs, tearDownMatrix, type Matrix, type MatrixRun } from './netpol.js';
 import { allowAll, CASES, differingCells, UPDATE_CASES } from './netpol-cases.js';
 import { applyBase, describeLoad, IPV6_CASES, removeAll, runChurn, runIpv6, runSidecarKill, type LoadResult } from './netpol-more.js';
+import { runHelmLife } from './helm.js';
 
 void describe('real node', { concurrency: 1 }, () => {
   let node: RealNode;
@@ -997,6 +998,10 @@ void describe('real node', { concurrency: 1 }, () => {
       assert.deepEqual(await projectLeftovers(node), []);
     },
   );
+
+  void test('helm: OCI install, blog scenario, upgrade under 10 req/s without a lost request, uninstall leaves nothing', { timeout: 1_200_000 }, async () => {
+    await runHelmLife(node, (m) => log(`helm: ${m}`));
+  });
 
   void test('teardown leaves no process, interface, mount, iptables rule, cgroup, path or sysctl behind', { timeout: 300_000 }, async () => {
     const t0 = Date.now();
