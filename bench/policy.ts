@@ -482,7 +482,7 @@ export const benchmark = defineBenchmark(
       targets,
       notes: [
         `Method: network namespaces made by the benchmark, a client (the pod, ${IFACE} ${CLIENT_IP}/${PREFIX_LEN}) and a server on a veth pair; the pod's rules come from the sidecar's own dataplane (createDataplane with the nftables back end, withPodPolicy), one pair per cell, all written first and then measured round-robin. ` +
-          `Peer addresses are single hosts no two of which are adjacent (so the interval set holds one element per address), the server's among them; the naive layout lists the server last (its worst case). The sender (bench/lib/udp-flows.py) first checks that the policy refuses a datagram to an address it does not name (EPERM), then times each sendto; conntrack is flushed before every run. ` +
+          `Peer addresses are single hosts no two of which are adjacent (one set element per address, also in an interval set), the server's among them; the naive layout lists the server last (its worst case). The sender (bench/lib/udp-flows.py) first checks that the policy refuses a datagram to an address it does not name (EPERM), then times each sendto; conntrack is flushed before every run. ` +
           'The time per sendto includes the syscall, the output hook and the veth transmit; the server drops the flows at prerouting. The machine is 2 shared cores: compare cells of one run.',
       ],
     };

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b12, b3real, b11ns, webhook-memory, policy, soak]]`: runs the benchmarks one after the other
+ * `npm run bench [-- [--quick] [--no-write] [--minutes N] [b1 … b12, b3real, b11ns, webhook-memory, policy, policyreal, soak]]`: runs the benchmarks one after the other
  * (never in parallel: they would measure each other). Each one's result goes to
  * bench/results/<id>.json, from which the results block of docs/benchmarks.md and its charts
  * (docs/benchmarks/*.svg) are redrawn. A failed benchmark keeps its last result and makes the
