@@ -28,6 +28,7 @@ import { sidecarDataplaneOptions } from './dataplane-options.js';
 import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js';
 import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
 import { podEventWriter } from './problems.js';
+import { nftGuardWriter } from './source-guard.js';
 
 /**
  * How long stopping may take before the process exits anyway: well inside the kubelet's default
@@ -162,7 +163,7 @@ async function main(): Promise<number | undefined> {
   await program.start({ name: 'dataplane', stop: () => dataplane.close() });
   const event = podEventWriter(client, { namespace: opts.podNamespace, name: opts.podName }, log);
   const policy = { podLabelsFile: opts.podLabelsFile, podContainerPorts: opts.podContainerPorts, policyHoldMs: opts.policyHoldMs, policyApiRetryMs: opts.policyApiRetryMs, backendKind: choice.kind };
-  const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event });
+  const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event, guard: nftGuardWriter });
   parts.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
   const started = await program.startAll([watchdog(program, rt, opts, log), { name: 'runtime', start: () => rt.start(), stop: () => rt.stop() }]);

@@ -13,6 +13,7 @@
  *       icmpv6 type { nd-* } accept                neighbour discovery always passes
  *       <peer> @MPX-PA-..                          per rule and family: an interval set of its peers,
  *           [meta l4proto . th dport @MPX-PP-..]    each ipBlock less its excepts (policy-intervals.ts)
+ *       ip saddr . ether saddr @MPX-PM-.. [ports]   ingress: pod peers whose MAC is known, as pairs (policy-macs.ts)
  *           [<peer> . meta l4proto . th dport @MPX-PN-..]   named ports resolved per peer
  *           accept
  *       counter name "MPX-PC-.." ... drop           one named counter per (policy, direction)
@@ -26,6 +27,7 @@ import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
 import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
 import { intervalText, peerIntervals } from './policy-intervals.js';
+import { boundPeers, pairType } from './policy-macs.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
 export const POLICY_OUTPUT_CHAIN = 'policy-output';
@@ -128,7 +130,9 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
     acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${why}; the rule allows nothing`);
     return [];
   };
-  const peers = rule.peers === undefined ? undefined : peerIntervals(rule.peers);
+  const bound = rule.peers !== undefined && dir === 'ingress' ? boundPeers(rule.peers) : undefined;
+  for (const w of bound?.warnings ?? []) acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${w}`);
+  const peers = rule.peers === undefined ? undefined : peerIntervals(bound?.unbound ?? rule.peers);
   if (peers?.ok === false) return refuse(peers.reason);
   const ports = rule.ports === undefined ? undefined : portElements(rule.ports);
   if (typeof ports === 'string') return refuse(ports);
@@ -145,6 +149,13 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
       acc.sets.set(set, { decl: [`type ${addrType(f)}`, 'flags interval'], elements: list.map((i) => intervalText(i, f)) });
       peerMatches.push([f, `${peerField(dir, f)} @${set} `]);
     }
+  for (const f of FAMILIES) {
+    const pairs = bound?.pairs[f] ?? [];
+    if (pairs.length === 0) continue;
+    const set = name('MPX-PM-', f);
+    acc.sets.set(set, { decl: [pairType(f)], elements: pairs });
+    peerMatches.push([f, `${peerField(dir, f)} . ether saddr @${set} `]);
+  }
   let portSet: string | undefined;
   if (ports !== undefined && ports.length > 0) {
     portSet = name('MPX-PP-');
