@@ -53,7 +53,8 @@ const addrField = (fam: Family, field: 'saddr' | 'daddr'): Selector => ({
 function selector(w: readonly string[], i: number): [Selector, number] | undefined {
   const [a = '', b = ''] = [w[i], w[i + 1]];
   if ((a === 'ip' || a === 'ip6') && (b === 'saddr' || b === 'daddr')) return [addrField(a === 'ip' ? 4 : 6, b), i + 2];
-  if (a === 'ether' && b === 'saddr') return [{ text: 'ether saddr', type: 'ether_addr', value: (x) => (x.pkt.srcMac ?? fail('trace: a rule matches the source MAC; give the packet a srcMac')).toLowerCase() }, i + 2];
+  if (a === 'ether' && b === 'saddr')
+    return [{ text: 'ether saddr', type: 'ether_addr', value: (x) => (x.pkt.srcMac ?? fail('trace: a rule matches the source MAC; give the packet a srcMac')).toLowerCase() }, i + 2];
   if (a === 'meta' && b === 'l4proto') return [{ text: 'meta l4proto', type: 'inet_proto', value: (x) => x.pkt.protocol }, i + 2];
   if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport')
     return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (x.pkt.protocol !== 'icmpv6' && (a === 'th' || x.pkt.protocol === a) ? String(x.pkt.dport) : undefined) }, i + 2];

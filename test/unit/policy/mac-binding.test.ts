@@ -11,12 +11,11 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { V1EndpointSlice, V1Pod } from '../../../src/kube/types.js';
-import { NETWORK_STATUS_ANNOTATION } from '../../../src/keys.js';
 import { addressGroupView, ENDPOINT_MACS_ANNOTATION, formatEndpointMacs, MAX_ENDPOINT_MACS_BYTES, parseEndpointMacs } from '../../../src/policy/address-group.js';
 import { canonicalMac, checkedMac, macProblem } from '../../../src/policy/mac.js';
 import { resolvePodPolicy, type PeerQuery, type SelectedPod } from '../../../src/policy/resolve.js';
 import { POLICY_FOR_ANNOTATION } from '../../../src/keys.js';
-import type { MultiNetworkPolicy, MultiNetworkPolicySpec } from '../../../src/policy/api.js';
+import type { MultiNetworkPolicy } from '../../../src/policy/api.js';
 import type { PodPolicy } from '../../../src/policy/model.js';
 import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
 import { withPodPolicy, type DesiredState } from '../../../src/dataplane/index.js';
@@ -50,7 +49,7 @@ const MNP: MultiNetworkPolicy = {
     policyTypes: ['Ingress', 'Egress'],
     ingress: [{ from: [{ podSelector: { matchLabels: { app: 'web' } } }, { ipBlock: { cidr: '10.0.9.0/24' } }] }],
     egress: [{ to: [{ podSelector: { matchLabels: { app: 'web' } } }] }],
-  } as MultiNetworkPolicySpec,
+  },
 };
 const DB: SelectedPod = { namespace: 'x', labels: { app: 'db' }, networks: [{ network: NET, interface: 'net1', addresses: ['10.0.0.100', 'fd00::100'] }], containerPorts: [] };
 
