@@ -7,7 +7,7 @@
  * before 5.16, cannot hold the guard).
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { Logger } from '../../src/log.js';
 import type { NetworkStatusEntry } from '../../src/annotations/network-status.js';
 import { guardInterfaces, sourceGuardText } from '../../src/dataplane/index.js';
@@ -29,6 +29,15 @@ export const nftGuardWriter: GuardWriter = (text) =>
     p.stdin.end(text);
   });
 
+/** The MAC of an interface of this network namespace (the container's /sys is its pod's), or undefined when there is none. */
+export function sysfsMac(iface: string): string | undefined {
+  try {
+    return readFileSync(`/sys/class/net/${iface}/address`, 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
 export class SourceGuard {
   private written: string | undefined;
   /** The text whose write failed last, and the tool's error (told once). */
@@ -37,12 +46,17 @@ export class SourceGuard {
   constructor(
     private readonly write: GuardWriter,
     private readonly log: Logger,
-    /** Whether the interface exists here: network-status may name one that is gone, and one missing device would fail the whole write. */
-    private readonly exists: (iface: string) => boolean = (iface) => existsSync(`/sys/class/net/${iface}`),
+    /**
+     * The interface's own MAC here, or undefined when it does not exist: network-status may name
+     * one that is gone, and one missing device would fail the whole write.
+     */
+    private readonly macOf: (iface: string) => string | undefined = sysfsMac,
   ) {}
 
   private text(status: readonly NetworkStatusEntry[]): string {
-    return sourceGuardText(guardInterfaces(status).filter((g) => this.exists(g.interface)));
+    const macs = new Map<string, string | undefined>();
+    const macOf = (iface: string): string | undefined => (macs.has(iface) ? macs.get(iface) : macs.set(iface, this.macOf(iface)).get(iface));
+    return sourceGuardText(guardInterfaces(status, macOf).filter((g) => macOf(g.interface) !== undefined));
   }
 
   /** Whether the guard was written (or tried and failed) for what `status` asks: a sync with nothing else to do can be skipped. */

@@ -7,10 +7,11 @@
  * from 0.0.0.0 and ARP probes (sender 0.0.0.0), IPv6 from `::` (duplicate address detection) and
  * from link-local addresses (neighbour discovery), and every other EtherType from the pod's MAC.
  *
- * The addresses and the MAC are the pod's network-status (the same values the controller gives the
- * pods that police ingress from it). An interface whose entry lists no address (a network without
- * IPAM, addressed by the app) has its source MAC checked only; one without a MAC, its addresses
- * only. The text replaces the whole table in one transaction (created, deleted, written), so the
+ * The addresses are the pod's network-status (the same ones the controller gives the pods that
+ * police ingress from it). The MAC is the interface's own when the caller can read it (what the
+ * kernel sends from; a network-status that disagrees must not cut the pod off), else the
+ * network-status one. An interface whose entry lists no address (a network without IPAM,
+ * addressed by the app) has its source MAC checked only; one without a MAC, its addresses only. The text replaces the whole table in one transaction (created, deleted, written), so the
  * guard never lapses while it changes. Pure.
  */
 import { hashName } from '../core/names.js';
@@ -30,14 +31,19 @@ export interface GuardInterface {
   readonly ipv6: readonly string[];
 }
 
-/** The pod's secondary interfaces from its network-status (the default network's entry is the cluster network's: not guarded here). */
-export function guardInterfaces(status: readonly NetworkStatusEntry[]): GuardInterface[] {
+/**
+ * The pod's secondary interfaces from its network-status (the default network's entry is the
+ * cluster network's: not guarded here). `macOf`: the interface's own MAC, where it can be read.
+ */
+export function guardInterfaces(status: readonly NetworkStatusEntry[], macOf?: (iface: string) => string | undefined): GuardInterface[] {
   const out = new Map<string, GuardInterface>();
   for (const e of status) {
     if (e.default || e.interface === undefined || !IFNAME.test(e.interface) || out.has(e.interface)) continue;
     const ipv4 = e.ipv4.filter((ip) => typeof cidrInterval(ip) !== 'string' && !ip.includes('/'));
     const ipv6 = e.ipv6.filter((ip) => typeof cidrInterval(ip) !== 'string' && !ip.includes('/'));
-    const mac = e.mac === undefined ? undefined : checkedMac(e.mac);
+    const own = macOf?.(e.interface);
+    const given = own ?? e.mac;
+    const mac = given === undefined ? undefined : checkedMac(given);
     out.set(e.interface, { interface: e.interface, ...(mac !== undefined ? { mac } : {}), ipv4: [...new Set(ipv4)].sort(), ipv6: [...new Set(ipv6)].sort() });
   }
   return [...out.values()].sort((a, b) => (a.interface < b.interface ? -1 : a.interface > b.interface ? 1 : 0));

@@ -209,5 +209,8 @@ void describe('source guard text', () => {
     // net2 has no address and no MAC in its status: a chain that drops nothing.
     assert.equal((text.match(/hook egress device "net2"/g) ?? []).length, 1);
     assert.equal(sourceGuardText([]), 'table netdev multus_proxy_guard\ndelete table netdev multus_proxy_guard\n');
+    // The interface's own MAC, where the sidecar can read it, wins over a network-status that disagrees.
+    const own = guardInterfaces([{ name: NET, interface: 'net1', ipv4: ['10.0.0.100'], ipv6: [], mac: MAC_P, default: false }], () => MAC_A.toUpperCase());
+    assert.equal(own[0]?.mac, MAC_A);
   });
 });
