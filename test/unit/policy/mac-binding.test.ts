@@ -21,6 +21,7 @@ import { renderPolicy } from '../../../src/dataplane/nftables/policy.js';
 import { withPodPolicy, type DesiredState } from '../../../src/dataplane/index.js';
 import { guardInterfaces, sourceGuardText } from '../../../src/dataplane/index.js';
 import { planAddressGroups, type GroupPolicy } from '../../../cmd/controller/group-plan.js';
+import { slimAddressGroupSlice } from '../../../cmd/sidecar/policy-slim.js';
 import { pod } from '../controller/fixtures.js';
 import { FakeSidecar } from '../../harness/tracer/sidecar.js';
 
@@ -62,8 +63,9 @@ function slicesOf(pods: V1Pod[], existing: V1EndpointSlice[] = []): V1EndpointSl
   return [...byName.values()];
 }
 
+/** As the sidecar reads them: through its informer's transform. */
 function policyOf(slices: V1EndpointSlice[]): PodPolicy {
-  const view = addressGroupView(slices);
+  const view = addressGroupView(slices.map(slimAddressGroupSlice));
   return resolvePodPolicy(DB, [MNP], view.lookup);
 }
 
