@@ -368,6 +368,8 @@ class AddressGroups implements GroupController {
       budget: { addresses: this.perGroup, policyAddresses: Math.max(this.perGroup, ADDRESS_GROUP_BUDGET.policyAddresses) },
     });
     this.reportOver(key, p, plan.over);
+    if (plan.badMacs !== undefined)
+      this.d.logger.warn({ policy: key, problems: plan.badMacs.slice(0, 10), count: plan.badMacs.length }, 'address groups: MACs refused, those peers matched by address alone');
     return { diff: plan.diff, invalid: false };
   }
 

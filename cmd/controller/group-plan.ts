@@ -8,7 +8,9 @@
  * A pod is a peer on the query's network when it is not finished (Succeeded, Failed) and its
  * network-status lists addresses there that pass the same checks as for Service slices
  * (address-policy.ts); readiness does not matter (a pod that is not ready still sends). One
- * endpoint per pod and family, with every such address.
+ * endpoint per pod and family, with every such address. The pod's MAC there (network-status
+ * `mac`, tenant input: checked, lower-cased, never multicast or zero) goes beside its addresses in
+ * the slice's endpoint-macs annotation; a pod without a good one is listed by address alone.
  *
  * Bounds (tenant input): a group over ADDRESS_GROUP_BUDGET.addresses, or past the policy's
  * ADDRESS_GROUP_BUDGET.policyAddresses in key order, is not written at all (its slices go), and is
@@ -28,10 +30,13 @@ import {
   ADDRESS_GROUP_POLICY_LABEL,
   addressGroupKey,
   canonicalQuery,
+  ENDPOINT_MACS_ANNOTATION,
+  formatEndpointMacs,
   PEER_QUERY_ANNOTATION,
   POLICY_GENERATION_ANNOTATION,
 } from '../../src/policy/address-group.js';
 import { namedContainerPorts } from '../../src/policy/container-ports.js';
+import { checkedMac, macProblem } from '../../src/policy/mac.js';
 import type { PeerQuery } from '../../src/policy/resolve.js';
 import { checkPortName } from '../../src/policy/validate.js';
 import { MANAGED_BY_LABEL, PROXY_NAME, PROXY_NAME_LABEL } from '../../src/keys.js';
@@ -90,6 +95,8 @@ export interface GroupPlan {
   /** Groups written (over-budget ones aside). */
   readonly groups: number;
   readonly endpoints: number;
+  /** Pods whose network-status MAC was refused (they are listed by address alone), one message each. */
+  readonly badMacs?: readonly string[];
 }
 
 /** One slice's worth of a group: one address type, one named-port signature. */
@@ -103,6 +110,8 @@ interface Group {
   readonly key: string;
   readonly query: PeerQuery;
   readonly parts: Map<string, Part>;
+  /** Each endpoint address's MAC on the network, where network-status gave a good one. */
+  readonly macs: Map<string, string>;
   addresses: number;
 }
 
@@ -146,9 +155,9 @@ function networkRef(key: string): { namespace: string; name: string } {
 }
 
 /** The pods of one query as group parts. */
-function buildGroup(q: GroupQuery, policy: AddressPolicy): Group {
+function buildGroup(q: GroupQuery, policy: AddressPolicy, badMacs: string[]): Group {
   const key = addressGroupKey(q.query);
-  const group: Group = { key, query: q.query, parts: new Map(), addresses: 0 };
+  const group: Group = { key, query: q.query, parts: new Map(), macs: new Map(), addresses: 0 };
   const ref = networkRef(q.query.network);
   const network = networkKey(ref);
   for (const pod of [...q.pods].sort((a, b) => compareText(podKey(a), podKey(b)))) {
@@ -159,6 +168,11 @@ function buildGroup(q: GroupQuery, policy: AddressPolicy): Group {
     if (entry === undefined) continue;
     const ports = slicePorts(pod);
     const m = pod.metadata ?? {};
+    const mac = entry.mac === undefined ? undefined : checkedMac(entry.mac);
+    if (entry.mac !== undefined && mac === undefined)
+      badMacs.push(
+        `pod ${podKey(pod)}: network-status "mac" ${JSON.stringify(entry.mac.slice(0, 64))} on network ${network} ${macProblem(entry.mac) ?? ''}; its addresses are matched by address alone (fix: the CNI plugin must report the interface's unicast MAC)`,
+      );
     for (const [addressType, addresses] of publishableAddresses(entry, network, policy).byFamily) {
       const pk = partKey(addressType, ports);
       let part = group.parts.get(pk);
@@ -167,6 +181,7 @@ function buildGroup(q: GroupQuery, policy: AddressPolicy): Group {
       const node = pod.spec?.nodeName;
       if (node !== undefined && node !== null && node !== '') e.nodeName = node;
       part.endpoints.set(podKey(pod), e);
+      if (mac !== undefined) for (const a of addresses) group.macs.set(a, mac);
       group.addresses += addresses.length;
     }
   }
@@ -193,9 +208,25 @@ interface Draft {
   endpoints: V1Endpoint[];
 }
 
+/** The endpoint-macs annotation of a draft: its endpoints' addresses with a known MAC. */
+function draftMacs(d: Draft): string | undefined {
+  const out = new Map<string, string>();
+  for (const e of d.endpoints)
+    for (const a of e.addresses) {
+      const mac = d.group.macs.get(a);
+      if (mac !== undefined) out.set(a, mac);
+    }
+  return formatEndpointMacs(out);
+}
+
 function render(d: Draft, p: GroupPolicy): V1EndpointSlice {
   const labels = groupLabels(p.name, d.group.key);
-  const ours = { [PEER_QUERY_ANNOTATION]: canonicalQuery(d.group.query), [POLICY_GENERATION_ANNOTATION]: String(p.generation) };
+  const macs = draftMacs(d);
+  const ours: Record<string, string> = {
+    [PEER_QUERY_ANNOTATION]: canonicalQuery(d.group.query),
+    [POLICY_GENERATION_ANNOTATION]: String(p.generation),
+    ...(macs !== undefined ? { [ENDPOINT_MACS_ANNOTATION]: macs } : {}),
+  };
   const body = {
     addressType: d.addressType,
     ports: d.ports.map((x) => ({ name: x.name ?? '', port: x.port ?? 0, protocol: x.protocol ?? 'TCP' })),
@@ -204,7 +235,8 @@ function render(d: Draft, p: GroupPolicy): V1EndpointSlice {
   if (d.existing !== undefined) {
     // Server-owned bookkeeping is not ours to send back.
     const { managedFields: _managed, ...meta } = d.existing.metadata ?? {};
-    return { ...d.existing, metadata: { ...meta, labels, annotations: { ...(meta.annotations ?? {}), ...ours }, ownerReferences: [groupOwner(p)] }, ...body };
+    const { [ENDPOINT_MACS_ANNOTATION]: _oldMacs, ...kept } = meta.annotations ?? {};
+    return { ...d.existing, metadata: { ...meta, labels, annotations: { ...kept, ...ours }, ownerReferences: [groupOwner(p)] }, ...body };
   }
   return {
     apiVersion: 'discovery.k8s.io/v1',
@@ -227,6 +259,7 @@ function changed(d: Draft, p: GroupPolicy): boolean {
     !sameLabels(m.labels ?? {}, groupLabels(p.name, d.group.key)) ||
     m.annotations?.[PEER_QUERY_ANNOTATION] !== canonicalQuery(d.group.query) ||
     m.annotations?.[POLICY_GENERATION_ANNOTATION] !== String(p.generation) ||
+    m.annotations?.[ENDPOINT_MACS_ANNOTATION] !== draftMacs(d) ||
     refs.length !== 1 ||
     ref?.uid !== want.uid ||
     ref.name !== want.name ||
@@ -301,7 +334,8 @@ export function planAddressGroups(input: GroupPlanInput): GroupPlan {
   const budget = input.budget ?? ADDRESS_GROUP_BUDGET;
   const diff: SliceDiff = { create: [], update: [], delete: [] };
   if (p.deleting === true) return { diff: { ...diff, delete: [...input.existing] }, over: [], groups: 0, endpoints: 0 };
-  const groups = input.queries.map((q) => buildGroup(q, input.addressPolicy ?? OPEN_POLICY)).sort((a, b) => compareText(a.key, b.key));
+  const badMacs: string[] = [];
+  const groups = input.queries.map((q) => buildGroup(q, input.addressPolicy ?? OPEN_POLICY, badMacs)).sort((a, b) => compareText(a.key, b.key));
   const over: OverBudgetGroup[] = [];
   const kept: Group[] = [];
   let total = 0;
@@ -346,5 +380,5 @@ export function planAddressGroups(input: GroupPlanInput): GroupPlan {
     else if (changed(d, p)) diff.update.push(render(d, p));
   }
   diff.delete.push(...pool.rest());
-  return { diff, over, groups: kept.length, endpoints };
+  return { diff, over, groups: kept.length, endpoints, ...(badMacs.length > 0 ? { badMacs: [...new Set(badMacs)] } : {}) };
 }

@@ -13,7 +13,7 @@
  *   MAX_GROUP_SLICE_ENDPOINTS endpoints, is cached without its query: its group reads as not
  *   written, so the peers it would allow stay out (fail-closed).
  */
-import { ADDRESS_GROUP_LABEL, ADDRESS_GROUP_POLICY_LABEL, PEER_QUERY_ANNOTATION, POLICY_GENERATION_ANNOTATION } from '../../src/policy/address-group.js';
+import { ADDRESS_GROUP_LABEL, ADDRESS_GROUP_POLICY_LABEL, ENDPOINT_MACS_ANNOTATION, PEER_QUERY_ANNOTATION, POLICY_GENERATION_ANNOTATION } from '../../src/policy/address-group.js';
 import { POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import { slimOverBudget, type Refusal } from '../../src/cache-budget.js';
 import { slimMeta } from '../../src/kube/slim-meta.js';
@@ -29,7 +29,7 @@ export const MAX_GROUP_SLICE_ENDPOINTS = 1_000;
 
 const POLICY_ANNOTATIONS: readonly string[] = [POLICY_FOR_ANNOTATION];
 const GROUP_LABELS: readonly string[] = [ADDRESS_GROUP_LABEL, ADDRESS_GROUP_POLICY_LABEL];
-const GROUP_ANNOTATIONS: readonly string[] = [PEER_QUERY_ANNOTATION, POLICY_GENERATION_ANNOTATION];
+const GROUP_ANNOTATIONS: readonly string[] = [PEER_QUERY_ANNOTATION, POLICY_GENERATION_ANNOTATION, ENDPOINT_MACS_ANNOTATION];
 /** A spec the checker refuses (not an object): the stub of a refused policy fails closed. */
 const UNREADABLE_SPEC = 'refused: over the sidecar budget' as unknown as MultiNetworkPolicySpec;
 

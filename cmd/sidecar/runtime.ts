@@ -43,6 +43,7 @@ import { SliceWatch } from './slice-watch.js';
 import { onceLogger, SyncReporter } from './sync-report.js';
 import { CapReporter } from './cap-report.js';
 import { PolicyPart, type PolicyOptions } from './policy-run.js';
+import { SourceGuard, type GuardWriter } from './source-guard.js';
 import type { DesiredState } from '../../src/dataplane/index.js';
 
 export { sliceSelector } from './slice-watch.js';
@@ -83,6 +84,8 @@ export interface RuntimeDeps {
   readonly metrics: SidecarMetrics;
   /** Writes an Event on the pod (cmd/sidecar/problems.ts); unset: problems are only logged and counted. */
   readonly event?: (s: Say) => void;
+  /** Writes the source guard where the pod's rules live (cmd/sidecar/source-guard.ts); unset (tests in another namespace): no guard. */
+  readonly guard?: GuardWriter;
 }
 
 export interface SidecarRuntime {
@@ -114,6 +117,7 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   // While the back end refuses the pod's policy, the process's first sync writes nothing: a switch
   // from nftables would otherwise remove the policy rules the last run left (policy-run.ts).
   let written = false;
+  const guard = deps.guard === undefined ? undefined : new SourceGuard(deps.guard, log);
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
@@ -127,12 +131,13 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
       return inputs.policy.withPolicy(out.state, pod.status, logOnce);
     },
     apply: async (state, opts) => {
+      await guard?.apply(pod.status);
       if (!written && inputs.policy.notReady() !== undefined) return { changed: false };
       written = true;
       return reporter.syncAndWait(state, opts);
     },
     // A new compiled policy is a change (withPodPolicy); sameState compares the Services' part.
-    same: (a: DesiredState, b: DesiredState) => written && a.policy === b.policy && sameState(a, b),
+    same: (a: DesiredState, b: DesiredState) => written && guard?.current(pod.status) !== false && a.policy === b.policy && sameState(a, b),
     size: stateSize,
     checkDrift: (o) => deps.dataplane.checkDrift(o),
     metrics: deps.metrics,

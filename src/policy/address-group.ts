@@ -16,6 +16,10 @@
  * - one address type per slice, at most 100 endpoints; endpoints of pods with the same named
  *   containerPorts share a slice, whose `ports` are those named ports (as Kubernetes' EndpointSlice
  *   controller groups pods by resolved named target ports);
+ * - annotation `multus-proxy/endpoint-macs` (optional): JSON `{ "<address>": "<mac>" }`, each
+ *   endpoint address of the slice mapped to its pod's MAC on the network (canonical, unicast), when
+ *   network-status gave one; a sidecar binds that peer address to that MAC on ingress, and matches
+ *   an address without one by address alone;
  * - an empty group is one slice without endpoints, so "written, and nobody matches" differs from
  *   "not written yet";
  * - owner reference to the MultiNetworkPolicy, so the group goes with it.
@@ -25,6 +29,7 @@
 import { createHash } from 'node:crypto';
 import { networkKey } from '../annotations/service-network.js';
 import { compareText } from '../order.js';
+import { canonicalMac } from './mac.js';
 import type { V1EndpointSlice } from '../kube/types.js';
 import type { ContainerPort, NamespaceScope, PeerLookup, PeerPod, PeerQuery } from './resolve.js';
 import type { ParsedSelector } from './selector.js';
@@ -39,6 +44,39 @@ export const ADDRESS_GROUP_POLICY_LABEL = 'multus-proxy/policy';
 export const PEER_QUERY_ANNOTATION = 'multus-proxy/peer-query';
 /** Annotation: the policy's metadata.generation the group was written for. */
 export const POLICY_GENERATION_ANNOTATION = 'multus-proxy/policy-generation';
+/** Annotation: the endpoints' MACs on the network, by address (formatEndpointMacs). */
+export const ENDPOINT_MACS_ANNOTATION = 'multus-proxy/endpoint-macs';
+/** The longest endpoint-macs text a consumer reads (100 endpoints of a few addresses each fit many times over). */
+export const MAX_ENDPOINT_MACS_BYTES = 64 * 1024;
+
+/** The annotation's text for address -> MAC pairs (sorted by address), or undefined when there are none. */
+export function formatEndpointMacs(macs: ReadonlyMap<string, string>): string | undefined {
+  if (macs.size === 0) return undefined;
+  return JSON.stringify(Object.fromEntries([...macs].sort((a, b) => compareText(a[0], b[0]))));
+}
+
+/**
+ * The address -> MAC pairs of a slice's annotation, kept only for `addresses` (the slice's own
+ * endpoint addresses) and canonical MACs; anything else is left out (that address then matches by
+ * address alone, as one whose MAC is unknown). Linear in the text, bounded by MAX_ENDPOINT_MACS_BYTES.
+ */
+export function parseEndpointMacs(text: string | undefined, addresses: ReadonlySet<string>): Map<string, string> {
+  const out = new Map<string, string>();
+  if (text === undefined || text.length > MAX_ENDPOINT_MACS_BYTES) return out;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return out;
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return out;
+  for (const [address, mac] of Object.entries(value as Record<string, unknown>)) {
+    if (!addresses.has(address) || typeof mac !== 'string') continue;
+    const m = canonicalMac(mac);
+    if (m !== undefined) out.set(address, m);
+  }
+  return out;
+}
 
 /** Requirements sorted, values sorted: two selectors that select the same pods by the same terms read the same. */
 function canonicalSelector(s: ParsedSelector): unknown {
@@ -132,7 +170,16 @@ export function addressGroupView(slices: readonly V1EndpointSlice[]): AddressGro
     if (key === undefined || query === undefined || hashKey(query) !== key) continue;
     const ports = slicePorts(slice);
     const list = pods.get(key) ?? [];
-    for (const e of slice.endpoints ?? []) list.push({ addresses: [...(e.addresses ?? [])], containerPorts: ports });
+    const endpoints = slice.endpoints ?? [];
+    const macs = parseEndpointMacs(slice.metadata?.annotations?.[ENDPOINT_MACS_ANNOTATION], new Set(endpoints.flatMap((e) => e.addresses ?? [])));
+    for (const e of endpoints) {
+      const addresses = [...(e.addresses ?? [])];
+      const bound = addresses.flatMap((a): [string, string][] => {
+        const m = macs.get(a);
+        return m === undefined ? [] : [[a, m]];
+      });
+      list.push({ addresses, containerPorts: ports, ...(bound.length > 0 ? { macs: Object.fromEntries(bound) } : {}) });
+    }
     pods.set(key, list);
     const g = Number(slice.metadata?.annotations?.[POLICY_GENERATION_ANNOTATION] ?? 'NaN');
     const generation = Number.isSafeInteger(g) ? g : 0;

@@ -24,6 +24,12 @@ export interface AddressBlock {
 export interface PeerSet {
   readonly addresses: readonly string[];
   readonly blocks: readonly AddressBlock[];
+  /**
+   * Ingress only (optional, additive): the MACs (canonical, unicast) of the pods behind some of
+   * `addresses`, by address. Such an address matches only from one of its MACs; an address absent
+   * here, and every block, matches by address alone.
+   */
+  readonly macs?: Readonly<Record<string, readonly string[]>>;
 }
 
 /** A named port resolved for one peer pod (egress): that peer's `containerPorts` entry. */

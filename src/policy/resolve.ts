@@ -50,6 +50,8 @@ export interface SelectedPod {
 export interface PeerPod {
   readonly addresses: readonly string[];
   readonly containerPorts: readonly ContainerPort[];
+  /** Its MAC on that network, by address, where known: ingress from that address is bound to it. */
+  readonly macs?: Readonly<Record<string, string>>;
 }
 
 /** Which namespaces a peer's pods are in: one by name, or those a selector matches (`{}`: all). */
@@ -150,14 +152,30 @@ function rulePeers(network: string, policy: CheckedPolicy, rule: CheckedRule, lo
   return { pods, blocks };
 }
 
-function peerSet(peers: { pods: PeerPod[]; blocks: CheckedBlock[] }): PeerSet {
+/**
+ * The rule's peers. On ingress, a pod address carries the MACs its pods have there (a spoofed
+ * source keeps the sender's own MAC); an address some pod gives without a MAC matches by address
+ * alone (the union: that pod is allowed from any MAC).
+ */
+function peerSet(peers: { pods: PeerPod[]; blocks: CheckedBlock[] }, ingress: boolean): PeerSet {
   const addresses = new Set<string>();
+  const macs = new Map<string, Set<string>>();
+  const unbound = new Set<string>();
   for (const pod of peers.pods)
     for (const a of pod.addresses) {
       const c = checkedAddress(a);
-      if (c !== undefined) addresses.add(c);
+      if (c === undefined) continue;
+      addresses.add(c);
+      const mac = pod.macs?.[a];
+      if (mac === undefined) unbound.add(c);
+      else (macs.get(c) ?? macs.set(c, new Set()).get(c))?.add(mac);
     }
-  return { addresses: sorted(addresses, (a) => a), blocks: sorted(peers.blocks, (b) => `${b.cidr} ${b.except.join(',')}`).map((b) => ({ cidr: b.cidr, except: [...b.except] })) };
+  const bound = ingress ? [...macs].filter(([a]) => !unbound.has(a)).sort((x, y) => compareText(x[0], y[0])) : [];
+  return {
+    addresses: sorted(addresses, (a) => a),
+    blocks: sorted(peers.blocks, (b) => `${b.cidr} ${b.except.join(',')}`).map((b) => ({ cidr: b.cidr, except: [...b.except] })),
+    ...(bound.length > 0 ? { macs: Object.fromEntries(bound.map(([a, m]) => [a, [...m].sort()])) } : {}),
+  };
 }
 
 /** Named port `name`/`protocol` of one pod's containerPorts: every number it names. */
@@ -204,7 +222,7 @@ function numericPorts(rule: CheckedRule, pod: SelectedPod, ingress: boolean): Po
 
 function compileRule(network: string, policy: CheckedPolicy, rule: CheckedRule, ingress: boolean, pod: SelectedPod, lookup: PeerLookup): PolicyRule {
   const peers = rulePeers(network, policy, rule, lookup);
-  const base = { policy: policy.key, index: rule.index, ...(peers !== undefined ? { peers: peerSet(peers) } : {}) };
+  const base = { policy: policy.key, index: rule.index, ...(peers !== undefined ? { peers: peerSet(peers, ingress) } : {}) };
   if (rule.ports === undefined) return base;
   const hasNamed = rule.ports.some((p) => p.name !== undefined);
   return { ...base, ports: numericPorts(rule, pod, ingress), ...(!ingress && hasNamed ? { peerPorts: egressPeerPorts(network, policy.key, rule, peers, lookup) } : {}) };

@@ -45,6 +45,7 @@ import { runMonitoring } from './monitoring.js';
 import { INSTALL_NAMESPACE } from '../../src/keys.js';
 import { observe, runMatrix, setUpMatrix, sidecarLogs, tearDownMatrix, type Matrix, type MatrixRun } from './netpol.js';
 import { allowAll, CASES, differingCells, UPDATE_CASES } from './netpol-cases.js';
+import { runSpoof, SPOOF_COUNT } from './netpol-spoof.js';
 import { applyBase, describeLoad, IPV6_CASES, removeAll, runChurn, runIpv6, runSidecarKill, type LoadResult } from './netpol-more.js';
 import { runHelmLife } from './helm.js';
 
@@ -232,6 +233,30 @@ void describe('real node', { concurrency: 1 }, () => {
       );
       assert.deepEqual(r.countersAfter, [], 'the restarted sidecar holds the policy');
     }),
+  );
+
+  void test(
+    `policy: spoofing: an attacker pod in netpol-z (NET_ADMIN) adds y/a's net1 address and sends ${SPOOF_COUNT} UDP datagrams and a TCP connection to x/a, which allows only y/a: its own sidecar's source guard stops them, and with the guard deleted x/a's policy (address bound to MAC) does; 0 delivered, the real y/a gets through`,
+    { timeout: 300_000 },
+    () =>
+      underBase(async (m) => {
+        const r = await runSpoof(node, m, (x) => log(`  ${x}`));
+        assert.equal(r.pairInTable, true, "x/a's rule binds y/a's address to y/a's MAC");
+        assert.notEqual(r.macTaken.code, 0, "macvlan refuses y/a's MAC to another child of the same parent");
+        assert.match(r.macTaken.stderr, /Address already in use/);
+        for (const [name, p] of [
+          ['guarded', r.guarded],
+          ['guard deleted', r.unguarded],
+        ] as const) {
+          assert.equal(p.delivered, 0, `${name}: spoofed datagrams delivered to x/a`);
+          assert.equal(p.tcp, '', `${name}: the spoofed TCP connection was answered`);
+        }
+        assert.ok(r.guarded.guardDrops >= SPOOF_COUNT, `the attacker's source guard dropped the spoof: ${JSON.stringify(r.guarded)}`);
+        assert.ok(r.unguarded.policyDrops >= SPOOF_COUNT, `x/a's policy dropped the spoof that left the attacker: ${JSON.stringify(r.unguarded)}`);
+        assert.equal(r.realBefore, SPOOF_COUNT, 'y/a delivered before the attack');
+        assert.equal(r.realAfter, SPOOF_COUNT, 'y/a delivered after the attack');
+        assert.deepEqual(r.realTcp, ['x/a', 'x/a'], 'y/a connects to x/a over TCP before and after');
+      }),
   );
 
   void test('policy: cleanup: the matrix namespaces (and the CRD, when the suite added it) go', { timeout: 400_000 }, async () => {

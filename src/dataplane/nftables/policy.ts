@@ -14,6 +14,7 @@
  *       <peer> @MPX-PA-..                          per rule and family: a hash set of its pod addresses,
  *           [meta l4proto . th dport @MPX-PP-..]    or, with an ipBlock, an interval set of its peers,
  *                                                   each ipBlock less its excepts (policy-intervals.ts)
+ *       ip saddr . ether saddr @MPX-PM-.. [ports]   ingress: pod peers whose MAC is known, as pairs (policy-macs.ts)
  *           [<peer> . meta l4proto . th dport @MPX-PN-..]   named ports resolved per peer
  *           accept
  *       counter name "MPX-PC-.." ... drop           one named counter per (policy, direction)
@@ -29,6 +30,7 @@ import { hashName } from '../core/names.js';
 import type { IpFamily } from '../core/model.js';
 import type { DirectionPolicy, NetworkPolicySet, PeerPort, PodPolicy, PolicyRule, PortRange } from '../../policy/model.js';
 import { hostsOnly, intervalText, peerHosts, peerIntervals } from './policy-intervals.js';
+import { boundPeers, pairType } from './policy-macs.js';
 import { SetPool, type NftPolicySet, type WantedSet } from './policy-sets.js';
 
 export const POLICY_INPUT_CHAIN = 'policy-input';
@@ -130,56 +132,70 @@ function ruleLines(rule: PolicyRule, dir: Direction, scope: string, pos: number,
     acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${why}; the rule allows nothing`);
     return [];
   };
+  // Ingress from pod peers whose MAC is known matches (address, MAC) pairs; the rest by address.
+  const bound = rule.peers !== undefined && dir === 'ingress' ? boundPeers(rule.peers) : undefined;
+  for (const w of bound?.warnings ?? []) acc.warnings.push(`policy ${rule.policy} ${dir} rule ${rule.index}: ${w}`);
+  const byAddress = bound?.unbound ?? rule.peers;
   // Pod addresses go into hash sets; interval sets only for a family an ipBlock adds ranges to.
-  const hosts = rule.peers === undefined ? undefined : peerHosts(rule.peers.addresses);
+  const hosts = byAddress === undefined ? undefined : peerHosts(byAddress.addresses);
   if (hosts?.ok === false) return refuse(hosts.reason);
-  const ranges = rule.peers === undefined || rule.peers.blocks.length === 0 ? undefined : peerIntervals(rule.peers);
+  const ranges = byAddress === undefined || byAddress.blocks.length === 0 ? undefined : peerIntervals(byAddress);
   if (ranges?.ok === false) return refuse(ranges.reason);
   const ports = rule.ports === undefined ? undefined : portElements(rule.ports);
   if (typeof ports === 'string') return refuse(ports);
   const anyPort = rule.ports === undefined && rule.peerPorts === undefined;
   const wanted: WantedSet[] = [];
-  // Peer sets per family (undefined: every peer of either family, when the rule names no peers).
-  const peerSets: [IpFamily | undefined, string | undefined][] = [];
-  if (rule.peers === undefined || hosts === undefined) peerSets.push([undefined, undefined]);
+  // Peer sets per family, each with whether it holds (address, MAC) pairs; [undefined] alone: every
+  // peer of either family, when the rule names no peers.
+  const peerSets: [IpFamily | undefined, string | undefined, boolean][] = [];
+  if (byAddress === undefined || hosts === undefined) peerSets.push([undefined, undefined, false]);
   else
     for (const f of FAMILIES) {
-      const plain = ranges === undefined || hostsOnly(rule.peers, f);
+      const plain = ranges === undefined || hostsOnly(byAddress, f);
       const elements = plain ? hosts.byFamily[f] : (ranges?.byFamily[f] ?? []).map((i) => intervalText(i, f));
       if (elements.length === 0) continue;
       // A hash set has a name of its own: its type differs from the interval set's.
       const set = plain ? hashName('MPX-PA-', scope, dir, pos, rule.policy, rule.index, f, 'hosts') : name('MPX-PA-', f);
       wanted.push({ name: set, set: { decl: plain ? [`type ${addrType(f)}`] : [`type ${addrType(f)}`, 'flags interval'], elements } });
-      peerSets.push([f, set]);
+      peerSets.push([f, set, false]);
     }
+  for (const f of FAMILIES) {
+    const pairs = bound?.pairs[f] ?? [];
+    if (pairs.length === 0) continue;
+    const set = name('MPX-PM-', f);
+    wanted.push({ name: set, set: { decl: [pairType(f)], elements: pairs } });
+    peerSets.push([f, set, true]);
+  }
   let portSet: string | undefined;
   if (ports !== undefined && ports.length > 0) {
     portSet = name('MPX-PP-');
     wanted.push({ name: portSet, set: { decl: ['type inet_proto . inet_service', 'flags interval'], elements: ports } });
   }
-  const named: [IpFamily, string | undefined, string][] = [];
+  const named: [IpFamily, string][] = [];
   if (rule.peerPorts !== undefined && rule.peerPorts.length > 0)
     for (const f of FAMILIES) {
       const elems = peerPortElements(rule.peerPorts, f);
       if (typeof elems === 'string') return refuse(elems);
-      // Only peers of the rule: the peer match of this family, or every peer when the rule names none.
-      const match = peerSets.find(([pf]) => pf === undefined || pf === f);
-      if (elems.length === 0 || match === undefined) continue;
+      if (elems.length === 0 || !peerSets.some(([pf]) => pf === undefined || pf === f)) continue;
       const set = name('MPX-PN-', f);
       wanted.push({ name: set, set: { decl: [`type ${addrType(f)} . inet_proto . inet_service`], elements: elems } });
-      named.push([f, match[1], set]);
+      named.push([f, set]);
     }
   const names = acc.pool.addAll(wanted);
   if (typeof names === 'string') return refuse(names);
   const ref = (set: string | undefined): string => names.get(set ?? '') ?? set ?? '';
-  const match = (f: IpFamily, set: string | undefined): string => (set === undefined ? '' : `${peerField(dir, f)} @${ref(set)} `);
+  const match = (f: IpFamily | undefined, set: string | undefined, mac: boolean): string =>
+    f === undefined || set === undefined ? '' : `${peerField(dir, f)}${mac ? ' . ether saddr' : ''} @${ref(set)} `;
   const out: string[] = [];
-  for (const [f, set] of peerSets) {
-    const m = f === undefined ? '' : match(f, set);
+  for (const [f, set, mac] of peerSets) {
+    const m = match(f, set, mac);
     if (anyPort) out.push(`${m}accept`);
     else if (portSet !== undefined) out.push(`${m}meta l4proto . th dport @${ref(portSet)} accept`);
   }
-  for (const [f, peerSet, set] of named) out.push(`${match(f, peerSet)}${peerField(dir, f)} . meta l4proto . th dport @${ref(set)} accept`);
+  // Named ports: only peers of the rule, through each of its peer matches of the family (address
+  // and pair sets alike), or every peer when the rule names none.
+  for (const [f, set] of named)
+    for (const [pf, peerSet, mac] of peerSets) if (pf === undefined || pf === f) out.push(`${match(pf, peerSet, mac)}${peerField(dir, f)} . meta l4proto . th dport @${ref(set)} accept`);
   return out;
 }
 

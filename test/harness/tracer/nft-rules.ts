@@ -1,6 +1,6 @@
 /**
  * The nftables rule statements the fake understands, compiled from a rule's words into the walk's
- * conditions and action (walk.ts). Understood: `ip|ip6 saddr|daddr`, `meta l4proto`, `th|tcp|udp|sctp
+ * conditions and action (walk.ts). Understood: `ip|ip6 saddr|daddr`, `ether saddr`, `meta l4proto`, `th|tcp|udp|sctp
  * dport`, `ct state`, `numgen random mod N [offset K]`, concatenations of them (`a . b . c`) against
  * a value, a named set (`@s`) or a verdict map (`vmap @m`); and the statements `dnat ip|ip6 to
  * <addr:port>` or `to numgen random mod M map @m`, `masquerade`, `reject [with ...]`, `update @s {
@@ -53,6 +53,8 @@ const addrField = (fam: Family, field: 'saddr' | 'daddr'): Selector => ({
 function selector(w: readonly string[], i: number): [Selector, number] | undefined {
   const [a = '', b = ''] = [w[i], w[i + 1]];
   if ((a === 'ip' || a === 'ip6') && (b === 'saddr' || b === 'daddr')) return [addrField(a === 'ip' ? 4 : 6, b), i + 2];
+  if (a === 'ether' && b === 'saddr')
+    return [{ text: 'ether saddr', type: 'ether_addr', value: (x) => (x.pkt.srcMac ?? fail('trace: a rule matches the source MAC; give the packet a srcMac')).toLowerCase() }, i + 2];
   if (a === 'meta' && b === 'l4proto') return [{ text: 'meta l4proto', type: 'inet_proto', value: (x) => x.pkt.protocol }, i + 2];
   if (['th', 'tcp', 'udp', 'sctp'].includes(a) && b === 'dport')
     return [{ text: `${a} dport`, type: 'inet_service', value: (x) => (x.pkt.protocol !== 'icmpv6' && (a === 'th' || x.pkt.protocol === a) ? String(x.pkt.dport) : undefined) }, i + 2];

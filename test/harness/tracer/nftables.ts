@@ -264,7 +264,7 @@ function chainBlock(t: NftTableState, name: string, block: readonly Stmt[]): voi
   }
 }
 
-const KEY_TYPES = new Set(['ipv4_addr', 'ipv6_addr', 'inet_proto', 'inet_service']);
+const KEY_TYPES = new Set(['ipv4_addr', 'ipv6_addr', 'ether_addr', 'inet_proto', 'inet_service']);
 
 /** A set or map declaration; a second one must say the same and adds its elements. */
 function declareSet(t: NftTableState, kind: 'set' | 'map', name: string, block: readonly Stmt[]): void {
@@ -374,6 +374,8 @@ export function valueText(type: string | undefined, v: string, set: string, inte
     case 'ipv4_addr':
     case 'ipv6_addr':
       return canonicalOr(v, type === 'ipv4_addr' ? 4 : 6) ?? bad();
+    case 'ether_addr':
+      return /^[0-9a-f]{2}(:[0-9a-f]{2}){5}$/i.test(v) ? v.toLowerCase() : bad();
     case 'inet_proto':
       return ['tcp', 'udp', 'sctp'].includes(v) ? v : bad();
     case 'inet_service':

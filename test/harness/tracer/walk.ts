@@ -18,6 +18,8 @@ export interface Packet {
   readonly src: string;
   readonly dst: string;
   readonly dport: number;
+  /** Its source MAC as it arrived (rules matching `ether saddr` need it). */
+  readonly srcMac?: string;
   /** The interface it came in on (the prerouting path; rules matching it need it). */
   readonly iif?: string;
   /** Its conntrack state (`ct state`); absent: a new connection's first packet. */
