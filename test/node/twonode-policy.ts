@@ -155,12 +155,16 @@ function model(addresses: Readonly<Record<PodName, string>>, granted: readonly P
   return { pods, lookup };
 }
 
-/** A sidecar table's policy part as compared: its drop counters, and the address list of each peer set (names aside), sorted. */
+/** A sidecar table's policy part as compared: its drop counters, and the address list of each peer set (names and MACs aside), sorted. */
 interface PolicyView {
   readonly counters: string[];
   readonly peerSets: string[];
 }
 
+/** Peer sets: pod addresses (MPX-PA-) and, for ingress from pods whose MAC is known, (address, MAC) pairs (MPX-PM-). */
+const PEER_SET = /^MPX-P[AM]-/;
+/** The address of a set element: a pair's first field ("10.1.1.6 . 0a:58:…"), or the element itself. */
+const addressOf = (e: string): string => (e.split(' . ')[0] ?? '').trim();
 const ip4 = (a: string): number => a.split('.').reduce((n, o) => n * 256 + Number(o), 0);
 /** nft elements (a, a-b, a/len; one interval set) as "lo-hi" integer ranges, adjacent ones joined. */
 function addressRanges(elements: readonly string[]): string {
@@ -189,7 +193,7 @@ function expectedViews(addresses: Readonly<Record<PodName, string>>, s: PolicySt
   return Object.fromEntries(
     PODS.map((p) => {
       const r = renderPolicy(resolvePodPolicy(pods[p], ps, lookup));
-      const sets = [...(r?.sets ?? [])].filter(([n]) => n.startsWith('MPX-PA-')).map(([, set]) => addressRanges(set.elements));
+      const sets = [...(r?.sets ?? [])].filter(([n]) => PEER_SET.test(n)).map(([, set]) => addressRanges(set.elements.map(addressOf)));
       return [p, { counters: [...(r?.counters ?? [])].sort(), peerSets: sets.sort() }];
     }),
   ) as Record<PodName, PolicyView>;
@@ -200,12 +204,12 @@ async function sidecarView(node: RealNode, p: PodName): Promise<PolicyView> {
   const r = await node.exec(NS, p, SIDECAR_NFT_LIST, { container: SIDECAR_CONTAINER_NAME, timeoutMs: 30_000 });
   if (r.code !== 0) return { counters: [], peerSets: [] };
   const counters = [...new Set([...r.stdout.matchAll(/^\s*counter (MPX-PC-[A-Z0-9]+) \{/gm)].map((m) => m[1] ?? ''))].sort();
-  const peerSets = [...r.stdout.matchAll(/^\s*set MPX-PA-[A-Z0-9]+ \{([\s\S]*?)\n\s*\}/gm)].map((m) => {
+  const peerSets = [...r.stdout.matchAll(/^\s*set MPX-P[AM]-[A-Z0-9]+ \{([\s\S]*?)\n\s*\}/gm)].map((m) => {
     const elements = /elements = \{([^}]*)\}/.exec(m[1] ?? '')?.[1] ?? '';
     return addressRanges(
       elements
-        .split(/[\s,]+/)
-        .map((e) => e.trim())
+        .split(',')
+        .map((e) => addressOf(e.trim()))
         .filter(Boolean),
     );
   });
