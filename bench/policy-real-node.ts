@@ -8,7 +8,7 @@
  *
  * Method: per enforcing pod, `nft -a monitor` in its network namespace from the host (nsenter; no
  * polling): the joiner's address is in place when the transaction that adds it to a peer set of
- * the sidecar's table commits (its `# new generation` line). Stages from the bench's own clocks:
+ * the sidecar's table (MPX-PA- addresses, or MPX-PM- address . MAC pairs once its MAC is known) commits (its `# new generation` line). Stages from the bench's own clocks:
  * the label patch sent; the bench's pod watch receiving the new labels (apiserver); its
  * EndpointSlice watch receiving the address group with the joiner's address (the controller: its
  * informer, reconcile and write); the rule in each sidecar's namespace (the sidecar: its watch,
@@ -89,8 +89,8 @@ function monitorPeer(pid: number, what: string, address: string, table = 'inet m
     const lines = buf.split('\n');
     buf = lines.pop() ?? '';
     for (const line of lines) {
-      const el = new RegExp(`^(add|delete) element ${table} (MPX-PA-\\S+) (.*)$`).exec(line);
-      const fl = new RegExp(`^(?:flush|delete) set ${table} (MPX-PA-\\S+)`).exec(line);
+      const el = new RegExp(`^(add|delete) element ${table} (MPX-P[AM]-\\S+) (.*)$`).exec(line);
+      const fl = new RegExp(`^(?:flush|delete) set ${table} (MPX-P[AM]-\\S+)`).exec(line);
       if (el !== null && has(el[3] ?? '')) staged.push([el[1] ?? '', el[2] ?? '', el[1] === 'add']);
       else if (fl !== null) staged.push(['flush', fl[1] ?? '', false]);
       else if (line.startsWith('# new generation')) {
