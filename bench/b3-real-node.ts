@@ -26,7 +26,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { dump } from 'js-yaml';
 import { imagesDir, type RealNode } from '../test/harness/node.js';
-import { blogFile, createNamespace, pod, pods, net1Addresses } from '../test/node/cluster.js';
+import { blogFile, createNamespace, pod, podPid, pods, net1Addresses } from '../test/node/cluster.js';
 import { INSTALL_BOOTSTRAP } from '../test/node/install.js';
 import { installedNode } from './lib/real-node-up.js';
 import { metricValues, setWebhookConfig, sidecarHealthPort, webhookConfig } from '../test/node/tenant.js';
@@ -233,16 +233,6 @@ async function settle(node: RealNode, slices: SliceWatch, t: Target, replicas: n
   }
 }
 
-/** The pid of a pod's sandbox (its network namespace, for nsenter). */
-export async function podPid(node: RealNode, name: string, namespace = NS): Promise<number> {
-  const id = (await node.crictl(['pods', '--namespace', namespace, '--name', name, '--state', 'ready', '-q'])).trim().split('\n')[0] ?? '';
-  if (id === '') throw new Error(`crictl: no ready sandbox for pod ${namespace}/${name}`);
-  const info = JSON.parse(await node.crictl(['inspectp', id])) as { info?: { pid?: number } };
-  const pid = info.info?.pid;
-  if (pid === undefined || pid <= 0) throw new Error(`crictl inspectp ${id}: no pid`);
-  return pid;
-}
-
 interface Sample {
   readonly side: Side;
   readonly kase: 'added' | 'removed';
@@ -318,7 +308,7 @@ export const benchmark = defineBenchmark('b3real', 'programming latency on the r
   cleanup.add('slice watch', () => abort.abort());
   const slices = await watchSlices(node, abort.signal, ctx.log);
   const readyOf = await watchPods(node, abort.signal, ctx.log);
-  const pid = await podPid(node, CLIENT);
+  const pid = await podPid(node, CLIENT, NS);
   const inPod = ['nsenter', '-t', String(pid), '-n'];
   // The sidecar's back end decides which table holds its rules (auto: nftables where it loads).
   const sidecarTable = sidecarMonitorTable((await run('nsenter', ['-t', String(pid), '-n', 'nft', 'list', 'tables'])).stdout);

@@ -105,3 +105,13 @@ export async function burstArrivals(node: RealNode, namespace: string, names: st
   }
   return { curls, answeredBy, sources: [...sources].sort() };
 }
+
+/** The pid of a pod's sandbox (its network namespace, for nsenter). */
+export async function podPid(node: RealNode, name: string, namespace: string): Promise<number> {
+  const id = (await node.crictl(['pods', '--namespace', namespace, '--name', name, '--state', 'ready', '-q'])).trim().split('\n')[0] ?? '';
+  if (id === '') throw new Error(`crictl: no ready sandbox for pod ${namespace}/${name}`);
+  const info = JSON.parse(await node.crictl(['inspectp', id])) as { info?: { pid?: number } };
+  const pid = info.info?.pid;
+  if (pid === undefined || pid <= 0) throw new Error(`crictl inspectp ${id}: no pid`);
+  return pid;
+}

@@ -8,16 +8,24 @@
  * - after it deletes the guard (NET_ADMIN can), the packets reach x/a and x/a's policy drops them:
  *   its rule binds y/a's address to y/a's MAC, and `ip addr add` keeps the attacker's MAC (x/a's
  *   drop counters);
- * - it cannot take y/a's MAC on the same parent (macvlan: EADDRINUSE).
+ * - it cannot take y/a's MAC on the same parent (macvlan: EADDRINUSE), but raw frames (AF_PACKET,
+ *   which NET_RAW allows) can carry y/a's MAC and address both, and x/a could not tell them from
+ *   y/a's: its own sidecar's guard refuses every one at its egress (sent from the host in the
+ *   attacker's network namespace, as the image has no raw-socket tool);
  * Delivery is read where it happens: x/a's server logs every datagram it receives with its source.
  * The real y/a gets through before and after, in the same run.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import type { RealNode } from '../harness/node.js';
 import { NETWORK_STATUS_ANNOTATION, SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { GUARD_TABLE } from '../../src/dataplane/index.js';
-import { pod as getPod } from './cluster.js';
+import { pod as getPod, podPid } from './cluster.js';
+import { RAW_UDP_PY } from '../harness/raw-frames.js';
 import { NAMESPACES, NETWORK_KEY, POD_LABEL } from './netpol-cases.js';
 import { NETPOL_IMAGE, probeFrom, type Matrix } from './netpol.js';
+
+const execFileP = promisify(execFile);
 
 export const SPOOF_COUNT = 20;
 const ATTACKER = 'spoofer';
@@ -39,7 +47,18 @@ export interface SpoofRun {
   /** The attacker's attempt to take y/a's MAC: exit code and message. */
   readonly macTaken: { code: number; stderr: string };
   readonly guarded: SpoofPhase;
+  /** Raw frames with y/a's MAC and address, sent while the guard was in place. */
+  readonly raw: RawPhase;
   readonly unguarded: SpoofPhase;
+}
+
+export interface RawPhase {
+  /** Sends the kernel refused (an egress hook dropped the frame), of SPOOF_COUNT. */
+  readonly refused: number;
+  /** Raw datagrams x/a logged. */
+  readonly delivered: number;
+  /** Packets the attacker's guard dropped during the phase. */
+  readonly guardDrops: number;
 }
 
 export interface SpoofPhase {
@@ -128,10 +147,17 @@ export async function runSpoof(node: RealNode, m: Matrix, log: (m: string) => vo
       return { delivered: await delivered(tag), tcp, guardDrops: (await guardDrops()) - g0, policyDrops: (await policyDrops()) - d0 };
     };
     const guarded = await phase('spoof1');
+    const raw = await (async (): Promise<RawPhase> => {
+      const g0 = await guardDrops();
+      const pid = await podPid(node, ATTACKER, NAMESPACES.z);
+      const args = [ya.mac, ya.ipv4, xa.mac, xa.ipv4, String(UDP_PORT), String(SPOOF_COUNT), 'raw1-0'];
+      const { stdout } = await execFileP('nsenter', ['-t', String(pid), '-n', 'python3', '-c', RAW_UDP_PY, ...args], { timeout: 30_000 });
+      return { refused: Number(stdout.trim()), delivered: await delivered('raw1'), guardDrops: (await guardDrops()) - g0 };
+    })();
     // NET_ADMIN in the app container removes what its own sidecar wrote (the sidecar-pod-security policy is what refuses that container).
     await must(NAMESPACES.z, ATTACKER, ['nft', 'delete', 'table', 'netdev', GUARD_TABLE]);
     const unguarded = await phase('spoof2');
-    log(`spoof (${SPOOF_COUNT} UDP + 1 TCP from ${ya.ipv4}): guarded ${JSON.stringify(guarded)}; guard deleted ${JSON.stringify(unguarded)}`);
+    log(`spoof (${SPOOF_COUNT} UDP + 1 TCP from ${ya.ipv4}): guarded ${JSON.stringify(guarded)}; raw frames ${JSON.stringify(raw)}; guard deleted ${JSON.stringify(unguarded)}`);
 
     await must(NAMESPACES.z, ATTACKER, ['ip', 'addr', 'del', `${ya.ipv4}/32`, 'dev', 'net1']);
     // x/a may have learnt the attacker's MAC for y/a's address from its ARP answers: forget it, as the kernel would in time.
@@ -139,7 +165,7 @@ export async function runSpoof(node: RealNode, m: Matrix, log: (m: string) => vo
     await send(NAMESPACES.y, 'a', 'real2');
     realTcp.push(await tcpFrom(NAMESPACES.y, 'a'));
     const realAfter = await delivered('real2');
-    return { realBefore, realAfter, realTcp, pairInTable, macTaken: { code: macTry.code, stderr: macTry.stderr.trim() }, guarded, unguarded };
+    return { realBefore, realAfter, realTcp, pairInTable, macTaken: { code: macTry.code, stderr: macTry.stderr.trim() }, guarded, raw, unguarded };
   } finally {
     await node
       .kubectl(['delete', 'pod', '-n', NAMESPACES.z, ATTACKER, '--ignore-not-found', '--wait=true', '--timeout=60s'], { timeoutMs: 70_000 })

@@ -236,7 +236,7 @@ void describe('real node', { concurrency: 1 }, () => {
   );
 
   void test(
-    `policy: spoofing: an attacker pod in netpol-z (NET_ADMIN) adds y/a's net1 address and sends ${SPOOF_COUNT} UDP datagrams and a TCP connection to x/a, which allows only y/a: its own sidecar's source guard stops them, and with the guard deleted x/a's policy (address bound to MAC) does; 0 delivered, the real y/a gets through`,
+    `policy: spoofing: an attacker pod in netpol-z (NET_ADMIN) adds y/a's net1 address and sends ${SPOOF_COUNT} UDP datagrams and a TCP connection to x/a, which allows only y/a: its own sidecar's source guard stops them, raw frames with y/a's MAC and address too, and with the guard deleted x/a's policy (address bound to MAC) does; 0 delivered, the real y/a gets through`,
     { timeout: 300_000 },
     () =>
       underBase(async (m) => {
@@ -252,6 +252,9 @@ void describe('real node', { concurrency: 1 }, () => {
           assert.equal(p.tcp, '', `${name}: the spoofed TCP connection was answered`);
         }
         assert.ok(r.guarded.guardDrops >= SPOOF_COUNT, `the attacker's source guard dropped the spoof: ${JSON.stringify(r.guarded)}`);
+        assert.equal(r.raw.delivered, 0, `raw frames with y/a's MAC and address delivered to x/a: ${JSON.stringify(r.raw)}`);
+        assert.equal(r.raw.refused, SPOOF_COUNT, `every raw frame refused at the attacker's egress: ${JSON.stringify(r.raw)}`);
+        assert.ok(r.raw.guardDrops >= SPOOF_COUNT, `the attacker's source guard counted the raw frames: ${JSON.stringify(r.raw)}`);
         assert.ok(r.unguarded.policyDrops >= SPOOF_COUNT, `x/a's policy dropped the spoof that left the attacker: ${JSON.stringify(r.unguarded)}`);
         assert.equal(r.realBefore, SPOOF_COUNT, 'y/a delivered before the attack');
         assert.equal(r.realAfter, SPOOF_COUNT, 'y/a delivered after the attack');
