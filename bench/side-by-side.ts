@@ -1,5 +1,5 @@
 /**
- * B2, B3, B5 and B8 for two (or more) source trees in one run, alternated (A B, B A, A B, …) so they see the
+ * B2, B3, B5, B8 and B10 for two (or more) source trees in one run, alternated (A B, B A, A B, …) so they see the
  * same machine moments; for a loaded, shared machine, where runs far apart in time say nothing.
  * Each tree is measured by its own code:
  *   b2  the tree's B2 worker (bench/lib/rule-sync-worker.ts) in a fresh namespace, the tree's
@@ -9,6 +9,9 @@
  *       whose chains B3 reads), in a child process
  *   b5  the tree's sidecar bundle at 1,000 Services (bench/b5-ab.ts), nftables, one apiserver for both
  *   b8  the tree's bench/b8-node-agent.ts at its quick sizes, in a child process
+ *   b10 the tree's bench/b10-first-packet.ts at its quick sizes (1,000, 10,000 and 30,000 Services,
+ *       nftables and iptables), in a child process: new connections/s through the cluster IP and
+ *       its ratio to the direct rate of the same pairs
  *   policy-change  the tree's dataplane replacing one peer of an egress rule of 10,000 (bench/lib/policy-change-child.ts)
  *   policy-memory  the tree's bench/policy.ts memory part at its full sizes (POLICY_ONLY=memory), in a
  *       child process: per policy load, the cgroup peak, the nft child's peak and the kernel
@@ -19,7 +22,7 @@
  * commits between the two) take turns the same way. Not a numbered benchmark: figures go in
  * docs/benchmarks.md by hand.
  *
- *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8 policy]
+ *   node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats=3] [b2 b3 b5 b8 b10 policy-change policy-memory]
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';
@@ -32,10 +35,9 @@ import { deleteNetns } from './lib/netns.js';
 import { run, withCleanup, type Cleanup } from './lib/proc.js';
 import { startSidecarEnv, treeSidecarCommand, type SidecarCommand } from './lib/sidecar-env.js';
 import type { BenchResult } from './lib/report.js';
+import { b10Figures, num, row, type Figures } from './lib/side-by-side-figures.js';
 import { fmt, summarize } from '../test/harness/stats.js';
 
-/** Figures of one measurement of one tree, by name. */
-type Figures = Record<string, number>;
 /** A benchmark's setup (once for both trees); it returns the measurement of one tree. */
 type Bench = (cleanup: Cleanup, trees: readonly string[]) => Promise<(tree: string) => Promise<Figures>>;
 
@@ -66,21 +68,6 @@ function streamed(args: readonly string[], env?: NodeJS.ProcessEnv): Promise<{ c
     c.on('error', reject);
     c.on('close', (code) => resolve({ code, stdout: Buffer.concat(out).toString(), stderr: tail }));
   });
-}
-
-/** The first number of a table cell (`1,234 ms (…)`, `12.3`). */
-function num(cell: string | undefined): number {
-  const m = /-?[\d,]*\.?\d+(?:e-?\d+)?/.exec(cell ?? '');
-  if (m === null) throw new Error(`side-by-side: no number in ${JSON.stringify(cell)}`);
-  return Number(m[0].replace(/,/g, ''));
-}
-
-/** The row of `r`'s tables whose first cell starts with `label`, in the table whose caption starts with `caption`. */
-function row(r: BenchResult, caption: string, label: string): readonly string[] {
-  const t = r.tables.find((x) => x.caption?.startsWith(caption));
-  const found = t?.rows.find((x) => x[0]?.startsWith(label));
-  if (found === undefined) throw new Error(`side-by-side: no row ${JSON.stringify(label)} in the table ${JSON.stringify(caption)}`);
-  return found;
 }
 
 const script = (tree: string, name: string): string => path.join(tree, 'bench', name);
@@ -136,6 +123,8 @@ const b8: Bench = async () => async (tree) => {
   return got;
 };
 
+const b10: Bench = async () => async (tree) => b10Figures(await child<BenchResult>([CHILD, script(tree, 'b10-first-packet.ts')], undefined, { B10_ONLY: '' }));
+
 const POLICY_PEERS = 10000;
 const POLICY_CHANGES = 7;
 const POLICY_CHILD = path.join(import.meta.dirname, 'lib', 'policy-change-child.ts');
@@ -157,13 +146,13 @@ const policyMemory: Bench = async () => async (tree) => {
   return got;
 };
 
-const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, 'policy-change': policyChange, 'policy-memory': policyMemory };
+const BENCHES: Record<string, Bench> = { b2, b3, b5, b8, b10, 'policy-change': policyChange, 'policy-memory': policyMemory };
 
 // Trees are the arguments that name folders (they hold a /), the number is the repeats, the rest benchmark names.
 const args = process.argv.slice(2);
 const trees = args.filter((x) => x.includes('/')).map((x) => path.resolve(x));
 if (trees.length < 2)
-  throw new Error('side-by-side: give two or more source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats] [b2 b3 b5 b8 policy-change policy-memory]');
+  throw new Error('side-by-side: give two or more source trees: node --import tsx bench/side-by-side.ts <tree A> <tree B> [tree …] [repeats] [b2 b3 b5 b8 b10 policy-change policy-memory]');
 const repeats = Number(args.find((x) => /^\d+$/.test(x)) ?? 3);
 const named = args.filter((x) => !x.includes('/') && !/^\d+$/.test(x));
 const names = named.length > 0 ? named : Object.keys(BENCHES);

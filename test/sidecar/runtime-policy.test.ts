@@ -21,14 +21,13 @@
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
-import { startControlPlane, type ControlPlane } from '../harness/controlplane.js';
-import { httpRequests, startBackend, type Pod, type Topology } from '../harness/netns.js';
+import type { ControlPlane } from '../harness/controlplane.js';
+import type { Pod, Topology } from '../harness/netns.js';
 import { waitFor } from '../harness/wait.js';
-import { getIfExists, KubeApiError } from '../../src/kube/client.js';
+import { getIfExists } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { CoreV1Event, V1EndpointSlice } from '../../src/kube/types.js';
 import { MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
@@ -36,54 +35,26 @@ import type { MultiNetworkPolicy, MultiNetworkPolicySpec } from '../../src/polic
 import { checkPolicy } from '../../src/policy/validate.js';
 import { addressGroupKey, policyPeerQueries } from '../../src/policy/address-group.js';
 import { REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
-import { podObject } from './state-fixtures.js';
 import { groupSlice } from '../harness/address-groups.js';
-import { metricsText, probe, spawnSidecar, startHttpLoop, startSidecarEnv, waitForLog, type SidecarEnv, type SidecarProcess } from './runtime-harness.js';
+import { metricsText, startHttpLoop, waitForLog, type SidecarEnv, type SidecarProcess } from './runtime-harness.js';
+import { policiesServed, startPolicedPod, type PolicedPod } from './policy-runtime.js';
 
 const HEALTH_PORT = 19183;
 const CRD_FILE = join(import.meta.dirname, '..', '..', 'deploy', 'components', 'multi-networkpolicy', 'crd.yaml');
 
-/** The policy list, or undefined while the API is not served yet: right after a CRD is created the apiserver answers 429 ("storage is (re)initializing") for a moment. */
-async function policiesServed(client: ControlPlane['client'], path: string): Promise<unknown> {
-  try {
-    return await getIfExists(client, path);
-  } catch (e) {
-    if (e instanceof KubeApiError && e.status === 429) return undefined;
-    throw e;
-  }
-}
-
 void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, real nft, real traffic', () => {
+  let rt: PolicedPod;
   let env: SidecarEnv;
   let cp: ControlPlane;
   let topo: Topology;
   let p: Pod;
   let ns = '';
   /** Holds the downwardAPI labels file. */
-  const dir = mkdtempSync(join(tmpdir(), 'mpx-policy-'));
-  const peer = (name: 'a' | 'b'): Pod => topo.pod(name);
+  let dir = '';
+  const peer = (name: 'a' | 'b'): Pod => rt.peer(name);
   const policies = (name?: string): string => apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, ns, name);
   const slices = (name?: string): string => apiPath('discovery.k8s.io', 'v1', 'endpointslices', ns, name);
-
-  /** Whether `from` gets an HTTP reply from the policed pod's net1 address (a drop times out). */
-  const reaches = async (from: Pod): Promise<boolean> => (await httpRequests(topo, from, `http://${p.net1.ipv4}:80/`, 1, 800))[0]?.error === undefined;
-  async function expectReach(what: string, want: { a: boolean; b: boolean }): Promise<void> {
-    let have = { a: false, b: false };
-    await waitFor(
-      what,
-      async () => {
-        have = { a: await reaches(peer('a')), b: await reaches(peer('b')) };
-        return have.a === want.a && have.b === want.b;
-      },
-      20_000,
-      () =>
-        `have ${JSON.stringify(have)}, want ${JSON.stringify(want)}; log: ${env.sidecar
-          ?.logs()
-          .slice(-8)
-          .map((l) => JSON.stringify(l))
-          .join('\n')}`,
-    );
-  }
+  const expectReach = (what: string, want: { a: boolean; b: boolean }): Promise<void> => rt.expectReach(what, want);
 
   const spec = (from: string): MultiNetworkPolicySpec => ({ podSelector: { matchLabels: { app: 'p' } }, ingress: [{ from: [{ podSelector: { matchLabels: { app: from } } }] }] });
   const policy = (name: string, from: string): MultiNetworkPolicy => ({
@@ -106,30 +77,9 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
     }
   }
 
-  function start(extra: Record<string, string> = {}): SidecarProcess {
-    env.sidecar = spawnSidecar(topo, p, {
-      podName: 'client',
-      podNamespace: ns,
-      kubeconfig: cp.kubeconfigPath,
-      healthPort: HEALTH_PORT,
-      env: { DATAPLANE_BACKEND: 'nftables', POD_LABELS_FILE: join(dir, 'labels'), POLICY_API_RETRY_MS: '1000', ...extra },
-    });
-    return env.sidecar;
-  }
-  const ready = (): Promise<number> => probe(topo, p, HEALTH_PORT, '/readyz');
-  async function waitReady(s: SidecarProcess): Promise<void> {
-    await waitFor(
-      '/readyz 200',
-      async () => (await ready()) === 200,
-      30_000,
-      () =>
-        `${s
-          .logs()
-          .slice(-10)
-          .map((l) => JSON.stringify(l))
-          .join('\n')}\n${s.stderr()}`,
-    );
-  }
+  const start = (extra: Record<string, string> = {}): SidecarProcess => rt.start(extra);
+  const ready = (): Promise<number> => rt.ready();
+  const waitReady = (s: SidecarProcess): Promise<void> => rt.waitReady(s);
   async function events(reason: string): Promise<CoreV1Event[]> {
     const list = await cp.client.list<CoreV1Event>(apiPath('', 'v1', 'events', ns));
     return list.items.filter((e) => e.reason === reason);
@@ -137,22 +87,12 @@ void describe('sidecar enforces MultiNetworkPolicy: real apiserver, real netns, 
   const hasPolicyChains = async (): Promise<boolean> => /chain MPX-PIN-/.test((await topo.run(p, ['nft', 'list', 'table', 'inet', 'multus_proxy'], { allowFail: true })).stdout);
 
   before(async () => {
-    env = await startSidecarEnv({ controlPlane: () => startControlPlane(), nsPrefix: 'scp', backends: [{ name: 'a' }, { name: 'b' }] });
+    rt = await startPolicedPod({ nsPrefix: 'scp', healthPort: HEALTH_PORT });
+    ({ env, dir, pod: p } = rt);
     ({ cp, topo, ns } = env);
-    p = env.client;
-    await startBackend(topo, p, { addresses: [p.net1.ipv4] });
-    // The downwardAPI labels file, as the kubelet writes it.
-    writeFileSync(join(dir, 'labels'), 'app="p"\n');
-    const status = [
-      { name: 'kindnet', interface: 'eth0', ips: [p.eth0.ipv4], default: true },
-      { name: `${ns}/net-a`, interface: 'net1', ips: [`${p.net1.ipv4}/24`] },
-    ];
-    await cp.client.create(apiPath('', 'v1', 'pods', ns), podObject(ns, 'client', { serviceNetwork: 'net-a', status }));
-    await env.relay.attach(p);
   });
   after(async () => {
-    await env?.close();
-    rmSync(dir, { recursive: true, force: true });
+    await rt?.close();
   });
 
   void test('without the CRD: no policy, ready; once installed, the policy is enforced and its drops counted', async () => {

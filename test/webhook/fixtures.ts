@@ -6,7 +6,7 @@ import type { NodeAgentPresence } from '../../cmd/webhook/service.js';
 import { DEFAULT_SIDECAR_COMMAND, type SidecarConfig } from '../../cmd/webhook/options.js';
 import type { AdmissionRequest, AdmissionResponse, Operation } from '../../cmd/webhook/responses.js';
 import { networkKey } from '../../src/annotations/service-network.js';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
@@ -14,7 +14,12 @@ import { createCA, createServingCert } from '../../cmd/certs/pki.js';
 import assert from 'node:assert/strict';
 import { createKubeClient, KubeApiError, type KubeClient } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
-import type { ControlPlane } from '../harness/controlplane.js';
+import { poll, type ControlPlane } from '../harness/controlplane.js';
+import { createClusterLookups } from '../../cmd/webhook/cluster.js';
+import { policyValidationHandler } from '../../cmd/webhook/handlers.js';
+import { createApp, PATHS, startWebhookServer } from '../../cmd/webhook/server.js';
+import { watchCertificateFiles } from '../../cmd/webhook/tls.js';
+import { MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import type { PolicyLookup } from '../../cmd/webhook/policy-cache.js';
 import { slimPolicy } from '../../cmd/webhook/policy-cache.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
@@ -157,4 +162,59 @@ export async function installPolicyCrd(cp: ControlPlane): Promise<boolean> {
     if (e instanceof KubeApiError && e.status === 409) return false;
     throw e;
   }
+}
+
+/**
+ * The webhook's MultiNetworkPolicy validation, served here and registered with the apiserver by the
+ * shipped rules and matchConditions (deploy/base), pointed at this server and narrowed to the
+ * namespaces labelled `namespaceLabel`. Resolves once a policy it denies is denied in `namespace`
+ * (the configuration takes effect asynchronously); close() removes the configuration.
+ */
+export async function startPolicyValidation(cp: ControlPlane, namespace: string, namespaceLabel: Record<string, string>, configName: string): Promise<{ close(): Promise<void> }> {
+  const ADMISSION = 'admissionregistration.k8s.io';
+  const pair = servingPairFolder('webhook-policy-', ['127.0.0.1']);
+  const certs = watchCertificateFiles(pair.certFile, pair.keyFile);
+  const cluster = createClusterLookups(cp.client, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 });
+  const app = createApp({ endpoints: { [PATHS.validatePolicies]: { kind: 'MultiNetworkPolicy', handler: policyValidationHandler({ cluster }) } }, maxBodyBytes: 8 * 1024 * 1024 });
+  const server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
+  const shipped = loadAll(readFileSync(join(DEPLOY, 'base', 'webhook-configurations.yaml'), 'utf8')) as {
+    kind?: string;
+    webhooks?: { name: string; clientConfig?: unknown; namespaceSelector?: unknown }[];
+  }[];
+  const hook = shipped.find((d) => d.kind === 'ValidatingWebhookConfiguration')?.webhooks?.find((w) => w.name.startsWith('multi-networkpolicies.'));
+  assert.ok(hook, 'deploy/base has a validating webhook for multi-networkpolicies');
+  await cp.client.create(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations'), {
+    apiVersion: `${ADMISSION}/v1`,
+    kind: 'ValidatingWebhookConfiguration',
+    metadata: { name: configName },
+    webhooks: [
+      {
+        ...hook,
+        clientConfig: { url: `https://127.0.0.1:${server.port}${PATHS.validatePolicies}`, caBundle: Buffer.from(pair.caPem).toString('base64') },
+        namespaceSelector: { matchLabels: namespaceLabel },
+      },
+    ],
+  });
+  const probe = {
+    apiVersion: `${MULTI_NETWORK_POLICY_GROUP}/v1beta1`,
+    kind: 'MultiNetworkPolicy',
+    metadata: { name: 'probe', annotations: { [POLICY_FOR_ANNOTATION]: 'no-such-net' } },
+    spec: { podSelector: {} },
+  };
+  await poll('the validating webhook is in effect', 30_000, async () => {
+    try {
+      await cp.client.create(apiPath(MULTI_NETWORK_POLICY_GROUP, 'v1beta1', MULTI_NETWORK_POLICY_RESOURCE, namespace), probe, { dryRun: true });
+      return false;
+    } catch (e) {
+      return e instanceof KubeApiError && /does not exist/.test(e.message);
+    }
+  });
+  return {
+    async close() {
+      await cp.client.delete(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations', undefined, configName));
+      await server.close();
+      certs.close();
+      rmSync(pair.dir, { recursive: true, force: true });
+    },
+  };
 }

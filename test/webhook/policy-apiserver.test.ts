@@ -9,29 +9,17 @@
  */
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, rmSync } from 'node:fs';
-import { join } from 'node:path';
-import { loadAll } from 'js-yaml';
-import { createClusterLookups } from '../../cmd/webhook/cluster.js';
-import { policyValidationHandler } from '../../cmd/webhook/handlers.js';
-import { createApp, PATHS, startWebhookServer, type WebhookServer } from '../../cmd/webhook/server.js';
-import { watchCertificateFiles, type CertificateSource } from '../../cmd/webhook/tls.js';
 import { isNotFound, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { MULTI_NETWORK_POLICY_CRD, MULTI_NETWORK_POLICY_GROUP, MULTI_NETWORK_POLICY_RESOURCE, POLICY_FOR_ANNOTATION } from '../../src/keys.js';
 import type { MultiNetworkPolicy } from '../../src/policy/api.js';
 import { poll, useControlPlane, uniqueName, type ControlPlane } from '../harness/controlplane.js';
-import { createError, installPolicyCrd, servingPairFolder } from './fixtures.js';
+import { createError, installPolicyCrd, startPolicyValidation } from './fixtures.js';
 import { CHART, helm, KUBE_VERSION, NAMESPACE, RELEASE } from '../deploy/helm.js';
-
-const ADMISSION = 'admissionregistration.k8s.io';
-const DEPLOY = join(import.meta.dirname, '..', '..', 'deploy');
 
 void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () => {
   let cp: ControlPlane;
-  let dir: string;
-  let certs: CertificateSource;
-  let server: WebhookServer;
+  let validation: { close(): Promise<void> };
   let createdCrd = false;
   const ns = uniqueName('mnp');
   const testLabel = { 'multus-proxy-policy-test': uniqueName('run') };
@@ -65,47 +53,11 @@ void describe('MultiNetworkPolicy admission behind a real kube-apiserver', () =>
       spec: { config: '{"cniVersion":"0.4.0","type":"macvlan","name":"net-a"}' },
     });
 
-    const pair = servingPairFolder('webhook-policy-', ['127.0.0.1']);
-    dir = pair.dir;
-    certs = watchCertificateFiles(pair.certFile, pair.keyFile);
-    const cluster = createClusterLookups(cp.client, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 });
-    const app = createApp({ endpoints: { [PATHS.validatePolicies]: { kind: 'MultiNetworkPolicy', handler: policyValidationHandler({ cluster }) } }, maxBodyBytes: 8 * 1024 * 1024 });
-    server = await startWebhookServer(app, certs, { port: 0, host: '127.0.0.1' });
-
-    const shipped = loadAll(readFileSync(join(DEPLOY, 'base', 'webhook-configurations.yaml'), 'utf8')) as {
-      kind?: string;
-      webhooks?: { name: string; clientConfig?: unknown; namespaceSelector?: unknown }[];
-    }[];
-    const hook = shipped.find((d) => d.kind === 'ValidatingWebhookConfiguration')?.webhooks?.find((w) => w.name.startsWith('multi-networkpolicies.'));
-    assert.ok(hook, 'deploy/base has a validating webhook for multi-networkpolicies');
-    await cp.client.create(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations'), {
-      apiVersion: `${ADMISSION}/v1`,
-      kind: 'ValidatingWebhookConfiguration',
-      metadata: { name: configName },
-      webhooks: [
-        {
-          ...hook,
-          clientConfig: { url: `https://127.0.0.1:${server.port}${PATHS.validatePolicies}`, caBundle: Buffer.from(pair.caPem).toString('base64') },
-          namespaceSelector: { matchLabels: testLabel },
-        },
-      ],
-    });
-    // The configuration takes effect asynchronously: wait until a policy the webhook denies is denied.
-    await poll('the validating webhook is in effect', 30_000, async () => {
-      try {
-        await cp.client.create(path('v1beta1'), policy('probe', { podSelector: {} }, 'no-such-net'), { dryRun: true });
-        return false;
-      } catch (e) {
-        return e instanceof KubeApiError && /does not exist/.test(e.message);
-      }
-    });
+    validation = await startPolicyValidation(cp, ns, testLabel, configName);
   });
 
   after(async () => {
-    await cp.client.delete(apiPath(ADMISSION, 'v1', 'validatingwebhookconfigurations', undefined, configName));
-    await server.close();
-    certs.close();
-    rmSync(dir, { recursive: true, force: true });
+    await validation.close();
     await cp.client.delete(apiPath('', 'v1', 'namespaces', undefined, ns));
     if (createdCrd) await cp.client.delete(apiPath('apiextensions.k8s.io', 'v1', 'customresourcedefinitions', undefined, MULTI_NETWORK_POLICY_CRD));
   });
