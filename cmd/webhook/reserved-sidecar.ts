@@ -48,8 +48,9 @@ interface Difference {
 function difference(want: unknown, have: unknown, path: string): Difference | undefined {
   if (covers(want, have)) return undefined;
   if (Array.isArray(want) && Array.isArray(have)) {
-    for (let i = 0; i < Math.max(want.length, have.length); i++) {
-      const d = i < want.length ? difference(want[i], have[i], `${path}[${i}]`) : { path: `${path}[${i}]`, have: have[i], want: undefined };
+    const h: readonly unknown[] = have;
+    for (let i = 0; i < Math.max(want.length, h.length); i++) {
+      const d = i < want.length ? difference(want[i], h[i], `${path}[${i}]`) : { path: `${path}[${i}]`, have: h[i], want: undefined };
       if (d !== undefined) return d;
     }
   }
