@@ -13,6 +13,13 @@ export type IptablesBackend = 'auto' | 'nft' | 'legacy';
 export type RuleBackendChoice = 'auto' | 'iptables' | 'nftables';
 export const RULE_BACKENDS: readonly RuleBackendChoice[] = ['auto', 'iptables', 'nftables'];
 
+/**
+ * The source guard (cmd/sidecar/source-guard.ts): enforce, or off where the cluster admin exempts
+ * the pod (the webhook's sourceGuard settings, docs/decisions/0300-source-guard-exemption-by-cluster-admin.md).
+ */
+export type SourceGuardMode = 'enforce' | 'off';
+export const SOURCE_GUARD_MODES: readonly SourceGuardMode[] = ['enforce', 'off'];
+
 export interface SidecarOptions {
   /** The pod this sidecar runs in (downward API). */
   readonly podName: string;
@@ -85,6 +92,8 @@ export interface SidecarOptions {
   readonly policyHoldMs: number;
   /** How often the sidecar asks again whether the MultiNetworkPolicy API is served, while it is not (its CRD is optional). */
   readonly policyApiRetryMs: number;
+  /** The source guard: the webhook always sets it from the admin's settings; unset (a sidecar run by hand): enforce. */
+  readonly sourceGuard: SourceGuardMode;
 }
 
 /** Environment variable and flag for each setting (the webhook sets the variables). */
@@ -111,6 +120,7 @@ export const OPTION_SOURCES = {
   podContainerPorts: { env: 'POD_CONTAINER_PORTS', flag: 'pod-container-ports' },
   policyHoldMs: { env: 'POLICY_HOLD_MS', flag: 'policy-hold-ms' },
   policyApiRetryMs: { env: 'POLICY_API_RETRY_MS', flag: 'policy-api-retry-ms' },
+  sourceGuard: { env: 'SOURCE_GUARD', flag: 'source-guard' },
 } as const satisfies Record<Exclude<keyof SidecarOptions, 'externalIPs'> | 'externalIPsAllowedCIDRs', { env: string; flag: string }>;
 
 /** The node label the zone comes from (and the pod label PodTopologyLabels copies it to). */
@@ -142,6 +152,8 @@ export const REASON_INVALID_ANNOTATION = 'SidecarInvalidAnnotation';
 export const REASON_SYNC_FAILED = 'SidecarSyncFailed';
 export const REASON_SYNC_RECOVERED = 'SidecarSyncRecovered';
 export const REASON_SERVICE_CAP_REACHED = 'ServiceCapReached';
+/** An address-group slice's endpoint-macs annotation cannot be used (its addresses match by address alone). */
+export const REASON_INVALID_GROUP_ANNOTATION = 'AddressGroupInvalidAnnotation';
 /** A Service over the sidecar's budget per object (src/cache-budget.ts) is not served. */
 export const REASON_SERVICE_OVER_BUDGET = 'ServiceOverBudget';
 /** The first sync went ahead without a selecting policy's address groups (fail-closed: no peers from them). */

@@ -29,7 +29,7 @@ import { parseOptions, SIDECAR_PROGRAM, type ParsedOptions } from './options.js'
 import { createSidecarRuntime, type SidecarRuntime } from './runtime.js';
 import { podEventWriter } from './problems.js';
 import { countersReaderBeside } from './policy-drops.js';
-import { nftGuardWriter } from './source-guard.js';
+import { nftGuardTool } from './source-guard.js';
 
 /**
  * How long stopping may take before the process exits anyway: well inside the kubelet's default
@@ -171,7 +171,7 @@ async function main(): Promise<number | undefined> {
     backendKind: choice.kind,
     countersReader: countersReaderBeside(opts.elementWriter),
   };
-  const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event, guard: nftGuardWriter });
+  const rt = createSidecarRuntime({ ...opts, policy }, { client, dataplane, log, metrics, event, guard: nftGuardTool });
   parts.runtime = rt;
   log.info({ pod: `${opts.podNamespace}/${opts.podName}`, healthPort, backend: await dataplane.backend(), backendChoice: choice.why }, 'multus-proxy sidecar starting');
   const started = await program.startAll([watchdog(program, rt, opts, log), { name: 'runtime', start: () => rt.start(), stop: () => rt.stop() }]);

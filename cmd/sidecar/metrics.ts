@@ -21,6 +21,10 @@ export interface SidecarMetrics extends SyncMetrics {
   policiesEnforced(n: number): void;
   /** Where the drops per policy come from: read when the metrics are scraped (policy-drops.ts). */
   policyDrops(read: () => Promise<readonly PolicyDrops[]>): void;
+  /** The source guard was found deleted or altered at a drift check, and written again (ok) or not. */
+  sourceGuardRestored(ok: boolean): void;
+  /** Address-group slices whose endpoint-macs annotation cannot be used now. */
+  invalidGroupAnnotations(n: number): void;
 }
 
 /** Packets one policy's drop counter counted in one direction. */
@@ -71,6 +75,19 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
       for (const r of rows) this.inc({ policy: r.policy, direction: r.direction }, r.packets);
     },
   });
+  const restores = new prom.Counter({
+    name: `${METRIC_PREFIX}_source_guard_restores_total`,
+    help: "Times a drift check found the pod's source guard table (netdev multus_proxy_guard) deleted or altered from inside the pod, by result: ok (written again), failed (the write failed; retried at the next check).",
+    labelNames: ['result'],
+    registers: [registry],
+  });
+  for (const result of ['ok', 'failed']) restores.inc({ result }, 0);
+  const badGroups = new prom.Gauge({
+    name: `${METRIC_PREFIX}_invalid_address_group_annotations`,
+    help: "Address-group EndpointSlices of the pod's namespace whose multus-proxy/endpoint-macs annotation cannot be used (their addresses match by address alone); an Event on the pod names each.",
+    registers: [registry],
+  });
+  badGroups.set(0);
   return {
     registry,
     ...createSyncMetrics(registry, METRIC_PREFIX),
@@ -81,5 +98,7 @@ export function createSidecarMetrics(registry: Registry = createRegistry(METRIC_
     },
     policiesEnforced: (n) => enforced.set(n),
     policyDrops: (read) => void (readDrops = read),
+    sourceGuardRestored: (ok) => restores.inc({ result: ok ? 'ok' : 'failed' }),
+    invalidGroupAnnotations: (n) => badGroups.set(n),
   };
 }

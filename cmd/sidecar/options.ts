@@ -17,6 +17,7 @@ import {
   DEFAULT_POLICY_HOLD_MS,
   OPTION_SOURCES,
   RULE_BACKENDS,
+  SOURCE_GUARD_MODES,
   type IptablesBackend,
   type SidecarOptions,
 } from '../../src/sidecar-contract.js';
@@ -54,6 +55,7 @@ const NUMBERS: Record<
     | 'externalIPsAllowedCIDRs'
     | 'podLabelsFile'
     | 'podContainerPorts'
+    | 'sourceGuard'
   >,
   { def: number; min: number; max: number }
 > = {
@@ -112,9 +114,13 @@ const HELP: Record<Key, { value: string; help: string }> = {
     value: 'CIDRS',
     help: 'comma list of the CIDRs the cluster admin allows external IPs from (the webhook sets it from externalIPs.allowedCIDRs); unset: no external IP is served',
   },
+  sourceGuard: {
+    value: 'MODE',
+    help: "enforce: the pod sends on its secondary interfaces only from its own addresses and MAC; off: no source guard (the webhook sets it from the cluster admin's sourceGuard settings)",
+  },
 };
 
-const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto', elementWriter: DEFAULT_NFNL_BATCH };
+const DEFAULT_TEXT: Partial<Record<Key, string>> = { healthHost: ANY_HOST, iptablesBackend: 'auto', backend: 'auto', elementWriter: DEFAULT_NFNL_BATCH, sourceGuard: 'enforce' };
 
 /** The sidecar's flags and variables, for parsing and for --help. */
 export const SIDECAR_PROGRAM: Program = {
@@ -161,6 +167,25 @@ function backendOptions(raw: (key: Key) => string | undefined, problems: string[
       ),
     );
   return { iptablesBackend: iptablesBackend ?? 'auto', backend: backend ?? 'auto', elementWriter: elementWriter ?? DEFAULT_NFNL_BATCH };
+}
+
+/** The source guard's mode; absent (a pod the webhook did not write): enforce; a bad one is refused with the fix, so a typo neither opens the pod nor passes unnoticed. */
+function sourceGuardOption(raw: (key: Key) => string | undefined, problems: string[]): ParsedOptions['sourceGuard'] {
+  const v = raw('sourceGuard') ?? 'enforce';
+  const mode = SOURCE_GUARD_MODES.find((m) => m === v);
+  if (mode === undefined)
+    problems.push(
+      formatInputError(
+        OBJECT,
+        inputError(
+          describe('sourceGuard'),
+          v,
+          'is not a source guard mode',
+          `write one of ${SOURCE_GUARD_MODES.join(', ')}; the webhook sets it from the cluster admin's sourceGuard.mode and sourceGuard.exemptNamespaces, so fix those (or the container spec that set it)`,
+        ),
+      ),
+    );
+  return mode ?? 'enforce';
 }
 
 /** The client's place (node, zone) and the admin's external-IP list: each checked, a bad one reported in `problems`. */
@@ -227,6 +252,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
   const podNamespace = required('podNamespace');
   const { iptablesBackend, backend, elementWriter } = backendOptions(raw, problems);
   const { nodeName, nodeZone, externalIPs } = placeOptions(raw, problems);
+  const sourceGuard = sourceGuardOption(raw, problems);
   const portsRaw = raw('podContainerPorts');
   const ports = portsRaw === undefined ? undefined : parseContainerPorts(portsRaw, describe('podContainerPorts'));
   if (ports !== undefined && !ports.ok) problems.push(ports.error);
@@ -251,6 +277,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
     nodeName,
     nodeZone,
     externalIPs,
+    sourceGuard,
     ...(raw('podLabelsFile') !== undefined ? { podLabelsFile: raw('podLabelsFile') } : {}),
     ...(ports?.ok === true ? { podContainerPorts: ports.value } : {}),
     cleanup,

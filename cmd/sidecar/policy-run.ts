@@ -18,7 +18,7 @@ import type { NetworkStatusEntry } from '../../src/annotations/network-status.js
 import type { KubeClient } from '../../src/kube/client.js';
 import type { InformerOptions } from '../../src/kube/informer.js';
 import type { Logger } from '../../src/log.js';
-import { addressGroupView } from '../../src/policy/address-group.js';
+import { addressGroupView, endpointMacsProblem } from '../../src/policy/address-group.js';
 import type { PodPolicy } from '../../src/policy/model.js';
 import type { ContainerPort } from '../../src/policy/resolve.js';
 import { OPTION_SOURCES, REASON_POLICY_BACKEND_REFUSED, REASON_POLICY_CAP_REACHED, REASON_POLICY_GROUPS_MISSING } from '../../src/sidecar-contract.js';
@@ -58,6 +58,8 @@ export interface PolicyDeps {
   readonly say: (list: Say[]) => void;
   /** Something the policy depends on changed: a sync is due. */
   readonly markDirty: () => void;
+  /** An address-group slice (namespace/name) was read: what is wrong with its endpoint-macs, or undefined (also when it was deleted). */
+  readonly groupProblem?: (slice: string, problem: string | undefined) => void;
 }
 
 /** Distinct policies a compiled policy enforces (rules, isolation and failures). */
@@ -107,6 +109,7 @@ export class PolicyPart {
       namespace: o.podNamespace,
       informerOptions: d.informerOptions,
       onChange: changed,
+      onGroup: (slice, gone) => d.groupProblem?.(`${slice.metadata?.namespace ?? ''}/${slice.metadata?.name ?? ''}`, gone ? undefined : endpointMacsProblem(slice)),
       ...(o.policyApiRetryMs !== undefined ? { absentRetryMs: o.policyApiRetryMs } : {}),
     });
     this.labels =

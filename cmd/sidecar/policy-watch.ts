@@ -42,6 +42,8 @@ export interface PolicyWatchDeps {
   informerOptions(name: string): Partial<InformerOptions>;
   /** A policy or a group changed (or the policy API came or went). */
   onChange(): void;
+  /** An address-group slice was added or updated (`gone` false), or deleted; before onChange. */
+  onGroup?(slice: V1EndpointSlice, gone: boolean): void;
   /** Ask again this often whether the API is served (tests shorten it). */
   readonly absentRetryMs?: number;
 }
@@ -65,7 +67,11 @@ export class PolicyWatch {
       labelSelector: addressGroupSelector,
       transform: slimAddressGroupSlice,
     });
-    this.groupInformer.on({ add: () => d.onChange(), update: () => d.onChange(), delete: () => d.onChange() });
+    const group = (slice: V1EndpointSlice, gone: boolean): void => {
+      d.onGroup?.(slice, gone);
+      d.onChange();
+    };
+    this.groupInformer.on({ add: (s) => group(s, false), update: (s) => group(s, false), delete: (s) => group(s, true) });
   }
 
   start(): void {

@@ -37,13 +37,13 @@ import { sameState, stateSize } from '../../src/dataplane/index.js';
 import { LAST_CHANGE_TRIGGER_TIME_ANNOTATION, slimService } from './slim.js';
 import { ProblemState, type Say } from './problems.js';
 import { StateFeed } from './state-feed.js';
-import { DEFAULT_MAX_SERVICES_PER_NETWORK, DEFAULT_POLICY_HOLD_MS } from '../../src/sidecar-contract.js';
+import { DEFAULT_MAX_SERVICES_PER_NETWORK, DEFAULT_POLICY_HOLD_MS, type SourceGuardMode } from '../../src/sidecar-contract.js';
 import { PodInput, podSource, type PodSource } from './pod-input.js';
 import { SliceWatch } from './slice-watch.js';
 import { onceLogger, SyncReporter } from './sync-report.js';
 import { CapReporter } from './cap-report.js';
 import { PolicyPart, type PolicyOptions } from './policy-run.js';
-import { SourceGuard, type GuardWriter } from './source-guard.js';
+import { SourceGuard, type GuardTool } from './source-guard.js';
 import type { DesiredState } from '../../src/dataplane/index.js';
 
 export { sliceSelector } from './slice-watch.js';
@@ -75,6 +75,8 @@ export interface RuntimeOptions extends SyncLoopOptions {
   readonly externalIPs?: ExternalIPPolicy;
   /** MultiNetworkPolicy: the labels file, named ports, the first sync's hold and the back end (policy-run.ts); unset: the defaults, nftables. */
   readonly policy?: Partial<Omit<PolicyOptions, 'podNamespace'>>;
+  /** The source guard's mode (SOURCE_GUARD, the cluster admin's); unset: enforce. */
+  readonly sourceGuard?: SourceGuardMode;
 }
 
 export interface RuntimeDeps {
@@ -84,8 +86,8 @@ export interface RuntimeDeps {
   readonly metrics: SidecarMetrics;
   /** Writes an Event on the pod (cmd/sidecar/problems.ts); unset: problems are only logged and counted. */
   readonly event?: (s: Say) => void;
-  /** Writes the source guard where the pod's rules live (cmd/sidecar/source-guard.ts); unset (tests in another namespace): no guard. */
-  readonly guard?: GuardWriter;
+  /** Writes and lists the source guard where the pod's rules live (cmd/sidecar/source-guard.ts); unset (tests in another namespace): no guard. */
+  readonly guard?: GuardTool;
 }
 
 export interface SidecarRuntime {
@@ -117,7 +119,7 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
   // While the back end refuses the pod's policy, the process's first sync writes nothing: a switch
   // from nftables would otherwise remove the policy rules the last run left (policy-run.ts).
   let written = false;
-  const guard = deps.guard === undefined ? undefined : new SourceGuard(deps.guard, log);
+  const guard = deps.guard === undefined ? undefined : new SourceGuard({ tool: deps.guard, log, mode: options.sourceGuard ?? 'enforce', restored: (ok) => deps.metrics.sourceGuardRestored(ok) });
   return createSyncLoop(options, {
     compute: () => {
       const out = feed.compute({ served: pod.served, interfaces: podInterfaces(pod.served, pod.status), services: () => inputs.services.list(), slices: () => inputs.slices.list() });
@@ -139,7 +141,12 @@ function createLoop(options: RuntimeOptions, deps: RuntimeDeps, inputs: Inputs, 
     // A new compiled policy is a change (withPodPolicy); sameState compares the Services' part.
     same: (a: DesiredState, b: DesiredState) => written && guard?.current(pod.status) !== false && a.policy === b.policy && sameState(a, b),
     size: stateSize,
-    checkDrift: (o) => deps.dataplane.checkDrift(o),
+    // The guard is checked on the same cadence, and written again on its own: its drift needs no
+    // full rewrite of the Services and policy rules.
+    checkDrift: async (o) => {
+      await guard?.repair();
+      return deps.dataplane.checkDrift(o);
+    },
     metrics: deps.metrics,
     log,
     onOutcome: (error, failures) => say(problems.sync(error, failures, Date.now())),
@@ -251,7 +258,20 @@ export function createSidecarRuntime(options: RuntimeOptions, deps: RuntimeDeps)
   const services = createInformer<V1Service>(client, { ...informerOpts('services'), path: apiPath('', 'v1', 'services'), labelSelector: `${PROXY_NAME_LABEL}=${PROXY_NAME}`, transform: slimService });
   const policy = new PolicyPart(
     { policyHoldMs: DEFAULT_POLICY_HOLD_MS, backendKind: 'nftables', ...options.policy, podNamespace: options.podNamespace },
-    { client, log, metrics: deps.metrics, informerOptions: informerOpts, say, markDirty: () => loop.markDirty() },
+    {
+      client,
+      log,
+      metrics: deps.metrics,
+      informerOptions: informerOpts,
+      say,
+      markDirty: () => loop.markDirty(),
+      groupProblem: (slice, problem) => {
+        const told = problems.group(slice, problem);
+        for (const t of told) log.warn({ slice, problem }, t.message);
+        say(told);
+        deps.metrics.invalidGroupAnnotations(problems.invalidGroups());
+      },
+    },
   );
   const loop = createLoop(options, deps, { pod, services, slices, feed, policy }, say, problems);
   const pods = podSource(options, client, log, informerOpts('pod'), (p) => {

@@ -10,6 +10,7 @@ import type { Logger } from '../../src/log.js';
 import { lookupNads, type ClusterLookups } from './cluster.js';
 import type { Outcome } from './metrics.js';
 import { injectSidecar } from './mutate.js';
+import { reservedSidecarProblem } from './reserved-sidecar.js';
 import type { PodSecurityLevel, SidecarConfig } from './options.js';
 import { createPatch } from './patch.js';
 import { decideInjection, describePod, type PodDecision, type SelectedBy } from '../../src/injection-policy.js';
@@ -93,18 +94,26 @@ export function podHandler(deps: HandlerDeps, opts: { readonly namespaceEnabled?
     });
     const object = describePod(pod, namespace);
     switch (decision.action) {
-      case 'skip':
+      case 'skip': {
+        // A container named like the sidecar, in a pod that would get the sidecar: kept only when it
+        // is the one this webhook injects (reinvocation), so a pod cannot carry settings of its own.
+        const reserved = decision.reason === 'already-injected' && (namespaceEnabled || selected !== undefined) ? reservedSidecarProblem(pod, deps.sidecar, namespace, object) : undefined;
+        if (reserved !== undefined) {
+          deps.logger?.info({ object, reason: 'reserved-container', message: reserved, uid: req.uid }, 'pod denied');
+          return { response: denied(req.uid, 403, reserved), outcome: 'denied', reason: 'reserved-container' };
+        }
         // An inherited pod left without its sidecar is worth an info line; routine skips are not.
         if (decision.warnings.length > 0) deps.logger?.info({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod admitted without the sidecar');
         else deps.logger?.debug({ object, reason: decision.reason, detail: decision.detail, uid: req.uid }, 'pod not injected');
         return { response: allowed(req.uid, decision.warnings), outcome: 'skipped', reason: decision.reason };
+      }
       case 'deny':
         deps.logger?.info({ object, reason: decision.reason, message: decision.message, uid: req.uid }, 'pod denied');
         return { response: denied(req.uid, decision.code, decision.message), outcome: 'denied', reason: decision.reason };
       case 'inject': {
         const mode = deps.sidecar.mode;
         const native = mode === 'native' || (mode === 'auto' && (await deps.cluster.nativeSidecarsSupported()));
-        const ops = createPatch(pod, injectSidecar(pod, deps.sidecar, native));
+        const ops = createPatch(pod, injectSidecar(pod, deps.sidecar, native, namespace));
         deps.logger?.info({ object, native, networks: decision.networks.map(networkKey), selectedBy: selected?.policy, uid: req.uid, dryRun: req.dryRun === true }, 'sidecar injected');
         return { response: patched(req.uid, ops), outcome: 'injected', reason: native ? 'native' : 'regular' };
       }

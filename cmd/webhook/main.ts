@@ -66,7 +66,7 @@ async function main(): Promise<number | undefined> {
     ready: () => (policies.state() === 'starting' ? { ready: false, reason: 'MultiNetworkPolicies not read yet' } : { ready: true }),
   });
   const server = await startWebhookServer(app, tls, { port: opts.port, host: opts.host });
-  logger.info({ port: server.port, sidecarImage: opts.sidecar.image, mode: opts.sidecar.mode }, 'webhook listening');
+  logger.info({ port: server.port, sidecarImage: opts.sidecar.image, mode: opts.sidecar.mode, sourceGuard: opts.sidecar.sourceGuard }, 'webhook listening');
 
   // Keep answering while the endpoint removal reaches the apiserver, then stop: a webhook that
   // closes at once turns pod creations into failures for a few seconds at every rollout. Still

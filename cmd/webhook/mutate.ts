@@ -8,7 +8,8 @@ import { SERVICE_ACCOUNT_DIR } from '../../src/kube/config.js';
 import type { V1Container, V1Pod } from '../../src/kube/types.js';
 import { OPTION_SOURCES, POD_ANNOTATIONS_FILE, POD_INFO_DIR, POD_LABELS_FILE, ZONE_LABEL } from '../../src/sidecar-contract.js';
 import { formatContainerPorts, namedContainerPorts } from '../../src/policy/container-ports.js';
-import { SIDECAR_MALLOC_ENV, type SidecarConfig } from './options.js';
+import { SIDECAR_MALLOC_ENV, sourceGuardFor, type SidecarConfig } from './options.js';
+import type { SourceGuardMode } from '../../src/sidecar-contract.js';
 
 type PodSpec = NonNullable<V1Pod['spec']>;
 type Volume = NonNullable<PodSpec['volumes']>[number];
@@ -114,6 +115,8 @@ function fieldEnv(name: string, fieldPath: string): NonNullable<V1Container['env
 /**
  * `containerPorts`: the pod's named containerPorts as the sidecar reads them (formatContainerPorts),
  * written once because they cannot change after creation; unset when the pod names none.
+ * `sourceGuard`: the pod's source guard (sourceGuardFor its namespace); off is written as
+ * SOURCE_GUARD=off, enforce is the sidecar's default and left out.
  */
 export function sidecarContainer(
   cfg: SidecarConfig,
@@ -122,6 +125,7 @@ export function sidecarContainer(
   runVolumeName = RUN_VOLUME_BASE,
   podInfoVolumeName = PODINFO_VOLUME_BASE,
   containerPorts?: string,
+  sourceGuard: SourceGuardMode = sourceGuardFor(cfg, ''),
 ): V1Container {
   const container: V1Container = {
     name: SIDECAR_CONTAINER_NAME,
@@ -145,6 +149,7 @@ export function sidecarContainer(
       { name: OPTION_SOURCES.maxServicesPerNetwork.env, value: String(cfg.maxServicesPerNetwork) },
       ...(cfg.backend !== 'auto' ? [{ name: OPTION_SOURCES.backend.env, value: cfg.backend }] : []),
       ...(cfg.externalIPsAllowedCIDRs !== undefined ? [{ name: OPTION_SOURCES.externalIPsAllowedCIDRs.env, value: cfg.externalIPsAllowedCIDRs.join(',') }] : []),
+      ...(sourceGuard === 'off' ? [{ name: OPTION_SOURCES.sourceGuard.env, value: sourceGuard }] : []),
       ...Object.entries(SIDECAR_MALLOC_ENV).map(([name, value]) => ({ name, value })),
     ],
     resources: structuredClone(cfg.resources),
@@ -187,7 +192,7 @@ export function sidecarContainer(
  * modified. A deep copy of the pod was a fifth of the webhook's CPU (docs/benchmarks.md, B1), and
  * sharing is also what lets createPatch skip the unchanged subtrees by identity.
  */
-export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): V1Pod {
+export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean, namespace = pod.metadata?.namespace ?? ''): V1Pod {
   const spec: PodSpec = pod.spec ?? { containers: [] };
   const volumes = spec.volumes ?? [];
   const taken = new Set(volumes.map((v) => v.name));
@@ -195,7 +200,7 @@ export function injectSidecar(pod: V1Pod, cfg: SidecarConfig, native: boolean): 
   const runName = uniqueName(RUN_VOLUME_BASE, taken);
   const podInfoName = uniqueName(PODINFO_VOLUME_BASE, taken);
   const named = namedContainerPorts(spec);
-  const sidecar = sidecarContainer(cfg, volumeName, native, runName, podInfoName, named.length > 0 ? formatContainerPorts(named) : undefined);
+  const sidecar = sidecarContainer(cfg, volumeName, native, runName, podInfoName, named.length > 0 ? formatContainerPorts(named) : undefined, sourceGuardFor(cfg, namespace));
   const outSpec: PodSpec = { ...spec, volumes: [...volumes, tokenVolume(volumeName, cfg.tokenExpirationSeconds), runVolume(runName), podInfoVolume(podInfoName)] };
   const out: V1Pod = { ...pod, spec: outSpec };
   if (native) {

@@ -24,11 +24,14 @@
  *     resources: { requests: { cpu: 10m, memory: 48Mi }, limits: { memory: 128Mi } }
  *   externalIPs:
  *     allowedCIDRs: [192.0.2.0/24]          # unset: external IPs admitted with a warning, never served
+ *   sourceGuard:
+ *     mode: enforce                         # enforce | off (every injected pod)
+ *     exemptNamespaces: [vip-team]          # namespaces whose pods get no source guard (VIPs, moving MACs)
  */
 import { ANY_HOST } from '../../src/health.js';
 import { dirname, join } from 'node:path';
 import { load } from 'js-yaml';
-import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, type RuleBackendChoice } from '../../src/sidecar-contract.js';
+import { DEFAULT_HEALTH_PORT, DEFAULT_MAX_SERVICES_PER_NETWORK, RULE_BACKENDS, SOURCE_GUARD_MODES, type RuleBackendChoice, type SourceGuardMode } from '../../src/sidecar-contract.js';
 import { err, formatInputError, inputError, ok, showValue, type Result } from '../../src/result.js';
 import { helpText, KUBECONFIG_FLAG, parseFlags, type Program } from '../../src/cli.js';
 import { NODE_AGENT_NAMESPACE } from '../../src/keys.js';
@@ -67,6 +70,25 @@ export interface SidecarConfig {
    * them (its EXTERNAL_IPS_ALLOWED_CIDRS); absent when not configured (no variable: none served).
    */
   readonly externalIPsAllowedCIDRs?: readonly string[];
+  /**
+   * The cluster admin's source guard settings (docs/decisions/0300-source-guard-exemption-by-cluster-admin.md),
+   * turned into the sidecar's SOURCE_GUARD per pod (sourceGuardFor); unset: enforce everywhere.
+   */
+  readonly sourceGuard?: SourceGuardSettings;
+}
+
+export interface SourceGuardSettings {
+  /** enforce, or off for every injected pod. */
+  readonly mode: SourceGuardMode;
+  /** Namespaces whose pods get no guard while the mode is enforce (by name: a tenant cannot rename its namespace). */
+  readonly exemptNamespaces: readonly string[];
+}
+
+/** The source guard of a pod of `namespace`: the admin's mode, off in an exempt namespace. */
+export function sourceGuardFor(cfg: Pick<SidecarConfig, 'sourceGuard'>, namespace: string): SourceGuardMode {
+  const g = cfg.sourceGuard;
+  if (g === undefined) return 'enforce';
+  return g.mode === 'off' || g.exemptNamespaces.includes(namespace) ? 'off' : 'enforce';
 }
 
 export interface WebhookOptions {
@@ -130,6 +152,8 @@ export const DEFAULT_SIDECAR_COMMAND = [HEALTH_LISTEN, 'node', ...SIDECAR_NODE_F
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 const MODES: readonly SidecarMode[] = ['native', 'regular', 'auto'];
 const PULL_POLICIES: readonly PullPolicy[] = ['Always', 'IfNotPresent', 'Never'];
+/** A namespace's name: a DNS label. */
+const NAMESPACE_NAME = /^(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 /** Kubernetes quantity syntax, e.g. 10m, 0.5, 128Mi, 1G, 1e3. */
 const QUANTITY = /^[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$/;
 
@@ -257,6 +281,20 @@ export const SETTINGS = {
     help: 'CIDRs a Service on a secondary network may take spec.externalIPs from (comma list; empty: none); a new address outside them is denied. Unset: admitted with a warning, not served (CVE-2020-8554)',
     kind: { type: 'strings' },
   },
+  'sourceGuard.mode': {
+    file: ['sourceGuard', 'mode'],
+    env: 'SOURCE_GUARD',
+    flag: 'source-guard',
+    help: "enforce: every injected pod sends on its secondary interfaces only from its own addresses and MAC; off: no source guard in any pod (only the receivers' MAC binding then stops a pod that claims another's address)",
+    kind: { type: 'enum', values: SOURCE_GUARD_MODES },
+  },
+  'sourceGuard.exemptNamespaces': {
+    file: ['sourceGuard', 'exemptNamespaces'],
+    env: 'SOURCE_GUARD_EXEMPT_NAMESPACES',
+    flag: 'source-guard-exempt-namespaces',
+    help: 'namespaces (comma list) whose pods get no source guard: for pods that add their own addresses (VIPs) or move their MAC; set by the cluster admin only',
+    kind: { type: 'strings' },
+  },
 } as const satisfies Record<string, Setting>;
 
 type Name = keyof typeof SETTINGS;
@@ -338,7 +376,7 @@ function unknownKeys(doc: Record<string, unknown>): string[] {
   const known = new Set(Object.values(SETTINGS).map((s) => s.file.join('.')));
   const out: string[] = [];
   for (const [k, v] of Object.entries(doc)) {
-    if ((k === 'sidecar' || k === 'externalIPs') && typeof v === 'object' && v !== null && !Array.isArray(v)) {
+    if ((k === 'sidecar' || k === 'externalIPs' || k === 'sourceGuard') && typeof v === 'object' && v !== null && !Array.isArray(v)) {
       for (const sk of Object.keys(v)) if (!known.has(`${k}.${sk}`)) out.push(`${k}.${sk}`);
     } else if (!known.has(k)) out.push(k);
   }
@@ -444,6 +482,12 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       formatInputError(OBJECT, inputError('sidecar.image', '', 'is not set', `set sidecar.image in the config file, the ${SIDECAR_IMAGE_FILE} key of the ConfigMap, SIDECAR_IMAGE or --sidecar-image`)),
     );
   }
+  const exempt = (values.get('sourceGuard.exemptNamespaces') as string[] | undefined) ?? [];
+  for (const ns of exempt)
+    if (!NAMESPACE_NAME.test(ns))
+      problems.push(
+        formatInputError(OBJECT, inputError('sourceGuard.exemptNamespaces', ns, 'is not a namespace name', 'write namespace names (lower-case DNS labels), comma-separated in a variable or flag')),
+      );
   const externalIPs = parseExternalIPPolicy(values.get('externalIPs.allowedCIDRs') as string[] | undefined, 'externalIPs.allowedCIDRs');
   if (!externalIPs.ok) problems.push(externalIPs.error);
   if (problems.length > 0 || !externalIPs.ok) return err(problems.join('\n'));
@@ -478,6 +522,7 @@ export function parseOptions(env: Readonly<Record<string, string | undefined>>, 
       tokenExpirationSeconds: get('sidecar.tokenExpirationSeconds', 3607),
       maxServicesPerNetwork: get('sidecar.maxServicesPerNetwork', DEFAULT_MAX_SERVICES_PER_NETWORK),
       ...(externalIPs.value.configured ? { externalIPsAllowedCIDRs: externalIPs.value.allowed.map((r) => r.cidr) } : {}),
+      sourceGuard: { mode: get('sourceGuard.mode', 'enforce'), exemptNamespaces: [...new Set(exempt)].sort() },
     },
     externalIPs: externalIPs.value,
   });

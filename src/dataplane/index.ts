@@ -28,5 +28,5 @@ export {
 export type { Change } from './core/engine.js';
 export type { BackendEndpoint, ChosenEndpoint, DesiredState, IpFamily, PodInterface, Protocol, Rendered, Resolution, ResolvedTarget, Route, ServicePortTarget, SkippedTarget } from './core/model.js';
 export { DEFAULT_NFNL_BATCH } from './nftables/tuning/element-writer.js';
-export { GUARD_TABLE, guardInterfaces, sourceGuardText, type GuardInterface } from './nftables/source-guard.js';
+export { GUARD_TABLE, guardDrift, guardInterfaces, sourceGuardText, type GuardInterface } from './nftables/source-guard.js';
 export { POLICY_COUNTER_TABLE, policyBackendRefusal, POLICY_BACKENDS, policyCapWarnings, policyDropCounters, policyRenderWarnings, withPodPolicy, type PolicyDropCounter } from './policy-support.js';

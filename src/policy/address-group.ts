@@ -30,6 +30,7 @@ import { createHash } from 'node:crypto';
 import { networkKey } from '../annotations/service-network.js';
 import { compareText } from '../order.js';
 import { canonicalMac } from './mac.js';
+import { formatInputError, inputError, type InputError } from '../result.js';
 import type { V1EndpointSlice } from '../kube/types.js';
 import type { ContainerPort, NamespaceScope, PeerLookup, PeerPod, PeerQuery } from './resolve.js';
 import type { ParsedSelector } from './selector.js';
@@ -55,27 +56,65 @@ export function formatEndpointMacs(macs: ReadonlyMap<string, string>): string | 
   return JSON.stringify(Object.fromEntries([...macs].sort((a, b) => compareText(a[0], b[0]))));
 }
 
+/** What a consumer does with an address-group slice's endpoint-macs annotation: the pairs it uses, and why it could not use all of it. */
+export interface EndpointMacs {
+  readonly macs: Map<string, string>;
+  /** The first thing wrong with the annotation (key, shortened value, reason, fix); undefined when it is good or absent. */
+  readonly problem?: InputError;
+}
+
+const MACS_FIX =
+  'the controller writes it as JSON {"<address>": "<mac>"} with only the slice\'s own endpoint addresses and lower-case MACs: delete the annotation (or the slice) so the controller writes it again, and find what else writes EndpointSlices of this group';
+
 /**
  * The address -> MAC pairs of a slice's annotation, kept only for `addresses` (the slice's own
  * endpoint addresses) and canonical MACs; anything else is left out (that address then matches by
- * address alone, as one whose MAC is unknown). Linear in the text, bounded by MAX_ENDPOINT_MACS_BYTES.
+ * address alone, as one whose MAC is unknown) and named in `problem`. Linear in the text, bounded
+ * by MAX_ENDPOINT_MACS_BYTES.
  */
-export function parseEndpointMacs(text: string | undefined, addresses: ReadonlySet<string>): Map<string, string> {
-  const out = new Map<string, string>();
-  if (text === undefined || text.length > MAX_ENDPOINT_MACS_BYTES) return out;
+export function readEndpointMacs(text: string | undefined, addresses: ReadonlySet<string>): EndpointMacs {
+  const macs = new Map<string, string>();
+  if (text === undefined) return { macs };
+  const bad = (value: string, reason: string): EndpointMacs => ({ macs, problem: inputError(`annotation ${ENDPOINT_MACS_ANNOTATION}`, value, reason, MACS_FIX) });
+  if (text.length > MAX_ENDPOINT_MACS_BYTES) return bad(text, `is ${text.length} characters, more than the ${MAX_ENDPOINT_MACS_BYTES} read, so no MAC of it is used`);
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
-    return out;
+    return bad(text, 'is not JSON, so no MAC of it is used');
   }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return out;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return bad(text, 'is not a JSON object, so no MAC of it is used');
+  let problem: InputError | undefined;
   for (const [address, mac] of Object.entries(value as Record<string, unknown>)) {
-    if (!addresses.has(address) || typeof mac !== 'string') continue;
-    const m = canonicalMac(mac);
-    if (m !== undefined) out.set(address, m);
+    const m = typeof mac === 'string' ? canonicalMac(mac) : undefined;
+    if (addresses.has(address) && m !== undefined) {
+      macs.set(address, m);
+      continue;
+    }
+    problem ??= bad(
+      text,
+      !addresses.has(address)
+        ? `names ${JSON.stringify(address)}, which is not an endpoint address of the slice (left out)`
+        : `gives ${JSON.stringify(address)} the MAC ${JSON.stringify(mac)}, which is not six lower-case hexadecimal octets of a unicast address (the address matches by address alone)`,
+    ).problem;
   }
-  return out;
+  return { macs, ...(problem !== undefined ? { problem } : {}) };
+}
+
+/** The pairs of readEndpointMacs alone. */
+export function parseEndpointMacs(text: string | undefined, addresses: ReadonlySet<string>): Map<string, string> {
+  return readEndpointMacs(text, addresses).macs;
+}
+
+/** The endpoint addresses of a slice, which its endpoint-macs may name. */
+export function sliceAddresses(slice: V1EndpointSlice): Set<string> {
+  return new Set((slice.endpoints ?? []).flatMap((e) => e.addresses ?? []));
+}
+
+/** What is wrong with a slice's endpoint-macs annotation, naming the slice, the key, the value and the fix; undefined when nothing is. */
+export function endpointMacsProblem(slice: V1EndpointSlice): string | undefined {
+  const p = readEndpointMacs(slice.metadata?.annotations?.[ENDPOINT_MACS_ANNOTATION], sliceAddresses(slice)).problem;
+  return p === undefined ? undefined : formatInputError(`EndpointSlice ${slice.metadata?.namespace ?? ''}/${slice.metadata?.name ?? ''}`, p);
 }
 
 /** Requirements sorted, values sorted: two selectors that select the same pods by the same terms read the same. */
@@ -171,7 +210,7 @@ export function addressGroupView(slices: readonly V1EndpointSlice[]): AddressGro
     const ports = slicePorts(slice);
     const list = pods.get(key) ?? [];
     const endpoints = slice.endpoints ?? [];
-    const macs = parseEndpointMacs(slice.metadata?.annotations?.[ENDPOINT_MACS_ANNOTATION], new Set(endpoints.flatMap((e) => e.addresses ?? [])));
+    const macs = parseEndpointMacs(slice.metadata?.annotations?.[ENDPOINT_MACS_ANNOTATION], sliceAddresses(slice));
     for (const e of endpoints) {
       const addresses = [...(e.addresses ?? [])];
       const bound = addresses.flatMap((a): [string, string][] => {

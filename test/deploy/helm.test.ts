@@ -36,6 +36,7 @@ const GOLDENS: Record<string, readonly string[]> = {
     'webhook.namespaceSelector.matchExpressions[0].values[0]=infra',
     'webhook.objectSelector.matchLabels.multus-proxy=yes',
     'sidecar.mode=native',
+    'sourceGuard.exemptNamespaces[0]=vip-team',
     'sidecar.resources.limits.memory=96Mi',
     'controller.replicas=3',
     'controller.podDisruptionBudget.enabled=true',

@@ -29,8 +29,23 @@ void test('defaults: pod from the downward API variables, documented intervals',
     nodeName: '',
     nodeZone: '',
     externalIPs: { configured: false },
+    sourceGuard: 'enforce',
     cleanup: false,
   });
+});
+
+void test("the source guard: SOURCE_GUARD (what the webhook sets from the admin's sourceGuard settings) or --source-guard; absent is enforce; a bad one is refused with the fix", () => {
+  const off = parseOptions({ ...POD, SOURCE_GUARD: 'off' }, []);
+  assert.ok(off.ok && off.value.sourceGuard === 'off');
+  const flag = parseOptions({ ...POD, SOURCE_GUARD: 'off' }, ['--source-guard', 'enforce']);
+  assert.ok(flag.ok && flag.value.sourceGuard === 'enforce');
+  const empty = parseOptions({ ...POD, SOURCE_GUARD: '' }, []);
+  assert.ok(empty.ok && empty.value.sourceGuard === 'enforce', 'an empty value is no value: the guard stays');
+  for (const v of ['Off', 'disabled', 'false']) {
+    const bad = parseOptions({ ...POD, SOURCE_GUARD: v }, []);
+    assert.equal(bad.ok, false, v);
+    if (!bad.ok) assert.match(bad.error, new RegExp(`SOURCE_GUARD \\(--source-guard\\) "${v}": is not a source guard mode; write one of enforce, off; .*sourceGuard\\.mode`));
+  }
 });
 
 void test('external IPs: EXTERNAL_IPS_ALLOWED_CIDRS (what the webhook sets from externalIPs.allowedCIDRs) is the policy the sidecar re-checks', () => {

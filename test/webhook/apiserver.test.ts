@@ -30,7 +30,7 @@ import { waitFor } from '../harness/wait.js';
 import { createKubeClient, KubeApiError } from '../../src/kube/client.js';
 import { apiPath } from '../../src/kube/paths.js';
 import type { V1Pod, V1Service } from '../../src/kube/types.js';
-import { createError, servingPairFolder, shippedWebhookClient, SIDECAR } from './fixtures.js';
+import { admissionRequest, createError, servingPairFolder, shippedWebhookClient, SIDECAR } from './fixtures.js';
 
 const SN = 'k8s.v1.cni.cncf.io/service-network';
 const NETS = 'k8s.v1.cni.cncf.io/networks';
@@ -227,6 +227,34 @@ void describe('webhook behind a real kube-apiserver', () => {
     assert.deepEqual(
       stored.spec?.containers.map((c) => c.name),
       ['app'],
+    );
+  });
+
+  void test("the sidecar as the apiserver stored it (defaulted) is the webhook's own: admitted unchanged on reinvocation; a pod that declares it with SOURCE_GUARD=off is refused", async () => {
+    const stored = await cp.client.create<V1Pod>(pods(on), clientPod('reinvoked', { [SN]: 'net-a', [NETS]: 'net-a' }));
+    assert.equal(stored.spec?.initContainers?.[0]?.terminationMessagePath, '/dev/termination-log', 'the apiserver defaulted the sidecar');
+    const again = await podHandler({ cluster: createClusterLookups(webhookClient, { namespaceCacheMs: 1000, nadTimeoutMs: 2000 }), sidecar: { ...SIDECAR, mode: 'auto' } })(
+      admissionRequest(stored, on),
+    );
+    assert.equal(again.response.allowed, true, JSON.stringify(again.response.status));
+    assert.equal(again.response.patch, undefined, 'nothing added twice');
+    assert.equal(again.reason, 'already-injected');
+    // The tenant's own copy of the sidecar, with the guard switched off: refused by name.
+    const sidecar = stored.spec?.initContainers?.[0];
+    assert.ok(sidecar !== undefined);
+    const tenant: V1Pod = {
+      metadata: { name: 'tenant-sidecar', annotations: { [SN]: 'net-a', [NETS]: 'net-a' } },
+      spec: {
+        ...stored.spec,
+        containers: stored.spec?.containers ?? [],
+        nodeName: undefined,
+        initContainers: [{ ...sidecar, env: [...(sidecar.env ?? []), { name: 'SOURCE_GUARD', value: 'off' }] }],
+      },
+    };
+    const err = await createError(cp.client.create(pods(on), tenant));
+    assert.match(
+      err,
+      /Pod .*\/tenant-sidecar: spec\.initContainers\[0\]\.env\[\d+\] .*SOURCE_GUARD.*off.*: is not what the injected sidecar has there \(nothing\); the container name multus-proxy is reserved/,
     );
   });
 

@@ -38,6 +38,7 @@ export const SIDECAR: SidecarConfig = {
   resources: { requests: { cpu: '10m', memory: '48Mi' }, limits: { memory: '128Mi' } },
   tokenExpirationSeconds: 3607,
   maxServicesPerNetwork: 2000,
+  sourceGuard: { mode: 'enforce', exemptNamespaces: [] },
 };
 
 export const ENABLED = { 'multus-proxy-injection': 'enabled' };

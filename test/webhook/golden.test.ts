@@ -9,6 +9,7 @@
  * `regular-apps` (the webhook injects a regular container there), `restricted-apps` and
  * `baseline-apps` (PodSecurity enforce restricted, baseline). `plain-apps` is not enabled: its pods
  * come through the selected-pods endpoint and get the sidecar only when a policy selects them.
+ * `vip-apps` is enabled and exempt from the source guard by the admin (sourceGuard.exemptNamespaces).
  * POLICIES select pods labelled app=db on net-a in apps, baseline-apps and plain-apps, and (one that
  * fails its checks) every pod on net-c in apps.
  *
@@ -33,6 +34,7 @@ const NAMESPACES = {
   'restricted-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'restricted' },
   'baseline-apps': { ...ENABLED, 'pod-security.kubernetes.io/enforce': 'baseline' },
   'plain-apps': {},
+  'vip-apps': ENABLED,
 };
 const dbPolicy = (namespace: string): MultiNetworkPolicy => ({
   metadata: { name: 'db-ingress', namespace, annotations: { [POLICY_FOR_ANNOTATION]: 'net-a' } },
@@ -59,7 +61,7 @@ void describe('webhook golden pods', () => {
       const handler = podHandler(
         {
           cluster: fakeCluster({ namespaces: NAMESPACES }),
-          sidecar: { ...SIDECAR, mode: namespace === 'regular-apps' ? 'regular' : 'native' },
+          sidecar: { ...SIDECAR, mode: namespace === 'regular-apps' ? 'regular' : 'native', sourceGuard: { mode: 'enforce', exemptNamespaces: ['vip-apps'] } },
           policies: POLICIES,
         },
         { namespaceEnabled: namespace !== 'plain-apps' },

@@ -4,7 +4,7 @@ import { parseOptions, DEFAULT_MAX_BODY_BYTES, type WebhookOptions } from '../..
 import { createClusterLookups, parseServerVersion, supportsNativeSidecars } from '../../cmd/webhook/cluster.js';
 import { KubeApiError } from '../../src/kube/client.js';
 import { SIDECAR } from './fixtures.js';
-import { sidecarContainer } from '../../cmd/webhook/mutate.js';
+import { injectSidecar, sidecarContainer } from '../../cmd/webhook/mutate.js';
 
 const CONFIG = `
 port: 9443
@@ -206,5 +206,24 @@ void describe('externalIPs.allowedCIDRs', () => {
   void test('a bad CIDR or an unknown key under externalIPs is refused with the fix', () => {
     assert.match(parseError({ ...IMAGE, EXTERNAL_IPS_ALLOWED_CIDRS: '192.0.2.1' }, []), /externalIPs\.allowedCIDRs\[0\].*192\.0\.2\.1.*write a CIDR/);
     assert.match(parseError(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'externalIPs:\n  allowed: [192.0.2.0/24]\n' }), /externalIPs\.allowed .*is not a known setting/);
+  });
+  void test("the source guard: the admin's mode and exempt namespaces (file, env or flag) become SOURCE_GUARD=off in exactly the pods they cover", () => {
+    const guardOf = (o: WebhookOptions, namespace: string): string | undefined =>
+      injectSidecar({ metadata: { namespace }, spec: { containers: [{ name: 'app' }] } }, o.sidecar, true).spec?.initContainers?.[0]?.env?.find((e) => e.name === 'SOURCE_GUARD')?.value;
+    const def = parse(IMAGE, []);
+    assert.deepEqual(def.sidecar.sourceGuard, { mode: 'enforce', exemptNamespaces: [] });
+    assert.equal(guardOf(def, 'apps'), undefined, 'enforce is the sidecar default: no variable');
+    const exempt = parse(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'sourceGuard:\n  exemptNamespaces: [vip, lb]\n' });
+    assert.deepEqual(exempt.sidecar.sourceGuard, { mode: 'enforce', exemptNamespaces: ['lb', 'vip'] });
+    assert.equal(guardOf(exempt, 'vip'), 'off');
+    assert.equal(guardOf(exempt, 'apps'), undefined);
+    assert.deepEqual(parse({ ...IMAGE, SOURCE_GUARD_EXEMPT_NAMESPACES: 'a, b' }, []).sidecar.sourceGuard?.exemptNamespaces, ['a', 'b']);
+    const off = parse({ ...IMAGE, SOURCE_GUARD: 'enforce' }, ['--source-guard=off']);
+    assert.equal(guardOf(off, 'apps'), 'off', 'the flag wins; off covers every namespace');
+  });
+  void test('a bad source guard mode, exempt namespace or key is refused with the fix', () => {
+    assert.match(parseError({ ...IMAGE, SOURCE_GUARD: 'disabled' }, []), /SOURCE_GUARD "disabled": is not one of the known values; write one of enforce, off/);
+    assert.match(parseError({ ...IMAGE, SOURCE_GUARD_EXEMPT_NAMESPACES: 'ok,Bad_NS' }, []), /sourceGuard\.exemptNamespaces "Bad_NS": is not a namespace name; write namespace names/);
+    assert.match(parseError(IMAGE, ['--config', '/c.yaml'], { '/c.yaml': 'sourceGuard:\n  exempt: [a]\n' }), /sourceGuard\.exempt .*is not a known setting/);
   });
 });

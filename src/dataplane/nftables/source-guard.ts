@@ -18,6 +18,7 @@ import { hashName } from '../core/names.js';
 import type { NetworkStatusEntry } from '../../annotations/network-status.js';
 import { checkedMac } from '../../policy/mac.js';
 import { cidrInterval } from './policy-intervals.js';
+import { parseNftChains } from './backend.js';
 
 export const GUARD_TABLE = 'multus_proxy_guard';
 /** A kernel interface name; anything else never reaches a rule. */
@@ -62,6 +63,30 @@ function chainLines(g: GuardInterface): string[] {
   }
   if (g.mac !== undefined) lines.push(`meta protocol arp arp saddr ether != ${g.mac} counter drop`);
   return lines;
+}
+
+/** The rules of each guard chain as written (the hook's `type` line not counted), by chain name. */
+export function guardChainCounts(list: readonly GuardInterface[]): Map<string, number> {
+  return new Map(list.map((g) => [guardChainName(g.interface), chainLines(g).length - 1]));
+}
+
+/**
+ * Why the guard in `listing` (`nft list table netdev multus_proxy_guard`; undefined: the table does
+ * not exist) is no longer what `list` wrote, or undefined when it is: each chain with its rule
+ * count, as the sidecar's main table is checked (backend.ts), and no chain of ours besides. Pure.
+ */
+export function guardDrift(list: readonly GuardInterface[], listing: string | undefined): string | undefined {
+  if (list.length === 0) return undefined;
+  if (listing === undefined) return `nftables: table netdev ${GUARD_TABLE} missing`;
+  const have = parseNftChains(listing);
+  const want = guardChainCounts(list);
+  for (const [chain, n] of want) {
+    const got = have.get(chain);
+    if (got === undefined) return `nftables ${GUARD_TABLE} ${chain}: missing`;
+    if (got !== n) return `nftables ${GUARD_TABLE} ${chain}: ${got} rules, ${n} written`;
+  }
+  for (const chain of have.keys()) if (!want.has(chain)) return `nftables ${GUARD_TABLE} ${chain}: a chain that was not written`;
+  return undefined;
 }
 
 /** The `nft -f` text that makes the guard table exactly `list` (one transaction); no interface: the table goes. */

@@ -11,7 +11,15 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { V1EndpointSlice, V1Pod } from '../../../src/kube/types.js';
-import { addressGroupView, ENDPOINT_MACS_ANNOTATION, formatEndpointMacs, MAX_ENDPOINT_MACS_BYTES, parseEndpointMacs } from '../../../src/policy/address-group.js';
+import {
+  addressGroupView,
+  endpointMacsProblem,
+  ENDPOINT_MACS_ANNOTATION,
+  formatEndpointMacs,
+  MAX_ENDPOINT_MACS_BYTES,
+  parseEndpointMacs,
+  readEndpointMacs,
+} from '../../../src/policy/address-group.js';
 import { canonicalMac, checkedMac, macProblem } from '../../../src/policy/mac.js';
 import { resolvePodPolicy, type PeerQuery, type SelectedPod } from '../../../src/policy/resolve.js';
 import { POLICY_FOR_ANNOTATION } from '../../../src/keys.js';
@@ -112,6 +120,40 @@ void describe('MAC checks (tenant input)', () => {
       fc.property(fc.oneof(fc.string(), fc.json()), (t) => {
         const out = parseEndpointMacs(t, new Set(['10.0.0.1']));
         for (const [a, m] of out) assert.ok(a === '10.0.0.1' && canonicalMac(m) === m);
+      }),
+    );
+  });
+
+  void test("what is wrong with a slice's endpoint-macs is named (slice, key, value, fix); a good or absent one is not", () => {
+    const slice = (macs: string | undefined): V1EndpointSlice => ({
+      metadata: { name: 'g-1', namespace: 'x', ...(macs !== undefined ? { annotations: { [ENDPOINT_MACS_ANNOTATION]: macs } } : {}) },
+      addressType: 'IPv4',
+      endpoints: [{ addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.2'] }],
+    });
+    assert.equal(endpointMacsProblem(slice(undefined)), undefined);
+    assert.equal(endpointMacsProblem(slice(`{"10.0.0.1":"${MAC_A}","10.0.0.2":"${MAC_B}"}`)), undefined);
+    const cases: [string, RegExp][] = [
+      ['nope', /is not JSON, so no MAC of it is used/],
+      ['[1]', /is not a JSON object/],
+      [`{"10.0.0.9":"${MAC_A}"}`, /names "10\.0\.0\.9", which is not an endpoint address of the slice/],
+      ['{"10.0.0.1":"02:00:5E:00:00:0A"}', /gives "10\.0\.0\.1" the MAC "02:00:5E:00:00:0A", which is not six lower-case/],
+      ['{"10.0.0.1":7}', /gives "10\.0\.0\.1" the MAC 7/],
+      [`{"10.0.0.1":"${MAC_A}"${' '.repeat(MAX_ENDPOINT_MACS_BYTES)}}`, /more than the 65536 read/],
+    ];
+    for (const [text, reason] of cases) {
+      const m = endpointMacsProblem(slice(text)) ?? '';
+      assert.match(m, /^EndpointSlice x\/g-1: annotation multus-proxy\/endpoint-macs "/, text);
+      assert.match(m, reason, text);
+      assert.match(m, /; the controller writes it as JSON .* delete the annotation \(or the slice\)/, text);
+    }
+    const partly = readEndpointMacs(`{"10.0.0.1":"${MAC_A}","10.0.0.9":"${MAC_B}"}`, new Set(['10.0.0.1', '10.0.0.2']));
+    assert.deepEqual([...partly.macs], [['10.0.0.1', MAC_A]], 'the good pairs are still used');
+    assert.ok(partly.problem !== undefined);
+    fc.assert(
+      fc.property(fc.oneof(fc.string(), fc.json()), (t) => {
+        const r = readEndpointMacs(t, new Set(['10.0.0.1']));
+        assert.deepEqual(r.macs, parseEndpointMacs(t, new Set(['10.0.0.1'])));
+        if (r.problem === undefined) for (const [a] of Object.entries(JSON.parse(t) as Record<string, unknown>)) assert.ok(r.macs.has(a));
       }),
     );
   });

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { ProblemState, REASON_INVALID_ANNOTATION, REASON_SYNC_FAILED, REASON_SYNC_RECOVERED } from '../../../cmd/sidecar/problems.js';
+import { REASON_INVALID_GROUP_ANNOTATION } from '../../../src/sidecar-contract.js';
 
 void test('a bad annotation value is told once per distinct value, and again after it was fixed and broke again', () => {
   const p = new ProblemState(60_000);
@@ -61,4 +62,18 @@ void test('property: Warnings about sync failures are never closer than the inte
       }
     }),
   );
+});
+
+void test('a bad endpoint-macs of an address-group slice: one Warning per slice and distinct value, counted while it lasts, forgotten when fixed or deleted', () => {
+  const p = new ProblemState(60_000);
+  const said = p.group('ns/g-1', 'EndpointSlice ns/g-1: annotation multus-proxy/endpoint-macs "x": is not JSON');
+  assert.equal(said[0]?.reason, REASON_INVALID_GROUP_ANNOTATION);
+  assert.match(said[0]?.message ?? '', /is not JSON; the policy rules match those peers by address alone/);
+  assert.deepEqual(p.group('ns/g-1', 'EndpointSlice ns/g-1: annotation multus-proxy/endpoint-macs "x": is not JSON'), [], 'the same value: nothing new');
+  assert.equal(p.group('ns/g-2', 'EndpointSlice ns/g-2: another').length, 1, 'another slice is told on its own');
+  assert.equal(p.invalidGroups(), 2);
+  assert.deepEqual(p.group('ns/g-1', undefined), []);
+  assert.equal(p.invalidGroups(), 1);
+  assert.equal(p.group('ns/g-1', 'EndpointSlice ns/g-1: annotation multus-proxy/endpoint-macs "x": is not JSON').length, 1, 'broken again after a fix: told again');
+  assert.ok(!p.invalid('network-status'), 'the pod annotations are apart');
 });
