@@ -90,7 +90,8 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
   if (output !== 'text' && output !== 'json') return err(`diagnose: --output ${JSON.stringify(output)}: write text or json`);
   const port = Number(str('sidecar-health-port') ?? DEFAULT_HEALTH_PORT);
   if (!Number.isInteger(port) || port < 1 || port > 65535) return err(`diagnose: --sidecar-health-port ${JSON.stringify(str('sidecar-health-port'))}: write a port number (1-65535)`);
-  const probe = parseProbe(str);
+  // A connection flag given empty is a mistake to name, not a flag left out.
+  const probe = parseProbe((k) => (typeof v[k] === 'string' ? v[k] : undefined));
   if (!probe.ok) return err(probe.error);
   if (probe.value !== undefined && kind !== 'pod') return err('diagnose: --peer, --port, --direction and --network explain a connection to or from a pod: use them with diagnose pod');
   const pss = str('pod-security-default');
@@ -106,7 +107,7 @@ export function parseDiagnoseArgs(argv: readonly string[]): Result<DiagnoseReque
   });
 }
 
-/** --peer, --port, --direction, --network: a connection, or undefined when none of them is given. Pure. */
+/** --peer, --port, --direction, --network: a connection, or undefined when none of them is given (`str`: a flag's value as written, '' included). Pure. */
 function parseProbe(str: (k: string) => string | undefined): Result<PolicyProbe | undefined, string> {
   const peer = str('peer');
   const port = str('port');

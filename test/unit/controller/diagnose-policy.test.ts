@@ -335,6 +335,8 @@ void describe('diagnose pod: MultiNetworkPolicy', () => {
       [['pod', 'db', '--peer', '10.1.2.3', '--port', '80', '--direction', 'in'], /--direction "in": write ingress or egress/],
       [['pod', 'db', '--peer', '10.1.2.3', '--port', '80', '--network', 'net1'], /--network "net1": write NAMESPACE\/NAD/],
       [['service', 'web', '--peer', '10.1.2.3', '--port', '80'], /use them with diagnose pod/],
+      [['pod', 'db', '--peer', '', '--port', ''], /--peer "": write one IPv4 or IPv6 address/],
+      [['pod', 'db', '--peer', '10.1.2.3', '--port', '80', '--direction', ''], /--direction "": write ingress or egress/],
     ];
     for (const [argv, re] of bad) {
       const r = parseDiagnoseArgs(argv);
