@@ -30,8 +30,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, tenantNamespace, AAA_NS, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
+import { badAddresses, borrowedNetwork, installAgent, loweredCap, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, BorrowedNetwork, LoweredCap, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { deletedServiceReannotated, forgedEvent, manyNames, type DeletedReannotated, type ForgedEvent, type ManyNames } from './tenant-bounds.js';
 import { bigLabels, bigNad, bigNetworkStatus, emptyOverBudget, fairShare, manyPorts, manySourceRanges } from './tenant-bounds.js';
 import type { BigLabels, BigNad, BigNetworkStatus, FairShare, OverBudgetService } from './tenant-bounds.js';
@@ -701,10 +701,14 @@ void describe('real node', { concurrency: 1 }, () => {
     guarded('forged Event', r);
   });
 
+  // The two attacks under a lowered per-network cap share it: one webhook rollout to lower it, one
+  // (in the fair share's undo) to restore it; each attack keeps its own guard.
+  let lowered: LoweredCap | undefined;
+  const lowerCap = (): LoweredCap => (lowered ??= loweredCap(node, 3));
   void test('tenant: Services beyond the per-network cap are not served, with an Event and a metric; all are served again once they go', { timeout: 600_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
-    const o: ServiceFlood = { cap: 3, events: [], dropped: {}, droppedAfter: {} };
-    const r = await guard(node, log, serviceFlood(node, tenant, o));
+    const o: ServiceFlood = { events: [], dropped: {}, droppedAfter: {} };
+    const r = await guard(node, log, serviceFlood(node, tenant, o, lowerCap()));
     log(`  events: ${o.events.join(' | ')}; dropped ${JSON.stringify(o.dropped)}, after ${JSON.stringify(o.droppedAfter)}`);
     // The tenant's blog Service and 5 more on tenant-a/macvlan1, 3 served.
     assert.equal(o.dropped[`{network="${TENANT_NS}/macvlan1"}`], 3, JSON.stringify(o.dropped));
@@ -715,6 +719,28 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.droppedAfter[`{network="${TENANT_NS}/macvlan1"}`], 0);
     guarded('Service flood', r);
   });
+
+  void test(
+    `tenant: fair share: ${AAA_NS} (sorting first) fills the blog network's lowered cap and loses only its own Services; ServiceCapReached names ${AAA_NS}; the blog client is served`,
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const aaa = await tenantNamespace(node, AAA_NS);
+      const o: FairShare = { events: [], dropped: {}, served: [] };
+      const r = await guard(node, log, fairShare(node, aaa, o, lowerCap()));
+      log(`  events: ${o.events.join(' | ').slice(0, 800)}; dropped ${JSON.stringify(o.dropped)}; served of ${AAA_NS}: ${o.served.join(', ')}`);
+      const net = '{network="default/macvlan1"}';
+      // The blog's own Service (1 port) and five of aaa-tenant's on a cap of 3: aaa-tenant keeps 2.
+      assert.equal(o.dropped[net], 3, JSON.stringify(o.dropped));
+      assert.equal(o.served.length, 2, `the blog client serves two of ${AAA_NS}'s Services: ${o.served.join(', ')}`);
+      assert.ok(
+        o.events.some((e) => e.includes(`namespace ${AAA_NS} asks for 5, over its fair share of 2`)),
+        `ServiceCapReached names ${AAA_NS}: ${o.events.join(' | ')}`,
+      );
+      assert.ok(!o.events.some((e) => e.includes('namespace default asks')), 'the blog namespace was named as over its share');
+      guarded('fair share', r);
+    },
+  );
 
   void test(
     'tenant: with the optional policies installed, a privileged container and a forged network-status are refused; the injected client is admitted and its app gets 403 on list pods',
@@ -843,29 +869,9 @@ void describe('real node', { concurrency: 1 }, () => {
     },
   );
 
-  void test(
-    `tenant: fair share: ${AAA_NS} (sorting first) fills the blog network's lowered cap and loses only its own Services; ServiceCapReached names ${AAA_NS}; the blog client is served`,
-    { timeout: 600_000 },
-    async () => {
-      assert.ok(tenant, 'after the tenant setup');
-      const aaa = await tenantNamespace(node, AAA_NS);
-      const o: FairShare = { cap: 3, events: [], dropped: {}, served: [] };
-      const r = await guard(node, log, fairShare(node, aaa, o));
-      log(`  events: ${o.events.join(' | ').slice(0, 800)}; dropped ${JSON.stringify(o.dropped)}; served of ${AAA_NS}: ${o.served.join(', ')}`);
-      const net = '{network="default/macvlan1"}';
-      // The blog's own Service (1 port) and five of aaa-tenant's on a cap of 3: aaa-tenant keeps 2.
-      assert.equal(o.dropped[net], 3, JSON.stringify(o.dropped));
-      assert.equal(o.served.length, 2, `the blog client serves two of ${AAA_NS}'s Services: ${o.served.join(', ')}`);
-      assert.ok(
-        o.events.some((e) => e.includes(`namespace ${AAA_NS} asks for 5, over its fair share of 2`)),
-        `ServiceCapReached names ${AAA_NS}: ${o.events.join(' | ')}`,
-      );
-      assert.ok(!o.events.some((e) => e.includes('namespace default asks')), 'the blog namespace was named as over its share');
-      guarded('fair share', r);
-    },
-  );
-
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {
+    // A no-op when the fair share restored the cap; not when it failed or was not selected.
+    await lowered?.restore();
     await cleanupTenant(node);
   });
 

@@ -907,7 +907,6 @@ export function borrowedNetwork(node: RealNode, t: Tenant, out: BorrowedNetwork)
 // --- attack 5: more Services on a network than a sidecar serves ---------------------------------
 
 export interface ServiceFlood {
-  cap: number;
   /** ServiceCapReached Events in the tenant's namespace. */
   events: string[];
   /** multus_proxy_sidecar_services_dropped by network while flooded, and after the Services went. */
@@ -952,6 +951,48 @@ export function cappedConfig(original: string, cap: number): string {
     : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${cap}\n`);
 }
 
+/**
+ * The admin's lowered per-network cap, shared by the attacks that need one (the tenant's flood,
+ * the fair share): the webhook rolls once to lower it and once to restore it, however many
+ * attacks run under it, and each attack still runs under its own guard. `restore` puts the
+ * original config back and recreates every client recreated under the cap; it is a no-op once done.
+ */
+export interface LoweredCap {
+  readonly cap: number;
+  /** Lowers the cap unless it is already lowered. */
+  lower(): Promise<void>;
+  /** Recreates the blog client in `ns` (through `kubectl`) until it is injected with the lowered cap. */
+  recreateClient(ns: string, kubectl: Tenant['kubectl']): Promise<void>;
+  restore(): Promise<void>;
+}
+
+export function loweredCap(node: RealNode, cap: number): LoweredCap {
+  let original: string | undefined;
+  const clients = new Map<string, Tenant['kubectl']>();
+  return {
+    cap,
+    async lower() {
+      if (original !== undefined) return;
+      const config = await webhookConfig(node);
+      await setWebhookConfig(node, cappedConfig(config, cap));
+      original = config;
+    },
+    async recreateClient(ns, kubectl) {
+      if (original === undefined) throw new Error(`the cap is not lowered: recreating ${ns}/${CLIENT} would inject the installed one`);
+      clients.set(ns, kubectl);
+      await recreateClientWithCap(node, ns, String(cap), kubectl);
+    },
+    async restore() {
+      if (original === undefined) return;
+      const config = original;
+      original = undefined;
+      await setWebhookConfig(node, config);
+      for (const [ns, kubectl] of clients) await recreateClientWithCap(node, ns, configuredCap(config), kubectl);
+      clients.clear();
+    },
+  };
+}
+
 /** The cap a webhook config sets (or the default). */
 export const configuredCap = (config: string): string => /^ {2}maxServicesPerNetwork: (\d+)$/m.exec(config)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK);
 
@@ -983,22 +1024,20 @@ export async function recreateClientWithCap(node: RealNode, ns: string, cap: str
 }
 
 /**
- * Attack 5: the admin caps Services per network at `cap` (sidecar.maxServicesPerNetwork in the
- * webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD more
- * Services on its network. The sidecar serves `cap` of them, says which it leaves out
- * (ServiceCapReached, services_dropped{network}); once the Services go, it serves all again.
+ * Attack 5: the admin caps Services per network at `lowered.cap` (sidecar.maxServicesPerNetwork in
+ * the webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD
+ * more Services on its network. The sidecar serves `cap` of them, says which it leaves out
+ * (ServiceCapReached, services_dropped{network}); once the Services go, it serves all again. The
+ * cap stays lowered for the next attack that shares it; `lowered.restore()` puts it back.
  */
-export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Attack {
-  let original = '';
-  const recreateClient = (cap: string): Promise<void> => recreateClientWithCap(node, t.namespace, cap, (a, o) => t.kubectl(a, o));
+export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood, lowered: LoweredCap): Attack {
   const net = `${t.namespace}/macvlan1`;
   const dropped = async (): Promise<Record<string, number>> =>
     metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_services_dropped');
   return {
     async attack() {
-      original = await webhookConfig(node);
-      await setWebhookConfig(node, cappedConfig(original, out.cap));
-      await recreateClient(String(out.cap));
+      await lowered.lower();
+      await lowered.recreateClient(t.namespace, (a, o) => t.kubectl(a, o));
       for (let i = 0; i < FLOOD; i++) {
         const svc = {
           apiVersion: 'v1',
@@ -1024,8 +1063,6 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         const d = await dropped();
         return d[`{network="${net}"}`] === 0 ? d : undefined;
       }).catch(() => dropped());
-      await setWebhookConfig(node, original);
-      await recreateClient(configuredCap(original));
     },
   };
 }
