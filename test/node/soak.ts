@@ -97,6 +97,15 @@ export const SOAK_QUICK: SoakOptions = {
   pauseS: 0.1,
 };
 
+/**
+ * The real-node suite's soak: the quick soak's churn with the README's preStop from the start
+ * (the hook's rollout done before the churn), so all of its 2 minutes are under preStop: 5
+ * scale-downs and one disruption of each kind, where the quick soak's 3 minutes had 4 scale-downs
+ * after its minute without the hook. The minute without preStop is the bench's contrast (its
+ * failures are logged, never asserted); the full soak is the long proof.
+ */
+export const SOAK_SUITE: SoakOptions = { ...SOAK_QUICK, minutes: 2, noPreStopMinutes: 0, disruptEveryMs: 25_000 };
+
 export type Path = 'multus-proxy' | 'kube-proxy';
 export const PATHS: Record<Path, string> = { 'multus-proxy': `${SERVICE}.${SOAK_NS}.svc.cluster.local`, 'kube-proxy': `${PLAIN_SERVICE}.${SOAK_NS}.svc.cluster.local` };
 
@@ -433,12 +442,8 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
   };
   const memory: MemorySample[] = [];
   const loadAverages: SoakRecord['loadAverages'] = [];
-  const t0 = Date.now();
-  const startedAt = new Date(t0).toISOString();
-  const end = t0 + o.minutes * 60_000;
-  const switchAt = t0 + o.noPreStopMinutes * 60_000;
   /** When the preStop patch was sent, and when the last pod without it was gone. */
-  const preStop = { patchedAt: t0, everyPodAt: t0 };
+  const preStop = { patchedAt: Date.now(), everyPodAt: Date.now() };
   const addPreStop = async (): Promise<void> => {
     preStop.patchedAt = Date.now();
     note('preStop added (a rollout)', `preStop sleep ${o.preStopSeconds} s`, preStop.patchedAt);
@@ -454,7 +459,12 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     }
     preStop.everyPodAt = Date.now();
   };
+  // Without a first phase the hook's rollout is done before the churn's clock starts.
   if (o.noPreStopMinutes <= 0) await addPreStop();
+  const t0 = Date.now();
+  const startedAt = new Date(t0).toISOString();
+  const end = t0 + o.minutes * 60_000;
+  const switchAt = t0 + o.noPreStopMinutes * 60_000;
 
   await node.exec(SOAK_NS, CLIENT, ['rm', '-f', '/tmp/soak-stop'], { container: CLIENT });
   const loops = Object.fromEntries(
