@@ -14,7 +14,7 @@ import { blogFile, sliceAddresses } from './cluster.js';
 import { installBootstrap, projectLeftovers, uninstall } from './install.js';
 import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
-import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
+import { runSoak, tearDown, SOAK_SUITE, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
 import type { SidecarStart } from './sidecar-starts.js';
@@ -303,14 +303,14 @@ void describe('real node', { concurrency: 1 }, () => {
   // The quick soak (test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
   let soak: SoakRecord | undefined;
   void test(
-    `quick soak, the blog's churn for ${SOAK_QUICK.minutes} min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down`,
+    `quick soak, the blog's churn for ${SOAK_SUITE.minutes} min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down`,
     { timeout: 900_000 },
     async () => {
       const t0 = Date.now();
       try {
-        soak = await runSoak(node, SOAK_QUICK, log);
+        soak = await runSoak(node, SOAK_SUITE, log);
       } finally {
-        await tearDown(node, SOAK_QUICK, log);
+        await tearDown(node, SOAK_SUITE, log);
       }
       const r = soak;
       log(`quick soak in ${Date.now() - t0} ms`);
@@ -322,9 +322,13 @@ void describe('real node', { concurrency: 1 }, () => {
         );
       }
       for (const f of r.failures) log(`  failed: ${f.path}, ${f.phase}, curl ${f.code}, ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`);
-      const preStop = r.phases.find((p) => p.preStop)?.name;
+      const preStopPhase = r.phases.find((p) => p.preStop);
+      const preStop = preStopPhase?.name;
       const sent = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
       assert.ok(sent >= 300, `the multus-proxy loop ran in the preStop phase (${sent} requests)`);
+      const downs = r.churn.filter((e) => e.kind === 'scale-down' && preStopPhase !== undefined && e.at >= preStopPhase.from).length;
+      log(`  scale-downs under preStop: ${downs}`);
+      assert.ok(downs >= 5, `scale-downs under preStop: ${downs}`);
       const lost = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop);
       assert.deepEqual(
         lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`),
@@ -624,7 +628,7 @@ void describe('real node', { concurrency: 1 }, () => {
 
   void test("tenant: a newline in network-status' interface never reaches ip; the sidecar says so and follows its Service once it is restored", { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
-    const o: SmuggledInterface = { annotated: undefined, events: [], smuggled: [], metrics: [], ready: false, followsAfterMs: -1 };
+    const o: SmuggledInterface = { annotated: undefined, events: [], smuggled: [], metrics: [], ready: false, sidecarRestarts: -1, followsAfterMs: -1 };
     const r = await guard(node, log, smuggledInterface(node, tenant, o));
     log(`  events: ${o.events.join(' | ')}; smuggled routes: ${o.smuggled.join('; ')}; metrics: ${o.metrics.filter((l) => /invalid|failures/.test(l)).join('; ')}`);
     assert.equal(o.annotated?.code, 0, o.annotated?.stderr);
@@ -635,6 +639,7 @@ void describe('real node', { concurrency: 1 }, () => {
     );
     assert.ok(o.metrics.includes('multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1'), o.metrics.join('\n'));
     assert.ok(o.ready, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
+    assert.equal(o.sidecarRestarts, 0, 'the sidecar kept running with the bad value');
     assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
     guarded('smuggled interface', r);
   });
