@@ -1011,7 +1011,8 @@ export function loweredCap(node: RealNode, cap: number): LoweredCap {
       const config = original;
       original = undefined;
       await setWebhookConfig(node, config);
-      for (const [ns, kubectl] of clients) await recreateClientWithCap(node, ns, configuredCap(config), kubectl);
+      // The clients are in different namespaces: recreated side by side.
+      await Promise.all([...clients].map(([ns, kubectl]) => recreateClientWithCap(node, ns, configuredCap(config), kubectl)));
       clients.clear();
     },
   };
