@@ -329,11 +329,13 @@ export function fairShare(node: RealNode, aaa: Tenant, out: FairShare, lowered: 
         });
         if (r.code !== 0) throw new Error(`the tenant could not create ${aaa.namespace}/${name} on the shared network: ${r.stderr}`);
       }
+      // The sidecar meets the Services one by one and says so each time: wait for the Event that
+      // counts all of them (an earlier one names the namespace too, with fewer).
       out.events = await eventsUntil(
-        `a ServiceCapReached Event on default/${CLIENT} naming ${aaa.namespace}`,
+        `a ServiceCapReached Event on default/${CLIENT} naming ${aaa.namespace} with its ${FAIR} Services`,
         60_000,
         () => adminEvents(node, 'default', 'ServiceCapReached'),
-        (l) => l.includes(`namespace ${aaa.namespace} `),
+        (l) => l.includes(`namespace ${aaa.namespace} asks for ${FAIR},`),
       );
       const port = await sidecarHealthPort(node, 'default', CLIENT);
       out.dropped = metricValues(await sidecarMetrics(node, 'default', CLIENT, port), 'multus_proxy_sidecar_services_dropped');
