@@ -263,6 +263,11 @@ export function kubeletConfig(l: NodeLayout): string {
     // Faster status for tests: pods are seen Ready/NotReady sooner.
     nodeStatusUpdateFrequency: '4s',
     syncFrequency: '10s',
+    // The tests stop containers on purpose (a sidecar under crictl stop, a killed policy sidecar)
+    // and wait for the restart: the default crash-loop back-off (10 s doubling to 5 min) only adds
+    // idle minutes. The node admin's knob (alpha in v1.34), not the product's.
+    featureGates: { KubeletCrashLoopBackOffMax: true },
+    crashLoopBackOff: { maxContainerRestartPeriod: '2s' },
   });
 }
 

@@ -14,7 +14,7 @@ import { blogFile, sliceAddresses } from './cluster.js';
 import { installBootstrap, projectLeftovers, uninstall } from './install.js';
 import { cleanupBlog, runBlog, type BlogObservations } from './blog.js';
 import { runSidecar } from './sidecar.js';
-import { runSoak, tearDown, SOAK_QUICK, type SoakRecord } from './soak.js';
+import { runSoak, tearDown, SOAK_SUITE, type SoakRecord } from './soak.js';
 import { exitRaceEvents } from './soak-analysis.js';
 import { PROBE_CYCLE, runProbeCycle, tearDownProbeCycle, type ProbeCycleRecord } from './probes.js';
 import type { SidecarStart } from './sidecar-starts.js';
@@ -30,8 +30,8 @@ import { runCertManager } from './certmanager.js';
 import { buildOverlay, netServiceOverlay, runNetService } from './netservice.js';
 import { SIDECAR_CONTAINER_NAME } from '../../src/keys.js';
 import { cleanupTenant, guard, malformedAnnotations, outOfReach, setupTenant, strayRoleBinding, tenantBlog, tenantNamespace, AAA_NS, OTHER_NS, TENANT_NS, TENANT_USER } from './tenant.js';
-import { badAddresses, borrowedNetwork, installAgent, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
-import type { AgentAttack, BadAddresses, BorrowedNetwork, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
+import { badAddresses, borrowedNetwork, installAgent, loweredCap, nadReachesHost, optionalPolicies, serviceFlood, smuggledInterface, tokenReach, BAD_ADDRESSES, SMUGGLED_ROUTE } from './tenant.js';
+import type { AgentAttack, BadAddresses, BorrowedNetwork, LoweredCap, OptionalPolicies, ServiceFlood, SmuggledInterface, TokenReach } from './tenant.js';
 import { deletedServiceReannotated, forgedEvent, manyNames, type DeletedReannotated, type ForgedEvent, type ManyNames } from './tenant-bounds.js';
 import { bigLabels, bigNad, bigNetworkStatus, emptyOverBudget, fairShare, manyPorts, manySourceRanges } from './tenant-bounds.js';
 import type { BigLabels, BigNad, BigNetworkStatus, FairShare, OverBudgetService } from './tenant-bounds.js';
@@ -306,14 +306,14 @@ void describe('real node', { concurrency: 1 }, () => {
   // The quick soak (test/node/soak.ts, bench/soak.ts): run once, judged by the two tests below.
   let soak: SoakRecord | undefined;
   void test(
-    `quick soak, the blog's churn for ${SOAK_QUICK.minutes} min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down`,
+    `quick soak, the blog's churn for ${SOAK_SUITE.minutes} min beside kube-proxy: 0 requests lost with the README's preStop, 0 Unhealthy Events from the project's containers over every scale-up and scale-down`,
     { timeout: 900_000 },
     async () => {
       const t0 = Date.now();
       try {
-        soak = await runSoak(node, SOAK_QUICK, log);
+        soak = await runSoak(node, SOAK_SUITE, log);
       } finally {
-        await tearDown(node, SOAK_QUICK, log);
+        await tearDown(node, SOAK_SUITE, log);
       }
       const r = soak;
       log(`quick soak in ${Date.now() - t0} ms`);
@@ -325,9 +325,13 @@ void describe('real node', { concurrency: 1 }, () => {
         );
       }
       for (const f of r.failures) log(`  failed: ${f.path}, ${f.phase}, curl ${f.code}, ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`);
-      const preStop = r.phases.find((p) => p.preStop)?.name;
+      const preStopPhase = r.phases.find((p) => p.preStop);
+      const preStop = preStopPhase?.name;
       const sent = r.requests.find((x) => x.path === 'multus-proxy' && x.phase === preStop)?.requests ?? 0;
       assert.ok(sent >= 300, `the multus-proxy loop ran in the preStop phase (${sent} requests)`);
+      const downs = r.churn.filter((e) => e.kind === 'scale-down' && preStopPhase !== undefined && e.at >= preStopPhase.from).length;
+      log(`  scale-downs under preStop: ${downs}`);
+      assert.ok(downs >= 5, `scale-downs under preStop: ${downs}`);
       const lost = r.failures.filter((f) => f.path === 'multus-proxy' && f.phase === preStop);
       assert.deepEqual(
         lost.map((f) => `curl ${f.code} ${f.afterMs ?? '?'} ms after ${f.after ?? 'nothing'}`),
@@ -627,7 +631,7 @@ void describe('real node', { concurrency: 1 }, () => {
 
   void test("tenant: a newline in network-status' interface never reaches ip; the sidecar says so and follows its Service once it is restored", { timeout: 400_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
-    const o: SmuggledInterface = { annotated: undefined, events: [], smuggled: [], metrics: [], ready: false, followsAfterMs: -1 };
+    const o: SmuggledInterface = { annotated: undefined, events: [], smuggled: [], metrics: [], ready: false, sidecarRestarts: -1, followsAfterMs: -1 };
     const r = await guard(node, log, smuggledInterface(node, tenant, o));
     log(`  events: ${o.events.join(' | ')}; smuggled routes: ${o.smuggled.join('; ')}; metrics: ${o.metrics.filter((l) => /invalid|failures/.test(l)).join('; ')}`);
     assert.equal(o.annotated?.code, 0, o.annotated?.stderr);
@@ -638,6 +642,7 @@ void describe('real node', { concurrency: 1 }, () => {
     );
     assert.ok(o.metrics.includes('multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1'), o.metrics.join('\n'));
     assert.ok(o.ready, 'the pod stays Ready (docs/decisions/0019-pod-ready-while-sidecar-cannot-sync.md)');
+    assert.equal(o.sidecarRestarts, 0, 'the sidecar kept running with the bad value');
     assert.ok(o.followsAfterMs >= 0, 'once restored the sidecar follows the Service');
     guarded('smuggled interface', r);
   });
@@ -704,10 +709,14 @@ void describe('real node', { concurrency: 1 }, () => {
     guarded('forged Event', r);
   });
 
+  // The two attacks under a lowered per-network cap share it: one webhook rollout to lower it, one
+  // (in the fair share's undo) to restore it; each attack keeps its own guard.
+  let lowered: LoweredCap | undefined;
+  const lowerCap = (): LoweredCap => (lowered ??= loweredCap(node, 3));
   void test('tenant: Services beyond the per-network cap are not served, with an Event and a metric; all are served again once they go', { timeout: 600_000 }, async () => {
     assert.ok(tenant, 'after the tenant setup');
-    const o: ServiceFlood = { cap: 3, events: [], dropped: {}, droppedAfter: {} };
-    const r = await guard(node, log, serviceFlood(node, tenant, o));
+    const o: ServiceFlood = { events: [], dropped: {}, droppedAfter: {} };
+    const r = await guard(node, log, serviceFlood(node, tenant, o, lowerCap()));
     log(`  events: ${o.events.join(' | ')}; dropped ${JSON.stringify(o.dropped)}, after ${JSON.stringify(o.droppedAfter)}`);
     // The tenant's blog Service and 5 more on tenant-a/macvlan1, 3 served.
     assert.equal(o.dropped[`{network="${TENANT_NS}/macvlan1"}`], 3, JSON.stringify(o.dropped));
@@ -718,6 +727,28 @@ void describe('real node', { concurrency: 1 }, () => {
     assert.equal(o.droppedAfter[`{network="${TENANT_NS}/macvlan1"}`], 0);
     guarded('Service flood', r);
   });
+
+  void test(
+    `tenant: fair share: ${AAA_NS} (sorting first) fills the blog network's lowered cap and loses only its own Services; ServiceCapReached names ${AAA_NS}; the blog client is served`,
+    { timeout: 600_000 },
+    async () => {
+      assert.ok(tenant, 'after the tenant setup');
+      const aaa = await tenantNamespace(node, AAA_NS);
+      const o: FairShare = { events: [], dropped: {}, served: [] };
+      const r = await guard(node, log, fairShare(node, aaa, o, lowerCap()));
+      log(`  events: ${o.events.join(' | ').slice(0, 800)}; dropped ${JSON.stringify(o.dropped)}; served of ${AAA_NS}: ${o.served.join(', ')}`);
+      const net = '{network="default/macvlan1"}';
+      // The blog's own Service (1 port) and five of aaa-tenant's on a cap of 3: aaa-tenant keeps 2.
+      assert.equal(o.dropped[net], 3, JSON.stringify(o.dropped));
+      assert.equal(o.served.length, 2, `the blog client serves two of ${AAA_NS}'s Services: ${o.served.join(', ')}`);
+      assert.ok(
+        o.events.some((e) => e.includes(`namespace ${AAA_NS} asks for 5, over its fair share of 2`)),
+        `ServiceCapReached names ${AAA_NS}: ${o.events.join(' | ')}`,
+      );
+      assert.ok(!o.events.some((e) => e.includes('namespace default asks')), 'the blog namespace was named as over its share');
+      guarded('fair share', r);
+    },
+  );
 
   void test(
     'tenant: with the optional policies installed, a privileged container and a forged network-status are refused; the injected client is admitted and its app gets 403 on list pods',
@@ -846,29 +877,9 @@ void describe('real node', { concurrency: 1 }, () => {
     },
   );
 
-  void test(
-    `tenant: fair share: ${AAA_NS} (sorting first) fills the blog network's lowered cap and loses only its own Services; ServiceCapReached names ${AAA_NS}; the blog client is served`,
-    { timeout: 600_000 },
-    async () => {
-      assert.ok(tenant, 'after the tenant setup');
-      const aaa = await tenantNamespace(node, AAA_NS);
-      const o: FairShare = { cap: 3, events: [], dropped: {}, served: [] };
-      const r = await guard(node, log, fairShare(node, aaa, o));
-      log(`  events: ${o.events.join(' | ').slice(0, 800)}; dropped ${JSON.stringify(o.dropped)}; served of ${AAA_NS}: ${o.served.join(', ')}`);
-      const net = '{network="default/macvlan1"}';
-      // The blog's own Service (1 port) and five of aaa-tenant's on a cap of 3: aaa-tenant keeps 2.
-      assert.equal(o.dropped[net], 3, JSON.stringify(o.dropped));
-      assert.equal(o.served.length, 2, `the blog client serves two of ${AAA_NS}'s Services: ${o.served.join(', ')}`);
-      assert.ok(
-        o.events.some((e) => e.includes(`namespace ${AAA_NS} asks for 5, over its fair share of 2`)),
-        `ServiceCapReached names ${AAA_NS}: ${o.events.join(' | ')}`,
-      );
-      assert.ok(!o.events.some((e) => e.includes('namespace default asks')), 'the blog namespace was named as over its share');
-      guarded('fair share', r);
-    },
-  );
-
   void test('tenant: cleanup: its namespaces go', { timeout: 400_000 }, async () => {
+    // A no-op when the fair share restored the cap; not when it failed or was not selected.
+    await lowered?.restore();
     await cleanupTenant(node);
   });
 

@@ -84,7 +84,7 @@ export async function runSidecar(node: RealNode, log: (m: string) => void): Prom
     if (!id) throw new Error(`no running sidecar container in ${NS}/${CLIENT}: ${JSON.stringify(before)}`);
     const t0 = Date.now();
     await node.crictl(['stop', '--timeout', '10', id], { timeoutMs: 30_000 });
-    // The kubelet restarts a native sidecar with its usual back-off (10 s, 20 s, ...).
+    // The kubelet restarts a native sidecar after its crash-loop back-off (capped at 2 s on the test node).
     for (;;) {
       const s = await statuses(node);
       if ((s.sidecar?.restartCount ?? 0) > (before.sidecar?.restartCount ?? 0) && s.sidecar?.started) {

@@ -22,7 +22,7 @@
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { setTimeout as delay } from 'node:timers/promises';
-import { dump, load } from 'js-yaml';
+import { dump, load, loadAll } from 'js-yaml';
 import type { RealNode } from '../harness/node.js';
 import { apiPath } from '../../src/kube/paths.js';
 import { createInformer } from '../../src/kube/informer.js';
@@ -97,6 +97,15 @@ export const SOAK_QUICK: SoakOptions = {
   pauseS: 0.1,
 };
 
+/**
+ * The real-node suite's soak: the quick soak's churn with the README's preStop from the start
+ * (the Deployment made with it), so all of its 2 minutes are under preStop: 5 scale-downs and one
+ * disruption of each kind, where the quick soak's 3 minutes had about 4 scale-downs after its
+ * minute without the hook and the rollout that adds it. That minute is the bench's contrast (its
+ * failures are logged, never asserted); the full soak is the long proof.
+ */
+export const SOAK_SUITE: SoakOptions = { ...SOAK_QUICK, minutes: 2, noPreStopMinutes: 0, disruptEveryMs: 25_000 };
+
 export type Path = 'multus-proxy' | 'kube-proxy';
 export const PATHS: Record<Path, string> = { 'multus-proxy': `${SERVICE}.${SOAK_NS}.svc.cluster.local`, 'kube-proxy': `${PLAIN_SERVICE}.${SOAK_NS}.svc.cluster.local` };
 
@@ -161,8 +170,19 @@ export interface SoakRecord {
 
 type Log = (m: string) => void;
 
-function deployment(): string {
-  return blogFile('deployment.yml');
+/** nginx's part of the Deployment that the README's preStop changes. */
+const preStopHook = (seconds: number): { name: string; lifecycle: { preStop: { sleep: { seconds: number } } } } => ({ name: 'web', lifecycle: { preStop: { sleep: { seconds } } } });
+
+/** The blog's Deployment; with `preStopSeconds`, nginx has the README's preStop from its first pod (no rollout to add it). */
+function deployment(preStopSeconds?: number): string {
+  const text = blogFile('deployment.yml');
+  if (preStopSeconds === undefined) return text;
+  type Doc = { kind?: string; spec?: { template: { spec: { containers: { name: string; lifecycle?: unknown }[] } } } } | null;
+  const docs = (loadAll(text) as Doc[]).filter((d) => d !== null);
+  const web = docs.find((d) => d.kind === 'Deployment')?.spec?.template.spec.containers.find((c) => c.name === 'web');
+  if (!web) throw new Error('soak: the blog\'s deployment.yml has no container "web"');
+  web.lifecycle = preStopHook(preStopSeconds).lifecycle;
+  return docs.map((d) => dump(d)).join('---\n');
 }
 
 function plainService(): string {
@@ -316,7 +336,7 @@ async function setUp(node: RealNode, o: SoakOptions, log: Log): Promise<void> {
   await node.apply(blogFile('net-attach.yml'), SOAK_NS);
   await node.apply(blogFile('service.yml'), SOAK_NS);
   await node.apply(plainService(), SOAK_NS);
-  await node.apply(deployment(), SOAK_NS);
+  await node.apply(deployment(o.noPreStopMinutes <= 0 ? o.preStopSeconds : undefined), SOAK_NS);
   await node.apply(blogFile('pod.yml'), SOAK_NS);
   if (o.witness) await node.apply(witnessPod(), SOAK_NS);
   await node.wait(`deployment/${SERVICE}`, 'condition=Available', { namespace: SOAK_NS, timeoutMs: 180_000 });
@@ -437,12 +457,12 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
   const startedAt = new Date(t0).toISOString();
   const end = t0 + o.minutes * 60_000;
   const switchAt = t0 + o.noPreStopMinutes * 60_000;
-  /** When the preStop patch was sent, and when the last pod without it was gone. */
+  /** When the preStop patch was sent, and when the last pod without it was gone (without a first phase every pod had the hook from the start: setUp). */
   const preStop = { patchedAt: t0, everyPodAt: t0 };
   const addPreStop = async (): Promise<void> => {
     preStop.patchedAt = Date.now();
     note('preStop added (a rollout)', `preStop sleep ${o.preStopSeconds} s`, preStop.patchedAt);
-    const patch = { spec: { template: { spec: { containers: [{ name: 'web', lifecycle: { preStop: { sleep: { seconds: o.preStopSeconds } } } }] } } } };
+    const patch = { spec: { template: { spec: { containers: [preStopHook(o.preStopSeconds)] } } } };
     await node.kubectl(['patch', 'deployment', '-n', SOAK_NS, SERVICE, '--type', 'strategic', '-p', JSON.stringify(patch)]);
     // The phase with the hook starts once no pod without it is left (terminating ones included).
     const deadline = Date.now() + 300_000;
@@ -454,7 +474,6 @@ export async function runSoak(node: RealNode, o: SoakOptions, log: Log): Promise
     }
     preStop.everyPodAt = Date.now();
   };
-  if (o.noPreStopMinutes <= 0) await addPreStop();
 
   await node.exec(SOAK_NS, CLIENT, ['rm', '-f', '/tmp/soak-stop'], { container: CLIENT });
   const loops = Object.fromEntries(

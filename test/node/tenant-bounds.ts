@@ -11,7 +11,7 @@ import type { ExecResult, RealNode } from '../harness/node.js';
 import { CLIENT, ROOT } from './cluster.js';
 import { INSTALL_NAMESPACE, NETWORK_STATUS_ANNOTATION, PROXY_NAME, PROXY_NAME_LABEL, SERVICE_NAMESPACES_ANNOTATION, SERVICE_NETWORK_ANNOTATION, SERVICE_SELECTOR_ANNOTATION } from '../../src/keys.js';
 import { sidecarRules } from './rules.js';
-import { cappedConfig, configuredCap, metricValues, recreateClientWithCap, setWebhookConfig, sidecarHealthPort, sidecarMetrics, until, warningsAbout, webhookConfig } from './tenant.js';
+import { metricValues, sidecarHealthPort, sidecarMetrics, until, warningsAbout, type LoweredCap } from './tenant.js';
 import type { Attack, Tenant } from './tenant.js';
 
 const KEPT = 'kept';
@@ -275,7 +275,6 @@ export function bigNad(t: Tenant, out: BigNad): Attack {
 }
 
 export interface FairShare {
-  cap: number;
   /** ServiceCapReached Events on the blog's client, read by the admin. */
   events: string[];
   /** multus_proxy_sidecar_services_dropped of the blog's client while the tenant fills the network. */
@@ -300,22 +299,20 @@ const fairBackend = (ns: string): string =>
   });
 
 /**
- * Fair shares: the admin lowers the cap to `cap` Service ports per network (as attack 5 does; the
- * blog's client is recreated under it) and shares the blog's NAD with the tenant's second
+ * Fair shares: the admin's cap lowered to `lowered.cap` Service ports per network (shared with
+ * attack 5, and restored here; the blog's client is recreated under it) and shares the blog's NAD with the tenant's second
  * namespace `aaa-tenant`, which sorts before `default`. The tenant puts FAIR one-port Services
  * there on the blog's network (backed by a pod of its own, so the controller writes their slices
  * and they count). Before, the cut went by name and the blog's own Service was dropped (0 of 20);
  * now the namespace over its share loses only its own Services, and ServiceCapReached on the
  * blog's client names it.
  */
-export function fairShare(node: RealNode, aaa: Tenant, out: FairShare): Attack {
-  let original = '';
+export function fairShare(node: RealNode, aaa: Tenant, out: FairShare, lowered: LoweredCap): Attack {
   const names = Array.from({ length: FAIR }, (_, i) => `fair-${i}`);
   return {
     async prepare() {
-      original = await webhookConfig(node);
-      await setWebhookConfig(node, cappedConfig(original, out.cap));
-      await recreateClientWithCap(node, 'default', String(out.cap), (args, o) => node.kubectlResult(args, { ...o, allowFail: true }));
+      await lowered.lower();
+      await lowered.recreateClient('default', (args, o) => node.kubectlResult(args, { ...o, allowFail: true }));
       await node.kubectl(['annotate', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', 'default', 'macvlan1', '--overwrite', `${SERVICE_NAMESPACES_ANNOTATION}=${aaa.namespace}`]);
     },
     async attack() {
@@ -332,11 +329,13 @@ export function fairShare(node: RealNode, aaa: Tenant, out: FairShare): Attack {
         });
         if (r.code !== 0) throw new Error(`the tenant could not create ${aaa.namespace}/${name} on the shared network: ${r.stderr}`);
       }
+      // The sidecar meets the Services one by one and says so each time: wait for the Event that
+      // counts all of them (an earlier one names the namespace too, with fewer).
       out.events = await eventsUntil(
-        `a ServiceCapReached Event on default/${CLIENT} naming ${aaa.namespace}`,
+        `a ServiceCapReached Event on default/${CLIENT} naming ${aaa.namespace} with its ${FAIR} Services`,
         60_000,
         () => adminEvents(node, 'default', 'ServiceCapReached'),
-        (l) => l.includes(`namespace ${aaa.namespace} `),
+        (l) => l.includes(`namespace ${aaa.namespace} asks for ${FAIR},`),
       );
       const port = await sidecarHealthPort(node, 'default', CLIENT);
       out.dropped = metricValues(await sidecarMetrics(node, 'default', CLIENT, port), 'multus_proxy_sidecar_services_dropped');
@@ -348,8 +347,8 @@ export function fairShare(node: RealNode, aaa: Tenant, out: FairShare): Attack {
       await aaa.kubectl(['delete', 'service', '-n', aaa.namespace, ...names, '--ignore-not-found']);
       await aaa.kubectl(['delete', 'pod', '-n', aaa.namespace, 'fair-backend', '--ignore-not-found', '--wait=false']);
       await node.kubectl(['annotate', 'network-attachment-definitions.k8s.cni.cncf.io', '-n', 'default', 'macvlan1', `${SERVICE_NAMESPACES_ANNOTATION}-`]);
-      await setWebhookConfig(node, original);
-      await recreateClientWithCap(node, 'default', configuredCap(original), (args, o) => node.kubectlResult(args, { ...o, allowFail: true }));
+      // The last attack under the lowered cap: every client recreated under it gets the installed one back.
+      await lowered.restore();
     },
   };
 }

@@ -21,6 +21,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { dump } from 'js-yaml';
 import type { ExecResult, RealNode } from '../harness/node.js';
+import type { V1Pod } from '../../src/kube/types.js';
 import { NODE } from '../harness/node-config.js';
 import { arrivals, BLOG_FILES, blogFile, CLIENT, createNamespace, curlBurst, net1Addresses, pod, pods, ROOT, SERVICE, sliceAddresses } from './cluster.js';
 import { URL, waitFor } from './blog.js';
@@ -562,8 +563,10 @@ export interface SmuggledInterface {
   smuggled: string[];
   /** The sidecar's metrics lines (multus_proxy_sidecar_*) while the annotation is bad. */
   metrics: string[];
-  /** The client pod's Ready condition while the annotation is bad. */
+  /** The client pod's Ready condition while the annotation is bad (read last thing before it is restored). */
   ready: boolean;
+  /** Restarts of the client's sidecar from the rewrite until just before the restore. */
+  sidecarRestarts: number;
   /** After the annotation was restored, a new backend replica answered the client (-1: never). */
   followsAfterMs: number;
 }
@@ -574,6 +577,15 @@ async function podRoutes(node: RealNode, ns: string, podName: string): Promise<s
   return r.stdout;
 }
 
+/** The injected sidecar's restart count in a pod (native sidecar or container). */
+function sidecarRestarts(p: V1Pod): number {
+  const st = [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])].find((c) => c.name === SIDECAR_CONTAINER_NAME);
+  return st?.restartCount ?? 0;
+}
+
+/** The sidecar's gauge while it refuses the pod's network-status. */
+const STATUS_REFUSED = 'multus_proxy_sidecar_invalid_pod_annotation{annotation="network-status"} 1';
+
 /**
  * Attack 2: the tenant sets the `interface` of its injected client's net1 entry to
  * `net1\nroute add 203.0.113.0/24 dev lo`. The line never reaches `ip`; the pod gets a Warning
@@ -582,22 +594,34 @@ async function podRoutes(node: RealNode, ns: string, podName: string): Promise<s
  */
 export function smuggledInterface(node: RealNode, t: Tenant, out: SmuggledInterface): Attack {
   let original = '';
+  let restartsBefore = 0;
   return {
     async attack() {
       original = (await pod(node, t.namespace, CLIENT)).metadata?.annotations?.[NETWORK_STATUS_ANNOTATION] ?? '';
       if (!original) throw new Error(`${t.namespace}/${CLIENT} has no network-status`);
+      restartsBefore = sidecarRestarts(await pod(node, t.namespace, CLIENT));
       const since = Date.now();
       out.annotated = await rewriteNet1(t, CLIENT, original, (e) => ({ ...e, interface: `net1\nroute add ${SMUGGLED_ROUTE} dev lo` }));
       out.events = await until(`a Warning Event on ${CLIENT}`, 60_000, async () => {
         const e = await warningsAbout(t, 'Pod', CLIENT, since);
         return e.length > 0 ? e : undefined;
       }).catch(() => []);
-      await delay(15_000); // the kubelet's sync refreshes the pod's downwardAPI volume, the sidecar retries
+      // The sidecar's own verdict on the value the kubelet put in the downwardAPI volume: its gauge
+      // is 1 once it has read and refused it (keeping the last good value), so the routes read
+      // after it are those it left with the bad value in hand.
+      const port = await sidecarHealthPort(node, t.namespace, CLIENT);
+      out.metrics = await until('the sidecar refusing the network-status', 60_000, async () => {
+        const m = await sidecarMetrics(node, t.namespace, CLIENT, port);
+        return m.includes(STATUS_REFUSED) ? m : undefined;
+      }).catch(() => sidecarMetrics(node, t.namespace, CLIENT, port));
       out.smuggled = (await podRoutes(node, t.namespace, CLIENT)).split('\n').filter((l) => l.includes(SMUGGLED_ROUTE.replace('/24', '')));
-      out.metrics = await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT));
-      out.ready = isReady(await pod(node, t.namespace, CLIENT));
     },
     async undo() {
+      // The guard's checks ran meanwhile with the bad value in place: the pod is Ready and its
+      // sidecar has not restarted through all of it.
+      const p = await pod(node, t.namespace, CLIENT);
+      out.ready = isReady(p);
+      out.sidecarRestarts = sidecarRestarts(p) - restartsBefore;
       await restoreStatus(t, CLIENT, original);
       out.followsAfterMs = await newReplicaAnswers(node, t);
     },
@@ -907,7 +931,6 @@ export function borrowedNetwork(node: RealNode, t: Tenant, out: BorrowedNetwork)
 // --- attack 5: more Services on a network than a sidecar serves ---------------------------------
 
 export interface ServiceFlood {
-  cap: number;
   /** ServiceCapReached Events in the tenant's namespace. */
   events: string[];
   /** multus_proxy_sidecar_services_dropped by network while flooded, and after the Services went. */
@@ -952,6 +975,49 @@ export function cappedConfig(original: string, cap: number): string {
     : original.replace(/^sidecar:\n/m, `sidecar:\n  maxServicesPerNetwork: ${cap}\n`);
 }
 
+/**
+ * The admin's lowered per-network cap, shared by the attacks that need one (the tenant's flood,
+ * the fair share): the webhook rolls once to lower it and once to restore it, however many
+ * attacks run under it, and each attack still runs under its own guard. `restore` puts the
+ * original config back and recreates every client recreated under the cap; it is a no-op once done.
+ */
+export interface LoweredCap {
+  readonly cap: number;
+  /** Lowers the cap unless it is already lowered. */
+  lower(): Promise<void>;
+  /** Recreates the blog client in `ns` (through `kubectl`) until it is injected with the lowered cap. */
+  recreateClient(ns: string, kubectl: Tenant['kubectl']): Promise<void>;
+  restore(): Promise<void>;
+}
+
+export function loweredCap(node: RealNode, cap: number): LoweredCap {
+  let original: string | undefined;
+  const clients = new Map<string, Tenant['kubectl']>();
+  return {
+    cap,
+    async lower() {
+      if (original !== undefined) return;
+      const config = await webhookConfig(node);
+      await setWebhookConfig(node, cappedConfig(config, cap));
+      original = config;
+    },
+    async recreateClient(ns, kubectl) {
+      if (original === undefined) throw new Error(`the cap is not lowered: recreating ${ns}/${CLIENT} would inject the installed one`);
+      clients.set(ns, kubectl);
+      await recreateClientWithCap(node, ns, String(cap), kubectl);
+    },
+    async restore() {
+      if (original === undefined) return;
+      const config = original;
+      original = undefined;
+      await setWebhookConfig(node, config);
+      // The clients are in different namespaces: recreated side by side.
+      await Promise.all([...clients].map(([ns, kubectl]) => recreateClientWithCap(node, ns, configuredCap(config), kubectl)));
+      clients.clear();
+    },
+  };
+}
+
 /** The cap a webhook config sets (or the default). */
 export const configuredCap = (config: string): string => /^ {2}maxServicesPerNetwork: (\d+)$/m.exec(config)?.[1] ?? String(DEFAULT_MAX_SERVICES_PER_NETWORK);
 
@@ -983,22 +1049,20 @@ export async function recreateClientWithCap(node: RealNode, ns: string, cap: str
 }
 
 /**
- * Attack 5: the admin caps Services per network at `cap` (sidecar.maxServicesPerNetwork in the
- * webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD more
- * Services on its network. The sidecar serves `cap` of them, says which it leaves out
- * (ServiceCapReached, services_dropped{network}); once the Services go, it serves all again.
+ * Attack 5: the admin caps Services per network at `lowered.cap` (sidecar.maxServicesPerNetwork in
+ * the webhook's config) and the tenant's client is recreated under it; the tenant then puts FLOOD
+ * more Services on its network. The sidecar serves `cap` of them, says which it leaves out
+ * (ServiceCapReached, services_dropped{network}); once the Services go, it serves all again. The
+ * cap stays lowered for the next attack that shares it; `lowered.restore()` puts it back.
  */
-export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Attack {
-  let original = '';
-  const recreateClient = (cap: string): Promise<void> => recreateClientWithCap(node, t.namespace, cap, (a, o) => t.kubectl(a, o));
+export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood, lowered: LoweredCap): Attack {
   const net = `${t.namespace}/macvlan1`;
   const dropped = async (): Promise<Record<string, number>> =>
     metricValues(await sidecarMetrics(node, t.namespace, CLIENT, await sidecarHealthPort(node, t.namespace, CLIENT)), 'multus_proxy_sidecar_services_dropped');
   return {
     async attack() {
-      original = await webhookConfig(node);
-      await setWebhookConfig(node, cappedConfig(original, out.cap));
-      await recreateClient(String(out.cap));
+      await lowered.lower();
+      await lowered.recreateClient(t.namespace, (a, o) => t.kubectl(a, o));
       for (let i = 0; i < FLOOD; i++) {
         const svc = {
           apiVersion: 'v1',
@@ -1024,8 +1088,6 @@ export function serviceFlood(node: RealNode, t: Tenant, out: ServiceFlood): Atta
         const d = await dropped();
         return d[`{network="${net}"}`] === 0 ? d : undefined;
       }).catch(() => dropped());
-      await setWebhookConfig(node, original);
-      await recreateClient(configuredCap(original));
     },
   };
 }

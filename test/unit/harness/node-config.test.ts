@@ -32,6 +32,12 @@ void test('kubelet: cgroup v1 and swap tolerated, cluster DNS only, cgroupfs', (
   assert.equal(k['resolvConf'], '/tmp/n/resolv.conf');
 });
 
+void test('kubelet: a stopped container is restarted within 2 s (crash-loop back-off capped behind its v1.34 gate)', () => {
+  const k = load(kubeletConfig(layout)) as Record<string, unknown>;
+  assert.deepEqual(k['featureGates'], { KubeletCrashLoopBackOffMax: true });
+  assert.deepEqual(k['crashLoopBackOff'], { maxContainerRestartPeriod: '2s' });
+});
+
 void test('kube-proxy: iptables mode, leaves conntrack sysctls and route_localnet alone', () => {
   const k = load(kubeProxyConfig(layout)) as Record<string, unknown>;
   assert.equal(k['mode'], 'iptables');
