@@ -122,7 +122,8 @@ build "$NODE_BASE" "$ROOT/test/images/node" "$NODE_CTX" "$MINBASE"
 
 # pause: Kubernetes' own source of the release the node runs, built as its Makefile does.
 PAUSE_CTX=$CTX_DIR/pause
-kube_dir=$(cd "$ROOT/test/harness/kube-bins" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+# Downloaded here: setup.sh runs this beside the Go build that would otherwise fetch it first.
+kube_dir=$(cd "$ROOT/test/harness/kube-bins" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 [ -f "$kube_dir/build/pause/linux/pause.c" ] || die "no build/pause/linux/pause.c in $kube_dir (run: cd test/harness/kube-bins && go mod download)"
 mkdir -p "$PAUSE_CTX"
 if [ ! -x "$PAUSE_CTX/pause" ] || [ "$kube_dir/build/pause/linux/pause.c" -nt "$PAUSE_CTX/pause" ]; then
