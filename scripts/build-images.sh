@@ -2,6 +2,9 @@
 # Builds the container images the real-node tests run, daemonless with buildah, and exports each
 # as a docker-archive tar with images.json ([{"file", "name"}]) into $BIN_DIR/../images/.
 # Run by scripts/setup.sh (which installs buildah, debootstrap and gcc); runs alone too.
+# `build-images.sh base` builds and exports only the images that need nothing setup.sh builds with
+# Go (all but MetalLB's), and writes no images.json: setup.sh runs it beside its Go builds, then
+# runs build-images.sh, which finds those current.
 #
 #   docker.io/library/multus-proxy:0.1.0  the repository's Dockerfile, unchanged, rebuilt whenever
 #                                         a file it copies changes (content-hash stamp)
@@ -17,6 +20,8 @@
 # network setup would create a cni-podman0 bridge and iptables rules on the host.
 set -euo pipefail
 
+PART=${1:-all}
+case $PART in all | base) ;; *) printf 'build-images.sh: unknown argument %s; use base, or none for every image\n' "$PART" >&2; exit 2 ;; esac
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BIN_DIR=${MULTUS_PROXY_BIN_DIR:-$HOME/.cache/multus-proxy/bin}
@@ -117,7 +122,8 @@ build "$NODE_BASE" "$ROOT/test/images/node" "$NODE_CTX" "$MINBASE"
 
 # pause: Kubernetes' own source of the release the node runs, built as its Makefile does.
 PAUSE_CTX=$CTX_DIR/pause
-kube_dir=$(cd "$ROOT/test/harness/kube-bins" && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
+# Downloaded here: setup.sh runs this beside the Go build that would otherwise fetch it first.
+kube_dir=$(cd "$ROOT/test/harness/kube-bins" && go mod download k8s.io/kubernetes && go list -m -f '{{.Dir}}' k8s.io/kubernetes)
 [ -f "$kube_dir/build/pause/linux/pause.c" ] || die "no build/pause/linux/pause.c in $kube_dir (run: cd test/harness/kube-bins && go mod download)"
 mkdir -p "$PAUSE_CTX"
 if [ ! -x "$PAUSE_CTX/pause" ] || [ "$kube_dir/build/pause/linux/pause.c" -nt "$PAUSE_CTX/pause" ]; then
@@ -130,15 +136,17 @@ build ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools "$ROOT/test/images/t
 # MetalLB: the binaries setup.sh built, each alone on an empty base; named as the install manifest
 # setup.sh copied from the same module names them, so the two never disagree.
 METALLB_MANIFEST=$CACHE_DIR/manifests/metallb-native.yaml
-[ -f "$METALLB_MANIFEST" ] || die "$METALLB_MANIFEST not found: run scripts/setup.sh (it builds MetalLB)"
-METALLB_TAG=$(sed -n 's|^ *image: quay.io/metallb/speaker:\(v[0-9.]*\)$|\1|p' "$METALLB_MANIFEST")
-[ -n "$METALLB_TAG" ] || die "$METALLB_MANIFEST names no quay.io/metallb/speaker image"
-for c in controller speaker; do
-  [ -x "$BIN_DIR/metallb-$c" ] || die "$BIN_DIR/metallb-$c not found: run scripts/setup.sh"
-  mkdir -p "$CTX_DIR/metallb-$c"
-  cmp -s "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c" || cp "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c"
-  build "quay.io/metallb/$c:$METALLB_TAG" "$ROOT/test/images/metallb-$c" "$CTX_DIR/metallb-$c"
-done
+if [ "$PART" = all ]; then
+  [ -f "$METALLB_MANIFEST" ] || die "$METALLB_MANIFEST not found: run scripts/setup.sh (it builds MetalLB)"
+  METALLB_TAG=$(sed -n 's|^ *image: quay.io/metallb/speaker:\(v[0-9.]*\)$|\1|p' "$METALLB_MANIFEST")
+  [ -n "$METALLB_TAG" ] || die "$METALLB_MANIFEST names no quay.io/metallb/speaker image"
+  for c in controller speaker; do
+    [ -x "$BIN_DIR/metallb-$c" ] || die "$BIN_DIR/metallb-$c not found: run scripts/setup.sh"
+    mkdir -p "$CTX_DIR/metallb-$c"
+    cmp -s "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c" || cp "$BIN_DIR/metallb-$c" "$CTX_DIR/metallb-$c/$c"
+    build "quay.io/metallb/$c:$METALLB_TAG" "$ROOT/test/images/metallb-$c" "$CTX_DIR/metallb-$c"
+  done
+fi
 
 # --- the project's image: the Dockerfile as users build it ------------------------------------------
 # Its stamp hashes the Dockerfile and every file its COPY lines bring in, so CI always tests the
@@ -191,9 +199,8 @@ EXPORTS=(
   "fedora-nginx.tar ghcr.io/redhat-nfvpe/multus-service-demo:fedora-nginx"
   "fedora-tools.tar ghcr.io/redhat-nfvpe/multus-service-demo:fedora-tools"
   "multus-proxy.tar $PROJECT_IMAGE"
-  "metallb-controller.tar quay.io/metallb/controller:$METALLB_TAG"
-  "metallb-speaker.tar quay.io/metallb/speaker:$METALLB_TAG"
 )
+[ "$PART" = base ] || EXPORTS+=("metallb-controller.tar quay.io/metallb/controller:$METALLB_TAG" "metallb-speaker.tar quay.io/metallb/speaker:$METALLB_TAG")
 entries=()
 for e in "${EXPORTS[@]}"; do
   file=${e%% *} name=${e#* }
@@ -208,6 +215,7 @@ for e in "${EXPORTS[@]}"; do
   printf '%-58s %6s  %s\n' "$name" "$(du -h "$IMAGE_DIR/$file" | cut -f1)" "$IMAGE_DIR/$file"
   entries+=("{\"file\": \"$file\", \"name\": \"$name\"}")
 done
+[ "$PART" = all ] || exit 0
 (IFS=,; echo "[${entries[*]}]") > "$IMAGE_DIR/images.json.tmp"
 mv "$IMAGE_DIR/images.json.tmp" "$IMAGE_DIR/images.json"
 echo "images.json: $IMAGE_DIR/images.json"

@@ -92,7 +92,7 @@ else
 fi
 
 # --- Go-built binaries ---------------------------------------------------------------------------
-step "Kubernetes binaries, etcd and kustomize in $BIN_DIR"
+step "Go and the Go-built binaries in $BIN_DIR"
 # A non-login shell (CI) may lack the Go folder in PATH even where Go is installed.
 if ! command -v go >/dev/null && [ -x /usr/local/go/bin/go ]; then export PATH="/usr/local/go/bin:$PATH"; fi
 command -v go >/dev/null || die "go (>= 1.24) not found; this machine kind ships it, or install Go >= 1.24"
@@ -127,14 +127,6 @@ KUBE_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-pr
 stamp_value=$( (cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"; echo "$go_version $VERSION_LDFLAGS ${KUBE_CMDS[*]}") | sha256sum | cut -d' ' -f1)
 STAMP="$BIN_DIR/.kube-bins.stamp"
 
-build() { # name package [extra ldflags]
-  local name=$1 pkg=$2 extra=${3:-} t0=$SECONDS
-  echo "building $name ($pkg): the first build downloads modules and compiles for several minutes ..."
-  (cd "$MOD_DIR" && go build -trimpath -ldflags="-s -w $extra" -o "$BIN_DIR/$name.tmp" "$pkg")
-  mv "$BIN_DIR/$name.tmp" "$BIN_DIR/$name"
-  echo "built $name in $((SECONDS - t0)) s"
-}
-
 if [ "$TARGET" = demo ]; then
   DSTAMP="$BIN_DIR/.demo-bins.stamp"
   demo_value=$( (cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum"; echo "$go_version $VERSION_LDFLAGS demo") | sha256sum | cut -d' ' -f1)
@@ -159,51 +151,57 @@ if [ "$TARGET" = demo ]; then
   exit 0
 fi
 
-if current "$STAMP" "$stamp_value" "$BIN_DIR/etcd" "${KUBE_CMDS[@]/#/$BIN_DIR/}"; then
-  echo "etcd and ${KUBE_CMDS[*]} are current (stamp $STAMP)"
-else
-  rm -f "$STAMP"
-  build etcd go.etcd.io/etcd/server/v3
-  # One `go build` for all Kubernetes commands: it compiles their shared packages once and links
-  # one binary while compiling the next, where separate builds would link one after another.
-  echo "building ${KUBE_CMDS[*]} (Kubernetes $KUBE_VERSION): the first build compiles for many minutes on 2 cores ..."
-  t0=$SECONDS
-  rm -rf "$BIN_DIR/.kube-build"
-  (cd "$MOD_DIR" && go build -trimpath -ldflags="-s -w $VERSION_LDFLAGS" -o "$BIN_DIR/.kube-build/" "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}")
-  for cmd in "${KUBE_CMDS[@]}"; do mv "$BIN_DIR/.kube-build/$cmd" "$BIN_DIR/$cmd"; done
-  rmdir "$BIN_DIR/.kube-build"
-  echo "built ${KUBE_CMDS[*]} in $((SECONDS - t0)) s"
-  echo "$stamp_value" > "$STAMP"
-fi
-# Captured, not piped into head: under pipefail a closed pipe would fail the script.
-etcd_version=$("$BIN_DIR/etcd" --version)
-echo "${etcd_version%%$'\n'*}"
-for cmd in "${KUBE_CMDS[@]}"; do
-  case $cmd in
-    kubectl) v=$("$BIN_DIR/kubectl" version --client 2>&1) ;;
-    *) v=$("$BIN_DIR/$cmd" --version 2>&1) ;;
-  esac
-  v=${v%%$'\n'*}
-  [[ $v == *"$KUBE_VERSION"* ]] || die "$BIN_DIR/$cmd reports '$v', not $KUBE_VERSION: delete $STAMP and run setup.sh again"
-  echo "$cmd: $v"
-done
+# Lane "kubernetes": etcd, the Kubernetes commands and kustomize (run as a job below).
+build_kubernetes() {
+  local t0 cmd etcd_version v kstamp="$BIN_DIR/.kustomize.stamp"
+  if current "$STAMP" "$stamp_value" "$BIN_DIR/etcd" "${KUBE_CMDS[@]/#/$BIN_DIR/}"; then
+    echo "etcd and ${KUBE_CMDS[*]} are current (stamp $STAMP)"
+  else
+    rm -f "$STAMP"
+    # One `go build` for etcd and every Kubernetes command: their shared packages (etcd's client,
+    # gRPC, protobuf, the apiserver libraries) compile once, and one binary links while the next
+    # compiles, where separate builds would link one after another. The version flags only touch
+    # Kubernetes' packages.
+    echo "building etcd ${KUBE_CMDS[*]} (Kubernetes $KUBE_VERSION): the first build downloads modules and compiles for many minutes ..."
+    t0=$SECONDS
+    rm -rf "$BIN_DIR/.kube-build"
+    (cd "$MOD_DIR" && go build -trimpath -ldflags="-s -w $VERSION_LDFLAGS" -o "$BIN_DIR/.kube-build/" go.etcd.io/etcd/server/v3 "${KUBE_CMDS[@]/#/k8s.io/kubernetes/cmd/}")
+    mv "$BIN_DIR/.kube-build/server" "$BIN_DIR/etcd" # go names a /v3 module's binary after the element before
+    for cmd in "${KUBE_CMDS[@]}"; do mv "$BIN_DIR/.kube-build/$cmd" "$BIN_DIR/$cmd"; done
+    rmdir "$BIN_DIR/.kube-build"
+    echo "built etcd ${KUBE_CMDS[*]} in $((SECONDS - t0)) s"
+    echo "$stamp_value" > "$STAMP"
+  fi
+  # Captured, not piped into head: under pipefail a closed pipe would fail the script.
+  etcd_version=$("$BIN_DIR/etcd" --version)
+  echo "${etcd_version%%$'\n'*}"
+  for cmd in "${KUBE_CMDS[@]}"; do
+    case $cmd in
+      kubectl) v=$("$BIN_DIR/kubectl" version --client 2>&1) ;;
+      *) v=$("$BIN_DIR/$cmd" --version 2>&1) ;;
+    esac
+    v=${v%%$'\n'*}
+    [[ $v == *"$KUBE_VERSION"* ]] || die "$BIN_DIR/$cmd reports '$v', not $KUBE_VERSION: delete $STAMP and run setup.sh again"
+    echo "$cmd: $v"
+  done
 
-KSTAMP="$BIN_DIR/.kustomize.stamp"
-if current "$KSTAMP" "$KUSTOMIZE_VERSION $go_version" "$BIN_DIR/kustomize"; then
-  echo "kustomize $KUSTOMIZE_VERSION is current"
-else
-  echo "installing kustomize $KUSTOMIZE_VERSION with go install (a minute or two) ..."
-  GOBIN="$BIN_DIR" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
-  echo "$KUSTOMIZE_VERSION $go_version" > "$KSTAMP"
-fi
-"$BIN_DIR/kustomize" version
+  if current "$kstamp" "$KUSTOMIZE_VERSION $go_version" "$BIN_DIR/kustomize"; then
+    echo "kustomize $KUSTOMIZE_VERSION is current"
+  else
+    echo "installing kustomize $KUSTOMIZE_VERSION with go install (a minute or two) ..."
+    t0=$SECONDS
+    GOBIN="$BIN_DIR" go install -trimpath -ldflags="-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+    echo "built kustomize in $((SECONDS - t0)) s"
+    echo "$KUSTOMIZE_VERSION $go_version" > "$kstamp"
+  fi
+  "$BIN_DIR/kustomize" version
+}
 
 # --- Go modules built from a copy of their source ---------------------------------------------
 # `go install mod@version` does not work for these: the module proxy refuses some version lists
 # and checksum lookups (hence GONOSUMDB for some), and modules with `replace` directives cannot be
 # installed. So each is downloaded with `go mod download`, copied writable and built in place with
 # -mod=mod. Versions: see docs/node-harness.md and docs/decisions/0042-image-and-build.md.
-step "crictl, CoreDNS, cert-manager, Multus, whereabouts, helm, promtool and MetalLB"
 MULTUS_MOD=gopkg.in/k8snetworkplumbingwg/multus-cni.v4@v4.2.4
 WHEREABOUTS_MOD=github.com/k8snetworkplumbingwg/whereabouts@v0.9.2
 CRITOOLS_MOD=sigs.k8s.io/cri-tools@v1.34.0
@@ -258,14 +256,12 @@ build_crictl() {
   src=$(module_src "$CRITOOLS_MOD" GONOSUMDB=sigs.k8s.io/cri-tools)
   gobuild "$src" "$BIN_DIR/crictl" ./cmd/crictl GONOSUMDB=sigs.k8s.io/cri-tools
 }
-module crictl "$CRITOOLS_MOD" "$BIN_DIR/crictl" -- build_crictl
 
 build_coredns() {
   local src
   src=$(module_src "$COREDNS_MOD")
   gobuild "$src" "$BIN_DIR/coredns" .
 }
-module coredns "$COREDNS_MOD" "$BIN_DIR/coredns" -- build_coredns
 
 build_multus() {
   local src
@@ -277,7 +273,6 @@ build_multus() {
   grep -q 'name: network-attachment-definitions.k8s.cni.cncf.io' "$MANIFEST_DIR/nad-crd.yaml" \
     || die "no NetworkAttachmentDefinition CRD found in $MULTUS_MOD deployments/multus-daemonset.yml"
 }
-module multus "$MULTUS_MOD" "$CNI_DIR/multus" "$MANIFEST_DIR/nad-crd.yaml" -- build_multus
 
 build_whereabouts() {
   local src
@@ -293,12 +288,17 @@ build_whereabouts() {
   done
   mv "$out" "$MANIFEST_DIR/whereabouts-crds.yaml"
 }
-module whereabouts "$WHEREABOUTS_MOD" "$CNI_DIR/whereabouts" "$MANIFEST_DIR/whereabouts-crds.yaml" -- build_whereabouts
 
 build_cert_manager() {
-  local src c
+  local src c t0=$SECONDS
   src=$(module_src "$CERT_MANAGER_MOD")
-  for c in controller cainjector webhook; do gobuild "$src" "$BIN_DIR/cert-manager-$c" "./cmd/$c"; done
+  # One `go build` for the three: they share most packages, and one links while the next compiles.
+  echo "building cert-manager-controller, -cainjector and -webhook ($CERT_MANAGER_MOD) ..."
+  rm -rf "$BIN_DIR/.cert-manager-build"
+  (cd "$src" && GOFLAGS=-mod=mod go build -trimpath -ldflags="-s -w" -o "$BIN_DIR/.cert-manager-build/" ./cmd/controller ./cmd/cainjector ./cmd/webhook)
+  for c in controller cainjector webhook; do mv "$BIN_DIR/.cert-manager-build/$c" "$BIN_DIR/cert-manager-$c"; done
+  rmdir "$BIN_DIR/.cert-manager-build"
+  echo "built cert-manager-controller, -cainjector and -webhook in $((SECONDS - t0)) s"
   # The CRDs carry Helm template expressions in their labels: give them the values the static
   # install manifest has, and drop the include line.
   local f out="$MANIFEST_DIR/cert-manager-crds.yaml.tmp"
@@ -310,8 +310,6 @@ build_cert_manager() {
   done
   mv "$out" "$MANIFEST_DIR/cert-manager-crds.yaml"
 }
-module cert-manager "$CERT_MANAGER_MOD" "$BIN_DIR/cert-manager-controller" "$BIN_DIR/cert-manager-cainjector" \
-  "$BIN_DIR/cert-manager-webhook" "$MANIFEST_DIR/cert-manager-crds.yaml" -- build_cert_manager
 
 # helm: the chart's lint, golden renders and its life on the real node (deploy/helm/multus-proxy).
 build_helm() {
@@ -319,15 +317,6 @@ build_helm() {
   src=$(module_src "$HELM_MOD")
   gobuild "$src" "$BIN_DIR/helm" ./cmd/helm
 }
-module helm "$HELM_MOD" "$BIN_DIR/helm" -- build_helm
-"$BIN_DIR/helm" version --short
-
-# promtool: checks the chart's PrometheusRule and dashboard queries and runs each alert on
-# synthetic series (test/deploy/monitoring.test.ts). Debian's prometheus package has it (seconds,
-# where building it from the Go module took about 9 minutes of CPU on an empty cache).
-command -v promtool >/dev/null || die "promtool not found: install Debian's prometheus package"
-ln -sf "$(command -v promtool)" "$BIN_DIR/promtool"
-"$BIN_DIR/promtool" --version | head -1
 
 # MetalLB: the load-balancer implementation beside the node agent's LoadBalancer support in the
 # real-node tests (test/node/metallb.ts). Static (CGO_ENABLED=0, as upstream's Dockerfiles) so the
@@ -348,7 +337,75 @@ build_metallb() {
   grep -q "image: quay.io/metallb/speaker:${METALLB_MOD#*@}" "$MANIFEST_DIR/metallb-native.yaml" \
     || die "$METALLB_MOD config/manifests/metallb-native.yaml does not name quay.io/metallb/speaker:${METALLB_MOD#*@}"
 }
-module metallb "$METALLB_MOD" "$BIN_DIR/metallb-controller" "$BIN_DIR/metallb-speaker" "$MANIFEST_DIR/metallb-native.yaml" -- build_metallb
+
+# --- Jobs side by side ---------------------------------------------------------------------------
+# On an empty cache the Go builds are most of setup's time, yet one `go build` keeps both cores busy
+# only part of its time (module downloads, the narrow end of each package graph, the link), and the
+# images that need none of their outputs mostly wait on the network (debootstrap, apt, npm). So two
+# lanes of Go builds and the images run at once. (Not niced: niced, the images crawled behind the
+# builds and could end after them, where at equal priority they end first and the total work is
+# the same.)
+# Each job's lines are prefixed with its name; the first job that fails stops the others and fails
+# setup.sh, naming it.
+lane_kubernetes() {
+  build_kubernetes
+  module whereabouts "$WHEREABOUTS_MOD" "$CNI_DIR/whereabouts" "$MANIFEST_DIR/whereabouts-crds.yaml" -- build_whereabouts
+  module multus "$MULTUS_MOD" "$CNI_DIR/multus" "$MANIFEST_DIR/nad-crd.yaml" -- build_multus
+}
+lane_modules() {
+  module coredns "$COREDNS_MOD" "$BIN_DIR/coredns" -- build_coredns
+  module cert-manager "$CERT_MANAGER_MOD" "$BIN_DIR/cert-manager-controller" "$BIN_DIR/cert-manager-cainjector" \
+    "$BIN_DIR/cert-manager-webhook" "$MANIFEST_DIR/cert-manager-crds.yaml" -- build_cert_manager
+  module helm "$HELM_MOD" "$BIN_DIR/helm" -- build_helm
+  "$BIN_DIR/helm" version --short
+  module crictl "$CRITOOLS_MOD" "$BIN_DIR/crictl" -- build_crictl
+  module metallb "$METALLB_MOD" "$BIN_DIR/metallb-controller" "$BIN_DIR/metallb-speaker" "$MANIFEST_DIR/metallb-native.yaml" -- build_metallb
+}
+
+declare -A JOB_NAME=() JOB_START=() # by pid
+start_job() { # name command...: runs the command in the background, each output line prefixed "[name] "
+  local name=$1
+  shift
+  { "$@" 2>&1 | sed -u "s/^/[$name] /"; } &
+  JOB_NAME[$!]=$name
+  JOB_START[$!]=$SECONDS
+}
+process_tree() { # pid: the pid and its descendants
+  local c
+  echo "$1"
+  for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do process_tree "$c"; done
+}
+stop_jobs() {
+  local pid pids=()
+  for pid in "${!JOB_NAME[@]}"; do mapfile -t -O "${#pids[@]}" pids < <(process_tree "$pid"); done
+  if ((${#pids[@]} > 0)); then kill "${pids[@]}" 2>/dev/null || true; fi
+  JOB_NAME=()
+}
+trap stop_jobs EXIT
+wait_jobs() { # waits for every job; the first failure stops the others and fails setup.sh
+  local pid rc name
+  while ((${#JOB_NAME[@]} > 0)); do
+    rc=0
+    wait -n -p pid "${!JOB_NAME[@]}" || rc=$?
+    name=${JOB_NAME[$pid]}
+    unset "JOB_NAME[$pid]"
+    ((rc == 0)) || { stop_jobs; die "$name failed (exit $rc): see its [$name] lines above"; }
+    echo "[$name] done in $((SECONDS - JOB_START[$pid])) s"
+  done
+}
+
+step "Go builds (lanes kubernetes and modules) beside the images that need none of them (lane images)"
+start_job images bash "$ROOT/scripts/build-images.sh" base
+start_job kubernetes lane_kubernetes
+start_job modules lane_modules
+wait_jobs
+
+# promtool: checks the chart's PrometheusRule and dashboard queries and runs each alert on
+# synthetic series (test/deploy/monitoring.test.ts). Debian's prometheus package has it (seconds,
+# where building it from the Go module took about 9 minutes of CPU on an empty cache).
+command -v promtool >/dev/null || die "promtool not found: install Debian's prometheus package"
+ln -sf "$(command -v promtool)" "$BIN_DIR/promtool"
+"$BIN_DIR/promtool" --version | head -1
 
 # containerd 1.6 and Multus look for every plugin in one directory.
 cp -a /usr/lib/cni/. "$CNI_DIR/"
@@ -360,7 +417,7 @@ step "nfnl-batch in $BIN_DIR"
 bash "$ROOT/scripts/build-native.sh"
 
 # --- Container images ----------------------------------------------------------------------------
-step "container images in $IMAGE_DIR"
+step "container images in $IMAGE_DIR (MetalLB's from the binaries above; the others are current)"
 bash "$ROOT/scripts/build-images.sh"
 
 step "setup complete (binaries in $BIN_DIR)"
