@@ -46,7 +46,7 @@ const HEALTH_LISTENING = 'health port listening';
  * the kubelet restarts the sidecar as it would after a failed probe.
  */
 const WATCHDOG_MS = 10_000;
-/** How long a stopping sidecar that never answered ready waits for the startup probe (1 s period, first try at once under health-listen, 2 s after the start without). */
+/** How long a stopping sidecar that never answered ready waits for the startup probe (1 s period, first try 1 s after the start under health-listen, 2 s after it without). */
 const UNSTARTED_STOP_WAIT_MS = 3_000;
 
 async function cleanupMode(opts: ParsedOptions, log: Logger): Promise<number> {

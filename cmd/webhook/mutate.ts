@@ -66,11 +66,13 @@ export function tokenVolume(name: string, expirationSeconds: number): Volume {
  * - a startup probe on `/readyz?wait=…`, which the sidecar holds until its first sync is done, so
  *   it succeeds the moment the sidecar is ready (and the app containers start then) instead of
  *   answering 503 (an Unhealthy Event each) every second before;
- * - tried from the container's start (`initialDelaySeconds` 0): the injected command starts with
- *   health-listen (native/health-listen.c), which listens on the health port before Node.js
- *   starts, so the probe's connection is never refused; its request waits in the socket's backlog
- *   until Node.js serves (up to 2.3 s measured on a busy node), then the wait begins; 20 s of it,
- *   since a start on a loaded node (the soak's churn at load 8) passed 9 s;
+ * - first tried 1 s after the container's start (`initialDelaySeconds` 1): the injected command
+ *   starts with health-listen (native/health-listen.c), which listens on the health port before
+ *   Node.js starts; its request waits in the socket's backlog until Node.js serves (up to 2.3 s
+ *   measured on a busy node), then the wait begins; 20 s of it, since a start on a loaded node (the
+ *   soak's churn at load 8) passed 9 s. Not 0: with both cores busy the kubelet's first try once
+ *   came before health-listen ran and was refused (an Unhealthy Event); the first sync takes longer
+ *   than 1 s on such a node, so the app's start is not delayed by it;
  * - `timeoutSeconds` above that start plus the wait; `failureThreshold` × (wait + period) ≈ 5
  *   minutes for a start that cannot sync (the apiserver unreachable), as the 300 × 1 s before.
  * No readiness probe: readiness never falls back once ready (docs/sidecar.md), so without one the
@@ -79,7 +81,7 @@ export function tokenVolume(name: string, expirationSeconds: number): Volume {
  * after the sidecar exited (refused or reset, an Event each time); the sidecar ends itself instead
  * when a sync is stuck (its watchdog), and the kubelet restarts it as after a failed probe.
  */
-export const STARTUP_PROBE = { initialDelaySeconds: 0, periodSeconds: 1, waitSeconds: 20, timeoutSeconds: 23, failureThreshold: 14 } as const;
+export const STARTUP_PROBE = { initialDelaySeconds: 1, periodSeconds: 1, waitSeconds: 20, timeoutSeconds: 23, failureThreshold: 14 } as const;
 /**
  * A `sidecar.command` of the operator's own without health-listen: Node.js binds the port itself,
  * so the first try waits 2 s (the old timing: refused at most rarely, on a busy node).

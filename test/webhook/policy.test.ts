@@ -141,11 +141,11 @@ void describe('webhook/mutate', () => {
     assert.equal(priv?.allowPrivilegeEscalation, undefined);
   });
 
-  void test("the startup probe tries at once under health-listen, 2 s after the start with a command of the operator's own (Node.js binds the port itself)", () => {
+  void test("the startup probe tries 1 s after the start under health-listen, 2 s after it with a command of the operator's own (Node.js binds the port itself)", () => {
     const probe = (command: readonly string[]): unknown => sidecarContainer({ ...SIDECAR, command }, 'tok', true).startupProbe;
     assert.equal(SIDECAR.command[0], '/usr/local/bin/health-listen');
-    assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=20', port: 9180 }, initialDelaySeconds: 0, periodSeconds: 1, timeoutSeconds: 23, failureThreshold: 14 });
-    assert.equal((probe(['health-listen', 'node', 'x.js']) as { initialDelaySeconds: number }).initialDelaySeconds, 0);
+    assert.deepEqual(probe(SIDECAR.command), { httpGet: { path: '/readyz?wait=20', port: 9180 }, initialDelaySeconds: 1, periodSeconds: 1, timeoutSeconds: 23, failureThreshold: 14 });
+    assert.equal((probe(['health-listen', 'node', 'x.js']) as { initialDelaySeconds: number }).initialDelaySeconds, 1);
     for (const own of [['node', '/app/dist/sidecar.js'], ['/opt/health-listener', 'node'], []]) {
       assert.equal((probe(own) as { initialDelaySeconds: number }).initialDelaySeconds, 2, own.join(' '));
     }
